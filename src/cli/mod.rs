@@ -1,0 +1,181 @@
+//! The command-line front end: one file per command, each turning flags into a library
+//! call and its result into output. No business logic lives here.
+//!
+//! Conventions shared by every command:
+//! - `--json` prints machine-readable results on stdout; human tables otherwise.
+//! - `-v` (repeatable) and `-q` set how much is logged on stderr; `-q` also silences the
+//!   human summary of commands whose product is a file.
+//! - `--color auto|always|never` (auto honours `NO_COLOR` and whether stdout is a tty).
+//! - Exit codes: 0 success, 1 run-time failure, 2 usage or bad input. Errors print their
+//!   cause chain on one line on stderr.
+
+mod compare;
+mod completions;
+mod output;
+mod pki;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::error::{Classify, ErrorClass};
+pub use output::Output;
+
+/// tlsperf: find out why TLS handshakes are slow, phase by phase, and prove the fix.
+#[derive(Debug, Parser)]
+#[command(name = "tlsperf", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Print machine-readable JSON on stdout instead of human tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Log more on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Log only errors, and print nothing on success for commands that write files.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// When to use colors.
+    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, global = true)]
+    pub color: ColorWhen,
+}
+
+/// When to color output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    /// When the stream is a terminal and `NO_COLOR` is not set.
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Test PKIs and synthetic trust bundles.
+    Pki(pki::PkiArgs),
+    /// Is B really faster than A? Welch's t-test on two sample files.
+    Compare(compare::CompareArgs),
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
+}
+
+/// A failure on its way to the user: the error chain and its class (exit code).
+#[derive(Debug)]
+pub struct CliError {
+    /// Input (exit 2) or run-time (exit 1).
+    pub class: ErrorClass,
+    /// The error with its cause chain.
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    /// A bad-input error with a message.
+    pub fn input(msg: impl std::fmt::Display) -> Self {
+        CliError {
+            class: ErrorClass::Input,
+            error: anyhow::anyhow!("{msg}"),
+        }
+    }
+
+    /// A run-time failure.
+    pub fn runtime(error: anyhow::Error) -> Self {
+        CliError {
+            class: ErrorClass::Runtime,
+            error,
+        }
+    }
+}
+
+impl<E> From<E> for CliError
+where
+    E: Classify + std::error::Error + Send + Sync + 'static,
+{
+    fn from(e: E) -> Self {
+        CliError {
+            class: e.class(),
+            error: anyhow::Error::new(e),
+        }
+    }
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<(), CliError> {
+    let out = Output::new(cli.global.json, cli.global.quiet);
+    match cli.command {
+        Command::Pki(args) => pki::exec(args, &out),
+        Command::Compare(args) => compare::exec(args, &out),
+        Command::Completions(args) => completions::exec(args, &out),
+    }
+}
+
+/// The whole program: parse arguments, set up color and logging, run, map the outcome to
+/// an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let choice = match cli.global.color {
+        ColorWhen::Auto => anstream::ColorChoice::Auto,
+        ColorWhen::Always => anstream::ColorChoice::Always,
+        ColorWhen::Never => anstream::ColorChoice::Never,
+    };
+    choice.write_global();
+    init_logging(cli.global.verbose, cli.global.quiet);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let label = anstyle::Style::new()
+                .fg_color(Some(anstyle::AnsiColor::Red.into()))
+                .bold();
+            anstream::eprintln!("{label}error:{label:#} {:#}", e.error);
+            ExitCode::from(e.class.exit_code())
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_env("TLSPERF_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    let ansi = anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

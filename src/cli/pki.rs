@@ -1,0 +1,153 @@
+//! `tlsperf pki init DIR` and `tlsperf pki bundle`: flags → [`crate::pki`] → output.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::{CliError, Output};
+use crate::files::{self, FileMode};
+use crate::pki::{self, BundleOptions, KeyType, PkiOptions, TestPki};
+use crate::report::text;
+
+/// Arguments of `tlsperf pki`.
+#[derive(Debug, Args)]
+pub struct PkiArgs {
+    #[command(subcommand)]
+    command: PkiCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum PkiCommand {
+    /// Write a test PKI: root CA → intermediate CA → server leaf and client leaf.
+    ///
+    /// Files: root.pem, intermediate.pem, server.pem, server.key, server-chain.pem
+    /// (leaf + intermediate), client.pem, client.key, client-chain.pem. Keys are
+    /// PKCS#8, mode 0600.
+    Init(InitArgs),
+    /// Write a synthetic trust bundle of N CA certificates, K with cross-signed twins.
+    ///
+    /// Keys are drawn round-robin from a pool of distinct keys (--key-pool); every CA
+    /// still has its own subject, serial and key identifier. A twin has the same subject,
+    /// key and key identifier as its CA and is issued by the next CA of the bundle.
+    Bundle(BundleArgs),
+}
+
+#[derive(Debug, Args)]
+struct InitArgs {
+    /// Directory to write into (created if missing).
+    dir: PathBuf,
+    /// Key type of every certificate.
+    #[arg(long, value_enum, default_value_t = KeyType::EcdsaP256)]
+    key: KeyType,
+    /// Key type of the root and intermediate CAs (overrides --key).
+    #[arg(long, value_enum)]
+    ca_key: Option<KeyType>,
+    /// Key type of the server and client leaves (overrides --key).
+    #[arg(long, value_enum)]
+    leaf_key: Option<KeyType>,
+    /// Subject alternative name of the server leaf: DNS name or IP address (repeatable;
+    /// default: localhost, 127.0.0.1, ::1).
+    #[arg(long = "san", value_name = "NAME")]
+    sans: Vec<String>,
+    /// Validity of every certificate, in days.
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
+    days: u32,
+    /// Overwrite existing files.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Debug, Args)]
+struct BundleArgs {
+    /// Number of distinct CA certificates (N).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=pki::bundle::MAX_BUNDLE as u64))]
+    count: u64,
+    /// How many of them get a cross-signed twin (K ≤ N).
+    #[arg(long, default_value_t = 0)]
+    cross_signed: u64,
+    /// Key type of every CA.
+    #[arg(long, value_enum, default_value_t = KeyType::EcdsaP256)]
+    key: KeyType,
+    /// Distinct keys to generate and share round-robin (default: 1024, or 8 for RSA).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    key_pool: Option<u64>,
+    /// Validity in days.
+    #[arg(long, default_value_t = 3650, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
+    days: u32,
+    /// Output PEM file.
+    #[arg(long)]
+    out: PathBuf,
+    /// Overwrite an existing output file.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Runs `tlsperf pki …`.
+pub fn exec(args: PkiArgs, out: &Output) -> Result<(), CliError> {
+    match args.command {
+        PkiCommand::Init(a) => init(a, out),
+        PkiCommand::Bundle(a) => bundle(a, out),
+    }
+}
+
+#[derive(Serialize)]
+struct InitReport<'a> {
+    dir: &'a std::path::Path,
+    files: &'a [pki::WrittenFile],
+    certificates: &'a [pki::CertSummary],
+}
+
+fn init(a: InitArgs, out: &Output) -> Result<(), CliError> {
+    let opts = PkiOptions {
+        ca_key: a.ca_key.unwrap_or(a.key),
+        leaf_key: a.leaf_key.unwrap_or(a.key),
+        sans: if a.sans.is_empty() {
+            PkiOptions::default_sans()
+        } else {
+            a.sans
+        },
+        days: a.days,
+    };
+    // Refuse early (existing files, unusable directory) before spending time on keys.
+    pki::chain::prepare_dir(&a.dir, a.force)?;
+    let pki = TestPki::generate(&opts)?;
+    let written = pki::write_pki(&pki, &a.dir, a.force)?;
+    let certs = pki.summaries();
+    let report = InitReport {
+        dir: &a.dir,
+        files: &written,
+        certificates: &certs,
+    };
+    out.summary(&report, || text::pki_init(&a.dir, &written, &certs))
+}
+
+#[derive(Serialize)]
+struct BundleReport<'a> {
+    path: &'a std::path::Path,
+    bytes: usize,
+    #[serde(flatten)]
+    bundle: &'a pki::Bundle,
+}
+
+fn bundle(a: BundleArgs, out: &Output) -> Result<(), CliError> {
+    let to_usize = |name: &str, v: u64| {
+        usize::try_from(v).map_err(|_| CliError::input(format!("{name} {v} is too large")))
+    };
+    let opts = BundleOptions {
+        count: to_usize("--count", a.count)?,
+        cross_signed: to_usize("--cross-signed", a.cross_signed)?,
+        key: a.key,
+        key_pool: a.key_pool.map(|p| to_usize("--key-pool", p)).transpose()?,
+        days: a.days,
+    };
+    files::check_destination(&a.out, a.force)?;
+    let bundle = pki::generate_bundle(&opts)?;
+    files::write_atomic(&a.out, bundle.pem.as_bytes(), FileMode::Public, a.force)?;
+    let report = BundleReport {
+        path: &a.out,
+        bytes: bundle.pem.len(),
+        bundle: &bundle,
+    };
+    out.summary(&report, || text::bundle(&a.out, &bundle))
+}

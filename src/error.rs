@@ -1,0 +1,63 @@
+//! Failure classification shared by every module.
+//!
+//! Library errors are `thiserror` enums owned by their modules; each says whether it was
+//! caused by the user's input (exit code 2) or happened at run time (exit code 1) through
+//! the [`Classify`] trait. The binary maps that class to the process exit code.
+
+/// Whether a failure is the user's input or the run itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Bad usage or bad input: a wrong flag value, a malformed file, a path that exists
+    /// already. Exit code 2.
+    Input,
+    /// Something failed while running with valid input: I/O errors, a crypto backend
+    /// failure. Exit code 1.
+    Runtime,
+}
+
+impl ErrorClass {
+    /// The process exit code for this class of failure.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorClass::Input => 2,
+            ErrorClass::Runtime => 1,
+        }
+    }
+}
+
+/// Implemented by every library error type: tells which [`ErrorClass`] it belongs to.
+pub trait Classify {
+    /// The class of this failure.
+    fn class(&self) -> ErrorClass;
+}
+
+/// Classifies an I/O error met while opening or reading a file the user named: a missing
+/// file, a permission problem or a directory in place of a file is bad input; anything
+/// else (a disk error, an interrupted read) is a run-time failure.
+pub fn io_input_class(err: &std::io::Error) -> ErrorClass {
+    use std::io::ErrorKind::*;
+    match err.kind() {
+        NotFound | PermissionDenied | IsADirectory | NotADirectory | InvalidInput
+        | InvalidData | AlreadyExists | ReadOnlyFilesystem | InvalidFilename => ErrorClass::Input,
+        _ => ErrorClass::Runtime,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(ErrorClass::Input.exit_code(), 2);
+        assert_eq!(ErrorClass::Runtime.exit_code(), 1);
+    }
+
+    #[test]
+    fn io_classes() {
+        let nf = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(io_input_class(&nf), ErrorClass::Input);
+        let other = std::io::Error::other("disk on fire");
+        assert_eq!(io_input_class(&other), ErrorClass::Runtime);
+    }
+}

@@ -1,0 +1,318 @@
+//! Atomic file output: every file tlsperf writes goes to a temporary file in the
+//! destination's directory and is renamed into place, so a reader never sees a
+//! half-written file. Private material (keys) is created with mode 0600 from the start.
+//!
+//! [`Staging`] writes a set of files together: all contents are written and synced first,
+//! then renamed one after another, so a failure while writing leaves nothing behind.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tempfile::NamedTempFile;
+
+use crate::error::{Classify, ErrorClass, io_input_class};
+
+/// Who may read a written file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMode {
+    /// World-readable (0644): certificates, reports, bundles.
+    Public,
+    /// Owner only (0600): private keys, ticket keys. Never widened, not even briefly.
+    Private,
+}
+
+impl FileMode {
+    /// The Unix permission bits for this mode.
+    pub fn bits(self) -> u32 {
+        match self {
+            FileMode::Public => 0o644,
+            FileMode::Private => 0o600,
+        }
+    }
+}
+
+/// A failure while writing output files.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// Destination files exist and overwriting was not allowed.
+    #[error("refusing to overwrite existing {}: {} (use --force to overwrite)",
+        if .0.len() == 1 { "file" } else { "files" },
+        .0.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    Exists(Vec<PathBuf>),
+    /// The output directory could not be created.
+    #[error("cannot create directory {}", .path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A destination path is unusable (no file name, or its parent is not a directory).
+    #[error("cannot write {}: {reason}", .path.display())]
+    BadPath {
+        /// The destination.
+        path: PathBuf,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Writing the temporary file failed.
+    #[error("cannot write {}", .path.display())]
+    Write {
+        /// The destination the temporary file was for.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Renaming the temporary file into place failed.
+    #[error("cannot move the finished file into place at {}", .path.display())]
+    Rename {
+        /// The destination.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Classify for FileError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            FileError::Exists(_) | FileError::BadPath { .. } => ErrorClass::Input,
+            FileError::CreateDir { source, .. }
+            | FileError::Write { source, .. }
+            | FileError::Rename { source, .. } => io_input_class(source),
+        }
+    }
+}
+
+/// Fails with [`FileError::Exists`] naming every path that already exists.
+pub fn check_absent<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<(), FileError> {
+    let existing: Vec<PathBuf> = paths
+        .into_iter()
+        .filter(|p| p.symlink_metadata().is_ok())
+        .map(Path::to_path_buf)
+        .collect();
+    if existing.is_empty() {
+        Ok(())
+    } else {
+        Err(FileError::Exists(existing))
+    }
+}
+
+/// Checks, before any expensive work, that `dest` can be written: its parent directory
+/// exists, it is not a directory, and (unless `overwrite`) it does not exist yet.
+pub fn check_destination(dest: &Path, overwrite: bool) -> Result<(), FileError> {
+    parent_dir(dest)?;
+    if overwrite {
+        Ok(())
+    } else {
+        check_absent([dest])
+    }
+}
+
+/// Creates `dir` and its parents if they do not exist.
+pub fn create_dir_all(dir: &Path) -> Result<(), FileError> {
+    fs::create_dir_all(dir).map_err(|source| FileError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
+struct Staged {
+    temp: NamedTempFile,
+    dest: PathBuf,
+}
+
+/// A set of files written together: contents go to temporary files first, and only
+/// [`Staging::commit`] moves them into place. Dropping a `Staging` without committing
+/// removes the temporary files.
+pub struct Staging {
+    files: Vec<Staged>,
+    overwrite: bool,
+}
+
+impl Staging {
+    /// Starts a new set. With `overwrite` false, [`Staging::commit`] never replaces an
+    /// existing file, even one created after the set was started.
+    pub fn new(overwrite: bool) -> Self {
+        Staging {
+            files: Vec::new(),
+            overwrite,
+        }
+    }
+
+    /// Writes `contents` to a temporary file beside `dest` with the given mode, synced to
+    /// disk.
+    pub fn add(&mut self, dest: &Path, contents: &[u8], mode: FileMode) -> Result<(), FileError> {
+        let dir = parent_dir(dest)?;
+        let write_err = |source| FileError::Write {
+            path: dest.to_path_buf(),
+            source,
+        };
+        // tempfile creates the file with mode 0600, so private contents are never exposed.
+        let mut temp = tempfile::Builder::new()
+            .prefix(".tlsperf-")
+            .suffix(".tmp")
+            .tempfile_in(dir)
+            .map_err(write_err)?;
+        temp.write_all(contents).map_err(write_err)?;
+        if mode != FileMode::Private {
+            set_mode(temp.as_file(), mode).map_err(write_err)?;
+        }
+        temp.as_file().sync_all().map_err(write_err)?;
+        self.files.push(Staged {
+            temp,
+            dest: dest.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    /// Moves every staged file into place, in the order they were added, and returns the
+    /// destinations.
+    pub fn commit(self) -> Result<Vec<PathBuf>, FileError> {
+        let mut done = Vec::with_capacity(self.files.len());
+        for Staged { temp, dest } in self.files {
+            let result = if self.overwrite {
+                temp.persist(&dest)
+            } else {
+                temp.persist_noclobber(&dest)
+            };
+            match result {
+                Ok(_) => done.push(dest),
+                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(FileError::Exists(vec![dest]));
+                }
+                Err(e) => {
+                    return Err(FileError::Rename {
+                        path: dest,
+                        source: e.error,
+                    });
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Writes one file atomically (temporary file + rename).
+pub fn write_atomic(
+    dest: &Path,
+    contents: &[u8],
+    mode: FileMode,
+    overwrite: bool,
+) -> Result<(), FileError> {
+    let mut staging = Staging::new(overwrite);
+    staging.add(dest, contents, mode)?;
+    staging.commit().map(|_| ())
+}
+
+fn parent_dir(dest: &Path) -> Result<&Path, FileError> {
+    if dest.file_name().is_none() {
+        return Err(FileError::BadPath {
+            path: dest.to_path_buf(),
+            reason: "the path names no file",
+        });
+    }
+    let dir = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(FileError::BadPath {
+            path: dest.to_path_buf(),
+            reason: "its parent directory does not exist",
+        });
+    }
+    if dest.is_dir() {
+        return Err(FileError::BadPath {
+            path: dest.to_path_buf(),
+            reason: "it is a directory",
+        });
+    }
+    Ok(dir)
+}
+
+#[cfg(unix)]
+fn set_mode(file: &fs::File, mode: FileMode) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(fs::Permissions::from_mode(mode.bits()))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_file: &fs::File, _mode: FileMode) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    fn mode_of(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn writes_with_modes_and_refuses_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("k.key");
+        let cert = dir.path().join("c.pem");
+        write_atomic(&key, b"secret", FileMode::Private, false).unwrap();
+        write_atomic(&cert, b"public", FileMode::Public, false).unwrap();
+        #[cfg(unix)]
+        {
+            assert_eq!(mode_of(&key), 0o600);
+            assert_eq!(mode_of(&cert), 0o644);
+        }
+        let err = write_atomic(&cert, b"again", FileMode::Public, false).unwrap_err();
+        assert!(matches!(err, FileError::Exists(_)), "{err}");
+        assert_eq!(err.class(), ErrorClass::Input);
+        assert_eq!(fs::read(&cert).unwrap(), b"public");
+        write_atomic(&cert, b"again", FileMode::Public, true).unwrap();
+        assert_eq!(fs::read(&cert).unwrap(), b"again");
+        // No temporary files are left behind.
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 2);
+    }
+
+    #[test]
+    fn dropped_staging_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Staging::new(false);
+        s.add(&dir.path().join("a"), b"a", FileMode::Public).unwrap();
+        drop(s);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn check_absent_lists_all_existing() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        fs::write(&a, b"").unwrap();
+        fs::write(&b, b"").unwrap();
+        let c = dir.path().join("c");
+        match check_absent([a.as_path(), b.as_path(), c.as_path()]) {
+            Err(FileError::Exists(v)) => assert_eq!(v, vec![a, b]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_parent_is_input_error() {
+        let err = write_atomic(
+            Path::new("/nonexistent-dir-xyz/file"),
+            b"",
+            FileMode::Public,
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Input);
+        assert!(err.to_string().contains("/nonexistent-dir-xyz/file"));
+    }
+}

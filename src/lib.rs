@@ -1,0 +1,26 @@
+//! tlsperf: find out why TLS handshakes are slow, phase by phase, and prove the fix.
+//!
+//! The crate is a library with a thin command-line front end (`src/main.rs`, `src/cli/`).
+//! Data flows one way: resolved configuration → engine → typed results → report sinks.
+//! Engines never print; the CLI chooses between human text and JSON.
+//!
+//! Modules:
+//! - [`pki`]: realistic test PKIs (root → intermediate → server/client leaf) and synthetic
+//!   trust bundles, built with rcgen.
+//! - [`stats`]: HDR histograms, summaries, Tukey's IQR filter, Welch's t-test, comparisons.
+//! - [`tls`]: crypto provider choice (aws-lc-rs or ring), passed explicitly into configs.
+//! - [`report`]: human-readable renderings of results.
+//! - [`files`]: atomic file output (temp file + rename, private modes for keys).
+//! - [`error`]: how failures are classified into input errors and run-time failures.
+
+pub mod error;
+pub mod files;
+pub mod pki;
+pub mod report;
+pub mod stats;
+pub mod tls;
+
+#[doc(hidden)]
+pub mod cli;
+
+pub use error::ErrorClass;

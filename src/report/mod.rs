@@ -1,0 +1,4 @@
+//! Report sinks: turn results into human-readable text. They never open the engine's
+//! sockets or files; JSON output is the results' own serde form.
+
+pub mod text;

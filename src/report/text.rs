@@ -1,0 +1,171 @@
+//! Human-readable renderings: aligned tables and one-line verdicts. Styling is emitted as
+//! ANSI sequences; the CLI's output stream strips them when color is off.
+
+use std::path::Path;
+
+use anstyle::{AnsiColor, Style};
+use comfy_table::{CellAlignment, Table, presets};
+
+use crate::pki::{Bundle, CertSummary, WrittenFile};
+use crate::stats::compare::format_p;
+use crate::stats::{Comparison, Direction};
+
+const BOLD: Style = Style::new().bold();
+const GOOD: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Green))).bold();
+const BAD: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Red))).bold();
+const NEUTRAL: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)));
+
+fn styled(style: Style, text: &str) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    t.set_header(header.iter().map(|h| h.to_string()));
+    t
+}
+
+/// Renders a table without the padding comfy-table leaves at line ends.
+fn render(t: &Table) -> String {
+    t.lines().map(|l| l.trim_end().to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// Formats a number with about four significant digits, without exponent for ordinary
+/// magnitudes.
+pub fn num(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let mag = x.abs().log10().floor() as i32;
+    if !(-4..=9).contains(&mag) {
+        return format!("{x:.3e}");
+    }
+    let decimals = (3 - mag).clamp(0, 9) as usize;
+    format!("{x:.decimals$}")
+}
+
+/// The comparison of two samples: both summaries side by side, the test, the verdict.
+pub fn comparison(c: &Comparison) -> String {
+    let mut t = table(&["", "A", "B"]);
+    let rows: [(&str, f64, f64); 6] = [
+        ("n", c.a.summary.n as f64, c.b.summary.n as f64),
+        ("median", c.a.summary.median, c.b.summary.median),
+        ("mean", c.a.summary.mean, c.b.summary.mean),
+        ("stddev", c.a.summary.stddev, c.b.summary.stddev),
+        ("min", c.a.summary.min, c.b.summary.min),
+        ("max", c.a.summary.max, c.b.summary.max),
+    ];
+    for (name, a, b) in rows {
+        t.add_row(vec![name.to_string(), num(a), num(b)]);
+    }
+    let dropped = |s: &crate::stats::compare::Side| match &s.filter {
+        Some(_) => format!("{} of {}", s.outliers_dropped, s.raw.n),
+        None => "filter off".into(),
+    };
+    t.add_row(vec!["IQR outliers dropped".into(), dropped(&c.a), dropped(&c.b)]);
+    for col in 1..3 {
+        if let Some(column) = t.column_mut(col) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let w = &c.welch;
+    let mut out = String::new();
+    out.push_str(&format!("A: {}\nB: {}\n\n", c.a.source, c.b.source));
+    out.push_str(&render(&t));
+    out.push('\n');
+    let rel = c
+        .relative_change
+        .map(|r| format!(" ({:+.1}%)", r * 100.0))
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "\nmean B − mean A = {}{rel}, {:.0}% CI [{}, {}]\n",
+        num(w.diff),
+        w.confidence * 100.0,
+        num(w.ci_low),
+        num(w.ci_high)
+    ));
+    out.push_str(&format!(
+        "Welch's t-test: t = {}, df = {}, p = {}\n",
+        num(w.t),
+        num(w.df),
+        format_p(w.p)
+    ));
+    let better = match c.direction {
+        Direction::LowerIsBetter => w.diff < 0.0,
+        Direction::HigherIsBetter => w.diff > 0.0,
+    };
+    let style = match (c.significant, better) {
+        (false, _) => NEUTRAL,
+        (true, true) => GOOD,
+        (true, false) => BAD,
+    };
+    out.push_str(&styled(style, &c.verdict));
+    out.push('\n');
+    out
+}
+
+/// The files and certificates of a freshly written PKI.
+pub fn pki_init(dir: &Path, files: &[WrittenFile], certs: &[CertSummary]) -> String {
+    let mut t = table(&["file", "mode", "contents"]);
+    for f in files {
+        let name = f
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        t.add_row(vec![name, f.mode.clone(), f.contents.to_string()]);
+    }
+    let mut c = table(&["certificate", "key", "subject CN", "EKU / SANs", "not after"]);
+    for s in certs {
+        let mut usage = s.eku.join(",");
+        if !s.sans.is_empty() {
+            usage.push_str(&format!(" {}", s.sans.join(",")));
+        }
+        c.add_row(vec![
+            s.role.to_string(),
+            s.key.to_string(),
+            s.subject.clone(),
+            if usage.is_empty() { "CA".into() } else { usage },
+            s.not_after.clone(),
+        ]);
+    }
+    format!(
+        "{} {}\n{}\n\n{}\n",
+        styled(BOLD, "wrote test PKI in"),
+        dir.display(),
+        render(&t),
+        render(&c)
+    )
+}
+
+/// A freshly written synthetic bundle.
+pub fn bundle(path: &Path, b: &Bundle) -> String {
+    format!(
+        "{} {}: {} certificates ({} CAs, {} cross-signed twins), {} keys from a pool of {} distinct, {} bytes, in {:.2} s\n",
+        styled(BOLD, "wrote bundle"),
+        path.display(),
+        b.certificates,
+        b.cas,
+        b.twins,
+        b.key,
+        b.distinct_keys,
+        b.pem.len(),
+        b.elapsed.as_secs_f64()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers() {
+        assert_eq!(num(12.345678), "12.35");
+        assert_eq!(num(0.0012345), "0.001234");
+        assert_eq!(num(123456.7), "123457");
+        assert_eq!(num(-6.014952), "-6.015");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(1.5e-7), "1.500e-7");
+    }
+}

@@ -1,0 +1,70 @@
+//! The statistics core: every number tlsperf reports goes through here.
+//!
+//! - [`histogram`]: HDR latency histograms (exact merge, lossless JSON serialization).
+//! - [`summary`]: n, mean, median, standard deviation, extremes of a sample.
+//! - [`iqr`]: Tukey's 1.5×IQR outlier filter, quartiles as numpy computes them.
+//! - [`welch`]: Welch's two-sample t-test with the Welch–Satterthwaite degrees of freedom.
+//! - [`samples`]: sample files (one number a line) as the user writes them.
+//! - [`compare`]: is B different from A — summaries, filter, test and a verdict.
+
+pub mod compare;
+pub mod histogram;
+pub mod iqr;
+pub mod samples;
+pub mod summary;
+pub mod welch;
+
+pub use compare::{Comparison, CompareOptions, Direction, compare};
+pub use histogram::{HistogramError, LatencyHistogram, Quantiles};
+pub use iqr::{IqrFilter, quantile_linear};
+pub use samples::{SampleError, Samples};
+pub use summary::Summary;
+pub use welch::{WelchTest, welch_t_test};
+
+use crate::error::{Classify, ErrorClass};
+
+/// A statistic that cannot be computed from the data given.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StatsError {
+    /// Too few samples.
+    #[error("{what} needs at least {needed} samples, got {got}")]
+    TooFew {
+        /// The statistic or sample set.
+        what: String,
+        /// The minimum.
+        needed: usize,
+        /// What there was.
+        got: usize,
+    },
+    /// Both samples have zero variance, so the t statistic is undefined.
+    #[error("both samples have zero variance: Welch's t-test is undefined (A's mean {mean_a}, B's mean {mean_b})")]
+    ZeroVariance {
+        /// Mean of A.
+        mean_a: f64,
+        /// Mean of B.
+        mean_b: f64,
+    },
+    /// A parameter is out of range.
+    #[error("invalid {name}: {reason}")]
+    BadParam {
+        /// The parameter.
+        name: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Classify for StatsError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Input
+    }
+}
+
+/// Serializes a [`std::time::Duration`] as fractional milliseconds.
+pub fn serde_duration_ms<S: serde::Serializer>(
+    d: &std::time::Duration,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
