@@ -37,8 +37,8 @@ pub trait Classify {
 pub fn io_input_class(err: &std::io::Error) -> ErrorClass {
     use std::io::ErrorKind::*;
     match err.kind() {
-        NotFound | PermissionDenied | IsADirectory | NotADirectory | InvalidInput
-        | InvalidData | AlreadyExists | ReadOnlyFilesystem | InvalidFilename => ErrorClass::Input,
+        NotFound | PermissionDenied | IsADirectory | NotADirectory | InvalidInput | InvalidData
+        | AlreadyExists | ReadOnlyFilesystem | InvalidFilename => ErrorClass::Input,
         _ => ErrorClass::Runtime,
     }
 }

@@ -284,7 +284,8 @@ mod tests {
     fn dropped_staging_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Staging::new(false);
-        s.add(&dir.path().join("a"), b"a", FileMode::Public).unwrap();
+        s.add(&dir.path().join("a"), b"a", FileMode::Public)
+            .unwrap();
         drop(s);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }

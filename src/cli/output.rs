@@ -26,7 +26,11 @@ impl Output {
     }
 
     /// Prints a command's result: `value` as JSON with `--json`, else `human()`.
-    pub fn result<T: Serialize>(&self, value: &T, human: impl FnOnce() -> String) -> Result<(), CliError> {
+    pub fn result<T: Serialize>(
+        &self,
+        value: &T,
+        human: impl FnOnce() -> String,
+    ) -> Result<(), CliError> {
         if self.json {
             self.json_value(value)
         } else {
@@ -36,7 +40,11 @@ impl Output {
 
     /// Like [`Output::result`], but the human text is dropped with `-q`: for commands whose
     /// product is a file.
-    pub fn summary<T: Serialize>(&self, value: &T, human: impl FnOnce() -> String) -> Result<(), CliError> {
+    pub fn summary<T: Serialize>(
+        &self,
+        value: &T,
+        human: impl FnOnce() -> String,
+    ) -> Result<(), CliError> {
         if !self.json && self.quiet {
             return Ok(());
         }
@@ -62,6 +70,8 @@ fn handle(r: std::io::Result<()>) -> Result<(), CliError> {
     match r {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError::runtime(anyhow::Error::new(e).context("cannot write to stdout"))),
+        Err(e) => Err(CliError::runtime(
+            anyhow::Error::new(e).context("cannot write to stdout"),
+        )),
     }
 }

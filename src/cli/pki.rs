@@ -109,7 +109,9 @@ fn init(a: InitArgs, out: &Output) -> Result<(), CliError> {
         },
         days: a.days,
     };
-    // Refuse early (existing files, unusable directory) before spending time on keys.
+    // Refuse early (bad options, existing files, unusable directory): nothing is
+    // created on bad input and no time is spent on keys.
+    opts.validate()?;
     pki::chain::prepare_dir(&a.dir, a.force)?;
     let pki = TestPki::generate(&opts)?;
     let written = pki::write_pki(&pki, &a.dir, a.force)?;

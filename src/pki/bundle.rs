@@ -94,7 +94,11 @@ pub fn generate_bundle(opts: &BundleOptions) -> Result<Bundle, PkiError> {
     if opts.days == 0 || opts.days > super::chain::MAX_DAYS {
         return Err(PkiError::BadParam {
             name: "--days",
-            reason: format!("{} is out of range 1..={}", opts.days, super::chain::MAX_DAYS),
+            reason: format!(
+                "{} is out of range 1..={}",
+                opts.days,
+                super::chain::MAX_DAYS
+            ),
         });
     }
     let pool_size = opts
@@ -108,7 +112,9 @@ pub fn generate_bundle(opts: &BundleOptions) -> Result<Bundle, PkiError> {
         });
     }
 
-    let threads = thread::available_parallelism().map_or(1, |t| t.get()).min(n);
+    let threads = thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(n);
     let keys = parallel_chunks(pool_size, threads, |range| {
         range.map(|_| opts.key.generate()).collect()
     })?;
@@ -134,10 +140,12 @@ pub fn generate_bundle(opts: &BundleOptions) -> Result<Bundle, PkiError> {
                 let issuer = Issuer::new(ca_params(j, issuer_key, &validity), issuer_key);
                 let mut twin = ca_params(i, key, &validity);
                 twin.use_authority_key_identifier_extension = true;
-                let cert = twin.signed_by(key, &issuer).map_err(|source| PkiError::Sign {
-                    what: format!("cross-signed twin of synthetic CA #{i}"),
-                    source,
-                })?;
+                let cert = twin
+                    .signed_by(key, &issuer)
+                    .map_err(|source| PkiError::Sign {
+                        what: format!("cross-signed twin of synthetic CA #{i}"),
+                        source,
+                    })?;
                 out.push(cert.pem());
             }
         }
@@ -239,7 +247,10 @@ mod tests {
     #[test]
     fn counts_and_twins() {
         let b = generate_bundle(&opts(10, 3)).unwrap();
-        assert_eq!((b.cas, b.twins, b.certificates, b.distinct_keys), (10, 3, 13, 4));
+        assert_eq!(
+            (b.cas, b.twins, b.certificates, b.distinct_keys),
+            (10, 3, 13, 4)
+        );
         let ders: Vec<_> = CertificateDer::pem_slice_iter(b.pem.as_bytes())
             .collect::<Result<_, _>>()
             .unwrap();
@@ -252,7 +263,10 @@ mod tests {
         assert_eq!(parsed[0].subject(), parsed[1].subject());
         assert_eq!(parsed[0].public_key().raw, parsed[1].public_key().raw);
         assert_ne!(parsed[1].issuer(), parsed[1].subject());
-        assert_eq!(parsed[1].issuer().to_string(), parsed[2].subject().to_string());
+        assert_eq!(
+            parsed[1].issuer().to_string(),
+            parsed[2].subject().to_string()
+        );
         // Every CA is self-signed and a CA.
         for p in [&parsed[0], &parsed[2], &parsed[12]] {
             assert_eq!(p.issuer(), p.subject());
@@ -281,7 +295,10 @@ mod tests {
     fn rejects_bad_counts() {
         for (n, k) in [(0, 0), (3, 4), (1, 1)] {
             let err = generate_bundle(&opts(n, k)).unwrap_err();
-            assert_eq!(crate::error::Classify::class(&err), crate::ErrorClass::Input);
+            assert_eq!(
+                crate::error::Classify::class(&err),
+                crate::ErrorClass::Input
+            );
         }
     }
 }

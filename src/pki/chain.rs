@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use rand::RngCore;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use serde::Serialize;
@@ -33,6 +33,18 @@ pub struct PkiOptions {
 }
 
 impl PkiOptions {
+    /// Checks the options without generating anything: `days` in range, every SAN an IP
+    /// address or a valid DNS name.
+    pub fn validate(&self) -> Result<(), PkiError> {
+        if self.days == 0 || self.days > MAX_DAYS {
+            return Err(PkiError::BadParam {
+                name: "--days",
+                reason: format!("{} is out of range 1..={MAX_DAYS}", self.days),
+            });
+        }
+        parse_sans(&self.sans).map(|_| ())
+    }
+
     /// The default server SANs: `localhost`, `127.0.0.1`, `::1`.
     pub fn default_sans() -> Vec<String> {
         vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
@@ -104,15 +116,12 @@ impl TestPki {
     /// Generates a new PKI. Fresh keys every time; CA names carry a random suffix so that
     /// several PKIs can live in one trust store without subject clashes.
     pub fn generate(opts: &PkiOptions) -> Result<TestPki, PkiError> {
-        if opts.days == 0 || opts.days > MAX_DAYS {
-            return Err(PkiError::BadParam {
-                name: "--days",
-                reason: format!("{} is out of range 1..={MAX_DAYS}", opts.days),
-            });
-        }
+        opts.validate()?;
         let sans = parse_sans(&opts.sans)?;
         // Certificates carry whole seconds; so do the summaries.
-        let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or(OffsetDateTime::now_utc());
+        let now = OffsetDateTime::now_utc()
+            .replace_nanosecond(0)
+            .unwrap_or(OffsetDateTime::now_utc());
         let not_before = now - Duration::hours(1);
         let not_after = now + Duration::days(i64::from(opts.days));
         let tag = random_tag();
@@ -167,7 +176,11 @@ impl TestPki {
                 subject,
                 key: key_type,
                 eku,
-                sans: if role == "server" { opts.sans.clone() } else { Vec::new() },
+                sans: if role == "server" {
+                    opts.sans.clone()
+                } else {
+                    Vec::new()
+                },
                 not_after: rfc3339(not_after),
                 sha256: sha256_hex(&der),
             };
@@ -182,9 +195,30 @@ impl TestPki {
         drop(int_issuer);
         Ok(TestPki {
             root: issued("root", root_cn, root_cert, root_key, opts.ca_key, vec![]),
-            intermediate: issued("intermediate", int_cn, int_cert, int_key, opts.ca_key, vec![]),
-            server: issued("server", server_cn, server_cert, server_key, opts.leaf_key, vec!["serverAuth"]),
-            client: issued("client", client_cn, client_cert, client_key, opts.leaf_key, vec!["clientAuth"]),
+            intermediate: issued(
+                "intermediate",
+                int_cn,
+                int_cert,
+                int_key,
+                opts.ca_key,
+                vec![],
+            ),
+            server: issued(
+                "server",
+                server_cn,
+                server_cert,
+                server_key,
+                opts.leaf_key,
+                vec!["serverAuth"],
+            ),
+            client: issued(
+                "client",
+                client_cn,
+                client_cert,
+                client_key,
+                opts.leaf_key,
+                vec!["clientAuth"],
+            ),
         })
     }
 
@@ -202,14 +236,24 @@ impl TestPki {
     pub fn files(&self) -> Vec<(&'static str, String, FileMode, &'static str)> {
         let chain = |leaf: &Issued| format!("{}{}", leaf.pem, self.intermediate.pem);
         vec![
-            ("root.pem", self.root.pem.clone(), FileMode::Public, "root CA certificate"),
+            (
+                "root.pem",
+                self.root.pem.clone(),
+                FileMode::Public,
+                "root CA certificate",
+            ),
             (
                 "intermediate.pem",
                 self.intermediate.pem.clone(),
                 FileMode::Public,
                 "intermediate CA certificate",
             ),
-            ("server.pem", self.server.pem.clone(), FileMode::Public, "server leaf certificate"),
+            (
+                "server.pem",
+                self.server.pem.clone(),
+                FileMode::Public,
+                "server leaf certificate",
+            ),
             (
                 "server.key",
                 self.server.key.serialize_pem(),
@@ -222,7 +266,12 @@ impl TestPki {
                 FileMode::Public,
                 "server leaf + intermediate",
             ),
-            ("client.pem", self.client.pem.clone(), FileMode::Public, "client leaf certificate"),
+            (
+                "client.pem",
+                self.client.pem.clone(),
+                FileMode::Public,
+                "client leaf certificate",
+            ),
             (
                 "client.key",
                 self.client.key.serialize_pem(),
@@ -308,7 +357,11 @@ pub fn write_pki(pki: &TestPki, dir: &Path, overwrite: bool) -> Result<Vec<Writt
     Ok(written)
 }
 
-fn base_params(cn: String, not_before: OffsetDateTime, not_after: OffsetDateTime) -> CertificateParams {
+fn base_params(
+    cn: String,
+    not_before: OffsetDateTime,
+    not_after: OffsetDateTime,
+) -> CertificateParams {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::OrganizationName, "tlsperf");

@@ -103,7 +103,10 @@ impl FromStr for KeyType {
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 let names: Vec<_> = KeyType::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown key type '{s}' (expected one of {})", names.join(", "))
+                format!(
+                    "unknown key type '{s}' (expected one of {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -123,7 +126,12 @@ mod tests {
 
     #[test]
     fn generates_every_fast_type() {
-        for k in [KeyType::EcdsaP256, KeyType::EcdsaP384, KeyType::Ed25519, KeyType::Rsa2048] {
+        for k in [
+            KeyType::EcdsaP256,
+            KeyType::EcdsaP384,
+            KeyType::Ed25519,
+            KeyType::Rsa2048,
+        ] {
             let kp = k.generate().unwrap();
             assert!(kp.is_compatible(k.signature_algorithm()), "{k}");
         }

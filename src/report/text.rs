@@ -11,8 +11,12 @@ use crate::stats::compare::format_p;
 use crate::stats::{Comparison, Direction};
 
 const BOLD: Style = Style::new().bold();
-const GOOD: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Green))).bold();
-const BAD: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Red))).bold();
+const GOOD: Style = Style::new()
+    .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Green)))
+    .bold();
+const BAD: Style = Style::new()
+    .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Red)))
+    .bold();
 const NEUTRAL: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)));
 
 fn styled(style: Style, text: &str) -> String {
@@ -28,7 +32,10 @@ fn table(header: &[&str]) -> Table {
 
 /// Renders a table without the padding comfy-table leaves at line ends.
 fn render(t: &Table) -> String {
-    t.lines().map(|l| l.trim_end().to_string()).collect::<Vec<_>>().join("\n")
+    t.lines()
+        .map(|l| l.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Formats a number with about four significant digits, without exponent for ordinary
@@ -48,8 +55,12 @@ pub fn num(x: f64) -> String {
 /// The comparison of two samples: both summaries side by side, the test, the verdict.
 pub fn comparison(c: &Comparison) -> String {
     let mut t = table(&["", "A", "B"]);
-    let rows: [(&str, f64, f64); 6] = [
-        ("n", c.a.summary.n as f64, c.b.summary.n as f64),
+    t.add_row(vec![
+        "n".to_string(),
+        c.a.summary.n.to_string(),
+        c.b.summary.n.to_string(),
+    ]);
+    let rows: [(&str, f64, f64); 5] = [
         ("median", c.a.summary.median, c.b.summary.median),
         ("mean", c.a.summary.mean, c.b.summary.mean),
         ("stddev", c.a.summary.stddev, c.b.summary.stddev),
@@ -63,7 +74,11 @@ pub fn comparison(c: &Comparison) -> String {
         Some(_) => format!("{} of {}", s.outliers_dropped, s.raw.n),
         None => "filter off".into(),
     };
-    t.add_row(vec!["IQR outliers dropped".into(), dropped(&c.a), dropped(&c.b)]);
+    t.add_row(vec![
+        "IQR outliers dropped".into(),
+        dropped(&c.a),
+        dropped(&c.b),
+    ]);
     for col in 1..3 {
         if let Some(column) = t.column_mut(col) {
             column.set_cell_alignment(CellAlignment::Right);
@@ -116,7 +131,13 @@ pub fn pki_init(dir: &Path, files: &[WrittenFile], certs: &[CertSummary]) -> Str
             .unwrap_or_default();
         t.add_row(vec![name, f.mode.clone(), f.contents.to_string()]);
     }
-    let mut c = table(&["certificate", "key", "subject CN", "EKU / SANs", "not after"]);
+    let mut c = table(&[
+        "certificate",
+        "key",
+        "subject CN",
+        "EKU / SANs",
+        "not after",
+    ]);
     for s in certs {
         let mut usage = s.eku.join(",");
         if !s.sans.is_empty() {

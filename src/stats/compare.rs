@@ -3,11 +3,11 @@
 
 use serde::Serialize;
 
+use super::StatsError;
 use super::iqr::IqrFilter;
 use super::samples::Samples;
 use super::summary::Summary;
 use super::welch::{WelchTest, welch_t_test};
-use super::StatsError;
 
 /// Which way is better.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -170,7 +170,11 @@ pub fn format_p(p: f64) -> String {
             mantissa = 1.0;
             exp += 1;
         }
-        format!("{mantissa:.1}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+        format!(
+            "{mantissa:.1}e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        )
     }
 }
 
@@ -195,7 +199,7 @@ mod tests {
         assert!(c.significant);
         assert_eq!(
             c.verdict,
-            "B is 10.0% slower than A (p=3.3e-05, significant at α=0.05)"
+            "B is 10.1% slower than A (p=3.3e-05, significant at α=0.05)"
         );
         let c = compare(
             &samples(&A),
@@ -206,7 +210,11 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(c.verdict.starts_with("B is 10.0% higher (better) than A"), "{}", c.verdict);
+        assert!(
+            c.verdict.starts_with("B is 10.1% higher (better) than A"),
+            "{}",
+            c.verdict
+        );
     }
 
     #[test]
@@ -214,7 +222,11 @@ mod tests {
         let b: Vec<f64> = A.iter().rev().map(|x| x + 0.01).collect();
         let c = compare(&samples(&A), &samples(&b), &CompareOptions::default()).unwrap();
         assert!(!c.significant);
-        assert!(c.verdict.starts_with("no significant difference (p=0.9"), "{}", c.verdict);
+        assert!(
+            c.verdict.starts_with("no significant difference (p=0.9"),
+            "{}",
+            c.verdict
+        );
     }
 
     #[test]

@@ -62,7 +62,9 @@ impl LatencyHistogram {
 
     /// Records one value in nanoseconds.
     pub fn record_ns(&mut self, ns: u64) -> Result<(), HistogramError> {
-        self.inner.record(ns).map_err(|_| HistogramError::Record(ns))
+        self.inner
+            .record(ns)
+            .map_err(|_| HistogramError::Record(ns))
     }
 
     /// Adds every value of `other` to this histogram (exact).
@@ -122,7 +124,9 @@ impl LatencyHistogram {
             .map_err(|e| HistogramError::Decode(format!("not base64: {e}")))?;
         let decoded: Histogram<u64> = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
-            .map_err(|e| HistogramError::Decode(format!("not an HdrHistogram V2 encoding: {e:?}")))?;
+            .map_err(|e| {
+                HistogramError::Decode(format!("not an HdrHistogram V2 encoding: {e:?}"))
+            })?;
         // Re-home the values in an auto-resizing histogram with our precision, so that
         // merging with locally recorded histograms always works.
         let mut h = LatencyHistogram::new();

@@ -14,7 +14,7 @@ pub mod samples;
 pub mod summary;
 pub mod welch;
 
-pub use compare::{Comparison, CompareOptions, Direction, compare};
+pub use compare::{CompareOptions, Comparison, Direction, compare};
 pub use histogram::{HistogramError, LatencyHistogram, Quantiles};
 pub use iqr::{IqrFilter, quantile_linear};
 pub use samples::{SampleError, Samples};
@@ -38,7 +38,9 @@ pub enum StatsError {
         got: usize,
     },
     /// Both samples have zero variance, so the t statistic is undefined.
-    #[error("both samples have zero variance: Welch's t-test is undefined (A's mean {mean_a}, B's mean {mean_b})")]
+    #[error(
+        "both samples have zero variance: Welch's t-test is undefined (A's mean {mean_a}, B's mean {mean_b})"
+    )]
     ZeroVariance {
         /// Mean of A.
         mean_a: f64,

@@ -75,7 +75,9 @@ impl Samples {
         };
         let meta = std::fs::metadata(path).map_err(read_err)?;
         if meta.is_dir() {
-            return Err(read_err(std::io::Error::from(std::io::ErrorKind::IsADirectory)));
+            return Err(read_err(std::io::Error::from(
+                std::io::ErrorKind::IsADirectory,
+            )));
         }
         if meta.len() > MAX_SAMPLE_FILE {
             return Err(SampleError::TooLarge {
@@ -131,7 +133,11 @@ mod tests {
 
     #[test]
     fn parses_with_comments_and_blanks() {
-        let s = Samples::parse(Path::new("a.txt"), "# header\n1.5\n\n  2 # trailing\r\n3e2\n").unwrap();
+        let s = Samples::parse(
+            Path::new("a.txt"),
+            "# header\n1.5\n\n  2 # trailing\r\n3e2\n",
+        )
+        .unwrap();
         assert_eq!(s.values, vec![1.5, 2.0, 300.0]);
     }
 

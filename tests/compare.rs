@@ -1,0 +1,196 @@
+//! `tlsperf compare` and the statistics core against reference values (scipy, numpy).
+
+mod common;
+
+use common::{tlsperf, write};
+use tlsperf::stats::{IqrFilter, Summary, welch_t_test};
+
+const A: &str = "# baseline, ms\n12.1\n11.8\n12.6\n13.0\n12.2\n11.9\n12.4\n12.8\n12.0\n12.5\n";
+const B: &str = "13.4\n13.9\n\n12.9 # a comment\n14.2\n13.1\n13.8\n14.0\n13.3\n";
+
+#[test]
+fn library_reference_values() {
+    let a = [12.1, 11.8, 12.6, 13.0, 12.2, 11.9, 12.4, 12.8, 12.0, 12.5];
+    let b = [13.4, 13.9, 12.9, 14.2, 13.1, 13.8, 14.0, 13.3];
+    let w = welch_t_test(&Summary::of(&a).unwrap(), &Summary::of(&b).unwrap(), 0.95).unwrap();
+    assert!((w.t - -6.014952).abs() < 1e-6, "{}", w.t);
+    assert!((w.df - 13.878281).abs() < 1e-6, "{}", w.df);
+    assert!((w.p - 3.29168e-05).abs() < 1e-6, "{}", w.p);
+
+    let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 100.0];
+    let f = IqrFilter::apply(&x);
+    assert!((f.q1 - 3.25).abs() < 1e-6 && (f.q3 - 7.75).abs() < 1e-6);
+    assert_eq!(f.outliers, vec![100.0]);
+}
+
+#[test]
+fn cli_json_matches_scipy() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.txt", A);
+    let b = write(dir.path(), "b.txt", B);
+    let run = tlsperf(["compare", &a, &b, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let f = |p: &str| {
+        v.pointer(p)
+            .and_then(|x| x.as_f64())
+            .unwrap_or_else(|| panic!("{p}"))
+    };
+    assert!((f("/welch/t") - -6.014952).abs() < 1e-6);
+    assert!((f("/welch/df") - 13.878281).abs() < 1e-6);
+    assert!((f("/welch/p") - 3.29168e-05).abs() < 1e-6);
+    assert_eq!(f("/a/summary/n"), 10.0);
+    assert_eq!(f("/b/summary/n"), 8.0);
+    assert_eq!(v["significant"], true);
+    assert!(f("/welch/ci_low") > 0.0 && f("/welch/ci_high") > f("/welch/ci_low"));
+    assert_eq!(
+        v["verdict"],
+        "B is 10.1% slower than A (p=3.3e-05, significant at α=0.05)"
+    );
+}
+
+#[test]
+fn cli_human_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.txt", A);
+    let b = write(dir.path(), "b.txt", B);
+    let run = tlsperf(["compare", &a, &b]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for needle in [
+        "median",
+        "stddev",
+        "IQR outliers dropped",
+        "95% CI",
+        "t = -6.015",
+        "df = 13.88",
+        "p = 3.3e-05",
+        "B is 10.1% slower than A",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "missing {needle:?} in:\n{}",
+            run.stdout
+        );
+    }
+    assert!(!run.stdout.contains('\u{1b}'), "no color with NO_COLOR");
+    let run = tlsperf(["compare", &a, &b, "--color", "always"]);
+    assert!(run.stdout.contains('\u{1b}'), "color with --color always");
+}
+
+#[test]
+fn outliers_are_dropped_unless_no_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n100\n");
+    let b = write(dir.path(), "b.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+    let run = tlsperf(["compare", &a, &b, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["a"]["outliers_dropped"], 1);
+    assert_eq!(v["a"]["filter"]["outliers"], serde_json::json!([100.0]));
+    assert_eq!(v["a"]["filter"]["q1"], 3.25);
+    assert_eq!(v["a"]["filter"]["q3"], 7.75);
+    assert_eq!(v["b"]["outliers_dropped"], 0);
+    let run = tlsperf(["compare", &a, &b, "--json", "--no-filter"]);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["a"]["outliers_dropped"], 0);
+    assert_eq!(v["a"]["summary"]["n"], 10);
+    assert_eq!(v["a"]["filter"], serde_json::Value::Null);
+}
+
+#[test]
+fn no_difference_and_higher_is_better() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.txt", "10\n11\n12\n13\n14\n");
+    let b = write(dir.path(), "b.txt", "10.5\n11.5\n11\n13.5\n13\n");
+    let run = tlsperf(["compare", &a, &b]);
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stdout.contains("no significant difference (p="),
+        "{}",
+        run.stdout
+    );
+    let fast = write(dir.path(), "c.txt", "20\n21\n22\n23\n24\n");
+    let run = tlsperf([
+        "compare",
+        &a,
+        &fast,
+        "--higher-is-better",
+        "--alpha",
+        "0.01",
+    ]);
+    assert!(
+        run.stdout.contains("higher (better) than A"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("α=0.01"), "{}", run.stdout);
+}
+
+#[test]
+fn bad_sample_files_exit_2_naming_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(dir.path(), "good.txt", A);
+    let empty = write(dir.path(), "empty.txt", "");
+    let comments = write(dir.path(), "comments.txt", "# only\n\n");
+    let bad = write(dir.path(), "bad.txt", "1.0\n2.0\n# fine\nfast\n");
+    let one = write(dir.path(), "one.txt", "42\n");
+    let missing = dir
+        .path()
+        .join("missing.txt")
+        .to_string_lossy()
+        .into_owned();
+    let dirpath = dir.path().to_string_lossy().into_owned();
+
+    let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+        (
+            "empty",
+            vec![&good, &empty],
+            vec!["empty.txt", "no samples"],
+        ),
+        (
+            "only comments",
+            vec![&comments, &good],
+            vec!["comments.txt", "no samples"],
+        ),
+        (
+            "non-numeric",
+            vec![&good, &bad],
+            vec!["bad.txt:4", "not a number", "'fast'"],
+        ),
+        (
+            "one sample",
+            vec![&one, &good],
+            vec!["one.txt", "at least 2 samples, got 1"],
+        ),
+        (
+            "missing",
+            vec![&good, &missing],
+            vec!["missing.txt", "No such file"],
+        ),
+        (
+            "directory",
+            vec![&dirpath, &good],
+            vec!["cannot read sample file"],
+        ),
+    ];
+    for (what, args, needles) in cases {
+        let mut full = vec!["compare"];
+        full.extend(args);
+        let run = tlsperf(&full);
+        assert_eq!(run.code, 2, "{what}: {}", run.stderr);
+        for n in needles {
+            assert!(
+                run.stderr.contains(n),
+                "{what}: missing {n:?} in {}",
+                run.stderr
+            );
+        }
+        assert!(run.stdout.is_empty(), "{what}: no output on error");
+    }
+    let run = tlsperf(["compare", &good, &good, "--alpha", "2"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--alpha"), "{}", run.stderr);
+    let zero = write(dir.path(), "zero.txt", "5\n5\n5\n");
+    let run = tlsperf(["compare", &zero, &zero]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("zero variance"), "{}", run.stderr);
+}
