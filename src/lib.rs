@@ -8,6 +8,7 @@
 //! - [`pki`]: realistic test PKIs (root → intermediate → server/client leaf) and synthetic
 //!   trust bundles, built with rcgen.
 //! - [`stats`]: HDR histograms, summaries, Tukey's IQR filter, Welch's t-test, comparisons.
+//! - [`trust`]: trust-store discovery, timed loading, the shared pre-warmed store.
 //! - [`tls`]: crypto provider choice (aws-lc-rs or ring), passed explicitly into configs.
 //! - [`report`]: human-readable renderings of results.
 //! - [`files`]: atomic file output (temp file + rename, private modes for keys).
@@ -19,6 +20,7 @@ pub mod pki;
 pub mod report;
 pub mod stats;
 pub mod tls;
+pub mod trust;
 
 #[doc(hidden)]
 pub mod cli;

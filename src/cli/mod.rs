@@ -13,6 +13,7 @@ mod compare;
 mod completions;
 mod output;
 mod pki;
+mod trust;
 
 use std::process::ExitCode;
 
@@ -66,6 +67,8 @@ pub enum ColorWhen {
 pub enum Command {
     /// Test PKIs and synthetic trust bundles.
     Pki(pki::PkiArgs),
+    /// Where clients find their CA certificates, what loading them costs, what is in them.
+    Trust(trust::TrustArgs),
     /// Is B really faster than A? Welch's t-test on two sample files.
     Compare(compare::CompareArgs),
     /// Print a shell completion script.
@@ -116,6 +119,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     let out = Output::new(cli.global.json, cli.global.quiet);
     match cli.command {
         Command::Pki(args) => pki::exec(args, &out),
+        Command::Trust(args) => trust::exec(args, &out),
         Command::Compare(args) => compare::exec(args, &out),
         Command::Completions(args) => completions::exec(args, &out),
     }

@@ -6,9 +6,14 @@ use std::path::Path;
 use anstyle::{AnsiColor, Style};
 use comfy_table::{CellAlignment, Table, presets};
 
+use std::time::Duration;
+
 use crate::pki::{Bundle, CertSummary, WrittenFile};
 use crate::stats::compare::format_p;
 use crate::stats::{Comparison, Direction};
+use crate::trust::Probe;
+use crate::trust::discover::Kind;
+use crate::trust::measure::LoadMeasurement;
 
 const BOLD: Style = Style::new().bold();
 const GOOD: Style = Style::new()
@@ -174,6 +179,207 @@ pub fn bundle(path: &Path, b: &Bundle) -> String {
         b.pem.len(),
         b.elapsed.as_secs_f64()
     )
+}
+
+/// A duration with a unit that keeps three or four significant digits.
+pub fn dur(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{} µs", num(ns / 1e3))
+    } else if ns < 1e9 {
+        format!("{} ms", num(ns / 1e6))
+    } else {
+        format!("{} s", num(ns / 1e9))
+    }
+}
+
+/// The probe chain.
+pub fn trust_probe(p: &Probe) -> String {
+    let mut t = table(&["", "kind", "path", "status", "size", "time", "why probed"]);
+    for (i, e) in p.entries.iter().enumerate() {
+        let mark = if Some(i) == p.chosen_file || p.chosen_dirs.contains(&i) {
+            "→"
+        } else {
+            ""
+        };
+        let size = match (e.kind, e.size) {
+            (Kind::File, Some(s)) => format!("{s} B"),
+            (Kind::Dir, Some(n)) => format!("{n} entries"),
+            _ => String::new(),
+        };
+        let status = e.status.label();
+        let status = if e.status == crate::trust::discover::Status::Found {
+            styled(GOOD, &status)
+        } else {
+            status
+        };
+        t.add_row(vec![
+            mark.to_string(),
+            format!("{:?}", e.kind).to_lowercase(),
+            e.path.display().to_string(),
+            status,
+            size,
+            dur(e.elapsed),
+            e.origin.clone(),
+        ]);
+    }
+    let mut out = format!(
+        "{} {}\n{}\n",
+        styled(BOLD, "probe chain under"),
+        p.root.display(),
+        render(&t)
+    );
+    match p.chosen_file {
+        Some(i) => out.push_str(&format!("a client loads {}", p.entries[i].path.display())),
+        None if !p.chosen_dirs.is_empty() => {
+            out.push_str("no bundle file: a client reads the directories marked →")
+        }
+        None => out.push_str(&styled(
+            BAD,
+            "no CA bundle or directory found: clients relying on the system store will fail",
+        )),
+    }
+    if !p.deferred_dirs.is_empty() {
+        let dirs: Vec<String> = p
+            .deferred_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        out.push_str(&format!(" (some clients also read {})", dirs.join(", ")));
+    }
+    out.push_str(&format!("\nprobe time {}\n", dur(p.elapsed)));
+    out
+}
+
+/// The layered load, cold and warm, with comparison rows.
+pub fn trust_load(m: &LoadMeasurement) -> String {
+    let s = &m.stats;
+    let mut out = format!("{} {}\n", styled(BOLD, "loaded"), m.source);
+    out.push_str(&format!(
+        "{} anchors from {} certificates decoded ({} identical ones parsed once); {} file-opening syscalls, {} bytes read",
+        s.anchors, s.certs_decoded, s.duplicate_certs, s.files_opened, s.bytes_read
+    ));
+    if s.dir_entries > 0 {
+        out.push_str(&format!(
+            "; {} directory entries, {} leading to a file already read (not opened)",
+            s.dir_entries, s.same_file_skipped
+        ));
+    }
+    out.push('\n');
+    let mut t = table(&[
+        "layer",
+        "cold (1st load)",
+        &format!("warm (median of {})", m.iterations - 1),
+    ]);
+    let rows: [(&str, Duration, Duration); 4] = [
+        ("0 probe", m.cold.probe, m.warm.probe),
+        ("1 I/O", m.cold.io, m.warm.io),
+        ("2 PEM → DER", m.cold.pem, m.warm.pem),
+        ("3 DER → trust anchor", m.cold.anchors, m.warm.anchors),
+    ];
+    for (name, c, w) in rows {
+        t.add_row(vec![name.to_string(), dur(c), dur(w)]);
+    }
+    t.add_row(vec![
+        styled(BOLD, "total"),
+        styled(BOLD, &dur(m.cold.total)),
+        styled(BOLD, &dur(m.warm.total)),
+    ]);
+    if let (Some(c), Some(w)) = (m.cold.x509, m.warm.x509) {
+        t.add_row(vec![
+            "4 full X.509 parse (analysis only)".into(),
+            dur(c),
+            dur(w),
+        ]);
+    }
+    right_align(&mut t, &[1, 2]);
+    out.push_str(&render(&t));
+    out.push('\n');
+    if !m.baselines.is_empty() {
+        let mut b = table(&[
+            "same run, for comparison",
+            "cold",
+            "warm",
+            "certs",
+            "ours ÷ it (cold)",
+            "ours ÷ it (warm)",
+        ]);
+        for row in &m.baselines {
+            let ratio = |ours: Duration, theirs: Duration| {
+                if theirs.is_zero() {
+                    "-".to_string()
+                } else {
+                    format!("{:.3}×", ours.as_secs_f64() / theirs.as_secs_f64())
+                }
+            };
+            b.add_row(vec![
+                row.name.clone(),
+                dur(row.cold),
+                dur(row.warm),
+                row.certs.to_string(),
+                ratio(m.cold.total, row.cold),
+                ratio(m.warm.total, row.warm),
+            ]);
+        }
+        right_align(&mut b, &[1, 2, 3, 4, 5]);
+        out.push('\n');
+        out.push_str(&render(&b));
+        out.push('\n');
+    }
+    if let Some(w) = m.shared_warm {
+        out.push_str(&format!(
+            "\nshared store (TrustStore::system_shared) once loaded: {} per access, no I/O\n",
+            dur(w)
+        ));
+    }
+    for d in &m.deferred_dirs {
+        out.push_str(&format!(
+            "\nnot read: {} — {} entries → {} distinct files → {} certificates, {} already in the store ({} file reads and parses avoided), {} only in the directory\n",
+            d.dir.display(),
+            d.entries,
+            d.distinct_files,
+            d.certs,
+            d.already_loaded,
+            d.distinct_files,
+            d.only_in_dir
+        ));
+    }
+    out.push_str(&problems(&s.problems));
+    out
+}
+
+/// Problems, one a line (damage first, then what was deliberately ignored).
+pub fn problems(list: &[crate::trust::FileProblem]) -> String {
+    let mut out = String::new();
+    let damage: Vec<_> = list.iter().filter(|p| !p.ignored).collect();
+    let ignored: Vec<_> = list.iter().filter(|p| p.ignored).collect();
+    if !damage.is_empty() {
+        out.push_str(&format!(
+            "\n{} ({}):\n",
+            styled(BAD, "problems"),
+            damage.len()
+        ));
+        for p in damage {
+            out.push_str(&format!("  {p}\n"));
+        }
+    }
+    if !ignored.is_empty() {
+        out.push_str(&format!("\nignored ({}):\n", ignored.len()));
+        for p in ignored {
+            out.push_str(&format!("  {p}\n"));
+        }
+    }
+    out
+}
+
+fn right_align(t: &mut Table, cols: &[usize]) {
+    for &c in cols {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,276 @@
+//! Measuring loads: the first load in the process (cold) against the median of repeated
+//! loads (warm), layer by layer, with rustls-native-certs and the plain "read one bundle
+//! with rustls-pki-types into a `RootCertStore`" as comparison rows, timed alternately in
+//! the same run. Also checks what a deferred certificate directory would have added.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustls::RootCertStore;
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use serde::Serialize;
+
+use super::TrustError;
+use super::load::{LayerTimes, LoadStats, Source, load};
+use super::store::TrustStore;
+use crate::stats::serde_duration_ms;
+
+/// A comparison row: another way to load the same certificates.
+#[derive(Debug, Clone, Serialize)]
+pub struct Baseline {
+    /// What was run.
+    pub name: String,
+    /// First call in the process.
+    #[serde(serialize_with = "serde_duration_ms", rename = "cold_ms")]
+    pub cold: Duration,
+    /// Median of the repeated calls.
+    #[serde(serialize_with = "serde_duration_ms", rename = "warm_ms")]
+    pub warm: Duration,
+    /// Certificates it returned.
+    pub certs: usize,
+    /// Errors it reported.
+    pub errors: usize,
+}
+
+/// What a directory not read at load time holds, compared with the loaded store.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirCoverage {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Entries listed.
+    pub entries: usize,
+    /// Distinct files behind them (hashed symlinks collapse).
+    pub distinct_files: usize,
+    /// Distinct certificates in those files.
+    pub certs: usize,
+    /// Of those, how many the loaded store has already: reads and parses avoided.
+    pub already_loaded: usize,
+    /// Certificates only in the directory (not trusted by the loaded store).
+    pub only_in_dir: usize,
+}
+
+/// The result of `trust load`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadMeasurement {
+    /// The source, for humans.
+    pub source: String,
+    /// Loads timed (1 cold + warm repeats).
+    pub iterations: usize,
+    /// Counts and problems of the first load.
+    pub stats: LoadStats,
+    /// Layer times of the first (cold) load.
+    pub cold: LayerTimes,
+    /// Per-layer medians of the repeated (warm) loads.
+    pub warm: LayerTimes,
+    /// Time to get the shared store once it is loaded (median, no I/O).
+    #[serde(serialize_with = "opt_ns", rename = "shared_warm_ns")]
+    pub shared_warm: Option<Duration>,
+    /// Comparison rows, timed in the same run.
+    pub baselines: Vec<Baseline>,
+    /// Directories a client might also read, checked against the store (system only).
+    pub deferred_dirs: Vec<DirCoverage>,
+}
+
+fn opt_ns<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_u64(d.as_nanos() as u64),
+        None => s.serialize_none(),
+    }
+}
+
+/// Loads `source` `iterations` times (at least 2: one cold, the rest warm), alternating
+/// with the comparison rows, and measures the shared store's warm access for the system
+/// source.
+pub fn measure_load(
+    source: &Source,
+    iterations: usize,
+    x509: bool,
+) -> Result<LoadMeasurement, TrustError> {
+    let iterations = iterations.max(2);
+    let first = load(source, x509)?;
+    let bundle_file = first
+        .stats
+        .files_read
+        .first()
+        .cloned()
+        .filter(|_| !matches!(source, Source::Dir(_)));
+    let system = matches!(source, Source::System { root: None });
+
+    let mut native_runs = Vec::new();
+    let mut native_result = (0, 0);
+    let mut pki_types_runs = Vec::new();
+    let mut pki_types_certs = 0;
+    if system {
+        let t = Instant::now();
+        let r = rustls_native_certs::load_native_certs();
+        native_runs.push(t.elapsed());
+        native_result = (r.certs.len(), r.errors.len());
+    }
+    if let Some(f) = &bundle_file {
+        let t = Instant::now();
+        pki_types_certs = read_one_bundle(f);
+        pki_types_runs.push(t.elapsed());
+    }
+
+    let mut warm: Vec<LayerTimes> = Vec::with_capacity(iterations - 1);
+    for _ in 1..iterations {
+        warm.push(load(source, x509)?.times);
+        if system {
+            let t = Instant::now();
+            let r = rustls_native_certs::load_native_certs();
+            native_runs.push(t.elapsed());
+            std::hint::black_box(r);
+        }
+        if let Some(f) = &bundle_file {
+            let t = Instant::now();
+            std::hint::black_box(read_one_bundle(f));
+            pki_types_runs.push(t.elapsed());
+        }
+    }
+
+    let mut baselines = Vec::new();
+    if system {
+        baselines.push(Baseline {
+            name: "rustls_native_certs::load_native_certs()".into(),
+            cold: native_runs[0],
+            warm: median(&native_runs[1..]),
+            certs: native_result.0,
+            errors: native_result.1,
+        });
+    }
+    if let Some(f) = &bundle_file {
+        baselines.push(Baseline {
+            name: format!(
+                "read {} + rustls-pki-types PEM + RootCertStore",
+                f.display()
+            ),
+            cold: pki_types_runs[0],
+            warm: median(&pki_types_runs[1..]),
+            certs: pki_types_certs,
+            errors: 0,
+        });
+    }
+
+    let shared_warm = if system {
+        TrustStore::system_shared()?;
+        let mut runs = Vec::with_capacity(1000);
+        for _ in 0..1000 {
+            let t = Instant::now();
+            std::hint::black_box(TrustStore::system_shared()?);
+            runs.push(t.elapsed());
+        }
+        Some(median(&runs))
+    } else {
+        None
+    };
+
+    let deferred_dirs = match &first.probe {
+        Some(p) => p
+            .deferred_dirs
+            .iter()
+            .filter(|d| d.is_dir())
+            .map(|d| dir_coverage(d, &first.store))
+            .collect(),
+        None => Vec::new(),
+    };
+
+    Ok(LoadMeasurement {
+        source: source.to_string(),
+        iterations,
+        stats: first.stats,
+        cold: first.times,
+        warm: median_layers(&warm),
+        shared_warm,
+        baselines,
+        deferred_dirs,
+    })
+}
+
+/// The usual way: rustls-pki-types PEM iterator into a `RootCertStore`.
+fn read_one_bundle(path: &Path) -> usize {
+    let mut store = RootCertStore::empty();
+    if let Ok(iter) = CertificateDer::pem_file_iter(path) {
+        let certs: Vec<_> = iter.filter_map(Result::ok).collect();
+        store.add_parsable_certificates(certs);
+    }
+    store.len()
+}
+
+fn dir_coverage(dir: &Path, store: &TrustStore) -> DirCoverage {
+    let loaded: std::collections::HashSet<&[u8]> =
+        store.certs().iter().map(|c| c.as_ref()).collect();
+    match load(&Source::Dir(dir.to_path_buf()), false) {
+        Ok(l) => {
+            let already = l
+                .store
+                .certs()
+                .iter()
+                .filter(|c| loaded.contains(c.as_ref()))
+                .count();
+            DirCoverage {
+                dir: dir.to_path_buf(),
+                entries: l.stats.dir_entries,
+                distinct_files: l.stats.files_read.len(),
+                certs: l.store.len(),
+                already_loaded: already,
+                only_in_dir: l.store.len() - already,
+            }
+        }
+        Err(_) => DirCoverage {
+            dir: dir.to_path_buf(),
+            entries: 0,
+            distinct_files: 0,
+            certs: 0,
+            already_loaded: 0,
+            only_in_dir: 0,
+        },
+    }
+}
+
+/// The median of durations (0 for none).
+pub fn median(d: &[Duration]) -> Duration {
+    if d.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut v = d.to_vec();
+    v.sort();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    }
+}
+
+fn median_layers(runs: &[LayerTimes]) -> LayerTimes {
+    let pick =
+        |f: &dyn Fn(&LayerTimes) -> Duration| median(&runs.iter().map(f).collect::<Vec<_>>());
+    LayerTimes {
+        probe: pick(&|t| t.probe),
+        io: pick(&|t| t.io),
+        pem: pick(&|t| t.pem),
+        anchors: pick(&|t| t.anchors),
+        x509: runs
+            .first()
+            .and_then(|t| t.x509)
+            .map(|_| pick(&|t| t.x509.unwrap_or_default())),
+        total: pick(&|t| t.total),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        let ms = Duration::from_millis;
+        assert_eq!(median(&[ms(3), ms(1), ms(2)]), ms(2));
+        assert_eq!(
+            median(&[ms(4), ms(1), ms(2), ms(3)]),
+            Duration::from_micros(2500)
+        );
+        assert_eq!(median(&[]), Duration::ZERO);
+    }
+}

@@ -1,0 +1,436 @@
+//! Certificates out of real-world bundle files, fast: PEM with LF or CRLF line ends,
+//! comments and free text between blocks (RHEL's bundle), OpenSSL's `TRUSTED
+//! CERTIFICATE` blocks (certificate followed by auxiliary trust data), and bare DER files.
+//!
+//! Why not `rustls-pki-types`' PEM reader: it decodes base64 in constant time (right for
+//! private keys, slow for public certificates) and cannot say which line a bad block is
+//! on. Here, blocks are found with `memchr`'s substring search and bodies decoded with
+//! `base64-simd`'s whitespace-tolerant decoder. Every problem names its block and line;
+//! one bad block never stops the rest of the file from loading.
+
+use memchr::memmem;
+use rustls_pki_types::CertificateDer;
+
+/// A certificate decoded from a file, with where it came from.
+#[derive(Debug, Clone)]
+pub struct DecodedCert {
+    /// The certificate DER (for `TRUSTED CERTIFICATE` blocks: without the aux data).
+    pub der: CertificateDer<'static>,
+    /// 1-based line of the `-----BEGIN` marker (1 for a DER file).
+    pub line: usize,
+    /// 1-based block number in the file.
+    pub block: usize,
+}
+
+/// A problem with one block (or the whole file), reported while the rest loads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockProblem {
+    /// 1-based line where the block starts (or where the problem is).
+    pub line: usize,
+    /// 1-based block number, when the problem belongs to a block.
+    pub block: Option<usize>,
+    /// Why it was skipped.
+    pub reason: String,
+    /// True for blocks deliberately ignored (e.g. a CRL or key in a bundle), false for
+    /// damage.
+    pub ignored: bool,
+}
+
+/// What [`decode`] found in one file.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    /// Certificates, in file order.
+    pub certs: Vec<DecodedCert>,
+    /// Problems, in file order.
+    pub problems: Vec<BlockProblem>,
+}
+
+const BEGIN: &[u8] = b"-----BEGIN ";
+const END: &[u8] = b"-----END ";
+const DASHES: &[u8] = b"-----";
+
+/// Decodes every certificate in `data`: PEM blocks if the file has any `-----BEGIN`
+/// marker, else one DER certificate if it looks like DER.
+pub fn decode(data: &[u8]) -> Decoded {
+    let mut out = Decoded::default();
+    let begin_finder = memmem::Finder::new(BEGIN);
+    if begin_finder.find(data).is_none() {
+        decode_der_file(data, &mut out);
+        return out;
+    }
+    let end_finder = memmem::Finder::new(END);
+    let mut lines = LineCounter::new(data);
+    let mut scratch = Vec::new();
+    let mut block = 0;
+    let mut next_begin = begin_finder.find(data);
+    while let Some(start) = next_begin {
+        block += 1;
+        let line = lines.line_at(start);
+        let label_start = start + BEGIN.len();
+        let Some(label_len) = memmem::find(&data[label_start..], DASHES) else {
+            out.problems
+                .push(damage(line, block, "BEGIN marker without closing dashes"));
+            break;
+        };
+        let label = &data[label_start..label_start + label_len];
+        let label_text = || String::from_utf8_lossy(label).into_owned();
+        if label.contains(&b'\n') {
+            out.problems
+                .push(damage(line, block, "BEGIN marker broken across lines"));
+            next_begin = begin_finder
+                .find(&data[label_start..])
+                .map(|p| label_start + p);
+            continue;
+        }
+        let body_start = label_start + label_len + DASHES.len();
+        next_begin = begin_finder
+            .find(&data[body_start..])
+            .map(|p| body_start + p);
+        let end = end_finder.find(&data[body_start..]).map(|p| body_start + p);
+        let Some(end) = end.filter(|&e| next_begin.is_none_or(|b| e < b)) else {
+            let why = if next_begin.is_some() {
+                format!(
+                    "truncated: a new BEGIN starts before '-----END {}-----'",
+                    label_text()
+                )
+            } else {
+                format!(
+                    "truncated: no '-----END {}-----' after this BEGIN",
+                    label_text()
+                )
+            };
+            out.problems.push(damage(line, block, &why));
+            continue;
+        };
+        let end_label_start = end + END.len();
+        let end_ok = data[end_label_start..].starts_with(label)
+            && data[end_label_start + label.len()..].starts_with(DASHES);
+        if !end_ok {
+            out.problems.push(damage(
+                line,
+                block,
+                &format!(
+                    "the END marker after this BEGIN does not match '-----END {}-----'",
+                    label_text()
+                ),
+            ));
+            continue;
+        }
+        let body = &data[body_start..end];
+        let trusted = match label {
+            b"CERTIFICATE" | b"X509 CERTIFICATE" => false,
+            b"TRUSTED CERTIFICATE" => true,
+            _ => {
+                out.problems.push(BlockProblem {
+                    line,
+                    block: Some(block),
+                    reason: format!("not a certificate block ({}), ignored", label_text()),
+                    ignored: true,
+                });
+                continue;
+            }
+        };
+        let der = match decode_body(body, &mut scratch) {
+            Some(der) => der,
+            None => {
+                let bad = first_bad_base64_line(body).map_or(line, |l| line + l);
+                out.problems.push(BlockProblem {
+                    line: bad,
+                    block: Some(block),
+                    reason: format!(
+                        "invalid base64 in the {} block starting at line {line}",
+                        label_text()
+                    ),
+                    ignored: false,
+                });
+                continue;
+            }
+        };
+        match certificate_prefix(&der, trusted) {
+            Ok(len) => {
+                let mut der = der;
+                der.truncate(len);
+                out.certs.push(DecodedCert {
+                    der: CertificateDer::from(der),
+                    line,
+                    block,
+                });
+            }
+            Err(why) => out.problems.push(damage(line, block, why)),
+        }
+    }
+    if out.certs.is_empty() && out.problems.is_empty() {
+        out.problems.push(BlockProblem {
+            line: 1,
+            block: None,
+            reason: "no certificate found".into(),
+            ignored: false,
+        });
+    }
+    out
+}
+
+/// Decodes a PEM body. Fast path: copy the base64 of each line (ends trimmed) into
+/// `scratch` and decode it in one SIMD pass; if that fails (spaces inside lines, missing
+/// padding), the whitespace-forgiving decoder decides.
+fn decode_body(body: &[u8], scratch: &mut Vec<u8>) -> Option<Vec<u8>> {
+    scratch.clear();
+    scratch.reserve(body.len());
+    let mut pos = 0;
+    while pos < body.len() {
+        // Most PEM lines are 64 characters and a newline: check that before searching.
+        let end = if body.get(pos + 64) == Some(&b'\n') {
+            pos + 64
+        } else {
+            memchr::memchr(b'\n', &body[pos..]).map_or(body.len(), |i| pos + i)
+        };
+        scratch.extend_from_slice(body[pos..end].trim_ascii());
+        pos = end + 1;
+    }
+    match base64_simd::STANDARD.decode_to_vec(scratch.as_slice()) {
+        Ok(der) => Some(der),
+        Err(_) => base64_simd::forgiving_decode_to_vec(body).ok(),
+    }
+}
+
+fn decode_der_file(data: &[u8], out: &mut Decoded) {
+    match certificate_prefix(data, false) {
+        Ok(len) if len == data.len() => out.certs.push(DecodedCert {
+            der: CertificateDer::from(data.to_vec()),
+            line: 1,
+            block: 1,
+        }),
+        Ok(_) => out.problems.push(BlockProblem {
+            line: 1,
+            block: None,
+            reason: "DER certificate followed by trailing data".into(),
+            ignored: false,
+        }),
+        Err(_) => out.problems.push(BlockProblem {
+            line: 1,
+            block: None,
+            reason: if data.is_empty() {
+                "empty file".into()
+            } else {
+                "neither PEM (no -----BEGIN marker) nor a DER certificate".into()
+            },
+            ignored: false,
+        }),
+    }
+}
+
+fn damage(line: usize, block: usize, reason: &str) -> BlockProblem {
+    BlockProblem {
+        line,
+        block: Some(block),
+        reason: reason.to_string(),
+        ignored: false,
+    }
+}
+
+/// The length of the DER SEQUENCE at the start of `der`. A certificate block must hold
+/// exactly one; a trusted-certificate block holds the certificate then aux data.
+fn certificate_prefix(der: &[u8], trailing_allowed: bool) -> Result<usize, &'static str> {
+    let len = der_tlv_len(der).ok_or("not DER: no complete ASN.1 SEQUENCE")?;
+    if len < der.len() && !trailing_allowed {
+        return Err("DER certificate followed by trailing bytes");
+    }
+    Ok(len)
+}
+
+/// Total length (header + content) of the DER SEQUENCE at the start of `der`, if `der`
+/// holds it completely.
+pub(crate) fn der_tlv_len(der: &[u8]) -> Option<usize> {
+    if der.len() < 2 || der[0] != 0x30 {
+        return None;
+    }
+    let (header, content) = match der[1] {
+        n @ 0..=0x7f => (2, usize::from(n)),
+        0x81 => (3, usize::from(*der.get(2)?)),
+        0x82 => (
+            4,
+            usize::from(u16::from_be_bytes([*der.get(2)?, *der.get(3)?])),
+        ),
+        0x83 => (
+            5,
+            (usize::from(*der.get(2)?) << 16)
+                | (usize::from(*der.get(3)?) << 8)
+                | usize::from(*der.get(4)?),
+        ),
+        _ => return None,
+    };
+    let total = header + content;
+    (total <= der.len()).then_some(total)
+}
+
+/// 0-based line offset (from the BEGIN line) of the first line in `body` with a byte
+/// that is neither base64 nor whitespace.
+fn first_bad_base64_line(body: &[u8]) -> Option<usize> {
+    let mut line = 0;
+    for &b in body {
+        match b {
+            b'\n' => line += 1,
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'+' | b'/' | b'=' | b'\r' | b' ' | b'\t' => {
+            }
+            _ => return Some(line),
+        }
+    }
+    None
+}
+
+/// Counts lines incrementally as the scanner moves forward.
+struct LineCounter<'a> {
+    data: &'a [u8],
+    pos: usize,
+    line: usize,
+}
+
+impl<'a> LineCounter<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        LineCounter {
+            data,
+            pos: 0,
+            line: 1,
+        }
+    }
+
+    fn line_at(&mut self, offset: usize) -> usize {
+        if offset > self.pos {
+            self.line += memchr::memchr_iter(b'\n', &self.data[self.pos..offset]).count();
+            self.pos = offset;
+        }
+        self.line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::{PkiOptions, TestPki};
+
+    fn pki() -> TestPki {
+        TestPki::generate(&PkiOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn plain_crlf_and_text_between_blocks() {
+        let p = pki();
+        let text = format!(
+            "# A comment\nSome text: {}\n\n{}{}",
+            "x",
+            p.root.pem.replace('\n', "\r\n"),
+            format!(
+                "Bag Attributes\n  friendlyName: foo\n{}\ntrailing words\n",
+                p.intermediate.pem
+            )
+        );
+        let d = decode(text.as_bytes());
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        assert_eq!(d.certs.len(), 2);
+        assert_eq!(d.certs[0].der, p.root.der);
+        assert_eq!(d.certs[0].line, 4);
+        assert_eq!(d.certs[1].der, p.intermediate.der);
+        assert_eq!(d.certs[1].block, 2);
+    }
+
+    #[test]
+    fn trusted_certificate_drops_aux_data() {
+        let p = pki();
+        let mut der = p.root.der.to_vec();
+        // X509_CERT_AUX: SEQUENCE { trust SEQUENCE { OID serverAuth } }
+        der.extend_from_slice(&[
+            0x30, 0x0c, 0x30, 0x0a, 0x06, 0x08, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01,
+        ]);
+        let b64 = base64_simd::STANDARD.encode_to_string(&der);
+        let mut body = String::new();
+        for chunk in b64.as_bytes().chunks(64) {
+            body.push_str(std::str::from_utf8(chunk).unwrap());
+            body.push('\n');
+        }
+        let text = format!(
+            "-----BEGIN TRUSTED CERTIFICATE-----\n{body}-----END TRUSTED CERTIFICATE-----\n"
+        );
+        let d = decode(text.as_bytes());
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        assert_eq!(d.certs[0].der, p.root.der);
+    }
+
+    #[test]
+    fn der_file() {
+        let p = pki();
+        let d = decode(&p.root.der);
+        assert_eq!(d.certs.len(), 1);
+        let d = decode(b"\x30\x03\x02\x01");
+        assert_eq!(d.certs.len(), 0);
+        assert_eq!(d.problems.len(), 1);
+    }
+
+    #[test]
+    fn damage_is_reported_per_block_and_the_rest_loads() {
+        let p = pki();
+        let bad_b64 = p.server.pem.replacen("MII", "M!I", 1);
+        let not_cert = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        let text = format!(
+            "{}{bad_b64}{not_cert}{key}{}",
+            p.root.pem, p.intermediate.pem
+        );
+        let d = decode(text.as_bytes());
+        assert_eq!(d.certs.len(), 2, "{:?}", d.problems);
+        assert_eq!(d.problems.len(), 3, "{:?}", d.problems);
+        assert!(
+            d.problems[0].reason.contains("invalid base64"),
+            "{:?}",
+            d.problems[0]
+        );
+        assert_eq!(d.problems[0].block, Some(2));
+        assert!(d.problems[0].line > p.root.pem.lines().count());
+        assert!(
+            d.problems[1].reason.contains("not DER"),
+            "{:?}",
+            d.problems[1]
+        );
+        assert!(d.problems[2].ignored);
+    }
+
+    #[test]
+    fn truncated_pem() {
+        let p = pki();
+        let cut = &p.intermediate.pem[..p.intermediate.pem.len() / 2];
+        let text = format!("{}{cut}", p.root.pem);
+        let d = decode(text.as_bytes());
+        assert_eq!(d.certs.len(), 1);
+        assert!(
+            d.problems[0].reason.contains("truncated"),
+            "{:?}",
+            d.problems
+        );
+        // Truncated block followed by a good one: the good one still loads.
+        let text = format!("{cut}{}", p.root.pem);
+        let d = decode(text.as_bytes());
+        assert_eq!(d.certs.len(), 1, "{:?}", d.problems);
+        assert!(
+            d.problems[0].reason.contains("truncated"),
+            "{:?}",
+            d.problems
+        );
+    }
+
+    #[test]
+    fn garbage_and_empty() {
+        let d = decode(b"hello world\n");
+        assert!(d.certs.is_empty());
+        assert!(!d.problems.is_empty());
+        let d = decode(b"");
+        assert_eq!(d.problems[0].reason, "empty file");
+    }
+
+    #[test]
+    fn der_lengths() {
+        assert_eq!(der_tlv_len(&[0x30, 0x00]), Some(2));
+        assert_eq!(der_tlv_len(&[0x30, 0x81, 0x01, 0x00]), Some(4));
+        assert_eq!(der_tlv_len(&[0x30, 0x82, 0x01]), None);
+        assert_eq!(der_tlv_len(&[0x31, 0x00]), None);
+        assert_eq!(der_tlv_len(&[0x30, 0x05, 0x00]), None);
+    }
+}
