@@ -12,6 +12,7 @@
 //! - [`tls`]: crypto provider choice (aws-lc-rs or ring), passed explicitly into configs.
 //! - [`report`]: human-readable renderings of results.
 //! - [`files`]: atomic file output (temp file + rename, private modes for keys).
+//! - [`when`]: user-given points in time (RFC 3339).
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
 pub mod error;
@@ -21,6 +22,7 @@ pub mod report;
 pub mod stats;
 pub mod tls;
 pub mod trust;
+pub mod when;
 
 #[doc(hidden)]
 pub mod cli;

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::{CliError, Output};
+use crate::files::{self, FileMode};
 use crate::report::text;
+use crate::tls::Provider;
 use crate::trust::{self, ProbeEnv, Source};
 
 /// Arguments of `tlsperf trust`.
@@ -21,6 +23,96 @@ enum TrustCommand {
     Probe(ProbeArgs),
     /// Load a trust store in timed layers, cold and warm, beside the usual loaders.
     Load(LoadArgs),
+    /// What is in a trust store: duplicates, twins, expired, weak keys, non-CAs, key types.
+    Analyze(AnalyzeArgs),
+    /// Write the minimal bundle that still verifies the given chains or servers.
+    Trim(TrimArgs),
+}
+
+/// `system` (default), `webpki` (compiled-in Mozilla roots), a bundle file or a directory.
+fn parse_source(s: &str) -> Result<SourceArg, String> {
+    match s {
+        "system" => Ok(SourceArg::System),
+        "webpki" => Ok(SourceArg::Webpki),
+        path => {
+            let p = PathBuf::from(path);
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_dir() => Ok(SourceArg::Path(Source::Dir(p))),
+                Ok(_) => Ok(SourceArg::Path(Source::Bundle(p))),
+                Err(e) => Err(format!(
+                    "{path}: {e} (expected system, webpki, a bundle file or a directory)"
+                )),
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum SourceArg {
+    System,
+    Webpki,
+    Path(Source),
+}
+
+impl SourceArg {
+    fn load(&self, root: Option<PathBuf>) -> Result<trust::Loaded, CliError> {
+        match self {
+            SourceArg::System => Ok(trust::load(&Source::System { root }, false)?),
+            SourceArg::Path(s) => Ok(trust::load(s, false)?),
+            SourceArg::Webpki => Err(trust::TrustError::AnchorsOnly {
+                origin: "webpki-roots".into(),
+            }
+            .into()),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct AnalyzeArgs {
+    /// system (default), webpki, a bundle file or a directory.
+    #[arg(value_parser = parse_source, default_value = "system")]
+    source: SourceArg,
+    /// With the system source: probe inside this filesystem root.
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Judge validity at this time (RFC 3339; default now).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    at: Option<time::OffsetDateTime>,
+    /// One row per certificate (subject CN, SHA-256, not-after, key, flags).
+    #[arg(long)]
+    list: bool,
+}
+
+#[derive(Debug, Args)]
+struct TrimArgs {
+    /// Chain files (PEM: leaf, then intermediates) or host:port servers to keep working.
+    #[arg(long = "keep-for", value_name = "CHAIN_OR_HOST", required = true, num_args = 1..)]
+    keep_for: Vec<String>,
+    /// The store to trim: system (default), a bundle file or a directory.
+    #[arg(long, value_parser = parse_source, default_value = "system")]
+    source: SourceArg,
+    /// SHA-256 fingerprint of an anchor to keep anyway (repeatable).
+    #[arg(long = "also-keep", value_name = "FINGERPRINT")]
+    also_keep: Vec<String>,
+    /// Where to write the trimmed PEM bundle.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Overwrite the output file.
+    #[arg(long)]
+    force: bool,
+    /// Validate the chains at this time (RFC 3339; default now).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    at: Option<time::OffsetDateTime>,
+    /// Crypto provider for signature checks.
+    #[arg(long, value_enum, default_value_t = Provider::AwsLcRs)]
+    provider: Provider,
+    /// Connect and handshake timeout for host:port chains, in seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    timeout: u64,
+}
+
+fn parse_time(s: &str) -> Result<time::OffsetDateTime, String> {
+    crate::when::parse_rfc3339(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]
@@ -86,6 +178,29 @@ pub fn exec(args: TrustArgs, out: &Output) -> Result<(), CliError> {
             let iterations = usize::try_from(a.iterations).unwrap_or(usize::MAX);
             let m = trust::measure::measure_load(&source, iterations, a.x509)?;
             out.result(&m, || text::trust_load(&m))
+        }
+        TrustCommand::Analyze(a) => {
+            let loaded = a.source.load(a.root)?;
+            let at = a.at.unwrap_or_else(time::OffsetDateTime::now_utc);
+            let analysis = trust::analyze::analyze(&loaded, at, a.list);
+            out.result(&analysis, || text::trust_analysis(&analysis))
+        }
+        TrustCommand::Trim(a) => {
+            files::check_destination(&a.out, a.force)?;
+            let store = a.source.load(None)?.store;
+            let chains = trust::trim::resolve_chains(
+                &a.keep_for,
+                a.provider,
+                std::time::Duration::from_secs(a.timeout),
+            )?;
+            let opts = trust::trim::TrimOptions {
+                at: crate::when::to_unix_time(a.at.unwrap_or_else(time::OffsetDateTime::now_utc)),
+                provider: a.provider,
+                also_keep: a.also_keep,
+            };
+            let trimmed = trust::trim::trim(&store, &chains, &opts)?;
+            files::write_atomic(&a.out, trimmed.pem.as_bytes(), FileMode::Public, a.force)?;
+            out.result(&trimmed, || text::trust_trim(&trimmed, &a.out))
         }
     }
 }

@@ -1,5 +1,6 @@
-//! Human-readable renderings: aligned tables and one-line verdicts. Styling is emitted as
-//! ANSI sequences; the CLI's output stream strips them when color is off.
+//! Human-readable renderings: aligned tables and one-line verdicts. Styling (outside
+//! tables, whose widths must not count escape codes) is emitted as ANSI sequences; the
+//! CLI's output stream strips them when color is off.
 
 use std::path::Path;
 
@@ -210,11 +211,6 @@ pub fn trust_probe(p: &Probe) -> String {
             _ => String::new(),
         };
         let status = e.status.label();
-        let status = if e.status == crate::trust::discover::Status::Found {
-            styled(GOOD, &status)
-        } else {
-            status
-        };
         t.add_row(vec![
             mark.to_string(),
             format!("{:?}", e.kind).to_lowercase(),
@@ -347,6 +343,132 @@ pub fn trust_load(m: &LoadMeasurement) -> String {
         ));
     }
     out.push_str(&problems(&s.problems));
+    out
+}
+
+/// The analysis of a store.
+pub fn trust_analysis(a: &crate::trust::analyze::Analysis) -> String {
+    let mut out = format!(
+        "{} {} (validity at {})\n",
+        styled(BOLD, "analysis of"),
+        a.source,
+        a.at
+    );
+    let mut t = table(&["", "count"]);
+    let warn = |n: usize| n.to_string();
+    let rows: Vec<(&str, String)> = vec![
+        ("certificates found", a.count.to_string()),
+        ("unique", a.unique.to_string()),
+        ("exact duplicates", warn(a.exact_duplicates)),
+        (
+            "twins (same subject and key, other certificate)",
+            format!("{} in {} groups", a.twins, a.twin_groups),
+        ),
+        ("expired", warn(a.expired)),
+        ("not yet valid", warn(a.not_yet_valid)),
+        ("weak keys (RSA < 2048)", warn(a.weak_keys)),
+        ("SHA-1 signatures", warn(a.sha1_signatures)),
+        ("MD5/MD2 signatures", warn(a.md5_signatures)),
+        ("not a CA", warn(a.not_ca)),
+        ("self-signed", a.self_signed.to_string()),
+        ("issued by another CA", a.not_self_signed.to_string()),
+        ("DER bytes (unique)", a.der_bytes.to_string()),
+        ("file bytes read", a.file_bytes.to_string()),
+    ];
+    for (k, v) in rows {
+        t.add_row(vec![k.to_string(), v]);
+    }
+    right_align(&mut t, &[1]);
+    out.push_str(&render(&t));
+    let mut k = table(&["key type", "count"]);
+    for (key, n) in &a.key_types {
+        k.add_row(vec![key.clone(), n.to_string()]);
+    }
+    right_align(&mut k, &[1]);
+    out.push_str("\n\n");
+    out.push_str(&render(&k));
+    out.push('\n');
+    if let Some(list) = &a.certificates {
+        let mut l = table(&["subject CN", "SHA-256", "not after", "key", "flags"]);
+        for c in list {
+            let flags: Vec<&str> = c.flags.iter().map(|f| f.label()).collect();
+            l.add_row(vec![
+                c.subject_cn.clone(),
+                c.sha256.clone(),
+                c.not_after.clone(),
+                c.key.clone(),
+                flags.join(","),
+            ]);
+        }
+        out.push('\n');
+        out.push_str(&render(&l));
+        out.push('\n');
+    }
+    out.push_str(&problems(&a.problems));
+    out
+}
+
+/// The result of a trim.
+pub fn trust_trim(t: &crate::trust::trim::Trimmed, path: &Path) -> String {
+    let mut out = format!(
+        "{} {}: kept {} of {} anchors from {}\n",
+        styled(BOLD, "wrote"),
+        path.display(),
+        t.kept.len(),
+        t.source_anchors,
+        t.source
+    );
+    let mut k = table(&["kept", "SHA-256", "verifies"]);
+    for r in &t.kept {
+        let why = if r.also_kept && r.verifies.is_empty() {
+            "(--also-keep)".to_string()
+        } else {
+            r.verifies.join(", ")
+        };
+        k.add_row(vec![r.subject_cn.clone(), r.sha256.clone(), why]);
+    }
+    out.push_str(&render(&k));
+    out.push('\n');
+    let mut c = table(&[
+        "chain",
+        "leaf",
+        "certs",
+        "anchors in the source that verify it",
+    ]);
+    for ch in &t.chains {
+        c.add_row(vec![
+            ch.name.clone(),
+            ch.leaf.clone(),
+            ch.length.to_string(),
+            ch.verified_by.len().to_string(),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&render(&c));
+    out.push('\n');
+    if !t.removed.is_empty() {
+        const SHOWN: usize = 8;
+        let names: Vec<&str> = t
+            .removed
+            .iter()
+            .take(SHOWN)
+            .map(|r| r.subject_cn.as_str())
+            .collect();
+        let more = if t.removed.len() > SHOWN {
+            format!(
+                "; … and {} more (--json lists all)",
+                t.removed.len() - SHOWN
+            )
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "\nremoved {}: {}{more}\n",
+            t.removed.len(),
+            names.join("; ")
+        ));
+    }
+    out.push_str("every chain verified against the trimmed set before writing\n");
     out
 }
 

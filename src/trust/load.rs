@@ -11,7 +11,7 @@
 //! directory) is opened once; an identical certificate found twice is parsed once. Bad
 //! files and blocks are reported one by one while the rest loads.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs;
 use std::hash::{Hash, Hasher};
@@ -162,6 +162,9 @@ pub struct Loaded {
     pub times: LayerTimes,
     /// The probe (system source only).
     pub probe: Option<Probe>,
+    /// How many times each of the store's certificates was found (same order as
+    /// `store.certs()`): above 1 for exact duplicates.
+    pub occurrences: Vec<u32>,
 }
 
 struct FileData {
@@ -247,12 +250,15 @@ pub fn load(source: &Source, x509: bool) -> Result<Loaded, TrustError> {
         );
     }
     drop(data);
-    let mut unique_keys: HashSet<DerKey<'_>> = HashSet::with_capacity(decoded.len());
+    let mut first_index: HashMap<DerKey<'_>, usize> = HashMap::with_capacity(decoded.len());
     let mut keep = vec![false; decoded.len()];
+    let mut counts = vec![0u32; decoded.len()];
     for (i, (der, ..)) in decoded.iter().enumerate() {
-        keep[i] = unique_keys.insert(DerKey(der.as_ref()));
+        let first = *first_index.entry(DerKey(der.as_ref())).or_insert(i);
+        keep[i] = first == i;
+        counts[first] += 1;
     }
-    drop(unique_keys);
+    drop(first_index);
     stats.duplicate_certs = keep.iter().filter(|k| !**k).count();
     times.pem = t.elapsed();
 
@@ -260,7 +266,8 @@ pub fn load(source: &Source, x509: bool) -> Result<Loaded, TrustError> {
     let t = Instant::now();
     let mut certs = Vec::with_capacity(decoded.len());
     let mut anchors: Vec<TrustAnchor<'static>> = Vec::with_capacity(decoded.len());
-    for ((der, path, line, block), keep) in decoded.into_iter().zip(keep) {
+    let mut occurrences = Vec::with_capacity(decoded.len());
+    for (((der, path, line, block), keep), count) in decoded.into_iter().zip(keep).zip(counts) {
         if !keep {
             continue;
         }
@@ -268,6 +275,7 @@ pub fn load(source: &Source, x509: bool) -> Result<Loaded, TrustError> {
             Ok(anchor) => {
                 anchors.push(anchor.to_owned());
                 certs.push(der);
+                occurrences.push(count);
             }
             Err(e) => stats.problems.push(FileProblem {
                 path: path.to_path_buf(),
@@ -304,6 +312,7 @@ pub fn load(source: &Source, x509: bool) -> Result<Loaded, TrustError> {
         stats,
         times,
         probe,
+        occurrences,
     })
 }
 
@@ -461,6 +470,7 @@ mod tests {
         assert_eq!(l.stats.certs_decoded, 3);
         assert_eq!(l.stats.duplicate_certs, 1);
         assert_eq!(l.store.len(), 2);
+        assert_eq!(l.occurrences, vec![2, 1]);
         assert!(l.times.x509.is_some());
         assert!(l.stats.problems.is_empty());
     }

@@ -5,13 +5,17 @@
 //! - [`pem`]: fast, forgiving certificate decoding with per-block problems.
 //! - [`load`]: loading in timed layers (probe, I/O, PEM, anchors, X.509).
 //! - [`measure`]: cold vs warm load timing with comparison rows (`trust load`).
+//! - [`analyze`]: what is in a bundle (duplicates, twins, validity, weak keys…).
+//! - [`trim`]: the minimal anchor set that verifies a set of chains.
 //! - [`store`]: [`TrustStore`], and the shared pre-warmed system store.
 
+pub mod analyze;
 pub mod discover;
 pub mod load;
 pub mod measure;
 pub mod pem;
 pub mod store;
+pub mod trim;
 
 pub use discover::{Probe, ProbeEnv, probe};
 pub use load::{FileProblem, LayerTimes, LoadStats, Loaded, Source, load};
@@ -64,6 +68,56 @@ pub enum TrustError {
         /// What went wrong, per file and block.
         problems: Vec<FileProblem>,
     },
+    /// A chain file or fetched chain is unusable.
+    #[error("chain {name}: {reason}")]
+    BadChain {
+        /// File or target.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A `host:port` target is malformed.
+    #[error("invalid target '{target}': {reason}")]
+    BadTarget {
+        /// What was given.
+        target: String,
+        /// Why.
+        reason: String,
+    },
+    /// A chain could not be fetched from a server.
+    #[error("cannot fetch the chain of {target}: {reason}")]
+    Fetch {
+        /// `host:port`.
+        target: String,
+        /// Why.
+        reason: String,
+    },
+    /// A chain does not verify against a store.
+    #[error("chain {name} does not verify against {origin}: {reason}")]
+    Unverifiable {
+        /// File or target.
+        name: String,
+        /// The store.
+        origin: String,
+        /// rustls's reason.
+        reason: String,
+    },
+    /// A fingerprint given to keep is not in the store.
+    #[error("--also-keep {fingerprint}: no certificate with this SHA-256 fingerprint in {origin}")]
+    UnknownFingerprint {
+        /// What was given.
+        fingerprint: String,
+        /// The store.
+        origin: String,
+    },
+    /// The source holds trust anchors only, not certificates.
+    #[error(
+        "{origin} holds trust anchors only (subject and key), not certificates: use a bundle file, a directory or the system store"
+    )]
+    AnchorsOnly {
+        /// The store.
+        origin: String,
+    },
     /// The rustls verifier could not be built.
     #[error("cannot build a certificate verifier: {0}")]
     Verifier(String),
@@ -84,7 +138,14 @@ impl Classify for TrustError {
             TrustError::NotRegular { .. }
             | TrustError::TooLarge { .. }
             | TrustError::NoCertificates { .. } => ErrorClass::Input,
-            TrustError::NoSystemStore { .. } | TrustError::Verifier(_) => ErrorClass::Runtime,
+            TrustError::BadChain { .. }
+            | TrustError::BadTarget { .. }
+            | TrustError::Unverifiable { .. }
+            | TrustError::UnknownFingerprint { .. }
+            | TrustError::AnchorsOnly { .. } => ErrorClass::Input,
+            TrustError::NoSystemStore { .. }
+            | TrustError::Verifier(_)
+            | TrustError::Fetch { .. } => ErrorClass::Runtime,
         }
     }
 }
