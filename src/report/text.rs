@@ -341,6 +341,12 @@ pub fn trust_load(m: &LoadMeasurement) -> String {
             d.distinct_files,
             d.only_in_dir
         ));
+        if !d.only_in_dir_subjects.is_empty() {
+            out.push_str(&format!(
+                "  only in the directory: {}\n",
+                d.only_in_dir_subjects.join("; ")
+            ));
+        }
     }
     out.push_str(&problems(&s.problems));
     out

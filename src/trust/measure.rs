@@ -48,6 +48,8 @@ pub struct DirCoverage {
     pub already_loaded: usize,
     /// Certificates only in the directory (not trusted by the loaded store).
     pub only_in_dir: usize,
+    /// Subjects of those certificates.
+    pub only_in_dir_subjects: Vec<String>,
 }
 
 /// The result of `trust load`.
@@ -208,7 +210,19 @@ fn dir_coverage(dir: &Path, store: &TrustStore) -> DirCoverage {
                 .iter()
                 .filter(|c| loaded.contains(c.as_ref()))
                 .count();
+            let only_in_dir_subjects = l
+                .store
+                .certs()
+                .iter()
+                .filter(|c| !loaded.contains(c.as_ref()))
+                .map(|c| {
+                    x509_parser::parse_x509_certificate(c)
+                        .map(|(_, x)| super::analyze::common_name(x.subject()))
+                        .unwrap_or_else(|_| "(unparsable)".into())
+                })
+                .collect();
             DirCoverage {
+                only_in_dir_subjects,
                 dir: dir.to_path_buf(),
                 entries: l.stats.dir_entries,
                 distinct_files: l.stats.files_read.len(),
@@ -224,6 +238,7 @@ fn dir_coverage(dir: &Path, store: &TrustStore) -> DirCoverage {
             certs: 0,
             already_loaded: 0,
             only_in_dir: 0,
+            only_in_dir_subjects: Vec::new(),
         },
     }
 }

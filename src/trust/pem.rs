@@ -315,14 +315,13 @@ mod tests {
     #[test]
     fn plain_crlf_and_text_between_blocks() {
         let p = pki();
+        let second = format!(
+            "Bag Attributes\n  friendlyName: foo\n{}\ntrailing words\n",
+            p.intermediate.pem
+        );
         let text = format!(
-            "# A comment\nSome text: {}\n\n{}{}",
-            "x",
-            p.root.pem.replace('\n', "\r\n"),
-            format!(
-                "Bag Attributes\n  friendlyName: foo\n{}\ntrailing words\n",
-                p.intermediate.pem
-            )
+            "# A comment\nSome text: x\n\n{}{second}",
+            p.root.pem.replace('\n', "\r\n")
         );
         let d = decode(text.as_bytes());
         assert!(d.problems.is_empty(), "{:?}", d.problems);

@@ -149,7 +149,7 @@ pub fn fetch_chain(
             Err(e) => return Err(fail(format!("TLS handshake: {e}"))),
         }
     }
-    let _ = conn.send_close_notify();
+    conn.send_close_notify();
     let _ = conn.complete_io(&mut tcp);
     let _ = tcp.flush();
     let mut sink = [0u8; 1];

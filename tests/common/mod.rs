@@ -21,6 +21,9 @@ where
     let out: Output = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
         .args(args)
         .env_remove("TLSPERF_LOG")
+        // The trust-store probe honours these; tests use fixtures, not the host's setup.
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
         .env("NO_COLOR", "1")
         .output()
         .expect("the tlsperf binary runs");
@@ -55,4 +58,45 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p.to_string_lossy().into_owned()
+}
+
+/// A minimal TLS server on 127.0.0.1 for tests: serves `chain`/`key` to at most
+/// `max_conns` connections (each handshake bounded by a 10 s timeout), then exits.
+/// Returns the port.
+pub fn spawn_tls_server(
+    chain: Vec<rustls_pki_types::CertificateDer<'static>>,
+    key: rustls_pki_types::PrivateKeyDer<'static>,
+    max_conns: usize,
+) -> u16 {
+    use std::io::Write;
+    use std::sync::Arc;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(max_conns) {
+            let Ok(mut tcp) = stream else { continue };
+            let _ = tcp.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+            let _ = tcp.set_write_timeout(Some(std::time::Duration::from_secs(10)));
+            let Ok(mut conn) = rustls::ServerConnection::new(config.clone()) else {
+                continue;
+            };
+            while conn.is_handshaking() {
+                if conn.complete_io(&mut tcp).is_err() {
+                    break;
+                }
+            }
+            conn.send_close_notify();
+            let _ = conn.complete_io(&mut tcp);
+            let _ = tcp.flush();
+        }
+    });
+    port
 }
