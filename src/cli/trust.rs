@@ -57,8 +57,11 @@ enum SourceArg {
 impl SourceArg {
     fn load(&self, root: Option<PathBuf>) -> Result<trust::Loaded, CliError> {
         match self {
-            SourceArg::System => Ok(trust::load(&Source::System { root }, false)?),
-            SourceArg::Path(s) => Ok(trust::load(s, false)?),
+            SourceArg::System => Ok(trust::load(
+                &Source::System { root },
+                &trust::LoadOptions::CERTS,
+            )?),
+            SourceArg::Path(s) => Ok(trust::load(s, &trust::LoadOptions::CERTS)?),
             SourceArg::Webpki => Err(trust::TrustError::AnchorsOnly {
                 origin: "webpki-roots".into(),
             }
@@ -142,6 +145,10 @@ struct LoadArgs {
     /// Also time a full X.509 parse of every certificate (layer 4, as analysis needs).
     #[arg(long)]
     x509: bool,
+    /// Run the comparison loaders before tlsperf's, so they pay the process's first-touch
+    /// costs (for cold comparisons across fresh processes; see bench/trust.sh).
+    #[arg(long)]
+    baselines_first: bool,
 }
 
 /// Runs `tlsperf trust …`.
@@ -176,7 +183,7 @@ pub fn exec(args: TrustArgs, out: &Output) -> Result<(), CliError> {
                 }
             };
             let iterations = usize::try_from(a.iterations).unwrap_or(usize::MAX);
-            let m = trust::measure::measure_load(&source, iterations, a.x509)?;
+            let m = trust::measure::measure_load(&source, iterations, a.x509, a.baselines_first)?;
             out.result(&m, || text::trust_load(&m))
         }
         TrustCommand::Analyze(a) => {

@@ -254,8 +254,13 @@ pub fn trust_load(m: &LoadMeasurement) -> String {
     let s = &m.stats;
     let mut out = format!("{} {}\n", styled(BOLD, "loaded"), m.source);
     out.push_str(&format!(
-        "{} anchors from {} certificates decoded ({} identical ones parsed once); {} file-opening syscalls, {} bytes read",
-        s.anchors, s.certs_decoded, s.duplicate_certs, s.files_opened, s.bytes_read
+        "{} anchors from {} certificates decoded ({} duplicates dropped: {}); {} file-opening syscalls, {} bytes read",
+        s.anchors,
+        s.certs_decoded,
+        s.duplicate_certs,
+        if m.cold.x509.is_some() { "identical certificates" } else { "same trust anchor (subject, key, name constraints)" },
+        s.files_opened,
+        s.bytes_read
     ));
     if s.dir_entries > 0 {
         out.push_str(&format!(

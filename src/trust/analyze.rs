@@ -327,7 +327,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let loaded = load(&Source::Bundle(path), false).unwrap();
+        let loaded = load(&Source::Bundle(path), &crate::trust::LoadOptions::CERTS).unwrap();
         let a = analyze(&loaded, OffsetDateTime::now_utc(), true);
         assert_eq!(a.count, 9);
         assert_eq!(a.unique, 8);

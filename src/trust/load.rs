@@ -14,8 +14,8 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs;
-use std::hash::{Hash, Hasher};
-use std::io::Read;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::Read as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -167,14 +167,42 @@ pub struct Loaded {
     pub occurrences: Vec<u32>,
 }
 
-struct FileData {
-    path: Arc<Path>,
-    bytes: Vec<u8>,
+/// What to keep and time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Keep every distinct certificate's DER (for analysis, trimming, listing). Without
+    /// it, only trust anchors are kept — what a TLS client needs — and duplicates are
+    /// recognized by their anchor (subject, key, name constraints).
+    pub keep_certs: bool,
+    /// Also time a full X.509 parse of every certificate (layer 4; implies `keep_certs`).
+    pub x509: bool,
 }
 
-/// Loads `source` in timed layers; `x509` adds layer 4.
-pub fn load(source: &Source, x509: bool) -> Result<Loaded, TrustError> {
+impl LoadOptions {
+    /// Anchors only: the store a TLS client uses.
+    pub const ANCHORS: LoadOptions = LoadOptions {
+        keep_certs: false,
+        x509: false,
+    };
+    /// Anchors and certificates.
+    pub const CERTS: LoadOptions = LoadOptions {
+        keep_certs: true,
+        x509: false,
+    };
+}
+
+/// Size of the read buffer: a bundle is streamed through it, never held whole.
+const CHUNK: usize = 32 << 10;
+
+/// Loads `source` in timed layers.
+///
+/// Files are read in chunks into one reused buffer and decoded as they arrive: touching
+/// fresh memory is what makes a first load slow (each new page faults), so a bundle
+/// never sits in memory whole and certificates are decoded into reused scratch space.
+/// The layers interleave; each one's time is summed separately.
+pub fn load(source: &Source, opts: &LoadOptions) -> Result<Loaded, TrustError> {
     let started = Instant::now();
+    let keep_certs = opts.keep_certs || opts.x509;
     let mut stats = LoadStats::default();
     let mut times = LayerTimes::default();
 
@@ -205,94 +233,35 @@ pub fn load(source: &Source, x509: bool) -> Result<Loaded, TrustError> {
     }
     times.probe = started.elapsed();
 
-    // Layer 1: I/O.
-    let t = Instant::now();
-    let mut seen_files: HashSet<(u64, u64)> = HashSet::new();
-    let mut data: Vec<FileData> = Vec::new();
+    // Layers 1–3, streamed.
     let strict = !matches!(source, Source::System { .. });
+    let mut reader = Reader {
+        buf: vec![0u8; CHUNK],
+        sink: Sink::new(keep_certs),
+        seen_files: HashSet::new(),
+    };
     for f in &files {
-        match read_file(f, &mut stats) {
-            Ok((bytes, id)) => {
-                seen_files.insert(id);
-                data.push(FileData {
-                    path: Arc::from(f.as_path()),
-                    bytes,
-                });
-            }
+        match reader.file(f, &mut stats, &mut times) {
+            Ok(()) => {}
             Err(e) if strict => return Err(e),
             Err(e) => stats.problems.push(problem_of(f, &e)),
         }
     }
     for d in &dirs {
-        read_dir(d, strict, &mut seen_files, &mut data, &mut stats)?;
+        reader.dir(d, strict, &mut stats, &mut times)?;
     }
-    times.io = t.elapsed();
-
-    // Layer 2: PEM → DER, then drop identical certificates.
-    let t = Instant::now();
-    let mut decoded: Vec<(CertificateDer<'static>, Arc<Path>, usize, usize)> = Vec::new();
-    for file in &data {
-        let d = pem::decode(&file.bytes);
-        stats.certs_decoded += d.certs.len();
-        for p in d.problems {
-            stats.problems.push(FileProblem {
-                path: file.path.to_path_buf(),
-                line: Some(p.line),
-                block: p.block,
-                reason: p.reason,
-                ignored: p.ignored,
-            });
-        }
-        decoded.extend(
-            d.certs
-                .into_iter()
-                .map(|c| (c.der, Arc::clone(&file.path), c.line, c.block)),
-        );
-    }
-    drop(data);
-    let mut first_index: HashMap<DerKey<'_>, usize> = HashMap::with_capacity(decoded.len());
-    let mut keep = vec![false; decoded.len()];
-    let mut counts = vec![0u32; decoded.len()];
-    for (i, (der, ..)) in decoded.iter().enumerate() {
-        let first = *first_index.entry(DerKey(der.as_ref())).or_insert(i);
-        keep[i] = first == i;
-        counts[first] += 1;
-    }
-    drop(first_index);
-    stats.duplicate_certs = keep.iter().filter(|k| !**k).count();
-    times.pem = t.elapsed();
-
-    // Layer 3: DER → trust anchor.
-    let t = Instant::now();
-    let mut certs = Vec::with_capacity(decoded.len());
-    let mut anchors: Vec<TrustAnchor<'static>> = Vec::with_capacity(decoded.len());
-    let mut occurrences = Vec::with_capacity(decoded.len());
-    for (((der, path, line, block), keep), count) in decoded.into_iter().zip(keep).zip(counts) {
-        if !keep {
-            continue;
-        }
-        match webpki::anchor_from_trusted_cert(&der) {
-            Ok(anchor) => {
-                anchors.push(anchor.to_owned());
-                certs.push(der);
-                occurrences.push(count);
-            }
-            Err(e) => stats.problems.push(FileProblem {
-                path: path.to_path_buf(),
-                line: Some(line),
-                block: Some(block),
-                reason: format!("not a usable certificate: {e:?}"),
-                ignored: false,
-            }),
-        }
-    }
-    times.anchors = t.elapsed();
+    let sink = reader.sink;
+    times.anchors = sink.anchor_time;
+    times.pem = times.pem.saturating_sub(sink.anchor_time);
+    stats.problems.extend(sink.problems);
+    stats.certs_decoded = sink.decoded;
+    stats.duplicate_certs = sink.duplicates;
     times.total = started.elapsed();
 
     // Layer 4 (optional): full X.509 parse.
-    if x509 {
+    if opts.x509 {
         let t = Instant::now();
-        for der in &certs {
+        for der in &sink.certs {
             if let Err(e) = x509_parser::parse_x509_certificate(der) {
                 tracing::debug!("x509-parser rejects a certificate webpki accepted: {e}");
             }
@@ -300,119 +269,315 @@ pub fn load(source: &Source, x509: bool) -> Result<Loaded, TrustError> {
         times.x509 = Some(t.elapsed());
     }
 
-    stats.anchors = anchors.len();
-    if anchors.is_empty() {
+    stats.anchors = sink.anchors.len();
+    if sink.anchors.is_empty() {
         return Err(TrustError::NoCertificates {
             origin: source.to_string(),
             problems: stats.problems,
         });
     }
     Ok(Loaded {
-        store: TrustStore::new(certs, anchors, source.to_string()),
+        store: TrustStore::new(sink.certs, sink.anchors, source.to_string()),
         stats,
         times,
         probe,
-        occurrences,
+        occurrences: sink.occurrences,
     })
 }
 
-/// Opens and reads one file; returns the bytes and the file's (device, inode).
-fn read_file(path: &Path, stats: &mut LoadStats) -> Result<(Vec<u8>, (u64, u64)), TrustError> {
-    let read_err = |e: std::io::Error| TrustError::Read {
-        path: path.to_path_buf(),
-        source: Arc::new(e),
-    };
-    stats.files_opened += 1;
-    let mut file = fs::File::open(path).map_err(read_err)?;
-    let meta = file.metadata().map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(TrustError::NotRegular {
-            path: path.to_path_buf(),
-        });
-    }
-    if meta.len() > MAX_FILE_SIZE {
-        return Err(TrustError::TooLarge {
-            path: path.to_path_buf(),
-            size: meta.len(),
-        });
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
-    file.read_to_end(&mut bytes).map_err(read_err)?;
-    stats.bytes_read += bytes.len() as u64;
-    stats.files_read.push(path.to_path_buf());
-    Ok((bytes, (meta.dev(), meta.ino())))
+/// Reads files through one buffer into a [`Sink`].
+struct Reader {
+    buf: Vec<u8>,
+    sink: Sink,
+    seen_files: HashSet<(u64, u64)>,
 }
 
-fn read_dir(
-    dir: &Path,
-    strict: bool,
-    seen: &mut HashSet<(u64, u64)>,
-    data: &mut Vec<FileData>,
-    stats: &mut LoadStats,
-) -> Result<(), TrustError> {
-    stats.files_opened += 1;
-    let entries = match fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) => {
-            let err = TrustError::Read {
-                path: dir.to_path_buf(),
-                source: Arc::new(e),
-            };
-            if strict {
-                return Err(err);
-            }
-            stats.problems.push(problem_of(dir, &err));
-            return Ok(());
+impl Reader {
+    /// Streams one file; fails (for the caller to report or propagate) when it cannot be
+    /// read at all. Problems inside the file are recorded in the sink.
+    fn file(
+        &mut self,
+        path: &Path,
+        stats: &mut LoadStats,
+        times: &mut LayerTimes,
+    ) -> Result<(), TrustError> {
+        let read_err = |e: std::io::Error| TrustError::Read {
+            path: path.to_path_buf(),
+            source: Arc::new(e),
+        };
+        let t = Instant::now();
+        stats.files_opened += 1;
+        let mut file = fs::File::open(path).map_err(read_err)?;
+        let meta = file.metadata().map_err(read_err)?;
+        times.io += t.elapsed();
+        if !meta.is_file() {
+            return Err(TrustError::NotRegular {
+                path: path.to_path_buf(),
+            });
         }
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for path in paths {
-        stats.dir_entries += 1;
-        // Follows symbolic links without opening anything.
-        let meta = match fs::metadata(&path) {
-            Ok(m) => m,
+        if meta.len() > MAX_FILE_SIZE {
+            return Err(TrustError::TooLarge {
+                path: path.to_path_buf(),
+                size: meta.len(),
+            });
+        }
+        self.seen_files.insert((meta.dev(), meta.ino()));
+        let shared_path: Arc<Path> = Arc::from(path);
+        let mut stream = pem::PemStream::new();
+        let mut filled = 0;
+        let mut total: u64 = 0;
+        let mut first = true;
+        loop {
+            if filled == self.buf.len() {
+                // One block larger than the buffer: grow (bounded by MAX_FILE_SIZE).
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            let t = Instant::now();
+            let n = file.read(&mut self.buf[filled..]).map_err(read_err)?;
+            times.io += t.elapsed();
+            filled += n;
+            total += n as u64;
+            let eof = n == 0;
+            if first && !eof && !pem::looks_like_pem(&self.buf[..filled]) {
+                // A DER file: small; read it whole.
+                let mut whole = self.buf[..filled].to_vec();
+                let t = Instant::now();
+                file.read_to_end(&mut whole).map_err(read_err)?;
+                times.io += t.elapsed();
+                total = whole.len() as u64;
+                let t = Instant::now();
+                let decoded = pem::decode(&whole);
+                times.pem += t.elapsed();
+                for c in decoded.certs {
+                    self.sink.cert(&c.der, &shared_path, c.line, c.block);
+                }
+                self.sink.block_problems(&shared_path, decoded.problems);
+                break;
+            }
+            first = false;
+            let t = Instant::now();
+            let sink = &mut self.sink;
+            let consumed = stream.feed(&self.buf[..filled], eof, &mut |der, line, block| {
+                sink.cert(der, &shared_path, line, block);
+            });
+            times.pem += t.elapsed();
+            self.buf.copy_within(consumed..filled, 0);
+            filled -= consumed;
+            if eof {
+                let problems = std::mem::take(&mut stream).finish(total);
+                self.sink.block_problems(&shared_path, problems);
+                break;
+            }
+        }
+        stats.bytes_read += total;
+        stats.files_read.push(path.to_path_buf());
+        Ok(())
+    }
+
+    fn dir(
+        &mut self,
+        dir: &Path,
+        strict: bool,
+        stats: &mut LoadStats,
+        times: &mut LayerTimes,
+    ) -> Result<(), TrustError> {
+        let t = Instant::now();
+        stats.files_opened += 1;
+        let listing = fs::read_dir(dir).map(|rd| {
+            let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            paths.sort();
+            paths
+        });
+        times.io += t.elapsed();
+        let paths = match listing {
+            Ok(p) => p,
             Err(e) => {
-                let reason = match (discover::status_of(&e), fs::read_link(&path)) {
-                    (discover::Status::NotFound, Ok(target)) => {
-                        format!("broken symlink to {}", target.display())
-                    }
-                    (discover::Status::SymlinkLoop, _) => "symlink loop".into(),
-                    (_, _) => format!("cannot read: {e}"),
+                let err = TrustError::Read {
+                    path: dir.to_path_buf(),
+                    source: Arc::new(e),
                 };
+                if strict {
+                    return Err(err);
+                }
+                stats.problems.push(problem_of(dir, &err));
+                return Ok(());
+            }
+        };
+        for path in paths {
+            stats.dir_entries += 1;
+            // Follows symbolic links without opening anything.
+            let t = Instant::now();
+            let meta = fs::metadata(&path);
+            times.io += t.elapsed();
+            let meta = match meta {
+                Ok(m) => m,
+                Err(e) => {
+                    let reason = match (discover::status_of(&e), fs::read_link(&path)) {
+                        (discover::Status::NotFound, Ok(target)) => {
+                            format!("broken symlink to {}", target.display())
+                        }
+                        (discover::Status::SymlinkLoop, _) => "symlink loop".into(),
+                        (_, _) => format!("cannot read: {e}"),
+                    };
+                    stats.problems.push(FileProblem {
+                        path,
+                        line: None,
+                        block: None,
+                        reason,
+                        ignored: false,
+                    });
+                    continue;
+                }
+            };
+            if meta.is_dir() {
                 stats.problems.push(FileProblem {
                     path,
                     line: None,
                     block: None,
-                    reason,
-                    ignored: false,
+                    reason: "subdirectory, not read".into(),
+                    ignored: true,
                 });
                 continue;
             }
-        };
-        if meta.is_dir() {
-            stats.problems.push(FileProblem {
-                path,
-                line: None,
-                block: None,
-                reason: "subdirectory, not read".into(),
-                ignored: true,
-            });
-            continue;
+            if self.seen_files.contains(&(meta.dev(), meta.ino())) {
+                stats.same_file_skipped += 1;
+                continue;
+            }
+            if let Err(e) = self.file(&path, stats, times) {
+                stats.problems.push(problem_of(&path, &e));
+            }
         }
-        if !seen.insert((meta.dev(), meta.ino())) {
-            stats.same_file_skipped += 1;
-            continue;
-        }
-        match read_file(&path, stats) {
-            Ok((bytes, _)) => data.push(FileData {
-                path: Arc::from(path.as_path()),
-                bytes,
-            }),
-            Err(e) => stats.problems.push(problem_of(&path, &e)),
+        Ok(())
+    }
+}
+
+/// Receives decoded certificates: drops duplicates, extracts trust anchors (timed as
+/// layer 3), keeps certificates when asked.
+struct Sink {
+    keep_certs: bool,
+    certs: Vec<CertificateDer<'static>>,
+    anchors: Vec<TrustAnchor<'static>>,
+    occurrences: Vec<u32>,
+    index: HashMap<u64, Vec<usize>, BuildHasherDefault<KeyHasher>>,
+    anchor_time: Duration,
+    decoded: usize,
+    duplicates: usize,
+    problems: Vec<FileProblem>,
+}
+
+impl Sink {
+    fn new(keep_certs: bool) -> Self {
+        Sink {
+            keep_certs,
+            certs: Vec::new(),
+            anchors: Vec::new(),
+            occurrences: Vec::new(),
+            index: HashMap::default(),
+            anchor_time: Duration::ZERO,
+            decoded: 0,
+            duplicates: 0,
+            problems: Vec::new(),
         }
     }
-    Ok(())
+
+    fn cert(&mut self, der: &[u8], path: &Arc<Path>, line: usize, block: usize) {
+        self.decoded += 1;
+        if self.keep_certs {
+            let key = tail_key(der.len(), der);
+            if let Some(i) = self.find(key, |i| self.certs[i].as_ref() == der) {
+                self.duplicate(i);
+                return;
+            }
+        }
+        let t = Instant::now();
+        match webpki::anchor_from_trusted_cert(&CertificateDer::from(der)) {
+            Ok(anchor) => {
+                if !self.keep_certs {
+                    let key = tail_key(
+                        anchor.subject.len(),
+                        anchor.subject_public_key_info.as_ref(),
+                    );
+                    if let Some(i) = self.find(key, |i| same_anchor(&self.anchors[i], &anchor)) {
+                        self.duplicate(i);
+                        self.anchor_time += t.elapsed();
+                        return;
+                    }
+                    self.index.entry(key).or_default().push(self.anchors.len());
+                } else {
+                    let key = tail_key(der.len(), der);
+                    self.index.entry(key).or_default().push(self.anchors.len());
+                    self.certs.push(CertificateDer::from(der.to_vec()));
+                }
+                self.anchors.push(anchor.to_owned());
+                self.occurrences.push(1);
+            }
+            Err(e) => self.problems.push(FileProblem {
+                path: path.to_path_buf(),
+                line: Some(line),
+                block: Some(block),
+                reason: format!("not a usable certificate: {e:?}"),
+                ignored: false,
+            }),
+        }
+        self.anchor_time += t.elapsed();
+    }
+
+    fn find(&self, key: u64, same: impl Fn(usize) -> bool) -> Option<usize> {
+        self.index.get(&key)?.iter().copied().find(|&i| same(i))
+    }
+
+    fn duplicate(&mut self, i: usize) {
+        self.duplicates += 1;
+        self.occurrences[i] += 1;
+    }
+
+    fn block_problems(&mut self, path: &Path, problems: Vec<pem::BlockProblem>) {
+        self.problems
+            .extend(problems.into_iter().map(|p| FileProblem {
+                path: path.to_path_buf(),
+                line: Some(p.line),
+                block: p.block,
+                reason: p.reason,
+                ignored: p.ignored,
+            }));
+    }
+}
+
+fn same_anchor(a: &TrustAnchor<'_>, b: &TrustAnchor<'_>) -> bool {
+    a.subject.as_ref() == b.subject.as_ref()
+        && a.subject_public_key_info.as_ref() == b.subject_public_key_info.as_ref()
+        && a.name_constraints.as_ref().map(|n| n.as_ref())
+            == b.name_constraints.as_ref().map(|n| n.as_ref())
+}
+
+/// A cheap hash key: a length and the last 8 bytes (inside a signature or public key,
+/// effectively random). Equality is always checked in full, so a weak key costs only
+/// time, never correctness.
+fn tail_key(len: usize, bytes: &[u8]) -> u64 {
+    let mut tail = [0u8; 8];
+    let t = &bytes[bytes.len().saturating_sub(8)..];
+    tail[..t.len()].copy_from_slice(t);
+    u64::from_le_bytes(tail) ^ (len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Passes [`tail_key`]s through unhashed.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 fn problem_of(path: &Path, e: &TrustError) -> FileProblem {
@@ -430,19 +595,6 @@ fn problem_of(path: &Path, e: &TrustError) -> FileProblem {
         block: None,
         reason,
         ignored: false,
-    }
-}
-
-/// Certificate bytes keyed cheaply: the hash covers the length and the last 16 bytes
-/// (inside the signature, effectively random); equality compares everything.
-#[derive(PartialEq, Eq)]
-struct DerKey<'a>(&'a [u8]);
-
-impl Hash for DerKey<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let b = self.0;
-        state.write_usize(b.len());
-        state.write(&b[b.len().saturating_sub(16)..]);
     }
 }
 
@@ -465,7 +617,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bundle.pem");
         fs::write(&path, format!("{}{}{}", a.root.pem, b.root.pem, a.root.pem)).unwrap();
-        let l = load(&Source::Bundle(path.clone()), true).unwrap();
+        let l = load(
+            &Source::Bundle(path.clone()),
+            &LoadOptions {
+                keep_certs: true,
+                x509: true,
+            },
+        )
+        .unwrap();
         assert_eq!(l.stats.files_opened, 1);
         assert_eq!(l.stats.certs_decoded, 3);
         assert_eq!(l.stats.duplicate_certs, 1);
@@ -493,7 +652,7 @@ mod tests {
         symlink("loop2", d.join("loop1")).unwrap();
         symlink("loop1", d.join("loop2")).unwrap();
         fs::create_dir(d.join("sub")).unwrap();
-        let l = load(&Source::Dir(d.to_path_buf()), false).unwrap();
+        let l = load(&Source::Dir(d.to_path_buf()), &LoadOptions::CERTS).unwrap();
         assert_eq!(l.store.len(), 2);
         // The directory plus a.pem, b.der, bundle.crt; the two hash links are not opened.
         assert_eq!(l.stats.files_opened, 4, "{:?}", l.stats.files_read);
@@ -537,7 +696,7 @@ mod tests {
             &Source::System {
                 root: Some(img.path().to_path_buf()),
             },
-            false,
+            &LoadOptions::ANCHORS,
         )
         .unwrap();
         assert_eq!(l.store.len(), 2);
@@ -552,12 +711,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let garbage = dir.path().join("garbage.pem");
         fs::write(&garbage, b"this is not a bundle\n").unwrap();
-        let err = load(&Source::Bundle(garbage.clone()), false).unwrap_err();
+        let err = load(&Source::Bundle(garbage.clone()), &LoadOptions::CERTS).unwrap_err();
         assert!(err.to_string().contains("garbage.pem"), "{err}");
         let missing = dir.path().join("missing.pem");
-        let err = load(&Source::Bundle(missing), false).unwrap_err();
+        let err = load(&Source::Bundle(missing), &LoadOptions::CERTS).unwrap_err();
         assert!(err.to_string().contains("missing.pem"), "{err}");
-        let err = load(&Source::Bundle(dir.path().to_path_buf()), false).unwrap_err();
+        let err = load(
+            &Source::Bundle(dir.path().to_path_buf()),
+            &LoadOptions::CERTS,
+        )
+        .unwrap_err();
         assert!(
             matches!(err, TrustError::NotRegular { .. } | TrustError::Read { .. }),
             "{err}"
@@ -566,7 +729,7 @@ mod tests {
         let mixed = dir.path().join("mixed.pem");
         let bad = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
         fs::write(&mixed, format!("{bad}{}", a.root.pem)).unwrap();
-        let l = load(&Source::Bundle(mixed), false).unwrap();
+        let l = load(&Source::Bundle(mixed), &LoadOptions::CERTS).unwrap();
         assert_eq!(l.store.len(), 1);
         assert_eq!(l.stats.problems.len(), 1);
         assert_eq!(l.stats.problems[0].line, Some(1));

@@ -83,26 +83,41 @@ fn opt_ns<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::
 
 /// Loads `source` `iterations` times (at least 2: one cold, the rest warm), alternating
 /// with the comparison rows, and measures the shared store's warm access for the system
-/// source.
+/// source. "Cold" is the first call of each loader in this process; `baselines_first`
+/// makes the comparison rows go first (so they, not tlsperf's loader, pay the process's
+/// first-touch costs): run both orders in fresh processes to compare cold figures fairly.
 pub fn measure_load(
     source: &Source,
     iterations: usize,
     x509: bool,
+    baselines_first: bool,
 ) -> Result<LoadMeasurement, TrustError> {
     let iterations = iterations.max(2);
-    let first = load(source, x509)?;
-    let bundle_file = first
-        .stats
-        .files_read
-        .first()
-        .cloned()
-        .filter(|_| !matches!(source, Source::Dir(_)));
+    // Time the store a TLS client gets: anchors only (certificates too with --x509).
+    let opts = super::load::LoadOptions {
+        keep_certs: false,
+        x509,
+    };
     let system = matches!(source, Source::System { root: None });
+    let bundle_file = match source {
+        Source::Bundle(p) => Some(p.clone()),
+        Source::System { root } => {
+            let p =
+                super::discover::probe_for_load(root.as_deref(), &super::ProbeEnv::from_process());
+            p.chosen_file.and_then(|i| p.entries[i].resolved.clone())
+        }
+        Source::Dir(_) => None,
+    };
 
     let mut native_runs = Vec::new();
     let mut native_result = (0, 0);
     let mut pki_types_runs = Vec::new();
     let mut pki_types_certs = 0;
+    let mut first = if baselines_first {
+        None
+    } else {
+        Some(load(source, &opts)?)
+    };
     if system {
         let t = Instant::now();
         let r = rustls_native_certs::load_native_certs();
@@ -114,10 +129,14 @@ pub fn measure_load(
         pki_types_certs = read_one_bundle(f);
         pki_types_runs.push(t.elapsed());
     }
+    let first = match first.take() {
+        Some(f) => f,
+        None => load(source, &opts)?,
+    };
 
     let mut warm: Vec<LayerTimes> = Vec::with_capacity(iterations - 1);
     for _ in 1..iterations {
-        warm.push(load(source, x509)?.times);
+        warm.push(load(source, &opts)?.times);
         if system {
             let t = Instant::now();
             let r = rustls_native_certs::load_native_certs();
@@ -172,7 +191,7 @@ pub fn measure_load(
             .deferred_dirs
             .iter()
             .filter(|d| d.is_dir())
-            .map(|d| dir_coverage(d, &first.store))
+            .map(|d| dir_coverage(d, source))
             .collect(),
         None => Vec::new(),
     };
@@ -199,10 +218,16 @@ fn read_one_bundle(path: &Path) -> usize {
     store.len()
 }
 
-fn dir_coverage(dir: &Path, store: &TrustStore) -> DirCoverage {
+fn dir_coverage(dir: &Path, source: &Source) -> DirCoverage {
+    let with_certs = load(source, &super::load::LoadOptions::CERTS).map(|l| l.store);
+    let empty = TrustStore::new(Vec::new(), Vec::new(), String::new());
+    let store = with_certs.as_ref().unwrap_or(&empty);
     let loaded: std::collections::HashSet<&[u8]> =
         store.certs().iter().map(|c| c.as_ref()).collect();
-    match load(&Source::Dir(dir.to_path_buf()), false) {
+    match load(
+        &Source::Dir(dir.to_path_buf()),
+        &super::load::LoadOptions::CERTS,
+    ) {
         Ok(l) => {
             let already = l
                 .store

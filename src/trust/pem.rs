@@ -53,88 +53,199 @@ const DASHES: &[u8] = b"-----";
 /// marker, else one DER certificate if it looks like DER.
 pub fn decode(data: &[u8]) -> Decoded {
     let mut out = Decoded::default();
-    let begin_finder = memmem::Finder::new(BEGIN);
-    if begin_finder.find(data).is_none() {
+    if !looks_like_pem(data) {
         decode_der_file(data, &mut out);
         return out;
     }
-    let end_finder = memmem::Finder::new(END);
-    let mut lines = LineCounter::new(data);
-    let mut scratch = Vec::new();
-    let mut block = 0;
-    let mut next_begin = begin_finder.find(data);
-    while let Some(start) = next_begin {
-        block += 1;
-        let line = lines.line_at(start);
-        let label_start = start + BEGIN.len();
-        let Some(label_len) = memmem::find(&data[label_start..], DASHES) else {
-            out.problems
-                .push(damage(line, block, "BEGIN marker without closing dashes"));
-            break;
-        };
-        let label = &data[label_start..label_start + label_len];
-        let label_text = || String::from_utf8_lossy(label).into_owned();
-        if label.contains(&b'\n') {
-            out.problems
-                .push(damage(line, block, "BEGIN marker broken across lines"));
-            next_begin = begin_finder
-                .find(&data[label_start..])
-                .map(|p| label_start + p);
-            continue;
+    let mut stream = PemStream::new();
+    let mut certs = Vec::new();
+    stream.feed(data, true, &mut |der, line, block| {
+        certs.push(DecodedCert {
+            der: CertificateDer::from(der.to_vec()),
+            line,
+            block,
+        });
+    });
+    out.certs = certs;
+    out.problems = stream.finish(data.len() as u64);
+    out
+}
+
+/// True unless `data` starts like a DER certificate (SEQUENCE with a long-form length)
+/// and has no PEM marker.
+pub fn looks_like_pem(data: &[u8]) -> bool {
+    let der_start = data.len() >= 2 && data[0] == 0x30 && matches!(data[1], 0x81..=0x83);
+    !der_start || memmem::find(data, BEGIN).is_some()
+}
+
+/// An incremental PEM decoder: feed it a file chunk by chunk (so a large bundle never
+/// needs to sit in fresh memory whole); it hands each certificate's DER to a callback,
+/// with its line and block number, and collects problems.
+pub struct PemStream {
+    begin: memmem::Finder<'static>,
+    end: memmem::Finder<'static>,
+    /// Line number of the first byte of the next chunk.
+    line: usize,
+    block: usize,
+    scratch: Vec<u8>,
+    problems: Vec<BlockProblem>,
+    certs: usize,
+}
+
+impl Default for PemStream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PemStream {
+    /// A decoder at the start of a file.
+    pub fn new() -> Self {
+        PemStream {
+            begin: memmem::Finder::new(BEGIN),
+            end: memmem::Finder::new(END),
+            line: 1,
+            block: 0,
+            scratch: Vec::new(),
+            problems: Vec::new(),
+            certs: 0,
         }
-        let body_start = label_start + label_len + DASHES.len();
-        next_begin = begin_finder
-            .find(&data[body_start..])
-            .map(|p| body_start + p);
-        let end = end_finder.find(&data[body_start..]).map(|p| body_start + p);
-        let Some(end) = end.filter(|&e| next_begin.is_none_or(|b| e < b)) else {
-            let why = if next_begin.is_some() {
-                format!(
-                    "truncated: a new BEGIN starts before '-----END {}-----'",
-                    label_text()
-                )
-            } else {
-                format!(
-                    "truncated: no '-----END {}-----' after this BEGIN",
-                    label_text()
-                )
-            };
-            out.problems.push(damage(line, block, &why));
-            continue;
-        };
-        let end_label_start = end + END.len();
-        let end_ok = data[end_label_start..].starts_with(label)
-            && data[end_label_start + label.len()..].starts_with(DASHES);
-        if !end_ok {
-            out.problems.push(damage(
-                line,
-                block,
-                &format!(
-                    "the END marker after this BEGIN does not match '-----END {}-----'",
-                    label_text()
-                ),
-            ));
-            continue;
-        }
-        let body = &data[body_start..end];
-        let trusted = match label {
-            b"CERTIFICATE" | b"X509 CERTIFICATE" => false,
-            b"TRUSTED CERTIFICATE" => true,
-            _ => {
-                out.problems.push(BlockProblem {
+    }
+
+    /// Decodes the complete blocks in `buf` (the unconsumed rest of the file so far) and
+    /// returns how many bytes were consumed; the caller keeps the rest and appends more.
+    /// With `eof`, everything is consumed and incomplete blocks are reported.
+    pub fn feed(
+        &mut self,
+        buf: &[u8],
+        eof: bool,
+        on_cert: &mut dyn FnMut(&[u8], usize, usize),
+    ) -> usize {
+        let mut lines = LineCounter::new(buf, self.line);
+        let mut consumed = 0;
+        let mut next_begin = self.begin.find(buf);
+        while let Some(start) = next_begin {
+            let label_start = start + BEGIN.len();
+            let Some(label_len) = memmem::find(&buf[label_start..], DASHES) else {
+                if !eof {
+                    return self.stop(&mut lines, start);
+                }
+                self.block += 1;
+                let line = lines.line_at(start);
+                self.problems.push(damage(
                     line,
-                    block: Some(block),
-                    reason: format!("not a certificate block ({}), ignored", label_text()),
-                    ignored: true,
-                });
+                    self.block,
+                    "BEGIN marker without closing dashes",
+                ));
+                consumed = buf.len();
+                break;
+            };
+            let label = &buf[label_start..label_start + label_len];
+            let body_start = label_start + label_len + DASHES.len();
+            if label.contains(&b'\n') {
+                self.block += 1;
+                let line = lines.line_at(start);
+                self.problems
+                    .push(damage(line, self.block, "BEGIN marker broken across lines"));
+                next_begin = self
+                    .begin
+                    .find(&buf[label_start..])
+                    .map(|p| label_start + p);
+                consumed = next_begin.unwrap_or(label_start);
                 continue;
             }
-        };
-        let der = match decode_body(body, &mut scratch) {
-            Some(der) => der,
-            None => {
+            let label_text = || String::from_utf8_lossy(label).into_owned();
+            let end = self.end.find(&buf[body_start..]).map(|p| body_start + p);
+            let complete =
+                end.is_some_and(|e| e + END.len() + label.len() + DASHES.len() <= buf.len());
+            let Some(end) = end.filter(|_| complete) else {
+                let following = self.begin.find(&buf[body_start..]).map(|p| body_start + p);
+                if !eof && following.is_none() {
+                    return self.stop(&mut lines, start);
+                }
+                self.block += 1;
+                let line = lines.line_at(start);
+                let why = match following {
+                    Some(_) => format!(
+                        "truncated: a new BEGIN starts before '-----END {}-----'",
+                        label_text()
+                    ),
+                    None => format!(
+                        "truncated: no '-----END {}-----' after this BEGIN",
+                        label_text()
+                    ),
+                };
+                self.problems.push(damage(line, self.block, &why));
+                next_begin = following;
+                consumed = following.unwrap_or(buf.len());
+                continue;
+            };
+            self.block += 1;
+            let block = self.block;
+            let line = lines.line_at(start);
+            let body = &buf[body_start..end];
+            let end_label_start = end + END.len();
+            next_begin = self
+                .begin
+                .find(&buf[end_label_start..])
+                .map(|p| end_label_start + p);
+            consumed = end_label_start;
+            let end_matches = buf[end_label_start..].starts_with(label)
+                && buf[end_label_start + label.len()..].starts_with(DASHES);
+            // A BEGIN inside the body: this block lost its END (only looked for when
+            // something is already wrong, so good bundles are scanned once).
+            let truncated =
+                |this: &mut Self, next: &mut Option<usize>, consumed: &mut usize| -> bool {
+                    match this.begin.find(body) {
+                        Some(p) => {
+                            this.problems.push(damage(
+                                line,
+                                block,
+                                &format!(
+                                    "truncated: a new BEGIN starts before '-----END {}-----'",
+                                    label_text()
+                                ),
+                            ));
+                            *next = Some(body_start + p);
+                            *consumed = body_start + p;
+                            true
+                        }
+                        None => false,
+                    }
+                };
+            if !end_matches {
+                if !truncated(self, &mut next_begin, &mut consumed) {
+                    self.problems.push(damage(
+                        line,
+                        block,
+                        &format!(
+                            "the END marker after this BEGIN does not match '-----END {}-----'",
+                            label_text()
+                        ),
+                    ));
+                }
+                continue;
+            }
+            consumed = end_label_start + label.len() + DASHES.len();
+            let trusted = match label {
+                b"CERTIFICATE" | b"X509 CERTIFICATE" => false,
+                b"TRUSTED CERTIFICATE" => true,
+                _ => {
+                    self.problems.push(BlockProblem {
+                        line,
+                        block: Some(block),
+                        reason: format!("not a certificate block ({}), ignored", label_text()),
+                        ignored: true,
+                    });
+                    continue;
+                }
+            };
+            let Some(der) = decode_body(body, &mut self.scratch) else {
+                if truncated(self, &mut next_begin, &mut consumed) {
+                    continue;
+                }
                 let bad = first_bad_base64_line(body).map_or(line, |l| line + l);
-                out.problems.push(BlockProblem {
+                self.problems.push(BlockProblem {
                     line: bad,
                     block: Some(block),
                     reason: format!(
@@ -144,30 +255,47 @@ pub fn decode(data: &[u8]) -> Decoded {
                     ignored: false,
                 });
                 continue;
+            };
+            match certificate_prefix(&der, trusted) {
+                Ok(len) => {
+                    self.certs += 1;
+                    on_cert(&der[..len], line, block);
+                }
+                Err(why) => self.problems.push(damage(line, block, why)),
             }
-        };
-        match certificate_prefix(&der, trusted) {
-            Ok(len) => {
-                let mut der = der;
-                der.truncate(len);
-                out.certs.push(DecodedCert {
-                    der: CertificateDer::from(der),
-                    line,
-                    block,
-                });
-            }
-            Err(why) => out.problems.push(damage(line, block, why)),
         }
+        if eof {
+            consumed = buf.len();
+        } else if next_begin.is_none() {
+            // Keep a tail that could hold the start of a BEGIN marker split by the chunk.
+            consumed = consumed.max(buf.len().saturating_sub(BEGIN.len()));
+        }
+        self.line = lines.line_at(consumed);
+        consumed
     }
-    if out.certs.is_empty() && out.problems.is_empty() {
-        out.problems.push(BlockProblem {
-            line: 1,
-            block: None,
-            reason: "no certificate found".into(),
-            ignored: false,
-        });
+
+    fn stop(&mut self, lines: &mut LineCounter<'_>, at: usize) -> usize {
+        self.line = lines.line_at(at);
+        at
     }
-    out
+
+    /// Ends a file of `total_bytes`: its problems, with one saying so when the file held
+    /// no PEM block at all.
+    pub fn finish(mut self, total_bytes: u64) -> Vec<BlockProblem> {
+        if self.block == 0 {
+            self.problems.push(BlockProblem {
+                line: 1,
+                block: None,
+                reason: if total_bytes == 0 {
+                    "empty file".into()
+                } else {
+                    "neither PEM (no -----BEGIN marker) nor a DER certificate".into()
+                },
+                ignored: false,
+            });
+        }
+        self.problems
+    }
 }
 
 /// Decodes a PEM body. Fast path: copy the base64 of each line (ends trimmed) into
@@ -286,11 +414,11 @@ struct LineCounter<'a> {
 }
 
 impl<'a> LineCounter<'a> {
-    fn new(data: &'a [u8]) -> Self {
+    fn new(data: &'a [u8], first_line: usize) -> Self {
         LineCounter {
             data,
             pos: 0,
-            line: 1,
+            line: first_line,
         }
     }
 
@@ -422,6 +550,57 @@ mod tests {
         assert!(!d.problems.is_empty());
         let d = decode(b"");
         assert_eq!(d.problems[0].reason, "empty file");
+    }
+
+    type Found = Vec<(Vec<u8>, usize, usize)>;
+
+    /// Feeds `data` in chunks of `chunk` bytes as the loader does.
+    fn feed_chunked(data: &[u8], chunk: usize) -> (Found, Vec<BlockProblem>) {
+        let mut stream = PemStream::new();
+        let mut certs = Vec::new();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut pos = 0;
+        loop {
+            let n = chunk.min(data.len() - pos);
+            buf.extend_from_slice(&data[pos..pos + n]);
+            pos += n;
+            let eof = n == 0;
+            let consumed = stream.feed(&buf, eof, &mut |der, line, block| {
+                certs.push((der.to_vec(), line, block))
+            });
+            buf.drain(..consumed);
+            if eof {
+                break;
+            }
+        }
+        (certs, stream.finish(data.len() as u64))
+    }
+
+    #[test]
+    fn chunked_feeding_matches_whole_file() {
+        let p = pki();
+        let key = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n";
+        let cut = &p.client.pem[..p.client.pem.len() / 2];
+        let bad_b64 = p.server.pem.replacen("MII", "M!I", 1);
+        let text = format!(
+            "head\r\n{}{key}{bad_b64}{cut}{}\ntext\n{}",
+            p.root.pem.replace('\n', "\r\n"),
+            p.intermediate.pem,
+            p.server.pem
+        );
+        let whole = decode(text.as_bytes());
+        let whole_certs: Vec<_> = whole
+            .certs
+            .iter()
+            .map(|c| (c.der.to_vec(), c.line, c.block))
+            .collect();
+        assert_eq!(whole_certs.len(), 3, "{:?}", whole.problems);
+        assert_eq!(whole.problems.len(), 3, "{:?}", whole.problems);
+        for chunk in [1, 7, 11, 64, 100, 999, 4096, 1 << 20] {
+            let (certs, problems) = feed_chunked(text.as_bytes(), chunk);
+            assert_eq!(certs, whole_certs, "chunk {chunk}");
+            assert_eq!(problems, whole.problems, "chunk {chunk}");
+        }
     }
 
     #[test]

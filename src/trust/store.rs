@@ -11,7 +11,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls_pki_types::{CertificateDer, TrustAnchor};
 
 use super::TrustError;
-use super::load::{Loaded, Source, load};
+use super::load::{LoadOptions, Loaded, Source, load};
 use crate::tls::Provider;
 
 /// A set of trust anchors, with the certificates they came from when known.
@@ -40,7 +40,7 @@ impl TrustStore {
     /// Loads the system store now (probe, read, decode): a fresh load on every call. Use
     /// [`TrustStore::system_shared`] unless measuring the load itself.
     pub fn system() -> Result<TrustStore, TrustError> {
-        Ok(load(&Source::System { root: None }, false)?.store)
+        Ok(load(&Source::System { root: None }, &LoadOptions::ANCHORS)?.store)
     }
 
     /// The process-wide system store: loaded once, on first use, then shared.
@@ -51,13 +51,13 @@ impl TrustStore {
 
     /// Loads a PEM (or DER) bundle file.
     pub fn from_pem_file(path: &Path) -> Result<TrustStore, TrustError> {
-        Ok(load(&Source::Bundle(path.to_path_buf()), false)?.store)
+        Ok(load(&Source::Bundle(path.to_path_buf()), &LoadOptions::CERTS)?.store)
     }
 
     /// Loads every certificate file of a directory (hashed links to the same file are read
     /// once).
     pub fn from_dir(path: &Path) -> Result<TrustStore, TrustError> {
-        Ok(load(&Source::Dir(path.to_path_buf()), false)?.store)
+        Ok(load(&Source::Dir(path.to_path_buf()), &LoadOptions::CERTS)?.store)
     }
 
     /// Mozilla's roots as compiled into the `webpki-roots` crate (anchors only: no
