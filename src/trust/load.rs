@@ -11,7 +11,7 @@
 //! directory) is opened once; an identical certificate found twice is parsed once. Bad
 //! files and blocks are reported one by one while the rest loads.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::fs;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -238,7 +238,7 @@ pub fn load(source: &Source, opts: &LoadOptions) -> Result<Loaded, TrustError> {
     let mut reader = Reader {
         buf: vec![0u8; CHUNK],
         sink: Sink::new(keep_certs),
-        seen_files: HashSet::new(),
+        seen_files: BTreeSet::new(),
     };
     for f in &files {
         match reader.file(f, &mut stats, &mut times) {
@@ -289,7 +289,7 @@ pub fn load(source: &Source, opts: &LoadOptions) -> Result<Loaded, TrustError> {
 struct Reader {
     buf: Vec<u8>,
     sink: Sink,
-    seen_files: HashSet<(u64, u64)>,
+    seen_files: BTreeSet<(u64, u64)>,
 }
 
 impl Reader {
@@ -322,6 +322,8 @@ impl Reader {
             });
         }
         self.seen_files.insert((meta.dev(), meta.ino()));
+        // About one certificate per 1.5 KB of PEM: grow once, not by doubling.
+        self.sink.reserve((meta.len() / 1500) as usize);
         let shared_path: Arc<Path> = Arc::from(path);
         let mut stream = pem::PemStream::new();
         let mut filled = 0;
@@ -520,6 +522,15 @@ impl Sink {
             }),
         }
         self.anchor_time += t.elapsed();
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.anchors.reserve(n);
+        self.occurrences.reserve(n);
+        self.index.reserve(n);
+        if self.keep_certs {
+            self.certs.reserve(n);
+        }
     }
 
     fn find(&self, key: u64, same: impl Fn(usize) -> bool) -> Option<usize> {

@@ -256,10 +256,10 @@ impl PemStream {
                 });
                 continue;
             };
-            match certificate_prefix(&der, trusted) {
+            match certificate_prefix(der, trusted) {
                 Ok(len) => {
-                    self.certs += 1;
                     on_cert(&der[..len], line, block);
+                    self.certs += 1;
                 }
                 Err(why) => self.problems.push(damage(line, block, why)),
             }
@@ -301,7 +301,7 @@ impl PemStream {
 /// Decodes a PEM body. Fast path: copy the base64 of each line (ends trimmed) into
 /// `scratch` and decode it in one SIMD pass; if that fails (spaces inside lines, missing
 /// padding), the whitespace-forgiving decoder decides.
-fn decode_body(body: &[u8], scratch: &mut Vec<u8>) -> Option<Vec<u8>> {
+fn decode_body<'s>(body: &[u8], scratch: &'s mut Vec<u8>) -> Option<&'s [u8]> {
     scratch.clear();
     scratch.reserve(body.len());
     let mut pos = 0;
@@ -315,10 +315,17 @@ fn decode_body(body: &[u8], scratch: &mut Vec<u8>) -> Option<Vec<u8>> {
         scratch.extend_from_slice(body[pos..end].trim_ascii());
         pos = end + 1;
     }
-    match base64_simd::STANDARD.decode_to_vec(scratch.as_slice()) {
-        Ok(der) => Some(der),
-        Err(_) => base64_simd::forgiving_decode_to_vec(body).ok(),
+    // Decoded in place: no allocation per certificate.
+    if let Ok(der) = base64_simd::STANDARD.decode_inplace(scratch.as_mut_slice()) {
+        let n = der.len();
+        return Some(&scratch[..n]);
     }
+    scratch.clear();
+    scratch.extend_from_slice(body);
+    let n = base64_simd::forgiving_decode_inplace(scratch.as_mut_slice())
+        .ok()?
+        .len();
+    Some(&scratch[..n])
 }
 
 fn decode_der_file(data: &[u8], out: &mut Decoded) {
