@@ -65,7 +65,10 @@ pub struct Bundle {
     /// Distinct keys generated and shared round-robin by the CAs.
     pub distinct_keys: usize,
     /// Wall time spent.
-    #[serde(serialize_with = "crate::stats::serde_duration_ms")]
+    #[serde(
+        serialize_with = "crate::stats::serde_duration_ms",
+        rename = "elapsed_ms"
+    )]
     pub elapsed: Duration,
 }
 

@@ -1,0 +1,198 @@
+//! Every command's `--json` output against `docs/json.md`: each field printed is
+//! documented there, and each documented top-level field is printed.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+
+use common::{spawn_tls_server, tlsperf, write};
+use serde_json::Value;
+use tlsperf::pki::{PkiOptions, TestPki};
+
+/// Documented paths per command heading, with their type column.
+fn documented() -> BTreeMap<String, BTreeMap<String, String>> {
+    let text = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md")).unwrap();
+    let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut current = None;
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("## `tlsperf ") {
+            current = Some(h.trim_end_matches('`').to_string());
+            out.entry(current.clone().unwrap()).or_default();
+        } else if let (Some(cmd), Some(row)) = (&current, line.strip_prefix("| `")) {
+            let (path, rest) = row.split_once('`').unwrap();
+            let ty = rest.split('|').nth(1).unwrap_or("").trim().to_string();
+            out.get_mut(cmd).unwrap().insert(path.to_string(), ty);
+        }
+    }
+    out
+}
+
+fn flatten(v: &Value, prefix: &str, docs: &BTreeMap<String, String>, out: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(path.clone());
+                if docs.get(&path).is_some_and(|t| t == "map") {
+                    continue;
+                }
+                flatten(child, &path, docs, out);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                if item.is_object() {
+                    let path = format!("{prefix}[]");
+                    if let Value::Object(map) = item {
+                        for (k, child) in map {
+                            let p = format!("{path}.{k}");
+                            out.insert(p.clone());
+                            flatten(child, &p, docs, out);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check(command: &str, run: common::Run, docs: &BTreeMap<String, BTreeMap<String, String>>) {
+    assert_eq!(run.code, 0, "{command}: {}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{command}: {e}"));
+    let doc = docs
+        .get(command)
+        .unwrap_or_else(|| panic!("docs/json.md has no section for `tlsperf {command}`"));
+    let mut actual = BTreeSet::new();
+    flatten(&v, "", doc, &mut actual);
+    let undocumented: Vec<_> = actual.iter().filter(|p| !doc.contains_key(*p)).collect();
+    assert!(
+        undocumented.is_empty(),
+        "{command}: fields missing from docs/json.md: {undocumented:?}"
+    );
+    let top_missing: Vec<_> = doc
+        .keys()
+        .filter(|p| !p.contains('.') && !p.contains('['))
+        .filter(|p| !actual.contains(*p) && !doc[*p].contains("optional"))
+        .collect();
+    assert!(
+        top_missing.is_empty(),
+        "{command}: documented but not printed: {top_missing:?}"
+    );
+}
+
+#[test]
+fn every_json_output_matches_the_documented_schema() {
+    let docs = documented();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pki_dir = d.join("pki");
+    check(
+        "pki init",
+        tlsperf(["pki", "init", pki_dir.to_str().unwrap(), "--json"]),
+        &docs,
+    );
+    let bundle = d.join("bundle.pem");
+    check(
+        "pki bundle",
+        tlsperf([
+            "pki",
+            "bundle",
+            "--count",
+            "30",
+            "--cross-signed",
+            "3",
+            "--out",
+            bundle.to_str().unwrap(),
+            "--json",
+        ]),
+        &docs,
+    );
+    let a = write(d, "a.txt", "1\n2\n3\n4\n100\n");
+    let b = write(d, "b.txt", "2\n3\n4\n5\n6\n");
+    check("compare", tlsperf(["compare", &a, &b, "--json"]), &docs);
+
+    let img = d.join("img");
+    fs::create_dir_all(img.join("etc/ssl/certs")).unwrap();
+    fs::copy(&bundle, img.join("etc/ssl/certs/ca-certificates.crt")).unwrap();
+    check(
+        "trust probe",
+        tlsperf(["trust", "probe", "--root", img.to_str().unwrap(), "--json"]),
+        &docs,
+    );
+
+    // A bundle with a problem, so that problem fields are printed too.
+    let damaged = d.join("damaged.pem");
+    let mut text = fs::read_to_string(&bundle).unwrap();
+    text.push_str("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    fs::write(&damaged, text).unwrap();
+    check(
+        "trust load",
+        tlsperf([
+            "trust",
+            "load",
+            "--bundle",
+            damaged.to_str().unwrap(),
+            "--iterations",
+            "3",
+            "--x509",
+            "--json",
+        ]),
+        &docs,
+    );
+    check(
+        "trust load",
+        tlsperf([
+            "trust",
+            "load",
+            "--system",
+            "--root",
+            img.to_str().unwrap(),
+            "--iterations",
+            "2",
+            "--json",
+        ]),
+        &docs,
+    );
+    check(
+        "trust analyze",
+        tlsperf([
+            "trust",
+            "analyze",
+            damaged.to_str().unwrap(),
+            "--list",
+            "--json",
+        ]),
+        &docs,
+    );
+
+    let p = TestPki::generate(&PkiOptions::default()).unwrap();
+    let source = d.join("source.pem");
+    fs::write(
+        &source,
+        format!("{}{}", fs::read_to_string(&bundle).unwrap(), p.root.pem),
+    )
+    .unwrap();
+    let port = spawn_tls_server(p.server_chain(), p.server.private_key_der(), 1);
+    let out = d.join("trimmed.pem");
+    check(
+        "trust trim",
+        tlsperf([
+            "trust",
+            "trim",
+            "--source",
+            source.to_str().unwrap(),
+            "--keep-for",
+            &format!("127.0.0.1:{port}"),
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]),
+        &docs,
+    );
+}
