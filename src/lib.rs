@@ -9,6 +9,7 @@
 //!   trust bundles, built with rcgen.
 //! - [`stats`]: HDR histograms, summaries, Tukey's IQR filter, Welch's t-test, comparisons.
 //! - [`trust`]: trust-store discovery, timed loading, the shared pre-warmed store.
+//! - [`verify`]: the indexed chain verifier whose cost does not grow with the store.
 //! - [`tls`]: crypto provider choice (aws-lc-rs or ring), passed explicitly into configs.
 //! - [`report`]: human-readable renderings of results.
 //! - [`files`]: atomic file output (temp file + rename, private modes for keys).
@@ -22,6 +23,7 @@ pub mod report;
 pub mod stats;
 pub mod tls;
 pub mod trust;
+pub mod verify;
 pub mod when;
 
 #[doc(hidden)]

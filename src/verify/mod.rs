@@ -1,0 +1,13 @@
+//! Chain verification that stays flat as the trust store grows.
+//!
+//! - [`der`]: issuer/subject names and key identifiers straight from DER.
+//! - [`index`]: [`AnchorIndex`], anchors by subject (and key identifier).
+//! - [`verifier`]: [`IndexedVerifier`], a rustls `ServerCertVerifier` over the index,
+//!   with a detailed mode (path, phases, signature checks).
+
+pub mod der;
+pub mod index;
+pub mod verifier;
+
+pub use index::{AnchorIndex, Candidates};
+pub use verifier::{IndexedVerifier, VerifyReport};
