@@ -92,7 +92,13 @@ fn agrees_on_ordinary_chains() {
         "expired"
     );
     assert!(
-        agree(&store, &[pki.server.der.clone()], "localhost", now()).is_err(),
+        agree(
+            &store,
+            std::slice::from_ref(&pki.server.der),
+            "localhost",
+            now()
+        )
+        .is_err(),
         "missing intermediate"
     );
     assert!(
