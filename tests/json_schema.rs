@@ -172,6 +172,43 @@ fn every_json_output_matches_the_documented_schema() {
     );
 
     let p = TestPki::generate(&PkiOptions::default()).unwrap();
+    let chain = write(
+        d,
+        "chain.pem",
+        &format!("{}{}", p.server.pem, p.intermediate.pem),
+    );
+    let roots = write(d, "roots.pem", &p.root.pem);
+    check(
+        "verify",
+        tlsperf([
+            "verify",
+            "--chain",
+            &chain,
+            "--host",
+            "localhost",
+            "--roots",
+            &roots,
+            "--json",
+        ]),
+        &docs,
+    );
+    check(
+        "verify bench",
+        tlsperf([
+            "verify",
+            "bench",
+            "--sizes",
+            "1,20",
+            "--iterations",
+            "5",
+            "--max-time-ms",
+            "20",
+            "--threads",
+            "1",
+            "--json",
+        ]),
+        &docs,
+    );
     let source = d.join("source.pem");
     fs::write(
         &source,

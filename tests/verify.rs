@@ -293,3 +293,187 @@ fn detailed_report() {
         .with_no_client_auth();
     assert!(!config.alpn_protocols.iter().any(|_| true));
 }
+
+struct Real {
+    chain: &'static str,
+    host: &'static str,
+    at: &'static str,
+    root: &'static str,
+    valid: bool,
+}
+
+const REAL: &[Real] = &[
+    Real {
+        chain: "netflix-chain.pem",
+        host: "netflix.com",
+        at: "2017-04-17T15:08:36Z",
+        root: "netflix-root.pem",
+        valid: true,
+    },
+    Real {
+        chain: "cloudflare-dns-chain.pem",
+        host: "cloudflare-dns.com",
+        at: "2022-09-18T10:09:31Z",
+        root: "cloudflare-dns-root.pem",
+        valid: true,
+    },
+    Real {
+        chain: "cloudflare-dns-chain.pem",
+        host: "1.1.1.1",
+        at: "2022-09-18T10:09:31Z",
+        root: "cloudflare-dns-root.pem",
+        valid: true,
+    },
+    Real {
+        chain: "amazon-valid-rootca1-chain.pem",
+        host: "valid.rootca1.demo.amazontrust.com",
+        at: "2025-02-23T10:02:16Z",
+        root: "amazon-roots.pem",
+        valid: true,
+    },
+    Real {
+        chain: "amazon-valid-rootca2-chain.pem",
+        host: "valid.rootca2.demo.amazontrust.com",
+        at: "2025-02-23T10:02:16Z",
+        root: "amazon-roots.pem",
+        valid: true,
+    },
+    Real {
+        chain: "amazon-valid-rootca3-chain.pem",
+        host: "valid.rootca3.demo.amazontrust.com",
+        at: "2025-02-23T10:02:16Z",
+        root: "amazon-roots.pem",
+        valid: true,
+    },
+    Real {
+        chain: "amazon-valid-rootca4-chain.pem",
+        host: "valid.rootca4.demo.amazontrust.com",
+        at: "2025-02-23T10:02:16Z",
+        root: "amazon-roots.pem",
+        valid: true,
+    },
+    Real {
+        chain: "amazon-expired-rootca1-chain.pem",
+        host: "expired.rootca1.demo.amazontrust.com",
+        at: "2025-02-23T10:02:16Z",
+        root: "amazon-roots.pem",
+        valid: false,
+    },
+    // A real chain at a time it was not valid, and for a name it does not have.
+    Real {
+        chain: "netflix-chain.pem",
+        host: "netflix.com",
+        at: "2030-01-01T00:00:00Z",
+        root: "netflix-root.pem",
+        valid: false,
+    },
+    Real {
+        chain: "netflix-chain.pem",
+        host: "example.com",
+        at: "2017-04-17T15:08:36Z",
+        root: "netflix-root.pem",
+        valid: false,
+    },
+];
+
+fn data(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/real-chains")
+        .join(name)
+}
+
+#[test]
+fn real_public_chains_against_a_bundle_and_a_trimmed_one() {
+    let roots: String = [
+        "netflix-root.pem",
+        "cloudflare-dns-root.pem",
+        "amazon-roots.pem",
+    ]
+    .iter()
+    .map(|f| std::fs::read_to_string(data(f)).unwrap())
+    .collect();
+    let bundle = store_of(&[&filler(500, 50), &roots]);
+    for r in REAL {
+        let chain = tlsperf::trust::trim::chain_from_file(&data(r.chain))
+            .unwrap()
+            .certs;
+        let at = tlsperf::when::to_unix_time(tlsperf::when::parse_rfc3339(r.at).unwrap());
+        let verdict = agree(&bundle, &chain, r.host, at);
+        assert_eq!(
+            verdict.is_ok(),
+            r.valid,
+            "{} for {} at {}: {verdict:?}",
+            r.chain,
+            r.host,
+            r.at
+        );
+        // Trimmed to the anchor file the chain needs, through the CLI as a user would.
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("bundle.pem");
+        std::fs::write(&src, [filler(50, 5), roots.clone()].concat()).unwrap();
+        let out = dir.path().join("trimmed.pem");
+        let run = common::tlsperf([
+            "trust",
+            "trim",
+            "--source",
+            src.to_str().unwrap(),
+            "--keep-for",
+            data(r.chain).to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--at",
+            r.at,
+            "--json",
+        ]);
+        if r.valid || r.host == "example.com" {
+            assert_eq!(run.code, 0, "{}: {}", r.chain, run.stderr);
+            let trimmed = TrustStore::from_pem_file(&out).unwrap();
+            assert_eq!(trimmed.len(), 1, "{}", r.chain);
+            let expected_root = TrustStore::from_pem_file(&data(r.root)).unwrap();
+            assert!(
+                expected_root.certs().contains(&trimmed.certs()[0]),
+                "{}: kept the wrong anchor",
+                r.chain
+            );
+            assert_eq!(
+                agree(&trimmed, &chain, r.host, at).is_ok(),
+                r.valid,
+                "{} trimmed",
+                r.chain
+            );
+        } else {
+            assert_eq!(
+                run.code, 2,
+                "{}: trim must refuse an invalid chain: {}",
+                r.chain, run.stderr
+            );
+            assert!(!out.exists());
+        }
+        // The CLI verdict and exit code.
+        let run = common::tlsperf([
+            "verify",
+            "--chain",
+            data(r.chain).to_str().unwrap(),
+            "--host",
+            r.host,
+            "--roots",
+            src.to_str().unwrap(),
+            "--at",
+            r.at,
+        ]);
+        assert_eq!(
+            run.code,
+            if r.valid { 0 } else { 1 },
+            "{}: {}{}",
+            r.chain,
+            run.stdout,
+            run.stderr
+        );
+        assert!(
+            run.stdout
+                .contains(if r.valid { "VALID" } else { "INVALID" }),
+            "{}",
+            run.stdout
+        );
+    }
+}

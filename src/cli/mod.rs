@@ -14,6 +14,7 @@ mod completions;
 mod output;
 mod pki;
 mod trust;
+mod verify;
 
 use std::process::ExitCode;
 
@@ -69,6 +70,8 @@ pub enum Command {
     Pki(pki::PkiArgs),
     /// Where clients find their CA certificates, what loading them costs, what is in them.
     Trust(trust::TrustArgs),
+    /// Verify a chain like a client, with the path, phase times and signature checks.
+    Verify(verify::VerifyArgs),
     /// Is B really faster than A? Welch's t-test on two sample files.
     Compare(compare::CompareArgs),
     /// Print a shell completion script.
@@ -120,6 +123,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Pki(args) => pki::exec(args, &out),
         Command::Trust(args) => trust::exec(args, &out),
+        Command::Verify(args) => verify::exec(args, &out),
         Command::Compare(args) => compare::exec(args, &out),
         Command::Completions(args) => completions::exec(args, &out),
     }

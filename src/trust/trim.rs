@@ -508,7 +508,8 @@ fn leaf_cn(der: &CertificateDer<'_>) -> String {
         .unwrap_or_else(|_| "(unparsable)".into())
 }
 
-fn to_pem(der: &CertificateDer<'_>) -> String {
+/// PEM text of one certificate.
+pub fn to_pem(der: &CertificateDer<'_>) -> String {
     let b64 = base64_simd::STANDARD.encode_to_string(der.as_ref());
     let mut out = String::with_capacity(b64.len() + b64.len() / 64 + 60);
     out.push_str("-----BEGIN CERTIFICATE-----\n");
