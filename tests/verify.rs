@@ -477,3 +477,46 @@ fn real_public_chains_against_a_bundle_and_a_trimmed_one() {
         );
     }
 }
+
+#[test]
+fn indexed_verifier_in_a_real_handshake() {
+    use std::io::{Read, Write};
+    let pki = TestPki::generate(&PkiOptions::default()).unwrap();
+    let other = TestPki::generate(&PkiOptions::default()).unwrap();
+    let port = common::spawn_tls_server(pki.server_chain(), pki.server.private_key_der(), 2);
+    let handshake = |store: &TrustStore| -> Result<(), String> {
+        let config =
+            rustls::ClientConfig::builder_with_provider(Provider::AwsLcRs.crypto_provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(IndexedVerifier::new(
+                    store,
+                    Provider::AwsLcRs,
+                )))
+                .with_no_client_auth();
+        let mut conn = rustls::ClientConnection::new(
+            Arc::new(config),
+            ServerName::try_from("localhost").unwrap(),
+        )
+        .unwrap();
+        let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+        }
+        conn.send_close_notify();
+        let _ = conn.complete_io(&mut tcp);
+        let _ = tcp.flush();
+        let _ = tcp.read(&mut [0u8; 1]);
+        Ok(())
+    };
+    let good = store_of(&[&filler(100, 10), &pki.root.pem]);
+    assert_eq!(handshake(&good), Ok(()));
+    let bad = store_of(&[&filler(100, 10), &other.root.pem]);
+    let err = handshake(&bad).unwrap_err();
+    assert!(
+        err.contains("UnknownIssuer") || err.contains("invalid peer certificate"),
+        "{err}"
+    );
+}
