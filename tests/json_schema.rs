@@ -209,6 +209,17 @@ fn every_json_output_matches_the_documented_schema() {
         ]),
         &docs,
     );
+    let ring = d.join("ticket.keys");
+    check(
+        "tickets",
+        tlsperf(["tickets", "init", ring.to_str().unwrap(), "--json"]),
+        &docs,
+    );
+    check(
+        "tickets",
+        tlsperf(["tickets", "rotate", ring.to_str().unwrap(), "--json"]),
+        &docs,
+    );
     let source = d.join("source.pem");
     fs::write(
         &source,

@@ -1,8 +1,10 @@
-//! TLS configuration building blocks. For now: the choice of crypto provider.
+//! TLS configuration building blocks: the choice of crypto provider, and session-ticket
+//! keys shared across server instances ([`tickets`]).
 //!
 //! The provider is a value passed explicitly into every rustls config this crate builds;
 //! the library never installs a process-wide default provider.
 
 mod provider;
+pub mod tickets;
 
 pub use provider::Provider;

@@ -1,0 +1,53 @@
+//! `tlsperf tickets init|rotate|show FILE`: the shared session-ticket key ring
+//! ([`crate::tls::tickets`]). Secrets are never printed: only key ids and states.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::{CliError, Output};
+use crate::report::text;
+use crate::tls::tickets;
+
+/// Arguments of `tlsperf tickets`.
+#[derive(Debug, Args)]
+pub struct TicketsArgs {
+    #[command(subcommand)]
+    command: TicketsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TicketsCommand {
+    /// Create a key ring: an active key and a standby key (file mode 0600).
+    Init {
+        /// The key ring file.
+        file: PathBuf,
+        /// Replace an existing file (every ticket issued under it stops resuming).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Rotate: destroy the decrypt-only key, active → decrypt-only, standby → active, new standby.
+    Rotate {
+        /// The key ring file.
+        file: PathBuf,
+    },
+    /// Show key ids and states (never the secrets).
+    Show {
+        /// The key ring file.
+        file: PathBuf,
+    },
+}
+
+/// Runs `tlsperf tickets …`.
+pub fn exec(args: TicketsArgs, out: &Output) -> Result<(), CliError> {
+    let (info, verb) = match args.command {
+        TicketsCommand::Init { file, force } => (tickets::init(&file, force)?, "created"),
+        TicketsCommand::Rotate { file } => (tickets::rotate(&file)?, "rotated"),
+        TicketsCommand::Show { file } => (tickets::show(&file)?, "key ring"),
+    };
+    if verb == "key ring" {
+        out.result(&info, || text::ticket_ring(verb, &info))
+    } else {
+        out.summary(&info, || text::ticket_ring(verb, &info))
+    }
+}

@@ -1,0 +1,166 @@
+//! Shared ticket keys: a ticket issued by server instance A resumes on instance B; after
+//! one rotation it still resumes; after two, the handshake is full (and succeeds). Runs
+//! real rustls handshakes in memory.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::{
+    ClientConfig, ClientConnection, HandshakeKind, RootCertStore, ServerConfig, ServerConnection,
+};
+use rustls_pki_types::ServerName;
+use tlsperf::pki::{PkiOptions, TestPki};
+use tlsperf::tls::Provider;
+use tlsperf::tls::tickets::{self, TicketKeyRing};
+
+fn server(pki: &TestPki, ring: Arc<TicketKeyRing>) -> Arc<ServerConfig> {
+    let mut cfg = ServerConfig::builder_with_provider(Provider::AwsLcRs.crypto_provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(pki.server_chain(), pki.server.private_key_der())
+        .unwrap();
+    cfg.ticketer = ring;
+    Arc::new(cfg)
+}
+
+/// One in-memory handshake (plus the tickets sent after it); returns its kind.
+fn handshake(client: &Arc<ClientConfig>, server: &Arc<ServerConfig>) -> HandshakeKind {
+    let mut c = ClientConnection::new(
+        Arc::clone(client),
+        ServerName::try_from("localhost").unwrap(),
+    )
+    .unwrap();
+    let mut s = ServerConnection::new(Arc::clone(server)).unwrap();
+    let mut buf = Vec::new();
+    for _ in 0..20 {
+        buf.clear();
+        while c.wants_write() {
+            c.write_tls(&mut buf).unwrap();
+        }
+        let mut rd = buf.as_slice();
+        while !rd.is_empty() {
+            s.read_tls(&mut rd).unwrap();
+        }
+        s.process_new_packets().unwrap();
+        buf.clear();
+        while s.wants_write() {
+            s.write_tls(&mut buf).unwrap();
+        }
+        let mut rd = buf.as_slice();
+        while !rd.is_empty() {
+            c.read_tls(&mut rd).unwrap();
+        }
+        c.process_new_packets().unwrap();
+        if !c.is_handshaking() && !s.is_handshaking() && !s.wants_write() {
+            break;
+        }
+    }
+    assert!(!c.is_handshaking());
+    c.handshake_kind().unwrap()
+}
+
+#[test]
+fn shared_ring_resumes_across_instances_and_one_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ticket.keys");
+    tickets::init(&path, false).unwrap();
+    let pki = TestPki::generate(&PkiOptions::default()).unwrap();
+    let mut roots = RootCertStore::empty();
+    roots.add(pki.root.der.clone()).unwrap();
+    let client = Arc::new(
+        ClientConfig::builder_with_provider(Provider::AwsLcRs.crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let life = Duration::from_secs(3600);
+    let a = server(&pki, TicketKeyRing::open(&path, life).unwrap());
+    let b = server(&pki, TicketKeyRing::open(&path, life).unwrap());
+
+    assert_eq!(handshake(&client, &a), HandshakeKind::Full);
+    assert_eq!(
+        handshake(&client, &b),
+        HandshakeKind::Resumed,
+        "B resumes A's ticket"
+    );
+
+    // One rotation: instance C reads the rotated file; tickets issued before still resume.
+    tickets::rotate(&path).unwrap();
+    let c = server(&pki, TicketKeyRing::open(&path, life).unwrap());
+    assert_eq!(
+        handshake(&client, &c),
+        HandshakeKind::Resumed,
+        "after one rotation"
+    );
+
+    // Two rotations: the old key is destroyed. A fresh client with only an old ticket
+    // falls back to a full handshake that succeeds.
+    let old_ticket_client = Arc::new((*client).clone());
+    let a2 = server(&pki, TicketKeyRing::open(&path, life).unwrap());
+    assert_eq!(handshake(&old_ticket_client, &a2), HandshakeKind::Resumed);
+    tickets::rotate(&path).unwrap();
+    tickets::rotate(&path).unwrap();
+    let d = server(&pki, TicketKeyRing::open(&path, life).unwrap());
+    assert_eq!(
+        handshake(&old_ticket_client, &d),
+        HandshakeKind::Full,
+        "after two rotations"
+    );
+}
+
+#[test]
+fn cli_init_rotate_show_never_print_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.keys");
+    let p = path.to_str().unwrap();
+    let run = common::tlsperf(["tickets", "init", p]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("active") && run.stdout.contains("standby"),
+        "{}",
+        run.stdout
+    );
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let secrets: Vec<String> = file["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["secret"].as_str().unwrap().to_string())
+        .collect();
+    for args in [
+        vec!["tickets", "show", p],
+        vec!["tickets", "rotate", p],
+        vec!["tickets", "show", p, "--json"],
+        vec!["-vvv", "tickets", "rotate", p],
+    ] {
+        let run = common::tlsperf(&args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        for s in &secrets {
+            assert!(
+                !run.stdout.contains(s.as_str()) && !run.stderr.contains(s.as_str()),
+                "{args:?} printed a secret"
+            );
+        }
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&common::tlsperf(["tickets", "show", p, "--json"]).stdout).unwrap();
+    assert_eq!(v["keys"].as_array().unwrap().len(), 3);
+    let run = common::tlsperf(["tickets", "init", p]);
+    assert_eq!(run.code, 2, "refuses to overwrite");
+    let bad = dir.path().join("bad.keys");
+    std::fs::write(&bad, "{}").unwrap();
+    let run = common::tlsperf(["tickets", "rotate", bad.to_str().unwrap()]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("bad.keys"), "{}", run.stderr);
+    let run = common::tlsperf([
+        "tickets",
+        "show",
+        dir.path().join("missing").to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2);
+}
