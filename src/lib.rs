@@ -10,6 +10,7 @@
 //! - [`stats`]: HDR histograms, summaries, Tukey's IQR filter, Welch's t-test, comparisons.
 //! - [`trust`]: trust-store discovery, timed loading, the shared pre-warmed store.
 //! - [`verify`]: the indexed chain verifier whose cost does not grow with the store.
+//! - [`server`]: `tlsperf serve`, the reference HTTPS server and its metrics.
 //! - [`tls`]: crypto provider choice (aws-lc-rs or ring), passed explicitly into configs.
 //! - [`report`]: human-readable renderings of results.
 //! - [`files`]: atomic file output (temp file + rename, private modes for keys).
@@ -20,6 +21,7 @@ pub mod error;
 pub mod files;
 pub mod pki;
 pub mod report;
+pub mod server;
 pub mod stats;
 pub mod tls;
 pub mod trust;

@@ -13,6 +13,7 @@ mod compare;
 mod completions;
 mod output;
 mod pki;
+mod serve;
 mod tickets;
 mod trust;
 mod verify;
@@ -73,6 +74,8 @@ pub enum Command {
     Trust(trust::TrustArgs),
     /// Verify a chain like a client, with the path, phase times and signature checks.
     Verify(verify::VerifyArgs),
+    /// A reference HTTPS server whose every TLS knob is a flag, with handshake metrics.
+    Serve(Box<serve::ServeArgs>),
     /// Session-ticket keys shared by server instances: create, rotate, show.
     Tickets(tickets::TicketsArgs),
     /// Is B really faster than A? Welch's t-test on two sample files.
@@ -127,6 +130,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Pki(args) => pki::exec(args, &out),
         Command::Trust(args) => trust::exec(args, &out),
         Command::Verify(args) => verify::exec(args, &out),
+        Command::Serve(args) => serve::exec(*args, &out),
         Command::Tickets(args) => tickets::exec(args, &out),
         Command::Compare(args) => compare::exec(args, &out),
         Command::Completions(args) => completions::exec(args, &out),

@@ -609,6 +609,53 @@ pub fn verify_bench(b: &crate::verify::bench::BenchResult) -> String {
     out
 }
 
+/// The line `serve` prints once listening.
+pub fn serve_listening(url: &str, metrics: Option<std::net::SocketAddr>) -> String {
+    let mut out = format!("listening on {url} (h2, http/1.1)");
+    if let Some(m) = metrics {
+        out.push_str(&format!("; metrics on http://{m}/metrics and /stats"));
+    }
+    out.push('\n');
+    out
+}
+
+/// The summary `serve` prints at shutdown.
+pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
+    let mut out = format!("{} after {:.1} s\n", styled(BOLD, "stopped"), s.seconds);
+    let mut t = table(&["handshakes", "count", "p50", "p90", "p99", "p99.9", "max"]);
+    for (kind, q) in &s.stats.handshakes {
+        let d = |ns: u64| dur(Duration::from_nanos(ns));
+        t.add_row(vec![
+            kind.clone(),
+            q.count.to_string(),
+            d(q.p50_ns),
+            d(q.p90_ns),
+            d(q.p99_ns),
+            d(q.p999_ns),
+            d(q.max_ns),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+    out.push_str(&render(&t));
+    out.push_str(&format!("\nrequests: {}\n", s.stats.requests));
+    if !s.stats.failures.is_empty() {
+        let f: Vec<String> = s
+            .stats
+            .failures
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        out.push_str(&format!("failed handshakes: {}\n", f.join(", ")));
+    }
+    if s.unfinished_connections > 0 {
+        out.push_str(&format!(
+            "connections cut at the shutdown deadline: {}\n",
+            s.unfinished_connections
+        ));
+    }
+    out
+}
+
 /// A ticket key ring (ids and states only).
 pub fn ticket_ring(verb: &str, r: &crate::tls::tickets::RingInfo) -> String {
     let mut t = table(&["key id", "state"]);

@@ -5,6 +5,7 @@
 //! the library never installs a process-wide default provider.
 
 mod provider;
+pub mod server_config;
 pub mod tickets;
 
 pub use provider::Provider;

@@ -7,14 +7,16 @@ use std::sync::Arc;
 use rustls::crypto::CryptoProvider;
 
 /// A rustls crypto provider tlsperf can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Serialize)]
 pub enum Provider {
     /// aws-lc-rs: rustls's default provider.
     #[default]
     #[value(name = "aws-lc-rs")]
+    #[serde(rename = "aws-lc-rs")]
     AwsLcRs,
     /// ring.
     #[value(name = "ring")]
+    #[serde(rename = "ring")]
     Ring,
 }
 

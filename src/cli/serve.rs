@@ -1,0 +1,306 @@
+//! `tlsperf serve`: flags → [`crate::tls::server_config`] + [`crate::server`] → a running
+//! server, a "listening" line, and a summary at shutdown (SIGINT, SIGTERM or --duration).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Serialize;
+
+use super::{CliError, Output};
+use crate::files::{self, FileMode};
+use crate::pki::{KeyType, PkiOptions, TestPki};
+use crate::report::text;
+use crate::server::{Rotation, ServeOptions, Server};
+use crate::tls::Provider;
+use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions, TlsVersion};
+use crate::tls::tickets::TicketKeyRing;
+use crate::trust::TrustStore;
+
+/// Arguments of `tlsperf serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    listen: SocketAddr,
+    /// Bytes of the `GET /` response body (a JSON document of exactly that size).
+    #[arg(long, default_value_t = 0)]
+    body_size: usize,
+    /// Certificate chain (PEM, leaf first).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "key",
+        conflicts_with = "gen_cert"
+    )]
+    cert: Option<PathBuf>,
+    /// Private key of --cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Generate an in-memory test PKI with this key type (the default when no --cert).
+    #[arg(long, value_enum, value_name = "TYPE")]
+    gen_cert: Option<KeyType>,
+    /// Write the generated root CA here so that clients can trust it.
+    #[arg(long, value_name = "FILE")]
+    write_ca: Option<PathBuf>,
+    /// Crypto provider.
+    #[arg(long, value_enum, default_value_t = Provider::AwsLcRs)]
+    provider: Provider,
+    /// Protocol versions (default: rustls's, 1.2 and 1.3).
+    #[arg(
+        long = "tls",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "VERSIONS"
+    )]
+    versions: Vec<TlsVersion>,
+    /// Key-exchange groups in preference order, e.g. x25519,secp256r1,secp384r1,x25519mlkem768.
+    #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
+    groups: Vec<String>,
+    /// Cipher suites by rustls name, e.g. TLS13_AES_128_GCM_SHA256.
+    #[arg(long, value_delimiter = ',', value_name = "SUITES")]
+    ciphers: Vec<String>,
+    /// Session resumption.
+    #[arg(long, value_enum, default_value_t = Resumption::Stateful)]
+    resumption: Resumption,
+    /// Entries of the stateful session cache.
+    #[arg(long, default_value_t = 256)]
+    session_cache: usize,
+    /// TLS 1.3 tickets sent after each full handshake.
+    #[arg(long, default_value_t = 2)]
+    tickets_per_handshake: usize,
+    /// Ticket key ring shared with other instances (needs --resumption tickets; see
+    /// `tlsperf tickets`).
+    #[arg(long, value_name = "FILE")]
+    ticket_keys: Option<PathBuf>,
+    /// Rotate the --ticket-keys file this often (e.g. 1h); one instance should do it.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "ticket_keys")]
+    rotate_every: Option<Duration>,
+    /// Accept up to this many bytes of 0-RTT early data (rustls accepts it only with
+    /// stateful resumption).
+    #[arg(long, value_name = "BYTES", default_value_t = 0)]
+    early_data: u32,
+    /// Staple this DER OCSP response.
+    #[arg(long, value_name = "FILE")]
+    ocsp: Option<PathBuf>,
+    /// Client certificates.
+    #[arg(long, value_enum, default_value_t = ClientAuth::Off)]
+    client_auth: ClientAuth,
+    /// Roots for client certificates (PEM bundle or directory).
+    #[arg(long, value_name = "FILE")]
+    client_ca: Option<PathBuf>,
+    /// A certificate for one SNI name: NAME=CERT,KEY (repeatable).
+    #[arg(long, value_name = "NAME=CERT,KEY")]
+    sni: Vec<String>,
+    /// Longest time from TCP accept to handshake complete.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    handshake_timeout: Duration,
+    /// Connections served at once; further ones are closed at accept.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Runtime worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Listeners on the address, with SO_REUSEPORT when more than one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    reuseport: u64,
+    /// Serve Prometheus /metrics and a JSON /stats here.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Time in-flight requests get at shutdown.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    shutdown_timeout: Duration,
+    /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+}
+
+#[derive(Serialize)]
+struct Listening {
+    event: &'static str,
+    addr: SocketAddr,
+    url: String,
+    metrics: Option<SocketAddr>,
+    provider: Provider,
+    resumption: String,
+}
+
+/// Runs `tlsperf serve`.
+pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
+    let tls = tls_options(&a)?;
+    if a.early_data > 0 && a.resumption == Resumption::Tickets {
+        tracing::warn!(
+            "--early-data with --resumption tickets: rustls accepts 0-RTT only with stateful resumption; early data will be rejected"
+        );
+        eprintln!(
+            "warning: --early-data with --resumption tickets: rustls accepts 0-RTT only with stateful resumption, so clients' early data will be rejected"
+        );
+    }
+    let ring = match (&a.ticket_keys, a.resumption) {
+        (Some(path), Resumption::Tickets) => Some(TicketKeyRing::open(
+            path,
+            a.rotate_every.unwrap_or(Duration::from_secs(6 * 3600)),
+        )?),
+        (Some(_), _) => return Err(CliError::input("--ticket-keys needs --resumption tickets")),
+        (None, _) => None,
+    };
+    let mut tls = tls;
+    tls.ticketer = ring
+        .clone()
+        .map(|r| r as std::sync::Arc<dyn rustls::server::ProducesTickets>);
+    let config = server_config::build(&tls)?;
+    let runtime = {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.enable_all();
+        if let Some(t) = a.threads {
+            b.worker_threads(t.max(1));
+        }
+        b.build().map_err(|e| {
+            CliError::runtime(anyhow::Error::new(e).context("cannot start the async runtime"))
+        })?
+    };
+    runtime.block_on(async {
+        let server = Server::bind(ServeOptions {
+            listen: a.listen,
+            reuseport: usize::try_from(a.reuseport).unwrap_or(1),
+            tls: config,
+            handshake_timeout: a.handshake_timeout,
+            max_connections: a.max_connections,
+            body_size: a.body_size,
+            metrics_listen: a.metrics,
+            shutdown_timeout: a.shutdown_timeout,
+            rotation: match (&a.ticket_keys, a.rotate_every, &ring) {
+                (Some(path), Some(every), Some(ring)) => Some(Rotation {
+                    path: path.clone(),
+                    every,
+                    ring: ring.clone(),
+                }),
+                _ => None,
+            },
+        })?;
+        let addr = server.local_addr().unwrap_or(a.listen);
+        let listening = Listening {
+            event: "listening",
+            addr,
+            url: format!("https://{addr}/"),
+            metrics: server.metrics_addr(),
+            provider: a.provider,
+            resumption: format!("{:?}", a.resumption).to_lowercase(),
+        };
+        if out.json() {
+            let line = serde_json::to_string(&listening).unwrap_or_default();
+            out.text(&format!("{line}\n"))?;
+        } else {
+            out.text(&text::serve_listening(&listening.url, listening.metrics))?;
+        }
+        let summary = server.run(shutdown_signal(a.duration)).await;
+        if out.json() {
+            let line = serde_json::to_string(&summary).unwrap_or_default();
+            out.text(&format!("{line}\n"))
+        } else {
+            out.text(&text::serve_summary(&summary))
+        }
+    })
+}
+
+async fn shutdown_signal(duration: Option<Duration>) {
+    let term = async {
+        #[cfg(unix)]
+        {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    };
+    let timer = async {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+        _ = timer => {}
+    }
+}
+
+fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
+    let cert = match (&a.cert, &a.key) {
+        (Some(c), Some(k)) => (server_config::read_chain(c)?, server_config::read_key(k)?),
+        _ => {
+            let key = a.gen_cert.unwrap_or(KeyType::EcdsaP256);
+            let pki = TestPki::generate(&PkiOptions {
+                ca_key: key,
+                leaf_key: key,
+                ..Default::default()
+            })?;
+            if let Some(path) = &a.write_ca {
+                files::write_atomic(path, pki.root.pem.as_bytes(), FileMode::Public, true)?;
+            }
+            (pki.server_chain(), pki.server.private_key_der())
+        }
+    };
+    if a.write_ca.is_some() && a.cert.is_some() {
+        return Err(CliError::input(
+            "--write-ca goes with --gen-cert (with --cert you have the CA already)",
+        ));
+    }
+    let ocsp = match &a.ocsp {
+        Some(p) => {
+            Some(
+                std::fs::read(p).map_err(|source| server_config::ServerConfigError::Read {
+                    path: p.clone(),
+                    source,
+                })?,
+            )
+        }
+        None => None,
+    };
+    let mut sni = Vec::new();
+    for spec in &a.sni {
+        let bad = || CliError::input(format!("--sni '{spec}': expected NAME=CERT,KEY"));
+        let (name, files) = spec.split_once('=').ok_or_else(bad)?;
+        let (c, k) = files.split_once(',').ok_or_else(bad)?;
+        rustls_pki_types::DnsName::try_from(name)
+            .map_err(|_| CliError::input(format!("--sni '{spec}': '{name}' is not a DNS name")))?;
+        sni.push((
+            name.to_string(),
+            server_config::read_chain(std::path::Path::new(c))?,
+            server_config::read_key(std::path::Path::new(k))?,
+        ));
+    }
+    let client_ca = match &a.client_ca {
+        Some(p) if p.is_dir() => Some(TrustStore::from_dir(p)?),
+        Some(p) => Some(TrustStore::from_pem_file(p)?),
+        None => None,
+    };
+    if a.client_auth == ClientAuth::Off && client_ca.is_some() {
+        return Err(CliError::input(
+            "--client-ca needs --client-auth optional or required",
+        ));
+    }
+    Ok(ServerTlsOptions {
+        provider: a.provider,
+        versions: a.versions.clone(),
+        groups: a.groups.clone(),
+        ciphers: a.ciphers.clone(),
+        resumption: a.resumption,
+        session_cache: a.session_cache,
+        tickets_per_handshake: a.tickets_per_handshake,
+        ticketer: None,
+        early_data: a.early_data,
+        cert,
+        ocsp,
+        sni,
+        client_auth: a.client_auth,
+        client_ca,
+        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+    })
+}

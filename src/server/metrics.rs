@@ -1,0 +1,186 @@
+//! The server's own measurements: Prometheus metrics (prometheus-client) and HDR
+//! histograms of handshake latency for the `/stats` snapshot and the shutdown summary.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+
+use crate::stats::{LatencyHistogram, Quantiles};
+
+/// Labels of a completed handshake.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HandshakeLabels {
+    /// `full`, `resumed`, `full-hrr` or `0rtt`.
+    pub kind: String,
+    /// `TLSv1_2` or `TLSv1_3`.
+    pub version: String,
+    /// Key-exchange group.
+    pub group: String,
+    /// Cipher suite.
+    pub suite: String,
+    /// `yes` when the client presented a certificate.
+    pub client_auth: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    reason: String,
+}
+
+fn handshake_histogram() -> Histogram {
+    // 50 µs … ~1.6 s.
+    Histogram::new(exponential_buckets(0.00005, 2.0, 16))
+}
+
+/// All server metrics.
+pub struct Metrics {
+    registry: Registry,
+    handshakes: Family<HandshakeLabels, Histogram, fn() -> Histogram>,
+    failures: Family<FailureLabels, Counter>,
+    open: Gauge,
+    requests: Counter,
+    rejected: Counter,
+    hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
+    open_now: AtomicI64,
+    requests_total: AtomicU64,
+    failures_by_reason: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tlsperf");
+        let handshakes: Family<HandshakeLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(handshake_histogram);
+        let failures = Family::<FailureLabels, Counter>::default();
+        let open = Gauge::default();
+        let requests = Counter::default();
+        let rejected = Counter::default();
+        registry.register(
+            "handshake_duration_seconds",
+            "TLS handshake time from TCP accept to handshake complete",
+            handshakes.clone(),
+        );
+        registry.register(
+            "handshake_failures",
+            "Failed TLS handshakes by reason",
+            failures.clone(),
+        );
+        registry.register("open_connections", "Connections open now", open.clone());
+        registry.register("requests", "HTTP requests served", requests.clone());
+        registry.register(
+            "rejected_connections",
+            "Connections closed at once because --max-connections was reached",
+            rejected.clone(),
+        );
+        Metrics {
+            registry,
+            handshakes,
+            failures,
+            open,
+            requests,
+            rejected,
+            hdr: Mutex::new(BTreeMap::new()),
+            open_now: AtomicI64::new(0),
+            requests_total: AtomicU64::new(0),
+            failures_by_reason: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Records a completed handshake.
+    pub fn handshake(&self, labels: HandshakeLabels, took: Duration) {
+        self.handshakes
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if let Ok(mut h) = self.hdr.lock() {
+            let _ = h.entry(labels.kind.clone()).or_default().record(took);
+            let _ = h.entry("all".into()).or_default().record(took);
+        }
+    }
+
+    /// Records a failed handshake.
+    pub fn failure(&self, reason: &str) {
+        self.failures
+            .get_or_create(&FailureLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
+        if let Ok(mut f) = self.failures_by_reason.lock() {
+            *f.entry(reason.to_string()).or_default() += 1;
+        }
+    }
+
+    /// A connection opened (+1) or closed (−1).
+    pub fn open_delta(&self, d: i64) {
+        self.open.inc_by(d);
+        self.open_now.fetch_add(d, Ordering::Relaxed);
+    }
+
+    /// One request served.
+    pub fn request(&self) {
+        self.requests.inc();
+        self.requests_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One connection refused at the limit.
+    pub fn rejected(&self) {
+        self.rejected.inc();
+        self.failure("max-connections");
+    }
+
+    /// Prometheus text exposition.
+    pub fn prometheus_text(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
+    /// A snapshot: handshake counts and percentiles by kind, requests, failures.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let handshakes = self
+            .hdr
+            .lock()
+            .map(|h| h.iter().map(|(k, v)| (k.clone(), v.quantiles())).collect())
+            .unwrap_or_default();
+        StatsSnapshot {
+            handshakes,
+            requests: self.requests_total.load(Ordering::Relaxed),
+            open_connections: self.open_now.load(Ordering::Relaxed),
+            failures: self
+                .failures_by_reason
+                .lock()
+                .map(|f| f.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// What `/stats` returns and the shutdown summary prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatsSnapshot {
+    /// Handshake latency by kind (`all`, `full`, `resumed`, …), nanoseconds.
+    pub handshakes: BTreeMap<String, Quantiles>,
+    /// Requests served.
+    pub requests: u64,
+    /// Connections open now.
+    pub open_connections: i64,
+    /// Failed handshakes (and refused connections) by reason.
+    pub failures: BTreeMap<String, u64>,
+}

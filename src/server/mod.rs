@@ -1,0 +1,403 @@
+//! `tlsperf serve`: a reference HTTPS server (tokio + tokio-rustls + hyper, HTTP/1.1 and
+//! HTTP/2 by ALPN) whose TLS configuration comes from [`crate::tls::server_config`], with
+//! handshake metrics, a connection limit, a handshake timeout, several `SO_REUSEPORT`
+//! listeners, shared rotating ticket keys and graceful shutdown.
+//!
+//! The engine never prints: [`Server::bind`] reports the bound addresses and
+//! [`Server::run`] returns a [`ServeSummary`] when the shutdown future completes.
+
+pub mod http;
+pub mod metrics;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use serde::Serialize;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
+
+use crate::error::{Classify, ErrorClass};
+use crate::tls::tickets::{self, TicketKeyRing};
+use metrics::{HandshakeLabels, Metrics, StatsSnapshot};
+
+/// A failure starting the server.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Classify for ServeError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            ServeError::Bind { source, .. } => match source.kind() {
+                std::io::ErrorKind::AddrInUse
+                | std::io::ErrorKind::AddrNotAvailable
+                | std::io::ErrorKind::PermissionDenied => ErrorClass::Input,
+                _ => ErrorClass::Runtime,
+            },
+        }
+    }
+}
+
+/// Rotating the shared ticket keys from this instance.
+#[derive(Debug, Clone)]
+pub struct Rotation {
+    /// The key ring file.
+    pub path: PathBuf,
+    /// How often.
+    pub every: Duration,
+    /// The ring this instance uses (reloaded right after each rotation).
+    pub ring: Arc<TicketKeyRing>,
+}
+
+/// What to serve.
+pub struct ServeOptions {
+    /// TLS listener address.
+    pub listen: SocketAddr,
+    /// Listeners on the same address (`SO_REUSEPORT` when more than one).
+    pub reuseport: usize,
+    /// The TLS configuration.
+    pub tls: Arc<rustls::ServerConfig>,
+    /// Longest time from TCP accept to handshake complete.
+    pub handshake_timeout: Duration,
+    /// Connections served at once; more are closed at accept.
+    pub max_connections: usize,
+    /// Bytes of the `/` response body.
+    pub body_size: usize,
+    /// Prometheus `/metrics` and `/stats` listener.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Time in-flight connections get to finish at shutdown.
+    pub shutdown_timeout: Duration,
+    /// Ticket-key rotation done by this instance.
+    pub rotation: Option<Rotation>,
+}
+
+/// The server, bound and ready.
+pub struct Server {
+    listeners: Vec<TcpListener>,
+    metrics_listener: Option<TcpListener>,
+    opts: ServeOptions,
+    metrics: Arc<Metrics>,
+}
+
+/// What the server did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServeSummary {
+    /// Seconds it ran.
+    pub seconds: f64,
+    /// Handshakes, requests, failures.
+    #[serde(flatten)]
+    pub stats: StatsSnapshot,
+    /// Connections still open when the shutdown deadline passed.
+    pub unfinished_connections: usize,
+}
+
+fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    if reuseport {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    TcpListener::from_std(socket.into())
+}
+
+impl Server {
+    /// Binds the listeners (all of them or none). Call inside a tokio runtime.
+    pub fn bind(opts: ServeOptions) -> Result<Server, ServeError> {
+        let k = opts.reuseport.max(1);
+        let bind_err = |addr, source| ServeError::Bind { addr, source };
+        let first = listener(opts.listen, k > 1).map_err(|e| bind_err(opts.listen, e))?;
+        let addr = first.local_addr().map_err(|e| bind_err(opts.listen, e))?;
+        let mut listeners = vec![first];
+        for _ in 1..k {
+            listeners.push(listener(addr, true).map_err(|e| bind_err(addr, e))?);
+        }
+        let metrics_listener = match opts.metrics_listen {
+            Some(m) => Some(listener(m, false).map_err(|e| bind_err(m, e))?),
+            None => None,
+        };
+        Ok(Server {
+            listeners,
+            metrics_listener,
+            opts,
+            metrics: Arc::new(Metrics::new()),
+        })
+    }
+
+    /// The TLS listener's address.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listeners.first().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The metrics listener's address.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
+    /// The live metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.metrics)
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, gives in-flight
+    /// connections `shutdown_timeout` to finish, and returns the summary.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> ServeSummary {
+        let started = Instant::now();
+        let graceful = Arc::new(GracefulShutdown::new());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let limit = Arc::new(Semaphore::new(self.opts.max_connections.max(1)));
+        let ctx = Arc::new(Ctx {
+            acceptor: TlsAcceptor::from(Arc::clone(&self.opts.tls)),
+            metrics: Arc::clone(&self.metrics),
+            bodies: http::Bodies::new(self.opts.body_size),
+            handshake_timeout: self.opts.handshake_timeout,
+            builder: auto::Builder::new(TokioExecutor::new()),
+        });
+        let mut tasks = Vec::new();
+        for l in self.listeners {
+            tasks.push(tokio::spawn(accept_loop(
+                l,
+                Arc::clone(&ctx),
+                Arc::clone(&limit),
+                Arc::clone(&graceful),
+                stop_rx.clone(),
+            )));
+        }
+        if let Some(l) = self.metrics_listener {
+            tasks.push(tokio::spawn(metrics_loop(
+                l,
+                Arc::clone(&self.metrics),
+                Arc::clone(&graceful),
+                stop_rx.clone(),
+            )));
+        }
+        if let Some(rot) = self.opts.rotation.clone() {
+            tasks.push(tokio::spawn(rotate_loop(rot, stop_rx.clone())));
+        }
+        shutdown.await;
+        let _ = stop_tx.send(true);
+        for t in tasks {
+            let _ = t.await;
+        }
+        // The accept loops have ended, so this is the last reference.
+        let unfinished = match Arc::try_unwrap(graceful) {
+            Ok(g) => match tokio::time::timeout(self.opts.shutdown_timeout, g.shutdown()).await {
+                Ok(()) => 0,
+                Err(_) => self.metrics.snapshot().open_connections.max(0) as usize,
+            },
+            Err(_) => self.metrics.snapshot().open_connections.max(0) as usize,
+        };
+        ServeSummary {
+            seconds: started.elapsed().as_secs_f64(),
+            stats: self.metrics.snapshot(),
+            unfinished_connections: unfinished,
+        }
+    }
+}
+
+struct Ctx {
+    acceptor: TlsAcceptor,
+    metrics: Arc<Metrics>,
+    bodies: http::Bodies,
+    handshake_timeout: Duration,
+    builder: auto::Builder<TokioExecutor>,
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    ctx: Arc<Ctx>,
+    limit: Arc<Semaphore>,
+    graceful: Arc<GracefulShutdown>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => match Arc::clone(&limit).try_acquire_owned() {
+                    Ok(permit) => {
+                        tokio::spawn(connection(tcp, Arc::clone(&ctx), graceful.watcher(), permit));
+                    }
+                    Err(_) => {
+                        ctx.metrics.rejected();
+                        drop(tcp);
+                    }
+                },
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Decrements the open-connection gauge however the connection ends.
+struct OpenGuard(Arc<Metrics>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open_delta(-1);
+    }
+}
+
+async fn connection(
+    tcp: TcpStream,
+    ctx: Arc<Ctx>,
+    watcher: hyper_util::server::graceful::Watcher,
+    _permit: OwnedSemaphorePermit,
+) {
+    let started = Instant::now();
+    ctx.metrics.open_delta(1);
+    let _guard = OpenGuard(Arc::clone(&ctx.metrics));
+    let _ = tcp.set_nodelay(true);
+    let tls = match tokio::time::timeout(ctx.handshake_timeout, ctx.acceptor.accept(tcp)).await {
+        Err(_) => {
+            ctx.metrics.failure("timeout");
+            return;
+        }
+        Ok(Err(e)) => {
+            ctx.metrics.failure(failure_reason(&e));
+            tracing::debug!("handshake failed: {e}");
+            return;
+        }
+        Ok(Ok(tls)) => tls,
+    };
+    let took = started.elapsed();
+    {
+        let (_, conn) = tls.get_ref();
+        let kind = match conn.handshake_kind() {
+            Some(rustls::HandshakeKind::Resumed) => "resumed",
+            Some(rustls::HandshakeKind::FullWithHelloRetryRequest) => "full-hrr",
+            _ => "full",
+        };
+        ctx.metrics.handshake(
+            HandshakeLabels {
+                kind: kind.into(),
+                version: conn
+                    .protocol_version()
+                    .map(|v| format!("{v:?}"))
+                    .unwrap_or_default(),
+                group: conn
+                    .negotiated_key_exchange_group()
+                    .map(|g| crate::tls::server_config::group_name(g.name()))
+                    .unwrap_or_default(),
+                suite: conn
+                    .negotiated_cipher_suite()
+                    .map(|s| format!("{:?}", s.suite()))
+                    .unwrap_or_default(),
+                client_auth: if conn.peer_certificates().is_some() {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .into(),
+            },
+            took,
+        );
+    }
+    let metrics = Arc::clone(&ctx.metrics);
+    let bodies = ctx.bodies.clone();
+    let svc = service_fn(move |req| http::serve(req, bodies.clone(), Arc::clone(&metrics)));
+    let conn = ctx
+        .builder
+        .serve_connection(TokioIo::new(tls), svc)
+        .into_owned();
+    if let Err(e) = watcher.watch(conn).await {
+        tracing::debug!("connection ended: {e}");
+    }
+}
+
+/// The failure label for a handshake error.
+fn failure_reason(e: &std::io::Error) -> &'static str {
+    if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        return match tls {
+            rustls::Error::AlertReceived(_) => "alert-received",
+            rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => {
+                "bad-client-certificate"
+            }
+            rustls::Error::PeerIncompatible(_) => "incompatible-client",
+            rustls::Error::InvalidMessage(_)
+            | rustls::Error::InappropriateMessage { .. }
+            | rustls::Error::InappropriateHandshakeMessage { .. }
+            | rustls::Error::PeerMisbehaved(_) => "protocol-error",
+            _ => "tls-error",
+        };
+    }
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof
+        | std::io::ErrorKind::ConnectionReset
+        | std::io::ErrorKind::ConnectionAborted
+        | std::io::ErrorKind::BrokenPipe => "closed-during-handshake",
+        _ => "io-error",
+    }
+}
+
+async fn metrics_loop(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    graceful: Arc<GracefulShutdown>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let builder = auto::Builder::new(TokioExecutor::new());
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => {
+                let Ok((tcp, _)) = accepted else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                };
+                let m = Arc::clone(&metrics);
+                let svc = service_fn(move |req| http::serve_metrics(req, Arc::clone(&m)));
+                let conn = builder.serve_connection(TokioIo::new(tcp), svc).into_owned();
+                tokio::spawn(graceful.watcher().watch(conn));
+            }
+        }
+    }
+}
+
+async fn rotate_loop(rot: Rotation, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(rot.every);
+    tick.tick().await; // the first tick is immediate
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            _ = tick.tick() => {
+                let path = rot.path.clone();
+                match tokio::task::spawn_blocking(move || tickets::rotate(&path)).await {
+                    Ok(Ok(info)) => {
+                        let _ = rot.ring.reload_if_changed();
+                        tracing::info!(keys = info.keys.len(), "ticket keys rotated");
+                    }
+                    Ok(Err(e)) => tracing::warn!("ticket key rotation failed: {e}"),
+                    Err(e) => tracing::warn!("ticket key rotation task failed: {e}"),
+                }
+            }
+        }
+    }
+}
