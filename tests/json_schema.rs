@@ -65,11 +65,15 @@ fn flatten(v: &Value, prefix: &str, docs: &BTreeMap<String, String>, out: &mut B
 fn check(command: &str, run: common::Run, docs: &BTreeMap<String, BTreeMap<String, String>>) {
     assert_eq!(run.code, 0, "{command}: {}", run.stderr);
     let v: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{command}: {e}"));
+    check_value(command, &v, docs);
+}
+
+fn check_value(command: &str, v: &Value, docs: &BTreeMap<String, BTreeMap<String, String>>) {
     let doc = docs
         .get(command)
         .unwrap_or_else(|| panic!("docs/json.md has no section for `tlsperf {command}`"));
     let mut actual = BTreeSet::new();
-    flatten(&v, "", doc, &mut actual);
+    flatten(v, "", doc, &mut actual);
     let undocumented: Vec<_> = actual.iter().filter(|p| !doc.contains_key(*p)).collect();
     assert!(
         undocumented.is_empty(),
@@ -207,6 +211,28 @@ fn every_json_output_matches_the_documented_schema() {
             "1",
             "--json",
         ]),
+        &docs,
+    );
+    let run = tlsperf([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics",
+        "127.0.0.1:0",
+        "--duration",
+        "300ms",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut lines = run.stdout.lines();
+    check_value(
+        "serve (listening)",
+        &serde_json::from_str(lines.next().unwrap()).unwrap(),
+        &docs,
+    );
+    check_value(
+        "serve (summary)",
+        &serde_json::from_str(lines.next().unwrap()).unwrap(),
         &docs,
     );
     let ring = d.join("ticket.keys");

@@ -1,0 +1,644 @@
+//! `tlsperf serve` with real clients (curl, openssl s_client) where installed, and with
+//! an in-process rustls client otherwise.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{have, tlsperf};
+use serde_json::Value;
+
+/// A running `tlsperf serve`, stopped with SIGTERM when dropped.
+struct Served {
+    child: Child,
+    addr: String,
+    metrics: Option<String>,
+    stdout: Option<BufReader<std::process::ChildStdout>>,
+}
+
+impl Served {
+    fn start(args: &[&str]) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--json",
+                "--duration",
+                "120s",
+                "--metrics",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        if line.is_empty() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("serve did not start: {err}");
+        }
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        Served {
+            addr: v["addr"].as_str().unwrap().to_string(),
+            metrics: v["metrics"].as_str().map(str::to_string),
+            child,
+            stdout: Some(stdout),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.addr.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    fn stats(&self) -> Value {
+        let m = self.metrics.as_ref().unwrap();
+        let out = http_get(m, "/stats");
+        serde_json::from_str(&out).unwrap()
+    }
+
+    /// SIGTERM, then the summary line.
+    fn stop(mut self) -> Value {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let mut rest = String::new();
+        self.stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut rest)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "serve exited with {status}");
+        serde_json::from_str(rest.trim()).unwrap_or_else(|e| panic!("{e}: {rest}"))
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+fn pki(dir: &Path) -> String {
+    let d = dir.join("pki");
+    assert_eq!(tlsperf(["pki", "init", d.to_str().unwrap(), "-q"]).code, 0);
+    d.to_str().unwrap().to_string()
+}
+
+/// One TLS 1.3 handshake + request with openssl s_client; returns its output.
+fn s_client(port: u16, extra: &[&str]) -> String {
+    let mut child = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-ign_eof",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn curl_for_every_certificate_type_and_http2() {
+    if !have("curl", "serve with curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for key in [
+        "ecdsa-p256",
+        "ecdsa-p384",
+        "ed25519",
+        "rsa-2048",
+        "rsa-3072",
+        "rsa-4096",
+    ] {
+        let ca = dir.path().join(format!("{key}.pem"));
+        let s = Served::start(&["--gen-cert", key, "--write-ca", ca.to_str().unwrap()]);
+        let url = format!("https://localhost:{}/", s.port());
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--cacert",
+                ca.to_str().unwrap(),
+                "-w",
+                " %{http_version}",
+                &url,
+            ])
+            .output()
+            .unwrap();
+        let body = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{key}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(body.starts_with(r#"{"status":"ok"}"#), "{key}: {body}");
+        let h2 = Command::new("curl")
+            .args([
+                "-sS",
+                "--http2",
+                "--cacert",
+                ca.to_str().unwrap(),
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_version}",
+                &format!("{url}health"),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&h2.stdout),
+            "2",
+            "{key}: h2 by ALPN"
+        );
+        let summary = s.stop();
+        assert_eq!(summary["requests"], 2, "{key}: {summary}");
+        assert_eq!(
+            summary["handshakes"]["full"]["count"], 2,
+            "{key}: {summary}"
+        );
+    }
+}
+
+#[test]
+fn resumption_with_openssl_tickets_stateful_shared_keys_and_rotation() {
+    if !have("openssl", "resumption with openssl s_client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = pki(dir.path());
+    let chain = format!("{p}/server-chain.pem");
+    let key = format!("{p}/server.key");
+    let root = format!("{p}/root.pem");
+    let sess = dir.path().join("sess.pem");
+    let sess = sess.to_str().unwrap();
+    let base = [
+        "-servername",
+        "localhost",
+        "-CAfile",
+        root.as_str(),
+        "-tls1_3",
+    ];
+
+    for mode in ["tickets", "stateful"] {
+        let s = Served::start(&["--cert", &chain, "--key", &key, "--resumption", mode]);
+        let first = s_client(s.port(), &[&base[..], &["-sess_out", sess]].concat());
+        assert!(first.contains("New, TLSv1.3"), "{mode}: {first}");
+        assert!(first.contains(r#"{"status":"ok"}"#), "{mode}: {first}");
+        let second = s_client(s.port(), &[&base[..], &["-sess_in", sess]].concat());
+        assert!(second.contains("Reused, TLSv1.3"), "{mode}: {second}");
+        let stats = s.stats();
+        assert_eq!(stats["handshakes"]["full"]["count"], 1, "{mode}: {stats}");
+        assert_eq!(
+            stats["handshakes"]["resumed"]["count"], 1,
+            "{mode}: {stats}"
+        );
+        let summary = s.stop();
+        assert_eq!(summary["handshakes"]["all"]["count"], 2);
+    }
+
+    // Two processes sharing --ticket-keys resume each other's tickets; one rotation keeps
+    // old tickets working, two do not (and the full handshake then succeeds).
+    let ring = dir.path().join("ticket.keys");
+    let ring = ring.to_str().unwrap();
+    assert_eq!(tlsperf(["tickets", "init", ring, "-q"]).code, 0);
+    let shared = [
+        "--cert",
+        chain.as_str(),
+        "--key",
+        key.as_str(),
+        "--resumption",
+        "tickets",
+        "--ticket-keys",
+        ring,
+    ];
+    let a = Served::start(&shared);
+    let b = Served::start(&shared);
+    let out = s_client(a.port(), &[&base[..], &["-sess_out", sess]].concat());
+    assert!(out.contains("New, TLSv1.3"), "{out}");
+    let out = s_client(b.port(), &[&base[..], &["-sess_in", sess]].concat());
+    assert!(
+        out.contains("Reused, TLSv1.3"),
+        "B resumes A's ticket: {out}"
+    );
+    let old = dir.path().join("old.pem");
+    std::fs::copy(sess, &old).unwrap();
+    assert_eq!(tlsperf(["tickets", "rotate", ring, "-q"]).code, 0);
+    std::thread::sleep(Duration::from_millis(1200)); // instances re-read the file at most once a second
+    let out = s_client(
+        b.port(),
+        &[&base[..], &["-sess_in", old.to_str().unwrap()]].concat(),
+    );
+    assert!(out.contains("Reused, TLSv1.3"), "after one rotation: {out}");
+    assert_eq!(tlsperf(["tickets", "rotate", ring, "-q"]).code, 0);
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = s_client(
+        a.port(),
+        &[&base[..], &["-sess_in", old.to_str().unwrap()]].concat(),
+    );
+    assert!(
+        out.contains("New, TLSv1.3") && out.contains(r#"{"status":"ok"}"#),
+        "after two rotations: {out}"
+    );
+    let (sa, sb) = (a.stop(), b.stop());
+    assert_eq!(sa["handshakes"]["full"]["count"], 2, "{sa}");
+    assert_eq!(sb["handshakes"]["resumed"]["count"], 2, "{sb}");
+}
+
+#[test]
+fn mtls_ocsp_and_sni() {
+    if !have("openssl", "mTLS, OCSP and SNI with openssl s_client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = pki(dir.path());
+    let other = dir.path().join("other");
+    assert_eq!(
+        tlsperf([
+            "pki",
+            "init",
+            other.to_str().unwrap(),
+            "--san",
+            "other.test",
+            "-q"
+        ])
+        .code,
+        0
+    );
+    let ocsp = dir.path().join("ocsp.der");
+    // An OCSPResponse with status "unauthorized": enough to see it stapled.
+    std::fs::write(&ocsp, [0x30, 0x03, 0x0a, 0x01, 0x06]).unwrap();
+    let root = format!("{p}/root.pem");
+    let s = Served::start(&[
+        "--cert",
+        &format!("{p}/server-chain.pem"),
+        "--key",
+        &format!("{p}/server.key"),
+        "--client-auth",
+        "required",
+        "--client-ca",
+        &root,
+        "--ocsp",
+        ocsp.to_str().unwrap(),
+        "--sni",
+        &format!(
+            "other.test={}/server-chain.pem,{}/server.key",
+            other.display(),
+            other.display()
+        ),
+    ]);
+    let base = [
+        "-servername",
+        "localhost",
+        "-CAfile",
+        root.as_str(),
+        "-tls1_3",
+    ];
+    let refused = s_client(s.port(), &base);
+    assert!(
+        !refused.contains(r#"{"status":"ok"}"#),
+        "no client certificate: {refused}"
+    );
+    assert!(
+        refused.contains("alert") || refused.contains("certificate required"),
+        "{refused}"
+    );
+    let ok = s_client(
+        s.port(),
+        &[
+            &base[..],
+            &[
+                "-cert",
+                &format!("{p}/client.pem"),
+                "-cert_chain",
+                &format!("{p}/intermediate.pem"),
+                "-key",
+                &format!("{p}/client.key"),
+                "-status",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(ok.contains(r#"{"status":"ok"}"#), "with client.pem: {ok}");
+    assert!(
+        ok.contains("OCSP Response Status: unauthorized"),
+        "stapled OCSP: {ok}"
+    );
+    // SNI picks the other certificate.
+    let other_root = format!("{}/root.pem", other.display());
+    let sni = s_client(
+        s.port(),
+        &[
+            "-servername",
+            "other.test",
+            "-CAfile",
+            &other_root,
+            "-tls1_3",
+            "-cert",
+            &format!("{p}/client.pem"),
+            "-cert_chain",
+            &format!("{p}/intermediate.pem"),
+            "-key",
+            &format!("{p}/client.key"),
+        ],
+    );
+    assert!(
+        sni.contains("Verify return code: 0 (ok)") && sni.contains("CN = other.test"),
+        "{sni}"
+    );
+    let summary = s.stop();
+    assert_eq!(
+        summary["failures"]["bad-client-certificate"], 1,
+        "{summary}"
+    );
+    assert_eq!(summary["handshakes"]["full"]["count"], 2, "{summary}");
+}
+
+#[test]
+fn a_session_is_never_resumed_under_another_name() {
+    if !have("openssl", "SNI resumption with openssl s_client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = pki(dir.path());
+    let other = dir.path().join("other");
+    assert_eq!(
+        tlsperf([
+            "pki",
+            "init",
+            other.to_str().unwrap(),
+            "--san",
+            "other.test",
+            "-q"
+        ])
+        .code,
+        0
+    );
+    let s = Served::start(&[
+        "--cert",
+        &format!("{p}/server-chain.pem"),
+        "--key",
+        &format!("{p}/server.key"),
+        "--resumption",
+        "tickets",
+        "--sni",
+        &format!(
+            "other.test={}/server-chain.pem,{}/server.key",
+            other.display(),
+            other.display()
+        ),
+    ]);
+    let sess = dir.path().join("s.pem");
+    let out = s_client(
+        s.port(),
+        &[
+            "-servername",
+            "localhost",
+            "-tls1_3",
+            "-sess_out",
+            sess.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("New, TLSv1.3"), "{out}");
+    let out = s_client(
+        s.port(),
+        &[
+            "-servername",
+            "other.test",
+            "-tls1_3",
+            "-sess_in",
+            sess.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.contains("New, TLSv1.3"),
+        "resumed under another name: {out}"
+    );
+    let out = s_client(
+        s.port(),
+        &[
+            "-servername",
+            "localhost",
+            "-tls1_3",
+            "-sess_in",
+            sess.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("Reused, TLSv1.3"), "{out}");
+    let stats = s.stop();
+    assert_eq!(stats["handshakes"]["resumed"]["count"], 1, "{stats}");
+}
+
+#[test]
+fn limits_timeouts_and_plain_http_on_the_tls_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Served::start(&["--handshake-timeout", "300ms", "--max-connections", "2"]);
+    // A silent client (slowloris) is cut at the handshake timeout.
+    let mut idle = std::net::TcpStream::connect(&s.addr).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 16];
+    let n = idle.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "closed after the handshake timeout");
+    // Plain HTTP on the TLS port is a protocol error, not a crash.
+    let body = http_get(&s.addr, "/");
+    assert!(!body.contains("status"), "{body}");
+    // Over the connection limit: closed at once.
+    let c1 = std::net::TcpStream::connect(&s.addr).unwrap();
+    let c2 = std::net::TcpStream::connect(&s.addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut c3 = std::net::TcpStream::connect(&s.addr).unwrap();
+    c3.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    assert_eq!(c3.read(&mut buf).unwrap_or(0), 0);
+    drop((c1, c2));
+    std::thread::sleep(Duration::from_millis(500));
+    let stats = s.stop();
+    let f = &stats["failures"];
+    assert!(f["timeout"].as_u64().unwrap() >= 1, "{stats}");
+    assert!(
+        f["protocol-error"].as_u64().unwrap_or(0) + f["tls-error"].as_u64().unwrap_or(0) >= 1,
+        "{stats}"
+    );
+    assert!(f["max-connections"].as_u64().unwrap() >= 1, "{stats}");
+    assert_eq!(stats["open_connections"], 0, "{stats}");
+    let _ = dir;
+}
+
+#[test]
+fn in_process_client_sees_prometheus_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let s = Served::start(&[
+        "--write-ca",
+        ca.to_str().unwrap(),
+        "--resumption",
+        "tickets",
+    ]);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::pem::PemObject::pem_file_iter(&ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(
+            tlsperf::tls::Provider::AwsLcRs.crypto_provider(),
+        )
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    for _ in 0..3 {
+        let mut conn =
+            rustls::ClientConnection::new(config.clone(), "localhost".try_into().unwrap()).unwrap();
+        let mut tcp = std::net::TcpStream::connect(&s.addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+        tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out);
+        assert!(String::from_utf8_lossy(&out).contains(r#"{"status":"ok"}"#));
+    }
+    let text = http_get(s.metrics.as_ref().unwrap(), "/metrics");
+    assert!(
+        text.contains("tlsperf_handshake_duration_seconds_count{kind=\"full\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("tlsperf_handshake_duration_seconds_count{kind=\"resumed\""),
+        "{text}"
+    );
+    assert!(text.contains("tlsperf_requests_total 3"), "{text}");
+    let summary = s.stop();
+    assert_eq!(summary["handshakes"]["full"]["count"], 1, "{summary}");
+    assert_eq!(summary["handshakes"]["resumed"]["count"], 2, "{summary}");
+}
+
+#[test]
+fn bad_input_exits_2_and_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = pki(dir.path());
+    let other = dir.path().join("other");
+    assert_eq!(
+        tlsperf(["pki", "init", other.to_str().unwrap(), "-q"]).code,
+        0
+    );
+    let garbage = common::write(dir.path(), "garbage.keys", "{not json");
+    let encrypted = common::write(
+        dir.path(),
+        "enc.key",
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n",
+    );
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_addr = busy.local_addr().unwrap().to_string();
+    let chain = format!("{p}/server-chain.pem");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "--cert".into(),
+                chain.clone(),
+                "--key".into(),
+                format!("{}/server.key", other.display()),
+            ],
+            "do not match",
+        ),
+        (
+            vec![
+                "--cert".into(),
+                chain.clone(),
+                "--key".into(),
+                encrypted.clone(),
+            ],
+            "encrypted",
+        ),
+        (vec!["--groups".into(), "x448".into()], "x448"),
+        (vec!["--ciphers".into(), "TLS_NOPE".into()], "TLS_NOPE"),
+        (
+            vec![
+                "--resumption".into(),
+                "tickets".into(),
+                "--ticket-keys".into(),
+                garbage.clone(),
+            ],
+            "garbage.keys",
+        ),
+        (
+            vec!["--ticket-keys".into(), garbage.clone()],
+            "--resumption tickets",
+        ),
+        (vec!["--listen".into(), busy_addr.clone()], &busy_addr),
+        (
+            vec![
+                "--cert".into(),
+                "/nonexistent/c.pem".into(),
+                "--key".into(),
+                "/nonexistent/k.pem".into(),
+            ],
+            "/nonexistent/c.pem",
+        ),
+        (
+            vec!["--client-auth".into(), "required".into()],
+            "--client-ca",
+        ),
+        (vec!["--sni".into(), "bad".into()], "NAME=CERT,KEY"),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["serve".to_string(), "--duration".into(), "5s".into()];
+        full.extend(args.iter().cloned());
+        if !args.contains(&"--listen".to_string()) {
+            full.extend(["--listen".to_string(), "127.0.0.1:0".to_string()]);
+        }
+        let run = tlsperf(&full);
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(needle), "{args:?}: {}", run.stderr);
+        assert!(
+            !run.stdout.contains("listening"),
+            "{args:?}: started anyway"
+        );
+    }
+    drop(busy);
+}
