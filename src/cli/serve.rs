@@ -111,6 +111,9 @@ pub struct ServeArgs {
     /// Time in-flight requests get at shutdown.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     shutdown_timeout: Duration,
+    /// Keep up to N pre-generated key shares per Diffie-Hellman group (each used once).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    kx_pool: u64,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
@@ -149,12 +152,18 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
     tls.ticketer = ring
         .clone()
         .map(|r| r as std::sync::Arc<dyn rustls::server::ProducesTickets>);
-    let config = server_config::build(&tls)?;
+    let built = server_config::build(&tls)?;
     let runtime = {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
+        // One thread: a current-thread runtime, no work-stealing scheduler to pay for.
+        let mut b = match a.threads {
+            Some(1) => tokio::runtime::Builder::new_current_thread(),
+            _ => tokio::runtime::Builder::new_multi_thread(),
+        };
         b.enable_all();
-        if let Some(t) = a.threads {
-            b.worker_threads(t.max(1));
+        if let Some(t) = a.threads
+            && t > 1
+        {
+            b.worker_threads(t);
         }
         b.build().map_err(|e| {
             CliError::runtime(anyhow::Error::new(e).context("cannot start the async runtime"))
@@ -164,7 +173,8 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         let server = Server::bind(ServeOptions {
             listen: a.listen,
             reuseport: usize::try_from(a.reuseport).unwrap_or(1),
-            tls: config,
+            tls: built.config,
+            kx_pools: built.kx_pools,
             handshake_timeout: a.handshake_timeout,
             max_connections: a.max_connections,
             body_size: a.body_size,
@@ -302,5 +312,6 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         client_auth: a.client_auth,
         client_ca,
         alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        kx_pool: usize::try_from(a.kx_pool).unwrap_or(usize::MAX),
     })
 }

@@ -647,6 +647,12 @@ pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
             .collect();
         out.push_str(&format!("failed handshakes: {}\n", f.join(", ")));
     }
+    if let Some(k) = &s.kx_pool {
+        out.push_str(&format!(
+            "key-share pool: {} handshakes used a pre-generated share, {} generated one\n",
+            k.hits, k.misses
+        ));
+    }
     if s.unfinished_connections > 0 {
         out.push_str(&format!(
             "connections cut at the shutdown deadline: {}\n",

@@ -87,6 +87,8 @@ pub struct ServeOptions {
     pub shutdown_timeout: Duration,
     /// Ticket-key rotation done by this instance.
     pub rotation: Option<Rotation>,
+    /// Key-share pools, for their statistics.
+    pub kx_pools: Option<Arc<crate::tls::kx_pool::KxPools>>,
 }
 
 /// The server, bound and ready.
@@ -107,6 +109,9 @@ pub struct ServeSummary {
     pub stats: StatsSnapshot,
     /// Connections still open when the shutdown deadline passed.
     pub unfinished_connections: usize,
+    /// Key-share pool use (with `--kx-pool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kx_pool: Option<crate::tls::kx_pool::PoolStats>,
 }
 
 fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<TcpListener> {
@@ -214,6 +219,7 @@ impl Server {
             seconds: started.elapsed().as_secs_f64(),
             stats: self.metrics.snapshot(),
             unfinished_connections: unfinished,
+            kx_pool: self.opts.kx_pools.as_ref().map(|p| p.stats()),
         }
     }
 }

@@ -138,6 +138,8 @@ pub struct ServerTlsOptions {
     pub client_ca: Option<TrustStore>,
     /// ALPN protocols offered, in preference order.
     pub alpn: Vec<Vec<u8>>,
+    /// Pre-generated key shares per Diffie-Hellman group (0: none).
+    pub kx_pool: usize,
 }
 
 impl fmt::Debug for ServerTlsOptions {
@@ -153,8 +155,16 @@ impl fmt::Debug for ServerTlsOptions {
     }
 }
 
+/// A built configuration and, with `kx_pool`, the key-share pools behind it.
+pub struct BuiltConfig {
+    /// The rustls configuration.
+    pub config: Arc<ServerConfig>,
+    /// Key-share pools (statistics), when asked for.
+    pub kx_pools: Option<Arc<super::kx_pool::KxPools>>,
+}
+
 /// Builds the configuration.
-pub fn build(opts: &ServerTlsOptions) -> Result<Arc<ServerConfig>, ServerConfigError> {
+pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ServerConfigError> {
     let mut provider = (*opts.provider.crypto_provider()).clone();
     if !opts.groups.is_empty() {
         provider.kx_groups = opts
@@ -207,6 +217,8 @@ pub fn build(opts: &ServerTlsOptions) -> Result<Arc<ServerConfig>, ServerConfigE
             })
             .collect::<Result<_, _>>()?;
     }
+    let kx_pools =
+        (opts.kx_pool > 0).then(|| Arc::new(super::kx_pool::install(&mut provider, opts.kx_pool)));
     let provider = Arc::new(provider);
     let versions: Vec<&'static SupportedProtocolVersion> = if opts.versions.is_empty() {
         rustls::DEFAULT_VERSIONS.to_vec()
@@ -294,7 +306,10 @@ pub fn build(opts: &ServerTlsOptions) -> Result<Arc<ServerConfig>, ServerConfigE
         }
     }
     config.max_early_data_size = opts.early_data;
-    Ok(Arc::new(config))
+    Ok(BuiltConfig {
+        config: Arc::new(config),
+        kx_pools,
+    })
 }
 
 fn provider_ticketer(p: Provider) -> Result<Arc<dyn ProducesTickets>, ServerConfigError> {
