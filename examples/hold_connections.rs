@@ -1,0 +1,78 @@
+//! Opens N TLS connections to a server on loopback, completes each handshake, keeps them
+//! all open and idle for a while, then closes them: how much memory does a server need per
+//! idle TLS connection? Used by `bench/serve.sh` (which raises the descriptor limit).
+//!
+//! Usage: `hold_connections 127.0.0.1:PORT N SECONDS` — prints the number of connections
+//! held; certificates are not verified (this measures the server's memory, not trust).
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let addr = args.next().unwrap_or_else(|| "127.0.0.1:8443".into());
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000).min(100_000);
+    let hold = Duration::from_secs(args.next().and_then(|s| s.parse().ok()).unwrap_or(10).min(600));
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .expect("default versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth(),
+    );
+    let started = Instant::now();
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        let Ok(mut tcp) = TcpStream::connect(&addr) else { break };
+        let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
+        let Ok(mut conn) = rustls::ClientConnection::new(config.clone(), ServerName::try_from("localhost").expect("name")) else { break };
+        let mut ok = true;
+        while conn.is_handshaking() {
+            if conn.complete_io(&mut tcp).is_err() {
+                ok = false;
+                break;
+            }
+        }
+        let _ = tcp.flush();
+        if !ok {
+            break;
+        }
+        held.push((conn, tcp));
+    }
+    println!("{} {:.1}", held.len(), started.elapsed().as_secs_f64());
+    std::thread::sleep(hold);
+    drop(held);
+}
