@@ -28,10 +28,20 @@ impl ServerCertVerifier for NoVerify {
     ) -> Result<ServerCertVerified, rustls::Error> {
         Ok(ServerCertVerified::assertion())
     }
-    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
     }
-    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -42,8 +52,17 @@ impl ServerCertVerifier for NoVerify {
 fn main() {
     let mut args = std::env::args().skip(1);
     let addr = args.next().unwrap_or_else(|| "127.0.0.1:8443".into());
-    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000).min(100_000);
-    let hold = Duration::from_secs(args.next().and_then(|s| s.parse().ok()).unwrap_or(10).min(600));
+    let n: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000)
+        .min(100_000);
+    let hold = Duration::from_secs(
+        args.next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10)
+            .min(600),
+    );
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = Arc::new(
         rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -56,9 +75,16 @@ fn main() {
     let started = Instant::now();
     let mut held = Vec::with_capacity(n);
     for _ in 0..n {
-        let Ok(mut tcp) = TcpStream::connect(&addr) else { break };
+        let Ok(mut tcp) = TcpStream::connect(&addr) else {
+            break;
+        };
         let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
-        let Ok(mut conn) = rustls::ClientConnection::new(config.clone(), ServerName::try_from("localhost").expect("name")) else { break };
+        let Ok(mut conn) = rustls::ClientConnection::new(
+            config.clone(),
+            ServerName::try_from("localhost").expect("name"),
+        ) else {
+            break;
+        };
         let mut ok = true;
         while conn.is_handshaking() {
             if conn.complete_io(&mut tcp).is_err() {

@@ -642,3 +642,48 @@ fn bad_input_exits_2_and_starts_nothing() {
     }
     drop(busy);
 }
+
+#[test]
+fn knobs_reach_the_handshake() {
+    if !have("openssl", "negotiated parameters with openssl s_client") {
+        return;
+    }
+    let s = Served::start(&[
+        "--tls",
+        "1.2",
+        "--groups",
+        "secp384r1",
+        "--ciphers",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        "--reuseport",
+        "2",
+        "--provider",
+        "ring",
+    ]);
+    let out = s_client(s.port(), &["-servername", "localhost"]);
+    assert!(
+        out.contains("Protocol  : TLSv1.2") || out.contains("New, TLSv1.2"),
+        "{out}"
+    );
+    assert!(out.contains("ECDHE-ECDSA-CHACHA20-POLY1305"), "{out}");
+    assert!(out.contains("P-384") || out.contains("secp384r1"), "{out}");
+    assert!(out.contains(r#"{"status":"ok"}"#), "{out}");
+    // Both SO_REUSEPORT listeners answer: many connections all succeed.
+    for _ in 0..8 {
+        let o = s_client(s.port(), &["-servername", "localhost"]);
+        assert!(o.contains(r#"{"status":"ok"}"#), "{o}");
+    }
+    let summary = s.stop();
+    assert_eq!(summary["handshakes"]["all"]["count"], 9, "{summary}");
+    // A TLS 1.3-only client cannot talk to a TLS 1.2-only server: counted, not fatal.
+    let s = Served::start(&["--tls", "1.2"]);
+    let out = s_client(s.port(), &["-servername", "localhost", "-tls1_3"]);
+    assert!(!out.contains(r#"{"status":"ok"}"#), "{out}");
+    let summary = s.stop();
+    let failures = summary["failures"].as_object().unwrap();
+    assert_eq!(
+        failures.values().filter_map(Value::as_u64).sum::<u64>(),
+        1,
+        "{summary}"
+    );
+}
