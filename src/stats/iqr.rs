@@ -38,6 +38,12 @@ impl IqrFilter {
     pub const K: f64 = 1.5;
 
     /// Applies the filter. An empty input gives an empty result with NaN quartiles.
+    ///
+    /// ```
+    /// let f = tlsperf::stats::IqrFilter::apply(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 100.0]);
+    /// assert_eq!((f.q1, f.q3), (3.25, 7.75));
+    /// assert_eq!(f.outliers, vec![100.0]);
+    /// ```
     pub fn apply(values: &[f64]) -> IqrFilter {
         if values.is_empty() {
             return IqrFilter {

@@ -29,6 +29,16 @@ pub struct WelchTest {
 /// Runs Welch's test on the summaries of A and B, with a `confidence` (e.g. 0.95)
 /// interval for mean B − mean A. Each sample needs at least two values, and at least one
 /// of them a non-zero variance.
+///
+/// ```
+/// use tlsperf::stats::{Summary, welch_t_test};
+/// let a = Summary::of(&[12.1, 11.8, 12.6, 13.0, 12.2, 11.9, 12.4, 12.8, 12.0, 12.5])?;
+/// let b = Summary::of(&[13.4, 13.9, 12.9, 14.2, 13.1, 13.8, 14.0, 13.3])?;
+/// let w = welch_t_test(&a, &b, 0.95)?;
+/// assert!((w.t - -6.014952).abs() < 1e-6 && (w.df - 13.878281).abs() < 1e-6);
+/// assert!(w.p < 0.05);
+/// # Ok::<(), tlsperf::stats::StatsError>(())
+/// ```
 pub fn welch_t_test(a: &Summary, b: &Summary, confidence: f64) -> Result<WelchTest, StatsError> {
     for (name, s) in [("sample A", a), ("sample B", b)] {
         if s.n < 2 {
