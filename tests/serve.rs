@@ -687,3 +687,69 @@ fn knobs_reach_the_handshake() {
         "{summary}"
     );
 }
+
+#[test]
+fn zero_rtt_requests_are_answered_and_counted() {
+    if !have("openssl", "0-RTT with openssl s_client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = pki(dir.path());
+    let s = Served::start(&[
+        "--cert",
+        &format!("{p}/server-chain.pem"),
+        "--key",
+        &format!("{p}/server.key"),
+        "--early-data",
+        "16384",
+    ]);
+    let sess = dir.path().join("s.pem");
+    let out = s_client(
+        s.port(),
+        &[
+            "-servername",
+            "localhost",
+            "-tls1_3",
+            "-sess_out",
+            sess.to_str().unwrap(),
+        ],
+    );
+    assert!(out.contains("New, TLSv1.3"), "{out}");
+    let req = common::write(
+        dir.path(),
+        "req.txt",
+        "GET / HTTP/1.0\r\nHost: localhost\r\n\r\n",
+    );
+    let mut child = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{}", s.port()),
+            "-servername",
+            "localhost",
+            "-tls1_3",
+            "-ign_eof",
+        ])
+        .args(["-sess_in", sess.to_str().unwrap(), "-early_data", &req])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let _ = child.wait();
+    assert!(out.contains("Early data was accepted"), "{out}");
+    assert!(
+        out.contains(r#"{"status":"ok"}"#),
+        "the 0-RTT request was answered: {out}"
+    );
+    let summary = s.stop();
+    assert_eq!(summary["handshakes"]["0rtt"]["count"], 1, "{summary}");
+    assert_eq!(summary["requests"], 2, "{summary}");
+}

@@ -93,6 +93,10 @@ pub struct ServeArgs {
     /// A certificate for one SNI name: NAME=CERT,KEY (repeatable).
     #[arg(long, value_name = "NAME=CERT,KEY")]
     sni: Vec<String>,
+    /// Refuse clients naming a host without an --sni certificate (default: serve the main
+    /// certificate); counted as the failure `no-matching-sni`.
+    #[arg(long, requires = "sni")]
+    sni_strict: bool,
     /// Longest time from TCP accept to handshake complete.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     handshake_timeout: Duration,
@@ -309,6 +313,7 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         cert,
         ocsp,
         sni,
+        sni_strict: a.sni_strict,
         client_auth: a.client_auth,
         client_ca,
         alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],

@@ -6,6 +6,7 @@
 //! The engine never prints: [`Server::bind`] reports the bound addresses and
 //! [`Server::run`] returns a [`ServeSummary`] when the shutdown future completes.
 
+pub mod early;
 pub mod http;
 pub mod metrics;
 
@@ -294,9 +295,17 @@ async fn connection(
         Ok(Ok(tls)) => tls,
     };
     let took = started.elapsed();
+    let mut tls = tls;
+    // 0-RTT data rustls accepted: read it out now and serve it first.
+    let mut early = Vec::new();
+    if let Some(mut data) = tls.get_mut().1.early_data() {
+        let _ = std::io::Read::read_to_end(&mut data, &mut early);
+        tracing::debug!(bytes = early.len(), "0-RTT data accepted");
+    }
     {
         let (_, conn) = tls.get_ref();
         let kind = match conn.handshake_kind() {
+            Some(rustls::HandshakeKind::Resumed) if !early.is_empty() => "0rtt",
             Some(rustls::HandshakeKind::Resumed) => "resumed",
             Some(rustls::HandshakeKind::FullWithHelloRetryRequest) => "full-hrr",
             _ => "full",
@@ -329,11 +338,25 @@ async fn connection(
     let metrics = Arc::clone(&ctx.metrics);
     let bodies = ctx.bodies.clone();
     let svc = service_fn(move |req| http::serve(req, bodies.clone(), Arc::clone(&metrics)));
-    let conn = ctx
-        .builder
-        .serve_connection(TokioIo::new(tls), svc)
-        .into_owned();
-    if let Err(e) = watcher.watch(conn).await {
+    // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
+    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    let io = TokioIo::new(early::Prefixed::new(early, tls));
+    let result = match alpn.as_deref() {
+        Some(b"h2") => {
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .serve_connection(io, svc);
+            watcher.watch(conn).await.map_err(|e| e.to_string())
+        }
+        Some(b"http/1.1") => {
+            let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, svc);
+            watcher.watch(conn).await.map_err(|e| e.to_string())
+        }
+        _ => watcher
+            .watch(ctx.builder.serve_connection(io, svc).into_owned())
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    if let Err(e) = result {
         tracing::debug!("connection ended: {e}");
     }
 }
@@ -347,6 +370,11 @@ fn failure_reason(e: &std::io::Error) -> &'static str {
                 "bad-client-certificate"
             }
             rustls::Error::PeerIncompatible(_) => "incompatible-client",
+            rustls::Error::General(m)
+                if m == crate::tls::server_config::NO_CERTIFICATE_RESOLVED =>
+            {
+                "no-matching-sni"
+            }
             rustls::Error::InvalidMessage(_)
             | rustls::Error::InappropriateMessage { .. }
             | rustls::Error::InappropriateHandshakeMessage { .. }

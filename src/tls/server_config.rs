@@ -132,6 +132,9 @@ pub struct ServerTlsOptions {
     pub ocsp: Option<Vec<u8>>,
     /// Certificates chosen by SNI name.
     pub sni: Vec<(String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    /// Refuse handshakes whose SNI name has no `sni` certificate (instead of serving the
+    /// default certificate); clients without SNI still get the default one.
+    pub sni_strict: bool,
     /// Client certificates.
     pub client_auth: ClientAuth,
     /// Roots for client certificates.
@@ -285,6 +288,7 @@ pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ServerConfigError> 
     let mut config = builder.with_cert_resolver(Arc::new(SniResolver {
         default: Arc::new(default),
         by_name,
+        strict: opts.sni_strict,
     }));
     config.alpn_protocols = opts.alpn.clone();
     match opts.resumption {
@@ -341,20 +345,28 @@ pub fn group_name(g: rustls::NamedGroup) -> String {
     format!("{g:?}").to_ascii_lowercase()
 }
 
-/// Picks the certificate by SNI name; the default one otherwise.
+/// Picks the certificate by SNI name; the default one otherwise (or none, when strict and
+/// the client named a host without a certificate).
 #[derive(Debug)]
 struct SniResolver {
     default: Arc<CertifiedKey>,
     by_name: HashMap<String, Arc<CertifiedKey>>,
+    strict: bool,
 }
+
+/// The message rustls gives when the resolver finds no certificate.
+pub const NO_CERTIFICATE_RESOLVED: &str = "no server certificate chain resolved";
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let chosen = hello
-            .server_name()
-            .and_then(|n| self.by_name.get(&n.to_ascii_lowercase()))
-            .unwrap_or(&self.default);
-        Some(Arc::clone(chosen))
+        match hello.server_name() {
+            Some(name) => match self.by_name.get(&name.to_ascii_lowercase()) {
+                Some(k) => Some(Arc::clone(k)),
+                None if self.strict => None,
+                None => Some(Arc::clone(&self.default)),
+            },
+            None => Some(Arc::clone(&self.default)),
+        }
     }
 }
 
