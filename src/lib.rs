@@ -15,6 +15,7 @@
 //! - [`report`]: human-readable renderings of results.
 //! - [`files`]: atomic file output (temp file + rename, private modes for keys).
 //! - [`when`]: user-given points in time (RFC 3339).
+//! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
 pub mod error;
@@ -30,5 +31,6 @@ pub mod when;
 
 #[doc(hidden)]
 pub mod cli;
+pub mod der;
 
 pub use error::ErrorClass;

@@ -137,9 +137,6 @@ struct Listening {
 pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
     let tls = tls_options(&a)?;
     if a.early_data > 0 && a.resumption == Resumption::Tickets {
-        tracing::warn!(
-            "--early-data with --resumption tickets: rustls accepts 0-RTT only with stateful resumption; early data will be rejected"
-        );
         eprintln!(
             "warning: --early-data with --resumption tickets: rustls accepts 0-RTT only with stateful resumption, so clients' early data will be rejected"
         );

@@ -484,12 +484,12 @@ impl Sink {
 
     fn cert(&mut self, der: &[u8], path: &Arc<Path>, line: usize, block: usize) {
         self.decoded += 1;
-        if self.keep_certs {
-            let key = tail_key(der.len(), der);
-            if let Some(i) = self.find(key, |i| self.certs[i].as_ref() == der) {
-                self.duplicate(i);
-                return;
-            }
+        let der_key = tail_key(der.len(), der);
+        if self.keep_certs
+            && let Some(i) = self.find(der_key, |i| self.certs[i].as_ref() == der)
+        {
+            self.duplicate(i);
+            return;
         }
         let t = Instant::now();
         match webpki::anchor_from_trusted_cert(&CertificateDer::from(der)) {
@@ -506,8 +506,10 @@ impl Sink {
                     }
                     self.index.entry(key).or_default().push(self.anchors.len());
                 } else {
-                    let key = tail_key(der.len(), der);
-                    self.index.entry(key).or_default().push(self.anchors.len());
+                    self.index
+                        .entry(der_key)
+                        .or_default()
+                        .push(self.anchors.len());
                     self.certs.push(CertificateDer::from(der.to_vec()));
                 }
                 self.anchors.push(anchor.to_owned());

@@ -186,14 +186,20 @@ pub fn measure_load(
         None
     };
 
-    let deferred_dirs = match &first.probe {
-        Some(p) => p
-            .deferred_dirs
-            .iter()
-            .filter(|d| d.is_dir())
-            .map(|d| dir_coverage(d, source))
-            .collect(),
-        None => Vec::new(),
+    let dirs: Vec<&PathBuf> = first
+        .probe
+        .iter()
+        .flat_map(|p| p.deferred_dirs.iter())
+        .filter(|d| d.is_dir())
+        .collect();
+    let deferred_dirs = if dirs.is_empty() {
+        Vec::new()
+    } else {
+        // The timed loads keep anchors only; comparing needs the certificates.
+        let with_certs = load(source, &super::load::LoadOptions::CERTS).map(|l| l.store);
+        let empty = TrustStore::new(Vec::new(), Vec::new(), String::new());
+        let store = with_certs.as_ref().unwrap_or(&empty);
+        dirs.into_iter().map(|d| dir_coverage(d, store)).collect()
     };
 
     Ok(LoadMeasurement {
@@ -218,10 +224,7 @@ fn read_one_bundle(path: &Path) -> usize {
     store.len()
 }
 
-fn dir_coverage(dir: &Path, source: &Source) -> DirCoverage {
-    let with_certs = load(source, &super::load::LoadOptions::CERTS).map(|l| l.store);
-    let empty = TrustStore::new(Vec::new(), Vec::new(), String::new());
-    let store = with_certs.as_ref().unwrap_or(&empty);
+fn dir_coverage(dir: &Path, store: &TrustStore) -> DirCoverage {
     let loaded: std::collections::HashSet<&[u8]> =
         store.certs().iter().map(|c| c.as_ref()).collect();
     match load(

@@ -376,26 +376,7 @@ fn certificate_prefix(der: &[u8], trailing_allowed: bool) -> Result<usize, &'sta
 /// Total length (header + content) of the DER SEQUENCE at the start of `der`, if `der`
 /// holds it completely.
 pub(crate) fn der_tlv_len(der: &[u8]) -> Option<usize> {
-    if der.len() < 2 || der[0] != 0x30 {
-        return None;
-    }
-    let (header, content) = match der[1] {
-        n @ 0..=0x7f => (2, usize::from(n)),
-        0x81 => (3, usize::from(*der.get(2)?)),
-        0x82 => (
-            4,
-            usize::from(u16::from_be_bytes([*der.get(2)?, *der.get(3)?])),
-        ),
-        0x83 => (
-            5,
-            (usize::from(*der.get(2)?) << 16)
-                | (usize::from(*der.get(3)?) << 8)
-                | usize::from(*der.get(4)?),
-        ),
-        _ => return None,
-    };
-    let total = header + content;
-    (total <= der.len()).then_some(total)
+    crate::der::sequence_len(der)
 }
 
 /// 0-based line offset (from the BEGIN line) of the first line in `body` with a byte

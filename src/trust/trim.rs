@@ -315,13 +315,14 @@ pub fn trim(
         let rest = &chain.certs[1..];
         // Every anchor whose subject names the issuer of a presented certificate is a
         // candidate; each is tried alone with rustls's path validation.
-        let issuers: Vec<Vec<u8>> = chain.certs.iter().filter_map(|c| issuer_value(c)).collect();
+        let issuers: Vec<&[u8]> = chain
+            .certs
+            .iter()
+            .filter_map(|c| crate::der::cert_names(c).map(|n| n.issuer))
+            .collect();
         let mut ok = BTreeSet::new();
         for (i, anchor) in anchors.iter().enumerate() {
-            if !issuers
-                .iter()
-                .any(|iss| iss.as_slice() == anchor.subject.as_ref())
-            {
+            if !issuers.iter().any(|iss| *iss == anchor.subject.as_ref()) {
                 continue;
             }
             let single = RootCertStore {
@@ -483,23 +484,6 @@ pub fn resolve_chains(
             }
         })
         .collect()
-}
-
-fn issuer_value(der: &CertificateDer<'_>) -> Option<Vec<u8>> {
-    let (_, cert) = X509Certificate::from_der(der).ok()?;
-    der_value(cert.issuer().as_raw()).map(<[u8]>::to_vec)
-}
-
-/// The content octets of the DER element at the start of `der`.
-fn der_value(der: &[u8]) -> Option<&[u8]> {
-    let total = pem::der_tlv_len(der)?;
-    let header = match der[1] {
-        0..=0x7f => 2,
-        0x81 => 3,
-        0x82 => 4,
-        _ => 5,
-    };
-    der.get(header..total)
 }
 
 fn leaf_cn(der: &CertificateDer<'_>) -> String {

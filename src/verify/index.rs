@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rustls::RootCertStore;
 use rustls_pki_types::{CertificateDer, TrustAnchor};
 
-use super::der::cert_names;
+use crate::der::cert_names;
 use crate::trust::TrustStore;
 
 struct Group {
@@ -35,7 +35,8 @@ pub struct Candidates {
     /// The candidate anchors as a root store, in store order.
     pub roots: Arc<RootCertStore>,
     /// How many of them have a subject key identifier equal to the authority key
-    /// identifier of a presented certificate (when the store has certificates).
+    /// identifier of a presented certificate (when the store has certificates); counted
+    /// only by [`AnchorIndex::candidates_detailed`], 0 otherwise.
     pub by_key_id: usize,
 }
 
@@ -91,11 +92,30 @@ impl AnchorIndex {
         Arc::clone(&self.anchors)
     }
 
-    /// The candidate anchors for a presented chain.
+    /// The candidate anchors for a presented chain (the verification hot path).
     pub fn candidates(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
+    ) -> Candidates {
+        self.find(end_entity, intermediates, false)
+    }
+
+    /// Like [`AnchorIndex::candidates`], also counting candidates matched by key
+    /// identifier (for reports).
+    pub fn candidates_detailed(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+    ) -> Candidates {
+        self.find(end_entity, intermediates, true)
+    }
+
+    fn find(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        count_key_ids: bool,
     ) -> Candidates {
         let mut groups: Vec<&Group> = Vec::new();
         let mut key_ids = 0;
@@ -106,7 +126,8 @@ impl AnchorIndex {
             if let Some(g) = self.by_subject.get(names.issuer)
                 && !groups.iter().any(|x| std::ptr::eq(*x, g))
             {
-                if let Some(aki) = names.authority_key_id
+                if count_key_ids
+                    && let Some(aki) = names.authority_key_id
                     && let Some(ids) = self.by_key_id.get(aki)
                 {
                     key_ids += ids.iter().filter(|i| g.indexes.contains(i)).count();

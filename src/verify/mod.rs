@@ -1,13 +1,11 @@
 //! Chain verification that stays flat as the trust store grows.
 //!
 //! - [`bench`]: `verify bench`, the four ways to hold roots against store size.
-//! - [`der`]: issuer/subject names and key identifiers straight from DER.
 //! - [`index`]: [`AnchorIndex`], anchors by subject (and key identifier).
 //! - [`verifier`]: [`IndexedVerifier`], a rustls `ServerCertVerifier` over the index,
 //!   with a detailed mode (path, phases, signature checks).
 
 pub mod bench;
-pub mod der;
 pub mod index;
 pub mod verifier;
 

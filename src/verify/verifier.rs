@@ -73,22 +73,11 @@ impl IndexedVerifier {
     ) -> VerifyReport {
         let started = Instant::now();
         let counters = Counters::default();
-        let wrapped: Vec<Counting<'_>> = self
-            .algs
-            .all
-            .iter()
-            .map(|&inner| Counting {
-                inner,
-                counters: &counters,
-            })
-            .collect();
-        let algs: Vec<&dyn SignatureVerificationAlgorithm> = wrapped
-            .iter()
-            .map(|w| w as &dyn SignatureVerificationAlgorithm)
-            .collect();
+        let wrapped = counting(self.algs.all, &counters);
+        let algs = as_dyn(&wrapped);
 
         let t = Instant::now();
-        let candidates = self.index.candidates(end_entity, intermediates);
+        let candidates = self.index.candidates_detailed(end_entity, intermediates);
         let lookup = t.elapsed();
 
         let mut report = VerifyReport {
@@ -308,23 +297,35 @@ pub fn count_signature_checks(
     now: UnixTime,
 ) -> u32 {
     let counters = Counters::default();
-    let algs = provider.crypto_provider().signature_verification_algorithms;
-    let wrapped: Vec<Counting<'_>> = algs
-        .all
-        .iter()
-        .map(|&inner| Counting {
-            inner,
-            counters: &counters,
-        })
-        .collect();
-    let refs: Vec<&dyn SignatureVerificationAlgorithm> = wrapped
-        .iter()
-        .map(|w| w as &dyn SignatureVerificationAlgorithm)
-        .collect();
+    let wrapped = counting(
+        provider
+            .crypto_provider()
+            .signature_verification_algorithms
+            .all,
+        &counters,
+    );
+    let refs = as_dyn(&wrapped);
     if let Ok(cert) = ParsedCertificate::try_from(end_entity) {
         let _ = verify_server_cert_signed_by_trust_anchor(&cert, roots, intermediates, now, &refs);
     }
     counters.count.load(Ordering::Relaxed)
+}
+
+/// `algs`, each wrapped to count and time its verifications into `counters`.
+fn counting<'c>(
+    algs: &[&'static dyn SignatureVerificationAlgorithm],
+    counters: &'c Counters,
+) -> Vec<Counting<'c>> {
+    algs.iter()
+        .map(|&inner| Counting { inner, counters })
+        .collect()
+}
+
+fn as_dyn<'a>(wrapped: &'a [Counting<'_>]) -> Vec<&'a dyn SignatureVerificationAlgorithm> {
+    wrapped
+        .iter()
+        .map(|w| w as &dyn SignatureVerificationAlgorithm)
+        .collect()
 }
 
 fn duration_ns(d: Duration) -> u64 {
