@@ -88,7 +88,8 @@ impl fmt::Display for FileProblem {
     }
 }
 
-/// Time spent in each layer of one load.
+/// Time spent in each layer of one load (without [`LoadOptions::layer_times`], only the
+/// probe and the total; the layer fields stay zero).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct LayerTimes {
     /// Probing candidate paths (system source only).
@@ -176,6 +177,9 @@ pub struct LoadOptions {
     pub keep_certs: bool,
     /// Also time a full X.509 parse of every certificate (layer 4; implies `keep_certs`).
     pub x509: bool,
+    /// Time each layer (two clock reads per certificate and per chunk read). Off, only
+    /// the probe and the total are timed: what a client that just wants the store pays.
+    pub layer_times: bool,
 }
 
 impl LoadOptions {
@@ -183,16 +187,42 @@ impl LoadOptions {
     pub const ANCHORS: LoadOptions = LoadOptions {
         keep_certs: false,
         x509: false,
+        layer_times: true,
     };
     /// Anchors and certificates.
     pub const CERTS: LoadOptions = LoadOptions {
         keep_certs: true,
         x509: false,
+        layer_times: true,
     };
+
+    /// The same without per-layer timing.
+    pub const fn untimed(self) -> LoadOptions {
+        LoadOptions {
+            layer_times: false,
+            ..self
+        }
+    }
+}
+
+/// A stopwatch for one layer's share that costs nothing when layer timing is off.
+#[derive(Clone, Copy)]
+struct Lap(Option<Instant>);
+
+impl Lap {
+    fn start(on: bool) -> Lap {
+        Lap(on.then(Instant::now))
+    }
+
+    fn add_to(self, total: &mut Duration) {
+        if let Some(t) = self.0 {
+            *total += t.elapsed();
+        }
+    }
 }
 
 /// Size of the read buffer: a bundle is streamed through it, never held whole.
-const CHUNK: usize = 32 << 10;
+const CHUNK: usize = 16 << 10;
 
 /// Loads `source` in timed layers.
 ///
@@ -237,7 +267,8 @@ pub fn load(source: &Source, opts: &LoadOptions) -> Result<Loaded, TrustError> {
     let strict = !matches!(source, Source::System { .. });
     let mut reader = Reader {
         buf: vec![0u8; CHUNK],
-        sink: Sink::new(keep_certs),
+        timed: opts.layer_times,
+        sink: Sink::new(keep_certs, opts.layer_times),
         seen_files: BTreeSet::new(),
     };
     for f in &files {
@@ -288,6 +319,7 @@ pub fn load(source: &Source, opts: &LoadOptions) -> Result<Loaded, TrustError> {
 /// Reads files through one buffer into a [`Sink`].
 struct Reader {
     buf: Vec<u8>,
+    timed: bool,
     sink: Sink,
     seen_files: BTreeSet<(u64, u64)>,
 }
@@ -305,11 +337,11 @@ impl Reader {
             path: path.to_path_buf(),
             source: Arc::new(e),
         };
-        let t = Instant::now();
+        let t = Lap::start(self.timed);
         stats.files_opened += 1;
         let mut file = fs::File::open(path).map_err(read_err)?;
         let meta = file.metadata().map_err(read_err)?;
-        times.io += t.elapsed();
+        t.add_to(&mut times.io);
         if !meta.is_file() {
             return Err(TrustError::NotRegular {
                 path: path.to_path_buf(),
@@ -334,22 +366,22 @@ impl Reader {
                 // One block larger than the buffer: grow (bounded by MAX_FILE_SIZE).
                 self.buf.resize(self.buf.len() * 2, 0);
             }
-            let t = Instant::now();
+            let t = Lap::start(self.timed);
             let n = file.read(&mut self.buf[filled..]).map_err(read_err)?;
-            times.io += t.elapsed();
+            t.add_to(&mut times.io);
             filled += n;
             total += n as u64;
             let eof = n == 0;
             if first && !eof && !pem::looks_like_pem(&self.buf[..filled]) {
                 // A DER file: small; read it whole.
                 let mut whole = self.buf[..filled].to_vec();
-                let t = Instant::now();
+                let t = Lap::start(self.timed);
                 file.read_to_end(&mut whole).map_err(read_err)?;
-                times.io += t.elapsed();
+                t.add_to(&mut times.io);
                 total = whole.len() as u64;
-                let t = Instant::now();
+                let t = Lap::start(self.timed);
                 let decoded = pem::decode(&whole);
-                times.pem += t.elapsed();
+                t.add_to(&mut times.pem);
                 for c in decoded.certs {
                     self.sink.cert(&c.der, &shared_path, c.line, c.block);
                 }
@@ -357,12 +389,12 @@ impl Reader {
                 break;
             }
             first = false;
-            let t = Instant::now();
+            let t = Lap::start(self.timed);
             let sink = &mut self.sink;
             let consumed = stream.feed(&self.buf[..filled], eof, &mut |der, line, block| {
                 sink.cert(der, &shared_path, line, block);
             });
-            times.pem += t.elapsed();
+            t.add_to(&mut times.pem);
             self.buf.copy_within(consumed..filled, 0);
             filled -= consumed;
             if eof {
@@ -383,14 +415,14 @@ impl Reader {
         stats: &mut LoadStats,
         times: &mut LayerTimes,
     ) -> Result<(), TrustError> {
-        let t = Instant::now();
+        let t = Lap::start(self.timed);
         stats.files_opened += 1;
         let listing = fs::read_dir(dir).map(|rd| {
             let mut paths: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
             paths.sort();
             paths
         });
-        times.io += t.elapsed();
+        t.add_to(&mut times.io);
         let paths = match listing {
             Ok(p) => p,
             Err(e) => {
@@ -408,9 +440,9 @@ impl Reader {
         for path in paths {
             stats.dir_entries += 1;
             // Follows symbolic links without opening anything.
-            let t = Instant::now();
+            let t = Lap::start(self.timed);
             let meta = fs::metadata(&path);
-            times.io += t.elapsed();
+            t.add_to(&mut times.io);
             let meta = match meta {
                 Ok(m) => m,
                 Err(e) => {
@@ -460,22 +492,29 @@ struct Sink {
     certs: Vec<CertificateDer<'static>>,
     anchors: Vec<TrustAnchor<'static>>,
     occurrences: Vec<u32>,
-    index: HashMap<u64, Vec<usize>, BuildHasherDefault<KeyHasher>>,
+    /// Hash key → the latest anchor with that key; `same_key` chains to earlier ones
+    /// (no allocation per entry).
+    index: HashMap<u64, usize, BuildHasherDefault<KeyHasher>>,
+    /// For each anchor, the previous anchor with the same hash key (`usize::MAX`: none).
+    same_key: Vec<usize>,
     anchor_time: Duration,
+    timed: bool,
     decoded: usize,
     duplicates: usize,
     problems: Vec<FileProblem>,
 }
 
 impl Sink {
-    fn new(keep_certs: bool) -> Self {
+    fn new(keep_certs: bool, timed: bool) -> Self {
         Sink {
             keep_certs,
             certs: Vec::new(),
             anchors: Vec::new(),
             occurrences: Vec::new(),
             index: HashMap::default(),
+            same_key: Vec::new(),
             anchor_time: Duration::ZERO,
+            timed,
             decoded: 0,
             duplicates: 0,
             problems: Vec::new(),
@@ -491,7 +530,7 @@ impl Sink {
             self.duplicate(i);
             return;
         }
-        let t = Instant::now();
+        let t = Lap::start(self.timed);
         match webpki::anchor_from_trusted_cert(&CertificateDer::from(der)) {
             Ok(anchor) => {
                 if !self.keep_certs {
@@ -501,15 +540,12 @@ impl Sink {
                     );
                     if let Some(i) = self.find(key, |i| same_anchor(&self.anchors[i], &anchor)) {
                         self.duplicate(i);
-                        self.anchor_time += t.elapsed();
+                        t.add_to(&mut self.anchor_time);
                         return;
                     }
-                    self.index.entry(key).or_default().push(self.anchors.len());
+                    self.remember(key);
                 } else {
-                    self.index
-                        .entry(der_key)
-                        .or_default()
-                        .push(self.anchors.len());
+                    self.remember(der_key);
                     self.certs.push(CertificateDer::from(der.to_vec()));
                 }
                 self.anchors.push(anchor.to_owned());
@@ -523,20 +559,35 @@ impl Sink {
                 ignored: false,
             }),
         }
-        self.anchor_time += t.elapsed();
+        t.add_to(&mut self.anchor_time);
     }
 
     fn reserve(&mut self, n: usize) {
         self.anchors.reserve(n);
         self.occurrences.reserve(n);
         self.index.reserve(n);
+        self.same_key.reserve(n);
         if self.keep_certs {
             self.certs.reserve(n);
         }
     }
 
     fn find(&self, key: u64, same: impl Fn(usize) -> bool) -> Option<usize> {
-        self.index.get(&key)?.iter().copied().find(|&i| same(i))
+        let mut at = *self.index.get(&key)?;
+        while at != usize::MAX {
+            if same(at) {
+                return Some(at);
+            }
+            at = self.same_key[at];
+        }
+        None
+    }
+
+    /// Indexes the anchor about to be pushed under `key`.
+    fn remember(&mut self, key: u64) {
+        let i = self.anchors.len();
+        let previous = self.index.insert(key, i).unwrap_or(usize::MAX);
+        self.same_key.push(previous);
     }
 
     fn duplicate(&mut self, i: usize) {
@@ -635,6 +686,7 @@ mod tests {
             &LoadOptions {
                 keep_certs: true,
                 x509: true,
+                layer_times: true,
             },
         )
         .unwrap();

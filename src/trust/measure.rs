@@ -97,6 +97,7 @@ pub fn measure_load(
     let opts = super::load::LoadOptions {
         keep_certs: false,
         x509,
+        layer_times: true,
     };
     let system = matches!(source, Source::System { root: None });
     let bundle_file = match source {

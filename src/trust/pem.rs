@@ -4,11 +4,13 @@
 //!
 //! Why not `rustls-pki-types`' PEM reader: it decodes base64 in constant time (right for
 //! private keys, slow for public certificates) and cannot say which line a bad block is
-//! on. Here, blocks are found with `memchr`'s substring search and bodies decoded with
-//! `base64-simd`'s whitespace-tolerant decoder. Every problem names its block and line;
-//! one bad block never stops the rest of the file from loading.
+//! on. Here, a clean block (lines of base64 up to its END marker, the common case) is
+//! walked line by line once: the walk finds the END marker, counts lines and gathers the
+//! base64, decoded in one `base64-simd` pass; no substring search runs over the body.
+//! Anything else goes to a careful path that searches for markers and falls back to the
+//! whitespace-tolerant decoder. Every problem names its block and line; one bad block
+//! never stops the rest of the file from loading.
 
-use memchr::memmem;
 use rustls_pki_types::CertificateDer;
 
 /// A certificate decoded from a file, with where it came from.
@@ -75,15 +77,29 @@ pub fn decode(data: &[u8]) -> Decoded {
 /// and has no PEM marker.
 pub fn looks_like_pem(data: &[u8]) -> bool {
     let der_start = data.len() >= 2 && data[0] == 0x30 && matches!(data[1], 0x81..=0x83);
-    !der_start || memmem::find(data, BEGIN).is_some()
+    !der_start || find_marker(data, BEGIN).is_some()
+}
+
+/// The first occurrence of `marker` (which starts with a dash) in `hay`. Markers are
+/// rare and base64 has no dash, so jumping from dash to dash with `memchr` beats a
+/// general substring search (and needs no searcher built first).
+fn find_marker(hay: &[u8], marker: &[u8]) -> Option<usize> {
+    debug_assert_eq!(marker.first(), Some(&b'-'));
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'-', &hay[from..]) {
+        let at = from + i;
+        if hay[at..].starts_with(marker) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// An incremental PEM decoder: feed it a file chunk by chunk (so a large bundle never
 /// needs to sit in fresh memory whole); it hands each certificate's DER to a callback,
 /// with its line and block number, and collects problems.
 pub struct PemStream {
-    begin: memmem::Finder<'static>,
-    end: memmem::Finder<'static>,
     /// Line number of the first byte of the next chunk.
     line: usize,
     block: usize,
@@ -102,8 +118,6 @@ impl PemStream {
     /// A decoder at the start of a file.
     pub fn new() -> Self {
         PemStream {
-            begin: memmem::Finder::new(BEGIN),
-            end: memmem::Finder::new(END),
             line: 1,
             block: 0,
             scratch: Vec::new(),
@@ -123,10 +137,10 @@ impl PemStream {
     ) -> usize {
         let mut lines = LineCounter::new(buf, self.line);
         let mut consumed = 0;
-        let mut next_begin = self.begin.find(buf);
+        let mut next_begin = find_begin(buf);
         while let Some(start) = next_begin {
             let label_start = start + BEGIN.len();
-            let Some(label_len) = memmem::find(&buf[label_start..], DASHES) else {
+            let Some(label_len) = find_marker(&buf[label_start..], DASHES) else {
                 if !eof {
                     return self.stop(&mut lines, start);
                 }
@@ -147,19 +161,33 @@ impl PemStream {
                 let line = lines.line_at(start);
                 self.problems
                     .push(damage(line, self.block, "BEGIN marker broken across lines"));
-                next_begin = self
-                    .begin
-                    .find(&buf[label_start..])
-                    .map(|p| label_start + p);
+                next_begin = find_begin(&buf[label_start..]).map(|p| label_start + p);
                 consumed = next_begin.unwrap_or(label_start);
                 continue;
             }
             let label_text = || String::from_utf8_lossy(label).into_owned();
-            let end = self.end.find(&buf[body_start..]).map(|p| body_start + p);
+            if let Some(label_kind) = certificate_label(label)
+                && let Some(clean) = clean_block(buf, body_start, label, &mut self.scratch)
+            {
+                self.block += 1;
+                let line = lines.line_at(start);
+                lines.skip_to(clean.end_marker, line + clean.newlines);
+                consumed = clean.end_marker + END.len() + label.len() + DASHES.len();
+                next_begin = find_begin(&buf[consumed..]).map(|p| consumed + p);
+                match certificate_prefix(&self.scratch[..clean.der_len], label_kind) {
+                    Ok(len) => {
+                        on_cert(&self.scratch[..len], line, self.block);
+                        self.certs += 1;
+                    }
+                    Err(why) => self.problems.push(damage(line, self.block, why)),
+                }
+                continue;
+            }
+            let end = find_marker(&buf[body_start..], END).map(|p| body_start + p);
             let complete =
                 end.is_some_and(|e| e + END.len() + label.len() + DASHES.len() <= buf.len());
             let Some(end) = end.filter(|_| complete) else {
-                let following = self.begin.find(&buf[body_start..]).map(|p| body_start + p);
+                let following = find_begin(&buf[body_start..]).map(|p| body_start + p);
                 if !eof && following.is_none() {
                     return self.stop(&mut lines, start);
                 }
@@ -185,10 +213,7 @@ impl PemStream {
             let line = lines.line_at(start);
             let body = &buf[body_start..end];
             let end_label_start = end + END.len();
-            next_begin = self
-                .begin
-                .find(&buf[end_label_start..])
-                .map(|p| end_label_start + p);
+            next_begin = find_begin(&buf[end_label_start..]).map(|p| end_label_start + p);
             consumed = end_label_start;
             let end_matches = buf[end_label_start..].starts_with(label)
                 && buf[end_label_start + label.len()..].starts_with(DASHES);
@@ -196,7 +221,7 @@ impl PemStream {
             // something is already wrong, so good bundles are scanned once).
             let truncated =
                 |this: &mut Self, next: &mut Option<usize>, consumed: &mut usize| -> bool {
-                    match this.begin.find(body) {
+                    match find_begin(body) {
                         Some(p) => {
                             this.problems.push(damage(
                                 line,
@@ -227,18 +252,14 @@ impl PemStream {
                 continue;
             }
             consumed = end_label_start + label.len() + DASHES.len();
-            let trusted = match label {
-                b"CERTIFICATE" | b"X509 CERTIFICATE" => false,
-                b"TRUSTED CERTIFICATE" => true,
-                _ => {
-                    self.problems.push(BlockProblem {
-                        line,
-                        block: Some(block),
-                        reason: format!("not a certificate block ({}), ignored", label_text()),
-                        ignored: true,
-                    });
-                    continue;
-                }
+            let Some(trusted) = certificate_label(label) else {
+                self.problems.push(BlockProblem {
+                    line,
+                    block: Some(block),
+                    reason: format!("not a certificate block ({}), ignored", label_text()),
+                    ignored: true,
+                });
+                continue;
             };
             let Some(der) = decode_body(body, &mut self.scratch) else {
                 if truncated(self, &mut next_begin, &mut consumed) {
@@ -295,6 +316,74 @@ impl PemStream {
             });
         }
         self.problems
+    }
+}
+
+/// For a certificate label, whether DER may be followed by trust data (OpenSSL's
+/// `TRUSTED CERTIFICATE`); `None` for other labels.
+fn certificate_label(label: &[u8]) -> Option<bool> {
+    match label {
+        b"CERTIFICATE" | b"X509 CERTIFICATE" => Some(false),
+        b"TRUSTED CERTIFICATE" => Some(true),
+        _ => None,
+    }
+}
+
+fn find_begin(hay: &[u8]) -> Option<usize> {
+    find_marker(hay, BEGIN)
+}
+
+/// A block read in one pass by [`clean_block`].
+struct CleanBlock {
+    /// Length of the DER left at the start of the scratch buffer.
+    der_len: usize,
+    /// Offset of the `-----END ` marker.
+    end_marker: usize,
+    /// Newlines between the BEGIN marker and the END marker.
+    newlines: usize,
+}
+
+/// The common case in one pass: from the end of the BEGIN marker, every line up to one
+/// that starts `-----END <label>-----` is base64 (ends trimmed); their base64 decodes in
+/// one go into `scratch`. `None` (a dash elsewhere, a short buffer, bad base64…) sends
+/// the block to the careful path, which finds the same block the same way or says
+/// what is wrong with it: since decoded lines hold no dash, the END found here is the
+/// first one after BEGIN, as the careful path would find.
+fn clean_block(
+    buf: &[u8],
+    body_start: usize,
+    label: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Option<CleanBlock> {
+    scratch.clear();
+    let mut pos = body_start;
+    let mut newlines = 0;
+    loop {
+        let rest = &buf[pos..];
+        if rest.starts_with(DASHES) {
+            let after = rest.strip_prefix(END)?.strip_prefix(label)?;
+            if !after.starts_with(DASHES) {
+                return None;
+            }
+            let der_len = base64_simd::STANDARD.decode_inplace(scratch).ok()?.len();
+            return Some(CleanBlock {
+                der_len,
+                end_marker: pos,
+                newlines,
+            });
+        }
+        // Most PEM lines are 64 characters and a newline: copied as a fixed-size block
+        // (untrimmed: whitespace there fails the decode and takes the careful path).
+        let eol = if let (Some(line), Some(b'\n')) = (rest.first_chunk::<64>(), rest.get(64)) {
+            scratch.extend_from_slice(line);
+            64
+        } else {
+            let eol = memchr::memchr(b'\n', rest)?;
+            scratch.extend_from_slice(rest[..eol].trim_ascii());
+            eol
+        };
+        newlines += 1;
+        pos += eol + 1;
     }
 }
 
@@ -410,6 +499,14 @@ impl<'a> LineCounter<'a> {
         }
     }
 
+    /// Records that `offset` (at or after the current position) is on `line`, counted by
+    /// the caller.
+    fn skip_to(&mut self, offset: usize, line: usize) {
+        debug_assert!(offset >= self.pos);
+        self.pos = offset;
+        self.line = line;
+    }
+
     fn line_at(&mut self, offset: usize) -> usize {
         if offset > self.pos {
             self.line += memchr::memchr_iter(b'\n', &self.data[self.pos..offset]).count();
@@ -446,6 +543,45 @@ mod tests {
         assert_eq!(d.certs[0].line, 4);
         assert_eq!(d.certs[1].der, p.intermediate.der);
         assert_eq!(d.certs[1].block, 2);
+    }
+
+    /// The one-pass path (clean blocks) and the careful path (anything odd) find the same
+    /// certificates on the same lines.
+    #[test]
+    fn clean_and_careful_blocks_agree_on_lines() {
+        let p = pki();
+        // A space inside a base64 line, and an END marker glued to the last base64 line:
+        // both legal enough to load, both only on the careful path.
+        let spaced = p
+            .intermediate
+            .pem
+            .replacen("\n", "\n ", 3)
+            .replacen("MII", "MI I", 1);
+        let glued = p.server.pem.replace("\n-----END", "-----END");
+        let text = format!(
+            "x\n{}{spaced}-- text with dashes --\n{glued}\n\n{}",
+            p.root.pem.replace('\n', "\r\n"),
+            p.client.pem
+        );
+        let d = decode(text.as_bytes());
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        let begins: Vec<usize> = text
+            .match_indices("-----BEGIN")
+            .map(|(at, _)| text[..at].matches('\n').count() + 1)
+            .collect();
+        let lines: Vec<usize> = d.certs.iter().map(|c| c.line).collect();
+        assert_eq!(lines, begins);
+        let ders: Vec<_> = d.certs.iter().map(|c| c.der.clone()).collect();
+        assert_eq!(
+            ders,
+            [
+                &p.root.der,
+                &p.intermediate.der,
+                &p.server.der,
+                &p.client.der
+            ]
+            .map(|d| d.clone())
+        );
     }
 
     #[test]

@@ -40,7 +40,11 @@ impl TrustStore {
     /// Loads the system store now (probe, read, decode): a fresh load on every call. Use
     /// [`TrustStore::system_shared`] unless measuring the load itself.
     pub fn system() -> Result<TrustStore, TrustError> {
-        Ok(load(&Source::System { root: None }, &LoadOptions::ANCHORS)?.store)
+        Ok(load(
+            &Source::System { root: None },
+            &LoadOptions::ANCHORS.untimed(),
+        )?
+        .store)
     }
 
     /// The process-wide system store: loaded once, on first use, then shared.
@@ -51,13 +55,21 @@ impl TrustStore {
 
     /// Loads a PEM (or DER) bundle file.
     pub fn from_pem_file(path: &Path) -> Result<TrustStore, TrustError> {
-        Ok(load(&Source::Bundle(path.to_path_buf()), &LoadOptions::CERTS)?.store)
+        Ok(load(
+            &Source::Bundle(path.to_path_buf()),
+            &LoadOptions::CERTS.untimed(),
+        )?
+        .store)
     }
 
     /// Loads every certificate file of a directory (hashed links to the same file are read
     /// once).
     pub fn from_dir(path: &Path) -> Result<TrustStore, TrustError> {
-        Ok(load(&Source::Dir(path.to_path_buf()), &LoadOptions::CERTS)?.store)
+        Ok(load(
+            &Source::Dir(path.to_path_buf()),
+            &LoadOptions::CERTS.untimed(),
+        )?
+        .store)
     }
 
     /// Mozilla's roots as compiled into the `webpki-roots` crate (anchors only: no
