@@ -14,7 +14,8 @@ use crate::pki::{KeyType, PkiOptions, TestPki};
 use crate::report::text;
 use crate::server::{Rotation, ServeOptions, Server};
 use crate::tls::Provider;
-use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions, TlsVersion};
+use crate::tls::choices::{self, TlsVersion};
+use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions};
 use crate::tls::tickets::TicketKeyRing;
 use crate::trust::TrustStore;
 
@@ -244,7 +245,7 @@ async fn shutdown_signal(duration: Option<Duration>) {
 
 fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
     let cert = match (&a.cert, &a.key) {
-        (Some(c), Some(k)) => (server_config::read_chain(c)?, server_config::read_key(k)?),
+        (Some(c), Some(k)) => (choices::read_chain(c)?, choices::read_key(k)?),
         _ => {
             let key = a.gen_cert.unwrap_or(KeyType::EcdsaP256);
             let pki = TestPki::generate(&PkiOptions {
@@ -264,14 +265,12 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         ));
     }
     let ocsp = match &a.ocsp {
-        Some(p) => {
-            Some(
-                std::fs::read(p).map_err(|source| server_config::ServerConfigError::Read {
-                    path: p.clone(),
-                    source,
-                })?,
-            )
-        }
+        Some(p) => Some(
+            std::fs::read(p).map_err(|source| choices::ConfigError::Read {
+                path: p.clone(),
+                source,
+            })?,
+        ),
         None => None,
     };
     let mut sni = Vec::new();
@@ -283,8 +282,8 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
             .map_err(|_| CliError::input(format!("--sni '{spec}': '{name}' is not a DNS name")))?;
         sni.push((
             name.to_string(),
-            server_config::read_chain(std::path::Path::new(c))?,
-            server_config::read_key(std::path::Path::new(k))?,
+            choices::read_chain(std::path::Path::new(c))?,
+            choices::read_key(std::path::Path::new(k))?,
         ));
     }
     let client_ca = match &a.client_ca {

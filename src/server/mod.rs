@@ -319,7 +319,7 @@ async fn connection(
                     .unwrap_or_default(),
                 group: conn
                     .negotiated_key_exchange_group()
-                    .map(|g| crate::tls::server_config::group_name(g.name()))
+                    .map(|g| crate::tls::choices::group_name(g.name()))
                     .unwrap_or_default(),
                 suite: conn
                     .negotiated_cipher_suite()

@@ -4,6 +4,7 @@
 //! The provider is a value passed explicitly into every rustls config this crate builds;
 //! the library never installs a process-wide default provider.
 
+pub mod choices;
 pub mod kx_pool;
 mod provider;
 pub mod server_config;

@@ -4,71 +4,20 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::server::{
     ClientHello, NoServerSessionStorage, ProducesTickets, ResolvesServerCert,
     ServerSessionMemoryCache, WebPkiClientVerifier,
 };
 use rustls::sign::CertifiedKey;
-use rustls::{ServerConfig, SupportedProtocolVersion};
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::Provider;
-use crate::error::{Classify, ErrorClass, io_input_class};
+use super::choices::{self, ConfigError, TlsVersion};
 use crate::trust::TrustStore;
-
-/// A failure building the server configuration.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ServerConfigError {
-    /// A certificate or key file could not be read.
-    #[error("cannot read {}", .path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A certificate or key file holds nothing usable.
-    #[error("{}: {reason}", .path.display())]
-    BadFile {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
-    /// A flag value is not supported by the provider.
-    #[error("{flag}: {reason}")]
-    BadChoice {
-        /// The flag.
-        flag: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// rustls refused the combination.
-    #[error("{what}: {source}")]
-    Rustls {
-        /// What was being built.
-        what: String,
-        /// rustls's error.
-        #[source]
-        source: rustls::Error,
-    },
-}
-
-impl Classify for ServerConfigError {
-    fn class(&self) -> ErrorClass {
-        match self {
-            ServerConfigError::Read { source, .. } => io_input_class(source),
-            _ => ErrorClass::Input,
-        }
-    }
-}
 
 /// How sessions resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -93,17 +42,6 @@ pub enum ClientAuth {
     Optional,
     /// Required and verified.
     Required,
-}
-
-/// TLS protocol versions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TlsVersion {
-    /// TLS 1.2.
-    #[value(name = "1.2")]
-    V1_2,
-    /// TLS 1.3.
-    #[value(name = "1.3")]
-    V1_3,
 }
 
 /// Everything the server configuration is built from.
@@ -167,76 +105,15 @@ pub struct BuiltConfig {
 }
 
 /// Builds the configuration.
-pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ServerConfigError> {
-    let mut provider = (*opts.provider.crypto_provider()).clone();
-    if !opts.groups.is_empty() {
-        provider.kx_groups = opts
-            .groups
-            .iter()
-            .map(|want| {
-                provider
-                    .kx_groups
-                    .iter()
-                    .find(|g| group_name(g.name()).eq_ignore_ascii_case(want))
-                    .copied()
-                    .ok_or_else(|| ServerConfigError::BadChoice {
-                        flag: "--groups",
-                        reason: format!(
-                            "unknown group '{want}' for {} (available: {})",
-                            opts.provider,
-                            provider
-                                .kx_groups
-                                .iter()
-                                .map(|g| group_name(g.name()))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    })
-            })
-            .collect::<Result<_, _>>()?;
-    }
-    if !opts.ciphers.is_empty() {
-        provider.cipher_suites = opts
-            .ciphers
-            .iter()
-            .map(|want| {
-                provider
-                    .cipher_suites
-                    .iter()
-                    .find(|s| format!("{:?}", s.suite()).eq_ignore_ascii_case(want))
-                    .copied()
-                    .ok_or_else(|| ServerConfigError::BadChoice {
-                        flag: "--ciphers",
-                        reason: format!(
-                            "unknown cipher suite '{want}' (available: {})",
-                            provider
-                                .cipher_suites
-                                .iter()
-                                .map(|s| format!("{:?}", s.suite()))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    })
-            })
-            .collect::<Result<_, _>>()?;
-    }
+pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ConfigError> {
+    let mut provider = choices::customized_provider(opts.provider, &opts.groups, &opts.ciphers)?;
     let kx_pools =
         (opts.kx_pool > 0).then(|| Arc::new(super::kx_pool::install(&mut provider, opts.kx_pool)));
     let provider = Arc::new(provider);
-    let versions: Vec<&'static SupportedProtocolVersion> = if opts.versions.is_empty() {
-        rustls::DEFAULT_VERSIONS.to_vec()
-    } else {
-        opts.versions
-            .iter()
-            .map(|v| match v {
-                TlsVersion::V1_2 => &rustls::version::TLS12,
-                TlsVersion::V1_3 => &rustls::version::TLS13,
-            })
-            .collect()
-    };
+    let versions = choices::protocol_versions(&opts.versions);
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
-        .map_err(|source| ServerConfigError::Rustls {
+        .map_err(|source| ConfigError::Rustls {
             what: "--tls/--groups/--ciphers".into(),
             source,
         })?;
@@ -246,7 +123,7 @@ pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ServerConfigError> 
             let store = opts
                 .client_ca
                 .as_ref()
-                .ok_or_else(|| ServerConfigError::BadChoice {
+                .ok_or_else(|| ConfigError::BadChoice {
                     flag: "--client-auth",
                     reason: "needs --client-ca FILE (the roots client certificates must chain to)"
                         .into(),
@@ -258,11 +135,9 @@ pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ServerConfigError> 
             if mode == ClientAuth::Optional {
                 v = v.allow_unauthenticated();
             }
-            builder.with_client_cert_verifier(v.build().map_err(|e| {
-                ServerConfigError::BadChoice {
-                    flag: "--client-ca",
-                    reason: e.to_string(),
-                }
+            builder.with_client_cert_verifier(v.build().map_err(|e| ConfigError::BadChoice {
+                flag: "--client-ca",
+                reason: e.to_string(),
             })?)
         }
     };
@@ -316,12 +191,12 @@ pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ServerConfigError> 
     })
 }
 
-fn provider_ticketer(p: Provider) -> Result<Arc<dyn ProducesTickets>, ServerConfigError> {
+fn provider_ticketer(p: Provider) -> Result<Arc<dyn ProducesTickets>, ConfigError> {
     let r = match p {
         Provider::AwsLcRs => rustls::crypto::aws_lc_rs::Ticketer::new(),
         Provider::Ring => rustls::crypto::ring::Ticketer::new(),
     };
-    r.map_err(|source| ServerConfigError::Rustls {
+    r.map_err(|source| ConfigError::Rustls {
         what: "ticketer".into(),
         source,
     })
@@ -332,17 +207,11 @@ fn certified_key(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     what: &str,
-) -> Result<CertifiedKey, ServerConfigError> {
-    CertifiedKey::from_der(chain, key, provider).map_err(|source| ServerConfigError::Rustls {
+) -> Result<CertifiedKey, ConfigError> {
+    CertifiedKey::from_der(chain, key, provider).map_err(|source| ConfigError::Rustls {
         what: format!("{what} and its key do not match or are unusable"),
         source,
     })
-}
-
-/// The name rustls gives a group, lowercased as on our command line (`x25519`,
-/// `secp256r1`, `secp384r1`, `x25519mlkem768`).
-pub fn group_name(g: rustls::NamedGroup) -> String {
-    format!("{g:?}").to_ascii_lowercase()
 }
 
 /// Picks the certificate by SNI name; the default one otherwise (or none, when strict and
@@ -368,43 +237,4 @@ impl ResolvesServerCert for SniResolver {
             None => Some(Arc::clone(&self.default)),
         }
     }
-}
-
-/// Reads a PEM certificate chain (leaf first).
-pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ServerConfigError> {
-    let text = std::fs::read(path).map_err(|source| ServerConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(&text)
-        .collect::<Result<_, _>>()
-        .map_err(|e| ServerConfigError::BadFile {
-            path: path.to_path_buf(),
-            reason: format!("not a PEM certificate chain: {e}"),
-        })?;
-    if certs.is_empty() {
-        return Err(ServerConfigError::BadFile {
-            path: path.to_path_buf(),
-            reason: "no certificate in the file".into(),
-        });
-    }
-    Ok(certs)
-}
-
-/// Reads a PEM private key (PKCS#8, PKCS#1 or SEC1).
-pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, ServerConfigError> {
-    let text = std::fs::read(path).map_err(|source| ServerConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if memchr::memmem::find(&text, b"ENCRYPTED").is_some() {
-        return Err(ServerConfigError::BadFile {
-            path: path.to_path_buf(),
-            reason: "encrypted private keys are not supported (decrypt it first: openssl pkey -in KEY -out PLAIN)".into(),
-        });
-    }
-    PrivateKeyDer::from_pem_slice(&text).map_err(|e| ServerConfigError::BadFile {
-        path: path.to_path_buf(),
-        reason: format!("no usable private key: {e}"),
-    })
 }

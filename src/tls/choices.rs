@@ -1,0 +1,192 @@
+//! Choices shared by the server and client configurations: the provider narrowed to the
+//! key-exchange groups and cipher suites asked for, protocol versions, certificate chains
+//! and keys read from PEM files, and the error for a bad choice.
+
+use std::path::{Path, PathBuf};
+
+use rustls::SupportedProtocolVersion;
+use rustls::crypto::CryptoProvider;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::Provider;
+use crate::error::{Classify, ErrorClass, io_input_class};
+
+/// A failure building a TLS configuration (server or client) from the user's choices.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A certificate or key file could not be read.
+    #[error("cannot read {}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A certificate or key file holds nothing usable.
+    #[error("{}: {reason}", .path.display())]
+    BadFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A flag value is not supported by the provider.
+    #[error("{flag}: {reason}")]
+    BadChoice {
+        /// The flag.
+        flag: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// rustls refused the combination.
+    #[error("{what}: {source}")]
+    Rustls {
+        /// What was being built.
+        what: String,
+        /// rustls's error.
+        #[source]
+        source: rustls::Error,
+    },
+}
+
+impl Classify for ConfigError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            ConfigError::Read { source, .. } => io_input_class(source),
+            _ => ErrorClass::Input,
+        }
+    }
+}
+
+/// TLS protocol versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsVersion {
+    /// TLS 1.2.
+    #[value(name = "1.2")]
+    V1_2,
+    /// TLS 1.3.
+    #[value(name = "1.3")]
+    V1_3,
+}
+
+/// The rustls protocol versions for `versions` (empty: rustls's defaults, 1.2 and 1.3).
+pub fn protocol_versions(versions: &[TlsVersion]) -> Vec<&'static SupportedProtocolVersion> {
+    if versions.is_empty() {
+        return rustls::DEFAULT_VERSIONS.to_vec();
+    }
+    versions
+        .iter()
+        .map(|v| match v {
+            TlsVersion::V1_2 => &rustls::version::TLS12,
+            TlsVersion::V1_3 => &rustls::version::TLS13,
+        })
+        .collect()
+}
+
+/// `choice`'s provider with only the `groups` and `ciphers` named (each empty: the
+/// provider's defaults, in its order); unknown names are an error listing what exists.
+pub fn customized_provider(
+    choice: Provider,
+    groups: &[String],
+    ciphers: &[String],
+) -> Result<CryptoProvider, ConfigError> {
+    let mut provider = (*choice.crypto_provider()).clone();
+    if !groups.is_empty() {
+        provider.kx_groups = groups
+            .iter()
+            .map(|want| {
+                provider
+                    .kx_groups
+                    .iter()
+                    .find(|g| group_name(g.name()).eq_ignore_ascii_case(want))
+                    .copied()
+                    .ok_or_else(|| ConfigError::BadChoice {
+                        flag: "--groups",
+                        reason: format!(
+                            "unknown group '{want}' for {} (available: {})",
+                            choice,
+                            provider
+                                .kx_groups
+                                .iter()
+                                .map(|g| group_name(g.name()))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    if !ciphers.is_empty() {
+        provider.cipher_suites = ciphers
+            .iter()
+            .map(|want| {
+                provider
+                    .cipher_suites
+                    .iter()
+                    .find(|s| format!("{:?}", s.suite()).eq_ignore_ascii_case(want))
+                    .copied()
+                    .ok_or_else(|| ConfigError::BadChoice {
+                        flag: "--ciphers",
+                        reason: format!(
+                            "unknown cipher suite '{want}' (available: {})",
+                            provider
+                                .cipher_suites
+                                .iter()
+                                .map(|s| format!("{:?}", s.suite()))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(provider)
+}
+
+/// The name rustls gives a group, lowercased as on our command line (`x25519`,
+/// `secp256r1`, `secp384r1`, `x25519mlkem768`).
+pub fn group_name(g: rustls::NamedGroup) -> String {
+    format!("{g:?}").to_ascii_lowercase()
+}
+
+/// Reads a PEM certificate chain (leaf first).
+pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let text = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<_, _>>()
+        .map_err(|e| ConfigError::BadFile {
+            path: path.to_path_buf(),
+            reason: format!("not a PEM certificate chain: {e}"),
+        })?;
+    if certs.is_empty() {
+        return Err(ConfigError::BadFile {
+            path: path.to_path_buf(),
+            reason: "no certificate in the file".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// Reads a PEM private key (PKCS#8, PKCS#1 or SEC1).
+pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, ConfigError> {
+    let text = std::fs::read(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if memchr::memmem::find(&text, b"ENCRYPTED").is_some() {
+        return Err(ConfigError::BadFile {
+            path: path.to_path_buf(),
+            reason: "encrypted private keys are not supported (decrypt it first: openssl pkey -in KEY -out PLAIN)".into(),
+        });
+    }
+    PrivateKeyDer::from_pem_slice(&text).map_err(|e| ConfigError::BadFile {
+        path: path.to_path_buf(),
+        reason: format!("no usable private key: {e}"),
+    })
+}
