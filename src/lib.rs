@@ -20,6 +20,7 @@
 
 pub mod error;
 pub mod files;
+pub mod handshake;
 pub mod pki;
 pub mod report;
 pub mod server;
@@ -31,6 +32,7 @@ pub mod when;
 
 #[doc(hidden)]
 pub mod cli;
+pub mod client;
 pub mod der;
 
 pub use error::ErrorClass;

@@ -9,8 +9,10 @@
 //! - Exit codes: 0 success, 1 run-time failure, 2 usage or bad input. Errors print their
 //!   cause chain on one line on stderr.
 
+mod client_args;
 mod compare;
 mod completions;
+mod handshake;
 mod output;
 mod pki;
 mod serve;
@@ -78,6 +80,9 @@ pub enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Session-ticket keys shared by server instances: create, rotate, show.
     Tickets(tickets::TicketsArgs),
+    /// N sequential handshakes to one server, phase by phase: negotiated parameters, the
+    /// chain, the phase table, full vs resumed.
+    Handshake(Box<handshake::HandshakeArgs>),
     /// Is B really faster than A? Welch's t-test on two sample files.
     Compare(compare::CompareArgs),
     /// Print a shell completion script.
@@ -132,6 +137,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Verify(args) => verify::exec(args, &out),
         Command::Serve(args) => serve::exec(*args, &out),
         Command::Tickets(args) => tickets::exec(args, &out),
+        Command::Handshake(args) => handshake::exec(*args, &out),
         Command::Compare(args) => compare::exec(args, &out),
         Command::Completions(args) => completions::exec(args, &out),
     }

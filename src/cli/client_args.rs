@@ -1,0 +1,100 @@
+//! Flags shared by the client commands (`handshake`, `load`): TLS choices, roots, client
+//! certificate, SNI — turned into a [`ClientTlsOptions`] and a [`Target`].
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::client::config::{ClientTlsOptions, Resume, Roots};
+use crate::client::target::Target;
+use crate::tls::Provider;
+use crate::tls::choices::{self, TlsVersion};
+
+/// TLS flags of a client command.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// Resumption: off (every handshake full), tickets, or ids (TLS 1.2 session ids).
+    #[arg(long, value_enum, default_value_t = Resume::Tickets)]
+    pub resume: Resume,
+    /// Protocol versions (comma-separated): 1.2, 1.3.
+    #[arg(long = "tls", value_enum, value_delimiter = ',')]
+    pub versions: Vec<TlsVersion>,
+    /// Key-exchange groups, preferred first: x25519, secp256r1, secp384r1, x25519mlkem768.
+    #[arg(long, value_delimiter = ',')]
+    pub groups: Vec<String>,
+    /// Cipher suites (rustls names, e.g. TLS13_AES_128_GCM_SHA256).
+    #[arg(long, value_delimiter = ',')]
+    pub ciphers: Vec<String>,
+    /// Crypto provider.
+    #[arg(long, value_enum, default_value_t = Provider::AwsLcRs)]
+    pub provider: Provider,
+    /// Send the request as TLS 1.3 0-RTT early data when a resumed session allows it.
+    #[arg(long)]
+    pub early_data: bool,
+    /// Client certificate chain (PEM) for mTLS.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// Client private key (PEM) for mTLS.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Trust only the CAs in this PEM file (same as --roots FILE).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["roots", "insecure"])]
+    pub cacert: Option<PathBuf>,
+    /// Roots: system (the system store, loaded once), webpki (compiled-in Mozilla roots)
+    /// or a PEM file.
+    #[arg(long, default_value = "system")]
+    pub roots: String,
+    /// Do not verify the server's certificate (handshake signatures are still checked).
+    #[arg(long, conflicts_with = "roots")]
+    pub insecure: bool,
+    /// Server name for SNI and verification (default: the URL's host).
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+}
+
+impl ClientArgs {
+    /// The target named by `url`.
+    pub fn target(&self, url: &str) -> Result<Target, CliError> {
+        Ok(Target::parse(url, self.sni.as_deref())?)
+    }
+
+    /// The client options, with `alpn` offered.
+    pub fn options(&self, alpn: Vec<Vec<u8>>) -> Result<ClientTlsOptions, CliError> {
+        let roots = if self.insecure {
+            Roots::Insecure
+        } else if let Some(p) = &self.cacert {
+            Roots::File(p.clone())
+        } else {
+            self.roots.parse().map_err(CliError::input)?
+        };
+        let client_cert = match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => Some((choices::read_chain(c)?, choices::read_key(k)?)),
+            _ => None,
+        };
+        Ok(ClientTlsOptions {
+            provider: self.provider,
+            versions: self.versions.clone(),
+            groups: self.groups.clone(),
+            ciphers: self.ciphers.clone(),
+            roots,
+            resume: self.resume,
+            session_cache: 256,
+            early_data: self.early_data,
+            client_cert,
+            alpn,
+        })
+    }
+
+    /// Says loudly on stderr that verification is off.
+    pub fn warn_if_insecure(&self) {
+        if self.insecure {
+            let style = anstyle::Style::new()
+                .fg_color(Some(anstyle::Color::Ansi(anstyle::AnsiColor::Red)))
+                .bold();
+            anstream::eprintln!(
+                "{style}WARNING: --insecure: server certificates are NOT verified; any server can impersonate this one{style:#}"
+            );
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! `tlsperf handshake URL`: flags → [`crate::handshake`] → output.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::client_args::ClientArgs;
+use super::{CliError, Output};
+use crate::client::config;
+use crate::handshake::{HandshakeOptions, run};
+use crate::report::text;
+
+/// Arguments of `tlsperf handshake`.
+#[derive(Debug, Args)]
+pub struct HandshakeArgs {
+    /// The server: https://HOST[:PORT][/PATH].
+    url: String,
+    /// Connections, one after the other (the first is reported apart, as cold).
+    #[arg(short = 'n', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    count: u64,
+    /// Limit per connection (connect, handshake and response), e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Runs `tlsperf handshake`.
+pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
+    let target = args.client.target(&args.url)?;
+    let opts = args.client.options(vec![b"http/1.1".to_vec()])?;
+    args.client.warn_if_insecure();
+    let built = config::build(&opts)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(e.into()))?;
+    let run_opts = HandshakeOptions {
+        count: args.count as usize,
+        early_data: args.client.early_data,
+        timeout: args.timeout,
+    };
+    let report = rt
+        .block_on(run(
+            &target,
+            built.config,
+            (built.roots, built.roots_time),
+            &run_opts,
+        ))
+        .map_err(|e| CliError::runtime(anyhow::Error::new(e).context(format!("{target}"))))?;
+    out.result(&report, || text::handshake_run(&report))
+}

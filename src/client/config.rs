@@ -1,0 +1,185 @@
+//! A rustls `ClientConfig` from explicit choices — roots, protocol versions, groups,
+//! cipher suites, resumption mode, 0-RTT, client certificate — with the server-certificate
+//! verifier wrapped in [`TimedVerifier`]. The crypto provider is passed in, never
+//! installed process-wide.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::ClientConfig;
+use rustls::client::danger::ServerCertVerifier;
+use rustls::client::{Resumption, Tls12Resumption};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use super::verifier::{InsecureVerifier, TimedVerifier};
+use crate::tls::Provider;
+use crate::tls::choices::{self, ConfigError, TlsVersion};
+use crate::trust::TrustStore;
+use crate::verify::IndexedVerifier;
+
+/// Where the roots for verifying servers come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Roots {
+    /// The system store, loaded once per process and shared.
+    System,
+    /// The Mozilla roots compiled in (webpki-roots).
+    Webpki,
+    /// A PEM bundle (`--cacert` / `--roots FILE`).
+    File(PathBuf),
+    /// No verification of the server's certificate (`--insecure`); handshake signatures
+    /// are still checked.
+    Insecure,
+}
+
+impl std::str::FromStr for Roots {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "system" => Roots::System,
+            "webpki" => Roots::Webpki,
+            "" => return Err("empty roots (system, webpki or a PEM file)".into()),
+            path => Roots::File(PathBuf::from(path)),
+        })
+    }
+}
+
+/// How the client resumes sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Resume {
+    /// Never: every handshake is full.
+    Off,
+    /// Tickets (TLS 1.3 always; TLS 1.2 when the server issues them, else session ids).
+    #[default]
+    Tickets,
+    /// TLS 1.2 session ids only (TLS 1.3 has only tickets, so it resumes by ticket).
+    Ids,
+}
+
+/// Everything the client configuration is built from.
+#[derive(Debug)]
+pub struct ClientTlsOptions {
+    /// Crypto provider.
+    pub provider: Provider,
+    /// Protocol versions (empty: rustls's defaults).
+    pub versions: Vec<TlsVersion>,
+    /// Key-exchange groups by name, preferred first (empty: the provider's defaults).
+    pub groups: Vec<String>,
+    /// Cipher suites by name (empty: the provider's defaults).
+    pub ciphers: Vec<String>,
+    /// Where roots come from.
+    pub roots: Roots,
+    /// Resumption.
+    pub resume: Resume,
+    /// Sessions remembered (per client configuration).
+    pub session_cache: usize,
+    /// Send 0-RTT data when a session allows it.
+    pub early_data: bool,
+    /// A client certificate chain and key (mTLS).
+    pub client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    /// ALPN protocols offered, preferred first.
+    pub alpn: Vec<Vec<u8>>,
+}
+
+impl Default for ClientTlsOptions {
+    fn default() -> Self {
+        ClientTlsOptions {
+            provider: Provider::default(),
+            versions: Vec::new(),
+            groups: Vec::new(),
+            ciphers: Vec::new(),
+            roots: Roots::System,
+            resume: Resume::Tickets,
+            session_cache: 256,
+            early_data: false,
+            client_cert: None,
+            alpn: Vec::new(),
+        }
+    }
+}
+
+/// A built client configuration and what building it cost.
+#[derive(Debug, Clone)]
+pub struct BuiltClient {
+    /// The configuration.
+    pub config: Arc<ClientConfig>,
+    /// Where the roots came from, e.g. "system store (143 anchors)".
+    pub roots: String,
+    /// Time to get the roots (loading the store the first time).
+    pub roots_time: Duration,
+}
+
+/// Builds the configuration.
+pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
+    let provider = Arc::new(choices::customized_provider(
+        opts.provider,
+        &opts.groups,
+        &opts.ciphers,
+    )?);
+    let t = Instant::now();
+    let (inner, roots): (Arc<dyn ServerCertVerifier>, String) = match load_roots(&opts.roots)? {
+        None => (
+            Arc::new(InsecureVerifier::new(Arc::clone(&provider))),
+            "none (--insecure: server certificates are NOT verified)".into(),
+        ),
+        Some(store) => {
+            let label = format!("{} ({} anchors)", store.origin(), store.len());
+            (Arc::new(IndexedVerifier::new(&store, opts.provider)), label)
+        }
+    };
+    let roots_time = t.elapsed();
+    let versions = choices::protocol_versions(&opts.versions);
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|source| ConfigError::Rustls {
+            what: "--tls/--groups/--ciphers".into(),
+            source,
+        })?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(TimedVerifier::new(inner)));
+    let mut config = match &opts.client_cert {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain.clone(), key.clone_key())
+            .map_err(|source| ConfigError::Rustls {
+                what: "--cert/--key".into(),
+                source,
+            })?,
+        None => builder.with_no_client_auth(),
+    };
+    config.resumption = match opts.resume {
+        Resume::Off => Resumption::disabled(),
+        Resume::Tickets => Resumption::in_memory_sessions(opts.session_cache.max(1))
+            .tls12_resumption(Tls12Resumption::SessionIdOrTickets),
+        Resume::Ids => Resumption::in_memory_sessions(opts.session_cache.max(1))
+            .tls12_resumption(Tls12Resumption::SessionIdOnly),
+    };
+    config.enable_early_data = opts.early_data;
+    config.alpn_protocols = opts.alpn.clone();
+    Ok(BuiltClient {
+        config: Arc::new(config),
+        roots,
+        roots_time,
+    })
+}
+
+/// The store behind `roots` (`None` for [`Roots::Insecure`]).
+fn load_roots(roots: &Roots) -> Result<Option<Arc<TrustStore>>, ConfigError> {
+    Ok(Some(match roots {
+        Roots::Insecure => return Ok(None),
+        Roots::System => TrustStore::system_shared().map_err(|e| ConfigError::BadChoice {
+            flag: "--roots system",
+            reason: e.to_string(),
+        })?,
+        Roots::Webpki => Arc::new(TrustStore::from_webpki_roots()),
+        Roots::File(path) => {
+            Arc::new(
+                TrustStore::from_pem_file(path).map_err(|e| ConfigError::BadFile {
+                    path: path.clone(),
+                    reason: format!("not usable as roots: {e}"),
+                })?,
+            )
+        }
+    }))
+}

@@ -1,0 +1,446 @@
+//! One client connection, timed from inside: DNS, TCP connect, then rustls's
+//! `ClientConnection` driven over our own socket I/O so that each step of the handshake
+//! is stamped when it really happens — ClientHello written, ServerHello processed (the
+//! read that delivered it), certificate handed to the verifier, handshake complete — and
+//! classified (full, with HelloRetryRequest, resumed by ticket or by session id, 0-RTT
+//! accepted or rejected). After the handshake, [`TlsStream`] carries application data
+//! (tokio `AsyncRead`/`AsyncWrite`).
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use rustls::{ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion};
+use rustls_pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::error::ConnectError;
+use super::hello::{self, Offered};
+use super::verifier::{self, VerifyRecord};
+
+/// How a handshake went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A full handshake.
+    Full,
+    /// A full handshake after a HelloRetryRequest (the client's key share was not one
+    /// the server wanted: an extra round trip).
+    FullHrr,
+    /// Resumed with a ticket (every TLS 1.3 resumption; TLS 1.2 with RFC 5077 tickets).
+    ResumedTicket,
+    /// Resumed by TLS 1.2 session id (server-side session cache).
+    ResumedSessionId,
+}
+
+impl Kind {
+    /// The name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Full => "full",
+            Kind::FullHrr => "full-hrr",
+            Kind::ResumedTicket => "resumed-ticket",
+            Kind::ResumedSessionId => "resumed-session-id",
+        }
+    }
+
+    /// True for either resumed kind.
+    pub fn resumed(self) -> bool {
+        matches!(self, Kind::ResumedTicket | Kind::ResumedSessionId)
+    }
+}
+
+/// What happened to 0-RTT data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EarlyData {
+    /// None sent.
+    NotSent,
+    /// Sent and accepted by the server.
+    Accepted,
+    /// Sent and rejected: it has to be sent again after the handshake.
+    Rejected,
+}
+
+/// Moments of one connection, as offsets from its start (before DNS).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Stamps {
+    /// Name resolved.
+    pub resolved: Duration,
+    /// TCP connection established.
+    pub connected: Duration,
+    /// ClientHello written to the socket.
+    pub hello_sent: Duration,
+    /// ServerHello processed (stamped with the read that delivered it).
+    pub server_hello: Duration,
+    /// Server certificate handed to the verifier (`None` when resumed).
+    pub certificate: Option<Duration>,
+    /// Handshake complete and our last handshake flight written.
+    pub handshake_done: Duration,
+}
+
+/// Everything known about a completed handshake.
+#[derive(Debug, Clone)]
+pub struct Handshake {
+    /// When each step happened.
+    pub stamps: Stamps,
+    /// Time spent verifying the certificate and handshake signature.
+    pub verify: Duration,
+    /// Full, resumed…
+    pub kind: Kind,
+    /// 0-RTT outcome.
+    pub early_data: EarlyData,
+    /// What our ClientHello offered.
+    pub offered: Offered,
+    /// Protocol version.
+    pub version: String,
+    /// Cipher suite.
+    pub suite: String,
+    /// Key-exchange group (`None` for a TLS 1.2 resumption, which does none).
+    pub group: Option<String>,
+    /// The server's handshake signature scheme (`None` when resumed).
+    pub signature_scheme: Option<String>,
+    /// Negotiated ALPN protocol.
+    pub alpn: Option<String>,
+    /// The server's certificate chain, leaf first (from the session when resumed).
+    pub chain: Vec<CertificateDer<'static>>,
+    /// Size of the stapled OCSP response, 0 for none.
+    pub ocsp_len: usize,
+}
+
+/// Resolves `host:port` (timed by the caller).
+pub async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, ConnectError> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|source| ConnectError::Dns {
+            host: host.to_string(),
+            source,
+        })?
+        .collect();
+    if addrs.is_empty() {
+        return Err(ConnectError::Dns {
+            host: host.to_string(),
+            source: io::Error::new(io::ErrorKind::NotFound, "no addresses"),
+        });
+    }
+    Ok(addrs)
+}
+
+/// Opens a TCP connection to `addr` (Nagle off: handshake flights go out at once).
+pub async fn tcp_connect(addr: SocketAddr) -> Result<TcpStream, ConnectError> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|source| ConnectError::Connect { addr, source })?;
+    tcp.set_nodelay(true)
+        .map_err(|source| ConnectError::Connect { addr, source })?;
+    Ok(tcp)
+}
+
+/// Runs the TLS handshake over `tcp`, stamping each step relative to `t0`. With
+/// `early`, those bytes are sent as 0-RTT data when the session allows it (check
+/// [`Handshake::early_data`]: when not accepted, send them again).
+pub async fn handshake(
+    tcp: TcpStream,
+    name: ServerName<'static>,
+    config: Arc<ClientConfig>,
+    early: Option<&[u8]>,
+    t0: Instant,
+    mut stamps: Stamps,
+) -> Result<(TlsStream, Handshake), ConnectError> {
+    let mut conn =
+        ClientConnection::new(config, name).map_err(|source| ConnectError::Tls { source })?;
+    let mut early_sent = false;
+    if let Some(data) = early
+        && let Some(mut w) = conn.early_data()
+        && w.bytes_left() >= data.len()
+    {
+        w.write_all(data).map_err(|source| ConnectError::Io {
+            during: "writing early data",
+            source,
+        })?;
+        early_sent = true;
+    }
+    let mut rec = VerifyRecord::default();
+    let mut offered = None;
+    let mut out = Vec::with_capacity(2048);
+    loop {
+        // Write whatever rustls has (the ClientHello first).
+        if conn.wants_write() {
+            out.clear();
+            while conn.wants_write() {
+                conn.write_tls(&mut out)
+                    .map_err(|source| ConnectError::Io {
+                        during: "encoding TLS records",
+                        source,
+                    })?;
+            }
+            if offered.is_none() {
+                offered = Some(hello::offered(&out).unwrap_or_default());
+            }
+            write_all(&tcp, &out).await?;
+            if stamps.hello_sent.is_zero() {
+                stamps.hello_sent = t0.elapsed();
+            }
+        }
+        if !conn.is_handshaking() {
+            break;
+        }
+        // Read the next flight.
+        tcp.readable().await.map_err(|source| ConnectError::Io {
+            during: "waiting for the server",
+            source,
+        })?;
+        let n = match conn.read_tls(&mut SyncIo(&tcp)) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(source) => {
+                return Err(ConnectError::Io {
+                    during: "reading the handshake",
+                    source,
+                });
+            }
+        };
+        let read_at = t0.elapsed();
+        if n == 0 {
+            return Err(ConnectError::ClosedMidHandshake);
+        }
+        verifier::install(std::mem::take(&mut rec));
+        let processed = conn.process_new_packets();
+        rec = verifier::take();
+        if let Err(source) = processed {
+            // Send our alert, best effort.
+            out.clear();
+            let _ = conn.write_tls(&mut out);
+            let _ = tcp.try_write(&out);
+            return Err(ConnectError::Tls { source });
+        }
+        if stamps.server_hello.is_zero() && conn.negotiated_cipher_suite().is_some() {
+            stamps.server_hello = read_at;
+        }
+        if stamps.certificate.is_none() && rec.cert_at.is_some() {
+            stamps.certificate = Some(read_at);
+        }
+    }
+    stamps.handshake_done = t0.elapsed();
+    let offered = offered.unwrap_or_default();
+    let kind = match conn.handshake_kind() {
+        Some(HandshakeKind::Resumed) => {
+            if conn.protocol_version() == Some(ProtocolVersion::TLSv1_2) && !offered.tls12_ticket {
+                Kind::ResumedSessionId
+            } else {
+                Kind::ResumedTicket
+            }
+        }
+        Some(HandshakeKind::FullWithHelloRetryRequest) => Kind::FullHrr,
+        _ => Kind::Full,
+    };
+    let early_data = match (early_sent, conn.is_early_data_accepted()) {
+        (false, _) => EarlyData::NotSent,
+        (true, true) => EarlyData::Accepted,
+        (true, false) => EarlyData::Rejected,
+    };
+    let info = Handshake {
+        stamps,
+        verify: rec.cpu,
+        kind,
+        early_data,
+        offered,
+        version: conn
+            .protocol_version()
+            .map(version_name)
+            .unwrap_or_default(),
+        suite: conn
+            .negotiated_cipher_suite()
+            .map(|s| format!("{:?}", s.suite()))
+            .unwrap_or_default(),
+        group: conn
+            .negotiated_key_exchange_group()
+            .map(|g| crate::tls::choices::group_name(g.name())),
+        signature_scheme: rec.scheme.map(|s| format!("{s:?}")),
+        alpn: conn
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned()),
+        chain: conn
+            .peer_certificates()
+            .map(|c| c.to_vec())
+            .unwrap_or_default(),
+        ocsp_len: rec.ocsp_len,
+    };
+    Ok((TlsStream::new(tcp, conn), info))
+}
+
+/// `TLSv1_3` → `TLSv1.3`.
+pub fn version_name(v: ProtocolVersion) -> String {
+    match v {
+        ProtocolVersion::TLSv1_2 => "TLSv1.2".into(),
+        ProtocolVersion::TLSv1_3 => "TLSv1.3".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> Result<(), ConnectError> {
+    while !buf.is_empty() {
+        tcp.writable().await.map_err(|source| ConnectError::Io {
+            during: "writing the handshake",
+            source,
+        })?;
+        match tcp.try_write(buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(source) => {
+                return Err(ConnectError::Io {
+                    during: "writing the handshake",
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Blocking-style `Read`/`Write` over a tokio socket: `WouldBlock` when not ready.
+struct SyncIo<'a>(&'a TcpStream);
+
+impl Read for SyncIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for SyncIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A TLS connection after its handshake: tokio `AsyncRead` + `AsyncWrite` over rustls.
+pub struct TlsStream {
+    tcp: TcpStream,
+    conn: ClientConnection,
+    /// The peer closed the TCP stream.
+    eof: bool,
+}
+
+impl TlsStream {
+    fn new(tcp: TcpStream, conn: ClientConnection) -> Self {
+        TlsStream {
+            tcp,
+            conn,
+            eof: false,
+        }
+    }
+
+    /// The rustls connection (negotiated parameters, peer certificates…).
+    pub fn connection(&self) -> &ClientConnection {
+        &self.conn
+    }
+
+    /// Writes pending TLS records; `Ready(Ok)` once none are left.
+    fn poll_flush_tls(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut SyncIo(&self.tcp)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready!(self.tcp.poll_write_ready(cx))?;
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Reads and processes more TLS records; `Ready(Ok(false))` at the end of the stream.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        loop {
+            match self.conn.read_tls(&mut SyncIo(&self.tcp)) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Poll::Ready(Ok(false));
+                }
+                Ok(_) => {
+                    if let Err(e) = self.conn.process_new_packets() {
+                        // Send the alert, best effort.
+                        let _ = self.conn.write_tls(&mut SyncIo(&self.tcp));
+                        return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+                    }
+                    // Key updates and the like.
+                    if self.conn.wants_write() {
+                        let _ = self.poll_flush_tls(cx)?;
+                    }
+                    return Poll::Ready(Ok(true));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    ready!(self.tcp.poll_read_ready(cx))?;
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncRead for TlsStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            match this.conn.reader().read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            if this.eof {
+                // rustls has seen the end of the stream: its reader says how it ended.
+                return Poll::Ready(match this.conn.reader().read(buf.initialize_unfilled()) {
+                    Ok(n) => {
+                        buf.advance(n);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                });
+            }
+            ready!(this.poll_fill(cx))?;
+        }
+    }
+}
+
+impl AsyncWrite for TlsStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        // Keep what rustls buffers bounded: flush before taking more.
+        ready!(this.poll_flush_tls(cx))?;
+        let n = this.conn.writer().write(buf)?;
+        match this.poll_flush_tls(cx) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(n)),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush_tls(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.conn.send_close_notify();
+        ready!(this.poll_flush_tls(cx))?;
+        Pin::new(&mut this.tcp).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,97 @@
+//! Why a connection or request failed, with a short kind for counting failures under load.
+
+use std::io;
+use std::net::SocketAddr;
+
+use crate::error::{Classify, ErrorClass};
+
+/// A failed connection or request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The name did not resolve.
+    #[error("cannot resolve {host}")]
+    Dns {
+        /// The host name.
+        host: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// TCP connect failed.
+    #[error("cannot connect to {addr}")]
+    Connect {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The server closed the connection before the handshake completed.
+    #[error("the server closed the connection during the TLS handshake")]
+    ClosedMidHandshake,
+    /// rustls refused the handshake or the peer sent an alert.
+    #[error("TLS handshake failed: {source}")]
+    Tls {
+        /// rustls's error.
+        #[source]
+        source: rustls::Error,
+    },
+    /// A socket error.
+    #[error("I/O error {during}")]
+    Io {
+        /// What was being done.
+        during: &'static str,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// A step took longer than the timeout.
+    #[error("timed out {during} (after {after:?})")]
+    Timeout {
+        /// What was being done.
+        during: &'static str,
+        /// The timeout.
+        after: std::time::Duration,
+    },
+    /// The HTTP response could not be read.
+    #[error("bad HTTP response: {reason}")]
+    Http {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ConnectError {
+    /// A short name for counting failures by kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConnectError::Dns { .. } => "dns",
+            ConnectError::Connect { source, .. } => match source.kind() {
+                io::ErrorKind::ConnectionRefused => "connect-refused",
+                io::ErrorKind::TimedOut => "connect-timeout",
+                _ => "connect",
+            },
+            ConnectError::ClosedMidHandshake => "closed-mid-handshake",
+            ConnectError::Tls { source } => match source {
+                rustls::Error::InvalidCertificate(_) => "tls-certificate",
+                rustls::Error::AlertReceived(_) => "tls-alert-received",
+                rustls::Error::InvalidMessage(_) => "tls-not-tls",
+                _ => "tls",
+            },
+            ConnectError::Io { source, .. } => match source.kind() {
+                io::ErrorKind::ConnectionReset => "connection-reset",
+                io::ErrorKind::UnexpectedEof => "closed-early",
+                _ => "io",
+            },
+            ConnectError::Timeout { .. } => "timeout",
+            ConnectError::Http { .. } => "http",
+        }
+    }
+}
+
+impl Classify for ConnectError {
+    fn class(&self) -> ErrorClass {
+        ErrorClass::Runtime
+    }
+}

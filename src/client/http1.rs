@@ -1,0 +1,332 @@
+//! A small HTTP/1.1 client for measuring: one prepared request written as is, the
+//! response's status line and headers parsed with `httparse`, its body consumed by
+//! `Content-Length`, chunked encoding or the end of the connection, with the moment of
+//! the first response byte. Keep-alive is the default; nothing is retried.
+
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::ConnectError;
+
+/// Largest response head accepted.
+const MAX_HEAD: usize = 64 << 10;
+
+/// A prepared `GET` request.
+pub fn get_request(host: &str, path: &str, close: bool) -> Vec<u8> {
+    let mut r = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tlsperf/{}\r\nAccept: */*\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    if close {
+        r.push_str("Connection: close\r\n");
+    }
+    r.push_str("\r\n");
+    r.into_bytes()
+}
+
+/// A response, read completely.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Bytes of the status line and headers.
+    pub head_bytes: usize,
+    /// Bytes of the body (after de-chunking).
+    pub body_bytes: u64,
+    /// The server keeps the connection open for another request.
+    pub keep_alive: bool,
+    /// When the first byte of the response arrived.
+    pub first_byte: Instant,
+    /// When the response was complete.
+    pub done: Instant,
+}
+
+/// An HTTP/1.1 connection over any byte stream.
+pub struct Http1<S> {
+    io: S,
+    buf: Vec<u8>,
+    /// Bytes at the start of `buf` already consumed.
+    start: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
+    /// Wraps `io`.
+    pub fn new(io: S) -> Self {
+        Http1 {
+            io,
+            buf: Vec::with_capacity(16 << 10),
+            start: 0,
+        }
+    }
+
+    /// The underlying stream.
+    pub fn get_ref(&self) -> &S {
+        &self.io
+    }
+
+    /// Writes `request` (unless it was already sent, e.g. as 0-RTT data) and returns when
+    /// it is written.
+    pub async fn send(&mut self, request: &[u8]) -> Result<Instant, ConnectError> {
+        self.io
+            .write_all(request)
+            .await
+            .map_err(|source| ConnectError::Io {
+                during: "writing the request",
+                source,
+            })?;
+        self.io.flush().await.map_err(|source| ConnectError::Io {
+            during: "writing the request",
+            source,
+        })?;
+        Ok(Instant::now())
+    }
+
+    /// Reads one complete response.
+    pub async fn read_response(&mut self) -> Result<Response, ConnectError> {
+        let mut first_byte = None;
+        if self.start >= self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else {
+            first_byte = Some(Instant::now());
+        }
+        // Head.
+        let (status, head_len, framing, keep_alive) = loop {
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut resp = httparse::Response::new(&mut headers);
+            match resp.parse(&self.buf[self.start..]) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let status = resp.code.unwrap_or(0);
+                    let (framing, keep_alive) = framing(&resp, status);
+                    break (status, n, framing, keep_alive);
+                }
+                Ok(httparse::Status::Partial) => {
+                    if self.buf.len() - self.start > MAX_HEAD {
+                        return Err(http_err(format!(
+                            "response head larger than {MAX_HEAD} bytes"
+                        )));
+                    }
+                    if self.fill().await? == 0 {
+                        return Err(ConnectError::Io {
+                            during: "reading the response",
+                            source: std::io::ErrorKind::UnexpectedEof.into(),
+                        });
+                    }
+                    first_byte.get_or_insert_with(Instant::now);
+                }
+                Err(e) => return Err(http_err(format!("unparsable response head: {e}"))),
+            }
+        };
+        let first_byte = first_byte.unwrap_or_else(Instant::now);
+        self.start += head_len;
+        let body_bytes = match framing {
+            Framing::Length(n) => {
+                self.skip(n).await?;
+                n
+            }
+            Framing::Chunked => self.chunked().await?,
+            Framing::Close => {
+                let mut n = (self.buf.len() - self.start) as u64;
+                self.start = self.buf.len();
+                loop {
+                    self.buf.clear();
+                    self.start = 0;
+                    let got = self.fill().await?;
+                    if got == 0 {
+                        break;
+                    }
+                    n += got as u64;
+                }
+                self.start = self.buf.len();
+                n
+            }
+        };
+        Ok(Response {
+            status,
+            head_bytes: head_len,
+            body_bytes,
+            keep_alive: keep_alive && framing != Framing::Close,
+            first_byte,
+            done: Instant::now(),
+        })
+    }
+
+    /// Reads more bytes into the buffer; 0 at the end of the stream.
+    async fn fill(&mut self) -> Result<usize, ConnectError> {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+        let len = self.buf.len();
+        self.buf.resize(len + (16 << 10), 0);
+        let r = self.io.read(&mut self.buf[len..]).await;
+        let n = *r.as_ref().unwrap_or(&0);
+        self.buf.truncate(len + n);
+        r.map_err(|source| ConnectError::Io {
+            during: "reading the response",
+            source,
+        })
+    }
+
+    /// Consumes `n` body bytes.
+    async fn skip(&mut self, mut n: u64) -> Result<(), ConnectError> {
+        loop {
+            let have = (self.buf.len() - self.start) as u64;
+            if have >= n {
+                self.start += n as usize;
+                return Ok(());
+            }
+            n -= have;
+            self.start = self.buf.len();
+            if self.fill().await? == 0 {
+                return Err(ConnectError::Io {
+                    during: "reading the response body",
+                    source: std::io::ErrorKind::UnexpectedEof.into(),
+                });
+            }
+        }
+    }
+
+    /// Consumes a chunked body; returns its de-chunked size.
+    async fn chunked(&mut self) -> Result<u64, ConnectError> {
+        let mut total = 0u64;
+        loop {
+            let line = self.line().await?;
+            let size_text = line.split(';').next().unwrap_or("").trim();
+            let size = u64::from_str_radix(size_text, 16)
+                .map_err(|_| http_err(format!("bad chunk size '{size_text}'")))?;
+            if size == 0 {
+                // Trailers until an empty line.
+                while !self.line().await?.is_empty() {}
+                return Ok(total);
+            }
+            self.skip(size).await?;
+            if !self.line().await?.is_empty() {
+                return Err(http_err("chunk not followed by CRLF".into()));
+            }
+            total += size;
+        }
+    }
+
+    /// One CRLF-terminated line (without the CRLF).
+    async fn line(&mut self) -> Result<String, ConnectError> {
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..]) {
+                let raw = &self.buf[self.start..self.start + i];
+                let line =
+                    String::from_utf8_lossy(raw.strip_suffix(b"\r").unwrap_or(raw)).into_owned();
+                self.start += i + 1;
+                return Ok(line);
+            }
+            if self.buf.len() - self.start > MAX_HEAD {
+                return Err(http_err("line too long in chunked body".into()));
+            }
+            if self.fill().await? == 0 {
+                return Err(ConnectError::Io {
+                    during: "reading a chunked body",
+                    source: std::io::ErrorKind::UnexpectedEof.into(),
+                });
+            }
+        }
+    }
+
+    /// Closes the connection (TLS close_notify, then TCP shutdown).
+    pub async fn shutdown(&mut self) {
+        let _ = self.io.shutdown().await;
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Length(u64),
+    Chunked,
+    Close,
+}
+
+fn framing(resp: &httparse::Response<'_, '_>, status: u16) -> (Framing, bool) {
+    let mut framing = Framing::Close;
+    let mut keep_alive = true;
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            if let Some(n) = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                && framing != Framing::Chunked
+            {
+                framing = Framing::Length(n);
+            }
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            if h.value.to_ascii_lowercase().ends_with(b"chunked") {
+                framing = Framing::Chunked;
+            }
+        } else if h.name.eq_ignore_ascii_case("connection")
+            && h.value.eq_ignore_ascii_case(b"close")
+        {
+            keep_alive = false;
+        }
+    }
+    // No body for 1xx, 204 and 304.
+    if status / 100 == 1 || status == 204 || status == 304 {
+        framing = Framing::Length(0);
+    }
+    (framing, keep_alive)
+}
+
+fn http_err(reason: String) -> ConnectError {
+    ConnectError::Http { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn read_all(wire: &[u8]) -> Vec<Result<Response, String>> {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        a.write_all(wire).await.unwrap();
+        drop(a);
+        let mut h = Http1::new(b);
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            let r = h.read_response().await.map_err(|e| e.to_string());
+            let stop = r.is_err();
+            out.push(r);
+            if stop {
+                break;
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lengths_chunks_and_close() {
+        let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n\r\nuntil the end";
+        let r = read_all(wire).await;
+        let ok: Vec<_> = r.iter().map(|r| r.as_ref().unwrap()).collect();
+        assert_eq!(
+            (ok[0].status, ok[0].body_bytes, ok[0].keep_alive),
+            (200, 5, true)
+        );
+        assert_eq!((ok[1].status, ok[1].body_bytes), (404, 5));
+        assert_eq!(
+            (ok[2].status, ok[2].body_bytes, ok[2].keep_alive),
+            (200, 13, false)
+        );
+    }
+
+    #[tokio::test]
+    async fn truncated_and_garbage() {
+        let r = read_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort").await;
+        assert!(
+            r[0].as_ref()
+                .unwrap_err()
+                .contains("reading the response body"),
+            "{r:?}"
+        );
+        let r = read_all(b"\x16\x03\x03garbage\r\n\r\n").await;
+        assert!(
+            r[0].as_ref().unwrap_err().contains("bad HTTP response"),
+            "{r:?}"
+        );
+    }
+}

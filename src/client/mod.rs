@@ -1,0 +1,21 @@
+//! The client side: TLS client configurations from the user's choices ([`config`]), one
+//! connection timed from inside, step by step ([`conn`]), the verifier's timing wrapper
+//! ([`verifier`]), what our ClientHello offered ([`hello`]), a small HTTP/1.1 exchange
+//! ([`http1`]), one connection plus one request ([`exchange`]) to a parsed URL
+//! ([`target`]), the phases of a connection ([`timeline`]) and a connector other Rust HTTP
+//! clients can use to record the same phases for their own traffic ([`connector`]).
+
+pub mod config;
+pub mod conn;
+pub mod connector;
+mod error;
+pub mod exchange;
+pub mod hello;
+pub mod http1;
+pub mod target;
+pub mod timeline;
+pub mod verifier;
+
+pub use conn::{EarlyData, Handshake, Kind, TlsStream};
+pub use error::ConnectError;
+pub use timeline::{Phase, Timeline};

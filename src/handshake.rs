@@ -1,0 +1,224 @@
+//! `tlsperf handshake`: N sequential connections to one server, each one handshake and
+//! one request, timed phase by phase. The first (cold) connection is reported apart:
+//! it pays for everything a process does once (the trust store is loaded before it and
+//! reported separately; no session to resume yet).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::ClientConfig;
+use serde::Serialize;
+
+use crate::client::exchange::{Exchange, exchange};
+use crate::client::http1::get_request;
+use crate::client::target::Target;
+use crate::client::{ConnectError, EarlyData, Phase};
+use crate::stats::{LatencyHistogram, Quantiles};
+
+/// What to do.
+#[derive(Debug, Clone)]
+pub struct HandshakeOptions {
+    /// Connections, one after the other.
+    pub count: usize,
+    /// Send the request as 0-RTT data when the session allows it.
+    pub early_data: bool,
+    /// Limit for each connection (connect, handshake and response).
+    pub timeout: Duration,
+}
+
+/// The negotiated parameters of a connection.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Negotiated {
+    /// Protocol version.
+    pub version: String,
+    /// Cipher suite.
+    pub cipher_suite: String,
+    /// Key-exchange group.
+    pub group: Option<String>,
+    /// The server's handshake signature scheme.
+    pub signature_scheme: Option<String>,
+    /// ALPN protocol.
+    pub alpn: Option<String>,
+    /// Size of the stapled OCSP response (`None`: not stapled).
+    pub ocsp_stapled_bytes: Option<usize>,
+}
+
+/// One certificate of the server's chain.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainCert {
+    /// 0 for the leaf.
+    pub depth: usize,
+    /// DER size.
+    pub bytes: usize,
+    /// Subject.
+    pub subject: String,
+    /// Issuer.
+    pub issuer: String,
+    /// End of validity (RFC 3339).
+    pub not_after: String,
+}
+
+/// One connection's phases (milliseconds) and kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnReport {
+    /// full, full-hrr, resumed-ticket, resumed-session-id.
+    pub kind: &'static str,
+    /// 0-RTT outcome.
+    pub early_data: EarlyData,
+    /// HTTP status.
+    pub status: u16,
+    /// Phase → milliseconds.
+    pub phases_ms: BTreeMap<&'static str, f64>,
+}
+
+/// Percentiles of each phase over the warm connections.
+#[derive(Debug, Clone, Serialize)]
+pub struct WarmReport {
+    /// Connections.
+    pub count: usize,
+    /// Connections by kind.
+    pub kinds: BTreeMap<&'static str, usize>,
+    /// Resumed ÷ count.
+    pub resumption_rate: f64,
+    /// 0-RTT data accepted / rejected.
+    pub early_data_accepted: usize,
+    /// 0-RTT data rejected.
+    pub early_data_rejected: usize,
+    /// Phase → percentiles (nanoseconds).
+    pub phases: BTreeMap<&'static str, Quantiles>,
+}
+
+/// The result of `tlsperf handshake`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandshakeRun {
+    /// The URL.
+    pub target: String,
+    /// Where the roots came from.
+    pub roots: String,
+    /// Time to load them (before the first connection).
+    pub roots_ms: f64,
+    /// Negotiated on the first connection.
+    pub negotiated: Negotiated,
+    /// The server's chain (first connection).
+    pub chain: Vec<ChainCert>,
+    /// Size of our first ClientHello.
+    pub client_hello_bytes: usize,
+    /// The first connection.
+    pub cold: ConnReport,
+    /// The others (`None` with `-n 1`).
+    pub warm: Option<WarmReport>,
+}
+
+/// Runs `opts.count` sequential exchanges with `target`.
+pub async fn run(
+    target: &Target,
+    config: Arc<ClientConfig>,
+    roots: (String, Duration),
+    opts: &HandshakeOptions,
+) -> Result<HandshakeRun, ConnectError> {
+    let request = get_request(&target.authority, &target.path, true);
+    let mut first: Option<Exchange> = None;
+    let mut hists: BTreeMap<Phase, LatencyHistogram> = BTreeMap::new();
+    let mut kinds: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let (mut accepted, mut rejected, mut resumed) = (0, 0, 0);
+    for i in 0..opts.count.max(1) {
+        let (ex, open) = exchange(
+            target,
+            Arc::clone(&config),
+            &request,
+            opts.early_data,
+            opts.timeout,
+        )
+        .await?;
+        if let Some(mut http) = open {
+            http.shutdown().await;
+        }
+        if i == 0 {
+            first = Some(ex);
+            continue;
+        }
+        for p in Phase::ALL {
+            // Durations beyond the histogram's range are not possible within the timeout.
+            let _ = hists.entry(p).or_default().record(ex.timeline.get(p));
+        }
+        *kinds.entry(ex.handshake.kind.name()).or_default() += 1;
+        resumed += usize::from(ex.handshake.kind.resumed());
+        match ex.handshake.early_data {
+            EarlyData::Accepted => accepted += 1,
+            EarlyData::Rejected => rejected += 1,
+            EarlyData::NotSent => {}
+        }
+    }
+    let Some(first) = first else {
+        return Err(ConnectError::Http {
+            reason: "no connection was made".into(),
+        });
+    };
+    let warm_count = opts.count.max(1) - 1;
+    let h = &first.handshake;
+    Ok(HandshakeRun {
+        target: target.to_string(),
+        roots: roots.0,
+        roots_ms: roots.1.as_secs_f64() * 1e3,
+        negotiated: Negotiated {
+            version: h.version.clone(),
+            cipher_suite: h.suite.clone(),
+            group: h.group.clone(),
+            signature_scheme: h.signature_scheme.clone(),
+            alpn: h.alpn.clone(),
+            ocsp_stapled_bytes: (h.ocsp_len > 0).then_some(h.ocsp_len),
+        },
+        chain: h
+            .chain
+            .iter()
+            .enumerate()
+            .map(|(depth, der)| chain_cert(depth, der))
+            .collect(),
+        client_hello_bytes: h.offered.hello_len,
+        cold: ConnReport {
+            kind: h.kind.name(),
+            early_data: h.early_data,
+            status: first.response.status,
+            phases_ms: Phase::ALL
+                .iter()
+                .map(|&p| (p.name(), first.timeline.get(p).as_secs_f64() * 1e3))
+                .collect(),
+        },
+        warm: (warm_count > 0).then(|| WarmReport {
+            count: warm_count,
+            kinds,
+            resumption_rate: resumed as f64 / warm_count as f64,
+            early_data_accepted: accepted,
+            early_data_rejected: rejected,
+            phases: hists
+                .iter()
+                .map(|(p, h)| (p.name(), h.quantiles()))
+                .collect(),
+        }),
+    })
+}
+
+fn chain_cert(depth: usize, der: &[u8]) -> ChainCert {
+    match x509_parser::parse_x509_certificate(der) {
+        Ok((_, c)) => ChainCert {
+            depth,
+            bytes: der.len(),
+            subject: c.subject().to_string(),
+            issuer: c.issuer().to_string(),
+            not_after: c
+                .validity()
+                .not_after
+                .to_datetime()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+        },
+        Err(e) => ChainCert {
+            depth,
+            bytes: der.len(),
+            subject: format!("(unparsable: {e})"),
+            issuer: String::new(),
+            not_after: String::new(),
+        },
+    }
+}
