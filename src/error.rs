@@ -13,6 +13,9 @@ pub enum ErrorClass {
     /// Something failed while running with valid input: I/O errors, a crypto backend
     /// failure. Exit code 1.
     Runtime,
+    /// Stopped by the user (Ctrl-C) after writing what was measured. Exit code 130, as
+    /// shells report a SIGINT.
+    Interrupted,
 }
 
 impl ErrorClass {
@@ -20,6 +23,7 @@ impl ErrorClass {
     pub fn exit_code(self) -> u8 {
         match self {
             ErrorClass::Input => 2,
+            ErrorClass::Interrupted => 130,
             ErrorClass::Runtime => 1,
         }
     }

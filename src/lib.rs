@@ -21,6 +21,7 @@
 pub mod error;
 pub mod files;
 pub mod handshake;
+pub mod load;
 pub mod pki;
 pub mod report;
 pub mod server;

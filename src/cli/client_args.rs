@@ -29,9 +29,6 @@ pub struct ClientArgs {
     /// Crypto provider.
     #[arg(long, value_enum, default_value_t = Provider::AwsLcRs)]
     pub provider: Provider,
-    /// Send the request as TLS 1.3 0-RTT early data when a resumed session allows it.
-    #[arg(long)]
-    pub early_data: bool,
     /// Client certificate chain (PEM) for mTLS.
     #[arg(long, value_name = "FILE", requires = "key")]
     pub cert: Option<PathBuf>,
@@ -60,7 +57,11 @@ impl ClientArgs {
     }
 
     /// The client options, with `alpn` offered.
-    pub fn options(&self, alpn: Vec<Vec<u8>>) -> Result<ClientTlsOptions, CliError> {
+    pub fn options(
+        &self,
+        alpn: Vec<Vec<u8>>,
+        early_data: bool,
+    ) -> Result<ClientTlsOptions, CliError> {
         let roots = if self.insecure {
             Roots::Insecure
         } else if let Some(p) = &self.cacert {
@@ -80,7 +81,7 @@ impl ClientArgs {
             roots,
             resume: self.resume,
             session_cache: 256,
-            early_data: self.early_data,
+            early_data,
             client_cert,
             alpn,
         })

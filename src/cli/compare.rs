@@ -28,6 +28,9 @@ pub struct CompareArgs {
 
 /// Runs `tlsperf compare`.
 pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
+    if is_load_result(&args.a) && is_load_result(&args.b) {
+        return compare_load_results(&args, out);
+    }
     let a = Samples::read(&args.a)?;
     let b = Samples::read(&args.b)?;
     let opts = CompareOptions {
@@ -41,4 +44,72 @@ pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
     };
     let result = compare(&a, &b, &opts)?;
     out.result(&result, || text::comparison(&result))
+}
+
+/// True when `path` starts like JSON (a `tlsperf load` result) rather than a sample file.
+fn is_load_result(path: &std::path::Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 256];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .is_ok_and(|n| crate::load::result::looks_like_json(&head[..n]))
+}
+
+/// Two load results: Welch's t-test on per-connection mean latencies (lower is better)
+/// and on per-interval throughput (higher is better; the first and last, partial,
+/// intervals left out).
+fn compare_load_results(args: &CompareArgs, out: &Output) -> Result<(), CliError> {
+    use crate::load::result::read;
+    let a = read(&args.a)?;
+    let b = read(&args.b)?;
+    let opts = |direction| CompareOptions {
+        alpha: args.alpha,
+        filter: !args.no_filter,
+        direction,
+    };
+    let latency = |r: &crate::load::LoadResult, p: &std::path::Path| Samples {
+        source: format!("{} (mean latency per connection, ms)", p.display()),
+        values: r
+            .connections
+            .iter()
+            .filter(|c| c.requests > 0)
+            .map(|c| c.mean_latency_ms)
+            .collect(),
+    };
+    let rate = |r: &crate::load::LoadResult, p: &std::path::Path| {
+        let per_s = 1000.0 / r.interval_ms.max(1) as f64;
+        let n = r.interval_requests.len();
+        let inner = if n > 2 {
+            &r.interval_requests[1..n - 1]
+        } else {
+            &r.interval_requests[..]
+        };
+        Samples {
+            source: format!(
+                "{} (requests/s per {} ms interval)",
+                p.display(),
+                r.interval_ms
+            ),
+            values: inner.iter().map(|&c| c as f64 * per_s).collect(),
+        }
+    };
+    let results = vec![
+        compare(
+            &latency(&a, &args.a),
+            &latency(&b, &args.b),
+            &opts(Direction::LowerIsBetter),
+        )?,
+        compare(
+            &rate(&a, &args.a),
+            &rate(&b, &args.b),
+            &opts(Direction::HigherIsBetter),
+        )?,
+    ];
+    out.result(&results, || {
+        results
+            .iter()
+            .map(text::comparison)
+            .collect::<Vec<_>>()
+            .join("\n")
+    })
 }

@@ -21,6 +21,11 @@ pub struct HandshakeArgs {
     /// Limit per connection (connect, handshake and response), e.g. 10s.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// Send the request as TLS 1.3 0-RTT early data when a resumed session allows it
+    /// (needs a server accepting early data, e.g. `serve --early-data N --resumption
+    /// stateful`).
+    #[arg(long)]
+    early_data: bool,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -28,7 +33,9 @@ pub struct HandshakeArgs {
 /// Runs `tlsperf handshake`.
 pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     let target = args.client.target(&args.url)?;
-    let opts = args.client.options(vec![b"http/1.1".to_vec()])?;
+    let opts = args
+        .client
+        .options(vec![b"http/1.1".to_vec()], args.early_data)?;
     args.client.warn_if_insecure();
     let built = config::build(&opts)?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -37,7 +44,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         .map_err(|e| CliError::runtime(e.into()))?;
     let run_opts = HandshakeOptions {
         count: args.count as usize,
-        early_data: args.client.early_data,
+        early_data: args.early_data,
         timeout: args.timeout,
     };
     let report = rt

@@ -13,6 +13,8 @@ mod client_args;
 mod compare;
 mod completions;
 mod handshake;
+mod load;
+mod merge;
 mod output;
 mod pki;
 mod serve;
@@ -83,7 +85,12 @@ pub enum Command {
     /// N sequential handshakes to one server, phase by phase: negotiated parameters, the
     /// chain, the phase table, full vs resumed.
     Handshake(Box<handshake::HandshakeArgs>),
-    /// Is B really faster than A? Welch's t-test on two sample files.
+    /// Load generator: requests/s, handshakes/s, full vs resumed handshakes, per-phase
+    /// percentiles, errors by kind, generator and server CPU.
+    Load(Box<load::LoadArgs>),
+    /// Combine load results from several machines into one, exactly (HDR histograms).
+    Merge(merge::MergeArgs),
+    /// Is B really faster than A? Welch's t-test on two sample files or two load results.
     Compare(compare::CompareArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
@@ -138,6 +145,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Serve(args) => serve::exec(*args, &out),
         Command::Tickets(args) => tickets::exec(args, &out),
         Command::Handshake(args) => handshake::exec(*args, &out),
+        Command::Load(args) => load::exec(*args, &out),
+        Command::Merge(args) => merge::exec(args, &out),
         Command::Compare(args) => compare::exec(args, &out),
         Command::Completions(args) => completions::exec(args, &out),
     }

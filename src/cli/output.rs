@@ -20,6 +20,11 @@ impl Output {
         Output { json, quiet }
     }
 
+    /// True when `-q` was given.
+    pub fn quiet(&self) -> bool {
+        self.quiet
+    }
+
     /// True when `--json` was given.
     pub fn json(&self) -> bool {
         self.json

@@ -812,6 +812,127 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
     s
 }
 
+/// `tlsperf load` (and `merge`).
+pub fn load_result(r: &crate::load::LoadResult) -> String {
+    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
+    let mut s = format!(
+        "{}\n\n",
+        styled(
+            BOLD,
+            &format!(
+                "Load on {}: {:.2} s{}{}",
+                r.target,
+                r.duration_s,
+                if r.machines > 1 {
+                    format!(", {} machines", r.machines)
+                } else {
+                    String::new()
+                },
+                if r.interrupted {
+                    " (interrupted: partial result)"
+                } else {
+                    ""
+                }
+            )
+        )
+    );
+    s += &format!(
+        "requests: {} completed, {} failed — {} req/s; body {} bytes\n",
+        r.requests.completed,
+        r.requests.failed,
+        num(r.requests.per_second),
+        r.body_bytes
+    );
+    let kinds: Vec<String> = r
+        .handshakes
+        .kinds
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    s += &format!(
+        "handshakes: {} ({}) — {} /s; resumption rate {:.1}%\n",
+        r.handshakes.total,
+        if kinds.is_empty() {
+            "none".into()
+        } else {
+            kinds.join(", ")
+        },
+        num(r.handshakes.per_second),
+        r.handshakes.resumption_rate * 100.0
+    );
+    let status: Vec<String> = r.status.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    if !status.is_empty() {
+        s += &format!("status: {}\n", status.join(", "));
+    }
+    s.push('\n');
+    let mut t = table(&["latency (ms)", "count", "p50", "p90", "p99", "p99.9", "max"]);
+    let mut row = |name: &str, d: &crate::load::result::Dist| {
+        let q = &d.quantiles;
+        t.add_row(vec![
+            name.to_string(),
+            q.count.to_string(),
+            ms(q.p50_ns),
+            ms(q.p90_ns),
+            ms(q.p99_ns),
+            ms(q.p999_ns),
+            ms(q.max_ns),
+        ]);
+    };
+    row("request", &r.latency);
+    if let Some(d) = &r.latency_corrected {
+        row("request (from intended send)", d);
+    }
+    if let Some(d) = &r.handshake_full {
+        row("TLS handshake, full", d);
+    }
+    if let Some(d) = &r.handshake_resumed {
+        row("TLS handshake, resumed", d);
+    }
+    for p in crate::client::Phase::ALL {
+        if let Some(d) = r.phases.get(p.name()) {
+            row(&format!("  phase {}", p.name()), d);
+        }
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+    s += &render(&t);
+    s.push('\n');
+    if !r.errors.is_empty() {
+        s += &format!("\n{}\n", styled(BAD, "errors:"));
+        for (k, n) in &r.errors {
+            s += &format!(
+                "  {k}: {n} (e.g. {})\n",
+                r.error_examples.get(k).map(String::as_str).unwrap_or("")
+            );
+        }
+    }
+    let g = &r.generator;
+    s += &format!(
+        "\ngenerator: {:.3} CPU s on {} threads ({:.0}% busy){}\n",
+        g.cpu_seconds,
+        g.threads,
+        g.utilization * 100.0,
+        g.cpu_us_per_handshake
+            .map(|c| format!(", {c:.0} µs CPU per handshake"))
+            .unwrap_or_default()
+    );
+    if let Some(sv) = &r.server {
+        s += &format!(
+            "server (pid {}): {:.3} CPU s{}{}; resident memory max {} KiB, end {} KiB\n",
+            sv.pid,
+            sv.cpu_seconds,
+            sv.cpu_us_per_request
+                .map(|c| format!(", {c:.1} µs per request"))
+                .unwrap_or_default(),
+            sv.cpu_us_per_handshake
+                .map(|c| format!(", {c:.1} µs per handshake"))
+                .unwrap_or_default(),
+            sv.rss_max_kib,
+            sv.rss_end_kib
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

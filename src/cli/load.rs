@@ -1,0 +1,224 @@
+//! `tlsperf load URL`: flags → [`crate::load`] → progress bar, output and result file.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use super::client_args::ClientArgs;
+use super::{CliError, Output};
+use crate::client::config;
+use crate::files::{FileMode, write_atomic};
+use crate::load::{LoadOptions, Progress, run};
+use crate::report::text;
+
+/// Arguments of `tlsperf load`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("bound").required(true).multiple(true).args(["requests", "duration"])))]
+pub struct LoadArgs {
+    /// The server: https://HOST[:PORT][/PATH].
+    url: String,
+    /// Requests to send (started; failures count).
+    #[arg(short = 'n', long = "requests", value_parser = clap::value_parser!(u64).range(1..))]
+    requests: Option<u64>,
+    /// How long to send requests, e.g. 10s.
+    #[arg(short = 'd', long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Connections (slots sending one request at a time each).
+    #[arg(short = 'c', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    connections: u64,
+    /// Total requests per second (open loop; latency also reported from the intended send
+    /// times, corrected for coordinated omission).
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
+    /// A new connection (and handshake) for every request.
+    #[arg(long, conflicts_with = "requests_per_conn")]
+    new_conn: bool,
+    /// Close each connection after K requests (default: keep it while the server does).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    requests_per_conn: Option<u64>,
+    /// HTTP/1.1 (the default).
+    #[arg(long, conflicts_with = "http2")]
+    http1: bool,
+    /// HTTP/2 (ALPN h2).
+    #[arg(long)]
+    http2: bool,
+    /// Worker threads (default: the number of CPUs).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: Option<u64>,
+    /// Limit per request, including a new connection's set-up.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Sample this process's CPU and resident memory from /proc (the server under test).
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
+    /// Write the full result (with HDR histograms) as JSON to FILE (atomically); read by
+    /// `tlsperf compare` and `tlsperf merge`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Replace --out FILE if it exists.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Runs `tlsperf load`.
+pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
+    if let Some(r) = args.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(CliError::input(format!(
+            "--rate {r}: must be a positive number"
+        )));
+    }
+    if let Some(path) = &args.out {
+        crate::files::check_destination(path, args.force)?;
+    }
+    let target = args.client.target(&args.url)?;
+    let alpn = if args.http2 {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    let opts = args.client.options(alpn, false)?;
+    args.client.warn_if_insecure();
+    let built = config::build(&opts)?;
+    let threads = args
+        .threads
+        .map(|t| t as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let per_conn = if args.new_conn {
+        Some(1)
+    } else {
+        args.requests_per_conn
+    };
+    let echo: BTreeMap<String, serde_json::Value> = [
+        ("requests", json!(args.requests)),
+        ("duration_s", json!(args.duration.map(|d| d.as_secs_f64()))),
+        ("connections", json!(args.connections)),
+        ("rate", json!(args.rate)),
+        ("requests_per_conn", json!(per_conn)),
+        ("http", json!(if args.http2 { "2" } else { "1.1" })),
+        ("resume", json!(opts.resume)),
+        (
+            "tls",
+            json!(
+                args.client
+                    .versions
+                    .iter()
+                    .map(|v| format!("{v:?}"))
+                    .collect::<Vec<_>>()
+            ),
+        ),
+        ("groups", json!(opts.groups)),
+        ("provider", json!(opts.provider.name())),
+        ("roots", json!(built.roots)),
+        ("threads", json!(threads)),
+        ("timeout_s", json!(args.timeout.as_secs_f64())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let load_opts = LoadOptions {
+        requests: args.requests,
+        duration: args.duration,
+        connections: args.connections as usize,
+        rate: args.rate,
+        requests_per_conn: per_conn,
+        http2: args.http2,
+        timeout: args.timeout,
+        threads,
+        server_pid: args.server_pid,
+        echo,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(e.into()))?;
+    let progress = Arc::new(Progress::default());
+    let bar = progress_bar(&args, out);
+    let result = rt.block_on(async {
+        let p = Arc::clone(&progress);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                p.stop();
+            }
+        });
+        let p = Arc::clone(&progress);
+        let b = bar.clone();
+        let started = std::time::Instant::now();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let done = p.completed.load(std::sync::atomic::Ordering::Relaxed);
+                let failed = p.failed.load(std::sync::atomic::Ordering::Relaxed);
+                if b.length().is_some_and(|l| l > 1_000_000) {
+                    b.set_position(started.elapsed().as_millis() as u64);
+                } else {
+                    b.set_position(done + failed);
+                }
+                b.set_message(format!("{done} ok, {failed} failed"));
+            }
+        });
+        let r = run(target, built.config, load_opts, Arc::clone(&progress)).await;
+        ticker.abort();
+        r
+    })?;
+    bar.finish_and_clear();
+    // Don't wait for tasks still blocked on a dead connection.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    if let Some(path) = &args.out {
+        let mut json =
+            serde_json::to_vec_pretty(&result).map_err(|e| CliError::runtime(e.into()))?;
+        json.push(b'\n');
+        write_atomic(path, &json, FileMode::Public, args.force)?;
+    }
+    out.result(&result, || text::load_result(&result))?;
+    if result.generator.saturated && result.duration_s >= 0.5 {
+        anstream::eprintln!(
+            "warning: the load generator used {:.0}% of its {} threads: it may be the bottleneck (add --threads or machines)",
+            result.generator.utilization * 100.0,
+            result.generator.threads
+        );
+    }
+    if result.requests.completed == 0 && result.requests.failed > 0 {
+        return Err(CliError::runtime(anyhow::anyhow!(
+            "all {} requests to {} failed (errors by kind above)",
+            result.requests.failed,
+            result.target
+        )));
+    }
+    if result.interrupted {
+        return Err(CliError {
+            class: crate::error::ErrorClass::Interrupted,
+            error: anyhow::anyhow!("interrupted: the result above covers the part that ran"),
+        });
+    }
+    Ok(())
+}
+
+fn progress_bar(args: &LoadArgs, out: &Output) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    if out.json() || out.quiet() {
+        return ProgressBar::hidden();
+    }
+    // By count when given, else by time (milliseconds, marked by a length above 1e6).
+    let (len, template) = match (args.requests, args.duration) {
+        (Some(n), _) => (n, "{bar:40} {pos}/{len} requests {msg} [{elapsed}]"),
+        (None, Some(d)) => (
+            (d.as_millis() as u64).max(1) + 1_000_000,
+            "{bar:40} {msg} [{elapsed}]",
+        ),
+        (None, None) => (1, "{msg}"),
+    };
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}

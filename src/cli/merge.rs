@@ -1,0 +1,40 @@
+//! `tlsperf merge A.json B.json … --out C.json`: load results → [`crate::load::result::merge`].
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{CliError, Output};
+use crate::files::{FileMode, write_atomic};
+use crate::load::result::{merge, read};
+use crate::report::text;
+
+/// Arguments of `tlsperf merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Results written by `tlsperf load --out` (runs made at the same time from several
+    /// machines against one server).
+    #[arg(required = true, num_args = 2..)]
+    results: Vec<PathBuf>,
+    /// Where to write the combined result (JSON, atomically).
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Replace --out FILE if it exists.
+    #[arg(long)]
+    force: bool,
+}
+
+/// Runs `tlsperf merge`.
+pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
+    crate::files::check_destination(&args.out, args.force)?;
+    let results = args
+        .results
+        .iter()
+        .map(|p| read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let merged = merge(&results)?;
+    let mut json = serde_json::to_vec_pretty(&merged).map_err(|e| CliError::runtime(e.into()))?;
+    json.push(b'\n');
+    write_atomic(&args.out, &json, FileMode::Public, args.force)?;
+    out.summary(&merged, || text::load_result(&merged))
+}

@@ -1,0 +1,607 @@
+//! The load generator behind `tlsperf load`: C connection slots, each sending one request
+//! at a time — as fast as answers come (closed loop) or at a fixed rate (`--rate`, open
+//! loop, with latency measured both from the actual send and from when the request
+//! should have been sent, as wrk2 does) — opening a new connection per request, every K
+//! requests or only when needed. Every connection's handshake is timed phase by phase and
+//! classified (full or resumed); every failure is counted by kind and never retried.
+//! Bounded by a request count and/or a duration, and by a per-request timeout; stops
+//! early, keeping what was measured, when [`Progress::stop`] is called (Ctrl-C).
+//!
+//! The engine never prints: it returns a [`LoadResult`] and updates a [`Progress`].
+
+pub mod result;
+pub mod usage;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::ClientConfig;
+
+use crate::client::conn::{self, Stamps};
+use crate::client::http1::{Http1, get_request};
+use crate::client::target::Target;
+use crate::client::{ConnectError, Phase, TlsStream};
+use crate::stats::LatencyHistogram;
+pub use result::LoadResult;
+use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, SCHEMA, ServerUsage};
+
+/// Width of the per-interval throughput samples.
+pub const INTERVAL: Duration = Duration::from_millis(250);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Stop after this many requests (started).
+    pub requests: Option<u64>,
+    /// Stop starting requests after this long.
+    pub duration: Option<Duration>,
+    /// Connection slots.
+    pub connections: usize,
+    /// Total requests per second (open loop); `None`: closed loop.
+    pub rate: Option<f64>,
+    /// Requests per connection before it is closed (`Some(1)`: a new connection per
+    /// request); `None`: keep connections as long as the server does.
+    pub requests_per_conn: Option<u64>,
+    /// HTTP/2 instead of HTTP/1.1.
+    pub http2: bool,
+    /// Limit per request (including a new connection's set-up).
+    pub timeout: Duration,
+    /// Worker threads of the runtime the run is on (reported).
+    pub threads: usize,
+    /// Sample this process's CPU and memory.
+    pub server_pid: Option<u32>,
+    /// The options as the user gave them (copied into the result).
+    pub echo: BTreeMap<String, serde_json::Value>,
+}
+
+/// Live counters, for a progress display, and the stop switch.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Requests answered.
+    pub completed: AtomicU64,
+    /// Requests failed.
+    pub failed: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Progress {
+    /// Asks the run to stop: no new requests start; those in flight finish (or time out).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// True once [`Progress::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// A run that could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Neither a count nor a duration.
+    #[error("give a request count (-n) or a duration (-d): a load run must be bounded")]
+    Unbounded,
+    /// The target does not resolve.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// The server process cannot be sampled.
+    #[error(transparent)]
+    Proc(#[from] usage::ProcError),
+}
+
+impl crate::error::Classify for LoadError {
+    fn class(&self) -> crate::error::ErrorClass {
+        match self {
+            LoadError::Unbounded | LoadError::Proc(_) => crate::error::ErrorClass::Input,
+            LoadError::Connect(_) => crate::error::ErrorClass::Runtime,
+        }
+    }
+}
+
+struct Shared {
+    target: Target,
+    addr: SocketAddr,
+    config: Arc<ClientConfig>,
+    opts: LoadOptions,
+    request_keep: Vec<u8>,
+    request_close: Vec<u8>,
+    uri: http::Uri,
+    issued: AtomicU64,
+    start: Instant,
+    deadline: Option<Instant>,
+    progress: Arc<Progress>,
+}
+
+impl Shared {
+    /// Takes the right to start one more request.
+    fn ticket(&self) -> bool {
+        if self.progress.stopped() || self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return false;
+        }
+        match self.opts.requests {
+            Some(n) => self.issued.fetch_add(1, Ordering::Relaxed) < n,
+            None => {
+                self.issued.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+}
+
+/// What one connection slot measured.
+struct Tally {
+    latency: LatencyHistogram,
+    corrected: LatencyHistogram,
+    hs_full: LatencyHistogram,
+    hs_resumed: LatencyHistogram,
+    phases: BTreeMap<Phase, LatencyHistogram>,
+    kinds: BTreeMap<&'static str, u64>,
+    status: BTreeMap<u16, u64>,
+    errors: BTreeMap<&'static str, u64>,
+    examples: BTreeMap<&'static str, String>,
+    completed: u64,
+    failed: u64,
+    body_bytes: u64,
+    intervals: Vec<u64>,
+    last_done: Option<Instant>,
+}
+
+impl Tally {
+    fn new() -> Self {
+        Tally {
+            latency: LatencyHistogram::new(),
+            corrected: LatencyHistogram::new(),
+            hs_full: LatencyHistogram::new(),
+            hs_resumed: LatencyHistogram::new(),
+            phases: BTreeMap::new(),
+            kinds: BTreeMap::new(),
+            status: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            examples: BTreeMap::new(),
+            completed: 0,
+            failed: 0,
+            body_bytes: 0,
+            intervals: Vec::new(),
+            last_done: None,
+        }
+    }
+
+    fn phase(&mut self, p: Phase, d: Duration) {
+        // Values are bounded by the request timeout, well inside the histogram's range.
+        let _ = self.phases.entry(p).or_default().record(d);
+    }
+
+    fn error(&mut self, e: &ConnectError) {
+        self.failed += 1;
+        let kind = e.kind();
+        *self.errors.entry(kind).or_default() += 1;
+        self.examples.entry(kind).or_insert_with(|| {
+            let mut msg = e.to_string();
+            let mut src = std::error::Error::source(e);
+            while let Some(s) = src {
+                msg += &format!(": {s}");
+                src = s.source();
+            }
+            msg
+        });
+    }
+}
+
+enum Open {
+    H1(Box<Http1<TlsStream>>),
+    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
+}
+
+/// Runs the load. The caller owns the runtime (threads) and the progress display.
+pub async fn run(
+    target: Target,
+    config: Arc<ClientConfig>,
+    opts: LoadOptions,
+    progress: Arc<Progress>,
+) -> Result<LoadResult, LoadError> {
+    if opts.requests.is_none() && opts.duration.is_none() {
+        return Err(LoadError::Unbounded);
+    }
+    let server_cpu0 = match opts.server_pid {
+        Some(pid) => Some(usage::proc_cpu(pid)?),
+        None => None,
+    };
+    let t_dns = Instant::now();
+    let addr = conn::resolve(&target.host, target.port).await?[0];
+    let dns = t_dns.elapsed();
+    let started_wall = time::OffsetDateTime::now_utc();
+    let cpu0 = usage::self_cpu();
+    let start = Instant::now();
+    let uri: http::Uri = format!("https://{}{}", target.authority, target.path)
+        .parse()
+        .map_err(|e| ConnectError::Http {
+            reason: format!("cannot build the request URI: {e}"),
+        })?;
+    let shared = Arc::new(Shared {
+        request_keep: get_request(&target.authority, &target.path, false),
+        request_close: get_request(&target.authority, &target.path, true),
+        uri,
+        addr,
+        config,
+        deadline: opts.duration.map(|d| start + d),
+        opts: opts.clone(),
+        target,
+        issued: AtomicU64::new(0),
+        start,
+        progress: Arc::clone(&progress),
+    });
+    // Server memory, sampled while the run lasts.
+    let rss_max = Arc::new(AtomicU64::new(0));
+    let sampler = opts.server_pid.map(|pid| {
+        let rss_max = Arc::clone(&rss_max);
+        tokio::spawn(async move {
+            loop {
+                if let Ok(kib) = usage::proc_rss_kib(pid) {
+                    rss_max.fetch_max(kib, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    });
+    let slots: Vec<_> = (0..opts.connections.max(1))
+        .map(|slot| tokio::spawn(slot_loop(slot, Arc::clone(&shared))))
+        .collect();
+    let mut tallies = Vec::with_capacity(slots.len());
+    for s in slots {
+        if let Ok(t) = s.await {
+            tallies.push(t);
+        }
+    }
+    if let Some(s) = sampler {
+        s.abort();
+    }
+    let end = tallies
+        .iter()
+        .filter_map(|t| t.last_done)
+        .max()
+        .unwrap_or_else(Instant::now);
+    let wall = end
+        .saturating_duration_since(start)
+        .max(Duration::from_micros(1));
+    let cpu = usage::self_cpu().saturating_sub(cpu0);
+    let mut total = Tally::new();
+    let mut connections = Vec::new();
+    for t in &tallies {
+        connections.push(ConnSample {
+            requests: t.completed,
+            mean_latency_ms: t.latency.quantiles().mean_ns / 1e6,
+        });
+        merge_tally(&mut total, t);
+    }
+    let _ = total.phases.entry(Phase::Dns).or_default().record(dns);
+    let handshakes: u64 = total.kinds.values().sum();
+    let server = match (opts.server_pid, server_cpu0) {
+        (Some(pid), Some(c0)) => {
+            let cpu = usage::proc_cpu(pid)
+                .map(|c| c.saturating_sub(c0))
+                .unwrap_or_default();
+            let rss_end = usage::proc_rss_kib(pid).unwrap_or(0);
+            Some(ServerUsage {
+                pid,
+                cpu_seconds: cpu.as_secs_f64(),
+                cpu_us_per_request: (total.completed > 0)
+                    .then(|| cpu.as_secs_f64() * 1e6 / total.completed as f64),
+                cpu_us_per_handshake: (handshakes > 0)
+                    .then(|| cpu.as_secs_f64() * 1e6 / handshakes as f64),
+                rss_max_kib: rss_max.load(Ordering::Relaxed).max(rss_end),
+                rss_end_kib: rss_end,
+            })
+        }
+        _ => None,
+    };
+    let dist = |h: &LatencyHistogram| (!h.is_empty()).then(|| Dist::of(h.clone()));
+    let mut result = LoadResult {
+        schema: SCHEMA.into(),
+        target: shared.target.to_string(),
+        started: started_wall
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default(),
+        duration_s: wall.as_secs_f64(),
+        machines: 1,
+        interrupted: progress.stopped(),
+        options: opts.echo.clone(),
+        requests: Requests {
+            attempted: total.completed + total.failed,
+            completed: total.completed,
+            failed: total.failed,
+            per_second: 0.0,
+        },
+        handshakes: Handshakes {
+            total: handshakes,
+            kinds: total
+                .kinds
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            resumption_rate: 0.0,
+            per_second: 0.0,
+        },
+        latency: Dist::of(total.latency.clone()),
+        latency_corrected: opts.rate.and_then(|_| dist(&total.corrected)),
+        handshake_full: dist(&total.hs_full),
+        handshake_resumed: dist(&total.hs_resumed),
+        phases: total
+            .phases
+            .iter()
+            .map(|(p, h)| (p.name().to_string(), Dist::of(h.clone())))
+            .collect(),
+        status: total
+            .status
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        errors: total
+            .errors
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        error_examples: total
+            .examples
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        body_bytes: total.body_bytes,
+        interval_ms: INTERVAL.as_millis() as u64,
+        interval_requests: total.intervals.clone(),
+        connections,
+        generator: GeneratorCpu {
+            threads: opts.threads,
+            cpu_seconds: cpu.as_secs_f64(),
+            utilization: 0.0,
+            cpu_us_per_handshake: None,
+            saturated: false,
+        },
+        server,
+    };
+    result.finish_rates();
+    result.generator.saturated = result.generator.utilization >= 0.9;
+    Ok(result)
+}
+
+fn merge_tally(total: &mut Tally, t: &Tally) {
+    let _ = total.latency.merge(&t.latency);
+    let _ = total.corrected.merge(&t.corrected);
+    let _ = total.hs_full.merge(&t.hs_full);
+    let _ = total.hs_resumed.merge(&t.hs_resumed);
+    for (p, h) in &t.phases {
+        let _ = total.phases.entry(*p).or_default().merge(h);
+    }
+    for (k, v) in &t.kinds {
+        *total.kinds.entry(k).or_default() += v;
+    }
+    for (k, v) in &t.status {
+        *total.status.entry(*k).or_default() += v;
+    }
+    for (k, v) in &t.errors {
+        *total.errors.entry(k).or_default() += v;
+    }
+    for (k, v) in &t.examples {
+        total.examples.entry(k).or_insert_with(|| v.clone());
+    }
+    total.completed += t.completed;
+    total.failed += t.failed;
+    total.body_bytes += t.body_bytes;
+    if total.intervals.len() < t.intervals.len() {
+        total.intervals.resize(t.intervals.len(), 0);
+    }
+    for (a, b) in total.intervals.iter_mut().zip(&t.intervals) {
+        *a += b;
+    }
+}
+
+async fn slot_loop(slot: usize, shared: Arc<Shared>) -> Tally {
+    let mut tally = Tally::new();
+    let mut open: Option<Open> = None;
+    let mut on_conn = 0u64;
+    let interval = shared
+        .opts
+        .rate
+        .map(|r| Duration::from_secs_f64(shared.opts.connections.max(1) as f64 / r.max(1e-9)));
+    // Slots start staggered so that the rate is even.
+    let mut intended = shared.start
+        + interval.map_or(Duration::ZERO, |iv| {
+            iv.mul_f64(slot as f64 / shared.opts.connections.max(1) as f64)
+        });
+    while shared.ticket() {
+        let planned = interval.map(|iv| {
+            let t = intended;
+            intended += iv;
+            t
+        });
+        if let Some(t) = planned {
+            tokio::time::sleep_until(t.into()).await;
+        }
+        let sent = Instant::now();
+        let last_on_conn = shared
+            .opts
+            .requests_per_conn
+            .is_some_and(|k| on_conn + 1 >= k);
+        let outcome = tokio::time::timeout(
+            shared.opts.timeout,
+            request(&shared, &mut open, last_on_conn, &mut tally),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(ConnectError::Timeout {
+                during: "waiting for a response",
+                after: shared.opts.timeout,
+            })
+        });
+        let done = Instant::now();
+        match outcome {
+            Ok(keep) => {
+                tally.completed += 1;
+                shared.progress.completed.fetch_add(1, Ordering::Relaxed);
+                let _ = tally.latency.record(done - sent);
+                if let Some(p) = planned {
+                    let _ = tally.corrected.record(done.saturating_duration_since(p));
+                }
+                let i = (done.saturating_duration_since(shared.start).as_millis()
+                    / INTERVAL.as_millis()) as usize;
+                if tally.intervals.len() <= i {
+                    tally.intervals.resize(i + 1, 0);
+                }
+                tally.intervals[i] += 1;
+                tally.last_done = Some(done);
+                on_conn += 1;
+                if !keep || last_on_conn {
+                    close(open.take()).await;
+                    on_conn = 0;
+                }
+            }
+            Err(e) => {
+                tally.error(&e);
+                shared.progress.failed.fetch_add(1, Ordering::Relaxed);
+                tally.last_done = Some(done);
+                // The connection's state is unknown: never reuse it.
+                open = None;
+                on_conn = 0;
+            }
+        }
+    }
+    close(open.take()).await;
+    tally
+}
+
+async fn close(open: Option<Open>) {
+    if let Some(Open::H1(mut h)) = open {
+        h.shutdown().await;
+    }
+}
+
+/// One request on the slot's connection (opened first when needed). `Ok(keep)`: the
+/// server keeps the connection open.
+async fn request(
+    shared: &Shared,
+    open: &mut Option<Open>,
+    last_on_conn: bool,
+    tally: &mut Tally,
+) -> Result<bool, ConnectError> {
+    if open.is_none() {
+        *open = Some(connect(shared, tally).await?);
+    }
+    match open.as_mut() {
+        Some(Open::H1(h)) => {
+            let req = if last_on_conn {
+                &shared.request_close
+            } else {
+                &shared.request_keep
+            };
+            let t = Instant::now();
+            let sent = h.send(req).await?;
+            let resp = h.read_response().await?;
+            tally.phase(Phase::Request, sent - t);
+            tally.phase(
+                Phase::FirstByte,
+                resp.first_byte.saturating_duration_since(sent),
+            );
+            tally.phase(
+                Phase::Body,
+                resp.done.saturating_duration_since(resp.first_byte),
+            );
+            *tally.status.entry(resp.status).or_default() += 1;
+            tally.body_bytes += resp.body_bytes;
+            Ok(resp.keep_alive)
+        }
+        Some(Open::H2(send)) => {
+            let req = http::Request::get(shared.uri.clone())
+                .body(Empty::<Bytes>::new())
+                .map_err(|e| ConnectError::Http {
+                    reason: e.to_string(),
+                })?;
+            let t = Instant::now();
+            let resp = send
+                .send_request(req)
+                .await
+                .map_err(|e| ConnectError::Http {
+                    reason: format!("HTTP/2 request failed: {e}"),
+                })?;
+            let first = Instant::now();
+            let status = resp.status().as_u16();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| ConnectError::Http {
+                    reason: format!("HTTP/2 body: {e}"),
+                })?;
+            let done = Instant::now();
+            tally.phase(Phase::FirstByte, first - t);
+            tally.phase(Phase::Body, done - first);
+            *tally.status.entry(status).or_default() += 1;
+            tally.body_bytes += body.to_bytes().len() as u64;
+            Ok(true)
+        }
+        None => Err(ConnectError::ClosedMidHandshake),
+    }
+}
+
+async fn connect(shared: &Shared, tally: &mut Tally) -> Result<Open, ConnectError> {
+    let t0 = Instant::now();
+    let tcp = conn::tcp_connect(shared.addr).await?;
+    let stamps = Stamps {
+        connected: t0.elapsed(),
+        ..Stamps::default()
+    };
+    let (stream, hs) = conn::handshake(
+        tcp,
+        shared.target.server_name.clone(),
+        Arc::clone(&shared.config),
+        None,
+        t0,
+        stamps,
+    )
+    .await?;
+    let timeline = crate::client::Timeline {
+        conn: hs.stamps,
+        verify: hs.verify,
+        ..Default::default()
+    };
+    for p in [
+        Phase::Connect,
+        Phase::ClientHello,
+        Phase::ServerHello,
+        Phase::Certificate,
+        Phase::HandshakeFinish,
+        Phase::Verify,
+        Phase::Tls,
+    ] {
+        tally.phase(p, timeline.get(p));
+    }
+    let tls = timeline.get(Phase::Tls);
+    let _ = if hs.kind.resumed() {
+        tally.hs_resumed.record(tls)
+    } else {
+        tally.hs_full.record(tls)
+    };
+    *tally.kinds.entry(hs.kind.name()).or_default() += 1;
+    if shared.opts.http2 {
+        if hs.alpn.as_deref() != Some("h2") {
+            return Err(ConnectError::Http {
+                reason: "the server did not agree to HTTP/2 (ALPN h2)".into(),
+            });
+        }
+        let (send, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .map_err(|e| ConnectError::Http {
+                    reason: format!("HTTP/2 handshake: {e}"),
+                })?;
+        tokio::spawn(connection);
+        Ok(Open::H2(send))
+    } else {
+        Ok(Open::H1(Box::new(Http1::new(stream))))
+    }
+}
