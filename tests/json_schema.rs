@@ -6,7 +6,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 
-use common::{spawn_tls_server, tlsperf, write};
+use common::{Serve, spawn_tls_server, tlsperf, write};
 use serde_json::Value;
 use tlsperf::pki::{PkiOptions, TestPki};
 
@@ -269,4 +269,24 @@ fn every_json_output_matches_the_documented_schema() {
         ]),
         &docs,
     );
+
+    // Against a running `tlsperf serve`: with warm connections, and with none (`warm` null).
+    let ca = d.join("serve-ca.pem");
+    let ca = ca.to_str().unwrap();
+    let served = Serve::start(&["--gen-cert", "ecdsa-p256", "--write-ca", ca]);
+    for n in ["3", "1"] {
+        check(
+            "handshake",
+            tlsperf([
+                "handshake",
+                &served.url(),
+                "-n",
+                n,
+                "--cacert",
+                ca,
+                "--json",
+            ]),
+            &docs,
+        );
+    }
 }

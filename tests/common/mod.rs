@@ -100,3 +100,88 @@ pub fn spawn_tls_server(
     });
     port
 }
+
+/// A `tlsperf serve` child listening on 127.0.0.1 (a free port), killed when dropped.
+pub struct Serve {
+    child: std::process::Child,
+    /// The port it listens on.
+    pub port: u16,
+    /// Kept open so that the server can still write to stdout.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Serve {
+    /// Starts `tlsperf serve --listen 127.0.0.1:0 --json --duration 120s ARGS` and waits
+    /// for the line saying where it listens.
+    pub fn start(args: &[&str]) -> Serve {
+        use std::io::{BufRead, Read};
+        use std::process::Stdio;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--json",
+                "--duration",
+                "120s",
+            ])
+            .args(args)
+            .env_remove("TLSPERF_LOG")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the tlsperf binary runs");
+        // Drain stderr on a thread so that the server never blocks on a full pipe.
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = std::sync::Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        if line.is_empty() {
+            let _ = child.wait();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            panic!("serve {args:?} did not start: {}", stderr.lock().unwrap());
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        let addr = v["addr"].as_str().expect("addr in the listening line");
+        let port = addr.rsplit(':').next().unwrap().parse().unwrap();
+        Serve {
+            child,
+            port,
+            _stdout: stdout,
+            stderr,
+        }
+    }
+
+    /// `https://localhost:PORT/`.
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+
+    /// What the server wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,620 @@
+//! `tlsperf handshake URL`: against our own `tlsperf serve`, against small misbehaving
+//! servers (closed port, plain HTTP, closing at once, silent), and against nginx from the
+//! distribution's packages when installed, whose access log says independently whether
+//! each session was resumed.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Run, Serve, tlsperf};
+use serde_json::Value;
+
+/// The phases that follow one another and add up to `total`.
+const SEGMENTS: [&str; 9] = [
+    "dns",
+    "connect",
+    "client_hello",
+    "server_hello",
+    "certificate",
+    "handshake_finish",
+    "request",
+    "first_byte",
+    "body",
+];
+
+/// Every phase reported.
+const PHASES: [&str; 12] = [
+    "dns",
+    "connect",
+    "client_hello",
+    "server_hello",
+    "certificate",
+    "handshake_finish",
+    "request",
+    "first_byte",
+    "body",
+    "verify",
+    "tls",
+    "total",
+];
+
+/// Runs `tlsperf handshake URL ARGS --json`, expects success and returns the report.
+fn handshake(url: &str, args: &[&str]) -> Value {
+    let run = tlsperf(
+        ["handshake", url, "--json"]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        run.code, 0,
+        "handshake {url} {args:?}: {}{}",
+        run.stdout, run.stderr
+    );
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+/// Runs `tlsperf handshake ARGS` and expects it to fail with `code`.
+fn fails(args: &[&str], code: i32) -> Run {
+    let run = tlsperf(
+        ["handshake"]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        run.code, code,
+        "handshake {args:?}: {}{}",
+        run.stdout, run.stderr
+    );
+    assert!(run.stdout.is_empty(), "nothing on stdout: {}", run.stdout);
+    assert!(run.stderr.contains("error:"), "{}", run.stderr);
+    run
+}
+
+/// Connections of `kind` among the warm ones.
+fn warm_kind(v: &Value, kind: &str) -> u64 {
+    v["warm"]["kinds"][kind].as_u64().unwrap_or(0)
+}
+
+fn resumption_rate(v: &Value) -> f64 {
+    v["warm"]["resumption_rate"].as_f64().unwrap()
+}
+
+/// The cold connection's segments add up to its total (within 1%), the TLS phase is the
+/// sum of its four steps, and every phase is there and not negative.
+fn assert_cold_phases_add_up(v: &Value) {
+    let p = &v["cold"]["phases_ms"];
+    for name in PHASES {
+        let ms = p[name]
+            .as_f64()
+            .unwrap_or_else(|| panic!("cold phase {name} missing: {p}"));
+        assert!(ms >= 0.0, "{name} = {ms}");
+    }
+    let ms = |name: &str| p[name].as_f64().unwrap();
+    let total = ms("total");
+    assert!(total > 0.0, "{p}");
+    let sum: f64 = SEGMENTS.iter().map(|s| ms(s)).sum();
+    assert!(
+        (sum - total).abs() <= total * 0.01,
+        "segments add up to {sum} ms, total is {total} ms: {p}"
+    );
+    let tls = ms("client_hello") + ms("server_hello") + ms("certificate") + ms("handshake_finish");
+    assert!(
+        (tls - ms("tls")).abs() <= ms("tls") * 0.01 + 1e-6,
+        "TLS steps add up to {tls} ms, tls is {} ms: {p}",
+        ms("tls")
+    );
+    assert!(
+        ms("verify") <= ms("tls"),
+        "verification inside the handshake: {p}"
+    );
+}
+
+/// The warm report holds `count` connections and every phase's percentiles.
+fn assert_warm_phases(v: &Value, count: u64) {
+    let w = &v["warm"];
+    assert_eq!(w["count"], count, "{w}");
+    let kinds: u64 = w["kinds"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(kinds, count, "{w}");
+    for name in PHASES {
+        let q = &w["phases"][name];
+        assert_eq!(q["count"], count, "{name}: {q}");
+        let (min, p50, max) = (
+            q["min_ns"].as_u64().unwrap(),
+            q["p50_ns"].as_u64().unwrap(),
+            q["max_ns"].as_u64().unwrap(),
+        );
+        assert!(min <= p50 && p50 <= max, "{name}: {q}");
+    }
+}
+
+#[test]
+fn serve_with_tickets_resumes_every_warm_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca,
+        "--resumption",
+        "tickets",
+    ]);
+    let url = s.url();
+
+    let v = handshake(&url, &["-n", "20", "--resume", "tickets", "--cacert", ca]);
+    assert_eq!(v["target"], url.as_str());
+    assert!(v["roots"].as_str().unwrap().contains("ca.pem"), "{v}");
+    assert!(v["roots_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(v["cold"]["kind"], "full", "{v}");
+    assert_eq!(v["cold"]["status"], 200);
+    assert_eq!(v["cold"]["early_data"], "not-sent");
+    assert!(resumption_rate(&v) >= 0.99, "{}", v["warm"]);
+    assert_eq!(warm_kind(&v, "resumed-ticket"), 19, "{}", v["warm"]);
+    assert_warm_phases(&v, 19);
+    // Resumed: no certificate sent, nothing to verify.
+    assert_eq!(v["warm"]["phases"]["verify"]["max_ns"], 0, "{}", v["warm"]);
+    assert_eq!(v["warm"]["phases"]["certificate"]["max_ns"], 0);
+    assert_cold_phases_add_up(&v);
+    assert!(v["cold"]["phases_ms"]["verify"].as_f64().unwrap() > 0.0);
+
+    let n = &v["negotiated"];
+    assert_eq!(n["version"], "TLSv1.3", "{n}");
+    assert!(
+        n["cipher_suite"].as_str().unwrap().starts_with("TLS13_"),
+        "{n}"
+    );
+    assert!(!n["group"].as_str().unwrap().is_empty(), "{n}");
+    assert_eq!(n["signature_scheme"], "ECDSA_NISTP256_SHA256", "{n}");
+    assert_eq!(n["alpn"], "http/1.1", "{n}");
+    assert!(n["ocsp_stapled_bytes"].is_null(), "{n}");
+    assert!(v["client_hello_bytes"].as_u64().unwrap() > 100, "{v}");
+
+    let chain = v["chain"].as_array().unwrap();
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    for (i, c) in chain.iter().enumerate() {
+        assert_eq!(c["depth"], i, "{c}");
+        assert!(c["bytes"].as_u64().unwrap() > 100, "{c}");
+        assert!(c["not_after"].as_str().unwrap().len() >= 20, "{c}");
+    }
+    assert!(
+        chain[0]["subject"]
+            .as_str()
+            .unwrap()
+            .contains("CN=localhost"),
+        "{chain:?}"
+    );
+    assert_eq!(chain[0]["issuer"], chain[1]["subject"]);
+    assert_ne!(
+        chain[1]["issuer"], chain[1]["subject"],
+        "the root is not sent"
+    );
+
+    // No resumption: every handshake full, every certificate verified.
+    let off = handshake(&url, &["-n", "20", "--resume", "off", "--cacert", ca]);
+    assert_eq!(off["cold"]["kind"], "full");
+    assert_eq!(warm_kind(&off, "full"), 19, "{}", off["warm"]);
+    assert_eq!(resumption_rate(&off), 0.0);
+    assert_warm_phases(&off, 19);
+    assert!(
+        off["warm"]["phases"]["verify"]["min_ns"].as_u64().unwrap() > 0,
+        "{}",
+        off["warm"]
+    );
+    assert_cold_phases_add_up(&off);
+
+    // TLS 1.2 with RFC 5077 tickets.
+    let v12 = handshake(
+        &url,
+        &[
+            "-n", "10", "--tls", "1.2", "--resume", "tickets", "--cacert", ca,
+        ],
+    );
+    assert_eq!(v12["negotiated"]["version"], "TLSv1.2", "{v12}");
+    assert_eq!(v12["cold"]["kind"], "full");
+    assert_eq!(warm_kind(&v12, "resumed-ticket"), 9, "{}", v12["warm"]);
+    assert_cold_phases_add_up(&v12);
+
+    // One connection: no warm report.
+    let one = handshake(&url, &["-n", "1", "--cacert", ca]);
+    assert!(one["warm"].is_null(), "{one}");
+    assert_cold_phases_add_up(&one);
+}
+
+#[test]
+fn serve_stateful_resumes_tls12_by_session_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca,
+        "--resumption",
+        "stateful",
+    ]);
+    let v = handshake(
+        &s.url(),
+        &[
+            "-n", "10", "--tls", "1.2", "--resume", "ids", "--cacert", ca,
+        ],
+    );
+    assert_eq!(v["negotiated"]["version"], "TLSv1.2", "{v}");
+    assert_eq!(v["cold"]["kind"], "full");
+    assert_eq!(warm_kind(&v, "resumed-session-id"), 9, "{}", v["warm"]);
+    assert!(resumption_rate(&v) >= 0.99);
+    assert_cold_phases_add_up(&v);
+}
+
+#[test]
+fn invalid_urls_are_usage_errors_naming_the_url() {
+    for url in ["http://x", "notaurl", "https://", "https://a b/"] {
+        let run = fails(&[url], 2);
+        assert!(run.stderr.contains(url), "{url}: {}", run.stderr);
+    }
+    // A server name that cannot be one.
+    let run = fails(&["https://127.0.0.1:1/", "--sni", "not a name"], 2);
+    assert!(run.stderr.contains("not a name"), "{}", run.stderr);
+}
+
+#[test]
+fn closed_port_is_a_runtime_error_naming_the_address() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let run = fails(
+        &[
+            &format!("https://127.0.0.1:{port}/"),
+            "--insecure",
+            "-n",
+            "1",
+        ],
+        1,
+    );
+    assert!(
+        run.stderr.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn wrong_server_name_and_untrusted_ca_fail_on_the_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let s = Serve::start(&["--gen-cert", "ecdsa-p256", "--write-ca", ca]);
+    let url = s.url();
+
+    let run = fails(&[&url, "--sni", "wrong.example", "--cacert", ca], 1);
+    assert!(run.stderr.contains("certificate"), "{}", run.stderr);
+    assert!(run.stderr.contains("wrong.example"), "{}", run.stderr);
+
+    // Another PKI's root does not vouch for this server.
+    let other = dir.path().join("other");
+    assert_eq!(
+        tlsperf(["pki", "init", other.to_str().unwrap(), "-q"]).code,
+        0
+    );
+    let root = other.join("root.pem");
+    let run = fails(&[&url, "--roots", root.to_str().unwrap()], 1);
+    assert!(run.stderr.contains("certificate"), "{}", run.stderr);
+    assert!(run.stderr.contains(&url), "{}", run.stderr);
+}
+
+#[test]
+fn insecure_warns_and_connects_to_an_untrusted_server() {
+    let s = Serve::start(&["--gen-cert", "ecdsa-p256"]);
+    let run = tlsperf(["handshake", &s.url(), "--insecure", "-n", "3", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("WARNING"), "{}", run.stderr);
+    assert!(run.stderr.contains("NOT verified"), "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(v["roots"].as_str().unwrap().contains("insecure"), "{v}");
+    assert_eq!(v["cold"]["status"], 200);
+    // Handshake signatures are still checked.
+    assert_eq!(v["negotiated"]["signature_scheme"], "ECDSA_NISTP256_SHA256");
+}
+
+/// A TCP server on 127.0.0.1 that runs `each` on every connection it accepts.
+fn tcp_server(each: fn(std::net::TcpStream)) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            each(stream);
+        }
+    });
+    port
+}
+
+#[test]
+fn plain_http_server_is_a_runtime_error() {
+    let port = tcp_server(|mut s| {
+        let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    });
+    let url = format!("https://127.0.0.1:{port}/");
+    let run = fails(&[&url, "--insecure", "-n", "1"], 1);
+    assert!(run.stderr.contains(&url), "{}", run.stderr);
+    assert!(run.stderr.contains("TLS"), "{}", run.stderr);
+}
+
+#[test]
+fn server_closing_at_once_is_a_runtime_error() {
+    let port = tcp_server(drop);
+    let url = format!("https://127.0.0.1:{port}/");
+    let run = fails(&[&url, "--insecure", "-n", "1"], 1);
+    assert!(run.stderr.contains("closed"), "{}", run.stderr);
+    assert!(run.stderr.contains(&url), "{}", run.stderr);
+}
+
+#[test]
+fn silent_server_times_out() {
+    // Listening but never accepting: the kernel completes the TCP handshake, nobody
+    // answers the ClientHello.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let t = Instant::now();
+    let run = fails(
+        &[
+            &format!("https://127.0.0.1:{port}/"),
+            "--insecure",
+            "-n",
+            "1",
+            "--timeout",
+            "300ms",
+        ],
+        1,
+    );
+    assert!(run.stderr.contains("timed out"), "{}", run.stderr);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    drop(listener);
+}
+
+// ---------------------------------------------------------------------------------------
+// nginx (Debian's nginx-light) as an independent server.
+
+const NGINX: &str = "/usr/sbin/nginx";
+
+/// An nginx child on a loopback port with everything it writes inside a temporary
+/// directory; killed when dropped.
+struct Nginx {
+    child: Child,
+    port: u16,
+    access_log: PathBuf,
+    error_log: PathBuf,
+    /// The root CA of its certificate.
+    root: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// Starts nginx with a `tlsperf pki init` certificate and a session cache; `tickets`
+    /// turns session tickets on or off. `None` (with the reason printed) when nginx is
+    /// not installed.
+    fn start(tickets: bool) -> Option<Nginx> {
+        if !Path::new(NGINX).exists() {
+            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx-light)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let pki = d.join("pki");
+        let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        // A free loopback port: bind, note it, let it go.
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+        let conf = format!(
+            r#"# One process: killing the child stops nginx (workers outlive a killed master).
+master_process off;
+worker_processes 1;
+pid {pid};
+error_log {error_log} info;
+events {{ worker_connections 64; }}
+http {{
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    log_format t '$ssl_protocol $ssl_session_reused $status';
+    access_log {access_log} t;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        server_name localhost;
+        ssl_certificate {chain};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_tickets {tickets};
+        ssl_session_cache shared:S:1m;
+        location / {{ return 200 "ok\n"; }}
+    }}
+}}
+"#,
+            pid = p("nginx.pid"),
+            error_log = p("error.log"),
+            tmp = d.to_str().unwrap(),
+            access_log = p("access.log"),
+            chain = pki.join("server-chain.pem").to_str().unwrap(),
+            key = pki.join("server.key").to_str().unwrap(),
+            tickets = if tickets { "on" } else { "off" },
+        );
+        let conf_path = p("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new(NGINX)
+            .args([
+                "-c",
+                &conf_path,
+                "-p",
+                d.to_str().unwrap(),
+                "-g",
+                "daemon off;",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nginx starts");
+        let mut nginx = Nginx {
+            child,
+            port,
+            access_log: d.join("access.log"),
+            error_log: d.join("error.log"),
+            root: pki.join("root.pem").to_str().unwrap().to_string(),
+            _dir: dir,
+        };
+        nginx.wait_until_listening();
+        Some(nginx)
+    }
+
+    fn wait_until_listening(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!(
+                    "nginx exited with {status}: {err}{}",
+                    std::fs::read_to_string(&self.error_log).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nginx is not listening on port {} after 10 s: {}",
+                self.port,
+                std::fs::read_to_string(&self.error_log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+
+    /// The access log's lines, once there are at least `n` (nginx writes a line after
+    /// the response has gone out, so the last may lag behind the client).
+    fn log_lines(&self, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
+            let lines: Vec<String> = text.lines().map(str::to_string).collect();
+            if lines.len() >= n || Instant::now() >= deadline {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `(not reused, reused)` counts of `$ssl_session_reused` in access-log lines
+/// `$ssl_protocol $ssl_session_reused $status`, checking protocol and status.
+fn reused_counts(lines: &[String], protocol: &str) -> (usize, usize) {
+    let (mut fresh, mut reused) = (0, 0);
+    for line in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 3, "access log line {line:?}");
+        assert_eq!(fields[0], protocol, "{line:?}");
+        assert_eq!(fields[2], "200", "{line:?}");
+        match fields[1] {
+            "." => fresh += 1,
+            "r" => reused += 1,
+            other => panic!("$ssl_session_reused {other:?} in {line:?}"),
+        }
+    }
+    (fresh, reused)
+}
+
+#[test]
+fn nginx_resumes_by_ticket_and_its_log_agrees() {
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let url = nginx.url();
+    let v = handshake(
+        &url,
+        &["-n", "20", "--resume", "tickets", "--roots", &nginx.root],
+    );
+    assert_eq!(v["negotiated"]["version"], "TLSv1.3", "{v}");
+    assert_eq!(v["cold"]["kind"], "full");
+    assert_eq!(v["cold"]["status"], 200);
+    assert!(resumption_rate(&v) >= 0.99, "{}", v["warm"]);
+    assert_eq!(warm_kind(&v, "resumed-ticket"), 19, "{}", v["warm"]);
+    assert_cold_phases_add_up(&v);
+    assert_eq!(v["chain"].as_array().unwrap().len(), 2);
+    let lines = nginx.log_lines(20);
+    assert_eq!(lines.len(), 20, "{lines:?}");
+    assert_eq!(reused_counts(&lines, "TLSv1.3"), (1, 19), "{lines:?}");
+
+    // Without resumption nginx sees 20 new sessions.
+    let off = handshake(
+        &url,
+        &["-n", "20", "--resume", "off", "--roots", &nginx.root],
+    );
+    assert_eq!(off["cold"]["kind"], "full");
+    assert_eq!(warm_kind(&off, "full"), 19, "{}", off["warm"]);
+    assert_eq!(resumption_rate(&off), 0.0);
+    let lines = nginx.log_lines(40);
+    assert_eq!(lines.len(), 40, "{lines:?}");
+    assert_eq!(reused_counts(&lines[20..], "TLSv1.3"), (20, 0), "{lines:?}");
+}
+
+#[test]
+fn nginx_without_tickets_resumes_tls12_by_session_id() {
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    let v = handshake(
+        &nginx.url(),
+        &[
+            "-n",
+            "20",
+            "--tls",
+            "1.2",
+            "--resume",
+            "ids",
+            "--roots",
+            &nginx.root,
+        ],
+    );
+    assert_eq!(v["negotiated"]["version"], "TLSv1.2", "{v}");
+    assert_eq!(v["cold"]["kind"], "full");
+    assert_eq!(warm_kind(&v, "resumed-session-id"), 19, "{}", v["warm"]);
+    assert!(resumption_rate(&v) >= 0.99);
+    assert_cold_phases_add_up(&v);
+    let lines = nginx.log_lines(20);
+    assert_eq!(lines.len(), 20, "{lines:?}");
+    assert_eq!(reused_counts(&lines, "TLSv1.2"), (1, 19), "{lines:?}");
+}
