@@ -117,6 +117,9 @@ struct Shared {
     start: Instant,
     deadline: Option<Instant>,
     progress: Arc<Progress>,
+    /// Tallies shared by slots (a few per worker thread): HDR histograms are large, one
+    /// set per connection slot would cost megabytes each.
+    shards: Vec<std::sync::Mutex<Tally>>,
 }
 
 impl Shared {
@@ -224,6 +227,7 @@ pub async fn run(
         .map_err(|e| ConnectError::Http {
             reason: format!("cannot build the request URI: {e}"),
         })?;
+    let target_name = target.to_string();
     let shared = Arc::new(Shared {
         request_keep: get_request(&target.authority, &target.path, false),
         request_close: get_request(&target.authority, &target.path, true),
@@ -236,6 +240,9 @@ pub async fn run(
         issued: AtomicU64::new(0),
         start,
         progress: Arc::clone(&progress),
+        shards: (0..(opts.threads.max(1) * 2).min(opts.connections.max(1)))
+            .map(|_| std::sync::Mutex::new(Tally::new()))
+            .collect(),
     });
     // Server memory, sampled while the run lasts.
     let rss_max = Arc::new(AtomicU64::new(0));
@@ -253,12 +260,18 @@ pub async fn run(
     let slots: Vec<_> = (0..opts.connections.max(1))
         .map(|slot| tokio::spawn(slot_loop(slot, Arc::clone(&shared))))
         .collect();
-    let mut tallies = Vec::with_capacity(slots.len());
+    let mut connections = Vec::with_capacity(slots.len());
     for s in slots {
-        if let Ok(t) = s.await {
-            tallies.push(t);
+        if let Ok(c) = s.await {
+            connections.push(c);
         }
     }
+    let tallies: Vec<Tally> = Arc::try_unwrap(shared)
+        .map(|s| s.shards)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.into_inner().ok())
+        .collect();
     if let Some(s) = sampler {
         s.abort();
     }
@@ -272,12 +285,7 @@ pub async fn run(
         .max(Duration::from_micros(1));
     let cpu = usage::self_cpu().saturating_sub(cpu0);
     let mut total = Tally::new();
-    let mut connections = Vec::new();
     for t in &tallies {
-        connections.push(ConnSample {
-            requests: t.completed,
-            mean_latency_ms: t.latency.quantiles().mean_ns / 1e6,
-        });
         merge_tally(&mut total, t);
     }
     let _ = total.phases.entry(Phase::Dns).or_default().record(dns);
@@ -304,7 +312,7 @@ pub async fn run(
     let dist = |h: &LatencyHistogram| (!h.is_empty()).then(|| Dist::of(h.clone()));
     let mut result = LoadResult {
         schema: SCHEMA.into(),
-        target: shared.target.to_string(),
+        target: target_name,
         started: started_wall
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),
@@ -401,8 +409,48 @@ fn merge_tally(total: &mut Tally, t: &Tally) {
     }
 }
 
-async fn slot_loop(slot: usize, shared: Arc<Shared>) -> Tally {
-    let mut tally = Tally::new();
+/// What one request observed, applied to a shared tally in one lock.
+#[derive(Default)]
+struct Obs {
+    phases: Vec<(Phase, Duration)>,
+    handshake: Option<(&'static str, bool, Duration)>,
+    status: Option<u16>,
+    body_bytes: u64,
+}
+
+impl Obs {
+    fn phase(&mut self, p: Phase, d: Duration) {
+        self.phases.push((p, d));
+    }
+}
+
+impl Tally {
+    fn apply(&mut self, obs: &Obs) {
+        for &(p, d) in &obs.phases {
+            self.phase(p, d);
+        }
+        if let Some((kind, resumed, tls)) = obs.handshake {
+            let _ = if resumed {
+                self.hs_resumed.record(tls)
+            } else {
+                self.hs_full.record(tls)
+            };
+            *self.kinds.entry(kind).or_default() += 1;
+        }
+        if let Some(status) = obs.status {
+            *self.status.entry(status).or_default() += 1;
+        }
+        self.body_bytes += obs.body_bytes;
+    }
+}
+
+async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
+    let shard = &shared.shards[slot % shared.shards.len()];
+    let mut obs = Obs {
+        phases: Vec::with_capacity(12),
+        ..Obs::default()
+    };
+    let (mut completed, mut latency_sum) = (0u64, Duration::ZERO);
     let mut open: Option<Open> = None;
     let mut on_conn = 0u64;
     let interval = shared
@@ -428,9 +476,13 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> Tally {
             .opts
             .requests_per_conn
             .is_some_and(|k| on_conn + 1 >= k);
+        obs.phases.clear();
+        obs.handshake = None;
+        obs.status = None;
+        obs.body_bytes = 0;
         let outcome = tokio::time::timeout(
             shared.opts.timeout,
-            request(&shared, &mut open, last_on_conn, &mut tally),
+            request(&shared, &mut open, last_on_conn, &mut obs),
         )
         .await
         .unwrap_or_else(|_| {
@@ -440,31 +492,48 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> Tally {
             })
         });
         let done = Instant::now();
-        match outcome {
-            Ok(keep) => {
-                tally.completed += 1;
+        // Ok(close the connection?) or Err(failed): recorded under the lock, no await.
+        let next: Result<bool, ()> = {
+            let mut tally = match shard.lock() {
+                Ok(t) => t,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            tally.apply(&obs);
+            tally.last_done = tally.last_done.max(Some(done));
+            match outcome {
+                Ok(keep) => {
+                    tally.completed += 1;
+                    let _ = tally.latency.record(done - sent);
+                    if let Some(p) = planned {
+                        let _ = tally.corrected.record(done.saturating_duration_since(p));
+                    }
+                    let i = (done.saturating_duration_since(shared.start).as_millis()
+                        / INTERVAL.as_millis()) as usize;
+                    if tally.intervals.len() <= i {
+                        tally.intervals.resize(i + 1, 0);
+                    }
+                    tally.intervals[i] += 1;
+                    Ok(!keep || last_on_conn)
+                }
+                Err(e) => {
+                    tally.error(&e);
+                    Err(())
+                }
+            }
+        };
+        match next {
+            Ok(close_now) => {
                 shared.progress.completed.fetch_add(1, Ordering::Relaxed);
-                let _ = tally.latency.record(done - sent);
-                if let Some(p) = planned {
-                    let _ = tally.corrected.record(done.saturating_duration_since(p));
-                }
-                let i = (done.saturating_duration_since(shared.start).as_millis()
-                    / INTERVAL.as_millis()) as usize;
-                if tally.intervals.len() <= i {
-                    tally.intervals.resize(i + 1, 0);
-                }
-                tally.intervals[i] += 1;
-                tally.last_done = Some(done);
+                completed += 1;
+                latency_sum += done - sent;
                 on_conn += 1;
-                if !keep || last_on_conn {
+                if close_now {
                     close(open.take()).await;
                     on_conn = 0;
                 }
             }
-            Err(e) => {
-                tally.error(&e);
+            Err(()) => {
                 shared.progress.failed.fetch_add(1, Ordering::Relaxed);
-                tally.last_done = Some(done);
                 // The connection's state is unknown: never reuse it.
                 open = None;
                 on_conn = 0;
@@ -472,7 +541,14 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> Tally {
         }
     }
     close(open.take()).await;
-    tally
+    ConnSample {
+        requests: completed,
+        mean_latency_ms: if completed == 0 {
+            0.0
+        } else {
+            latency_sum.as_secs_f64() * 1e3 / completed as f64
+        },
+    }
 }
 
 async fn close(open: Option<Open>) {
@@ -487,7 +563,7 @@ async fn request(
     shared: &Shared,
     open: &mut Option<Open>,
     last_on_conn: bool,
-    tally: &mut Tally,
+    tally: &mut Obs,
 ) -> Result<bool, ConnectError> {
     if open.is_none() {
         *open = Some(connect(shared, tally).await?);
@@ -511,8 +587,8 @@ async fn request(
                 Phase::Body,
                 resp.done.saturating_duration_since(resp.first_byte),
             );
-            *tally.status.entry(resp.status).or_default() += 1;
-            tally.body_bytes += resp.body_bytes;
+            tally.status = Some(resp.status);
+            tally.body_bytes = resp.body_bytes;
             Ok(resp.keep_alive)
         }
         Some(Open::H2(send)) => {
@@ -540,15 +616,15 @@ async fn request(
             let done = Instant::now();
             tally.phase(Phase::FirstByte, first - t);
             tally.phase(Phase::Body, done - first);
-            *tally.status.entry(status).or_default() += 1;
-            tally.body_bytes += body.to_bytes().len() as u64;
+            tally.status = Some(status);
+            tally.body_bytes = body.to_bytes().len() as u64;
             Ok(true)
         }
         None => Err(ConnectError::ClosedMidHandshake),
     }
 }
 
-async fn connect(shared: &Shared, tally: &mut Tally) -> Result<Open, ConnectError> {
+async fn connect(shared: &Shared, tally: &mut Obs) -> Result<Open, ConnectError> {
     let t0 = Instant::now();
     let tcp = conn::tcp_connect(shared.addr).await?;
     let stamps = Stamps {
@@ -580,13 +656,7 @@ async fn connect(shared: &Shared, tally: &mut Tally) -> Result<Open, ConnectErro
     ] {
         tally.phase(p, timeline.get(p));
     }
-    let tls = timeline.get(Phase::Tls);
-    let _ = if hs.kind.resumed() {
-        tally.hs_resumed.record(tls)
-    } else {
-        tally.hs_full.record(tls)
-    };
-    *tally.kinds.entry(hs.kind.name()).or_default() += 1;
+    tally.handshake = Some((hs.kind.name(), hs.kind.resumed(), timeline.get(Phase::Tls)));
     if shared.opts.http2 {
         if hs.alpn.as_deref() != Some("h2") {
             return Err(ConnectError::Http {
