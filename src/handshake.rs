@@ -87,6 +87,11 @@ pub struct WarmReport {
     pub early_data_rejected: usize,
     /// Phase → percentiles (nanoseconds).
     pub phases: BTreeMap<&'static str, Quantiles>,
+    /// Failed connections by kind (the run goes on after a failure; percentiles are over
+    /// the connections that completed).
+    pub errors: BTreeMap<&'static str, usize>,
+    /// Kind → the first message seen.
+    pub error_examples: BTreeMap<&'static str, String>,
 }
 
 /// The result of `tlsperf handshake`.
@@ -98,6 +103,8 @@ pub struct HandshakeRun {
     pub roots: String,
     /// Time to load them (before the first connection).
     pub roots_ms: f64,
+    /// First use of the crypto provider in this process (before the first connection).
+    pub provider_init_ms: f64,
     /// Negotiated on the first connection.
     pub negotiated: Negotiated,
     /// The server's chain (first connection).
@@ -114,7 +121,7 @@ pub struct HandshakeRun {
 pub async fn run(
     target: &Target,
     config: Arc<ClientConfig>,
-    roots: (String, Duration),
+    roots: (String, Duration, Duration),
     opts: &HandshakeOptions,
 ) -> Result<HandshakeRun, ConnectError> {
     let request = get_request(&target.authority, &target.path, true);
@@ -122,15 +129,30 @@ pub async fn run(
     let mut hists: BTreeMap<Phase, LatencyHistogram> = BTreeMap::new();
     let mut kinds: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (mut accepted, mut rejected, mut resumed) = (0, 0, 0);
+    let mut errors: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut examples: BTreeMap<&'static str, String> = BTreeMap::new();
     for i in 0..opts.count.max(1) {
-        let (ex, open) = exchange(
+        let outcome = exchange(
             target,
             Arc::clone(&config),
             &request,
             opts.early_data,
             opts.timeout,
         )
-        .await?;
+        .await;
+        let (ex, open) = match outcome {
+            Ok(x) => x,
+            // The first connection must work: everything reported comes from it.
+            Err(e) if i == 0 => return Err(e),
+            Err(e) => {
+                let kind = e.kind();
+                *errors.entry(kind).or_default() += 1;
+                examples
+                    .entry(kind)
+                    .or_insert_with(|| format!("{:#}", anyhow::Error::new(e)));
+                continue;
+            }
+        };
         if let Some(mut http) = open {
             http.shutdown().await;
         }
@@ -155,12 +177,14 @@ pub async fn run(
             reason: "no connection was made".into(),
         });
     };
-    let warm_count = opts.count.max(1) - 1;
+    let failed: usize = errors.values().sum();
+    let warm_count = opts.count.max(1) - 1 - failed;
     let h = &first.handshake;
     Ok(HandshakeRun {
         target: target.to_string(),
         roots: roots.0,
         roots_ms: roots.1.as_secs_f64() * 1e3,
+        provider_init_ms: roots.2.as_secs_f64() * 1e3,
         negotiated: Negotiated {
             version: h.version.clone(),
             cipher_suite: h.suite.clone(),
@@ -185,16 +209,18 @@ pub async fn run(
                 .map(|&p| (p.name(), first.timeline.get(p).as_secs_f64() * 1e3))
                 .collect(),
         },
-        warm: (warm_count > 0).then(|| WarmReport {
+        warm: (warm_count + failed > 0).then(|| WarmReport {
             count: warm_count,
             kinds,
-            resumption_rate: resumed as f64 / warm_count as f64,
+            resumption_rate: resumed as f64 / warm_count.max(1) as f64,
             early_data_accepted: accepted,
             early_data_rejected: rejected,
             phases: hists
                 .iter()
                 .map(|(p, h)| (p.name(), h.quantiles()))
                 .collect(),
+            errors,
+            error_examples: examples,
         }),
     })
 }

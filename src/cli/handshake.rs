@@ -51,7 +51,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         .block_on(run(
             &target,
             built.config,
-            (built.roots, built.roots_time),
+            (built.roots, built.roots_time, built.provider_init),
             &run_opts,
         ))
         .map_err(|e| CliError::runtime(anyhow::Error::new(e).context(format!("{target}"))))?;

@@ -166,6 +166,8 @@ pub async fn handshake(
     }
     let mut rec = VerifyRecord::default();
     let mut offered = None;
+    // ClientHellos written before the ServerHello (2 after a HelloRetryRequest).
+    let mut hellos = 0;
     let mut out = Vec::with_capacity(2048);
     loop {
         // Write whatever rustls has (the ClientHello first).
@@ -182,6 +184,9 @@ pub async fn handshake(
                 offered = Some(hello::offered(&out).unwrap_or_default());
             }
             write_all(&tcp, &out).await?;
+            if stamps.server_hello.is_zero() {
+                hellos += 1;
+            }
             if stamps.hello_sent.is_zero() {
                 stamps.hello_sent = t0.elapsed();
             }
@@ -218,7 +223,13 @@ pub async fn handshake(
             let _ = tcp.try_write(&out);
             return Err(ConnectError::Tls { source });
         }
-        if stamps.server_hello.is_zero() && conn.negotiated_cipher_suite().is_some() {
+        // rustls knows the suite from a HelloRetryRequest already: the ServerHello is the
+        // answer to the second ClientHello.
+        let hrr = conn.handshake_kind() == Some(HandshakeKind::FullWithHelloRetryRequest);
+        if stamps.server_hello.is_zero()
+            && conn.negotiated_cipher_suite().is_some()
+            && (!hrr || hellos >= 2)
+        {
             stamps.server_hello = read_at;
         }
         if stamps.certificate.is_none() && rec.cert_at.is_some() {

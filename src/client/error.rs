@@ -31,7 +31,7 @@ pub enum ConnectError {
     #[error("the server closed the connection during the TLS handshake")]
     ClosedMidHandshake,
     /// rustls refused the handshake or the peer sent an alert.
-    #[error("TLS handshake failed: {source}")]
+    #[error("TLS handshake failed")]
     Tls {
         /// rustls's error.
         #[source]

@@ -66,10 +66,18 @@ impl Target {
         let name = sni.unwrap_or(&host).to_string();
         let server_name = ServerName::try_from(name.clone())
             .map_err(|_| bad(&format!("'{name}' is not a valid server name")))?;
-        let authority = uri
-            .authority()
-            .map(|a| a.as_str().to_string())
-            .unwrap_or_else(|| host.clone());
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(bad("user information in the URL is not supported"));
+        }
+        let bracketed = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.clone()
+        };
+        let authority = match uri.port_u16() {
+            Some(p) => format!("{bracketed}:{p}"),
+            None => bracketed,
+        };
         Ok(Target {
             host,
             port,

@@ -735,13 +735,14 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
         n.alpn.as_deref().unwrap_or("-")
     );
     s += &format!(
-        "OCSP: {}\nroots: {} (loaded in {:.3} ms, before the first connection)\nClientHello: {} bytes\n\n",
+        "OCSP: {}\nroots: {} (loaded in {:.3} ms, before the first connection)\ncrypto provider first use: {:.3} ms (before the first connection)\nClientHello: {} bytes\n\n",
         match n.ocsp_stapled_bytes {
             Some(b) => format!("stapled ({b} bytes)"),
             None => "not stapled".into(),
         },
         r.roots,
         r.roots_ms,
+        r.provider_init_ms,
         r.client_hello_bytes
     );
     let mut t = table(&["depth", "bytes", "subject", "not after"]);
@@ -808,6 +809,13 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
             );
         }
         s.push('\n');
+        for (k, n) in &w.errors {
+            s += &format!(
+                "{} {k}: {n} (e.g. {})\n",
+                styled(BAD, "failed"),
+                w.error_examples.get(k).map(String::as_str).unwrap_or("")
+            );
+        }
     }
     s
 }
