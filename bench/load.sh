@@ -49,18 +49,22 @@ cpu_of() { awk '/^CPU /{print $2+$3}' "$1"; }
 for r in $(seq "$rounds"); do
   # 1. keep-alive
   wrk -t1 -c50 -d"${secs}s" "$url" | awk '/Requests\/sec/ {print $2}' >> "$work/ka-wrk"
-  h2load --h1 -t 1 -c 50 -n $((secs * 60000)) "$url" 2>/dev/null | awk '/^finished in/ {gsub(",", "", $4); print $4}' >> "$work/ka-h2load"
+  h2load --h1 -t 1 -c 50 -n $((secs * 60000)) "$url" 2>/dev/null > "$work/h2-out"
+  awk '/^finished in/ {gsub(",", "", $4); print $4}' "$work/h2-out" >> "$work/ka-h2load"
+  # Mean request time (h2load prints min, max, mean, sd; no percentiles).
+  awk '/^time for request:/ {v=$6; if (v ~ /us$/) {sub("us","",v); v=v/1000} else if (v ~ /ms$/) {sub("ms","",v)} else {sub("s","",v); v=v*1000}; print v}' "$work/h2-out" >> "$work/mean-h2load"
   if [ -n "$oha_bin" ]; then
     "$oha_bin" --no-tui --insecure -c 50 -z "${secs}s" --output-format json "$url" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["requestsPerSec"])' >> "$work/ka-oha"
   fi
-  "$bin" load "$url" --cacert "$ca" -c 50 --threads 1 -d "${secs}s" --json -q | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"]["per_second"])' >> "$work/ka-tlsperf"
+  "$bin" load "$url" --cacert "$ca" -c 50 --threads 1 -d "${secs}s" --json -q > "$work/ka-out.json"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.0f" % d["requests"]["per_second"]); print(d["latency"]["quantiles"]["mean_ns"]/1e6, file=open(sys.argv[2], "a"))' "$work/ka-out.json" "$work/mean-tlsperf" >> "$work/ka-tlsperf"
   # 2. new connections, full handshakes, client CPU
   /usr/bin/time -f "CPU %U %S" -o "$work/t-h2load" h2load --h1 -t 1 -c 2000 -n 2000 "$url" 2>/dev/null | awk '/^finished in/ {gsub(",", "", $4); print $4}' >> "$work/nc-h2load"
   echo "$(cpu_of "$work/t-h2load")" >> "$work/cpu-h2load"
   for mode in verify insecure; do
     flags=(--cacert "$ca"); [ "$mode" = insecure ] && flags=(--insecure)
     /usr/bin/time -f "CPU %U %S" -o "$work/t-$mode" "$bin" load "$url" "${flags[@]}" --new-conn --resume off -c 2000 -n 2000 --threads 1 --json -q 2>/dev/null \
-      | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["handshakes"]["per_second"], d["handshakes"]["total"], d["requests"]["failed"])' > "$work/nc-$mode-last"
+      | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f" % d["handshakes"]["per_second"], d["handshakes"]["total"], d["requests"]["failed"])' > "$work/nc-$mode-last"
     read -r hps total failed < "$work/nc-$mode-last"
     echo "$hps" >> "$work/nc-tlsperf-$mode"
     echo "$failed" >> "$work/failed-$mode"
@@ -78,7 +82,7 @@ per_hs() { python3 -c "import sys; print('%.0f' % (float(sys.argv[1]) * 1e6 / 20
 echo "# Load generator benchmark"
 echo
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $(nproc) cores, $(uname -r); nginx $(nginx -v 2>&1 | sed 's/.*\///'), 1 worker"
-echo "- $rounds rounds, tools alternating; medians of rounds (all rounds: $work files listed below)"
+echo "- $rounds rounds, tools alternating; medians of rounds (each round's figure beside it)"
 echo
 echo "## Keep-alive HTTPS requests/s (1 client thread, 50 connections, ${secs} s)"
 echo
@@ -88,6 +92,8 @@ echo "| tlsperf load | $ka_us | $(paste -sd' ' "$work/ka-tlsperf") | 1 |"
 echo "| wrk | $ka_wrk | $(paste -sd' ' "$work/ka-wrk") | $(ratio "$ka_us" "$ka_wrk") |"
 echo "| h2load --h1 | $ka_h2 | $(paste -sd' ' "$work/ka-h2load") | $(ratio "$ka_us" "$ka_h2") |"
 echo "| oha | $ka_oha | $( [ -s "$work/ka-oha" ] && paste -sd' ' "$work/ka-oha" || echo "not installed") | $(ratio "$ka_us" "$ka_oha") |"
+echo
+echo "Mean request latency at 50 connections (ms, median of rounds): tlsperf $(median < "$work/mean-tlsperf"), h2load $(median < "$work/mean-h2load") (ratio $(ratio "$(median < "$work/mean-tlsperf")" "$(median < "$work/mean-h2load")"); h2load reports min/max/mean/sd only, so means are compared)."
 echo
 echo "## New connections: 2000 requests, each on a new connection, full TLS 1.3 handshakes (1 client thread)"
 echo
