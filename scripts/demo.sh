@@ -4,7 +4,10 @@
 # `tlsperf pki init` takes with ECDSA P-256 versus RSA-2048 keys — and let
 # `tlsperf compare` say whether the difference is significant (Welch's t-test).
 #
-# Usage: scripts/demo.sh [OUT_DIR]   (default: ./tlsperf-demo; runs take ~30 s)
+# Then the handshake timeline and the load generator against `tlsperf serve` on
+# loopback, with resumption off and with tickets, compared with Welch's t-test.
+#
+# Usage: scripts/demo.sh [OUT_DIR]   (default: ./tlsperf-demo; runs take ~40 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-tlsperf-demo}"
@@ -50,4 +53,22 @@ echo
 "$bin" compare "$out/ecdsa-p256.ms" "$out/rsa-2048.ms"
 "$bin" compare "$out/ecdsa-p256.ms" "$out/rsa-2048.ms" --json > "$out/compare.json"
 echo
-echo "samples, PKIs and compare.json are in $out/"
+echo "== handshakes and load against 'tlsperf serve' on loopback: resumption off vs tickets"
+"$bin" serve --listen 127.0.0.1:0 --gen-cert ecdsa-p256 --write-ca "$out/serve-ca.pem" \
+  --resumption tickets --json > "$out/serve.jsonl" 2> "$out/serve.log" &
+serve_pid=$!
+trap 'kill "$serve_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -s "$out/serve.jsonl" ] && break; sleep 0.1; done
+addr=$(head -1 "$out/serve.jsonl" | python3 -c 'import json,sys; print(json.load(sys.stdin)["addr"])')
+url="https://localhost:${addr##*:}/"
+"$bin" handshake "$url" --cacert "$out/serve-ca.pem" -n 20
+for mode in off tickets; do
+  echo
+  echo "-- load: 3 s, a new connection per request, --resume $mode"
+  "$bin" load "$url" --cacert "$out/serve-ca.pem" --new-conn --resume "$mode" -d 3s -c 20 \
+    --server-pid "$serve_pid" --out "$out/load-$mode.json" --force
+done
+echo
+"$bin" compare "$out/load-off.json" "$out/load-tickets.json"
+echo
+echo "samples, PKIs, load results and compare.json are in $out/"

@@ -79,7 +79,8 @@ fn compare_load_results(args: &CompareArgs, out: &Output) -> Result<(), CliError
     let rate = |r: &crate::load::LoadResult, p: &std::path::Path| {
         let per_s = 1000.0 / r.interval_ms.max(1) as f64;
         let n = r.interval_requests.len();
-        let inner = if n > 2 {
+        // Leave out the partial first and last intervals when enough remain.
+        let inner = if n > 4 {
             &r.interval_requests[1..n - 1]
         } else {
             &r.interval_requests[..]
@@ -93,23 +94,29 @@ fn compare_load_results(args: &CompareArgs, out: &Output) -> Result<(), CliError
             values: inner.iter().map(|&c| c as f64 * per_s).collect(),
         }
     };
-    let results = vec![
-        compare(
-            &latency(&a, &args.a),
-            &latency(&b, &args.b),
-            &opts(Direction::LowerIsBetter),
-        )?,
-        compare(
-            &rate(&a, &args.a),
-            &rate(&b, &args.b),
-            &opts(Direction::HigherIsBetter),
-        )?,
-    ];
+    let mut results = vec![compare(
+        &latency(&a, &args.a),
+        &latency(&b, &args.b),
+        &opts(Direction::LowerIsBetter),
+    )?];
+    let (rate_a, rate_b) = (rate(&a, &args.a), rate(&b, &args.b));
+    // A run shorter than two intervals has no throughput samples to test.
+    let short = rate_a.values.len() < 2 || rate_b.values.len() < 2;
+    if !short {
+        results.push(compare(&rate_a, &rate_b, &opts(Direction::HigherIsBetter))?);
+    }
     out.result(&results, || {
-        results
+        let mut text = results
             .iter()
             .map(text::comparison)
             .collect::<Vec<_>>()
-            .join("\n")
+            .join("\n");
+        if short {
+            text += &format!(
+                "\n(no throughput comparison: a run lasted less than two {} ms intervals)\n",
+                a.interval_ms
+            );
+        }
+        text
     })
 }
