@@ -289,4 +289,73 @@ fn every_json_output_matches_the_documented_schema() {
             &docs,
         );
     }
+
+    // Load runs: with everything optional printed (--rate, --server-pid, both handshake
+    // kinds), and with nothing answered (errors, null distributions); merge prints the
+    // same schema.
+    let pid = served.pid().to_string();
+    let a = d.join("load-a.json");
+    let run = tlsperf([
+        "load",
+        &served.url(),
+        "-d",
+        "600ms",
+        "-c",
+        "2",
+        "--rate",
+        "100",
+        "--requests-per-conn",
+        "5",
+        "--server-pid",
+        &pid,
+        "--cacert",
+        ca,
+        "--out",
+        a.to_str().unwrap(),
+        "--json",
+    ]);
+    check("load", run, &docs);
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let run = tlsperf([
+        "load",
+        &format!("https://127.0.0.1:{refused}/"),
+        "-n",
+        "2",
+        "--insecure",
+        "--json",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    check_value("load", &serde_json::from_str(&run.stdout).unwrap(), &docs);
+    let b = d.join("load-b.json");
+    let run = tlsperf([
+        "load",
+        &served.url(),
+        "-n",
+        "20",
+        "--http2",
+        "--cacert",
+        ca,
+        "--out",
+        b.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        docs.contains_key("merge"),
+        "docs/json.md has no `tlsperf merge` note"
+    );
+    let merged = d.join("merged.json");
+    let run = tlsperf([
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    check_value("load", &serde_json::from_str(&run.stdout).unwrap(), &docs);
 }

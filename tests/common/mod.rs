@@ -173,6 +173,11 @@ impl Serve {
         format!("https://localhost:{}/", self.port)
     }
 
+    /// Its process id (for `load --server-pid`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// What the server wrote on stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()

@@ -1,0 +1,861 @@
+//! `tlsperf load URL`, `tlsperf merge` and `tlsperf compare` on load results: against our
+//! own `tlsperf serve` (counts, handshake kinds, HTTP/2, open loop, server CPU, result
+//! files, Ctrl-C), against failing targets, and against nginx from the distribution's
+//! packages when installed, whose access log says independently how many requests
+//! arrived and whether each session was resumed.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Run, Serve, tlsperf};
+use serde_json::Value;
+
+/// Runs `tlsperf load ARGS`.
+fn load_run(args: &[&str]) -> Run {
+    tlsperf(["load"].iter().chain(args).copied().collect::<Vec<_>>())
+}
+
+/// Runs `tlsperf load URL ARGS --json`, expects success and returns the result.
+fn load(url: &str, args: &[&str]) -> Value {
+    let mut all = vec![url, "--json"];
+    all.extend_from_slice(args);
+    let run = load_run(&all);
+    assert_eq!(
+        run.code, 0,
+        "load {url} {args:?}: {}{}",
+        run.stdout, run.stderr
+    );
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+/// `handshakes.kinds[kind]`, 0 when absent.
+fn kind(v: &Value, kind: &str) -> u64 {
+    v["handshakes"]["kinds"][kind].as_u64().unwrap_or(0)
+}
+
+/// `count` of a distribution (`latency`, `phases.tls`…).
+fn count(dist: &Value) -> u64 {
+    dist["quantiles"]["count"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no quantiles.count in {dist}"))
+}
+
+/// The invariants every successful run keeps: counts agree with each other and with the
+/// histograms, kinds add up to the handshakes, every status is 200.
+fn assert_consistent(v: &Value, completed: u64) {
+    let r = &v["requests"];
+    assert_eq!(v["schema"], "tlsperf-load/1");
+    assert_eq!(r["completed"], completed, "{r}");
+    assert_eq!(r["failed"], 0, "{r} {}", v["error_examples"]);
+    assert_eq!(r["attempted"], completed, "{r}");
+    assert_eq!(v["status"]["200"], completed, "{}", v["status"]);
+    assert_eq!(v["interrupted"], false);
+    assert_eq!(v["machines"], 1);
+    assert_eq!(count(&v["latency"]), completed, "{}", v["latency"]);
+    let q = &v["latency"]["quantiles"];
+    let (min, p50, p99, max) = (
+        q["min_ns"].as_u64().unwrap(),
+        q["p50_ns"].as_u64().unwrap(),
+        q["p99_ns"].as_u64().unwrap(),
+        q["max_ns"].as_u64().unwrap(),
+    );
+    assert!(0 < min && min <= p50 && p50 <= p99 && p99 <= max, "{q}");
+    assert!(!v["latency"]["hdr"].as_str().unwrap().is_empty());
+    let hs = v["handshakes"]["total"].as_u64().unwrap();
+    let kinds: u64 = v["handshakes"]["kinds"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(kinds, hs, "{}", v["handshakes"]);
+    // One TLS phase sample per handshake, one request-phase sample per request.
+    assert_eq!(count(&v["phases"]["tls"]), hs, "{}", v["phases"]["tls"]);
+    assert_eq!(count(&v["phases"]["connect"]), hs);
+    assert_eq!(count(&v["phases"]["first_byte"]), completed);
+    let full = count_or_zero(&v["handshake_full"]);
+    let resumed = count_or_zero(&v["handshake_resumed"]);
+    assert_eq!(
+        full + resumed,
+        hs,
+        "{} {}",
+        v["handshake_full"],
+        v["handshake_resumed"]
+    );
+    let per_conn: u64 = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_conn, completed, "{}", v["connections"]);
+    let per_interval: u64 = v["interval_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(per_interval, completed);
+    assert!(v["requests"]["per_second"].as_f64().unwrap() > 0.0);
+    assert!(v["duration_s"].as_f64().unwrap() > 0.0);
+}
+
+fn count_or_zero(dist: &Value) -> u64 {
+    if dist.is_null() { 0 } else { count(dist) }
+}
+
+/// A `tlsperf serve` with an ECDSA P-256 certificate and session tickets, and the CA file.
+fn serve(dir: &Path) -> (Serve, String) {
+    let ca = dir.join("ca.pem").to_str().unwrap().to_string();
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        &ca,
+        "--resumption",
+        "tickets",
+    ]);
+    (s, ca)
+}
+
+#[test]
+fn new_connection_per_request_resumes_by_ticket_after_one_full_per_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let url = s.url();
+    let v = load(
+        &url,
+        &[
+            "-n",
+            "300",
+            "-c",
+            "5",
+            "--new-conn",
+            "--resume",
+            "tickets",
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&v, 300);
+    assert_eq!(v["target"], url.as_str());
+    assert_eq!(v["handshakes"]["total"], 300, "{}", v["handshakes"]);
+    // Each slot's first connection has no ticket yet (the five start together); every
+    // later one resumes.
+    let full = kind(&v, "full");
+    assert!((1..=5).contains(&full), "{}", v["handshakes"]);
+    assert!(kind(&v, "resumed-ticket") >= 295, "{}", v["handshakes"]);
+    assert!(v["handshakes"]["resumption_rate"].as_f64().unwrap() >= 0.98);
+    assert!(!v["handshake_resumed"].is_null());
+    assert!(v["latency_corrected"].is_null(), "only with --rate");
+    assert!(v["server"].is_null(), "only with --server-pid");
+    assert_eq!(v["connections"].as_array().unwrap().len(), 5);
+    let o = &v["options"];
+    assert_eq!(o["requests"], 300, "{o}");
+    assert_eq!(o["connections"], 5, "{o}");
+    assert_eq!(o["requests_per_conn"], 1, "{o}");
+    assert_eq!(o["http"], "1.1", "{o}");
+    assert_eq!(o["resume"], "tickets", "{o}");
+    let g = &v["generator"];
+    assert!(g["cpu_seconds"].as_f64().unwrap() > 0.0, "{g}");
+    assert!(g["cpu_us_per_handshake"].as_f64().unwrap() > 0.0, "{g}");
+
+    // No resumption: every handshake full, every certificate verified.
+    let off = load(
+        &url,
+        &[
+            "-n",
+            "100",
+            "-c",
+            "5",
+            "--new-conn",
+            "--resume",
+            "off",
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&off, 100);
+    assert_eq!(kind(&off, "full"), 100, "{}", off["handshakes"]);
+    assert_eq!(off["handshakes"]["resumption_rate"], 0.0);
+    assert!(off["handshake_resumed"].is_null());
+    assert!(
+        off["phases"]["verify"]["quantiles"]["min_ns"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn keep_alive_and_requests_per_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let url = s.url();
+
+    // Keep-alive: one connection per slot for the whole run.
+    let v = load(&url, &["-n", "500", "-c", "5", "--cacert", &ca]);
+    assert_consistent(&v, 500);
+    assert_eq!(v["handshakes"]["total"], 5, "{}", v["handshakes"]);
+    assert!(v["options"]["requests_per_conn"].is_null());
+
+    // K requests per connection: each slot opens ceil(its requests ÷ K) connections.
+    // Slots share the request count, so they need not get 100 each: 50 handshakes when
+    // they do, at most one more per slot otherwise.
+    let v = load(
+        &url,
+        &[
+            "-n",
+            "500",
+            "-c",
+            "5",
+            "--requests-per-conn",
+            "10",
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&v, 500);
+    let expected: u64 = v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["requests"].as_u64().unwrap().div_ceil(10))
+        .sum();
+    let hs = v["handshakes"]["total"].as_u64().unwrap();
+    assert_eq!(hs, expected, "{} {}", v["handshakes"], v["connections"]);
+    assert!((50..=55).contains(&hs), "{}", v["handshakes"]);
+    assert!(kind(&v, "resumed-ticket") >= hs - 5, "{}", v["handshakes"]);
+}
+
+#[test]
+fn http2_by_alpn() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let v = load(
+        &s.url(),
+        &["-n", "200", "-c", "4", "--http2", "--cacert", &ca],
+    );
+    assert_consistent(&v, 200);
+    assert_eq!(v["options"]["http"], "2");
+    assert_eq!(v["handshakes"]["total"], 4, "{}", v["handshakes"]);
+    assert!(v["body_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn open_loop_rate_reports_corrected_latency() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let v = load(
+        &s.url(),
+        &["--rate", "200", "-d", "1s", "-c", "4", "--cacert", &ca],
+    );
+    let done = v["requests"]["completed"].as_u64().unwrap();
+    assert_consistent(&v, done);
+    // A sanity check of the pacing, not of performance: 200/s for 1 s.
+    assert!((140..=260).contains(&done), "{}", v["requests"]);
+    assert_eq!(v["options"]["rate"], 200.0);
+    let c = &v["latency_corrected"];
+    assert_eq!(count(c), done, "{c}");
+    // Measured from the intended send time, never before the actual one.
+    assert!(
+        c["quantiles"]["max_ns"].as_u64().unwrap()
+            >= v["latency"]["quantiles"]["max_ns"].as_u64().unwrap() / 2,
+        "{c}"
+    );
+}
+
+#[test]
+fn server_pid_reports_the_servers_cpu_and_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let pid = s.pid().to_string();
+    // Full handshakes: enough server CPU to show at clock-tick resolution.
+    let v = load(
+        &s.url(),
+        &[
+            "-n",
+            "200",
+            "-c",
+            "4",
+            "--new-conn",
+            "--resume",
+            "off",
+            "--server-pid",
+            &pid,
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&v, 200);
+    let srv = &v["server"];
+    assert_eq!(srv["pid"].to_string(), pid, "{srv}");
+    assert!(srv["cpu_seconds"].as_f64().unwrap() > 0.0, "{srv}");
+    assert!(srv["cpu_us_per_request"].as_f64().unwrap() > 0.0, "{srv}");
+    assert!(srv["cpu_us_per_handshake"].as_f64().unwrap() > 0.0, "{srv}");
+    assert!(srv["rss_max_kib"].as_u64().unwrap() > 0, "{srv}");
+    assert!(srv["rss_end_kib"].as_u64().unwrap() > 0, "{srv}");
+    assert!(srv["rss_max_kib"].as_u64() >= srv["rss_end_kib"].as_u64());
+
+    // A process that is not there is an input error.
+    let run = load_run(&[
+        &s.url(),
+        "-n",
+        "1",
+        "--server-pid",
+        "999999999",
+        "--cacert",
+        &ca,
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("999999999"), "{}", run.stderr);
+}
+
+/// The fields `--out` and `--json` must agree on.
+fn key_fields(v: &Value) -> Vec<Value> {
+    [
+        "requests",
+        "handshakes",
+        "latency",
+        "phases",
+        "status",
+        "started",
+        "connections",
+    ]
+    .iter()
+    .map(|k| v[*k].clone())
+    .collect()
+}
+
+#[test]
+fn out_file_merge_and_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (s, ca) = serve(d);
+    let url = s.url();
+    let a = d.join("a.json");
+    let a_s = a.to_str().unwrap();
+    // Long enough for a few throughput intervals (compare needs 2 inner ones).
+    let run = load_run(&[
+        &url, "-d", "1200ms", "-c", "4", "--cacert", &ca, "--out", a_s, "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let printed: Value = serde_json::from_str(&run.stdout).unwrap();
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    assert_eq!(key_fields(&printed), key_fields(&written));
+    assert_eq!(printed, written);
+
+    // An existing file is not replaced without --force.
+    let before = std::fs::read(&a).unwrap();
+    let run = load_run(&[&url, "-n", "5", "--cacert", &ca, "--out", a_s]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--force"), "{}", run.stderr);
+    assert_eq!(std::fs::read(&a).unwrap(), before, "the file is unchanged");
+
+    let b = d.join("b.json");
+    let b_s = b.to_str().unwrap();
+    let run = load_run(&[
+        &url,
+        "-d",
+        "1200ms",
+        "-c",
+        "4",
+        "--new-conn",
+        "--cacert",
+        &ca,
+        "--out",
+        b_s,
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let bv: Value = serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    // --force replaces.
+    let run = load_run(&[
+        &url, "-n", "5", "--cacert", &ca, "--out", a_s, "--force", "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let small: Value = serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    assert_eq!(small["requests"]["completed"], 5);
+    std::fs::write(&a, &before).unwrap();
+    let av = written;
+
+    // Merge: counts add exactly, histograms merge, the duration is the longer run's.
+    let m = d.join("m.json");
+    let run = tlsperf(["merge", a_s, b_s, "--out", m.to_str().unwrap(), "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mv: Value = serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    assert_eq!(mv, serde_json::from_str::<Value>(&run.stdout).unwrap());
+    let n = |v: &Value, path: &[&str]| {
+        path.iter()
+            .fold(v, |v, k| &v[*k])
+            .as_u64()
+            .unwrap_or_else(|| panic!("{path:?}"))
+    };
+    for path in [
+        &["requests", "completed"][..],
+        &["requests", "attempted"],
+        &["requests", "failed"],
+        &["handshakes", "total"],
+        &["handshakes", "kinds", "full"],
+        &["latency", "quantiles", "count"],
+        &["phases", "tls", "quantiles", "count"],
+        &["phases", "first_byte", "quantiles", "count"],
+        &["status", "200"],
+        &["body_bytes"],
+    ] {
+        assert_eq!(n(&mv, path), n(&av, path) + n(&bv, path), "{path:?}");
+    }
+    assert_eq!(mv["machines"], 2);
+    assert_eq!(
+        mv["duration_s"].as_f64().unwrap(),
+        av["duration_s"]
+            .as_f64()
+            .unwrap()
+            .max(bv["duration_s"].as_f64().unwrap())
+    );
+    assert_eq!(mv["connections"].as_array().unwrap().len(), 8);
+    let q = &mv["latency"]["quantiles"];
+    assert_eq!(
+        q["max_ns"].as_u64().unwrap(),
+        n(&av, &["latency", "quantiles", "max_ns"])
+            .max(n(&bv, &["latency", "quantiles", "max_ns"]))
+    );
+    // A merged result merges again.
+    let m3 = d.join("m3.json");
+    let run = tlsperf([
+        "merge",
+        m.to_str().unwrap(),
+        a_s,
+        "--out",
+        m3.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let m3v: Value = serde_json::from_str(&std::fs::read_to_string(&m3).unwrap()).unwrap();
+    assert_eq!(m3v["machines"], 3);
+
+    // Compare: two Welch comparisons, per-connection latency and per-interval rate.
+    let run = tlsperf(["compare", a_s, b_s, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let cv: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(cv.as_array().map(Vec::len), Some(2), "{cv}");
+    let run = tlsperf(["compare", a_s, b_s]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("mean latency per connection"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("requests/s per 250 ms interval"),
+        "{}",
+        run.stdout
+    );
+
+    // Bad input to merge: a damaged file (named with its line), a single file.
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, "{\n  \"schema\": \"tlsperf-load/1\",\n  oops\n}\n").unwrap();
+    let out = d.join("never.json");
+    let run = tlsperf([
+        "merge",
+        a_s,
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("{}:3:", bad.display())),
+        "{}",
+        run.stderr
+    );
+    let other = d.join("other.json");
+    std::fs::write(&other, "{\"schema\": \"something-else/1\"}\n").unwrap();
+    let run = tlsperf([
+        "merge",
+        a_s,
+        other.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("something-else/1"), "{}", run.stderr);
+    let run = tlsperf(["merge", a_s, "--out", out.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(!out.exists(), "nothing written on errors");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let url = "https://127.0.0.1:9/";
+    for args in [
+        &["notaurl", "-n", "1"][..],
+        &["http://x", "-n", "1"],
+        &[url],
+        &[url, "-n", "5", "--rate", "0"],
+        &[url, "-n", "0"],
+        &[url, "-n", "5", "--new-conn", "--requests-per-conn", "3"],
+        &[url, "-n", "5", "--http1", "--http2"],
+        &[url, "-d", "soon"],
+    ] {
+        let run = load_run(args);
+        assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
+        assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
+        assert!(run.stderr.contains("error"), "{args:?}: {}", run.stderr);
+    }
+    let run = load_run(&["notaurl", "-n", "1"]);
+    assert!(run.stderr.contains("notaurl"), "{}", run.stderr);
+    let run = load_run(&[url, "-n", "5", "--rate", "0"]);
+    assert!(run.stderr.contains("--rate"), "{}", run.stderr);
+}
+
+#[test]
+fn closed_port_fails_every_request_as_connect_refused() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("https://127.0.0.1:{port}/");
+    let run = load_run(&[&url, "-n", "7", "-c", "2", "--insecure", "--json"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("all 7 requests"), "{}", run.stderr);
+    // The result is still printed.
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["errors"]["connect-refused"], 7, "{}", v["errors"]);
+    assert_eq!(v["requests"]["failed"], 7);
+    assert_eq!(v["requests"]["completed"], 0);
+    assert_eq!(v["handshakes"]["total"], 0);
+    assert!(
+        v["error_examples"]["connect-refused"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        v["error_examples"]
+    );
+}
+
+#[test]
+fn untrusted_ca_fails_every_request_on_the_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _ca) = serve(dir.path());
+    let other = dir.path().join("other");
+    assert_eq!(
+        tlsperf(["pki", "init", other.to_str().unwrap(), "-q"]).code,
+        0
+    );
+    let root = other.join("root.pem");
+    let run = load_run(&[
+        &s.url(),
+        "-n",
+        "4",
+        "-c",
+        "2",
+        "--roots",
+        root.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["errors"]["tls-certificate"], 4, "{}", v["errors"]);
+    assert!(
+        v["error_examples"]["tls-certificate"]
+            .as_str()
+            .unwrap()
+            .contains("certificate"),
+        "{}",
+        v["error_examples"]
+    );
+}
+
+#[test]
+fn sigint_keeps_the_partial_result_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let out = dir.path().join("partial.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args([
+            "load",
+            &s.url(),
+            "-d",
+            "30s",
+            "-c",
+            "2",
+            "--cacert",
+            &ca,
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ])
+        .env_remove("TLSPERF_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = Instant::now();
+    let status = Command::new("/bin/kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // wait_with_output has no timeout: a watchdog kills the child if it hangs.
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(10));
+        let _ = Command::new("/bin/kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    });
+    let output = child.wait_with_output().unwrap();
+    let took = sent.elapsed();
+    drop(watchdog);
+    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(printed, written);
+    assert_eq!(written["interrupted"], true);
+    let done = written["requests"]["completed"].as_u64().unwrap();
+    assert!(done > 0, "{}", written["requests"]);
+    assert_eq!(count(&written["latency"]), done);
+    assert!(written["duration_s"].as_f64().unwrap() < 10.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// nginx (Debian's nginx-light) as an independent server.
+
+const NGINX: &str = "/usr/sbin/nginx";
+
+/// An nginx child on a loopback port, everything it writes inside a temporary directory,
+/// logging `$ssl_session_reused $status` per request; killed when dropped.
+struct Nginx {
+    child: Child,
+    port: u16,
+    access_log: PathBuf,
+    error_log: PathBuf,
+    root: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// `None` (with the reason printed) when nginx is not installed.
+    fn start() -> Option<Nginx> {
+        if !Path::new(NGINX).exists() {
+            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx-light)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let pki = d.join("pki");
+        let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+        let conf = format!(
+            r#"# One process: killing the child stops nginx (workers outlive a killed master).
+master_process off;
+worker_processes 1;
+pid {pid};
+error_log {error_log} info;
+events {{ worker_connections 64; }}
+http {{
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    log_format t '$ssl_session_reused $status';
+    access_log {access_log} t;
+    # Older nginx closes keep-alive connections after 100 requests.
+    keepalive_requests 10000;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        server_name localhost;
+        ssl_certificate {chain};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_tickets on;
+        ssl_session_cache shared:S:1m;
+        location / {{ return 200 "ok\n"; }}
+    }}
+}}
+"#,
+            pid = p("nginx.pid"),
+            error_log = p("error.log"),
+            tmp = d.to_str().unwrap(),
+            access_log = p("access.log"),
+            chain = pki.join("server-chain.pem").to_str().unwrap(),
+            key = pki.join("server.key").to_str().unwrap(),
+        );
+        let conf_path = p("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new(NGINX)
+            .args([
+                "-c",
+                &conf_path,
+                "-p",
+                d.to_str().unwrap(),
+                "-g",
+                "daemon off;",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nginx starts");
+        let mut nginx = Nginx {
+            child,
+            port,
+            access_log: d.join("access.log"),
+            error_log: d.join("error.log"),
+            root: pki.join("root.pem").to_str().unwrap().to_string(),
+            _dir: dir,
+        };
+        nginx.wait_until_listening();
+        Some(nginx)
+    }
+
+    fn wait_until_listening(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                // That probe connection logs nothing (no request), but wait for nginx
+                // to be done with it.
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!(
+                    "nginx exited with {status}: {err}{}",
+                    std::fs::read_to_string(&self.error_log).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nginx is not listening on port {} after 10 s",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+
+    /// The access log's lines, once there are at least `n` (nginx writes a line after
+    /// the response has gone out, so the last may lag behind the client), and after a
+    /// short wait for any more.
+    fn log_lines(&self, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
+            let lines: Vec<String> = text.lines().map(str::to_string).collect();
+            if lines.len() >= n || Instant::now() >= deadline {
+                std::thread::sleep(Duration::from_millis(100));
+                let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
+                return text.lines().map(str::to_string).collect();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `(not reused, reused)` counts of access-log lines `$ssl_session_reused $status`,
+/// checking that every status is 200.
+fn reused_counts(lines: &[String]) -> (u64, u64) {
+    let (mut fresh, mut reused) = (0, 0);
+    for line in lines {
+        match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [".", "200"] => fresh += 1,
+            ["r", "200"] => reused += 1,
+            _ => panic!("access log line {line:?}"),
+        }
+    }
+    (fresh, reused)
+}
+
+#[test]
+fn nginx_log_agrees_on_requests_and_resumption() {
+    let Some(nginx) = Nginx::start() else {
+        return;
+    };
+    let url = nginx.url();
+    let root = nginx.root.clone();
+
+    // A new connection per request, resumed by ticket: nginx saw every request, and
+    // resumed exactly the sessions tlsperf reports resumed.
+    let v = load(
+        &url,
+        &[
+            "-n",
+            "200",
+            "-c",
+            "4",
+            "--new-conn",
+            "--resume",
+            "tickets",
+            "--roots",
+            &root,
+        ],
+    );
+    assert_consistent(&v, 200);
+    assert_eq!(v["handshakes"]["total"], 200);
+    let lines = nginx.log_lines(200);
+    assert_eq!(lines.len(), 200, "{lines:?}");
+    let (fresh, reused) = reused_counts(&lines);
+    assert_eq!(reused, kind(&v, "resumed-ticket"), "{}", v["handshakes"]);
+    assert_eq!(fresh, kind(&v, "full"), "{}", v["handshakes"]);
+    // Everything after each slot's first handshake resumed.
+    assert!(reused >= 196, "{}", v["handshakes"]);
+
+    // No resumption: nginx resumed nothing.
+    let off = load(
+        &url,
+        &[
+            "-n",
+            "100",
+            "-c",
+            "4",
+            "--new-conn",
+            "--resume",
+            "off",
+            "--roots",
+            &root,
+        ],
+    );
+    assert_consistent(&off, 100);
+    assert_eq!(kind(&off, "full"), 100);
+    let lines = nginx.log_lines(300);
+    assert_eq!(lines.len(), 300, "{lines:?}");
+    assert_eq!(reused_counts(&lines[200..]), (100, 0));
+
+    // Keep-alive: three connections carry all the requests.
+    let ka = load(&url, &["-n", "300", "-c", "3", "--roots", &root]);
+    assert_consistent(&ka, 300);
+    assert_eq!(ka["handshakes"]["total"], 3, "{}", ka["handshakes"]);
+    let lines = nginx.log_lines(600);
+    assert_eq!(lines.len(), 600, "{lines:?}");
+    reused_counts(&lines[300..]);
+}
