@@ -133,6 +133,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         timeout: args.timeout,
         threads,
         server_pid: args.server_pid,
+        resume: opts.resume,
         echo,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -178,7 +179,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         json.push(b'\n');
         write_atomic(path, &json, FileMode::Public, args.force)?;
     }
-    out.result(&result, || text::load_result(&result))?;
+    out.summary(&result, || text::load_result(&result))?;
     if result.generator.saturated && result.duration_s >= 0.5 {
         anstream::eprintln!(
             "warning: the load generator used {:.0}% of its {} threads: it may be the bottleneck (add --threads or machines)",

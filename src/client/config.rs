@@ -157,13 +157,7 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
             })?,
         None => builder.with_no_client_auth(),
     };
-    config.resumption = match opts.resume {
-        Resume::Off => Resumption::disabled(),
-        Resume::Tickets => Resumption::in_memory_sessions(opts.session_cache.max(1))
-            .tls12_resumption(Tls12Resumption::SessionIdOrTickets),
-        Resume::Ids => Resumption::in_memory_sessions(opts.session_cache.max(1))
-            .tls12_resumption(Tls12Resumption::SessionIdOnly),
-    };
+    config.resumption = resumption(opts.resume, opts.session_cache);
     config.enable_early_data = opts.early_data;
     config.alpn_protocols = opts.alpn.clone();
     Ok(BuiltClient {
@@ -172,6 +166,19 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
         roots_time,
         provider_init,
     })
+}
+
+/// A fresh session cache of `entries` for `mode` (rustls keeps at most 8 TLS 1.3 tickets
+/// per server in one cache: a load generator gives each connection slot its own, as
+/// separate clients would have).
+pub fn resumption(mode: Resume, entries: usize) -> Resumption {
+    match mode {
+        Resume::Off => Resumption::disabled(),
+        Resume::Tickets => Resumption::in_memory_sessions(entries.max(1))
+            .tls12_resumption(Tls12Resumption::SessionIdOrTickets),
+        Resume::Ids => Resumption::in_memory_sessions(entries.max(1))
+            .tls12_resumption(Tls12Resumption::SessionIdOnly),
+    }
 }
 
 /// The store behind `roots` (`None` for [`Roots::Insecure`]).

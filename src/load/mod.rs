@@ -56,6 +56,8 @@ pub struct LoadOptions {
     pub threads: usize,
     /// Sample this process's CPU and memory.
     pub server_pid: Option<u32>,
+    /// Resumption mode: each connection slot gets its own session cache.
+    pub resume: crate::client::config::Resume,
     /// The options as the user gave them (copied into the result).
     pub echo: BTreeMap<String, serde_json::Value>,
 }
@@ -446,6 +448,10 @@ impl Tally {
 
 async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     let shard = &shared.shards[slot % shared.shards.len()];
+    // Its own session cache, as a separate client would have.
+    let mut own = (*shared.config).clone();
+    own.resumption = crate::client::config::resumption(shared.opts.resume, 4);
+    let config = Arc::new(own);
     let mut obs = Obs {
         phases: Vec::with_capacity(12),
         ..Obs::default()
@@ -469,6 +475,9 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             t
         });
         if let Some(t) = planned {
+            if shared.deadline.is_some_and(|d| t >= d) {
+                break;
+            }
             tokio::time::sleep_until(t.into()).await;
         }
         let sent = Instant::now();
@@ -482,7 +491,7 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         obs.body_bytes = 0;
         let outcome = tokio::time::timeout(
             shared.opts.timeout,
-            request(&shared, &mut open, last_on_conn, &mut obs),
+            request(&shared, &config, &mut open, last_on_conn, &mut obs),
         )
         .await
         .unwrap_or_else(|_| {
@@ -561,12 +570,13 @@ async fn close(open: Option<Open>) {
 /// server keeps the connection open.
 async fn request(
     shared: &Shared,
+    config: &Arc<ClientConfig>,
     open: &mut Option<Open>,
     last_on_conn: bool,
     tally: &mut Obs,
 ) -> Result<bool, ConnectError> {
     if open.is_none() {
-        *open = Some(connect(shared, tally).await?);
+        *open = Some(connect(shared, config, tally).await?);
     }
     match open.as_mut() {
         Some(Open::H1(h)) => {
@@ -624,7 +634,11 @@ async fn request(
     }
 }
 
-async fn connect(shared: &Shared, tally: &mut Obs) -> Result<Open, ConnectError> {
+async fn connect(
+    shared: &Shared,
+    config: &Arc<ClientConfig>,
+    tally: &mut Obs,
+) -> Result<Open, ConnectError> {
     let t0 = Instant::now();
     let tcp = conn::tcp_connect(shared.addr).await?;
     let stamps = Stamps {
@@ -634,7 +648,7 @@ async fn connect(shared: &Shared, tally: &mut Obs) -> Result<Open, ConnectError>
     let (stream, hs) = conn::handshake(
         tcp,
         shared.target.server_name.clone(),
-        Arc::clone(&shared.config),
+        Arc::clone(config),
         None,
         t0,
         stamps,
