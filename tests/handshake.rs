@@ -7,10 +7,10 @@ mod common;
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
 use std::time::{Duration, Instant};
 
+use common::nginx::{Nginx, reused_counts};
 use common::{Run, Serve, tlsperf};
 use serde_json::Value;
 
@@ -387,176 +387,6 @@ fn silent_server_times_out() {
     drop(listener);
 }
 
-// ---------------------------------------------------------------------------------------
-// nginx (Debian's nginx-light) as an independent server.
-
-const NGINX: &str = "/usr/sbin/nginx";
-
-/// An nginx child on a loopback port with everything it writes inside a temporary
-/// directory; killed when dropped.
-struct Nginx {
-    child: Child,
-    port: u16,
-    access_log: PathBuf,
-    error_log: PathBuf,
-    /// The root CA of its certificate.
-    root: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Nginx {
-    /// Starts nginx with a `tlsperf pki init` certificate and a session cache; `tickets`
-    /// turns session tickets on or off. `None` (with the reason printed) when nginx is
-    /// not installed.
-    fn start(tickets: bool) -> Option<Nginx> {
-        if !Path::new(NGINX).exists() {
-            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx-light)");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let pki = d.join("pki");
-        let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-        assert_eq!(run.code, 0, "{}", run.stderr);
-        // A free loopback port: bind, note it, let it go.
-        let port = {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let p = |name: &str| d.join(name).to_str().unwrap().to_string();
-        let conf = format!(
-            r#"# One process: killing the child stops nginx (workers outlive a killed master).
-master_process off;
-worker_processes 1;
-pid {pid};
-error_log {error_log} info;
-events {{ worker_connections 64; }}
-http {{
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    log_format t '$ssl_protocol $ssl_session_reused $status';
-    access_log {access_log} t;
-    server {{
-        listen 127.0.0.1:{port} ssl;
-        server_name localhost;
-        ssl_certificate {chain};
-        ssl_certificate_key {key};
-        ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_session_tickets {tickets};
-        ssl_session_cache shared:S:1m;
-        location / {{ return 200 "ok\n"; }}
-    }}
-}}
-"#,
-            pid = p("nginx.pid"),
-            error_log = p("error.log"),
-            tmp = d.to_str().unwrap(),
-            access_log = p("access.log"),
-            chain = pki.join("server-chain.pem").to_str().unwrap(),
-            key = pki.join("server.key").to_str().unwrap(),
-            tickets = if tickets { "on" } else { "off" },
-        );
-        let conf_path = p("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(NGINX)
-            .args([
-                "-c",
-                &conf_path,
-                "-p",
-                d.to_str().unwrap(),
-                "-g",
-                "daemon off;",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("nginx starts");
-        let mut nginx = Nginx {
-            child,
-            port,
-            access_log: d.join("access.log"),
-            error_log: d.join("error.log"),
-            root: pki.join("root.pem").to_str().unwrap().to_string(),
-            _dir: dir,
-        };
-        nginx.wait_until_listening();
-        Some(nginx)
-    }
-
-    fn wait_until_listening(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut err = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                panic!(
-                    "nginx exited with {status}: {err}{}",
-                    std::fs::read_to_string(&self.error_log).unwrap_or_default()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nginx is not listening on port {} after 10 s: {}",
-                self.port,
-                std::fs::read_to_string(&self.error_log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("https://localhost:{}/", self.port)
-    }
-
-    /// The access log's lines, once there are at least `n` (nginx writes a line after
-    /// the response has gone out, so the last may lag behind the client).
-    fn log_lines(&self, n: usize) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
-            let lines: Vec<String> = text.lines().map(str::to_string).collect();
-            if lines.len() >= n || Instant::now() >= deadline {
-                return lines;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `(not reused, reused)` counts of `$ssl_session_reused` in access-log lines
-/// `$ssl_protocol $ssl_session_reused $status`, checking protocol and status.
-fn reused_counts(lines: &[String], protocol: &str) -> (usize, usize) {
-    let (mut fresh, mut reused) = (0, 0);
-    for line in lines {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(fields.len(), 3, "access log line {line:?}");
-        assert_eq!(fields[0], protocol, "{line:?}");
-        assert_eq!(fields[2], "200", "{line:?}");
-        match fields[1] {
-            "." => fresh += 1,
-            "r" => reused += 1,
-            other => panic!("$ssl_session_reused {other:?} in {line:?}"),
-        }
-    }
-    (fresh, reused)
-}
-
 #[test]
 fn nginx_resumes_by_ticket_and_its_log_agrees() {
     let Some(nginx) = Nginx::start(true) else {
@@ -576,7 +406,7 @@ fn nginx_resumes_by_ticket_and_its_log_agrees() {
     assert_eq!(v["chain"].as_array().unwrap().len(), 2);
     let lines = nginx.log_lines(20);
     assert_eq!(lines.len(), 20, "{lines:?}");
-    assert_eq!(reused_counts(&lines, "TLSv1.3"), (1, 19), "{lines:?}");
+    assert_eq!(reused_counts(&lines, Some("TLSv1.3")), (1, 19), "{lines:?}");
 
     // Without resumption nginx sees 20 new sessions.
     let off = handshake(
@@ -588,7 +418,11 @@ fn nginx_resumes_by_ticket_and_its_log_agrees() {
     assert_eq!(resumption_rate(&off), 0.0);
     let lines = nginx.log_lines(40);
     assert_eq!(lines.len(), 40, "{lines:?}");
-    assert_eq!(reused_counts(&lines[20..], "TLSv1.3"), (20, 0), "{lines:?}");
+    assert_eq!(
+        reused_counts(&lines[20..], Some("TLSv1.3")),
+        (20, 0),
+        "{lines:?}"
+    );
 }
 
 #[test]
@@ -616,5 +450,5 @@ fn nginx_without_tickets_resumes_tls12_by_session_id() {
     assert_cold_phases_add_up(&v);
     let lines = nginx.log_lines(20);
     assert_eq!(lines.len(), 20, "{lines:?}");
-    assert_eq!(reused_counts(&lines, "TLSv1.2"), (1, 19), "{lines:?}");
+    assert_eq!(reused_counts(&lines, Some("TLSv1.2")), (1, 19), "{lines:?}");
 }

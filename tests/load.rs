@@ -7,10 +7,11 @@
 mod common;
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::nginx::{Nginx, reused_counts};
 use common::{Run, Serve, tlsperf};
 use serde_json::Value;
 
@@ -629,176 +630,9 @@ fn sigint_keeps_the_partial_result_and_exits_130() {
     assert!(written["duration_s"].as_f64().unwrap() < 10.0);
 }
 
-// ---------------------------------------------------------------------------------------
-// nginx (Debian's nginx-light) as an independent server.
-
-const NGINX: &str = "/usr/sbin/nginx";
-
-/// An nginx child on a loopback port, everything it writes inside a temporary directory,
-/// logging `$ssl_session_reused $status` per request; killed when dropped.
-struct Nginx {
-    child: Child,
-    port: u16,
-    access_log: PathBuf,
-    error_log: PathBuf,
-    root: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Nginx {
-    /// `None` (with the reason printed) when nginx is not installed.
-    fn start() -> Option<Nginx> {
-        if !Path::new(NGINX).exists() {
-            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx-light)");
-            return None;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path();
-        let pki = d.join("pki");
-        let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-        assert_eq!(run.code, 0, "{}", run.stderr);
-        let port = {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let p = |name: &str| d.join(name).to_str().unwrap().to_string();
-        let conf = format!(
-            r#"# One process: killing the child stops nginx (workers outlive a killed master).
-master_process off;
-worker_processes 1;
-pid {pid};
-error_log {error_log} info;
-events {{ worker_connections 64; }}
-http {{
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    log_format t '$ssl_session_reused $status';
-    access_log {access_log} t;
-    # Older nginx closes keep-alive connections after 100 requests.
-    keepalive_requests 10000;
-    server {{
-        listen 127.0.0.1:{port} ssl;
-        server_name localhost;
-        ssl_certificate {chain};
-        ssl_certificate_key {key};
-        ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_session_tickets on;
-        ssl_session_cache shared:S:1m;
-        location / {{ return 200 "ok\n"; }}
-    }}
-}}
-"#,
-            pid = p("nginx.pid"),
-            error_log = p("error.log"),
-            tmp = d.to_str().unwrap(),
-            access_log = p("access.log"),
-            chain = pki.join("server-chain.pem").to_str().unwrap(),
-            key = pki.join("server.key").to_str().unwrap(),
-        );
-        let conf_path = p("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(NGINX)
-            .args([
-                "-c",
-                &conf_path,
-                "-p",
-                d.to_str().unwrap(),
-                "-g",
-                "daemon off;",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("nginx starts");
-        let mut nginx = Nginx {
-            child,
-            port,
-            access_log: d.join("access.log"),
-            error_log: d.join("error.log"),
-            root: pki.join("root.pem").to_str().unwrap().to_string(),
-            _dir: dir,
-        };
-        nginx.wait_until_listening();
-        Some(nginx)
-    }
-
-    fn wait_until_listening(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                // That probe connection logs nothing (no request), but wait for nginx
-                // to be done with it.
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let mut err = String::new();
-                if let Some(mut e) = self.child.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                panic!(
-                    "nginx exited with {status}: {err}{}",
-                    std::fs::read_to_string(&self.error_log).unwrap_or_default()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nginx is not listening on port {} after 10 s",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("https://localhost:{}/", self.port)
-    }
-
-    /// The access log's lines, once there are at least `n` (nginx writes a line after
-    /// the response has gone out, so the last may lag behind the client), and after a
-    /// short wait for any more.
-    fn log_lines(&self, n: usize) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
-            let lines: Vec<String> = text.lines().map(str::to_string).collect();
-            if lines.len() >= n || Instant::now() >= deadline {
-                std::thread::sleep(Duration::from_millis(100));
-                let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
-                return text.lines().map(str::to_string).collect();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `(not reused, reused)` counts of access-log lines `$ssl_session_reused $status`,
-/// checking that every status is 200.
-fn reused_counts(lines: &[String]) -> (u64, u64) {
-    let (mut fresh, mut reused) = (0, 0);
-    for line in lines {
-        match line.split_whitespace().collect::<Vec<_>>()[..] {
-            [".", "200"] => fresh += 1,
-            ["r", "200"] => reused += 1,
-            _ => panic!("access log line {line:?}"),
-        }
-    }
-    (fresh, reused)
-}
-
 #[test]
 fn nginx_log_agrees_on_requests_and_resumption() {
-    let Some(nginx) = Nginx::start() else {
+    let Some(nginx) = Nginx::start(true) else {
         return;
     };
     let url = nginx.url();
@@ -824,7 +658,7 @@ fn nginx_log_agrees_on_requests_and_resumption() {
     assert_eq!(v["handshakes"]["total"], 200);
     let lines = nginx.log_lines(200);
     assert_eq!(lines.len(), 200, "{lines:?}");
-    let (fresh, reused) = reused_counts(&lines);
+    let (fresh, reused) = reused_counts(&lines, None);
     assert_eq!(reused, kind(&v, "resumed-ticket"), "{}", v["handshakes"]);
     assert_eq!(fresh, kind(&v, "full"), "{}", v["handshakes"]);
     // Everything after each slot's first handshake resumed.
@@ -849,7 +683,7 @@ fn nginx_log_agrees_on_requests_and_resumption() {
     assert_eq!(kind(&off, "full"), 100);
     let lines = nginx.log_lines(300);
     assert_eq!(lines.len(), 300, "{lines:?}");
-    assert_eq!(reused_counts(&lines[200..]), (100, 0));
+    assert_eq!(reused_counts(&lines[200..], None), (100, 0));
 
     // Keep-alive: three connections carry all the requests.
     let ka = load(&url, &["-n", "300", "-c", "3", "--roots", &root]);
@@ -857,5 +691,5 @@ fn nginx_log_agrees_on_requests_and_resumption() {
     assert_eq!(ka["handshakes"]["total"], 3, "{}", ka["handshakes"]);
     let lines = nginx.log_lines(600);
     assert_eq!(lines.len(), 600, "{lines:?}");
-    reused_counts(&lines[300..]);
+    reused_counts(&lines[300..], None);
 }

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod nginx;
+
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -1,0 +1,186 @@
+//! nginx (Debian's nginx-light) as an independent server for the tests: a child on a
+//! loopback port with a `tlsperf pki init` certificate, everything it writes inside a
+//! temporary directory, and an access log saying whether each session was resumed.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::tlsperf;
+
+pub const NGINX: &str = "/usr/sbin/nginx";
+
+/// An nginx child on a loopback port with everything it writes inside a temporary
+/// directory; killed when dropped.
+pub struct Nginx {
+    child: Child,
+    pub port: u16,
+    access_log: PathBuf,
+    error_log: PathBuf,
+    /// The root CA of its certificate.
+    pub root: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// Starts nginx with a `tlsperf pki init` certificate and a session cache; `tickets`
+    /// turns session tickets on or off. `None` (with the reason printed) when nginx is
+    /// not installed.
+    pub fn start(tickets: bool) -> Option<Nginx> {
+        if !Path::new(NGINX).exists() {
+            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx-light)");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let pki = d.join("pki");
+        let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        // A free loopback port: bind, note it, let it go.
+        let port = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+        let conf = format!(
+            r#"# One process: killing the child stops nginx (workers outlive a killed master).
+master_process off;
+worker_processes 1;
+pid {pid};
+error_log {error_log} info;
+events {{ worker_connections 64; }}
+http {{
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    log_format t '$ssl_protocol $ssl_session_reused $status';
+    access_log {access_log} t;
+    # Older nginx closes keep-alive connections after 100 requests.
+    keepalive_requests 10000;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        server_name localhost;
+        ssl_certificate {chain};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_tickets {tickets};
+        ssl_session_cache shared:S:1m;
+        location / {{ return 200 "ok\n"; }}
+    }}
+}}
+"#,
+            pid = p("nginx.pid"),
+            error_log = p("error.log"),
+            tmp = d.to_str().unwrap(),
+            access_log = p("access.log"),
+            chain = pki.join("server-chain.pem").to_str().unwrap(),
+            key = pki.join("server.key").to_str().unwrap(),
+            tickets = if tickets { "on" } else { "off" },
+        );
+        let conf_path = p("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new(NGINX)
+            .args([
+                "-c",
+                &conf_path,
+                "-p",
+                d.to_str().unwrap(),
+                "-g",
+                "daemon off;",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nginx starts");
+        let mut nginx = Nginx {
+            child,
+            port,
+            access_log: d.join("access.log"),
+            error_log: d.join("error.log"),
+            root: pki.join("root.pem").to_str().unwrap().to_string(),
+            _dir: dir,
+        };
+        nginx.wait_until_listening();
+        Some(nginx)
+    }
+
+    fn wait_until_listening(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                panic!(
+                    "nginx exited with {status}: {err}{}",
+                    std::fs::read_to_string(&self.error_log).unwrap_or_default()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nginx is not listening on port {} after 10 s: {}",
+                self.port,
+                std::fs::read_to_string(&self.error_log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+
+    /// The access log's lines, once there are at least `n` (nginx writes a line after
+    /// the response has gone out, so the last may lag behind the client), and after a
+    /// short wait for any more.
+    pub fn log_lines(&self, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
+            let lines: Vec<String> = text.lines().map(str::to_string).collect();
+            if lines.len() >= n || Instant::now() >= deadline {
+                // Wait a little for any more (a test may expect exactly `n`).
+                std::thread::sleep(Duration::from_millis(100));
+                let text = std::fs::read_to_string(&self.access_log).unwrap_or_default();
+                return text.lines().map(str::to_string).collect();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `(not reused, reused)` counts of `$ssl_session_reused` in access-log lines
+/// `$ssl_protocol $ssl_session_reused $status`, checking the status (200) and, when
+/// given, the protocol.
+pub fn reused_counts(lines: &[String], protocol: Option<&str>) -> (u64, u64) {
+    let (mut fresh, mut reused) = (0, 0);
+    for line in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 3, "access log line {line:?}");
+        if let Some(p) = protocol {
+            assert_eq!(fields[0], p, "{line:?}");
+        }
+        assert_eq!(fields[2], "200", "{line:?}");
+        match fields[1] {
+            "." => fresh += 1,
+            "r" => reused += 1,
+            other => panic!("$ssl_session_reused {other:?} in {line:?}"),
+        }
+    }
+    (fresh, reused)
+}
