@@ -12,9 +12,9 @@ use rustls::client::danger::ServerCertVerifier;
 use rustls::client::{Resumption, Tls12Resumption};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::verifier::{InsecureVerifier, TimedVerifier};
-use crate::tls::Provider;
+use super::verifier::TimedVerifier;
 use crate::tls::choices::{self, ConfigError, TlsVersion};
+use crate::tls::{InsecureVerifier, Provider};
 use crate::trust::TrustStore;
 use crate::verify::IndexedVerifier;
 

@@ -140,6 +140,34 @@ pub async fn tcp_connect(addr: SocketAddr) -> Result<TcpStream, ConnectError> {
     Ok(tcp)
 }
 
+/// Resolves `host`, connects to its first address that accepts, and handshakes: the
+/// whole set-up of one connection, stamped relative to `t0` (see [`handshake`] for
+/// `early`).
+pub async fn open(
+    host: &str,
+    port: u16,
+    name: ServerName<'static>,
+    config: Arc<ClientConfig>,
+    early: Option<&[u8]>,
+    t0: Instant,
+) -> Result<(TlsStream, Handshake), ConnectError> {
+    let mut stamps = Stamps::default();
+    let addrs = resolve(host, port).await?;
+    stamps.resolved = t0.elapsed();
+    let mut last = None;
+    for addr in addrs {
+        match tcp_connect(addr).await {
+            Ok(tcp) => {
+                stamps.connected = t0.elapsed();
+                return handshake(tcp, name, config, early, t0, stamps).await;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    // `resolve` returns at least one address, so a connect error was recorded.
+    Err(last.unwrap_or(ConnectError::ClosedMidHandshake))
+}
+
 /// Runs the TLS handshake over `tcp`, stamping each step relative to `t0`. With
 /// `early`, those bytes are sent as 0-RTT data when the session allows it (check
 /// [`Handshake::early_data`]: when not accepted, send them again).
@@ -202,6 +230,7 @@ pub async fn handshake(
         let n = match conn.read_tls(&mut SyncIo(&tcp)) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if closed(&e) => return Err(ConnectError::ClosedMidHandshake),
             Err(source) => {
                 return Err(ConnectError::Io {
                     during: "reading the handshake",
@@ -293,6 +322,18 @@ pub fn version_name(v: ProtocolVersion) -> String {
     }
 }
 
+/// The peer closed the connection: an orderly close, or a reset because it closed with
+/// our data unread.
+fn closed(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::UnexpectedEof
+    )
+}
+
 async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> Result<(), ConnectError> {
     while !buf.is_empty() {
         tcp.writable().await.map_err(|source| ConnectError::Io {
@@ -302,6 +343,7 @@ async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> Result<(), ConnectError> 
         match tcp.try_write(buf) {
             Ok(n) => buf = &buf[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if closed(&e) => return Err(ConnectError::ClosedMidHandshake),
             Err(source) => {
                 return Err(ConnectError::Io {
                     during: "writing the handshake",

@@ -34,7 +34,7 @@ use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 
 use super::ConnectError;
-use super::conn::{self, Handshake, Stamps, TlsStream};
+use super::conn::{self, Handshake, TlsStream};
 
 /// One connection made by the connector.
 #[derive(Debug, Clone)]
@@ -92,27 +92,13 @@ impl tower_service::Service<Uri> for TimedConnector {
                 .to_string();
             let port = uri.port_u16().unwrap_or(443);
             let name = ServerName::try_from(host.clone()).map_err(|_| bad("invalid host name"))?;
-            let t0 = Instant::now();
-            let mut stamps = Stamps::default();
-            let addrs = conn::resolve(&host, port).await?;
-            stamps.resolved = t0.elapsed();
-            let mut last = None;
-            for addr in addrs {
-                match conn::tcp_connect(addr).await {
-                    Ok(tcp) => {
-                        stamps.connected = t0.elapsed();
-                        let (stream, handshake) =
-                            conn::handshake(tcp, name, config, None, t0, stamps).await?;
-                        on_handshake(&ConnectInfo {
-                            authority: format!("{host}:{port}"),
-                            handshake,
-                        });
-                        return Ok(TimedConnection(TokioIo::new(stream)));
-                    }
-                    Err(e) => last = Some(e),
-                }
-            }
-            Err(last.unwrap_or_else(|| bad("no address")))
+            let (stream, handshake) =
+                conn::open(&host, port, name, config, None, Instant::now()).await?;
+            on_handshake(&ConnectInfo {
+                authority: format!("{host}:{port}"),
+                handshake,
+            });
+            Ok(TimedConnection(TokioIo::new(stream)))
         })
     }
 }

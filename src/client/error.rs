@@ -28,7 +28,7 @@ pub enum ConnectError {
         source: io::Error,
     },
     /// The server closed the connection before the handshake completed.
-    #[error("the server closed the connection during the TLS handshake")]
+    #[error("the server closed (or reset) the connection during the TLS handshake")]
     ClosedMidHandshake,
     /// rustls refused the handshake or the peer sent an alert.
     #[error("TLS handshake failed")]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use rustls::ClientConfig;
 
 use super::ConnectError;
-use super::conn::{self, EarlyData, Handshake, Stamps, TlsStream};
+use super::conn::{self, EarlyData, Handshake, TlsStream};
 use super::http1::{Http1, Response};
 use super::target::Target;
 use super::timeline::Timeline;
@@ -50,27 +50,16 @@ async fn run(
     early_data: bool,
 ) -> Result<(Exchange, Option<Http1<TlsStream>>), ConnectError> {
     let t0 = Instant::now();
-    let mut stamps = Stamps::default();
-    let addrs = conn::resolve(&target.host, target.port).await?;
-    stamps.resolved = t0.elapsed();
-    let mut tcp = None;
-    let mut last = None;
-    for addr in addrs {
-        match conn::tcp_connect(addr).await {
-            Ok(t) => {
-                tcp = Some(t);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let Some(tcp) = tcp else {
-        return Err(last.unwrap_or(ConnectError::ClosedMidHandshake));
-    };
-    stamps.connected = t0.elapsed();
     let early = early_data.then_some(request);
-    let (stream, handshake) =
-        conn::handshake(tcp, target.server_name.clone(), config, early, t0, stamps).await?;
+    let (stream, handshake) = conn::open(
+        &target.host,
+        target.port,
+        target.server_name.clone(),
+        config,
+        early,
+        t0,
+    )
+    .await?;
     let mut http = Http1::new(stream);
     let request_sent = if handshake.early_data == EarlyData::Accepted {
         handshake.stamps.handshake_done

@@ -45,9 +45,12 @@ pub struct Response {
 /// An HTTP/1.1 connection over any byte stream.
 pub struct Http1<S> {
     io: S,
+    /// Read buffer, always initialized; data is `buf[start..end]`.
     buf: Vec<u8>,
     /// Bytes at the start of `buf` already consumed.
     start: usize,
+    /// End of the data read.
+    end: usize,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
@@ -55,8 +58,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
     pub fn new(io: S) -> Self {
         Http1 {
             io,
-            buf: Vec::with_capacity(16 << 10),
+            buf: vec![0; 16 << 10],
             start: 0,
+            end: 0,
         }
     }
 
@@ -85,8 +89,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
     /// Reads one complete response.
     pub async fn read_response(&mut self) -> Result<Response, ConnectError> {
         let mut first_byte = None;
-        if self.start >= self.buf.len() {
-            self.buf.clear();
+        if self.start >= self.end {
+            self.end = 0;
             self.start = 0;
         } else {
             first_byte = Some(Instant::now());
@@ -95,14 +99,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
         let (status, head_len, framing, keep_alive) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut resp = httparse::Response::new(&mut headers);
-            match resp.parse(&self.buf[self.start..]) {
+            match resp.parse(&self.buf[self.start..self.end]) {
                 Ok(httparse::Status::Complete(n)) => {
                     let status = resp.code.unwrap_or(0);
                     let (framing, keep_alive) = framing(&resp, status);
                     break (status, n, framing, keep_alive);
                 }
                 Ok(httparse::Status::Partial) => {
-                    if self.buf.len() - self.start > MAX_HEAD {
+                    if self.end - self.start > MAX_HEAD {
                         return Err(http_err(format!(
                             "response head larger than {MAX_HEAD} bytes"
                         )));
@@ -127,10 +131,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
             }
             Framing::Chunked => self.chunked().await?,
             Framing::Close => {
-                let mut n = (self.buf.len() - self.start) as u64;
-                self.start = self.buf.len();
+                let mut n = (self.end - self.start) as u64;
+                self.start = self.end;
                 loop {
-                    self.buf.clear();
+                    self.end = 0;
                     self.start = 0;
                     let got = self.fill().await?;
                     if got == 0 {
@@ -138,7 +142,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
                     }
                     n += got as u64;
                 }
-                self.start = self.buf.len();
+                self.start = self.end;
                 n
             }
         };
@@ -152,33 +156,45 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
         })
     }
 
-    /// Reads more bytes into the buffer; 0 at the end of the stream.
+    /// Reads more bytes into the buffer; 0 at the end of the stream. The buffer stays
+    /// initialized (zeroed once), so reads never clear memory first.
     async fn fill(&mut self) -> Result<usize, ConnectError> {
-        if self.start > 0 && self.start == self.buf.len() {
-            self.buf.clear();
+        if self.start == self.end {
             self.start = 0;
+            self.end = 0;
         }
-        let len = self.buf.len();
-        self.buf.resize(len + (16 << 10), 0);
-        let r = self.io.read(&mut self.buf[len..]).await;
-        let n = *r.as_ref().unwrap_or(&0);
-        self.buf.truncate(len + n);
-        r.map_err(|source| ConnectError::Io {
-            during: "reading the response",
-            source,
-        })
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else {
+                // A head or chunk line is capped at MAX_HEAD, so this stays bounded.
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+        }
+        let n = self
+            .io
+            .read(&mut self.buf[self.end..])
+            .await
+            .map_err(|source| ConnectError::Io {
+                during: "reading the response",
+                source,
+            })?;
+        self.end += n;
+        Ok(n)
     }
 
     /// Consumes `n` body bytes.
     async fn skip(&mut self, mut n: u64) -> Result<(), ConnectError> {
         loop {
-            let have = (self.buf.len() - self.start) as u64;
+            let have = (self.end - self.start) as u64;
             if have >= n {
                 self.start += n as usize;
                 return Ok(());
             }
             n -= have;
-            self.start = self.buf.len();
+            self.start = self.end;
             if self.fill().await? == 0 {
                 return Err(ConnectError::Io {
                     during: "reading the response body",
@@ -212,14 +228,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
     /// One CRLF-terminated line (without the CRLF).
     async fn line(&mut self) -> Result<String, ConnectError> {
         loop {
-            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..]) {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
                 let raw = &self.buf[self.start..self.start + i];
                 let line =
                     String::from_utf8_lossy(raw.strip_suffix(b"\r").unwrap_or(raw)).into_owned();
                 self.start += i + 1;
                 return Ok(line);
             }
-            if self.buf.len() - self.start > MAX_HEAD {
+            if self.end - self.start > MAX_HEAD {
                 return Err(http_err("line too long in chunked body".into()));
             }
             if self.fill().await? == 0 {

@@ -1,8 +1,8 @@
 //! Server-certificate verification, timed: a wrapper around any rustls
 //! [`ServerCertVerifier`] that records, for the handshake being driven on the current
 //! thread, when the certificate arrived at the verifier, how long verification took and
-//! whether the server stapled an OCSP response. And the verifier behind
-//! `--insecure`, which accepts any certificate (it still checks handshake signatures).
+//! whether the server stapled an OCSP response. (The `--insecure` verifier is
+//! [`crate::tls::InsecureVerifier`].)
 //!
 //! The record lives in a thread-local slot: rustls calls the verifier synchronously from
 //! `process_new_packets`, which our handshake driver calls on the current thread, so
@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
@@ -53,6 +52,18 @@ fn record(f: impl FnOnce(&mut VerifyRecord)) {
             f(rec);
         }
     });
+}
+
+/// Runs a handshake-signature check and records its time and scheme.
+fn timed_signature<T>(scheme: SignatureScheme, check: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let result = check();
+    let spent = t.elapsed();
+    record(|r| {
+        r.cpu += spent;
+        r.scheme = Some(scheme);
+    });
+    result
 }
 
 /// Wraps a verifier and records timings into the current thread's handshake record.
@@ -107,14 +118,9 @@ impl ServerCertVerifier for TimedVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let t = Instant::now();
-        let result = self.inner.verify_tls12_signature(message, cert, dss);
-        let spent = t.elapsed();
-        record(|r| {
-            r.cpu += spent;
-            r.scheme = Some(dss.scheme);
-        });
-        result
+        timed_signature(dss.scheme, || {
+            self.inner.verify_tls12_signature(message, cert, dss)
+        })
     }
 
     fn verify_tls13_signature(
@@ -123,14 +129,9 @@ impl ServerCertVerifier for TimedVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let t = Instant::now();
-        let result = self.inner.verify_tls13_signature(message, cert, dss);
-        let spent = t.elapsed();
-        record(|r| {
-            r.cpu += spent;
-            r.scheme = Some(dss.scheme);
-        });
-        result
+        timed_signature(dss.scheme, || {
+            self.inner.verify_tls13_signature(message, cert, dss)
+        })
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -143,66 +144,5 @@ impl ServerCertVerifier for TimedVerifier {
 
     fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
         self.inner.root_hint_subjects()
-    }
-}
-
-/// `--insecure`: accepts any server certificate and name, but still checks that the
-/// handshake was signed by the key in the certificate presented.
-#[derive(Debug)]
-pub struct InsecureVerifier {
-    provider: Arc<CryptoProvider>,
-}
-
-impl InsecureVerifier {
-    /// Checks handshake signatures with `provider`'s algorithms.
-    pub fn new(provider: Arc<CryptoProvider>) -> Self {
-        InsecureVerifier { provider }
-    }
-}
-
-impl ServerCertVerifier for InsecureVerifier {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
     }
 }

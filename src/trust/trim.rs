@@ -7,14 +7,12 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::RootCertStore;
 use rustls::client::verify_server_cert_signed_by_trust_anchor;
-use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::server::ParsedCertificate;
-use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use serde::Serialize;
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -24,7 +22,7 @@ use super::analyze::common_name;
 use super::pem;
 use super::store::TrustStore;
 use crate::pki::sha256_hex;
-use crate::tls::Provider;
+use crate::tls::{InsecureVerifier, Provider};
 
 /// A chain to keep working.
 #[derive(Debug, Clone)]
@@ -125,15 +123,13 @@ pub fn fetch_chain(
         .map_err(|e| fail(e.to_string()))?;
     tcp.set_write_timeout(Some(timeout))
         .map_err(|e| fail(e.to_string()))?;
-    let grabber = Arc::new(ChainGrabber {
-        provider: provider.crypto_provider(),
-        chain: Mutex::new(Vec::new()),
-    });
     let config = rustls::ClientConfig::builder_with_provider(provider.crypto_provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| fail(e.to_string()))?
         .dangerous()
-        .with_custom_certificate_verifier(grabber.clone())
+        .with_custom_certificate_verifier(Arc::new(InsecureVerifier::new(
+            provider.crypto_provider(),
+        )))
         .with_no_client_auth();
     let name = ServerName::try_from(host.clone()).map_err(|e| fail(e.to_string()))?;
     let mut conn =
@@ -154,7 +150,10 @@ pub fn fetch_chain(
     let _ = tcp.flush();
     let mut sink = [0u8; 1];
     let _ = tcp.read(&mut sink);
-    let certs = grabber.chain.lock().map(|c| c.clone()).unwrap_or_default();
+    let certs = conn
+        .peer_certificates()
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
     if certs.is_empty() {
         return Err(fail("the server sent no certificate".into()));
     }
@@ -162,65 +161,6 @@ pub fn fetch_chain(
         name: format!("{host}:{port}"),
         certs,
     })
-}
-
-/// Records the presented chain; checks handshake signatures with the provider.
-#[derive(Debug)]
-struct ChainGrabber {
-    provider: Arc<CryptoProvider>,
-    chain: Mutex<Vec<CertificateDer<'static>>>,
-}
-
-impl ServerCertVerifier for ChainGrabber {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if let Ok(mut chain) = self.chain.lock() {
-            chain.clear();
-            chain.push(end_entity.clone().into_owned());
-            chain.extend(intermediates.iter().map(|c| c.clone().into_owned()));
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 /// Options of a trim.
