@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::ClientConfig;
+use crate::client::config::BuiltClient;
 use serde::Serialize;
 
 use crate::client::exchange::{Exchange, exchange};
@@ -120,8 +120,7 @@ pub struct HandshakeRun {
 /// Runs `opts.count` sequential exchanges with `target`.
 pub async fn run(
     target: &Target,
-    config: Arc<ClientConfig>,
-    roots: (String, Duration, Duration),
+    client: &BuiltClient,
     opts: &HandshakeOptions,
 ) -> Result<HandshakeRun, ConnectError> {
     let request = get_request(&target.authority, &target.path, true);
@@ -134,7 +133,7 @@ pub async fn run(
     for i in 0..opts.count.max(1) {
         let outcome = exchange(
             target,
-            Arc::clone(&config),
+            Arc::clone(&client.config),
             &request,
             opts.early_data,
             opts.timeout,
@@ -182,9 +181,9 @@ pub async fn run(
     let h = &first.handshake;
     Ok(HandshakeRun {
         target: target.to_string(),
-        roots: roots.0,
-        roots_ms: roots.1.as_secs_f64() * 1e3,
-        provider_init_ms: roots.2.as_secs_f64() * 1e3,
+        roots: client.roots.clone(),
+        roots_ms: client.roots_time.as_secs_f64() * 1e3,
+        provider_init_ms: client.provider_init.as_secs_f64() * 1e3,
         negotiated: Negotiated {
             version: h.version.clone(),
             cipher_suite: h.suite.clone(),

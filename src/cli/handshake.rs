@@ -48,12 +48,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         timeout: args.timeout,
     };
     let report = rt
-        .block_on(run(
-            &target,
-            built.config,
-            (built.roots, built.roots_time, built.provider_init),
-            &run_opts,
-        ))
+        .block_on(run(&target, &built, &run_opts))
         .map_err(|e| CliError::runtime(anyhow::Error::new(e).context(format!("{target}"))))?;
     out.result(&report, || text::handshake_run(&report))
 }

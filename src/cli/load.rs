@@ -143,6 +143,8 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         .map_err(|e| CliError::runtime(e.into()))?;
     let progress = Arc::new(Progress::default());
     let bar = progress_bar(&args, out);
+    // Without a request count, the bar shows time (milliseconds) against -d.
+    let by_time = args.requests.is_none();
     let result = rt.block_on(async {
         let p = Arc::clone(&progress);
         tokio::spawn(async move {
@@ -158,7 +160,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let done = p.completed.load(std::sync::atomic::Ordering::Relaxed);
                 let failed = p.failed.load(std::sync::atomic::Ordering::Relaxed);
-                if b.length().is_some_and(|l| l > 1_000_000) {
+                if by_time {
                     b.set_position(started.elapsed().as_millis() as u64);
                 } else {
                     b.set_position(done + failed);
@@ -208,13 +210,10 @@ fn progress_bar(args: &LoadArgs, out: &Output) -> indicatif::ProgressBar {
     if out.json() || out.quiet() {
         return ProgressBar::hidden();
     }
-    // By count when given, else by time (milliseconds, marked by a length above 1e6).
+    // By count when given, else by time (milliseconds).
     let (len, template) = match (args.requests, args.duration) {
         (Some(n), _) => (n, "{bar:40} {pos}/{len} requests {msg} [{elapsed}]"),
-        (None, Some(d)) => (
-            (d.as_millis() as u64).max(1) + 1_000_000,
-            "{bar:40} {msg} [{elapsed}]",
-        ),
+        (None, Some(d)) => ((d.as_millis() as u64).max(1), "{bar:40} {msg} [{elapsed}]"),
         (None, None) => (1, "{msg}"),
     };
     let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
