@@ -61,9 +61,11 @@ for r in $(seq "$rounds"); do
   # 2. new connections, full handshakes, client CPU
   /usr/bin/time -f "CPU %U %S" -o "$work/t-h2load" h2load --h1 -t 1 -c 2000 -n 2000 "$url" 2>/dev/null | awk '/^finished in/ {gsub(",", "", $4); print $4}' >> "$work/nc-h2load"
   echo "$(cpu_of "$work/t-h2load")" >> "$work/cpu-h2load"
-  for mode in verify insecure; do
-    flags=(--cacert "$ca"); [ "$mode" = insecure ] && flags=(--insecure)
-    /usr/bin/time -f "CPU %U %S" -o "$work/t-$mode" "$bin" load "$url" "${flags[@]}" --new-conn --resume off -c 2000 -n 2000 --threads 1 --json -q 2>/dev/null \
+  for mode in verify insecure verify-c64; do
+    flags=(--cacert "$ca" -c 2000)
+    [ "$mode" = insecure ] && flags=(--insecure -c 2000)
+    [ "$mode" = verify-c64 ] && flags=(--cacert "$ca" -c 64)
+    /usr/bin/time -f "CPU %U %S" -o "$work/t-$mode" "$bin" load "$url" "${flags[@]}" --new-conn --resume off -n 2000 --threads 1 --json -q 2>/dev/null \
       | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.0f" % d["handshakes"]["per_second"], d["handshakes"]["total"], d["requests"]["failed"])' > "$work/nc-$mode-last"
     read -r hps total failed < "$work/nc-$mode-last"
     echo "$hps" >> "$work/nc-tlsperf-$mode"
@@ -74,8 +76,8 @@ done
 
 ka_wrk=$(median < "$work/ka-wrk"); ka_h2=$(median < "$work/ka-h2load"); ka_us=$(median < "$work/ka-tlsperf")
 ka_oha=$( [ -s "$work/ka-oha" ] && median < "$work/ka-oha" || echo "-")
-nc_h2=$(median < "$work/nc-h2load"); nc_v=$(median < "$work/nc-tlsperf-verify"); nc_i=$(median < "$work/nc-tlsperf-insecure")
-cpu_h2=$(median < "$work/cpu-h2load"); cpu_v=$(median < "$work/cpu-verify"); cpu_i=$(median < "$work/cpu-insecure")
+nc_h2=$(median < "$work/nc-h2load"); nc_v=$(median < "$work/nc-tlsperf-verify"); nc_i=$(median < "$work/nc-tlsperf-insecure"); nc_64=$(median < "$work/nc-tlsperf-verify-c64")
+cpu_h2=$(median < "$work/cpu-h2load"); cpu_v=$(median < "$work/cpu-verify"); cpu_i=$(median < "$work/cpu-insecure"); cpu_64=$(median < "$work/cpu-verify-c64")
 ratio() { python3 -c "import sys; a,b=sys.argv[1:]; print('-' if '-' in (a,b) else '%.2f' % (float(a)/float(b)))" "$1" "$2"; }
 per_hs() { python3 -c "import sys; print('%.0f' % (float(sys.argv[1]) * 1e6 / 2000))" "$1"; }
 
@@ -102,5 +104,6 @@ echo "|---|---:|---|---:|---:|---:|---:|"
 echo "| h2load --h1 -c 2000 -n 2000 (no verification) | $nc_h2 | $(paste -sd' ' "$work/nc-h2load") | $cpu_h2 | $(per_hs "$cpu_h2") | 1 | 1 |"
 echo "| tlsperf load --new-conn --resume off, verification on | $nc_v | $(paste -sd' ' "$work/nc-tlsperf-verify") | $cpu_v | $(per_hs "$cpu_v") | $(ratio "$nc_v" "$nc_h2") | $(ratio "$cpu_v" "$cpu_h2") |"
 echo "| same with --insecure | $nc_i | $(paste -sd' ' "$work/nc-tlsperf-insecure") | $cpu_i | $(per_hs "$cpu_i") | $(ratio "$nc_i" "$nc_h2") | $(ratio "$cpu_i" "$cpu_h2") |"
+echo "| tlsperf, verification on, -c 64 (2000 simultaneous connects overflow nginx's listen backlog: SYNs retried after 1 s) | $nc_64 | $(paste -sd' ' "$work/nc-tlsperf-verify-c64") | $cpu_64 | $(per_hs "$cpu_64") | $(ratio "$nc_64" "$nc_h2") | $(ratio "$cpu_64" "$cpu_h2") |"
 echo
-echo "Failed requests per round (tlsperf, verify / insecure): $(paste -sd' ' "$work/failed-verify") / $(paste -sd' ' "$work/failed-insecure")"
+echo "Failed requests per round (tlsperf, verify / insecure / -c 64): $(paste -sd' ' "$work/failed-verify") / $(paste -sd' ' "$work/failed-insecure") / $(paste -sd' ' "$work/failed-verify-c64")"
