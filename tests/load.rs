@@ -164,6 +164,16 @@ fn new_connection_per_request_resumes_by_ticket_after_one_full_per_slot() {
     let g = &v["generator"];
     assert!(g["cpu_seconds"].as_f64().unwrap() > 0.0, "{g}");
     assert!(g["cpu_us_per_handshake"].as_f64().unwrap() > 0.0, "{g}");
+    // Only full handshakes carry a chain: each verified once, or accepted from the cache.
+    assert_eq!(o["verify_cache"], true, "{o}");
+    let h = &v["handshakes"];
+    let (verified, cached) = (
+        h["chains_verified"].as_u64().unwrap(),
+        h["chains_from_cache"].as_u64().unwrap(),
+    );
+    assert_eq!(verified + cached, full, "{h}");
+    assert!(verified >= 1, "{h}");
+    assert!(h["early_data"].as_object().unwrap().is_empty(), "{h}");
 
     // No resumption: every handshake full, every certificate verified.
     let off = load(
@@ -190,6 +200,89 @@ fn new_connection_per_request_resumes_by_ticket_after_one_full_per_slot() {
             .unwrap()
             > 0
     );
+    // The same chain every time: the five slots' first handshakes may race, the rest
+    // come from the cache.
+    let h = &off["handshakes"];
+    let verified = h["chains_verified"].as_u64().unwrap();
+    assert!((1..=5).contains(&verified), "{h}");
+    assert_eq!(
+        h["chains_from_cache"].as_u64().unwrap(),
+        100 - verified,
+        "{h}"
+    );
+
+    // --no-verify-cache: every chain verified in full.
+    let each = load(
+        &url,
+        &[
+            "-n",
+            "50",
+            "-c",
+            "5",
+            "--new-conn",
+            "--resume",
+            "off",
+            "--no-verify-cache",
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&each, 50);
+    assert_eq!(each["options"]["verify_cache"], false);
+    assert_eq!(
+        each["handshakes"]["chains_verified"], 50,
+        "{}",
+        each["handshakes"]
+    );
+    assert_eq!(each["handshakes"]["chains_from_cache"], 0);
+}
+
+#[test]
+fn early_data_requests_are_answered_from_0rtt() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem").to_str().unwrap().to_string();
+    // rustls accepts 0-RTT with stateful resumption (serve's default).
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        &ca,
+        "--early-data",
+        "16384",
+    ]);
+    let url = s.url();
+    let v = load(
+        &url,
+        &[
+            "-n",
+            "60",
+            "-c",
+            "2",
+            "--new-conn",
+            "--early-data",
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&v, 60);
+    assert_eq!(v["options"]["early_data"], true);
+    let e = &v["handshakes"]["early_data"];
+    // Each slot's first connection has no session; every resumed one sends its request
+    // as 0-RTT data, and the server answers it.
+    let full = kind(&v, "full");
+    assert_eq!(e["not-sent"].as_u64().unwrap_or(0), full, "{e}");
+    assert_eq!(
+        e["accepted"].as_u64().unwrap_or(0),
+        kind(&v, "resumed-ticket"),
+        "{e}"
+    );
+    assert!(e["accepted"].as_u64().unwrap_or(0) >= 58, "{e}");
+    assert!(e.get("rejected").is_none(), "{e}");
+
+    // Without resumption there is nothing to send 0-RTT data with: a usage error.
+    let run = load_run(&[&url, "-n", "1", "--early-data", "--resume", "off"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--early-data"), "{}", run.stderr);
 }
 
 #[test]

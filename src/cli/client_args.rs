@@ -84,6 +84,7 @@ impl ClientArgs {
             early_data,
             client_cert,
             alpn,
+            verify_cache: None,
         })
     }
 

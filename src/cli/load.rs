@@ -46,6 +46,10 @@ pub struct LoadArgs {
     /// HTTP/2 (ALPN h2).
     #[arg(long)]
     http2: bool,
+    /// Send each new connection's first request as TLS 1.3 0-RTT data when the session
+    /// allows it (HTTP/1.1; needs resumption): counts of accepted and rejected 0-RTT.
+    #[arg(long, conflicts_with = "http2")]
+    early_data: bool,
     /// Worker threads (default: the number of CPUs).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: Option<u64>,
@@ -62,6 +66,12 @@ pub struct LoadArgs {
     /// Replace --out FILE if it exists.
     #[arg(long)]
     force: bool,
+    /// Verify every server certificate chain in full. By default a chain identical to
+    /// one verified before (same certificates, name and OCSP response) is accepted from a
+    /// cache, as browsers do, until the earliest expiry in the chain or 5 minutes; the
+    /// handshake signature is checked on every handshake either way.
+    #[arg(long)]
+    no_verify_cache: bool,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -84,7 +94,13 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     } else {
         vec![b"http/1.1".to_vec()]
     };
-    let opts = args.client.options(alpn, false)?;
+    if args.early_data && args.client.resume == crate::client::config::Resume::Off {
+        return Err(CliError::input(
+            "--early-data needs a session to resume: drop --resume off",
+        ));
+    }
+    let mut opts = args.client.options(alpn, args.early_data)?;
+    opts.verify_cache = Some(!args.no_verify_cache);
     args.client.warn_if_insecure();
     let built = config::build(&opts)?;
     let threads = args
@@ -104,6 +120,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         ("requests_per_conn", json!(per_conn)),
         ("http", json!(if args.http2 { "2" } else { "1.1" })),
         ("resume", json!(opts.resume)),
+        ("early_data", json!(args.early_data)),
         (
             "tls",
             json!(
@@ -117,6 +134,10 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         ("groups", json!(opts.groups)),
         ("provider", json!(opts.provider.name())),
         ("roots", json!(built.roots)),
+        (
+            "verify_cache",
+            json!(!args.no_verify_cache && !args.client.insecure),
+        ),
         ("threads", json!(threads)),
         ("timeout_s", json!(args.timeout.as_secs_f64())),
     ]
@@ -135,12 +156,22 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         server_pid: args.server_pid,
         resume: opts.resume,
         echo,
+        early_data: args.early_data,
+        verdicts: built.verdicts.clone(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runtime(e.into()))?;
+    // One thread: a single-threaded scheduler (no work stealing, no cross-thread wake-ups),
+    // as wrk runs each thread's own event loop.
+    let rt = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+    .map_err(|e| CliError::runtime(e.into()))?;
     let progress = Arc::new(Progress::default());
     let bar = progress_bar(&args, out);
     // Without a request count, the bar shows time (milliseconds) against -d.

@@ -12,6 +12,7 @@ use rustls::client::danger::ServerCertVerifier;
 use rustls::client::{Resumption, Tls12Resumption};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::verdict_cache::VerdictCache;
 use super::verifier::TimedVerifier;
 use crate::tls::choices::{self, ConfigError, TlsVersion};
 use crate::tls::{InsecureVerifier, Provider};
@@ -81,6 +82,10 @@ pub struct ClientTlsOptions {
     pub client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
     /// ALPN protocols offered, preferred first.
     pub alpn: Vec<Vec<u8>>,
+    /// Count chain verifications ([`VerdictCache`]); with `Some(true)` also reuse the
+    /// verdicts of chains verified before (the handshake signature is checked every
+    /// time). `None`: neither.
+    pub verify_cache: Option<bool>,
 }
 
 impl Default for ClientTlsOptions {
@@ -96,6 +101,7 @@ impl Default for ClientTlsOptions {
             early_data: false,
             client_cert: None,
             alpn: Vec::new(),
+            verify_cache: None,
         }
     }
 }
@@ -109,6 +115,8 @@ pub struct BuiltClient {
     pub roots: String,
     /// Time to get the roots (loading the store the first time).
     pub roots_time: Duration,
+    /// The verdict cache or counter, when asked for (its counts).
+    pub verdicts: Option<Arc<VerdictCache>>,
     /// Time of the crypto provider's first use in this process (aws-lc-rs seeds its
     /// random generator then: tens of milliseconds here), paid here rather than inside
     /// the first handshake, and reported apart.
@@ -139,6 +147,14 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
         }
     };
     let roots_time = t.elapsed();
+    let verdicts = opts
+        .verify_cache
+        .filter(|_| opts.roots != Roots::Insecure)
+        .map(|enabled| Arc::new(VerdictCache::new(Arc::clone(&inner), enabled)));
+    let inner: Arc<dyn ServerCertVerifier> = match &verdicts {
+        Some(cache) => Arc::clone(cache) as Arc<dyn ServerCertVerifier>,
+        None => inner,
+    };
     let versions = choices::protocol_versions(&opts.versions);
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
@@ -164,6 +180,7 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
         config: Arc::new(config),
         roots,
         roots_time,
+        verdicts,
         provider_init,
     })
 }

@@ -1,6 +1,7 @@
 //! The client side: TLS client configurations from the user's choices ([`config`]), one
 //! connection timed from inside, step by step ([`conn`]), the verifier's timing wrapper
-//! ([`verifier`]), what our ClientHello offered ([`hello`]), a small HTTP/1.1 exchange
+//! ([`verifier`]) and its cache of chain verdicts for many connections ([`verdict_cache`]),
+//! what our ClientHello offered ([`hello`]), a small HTTP/1.1 exchange
 //! ([`http1`]), one connection plus one request ([`exchange`]) to a parsed URL
 //! ([`target`]), the phases of a connection ([`timeline`]) and a connector other Rust HTTP
 //! clients can use to record the same phases for their own traffic ([`connector`]).
@@ -14,6 +15,7 @@ pub mod hello;
 pub mod http1;
 pub mod target;
 pub mod timeline;
+pub mod verdict_cache;
 pub mod verifier;
 
 pub use conn::{EarlyData, Handshake, Kind, TlsStream};

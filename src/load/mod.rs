@@ -23,9 +23,10 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ClientConfig;
 
-use crate::client::conn::{self, Stamps};
+use crate::client::conn::{self, EarlyData, Stamps};
 use crate::client::http1::{Http1, get_request};
 use crate::client::target::Target;
+use crate::client::verdict_cache::VerdictCache;
 use crate::client::{ConnectError, Phase, TlsStream};
 use crate::stats::LatencyHistogram;
 pub use result::LoadResult;
@@ -60,6 +61,12 @@ pub struct LoadOptions {
     pub resume: crate::client::config::Resume,
     /// The options as the user gave them (copied into the result).
     pub echo: BTreeMap<String, serde_json::Value>,
+    /// Send each new connection's first request as 0-RTT data when the session allows it
+    /// (HTTP/1.1; the client configuration must enable early data).
+    pub early_data: bool,
+    /// The client configuration's verdict cache, when it has one (its counts are
+    /// reported).
+    pub verdicts: Option<Arc<VerdictCache>>,
 }
 
 /// Live counters, for a progress display, and the stop switch.
@@ -148,6 +155,7 @@ struct Tally {
     hs_resumed: LatencyHistogram,
     phases: BTreeMap<Phase, LatencyHistogram>,
     kinds: BTreeMap<&'static str, u64>,
+    early: BTreeMap<&'static str, u64>,
     status: BTreeMap<u16, u64>,
     errors: BTreeMap<&'static str, u64>,
     examples: BTreeMap<&'static str, String>,
@@ -167,6 +175,7 @@ impl Tally {
             hs_resumed: LatencyHistogram::new(),
             phases: BTreeMap::new(),
             kinds: BTreeMap::new(),
+            early: BTreeMap::new(),
             status: BTreeMap::new(),
             errors: BTreeMap::new(),
             examples: BTreeMap::new(),
@@ -292,6 +301,11 @@ pub async fn run(
     }
     let _ = total.phases.entry(Phase::Dns).or_default().record(dns);
     let handshakes: u64 = total.kinds.values().sum();
+    let counts = opts
+        .verdicts
+        .as_ref()
+        .map(|v| v.counts())
+        .unwrap_or_default();
     let server = match (opts.server_pid, server_cpu0) {
         (Some(pid), Some(c0)) => {
             let cpu = usage::proc_cpu(pid)
@@ -337,6 +351,13 @@ pub async fn run(
                 .collect(),
             resumption_rate: 0.0,
             per_second: 0.0,
+            chains_verified: counts.verified,
+            chains_from_cache: counts.cached,
+            early_data: total
+                .early
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
         },
         latency: Dist::of(total.latency.clone()),
         latency_corrected: opts.rate.and_then(|_| dist(&total.corrected)),
@@ -391,6 +412,9 @@ fn merge_tally(total: &mut Tally, t: &Tally) {
     for (k, v) in &t.kinds {
         *total.kinds.entry(k).or_default() += v;
     }
+    for (k, v) in &t.early {
+        *total.early.entry(k).or_default() += v;
+    }
     for (k, v) in &t.status {
         *total.status.entry(*k).or_default() += v;
     }
@@ -416,6 +440,9 @@ fn merge_tally(total: &mut Tally, t: &Tally) {
 struct Obs {
     phases: Vec<(Phase, Duration)>,
     handshake: Option<(&'static str, bool, Duration)>,
+    /// With --early-data, what became of a new connection's request: sent as 0-RTT data
+    /// and "accepted" or "rejected", or "not-sent" (no session allowing it).
+    early: Option<&'static str>,
     status: Option<u16>,
     body_bytes: u64,
 }
@@ -438,6 +465,9 @@ impl Tally {
                 self.hs_full.record(tls)
             };
             *self.kinds.entry(kind).or_default() += 1;
+        }
+        if let Some(e) = obs.early {
+            *self.early.entry(e).or_default() += 1;
         }
         if let Some(status) = obs.status {
             *self.status.entry(status).or_default() += 1;
@@ -487,6 +517,7 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             .is_some_and(|k| on_conn + 1 >= k);
         obs.phases.clear();
         obs.handshake = None;
+        obs.early = None;
         obs.status = None;
         obs.body_bytes = 0;
         let outcome = tokio::time::timeout(
@@ -501,8 +532,9 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             })
         });
         let done = Instant::now();
-        // Ok(close the connection?) or Err(failed): recorded under the lock, no await.
-        let next: Result<bool, ()> = {
+        // What to do with the connection, or Err(failed): recorded under the lock, no
+        // await.
+        let next: Result<After, ()> = {
             let mut tally = match shard.lock() {
                 Ok(t) => t,
                 Err(poisoned) => poisoned.into_inner(),
@@ -522,7 +554,13 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                         tally.intervals.resize(i + 1, 0);
                     }
                     tally.intervals[i] += 1;
-                    Ok(!keep || last_on_conn)
+                    Ok(if !keep {
+                        After::Drop
+                    } else if last_on_conn {
+                        After::Close
+                    } else {
+                        After::Keep
+                    })
                 }
                 Err(e) => {
                     tally.error(&e);
@@ -531,14 +569,21 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             }
         };
         match next {
-            Ok(close_now) => {
+            Ok(after) => {
                 shared.progress.completed.fetch_add(1, Ordering::Relaxed);
                 completed += 1;
                 latency_sum += done - sent;
                 on_conn += 1;
-                if close_now {
-                    close(open.take()).await;
-                    on_conn = 0;
+                match after {
+                    After::Keep => {}
+                    After::Close => {
+                        close(open.take()).await;
+                        on_conn = 0;
+                    }
+                    After::Drop => {
+                        open = None;
+                        on_conn = 0;
+                    }
                 }
             }
             Err(()) => {
@@ -560,6 +605,17 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     }
 }
 
+/// What happens to a connection after a successful request.
+enum After {
+    /// Send the next request on it.
+    Keep,
+    /// We are done with it: close_notify, then close.
+    Close,
+    /// The server said it closes the connection (`Connection: close`): close the socket
+    /// without writing to it (a close_notify would meet a closed socket and a reset).
+    Drop,
+}
+
 async fn close(open: Option<Open>) {
     if let Some(Open::H1(mut h)) = open {
         h.shutdown().await;
@@ -575,20 +631,38 @@ async fn request(
     last_on_conn: bool,
     tally: &mut Obs,
 ) -> Result<bool, ConnectError> {
+    let req = if last_on_conn {
+        &shared.request_close
+    } else {
+        &shared.request_keep
+    };
+    // Set when the request went out as 0-RTT data and the server accepted it: when the
+    // handshake completed.
+    let mut sent_early = None;
     if open.is_none() {
-        *open = Some(connect(shared, config, tally).await?);
+        let early = (shared.opts.early_data && !shared.opts.http2).then_some(req.as_slice());
+        let (o, early_data, done) = connect(shared, config, tally, early).await?;
+        match early_data {
+            EarlyData::Accepted => {
+                tally.early = Some("accepted");
+                sent_early = Some(done);
+            }
+            EarlyData::Rejected => tally.early = Some("rejected"),
+            // No session, or the server's ticket allows no early data.
+            EarlyData::NotSent if early.is_some() => tally.early = Some("not-sent"),
+            EarlyData::NotSent => {}
+        }
+        *open = Some(o);
     }
     match open.as_mut() {
         Some(Open::H1(h)) => {
-            let req = if last_on_conn {
-                &shared.request_close
-            } else {
-                &shared.request_keep
-            };
             let t = Instant::now();
-            let sent = h.send(req).await?;
+            let sent = match sent_early {
+                Some(done) => done,
+                None => h.send(req).await?,
+            };
             let resp = h.read_response().await?;
-            tally.phase(Phase::Request, sent - t);
+            tally.phase(Phase::Request, sent.saturating_duration_since(t));
             tally.phase(
                 Phase::FirstByte,
                 resp.first_byte.saturating_duration_since(sent),
@@ -634,11 +708,15 @@ async fn request(
     }
 }
 
+/// Opens a connection (TCP, TLS, and HTTP/2's preface when asked for), sending `early`
+/// as 0-RTT data when the session allows it; returns what became of it and when the
+/// handshake completed.
 async fn connect(
     shared: &Shared,
     config: &Arc<ClientConfig>,
     tally: &mut Obs,
-) -> Result<Open, ConnectError> {
+    early: Option<&[u8]>,
+) -> Result<(Open, EarlyData, Instant), ConnectError> {
     let t0 = Instant::now();
     let tcp = conn::tcp_connect(shared.addr).await?;
     let stamps = Stamps {
@@ -649,11 +727,12 @@ async fn connect(
         tcp,
         shared.target.server_name.clone(),
         Arc::clone(config),
-        None,
+        early,
         t0,
         stamps,
     )
     .await?;
+    let done = Instant::now();
     let timeline = crate::client::Timeline {
         conn: hs.stamps,
         verify: hs.verify,
@@ -684,8 +763,8 @@ async fn connect(
                     reason: format!("HTTP/2 handshake: {e}"),
                 })?;
         tokio::spawn(connection);
-        Ok(Open::H2(send))
+        Ok((Open::H2(send), hs.early_data, done))
     } else {
-        Ok(Open::H1(Box::new(Http1::new(stream))))
+        Ok((Open::H1(Box::new(Http1::new(stream))), hs.early_data, done))
     }
 }

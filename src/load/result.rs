@@ -60,6 +60,19 @@ pub struct Handshakes {
     pub resumption_rate: f64,
     /// Completed handshakes per second of the run.
     pub per_second: f64,
+    /// Server certificate chains verified in full.
+    #[serde(default)]
+    pub chains_verified: u64,
+    /// Chains accepted from the verdict cache (same chain and name as one verified
+    /// before; the handshake signature is still checked every time).
+    #[serde(default)]
+    pub chains_from_cache: u64,
+    /// With `--early-data`, new connections' first requests by what became of them:
+    /// "accepted" (answered from 0-RTT data), "rejected" (sent again after the
+    /// handshake), "not-sent" (no session allowing early data: a full handshake, or the
+    /// server's tickets allow none).
+    #[serde(default)]
+    pub early_data: BTreeMap<String, u64>,
 }
 
 /// The generator's own CPU use.
@@ -244,6 +257,9 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, MergeError> {
         m.requests.failed += r.requests.failed;
         m.handshakes.total += r.handshakes.total;
         add_counts(&mut m.handshakes.kinds, &r.handshakes.kinds);
+        m.handshakes.chains_verified += r.handshakes.chains_verified;
+        m.handshakes.chains_from_cache += r.handshakes.chains_from_cache;
+        add_counts(&mut m.handshakes.early_data, &r.handshakes.early_data);
         m.latency.merge(&r.latency)?;
         merge_opt(&mut m.latency_corrected, &r.latency_corrected)?;
         merge_opt(&mut m.handshake_full, &r.handshake_full)?;

@@ -868,6 +868,21 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
         num(r.handshakes.per_second),
         r.handshakes.resumption_rate * 100.0
     );
+    if !r.handshakes.early_data.is_empty() {
+        let e: Vec<String> = r
+            .handshakes
+            .early_data
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        s += &format!("0-RTT requests: {}\n", e.join(", "));
+    }
+    if r.handshakes.chains_from_cache > 0 {
+        s += &format!(
+            "certificate chains: {} verified in full, {} accepted from the verdict cache (same chain and name; --no-verify-cache verifies each)\n",
+            r.handshakes.chains_verified, r.handshakes.chains_from_cache
+        );
+    }
     let status: Vec<String> = r.status.iter().map(|(k, n)| format!("{k}: {n}")).collect();
     if !status.is_empty() {
         s += &format!("status: {}\n", status.join(", "));
