@@ -11,6 +11,9 @@ use super::tlsperf;
 
 pub const NGINX: &str = "/usr/sbin/nginx";
 
+/// Size of the body nginx serves at `/big`.
+pub const BIG_BYTES: usize = 1 << 20;
+
 /// An nginx child on a loopback port with everything it writes inside a temporary
 /// directory; killed when dropped.
 pub struct Nginx {
@@ -68,6 +71,8 @@ http {{
         ssl_protocols TLSv1.2 TLSv1.3;
         ssl_session_tickets {tickets};
         ssl_session_cache shared:S:1m;
+        # A 1 MiB body: a request whose time is the server's and the transfer's.
+        location = /big {{ alias {big}; }}
         location / {{ return 200 "ok\n"; }}
     }}
 }}
@@ -79,7 +84,9 @@ http {{
             chain = pki.join("server-chain.pem").to_str().unwrap(),
             key = pki.join("server.key").to_str().unwrap(),
             tickets = if tickets { "on" } else { "off" },
+            big = p("big.bin"),
         );
+        std::fs::write(d.join("big.bin"), vec![b'x'; BIG_BYTES]).unwrap();
         let conf_path = p("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
         let child = Command::new(NGINX)
