@@ -12,7 +12,10 @@
 //! - [`verify`]: the indexed chain verifier whose cost does not grow with the store.
 //! - [`server`]: `tlsperf serve`, the reference HTTPS server and its metrics.
 //! - [`tls`]: crypto provider choice (aws-lc-rs or ring), passed explicitly into configs.
-//! - [`report`]: human-readable renderings of results.
+//! - [`lab`]: the one-command lab: a matrix of server and client configurations on
+//!   loopback, compared with Welch's t-test.
+//! - [`report`]: human-readable renderings of results (text, and the lab's Markdown and
+//!   HTML report).
 //! - [`files`]: atomic file output (temp file + rename, private modes for keys).
 //! - [`when`]: user-given points in time (RFC 3339).
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
@@ -21,6 +24,7 @@
 pub mod error;
 pub mod files;
 pub mod handshake;
+pub mod lab;
 pub mod load;
 pub mod pki;
 pub mod report;

@@ -158,6 +158,8 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         echo,
         early_data: args.early_data,
         verdicts: built.verdicts.clone(),
+        addrs: Vec::new(),
+        config_per_connection: None,
     };
     // One thread: a single-threaded scheduler (no work stealing, no cross-thread wake-ups),
     // as wrk runs each thread's own event loop.

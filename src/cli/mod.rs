@@ -13,6 +13,7 @@ mod client_args;
 mod compare;
 mod completions;
 mod handshake;
+mod lab;
 mod load;
 mod merge;
 mod output;
@@ -88,6 +89,9 @@ pub enum Command {
     /// Load generator: requests/s, handshakes/s, full vs resumed handshakes, per-phase
     /// percentiles, errors by kind, generator and server CPU.
     Load(Box<load::LoadArgs>),
+    /// The TLS performance lab: a matrix of server and client configurations on this
+    /// machine, compared with Welch's t-test, in an HTML and Markdown report.
+    Lab(Box<lab::LabArgs>),
     /// Combine load results from several machines into one, exactly (HDR histograms).
     Merge(merge::MergeArgs),
     /// Is B really faster than A? Welch's t-test on two sample files or two load results.
@@ -146,6 +150,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Tickets(args) => tickets::exec(args, &out),
         Command::Handshake(args) => handshake::exec(*args, &out),
         Command::Load(args) => load::exec(*args, &out),
+        Command::Lab(args) => lab::exec(*args, &out),
         Command::Merge(args) => merge::exec(args, &out),
         Command::Compare(args) => compare::exec(args, &out),
         Command::Completions(args) => completions::exec(args, &out),

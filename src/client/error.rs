@@ -60,6 +60,14 @@ pub enum ConnectError {
         /// Why.
         reason: String,
     },
+    /// A client configuration built for this connection could not be built (roots
+    /// reloaded per connection).
+    #[error("client configuration")]
+    Config {
+        /// The cause.
+        #[source]
+        source: crate::tls::choices::ConfigError,
+    },
 }
 
 impl ConnectError {
@@ -86,6 +94,7 @@ impl ConnectError {
             },
             ConnectError::Timeout { .. } => "timeout",
             ConnectError::Http { .. } => "http",
+            ConnectError::Config { .. } => "client-config",
         }
     }
 }

@@ -67,6 +67,25 @@ pub struct LoadOptions {
     /// The client configuration's verdict cache, when it has one (its counts are
     /// reported).
     pub verdicts: Option<Arc<VerdictCache>>,
+    /// Instances of the server behind one name: new connections go to them in turn
+    /// (a client pool behind a load balancer). Empty: the target's own address.
+    pub addrs: Vec<SocketAddr>,
+    /// Builds a fresh client configuration for every new connection (a client that
+    /// loads its roots each time); its cost counts in the request's latency. `None`:
+    /// each slot keeps one configuration.
+    pub config_per_connection: Option<ConfigFactory>,
+}
+
+/// Builds a client configuration (see [`LoadOptions::config_per_connection`]).
+#[derive(Clone)]
+pub struct ConfigFactory(
+    pub Arc<dyn Fn() -> Result<Arc<ClientConfig>, crate::tls::choices::ConfigError> + Send + Sync>,
+);
+
+impl std::fmt::Debug for ConfigFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConfigFactory")
+    }
 }
 
 /// Live counters, for a progress display, and the stop switch.
@@ -123,6 +142,8 @@ struct Shared {
     request_close: Vec<u8>,
     uri: http::Uri,
     issued: AtomicU64,
+    /// Connections opened (picks the next of `opts.addrs`).
+    opened: AtomicU64,
     start: Instant,
     deadline: Option<Instant>,
     progress: Arc<Progress>,
@@ -249,6 +270,7 @@ pub async fn run(
         opts: opts.clone(),
         target,
         issued: AtomicU64::new(0),
+        opened: AtomicU64::new(0),
         start,
         progress: Arc::clone(&progress),
         shards: (0..(opts.threads.max(1) * 2).min(opts.connections.max(1)))
@@ -717,8 +739,22 @@ async fn connect(
     tally: &mut Obs,
     early: Option<&[u8]>,
 ) -> Result<(Open, EarlyData, Instant), ConnectError> {
+    let fresh;
+    let config = match &shared.opts.config_per_connection {
+        Some(factory) => {
+            fresh = (factory.0)().map_err(|source| ConnectError::Config { source })?;
+            &fresh
+        }
+        None => config,
+    };
+    let addr = if shared.opts.addrs.is_empty() {
+        shared.addr
+    } else {
+        let i = shared.opened.fetch_add(1, Ordering::Relaxed) as usize;
+        shared.opts.addrs[i % shared.opts.addrs.len()]
+    };
     let t0 = Instant::now();
-    let tcp = conn::tcp_connect(shared.addr).await?;
+    let tcp = conn::tcp_connect(addr).await?;
     let stamps = Stamps {
         connected: t0.elapsed(),
         ..Stamps::default()

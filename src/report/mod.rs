@@ -1,4 +1,6 @@
 //! Report sinks: turn results into human-readable text. They never open the engine's
 //! sockets or files; JSON output is the results' own serde form.
 
+pub mod lab;
+pub mod svg;
 pub mod text;

@@ -89,6 +89,20 @@ impl LatencyHistogram {
         Duration::from_nanos(self.inner.value_at_quantile(q))
     }
 
+    /// Counts in `bins` equal-width bins from `lo_ns` to `hi_ns` (values above `hi_ns`
+    /// land in the last bin, below `lo_ns` in the first): `(bin start ns, count)`.
+    pub fn bins(&self, lo_ns: u64, hi_ns: u64, bins: usize) -> Vec<(u64, u64)> {
+        let bins = bins.max(1);
+        let width = (hi_ns.saturating_sub(lo_ns) / bins as u64).max(1);
+        let mut out: Vec<(u64, u64)> = (0..bins).map(|i| (lo_ns + i as u64 * width, 0)).collect();
+        for v in self.inner.iter_recorded() {
+            let x = self.inner.median_equivalent(v.value_iterated_to());
+            let i = ((x.saturating_sub(lo_ns)) / width).min(bins as u64 - 1) as usize;
+            out[i].1 += v.count_at_value();
+        }
+        out
+    }
+
     /// The usual percentiles and extremes.
     pub fn quantiles(&self) -> Quantiles {
         let h = &self.inner;

@@ -1,0 +1,157 @@
+//! `tlsperf lab`: flags → [`crate::lab`] → progress bar → the report directory
+//! (`report.md`, `results.json`, `index.html`, each written atomically).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+
+use super::{CliError, Output};
+use crate::client::target::Target;
+use crate::files::{FileMode, write_atomic};
+use crate::lab::{self, Control, Event, External, Group, LabOptions};
+use crate::report::lab as report;
+
+/// Arguments of `tlsperf lab`.
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// Short rounds, the groups that matter (≈ 1 minute on 2 cores; the default).
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// Longer rounds, more of them, RSA-4096 too (several minutes).
+    #[arg(long)]
+    full: bool,
+    /// The report directory (created; its report files are replaced).
+    #[arg(long, default_value = "tlsperf-report")]
+    out: PathBuf,
+    /// Only these groups (comma-separated or repeated).
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "GROUP")]
+    only: Vec<Group>,
+    /// Rounds per configuration (at least 3: Welch's test needs spread to work with).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(3..=50))]
+    rounds: Option<u64>,
+    /// Run the client-side groups against this server instead of the lab's own
+    /// (https://HOST[:PORT][/PATH]).
+    #[arg(long, value_name = "URL")]
+    target: Option<String>,
+    /// Roots for --target (PEM); default: the system store.
+    #[arg(long, value_name = "FILE", requires = "target")]
+    cacert: Option<PathBuf>,
+}
+
+/// Runs `tlsperf lab`.
+pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
+    let external = match &args.target {
+        Some(url) => Some(External {
+            target: Target::parse(url, None).map_err(CliError::input)?,
+            cacert: args.cacert.clone(),
+        }),
+        None => None,
+    };
+    if let Some(p) = &args.cacert
+        && !p.is_file()
+    {
+        return Err(CliError::input(format!(
+            "--cacert {}: not a readable file",
+            p.display()
+        )));
+    }
+    crate::files::create_dir_all(&args.out)?;
+    let work = tempfile::Builder::new()
+        .prefix("tlsperf-lab-")
+        .tempdir()
+        .map_err(|e| {
+            CliError::runtime(anyhow::Error::new(e).context("creating a work directory"))
+        })?;
+    let exe = std::env::current_exe().map_err(|e| {
+        CliError::runtime(anyhow::Error::new(e).context("finding the tlsperf executable"))
+    })?;
+    let groups = if args.only.is_empty() {
+        Group::ALL.to_vec()
+    } else {
+        let mut g = args.only.clone();
+        g.dedup();
+        g
+    };
+    let mut opts = LabOptions::preset(args.full, groups, exe, work.path().to_path_buf());
+    if let Some(r) = args.rounds {
+        opts.rounds = r as usize;
+    }
+    opts.target = external;
+    let bar = progress_bar(out);
+    let control = Arc::new(Control::default());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(e.into()))?;
+    let b = bar.clone();
+    let on_event = move |e: Event| match e {
+        Event::Preparing(what) => b.set_message(what),
+        Event::Round {
+            group,
+            cell,
+            round,
+            step,
+            steps,
+        } => {
+            b.set_length(steps as u64);
+            b.set_position(step as u64 - 1);
+            b.set_message(format!("{} / {cell}, round {round}", group.name()));
+        }
+    };
+    let result = rt.block_on(async {
+        let c = Arc::clone(&control);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                c.stop();
+            }
+        });
+        lab::run(&opts, &on_event, &control).await
+    })?;
+    bar.finish_and_clear();
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    let mut json = serde_json::to_vec_pretty(&result).map_err(|e| CliError::runtime(e.into()))?;
+    json.push(b'\n');
+    write_atomic(
+        &args.out.join("results.json"),
+        &json,
+        FileMode::Public,
+        true,
+    )?;
+    write_atomic(
+        &args.out.join("report.md"),
+        report::markdown(&result).as_bytes(),
+        FileMode::Public,
+        true,
+    )?;
+    write_atomic(
+        &args.out.join("index.html"),
+        report::html(&result).as_bytes(),
+        FileMode::Public,
+        true,
+    )?;
+    out.summary(&result, || report::summary(&result, &args.out))?;
+    if result.interrupted {
+        return Err(CliError {
+            class: crate::error::ErrorClass::Interrupted,
+            error: anyhow::anyhow!(
+                "interrupted: the report in {} holds the groups that finished",
+                args.out.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn progress_bar(out: &Output) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    if out.json() || out.quiet() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} rounds {msg} [{elapsed}]")
+    {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -1,0 +1,278 @@
+//! What the lab compares: groups of configurations (cells), each group with a baseline
+//! (its first cell) and the server and client settings of every cell. Only the setting a
+//! group is about differs between its cells.
+
+use serde::Serialize;
+
+use crate::client::config::Resume;
+use crate::pki::KeyType;
+use crate::tls::Provider;
+use crate::tls::choices::TlsVersion;
+
+/// A group of cells compared with its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Group {
+    /// Session resumption: off, stateful, tickets, tickets across two instances (keys
+    /// separate or shared).
+    Resumption,
+    /// Server certificate type.
+    Certificate,
+    /// Key-exchange group.
+    Kx,
+    /// Protocol version.
+    Tls,
+    /// Client certificates (mutual TLS).
+    Mtls,
+    /// Crypto provider (server and client).
+    Provider,
+    /// How the client gets its roots: a shared pre-loaded store, a reload for every
+    /// connection, or a store trimmed to what the server needs.
+    Trust,
+}
+
+impl Group {
+    /// Every group, in report order.
+    pub const ALL: [Group; 7] = [
+        Group::Resumption,
+        Group::Certificate,
+        Group::Kx,
+        Group::Tls,
+        Group::Mtls,
+        Group::Provider,
+        Group::Trust,
+    ];
+
+    /// Short name (`--only`, JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Resumption => "resumption",
+            Group::Certificate => "certificate",
+            Group::Kx => "kx",
+            Group::Tls => "tls",
+            Group::Mtls => "mtls",
+            Group::Provider => "provider",
+            Group::Trust => "trust",
+        }
+    }
+
+    /// Title in the report.
+    pub fn title(self) -> &'static str {
+        match self {
+            Group::Resumption => "Session resumption",
+            Group::Certificate => "Certificate type",
+            Group::Kx => "Key-exchange group",
+            Group::Tls => "TLS version",
+            Group::Mtls => "Mutual TLS",
+            Group::Provider => "Crypto provider",
+            Group::Trust => "Client trust store",
+        }
+    }
+
+    /// Groups that vary only the client, so they also run against an external server.
+    pub fn client_side(self) -> bool {
+        matches!(
+            self,
+            Group::Resumption | Group::Kx | Group::Tls | Group::Provider | Group::Trust
+        )
+    }
+}
+
+/// Session-ticket keys of a cell's server instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TicketKeys {
+    /// Each instance its own random keys (the server default).
+    Own,
+    /// One key-ring file shared by every instance.
+    Shared,
+}
+
+/// Where the client's roots come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trust {
+    /// Only the lab's root (what `tlsperf trust trim --keep-for` keeps for this server).
+    Trimmed,
+    /// The system bundle plus the lab's root, loaded once and shared by connections.
+    SharedBundle,
+    /// The same bundle read and parsed again for every connection
+    /// (rustls-native-certs' file loader + `RootCertStore`, a fresh `ClientConfig`).
+    ReloadPerConnection,
+}
+
+/// One configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// Its group.
+    pub group: Group,
+    /// Short name, unique in the group.
+    pub name: String,
+    /// What it is, in words.
+    pub label: String,
+    /// Server certificate key type.
+    pub cert: KeyType,
+    /// Server instances behind the client pool (connections go to them in turn).
+    pub instances: usize,
+    /// Server resumption mode (`tlsperf serve --resumption`).
+    pub server_resumption: &'static str,
+    /// Ticket keys across instances.
+    pub ticket_keys: TicketKeys,
+    /// Require client certificates.
+    pub mtls: bool,
+    /// Provider on both sides.
+    pub provider: Provider,
+    /// Protocol version offered by the client (`None`: 1.2 and 1.3, 1.3 chosen).
+    #[serde(serialize_with = "ser_version")]
+    pub version: Option<TlsVersion>,
+    /// Key-exchange group offered by the client (`None`: the provider's defaults).
+    pub kx: Option<&'static str>,
+    /// Client resumption.
+    pub resume: Resume,
+    /// Client roots.
+    pub trust: Trust,
+}
+
+fn ser_version<S: serde::Serializer>(v: &Option<TlsVersion>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(TlsVersion::V1_2) => s.serialize_str("1.2"),
+        Some(TlsVersion::V1_3) => s.serialize_str("1.3"),
+        None => s.serialize_none(),
+    }
+}
+
+impl Cell {
+    fn base(group: Group, name: &str, label: &str) -> Cell {
+        Cell {
+            group,
+            name: name.into(),
+            label: label.into(),
+            cert: KeyType::EcdsaP256,
+            instances: 1,
+            server_resumption: "stateful",
+            ticket_keys: TicketKeys::Own,
+            mtls: false,
+            provider: Provider::AwsLcRs,
+            version: None,
+            kx: None,
+            resume: Resume::Off,
+            trust: Trust::Trimmed,
+        }
+    }
+}
+
+/// The cells of `group`, baseline first. `full` adds the slow ones (RSA-4096).
+pub fn cells(group: Group, full: bool) -> Vec<Cell> {
+    let c = |name: &str, label: &str| Cell::base(group, name, label);
+    match group {
+        Group::Resumption => {
+            let tickets = |name, label, instances, keys| Cell {
+                server_resumption: "tickets",
+                resume: Resume::Tickets,
+                instances,
+                ticket_keys: keys,
+                ..c(name, label)
+            };
+            vec![
+                Cell {
+                    server_resumption: "off",
+                    ..c("off", "no resumption: every handshake full")
+                },
+                Cell {
+                    resume: Resume::Tickets,
+                    ..c("stateful", "server session cache (stateful tickets)")
+                },
+                tickets(
+                    "tickets",
+                    "stateless tickets, one instance",
+                    1,
+                    TicketKeys::Own,
+                ),
+                tickets(
+                    "tickets-2-own-keys",
+                    "tickets, two instances with their own keys",
+                    2,
+                    TicketKeys::Own,
+                ),
+                tickets(
+                    "tickets-2-shared-keys",
+                    "tickets, two instances sharing one key ring",
+                    2,
+                    TicketKeys::Shared,
+                ),
+            ]
+        }
+        Group::Certificate => {
+            let mut v = vec![
+                c("ecdsa-p256", "ECDSA P-256"),
+                Cell {
+                    cert: KeyType::Ed25519,
+                    ..c("ed25519", "Ed25519")
+                },
+                Cell {
+                    cert: KeyType::Rsa2048,
+                    ..c("rsa-2048", "RSA-2048")
+                },
+            ];
+            if full {
+                v.push(Cell {
+                    cert: KeyType::Rsa4096,
+                    ..c("rsa-4096", "RSA-4096")
+                });
+            }
+            v
+        }
+        Group::Kx => vec![
+            Cell {
+                kx: Some("x25519"),
+                ..c("x25519", "X25519")
+            },
+            Cell {
+                kx: Some("secp256r1"),
+                ..c("p-256", "ECDHE P-256")
+            },
+            Cell {
+                kx: Some("x25519mlkem768"),
+                ..c("x25519mlkem768", "X25519MLKEM768 (hybrid post-quantum)")
+            },
+        ],
+        Group::Tls => vec![
+            Cell {
+                version: Some(TlsVersion::V1_3),
+                ..c("1.3", "TLS 1.3")
+            },
+            Cell {
+                version: Some(TlsVersion::V1_2),
+                ..c("1.2", "TLS 1.2")
+            },
+        ],
+        Group::Mtls => vec![
+            c("off", "server authentication only"),
+            Cell {
+                mtls: true,
+                ..c("on", "client certificate required and verified")
+            },
+        ],
+        Group::Provider => vec![
+            c("aws-lc-rs", "aws-lc-rs"),
+            Cell {
+                provider: Provider::Ring,
+                ..c("ring", "ring")
+            },
+        ],
+        Group::Trust => vec![
+            Cell {
+                trust: Trust::SharedBundle,
+                ..c("shared", "system bundle loaded once, shared")
+            },
+            Cell {
+                trust: Trust::ReloadPerConnection,
+                ..c("reload", "system bundle reloaded for every connection")
+            },
+            Cell {
+                trust: Trust::Trimmed,
+                ..c("trimmed", "store trimmed to the one root this server needs")
+            },
+        ],
+    }
+}

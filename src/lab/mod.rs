@@ -1,0 +1,968 @@
+//! `tlsperf lab`: the one-command TLS performance lab. It prepares certificates and key
+//! files in a work directory, starts `tlsperf serve` instances on loopback ports
+//! ([`server`]), and runs the load generator against every configuration of the matrix
+//! ([`matrix`]) — a new connection per request, rounds alternating between a group's
+//! cells — then compares each cell with its group's baseline ([`result`]). The engine
+//! never prints: it reports progress through a callback and returns a [`LabResult`]; the
+//! report sinks render it.
+
+pub mod matrix;
+pub mod result;
+pub mod server;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustls::ClientConfig;
+use rustls::client::WebPkiServerVerifier;
+
+use crate::client::config::{self as client_config, ClientTlsOptions, Roots};
+use crate::client::target::Target;
+use crate::client::verifier::TimedVerifier;
+use crate::load::{self, ConfigFactory, LoadOptions, LoadResult, Progress};
+use crate::pki::{KeyType, PkiOptions, TestPki};
+use crate::stats::LatencyHistogram;
+use crate::stats::compare::{CompareOptions, Direction, compare};
+use crate::stats::samples::Samples;
+use crate::tls::choices::{self, ConfigError};
+pub use matrix::{Cell, Group, TicketKeys, Trust};
+pub use result::LabResult;
+use result::{
+    CellResult, GroupResult, Machine, MeanSd, Recommendation, RoundMetrics, RunOptions, Versus,
+};
+use server::LabServer;
+
+/// How to run the lab.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// `--full`: longer rounds, more of them, RSA-4096.
+    pub full: bool,
+    /// Rounds per cell (≥ 3 gives Welch's test something to work with).
+    pub rounds: usize,
+    /// Load per round.
+    pub round_time: Duration,
+    /// Connection slots of the load generator.
+    pub connections: usize,
+    /// Groups to run, in order.
+    pub groups: Vec<Group>,
+    /// The `tlsperf` executable that runs the servers.
+    pub exe: PathBuf,
+    /// Where certificates and key files go (a temporary directory).
+    pub work_dir: PathBuf,
+    /// An external server: only the client-side groups run, against it.
+    pub target: Option<External>,
+}
+
+/// An external server for `--target`.
+#[derive(Debug, Clone)]
+pub struct External {
+    /// Parsed URL.
+    pub target: Target,
+    /// Its roots (`--cacert`), else the system store.
+    pub cacert: Option<PathBuf>,
+}
+
+impl LabOptions {
+    /// `--quick` (default) or `--full` settings for `groups`.
+    pub fn preset(full: bool, groups: Vec<Group>, exe: PathBuf, work_dir: PathBuf) -> Self {
+        LabOptions {
+            full,
+            rounds: if full { 5 } else { 3 },
+            round_time: if full {
+                Duration::from_secs(2)
+            } else {
+                Duration::from_millis(700)
+            },
+            connections: 4,
+            groups,
+            exe,
+            work_dir,
+            target: None,
+        }
+    }
+}
+
+/// Why the lab could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LabError {
+    /// A server could not be started.
+    #[error("cannot start {what}")]
+    Spawn {
+        /// The command.
+        what: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A server exited before saying where it listens.
+    #[error("{what} did not start: {stderr}")]
+    ServerStart {
+        /// The command.
+        what: String,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
+    /// Preparing certificates or files failed.
+    #[error("preparing the lab in {dir}: {reason}")]
+    Prepare {
+        /// The work directory.
+        dir: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A client configuration could not be built.
+    #[error("client configuration for {cell}")]
+    Client {
+        /// The cell.
+        cell: String,
+        /// The cause.
+        #[source]
+        source: ConfigError,
+    },
+    /// The load generator failed to start a round.
+    #[error("load round of {cell}")]
+    Load {
+        /// The cell.
+        cell: String,
+        /// The cause.
+        #[source]
+        source: load::LoadError,
+    },
+}
+
+impl crate::error::Classify for LabError {
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Runtime
+    }
+}
+
+/// Progress of a lab run, for a progress display.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Preparing certificates and servers.
+    Preparing(String),
+    /// A round of a cell is starting: `step` of `steps` in the whole run.
+    Round {
+        /// The group.
+        group: Group,
+        /// The cell.
+        cell: String,
+        /// Round number (1-based).
+        round: usize,
+        /// Rounds done so far in the whole run.
+        step: usize,
+        /// Rounds in the whole run.
+        steps: usize,
+    },
+}
+
+/// Stops a lab run from another task (Ctrl-C): the round running is abandoned, the
+/// groups already finished are kept.
+#[derive(Debug, Default)]
+pub struct Control {
+    stop: AtomicBool,
+    current: Mutex<Option<Arc<Progress>>>,
+}
+
+impl Control {
+    /// Asks the run to stop.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(p) = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            p.stop();
+        }
+    }
+
+    /// True once [`Control::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn round(&self, p: Option<Arc<Progress>>) {
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+}
+
+/// Files the servers and clients use, per certificate type.
+struct Prepared {
+    pkis: BTreeMap<&'static str, PathBuf>,
+    ticket_keys: PathBuf,
+    bundle: PathBuf,
+    bundle_note: String,
+}
+
+fn prep_err(dir: &Path, reason: impl std::fmt::Display) -> LabError {
+    LabError::Prepare {
+        dir: dir.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+fn prepare(opts: &LabOptions, on_event: &(dyn Fn(Event) + Sync)) -> Result<Prepared, LabError> {
+    let dir = &opts.work_dir;
+    let mut types = vec![KeyType::EcdsaP256];
+    if opts.groups.contains(&Group::Certificate) {
+        types.extend([KeyType::Ed25519, KeyType::Rsa2048]);
+        if opts.full {
+            types.push(KeyType::Rsa4096);
+        }
+    }
+    let mut pkis = BTreeMap::new();
+    for t in types {
+        on_event(Event::Preparing(format!("{} certificates", t.name())));
+        let pki = TestPki::generate(&PkiOptions {
+            ca_key: KeyType::EcdsaP256,
+            leaf_key: t,
+            sans: PkiOptions::default_sans(),
+            days: 30,
+        })
+        .map_err(|e| prep_err(dir, e))?;
+        let d = dir.join(t.name());
+        crate::pki::write_pki(&pki, &d, true).map_err(|e| prep_err(dir, e))?;
+        pkis.insert(t.name(), d);
+    }
+    let ticket_keys = dir.join("ticket-keys.json");
+    crate::tls::tickets::init(&ticket_keys, true).map_err(|e| prep_err(dir, e))?;
+    // The trust group's bundle: the system's plus the lab's root, as a client of a
+    // private CA would configure it.
+    let probe = crate::trust::discover::probe_for_load(
+        None,
+        &crate::trust::discover::ProbeEnv::from_process(),
+    );
+    let system = probe
+        .chosen_file
+        .and_then(|i| probe.entries.get(i))
+        .and_then(|e| e.resolved.clone().or_else(|| Some(e.path.clone())));
+    let lab_root = std::fs::read_to_string(pkis["ecdsa-p256"].join("root.pem"))
+        .map_err(|e| prep_err(dir, e))?;
+    let (mut text, bundle_note) = match &system {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => (
+                t,
+                format!("system bundle {} plus the lab's root", p.display()),
+            ),
+            Err(e) => return Err(prep_err(dir, format!("{}: {e}", p.display()))),
+        },
+        None => {
+            // No system store: a synthetic one of the usual size.
+            let b = crate::pki::generate_bundle(&crate::pki::BundleOptions {
+                count: 145,
+                cross_signed: 0,
+                key: KeyType::EcdsaP256,
+                key_pool: None,
+                days: 30,
+            })
+            .map_err(|e| prep_err(dir, e))?;
+            (
+                b.pem,
+                "no system bundle found: 145 generated CAs plus the lab's root".to_string(),
+            )
+        }
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&lab_root);
+    let bundle = dir.join("bundle.pem");
+    std::fs::write(&bundle, text).map_err(|e| prep_err(dir, e))?;
+    Ok(Prepared {
+        pkis,
+        ticket_keys,
+        bundle,
+        bundle_note,
+    })
+}
+
+/// The `tlsperf serve` arguments of a cell.
+fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
+    let pki = &prep.pkis[cell.cert.name()];
+    let mut a: Vec<String> = vec![
+        "--cert".into(),
+        pki.join("server-chain.pem").display().to_string(),
+        "--key".into(),
+        pki.join("server.key").display().to_string(),
+        "--resumption".into(),
+        cell.server_resumption.into(),
+        "--provider".into(),
+        cell.provider.name().into(),
+    ];
+    if cell.ticket_keys == TicketKeys::Shared {
+        a.extend([
+            "--ticket-keys".into(),
+            prep.ticket_keys.display().to_string(),
+        ]);
+    }
+    if cell.mtls {
+        a.extend([
+            "--client-auth".into(),
+            "required".into(),
+            "--client-ca".into(),
+            pki.join("root.pem").display().to_string(),
+        ]);
+    }
+    a
+}
+
+/// A client configuration built from a bundle file the way most Rust programs do it
+/// (rustls-native-certs' file loader, `RootCertStore`, rustls's WebPKI verifier), wrapped
+/// in the timing verifier.
+fn standard_config(
+    bundle: &Path,
+    opts: &ClientTlsOptions,
+) -> Result<Arc<ClientConfig>, ConfigError> {
+    let provider = Arc::new(choices::customized_provider(
+        opts.provider,
+        &opts.groups,
+        &opts.ciphers,
+    )?);
+    let loaded = rustls_native_certs::load_certs_from_paths(Some(bundle), None);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(loaded.certs);
+    let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+        .build()
+        .map_err(|e| ConfigError::BadFile {
+            path: bundle.to_path_buf(),
+            reason: format!("no usable roots: {e}"),
+        })?;
+    let versions = choices::protocol_versions(&opts.versions);
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|source| ConfigError::Rustls {
+            what: "--tls/--groups".into(),
+            source,
+        })?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(TimedVerifier::new(inner)))
+        .with_no_client_auth();
+    config.alpn_protocols = opts.alpn.clone();
+    config.resumption = client_config::resumption(opts.resume, 1);
+    Ok(Arc::new(config))
+}
+
+/// The client options of a cell.
+fn client_options(
+    cell: &Cell,
+    prep: Option<&Prepared>,
+    external: Option<&External>,
+) -> Result<ClientTlsOptions, LabError> {
+    let err = |source| LabError::Client {
+        cell: format!("{}/{}", cell.group.name(), cell.name),
+        source,
+    };
+    let roots = match (external, prep) {
+        (Some(ext), _) => match (&ext.cacert, cell.trust) {
+            (Some(p), _) => Roots::File(p.clone()),
+            (None, _) => Roots::System,
+        },
+        (None, Some(prep)) => match cell.trust {
+            Trust::Trimmed => Roots::File(prep.pkis[cell.cert.name()].join("root.pem")),
+            Trust::SharedBundle | Trust::ReloadPerConnection => Roots::File(prep.bundle.clone()),
+        },
+        (None, None) => Roots::System,
+    };
+    let client_cert = match (cell.mtls, prep) {
+        (true, Some(prep)) => {
+            let pki = &prep.pkis[cell.cert.name()];
+            Some((
+                choices::read_chain(&pki.join("client-chain.pem")).map_err(err)?,
+                choices::read_key(&pki.join("client.key")).map_err(err)?,
+            ))
+        }
+        _ => None,
+    };
+    Ok(ClientTlsOptions {
+        provider: cell.provider,
+        versions: cell.version.into_iter().collect(),
+        groups: cell.kx.map(|k| vec![k.to_string()]).unwrap_or_default(),
+        ciphers: Vec::new(),
+        roots,
+        resume: cell.resume,
+        session_cache: 256,
+        early_data: false,
+        client_cert,
+        alpn: vec![b"http/1.1".to_vec()],
+        // Every chain verified, as a rustls client does: the lab compares what
+        // verification costs.
+        verify_cache: Some(false),
+    })
+}
+
+/// The cells of a group, and whether they can run against `external`.
+fn runnable(group: Group, full: bool, external: bool) -> Vec<Cell> {
+    let mut cells = matrix::cells(group, full);
+    if external {
+        cells.retain(|c| c.instances == 1 && !c.mtls && c.trust != Trust::Trimmed);
+        for c in &mut cells {
+            // The client's choices only: the server is what it is.
+            if c.group == Group::Resumption {
+                c.resume = if c.name == "off" {
+                    crate::client::config::Resume::Off
+                } else {
+                    crate::client::config::Resume::Tickets
+                };
+            }
+        }
+        cells.dedup_by(|a, b| a.resume == b.resume && a.group == Group::Resumption);
+        if group == Group::Trust {
+            for c in &mut cells {
+                c.label = match c.trust {
+                    Trust::SharedBundle => "system store loaded once, shared".into(),
+                    _ => "system store reloaded for every connection".into(),
+                };
+            }
+        }
+    }
+    cells
+}
+
+/// A cell ready to run: its servers, client configuration and where to connect.
+struct Live {
+    cell: Cell,
+    servers: Vec<LabServer>,
+    addrs: Vec<SocketAddr>,
+    config: Arc<ClientConfig>,
+    factory: Option<ConfigFactory>,
+    rounds: Vec<LoadResult>,
+    server_cpu: Vec<Option<f64>>,
+}
+
+/// Runs the lab. `on_event` sees progress; `control` can stop it (the groups finished
+/// so far are returned, marked interrupted).
+pub async fn run(
+    opts: &LabOptions,
+    on_event: &(dyn Fn(Event) + Sync),
+    control: &Control,
+) -> Result<LabResult, LabError> {
+    let started_wall = time::OffsetDateTime::now_utc();
+    let t0 = Instant::now();
+    let external = opts.target.as_ref();
+    let prep = match external {
+        Some(_) => None,
+        None => Some(prepare(opts, on_event)?),
+    };
+    let mut notes = vec![
+        "Server stacks (hyper vs axum vs actix-web) are not compared: tlsperf serve has one stack (hyper).".to_string(),
+        "OCSP stapling is not compared: the lab has no OCSP responder to produce a signed response to staple.".to_string(),
+    ];
+    if let Some(p) = &prep {
+        notes.push(format!("Client trust bundle: {}.", p.bundle_note));
+    }
+    let plan: Vec<(Group, Vec<Cell>)> = opts
+        .groups
+        .iter()
+        .filter(|g| external.is_none() || g.client_side())
+        .map(|&g| (g, runnable(g, opts.full, external.is_some())))
+        .filter(|(_, cells)| cells.len() >= 2)
+        .collect();
+    if external.is_some() {
+        let skipped: Vec<&str> = opts
+            .groups
+            .iter()
+            .filter(|g| !g.client_side())
+            .map(|g| g.name())
+            .collect();
+        if !skipped.is_empty() {
+            notes.push(format!(
+                "Against an external server only client-side groups run; skipped: {}.",
+                skipped.join(", ")
+            ));
+        }
+    }
+    let steps: usize = plan.iter().map(|(_, c)| c.len() * opts.rounds).sum();
+    let mut step = 0;
+    let mut groups = Vec::new();
+    let mut interrupted = false;
+    'groups: for (group, cells) in plan {
+        let mut live = Vec::new();
+        for cell in cells {
+            on_event(Event::Preparing(format!(
+                "{} / {}: starting servers",
+                group.name(),
+                cell.name
+            )));
+            live.push(start_cell(cell, prep.as_ref(), external, opts)?);
+        }
+        for round in 1..=opts.rounds {
+            for l in &mut live {
+                if control.stopped() {
+                    interrupted = true;
+                    break 'groups;
+                }
+                step += 1;
+                on_event(Event::Round {
+                    group,
+                    cell: l.cell.name.clone(),
+                    round,
+                    step,
+                    steps,
+                });
+                let done = run_round(l, opts, external, control).await?;
+                if !done {
+                    interrupted = true;
+                    break 'groups;
+                }
+            }
+        }
+        groups.push(finish_group(group, live));
+    }
+    let recommendations = recommend(&groups);
+    Ok(LabResult {
+        schema: result::SCHEMA.to_string(),
+        started: started_wall
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default(),
+        duration_s: t0.elapsed().as_secs_f64(),
+        machine: machine(),
+        options: RunOptions {
+            mode: if opts.full { "full" } else { "quick" }.into(),
+            rounds: opts.rounds,
+            round_s: opts.round_time.as_secs_f64(),
+            connections: opts.connections,
+            target: external.map(|e| e.target.to_string()),
+        },
+        interrupted,
+        groups,
+        recommendations,
+        notes,
+    })
+}
+
+fn start_cell(
+    cell: Cell,
+    prep: Option<&Prepared>,
+    external: Option<&External>,
+    opts: &LabOptions,
+) -> Result<Live, LabError> {
+    let mut servers = Vec::new();
+    let mut addrs = Vec::new();
+    if let Some(prep) = prep {
+        // Long enough for every round of the run, bounded in any case.
+        let bound = Duration::from_secs(600);
+        for _ in 0..cell.instances {
+            let s = LabServer::start(&opts.exe, &server_args(&cell, prep), bound)?;
+            addrs.push(s.addr);
+            servers.push(s);
+        }
+    }
+    let copts = client_options(&cell, prep, external)?;
+    let built = client_config::build(&copts).map_err(|source| LabError::Client {
+        cell: format!("{}/{}", cell.group.name(), cell.name),
+        source,
+    })?;
+    let factory = match (cell.trust, prep, external) {
+        (Trust::ReloadPerConnection, Some(prep), _) => {
+            let bundle = prep.bundle.clone();
+            let copts = Arc::new(copts);
+            Some(ConfigFactory(Arc::new(move || {
+                standard_config(&bundle, &copts)
+            })))
+        }
+        (Trust::ReloadPerConnection, None, Some(ext)) => {
+            let cacert = ext.cacert.clone();
+            let copts = Arc::new(copts);
+            Some(ConfigFactory(Arc::new(move || match &cacert {
+                Some(path) => standard_config(path, &copts),
+                // The system store through rustls-native-certs, as a client with no
+                // roots configured loads it.
+                None => native_config(&copts),
+            })))
+        }
+        _ => None,
+    };
+    Ok(Live {
+        cell,
+        servers,
+        addrs,
+        config: built.config,
+        factory,
+        rounds: Vec::new(),
+        server_cpu: Vec::new(),
+    })
+}
+
+/// A client configuration over `rustls_native_certs::load_native_certs()`, loaded now.
+fn native_config(opts: &ClientTlsOptions) -> Result<Arc<ClientConfig>, ConfigError> {
+    let provider = Arc::new(choices::customized_provider(
+        opts.provider,
+        &opts.groups,
+        &opts.ciphers,
+    )?);
+    let loaded = rustls_native_certs::load_native_certs();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(loaded.certs);
+    let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+        .build()
+        .map_err(|e| ConfigError::BadChoice {
+            flag: "--roots system",
+            reason: format!("no usable roots in the system store: {e}"),
+        })?;
+    let versions = choices::protocol_versions(&opts.versions);
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|source| ConfigError::Rustls {
+            what: "--tls/--groups".into(),
+            source,
+        })?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(TimedVerifier::new(inner)))
+        .with_no_client_auth();
+    config.alpn_protocols = opts.alpn.clone();
+    config.resumption = client_config::resumption(opts.resume, 1);
+    Ok(Arc::new(config))
+}
+
+/// One round of a cell; `false` when stopped.
+async fn run_round(
+    l: &mut Live,
+    opts: &LabOptions,
+    external: Option<&External>,
+    control: &Control,
+) -> Result<bool, LabError> {
+    let target = match external {
+        Some(e) => e.target.clone(),
+        None => Target::parse(&format!("https://localhost:{}/", l.addrs[0].port()), None).map_err(
+            |e| LabError::Prepare {
+                dir: opts.work_dir.clone(),
+                reason: e.to_string(),
+            },
+        )?,
+    };
+    let load_opts = LoadOptions {
+        requests: None,
+        duration: Some(opts.round_time),
+        connections: opts.connections,
+        rate: None,
+        requests_per_conn: Some(1),
+        http2: false,
+        timeout: Duration::from_secs(5),
+        threads: 1,
+        server_pid: l.servers.first().map(LabServer::pid),
+        resume: l.cell.resume,
+        echo: BTreeMap::new(),
+        early_data: false,
+        verdicts: None,
+        addrs: l.addrs.clone(),
+        config_per_connection: l.factory.clone(),
+    };
+    let cpu0: Vec<Option<Duration>> = l
+        .servers
+        .iter()
+        .map(|s| load::usage::proc_cpu(s.pid()).ok())
+        .collect();
+    let progress = Arc::new(Progress::default());
+    control.round(Some(Arc::clone(&progress)));
+    let result = load::run(target, Arc::clone(&l.config), load_opts, progress).await;
+    control.round(None);
+    let result = result.map_err(|source| LabError::Load {
+        cell: format!("{}/{}", l.cell.group.name(), l.cell.name),
+        source,
+    })?;
+    if result.interrupted || control.stopped() {
+        return Ok(false);
+    }
+    let cpu: Option<f64> = l
+        .servers
+        .iter()
+        .zip(&cpu0)
+        .map(|(s, c0)| {
+            let c1 = load::usage::proc_cpu(s.pid()).ok()?;
+            Some(c1.saturating_sub((*c0)?).as_secs_f64())
+        })
+        .sum();
+    l.server_cpu.push(cpu.filter(|_| !l.servers.is_empty()));
+    l.rounds.push(result);
+    Ok(true)
+}
+
+fn ms(ns: f64) -> f64 {
+    ns / 1e6
+}
+
+fn round_metrics(r: &LoadResult, server_cpu_s: Option<f64>) -> RoundMetrics {
+    let tls = r.phases.get("tls").map(|d| d.quantiles);
+    let tls_ms =
+        |f: fn(&crate::stats::Quantiles) -> u64| tls.as_ref().map_or(0.0, |q| ms(f(q) as f64));
+    let q = &r.latency.quantiles;
+    RoundMetrics {
+        completed: r.requests.completed,
+        failed: r.requests.failed,
+        requests_per_s: r.requests.per_second,
+        handshakes_per_s: r.handshakes.per_second,
+        resumption_rate: r.handshakes.resumption_rate,
+        handshake_p50_ms: tls_ms(|q| q.p50_ns),
+        handshake_p95_ms: tls_ms(|q| q.p95_ns),
+        handshake_p99_ms: tls_ms(|q| q.p99_ns),
+        request_mean_ms: ms(q.mean_ns),
+        request_p50_ms: ms(q.p50_ns as f64),
+        request_p95_ms: ms(q.p95_ns as f64),
+        request_p99_ms: ms(q.p99_ns as f64),
+        server_cpu_us_per_handshake: server_cpu_s
+            .filter(|_| r.handshakes.total > 0)
+            .map(|s| s * 1e6 / r.handshakes.total as f64),
+        server_rss_kib: r.server.as_ref().map(|s| s.rss_max_kib),
+        client_cpu_us_per_handshake: r.generator.cpu_us_per_handshake,
+    }
+}
+
+/// The metrics summarized and charted, by name, from a round.
+fn metric_values(m: &RoundMetrics) -> Vec<(&'static str, Option<f64>)> {
+    vec![
+        ("requests_per_s", Some(m.requests_per_s)),
+        ("handshakes_per_s", Some(m.handshakes_per_s)),
+        ("resumption_rate", Some(m.resumption_rate)),
+        ("handshake_p50_ms", Some(m.handshake_p50_ms)),
+        ("handshake_p95_ms", Some(m.handshake_p95_ms)),
+        ("handshake_p99_ms", Some(m.handshake_p99_ms)),
+        ("request_mean_ms", Some(m.request_mean_ms)),
+        ("request_p50_ms", Some(m.request_p50_ms)),
+        ("request_p95_ms", Some(m.request_p95_ms)),
+        ("request_p99_ms", Some(m.request_p99_ms)),
+        ("server_cpu_us_per_handshake", m.server_cpu_us_per_handshake),
+        ("server_rss_kib", m.server_rss_kib.map(|k| k as f64)),
+        ("client_cpu_us_per_handshake", m.client_cpu_us_per_handshake),
+    ]
+}
+
+fn mean_sd(v: &[f64]) -> MeanSd {
+    let n = v.len() as f64;
+    if v.is_empty() {
+        return MeanSd::default();
+    }
+    let mean = v.iter().sum::<f64>() / n;
+    let sd = if v.len() > 1 {
+        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
+    } else {
+        0.0
+    };
+    MeanSd { mean, sd }
+}
+
+fn merged(
+    rounds: &[LoadResult],
+    pick: impl Fn(&LoadResult) -> Option<&LatencyHistogram>,
+) -> LatencyHistogram {
+    let mut h = LatencyHistogram::new();
+    for r in rounds {
+        if let Some(x) = pick(r) {
+            let _ = h.merge(x);
+        }
+    }
+    h
+}
+
+fn finish_group(group: Group, live: Vec<Live>) -> GroupResult {
+    let baseline = live
+        .first()
+        .map(|l| l.cell.name.clone())
+        .unwrap_or_default();
+    let mut cells: Vec<CellResult> = Vec::new();
+    // Handshake histograms share bins across the group so that bars compare.
+    let all_hs: Vec<LatencyHistogram> = live
+        .iter()
+        .map(|l| {
+            let mut h = merged(&l.rounds, |r| r.handshake_full.as_ref().map(|d| &d.hdr));
+            let _ = h.merge(&merged(&l.rounds, |r| {
+                r.handshake_resumed.as_ref().map(|d| &d.hdr)
+            }));
+            h
+        })
+        .collect();
+    let hi = all_hs
+        .iter()
+        .map(|h| h.quantile(0.99).as_nanos() as u64)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    for (i, l) in live.iter().enumerate() {
+        let rounds: Vec<RoundMetrics> = l
+            .rounds
+            .iter()
+            .zip(&l.server_cpu)
+            .map(|(r, c)| round_metrics(r, *c))
+            .collect();
+        let mut summary = BTreeMap::new();
+        for (k, _) in metric_values(&RoundMetrics::default()) {
+            let v: Vec<f64> = rounds
+                .iter()
+                .filter_map(|m| metric_values(m).into_iter().find(|(n, _)| *n == k)?.1)
+                .collect();
+            if !v.is_empty() {
+                summary.insert(k.to_string(), mean_sd(&v));
+            }
+        }
+        let latency = merged(&l.rounds, |r| Some(&r.latency.hdr));
+        let request_cdf = if latency.is_empty() {
+            Vec::new()
+        } else {
+            (0..=100)
+                .map(|i| {
+                    let q = f64::from(i) / 100.0;
+                    [ms(latency.quantile(q).as_nanos() as f64), q]
+                })
+                .collect()
+        };
+        let hist = |h: LatencyHistogram| -> Vec<[f64; 2]> {
+            if h.is_empty() {
+                return Vec::new();
+            }
+            h.bins(0, hi, 30)
+                .into_iter()
+                .map(|(s, c)| [ms(s as f64), c as f64])
+                .collect()
+        };
+        let mut errors = BTreeMap::new();
+        for r in &l.rounds {
+            for (k, v) in &r.errors {
+                *errors.entry(k.clone()).or_default() += v;
+            }
+        }
+        let mut vs_baseline = BTreeMap::new();
+        if i > 0 {
+            let base = &cells[0].rounds;
+            for (metric, direction) in [
+                ("handshakes_per_s", Direction::HigherIsBetter),
+                ("request_mean_ms", Direction::LowerIsBetter),
+            ] {
+                if let Some(v) = versus(base, &rounds, metric, direction) {
+                    vs_baseline.insert(metric.to_string(), v);
+                }
+            }
+        }
+        cells.push(CellResult {
+            name: l.cell.name.clone(),
+            label: l.cell.label.clone(),
+            settings: serde_json::to_value(&l.cell).unwrap_or_default(),
+            rounds,
+            summary,
+            vs_baseline,
+            request_cdf,
+            handshake_full_hist: hist(merged(&l.rounds, |r| {
+                r.handshake_full.as_ref().map(|d| &d.hdr)
+            })),
+            handshake_resumed_hist: hist(merged(&l.rounds, |r| {
+                r.handshake_resumed.as_ref().map(|d| &d.hdr)
+            })),
+            errors,
+            crypto_limit_pct: None,
+        });
+    }
+    GroupResult {
+        group: group.name().to_string(),
+        title: group.title().to_string(),
+        baseline,
+        cells,
+    }
+}
+
+fn pick(rounds: &[RoundMetrics], metric: &str) -> Vec<f64> {
+    rounds
+        .iter()
+        .filter_map(|m| metric_values(m).into_iter().find(|(n, _)| *n == metric)?.1)
+        .collect()
+}
+
+/// Welch's test of `metric` over the rounds of the baseline and a cell.
+pub fn versus(
+    base: &[RoundMetrics],
+    cell: &[RoundMetrics],
+    metric: &str,
+    direction: Direction,
+) -> Option<Versus> {
+    let a = Samples {
+        source: "baseline".into(),
+        values: pick(base, metric),
+    };
+    let b = Samples {
+        source: "cell".into(),
+        values: pick(cell, metric),
+    };
+    let c = compare(
+        &a,
+        &b,
+        &CompareOptions {
+            alpha: 0.05,
+            filter: true,
+            direction,
+        },
+    )
+    .ok()?;
+    Some(Versus {
+        relative_change: c.relative_change,
+        p: c.welch.p,
+        significant: c.significant,
+        outliers_dropped: [c.a.outliers_dropped, c.b.outliers_dropped],
+        verdict: c.verdict,
+    })
+}
+
+fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
+    let mut out = Vec::new();
+    for g in groups {
+        for c in g.cells.iter().skip(1) {
+            for (metric, sign, what) in [
+                ("handshakes_per_s", 1.0, "handshakes/s"),
+                ("request_mean_ms", -1.0, "mean request latency"),
+            ] {
+                let Some(v) = c.vs_baseline.get(metric) else {
+                    continue;
+                };
+                let Some(change) = v.relative_change else {
+                    continue;
+                };
+                let gain = change * sign;
+                if v.significant && gain > 0.0 {
+                    out.push(Recommendation {
+                        group: g.group.clone(),
+                        from: g.baseline.clone(),
+                        to: c.name.clone(),
+                        metric: metric.to_string(),
+                        gain,
+                        p: v.p,
+                        text: format!(
+                            "{}: {} instead of {} — {} {} {:.1}% (Welch p = {})",
+                            g.title,
+                            c.label,
+                            g.cells[0].label,
+                            what,
+                            if sign > 0.0 { "up" } else { "down" },
+                            gain * 100.0,
+                            crate::stats::compare::format_p(v.p)
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| b.gain.total_cmp(&a.gain));
+    out
+}
+
+fn machine() -> Machine {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu,
+        kernel,
+    }
+}

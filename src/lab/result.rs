@@ -1,0 +1,186 @@
+//! The lab's result: every cell's rounds, their means and spreads, each cell against its
+//! group's baseline (Welch's t-test after Tukey's IQR filter), the distributions the
+//! charts draw, and the changes that won significantly. Schema in docs/json.md.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Schema name and version written in every lab result.
+pub const SCHEMA: &str = "tlsperf-lab/1";
+
+/// Everything one lab run measured.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabResult {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Start (RFC 3339).
+    pub started: String,
+    /// Wall seconds the run took.
+    pub duration_s: f64,
+    /// The machine.
+    pub machine: Machine,
+    /// How it ran.
+    pub options: RunOptions,
+    /// Stopped early (Ctrl-C): only finished cells are here.
+    pub interrupted: bool,
+    /// The groups, in order.
+    pub groups: Vec<GroupResult>,
+    /// Changes that gave a significant win on this machine, largest first.
+    pub recommendations: Vec<Recommendation>,
+    /// What this run left out, and why.
+    pub notes: Vec<String>,
+}
+
+/// The machine the lab ran on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cores: usize,
+    /// CPU model (from /proc/cpuinfo).
+    pub cpu: String,
+    /// Kernel release.
+    pub kernel: String,
+}
+
+/// How the lab ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// `quick` or `full`.
+    pub mode: String,
+    /// Rounds per cell.
+    pub rounds: usize,
+    /// Seconds of load per round.
+    pub round_s: f64,
+    /// Connection slots of the load generator (one client thread; each request on a new
+    /// connection).
+    pub connections: usize,
+    /// External server (`--target`), when not the lab's own.
+    pub target: Option<String>,
+}
+
+/// One group.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GroupResult {
+    /// Short name.
+    pub group: String,
+    /// Title.
+    pub title: String,
+    /// Name of the baseline cell (the first).
+    pub baseline: String,
+    /// The cells, baseline first.
+    pub cells: Vec<CellResult>,
+}
+
+/// Figures of one round (one load run).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RoundMetrics {
+    /// Requests answered.
+    pub completed: u64,
+    /// Requests failed.
+    pub failed: u64,
+    /// Requests per second.
+    pub requests_per_s: f64,
+    /// Handshakes per second.
+    pub handshakes_per_s: f64,
+    /// Resumed ÷ handshakes.
+    pub resumption_rate: f64,
+    /// TLS handshake time percentiles and mean (ms).
+    pub handshake_p50_ms: f64,
+    /// 95th percentile.
+    pub handshake_p95_ms: f64,
+    /// 99th percentile.
+    pub handshake_p99_ms: f64,
+    /// Request latency (connection set-up included: a new connection per request).
+    pub request_mean_ms: f64,
+    /// 50th percentile.
+    pub request_p50_ms: f64,
+    /// 95th percentile.
+    pub request_p95_ms: f64,
+    /// 99th percentile.
+    pub request_p99_ms: f64,
+    /// Server CPU µs per handshake (all instances).
+    pub server_cpu_us_per_handshake: Option<f64>,
+    /// Largest server resident memory seen (KiB, the first instance).
+    pub server_rss_kib: Option<u64>,
+    /// Load generator CPU µs per handshake.
+    pub client_cpu_us_per_handshake: Option<f64>,
+}
+
+/// Mean and standard deviation over rounds.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct MeanSd {
+    /// Mean.
+    pub mean: f64,
+    /// Sample standard deviation (0 with one round).
+    pub sd: f64,
+}
+
+/// One metric of a cell against the baseline's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Versus {
+    /// (cell − baseline) ÷ baseline, of the filtered means.
+    pub relative_change: Option<f64>,
+    /// Welch's two-sided p-value.
+    pub p: f64,
+    /// p < 0.05.
+    pub significant: bool,
+    /// Rounds the IQR filter dropped (baseline, cell).
+    pub outliers_dropped: [usize; 2],
+    /// One sentence.
+    pub verdict: String,
+}
+
+/// One configuration's figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellResult {
+    /// Short name.
+    pub name: String,
+    /// What it is.
+    pub label: String,
+    /// Its settings (server and client).
+    pub settings: serde_json::Value,
+    /// Every round.
+    pub rounds: Vec<RoundMetrics>,
+    /// Mean and spread of each metric over the rounds, by metric name.
+    pub summary: BTreeMap<String, MeanSd>,
+    /// Against the group's baseline (absent for the baseline itself): `handshakes_per_s`
+    /// (higher is better) and `request_mean_ms` (lower is better).
+    pub vs_baseline: BTreeMap<String, Versus>,
+    /// Request latency CDF over all rounds: `[ms, fraction ≤ ms]` points.
+    pub request_cdf: Vec<[f64; 2]>,
+    /// Full handshake time histogram over all rounds: `[bin start ms, count]`.
+    pub handshake_full_hist: Vec<[f64; 2]>,
+    /// Resumed handshake time histogram: `[bin start ms, count]`.
+    pub handshake_resumed_hist: Vec<[f64; 2]>,
+    /// Failures by kind over all rounds.
+    pub errors: BTreeMap<String, u64>,
+    /// The server's share of this machine's crypto limit, when known: measured
+    /// handshakes/s ÷ the handshakes/s its crypto alone would allow per core, per
+    /// server core used.
+    pub crypto_limit_pct: Option<f64>,
+}
+
+/// A configuration change that won.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// The group.
+    pub group: String,
+    /// From (the baseline) …
+    pub from: String,
+    /// … to.
+    pub to: String,
+    /// Which metric.
+    pub metric: String,
+    /// Relative gain (positive: better).
+    pub gain: f64,
+    /// Welch's p.
+    pub p: f64,
+    /// One sentence.
+    pub text: String,
+}
+
+/// Reads a lab result from JSON text.
+pub fn parse(text: &str) -> Result<LabResult, serde_json::Error> {
+    serde_json::from_str(text)
+}

@@ -1,0 +1,337 @@
+//! The lab's report: `report.md` (tables) and `index.html` (the same tables, inline SVG
+//! charts, the "what to change" list), both rendered from a [`LabResult`] alone so that
+//! every number comes from the run. Table cells carry `data-metric` and `data-value`
+//! attributes holding the exact figure from `results.json`.
+
+use std::fmt::Write as _;
+
+use super::svg::{self, esc};
+use crate::lab::result::{CellResult, GroupResult, LabResult, MeanSd};
+
+/// Columns of the tables: metric name, heading, decimals.
+const COLUMNS: [(&str, &str, usize); 11] = [
+    ("requests_per_s", "req/s", 0),
+    ("handshakes_per_s", "handshakes/s", 0),
+    ("resumption_rate", "resumed", 3),
+    ("handshake_p50_ms", "handshake p50 ms", 3),
+    ("handshake_p99_ms", "handshake p99 ms", 3),
+    ("request_p50_ms", "request p50 ms", 3),
+    ("request_p95_ms", "request p95 ms", 3),
+    ("request_p99_ms", "request p99 ms", 3),
+    ("server_cpu_us_per_handshake", "server CPU µs/handshake", 0),
+    ("server_rss_kib", "server RSS KiB", 0),
+    ("client_cpu_us_per_handshake", "client CPU µs/handshake", 0),
+];
+
+fn figure(m: &MeanSd, decimals: usize) -> String {
+    if m.sd > 0.0 {
+        format!("{:.*} ± {:.*}", decimals, m.mean, decimals, m.sd)
+    } else {
+        format!("{:.*}", decimals, m.mean)
+    }
+}
+
+fn versus_text(c: &CellResult, metric: &str) -> String {
+    match c.vs_baseline.get(metric) {
+        None => "baseline".into(),
+        Some(v) => format!(
+            "{}{} (p = {}){}",
+            v.relative_change
+                .map(|r| format!("{:+.1}%", r * 100.0))
+                .unwrap_or_else(|| "–".into()),
+            "",
+            crate::stats::compare::format_p(v.p),
+            if v.significant { " *" } else { "" }
+        ),
+    }
+}
+
+fn header_lines(r: &LabResult) -> Vec<String> {
+    let o = &r.options;
+    vec![
+        format!(
+            "Run {} ({:.0} s), {} mode: {} rounds of {:.1} s per configuration, rounds alternating within each group; load generator: 1 thread, {} connections, a new connection per request.",
+            r.started, r.duration_s, o.mode, o.rounds, o.round_s, o.connections
+        ),
+        format!(
+            "Machine: {} cores, {}, Linux {}.",
+            r.machine.cores, r.machine.cpu, r.machine.kernel
+        ),
+        match &o.target {
+            Some(t) => format!("Server: {t} (external)."),
+            None => "Servers: `tlsperf serve` instances on loopback, one worker thread each, ECDSA P-256 certificates unless the group says otherwise.".into(),
+        },
+    ]
+}
+
+/// `report.md`.
+pub fn markdown(r: &LabResult) -> String {
+    let mut s = String::from("# tlsperf lab report\n\n");
+    for l in header_lines(r) {
+        let _ = writeln!(s, "{l}  ");
+    }
+    if r.interrupted {
+        s.push_str("\n**Interrupted**: only the groups that finished are shown.\n");
+    }
+    s.push_str("\n## What to change\n\n");
+    if r.recommendations.is_empty() {
+        s.push_str("No configuration beat its group's baseline significantly (Welch p < 0.05) in this run.\n");
+    }
+    for rec in &r.recommendations {
+        let _ = writeln!(s, "- {}", rec.text);
+    }
+    for g in &r.groups {
+        let _ = writeln!(s, "\n## {} (baseline: {})\n", g.title, g.baseline);
+        let mut head = vec!["configuration".to_string()];
+        head.extend(COLUMNS.iter().map(|c| c.1.to_string()));
+        head.push("handshakes/s vs baseline".into());
+        head.push("request mean vs baseline".into());
+        let _ = writeln!(s, "| {} |", head.join(" | "));
+        let _ = writeln!(
+            s,
+            "|{}",
+            std::iter::once("---|")
+                .chain(std::iter::repeat_n("---:|", head.len() - 1))
+                .collect::<String>()
+        );
+        for c in &g.cells {
+            let mut row = vec![format!("{} ({})", c.name, c.label)];
+            for (metric, _, d) in COLUMNS {
+                row.push(c.summary.get(metric).map_or("–".into(), |m| figure(m, d)));
+            }
+            row.push(versus_text(c, "handshakes_per_s"));
+            row.push(versus_text(c, "request_mean_ms"));
+            let _ = writeln!(s, "| {} |", row.join(" | "));
+        }
+        errors_md(&mut s, g);
+    }
+    s.push_str("\nFigures are means ± standard deviation over rounds; `*`: significant at p < 0.05 (Welch's t-test after Tukey's IQR filter on the rounds).\n");
+    if !r.notes.is_empty() {
+        s.push_str("\n## Notes\n\n");
+        for n in &r.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+fn errors_md(s: &mut String, g: &GroupResult) {
+    for c in &g.cells {
+        if !c.errors.is_empty() {
+            let e: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(s, "\nFailures in {}: {}", c.name, e.join(", "));
+        }
+    }
+}
+
+const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}.sig{font-weight:bold;color:#006400}.worse{color:#a00}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{background:#fff;border:1px solid #eee}li{margin:.3em 0}.muted{color:#666}";
+
+/// `index.html`: self-contained, no scripts, readable offline.
+pub fn html(r: &LabResult) -> String {
+    let mut s = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>tlsperf lab report</title>",
+    );
+    let _ = write!(
+        s,
+        "<style>{STYLE}</style></head><body><h1>tlsperf lab report</h1>"
+    );
+    for l in header_lines(r) {
+        let _ = write!(s, "<p class=\"muted\">{}</p>", esc(&l.replace('`', "")));
+    }
+    if r.interrupted {
+        s.push_str("<p><strong>Interrupted</strong>: only the groups that finished are shown.</p>");
+    }
+    s.push_str("<h2 id=\"what-to-change\">What to change</h2><ul class=\"recommendations\">");
+    if r.recommendations.is_empty() {
+        s.push_str("<li>No configuration beat its group's baseline significantly (Welch p &lt; 0.05) in this run.</li>");
+    }
+    for rec in &r.recommendations {
+        let _ = write!(
+            s,
+            "<li data-group=\"{}\" data-to=\"{}\">{}</li>",
+            esc(&rec.group),
+            esc(&rec.to),
+            esc(&rec.text)
+        );
+    }
+    s.push_str("</ul>");
+    for g in &r.groups {
+        group_html(&mut s, g);
+    }
+    s.push_str("<p class=\"muted\">Figures are means ± standard deviation over rounds; bold: significant at p &lt; 0.05 (Welch's t-test after Tukey's IQR filter on the rounds). Error bars: ± one standard deviation.</p>");
+    if !r.notes.is_empty() {
+        s.push_str("<h2>Notes</h2><ul>");
+        for n in &r.notes {
+            let _ = write!(s, "<li>{}</li>", esc(n));
+        }
+        s.push_str("</ul>");
+    }
+    s.push_str("</body></html>\n");
+    s
+}
+
+/// The charts a group gets, by `data-chart` kind (the HTML test counts them).
+pub fn chart_kinds(g: &GroupResult) -> Vec<&'static str> {
+    let mut k = vec!["handshakes-per-s", "request-cdf"];
+    if g.cells.iter().any(|c| !c.handshake_resumed_hist.is_empty()) {
+        k.push("handshake-histogram");
+    }
+    k
+}
+
+fn group_html(s: &mut String, g: &GroupResult) {
+    let _ = write!(
+        s,
+        "<section class=\"group\" data-group=\"{}\"><h2>{}</h2><p class=\"muted\">Baseline: {}</p>",
+        esc(&g.group),
+        esc(&g.title),
+        esc(&g.baseline)
+    );
+    s.push_str("<table><thead><tr><th>configuration</th>");
+    for (_, h, _) in COLUMNS {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str(
+        "<th>handshakes/s vs baseline</th><th>request mean vs baseline</th></tr></thead><tbody>",
+    );
+    for c in &g.cells {
+        let _ = write!(
+            s,
+            "<tr data-cell=\"{}\"><td>{} <span class=\"muted\">({})</span></td>",
+            esc(&c.name),
+            esc(&c.name),
+            esc(&c.label)
+        );
+        for (metric, _, d) in COLUMNS {
+            match c.summary.get(metric) {
+                Some(m) => {
+                    let _ = write!(
+                        s,
+                        "<td data-metric=\"{metric}\" data-value=\"{:.*}\">{}</td>",
+                        d,
+                        m.mean,
+                        esc(&figure(m, d)),
+                    );
+                }
+                None => s.push_str("<td>–</td>"),
+            }
+        }
+        for metric in ["handshakes_per_s", "request_mean_ms"] {
+            let class = match c.vs_baseline.get(metric) {
+                Some(v) if v.significant => {
+                    let better = v.relative_change.unwrap_or(0.0)
+                        * if metric == "handshakes_per_s" {
+                            1.0
+                        } else {
+                            -1.0
+                        };
+                    if better > 0.0 { "sig" } else { "sig worse" }
+                }
+                _ => "",
+            };
+            let _ = write!(
+                s,
+                "<td class=\"{class}\">{}</td>",
+                esc(&versus_text(c, metric))
+            );
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table><div class=\"charts\">");
+    let bars: Vec<(String, f64, f64)> = g
+        .cells
+        .iter()
+        .map(|c| {
+            let m = c
+                .summary
+                .get("handshakes_per_s")
+                .copied()
+                .unwrap_or_default();
+            (c.name.clone(), m.mean, m.sd)
+        })
+        .collect();
+    s.push_str(&svg::bars(
+        "handshakes-per-s",
+        &format!("{}: handshakes/s (mean ± sd)", g.title),
+        "handshakes/s",
+        &bars,
+    ));
+    let cdf: Vec<(String, Vec<[f64; 2]>)> = g
+        .cells
+        .iter()
+        .map(|c| {
+            // Up to the 99th percentile: the tail would flatten the rest.
+            let pts = c
+                .request_cdf
+                .iter()
+                .copied()
+                .filter(|p| p[1] <= 0.99)
+                .collect();
+            (c.name.clone(), pts)
+        })
+        .collect();
+    s.push_str(&svg::lines(
+        "request-cdf",
+        &format!("{}: request latency CDF (to p99)", g.title),
+        "ms (new connection + request)",
+        "fraction",
+        1.0,
+        &cdf,
+    ));
+    if chart_kinds(g).contains(&"handshake-histogram") {
+        let mut series = Vec::new();
+        for c in &g.cells {
+            if !c.handshake_full_hist.is_empty() {
+                series.push((format!("{} full", c.name), c.handshake_full_hist.clone()));
+            }
+            if !c.handshake_resumed_hist.is_empty() {
+                series.push((
+                    format!("{} resumed", c.name),
+                    c.handshake_resumed_hist.clone(),
+                ));
+            }
+        }
+        s.push_str(&svg::histogram(
+            "handshake-histogram",
+            &format!("{}: full vs resumed handshake time", g.title),
+            "ms (ClientHello to handshake complete)",
+            &series,
+        ));
+    }
+    s.push_str("</div>");
+    for c in &g.cells {
+        if !c.errors.is_empty() {
+            let e: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = write!(
+                s,
+                "<p class=\"worse\">Failures in {}: {}</p>",
+                esc(&c.name),
+                esc(&e.join(", "))
+            );
+        }
+    }
+    s.push_str("</section>");
+}
+
+/// What `tlsperf lab` prints when it is done: where the report is and what to change.
+pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
+    let mut s = format!(
+        "tlsperf lab: {} groups, {} configurations in {:.0} s{}\n\nWhat to change on this machine:\n",
+        r.groups.len(),
+        r.groups.iter().map(|g| g.cells.len()).sum::<usize>(),
+        r.duration_s,
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
+    if r.recommendations.is_empty() {
+        s.push_str("  nothing beat its baseline significantly in this run\n");
+    }
+    for rec in &r.recommendations {
+        let _ = writeln!(s, "  - {}", rec.text);
+    }
+    let _ = writeln!(
+        s,
+        "\nReport: {} (also report.md, results.json)",
+        dir.join("index.html").display()
+    );
+    s
+}
