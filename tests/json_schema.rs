@@ -52,6 +52,9 @@ fn flatten(v: &Value, prefix: &str, docs: &BTreeMap<String, String>, out: &mut B
                         for (k, child) in map {
                             let p = format!("{path}.{k}");
                             out.insert(p.clone());
+                            if docs.get(&p).is_some_and(|t| t == "map") {
+                                continue;
+                            }
                             flatten(child, &p, docs, out);
                         }
                     }
@@ -358,4 +361,25 @@ fn every_json_output_matches_the_documented_schema() {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     check_value("load", &serde_json::from_str(&run.stdout).unwrap(), &docs);
+}
+
+#[test]
+fn lab_json_matches_the_documented_schema() {
+    let docs = documented();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    check(
+        "lab",
+        tlsperf([
+            "lab",
+            "--only",
+            "mtls",
+            "--rounds",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]),
+        &docs,
+    );
 }

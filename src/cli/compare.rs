@@ -29,6 +29,12 @@ pub struct CompareArgs {
 /// Runs `tlsperf compare`.
 pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
     if is_load_result(&args.a) && is_load_result(&args.b) {
+        let lab = |p: &std::path::Path| {
+            std::fs::read(p).is_ok_and(|t| crate::lab::compare::is_lab_result(&t))
+        };
+        if lab(&args.a) || lab(&args.b) {
+            return compare_lab_results(&args, out);
+        }
         return compare_load_results(&args, out);
     }
     let a = Samples::read(&args.a)?;
@@ -44,6 +50,34 @@ pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
     };
     let result = compare(&a, &b, &opts)?;
     out.result(&result, || text::comparison(&result))
+}
+
+/// Two lab results: every configuration in both, its rounds compared.
+fn compare_lab_results(args: &CompareArgs, out: &Output) -> Result<(), CliError> {
+    use crate::lab::compare::{compare_labs, read};
+    let a = read(&args.a)?;
+    let b = read(&args.b)?;
+    let rows = compare_labs(&a, &b, (&args.a, &args.b), args.alpha, !args.no_filter)?;
+    out.result(&rows, || {
+        let mut s = String::new();
+        for r in &rows {
+            for (what, c) in [
+                ("handshakes/s", &r.handshakes_per_s),
+                ("mean request latency", &r.request_mean_ms),
+            ] {
+                s += &format!(
+                    "{}/{} {what}: {}\n",
+                    r.group,
+                    r.cell,
+                    c.as_ref()
+                        .map_or("too few rounds to compare".to_string(), |c| c
+                            .verdict
+                            .clone())
+                );
+            }
+        }
+        s
+    })
 }
 
 /// True when `path` starts like JSON (a `tlsperf load` result) rather than a sample file.

@@ -6,6 +6,7 @@
 //! never prints: it reports progress through a callback and returns a [`LabResult`]; the
 //! report sinks render it.
 
+pub mod compare;
 pub mod matrix;
 pub mod result;
 pub mod server;

@@ -1,0 +1,351 @@
+//! `tlsperf lab`: a short run of two groups writes a complete report (results.json as
+//! documented and as printed, report.md, index.html) whose HTML renders in headless
+//! Chromium (when installed) with no console errors, every chart and the numbers of
+//! results.json; two lab results compare; Ctrl-C keeps the finished groups; bad input
+//! exits 2.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::tlsperf;
+use serde_json::Value;
+
+/// Runs `tlsperf lab --only GROUPS --rounds 3 --out DIR --json` and returns the printed
+/// result.
+fn lab(dir: &Path, groups: &str) -> Value {
+    let run = tlsperf([
+        "lab",
+        "--only",
+        groups,
+        "--rounds",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+fn cell<'a>(v: &'a Value, group: &str, name: &str) -> &'a Value {
+    v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["group"] == group)
+        .and_then(|g| {
+            g["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == name)
+        })
+        .unwrap_or_else(|| panic!("no cell {group}/{name}"))
+}
+
+fn mean(c: &Value, metric: &str) -> f64 {
+    c["summary"][metric]["mean"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {metric} in {}", c["summary"]))
+}
+
+/// The value of `attr="…"` in `tag`.
+fn attr<'a>(tag: &'a str, attr: &str) -> Option<&'a str> {
+    let key = format!("{attr}=\"");
+    let start = tag.find(&key)? + key.len();
+    let end = tag[start..].find('"')?;
+    Some(&tag[start..start + end])
+}
+
+#[test]
+fn quick_groups_write_a_complete_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let v = lab(&out, "resumption,tls");
+
+    // The result printed is the one written.
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v, written);
+    assert_eq!(v["schema"], "tlsperf-lab/1");
+    assert_eq!(v["interrupted"], false);
+    assert_eq!(v["options"]["rounds"], 3);
+    let groups: Vec<&str> = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["resumption", "tls"]);
+    // Nothing else in the report directory: no temporary files left.
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["index.html", "report.md", "results.json"]);
+
+    for g in v["groups"].as_array().unwrap() {
+        assert_eq!(g["baseline"], g["cells"][0]["name"]);
+        for (i, c) in g["cells"].as_array().unwrap().iter().enumerate() {
+            let rounds = c["rounds"].as_array().unwrap();
+            assert_eq!(rounds.len(), 3, "{}", c["name"]);
+            for r in rounds {
+                assert!(r["completed"].as_u64().unwrap() > 0, "{r}");
+                assert_eq!(r["failed"], 0, "{} {r} {}", c["name"], c["errors"]);
+                assert!(r["handshakes_per_s"].as_f64().unwrap() > 0.0, "{r}");
+                assert!(
+                    r["server_cpu_us_per_handshake"].as_f64().unwrap() > 0.0,
+                    "{r}"
+                );
+                assert!(r["server_rss_kib"].as_u64().unwrap() > 0, "{r}");
+            }
+            // The summary is the mean of the rounds.
+            let m: f64 = rounds
+                .iter()
+                .map(|r| r["handshakes_per_s"].as_f64().unwrap())
+                .sum::<f64>()
+                / 3.0;
+            assert!((mean(c, "handshakes_per_s") - m).abs() < 1e-6 * m.max(1.0));
+            assert_eq!(c["request_cdf"].as_array().unwrap().len(), 101);
+            if i == 0 {
+                assert!(c["vs_baseline"].as_object().unwrap().is_empty());
+            } else {
+                let vs = &c["vs_baseline"]["handshakes_per_s"];
+                assert!(vs["p"].as_f64().unwrap() >= 0.0, "{vs}");
+                assert!(vs["verdict"].as_str().unwrap().len() > 5, "{vs}");
+            }
+        }
+    }
+    // What each cell is about, measured (not timings): resumption happens exactly where
+    // it should, and tickets only survive a change of instance with shared keys.
+    assert_eq!(mean(cell(&v, "resumption", "off"), "resumption_rate"), 0.0);
+    for name in ["stateful", "tickets", "tickets-2-shared-keys"] {
+        let r = mean(cell(&v, "resumption", name), "resumption_rate");
+        assert!(r >= 0.95, "{name}: resumption rate {r}");
+    }
+    let own = mean(
+        cell(&v, "resumption", "tickets-2-own-keys"),
+        "resumption_rate",
+    );
+    assert!(own < 0.8, "own keys: resumption rate {own}");
+    assert!(
+        cell(&v, "resumption", "tickets")["handshake_resumed_hist"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 30
+    );
+    assert_eq!(mean(cell(&v, "tls", "1.2"), "resumption_rate"), 0.0);
+
+    // Markdown: every cell's row.
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## What to change"), "{md}");
+    for name in ["tickets-2-shared-keys", "tickets-2-own-keys", "1.2"] {
+        assert!(md.contains(&format!("| {name} (")), "{name}: {md}");
+    }
+
+    // Two lab results compare configuration by configuration.
+    let run = tlsperf([
+        "compare",
+        out.join("results.json").to_str().unwrap(),
+        out.join("results.json").to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 7, "{rows}");
+    assert_eq!(rows[0]["group"], "resumption");
+    assert_eq!(rows[0]["handshakes_per_s"]["significant"], false);
+
+    render_in_chromium(&out.join("index.html"), &v);
+}
+
+/// Loads the page in headless Chromium: no console messages, every chart drawn, every
+/// table figure equal to results.json's. Skipped (with the reason) without Chromium.
+fn render_in_chromium(page: &Path, v: &Value) {
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok())
+    else {
+        eprintln!("SKIPPED: Chromium is not installed (apt-get install chromium)");
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout);
+    let log = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "chromium: {log}");
+    assert!(dom.contains("tlsperf lab report"), "{dom}");
+    let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    // Charts: bars and CDF for every group, the full/resumed histogram where there are
+    // resumed handshakes; each drawn (bars, lines or bins in it).
+    let mut expected = 0;
+    for g in v["groups"].as_array().unwrap() {
+        expected += 2;
+        if g["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| !c["handshake_resumed_hist"].as_array().unwrap().is_empty())
+        {
+            expected += 1;
+        }
+    }
+    let charts: Vec<&str> = dom.split("<svg class=\"chart\"").skip(1).collect();
+    assert_eq!(charts.len(), expected, "charts in the page");
+    for c in &charts {
+        let body = &c[..c.find("</svg>").expect("a closed svg")];
+        assert!(
+            body.contains("class=\"bar\"")
+                || body.contains("<polyline")
+                || body.contains("class=\"bin\""),
+            "an empty chart: {body}"
+        );
+    }
+    // Tables: every figure is results.json's, rounded as shown.
+    let mut checked = 0;
+    for g in v["groups"].as_array().unwrap() {
+        let section_start = dom
+            .find(&format!("data-group=\"{}\"", g["group"].as_str().unwrap()))
+            .expect("a section per group");
+        let section = &dom[section_start..];
+        let section = &section[..section.find("</section>").unwrap()];
+        for c in g["cells"].as_array().unwrap() {
+            let row_start = section
+                .find(&format!(
+                    "<tr data-cell=\"{}\"",
+                    c["name"].as_str().unwrap()
+                ))
+                .unwrap_or_else(|| panic!("no row for {}", c["name"]));
+            let row = &section[row_start..];
+            let row = &row[..row.find("</tr>").unwrap()];
+            for td in row.split("<td").skip(1) {
+                let (Some(metric), Some(value)) = (attr(td, "data-metric"), attr(td, "data-value"))
+                else {
+                    continue;
+                };
+                let want = mean(c, metric);
+                let decimals = value.split('.').nth(1).map_or(0, str::len);
+                assert_eq!(
+                    value,
+                    format!("{want:.decimals$}"),
+                    "{}/{} {metric}",
+                    g["group"],
+                    c["name"]
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 7 * 10, "only {checked} figures checked");
+}
+
+#[test]
+fn sigint_keeps_the_finished_groups_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    // Two groups: the first (two cells × 3 rounds × 0.7 s) finishes, the second is cut.
+    let child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args(["lab", "--only", "tls,certificate", "--out"])
+        .arg(&out)
+        .arg("--json")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the first group is done: its rounds take ~4.5 s after set-up.
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(9));
+    let status = Command::new("/bin/kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pid = child.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(20));
+        let _ = Command::new("/bin/kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    });
+    let output = child.wait_with_output().unwrap();
+    drop(watchdog);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() == Some(0) {
+        // The machine was fast enough to finish both groups in 9 s: nothing to cut.
+        eprintln!(
+            "lab finished before the interrupt ({:?})",
+            started.elapsed()
+        );
+        return;
+    }
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let printed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(printed, written);
+    assert_eq!(written["interrupted"], true);
+    // Only whole groups: every cell kept has all its rounds.
+    for g in written["groups"].as_array().unwrap() {
+        for c in g["cells"].as_array().unwrap() {
+            assert_eq!(c["rounds"].as_array().unwrap().len(), 3, "{}", c["name"]);
+        }
+    }
+    assert!(out.join("index.html").exists());
+    assert!(out.join("report.md").exists());
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let o = out.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["lab", "--rounds", "2", "--out", o], "--rounds"),
+        (vec!["lab", "--only", "nonsense", "--out", o], "nonsense"),
+        (vec!["lab", "--quick", "--full", "--out", o], "--full"),
+        (vec!["lab", "--cacert", "x.pem", "--out", o], "--target"),
+        (
+            vec!["lab", "--target", "ftp://example.test/", "--out", o],
+            "ftp",
+        ),
+        (
+            vec![
+                "lab",
+                "--target",
+                "https://127.0.0.1:1/",
+                "--cacert",
+                "/nonexistent.pem",
+                "--out",
+                o,
+            ],
+            "/nonexistent.pem",
+        ),
+    ] {
+        let run = tlsperf(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(needle), "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+    assert!(!out.exists(), "nothing written on bad input");
+}
