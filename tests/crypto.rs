@@ -195,6 +195,32 @@ fn signatures_cross_verify_between_implementations() {
 }
 
 #[test]
+fn kx_reports_every_group_provider_and_side() {
+    let v = json(&["crypto", "kx"]);
+    assert_eq!(v["schema"], "tlsperf-crypto-kx/1");
+    let rows = v["rows"].as_array().unwrap();
+    let groups = ["x25519", "secp256r1", "secp384r1", "x25519mlkem768"];
+    for group in groups {
+        for provider in ["aws-lc-rs", "ring"] {
+            if group == "x25519mlkem768" && provider == "ring" {
+                continue;
+            }
+            for side in ["client", "server"] {
+                let row = rows
+                    .iter()
+                    .find(|r| r["group"] == group && r["provider"] == provider && r["side"] == side)
+                    .unwrap_or_else(|| panic!("no row for {group} {provider} {side}"));
+                check_measurement(row);
+                assert!(row["share_len"].as_u64().unwrap() >= 32);
+            }
+        }
+    }
+    assert_eq!(rows.len(), 14);
+    assert_eq!(v["unavailable"], serde_json::json!(["x25519mlkem768/ring"]));
+    check_schema("crypto kx", &v);
+}
+
+#[test]
 fn bad_input_exits_2() {
     for args in [
         &["crypto", "sign", "--seconds", "0"][..],
@@ -203,6 +229,17 @@ fn bad_input_exits_2() {
         &["crypto", "sign", "--rounds", "0"],
         &["crypto", "sign", "--alg", "dsa-1024"],
         &["crypto", "sign", "--provider", "openssl"],
+        &["crypto", "kx", "--group", "x448"],
+        &["crypto", "kx", "--provider", "rustcrypto"],
+        &["crypto", "kx", "--seconds", "0"],
+        &[
+            "crypto",
+            "kx",
+            "--group",
+            "x25519mlkem768",
+            "--provider",
+            "ring",
+        ],
     ] {
         let run = tlsperf(args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);

@@ -3,9 +3,11 @@
 use clap::{Args, Subcommand};
 
 use super::{CliError, Output};
+use crate::crypto::kx::{self, KxGroup, KxOptions};
 use crate::crypto::sign::{self, SigAlg, SignOptions};
 use crate::crypto::{Implementation, MeasureOptions};
 use crate::report::crypto as report;
+use crate::tls::Provider;
 
 /// Arguments of `tlsperf crypto`.
 #[derive(Debug, Args)]
@@ -19,6 +21,9 @@ enum CryptoCommand {
     /// Sign and verify ops/s, time and bytes allocated per operation for ECDSA, Ed25519
     /// and RSA, per implementation (aws-lc-rs, ring, RustCrypto).
     Sign(SignArgs),
+    /// Key exchange through the providers' rustls groups: client (key generation +
+    /// agreement) and server (start_and_complete) ns/op and ops/s.
+    Kx(KxArgs),
 }
 
 /// How long to measure each row.
@@ -50,6 +55,19 @@ struct SignArgs {
     measure: MeasureArgs,
 }
 
+#[derive(Debug, Args)]
+struct KxArgs {
+    /// Providers to measure (comma-separated or repeated; all by default).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    provider: Vec<Provider>,
+    /// Groups to measure (comma-separated or repeated; all by default). X25519MLKEM768
+    /// exists in aws-lc-rs only.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    group: Vec<KxGroup>,
+    #[command(flatten)]
+    measure: MeasureArgs,
+}
+
 /// Runs `tlsperf crypto`.
 pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
     match args.command {
@@ -61,6 +79,15 @@ pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
             };
             let r = sign::run(&opts)?;
             out.result(&r, || report::sign(&r))
+        }
+        CryptoCommand::Kx(a) => {
+            let opts = KxOptions {
+                groups: or_all(a.group, &KxGroup::ALL),
+                providers: or_all(a.provider, &Provider::ALL),
+                measure: a.measure.options()?,
+            };
+            let r = kx::run(&opts)?;
+            out.result(&r, || report::kx(&r))
         }
     }
 }

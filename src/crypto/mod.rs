@@ -5,10 +5,13 @@
 //!   allocated per operation) every command here uses.
 //! - [`alloc`]: the counting wrapper the binary puts around its global allocator.
 //! - [`sign`]: `crypto sign`, sign and verify with aws-lc-rs, ring and RustCrypto.
+//! - [`kx`]: `crypto kx`, the providers' rustls key-exchange groups, client and server
+//!   side.
 //!
 //! Engines here never print; they return serde-serializable reports.
 
 pub mod alloc;
+pub mod kx;
 pub mod measure;
 pub mod sign;
 
@@ -83,6 +86,18 @@ pub enum CryptoError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A key exchange failed or two sides disagreed.
+    #[error("{provider} {group}: {what}: {detail}")]
+    Kx {
+        /// The provider.
+        provider: crate::tls::Provider,
+        /// The group.
+        group: kx::KxGroup,
+        /// The step.
+        what: String,
+        /// What rustls or the check said.
+        detail: String,
+    },
     /// An implementation refused a key or failed an operation.
     #[error("{implementation} {alg}: {what} failed{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
     Op {
@@ -101,7 +116,9 @@ impl Classify for CryptoError {
     fn class(&self) -> ErrorClass {
         match self {
             CryptoError::BadOption { .. } | CryptoError::Nothing(_) => ErrorClass::Input,
-            CryptoError::KeyGen { .. } | CryptoError::Op { .. } => ErrorClass::Runtime,
+            CryptoError::KeyGen { .. } | CryptoError::Op { .. } | CryptoError::Kx { .. } => {
+                ErrorClass::Runtime
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ use comfy_table::{CellAlignment, Table, presets};
 
 use super::text::num;
 use crate::crypto::Measurement;
+use crate::crypto::kx::KxReport;
 use crate::crypto::sign::SignReport;
 
 fn table(header: &[&str]) -> Table {
@@ -113,6 +114,46 @@ pub fn sign(r: &SignReport) -> String {
         r.seconds,
         render(&mut t, 3)
     )
+}
+
+/// The `crypto kx` table.
+pub fn kx(r: &KxReport) -> String {
+    let mut t = table(&[
+        "group",
+        "provider",
+        "side",
+        "share",
+        "ops/s",
+        "time/op",
+        "min / max",
+        "outliers",
+        "bytes/op",
+    ]);
+    for row in &r.rows {
+        let m = &row.m;
+        t.add_row(vec![
+            row.group.name().to_string(),
+            row.provider.name().to_string(),
+            row.side.name().to_string(),
+            format!("{} B", row.share_len),
+            rate(m.ops_per_sec),
+            duration_ns(m.ns_per_op),
+            spread(m),
+            outliers(m),
+            bytes(m.bytes_per_op),
+        ]);
+    }
+    let mut s = format!(
+        "Key exchange through rustls's groups: client = start + complete, server = \
+         start_and_complete; median of {} rounds ({} s per row), wall clock\n\n{}\n",
+        r.rounds,
+        r.seconds,
+        render(&mut t, 3)
+    );
+    if !r.unavailable.is_empty() {
+        s += &format!("not available: {}\n", r.unavailable.join(", "));
+    }
+    s
 }
 
 #[cfg(test)]
