@@ -221,6 +221,121 @@ fn kx_reports_every_group_provider_and_side() {
 }
 
 #[test]
+fn handshake_reports_every_shape_for_both_sides() {
+    let v = json(&["crypto", "handshake"]);
+    assert_eq!(v["schema"], "tlsperf-crypto-handshake/1");
+    let rows = v["rows"].as_array().unwrap();
+    for provider in ["aws-lc-rs", "ring"] {
+        for tls in ["1.2", "1.3"] {
+            for cert in ["ecdsa-p256", "ed25519", "rsa-2048"] {
+                for kind in ["full", "resumed"] {
+                    let row = rows
+                        .iter()
+                        .find(|r| {
+                            r["provider"] == provider
+                                && r["tls"] == tls
+                                && r["cert"] == cert
+                                && r["kind"] == kind
+                        })
+                        .unwrap_or_else(|| panic!("no row for {provider} {tls} {cert} {kind}"));
+                    for side in ["client", "server"] {
+                        let m = &row[side];
+                        positive(m, "ns_per_op");
+                        positive(m, "ops_per_sec");
+                        assert!(m["ops"].as_u64().unwrap() >= 2, "{row}");
+                    }
+                    positive(row, "bytes_per_handshake");
+                    let suite = row["negotiated"]["cipher_suite"].as_str().unwrap();
+                    let want = match (tls, cert) {
+                        ("1.3", _) => "TLS13_AES_128_GCM_SHA256",
+                        (_, "rsa-2048") => "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                        _ => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                    };
+                    assert_eq!(suite, want, "{row}");
+                    let group = &row["negotiated"]["group"];
+                    if tls == "1.2" && kind == "resumed" {
+                        assert!(group.is_null(), "{row}");
+                    } else {
+                        assert_eq!(group, "x25519", "{row}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(rows.len(), 24);
+    check_schema("crypto handshake", &v);
+}
+
+#[test]
+fn limit_sums_the_operations_of_each_side() {
+    for provider in ["aws-lc-rs", "ring"] {
+        let v = json(&[
+            "crypto",
+            "limit",
+            "--cert",
+            "ecdsa-p256",
+            "--group",
+            "x25519",
+            "--tls",
+            "1.3",
+            "--provider",
+            provider,
+        ]);
+        assert_eq!(v["schema"], "tlsperf-crypto-limit/1");
+        let ops = v["operations"].as_array().unwrap();
+        assert_eq!(ops.len(), 5);
+        for o in ops {
+            check_measurement(o);
+        }
+        let limits = v["limits"].as_array().unwrap();
+        assert_eq!(limits.len(), 4);
+        for l in limits {
+            let side = l["side"].as_str().unwrap();
+            let kind = l["kind"].as_str().unwrap();
+            let sum: f64 = ops
+                .iter()
+                .filter(|o| o["side"] == side)
+                .map(|o| {
+                    let n = o[if kind == "full" {
+                        "per_full"
+                    } else {
+                        "per_resumed"
+                    }]
+                    .as_f64()
+                    .unwrap();
+                    n * o["ns_per_op"].as_f64().unwrap()
+                })
+                .sum();
+            let crypto = positive(l, "crypto_ns");
+            assert!((crypto - sum).abs() <= 1e-6 * sum, "{l}");
+            let limit = positive(l, "limit_per_sec");
+            assert!((limit * crypto / 1e9 - 1.0).abs() < 1e-9);
+            let measured = positive(l, "measured_per_sec");
+            let pct = positive(l, "percent_of_limit");
+            assert!((pct - measured / limit * 100.0).abs() < 1e-6 * pct);
+        }
+        // Full client: key exchange, two chain signatures and the CertificateVerify.
+        let per_full: u64 = ops
+            .iter()
+            .filter(|o| o["side"] == "client")
+            .map(|o| o["per_full"].as_u64().unwrap())
+            .sum();
+        assert_eq!(per_full, 4);
+        check_schema("crypto limit", &v);
+    }
+    // TLS 1.2 resumption has no public-key operation: no limit.
+    let v = json(&["crypto", "limit", "--tls", "1.2", "--cert", "ed25519"]);
+    let resumed: Vec<_> = v["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "resumed")
+        .collect();
+    assert_eq!(resumed.len(), 2);
+    assert!(resumed.iter().all(|l| l["limit_per_sec"].is_null()));
+}
+
+#[test]
 fn bad_input_exits_2() {
     for args in [
         &["crypto", "sign", "--seconds", "0"][..],

@@ -175,6 +175,62 @@ pub fn measure<E>(
     Ok(Measurement::from_rounds(rounds_ns, total_ops, alloc))
 }
 
+/// Measures an operation whose time is charged to `N` parts by the closure itself (the
+/// client and server sides of an in-memory handshake): the closure adds the time each
+/// part spent to its slot and returns whether the operation counts (an operation of the
+/// wrong shape, such as a handshake that should have resumed and did not, is run but not
+/// counted). Rounds last `round_time` of wall-clock time; each part's ns/op is its
+/// charged time over the counted operations. Bytes per operation (all parts together) are
+/// counted during the warm-up and reported in every part's [`Measurement`].
+pub fn measure_parts<const N: usize, E>(
+    opts: &MeasureOptions,
+    mut op: impl FnMut(&mut [Duration; N]) -> Result<bool, E>,
+    none_counted: impl Fn() -> E,
+) -> Result<[Measurement; N], E> {
+    // One round: until `limit` of wall time has passed and one operation counted (at most
+    // `MAX_UNCOUNTED` uncounted ones in a row). Returns the charged times, the counted
+    // operations and all operations run.
+    let mut run_round = |limit: Duration| -> Result<([Duration; N], u64, u64), E> {
+        let mut parts = [Duration::ZERO; N];
+        let (mut counted, mut run) = (0u64, 0u64);
+        let t0 = Instant::now();
+        loop {
+            if op(&mut parts)? {
+                counted += 1;
+            }
+            run += 1;
+            if counted == 0 && run >= MAX_UNCOUNTED {
+                return Err(none_counted());
+            }
+            if counted > 0 && t0.elapsed() >= limit {
+                return Ok((parts, counted, run));
+            }
+        }
+    };
+    let counter = Counter::start();
+    let (_, _, warm_run) = run_round(opts.warmup())?;
+    let alloc = counter.map(|c| {
+        let a = c.stop();
+        (
+            a.bytes as f64 / warm_run as f64,
+            a.calls as f64 / warm_run as f64,
+        )
+    });
+    let mut per_part: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
+    let mut total = 0u64;
+    for _ in 0..opts.rounds() {
+        let (parts, counted, _) = run_round(opts.round_time())?;
+        for (rounds, d) in per_part.iter_mut().zip(parts) {
+            rounds.push(d.as_nanos() as f64 / counted as f64);
+        }
+        total += counted;
+    }
+    Ok(per_part.map(|rounds| Measurement::from_rounds(rounds, total, alloc)))
+}
+
+/// Uncounted operations in a row after which [`measure_parts`] gives up.
+pub const MAX_UNCOUNTED: u64 = 1000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +268,36 @@ mod tests {
         assert_eq!(m.rounds_ns.len(), 2);
         assert!(m.ops > 0 && m.ns_per_op > 0.0);
         assert!(m.bytes_per_op.is_none());
+    }
+
+    #[test]
+    fn parts_are_charged_separately() {
+        let opts = MeasureOptions::new(0.02, 2).unwrap();
+        let mut n = 0u64;
+        let [a, b] = measure_parts(
+            &opts,
+            |parts: &mut [Duration; 2]| {
+                n += 1;
+                // Every other operation counts; only counted ones charge their time.
+                let counted = n.is_multiple_of(2);
+                if counted {
+                    parts[0] += Duration::from_nanos(100);
+                    parts[1] += Duration::from_nanos(300);
+                }
+                Ok::<bool, ()>(counted)
+            },
+            || (),
+        )
+        .unwrap();
+        assert_eq!(a.ns_per_op, 100.0);
+        assert_eq!(b.ns_per_op, 300.0);
+        assert_eq!(a.rounds_ns.len(), 2);
+        let never = measure_parts(
+            &opts,
+            |_: &mut [Duration; 1]| Ok::<bool, &str>(false),
+            || "none",
+        );
+        assert_eq!(never.unwrap_err(), "none");
     }
 
     #[test]

@@ -5,13 +5,18 @@
 //!   allocated per operation) every command here uses.
 //! - [`alloc`]: the counting wrapper the binary puts around its global allocator.
 //! - [`sign`]: `crypto sign`, sign and verify with aws-lc-rs, ring and RustCrypto.
+//! - [`handshake`]: `crypto handshake`, rustls client and server in memory, per side.
 //! - [`kx`]: `crypto kx`, the providers' rustls key-exchange groups, client and server
 //!   side.
+//! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
+//!   handshakes/s they allow, and how close the measured in-memory rate comes.
 //!
 //! Engines here never print; they return serde-serializable reports.
 
 pub mod alloc;
+pub mod handshake;
 pub mod kx;
+pub mod limit;
 pub mod measure;
 pub mod sign;
 
@@ -98,6 +103,16 @@ pub enum CryptoError {
         /// What rustls or the check said.
         detail: String,
     },
+    /// An in-memory handshake failed.
+    #[error("handshake {shape}: {what}: {detail}")]
+    Handshake {
+        /// Provider, version, certificate, kind and group.
+        shape: String,
+        /// The step.
+        what: String,
+        /// What rustls said.
+        detail: String,
+    },
     /// An implementation refused a key or failed an operation.
     #[error("{implementation} {alg}: {what} failed{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
     Op {
@@ -116,9 +131,10 @@ impl Classify for CryptoError {
     fn class(&self) -> ErrorClass {
         match self {
             CryptoError::BadOption { .. } | CryptoError::Nothing(_) => ErrorClass::Input,
-            CryptoError::KeyGen { .. } | CryptoError::Op { .. } | CryptoError::Kx { .. } => {
-                ErrorClass::Runtime
-            }
+            CryptoError::KeyGen { .. }
+            | CryptoError::Op { .. }
+            | CryptoError::Kx { .. }
+            | CryptoError::Handshake { .. } => ErrorClass::Runtime,
         }
     }
 }

@@ -5,7 +5,9 @@ use comfy_table::{CellAlignment, Table, presets};
 
 use super::text::num;
 use crate::crypto::Measurement;
+use crate::crypto::handshake::HandshakeReport;
 use crate::crypto::kx::KxReport;
+use crate::crypto::limit::LimitReport;
 use crate::crypto::sign::SignReport;
 
 fn table(header: &[&str]) -> Table {
@@ -154,6 +156,104 @@ pub fn kx(r: &KxReport) -> String {
         s += &format!("not available: {}\n", r.unavailable.join(", "));
     }
     s
+}
+
+/// The `crypto handshake` table.
+pub fn handshake(r: &HandshakeReport) -> String {
+    let mut t = table(&[
+        "provider",
+        "TLS",
+        "cert",
+        "kind",
+        "client hs/s",
+        "client time",
+        "client min / max",
+        "server hs/s",
+        "server time",
+        "server min / max",
+        "bytes/hs",
+    ]);
+    for row in &r.rows {
+        t.add_row(vec![
+            row.provider.name().to_string(),
+            row.tls.name().to_string(),
+            row.cert.name().to_string(),
+            row.kind.name().to_string(),
+            rate(row.client.ops_per_sec),
+            duration_ns(row.client.ns_per_op),
+            spread(&row.client),
+            rate(row.server.ops_per_sec),
+            duration_ns(row.server.ns_per_op),
+            spread(&row.server),
+            bytes(row.bytes_per_handshake),
+        ]);
+    }
+    let group = r
+        .rows
+        .first()
+        .and_then(|row| row.negotiated.group.clone())
+        .unwrap_or_else(|| "-".into());
+    format!(
+        "In-memory handshakes (no sockets), each side's time charged as rustls-bench does; \
+         group {group}, AES-128-GCM-SHA256 suites; median of {} rounds ({} s per row)\n\n{}\n",
+        r.rounds,
+        r.seconds,
+        render(&mut t, 4)
+    )
+}
+
+/// The `crypto limit` tables: the operations, then the limit per kind and side.
+pub fn limit(r: &LimitReport) -> String {
+    let mut ops = table(&[
+        "operation",
+        "side",
+        "per full",
+        "per resumed",
+        "time/op",
+        "min / max",
+    ]);
+    for o in &r.operations {
+        ops.add_row(vec![
+            o.name.clone(),
+            o.side.name().to_string(),
+            o.per_full.to_string(),
+            o.per_resumed.to_string(),
+            duration_ns(o.m.ns_per_op),
+            spread(&o.m),
+        ]);
+    }
+    let mut lim = table(&[
+        "handshake",
+        "side",
+        "crypto/hs",
+        "crypto limit hs/s",
+        "measured hs/s",
+        "% of crypto limit",
+    ]);
+    for l in &r.limits {
+        lim.add_row(vec![
+            l.kind.name().to_string(),
+            l.side.name().to_string(),
+            duration_ns(l.crypto_ns),
+            l.limit_per_sec.map(rate).unwrap_or_else(|| "none".into()),
+            rate(l.measured_per_sec),
+            l.percent_of_limit
+                .map(|p| format!("{p:.0}%"))
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    format!(
+        "Crypto limit of a {} handshake, {} chain, group {}, {} (per core; public-key \
+         operations only; median of {} rounds, {} s each item)\n\n{}\n\n{}\n",
+        r.tls,
+        r.cert,
+        r.group,
+        r.provider,
+        r.rounds,
+        r.seconds,
+        render(&mut ops, 2),
+        render(&mut lim, 2)
+    )
 }
 
 #[cfg(test)]
