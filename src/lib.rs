@@ -19,8 +19,11 @@
 //! - [`files`]: atomic file output (temp file + rename, private modes for keys).
 //! - [`when`]: user-given points in time (RFC 3339).
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
+//! - [`crypto`]: `tlsperf crypto`, signature and key-exchange micro-benchmarks per
+//!   implementation (aws-lc-rs, ring, RustCrypto) on the wall clock.
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
+pub mod crypto;
 pub mod error;
 pub mod files;
 pub mod handshake;

@@ -12,6 +12,7 @@
 mod client_args;
 mod compare;
 mod completions;
+mod crypto;
 mod handshake;
 mod lab;
 mod load;
@@ -96,6 +97,8 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Is B really faster than A? Welch's t-test on two sample files or two load results.
     Compare(compare::CompareArgs),
+    /// Signature and key-exchange speed per implementation, on the wall clock.
+    Crypto(crypto::CryptoArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
 }
@@ -153,6 +156,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Lab(args) => lab::exec(*args, &out),
         Command::Merge(args) => merge::exec(args, &out),
         Command::Compare(args) => compare::exec(args, &out),
+        Command::Crypto(args) => crypto::exec(args, &out),
         Command::Completions(args) => completions::exec(args, &out),
     }
 }

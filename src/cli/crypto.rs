@@ -1,0 +1,178 @@
+//! `tlsperf crypto …`: flags → [`crate::crypto`] → output.
+
+use clap::{Args, Subcommand};
+
+use super::{CliError, Output};
+use crate::crypto::handshake::{self, HandshakeOptions, Kind, TlsVersion};
+use crate::crypto::kx::{self, KxGroup, KxOptions};
+use crate::crypto::limit::{self, LimitOptions};
+use crate::crypto::sign::{self, SigAlg, SignOptions};
+use crate::crypto::{Implementation, MeasureOptions};
+use crate::pki::KeyType;
+use crate::report::crypto as report;
+use crate::tls::Provider;
+
+/// Arguments of `tlsperf crypto`.
+#[derive(Debug, Args)]
+pub struct CryptoArgs {
+    #[command(subcommand)]
+    command: CryptoCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CryptoCommand {
+    /// Sign and verify ops/s, time and bytes allocated per operation for ECDSA, Ed25519
+    /// and RSA, per implementation (aws-lc-rs, ring, RustCrypto).
+    Sign(SignArgs),
+    /// Key exchange through the providers' rustls groups: client (key generation +
+    /// agreement) and server (start_and_complete) ns/op and ops/s.
+    Kx(KxArgs),
+    /// rustls client and server in memory (no sockets): handshakes/s for each side, full
+    /// and resumed, TLS 1.2 and 1.3, per certificate type and provider.
+    Handshake(HandshakeArgs),
+    /// The public-key crypto of one full and one resumed handshake per side, the
+    /// handshakes/s per core it allows, and the measured in-memory rate as a % of it.
+    Limit(LimitArgs),
+}
+
+/// How long to measure each row.
+#[derive(Debug, Args)]
+struct MeasureArgs {
+    /// Timed seconds per row, split into --rounds rounds (after an untimed warm-up).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    seconds: f64,
+    /// Rounds per row; the result is the median of the rounds kept by a 1.5×IQR filter.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
+}
+
+impl MeasureArgs {
+    fn options(&self) -> Result<MeasureOptions, CliError> {
+        Ok(MeasureOptions::new(self.seconds, self.rounds)?)
+    }
+}
+
+#[derive(Debug, Args)]
+struct SignArgs {
+    /// Implementations to measure (comma-separated or repeated; all by default).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    provider: Vec<Implementation>,
+    /// Algorithms to measure (comma-separated or repeated; all by default).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    alg: Vec<SigAlg>,
+    #[command(flatten)]
+    measure: MeasureArgs,
+}
+
+#[derive(Debug, Args)]
+struct KxArgs {
+    /// Providers to measure (comma-separated or repeated; all by default).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    provider: Vec<Provider>,
+    /// Groups to measure (comma-separated or repeated; all by default). X25519MLKEM768
+    /// exists in aws-lc-rs only.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    group: Vec<KxGroup>,
+    #[command(flatten)]
+    measure: MeasureArgs,
+}
+
+#[derive(Debug, Args)]
+struct HandshakeArgs {
+    /// Providers to measure (comma-separated or repeated; all by default).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    provider: Vec<Provider>,
+    /// Key types of the certificate chain (default: ecdsa-p256, ed25519, rsa-2048).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    cert: Vec<KeyType>,
+    /// Protocol versions (default: both).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    tls: Vec<TlsVersion>,
+    /// Full handshakes, resumptions by ticket, or both (the default).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    kind: Vec<Kind>,
+    /// The only key-exchange group offered and accepted.
+    #[arg(long, value_enum, default_value = "x25519")]
+    group: KxGroup,
+    #[command(flatten)]
+    measure: MeasureArgs,
+}
+
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// Key type of the certificate chain.
+    #[arg(long, value_enum, default_value = "ecdsa-p256")]
+    cert: KeyType,
+    /// Key-exchange group.
+    #[arg(long, value_enum, default_value = "x25519")]
+    group: KxGroup,
+    /// Protocol version.
+    #[arg(long, value_enum, default_value = "1.3")]
+    tls: TlsVersion,
+    /// The provider of both sides.
+    #[arg(long, value_enum, default_value = "aws-lc-rs")]
+    provider: Provider,
+    #[command(flatten)]
+    measure: MeasureArgs,
+}
+
+/// Runs `tlsperf crypto`.
+pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
+    match args.command {
+        CryptoCommand::Sign(a) => {
+            let opts = SignOptions {
+                algs: or_all(a.alg, &SigAlg::ALL),
+                implementations: or_all(a.provider, &Implementation::ALL),
+                measure: a.measure.options()?,
+            };
+            let r = sign::run(&opts)?;
+            out.result(&r, || report::sign(&r))
+        }
+        CryptoCommand::Kx(a) => {
+            let opts = KxOptions {
+                groups: or_all(a.group, &KxGroup::ALL),
+                providers: or_all(a.provider, &Provider::ALL),
+                measure: a.measure.options()?,
+            };
+            let r = kx::run(&opts)?;
+            out.result(&r, || report::kx(&r))
+        }
+        CryptoCommand::Handshake(a) => {
+            let opts = HandshakeOptions {
+                providers: or_all(a.provider, &Provider::ALL),
+                versions: or_all(a.tls, &TlsVersion::ALL),
+                certs: or_all(a.cert, &handshake::DEFAULT_CERTS),
+                kinds: or_all(a.kind, &Kind::ALL),
+                group: a.group,
+                measure: a.measure.options()?,
+            };
+            let r = handshake::run(&opts)?;
+            out.result(&r, || report::handshake(&r))
+        }
+        CryptoCommand::Limit(a) => {
+            let opts = LimitOptions {
+                provider: a.provider,
+                cert: a.cert,
+                group: a.group,
+                tls: a.tls,
+                measure: a.measure.options()?,
+            };
+            let r = limit::run(&opts)?;
+            out.result(&r, || report::limit(&r))
+        }
+    }
+}
+
+/// The user's choice without repeats, or every value.
+fn or_all<T: Copy + PartialEq>(chosen: Vec<T>, all: &[T]) -> Vec<T> {
+    if chosen.is_empty() {
+        return all.to_vec();
+    }
+    let mut v = Vec::new();
+    for c in chosen {
+        if !v.contains(&c) {
+            v.push(c);
+        }
+    }
+    v
+}

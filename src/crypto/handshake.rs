@@ -1,0 +1,497 @@
+//! `tlsperf crypto handshake`: rustls client and server connections driven in memory (no
+//! sockets), like rustls's own `rustls-bench`: handshakes/s for each side, full and
+//! resumed (tickets), TLS 1.2 and 1.3, per certificate type and provider.
+//!
+//! - Flights move through one reused `Vec<u8>`: the sender's `write_tls`, then the
+//!   receiver's `read_tls` + `process_new_packets`. As in rustls-bench, a transfer's time
+//!   is charged to the receiving side (it is almost all `process_new_packets`), and
+//!   creating each `ClientConnection` / `ServerConnection` is charged to its side.
+//! - Two round trips finish every handshake shape here (TLS 1.3 full and resumed, TLS 1.2
+//!   full and abbreviated); the last flight carries the server's tickets.
+//! - A handshake of the wrong kind (a resumption that came out full, as the first one
+//!   does) is run but not counted, as rustls-bench does.
+//! - Certificates: a fresh test PKI (root → intermediate → leaf, one key type throughout)
+//!   from [`crate::pki`]; the client trusts the root and verifies the whole chain.
+//! - The provider is narrowed to one group (x25519 unless asked) and one cipher suite:
+//!   TLS13_AES_128_GCM_SHA256, or ECDHE-ECDSA/RSA-AES128-GCM-SHA256 for TLS 1.2.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::client::Resumption;
+use rustls::server::NoServerSessionStorage;
+use rustls::{
+    CipherSuite, ClientConfig, ClientConnection, ConnectionCommon, RootCertStore, ServerConfig,
+    ServerConnection, SideData,
+};
+use rustls_pki_types::ServerName;
+use serde::Serialize;
+
+use super::CryptoError;
+use super::kx::KxGroup;
+use super::measure::{MeasureOptions, Measurement, measure_parts};
+use crate::pki::{KeyType, PkiOptions, TestPki};
+use crate::tls::Provider;
+
+/// A TLS protocol version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+pub enum TlsVersion {
+    /// TLS 1.2.
+    #[value(name = "1.2")]
+    #[serde(rename = "1.2")]
+    Tls12,
+    /// TLS 1.3.
+    #[value(name = "1.3")]
+    #[serde(rename = "1.3")]
+    Tls13,
+}
+
+impl TlsVersion {
+    /// Both, in a stable order.
+    pub const ALL: [TlsVersion; 2] = [TlsVersion::Tls13, TlsVersion::Tls12];
+
+    /// `1.2` or `1.3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
+        }
+    }
+}
+
+impl fmt::Display for TlsVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TLS {}", self.name())
+    }
+}
+
+/// Full handshake or resumption by ticket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A full handshake (resumption off on both sides).
+    Full,
+    /// Resumed with a ticket (stateless resumption; TLS 1.3 PSK with (EC)DHE).
+    Resumed,
+}
+
+impl Kind {
+    /// Both, in a stable order.
+    pub const ALL: [Kind; 2] = [Kind::Full, Kind::Resumed];
+
+    /// `full` or `resumed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Full => "full",
+            Kind::Resumed => "resumed",
+        }
+    }
+
+    fn rustls(self) -> rustls::HandshakeKind {
+        match self {
+            Kind::Full => rustls::HandshakeKind::Full,
+            Kind::Resumed => rustls::HandshakeKind::Resumed,
+        }
+    }
+}
+
+/// The certificate types `crypto handshake` measures by default.
+pub const DEFAULT_CERTS: [KeyType; 3] = [KeyType::EcdsaP256, KeyType::Ed25519, KeyType::Rsa2048];
+
+/// One configuration: what the two configs were built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// The provider of both sides.
+    pub provider: Provider,
+    /// The protocol version.
+    pub tls: TlsVersion,
+    /// Key type of the whole chain.
+    pub cert: KeyType,
+    /// Full or resumed.
+    pub kind: Kind,
+    /// The only key-exchange group offered and accepted.
+    pub group: KxGroup,
+}
+
+/// The client and server configs of one [`Shape`].
+pub struct Pair {
+    client: Arc<ClientConfig>,
+    server: Arc<ServerConfig>,
+    name: ServerName<'static>,
+    kind: Kind,
+}
+
+fn tls_err(shape: &Shape, what: &str, e: impl fmt::Display) -> CryptoError {
+    CryptoError::Handshake {
+        shape: format!(
+            "{} {} {} {} {}",
+            shape.provider,
+            shape.tls,
+            shape.cert,
+            shape.kind.name(),
+            shape.group
+        ),
+        what: what.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+/// Generates the test PKI for a certificate type (outside any timed loop).
+pub fn pki(cert: KeyType) -> Result<TestPki, CryptoError> {
+    TestPki::generate(&PkiOptions {
+        ca_key: cert,
+        leaf_key: cert,
+        ..PkiOptions::default()
+    })
+    .map_err(|e| CryptoError::KeyGen {
+        what: format!("{cert} test PKI"),
+        source: Box::new(e),
+    })
+}
+
+/// Builds the two configs of `shape` around `pki`.
+pub fn configs(shape: &Shape, pki: &TestPki) -> Result<Pair, CryptoError> {
+    let group = shape.group.group(shape.provider).ok_or_else(|| {
+        CryptoError::Nothing(format!("{} is not in {}", shape.group, shape.provider))
+    })?;
+    let mut provider = (*shape.provider.crypto_provider()).clone();
+    provider.kx_groups = vec![group];
+    provider.cipher_suites.retain(|s| {
+        matches!(
+            s.suite(),
+            CipherSuite::TLS13_AES_128_GCM_SHA256
+                | CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+                | CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+        )
+    });
+    let provider = Arc::new(provider);
+    let versions: &[&'static rustls::SupportedProtocolVersion] = match shape.tls {
+        TlsVersion::Tls12 => &[&rustls::version::TLS12],
+        TlsVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(pki.root.der.clone())
+        .map_err(|e| tls_err(shape, "trusting the test root", e))?;
+    let mut client = ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .map_err(|e| tls_err(shape, "client config", e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.resumption = match shape.kind {
+        Kind::Full => Resumption::disabled(),
+        Kind::Resumed => Resumption::in_memory_sessions(128),
+    };
+
+    let mut server = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| tls_err(shape, "server config", e))?
+        .with_no_client_auth()
+        .with_single_cert(pki.server_chain(), pki.server.private_key_der())
+        .map_err(|e| tls_err(shape, "server certificate", e))?;
+    match shape.kind {
+        Kind::Full => server.session_storage = Arc::new(NoServerSessionStorage {}),
+        Kind::Resumed => {
+            server.ticketer = match shape.provider {
+                Provider::AwsLcRs => rustls::crypto::aws_lc_rs::Ticketer::new(),
+                Provider::Ring => rustls::crypto::ring::Ticketer::new(),
+            }
+            .map_err(|e| tls_err(shape, "ticketer", e))?;
+        }
+    }
+    let name = ServerName::try_from("localhost").map_err(|e| tls_err(shape, "server name", e))?;
+    Ok(Pair {
+        client: Arc::new(client),
+        server: Arc::new(server),
+        name,
+        kind: shape.kind,
+    })
+}
+
+/// Moves everything `from` has to write into `to` and lets `to` process it.
+fn transfer<L, LS, R, RS>(from: &mut L, to: &mut R, buf: &mut Vec<u8>) -> Result<(), rustls::Error>
+where
+    L: DerefMut + Deref<Target = ConnectionCommon<LS>>,
+    R: DerefMut + Deref<Target = ConnectionCommon<RS>>,
+    LS: SideData,
+    RS: SideData,
+{
+    buf.clear();
+    while from.wants_write() {
+        // Writing into a Vec cannot fail.
+        if from.write_tls(buf).is_err() {
+            break;
+        }
+    }
+    let mut rd = &buf[..];
+    while !rd.is_empty() {
+        match to.read_tls(&mut rd) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                to.process_new_packets()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What one handshake negotiated (for the report and the checks).
+#[derive(Debug, Clone, Serialize)]
+pub struct Negotiated {
+    /// The cipher suite, rustls's name.
+    pub cipher_suite: String,
+    /// The key-exchange group, when there was one (none in a TLS 1.2 resumption).
+    pub group: Option<String>,
+    /// The protocol version.
+    pub version: String,
+}
+
+/// Runs one handshake, charging client time to `parts[0]` and server time to
+/// `parts[1]` when it has the expected kind. Returns whether it had.
+pub fn handshake(
+    pair: &Pair,
+    buf: &mut Vec<u8>,
+    parts: &mut [Duration; 2],
+) -> Result<bool, rustls::Error> {
+    Ok(handshake_inner(pair, buf, parts)?.0)
+}
+
+fn handshake_inner(
+    pair: &Pair,
+    buf: &mut Vec<u8>,
+    parts: &mut [Duration; 2],
+) -> Result<(bool, Negotiated), rustls::Error> {
+    let (mut c, mut s) = (Duration::ZERO, Duration::ZERO);
+    let t = Instant::now();
+    let mut client = ClientConnection::new(pair.client.clone(), pair.name.clone())?;
+    c += t.elapsed();
+    let t = Instant::now();
+    let mut server = ServerConnection::new(pair.server.clone())?;
+    s += t.elapsed();
+    for _ in 0..2 {
+        let t = Instant::now();
+        transfer(&mut client, &mut server, buf)?;
+        s += t.elapsed();
+        let t = Instant::now();
+        transfer(&mut server, &mut client, buf)?;
+        c += t.elapsed();
+    }
+    if client.is_handshaking() || server.is_handshaking() {
+        return Err(rustls::Error::General(
+            "the handshake did not finish in two round trips".into(),
+        ));
+    }
+    let want = Some(pair.kind.rustls());
+    let counted = client.handshake_kind() == want && server.handshake_kind() == want;
+    if counted {
+        parts[0] += c;
+        parts[1] += s;
+    }
+    let negotiated = Negotiated {
+        cipher_suite: client
+            .negotiated_cipher_suite()
+            .map(|s| format!("{:?}", s.suite()))
+            .unwrap_or_default(),
+        group: client
+            .negotiated_key_exchange_group()
+            .map(|g| format!("{:?}", g.name()).to_lowercase()),
+        version: client
+            .protocol_version()
+            .map(|v| format!("{v:?}"))
+            .unwrap_or_default(),
+    };
+    Ok((counted, negotiated))
+}
+
+/// What `crypto handshake` measures.
+#[derive(Debug, Clone)]
+pub struct HandshakeOptions {
+    /// Providers.
+    pub providers: Vec<Provider>,
+    /// Protocol versions.
+    pub versions: Vec<TlsVersion>,
+    /// Certificate (chain) key types.
+    pub certs: Vec<KeyType>,
+    /// Full and/or resumed.
+    pub kinds: Vec<Kind>,
+    /// The group.
+    pub group: KxGroup,
+    /// Time and rounds per row.
+    pub measure: MeasureOptions,
+}
+
+/// The result of `crypto handshake`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandshakeReport {
+    /// `tlsperf-crypto-handshake/1`.
+    pub schema: &'static str,
+    /// Timed seconds per row.
+    pub seconds: f64,
+    /// Rounds per row.
+    pub rounds: u32,
+    /// Whether allocations were counted.
+    pub allocations_counted: bool,
+    /// One row per provider, version, certificate type and kind.
+    pub rows: Vec<HandshakeRow>,
+}
+
+/// One measured configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandshakeRow {
+    /// The provider.
+    pub provider: Provider,
+    /// The protocol version.
+    pub tls: TlsVersion,
+    /// The certificate chain's key type.
+    pub cert: KeyType,
+    /// Full or resumed.
+    pub kind: Kind,
+    /// What the handshakes negotiated.
+    pub negotiated: Negotiated,
+    /// Client side: ns per handshake, handshakes/s (`bytes_per_op` is null: see
+    /// `bytes_per_handshake`).
+    pub client: Measurement,
+    /// Server side.
+    pub server: Measurement,
+    /// Bytes allocated per handshake, both sides together (warm-up).
+    pub bytes_per_handshake: Option<f64>,
+    /// Allocation calls per handshake, both sides together (warm-up).
+    pub allocs_per_handshake: Option<f64>,
+}
+
+/// Measures one shape with a given PKI.
+pub fn measure_shape(
+    shape: &Shape,
+    pki: &TestPki,
+    opts: &MeasureOptions,
+) -> Result<HandshakeRow, CryptoError> {
+    let pair = configs(shape, pki)?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    // One checked handshake first: it must complete, and it primes the ticket store.
+    let mut scratch = [Duration::ZERO; 2];
+    let (_, mut negotiated) = handshake_inner(&pair, &mut buf, &mut scratch)
+        .map_err(|e| tls_err(shape, "handshake", e))?;
+    let [mut client, mut server] = measure_parts(
+        opts,
+        |parts| handshake(&pair, &mut buf, parts).map_err(|e| tls_err(shape, "handshake", e)),
+        || {
+            tls_err(
+                shape,
+                "handshake kind",
+                format!(
+                    "{} handshakes in a row were not {}",
+                    super::measure::MAX_UNCOUNTED,
+                    shape.kind.name()
+                ),
+            )
+        },
+    )?;
+    // What a counted handshake negotiated (the first one above may have been full).
+    if shape.kind == Kind::Resumed {
+        let (counted, n) = handshake_inner(&pair, &mut buf, &mut scratch)
+            .map_err(|e| tls_err(shape, "handshake", e))?;
+        if counted {
+            negotiated = n;
+        }
+    }
+    let bytes = client.bytes_per_op.take();
+    let allocs = client.allocs_per_op.take();
+    server.bytes_per_op = None;
+    server.allocs_per_op = None;
+    Ok(HandshakeRow {
+        provider: shape.provider,
+        tls: shape.tls,
+        cert: shape.cert,
+        kind: shape.kind,
+        negotiated,
+        client,
+        server,
+        bytes_per_handshake: bytes,
+        allocs_per_handshake: allocs,
+    })
+}
+
+/// Runs `crypto handshake`.
+pub fn run(opts: &HandshakeOptions) -> Result<HandshakeReport, CryptoError> {
+    if opts.providers.is_empty()
+        || opts.versions.is_empty()
+        || opts.certs.is_empty()
+        || opts.kinds.is_empty()
+    {
+        return Err(CryptoError::Nothing("an empty selection".into()));
+    }
+    for &p in &opts.providers {
+        if opts.group.group(p).is_none() {
+            return Err(CryptoError::Nothing(format!(
+                "{} is not in {p}",
+                opts.group
+            )));
+        }
+    }
+    let mut rows = Vec::new();
+    for &cert in &opts.certs {
+        tracing::info!("generating a {cert} test PKI");
+        let pki = pki(cert)?;
+        for &provider in &opts.providers {
+            for &tls in &opts.versions {
+                for &kind in &opts.kinds {
+                    let shape = Shape {
+                        provider,
+                        tls,
+                        cert,
+                        kind,
+                        group: opts.group,
+                    };
+                    tracing::info!("{provider} {tls} {cert} {}", kind.name());
+                    rows.push(measure_shape(&shape, &pki, &opts.measure)?);
+                }
+            }
+        }
+    }
+    Ok(HandshakeReport {
+        schema: "tlsperf-crypto-handshake/1",
+        seconds: opts.measure.seconds(),
+        rounds: opts.measure.rounds(),
+        allocations_counted: super::alloc::installed(),
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shape_completes_with_the_expected_kind() {
+        let pki = pki(KeyType::EcdsaP256).unwrap();
+        let mut buf = Vec::new();
+        for provider in Provider::ALL {
+            for tls in TlsVersion::ALL {
+                for kind in Kind::ALL {
+                    let shape = Shape {
+                        provider,
+                        tls,
+                        cert: KeyType::EcdsaP256,
+                        kind,
+                        group: KxGroup::X25519,
+                    };
+                    let pair = configs(&shape, &pki).unwrap();
+                    let mut parts = [Duration::ZERO; 2];
+                    // The first resumption attempt is full (no ticket yet).
+                    handshake(&pair, &mut buf, &mut parts).unwrap();
+                    let (counted, n) = handshake_inner(&pair, &mut buf, &mut parts).unwrap();
+                    assert!(counted, "{shape:?}");
+                    assert!(parts[0] > Duration::ZERO && parts[1] > Duration::ZERO);
+                    let suite = match tls {
+                        TlsVersion::Tls13 => "TLS13_AES_128_GCM_SHA256",
+                        TlsVersion::Tls12 => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                    };
+                    assert_eq!(n.cipher_suite, suite);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! The measurement harness every `tlsperf crypto` command uses: run a closure for a given
+//! wall-clock time split into rounds, after an untimed warm-up, and summarize the rounds.
+//!
+//! - Time is wall-clock ([`std::time::Instant`]), never CPU time.
+//! - The warm-up also counts the bytes allocated per operation (when the binary's global
+//!   allocator is [`super::alloc::Counting`]), so counting never runs inside a timed round.
+//! - Each round gives one ns/op figure; Tukey's 1.5×IQR filter drops outlier rounds, and
+//!   the result is the median of the kept rounds with their min, max and quartiles.
+//! - The clock is read once per batch of operations, the batch sized from the warm-up to
+//!   take about a millisecond, so reading it costs nothing measurable.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::CryptoError;
+use super::alloc::Counter;
+use crate::stats::{IqrFilter, quantile_linear};
+
+/// How long to measure and in how many rounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasureOptions {
+    seconds: f64,
+    rounds: u32,
+}
+
+impl MeasureOptions {
+    /// Longest warm-up, whatever the round length.
+    pub const MAX_WARMUP: Duration = Duration::from_millis(200);
+    /// Target wall time of one batch between two clock reads.
+    pub const BATCH: Duration = Duration::from_millis(1);
+
+    /// `seconds` of timed measurement per measured item, split into `rounds` rounds.
+    /// Both must be positive and finite (at most a day).
+    pub fn new(seconds: f64, rounds: u32) -> Result<Self, CryptoError> {
+        if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
+            return Err(CryptoError::BadOption {
+                name: "--seconds",
+                reason: format!("{seconds} is not a duration in (0, 86400] seconds"),
+            });
+        }
+        if rounds == 0 {
+            return Err(CryptoError::BadOption {
+                name: "--rounds",
+                reason: "at least one round is needed".into(),
+            });
+        }
+        Ok(MeasureOptions { seconds, rounds })
+    }
+
+    /// Timed seconds per measured item.
+    pub fn seconds(&self) -> f64 {
+        self.seconds
+    }
+
+    /// Rounds per measured item.
+    pub fn rounds(&self) -> u32 {
+        self.rounds
+    }
+
+    /// The length of one round.
+    pub fn round_time(&self) -> Duration {
+        Duration::from_secs_f64(self.seconds / f64::from(self.rounds))
+    }
+
+    /// The warm-up: one round, at most [`Self::MAX_WARMUP`].
+    pub fn warmup(&self) -> Duration {
+        self.round_time().min(Self::MAX_WARMUP)
+    }
+}
+
+/// The summary of one measured operation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measurement {
+    /// Median ns per operation over the kept rounds.
+    pub ns_per_op: f64,
+    /// Operations per second at the median (1e9 / `ns_per_op`).
+    pub ops_per_sec: f64,
+    /// Fastest kept round, ns/op.
+    pub min_ns: f64,
+    /// Slowest kept round, ns/op.
+    pub max_ns: f64,
+    /// First quartile of all rounds, ns/op.
+    pub q1_ns: f64,
+    /// Third quartile of all rounds, ns/op.
+    pub q3_ns: f64,
+    /// Every round's ns/op, in order.
+    pub rounds_ns: Vec<f64>,
+    /// How many rounds Tukey's filter dropped.
+    pub outlier_rounds: usize,
+    /// Timed operations over all rounds.
+    pub ops: u64,
+    /// Bytes allocated per operation during the warm-up, when the allocator counts.
+    pub bytes_per_op: Option<f64>,
+    /// Allocation calls per operation during the warm-up, when the allocator counts.
+    pub allocs_per_op: Option<f64>,
+}
+
+impl Measurement {
+    /// Summarizes rounds given as ns/op figures.
+    pub fn from_rounds(rounds_ns: Vec<f64>, ops: u64, alloc: Option<(f64, f64)>) -> Self {
+        let filter = IqrFilter::apply(&rounds_ns);
+        let mut kept = filter.kept.clone();
+        kept.sort_by(f64::total_cmp);
+        // Tukey's fences always keep the quartiles, so `kept` is non-empty when any round
+        // ran; an empty input gives NaN figures.
+        let (median, min, max) = if kept.is_empty() {
+            (f64::NAN, f64::NAN, f64::NAN)
+        } else {
+            (quantile_linear(&kept, 0.5), kept[0], kept[kept.len() - 1])
+        };
+        Measurement {
+            ns_per_op: median,
+            ops_per_sec: 1e9 / median,
+            min_ns: min,
+            max_ns: max,
+            q1_ns: filter.q1,
+            q3_ns: filter.q3,
+            outlier_rounds: filter.outliers.len(),
+            rounds_ns,
+            ops,
+            bytes_per_op: alloc.map(|a| a.0),
+            allocs_per_op: alloc.map(|a| a.1),
+        }
+    }
+}
+
+/// Measures `op`: warm-up (counting allocations), then the rounds. The closure's error
+/// ends the measurement.
+pub fn measure<E>(
+    opts: &MeasureOptions,
+    mut op: impl FnMut() -> Result<(), E>,
+) -> Result<Measurement, E> {
+    // Warm-up: at least one operation, untimed for the result.
+    let counter = Counter::start();
+    let start = Instant::now();
+    let mut warm_ops = 0u64;
+    let warm = loop {
+        op()?;
+        warm_ops += 1;
+        let elapsed = start.elapsed();
+        if elapsed >= opts.warmup() {
+            break elapsed;
+        }
+    };
+    let alloc = counter.map(|c| {
+        let a = c.stop();
+        (
+            a.bytes as f64 / warm_ops as f64,
+            a.calls as f64 / warm_ops as f64,
+        )
+    });
+    let per_op = warm.as_secs_f64() / warm_ops as f64;
+    let batch = ((MeasureOptions::BATCH.as_secs_f64() / per_op.max(1e-9)) as u64).clamp(1, 1 << 20);
+
+    let round_time = opts.round_time();
+    let mut rounds_ns = Vec::with_capacity(opts.rounds() as usize);
+    let mut total_ops = 0u64;
+    for _ in 0..opts.rounds() {
+        let mut ops = 0u64;
+        let t0 = Instant::now();
+        let elapsed = loop {
+            for _ in 0..batch {
+                op()?;
+            }
+            ops += batch;
+            let e = t0.elapsed();
+            if e >= round_time {
+                break e;
+            }
+        };
+        rounds_ns.push(elapsed.as_nanos() as f64 / ops as f64);
+        total_ops += ops;
+    }
+    Ok(Measurement::from_rounds(rounds_ns, total_ops, alloc))
+}
+
+/// Measures an operation whose time is charged to `N` parts by the closure itself (the
+/// client and server sides of an in-memory handshake): the closure adds the time each
+/// part spent to its slot and returns whether the operation counts (an operation of the
+/// wrong shape, such as a handshake that should have resumed and did not, is run but not
+/// counted). Rounds last `round_time` of wall-clock time; each part's ns/op is its
+/// charged time over the counted operations. Bytes per operation (all parts together) are
+/// counted during the warm-up and reported in every part's [`Measurement`].
+pub fn measure_parts<const N: usize, E>(
+    opts: &MeasureOptions,
+    mut op: impl FnMut(&mut [Duration; N]) -> Result<bool, E>,
+    none_counted: impl Fn() -> E,
+) -> Result<[Measurement; N], E> {
+    // One round: until `limit` of wall time has passed and one operation counted (at most
+    // `MAX_UNCOUNTED` uncounted ones in a row). Returns the charged times, the counted
+    // operations and all operations run.
+    let mut run_round = |limit: Duration| -> Result<([Duration; N], u64, u64), E> {
+        let mut parts = [Duration::ZERO; N];
+        let (mut counted, mut run) = (0u64, 0u64);
+        let t0 = Instant::now();
+        loop {
+            if op(&mut parts)? {
+                counted += 1;
+            }
+            run += 1;
+            if counted == 0 && run >= MAX_UNCOUNTED {
+                return Err(none_counted());
+            }
+            if counted > 0 && t0.elapsed() >= limit {
+                return Ok((parts, counted, run));
+            }
+        }
+    };
+    let counter = Counter::start();
+    let (_, _, warm_run) = run_round(opts.warmup())?;
+    let alloc = counter.map(|c| {
+        let a = c.stop();
+        (
+            a.bytes as f64 / warm_run as f64,
+            a.calls as f64 / warm_run as f64,
+        )
+    });
+    let mut per_part: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
+    let mut total = 0u64;
+    for _ in 0..opts.rounds() {
+        let (parts, counted, _) = run_round(opts.round_time())?;
+        for (rounds, d) in per_part.iter_mut().zip(parts) {
+            rounds.push(d.as_nanos() as f64 / counted as f64);
+        }
+        total += counted;
+    }
+    Ok(per_part.map(|rounds| Measurement::from_rounds(rounds, total, alloc)))
+}
+
+/// Uncounted operations in a row after which [`measure_parts`] gives up.
+pub const MAX_UNCOUNTED: u64 = 1000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked() {
+        assert!(MeasureOptions::new(0.0, 3).is_err());
+        assert!(MeasureOptions::new(-1.0, 3).is_err());
+        assert!(MeasureOptions::new(f64::NAN, 3).is_err());
+        assert!(MeasureOptions::new(1.0, 0).is_err());
+        let o = MeasureOptions::new(1.0, 4).unwrap();
+        assert_eq!(o.round_time(), Duration::from_millis(250));
+        assert_eq!(o.warmup(), MeasureOptions::MAX_WARMUP);
+    }
+
+    #[test]
+    fn outlier_round_is_dropped() {
+        let m = Measurement::from_rounds(vec![100.0, 101.0, 99.0, 100.0, 500.0], 10, None);
+        assert_eq!(m.outlier_rounds, 1);
+        assert_eq!(m.ns_per_op, 100.0);
+        assert_eq!((m.min_ns, m.max_ns), (99.0, 101.0));
+        assert!((m.ops_per_sec - 1e7).abs() < 1e-6);
+    }
+
+    #[test]
+    fn measures_a_closure() {
+        let opts = MeasureOptions::new(0.02, 2).unwrap();
+        let mut n = 0u64;
+        let m = measure(&opts, || {
+            n += 1;
+            std::hint::black_box(n);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(m.rounds_ns.len(), 2);
+        assert!(m.ops > 0 && m.ns_per_op > 0.0);
+        assert!(m.bytes_per_op.is_none());
+    }
+
+    #[test]
+    fn parts_are_charged_separately() {
+        let opts = MeasureOptions::new(0.02, 2).unwrap();
+        let mut n = 0u64;
+        let [a, b] = measure_parts(
+            &opts,
+            |parts: &mut [Duration; 2]| {
+                n += 1;
+                // Every other operation counts; only counted ones charge their time.
+                let counted = n.is_multiple_of(2);
+                if counted {
+                    parts[0] += Duration::from_nanos(100);
+                    parts[1] += Duration::from_nanos(300);
+                }
+                Ok::<bool, ()>(counted)
+            },
+            || (),
+        )
+        .unwrap();
+        assert_eq!(a.ns_per_op, 100.0);
+        assert_eq!(b.ns_per_op, 300.0);
+        assert_eq!(a.rounds_ns.len(), 2);
+        let never = measure_parts(
+            &opts,
+            |_: &mut [Duration; 1]| Ok::<bool, &str>(false),
+            || "none",
+        );
+        assert_eq!(never.unwrap_err(), "none");
+    }
+
+    #[test]
+    fn error_stops_the_run() {
+        let opts = MeasureOptions::new(0.02, 2).unwrap();
+        let r = measure(&opts, || Err::<(), _>("broken"));
+        assert_eq!(r.unwrap_err(), "broken");
+    }
+}

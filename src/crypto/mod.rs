@@ -1,0 +1,140 @@
+//! `tlsperf crypto`: how fast signatures and key exchange are on this machine, per
+//! implementation, measured on the wall clock.
+//!
+//! - [`measure`]: the harness (warm-up, rounds, Tukey's filter, median and spread, bytes
+//!   allocated per operation) every command here uses.
+//! - [`alloc`]: the counting wrapper the binary puts around its global allocator.
+//! - [`sign`]: `crypto sign`, sign and verify with aws-lc-rs, ring and RustCrypto.
+//! - [`handshake`]: `crypto handshake`, rustls client and server in memory, per side.
+//! - [`kx`]: `crypto kx`, the providers' rustls key-exchange groups, client and server
+//!   side.
+//! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
+//!   handshakes/s they allow, and how close the measured in-memory rate comes.
+//!
+//! Engines here never print; they return serde-serializable reports.
+
+pub mod alloc;
+pub mod handshake;
+pub mod kx;
+pub mod limit;
+pub mod measure;
+pub mod sign;
+
+use std::fmt;
+
+use crate::error::{Classify, ErrorClass};
+
+pub use measure::{MeasureOptions, Measurement, measure};
+
+/// A crypto implementation measured by `tlsperf crypto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+pub enum Implementation {
+    /// aws-lc-rs (AWS-LC), rustls's default provider.
+    #[value(name = "aws-lc-rs")]
+    #[serde(rename = "aws-lc-rs")]
+    AwsLcRs,
+    /// ring.
+    #[value(name = "ring")]
+    #[serde(rename = "ring")]
+    Ring,
+    /// The RustCrypto crates (p256, p384, ed25519-dalek, rsa): pure Rust.
+    #[value(name = "rustcrypto")]
+    #[serde(rename = "rustcrypto")]
+    RustCrypto,
+}
+
+impl Implementation {
+    /// Every implementation, in a stable order.
+    pub const ALL: [Implementation; 3] = [
+        Implementation::AwsLcRs,
+        Implementation::Ring,
+        Implementation::RustCrypto,
+    ];
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Implementation::AwsLcRs => "aws-lc-rs",
+            Implementation::Ring => "ring",
+            Implementation::RustCrypto => "rustcrypto",
+        }
+    }
+}
+
+impl fmt::Display for Implementation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A failure of a `tlsperf crypto` command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CryptoError {
+    /// An option value is out of range.
+    #[error("invalid {name}: {reason}")]
+    BadOption {
+        /// The flag.
+        name: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The selection leaves nothing to measure.
+    #[error("nothing to measure: {0}")]
+    Nothing(String),
+    /// A test key could not be generated.
+    #[error("cannot generate a {what} key")]
+    KeyGen {
+        /// The key.
+        what: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A key exchange failed or two sides disagreed.
+    #[error("{provider} {group}: {what}: {detail}")]
+    Kx {
+        /// The provider.
+        provider: crate::tls::Provider,
+        /// The group.
+        group: kx::KxGroup,
+        /// The step.
+        what: String,
+        /// What rustls or the check said.
+        detail: String,
+    },
+    /// An in-memory handshake failed.
+    #[error("handshake {shape}: {what}: {detail}")]
+    Handshake {
+        /// Provider, version, certificate, kind and group.
+        shape: String,
+        /// The step.
+        what: String,
+        /// What rustls said.
+        detail: String,
+    },
+    /// An implementation refused a key or failed an operation.
+    #[error("{implementation} {alg}: {what} failed{}", detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default())]
+    Op {
+        /// The implementation.
+        implementation: Implementation,
+        /// The algorithm.
+        alg: String,
+        /// The operation (key load, sign, verify, …).
+        what: &'static str,
+        /// The implementation's message, when it gives one.
+        detail: Option<String>,
+    },
+}
+
+impl Classify for CryptoError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            CryptoError::BadOption { .. } | CryptoError::Nothing(_) => ErrorClass::Input,
+            CryptoError::KeyGen { .. }
+            | CryptoError::Op { .. }
+            | CryptoError::Kx { .. }
+            | CryptoError::Handshake { .. } => ErrorClass::Runtime,
+        }
+    }
+}
