@@ -140,6 +140,20 @@ fn quick_groups_write_a_complete_report() {
             == 30
     );
     assert_eq!(mean(cell(&v, "tls", "1.2"), "resumption_rate"), 0.0);
+    // The crypto limits of the configurations run, and each cell's share of its limit.
+    let limits = v["crypto_limits"].as_array().unwrap();
+    let tls: Vec<&str> = limits.iter().map(|l| l["tls"].as_str().unwrap()).collect();
+    assert!(tls.contains(&"1.2") && tls.contains(&"1.3"), "{limits:?}");
+    for l in limits {
+        assert!(l["full_ns"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["full_per_s"].as_f64().unwrap() > 0.0, "{l}");
+    }
+    for g in v["groups"].as_array().unwrap() {
+        for c in g["cells"].as_array().unwrap() {
+            let p = c["crypto_limit_pct"].as_f64().unwrap();
+            assert!(p > 0.0 && p < 100.0, "{}: {p}% of the crypto limit", c["name"]);
+        }
+    }
 
     // Markdown: every cell's row.
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
@@ -242,7 +256,11 @@ fn render_in_chromium(page: &Path, v: &Value) {
                 else {
                     continue;
                 };
-                let want = mean(c, metric);
+                let want = if metric == "crypto_limit_pct" {
+                    c[metric].as_f64().unwrap()
+                } else {
+                    mean(c, metric)
+                };
                 let decimals = value.split('.').nth(1).map_or(0, str::len);
                 assert_eq!(
                     value,

@@ -125,7 +125,7 @@ pub struct Cell {
     /// Protocol version offered by the client (`None`: 1.2 and 1.3, 1.3 chosen).
     #[serde(serialize_with = "ser_version")]
     pub version: Option<TlsVersion>,
-    /// Key-exchange group offered by the client (`None`: the provider's defaults).
+    /// The one key-exchange group the client offers (`None`: the provider's defaults).
     pub kx: Option<&'static str>,
     /// Client resumption.
     pub resume: Resume,
@@ -154,7 +154,8 @@ impl Cell {
             mtls: false,
             provider: Provider::AwsLcRs,
             version: None,
-            kx: None,
+            // Explicit, so that the crypto limit of the cell is the one negotiated.
+            kx: Some("x25519"),
             resume: Resume::Off,
             trust: Trust::Trimmed,
         }

@@ -28,6 +28,9 @@ pub struct LabResult {
     pub groups: Vec<GroupResult>,
     /// Changes that gave a significant win on this machine, largest first.
     pub recommendations: Vec<Recommendation>,
+    /// The server-side crypto limits of the configurations run (`tlsperf crypto limit`,
+    /// measured in this run; empty with `--target`).
+    pub crypto_limits: Vec<CryptoLimit>,
     /// What this run left out, and why.
     pub notes: Vec<String>,
 }
@@ -155,10 +158,30 @@ pub struct CellResult {
     pub handshake_resumed_hist: Vec<[f64; 2]>,
     /// Failures by kind over all rounds.
     pub errors: BTreeMap<String, u64>,
-    /// The server's share of this machine's crypto limit, when known: measured
-    /// handshakes/s ÷ the handshakes/s its crypto alone would allow per core, per
-    /// server core used.
+    /// How close the server came to its crypto limit: the unavoidable public-key crypto
+    /// of its handshakes (full and resumed in the measured mix) ÷ the server CPU it spent
+    /// per handshake, in percent. Equivalently, its handshakes per CPU-second as a share
+    /// of what the crypto alone would allow. Absent with `--target`.
     pub crypto_limit_pct: Option<f64>,
+}
+
+/// The crypto a server handshake cannot avoid, for one configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CryptoLimit {
+    /// Crypto provider.
+    pub provider: String,
+    /// Certificate key type.
+    pub cert: String,
+    /// Key-exchange group.
+    pub group: String,
+    /// Protocol version.
+    pub tls: String,
+    /// Public-key crypto of one full server handshake (ns).
+    pub full_ns: f64,
+    /// Of one resumed server handshake (ns; 0 for TLS 1.2, which resumes without any).
+    pub resumed_ns: f64,
+    /// Full handshakes/s one core cannot exceed (1e9 ÷ `full_ns`).
+    pub full_per_s: f64,
 }
 
 /// A configuration change that won.

@@ -84,6 +84,7 @@ pub fn markdown(r: &LabResult) -> String {
         let _ = writeln!(s, "\n## {} (baseline: {})\n", g.title, g.baseline);
         let mut head = vec!["configuration".to_string()];
         head.extend(COLUMNS.iter().map(|c| c.1.to_string()));
+        head.push("% of crypto limit".into());
         head.push("handshakes/s vs baseline".into());
         head.push("request mean vs baseline".into());
         let _ = writeln!(s, "| {} |", head.join(" | "));
@@ -99,12 +100,14 @@ pub fn markdown(r: &LabResult) -> String {
             for (metric, _, d) in COLUMNS {
                 row.push(c.summary.get(metric).map_or("–".into(), |m| figure(m, d)));
             }
+            row.push(pct(c.crypto_limit_pct));
             row.push(versus_text(c, "handshakes_per_s"));
             row.push(versus_text(c, "request_mean_ms"));
             let _ = writeln!(s, "| {} |", row.join(" | "));
         }
         errors_md(&mut s, g);
     }
+    limits_md(&mut s, r);
     s.push_str("\nFigures are means ± standard deviation over rounds; `*`: significant at p < 0.05 (Welch's t-test after Tukey's IQR filter on the rounds).\n");
     if !r.notes.is_empty() {
         s.push_str("\n## Notes\n\n");
@@ -113,6 +116,32 @@ pub fn markdown(r: &LabResult) -> String {
         }
     }
     s
+}
+
+fn pct(p: Option<f64>) -> String {
+    p.map_or("–".into(), |p| format!("{p:.0}%"))
+}
+
+fn limits_md(s: &mut String, r: &LabResult) {
+    if r.crypto_limits.is_empty() {
+        return;
+    }
+    s.push_str("\n## Crypto limit of this machine (server side, per core)\n\n");
+    s.push_str("The public-key crypto a server handshake cannot avoid (key exchange + handshake signature; `tlsperf crypto limit`), measured in this run. \"% of crypto limit\" in the tables: that crypto ÷ the server CPU actually spent per handshake.\n\n");
+    s.push_str("| provider | certificate | group | TLS | full handshake crypto µs | resumed µs | full handshakes/s per core, at most |\n|---|---|---|---|---:|---:|---:|\n");
+    for l in &r.crypto_limits {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.0} |",
+            l.provider,
+            l.cert,
+            l.group,
+            l.tls,
+            l.full_ns / 1e3,
+            l.resumed_ns / 1e3,
+            l.full_per_s
+        );
+    }
 }
 
 fn errors_md(s: &mut String, g: &GroupResult) {
@@ -158,6 +187,23 @@ pub fn html(r: &LabResult) -> String {
     for g in &r.groups {
         group_html(&mut s, g);
     }
+    if !r.crypto_limits.is_empty() {
+        s.push_str("<h2 id=\"crypto-limit\">Crypto limit of this machine (server side, per core)</h2><p class=\"muted\">The public-key crypto a server handshake cannot avoid (key exchange + handshake signature; tlsperf crypto limit), measured in this run. “% of crypto limit” in the tables: that crypto ÷ the server CPU actually spent per handshake.</p><table class=\"limits\"><thead><tr><th>provider</th><th>certificate</th><th>group</th><th>TLS</th><th>full handshake crypto µs</th><th>resumed µs</th><th>full handshakes/s per core, at most</th></tr></thead><tbody>");
+        for l in &r.crypto_limits {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td></tr>",
+                esc(&l.provider),
+                esc(&l.cert),
+                esc(&l.group),
+                esc(&l.tls),
+                l.full_ns / 1e3,
+                l.resumed_ns / 1e3,
+                l.full_per_s
+            );
+        }
+        s.push_str("</tbody></table>");
+    }
     s.push_str("<p class=\"muted\">Figures are means ± standard deviation over rounds; bold: significant at p &lt; 0.05 (Welch's t-test after Tukey's IQR filter on the rounds). Error bars: ± one standard deviation.</p>");
     if !r.notes.is_empty() {
         s.push_str("<h2>Notes</h2><ul>");
@@ -192,7 +238,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
         let _ = write!(s, "<th>{}</th>", esc(h));
     }
     s.push_str(
-        "<th>handshakes/s vs baseline</th><th>request mean vs baseline</th></tr></thead><tbody>",
+        "<th>% of crypto limit</th><th>handshakes/s vs baseline</th><th>request mean vs baseline</th></tr></thead><tbody>",
     );
     for c in &g.cells {
         let _ = write!(
@@ -215,6 +261,15 @@ fn group_html(s: &mut String, g: &GroupResult) {
                 }
                 None => s.push_str("<td>–</td>"),
             }
+        }
+        match c.crypto_limit_pct {
+            Some(p) => {
+                let _ = write!(
+                    s,
+                    "<td data-metric=\"crypto_limit_pct\" data-value=\"{p:.0}\">{p:.0}%</td>"
+                );
+            }
+            None => s.push_str("<td>–</td>"),
         }
         for metric in ["handshakes_per_s", "request_mean_ms"] {
             let class = match c.vs_baseline.get(metric) {
