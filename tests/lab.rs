@@ -151,7 +151,11 @@ fn quick_groups_write_a_complete_report() {
     for g in v["groups"].as_array().unwrap() {
         for c in g["cells"].as_array().unwrap() {
             let p = c["crypto_limit_pct"].as_f64().unwrap();
-            assert!(p > 0.0 && p < 100.0, "{}: {p}% of the crypto limit", c["name"]);
+            assert!(
+                p > 0.0 && p < 100.0,
+                "{}: {p}% of the crypto limit",
+                c["name"]
+            );
         }
     }
 
@@ -366,4 +370,78 @@ fn bad_input_exits_2() {
         assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
     }
     assert!(!out.exists(), "nothing written on bad input");
+}
+
+#[test]
+fn target_runs_the_client_side_groups_against_nginx() {
+    let Some(nginx) = common::nginx::Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--target",
+        &nginx.url(),
+        "--cacert",
+        &nginx.root,
+        "--only",
+        "resumption,kx,mtls",
+        "--rounds",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["options"]["target"], nginx.url().as_str());
+    // mTLS varies the server: not run against someone else's, and said so.
+    let groups: Vec<&str> = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["resumption", "kx"]);
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("mtls")),
+        "{}",
+        v["notes"]
+    );
+    assert!(v["crypto_limits"].as_array().unwrap().is_empty());
+    assert_eq!(mean(cell(&v, "resumption", "off"), "resumption_rate"), 0.0);
+    assert!(mean(cell(&v, "resumption", "resume"), "resumption_rate") >= 0.95);
+    // nginx saw every request the lab counted.
+    let completed: u64 = v["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["cells"].as_array().unwrap())
+        .flat_map(|c| c["rounds"].as_array().unwrap())
+        .map(|r| r["completed"].as_u64().unwrap())
+        .sum();
+    let lines = nginx.log_lines(completed as usize);
+    let ok = lines.iter().filter(|l| l.ends_with(" 200")).count() as u64;
+    assert_eq!(ok, completed);
+    // A group nginx cannot negotiate (OpenSSL 3.0 has no X25519MLKEM768) fails by
+    // kind and is never compared or recommended.
+    for c in cell(&v, "kx", "x25519mlkem768")
+        .as_object()
+        .into_iter()
+        .filter(|c| !c["errors"].as_object().unwrap().is_empty())
+    {
+        assert!(c["vs_baseline"].as_object().unwrap().is_empty(), "{c:?}");
+        assert!(
+            !v["recommendations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["to"] == "x25519mlkem768")
+        );
+    }
 }

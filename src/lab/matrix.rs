@@ -154,8 +154,10 @@ impl Cell {
             mtls: false,
             provider: Provider::AwsLcRs,
             version: None,
-            // Explicit, so that the crypto limit of the cell is the one negotiated.
-            kx: Some("x25519"),
+            // The provider's default groups (X25519 is negotiated). Offering X25519 alone
+            // would break TLS 1.2 with ECDSA P-256 certificates against servers that
+            // apply RFC 4492's curve list to the certificate too (OpenSSL).
+            kx: None,
             resume: Resume::Off,
             trust: Trust::Trimmed,
         }

@@ -398,30 +398,41 @@ fn client_options(
     })
 }
 
-/// The cells of a group, and whether they can run against `external`.
-fn runnable(group: Group, full: bool, external: bool) -> Vec<Cell> {
+/// The cells of a group; against an external server only the client's side varies.
+fn runnable(group: Group, full: bool, external: Option<&External>) -> Vec<Cell> {
     let mut cells = matrix::cells(group, full);
-    if external {
-        cells.retain(|c| c.instances == 1 && !c.mtls && c.trust != Trust::Trimmed);
-        for c in &mut cells {
-            // The client's choices only: the server is what it is.
-            if c.group == Group::Resumption {
-                c.resume = if c.name == "off" {
-                    crate::client::config::Resume::Off
+    let Some(ext) = external else {
+        return cells;
+    };
+    let roots = if ext.cacert.is_some() {
+        "--cacert file"
+    } else {
+        "system store"
+    };
+    match group {
+        Group::Resumption => {
+            // The server's resumption is what it is: the client resumes or not.
+            cells.retain(|c| c.name == "off" || c.name == "tickets");
+            for c in &mut cells {
+                if c.name == "off" {
+                    c.label = "client does not resume".into();
                 } else {
-                    crate::client::config::Resume::Tickets
-                };
+                    c.name = "resume".into();
+                    c.label =
+                        "client resumes (tickets or session ids, as the server offers)".into();
+                }
             }
         }
-        cells.dedup_by(|a, b| a.resume == b.resume && a.group == Group::Resumption);
-        if group == Group::Trust {
+        Group::Trust => {
+            cells.retain(|c| c.trust != Trust::Trimmed);
             for c in &mut cells {
                 c.label = match c.trust {
-                    Trust::SharedBundle => "system store loaded once, shared".into(),
-                    _ => "system store reloaded for every connection".into(),
+                    Trust::SharedBundle => format!("{roots} loaded once, shared"),
+                    _ => format!("{roots} reloaded for every connection"),
                 };
             }
         }
+        _ => cells.retain(|c| c.instances == 1 && !c.mtls),
     }
     cells
 }
@@ -462,7 +473,7 @@ pub async fn run(
         .groups
         .iter()
         .filter(|g| external.is_none() || g.client_side())
-        .map(|&g| (g, runnable(g, opts.full, external.is_some())))
+        .map(|&g| (g, runnable(g, opts.full, external)))
         .filter(|(_, cells)| cells.len() >= 2)
         .collect();
     if external.is_some() {
@@ -563,11 +574,8 @@ fn crypto_limits(groups: &mut [GroupResult]) -> Vec<result::CryptoLimit> {
             let Ok(cell) = serde_json::from_value::<CellKey>(c.settings.clone()) else {
                 continue;
             };
-            let Some(kx) = cell
-                .kx
-                .as_deref()
-                .and_then(|k| KxGroup::from_str(k, true).ok())
-            else {
+            // The default groups negotiate X25519 with tlsperf serve.
+            let Ok(kx) = KxGroup::from_str(cell.kx.as_deref().unwrap_or("x25519"), true) else {
                 continue;
             };
             let (Ok(provider), Ok(cert)) = (
@@ -897,8 +905,10 @@ fn finish_group(group: Group, live: Vec<Live>) -> GroupResult {
             .collect();
         let mut summary = BTreeMap::new();
         for (k, _) in metric_values(&RoundMetrics::default()) {
+            // Rounds where nothing succeeded have no figures.
             let v: Vec<f64> = rounds
                 .iter()
+                .filter(|m| m.completed > 0)
                 .filter_map(|m| metric_values(m).into_iter().find(|(n, _)| *n == k)?.1)
                 .collect();
             if !v.is_empty() {
@@ -932,7 +942,10 @@ fn finish_group(group: Group, live: Vec<Live>) -> GroupResult {
             }
         }
         let mut vs_baseline = BTreeMap::new();
-        if i > 0 {
+        // A configuration with failed requests is not compared: its figures would count
+        // failures as speed.
+        let clean = |r: &[RoundMetrics]| r.iter().all(|m| m.failed == 0 && m.completed > 0);
+        if i > 0 && clean(&rounds) && clean(&cells[0].rounds) {
             let base = &cells[0].rounds;
             for (metric, direction) in [
                 ("handshakes_per_s", Direction::HigherIsBetter),

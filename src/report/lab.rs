@@ -31,9 +31,10 @@ fn figure(m: &MeanSd, decimals: usize) -> String {
     }
 }
 
-fn versus_text(c: &CellResult, metric: &str) -> String {
+fn versus_text(c: &CellResult, metric: &str, baseline: bool) -> String {
     match c.vs_baseline.get(metric) {
-        None => "baseline".into(),
+        None if baseline => "baseline".into(),
+        None => "not compared (failed requests)".into(),
         Some(v) => format!(
             "{}{} (p = {}){}",
             v.relative_change
@@ -101,8 +102,8 @@ pub fn markdown(r: &LabResult) -> String {
                 row.push(c.summary.get(metric).map_or("–".into(), |m| figure(m, d)));
             }
             row.push(pct(c.crypto_limit_pct));
-            row.push(versus_text(c, "handshakes_per_s"));
-            row.push(versus_text(c, "request_mean_ms"));
+            row.push(versus_text(c, "handshakes_per_s", c.name == g.baseline));
+            row.push(versus_text(c, "request_mean_ms", c.name == g.baseline));
             let _ = writeln!(s, "| {} |", row.join(" | "));
         }
         errors_md(&mut s, g);
@@ -287,7 +288,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
             let _ = write!(
                 s,
                 "<td class=\"{class}\">{}</td>",
-                esc(&versus_text(c, metric))
+                esc(&versus_text(c, metric, c.name == g.baseline))
             );
         }
         s.push_str("</tr>");
