@@ -164,6 +164,28 @@ impl Cell {
     }
 }
 
+/// Pairs compared besides "each cell against the baseline" (from, to), where the
+/// question users ask is between two cells: should two instances share ticket keys?
+pub fn extra_pairs(group: Group) -> &'static [(&'static str, &'static str)] {
+    match group {
+        Group::Resumption => &[("tickets-2-own-keys", "tickets-2-shared-keys")],
+        _ => &[],
+    }
+}
+
+/// What a win in `group` measured on loopback does not say.
+pub fn caveat(group: Group) -> Option<&'static str> {
+    match group {
+        Group::Tls => Some(
+            "measured on loopback, where a round trip costs nothing: over a network TLS 1.2's full handshake takes one more round trip than TLS 1.3's",
+        ),
+        Group::Kx => Some(
+            "X25519MLKEM768 also protects recorded traffic against future quantum computers; the others do not",
+        ),
+        _ => None,
+    }
+}
+
 /// The cells of `group`, baseline first. `full` adds the slow ones (RSA-4096).
 pub fn cells(group: Group, full: bool) -> Vec<Cell> {
     let c = |name: &str, label: &str| Cell::base(group, name, label);

@@ -199,6 +199,11 @@ pub struct Recommendation {
     pub gain: f64,
     /// Welch's p.
     pub p: f64,
+    /// The other metric's change when also significant and better (same sign as
+    /// `gain`), e.g. latency down as handshakes/s go up.
+    pub also: Option<String>,
+    /// What the measurement does not say (e.g. loopback hides round trips).
+    pub caveat: Option<String>,
     /// One sentence.
     pub text: String,
 }
