@@ -154,7 +154,7 @@ fn errors_md(s: &mut String, g: &GroupResult) {
     }
 }
 
-const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}.sig{font-weight:bold;color:#006400}.worse{color:#a00}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{background:#fff;border:1px solid #eee}li{margin:.3em 0}.muted{color:#666}";
+const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}.sig{font-weight:bold;color:#006400}.worse{color:#a00}.scroll{overflow-x:auto}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{background:#fff;border:1px solid #eee;width:49%;min-width:420px;height:auto}td .muted{font-size:11px;display:block}li{margin:.3em 0}.muted{color:#666}";
 
 /// `index.html`: self-contained, no scripts, readable offline.
 pub fn html(r: &LabResult) -> String {
@@ -234,7 +234,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
         esc(&g.title),
         esc(&g.baseline)
     );
-    s.push_str("<table><thead><tr><th>configuration</th>");
+    s.push_str("<div class=\"scroll\"><table><thead><tr><th>configuration</th>");
     for (_, h, _) in COLUMNS {
         let _ = write!(s, "<th>{}</th>", esc(h));
     }
@@ -293,7 +293,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
         }
         s.push_str("</tr>");
     }
-    s.push_str("</tbody></table><div class=\"charts\">");
+    s.push_str("</tbody></table></div><div class=\"charts\">");
     let bars: Vec<(String, f64, f64)> = g
         .cells
         .iter()
@@ -335,18 +335,24 @@ fn group_html(s: &mut String, g: &GroupResult) {
         &cdf,
     ));
     if chart_kinds(g).contains(&"handshake-histogram") {
-        let mut series = Vec::new();
-        for c in &g.cells {
-            if !c.handshake_full_hist.is_empty() {
-                series.push((format!("{} full", c.name), c.handshake_full_hist.clone()));
+        // All the group's configurations together (their bins are shared): full
+        // handshakes against resumed ones.
+        let sum = |pick: fn(&CellResult) -> &Vec<[f64; 2]>| {
+            let mut total: Vec<[f64; 2]> = Vec::new();
+            for c in &g.cells {
+                for (i, b) in pick(c).iter().enumerate() {
+                    match total.get_mut(i) {
+                        Some(t) => t[1] += b[1],
+                        None => total.push(*b),
+                    }
+                }
             }
-            if !c.handshake_resumed_hist.is_empty() {
-                series.push((
-                    format!("{} resumed", c.name),
-                    c.handshake_resumed_hist.clone(),
-                ));
-            }
-        }
+            total
+        };
+        let series = vec![
+            ("full".to_string(), sum(|c| &c.handshake_full_hist)),
+            ("resumed".to_string(), sum(|c| &c.handshake_resumed_hist)),
+        ];
         s.push_str(&svg::histogram(
             "handshake-histogram",
             &format!("{}: full vs resumed handshake time", g.title),

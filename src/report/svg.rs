@@ -14,7 +14,7 @@ const H: f64 = 300.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const TOP: f64 = 30.0;
-const BOTTOM: f64 = 60.0;
+const BOTTOM: f64 = 80.0;
 
 /// Escapes text for XML content and attributes.
 pub fn esc(s: &str) -> String {
@@ -106,14 +106,14 @@ pub fn bars(kind: &str, title: &str, y_label: &str, items: &[(String, f64, f64)]
         let bot = TOP + plot_h * (1.0 - ((mean - err).max(0.0) / max).clamp(0.0, 1.0));
         let _ = write!(
             s,
-            r##"<rect class="bar" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{c}"><title>{l}: {m} ± {e}</title></rect><line class="err" x1="{cx:.1}" x2="{cx:.1}" y1="{top:.1}" y2="{bot:.1}" stroke="#333" stroke-width="1.5"/><line x1="{a:.1}" x2="{b:.1}" y1="{top:.1}" y2="{top:.1}" stroke="#333"/><line x1="{a:.1}" x2="{b:.1}" y1="{bot:.1}" y2="{bot:.1}" stroke="#333"/><text x="{cx:.1}" y="{ly:.1}" font-size="11" text-anchor="middle">{l}</text>"##,
+            r##"<rect class="bar" x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{c}"><title>{l}: {m} ± {e}</title></rect><line class="err" x1="{cx:.1}" x2="{cx:.1}" y1="{top:.1}" y2="{bot:.1}" stroke="#333" stroke-width="1.5"/><line x1="{a:.1}" x2="{b:.1}" y1="{top:.1}" y2="{top:.1}" stroke="#333"/><line x1="{a:.1}" x2="{b:.1}" y1="{bot:.1}" y2="{bot:.1}" stroke="#333"/><text x="{cx:.1}" y="{ly:.1}" font-size="11" text-anchor="end" transform="rotate(-25 {cx:.1} {ly:.1})">{l}</text>"##,
             c = colour(i),
             l = esc(label),
             m = fmt_tick(*mean),
             e = fmt_tick(*err),
             a = cx - 5.0,
             b = cx + 5.0,
-            ly = TOP + plot_h + 16.0,
+            ly = TOP + plot_h + 14.0,
         );
     }
     s.push_str("</svg>");
@@ -154,7 +154,7 @@ pub fn lines(
         s,
         r#"<text x="{x}" y="{y}" font-size="11" text-anchor="middle">{l}</text>"#,
         x = LEFT + plot_w / 2.0,
-        y = TOP + plot_h + 32.0,
+        y = TOP + plot_h + 30.0,
         l = esc(x_label)
     );
     for (i, (name, pts)) in series.iter().enumerate() {
@@ -182,8 +182,8 @@ pub fn lines(
 }
 
 fn legend(s: &mut String, i: usize, name: &str) {
-    let x = LEFT + 10.0 + (i % 3) as f64 * 190.0;
-    let y = H - 12.0 - if i >= 3 { 0.0 } else { 12.0 };
+    let x = LEFT + (i % 3) as f64 * 190.0;
+    let y = H - 18.0 + if i >= 3 { 14.0 } else { 0.0 };
     let _ = write!(
         s,
         r#"<rect x="{x:.1}" y="{ry:.1}" width="10" height="10" fill="{c}"/><text x="{tx:.1}" y="{y:.1}" font-size="11">{n}</text>"#,
@@ -253,7 +253,7 @@ pub fn histogram(
         s,
         r#"<text x="{x}" y="{y}" font-size="11" text-anchor="middle">{l}</text>"#,
         x = LEFT + plot_w / 2.0,
-        y = TOP + plot_h + 32.0,
+        y = TOP + plot_h + 30.0,
         l = esc(x_label)
     );
     s.push_str("</svg>");
