@@ -223,8 +223,20 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         );
     }
     if result.requests.completed == 0 && result.requests.failed > 0 {
+        // The most frequent kind, with its first message: why, in one line.
+        let why = result
+            .errors
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(kind, n)| {
+                format!(
+                    ": {kind} ×{n}, e.g. {}",
+                    result.error_examples.get(kind).map_or("", String::as_str)
+                )
+            })
+            .unwrap_or_default();
         return Err(CliError::runtime(anyhow::anyhow!(
-            "all {} requests to {} failed (errors by kind above)",
+            "all {} requests to {} failed{why}",
             result.requests.failed,
             result.target
         )));

@@ -190,7 +190,24 @@ pub fn exec(args: TrustArgs, out: &Output) -> Result<(), CliError> {
             let loaded = a.source.load(a.root)?;
             let at = a.at.unwrap_or_else(time::OffsetDateTime::now_utc);
             let analysis = trust::analyze::analyze(&loaded, at, a.list);
-            out.result(&analysis, || text::trust_analysis(&analysis))
+            out.result(&analysis, || text::trust_analysis(&analysis))?;
+            // Damage (not deliberately skipped blocks) makes the input bad: the analysis
+            // above covers what could be read, the exit code says the file is damaged.
+            let damaged: Vec<String> = analysis
+                .problems
+                .iter()
+                .filter(|p| !p.ignored)
+                .map(ToString::to_string)
+                .collect();
+            if damaged.is_empty() {
+                Ok(())
+            } else {
+                Err(CliError::input(format!(
+                    "{} damaged block(s): {}",
+                    damaged.len(),
+                    damaged.join("; ")
+                )))
+            }
         }
         TrustCommand::Trim(a) => {
             files::check_destination(&a.out, a.force)?;

@@ -1,0 +1,712 @@
+//! Bad input, command by command: malformed and truncated PEM and DER, a certificate with
+//! the wrong key, encrypted and empty keys, directories and a 100 MB file where a small
+//! file is expected, a symbolic-link loop, unknown flags and values, refused and wrong
+//! hosts, expired and untrusted certificates, a server that hangs up mid-handshake, plain
+//! HTTP on the TLS port, invalid URLs, broken ticket-key files, bad JSON for merge and
+//! compare. For each: the exit code (2 for input, 1 for run-time failures), a message
+//! naming the file, line or host and the cause, no panic, and no output file left behind.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use common::{tlsperf, write};
+
+/// One bad input.
+struct Case {
+    name: &'static str,
+    args: Vec<String>,
+    code: i32,
+    /// Every one of these appears in stderr.
+    says: Vec<String>,
+    /// Must not exist afterwards (an output the command was asked to write).
+    absent: Option<PathBuf>,
+}
+
+fn case(name: &'static str, args: &[&str], code: i32, says: &[&str]) -> Case {
+    Case {
+        name,
+        args: args.iter().map(|s| s.to_string()).collect(),
+        code,
+        says: says.iter().map(|s| s.to_string()).collect(),
+        absent: None,
+    }
+}
+
+fn writes(mut c: Case, path: &Path) -> Case {
+    c.absent = Some(path.to_path_buf());
+    c
+}
+
+/// A loopback port that accepts and immediately closes every connection it gets after
+/// reading a little (a server that hangs up mid-handshake), for `n` connections.
+fn hang_up_server(n: usize) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(n) {
+            if let Ok(mut s) = s {
+                let mut buf = [0u8; 64];
+                let _ = s.read(&mut buf);
+            }
+        }
+    });
+    port
+}
+
+/// A loopback port answering every connection with a plain-HTTP response.
+fn plain_http_server(n: usize) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(n) {
+            if let Ok(mut s) = s {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        }
+    });
+    port
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// An expired self-signed server certificate and its key (PEM).
+fn expired_cert(dir: &Path) -> (String, String) {
+    let mut p = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+    p.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(30);
+    p.not_after = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = p.self_signed(&key).unwrap();
+    (
+        write(dir, "expired.pem", &cert.pem()),
+        write(dir, "expired.key", &key.serialize_pem()),
+    )
+}
+
+#[test]
+fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+
+    // A good PKI to break.
+    let pki = d.join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let good_chain = std::fs::read_to_string(pki.join("server-chain.pem")).unwrap();
+    let good_key = s(&pki.join("server.key"));
+    let good_chain_path = s(&pki.join("server-chain.pem"));
+    let root = s(&pki.join("root.pem"));
+    let other = d.join("other");
+    assert_eq!(
+        tlsperf(["pki", "init", other.to_str().unwrap(), "-q"]).code,
+        0
+    );
+    let other_key = s(&other.join("server.key"));
+
+    // Broken files.
+    let garbage_pem = write(
+        d,
+        "garbage.pem",
+        "-----BEGIN CERTIFICATE-----\nthis is not base64 !!!\n-----END CERTIFICATE-----\n",
+    );
+    // Cut inside the second block (the intermediate).
+    let truncated_pem = write(
+        d,
+        "truncated.pem",
+        &good_chain[..good_chain.len() / 2 + 100],
+    );
+    let der = std::fs::read(pki.join("server.pem")).ok().map(|_| ());
+    assert!(der.is_some());
+    let truncated_der = d.join("truncated.der");
+    std::fs::write(&truncated_der, [0x30, 0x82, 0x05, 0x00, 0x01, 0x02]).unwrap();
+    let empty = write(d, "empty.pem", "");
+    let no_pem = write(d, "text.pem", "just some text\nno PEM blocks here\n");
+    let encrypted_key = write(
+        d,
+        "encrypted.key",
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQI\n-----END ENCRYPTED PRIVATE KEY-----\n",
+    );
+    let a_dir = d.join("a-directory");
+    std::fs::create_dir(&a_dir).unwrap();
+    let big = d.join("big.pem");
+    {
+        let mut f = std::fs::File::create(&big).unwrap();
+        let line = [b'A'; 1023];
+        for _ in 0..(100 * 1024) {
+            f.write_all(&line).unwrap();
+            f.write_all(b"\n").unwrap();
+        }
+    }
+    let loop_a = d.join("loop-a.pem");
+    let loop_b = d.join("loop-b.pem");
+    std::os::unix::fs::symlink(&loop_b, &loop_a).unwrap();
+    std::os::unix::fs::symlink(&loop_a, &loop_b).unwrap();
+    let missing = s(&d.join("does-not-exist.pem"));
+    let bad_json = write(
+        d,
+        "bad.json",
+        "{\n  \"schema\": \"tlsperf-load/1\",\n  \"requests\": oops\n}\n",
+    );
+    let other_schema = write(d, "other.json", "{\"schema\": \"something-else/3\"}\n");
+    let bad_ring = write(d, "ring.json", "{\"keys\": 42}\n");
+    let (expired_pem, expired_key) = expired_cert(d);
+
+    // Servers: ours with the good and the expired certificate, and broken peers.
+    let good = common::Serve::start(&["--cert", &good_chain_path, "--key", &good_key]);
+    let expired = common::Serve::start(&["--cert", &expired_pem, "--key", &expired_key]);
+    let hang_up = hang_up_server(4);
+    let plain = plain_http_server(4);
+    let closed = closed_port();
+    let url = |port: u16| format!("https://localhost:{port}/");
+
+    let out = |name: &str| d.join(name);
+    let cases = vec![
+        // pki
+        case(
+            "pki: unknown key type",
+            &["pki", "init", &s(&out("x")), "--key", "dsa-512"],
+            2,
+            &["dsa-512"],
+        ),
+        case(
+            "pki: a file where the directory goes",
+            &["pki", "init", &good_key],
+            2,
+            &[&good_key],
+        ),
+        case(
+            "pki: bad SAN",
+            &["pki", "init", &s(&out("y")), "--san", "not a name!"],
+            2,
+            &["not a name!"],
+        ),
+        writes(
+            case(
+                "pki bundle: zero CAs",
+                &["pki", "bundle", "--count", "0", "--out", &s(&out("b.pem"))],
+                2,
+                &["--count"],
+            ),
+            &out("b.pem"),
+        ),
+        case(
+            "pki: unknown flag",
+            &["pki", "init", &s(&out("z")), "--frobnicate"],
+            2,
+            &["--frobnicate"],
+        ),
+        // trust
+        case(
+            "trust analyze: missing file",
+            &["trust", "analyze", &missing],
+            2,
+            &["does-not-exist.pem"],
+        ),
+        case(
+            "trust analyze: empty file",
+            &["trust", "analyze", &empty],
+            2,
+            &["empty.pem"],
+        ),
+        case(
+            "trust analyze: no PEM block",
+            &["trust", "analyze", &no_pem],
+            2,
+            &["text.pem"],
+        ),
+        case(
+            "trust analyze: garbage base64",
+            &["trust", "analyze", &garbage_pem],
+            2,
+            &["garbage.pem", "line"],
+        ),
+        case(
+            "trust analyze: truncated PEM",
+            &["trust", "analyze", &truncated_pem],
+            2,
+            &["truncated.pem"],
+        ),
+        case(
+            "trust analyze: truncated DER",
+            &["trust", "analyze", &s(&truncated_der)],
+            2,
+            &["truncated.der"],
+        ),
+        case(
+            "trust analyze: 100 MB of junk",
+            &["trust", "analyze", &s(&big)],
+            2,
+            &["big.pem"],
+        ),
+        case(
+            "trust analyze: symlink loop",
+            &["trust", "analyze", &s(&loop_a)],
+            2,
+            &["loop-a.pem"],
+        ),
+        case(
+            "trust load: a directory as the bundle",
+            &["trust", "load", "--bundle", &s(&a_dir)],
+            2,
+            &["a-directory"],
+        ),
+        writes(
+            case(
+                "trust trim: unreadable chain",
+                &[
+                    "trust",
+                    "trim",
+                    "--keep-for",
+                    &missing,
+                    "--out",
+                    &s(&out("t.pem")),
+                    "--source",
+                    &root,
+                ],
+                2,
+                &["does-not-exist.pem"],
+            ),
+            &out("t.pem"),
+        ),
+        writes(
+            case(
+                "trust trim: chain of garbage",
+                &[
+                    "trust",
+                    "trim",
+                    "--keep-for",
+                    &garbage_pem,
+                    "--out",
+                    &s(&out("t2.pem")),
+                    "--source",
+                    &root,
+                ],
+                2,
+                &["garbage.pem"],
+            ),
+            &out("t2.pem"),
+        ),
+        // verify
+        case(
+            "verify: chain missing",
+            &["verify", "--chain", &missing, "--host", "localhost"],
+            2,
+            &["does-not-exist.pem"],
+        ),
+        case(
+            "verify: chain truncated",
+            &[
+                "verify",
+                "--chain",
+                &truncated_pem,
+                "--host",
+                "localhost",
+                "--roots",
+                &root,
+            ],
+            2,
+            &["truncated.pem"],
+        ),
+        case(
+            "verify: bad --at",
+            &[
+                "verify",
+                "--chain",
+                &good_chain_path,
+                "--host",
+                "localhost",
+                "--at",
+                "yesterday-ish",
+            ],
+            2,
+            &["yesterday-ish"],
+        ),
+        case(
+            "verify: wrong host name is a verdict",
+            &[
+                "verify",
+                "--chain",
+                &good_chain_path,
+                "--host",
+                "wrong.example",
+                "--roots",
+                &root,
+            ],
+            1,
+            &["wrong.example"],
+        ),
+        // serve
+        case(
+            "serve: certificate file missing",
+            &[
+                "serve",
+                "--cert",
+                &missing,
+                "--key",
+                &good_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["does-not-exist.pem"],
+        ),
+        case(
+            "serve: key does not match the certificate",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &other_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["key"],
+        ),
+        case(
+            "serve: encrypted key",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &encrypted_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["encrypted.key"],
+        ),
+        case(
+            "serve: empty key file",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &empty,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["empty.pem"],
+        ),
+        case(
+            "serve: a directory as the key",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &s(&a_dir),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["a-directory"],
+        ),
+        case(
+            "serve: invalid ticket-key file",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &good_key,
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &bad_ring,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["ring.json"],
+        ),
+        case(
+            "serve: bad listen address",
+            &["serve", "--listen", "localhost:notaport"],
+            2,
+            &["notaport"],
+        ),
+        case(
+            "serve: unknown group",
+            &["serve", "--groups", "x448", "--listen", "127.0.0.1:0"],
+            2,
+            &["x448"],
+        ),
+        // tickets
+        case(
+            "tickets show: invalid key ring",
+            &["tickets", "show", &bad_ring],
+            2,
+            &["ring.json"],
+        ),
+        case(
+            "tickets show: bad JSON",
+            &["tickets", "show", &bad_json],
+            2,
+            &["bad.json"],
+        ),
+        // handshake against bad peers
+        case(
+            "handshake: invalid URL",
+            &["handshake", "ftp://localhost/"],
+            2,
+            &["ftp"],
+        ),
+        case(
+            "handshake: URL with credentials",
+            &["handshake", "https://user:pw@localhost/"],
+            2,
+            &["user"],
+        ),
+        case(
+            "handshake: closed port",
+            &["handshake", &url(closed), "--cacert", &root],
+            1,
+            &["refused"],
+        ),
+        case(
+            "handshake: wrong host name",
+            &[
+                "handshake",
+                &format!("https://127.0.0.1:{}/", good.port),
+                "--cacert",
+                &root,
+                "--sni",
+                "wrong.example",
+            ],
+            1,
+            &["wrong.example"],
+        ),
+        case(
+            "handshake: untrusted CA",
+            &["handshake", &good.url()],
+            1,
+            &["certificate"],
+        ),
+        case(
+            "handshake: expired certificate",
+            &["handshake", &url(expired.port), "--cacert", &expired_pem],
+            1,
+            &["expired"],
+        ),
+        case(
+            "handshake: server hangs up mid-handshake",
+            &["handshake", &url(hang_up), "--cacert", &root],
+            1,
+            &["closed"],
+        ),
+        case(
+            "handshake: plain HTTP on the TLS port",
+            &["handshake", &url(plain), "--cacert", &root],
+            1,
+            &["TLS"],
+        ),
+        case(
+            "handshake: roots file is garbage",
+            &["handshake", &good.url(), "--roots", &garbage_pem],
+            2,
+            &["garbage.pem"],
+        ),
+        case(
+            "handshake: client key mismatch",
+            &[
+                "handshake",
+                &good.url(),
+                "--cacert",
+                &root,
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &other_key,
+            ],
+            2,
+            &["key"],
+        ),
+        case(
+            "handshake: conflicting flags",
+            &["handshake", &good.url(), "--insecure", "--cacert", &root],
+            2,
+            &["--insecure"],
+        ),
+        // load
+        writes(
+            case(
+                "load: no bound",
+                &["load", &good.url(), "--out", &s(&out("l.json"))],
+                2,
+                &["--requests"],
+            ),
+            &out("l.json"),
+        ),
+        writes(
+            case(
+                "load: every request refused",
+                &[
+                    "load",
+                    &url(closed),
+                    "-n",
+                    "3",
+                    "--cacert",
+                    &root,
+                    "--out",
+                    &s(&out("l2.json")),
+                ],
+                1,
+                &["refused"],
+            ),
+            &PathBuf::new(),
+        ),
+        case(
+            "load: bad rate",
+            &["load", &good.url(), "-n", "1", "--rate", "0"],
+            2,
+            &["--rate"],
+        ),
+        case(
+            "load: unknown value",
+            &["load", &good.url(), "-n", "1", "--resume", "sometimes"],
+            2,
+            &["sometimes"],
+        ),
+        // merge and compare
+        writes(
+            case(
+                "merge: bad JSON",
+                &["merge", &bad_json, &bad_json, "--out", &s(&out("m.json"))],
+                2,
+                &["bad.json", ":3:"],
+            ),
+            &out("m.json"),
+        ),
+        writes(
+            case(
+                "merge: another schema",
+                &[
+                    "merge",
+                    &other_schema,
+                    &other_schema,
+                    "--out",
+                    &s(&out("m2.json")),
+                ],
+                2,
+                &["other.json", "something-else/3"],
+            ),
+            &out("m2.json"),
+        ),
+        case(
+            "compare: bad JSON",
+            &["compare", &bad_json, &bad_json],
+            2,
+            &["bad.json"],
+        ),
+        case(
+            "compare: empty sample file",
+            &["compare", &empty, &empty],
+            2,
+            &["empty.pem"],
+        ),
+        case(
+            "compare: non-numeric sample",
+            &["compare", &no_pem, &no_pem],
+            2,
+            &["text.pem:1:", "not a number"],
+        ),
+        // crypto and lab
+        case(
+            "crypto: zero seconds",
+            &["crypto", "sign", "--seconds", "0"],
+            2,
+            &["--seconds"],
+        ),
+        case(
+            "crypto: group a provider lacks",
+            &[
+                "crypto",
+                "kx",
+                "--provider",
+                "ring",
+                "--group",
+                "x25519mlkem768",
+            ],
+            2,
+            &["ring"],
+        ),
+        case(
+            "lab: too few rounds",
+            &["lab", "--rounds", "1", "--out", &s(&out("lab"))],
+            2,
+            &["--rounds"],
+        ),
+        case(
+            "completions: unknown shell",
+            &["completions", "tcsh"],
+            2,
+            &["tcsh"],
+        ),
+    ];
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    let mut failures = Vec::new();
+    for c in &cases {
+        let run = tlsperf(&c.args);
+        let mut why = Vec::new();
+        if run.code != c.code {
+            why.push(format!("exit {} (want {})", run.code, c.code));
+        }
+        for needle in &c.says {
+            if !run.stderr.contains(needle.as_str()) {
+                why.push(format!("stderr lacks {needle:?}"));
+            }
+        }
+        if run.stderr.contains("panicked") || run.stderr.contains("RUST_BACKTRACE") {
+            why.push("panicked".into());
+        }
+        if !run.stderr.trim_start().starts_with("error") && !run.stderr.contains("error") {
+            why.push("no error line".into());
+        }
+        if let Some(p) = &c.absent
+            && !p.as_os_str().is_empty()
+            && p.exists()
+        {
+            why.push(format!("{} was written", p.display()));
+        }
+        if !why.is_empty() {
+            failures.push(format!(
+                "{}: {}\n    stderr: {}",
+                c.name,
+                why.join("; "),
+                run.stderr.trim()
+            ));
+        }
+    }
+    // No temporary files left in the output directory either.
+    let leftovers: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.ok()?.file_name().to_string_lossy().into_owned();
+            (n.starts_with('.') && n.contains("tmp")).then_some(n)
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad inputs mishandled:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
