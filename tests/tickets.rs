@@ -164,3 +164,61 @@ fn cli_init_rotate_show_never_print_secrets() {
     ]);
     assert_eq!(run.code, 2);
 }
+
+/// Rotating the key ring while `tlsperf load` resumes by ticket against `tlsperf serve`:
+/// no handshake fails; tickets whose key was destroyed fall back to full handshakes.
+#[test]
+fn rotating_keys_under_load_fails_no_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = dir.path().join("ring.json");
+    let ca = dir.path().join("ca.pem");
+    let r = common::tlsperf(["tickets", "init", ring.to_str().unwrap(), "-q"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s = common::Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca.to_str().unwrap(),
+        "--resumption",
+        "tickets",
+        "--ticket-keys",
+        ring.to_str().unwrap(),
+    ]);
+    let load = std::process::Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args(["load", &s.url(), "--cacert", ca.to_str().unwrap()])
+        .args([
+            "-d",
+            "4s",
+            "-c",
+            "4",
+            "--new-conn",
+            "--resume",
+            "tickets",
+            "--json",
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Three rotations during the run: the first key ends destroyed.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(900));
+        let r = common::tlsperf(["tickets", "rotate", ring.to_str().unwrap(), "-q"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let out = load.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["requests"]["failed"], 0, "{}", v["errors"]);
+    let kinds = &v["handshakes"]["kinds"];
+    let resumed = kinds["resumed-ticket"].as_u64().unwrap_or(0);
+    let full = kinds["full"].as_u64().unwrap_or(0);
+    assert!(resumed > 100, "{kinds}");
+    // Each slot's first handshake, plus those whose ticket's key was destroyed.
+    assert!(full >= 4, "{kinds}");
+}
