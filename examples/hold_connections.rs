@@ -2,8 +2,11 @@
 //! all open and idle for a while, then closes them: how much memory does a server need per
 //! idle TLS connection? Used by `bench/serve.sh` (which raises the descriptor limit).
 //!
-//! Usage: `hold_connections 127.0.0.1:PORT N SECONDS` — prints the number of connections
-//! held; certificates are not verified (this measures the server's memory, not trust).
+//! Usage: `hold_connections 127.0.0.1:PORT N SECONDS [SLOW]` — prints the number of
+//! connections held and the seconds it took to open them; certificates are not verified
+//! (this measures the server, not trust). With SLOW, that many slowloris connections are
+//! opened first (TCP, then the first 5 bytes of a TLS record and nothing more) and, at
+//! the end, the line `slowloris S C` says how many of them the server had closed.
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -72,6 +75,20 @@ fn main() {
             .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
             .with_no_client_auth(),
     );
+    let slow: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+        .min(100_000);
+    // Slowloris: a TLS record header announcing a handshake message, then silence.
+    let mut stalled = Vec::with_capacity(slow);
+    for _ in 0..slow {
+        let Ok(mut tcp) = TcpStream::connect(&addr) else {
+            break;
+        };
+        let _ = tcp.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00]);
+        stalled.push(tcp);
+    }
     let started = Instant::now();
     let mut held = Vec::with_capacity(n);
     for _ in 0..n {
@@ -99,6 +116,23 @@ fn main() {
         held.push((conn, tcp));
     }
     println!("{} {:.1}", held.len(), started.elapsed().as_secs_f64());
+    let _ = std::io::stdout().flush();
     std::thread::sleep(hold);
+    // Which slowloris connections did the server close (EOF or reset)?
+    let closed = stalled
+        .iter_mut()
+        .filter(|tcp| {
+            let _ = tcp.set_nonblocking(true);
+            let mut b = [0u8; 64];
+            match std::io::Read::read(&mut &**tcp, &mut b) {
+                Ok(0) => true,
+                Ok(_) => true,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            }
+        })
+        .count();
+    if slow > 0 {
+        println!("slowloris {} {closed}", stalled.len());
+    }
     drop(held);
 }

@@ -253,6 +253,12 @@ impl PemStream {
             }
             consumed = end_label_start + label.len() + DASHES.len();
             let Some(trusted) = certificate_label(label) else {
+                // A BEGIN inside a skipped block means it lost its END, as for a
+                // certificate block (and as a streamed decode sees it when the END has not
+                // arrived yet).
+                if truncated(self, &mut next_begin, &mut consumed) {
+                    continue;
+                }
                 self.problems.push(BlockProblem {
                     line,
                     block: Some(block),
@@ -642,6 +648,31 @@ mod tests {
             d.problems[1]
         );
         assert!(d.problems[2].ignored);
+    }
+
+    #[test]
+    fn streamed_and_whole_decoding_agree_on_a_begin_inside_a_skipped_block() {
+        // Found by fuzz/fuzz_targets/pem_bundle.rs: decoded whole, the first block (an
+        // empty label) was skipped as "not a certificate"; streamed in 7-byte chunks, it
+        // was truncated by the second BEGIN. Both now say truncated.
+        let data = b"\x00-----BEGIN ----------BEGIN -----END -----";
+        let whole = decode(data);
+        let mut stream = PemStream::new();
+        let mut pending: Vec<u8> = Vec::new();
+        for part in data.chunks(7) {
+            pending.extend_from_slice(part);
+            let used = stream.feed(&pending, false, &mut |_, _, _| {});
+            pending.drain(..used);
+        }
+        stream.feed(&pending, true, &mut |_, _, _| {});
+        let chunked = stream.finish(data.len() as u64);
+        let reasons = |p: &[BlockProblem]| p.iter().map(|p| p.reason.clone()).collect::<Vec<_>>();
+        assert_eq!(reasons(&whole.problems), reasons(&chunked));
+        assert!(
+            whole.problems[0].reason.contains("truncated"),
+            "{:?}",
+            whole.problems
+        );
     }
 
     #[test]
