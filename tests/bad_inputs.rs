@@ -46,11 +46,9 @@ fn hang_up_server(n: usize) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
-        for s in l.incoming().take(n) {
-            if let Ok(mut s) = s {
-                let mut buf = [0u8; 64];
-                let _ = s.read(&mut buf);
-            }
+        for mut s in l.incoming().take(n).flatten() {
+            let mut buf = [0u8; 64];
+            let _ = s.read(&mut buf);
         }
     });
     port
@@ -61,14 +59,12 @@ fn plain_http_server(n: usize) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
-        for s in l.incoming().take(n) {
-            if let Ok(mut s) = s {
-                let mut buf = [0u8; 1024];
-                let _ = s.read(&mut buf);
-                let _ = s.write_all(
-                    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
-            }
+        for mut s in l.incoming().take(n).flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
         }
     });
     port
