@@ -166,17 +166,18 @@ fn every_json_output_matches_the_documented_schema() {
         ]),
         &docs,
     );
-    check(
-        "trust analyze",
-        tlsperf([
-            "trust",
-            "analyze",
-            damaged.to_str().unwrap(),
-            "--list",
-            "--json",
-        ]),
-        &docs,
-    );
+    // A damaged bundle: the analysis is printed, then exit 2 for the damage.
+    let run = tlsperf([
+        "trust",
+        "analyze",
+        damaged.to_str().unwrap(),
+        "--list",
+        "--json",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("damaged block"), "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    check_value("trust analyze", &v, &docs);
 
     let p = TestPki::generate(&PkiOptions::default()).unwrap();
     let chain = write(
