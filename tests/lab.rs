@@ -150,7 +150,14 @@ fn quick_groups_write_a_complete_report() {
     }
     for g in v["groups"].as_array().unwrap() {
         for c in g["cells"].as_array().unwrap() {
+            // The limit is timed on the wall clock, the server's CPU from /proc: on a busy
+            // machine the ratio can pass 100%, so only its presence is checked here.
             let p = c["crypto_limit_pct"].as_f64().unwrap();
+            assert!(
+                p > 0.0 && p.is_finite(),
+                "{}: {p}% of the crypto limit",
+                c["name"]
+            );
             assert!(
                 p > 0.0 && p < 100.0,
                 "{}: {p}% of the crypto limit",
