@@ -290,10 +290,7 @@ pub fn cells(group: Group, full: bool) -> Vec<Cell> {
             c("off", "no OCSP response stapled"),
             Cell {
                 ocsp: true,
-                ..c(
-                    "on",
-                    "a signed OCSP response (good, from the issuing CA) stapled",
-                )
+                ..c("on", "server staples a signed OCSP response for its leaf")
             },
         ],
         Group::Provider => vec![
