@@ -2,7 +2,7 @@
 //! documented and as printed, report.md, index.html) whose HTML renders in headless
 //! Chromium (when installed) with no console errors, every chart and the numbers of
 //! results.json; two lab results compare; Ctrl-C keeps the finished groups; bad input
-//! exits 2.
+//! exits 2; the OCSP group runs, and the response it staples arrives whole.
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::tlsperf;
+use common::{Serve, have, tlsperf};
 use serde_json::Value;
 
 /// Runs `tlsperf lab --only GROUPS --rounds 3 --out DIR --json` and returns the printed
@@ -451,4 +451,112 @@ fn target_runs_the_client_side_groups_against_nginx() {
                 .any(|r| r["to"] == "x25519mlkem768")
         );
     }
+}
+
+#[test]
+fn ocsp_group_runs_both_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let v = lab(&out, "ocsp");
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{v}");
+    assert_eq!(groups[0]["group"], "ocsp");
+    assert_eq!(groups[0]["title"], "OCSP stapling");
+    assert_eq!(groups[0]["baseline"], "off");
+    let names: Vec<&str> = groups[0]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["off", "on"]);
+    for (name, stapled) in [("off", false), ("on", true)] {
+        let c = cell(&v, "ocsp", name);
+        assert_eq!(c["settings"]["ocsp"], stapled, "{}", c["settings"]);
+        let rounds = c["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 3, "{name}");
+        for r in rounds {
+            assert!(r["completed"].as_u64().unwrap() > 0, "{name}: {r}");
+            assert_eq!(r["failed"], 0, "{name}: {r} {}", c["errors"]);
+        }
+        assert!(
+            c["errors"].as_object().unwrap().is_empty(),
+            "{}",
+            c["errors"]
+        );
+        assert!(mean(c, "handshakes_per_s") > 0.0);
+    }
+    // Compared with the baseline, and no longer said to be left out.
+    let vs = &cell(&v, "ocsp", "on")["vs_baseline"]["handshakes_per_s"];
+    assert!(vs["p"].as_f64().unwrap() >= 0.0, "{vs}");
+    assert!(
+        !v["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("OCSP")),
+        "{}",
+        v["notes"]
+    );
+}
+
+/// The response `pki init --ocsp` writes (the one the lab's "on" cell staples, made by
+/// the same function) is valid for OpenSSL, and `tlsperf serve --ocsp` staples it whole,
+/// over TLS 1.3 and 1.2; without `--ocsp` nothing is stapled.
+#[test]
+fn generated_ocsp_response_is_stapled_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "--ocsp", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let p = |name: &str| pki.join(name).to_str().unwrap().to_string();
+    let ocsp = std::fs::read(pki.join("ocsp.der")).unwrap();
+    assert!(ocsp.len() > 100, "{} bytes", ocsp.len());
+    // Refused without an ECDSA P-256 CA key to sign it.
+    let run = tlsperf(["pki", "init", &p("other"), "--ocsp", "--ca-key", "ed25519"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--ocsp"), "{}", run.stderr);
+
+    if have("openssl", "the OCSP response with openssl ocsp") {
+        let out = Command::new("openssl")
+            .args(["ocsp", "-respin", &p("ocsp.der"), "-issuer"])
+            .args([&p("intermediate.pem"), "-cert", &p("server.pem")])
+            .args(["-CAfile", &p("root.pem"), "-verify_other"])
+            .arg(p("intermediate.pem"))
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("Response verify OK"), "{text}");
+        assert!(text.contains("server.pem: good"), "{text}");
+    }
+
+    let chain = p("server-chain.pem");
+    let key = p("server.key");
+    let root = p("root.pem");
+    let stapled = |s: &Serve, tls: &str| -> Value {
+        let run = tlsperf([
+            "handshake",
+            &s.url(),
+            "--cacert",
+            &root,
+            "--tls",
+            tls,
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let v: Value = serde_json::from_str(&run.stdout).unwrap();
+        v["negotiated"]["ocsp_stapled_bytes"].clone()
+    };
+    let s = Serve::start(&["--cert", &chain, "--key", &key, "--ocsp", &p("ocsp.der")]);
+    for tls in ["1.3", "1.2"] {
+        assert_eq!(stapled(&s, tls), ocsp.len(), "TLS {tls}: {}", s.stderr());
+    }
+    drop(s);
+    let s = Serve::start(&["--cert", &chain, "--key", &key]);
+    assert!(stapled(&s, "1.3").is_null());
 }

@@ -22,8 +22,8 @@ enum PkiCommand {
     /// Write a test PKI: root CA → intermediate CA → server leaf and client leaf.
     ///
     /// Files: root.pem, intermediate.pem, server.pem, server.key, server-chain.pem
-    /// (leaf + intermediate), client.pem, client.key, client-chain.pem. Keys are
-    /// PKCS#8, mode 0600.
+    /// (leaf + intermediate), client.pem, client.key, client-chain.pem, and with --ocsp
+    /// ocsp.der. Keys are PKCS#8, mode 0600.
     Init(InitArgs),
     /// Write a synthetic trust bundle of N CA certificates, K with cross-signed twins.
     ///
@@ -53,10 +53,18 @@ struct InitArgs {
     /// Validity of every certificate, in days.
     #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
     days: u32,
+    /// Also write ocsp.der: a DER OCSP response saying the server leaf is good, signed by
+    /// the intermediate, valid for 7 days from now, for `tlsperf serve --ocsp` (needs an
+    /// ECDSA P-256 CA key).
+    #[arg(long)]
+    ocsp: bool,
     /// Overwrite existing files.
     #[arg(long)]
     force: bool,
 }
+
+/// How long the OCSP response of `pki init --ocsp` is valid.
+const OCSP_VALID: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug, Args)]
 struct BundleArgs {
@@ -112,9 +120,24 @@ fn init(a: InitArgs, out: &Output) -> Result<(), CliError> {
     // Refuse early (bad options, existing files, unusable directory): nothing is
     // created on bad input and no time is spent on keys.
     opts.validate()?;
-    pki::chain::prepare_dir(&a.dir, a.force)?;
+    if a.ocsp && opts.ca_key != KeyType::EcdsaP256 {
+        return Err(CliError::input(format!(
+            "--ocsp needs an ecdsa-p256 CA key (the response is signed with ECDSA P-256), not {}",
+            opts.ca_key.name()
+        )));
+    }
+    let extra_names: &[&str] = if a.ocsp { &[pki::ocsp::OCSP_FILE] } else { &[] };
+    pki::chain::prepare_dir_with(&a.dir, a.force, extra_names)?;
     let pki = TestPki::generate(&opts)?;
-    let written = pki::write_pki(&pki, &a.dir, a.force)?;
+    let mut extra = Vec::new();
+    if a.ocsp {
+        extra.push(pki::ExtraFile {
+            name: pki::ocsp::OCSP_FILE,
+            contents: pki::ocsp_response(&pki, OCSP_VALID)?,
+            what: "OCSP response for the server leaf (good, 7 days)",
+        });
+    }
+    let written = pki::write_pki_with(&pki, &a.dir, a.force, extra)?;
     let certs = pki.summaries();
     let report = InitReport {
         dir: &a.dir,

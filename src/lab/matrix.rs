@@ -24,6 +24,8 @@ pub enum Group {
     Tls,
     /// Client certificates (mutual TLS).
     Mtls,
+    /// OCSP stapling: the server sends a signed OCSP response with its certificate.
+    Ocsp,
     /// Crypto provider (server and client).
     Provider,
     /// How the client gets its roots: a shared pre-loaded store, a reload for every
@@ -33,12 +35,13 @@ pub enum Group {
 
 impl Group {
     /// Every group, in report order.
-    pub const ALL: [Group; 7] = [
+    pub const ALL: [Group; 8] = [
         Group::Resumption,
         Group::Certificate,
         Group::Kx,
         Group::Tls,
         Group::Mtls,
+        Group::Ocsp,
         Group::Provider,
         Group::Trust,
     ];
@@ -51,6 +54,7 @@ impl Group {
             Group::Kx => "kx",
             Group::Tls => "tls",
             Group::Mtls => "mtls",
+            Group::Ocsp => "ocsp",
             Group::Provider => "provider",
             Group::Trust => "trust",
         }
@@ -64,6 +68,7 @@ impl Group {
             Group::Kx => "Key-exchange group",
             Group::Tls => "TLS version",
             Group::Mtls => "Mutual TLS",
+            Group::Ocsp => "OCSP stapling",
             Group::Provider => "Crypto provider",
             Group::Trust => "Client trust store",
         }
@@ -120,6 +125,8 @@ pub struct Cell {
     pub ticket_keys: TicketKeys,
     /// Require client certificates.
     pub mtls: bool,
+    /// Staple an OCSP response (`tlsperf serve --ocsp`).
+    pub ocsp: bool,
     /// Provider on both sides.
     pub provider: Provider,
     /// Protocol version offered by the client (`None`: 1.2 and 1.3, 1.3 chosen).
@@ -152,6 +159,7 @@ impl Cell {
             server_resumption: "stateful",
             ticket_keys: TicketKeys::Own,
             mtls: false,
+            ocsp: false,
             provider: Provider::AwsLcRs,
             version: None,
             // The provider's default groups (X25519 is negotiated). Offering X25519 alone
@@ -276,6 +284,13 @@ pub fn cells(group: Group, full: bool) -> Vec<Cell> {
             Cell {
                 mtls: true,
                 ..c("on", "client certificate required and verified")
+            },
+        ],
+        Group::Ocsp => vec![
+            c("off", "no OCSP response stapled"),
+            Cell {
+                ocsp: true,
+                ..c("on", "server staples a signed OCSP response for its leaf")
             },
         ],
         Group::Provider => vec![

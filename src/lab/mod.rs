@@ -25,6 +25,7 @@ use crate::client::config::{self as client_config, ClientTlsOptions, Roots};
 use crate::client::target::Target;
 use crate::client::verifier::TimedVerifier;
 use crate::load::{self, ConfigFactory, LoadOptions, LoadResult, Progress};
+use crate::pki::ocsp::OCSP_FILE;
 use crate::pki::{KeyType, PkiOptions, TestPki};
 use crate::stats::LatencyHistogram;
 use crate::stats::compare::{CompareOptions, Direction, compare};
@@ -229,7 +230,18 @@ fn prepare(opts: &LabOptions, on_event: &(dyn Fn(Event) + Sync)) -> Result<Prepa
         })
         .map_err(|e| prep_err(dir, e))?;
         let d = dir.join(t.name());
-        crate::pki::write_pki(&pki, &d, true).map_err(|e| prep_err(dir, e))?;
+        let mut extra = Vec::new();
+        if t == KeyType::EcdsaP256 && opts.groups.contains(&Group::Ocsp) {
+            // What the intermediate's responder would say about the server leaf (the
+            // ocsp group's "on" cell staples it), valid for longer than any run.
+            extra.push(crate::pki::ExtraFile {
+                name: OCSP_FILE,
+                contents: crate::pki::ocsp_response(&pki, Duration::from_secs(7 * 24 * 3600))
+                    .map_err(|e| prep_err(dir, e))?,
+                what: "OCSP response for the server leaf",
+            });
+        }
+        crate::pki::write_pki_with(&pki, &d, true, extra).map_err(|e| prep_err(dir, e))?;
         pkis.insert(t.name(), d);
     }
     let ticket_keys = dir.join("ticket-keys.json");
@@ -302,6 +314,9 @@ fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
             "--ticket-keys".into(),
             prep.ticket_keys.display().to_string(),
         ]);
+    }
+    if cell.ocsp {
+        a.extend(["--ocsp".into(), pki.join(OCSP_FILE).display().to_string()]);
     }
     if cell.mtls {
         a.extend([
@@ -464,7 +479,6 @@ pub async fn run(
     };
     let mut notes = vec![
         "Server stacks (hyper vs axum vs actix-web) are not compared: tlsperf serve has one stack (hyper).".to_string(),
-        "OCSP stapling is not compared: the lab has no OCSP responder to produce a signed response to staple.".to_string(),
     ];
     if let Some(p) = &prep {
         notes.push(format!("Client trust bundle: {}.", p.bundle_note));

@@ -323,6 +323,12 @@ pub const PKI_FILE_NAMES: [&str; 8] = [
 /// naming every PKI file that already exists. Call it before generating keys so a refusal
 /// costs nothing.
 pub fn prepare_dir(dir: &Path, overwrite: bool) -> Result<(), PkiError> {
+    prepare_dir_with(dir, overwrite, &[])
+}
+
+/// [`prepare_dir`] for a PKI written with extra files named `extra` (see
+/// [`write_pki_with`]).
+pub fn prepare_dir_with(dir: &Path, overwrite: bool, extra: &[&str]) -> Result<(), PkiError> {
     if dir.exists() && !dir.is_dir() {
         return Err(PkiError::BadParam {
             name: "DIR",
@@ -331,7 +337,11 @@ pub fn prepare_dir(dir: &Path, overwrite: bool) -> Result<(), PkiError> {
     }
     files::create_dir_all(dir)?;
     if !overwrite {
-        let paths: Vec<PathBuf> = PKI_FILE_NAMES.iter().map(|n| dir.join(n)).collect();
+        let paths: Vec<PathBuf> = PKI_FILE_NAMES
+            .iter()
+            .chain(extra)
+            .map(|n| dir.join(n))
+            .collect();
         files::check_absent(paths.iter().map(PathBuf::as_path))?;
     }
     Ok(())
@@ -341,12 +351,42 @@ pub fn prepare_dir(dir: &Path, overwrite: bool) -> Result<(), PkiError> {
 /// renamed into place together; private keys are 0600 from the start. Without
 /// `overwrite`, nothing is written if any of the files exists.
 pub fn write_pki(pki: &TestPki, dir: &Path, overwrite: bool) -> Result<Vec<WrittenFile>, PkiError> {
-    prepare_dir(dir, overwrite)?;
+    write_pki_with(pki, dir, overwrite, Vec::new())
+}
+
+/// A public file written beside a PKI's (e.g. `ocsp.der`).
+pub struct ExtraFile {
+    /// File name in the PKI directory.
+    pub name: &'static str,
+    /// Its bytes.
+    pub contents: Vec<u8>,
+    /// What it holds, for listings.
+    pub what: &'static str,
+}
+
+/// [`write_pki`] plus `extra` public files, staged and renamed into place with the others.
+pub fn write_pki_with(
+    pki: &TestPki,
+    dir: &Path,
+    overwrite: bool,
+    extra: Vec<ExtraFile>,
+) -> Result<Vec<WrittenFile>, PkiError> {
+    let names: Vec<&str> = extra.iter().map(|f| f.name).collect();
+    prepare_dir_with(dir, overwrite, &names)?;
     let mut staging = Staging::new(overwrite);
     let mut written = Vec::new();
-    for (name, contents, mode, what) in pki.files() {
+    let files = pki
+        .files()
+        .into_iter()
+        .map(|(name, contents, mode, what)| (name, contents.into_bytes(), mode, what))
+        .chain(
+            extra
+                .into_iter()
+                .map(|f| (f.name, f.contents, FileMode::Public, f.what)),
+        );
+    for (name, contents, mode, what) in files {
         let path = dir.join(name);
-        staging.add(&path, contents.as_bytes(), mode)?;
+        staging.add(&path, &contents, mode)?;
         written.push(WrittenFile {
             path,
             contents: what,

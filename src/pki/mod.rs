@@ -3,16 +3,22 @@
 //! - [`key`]: the key types tlsperf can generate ([`KeyType`]).
 //! - [`chain`]: a realistic test PKI — root CA → intermediate CA → server leaf and client
 //!   leaf — in memory ([`TestPki`]) and written to a directory ([`write_pki`]).
+//! - [`ocsp`]: a signed OCSP response (`good`) for a test PKI's server leaf, to staple
+//!   ([`ocsp_response`]).
 //! - [`bundle`]: synthetic trust bundles of N CA certificates, some with cross-signed
 //!   twins, for trust-store scaling experiments ([`generate_bundle`]).
 
 pub mod bundle;
 pub mod chain;
 pub mod key;
+pub mod ocsp;
 
 pub use bundle::{Bundle, BundleOptions, generate_bundle};
-pub use chain::{CertSummary, PkiOptions, TestPki, WrittenFile, write_pki};
+pub use chain::{
+    CertSummary, ExtraFile, PkiOptions, TestPki, WrittenFile, write_pki, write_pki_with,
+};
 pub use key::KeyType;
+pub use ocsp::ocsp_response;
 
 use crate::error::{Classify, ErrorClass};
 use crate::files::FileError;
@@ -53,6 +59,12 @@ pub enum PkiError {
         /// Why it is rejected.
         reason: String,
     },
+    /// The OCSP response could not be built or signed.
+    #[error("cannot build the OCSP response: {reason}")]
+    Ocsp {
+        /// Why.
+        reason: String,
+    },
     /// Writing the output failed.
     #[error(transparent)]
     Files(#[from] FileError),
@@ -61,7 +73,9 @@ pub enum PkiError {
 impl Classify for PkiError {
     fn class(&self) -> ErrorClass {
         match self {
-            PkiError::KeyGen { .. } | PkiError::Sign { .. } => ErrorClass::Runtime,
+            PkiError::KeyGen { .. } | PkiError::Sign { .. } | PkiError::Ocsp { .. } => {
+                ErrorClass::Runtime
+            }
             PkiError::BadSan { .. } | PkiError::BadParam { .. } => ErrorClass::Input,
             PkiError::Files(e) => e.class(),
         }

@@ -1,0 +1,203 @@
+//! A signed OCSP response for a test PKI's server leaf, for `tlsperf serve --ocsp` to
+//! staple: what a CA's responder would return for it (RFC 6960).
+//!
+//! The response is `successful`, a BasicOCSPResponse with one SingleResponse `good` for
+//! the server leaf (CertID with SHA-1 hashes of the issuer's name and key, as responders
+//! usually send), thisUpdate now, nextUpdate now + validity, the responder identified by
+//! name as the issuing CA (the intermediate), signed by that CA with ECDSA P-256 /
+//! SHA-256. Built with RustCrypto's x509-ocsp.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use p256::ecdsa::{DerSignature, SigningKey};
+use p256::pkcs8::DecodePrivateKey;
+use x509_cert::Certificate;
+use x509_cert::der::{DateTime, Decode, Encode};
+use x509_ocsp::builder::OcspResponseBuilder;
+use x509_ocsp::{CertId, CertStatus, OcspGeneralizedTime, SingleResponse};
+
+use super::{KeyType, PkiError, TestPki};
+
+/// The usual file name of the response, beside the PKI's files.
+pub const OCSP_FILE: &str = "ocsp.der";
+
+/// The longest validity accepted (one year): an OCSP response lives days, not years.
+pub const MAX_VALID: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// A DER OCSPResponse saying the server leaf of `pki` is good from now for `valid`,
+/// signed by its issuer (the intermediate, which must have an ECDSA P-256 key).
+pub fn ocsp_response(pki: &TestPki, valid: Duration) -> Result<Vec<u8>, PkiError> {
+    if pki.intermediate.summary.key != KeyType::EcdsaP256 {
+        return Err(PkiError::BadParam {
+            name: "--ca-key",
+            reason: format!(
+                "OCSP responses are signed with ECDSA P-256 only; the issuing CA's key is {}",
+                pki.intermediate.summary.key.name()
+            ),
+        });
+    }
+    if valid.is_zero() || valid > MAX_VALID {
+        return Err(PkiError::BadParam {
+            name: "OCSP validity",
+            reason: format!("{valid:?} is out of range (1 s to 366 days)"),
+        });
+    }
+    let issuer = Certificate::from_der(&pki.intermediate.der)
+        .map_err(|e| err("parsing the intermediate certificate", e))?;
+    let leaf = Certificate::from_der(&pki.server.der)
+        .map_err(|e| err("parsing the server certificate", e))?;
+    let key = SigningKey::from_pkcs8_der(&pki.intermediate.key.serialize_der())
+        .map_err(|e| err("loading the intermediate's key", e))?;
+
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| err("reading the clock", e))?;
+    // GeneralizedTime in OCSP carries whole seconds.
+    let now = Duration::from_secs(now.as_secs());
+    let at = |t: Duration| {
+        DateTime::from_unix_duration(t)
+            .map(OcspGeneralizedTime::from)
+            .map_err(|e| err("encoding a time", e))
+    };
+    let this_update = at(now)?;
+    let next_update = at(now + Duration::from_secs(valid.as_secs().max(1)))?;
+
+    let cert_id = CertId::from_cert::<sha1::Sha1>(&issuer, &leaf)
+        .map_err(|e| err("building the CertID", e))?;
+    let single =
+        SingleResponse::new(cert_id, CertStatus::good(), this_update).with_next_update(next_update);
+    let mut signer = key;
+    let response = OcspResponseBuilder::new(issuer.tbs_certificate.subject.clone())
+        .with_single_response(single)
+        .sign::<_, DerSignature>(&mut signer, None, this_update)
+        .map_err(|e| err("signing the response", e))?;
+    response
+        .to_der()
+        .map_err(|e| err("encoding the response", e))
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> PkiError {
+    PkiError::Ocsp {
+        reason: format!("{what}: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::PkiOptions;
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
+    use x509_cert::der::asn1::ObjectIdentifier;
+    use x509_ocsp::{BasicOcspResponse, OcspResponse, OcspResponseStatus, ResponderId};
+
+    const ID_PKIX_OCSP_BASIC: &str = "1.3.6.1.5.5.7.48.1.1";
+    const ECDSA_WITH_SHA256: &str = "1.2.840.10045.4.3.2";
+    const SHA1: &str = "1.3.14.3.2.26";
+
+    fn sha1(data: &[u8]) -> Vec<u8> {
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, data)
+            .as_ref()
+            .to_vec()
+    }
+
+    fn basic(der: &[u8]) -> BasicOcspResponse {
+        let r = OcspResponse::from_der(der).unwrap();
+        assert_eq!(r.response_status, OcspResponseStatus::Successful);
+        let bytes = r.response_bytes.expect("response bytes");
+        assert_eq!(
+            bytes.response_type,
+            ObjectIdentifier::new_unwrap(ID_PKIX_OCSP_BASIC)
+        );
+        BasicOcspResponse::from_der(bytes.response.as_bytes()).unwrap()
+    }
+
+    /// The public key of a certificate, as the raw bytes of its SPKI bit string.
+    fn public_key(der: &[u8]) -> Vec<u8> {
+        let c = Certificate::from_der(der).unwrap();
+        c.tbs_certificate
+            .subject_public_key_info
+            .subject_public_key
+            .raw_bytes()
+            .to_vec()
+    }
+
+    fn verifies(b: &BasicOcspResponse, key: &[u8]) -> bool {
+        let tbs = b.tbs_response_data.to_der().unwrap();
+        let sig = b.signature.raw_bytes();
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, key)
+            .verify(&tbs, sig)
+            .is_ok()
+    }
+
+    #[test]
+    fn response_is_good_for_the_leaf_and_signed_by_the_intermediate() {
+        let pki = TestPki::generate(&PkiOptions::default()).unwrap();
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let der = ocsp_response(&pki, Duration::from_secs(7 * 24 * 3600)).unwrap();
+        let b = basic(&der);
+        let data = &b.tbs_response_data;
+
+        // One SingleResponse, good, for the leaf's serial.
+        assert_eq!(data.responses.len(), 1);
+        let single = &data.responses[0];
+        assert!(matches!(single.cert_status, CertStatus::Good(_)));
+        let leaf = Certificate::from_der(&pki.server.der).unwrap();
+        assert_eq!(
+            single.cert_id.serial_number,
+            leaf.tbs_certificate.serial_number
+        );
+        // CertID: SHA-1 of the issuer's name and key, computed here independently.
+        let issuer = Certificate::from_der(&pki.intermediate.der).unwrap();
+        assert_eq!(
+            single.cert_id.hash_algorithm.oid,
+            ObjectIdentifier::new_unwrap(SHA1)
+        );
+        assert_eq!(
+            single.cert_id.issuer_name_hash.as_bytes(),
+            sha1(&issuer.tbs_certificate.subject.to_der().unwrap())
+        );
+        assert_eq!(
+            single.cert_id.issuer_key_hash.as_bytes(),
+            sha1(&public_key(&pki.intermediate.der))
+        );
+        // Validity: now → now + 7 days.
+        let this = single.this_update.0.to_unix_duration().as_secs();
+        let next = single.next_update.unwrap().0.to_unix_duration().as_secs();
+        assert!(this >= before && this <= before + 5, "{this} vs {before}");
+        assert_eq!(next - this, 7 * 24 * 3600);
+        // Responder: the intermediate, by name.
+        match &data.responder_id {
+            ResponderId::ByName(n) => assert_eq!(n, &issuer.tbs_certificate.subject),
+            other => panic!("responder {other:?}"),
+        }
+
+        // Signed by the intermediate with ECDSA P-256 / SHA-256; not by the root.
+        assert_eq!(
+            b.signature_algorithm.oid,
+            ObjectIdentifier::new_unwrap(ECDSA_WITH_SHA256)
+        );
+        assert!(verifies(&b, &public_key(&pki.intermediate.der)));
+        assert!(!verifies(&b, &public_key(&pki.root.der)));
+        // A changed byte of the signed data breaks it.
+        let mut tampered = b.clone();
+        tampered.tbs_response_data.responses[0].cert_status = CertStatus::unknown();
+        assert!(!verifies(&tampered, &public_key(&pki.intermediate.der)));
+    }
+
+    #[test]
+    fn refuses_other_ca_keys_and_bad_validity() {
+        let pki = TestPki::generate(&PkiOptions {
+            ca_key: KeyType::Ed25519,
+            ..PkiOptions::default()
+        })
+        .unwrap();
+        let e = ocsp_response(&pki, Duration::from_secs(3600)).unwrap_err();
+        assert!(e.to_string().contains("ECDSA P-256"), "{e}");
+        let pki = TestPki::generate(&PkiOptions::default()).unwrap();
+        assert!(ocsp_response(&pki, Duration::ZERO).is_err());
+        assert!(ocsp_response(&pki, MAX_VALID + Duration::from_secs(1)).is_err());
+    }
+}
