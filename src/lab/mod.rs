@@ -296,6 +296,8 @@ fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
         cell.server_resumption.into(),
         "--provider".into(),
         cell.provider.name().into(),
+        "--stack".into(),
+        cell.stack.name().into(),
     ];
     if cell.ticket_keys == TicketKeys::Shared {
         a.extend([
@@ -463,7 +465,6 @@ pub async fn run(
         None => Some(prepare(opts, on_event)?),
     };
     let mut notes = vec![
-        "Server stacks (hyper vs axum vs actix-web) are not compared: tlsperf serve has one stack (hyper).".to_string(),
         "OCSP stapling is not compared: the lab has no OCSP responder to produce a signed response to staple.".to_string(),
     ];
     if let Some(p) = &prep {
