@@ -239,6 +239,30 @@ fn every_json_output_matches_the_documented_schema() {
         &serde_json::from_str(lines.next().unwrap()).unwrap(),
         &docs,
     );
+    let run = tlsperf([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--stack",
+        "actix",
+        "--threads",
+        "1",
+        "--duration",
+        "300ms",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut lines = run.stdout.lines();
+    check_value(
+        "serve (listening)",
+        &serde_json::from_str(lines.next().unwrap()).unwrap(),
+        &docs,
+    );
+    check_value(
+        "serve --stack actix (summary)",
+        &serde_json::from_str(lines.next().unwrap()).unwrap(),
+        &docs,
+    );
     let ring = d.join("ticket.keys");
     check(
         "tickets",

@@ -288,6 +288,53 @@ fn render_in_chromium(page: &Path, v: &Value) {
 }
 
 #[test]
+fn stack_group_runs_hyper_axum_and_actix_on_one_server_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let v = lab(&out, "stack");
+    let groups = v["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1);
+    let g = &groups[0];
+    assert_eq!(g["group"], "stack");
+    assert_eq!(g["title"], "Server stack (same rustls ServerConfig)");
+    assert_eq!(g["baseline"], "hyper");
+    let names: Vec<&str> = g["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["hyper", "axum", "actix"]);
+    for c in g["cells"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        // The cell's settings say which stack served it, and nothing else differs.
+        assert_eq!(c["settings"]["stack"], name, "{}", c["settings"]);
+        for key in [
+            "cert",
+            "provider",
+            "server_resumption",
+            "mtls",
+            "version",
+            "kx",
+        ] {
+            assert_eq!(
+                c["settings"][key], g["cells"][0]["settings"][key],
+                "{name}: {key}"
+            );
+        }
+        let rounds = c["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 3, "{name}");
+        for r in rounds {
+            assert!(r["completed"].as_u64().unwrap() > 0, "{name}: {r}");
+            assert_eq!(r["failed"], 0, "{name}: {r} {}", c["errors"]);
+            assert!(r["handshakes_per_s"].as_f64().unwrap() > 0.0, "{name}: {r}");
+        }
+    }
+    let notes = v["notes"].to_string();
+    assert!(!notes.contains("stacks"), "{notes}");
+}
+
+#[test]
 fn sigint_keeps_the_finished_groups_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");

@@ -22,6 +22,13 @@ struct Served {
 
 impl Served {
     fn start(args: &[&str]) -> Served {
+        let mut all = vec!["--metrics", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        Served::start_without_metrics(&all)
+    }
+
+    /// Without a metrics listener (`--stack actix` has none).
+    fn start_without_metrics(args: &[&str]) -> Served {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
             .args([
                 "serve",
@@ -30,8 +37,6 @@ impl Served {
                 "--json",
                 "--duration",
                 "120s",
-                "--metrics",
-                "127.0.0.1:0",
             ])
             .args(args)
             .env("NO_COLOR", "1")
@@ -752,4 +757,193 @@ fn zero_rtt_requests_are_answered_and_counted() {
     let summary = s.stop();
     assert_eq!(summary["handshakes"]["0rtt"]["count"], 1, "{summary}");
     assert_eq!(summary["requests"], 2, "{summary}");
+}
+
+/// One HTTP/1.1 request over TLS `version` with an in-process rustls client trusting
+/// `ca`: the negotiated version and the whole response.
+fn fetch_tls(
+    addr: &str,
+    ca: &Path,
+    version: &'static rustls::SupportedProtocolVersion,
+    method: &str,
+    path: &str,
+) -> (rustls::ProtocolVersion, String) {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::pem::PemObject::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(
+            tlsperf::tls::Provider::AwsLcRs.crypto_provider(),
+        )
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let mut conn = rustls::ClientConnection::new(config, "localhost".try_into().unwrap()).unwrap();
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+    write!(
+        tls,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    let v = conn.protocol_version().unwrap();
+    (v, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `tlsperf load -n 20` over TLS `version` (and HTTP/2 when `h2`): its JSON result.
+fn load20(port: u16, ca: &Path, version: &str, h2: bool) -> Value {
+    let url = format!("https://localhost:{port}/");
+    let mut args = vec![
+        "load",
+        "-n",
+        "20",
+        "-c",
+        "4",
+        "--tls",
+        version,
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--json",
+    ];
+    if h2 {
+        args.push("--http2");
+    }
+    args.push(&url);
+    let run = tlsperf(args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+#[test]
+fn every_stack_serves_the_same_bodies_over_tls_1_3_and_1_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected_root = {
+        // `--body-size 300`: a JSON document of exactly 300 bytes.
+        let mut b = String::from(r#"{"status":"ok","pad":""#);
+        b.push_str(&"x".repeat(300 - 2 - b.len()));
+        b.push_str(r#""}"#);
+        b
+    };
+    for stack in ["hyper", "axum", "actix"] {
+        let ca = dir.path().join(format!("{stack}.pem"));
+        let args = [
+            "--stack",
+            stack,
+            "--body-size",
+            "300",
+            "--threads",
+            "2",
+            "--write-ca",
+            ca.to_str().unwrap(),
+        ];
+        let s = if stack == "actix" {
+            Served::start_without_metrics(&args)
+        } else {
+            Served::start(&args)
+        };
+        let mut requests = 0;
+        for (version, want) in [
+            (&rustls::version::TLS13, rustls::ProtocolVersion::TLSv1_3),
+            (&rustls::version::TLS12, rustls::ProtocolVersion::TLSv1_2),
+        ] {
+            let (got, resp) = fetch_tls(&s.addr, &ca, version, "GET", "/");
+            assert_eq!(got, want, "{stack}");
+            assert!(resp.starts_with("HTTP/1.1 200"), "{stack} {want:?}: {resp}");
+            assert!(
+                resp.to_ascii_lowercase()
+                    .contains("content-type: application/json"),
+                "{stack}: {resp}"
+            );
+            assert!(
+                resp.ends_with(&format!("\r\n\r\n{expected_root}")),
+                "{stack} {want:?} /: {resp}"
+            );
+            let (_, resp) = fetch_tls(&s.addr, &ca, version, "GET", "/health");
+            assert!(resp.starts_with("HTTP/1.1 200"), "{stack}: {resp}");
+            assert!(
+                resp.ends_with("\r\n\r\n{\"status\":\"ok\"}"),
+                "{stack} {want:?} /health: {resp}"
+            );
+            let (_, resp) = fetch_tls(&s.addr, &ca, version, "GET", "/nope");
+            assert!(resp.starts_with("HTTP/1.1 404"), "{stack}: {resp}");
+            assert!(
+                resp.ends_with(r#"{"error":"not found"}"#),
+                "{stack}: {resp}"
+            );
+            let (_, resp) = fetch_tls(&s.addr, &ca, version, "POST", "/");
+            assert!(resp.starts_with("HTTP/1.1 405"), "{stack}: {resp}");
+            assert!(
+                resp.ends_with(r#"{"error":"method not allowed"}"#),
+                "{stack}: {resp}"
+            );
+            requests += 4;
+            for h2 in [false, true] {
+                let v = load20(
+                    s.port(),
+                    &ca,
+                    if want == rustls::ProtocolVersion::TLSv1_3 {
+                        "1.3"
+                    } else {
+                        "1.2"
+                    },
+                    h2,
+                );
+                assert_eq!(v["requests"]["completed"], 20, "{stack} h2={h2}: {v}");
+                assert_eq!(v["requests"]["failed"], 0, "{stack} h2={h2}: {v}");
+                assert_eq!(v["status"]["200"], 20, "{stack} h2={h2}: {v}");
+                assert_eq!(v["body_bytes"], 20 * 300, "{stack} h2={h2}");
+                requests += 20;
+            }
+        }
+        let summary = s.stop();
+        assert_eq!(summary["stack"], stack, "{summary}");
+        assert_eq!(summary["requests"], requests, "{stack}: {summary}");
+        if stack == "actix" {
+            // What it cannot measure is named, never reported as zeros.
+            let na: Vec<&str> = summary["not_available"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_str().unwrap())
+                .collect();
+            assert_eq!(
+                na,
+                [
+                    "handshakes",
+                    "failures",
+                    "open_connections",
+                    "unfinished_connections"
+                ]
+            );
+            assert!(summary.get("handshakes").is_none(), "{summary}");
+        } else {
+            assert!(
+                summary["handshakes"]["all"]["count"].as_u64().unwrap() >= 8,
+                "{stack}: {summary}"
+            );
+            assert!(summary.get("not_available").is_none(), "{summary}");
+        }
+    }
+}
+
+#[test]
+fn actix_refuses_flags_it_cannot_honour() {
+    for (flags, named) in [
+        (vec!["--metrics", "127.0.0.1:0"], "--metrics"),
+        (vec!["--early-data", "1024"], "--early-data"),
+    ] {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--stack", "actix"];
+        args.extend(flags);
+        let run = tlsperf(args);
+        assert_eq!(run.code, 2, "{named}: {}", run.stderr);
+        assert!(run.stderr.contains(named), "{named}: {}", run.stderr);
+        assert!(run.stderr.contains("--stack actix"), "{}", run.stderr);
+        assert!(run.stdout.is_empty(), "nothing listened: {}", run.stdout);
+    }
 }

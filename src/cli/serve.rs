@@ -12,7 +12,8 @@ use super::{CliError, Output};
 use crate::files::{self, FileMode};
 use crate::pki::{KeyType, PkiOptions, TestPki};
 use crate::report::text;
-use crate::server::{Rotation, ServeOptions, Server};
+use crate::server::actix_stack::{ActixOptions, ActixServer};
+use crate::server::{Rotation, ServeOptions, Server, Stack};
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
 use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions};
@@ -119,6 +120,11 @@ pub struct ServeArgs {
     /// Keep up to N pre-generated key shares per Diffie-Hellman group (each used once).
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     kx_pool: u64,
+    /// HTTP server stack on top of the same rustls configuration: hyper (hyper-util),
+    /// axum (an axum Router on the same accept loop) or actix (actix-web; no --metrics,
+    /// no --early-data, and no handshake statistics in the summary).
+    #[arg(long, value_enum, default_value_t = Stack::Hyper)]
+    stack: Stack,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
@@ -132,10 +138,30 @@ struct Listening {
     metrics: Option<SocketAddr>,
     provider: Provider,
     resumption: String,
+    stack: Stack,
+}
+
+/// Flags the actix stack cannot honour: they need our accept loop.
+fn check_stack(a: &ServeArgs) -> Result<(), CliError> {
+    if a.stack != Stack::Actix {
+        return Ok(());
+    }
+    if a.metrics.is_some() {
+        return Err(CliError::input(
+            "--metrics is not available with --stack actix: the metrics come from tlsperf's own accept loop, which actix-web replaces",
+        ));
+    }
+    if a.early_data > 0 {
+        return Err(CliError::input(
+            "--early-data is not available with --stack actix: actix-web's TLS acceptor does not read 0-RTT data out of rustls, so accepted early requests would be lost",
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `tlsperf serve`.
 pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
+    check_stack(&a)?;
     let tls = tls_options(&a)?;
     if a.early_data > 0 && a.resumption == Resumption::Tickets {
         eprintln!(
@@ -155,6 +181,57 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         .clone()
         .map(|r| r as std::sync::Arc<dyn rustls::server::ProducesTickets>);
     let built = server_config::build(&tls)?;
+    let rotation = match (&a.ticket_keys, a.rotate_every, &ring) {
+        (Some(path), Some(every), Some(ring)) => Some(Rotation {
+            path: path.clone(),
+            every,
+            ring: ring.clone(),
+        }),
+        _ => None,
+    };
+    let listening = |addr: SocketAddr, metrics: Option<SocketAddr>| -> Result<(), CliError> {
+        let listening = Listening {
+            event: "listening",
+            addr,
+            url: format!("https://{addr}/"),
+            metrics,
+            provider: a.provider,
+            resumption: format!("{:?}", a.resumption).to_lowercase(),
+            stack: a.stack,
+        };
+        if out.json() {
+            let line = serde_json::to_string(&listening).unwrap_or_default();
+            out.text(&format!("{line}\n"))
+        } else {
+            out.text(&text::serve_listening(&listening.url, listening.metrics))
+        }
+    };
+    if a.stack == Stack::Actix {
+        let server = ActixServer::bind(ActixOptions {
+            listen: a.listen,
+            reuseport: usize::try_from(a.reuseport).unwrap_or(1),
+            tls: built.config,
+            workers: a.threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+            }),
+            max_connections: a.max_connections,
+            handshake_timeout: a.handshake_timeout,
+            shutdown_timeout: a.shutdown_timeout,
+            body_size: a.body_size,
+            rotation,
+            kx_pools: built.kx_pools,
+        })?;
+        listening(server.local_addr().unwrap_or(a.listen), None)?;
+        let summary = server.run(shutdown_signal(a.duration)).map_err(|e| {
+            CliError::runtime(anyhow::Error::new(e).context("the actix-web server failed"))
+        })?;
+        return if out.json() {
+            let line = serde_json::to_string(&summary).unwrap_or_default();
+            out.text(&format!("{line}\n"))
+        } else {
+            out.text(&text::serve_summary_actix(&summary))
+        };
+    }
     let runtime = {
         // One thread: a current-thread runtime, no work-stealing scheduler to pay for.
         let mut b = match a.threads {
@@ -182,30 +259,13 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             body_size: a.body_size,
             metrics_listen: a.metrics,
             shutdown_timeout: a.shutdown_timeout,
-            rotation: match (&a.ticket_keys, a.rotate_every, &ring) {
-                (Some(path), Some(every), Some(ring)) => Some(Rotation {
-                    path: path.clone(),
-                    every,
-                    ring: ring.clone(),
-                }),
-                _ => None,
-            },
+            rotation,
+            stack: a.stack,
         })?;
-        let addr = server.local_addr().unwrap_or(a.listen);
-        let listening = Listening {
-            event: "listening",
-            addr,
-            url: format!("https://{addr}/"),
-            metrics: server.metrics_addr(),
-            provider: a.provider,
-            resumption: format!("{:?}", a.resumption).to_lowercase(),
-        };
-        if out.json() {
-            let line = serde_json::to_string(&listening).unwrap_or_default();
-            out.text(&format!("{line}\n"))?;
-        } else {
-            out.text(&text::serve_listening(&listening.url, listening.metrics))?;
-        }
+        listening(
+            server.local_addr().unwrap_or(a.listen),
+            server.metrics_addr(),
+        )?;
         let summary = server.run(shutdown_signal(a.duration)).await;
         if out.json() {
             let line = serde_json::to_string(&summary).unwrap_or_default();

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::client::config::Resume;
 use crate::pki::KeyType;
+use crate::server::Stack;
 use crate::tls::Provider;
 use crate::tls::choices::TlsVersion;
 
@@ -31,11 +32,13 @@ pub enum Group {
     /// How the client gets its roots: a shared pre-loaded store, a reload for every
     /// connection, or a store trimmed to what the server needs.
     Trust,
+    /// The HTTP server stack (`tlsperf serve --stack`) on the same rustls configuration.
+    Stack,
 }
 
 impl Group {
     /// Every group, in report order.
-    pub const ALL: [Group; 8] = [
+    pub const ALL: [Group; 9] = [
         Group::Resumption,
         Group::Certificate,
         Group::Kx,
@@ -44,6 +47,7 @@ impl Group {
         Group::Ocsp,
         Group::Provider,
         Group::Trust,
+        Group::Stack,
     ];
 
     /// Short name (`--only`, JSON).
@@ -57,6 +61,7 @@ impl Group {
             Group::Ocsp => "ocsp",
             Group::Provider => "provider",
             Group::Trust => "trust",
+            Group::Stack => "stack",
         }
     }
 
@@ -71,6 +76,7 @@ impl Group {
             Group::Ocsp => "OCSP stapling",
             Group::Provider => "Crypto provider",
             Group::Trust => "Client trust store",
+            Group::Stack => "Server stack (same rustls ServerConfig)",
         }
     }
 
@@ -138,6 +144,8 @@ pub struct Cell {
     pub resume: Resume,
     /// Client roots.
     pub trust: Trust,
+    /// The server's HTTP stack (`tlsperf serve --stack`).
+    pub stack: Stack,
 }
 
 fn ser_version<S: serde::Serializer>(v: &Option<TlsVersion>, s: S) -> Result<S::Ok, S::Error> {
@@ -168,6 +176,7 @@ impl Cell {
             kx: None,
             resume: Resume::Off,
             trust: Trust::Trimmed,
+            stack: Stack::Hyper,
         }
     }
 }
@@ -312,6 +321,20 @@ pub fn cells(group: Group, full: bool) -> Vec<Cell> {
             Cell {
                 trust: Trust::Trimmed,
                 ..c("trimmed", "store trimmed to the one root this server needs")
+            },
+        ],
+        Group::Stack => vec![
+            c(
+                "hyper",
+                "tokio-rustls + hyper-util (h1/h2), hyper service_fn",
+            ),
+            Cell {
+                stack: Stack::Axum,
+                ..c("axum", "the same accept loop, an axum 0.8 Router")
+            },
+            Cell {
+                stack: Stack::Actix,
+                ..c("actix", "actix-web 4 with its rustls 0.23 acceptor")
             },
         ],
     }

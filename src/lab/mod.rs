@@ -308,6 +308,8 @@ fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
         cell.server_resumption.into(),
         "--provider".into(),
         cell.provider.name().into(),
+        "--stack".into(),
+        cell.stack.name().into(),
     ];
     if cell.ticket_keys == TicketKeys::Shared {
         a.extend([
@@ -477,9 +479,7 @@ pub async fn run(
         Some(_) => None,
         None => Some(prepare(opts, on_event)?),
     };
-    let mut notes = vec![
-        "Server stacks (hyper vs axum vs actix-web) are not compared: tlsperf serve has one stack (hyper).".to_string(),
-    ];
+    let mut notes: Vec<String> = Vec::new();
     if let Some(p) = &prep {
         notes.push(format!("Client trust bundle: {}.", p.bundle_note));
     }

@@ -662,6 +662,28 @@ pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
     out
 }
 
+/// The summary `serve --stack actix` prints at shutdown: what it can count, and what it
+/// cannot.
+pub fn serve_summary_actix(s: &crate::server::actix_stack::ActixSummary) -> String {
+    let mut out = format!(
+        "{} after {:.1} s (actix-web)\n",
+        styled(BOLD, "stopped"),
+        s.seconds
+    );
+    out.push_str(&format!("requests: {}\n", s.requests));
+    if let Some(k) = &s.kx_pool {
+        out.push_str(&format!(
+            "key-share pool: {} handshakes used a pre-generated share, {} generated one\n",
+            k.hits, k.misses
+        ));
+    }
+    out.push_str(&format!(
+        "not available with actix-web (tlsperf's accept loop measures them): {}\n",
+        s.not_available.join(", ").replace('_', " ")
+    ));
+    out
+}
+
 /// A ticket key ring (ids and states only).
 pub fn ticket_ring(verb: &str, r: &crate::tls::tickets::RingInfo) -> String {
     let mut t = table(&["key id", "state"]);

@@ -37,7 +37,25 @@ impl Bodies {
             health: Bytes::from_static(small),
         }
     }
+
+    /// The answer to a request for `path` (every stack serves the same): status and JSON
+    /// body. `get_or_head` is whether the method is GET or HEAD.
+    pub fn answer(&self, get_or_head: bool, path: &str) -> (u16, Bytes) {
+        if !get_or_head {
+            return (405, Bytes::from_static(METHOD_NOT_ALLOWED));
+        }
+        match path {
+            "/" => (200, self.root.clone()),
+            "/health" => (200, self.health.clone()),
+            _ => (404, Bytes::from_static(NOT_FOUND)),
+        }
+    }
 }
+
+/// The body of a 405 answer.
+pub const METHOD_NOT_ALLOWED: &[u8] = br#"{"error":"method not allowed"}"#;
+/// The body of a 404 answer.
+pub const NOT_FOUND: &[u8] = br#"{"error":"not found"}"#;
 
 fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body));
@@ -56,20 +74,12 @@ pub async fn serve(
     metrics: Arc<Metrics>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     metrics.request();
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        return Ok(json(
-            StatusCode::METHOD_NOT_ALLOWED,
-            Bytes::from_static(br#"{"error":"method not allowed"}"#),
-        ));
-    }
-    Ok(match req.uri().path() {
-        "/" => json(StatusCode::OK, bodies.root),
-        "/health" => json(StatusCode::OK, bodies.health),
-        _ => json(
-            StatusCode::NOT_FOUND,
-            Bytes::from_static(br#"{"error":"not found"}"#),
-        ),
-    })
+    let get_or_head = req.method() == Method::GET || req.method() == Method::HEAD;
+    let (status, body) = bodies.answer(get_or_head, req.uri().path());
+    Ok(json(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        body,
+    ))
 }
 
 /// The metrics listener's service.
@@ -92,10 +102,7 @@ pub async fn serve_metrics(
             let body = serde_json::to_vec(&metrics.snapshot()).unwrap_or_default();
             json(StatusCode::OK, Bytes::from(body))
         }
-        _ => json(
-            StatusCode::NOT_FOUND,
-            Bytes::from_static(br#"{"error":"not found"}"#),
-        ),
+        _ => json(StatusCode::NOT_FOUND, Bytes::from_static(NOT_FOUND)),
     })
 }
 

@@ -3,9 +3,15 @@
 //! handshake metrics, a connection limit, a handshake timeout, several `SO_REUSEPORT`
 //! listeners, shared rotating ticket keys and graceful shutdown.
 //!
+//! The HTTP layer on top is chosen by [`Stack`]: hyper's own service ([`http::serve`]),
+//! an axum router ([`axum_stack`]) on the same accept loop, or actix-web with its own
+//! accept loop and the same rustls `ServerConfig` ([`actix_stack`]).
+//!
 //! The engine never prints: [`Server::bind`] reports the bound addresses and
 //! [`Server::run`] returns a [`ServeSummary`] when the shutdown future completes.
 
+pub mod actix_stack;
+pub mod axum_stack;
 pub mod early;
 pub mod http;
 pub mod metrics;
@@ -57,6 +63,32 @@ impl Classify for ServeError {
     }
 }
 
+/// The HTTP server stack on top of the TLS configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stack {
+    /// tokio-rustls accept loop + hyper-util (HTTP/1.1 and HTTP/2) with a hyper
+    /// `service_fn`.
+    #[default]
+    Hyper,
+    /// The same accept loop and hyper-util connections, requests answered by an axum
+    /// `Router`.
+    Axum,
+    /// actix-web 4 (`HttpServer` with its rustls 0.23 acceptor, its own workers).
+    Actix,
+}
+
+impl Stack {
+    /// Its name (`--stack`, JSON).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Hyper => "hyper",
+            Stack::Axum => "axum",
+            Stack::Actix => "actix",
+        }
+    }
+}
+
 /// Rotating the shared ticket keys from this instance.
 #[derive(Debug, Clone)]
 pub struct Rotation {
@@ -90,6 +122,9 @@ pub struct ServeOptions {
     pub rotation: Option<Rotation>,
     /// Key-share pools, for their statistics.
     pub kx_pools: Option<Arc<crate::tls::kx_pool::KxPools>>,
+    /// What answers the requests: [`Stack::Hyper`] or [`Stack::Axum`] ([`Stack::Actix`]
+    /// runs through [`actix_stack`] instead and is served like hyper here).
+    pub stack: Stack,
 }
 
 /// The server, bound and ready.
@@ -103,6 +138,8 @@ pub struct Server {
 /// What the server did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServeSummary {
+    /// The HTTP stack.
+    pub stack: Stack,
     /// Seconds it ran.
     pub seconds: f64,
     /// Handshakes, requests, failures.
@@ -116,6 +153,11 @@ pub struct ServeSummary {
 }
 
 fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<TcpListener> {
+    TcpListener::from_std(std_listener(addr, reuseport)?)
+}
+
+/// A non-blocking listening socket (backlog 4096), `SO_REUSEPORT` when asked.
+fn std_listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     socket.set_reuse_address(true)?;
@@ -125,7 +167,19 @@ fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<TcpListener> {
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(4096)?;
-    TcpListener::from_std(socket.into())
+    Ok(socket.into())
+}
+
+/// Binds `k` listeners on `listen` (`SO_REUSEPORT` when more than one), all or none.
+fn bind_std(listen: SocketAddr, k: usize) -> Result<Vec<std::net::TcpListener>, ServeError> {
+    let bind_err = |addr, source| ServeError::Bind { addr, source };
+    let first = std_listener(listen, k > 1).map_err(|e| bind_err(listen, e))?;
+    let addr = first.local_addr().map_err(|e| bind_err(listen, e))?;
+    let mut listeners = vec![first];
+    for _ in 1..k {
+        listeners.push(std_listener(addr, true).map_err(|e| bind_err(addr, e))?);
+    }
+    Ok(listeners)
 }
 
 impl Server {
@@ -181,6 +235,12 @@ impl Server {
             bodies: http::Bodies::new(self.opts.body_size),
             handshake_timeout: self.opts.handshake_timeout,
             builder: auto::Builder::new(TokioExecutor::new()),
+            axum: (self.opts.stack == Stack::Axum).then(|| {
+                axum_stack::router(
+                    http::Bodies::new(self.opts.body_size),
+                    Arc::clone(&self.metrics),
+                )
+            }),
         });
         let mut tasks = Vec::new();
         for l in self.listeners {
@@ -217,6 +277,7 @@ impl Server {
             Err(_) => self.metrics.snapshot().open_connections.max(0) as usize,
         };
         ServeSummary {
+            stack: self.opts.stack,
             seconds: started.elapsed().as_secs_f64(),
             stats: self.metrics.snapshot(),
             unfinished_connections: unfinished,
@@ -231,6 +292,8 @@ struct Ctx {
     bodies: http::Bodies,
     handshake_timeout: Duration,
     builder: auto::Builder<TokioExecutor>,
+    /// The axum router with `--stack axum`.
+    axum: Option<axum::Router>,
 }
 
 async fn accept_loop(
@@ -335,13 +398,50 @@ async fn connection(
             took,
         );
     }
-    let metrics = Arc::clone(&ctx.metrics);
-    let bodies = ctx.bodies.clone();
-    let svc = service_fn(move |req| http::serve(req, bodies.clone(), Arc::clone(&metrics)));
     // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let io = TokioIo::new(early::Prefixed::new(early, tls));
-    let result = match alpn.as_deref() {
+    let result = match &ctx.axum {
+        Some(router) => {
+            let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+            serve_http(io, alpn.as_deref(), svc, &ctx.builder, watcher).await
+        }
+        None => {
+            let metrics = Arc::clone(&ctx.metrics);
+            let bodies = ctx.bodies.clone();
+            let svc = service_fn(move |req| http::serve(req, bodies.clone(), Arc::clone(&metrics)));
+            serve_http(io, alpn.as_deref(), svc, &ctx.builder, watcher).await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!("connection ended: {e}");
+    }
+}
+
+/// Serves HTTP on a TLS connection: HTTP/2 or HTTP/1.1 as ALPN chose, else hyper-util's
+/// auto-detection, under the graceful-shutdown watcher.
+async fn serve_http<I, S, B>(
+    io: TokioIo<I>,
+    alpn: Option<&[u8]>,
+    svc: S,
+    builder: &auto::Builder<TokioExecutor>,
+    watcher: hyper_util::server::graceful::Watcher,
+) -> Result<(), String>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = hyper::Response<B>,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match alpn {
         Some(b"h2") => {
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .serve_connection(io, svc);
@@ -352,12 +452,9 @@ async fn connection(
             watcher.watch(conn).await.map_err(|e| e.to_string())
         }
         _ => watcher
-            .watch(ctx.builder.serve_connection(io, svc).into_owned())
+            .watch(builder.serve_connection(io, svc).into_owned())
             .await
             .map_err(|e| e.to_string()),
-    };
-    if let Err(e) = result {
-        tracing::debug!("connection ended: {e}");
     }
 }
 
@@ -415,7 +512,7 @@ async fn metrics_loop(
     }
 }
 
-async fn rotate_loop(rot: Rotation, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn rotate_loop(rot: Rotation, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(rot.every);
     tick.tick().await; // the first tick is immediate
     loop {

@@ -1,0 +1,73 @@
+//! `tlsperf serve --stack axum`: the same accept loop, TLS handshake, handshake metrics,
+//! connection limit and graceful shutdown as the hyper stack ([`super::Server`]), with an
+//! axum 0.8 [`Router`] answering the requests instead of a bare hyper `service_fn`. The
+//! router serves the same routes and bodies as [`super::http::serve`] (`GET /`: the
+//! `--body-size` JSON document, `GET /health`, a JSON 404 and 405 otherwise) and is handed
+//! to hyper-util's HTTP/1.1 and HTTP/2 connections through
+//! [`hyper_util::service::TowerToHyperService`], so only the HTTP layer differs.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use bytes::Bytes;
+
+use super::http::{self, Bodies};
+use super::metrics::Metrics;
+
+#[derive(Clone)]
+struct AppState {
+    bodies: Bodies,
+    metrics: Arc<Metrics>,
+}
+
+/// The router: `/` and `/health` (GET, and HEAD through axum's `get`), JSON 404 and 405
+/// bodies otherwise. Every request, answered or not, counts as one served request, as
+/// with the hyper stack.
+pub fn router(bodies: Bodies, metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/", get(root))
+        .route("/health", get(health))
+        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(not_found)
+        .with_state(AppState { bodies, metrics })
+}
+
+fn json(status: StatusCode, body: Bytes) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn root(State(s): State<AppState>) -> Response {
+    s.metrics.request();
+    let (_, body) = s.bodies.answer(true, "/");
+    json(StatusCode::OK, body)
+}
+
+async fn health(State(s): State<AppState>) -> Response {
+    s.metrics.request();
+    let (_, body) = s.bodies.answer(true, "/health");
+    json(StatusCode::OK, body)
+}
+
+async fn method_not_allowed(State(s): State<AppState>) -> Response {
+    s.metrics.request();
+    json(
+        StatusCode::METHOD_NOT_ALLOWED,
+        Bytes::from_static(http::METHOD_NOT_ALLOWED),
+    )
+}
+
+async fn not_found(State(s): State<AppState>, method: axum::http::Method) -> Response {
+    s.metrics.request();
+    // The hyper stack answers 405 before looking at the path.
+    if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
+        return json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            Bytes::from_static(http::METHOD_NOT_ALLOWED),
+        );
+    }
+    json(StatusCode::NOT_FOUND, Bytes::from_static(http::NOT_FOUND))
+}
