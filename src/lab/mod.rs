@@ -331,11 +331,11 @@ fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
     a
 }
 
-/// A client configuration built from a bundle file the way most Rust programs do it
-/// (rustls-native-certs' file loader, `RootCertStore`, rustls's WebPKI verifier), wrapped
-/// in the timing verifier.
-fn standard_config(
-    bundle: &Path,
+/// A client configuration loaded now the way most Rust programs do it — rustls-native-certs
+/// (the `bundle` file, or with `None` the system store through `load_native_certs()`),
+/// `RootCertStore`, rustls's WebPKI verifier — wrapped in the timing verifier.
+fn reloaded_config(
+    bundle: Option<&Path>,
     opts: &ClientTlsOptions,
 ) -> Result<Arc<ClientConfig>, ConfigError> {
     let provider = Arc::new(choices::customized_provider(
@@ -343,14 +343,23 @@ fn standard_config(
         &opts.groups,
         &opts.ciphers,
     )?);
-    let loaded = rustls_native_certs::load_certs_from_paths(Some(bundle), None);
+    let loaded = match bundle {
+        Some(path) => rustls_native_certs::load_certs_from_paths(Some(path), None),
+        None => rustls_native_certs::load_native_certs(),
+    };
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(loaded.certs);
     let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
         .build()
-        .map_err(|e| ConfigError::BadFile {
-            path: bundle.to_path_buf(),
-            reason: format!("no usable roots: {e}"),
+        .map_err(|e| match bundle {
+            Some(path) => ConfigError::BadFile {
+                path: path.to_path_buf(),
+                reason: format!("no usable roots: {e}"),
+            },
+            None => ConfigError::BadChoice {
+                flag: "--roots system",
+                reason: format!("no usable roots in the system store: {e}"),
+            },
         })?;
     let versions = choices::protocol_versions(&opts.versions);
     let mut config = ClientConfig::builder_with_provider(provider)
@@ -691,17 +700,16 @@ fn start_cell(
             let bundle = prep.bundle.clone();
             let copts = Arc::new(copts);
             Some(ConfigFactory(Arc::new(move || {
-                standard_config(&bundle, &copts)
+                reloaded_config(Some(&bundle), &copts)
             })))
         }
         (Trust::ReloadPerConnection, None, Some(ext)) => {
             let cacert = ext.cacert.clone();
             let copts = Arc::new(copts);
-            Some(ConfigFactory(Arc::new(move || match &cacert {
-                Some(path) => standard_config(path, &copts),
-                // The system store through rustls-native-certs, as a client with no
-                // roots configured loads it.
-                None => native_config(&copts),
+            // Without --cacert: the system store through rustls-native-certs, as a client
+            // with no roots configured loads it.
+            Some(ConfigFactory(Arc::new(move || {
+                reloaded_config(cacert.as_deref(), &copts)
             })))
         }
         _ => None,
@@ -715,37 +723,6 @@ fn start_cell(
         rounds: Vec::new(),
         server_cpu: Vec::new(),
     })
-}
-
-/// A client configuration over `rustls_native_certs::load_native_certs()`, loaded now.
-fn native_config(opts: &ClientTlsOptions) -> Result<Arc<ClientConfig>, ConfigError> {
-    let provider = Arc::new(choices::customized_provider(
-        opts.provider,
-        &opts.groups,
-        &opts.ciphers,
-    )?);
-    let loaded = rustls_native_certs::load_native_certs();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add_parsable_certificates(loaded.certs);
-    let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
-        .build()
-        .map_err(|e| ConfigError::BadChoice {
-            flag: "--roots system",
-            reason: format!("no usable roots in the system store: {e}"),
-        })?;
-    let versions = choices::protocol_versions(&opts.versions);
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&versions)
-        .map_err(|source| ConfigError::Rustls {
-            what: "--tls/--groups".into(),
-            source,
-        })?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(TimedVerifier::new(inner)))
-        .with_no_client_auth();
-    config.alpn_protocols = opts.alpn.clone();
-    config.resumption = client_config::resumption(opts.resume, 1);
-    Ok(Arc::new(config))
 }
 
 /// One round of a cell; `false` when stopped.
