@@ -9,6 +9,9 @@
 #   a 130-byte message and hashes it; its verify parses the public key on every call.
 # - X25519: openssl's "ecdh op" is one derivation; tlsperf's kx rows are rustls's
 #   client (key generation + derivation) and server (start_and_complete) operations.
+# - Both in wall-clock time: `openssl speed` divides by user CPU time unless given
+#   -elapsed, which hides every moment it was not scheduled (on a busy machine its rates
+#   stay high while wall-clock rates drop; openssl #2274).
 #
 # Usage: bench/crypto.sh [ROUNDS] [SECONDS]   (default 1 round, 1 s per item)
 set -euo pipefail
@@ -23,7 +26,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(openssl version)"
 for r in $(seq 1 "$rounds"); do
-  openssl speed -seconds "$secs" ecdsap256 ed25519 rsa2048 ecdhx25519 > "$work/openssl.txt" 2>/dev/null
+  openssl speed -elapsed -seconds "$secs" ecdsap256 ed25519 rsa2048 ecdhx25519 > "$work/openssl.txt" 2>/dev/null
   "$bin" --json crypto sign --provider aws-lc-rs --alg ecdsa-p256,ed25519,rsa-2048-pkcs1 \
     --seconds "$secs" --rounds 5 > "$work/sign.json"
   "$bin" --json crypto kx --provider aws-lc-rs --group x25519 \
