@@ -6,7 +6,9 @@
 //! rounds, the tools alternating, within 15%. Skipped (with the reason printed) when
 //! nginx or h2load is not installed.
 //!
-//! A test binary of its own: the other tests' parallel load would disturb the timing.
+//! A test binary of its own: the other tests' parallel load would disturb the timing. Run
+//! in optimized builds only: a debug build of our client against h2load (C, -O2) measures
+//! the compiler's optimizer, not the tool (seen: 1.16× in a debug CI run on a busy machine).
 
 mod common;
 
@@ -90,6 +92,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 #[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "compares a client's timing with h2load's: needs an optimized build (cargo test --release --test agreement; bench/load.sh reports the same row)"
+)]
 fn mean_request_latency_agrees_with_h2load_within_15_percent() {
     if Command::new("h2load").arg("--version").output().is_err() {
         eprintln!("SKIPPED: h2load is not installed (apt-get install nghttp2-client)");
