@@ -9,11 +9,12 @@ use super::svg::{self, esc};
 use crate::lab::result::{CellResult, GroupResult, LabResult, MeanSd};
 
 /// Columns of the tables: metric name, heading, decimals.
-const COLUMNS: [(&str, &str, usize); 11] = [
+const COLUMNS: [(&str, &str, usize); 12] = [
     ("requests_per_s", "req/s", 0),
     ("handshakes_per_s", "handshakes/s", 0),
     ("resumption_rate", "resumed", 3),
     ("handshake_p50_ms", "handshake p50 ms", 3),
+    ("handshake_p95_ms", "handshake p95 ms", 3),
     ("handshake_p99_ms", "handshake p99 ms", 3),
     ("request_p50_ms", "request p50 ms", 3),
     ("request_p95_ms", "request p95 ms", 3),
