@@ -244,7 +244,10 @@ fn render_in_chromium(page: &Path, v: &Value) {
     let mut checked = 0;
     for g in v["groups"].as_array().unwrap() {
         let section_start = dom
-            .find(&format!("data-group=\"{}\"", g["group"].as_str().unwrap()))
+            .find(&format!(
+                "<section class=\"group\" data-group=\"{}\"",
+                g["group"].as_str().unwrap()
+            ))
             .expect("a section per group");
         let section = &dom[section_start..];
         let section = &section[..section.find("</section>").unwrap()];
