@@ -243,9 +243,10 @@ mod tests {
         }
     }
 
-    fn leaf(not_after_days: i64) -> CertificateDer<'static> {
+    /// A self-signed certificate for a.test that expires `valid` from now.
+    fn leaf(valid: time::Duration) -> CertificateDer<'static> {
         let mut p = rcgen::CertificateParams::new(vec!["a.test".into()]).unwrap();
-        p.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(not_after_days);
+        p.not_after = time::OffsetDateTime::now_utc() + valid;
         let key = rcgen::KeyPair::generate().unwrap();
         p.self_signed(&key).unwrap().der().clone()
     }
@@ -258,7 +259,7 @@ mod tests {
     fn accepted_chains_are_reused_exactly_and_rejections_never() {
         let inner = Arc::new(Counting::default());
         let cache = VerdictCache::new(inner.clone(), true);
-        let cert = leaf(30);
+        let cert = leaf(time::Duration::days(30));
         let now = UnixTime::now();
         for _ in 0..3 {
             cache
@@ -281,7 +282,13 @@ mod tests {
             .verify_server_cert(&cert, &[], &name("a.test"), &[1, 2], now)
             .unwrap();
         cache
-            .verify_server_cert(&cert, &[leaf(30)], &name("a.test"), &[], now)
+            .verify_server_cert(
+                &cert,
+                &[leaf(time::Duration::days(30))],
+                &name("a.test"),
+                &[],
+                now,
+            )
             .unwrap();
         assert_eq!(inner.calls.load(Ordering::Relaxed), 4);
         // Rejections go to the inner verifier every time.
@@ -300,7 +307,7 @@ mod tests {
     fn verdicts_expire_with_the_chain_and_after_max_age() {
         let inner = Arc::new(Counting::default());
         let cache = VerdictCache::new(inner.clone(), true);
-        let cert = leaf(1);
+        let cert = leaf(time::Duration::days(1));
         let now = UnixTime::now();
         cache
             .verify_server_cert(&cert, &[], &name("a.test"), &[], now)
@@ -312,13 +319,7 @@ mod tests {
             .unwrap();
         assert_eq!(inner.calls.load(Ordering::Relaxed), 2);
         // A certificate that expires within MAX_AGE: the verdict lasts until then only.
-        let mut p = rcgen::CertificateParams::new(vec!["a.test".into()]).unwrap();
-        p.not_after = time::OffsetDateTime::now_utc() + time::Duration::seconds(10);
-        let short = p
-            .self_signed(&rcgen::KeyPair::generate().unwrap())
-            .unwrap()
-            .der()
-            .clone();
+        let short = leaf(time::Duration::seconds(10));
         cache
             .verify_server_cert(&short, &[], &name("a.test"), &[], now)
             .unwrap();
