@@ -266,8 +266,26 @@ fn handshake_reports_every_shape_for_both_sides() {
     check_schema("crypto handshake", &v);
 }
 
+/// The categories one side called in one handshake: name → calls.
+fn categories(ih: &Value) -> BTreeMap<String, u64> {
+    ih["categories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            positive(c, "calls");
+            positive(c, "ns");
+            assert!(!c["rounds_ns"].as_array().unwrap().is_empty(), "{c}");
+            (
+                c["category"].as_str().unwrap().to_string(),
+                c["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn limit_sums_the_operations_of_each_side() {
+fn limit_times_the_crypto_inside_handshakes() {
     for provider in ["aws-lc-rs", "ring"] {
         let v = json(&[
             "crypto",
@@ -281,18 +299,80 @@ fn limit_sums_the_operations_of_each_side() {
             "--provider",
             provider,
         ]);
-        assert_eq!(v["schema"], "tlsperf-crypto-limit/1");
+        assert_eq!(v["schema"], "tlsperf-crypto-limit/2");
+        let bias = positive(&v, "clock_bias_ns");
+        assert!(bias < 5_000.0, "{bias}");
         let ops = v["operations"].as_array().unwrap();
         assert_eq!(ops.len(), 5);
         for o in ops {
             check_measurement(o);
         }
+        let inside = v["in_handshake"].as_array().unwrap();
+        assert_eq!(inside.len(), 4);
         let limits = v["limits"].as_array().unwrap();
         assert_eq!(limits.len(), 4);
-        for l in limits {
-            let side = l["side"].as_str().unwrap();
-            let kind = l["kind"].as_str().unwrap();
-            let sum: f64 = ops
+        for (l, ih) in limits.iter().zip(inside) {
+            let (side, kind) = (l["side"].as_str().unwrap(), l["kind"].as_str().unwrap());
+            assert_eq!(
+                (ih["side"].as_str(), ih["kind"].as_str()),
+                (Some(side), Some(kind))
+            );
+            let cats = categories(ih);
+            // What each side must call, and must not.
+            let want: &[(&str, u64)] = match (kind, side) {
+                ("full", "client") => &[
+                    ("key_exchange", 2),
+                    ("verify_chain", 2),
+                    ("verify_handshake", 1),
+                ],
+                ("full", "server") => &[("key_exchange", 1), ("sign", 1)],
+                ("resumed", "client") => &[("key_exchange", 2)],
+                _ => &[("key_exchange", 1)],
+            };
+            for (cat, n) in want {
+                assert_eq!(cats.get(*cat), Some(n), "{kind} {side}: {cats:?}");
+            }
+            for cat in ["hash", "key_schedule", "aead"] {
+                assert!(cats.contains_key(cat), "{kind} {side}: {cats:?}");
+            }
+            if kind == "resumed" {
+                assert!(
+                    !cats.contains_key("sign") && !cats.contains_key("verify_chain"),
+                    "{cats:?}"
+                );
+            }
+            // Only the server opens tickets, and only in a resumption.
+            assert_eq!(
+                cats.contains_key("tickets"),
+                kind == "resumed" && side == "server",
+                "{kind} {side}: {cats:?}"
+            );
+            let sum: f64 = ih["categories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["ns"].as_f64().unwrap())
+                .sum();
+            let crypto = positive(l, "crypto_ns");
+            assert!((crypto - sum).abs() <= 1e-6 * sum, "{l}");
+            assert_eq!(ih["crypto_ns"].as_f64(), Some(crypto));
+            positive(ih, "instrumented_ns");
+            let public: f64 = ih["categories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| {
+                    ["key_exchange", "sign", "verify_chain", "verify_handshake"]
+                        .contains(&c["category"].as_str().unwrap())
+                })
+                .map(|c| c["ns"].as_f64().unwrap())
+                .sum();
+            assert!(
+                (positive(l, "public_key_ns") - public).abs() <= 1e-6 * public,
+                "{l}"
+            );
+            // The tight-loop figure sums the operations this kind does on this side.
+            let tight: f64 = ops
                 .iter()
                 .filter(|o| o["side"] == side)
                 .map(|o| {
@@ -306,24 +386,17 @@ fn limit_sums_the_operations_of_each_side() {
                     n * o["ns_per_op"].as_f64().unwrap()
                 })
                 .sum();
-            let crypto = positive(l, "crypto_ns");
-            assert!((crypto - sum).abs() <= 1e-6 * sum, "{l}");
+            assert!((positive(l, "tight_loop_public_key_ns") - tight).abs() <= 1e-6 * tight);
             let limit = positive(l, "limit_per_sec");
             assert!((limit * crypto / 1e9 - 1.0).abs() < 1e-9);
             let measured = positive(l, "measured_per_sec");
             let pct = positive(l, "percent_of_limit");
             assert!((pct - measured / limit * 100.0).abs() < 1e-6 * pct);
         }
-        // Full client: key exchange, two chain signatures and the CertificateVerify.
-        let per_full: u64 = ops
-            .iter()
-            .filter(|o| o["side"] == "client")
-            .map(|o| o["per_full"].as_u64().unwrap())
-            .sum();
-        assert_eq!(per_full, 4);
         check_schema("crypto limit", &v);
     }
-    // TLS 1.2 resumption has no public-key operation: no limit.
+    // TLS 1.2 resumption has no public-key operation, but hashing, the PRF and record
+    // protection still have a cost: a limit, and no public-key time.
     let v = json(&["crypto", "limit", "--tls", "1.2", "--cert", "ed25519"]);
     let resumed: Vec<_> = v["limits"]
         .as_array()
@@ -332,7 +405,16 @@ fn limit_sums_the_operations_of_each_side() {
         .filter(|l| l["kind"] == "resumed")
         .collect();
     assert_eq!(resumed.len(), 2);
-    assert!(resumed.iter().all(|l| l["limit_per_sec"].is_null()));
+    for l in resumed {
+        assert_eq!(l["public_key_ns"].as_f64(), Some(0.0), "{l}");
+        positive(l, "limit_per_sec");
+    }
+    for ih in v["in_handshake"].as_array().unwrap() {
+        let cats = categories(ih);
+        let full = ih["kind"] == "full";
+        assert_eq!(cats.contains_key("key_exchange"), full, "{ih}");
+        assert!(cats.contains_key("key_schedule"), "{ih}");
+    }
 }
 
 #[test]

@@ -30,6 +30,7 @@ use rustls_pki_types::ServerName;
 use serde::Serialize;
 
 use super::CryptoError;
+use super::instrument::{self, Tally};
 use super::kx::KxGroup;
 use super::measure::{MeasureOptions, Measurement, measure_parts};
 use crate::pki::{KeyType, PkiOptions, TestPki};
@@ -123,7 +124,8 @@ pub struct Pair {
     kind: Kind,
 }
 
-fn tls_err(shape: &Shape, what: &str, e: impl fmt::Display) -> CryptoError {
+/// A handshake failure of `shape` at step `what`.
+pub(super) fn tls_err(shape: &Shape, what: &str, e: impl fmt::Display) -> CryptoError {
     CryptoError::Handshake {
         shape: format!(
             "{} {} {} {} {}",
@@ -153,10 +155,32 @@ pub fn pki(cert: KeyType) -> Result<TestPki, CryptoError> {
 
 /// Builds the two configs of `shape` around `pki`.
 pub fn configs(shape: &Shape, pki: &TestPki) -> Result<Pair, CryptoError> {
-    let group = shape.group.group(shape.provider).ok_or_else(|| {
+    build_configs(shape, pki, false)
+}
+
+/// Builds the two configs of `shape` around `pki` on the instrumented provider
+/// ([`super::instrument`]): every crypto call, the ticketer's included, is timed.
+pub fn instrumented_configs(shape: &Shape, pki: &TestPki) -> Result<Pair, CryptoError> {
+    build_configs(shape, pki, true)
+}
+
+fn build_configs(shape: &Shape, pki: &TestPki, instrumented: bool) -> Result<Pair, CryptoError> {
+    let wanted = shape.group.group(shape.provider).ok_or_else(|| {
         CryptoError::Nothing(format!("{} is not in {}", shape.group, shape.provider))
     })?;
-    let mut provider = (*shape.provider.crypto_provider()).clone();
+    let mut provider = if instrumented {
+        (*super::instrument::provider(shape.provider)).clone()
+    } else {
+        (*shape.provider.crypto_provider()).clone()
+    };
+    let group = provider
+        .kx_groups
+        .iter()
+        .find(|g| g.name() == wanted.name())
+        .copied()
+        .ok_or_else(|| {
+            CryptoError::Nothing(format!("{} is not in {}", shape.group, shape.provider))
+        })?;
     provider.kx_groups = vec![group];
     provider.cipher_suites.retain(|s| {
         matches!(
@@ -195,11 +219,16 @@ pub fn configs(shape: &Shape, pki: &TestPki) -> Result<Pair, CryptoError> {
     match shape.kind {
         Kind::Full => server.session_storage = Arc::new(NoServerSessionStorage {}),
         Kind::Resumed => {
-            server.ticketer = match shape.provider {
+            let ticketer = match shape.provider {
                 Provider::AwsLcRs => rustls::crypto::aws_lc_rs::Ticketer::new(),
                 Provider::Ring => rustls::crypto::ring::Ticketer::new(),
             }
             .map_err(|e| tls_err(shape, "ticketer", e))?;
+            server.ticketer = if instrumented {
+                super::instrument::ticketer(ticketer)
+            } else {
+                ticketer
+            };
         }
     }
     let name = ServerName::try_from("localhost").map_err(|e| tls_err(shape, "server name", e))?;
@@ -256,28 +285,55 @@ pub fn handshake(
     buf: &mut Vec<u8>,
     parts: &mut [Duration; 2],
 ) -> Result<bool, rustls::Error> {
-    Ok(handshake_inner(pair, buf, parts)?.0)
+    Ok(handshake_inner(pair, buf, parts, None)?.0)
+}
+
+/// [`handshake`] on a pair from [`instrumented_configs`], also adding each side's crypto
+/// time ([`instrument::take`] where the side's work ends) to `tallies` when the
+/// handshake counts.
+pub fn handshake_tallied(
+    pair: &Pair,
+    buf: &mut Vec<u8>,
+    parts: &mut [Duration; 2],
+    tallies: &mut [Tally; 2],
+) -> Result<bool, rustls::Error> {
+    Ok(handshake_inner(pair, buf, parts, Some(tallies))?.0)
 }
 
 fn handshake_inner(
     pair: &Pair,
     buf: &mut Vec<u8>,
     parts: &mut [Duration; 2],
+    mut tallies: Option<&mut [Tally; 2]>,
 ) -> Result<(bool, Negotiated), rustls::Error> {
     let (mut c, mut s) = (Duration::ZERO, Duration::ZERO);
+    let mut sides = [Tally::default(); 2];
+    // Called where one side's work ends: what the crypto did since goes to that side.
+    let mut charge = |side: usize| {
+        if tallies.is_some() {
+            sides[side].add(&instrument::take());
+        }
+    };
+    if tallies.is_some() {
+        instrument::take();
+    }
     let t = Instant::now();
     let mut client = ClientConnection::new(pair.client.clone(), pair.name.clone())?;
     c += t.elapsed();
+    charge(0);
     let t = Instant::now();
     let mut server = ServerConnection::new(pair.server.clone())?;
     s += t.elapsed();
+    charge(1);
     for _ in 0..2 {
         let t = Instant::now();
         transfer(&mut client, &mut server, buf)?;
         s += t.elapsed();
+        charge(1);
         let t = Instant::now();
         transfer(&mut server, &mut client, buf)?;
         c += t.elapsed();
+        charge(0);
     }
     if client.is_handshaking() || server.is_handshaking() {
         return Err(rustls::Error::General(
@@ -289,6 +345,10 @@ fn handshake_inner(
     if counted {
         parts[0] += c;
         parts[1] += s;
+        if let Some(t) = tallies.as_deref_mut() {
+            t[0].add(&sides[0]);
+            t[1].add(&sides[1]);
+        }
     }
     let negotiated = Negotiated {
         cipher_suite: client
@@ -372,7 +432,7 @@ pub fn measure_shape(
     let mut buf = Vec::with_capacity(16 * 1024);
     // One checked handshake first: it must complete, and it primes the ticket store.
     let mut scratch = [Duration::ZERO; 2];
-    let (_, mut negotiated) = handshake_inner(&pair, &mut buf, &mut scratch)
+    let (_, mut negotiated) = handshake_inner(&pair, &mut buf, &mut scratch, None)
         .map_err(|e| tls_err(shape, "handshake", e))?;
     let [mut client, mut server] = measure_parts(
         opts,
@@ -391,7 +451,7 @@ pub fn measure_shape(
     )?;
     // What a counted handshake negotiated (the first one above may have been full).
     if shape.kind == Kind::Resumed {
-        let (counted, n) = handshake_inner(&pair, &mut buf, &mut scratch)
+        let (counted, n) = handshake_inner(&pair, &mut buf, &mut scratch, None)
             .map_err(|e| tls_err(shape, "handshake", e))?;
         if counted {
             negotiated = n;
@@ -482,7 +542,7 @@ mod tests {
                     let mut parts = [Duration::ZERO; 2];
                     // The first resumption attempt is full (no ticket yet).
                     handshake(&pair, &mut buf, &mut parts).unwrap();
-                    let (counted, n) = handshake_inner(&pair, &mut buf, &mut parts).unwrap();
+                    let (counted, n) = handshake_inner(&pair, &mut buf, &mut parts, None).unwrap();
                     assert!(counted, "{shape:?}");
                     assert!(parts[0] > Duration::ZERO && parts[1] > Duration::ZERO);
                     let suite = match tls {

@@ -1,26 +1,34 @@
-//! `tlsperf crypto limit`: the crypto a handshake cannot avoid, measured per side, and the
-//! handshakes/s per core it allows, beside the measured in-memory handshake rate.
+//! `tlsperf crypto limit`: the crypto one handshake does, per side, the handshakes/s per
+//! core it allows, and how close the measured in-memory rate comes.
 //!
-//! The operations counted (each measured with the provider's own primitives):
-//! - server, full: the key exchange (`start_and_complete`) and one signature
-//!   (CertificateVerify in TLS 1.3, ServerKeyExchange in TLS 1.2);
-//! - client, full: the key exchange (`start` + `complete`), the two signatures of the
-//!   chain (leaf by intermediate, intermediate by root) and the server's handshake
-//!   signature, each verification parsing its public key as webpki and rustls do;
-//! - resumed by ticket: TLS 1.3 keeps the key exchange (PSK with (EC)DHE) and drops the
-//!   signatures; a TLS 1.2 abbreviated handshake has no public-key operation at all, so it
-//!   has no limit here.
+//! Two measurements of the same handshake shape:
+//! - **in the handshake**: handshakes driven in memory on the instrumented provider
+//!   ([`super::instrument`]), every call into the crypto timed and charged to the side
+//!   that made it — key exchange, signing, chain and handshake-signature verification,
+//!   transcript hashing, the key schedule (HKDF, HMAC, PRF), record protection (AEAD),
+//!   tickets and random bytes. The sum per handshake is the side's **crypto time**, and
+//!   1e9 / crypto time the **crypto limit**: the handshakes/s one core could not exceed
+//!   even if rustls's own work (parsing, encoding, state machine, buffers) cost nothing.
+//!   Two clock reads per timed call are measured ([`instrument::clock_bias_ns`]) and
+//!   subtracted per call.
+//! - **in a tight loop**: the public-key operations alone (one key exchange; the
+//!   handshake signature; on the client the two chain signatures and the handshake
+//!   signature), each measured on its own as `crypto sign` / `crypto kx` do. They show
+//!   what the same operations cost with warm caches, against their cost inside a
+//!   handshake.
 //!
-//! Hashing, HKDF, record encryption and the ticket's AEAD are left out: next to the
-//! public-key operations they are small, and leaving them out keeps the figure an upper
-//! bound. RSA handshake signatures are measured as RSA-PSS with SHA-256 (rustls picks
-//! PSS; the hash it picks differs in cost by a 130-byte message at most).
+//! The **measured rate** is `crypto handshake`'s, on the plain provider (no timing
+//! wrappers); % of crypto limit = measured rate ÷ crypto limit = crypto time ÷ measured
+//! time per handshake: the share of a handshake that is crypto.
 
 use serde::Serialize;
 
+use std::time::Duration;
+
 use super::handshake::{self, Kind, Shape, TlsVersion};
+use super::instrument::{self, CATEGORIES, Category, Tally};
 use super::kx::{self, KxGroup, Side};
-use super::measure::{MeasureOptions, Measurement, measure};
+use super::measure::{MAX_UNCOUNTED, MeasureOptions, Measurement, measure, measure_parts};
 use super::sign::{self, SigAlg, TestKey};
 use super::{CryptoError, Implementation};
 use crate::pki::KeyType;
@@ -44,7 +52,7 @@ pub struct LimitOptions {
 /// The result of `crypto limit`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LimitReport {
-    /// `tlsperf-crypto-limit/1`.
+    /// `tlsperf-crypto-limit/2`.
     pub schema: &'static str,
     /// The provider.
     pub provider: Provider,
@@ -58,10 +66,44 @@ pub struct LimitReport {
     pub seconds: f64,
     /// Rounds per measured item.
     pub rounds: u32,
-    /// The crypto operations measured, and how many of each a handshake does.
+    /// What the two clock reads of one timed call add to it, ns; subtracted per call
+    /// from every in-handshake figure.
+    pub clock_bias_ns: f64,
+    /// The public-key operations in a tight loop, and how many of each a handshake does.
     pub operations: Vec<Operation>,
+    /// The crypto inside real handshakes: one row per handshake kind and side.
+    pub in_handshake: Vec<InHandshake>,
     /// One row per handshake kind and side.
     pub limits: Vec<Limit>,
+}
+
+/// The crypto one side does in one handshake of one kind, measured inside handshakes.
+#[derive(Debug, Clone, Serialize)]
+pub struct InHandshake {
+    /// Full or resumed.
+    pub kind: Kind,
+    /// Client or server.
+    pub side: Side,
+    /// Per category: calls and time per handshake (categories with no call left out).
+    pub categories: Vec<CategoryTime>,
+    /// The sum of the categories' ns per handshake.
+    pub crypto_ns: f64,
+    /// The side's whole time per handshake in the instrumented run, bias subtracted
+    /// (compare with the plain run's `measured_ns`: the wrappers' own cost shows here).
+    pub instrumented_ns: f64,
+}
+
+/// One category's share of one side's handshake.
+#[derive(Debug, Clone, Serialize)]
+pub struct CategoryTime {
+    /// What the calls do.
+    pub category: Category,
+    /// Calls per handshake.
+    pub calls: u32,
+    /// Median over the rounds of the time per handshake, ns, bias subtracted.
+    pub ns: f64,
+    /// Every round's time per handshake, ns, bias subtracted.
+    pub rounds_ns: Vec<f64>,
 }
 
 /// One measured crypto operation.
@@ -87,10 +129,14 @@ pub struct Limit {
     pub kind: Kind,
     /// Client or server.
     pub side: Side,
-    /// Sum of the operations' median ns.
+    /// Crypto time per handshake measured inside handshakes (every category).
     pub crypto_ns: f64,
-    /// 1e9 / `crypto_ns`: the handshakes/s one core cannot exceed; null when the
-    /// handshake has no public-key operation (TLS 1.2 resumption).
+    /// Of that, public-key crypto (key exchange, signing, verification).
+    pub public_key_ns: f64,
+    /// The same public-key operations in a tight loop (sum over [`LimitReport::operations`]).
+    pub tight_loop_public_key_ns: f64,
+    /// 1e9 / `crypto_ns`: the handshakes/s one core cannot exceed; null when no crypto
+    /// time was measured.
     pub limit_per_sec: Option<f64>,
     /// Measured in-memory handshakes/s of this side (`crypto handshake`).
     pub measured_per_sec: f64,
@@ -177,6 +223,8 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     });
 
     let pki = handshake::pki(opts.cert)?;
+    let bias = instrument::clock_bias_ns();
+    let mut in_handshake = Vec::new();
     let mut limits = Vec::new();
     for kind in Kind::ALL {
         let shape = Shape {
@@ -186,9 +234,14 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
             kind,
             group: g,
         };
-        let row = handshake::measure_shape(&shape, &pki, m)?;
-        for (side, measured) in [(Side::Client, &row.client), (Side::Server, &row.server)] {
-            let crypto_ns: f64 = operations
+        let (plain, inside) = measure_alternately(&shape, &pki, m, bias)?;
+        for ((side, measured), ih) in [Side::Client, Side::Server]
+            .into_iter()
+            .zip(plain)
+            .zip(inside)
+        {
+            let measured = &measured;
+            let tight: f64 = operations
                 .iter()
                 .filter(|o| o.side == side)
                 .map(|o| {
@@ -199,27 +252,144 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
                     f64::from(n) * o.m.ns_per_op
                 })
                 .sum();
-            let limit = (crypto_ns > 0.0).then(|| 1e9 / crypto_ns);
+            let public_key_ns = ih
+                .categories
+                .iter()
+                .filter(|c| c.category.public_key())
+                .map(|c| c.ns)
+                .sum();
+            let limit = (ih.crypto_ns > 0.0).then(|| 1e9 / ih.crypto_ns);
             limits.push(Limit {
                 kind,
                 side,
-                crypto_ns,
+                crypto_ns: ih.crypto_ns,
+                public_key_ns,
+                tight_loop_public_key_ns: tight,
                 limit_per_sec: limit,
                 measured_per_sec: measured.ops_per_sec,
                 measured_ns: measured.ns_per_op,
                 percent_of_limit: limit.map(|l| measured.ops_per_sec / l * 100.0),
             });
+            in_handshake.push(ih);
         }
     }
     Ok(LimitReport {
-        schema: "tlsperf-crypto-limit/1",
+        schema: "tlsperf-crypto-limit/2",
         provider: p,
         cert: opts.cert,
         group: g,
         tls: opts.tls,
         seconds: m.seconds(),
         rounds: m.rounds(),
+        clock_bias_ns: bias,
         operations,
+        in_handshake,
         limits,
     })
+}
+
+/// Slots of [`measure_parts`] for one plain and one instrumented handshake: each side's
+/// time in the plain one, each side's whole time in the instrumented one, then each
+/// side's time per category.
+const SLOTS: usize = 4 + 2 * CATEGORIES;
+
+/// Handshakes of `shape` on the plain provider and on the instrumented one, one of each
+/// in turn (so both meet the same machine): per side, the plain handshake's time and,
+/// from the instrumented one, the time per category (median of the rounds) and the calls
+/// per handshake, `bias` subtracted per call.
+fn measure_alternately(
+    shape: &Shape,
+    pki: &crate::pki::TestPki,
+    m: &MeasureOptions,
+    bias: f64,
+) -> Result<([Measurement; 2], [InHandshake; 2]), CryptoError> {
+    let plain = handshake::configs(shape, pki)?;
+    let pair = handshake::instrumented_configs(shape, pki)?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let err = |e: rustls::Error| handshake::tls_err(shape, "instrumented handshake", e);
+    let none_counted = || {
+        handshake::tls_err(
+            shape,
+            "instrumented handshake",
+            format!(
+                "{MAX_UNCOUNTED} handshakes in a row were not {}",
+                shape.kind.name()
+            ),
+        )
+    };
+    // The calls of one counted handshake (the first resumption attempt is full).
+    let mut calls = None;
+    for _ in 0..MAX_UNCOUNTED {
+        let mut sides = [Duration::ZERO; 2];
+        let mut tallies = [Tally::default(); 2];
+        if handshake::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies).map_err(err)? {
+            calls = Some(tallies.map(|t| t.calls));
+            break;
+        }
+    }
+    let calls = calls.ok_or_else(none_counted)?;
+    let parts: [Measurement; SLOTS] = measure_parts(
+        m,
+        |slots: &mut [Duration; SLOTS]| {
+            let mut plain_sides = [Duration::ZERO; 2];
+            let plain_counted =
+                handshake::handshake(&plain, &mut buf, &mut plain_sides).map_err(err)?;
+            let mut sides = [Duration::ZERO; 2];
+            let mut tallies = [Tally::default(); 2];
+            let counted = handshake::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies)
+                .map_err(err)?;
+            // Only pairs where both had the wanted kind (the first resumptions are full).
+            let both = plain_counted && counted;
+            if both {
+                slots[..2]
+                    .iter_mut()
+                    .zip(plain_sides)
+                    .for_each(|(s, d)| *s += d);
+                slots[2..4].iter_mut().zip(sides).for_each(|(s, d)| *s += d);
+                for (side, t) in tallies.iter().enumerate() {
+                    for i in 0..CATEGORIES {
+                        slots[4 + side * CATEGORIES + i] += Duration::from_nanos(t.ns[i]);
+                    }
+                }
+            }
+            Ok(both)
+        },
+        none_counted,
+    )?;
+    let [plain_client, plain_server, ..] = parts.clone();
+    let inside = [Side::Client, Side::Server].map(|side| {
+        let s = side_index(side);
+        let categories: Vec<CategoryTime> = Category::ALL
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| calls[s][*i] > 0)
+            .map(|(i, &category)| {
+                let n = calls[s][i];
+                let less = bias * f64::from(n);
+                let mm = &parts[4 + s * CATEGORIES + i];
+                CategoryTime {
+                    category,
+                    calls: n,
+                    ns: (mm.ns_per_op - less).max(0.0),
+                    rounds_ns: mm.rounds_ns.iter().map(|r| (r - less).max(0.0)).collect(),
+                }
+            })
+            .collect();
+        let all_calls: u32 = calls[s].iter().sum();
+        InHandshake {
+            kind: shape.kind,
+            side,
+            crypto_ns: categories.iter().map(|c| c.ns).sum(),
+            categories,
+            instrumented_ns: (parts[2 + s].ns_per_op - bias * f64::from(all_calls)).max(0.0),
+        }
+    });
+    Ok(([plain_client, plain_server], inside))
+}
+
+fn side_index(side: Side) -> usize {
+    match side {
+        Side::Client => 0,
+        Side::Server => 1,
+    }
 }

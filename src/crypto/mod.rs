@@ -6,6 +6,8 @@
 //! - [`alloc`]: the counting wrapper the binary puts around its global allocator.
 //! - [`sign`]: `crypto sign`, sign and verify with aws-lc-rs, ring and RustCrypto.
 //! - [`handshake`]: `crypto handshake`, rustls client and server in memory, per side.
+//! - [`instrument`]: a rustls provider that times every call into its crypto, per
+//!   category, so an in-memory handshake tells each side's crypto time.
 //! - [`kx`]: `crypto kx`, the providers' rustls key-exchange groups, client and server
 //!   side.
 //! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
@@ -15,6 +17,7 @@
 
 pub mod alloc;
 pub mod handshake;
+pub mod instrument;
 pub mod kx;
 pub mod limit;
 pub mod measure;
