@@ -17,7 +17,7 @@ use rustls::crypto::SupportedKxGroup;
 use serde::Serialize;
 
 use super::CryptoError;
-use super::measure::{MeasureOptions, Measurement, measure};
+use super::measure::{MeasureOptions, Measurement, Op, measure, measure_interleaved};
 use crate::tls::Provider;
 
 /// A key-exchange group measured by `crypto kx`.
@@ -208,10 +208,36 @@ pub fn measure_client(
     provider: Provider,
     server_share: &[u8],
 ) -> Result<Measurement, CryptoError> {
-    let g = group
+    measure(opts, client_op(group, provider, server_share)?)
+}
+
+/// Measures the server side: `start_and_complete(client share)`.
+pub fn measure_server(
+    opts: &MeasureOptions,
+    group: KxGroup,
+    provider: Provider,
+    client_share: &[u8],
+) -> Result<Measurement, CryptoError> {
+    measure(opts, server_op(group, provider, client_share)?)
+}
+
+fn rustls_group(
+    group: KxGroup,
+    provider: Provider,
+) -> Result<&'static dyn SupportedKxGroup, CryptoError> {
+    group
         .group(provider)
-        .ok_or_else(|| CryptoError::Nothing(format!("{group} is not in {provider}")))?;
-    measure(opts, || {
+        .ok_or_else(|| CryptoError::Nothing(format!("{group} is not in {provider}")))
+}
+
+/// One client-side operation: `start()` + `complete(server share)`.
+fn client_op(
+    group: KxGroup,
+    provider: Provider,
+    server_share: &[u8],
+) -> Result<impl FnMut() -> Result<(), CryptoError> + '_, CryptoError> {
+    let g = rustls_group(group, provider)?;
+    Ok(move || {
         let kx = g
             .start()
             .map_err(|e| kx_err(provider, group, "client start", e))?;
@@ -224,17 +250,14 @@ pub fn measure_client(
     })
 }
 
-/// Measures the server side: `start_and_complete(client share)`.
-pub fn measure_server(
-    opts: &MeasureOptions,
+/// One server-side operation: `start_and_complete(client share)`.
+fn server_op(
     group: KxGroup,
     provider: Provider,
     client_share: &[u8],
-) -> Result<Measurement, CryptoError> {
-    let g = group
-        .group(provider)
-        .ok_or_else(|| CryptoError::Nothing(format!("{group} is not in {provider}")))?;
-    measure(opts, || {
+) -> Result<impl FnMut() -> Result<(), CryptoError> + '_, CryptoError> {
+    let g = rustls_group(group, provider)?;
+    Ok(move || {
         let done = g
             .start_and_complete(std::hint::black_box(client_share))
             .map_err(|e| kx_err(provider, group, "server start_and_complete", e))?;
@@ -248,6 +271,7 @@ pub fn measure_server(
 pub fn run(opts: &KxOptions) -> Result<KxReport, CryptoError> {
     let mut rows = Vec::new();
     let mut unavailable = Vec::new();
+    let mut pairs = Vec::new();
     for &group in &opts.groups {
         let have: Vec<Provider> = Provider::ALL
             .into_iter()
@@ -264,23 +288,29 @@ pub fn run(opts: &KxOptions) -> Result<KxReport, CryptoError> {
                 unavailable.push(format!("{group}/{provider}"));
                 continue;
             }
-            let shares = exchange(group, provider, provider)?;
-            tracing::info!("{group} {provider} client");
-            let m = measure_client(&opts.measure, group, provider, &shares.server)?;
+            pairs.push((group, provider, exchange(group, provider, provider)?));
+        }
+    }
+    // Every row's rounds in turn with the others' (see `measure_interleaved`).
+    let mut ops: Vec<Op<'_, CryptoError>> = Vec::with_capacity(2 * pairs.len());
+    for (group, provider, shares) in &pairs {
+        ops.push(Box::new(client_op(*group, *provider, &shares.server)?));
+        ops.push(Box::new(server_op(*group, *provider, &shares.client)?));
+    }
+    tracing::info!("measuring {} rows, rounds interleaved", ops.len());
+    let mut measured = measure_interleaved(&opts.measure, &mut ops)?.into_iter();
+    drop(ops);
+    for (group, provider, shares) in &pairs {
+        for (side, share_len) in [
+            (Side::Client, shares.client.len()),
+            (Side::Server, shares.server.len()),
+        ] {
+            let Some(m) = measured.next() else { break };
             rows.push(KxRow {
-                group,
-                provider,
-                side: Side::Client,
-                share_len: shares.client.len(),
-                m,
-            });
-            tracing::info!("{group} {provider} server");
-            let m = measure_server(&opts.measure, group, provider, &shares.client)?;
-            rows.push(KxRow {
-                group,
-                provider,
-                side: Side::Server,
-                share_len: shares.server.len(),
+                group: *group,
+                provider: *provider,
+                side,
+                share_len,
                 m,
             });
         }

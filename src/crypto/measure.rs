@@ -6,6 +6,9 @@
 //!   allocator is [`super::alloc::Counting`]), so counting never runs inside a timed round.
 //! - Each round gives one ns/op figure; Tukey's 1.5×IQR filter drops outlier rounds, and
 //!   the result is the median of the kept rounds with their min, max and quartiles.
+//! - Several operations measured together ([`measure_interleaved`]) take their rounds in
+//!   turn, so a passing disturbance of the machine spreads over rows instead of spoiling
+//!   every round of one.
 //! - The clock is read once per batch of operations, the batch sized from the warm-up to
 //!   take about a millisecond, so reading it costs nothing measurable.
 
@@ -129,9 +132,71 @@ impl Measurement {
 /// ends the measurement.
 pub fn measure<E>(
     opts: &MeasureOptions,
-    mut op: impl FnMut() -> Result<(), E>,
+    op: impl FnMut() -> Result<(), E>,
 ) -> Result<Measurement, E> {
-    // Warm-up: at least one operation, untimed for the result.
+    let mut ops: [Op<'_, E>; 1] = [Box::new(op)];
+    let mut m = measure_interleaved(opts, &mut ops)?;
+    Ok(m.remove(0))
+}
+
+/// One operation among several measured together by [`measure_interleaved`].
+pub type Op<'a, E> = Box<dyn FnMut() -> Result<(), E> + 'a>;
+
+/// Measures several operations with their rounds interleaved: every operation's warm-up,
+/// then round 1 of each operation in turn, then round 2 of each, and so on. A disturbance
+/// of the machine lasting a second or two (another process, the host) then falls on one
+/// round of several operations rather than on every round of one, where the median and
+/// Tukey's filter can set it aside. One [`Measurement`] per operation, in order; the
+/// first error ends the measurement.
+pub fn measure_interleaved<E>(
+    opts: &MeasureOptions,
+    ops: &mut [Op<'_, E>],
+) -> Result<Vec<Measurement>, E> {
+    let mut prepared = Vec::with_capacity(ops.len());
+    for op in ops.iter_mut() {
+        prepared.push(warm_up(opts, op)?);
+    }
+    let round_time = opts.round_time();
+    let mut rounds_ns: Vec<Vec<f64>> = vec![Vec::with_capacity(opts.rounds() as usize); ops.len()];
+    let mut total_ops = vec![0u64; ops.len()];
+    for _ in 0..opts.rounds() {
+        for (i, op) in ops.iter_mut().enumerate() {
+            let batch = prepared[i].batch;
+            let mut n = 0u64;
+            let t0 = Instant::now();
+            let elapsed = loop {
+                for _ in 0..batch {
+                    op()?;
+                }
+                n += batch;
+                let e = t0.elapsed();
+                if e >= round_time {
+                    break e;
+                }
+            };
+            rounds_ns[i].push(elapsed.as_nanos() as f64 / n as f64);
+            total_ops[i] += n;
+        }
+    }
+    Ok(rounds_ns
+        .into_iter()
+        .zip(total_ops)
+        .zip(prepared)
+        .map(|((r, n), p)| Measurement::from_rounds(r, n, p.alloc))
+        .collect())
+}
+
+/// What the warm-up of one operation found.
+struct Prepared {
+    /// Operations between two clock reads.
+    batch: u64,
+    /// Bytes and allocation calls per operation, when the allocator counts.
+    alloc: Option<(f64, f64)>,
+}
+
+/// Runs `op` untimed for the warm-up (at least once), counting allocations, and sizes
+/// its batch.
+fn warm_up<E>(opts: &MeasureOptions, op: &mut Op<'_, E>) -> Result<Prepared, E> {
     let counter = Counter::start();
     let start = Instant::now();
     let mut warm_ops = 0u64;
@@ -152,27 +217,7 @@ pub fn measure<E>(
     });
     let per_op = warm.as_secs_f64() / warm_ops as f64;
     let batch = ((MeasureOptions::BATCH.as_secs_f64() / per_op.max(1e-9)) as u64).clamp(1, 1 << 20);
-
-    let round_time = opts.round_time();
-    let mut rounds_ns = Vec::with_capacity(opts.rounds() as usize);
-    let mut total_ops = 0u64;
-    for _ in 0..opts.rounds() {
-        let mut ops = 0u64;
-        let t0 = Instant::now();
-        let elapsed = loop {
-            for _ in 0..batch {
-                op()?;
-            }
-            ops += batch;
-            let e = t0.elapsed();
-            if e >= round_time {
-                break e;
-            }
-        };
-        rounds_ns.push(elapsed.as_nanos() as f64 / ops as f64);
-        total_ops += ops;
-    }
-    Ok(Measurement::from_rounds(rounds_ns, total_ops, alloc))
+    Ok(Prepared { batch, alloc })
 }
 
 /// Measures an operation whose time is charged to `N` parts by the closure itself (the

@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::measure::{MeasureOptions, Measurement, measure};
+use super::measure::{MeasureOptions, Measurement, Op, measure_interleaved};
 use super::{CryptoError, Implementation};
 use crate::pki::KeyType;
 
@@ -321,6 +321,7 @@ pub fn run(opts: &SignOptions) -> Result<SignReport, CryptoError> {
     let msg = message();
     let mut keys: Vec<(KeyType, TestKey)> = Vec::new();
     let mut rows = Vec::new();
+    let mut loaded: Vec<(SigAlg, Implementation, Box<dyn SigImpl>, Vec<u8>)> = Vec::new();
     for &alg in &opts.algs {
         let kt = alg.key_type();
         if !keys.iter().any(|(k, _)| *k == kt) {
@@ -338,38 +339,44 @@ pub fn run(opts: &SignOptions) -> Result<SignReport, CryptoError> {
                 continue;
             }
             let s = load(alg, imp, key)?;
-            let mut out = Vec::with_capacity(1024);
-            tracing::info!("{alg} {imp} sign");
-            let m = measure(&opts.measure, || {
-                s.sign(std::hint::black_box(&msg), &mut out)?;
-                std::hint::black_box(&out);
-                Ok::<(), CryptoError>(())
-            })?;
-            let sig = out.clone();
+            let mut sig = Vec::with_capacity(1024);
+            s.sign(&msg, &mut sig)?;
+            loaded.push((alg, imp, s, sig));
+        }
+    }
+    if loaded.is_empty() {
+        return Err(CryptoError::Nothing(
+            "none of the chosen implementations has the chosen algorithms".into(),
+        ));
+    }
+    // Every row's rounds in turn with the others' (see `measure_interleaved`).
+    let mut ops: Vec<Op<'_, CryptoError>> = Vec::with_capacity(2 * loaded.len());
+    for (_, _, s, sig) in &loaded {
+        let msg = &msg;
+        let mut out = Vec::with_capacity(1024);
+        ops.push(Box::new(move || {
+            s.sign(std::hint::black_box(msg), &mut out)?;
+            std::hint::black_box(&out);
+            Ok(())
+        }));
+        ops.push(Box::new(move || {
+            s.verify(std::hint::black_box(msg), std::hint::black_box(sig))
+        }));
+    }
+    tracing::info!("measuring {} rows, rounds interleaved", ops.len());
+    let mut measured = measure_interleaved(&opts.measure, &mut ops)?.into_iter();
+    drop(ops);
+    for (alg, imp, _, sig) in &loaded {
+        for op in [SignOp::Sign, SignOp::Verify] {
+            let Some(m) = measured.next() else { break };
             rows.push(SignRow {
-                alg,
-                implementation: imp,
-                op: SignOp::Sign,
-                signature_len: sig.len(),
-                m,
-            });
-            tracing::info!("{alg} {imp} verify");
-            let m = measure(&opts.measure, || {
-                s.verify(std::hint::black_box(&msg), std::hint::black_box(&sig))
-            })?;
-            rows.push(SignRow {
-                alg,
-                implementation: imp,
-                op: SignOp::Verify,
+                alg: *alg,
+                implementation: *imp,
+                op,
                 signature_len: sig.len(),
                 m,
             });
         }
-    }
-    if rows.is_empty() {
-        return Err(CryptoError::Nothing(
-            "none of the chosen implementations has the chosen algorithms".into(),
-        ));
     }
     Ok(SignReport {
         schema: "tlsperf-crypto-sign/1",
