@@ -158,14 +158,14 @@ pub struct CellResult {
     pub handshake_resumed_hist: Vec<[f64; 2]>,
     /// Failures by kind over all rounds.
     pub errors: BTreeMap<String, u64>,
-    /// How close the server came to its crypto limit: the unavoidable public-key crypto
-    /// of its handshakes (full and resumed in the measured mix) ÷ the server CPU it spent
+    /// How close the server came to its crypto limit: the crypto (timed inside in-memory
+    /// handshakes: key exchange, signature, hashing, key schedule, AEAD, tickets) of its handshakes (full and resumed in the measured mix) ÷ the server CPU it spent
     /// per handshake, in percent. Equivalently, its handshakes per CPU-second as a share
     /// of what the crypto alone would allow. Absent with `--target`.
     pub crypto_limit_pct: Option<f64>,
 }
 
-/// The crypto a server handshake cannot avoid, for one configuration.
+/// The crypto a server handshake does, for one configuration (`tlsperf crypto limit`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CryptoLimit {
     /// Crypto provider.
@@ -176,7 +176,7 @@ pub struct CryptoLimit {
     pub group: String,
     /// Protocol version.
     pub tls: String,
-    /// Public-key crypto of one full server handshake (ns).
+    /// Crypto of one full server handshake, timed inside in-memory handshakes (ns).
     pub full_ns: f64,
     /// Of one resumed server handshake (ns; 0 for TLS 1.2, which resumes without any).
     pub resumed_ns: f64,

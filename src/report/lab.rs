@@ -129,7 +129,7 @@ fn limits_md(s: &mut String, r: &LabResult) {
         return;
     }
     s.push_str("\n## Crypto limit of this machine (server side, per core)\n\n");
-    s.push_str("The public-key crypto a server handshake cannot avoid (key exchange + handshake signature; `tlsperf crypto limit`), measured in this run. \"% of crypto limit\" in the tables: that crypto ÷ the server CPU actually spent per handshake.\n\n");
+    s.push_str("The crypto a server handshake does (key exchange, handshake signature, hashing, key schedule, record protection, tickets; timed inside in-memory handshakes by `tlsperf crypto limit`), measured in this run. \"% of crypto limit\" in the tables: that crypto ÷ the server CPU actually spent per handshake.\n\n");
     s.push_str("| provider | certificate | group | TLS | full handshake crypto µs | resumed µs | full handshakes/s per core, at most |\n|---|---|---|---|---:|---:|---:|\n");
     for l in &r.crypto_limits {
         let _ = writeln!(
@@ -190,7 +190,7 @@ pub fn html(r: &LabResult) -> String {
         group_html(&mut s, g);
     }
     if !r.crypto_limits.is_empty() {
-        s.push_str("<h2 id=\"crypto-limit\">Crypto limit of this machine (server side, per core)</h2><p class=\"muted\">The public-key crypto a server handshake cannot avoid (key exchange + handshake signature; tlsperf crypto limit), measured in this run. “% of crypto limit” in the tables: that crypto ÷ the server CPU actually spent per handshake.</p><table class=\"limits\"><thead><tr><th>provider</th><th>certificate</th><th>group</th><th>TLS</th><th>full handshake crypto µs</th><th>resumed µs</th><th>full handshakes/s per core, at most</th></tr></thead><tbody>");
+        s.push_str("<h2 id=\"crypto-limit\">Crypto limit of this machine (server side, per core)</h2><p class=\"muted\">The crypto a server handshake does (key exchange, handshake signature, hashing, key schedule, record protection, tickets; timed inside in-memory handshakes by tlsperf crypto limit), measured in this run. “% of crypto limit” in the tables: that crypto ÷ the server CPU actually spent per handshake.</p><table class=\"limits\"><thead><tr><th>provider</th><th>certificate</th><th>group</th><th>TLS</th><th>full handshake crypto µs</th><th>resumed µs</th><th>full handshakes/s per core, at most</th></tr></thead><tbody>");
         for l in &r.crypto_limits {
             let _ = write!(
                 s,
