@@ -178,7 +178,8 @@ pub struct CryptoLimit {
     pub tls: String,
     /// Crypto of one full server handshake, timed inside in-memory handshakes (ns).
     pub full_ns: f64,
-    /// Of one resumed server handshake (ns; 0 for TLS 1.2, which resumes without any).
+    /// Crypto of one resumed server handshake (ns): the same without the signature (and,
+    /// in TLS 1.2, without the key exchange).
     pub resumed_ns: f64,
     /// Full handshakes/s one core cannot exceed (1e9 ÷ `full_ns`).
     pub full_per_s: f64,
