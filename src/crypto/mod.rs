@@ -10,6 +10,7 @@
 //!   side.
 //! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
 //!   handshakes/s they allow, and how close the measured in-memory rate comes.
+//! - [`profile`]: `--flamegraph`, a sampled CPU profile of a command drawn as an SVG.
 //!
 //! Engines here never print; they return serde-serializable reports.
 
@@ -18,6 +19,7 @@ pub mod handshake;
 pub mod kx;
 pub mod limit;
 pub mod measure;
+pub mod profile;
 pub mod sign;
 
 use std::fmt;
