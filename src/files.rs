@@ -114,6 +114,23 @@ pub fn check_destination(dest: &Path, overwrite: bool) -> Result<(), FileError> 
     }
 }
 
+/// Checks, before any expensive work, that `dest` can be written now: as
+/// [`check_destination`] with overwriting allowed, and its directory takes a new file (a
+/// probe file is created there and removed at once), so a read-only directory is found
+/// before the work rather than after it.
+pub fn check_writable(dest: &Path) -> Result<(), FileError> {
+    let dir = parent_dir(dest)?;
+    tempfile::Builder::new()
+        .prefix(".tlsperf-")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|source| FileError::Write {
+            path: dest.to_path_buf(),
+            source,
+        })
+}
+
 /// Creates `dir` and its parents if they do not exist.
 pub fn create_dir_all(dir: &Path) -> Result<(), FileError> {
     fs::create_dir_all(dir).map_err(|source| FileError::CreateDir {
@@ -302,6 +319,22 @@ mod tests {
             Err(FileError::Exists(v)) => assert_eq!(v, vec![a, b]),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn check_writable_probes_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out.svg");
+        check_writable(&dest).unwrap();
+        fs::write(&dest, b"old").unwrap();
+        // An existing file may be replaced.
+        check_writable(&dest).unwrap();
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        let err = check_writable(dir.path()).unwrap_err();
+        assert!(matches!(err, FileError::BadPath { .. }), "{err}");
+        let err = check_writable(&dir.path().join("missing").join("f")).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Input);
+        assert!(err.to_string().contains("missing"), "{err}");
     }
 
     #[test]

@@ -642,6 +642,32 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             2,
             &["ring"],
         ),
+        writes(
+            case(
+                "crypto: --flamegraph in a missing directory",
+                &[
+                    "crypto",
+                    "sign",
+                    "--alg",
+                    "ed25519",
+                    "--flamegraph",
+                    &s(&out("no-such-dir/f.svg")),
+                ],
+                2,
+                &[
+                    "--flamegraph",
+                    &s(&out("no-such-dir/f.svg")),
+                    "does not exist",
+                ],
+            ),
+            &out("no-such-dir/f.svg"),
+        ),
+        case(
+            "crypto: --flamegraph names a directory",
+            &["crypto", "kx", "--flamegraph", &s(d)],
+            2,
+            &["--flamegraph", &s(d), "is a directory"],
+        ),
         case(
             "lab: too few rounds",
             &["lab", "--rounds", "1", "--out", &s(&out("lab"))],

@@ -1,13 +1,16 @@
 //! `tlsperf crypto …`: flags → [`crate::crypto`] → output.
 
-use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
 
 use super::{CliError, Output};
 use crate::crypto::handshake::{self, HandshakeOptions, Kind, TlsVersion};
 use crate::crypto::kx::{self, KxGroup, KxOptions};
 use crate::crypto::limit::{self, LimitOptions};
+use crate::crypto::profile::{FlamegraphTarget, Sampling};
 use crate::crypto::sign::{self, SigAlg, SignOptions};
-use crate::crypto::{Implementation, MeasureOptions};
+use crate::crypto::{CryptoError, Implementation, MeasureOptions};
 use crate::pki::KeyType;
 use crate::report::crypto as report;
 use crate::tls::Provider;
@@ -44,12 +47,69 @@ struct MeasureArgs {
     /// Rounds per row; the result is the median of the rounds kept by a 1.5×IQR filter.
     #[arg(long, default_value_t = 5)]
     rounds: u32,
+    /// Also sample the CPU during the whole run (key generation, warm-ups, rounds) and
+    /// write a flame graph there (SVG; replaced if it exists).
+    #[arg(long, value_name = "FILE.svg")]
+    flamegraph: Option<PathBuf>,
 }
 
 impl MeasureArgs {
     fn options(&self) -> Result<MeasureOptions, CliError> {
         Ok(MeasureOptions::new(self.seconds, self.rounds)?)
     }
+
+    /// The command as the flame graph's title: `tlsperf crypto NAME` with the selection
+    /// flags given and the measurement flags.
+    fn title(&self, name: &str, flags: &[Option<String>]) -> String {
+        let mut t = format!("tlsperf crypto {name}");
+        for f in flags.iter().flatten() {
+            t.push(' ');
+            t.push_str(f);
+        }
+        t.push_str(&format!(
+            " --seconds {} --rounds {}",
+            self.seconds, self.rounds
+        ));
+        t
+    }
+
+    /// Runs a command: checks the `--flamegraph` path first, samples `run` when asked,
+    /// prints the result with `print`, then writes the flame graph and says where.
+    fn run<T>(
+        &self,
+        title: String,
+        out: &Output,
+        run: impl FnOnce() -> Result<T, CryptoError>,
+        print: impl FnOnce(&T) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let Some(path) = &self.flamegraph else {
+            return print(&run()?);
+        };
+        let target = FlamegraphTarget::new(path, title)?;
+        let sampling = Sampling::start()?;
+        let result = run()?;
+        let profile = sampling.stop()?;
+        print(&result)?;
+        let written = profile.write(&target)?;
+        if !out.quiet() {
+            anstream::eprintln!(
+                "flame graph: {} ({} samples over {:.2} s)",
+                written.path.display(),
+                written.samples,
+                profile.duration().as_secs_f64()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `--name a,b` for the values chosen, nothing when none were (all of them).
+fn flag<T: ValueEnum>(name: &str, chosen: &[T]) -> Option<String> {
+    let values: Vec<String> = chosen
+        .iter()
+        .filter_map(|v| v.to_possible_value().map(|p| p.get_name().to_string()))
+        .collect();
+    (!values.is_empty()).then(|| format!("{name} {}", values.join(",")))
 }
 
 #[derive(Debug, Args)]
@@ -120,24 +180,50 @@ struct LimitArgs {
 pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
     match args.command {
         CryptoCommand::Sign(a) => {
+            let title = a.measure.title(
+                "sign",
+                &[flag("--provider", &a.provider), flag("--alg", &a.alg)],
+            );
             let opts = SignOptions {
                 algs: or_all(a.alg, &SigAlg::ALL),
                 implementations: or_all(a.provider, &Implementation::ALL),
                 measure: a.measure.options()?,
             };
-            let r = sign::run(&opts)?;
-            out.result(&r, || report::sign(&r))
+            a.measure.run(
+                title,
+                out,
+                || sign::run(&opts),
+                |r| out.result(r, || report::sign(r)),
+            )
         }
         CryptoCommand::Kx(a) => {
+            let title = a.measure.title(
+                "kx",
+                &[flag("--provider", &a.provider), flag("--group", &a.group)],
+            );
             let opts = KxOptions {
                 groups: or_all(a.group, &KxGroup::ALL),
                 providers: or_all(a.provider, &Provider::ALL),
                 measure: a.measure.options()?,
             };
-            let r = kx::run(&opts)?;
-            out.result(&r, || report::kx(&r))
+            a.measure.run(
+                title,
+                out,
+                || kx::run(&opts),
+                |r| out.result(r, || report::kx(r)),
+            )
         }
         CryptoCommand::Handshake(a) => {
+            let title = a.measure.title(
+                "handshake",
+                &[
+                    flag("--provider", &a.provider),
+                    flag("--cert", &a.cert),
+                    flag("--tls", &a.tls),
+                    flag("--kind", &a.kind),
+                    flag("--group", &[a.group]),
+                ],
+            );
             let opts = HandshakeOptions {
                 providers: or_all(a.provider, &Provider::ALL),
                 versions: or_all(a.tls, &TlsVersion::ALL),
@@ -146,10 +232,23 @@ pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
                 group: a.group,
                 measure: a.measure.options()?,
             };
-            let r = handshake::run(&opts)?;
-            out.result(&r, || report::handshake(&r))
+            a.measure.run(
+                title,
+                out,
+                || handshake::run(&opts),
+                |r| out.result(r, || report::handshake(r)),
+            )
         }
         CryptoCommand::Limit(a) => {
+            let title = a.measure.title(
+                "limit",
+                &[
+                    flag("--cert", &[a.cert]),
+                    flag("--group", &[a.group]),
+                    flag("--tls", &[a.tls]),
+                    flag("--provider", &[a.provider]),
+                ],
+            );
             let opts = LimitOptions {
                 provider: a.provider,
                 cert: a.cert,
@@ -157,8 +256,12 @@ pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
                 tls: a.tls,
                 measure: a.measure.options()?,
             };
-            let r = limit::run(&opts)?;
-            out.result(&r, || report::limit(&r))
+            a.measure.run(
+                title,
+                out,
+                || limit::run(&opts),
+                |r| out.result(r, || report::limit(r)),
+            )
         }
     }
 }

@@ -12,6 +12,7 @@
 //!   side.
 //! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
 //!   handshakes/s they allow, and how close the measured in-memory rate comes.
+//! - [`profile`]: `--flamegraph`, a sampled CPU profile of a command drawn as an SVG.
 //!
 //! Engines here never print; they return serde-serializable reports.
 
@@ -21,6 +22,7 @@ pub mod instrument;
 pub mod kx;
 pub mod limit;
 pub mod measure;
+pub mod profile;
 pub mod sign;
 
 use std::fmt;
