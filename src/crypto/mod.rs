@@ -10,10 +10,13 @@
 //!   side.
 //! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
 //!   handshakes/s they allow, and how close the measured in-memory rate comes.
+//! - [`compare`]: two results of the same command compared row by row (Welch's t-test
+//!   on the rounds), for `tlsperf compare A.json B.json`.
 //!
 //! Engines here never print; they return serde-serializable reports.
 
 pub mod alloc;
+pub mod compare;
 pub mod handshake;
 pub mod kx;
 pub mod limit;
