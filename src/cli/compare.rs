@@ -1,4 +1,6 @@
-//! `tlsperf compare A B`: two sample files → [`crate::stats::compare`] → verdict.
+//! `tlsperf compare A B`: two sample files → [`crate::stats::compare`] → verdict; two
+//! load, lab or crypto results → their own comparisons ([`crate::lab::compare`],
+//! [`crate::crypto::compare`]).
 
 use std::path::PathBuf;
 
@@ -11,9 +13,10 @@ use crate::stats::{CompareOptions, Direction, Samples, compare};
 /// Arguments of `tlsperf compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Baseline samples: one number a line; blank lines and `#` comments are ignored.
+    /// Baseline samples: one number a line; blank lines and `#` comments are ignored. Or
+    /// a JSON result of `tlsperf load`, `tlsperf lab` or `tlsperf crypto`.
     a: PathBuf,
-    /// Candidate samples, same format.
+    /// Candidate samples, same format (a result of the same kind as A).
     b: PathBuf,
     /// Significance level (the confidence interval is at 1 − alpha).
     #[arg(long, default_value_t = 0.05)]
@@ -28,6 +31,10 @@ pub struct CompareArgs {
 
 /// Runs `tlsperf compare`.
 pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
+    use crate::crypto::compare::is_crypto_result_file;
+    if is_crypto_result_file(&args.a) || is_crypto_result_file(&args.b) {
+        return compare_crypto_results(&args, out);
+    }
     if is_load_result(&args.a) && is_load_result(&args.b) {
         let lab = |p: &std::path::Path| {
             std::fs::read(p).is_ok_and(|t| crate::lab::compare::is_lab_result(&t))
@@ -78,6 +85,24 @@ fn compare_lab_results(args: &CompareArgs, out: &Output) -> Result<(), CliError>
         }
         s
     })
+}
+
+/// Two `tlsperf crypto` results of the same command: Welch's t-test per matched row on
+/// its rounds (ns/op, lower is better).
+fn compare_crypto_results(args: &CompareArgs, out: &Output) -> Result<(), CliError> {
+    use crate::crypto::compare::{CryptoCompareOptions, compare_files};
+    if args.higher_is_better {
+        return Err(CliError::input(
+            "--higher-is-better does not apply to tlsperf crypto results: their rounds are ns \
+             per operation, lower is better",
+        ));
+    }
+    let opts = CryptoCompareOptions {
+        alpha: args.alpha,
+        filter: !args.no_filter,
+    };
+    let result = compare_files(&args.a, &args.b, &opts)?;
+    out.result(&result, || crate::report::crypto::compare(&result))
 }
 
 /// True when `path` starts like JSON (a `tlsperf load` result) rather than a sample file.

@@ -95,7 +95,8 @@ pub enum Command {
     Lab(Box<lab::LabArgs>),
     /// Combine load results from several machines into one, exactly (HDR histograms).
     Merge(merge::MergeArgs),
-    /// Is B really faster than A? Welch's t-test on two sample files or two load results.
+    /// Is B really faster than A? Welch's t-test on two sample files, or on two load, lab
+    /// or crypto results.
     Compare(compare::CompareArgs),
     /// Signature and key-exchange speed per implementation, on the wall clock.
     Crypto(crypto::CryptoArgs),

@@ -142,6 +142,9 @@ pub struct Limit {
     pub measured_per_sec: f64,
     /// Measured ns per handshake of this side.
     pub measured_ns: f64,
+    /// Every round of that measurement, ns per handshake of this side (the samples
+    /// `tlsperf compare` tests).
+    pub measured_rounds_ns: Vec<f64>,
     /// measured / limit × 100; null without a limit.
     pub percent_of_limit: Option<f64>,
 }
@@ -268,6 +271,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
                 limit_per_sec: limit,
                 measured_per_sec: measured.ops_per_sec,
                 measured_ns: measured.ns_per_op,
+                measured_rounds_ns: measured.rounds_ns.clone(),
                 percent_of_limit: limit.map(|l| measured.ops_per_sec / l * 100.0),
             });
             in_handshake.push(ih);

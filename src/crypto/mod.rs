@@ -13,10 +13,13 @@
 //! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
 //!   handshakes/s they allow, and how close the measured in-memory rate comes.
 //! - [`profile`]: `--flamegraph`, a sampled CPU profile of a command drawn as an SVG.
+//! - [`compare`]: two results of the same command compared row by row (Welch's t-test
+//!   on the rounds), for `tlsperf compare A.json B.json`.
 //!
 //! Engines here never print; they return serde-serializable reports.
 
 pub mod alloc;
+pub mod compare;
 pub mod handshake;
 pub mod instrument;
 pub mod kx;
