@@ -304,7 +304,7 @@ fn handshake_inner(
     pair: &Pair,
     buf: &mut Vec<u8>,
     parts: &mut [Duration; 2],
-    mut tallies: Option<&mut [Tally; 2]>,
+    tallies: Option<&mut [Tally; 2]>,
 ) -> Result<(bool, Negotiated), rustls::Error> {
     let (mut c, mut s) = (Duration::ZERO, Duration::ZERO);
     let mut sides = [Tally::default(); 2];
@@ -345,7 +345,7 @@ fn handshake_inner(
     if counted {
         parts[0] += c;
         parts[1] += s;
-        if let Some(t) = tallies.as_deref_mut() {
+        if let Some(t) = tallies {
             t[0].add(&sides[0]);
             t[1].add(&sides[1]);
         }

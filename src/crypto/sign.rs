@@ -311,6 +311,9 @@ pub fn cross_check(alg: SigAlg, key: &TestKey, msg: &[u8]) -> Result<(), CryptoE
     Ok(())
 }
 
+/// A key loaded into one implementation for one algorithm, with a signature it made.
+type Loaded = (SigAlg, Implementation, Box<dyn SigImpl>, Vec<u8>);
+
 /// Runs `crypto sign`.
 pub fn run(opts: &SignOptions) -> Result<SignReport, CryptoError> {
     if opts.algs.is_empty() || opts.implementations.is_empty() {
@@ -321,7 +324,8 @@ pub fn run(opts: &SignOptions) -> Result<SignReport, CryptoError> {
     let msg = message();
     let mut keys: Vec<(KeyType, TestKey)> = Vec::new();
     let mut rows = Vec::new();
-    let mut loaded: Vec<(SigAlg, Implementation, Box<dyn SigImpl>, Vec<u8>)> = Vec::new();
+    // Per row pair: the algorithm, the implementation, its loaded key and a signature.
+    let mut loaded: Vec<Loaded> = Vec::new();
     for &alg in &opts.algs {
         let kt = alg.key_type();
         if !keys.iter().any(|(k, _)| *k == kt) {
