@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::tlsperf;
+use common::{json_paths as paths, tlsperf};
 use serde_json::Value;
 
 use tlsperf::crypto::Implementation;
@@ -42,28 +42,6 @@ fn documented() -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     out
-}
-
-fn paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                out.insert(p.clone());
-                paths(child, &p, out);
-            }
-        }
-        Value::Array(items) => {
-            for item in items.iter().filter(|i| i.is_object()) {
-                paths(item, &format!("{prefix}[]"), out);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Every field printed is documented in docs/json-crypto.md and every documented field

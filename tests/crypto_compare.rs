@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use common::{tlsperf, write};
+use common::{json_paths as paths, tlsperf, write};
 use serde_json::{Value, json};
 
 /// A `tlsperf-crypto-sign/1` document with one row per (alg, implementation, op, rounds).
@@ -67,28 +67,6 @@ fn documented() -> BTreeSet<String> {
         "docs/json-crypto.md has no `tlsperf compare` table"
     );
     out
-}
-
-fn paths(v: &Value, prefix: &str, out: &mut BTreeSet<String>) {
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                out.insert(p.clone());
-                paths(child, &p, out);
-            }
-        }
-        Value::Array(items) => {
-            for item in items.iter().filter(|i| i.is_object()) {
-                paths(item, &format!("{prefix}[]"), out);
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Every printed field is documented; every documented top-level field is printed.

@@ -192,3 +192,31 @@ impl Drop for Serve {
         let _ = self.child.wait();
     }
 }
+
+/// Every path of a JSON value into `out`: object keys joined by `.`, arrays of objects as
+/// `[]` (`rows[].client.ns_per_op`); the form the docs' field tables use.
+pub fn json_paths(
+    v: &serde_json::Value,
+    prefix: &str,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, child) in map {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(p.clone());
+                json_paths(child, &p, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items.iter().filter(|i| i.is_object()) {
+                json_paths(item, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
