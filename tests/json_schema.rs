@@ -71,6 +71,27 @@ fn check(command: &str, run: common::Run, docs: &BTreeMap<String, BTreeMap<Strin
     check_value(command, &v, docs);
 }
 
+/// Runs `tlsperf serve --listen 127.0.0.1:0 ARGS --duration 300ms --json` and checks its
+/// two lines: the listening line, then the summary against the `summary` section.
+fn check_serve(args: &[&str], summary: &str, docs: &BTreeMap<String, BTreeMap<String, String>>) {
+    let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--duration", "300ms", "--json"]);
+    let run = tlsperf(&all);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut lines = run.stdout.lines();
+    check_value(
+        "serve (listening)",
+        &serde_json::from_str(lines.next().unwrap()).unwrap(),
+        docs,
+    );
+    check_value(
+        summary,
+        &serde_json::from_str(lines.next().unwrap()).unwrap(),
+        docs,
+    );
+}
+
 fn check_value(command: &str, v: &Value, docs: &BTreeMap<String, BTreeMap<String, String>>) {
     let doc = docs
         .get(command)
@@ -217,50 +238,10 @@ fn every_json_output_matches_the_documented_schema() {
         ]),
         &docs,
     );
-    let run = tlsperf([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics",
-        "127.0.0.1:0",
-        "--duration",
-        "300ms",
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let mut lines = run.stdout.lines();
-    check_value(
-        "serve (listening)",
-        &serde_json::from_str(lines.next().unwrap()).unwrap(),
-        &docs,
-    );
-    check_value(
-        "serve (summary)",
-        &serde_json::from_str(lines.next().unwrap()).unwrap(),
-        &docs,
-    );
-    let run = tlsperf([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--stack",
-        "actix",
-        "--threads",
-        "1",
-        "--duration",
-        "300ms",
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let mut lines = run.stdout.lines();
-    check_value(
-        "serve (listening)",
-        &serde_json::from_str(lines.next().unwrap()).unwrap(),
-        &docs,
-    );
-    check_value(
+    check_serve(&["--metrics", "127.0.0.1:0"], "serve (summary)", &docs);
+    check_serve(
+        &["--stack", "actix", "--threads", "1"],
         "serve --stack actix (summary)",
-        &serde_json::from_str(lines.next().unwrap()).unwrap(),
         &docs,
     );
     let ring = d.join("ticket.keys");

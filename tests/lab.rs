@@ -349,20 +349,7 @@ fn sigint_keeps_the_finished_groups_and_exits_130() {
     // Wait until the first group is done: its rounds take ~4.5 s after set-up.
     let started = Instant::now();
     std::thread::sleep(Duration::from_secs(9));
-    let status = Command::new("/bin/kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let pid = child.id();
-    let watchdog = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(20));
-        let _ = Command::new("/bin/kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    });
-    let output = child.wait_with_output().unwrap();
-    drop(watchdog);
+    let output = common::interrupt_and_wait(child, Duration::from_secs(20));
     let stderr = String::from_utf8_lossy(&output.stderr);
     if output.status.code() == Some(0) {
         // The machine was fast enough to finish both groups in 9 s: nothing to cut.

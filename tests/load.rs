@@ -693,22 +693,8 @@ fn sigint_keeps_the_partial_result_and_exits_130() {
         .unwrap();
     std::thread::sleep(Duration::from_secs(1));
     let sent = Instant::now();
-    let status = Command::new("/bin/kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    // wait_with_output has no timeout: a watchdog kills the child if it hangs.
-    let pid = child.id();
-    let watchdog = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(10));
-        let _ = Command::new("/bin/kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    });
-    let output = child.wait_with_output().unwrap();
+    let output = common::interrupt_and_wait(child, Duration::from_secs(10));
     let took = sent.elapsed();
-    drop(watchdog);
     assert!(took < Duration::from_secs(5), "stopped after {took:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");

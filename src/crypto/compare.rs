@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Classify, ErrorClass, io_input_class};
+use crate::lab::compare::schema_of;
 use crate::stats::{
     CompareOptions, Direction, IqrFilter, Samples, StatsError, Summary, WelchTest, compare,
 };
@@ -253,12 +254,6 @@ impl Default for CryptoCompareOptions {
             filter: true,
         }
     }
-}
-
-/// The schema named in a JSON document, if any.
-fn schema_of(text: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(text).ok()?;
-    v.get("schema")?.as_str().map(str::to_string)
 }
 
 /// True when `text` is JSON whose schema names a `tlsperf crypto` document (of any

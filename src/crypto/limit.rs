@@ -243,7 +243,6 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
             .zip(plain)
             .zip(inside)
         {
-            let measured = &measured;
             let tight: f64 = operations
                 .iter()
                 .filter(|o| o.side == side)
@@ -360,7 +359,7 @@ fn measure_alternately(
         },
         none_counted,
     )?;
-    let [plain_client, plain_server, ..] = parts.clone();
+    let plain = [parts[0].clone(), parts[1].clone()];
     let inside = [Side::Client, Side::Server].map(|side| {
         let s = side_index(side);
         let categories: Vec<CategoryTime> = Category::ALL
@@ -388,7 +387,7 @@ fn measure_alternately(
             instrumented_ns: (parts[2 + s].ns_per_op - bias * f64::from(all_calls)).max(0.0),
         }
     });
-    Ok(([plain_client, plain_server], inside))
+    Ok((plain, inside))
 }
 
 fn side_index(side: Side) -> usize {

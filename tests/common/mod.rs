@@ -220,3 +220,25 @@ pub fn json_paths(
         _ => {}
     }
 }
+
+/// Sends SIGINT to `child` and waits for it to exit, collecting its output. A watchdog
+/// sends SIGKILL if it has not exited within `limit` (`wait_with_output` has no timeout);
+/// it stands down as soon as the child has exited, so it never signals a reused pid.
+pub fn interrupt_and_wait(child: std::process::Child, limit: std::time::Duration) -> Output {
+    let pid = child.id().to_string();
+    let status = Command::new("/bin/kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (exited, wait_exit) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if wait_exit.recv_timeout(limit).is_err() {
+            let _ = Command::new("/bin/kill").args(["-KILL", &pid]).status();
+        }
+    });
+    let output = child.wait_with_output().unwrap();
+    drop(exited);
+    let _ = watchdog.join();
+    output
+}
