@@ -11,6 +11,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::nginx::{Nginx, reused_counts};
+use common::relay::DelayRelay;
 use common::{Run, Serve, tlsperf};
 use serde_json::Value;
 
@@ -451,4 +452,174 @@ fn nginx_without_tickets_resumes_tls12_by_session_id() {
     let lines = nginx.log_lines(20);
     assert_eq!(lines.len(), 20, "{lines:?}");
     assert_eq!(reused_counts(&lines, Some("TLSv1.2")), (1, 19), "{lines:?}");
+}
+
+/// A warm phase's percentile field (`min_ns`, `p50_ns`, `max_ns`…).
+fn warm_ns(v: &Value, phase: &str, field: &str) -> u64 {
+    v["warm"]["phases"][phase][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("warm {phase} {field} missing: {}", v["warm"]))
+}
+
+/// Phase boundaries against a server whose delay the test controls: a relay in front of
+/// `tlsperf serve` holds every server→client byte for 20 ms. The waits on the server
+/// (ServerHello, first byte of the response) must each hold the whole delay; the steps
+/// that only depend on us (building the ClientHello, writing the request) must hold none
+/// of it. A boundary taken after a task switch instead of at the system call moves time
+/// from one side to the other.
+#[test]
+fn phase_boundaries_follow_a_known_server_delay() {
+    const D: u64 = 20_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca,
+        "--resumption",
+        "tickets",
+    ]);
+    let relay = DelayRelay::start(s.port, Duration::from_nanos(D));
+    let url = format!("https://localhost:{}/", relay.port);
+    for (resume, tls) in [("off", "1.3"), ("tickets", "1.3"), ("off", "1.2")] {
+        let v = handshake(
+            &url,
+            &["-n", "12", "--resume", resume, "--tls", tls, "--cacert", ca],
+        );
+        let what = format!("--resume {resume} --tls {tls}: {}", v["warm"]);
+        assert_eq!(v["warm"]["count"], 11, "{what}");
+        for waits in ["server_hello", "first_byte"] {
+            let min = warm_ns(&v, waits, "min_ns");
+            assert!(
+                min >= D,
+                "{waits} min {min} ns < the relay's {D} ns; {what}"
+            );
+            let cold = v["cold"]["phases_ms"][waits].as_f64().unwrap();
+            assert!(cold >= 20.0, "cold {waits} {cold} ms; {v}");
+        }
+        for ours in ["client_hello", "request"] {
+            let (p50, max) = (warm_ns(&v, ours, "p50_ns"), warm_ns(&v, ours, "max_ns"));
+            assert!(p50 < 1_000_000, "{ours} p50 {p50} ns ≥ 1 ms; {what}");
+            assert!(
+                max < D / 2,
+                "{ours} max {max} ns holds the relay's delay; {what}"
+            );
+            let cold = v["cold"]["phases_ms"][ours].as_f64().unwrap();
+            assert!(cold < 10.0, "cold {ours} {cold} ms; {v}");
+        }
+        if tls == "1.2" && resume == "off" {
+            // Two round trips: the second (ChangeCipherSpec + Finished) ends the handshake.
+            let finish = warm_ns(&v, "handshake_finish", "min_ns");
+            assert!(finish >= D, "TLS 1.2 handshake_finish {finish} ns; {what}");
+        }
+        assert_cold_phases_add_up(&v);
+    }
+}
+
+/// The server's key exchange per handshake, full and resumed, from `tlsperf crypto
+/// limit` on this machine (timed inside in-memory TLS 1.3 handshakes, X25519, aws-lc-rs):
+/// its fastest round, as `[full, resumed]`. Rounds are short so that some fall in a
+/// quiet moment of a busy machine.
+fn server_key_exchange_ns() -> [f64; 2] {
+    let run = tlsperf([
+        "--json",
+        "crypto",
+        "limit",
+        "--seconds",
+        "0.4",
+        "--rounds",
+        "8",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    ["full", "resumed"].map(|kind| {
+        let ih = v["in_handshake"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|ih| ih["side"] == "server" && ih["kind"] == kind)
+            .unwrap_or_else(|| panic!("no server {kind} in {v}"))
+            .clone();
+        let kx = ih["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["category"] == "key_exchange")
+            .unwrap_or_else(|| panic!("no key exchange in {ih}"))
+            .clone();
+        let fastest = kx["rounds_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert!(fastest > 1_000.0, "key exchange {fastest} ns: {kx}");
+        fastest
+    })
+}
+
+/// Over repeated runs against `url`, every warm handshake's `server_hello` (our
+/// ClientHello handed to the kernel → the read that returned the ServerHello) lasts at
+/// least the server's own key exchange for that handshake kind: X25519 on the server,
+/// full and resumed (TLS 1.3 resumption is psk_dhe_ke). Shorter means time of the
+/// server's was charged to another phase.
+fn assert_server_hello_holds_the_servers_key_exchange(url: &str, trust: &[&str]) {
+    let mut mins = Vec::new();
+    for round in 0..3 {
+        for (resume, kind) in [("tickets", "resumed-ticket"), ("off", "full")] {
+            let mut args = vec!["-n", "30", "--resume", resume, "--groups", "x25519"];
+            args.extend_from_slice(trust);
+            let v = handshake(url, &args);
+            let n = warm_kind(&v, kind);
+            assert!(
+                n >= 25,
+                "round {round}: {n} {kind} handshakes: {}",
+                v["warm"]
+            );
+            mins.push((
+                round,
+                kind,
+                warm_ns(&v, "server_hello", "min_ns"),
+                v["warm"].clone(),
+            ));
+        }
+    }
+    // The floor, measured after the handshakes and once more: the faster of the two, with
+    // 20% off for the speed of a shared machine changing from one moment to the next.
+    let [a, b] = [server_key_exchange_ns(), server_key_exchange_ns()];
+    for (round, kind, min, warm) in mins {
+        let i = usize::from(kind != "full");
+        let floor = (a[i].min(b[i]) * 0.8) as u64;
+        assert!(
+            min >= floor,
+            "round {round}, {kind}: server_hello min {min} ns < the server's key exchange \
+             ({floor} ns: 0.8 × the fastest crypto limit round): {warm}"
+        );
+    }
+}
+
+#[test]
+fn server_hello_is_never_shorter_than_the_servers_key_exchange_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca,
+        "--resumption",
+        "tickets",
+    ]);
+    assert_server_hello_holds_the_servers_key_exchange(&s.url(), &["--cacert", ca]);
+}
+
+#[test]
+fn server_hello_is_never_shorter_than_the_servers_key_exchange_nginx() {
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    assert_server_hello_holds_the_servers_key_exchange(&nginx.url(), &["--roots", &nginx.root]);
 }

@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use super::error::ConnectError;
 use super::hello::{self, Offered};
 use super::verifier::{self, VerifyRecord};
+use super::wire::{Stamped, WireStamps};
 
 /// How a handshake went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -66,20 +67,29 @@ pub enum EarlyData {
     Rejected,
 }
 
-/// Moments of one connection, as offsets from its start (before DNS).
+/// Moments of one connection, as offsets from its start (before DNS). Sends are stamped
+/// right before the system call that handed the bytes to the kernel, receives right
+/// after the one that returned them ([`super::wire`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Stamps {
-    /// Name resolved.
+    /// Name resolved (the resolver's answer back in our task).
     pub resolved: Duration,
-    /// TCP connection established.
+    /// TCP connection established (the kernel's report that the connect completed, as
+    /// seen by our task).
     pub connected: Duration,
-    /// ClientHello written to the socket.
+    /// The ClientHello handed to the kernel: right before the `write` that took its last
+    /// byte (after a HelloRetryRequest, still the first ClientHello).
     pub hello_sent: Duration,
-    /// ServerHello processed (stamped with the read that delivered it).
+    /// The ServerHello received: right after the `read` that completed it (the one that
+    /// completed the ServerHello answering our second ClientHello after a
+    /// HelloRetryRequest).
     pub server_hello: Duration,
-    /// Server certificate handed to the verifier (`None` when resumed).
+    /// The server's certificate received: right after the `read` that completed the
+    /// Certificate message (`None` when resumed).
     pub certificate: Option<Duration>,
-    /// Handshake complete and our last handshake flight written.
+    /// Handshake complete: the last crossing of the handshake — right before the `write`
+    /// of our last flight (the client Finished), or right after the `read` of the
+    /// server's last flight when we send nothing after it.
     pub handshake_done: Duration,
 }
 
@@ -192,6 +202,8 @@ pub async fn handshake(
         })?;
         early_sent = true;
     }
+    let wire = WireStamps::new();
+    let since = |at: Option<Instant>| at.map_or_else(|| t0.elapsed(), |at| at.duration_since(t0));
     let mut rec = VerifyRecord::default();
     let mut offered = None;
     // ClientHellos written before the ServerHello (2 after a HelloRetryRequest).
@@ -211,12 +223,12 @@ pub async fn handshake(
             if offered.is_none() {
                 offered = Some(hello::offered(&out).unwrap_or_default());
             }
-            write_all(&tcp, &out).await?;
+            write_all(&tcp, &out, &wire).await?;
             if stamps.server_hello.is_zero() {
                 hellos += 1;
             }
             if stamps.hello_sent.is_zero() {
-                stamps.hello_sent = t0.elapsed();
+                stamps.hello_sent = since(wire.last_send());
             }
         }
         if !conn.is_handshaking() {
@@ -227,7 +239,7 @@ pub async fn handshake(
             during: "waiting for the server",
             source,
         })?;
-        let n = match conn.read_tls(&mut SyncIo(&tcp)) {
+        let n = match conn.read_tls(&mut SyncIo::new(&tcp, &wire)) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) if closed(&e) => return Err(ConnectError::ClosedMidHandshake),
@@ -238,7 +250,7 @@ pub async fn handshake(
                 });
             }
         };
-        let read_at = t0.elapsed();
+        let read_at = since(wire.last_receive());
         if n == 0 {
             return Err(ConnectError::ClosedMidHandshake);
         }
@@ -265,7 +277,8 @@ pub async fn handshake(
             stamps.certificate = Some(read_at);
         }
     }
-    stamps.handshake_done = t0.elapsed();
+    // The later of our last send and our last receive: the handshake's last crossing.
+    stamps.handshake_done = since(wire.last_send().max(wire.last_receive()));
     let offered = offered.unwrap_or_default();
     let kind = match conn.handshake_kind() {
         Some(HandshakeKind::Resumed) => {
@@ -310,7 +323,7 @@ pub async fn handshake(
             .unwrap_or_default(),
         ocsp_len: rec.ocsp_len,
     };
-    Ok((TlsStream::new(tcp, conn), info))
+    Ok((TlsStream::new(tcp, conn, wire), info))
 }
 
 /// `TLSv1_3` → `TLSv1.3`.
@@ -334,13 +347,14 @@ fn closed(e: &io::Error) -> bool {
     )
 }
 
-async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> Result<(), ConnectError> {
+/// Writes `buf`, recording each send in `wire`.
+async fn write_all(tcp: &TcpStream, mut buf: &[u8], wire: &WireStamps) -> Result<(), ConnectError> {
     while !buf.is_empty() {
         tcp.writable().await.map_err(|source| ConnectError::Io {
             during: "writing the handshake",
             source,
         })?;
-        match tcp.try_write(buf) {
+        match SyncIo::new(tcp, wire).write(buf) {
             Ok(n) => buf = &buf[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) if closed(&e) => return Err(ConnectError::ClosedMidHandshake),
@@ -355,18 +369,37 @@ async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> Result<(), ConnectError> 
     Ok(())
 }
 
-/// Blocking-style `Read`/`Write` over a tokio socket: `WouldBlock` when not ready.
-struct SyncIo<'a>(&'a TcpStream);
+/// Blocking-style `Read`/`Write` over a tokio socket: `WouldBlock` when not ready. Every
+/// system call that moves bytes is stamped in `wire` (before a send, after a receive).
+struct SyncIo<'a> {
+    tcp: &'a TcpStream,
+    wire: &'a WireStamps,
+}
+
+impl<'a> SyncIo<'a> {
+    fn new(tcp: &'a TcpStream, wire: &'a WireStamps) -> Self {
+        SyncIo { tcp, wire }
+    }
+}
 
 impl Read for SyncIo<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
+        let r = self.tcp.try_read(buf);
+        if r.is_ok() {
+            self.wire.received(Instant::now());
+        }
+        r
     }
 }
 
 impl Write for SyncIo<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.try_write(buf)
+        let at = Instant::now();
+        let r = self.tcp.try_write(buf);
+        if matches!(r, Ok(n) if n > 0) {
+            self.wire.sent(at);
+        }
+        r
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -380,15 +413,24 @@ pub struct TlsStream {
     conn: ClientConnection,
     /// The peer closed the TCP stream.
     eof: bool,
+    /// When bytes last crossed the kernel boundary, each way.
+    wire: WireStamps,
 }
 
 impl TlsStream {
-    fn new(tcp: TcpStream, conn: ClientConnection) -> Self {
+    fn new(tcp: TcpStream, conn: ClientConnection, wire: WireStamps) -> Self {
         TlsStream {
             tcp,
             conn,
             eof: false,
+            wire,
         }
+    }
+
+    /// This connection's send and receive stamps (a handle: it stays valid after the
+    /// stream moves into hyper).
+    pub fn wire(&self) -> WireStamps {
+        self.wire.clone()
     }
 
     /// The rustls connection (negotiated parameters, peer certificates…).
@@ -399,7 +441,7 @@ impl TlsStream {
     /// Writes pending TLS records; `Ready(Ok)` once none are left.
     fn poll_flush_tls(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.conn.wants_write() {
-            match self.conn.write_tls(&mut SyncIo(&self.tcp)) {
+            match self.conn.write_tls(&mut SyncIo::new(&self.tcp, &self.wire)) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     ready!(self.tcp.poll_write_ready(cx))?;
@@ -413,7 +455,7 @@ impl TlsStream {
     /// Reads and processes more TLS records; `Ready(Ok(false))` at the end of the stream.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
         loop {
-            match self.conn.read_tls(&mut SyncIo(&self.tcp)) {
+            match self.conn.read_tls(&mut SyncIo::new(&self.tcp, &self.wire)) {
                 Ok(0) => {
                     self.eof = true;
                     return Poll::Ready(Ok(false));
@@ -421,7 +463,7 @@ impl TlsStream {
                 Ok(_) => {
                     if let Err(e) = self.conn.process_new_packets() {
                         // Send the alert, best effort.
-                        let _ = self.conn.write_tls(&mut SyncIo(&self.tcp));
+                        let _ = self.conn.write_tls(&mut SyncIo::new(&self.tcp, &self.wire));
                         return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
                     }
                     // Key updates and the like.
@@ -436,6 +478,12 @@ impl TlsStream {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+}
+
+impl Stamped for TlsStream {
+    fn wire_stamps(&self) -> Option<&WireStamps> {
+        Some(&self.wire)
     }
 }
 

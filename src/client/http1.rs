@@ -8,6 +8,7 @@ use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::ConnectError;
+use super::wire::Stamped;
 
 /// Largest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
@@ -36,9 +37,11 @@ pub struct Response {
     pub body_bytes: u64,
     /// The server keeps the connection open for another request.
     pub keep_alive: bool,
-    /// When the first byte of the response arrived.
+    /// When the first byte of the response arrived: right after the `read` that returned
+    /// the TLS record carrying it (see [`super::wire`]).
     pub first_byte: Instant,
-    /// When the response was complete.
+    /// When the response was complete: right after the `read` that returned its last
+    /// byte (the end of the stream for a body delimited by closing).
     pub done: Instant,
 }
 
@@ -53,7 +56,7 @@ pub struct Http1<S> {
     end: usize,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
+impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
     /// Wraps `io`.
     pub fn new(io: S) -> Self {
         Http1 {
@@ -69,8 +72,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
         &self.io
     }
 
-    /// Writes `request` (unless it was already sent, e.g. as 0-RTT data) and returns when
-    /// it is written.
+    /// Writes `request` and returns when it was handed to the kernel: right before the
+    /// `write` that took its last byte (see [`super::wire`]).
     pub async fn send(&mut self, request: &[u8]) -> Result<Instant, ConnectError> {
         self.io
             .write_all(request)
@@ -83,7 +86,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
             during: "writing the request",
             source,
         })?;
-        Ok(Instant::now())
+        Ok(self.last_send().unwrap_or_else(Instant::now))
+    }
+
+    /// Right before the stream's last send system call.
+    fn last_send(&self) -> Option<Instant> {
+        self.io.wire_stamps().and_then(|w| w.last_send())
+    }
+
+    /// Right after the stream's last receive system call, or now for a stream that does
+    /// not record its stamps.
+    fn last_receive(&self) -> Instant {
+        self.io
+            .wire_stamps()
+            .and_then(|w| w.last_receive())
+            .unwrap_or_else(Instant::now)
     }
 
     /// Reads one complete response.
@@ -93,7 +110,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
             self.end = 0;
             self.start = 0;
         } else {
-            first_byte = Some(Instant::now());
+            // Read with an earlier response: it arrived then.
+            first_byte = Some(self.last_receive());
         }
         // Head.
         let (status, head_len, framing, keep_alive) = loop {
@@ -117,12 +135,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
                             source: std::io::ErrorKind::UnexpectedEof.into(),
                         });
                     }
-                    first_byte.get_or_insert_with(Instant::now);
+                    if first_byte.is_none() {
+                        first_byte = Some(self.last_receive());
+                    }
                 }
                 Err(e) => return Err(http_err(format!("unparsable response head: {e}"))),
             }
         };
-        let first_byte = first_byte.unwrap_or_else(Instant::now);
+        let first_byte = first_byte.unwrap_or_else(|| self.last_receive());
         self.start += head_len;
         let body_bytes = match framing {
             Framing::Length(n) => {
@@ -152,7 +172,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Http1<S> {
             body_bytes,
             keep_alive: keep_alive && framing != Framing::Close,
             first_byte,
-            done: Instant::now(),
+            done: self.last_receive(),
         })
     }
 

@@ -3,7 +3,8 @@
 //! ([`verifier`]) and its cache of chain verdicts for many connections ([`verdict_cache`]),
 //! what our ClientHello offered ([`hello`]), a small HTTP/1.1 exchange
 //! ([`http1`]), one connection plus one request ([`exchange`]) to a parsed URL
-//! ([`target`]), the phases of a connection ([`timeline`]) and a connector other Rust HTTP
+//! ([`target`]), the phases of a connection ([`timeline`]) with their boundaries stamped at
+//! the system calls that moved the bytes ([`wire`]), and a connector other Rust HTTP
 //! clients can use to record the same phases for their own traffic ([`connector`]).
 
 pub mod config;
@@ -17,6 +18,7 @@ pub mod target;
 pub mod timeline;
 pub mod verdict_cache;
 pub mod verifier;
+pub mod wire;
 
 pub use conn::{EarlyData, Handshake, Kind, TlsStream};
 pub use error::ConnectError;

@@ -102,25 +102,55 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// The duration of `phase`. Segments never go negative (a moment that did not happen
-    /// takes the previous one's time).
-    pub fn get(&self, phase: Phase) -> Duration {
+    /// The boundaries in timeline order, each at least the one before it: a moment that
+    /// did not happen takes the previous one's time, and a response that was already
+    /// received when the request counted as sent (0-RTT data answered in the read that
+    /// completed the handshake) starts where the request ended.
+    fn boundaries(&self) -> [Duration; 9] {
         let c = &self.conn;
-        let cert = c.certificate.unwrap_or(c.server_hello);
-        let seg = |a: Duration, b: Duration| b.saturating_sub(a);
+        let mut b = [
+            c.resolved,
+            c.connected,
+            c.hello_sent,
+            c.server_hello,
+            c.certificate.unwrap_or(c.server_hello),
+            c.handshake_done,
+            self.request_sent,
+            self.first_byte,
+            self.done,
+        ];
+        for i in 1..b.len() {
+            b[i] = b[i].max(b[i - 1]);
+        }
+        b
+    }
+
+    /// The duration of `phase`. Segments never go negative and add up to `Total`.
+    pub fn get(&self, phase: Phase) -> Duration {
+        let [
+            resolved,
+            connected,
+            hello,
+            server_hello,
+            cert,
+            done_hs,
+            request,
+            first,
+            done,
+        ] = self.boundaries();
         match phase {
-            Phase::Dns => c.resolved,
-            Phase::Connect => seg(c.resolved, c.connected),
-            Phase::ClientHello => seg(c.connected, c.hello_sent),
-            Phase::ServerHello => seg(c.hello_sent, c.server_hello),
-            Phase::Certificate => seg(c.server_hello, cert),
-            Phase::HandshakeFinish => seg(cert, c.handshake_done),
+            Phase::Dns => resolved,
+            Phase::Connect => connected - resolved,
+            Phase::ClientHello => hello - connected,
+            Phase::ServerHello => server_hello - hello,
+            Phase::Certificate => cert - server_hello,
+            Phase::HandshakeFinish => done_hs - cert,
             Phase::Verify => self.verify,
-            Phase::Tls => seg(c.connected, c.handshake_done),
-            Phase::Request => seg(c.handshake_done, self.request_sent),
-            Phase::FirstByte => seg(self.request_sent, self.first_byte),
-            Phase::Body => seg(self.first_byte, self.done),
-            Phase::Total => self.done,
+            Phase::Tls => done_hs - connected,
+            Phase::Request => request - done_hs,
+            Phase::FirstByte => first - request,
+            Phase::Body => done - first,
+            Phase::Total => done,
         }
     }
 }
@@ -160,5 +190,16 @@ mod tests {
         };
         assert_eq!(resumed.get(Phase::Certificate), Duration::ZERO);
         assert_eq!(resumed.get(Phase::HandshakeFinish), ms(3));
+        // 0-RTT answered in the handshake's last read: the response's first byte came
+        // before the request counted as sent; the segments still add up.
+        let early = Timeline {
+            request_sent: ms(10),
+            first_byte: ms(9),
+            ..t
+        };
+        assert_eq!(early.get(Phase::FirstByte), Duration::ZERO);
+        assert_eq!(early.get(Phase::Body), ms(6));
+        let sum: Duration = Phase::SEGMENTS.iter().map(|&p| early.get(p)).sum();
+        assert_eq!(sum, early.get(Phase::Total));
     }
 }

@@ -27,6 +27,7 @@ use crate::client::conn::{self, EarlyData, Stamps};
 use crate::client::http1::{Http1, get_request};
 use crate::client::target::Target;
 use crate::client::verdict_cache::VerdictCache;
+use crate::client::wire::WireStamps;
 use crate::client::{ConnectError, Phase, TlsStream};
 use crate::stats::LatencyHistogram;
 pub use result::LoadResult;
@@ -231,7 +232,11 @@ impl Tally {
 
 enum Open {
     H1(Box<Http1<TlsStream>>),
-    H2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
+    /// hyper's connection task owns the stream: its stamps are read through the handle.
+    H2(
+        hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+        WireStamps,
+    ),
 }
 
 /// Runs the load. The caller owns the runtime (threads) and the progress display.
@@ -661,6 +666,9 @@ async fn request(
     // Set when the request went out as 0-RTT data and the server accepted it: when the
     // handshake completed.
     let mut sent_early = None;
+    // When a connection was opened for this request: the handshake's last crossing,
+    // where the request phase starts.
+    let mut opened_at = None;
     if open.is_none() {
         let early = (shared.opts.early_data && !shared.opts.http2).then_some(req.as_slice());
         let (o, early_data, done) = connect(shared, config, tally, early).await?;
@@ -674,11 +682,12 @@ async fn request(
             EarlyData::NotSent if early.is_some() => tally.early = Some("not-sent"),
             EarlyData::NotSent => {}
         }
+        opened_at = Some(done);
         *open = Some(o);
     }
     match open.as_mut() {
         Some(Open::H1(h)) => {
-            let t = Instant::now();
+            let t = opened_at.unwrap_or_else(Instant::now);
             let sent = match sent_early {
                 Some(done) => done,
                 None => h.send(req).await?,
@@ -697,20 +706,22 @@ async fn request(
             tally.body_bytes = resp.body_bytes;
             Ok(resp.keep_alive)
         }
-        Some(Open::H2(send)) => {
+        Some(Open::H2(send, wire)) => {
             let req = http::Request::get(shared.uri.clone())
                 .body(Empty::<Bytes>::new())
                 .map_err(|e| ConnectError::Http {
                     reason: e.to_string(),
                 })?;
-            let t = Instant::now();
+            let t = opened_at.unwrap_or_else(Instant::now);
             let resp = send
                 .send_request(req)
                 .await
                 .map_err(|e| ConnectError::Http {
                     reason: format!("HTTP/2 request failed: {e}"),
                 })?;
-            let first = Instant::now();
+            // hyper's connection task read the response head: the last receive before
+            // it handed the response over (never later than that hand-over).
+            let first = wire.last_receive().unwrap_or_else(Instant::now).max(t);
             let status = resp.status().as_u16();
             let body = resp
                 .into_body()
@@ -719,7 +730,7 @@ async fn request(
                 .map_err(|e| ConnectError::Http {
                     reason: format!("HTTP/2 body: {e}"),
                 })?;
-            let done = Instant::now();
+            let done = wire.last_receive().unwrap_or_else(Instant::now).max(first);
             tally.phase(Phase::FirstByte, first - t);
             tally.phase(Phase::Body, done - first);
             tally.status = Some(status);
@@ -768,7 +779,7 @@ async fn connect(
         stamps,
     )
     .await?;
-    let done = Instant::now();
+    let done = t0 + hs.stamps.handshake_done;
     let timeline = crate::client::Timeline {
         conn: hs.stamps,
         verify: hs.verify,
@@ -787,6 +798,7 @@ async fn connect(
     }
     tally.handshake = Some((hs.kind.name(), hs.kind.resumed(), timeline.get(Phase::Tls)));
     if shared.opts.http2 {
+        let wire = stream.wire();
         if hs.alpn.as_deref() != Some("h2") {
             return Err(ConnectError::Http {
                 reason: "the server did not agree to HTTP/2 (ALPN h2)".into(),
@@ -799,7 +811,7 @@ async fn connect(
                     reason: format!("HTTP/2 handshake: {e}"),
                 })?;
         tokio::spawn(connection);
-        Ok((Open::H2(send), hs.early_data, done))
+        Ok((Open::H2(send, wire), hs.early_data, done))
     } else {
         Ok((Open::H1(Box::new(Http1::new(stream))), hs.early_data, done))
     }

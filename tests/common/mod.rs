@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod nginx;
+pub mod relay;
 
 use std::path::Path;
 use std::process::{Command, Output};
