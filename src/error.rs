@@ -47,6 +47,22 @@ pub fn io_input_class(err: &std::io::Error) -> ErrorClass {
     }
 }
 
+/// An error and its causes as one line (`cannot read x.pem: No such file or directory`),
+/// for messages that embed an error as text.
+pub fn sentence(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -167,6 +167,9 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
     let url = |port: u16| format!("https://localhost:{port}/");
 
     let out = |name: &str| d.join(name);
+    // Accepts connections (the kernel's backlog does) and never says a word.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
     let cases = vec![
         // pki
         case(
@@ -340,7 +343,26 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
                 &root,
             ],
             1,
-            &["wrong.example"],
+            &[
+                "is not valid: the certificate is not valid for wrong.example: it is for \
+                 localhost, 127.0.0.1",
+            ],
+        ),
+        case(
+            "verify: expired at --at, in dates",
+            &[
+                "verify",
+                "--chain",
+                &good_chain_path,
+                "--host",
+                "localhost",
+                "--roots",
+                &root,
+                "--at",
+                "2300-01-01T00:00:00Z",
+            ],
+            1,
+            &["expired at 2", "(checked at 2300-01-01T00:00:00Z)"],
         ),
         // serve
         case(
@@ -369,7 +391,11 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
                 "127.0.0.1:0",
             ],
             2,
-            &["key"],
+            &[
+                &other_key,
+                "not the private key of the certificate in",
+                &good_chain_path,
+            ],
         ),
         case(
             "serve: encrypted key",
@@ -531,7 +557,57 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
                 &other_key,
             ],
             2,
-            &["key"],
+            &[&other_key, "not the private key of the certificate in"],
+        ),
+        case(
+            "handshake: --cacert file missing says why",
+            &["handshake", &good.url(), "--cacert", &missing],
+            2,
+            &["does-not-exist.pem", "No such file or directory"],
+        ),
+        case(
+            "trust trim: a silent host times out in words",
+            &[
+                "trust",
+                "trim",
+                "--keep-for",
+                &format!("127.0.0.1:{silent_port}"),
+                "--timeout",
+                "1s",
+                "--out",
+                &s(&out("trimmed.pem")),
+            ],
+            1,
+            &[
+                "no answer from 127.0.0.1",
+                "within 1s during the TLS handshake",
+            ],
+        ),
+        case(
+            "trust trim: a timeout without a unit",
+            &[
+                "trust",
+                "trim",
+                "--keep-for",
+                &good_chain_path,
+                "--timeout",
+                "10",
+            ],
+            2,
+            &["--timeout", "'10' has no unit"],
+        ),
+        case(
+            "load: a duration that overflows the clock",
+            &[
+                "load",
+                &good.url(),
+                "--cacert",
+                &root,
+                "-d",
+                "300000000000y",
+            ],
+            2,
+            &["--duration", "365 days"],
         ),
         case(
             "handshake: conflicting flags",

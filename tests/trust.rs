@@ -444,7 +444,7 @@ fn trim_writes_nothing_when_a_chain_does_not_verify() {
         "--out",
         s(&out),
         "--timeout",
-        "2",
+        "2s",
     ]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains(&target), "{}", run.stderr);

@@ -70,7 +70,7 @@ impl ClientArgs {
             self.roots.parse().map_err(CliError::input)?
         };
         let client_cert = match (&self.cert, &self.key) {
-            (Some(c), Some(k)) => Some((choices::read_chain(c)?, choices::read_key(k)?)),
+            (Some(c), Some(k)) => Some(choices::read_key_pair(c, k)?),
             _ => None,
         };
         Ok(ClientTlsOptions {

@@ -15,11 +15,14 @@ use crate::report::text;
 pub struct HandshakeArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
-    /// Connections, one after the other (the first is reported apart, as cold).
-    #[arg(short = 'n', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    /// Requests to send, as in `tlsperf load`: each on a new connection of its own, one
+    /// after the other, so also the number of handshakes (the first is reported apart, as
+    /// cold; at most 1,000,000). `--count` is the old name.
+    #[arg(short = 'n', long = "requests", visible_alias = "count", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     count: u64,
-    /// Limit per connection (connect, handshake and response), e.g. 10s.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// Limit per connection (connect, handshake and response), e.g. 10s (at most 365
+    /// days).
+    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
     timeout: Duration,
     /// Send the request as TLS 1.3 0-RTT early data when a resumed session allows it
     /// (needs a server accepting early data, e.g. `serve --early-data N --resumption

@@ -24,8 +24,8 @@ pub struct LoadArgs {
     /// Requests to send (started; failures count).
     #[arg(short = 'n', long = "requests", value_parser = clap::value_parser!(u64).range(1..))]
     requests: Option<u64>,
-    /// How long to send requests, e.g. 10s.
-    #[arg(short = 'd', long, value_parser = humantime::parse_duration)]
+    /// How long to send requests, e.g. 10s (at most 365 days).
+    #[arg(short = 'd', long, value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
     /// Connections (slots sending one request at a time each).
     #[arg(short = 'c', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -53,8 +53,9 @@ pub struct LoadArgs {
     /// Worker threads (default: the number of CPUs).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: Option<u64>,
-    /// Limit per request, including a new connection's set-up.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// Limit per request, including a new connection's set-up (e.g. 10s; at most 365
+    /// days).
+    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
     timeout: Duration,
     /// Sample this process's CPU and resident memory from /proc (the server under test).
     #[arg(long, value_name = "PID")]

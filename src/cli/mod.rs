@@ -13,6 +13,7 @@ mod client_args;
 mod compare;
 mod completions;
 mod crypto;
+mod duration;
 mod handshake;
 mod lab;
 mod load;

@@ -305,7 +305,7 @@ async fn shutdown_signal(duration: Option<Duration>) {
 
 fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
     let cert = match (&a.cert, &a.key) {
-        (Some(c), Some(k)) => (choices::read_chain(c)?, choices::read_key(k)?),
+        (Some(c), Some(k)) => choices::read_key_pair(c, k)?,
         _ => {
             let key = a.gen_cert.unwrap_or(KeyType::EcdsaP256);
             let pki = TestPki::generate(&PkiOptions {
@@ -340,11 +340,9 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         let (c, k) = files.split_once(',').ok_or_else(bad)?;
         rustls_pki_types::DnsName::try_from(name)
             .map_err(|_| CliError::input(format!("--sni '{spec}': '{name}' is not a DNS name")))?;
-        sni.push((
-            name.to_string(),
-            choices::read_chain(std::path::Path::new(c))?,
-            choices::read_key(std::path::Path::new(k))?,
-        ));
+        let (chain, key) =
+            choices::read_key_pair(std::path::Path::new(c), std::path::Path::new(k))?;
+        sni.push((name.to_string(), chain, key));
     }
     let client_ca = match &a.client_ca {
         Some(p) if p.is_dir() => Some(TrustStore::from_dir(p)?),

@@ -109,9 +109,10 @@ struct TrimArgs {
     /// Crypto provider for signature checks.
     #[arg(long, value_enum, default_value_t = Provider::AwsLcRs)]
     provider: Provider,
-    /// Connect and handshake timeout for host:port chains, in seconds.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
-    timeout: u64,
+    /// Connect and handshake timeout for host:port chains (e.g. 500ms, 10s; at most 365
+    /// days).
+    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
+    timeout: std::time::Duration,
 }
 
 fn parse_time(s: &str) -> Result<time::OffsetDateTime, String> {
@@ -212,11 +213,7 @@ pub fn exec(args: TrustArgs, out: &Output) -> Result<(), CliError> {
         TrustCommand::Trim(a) => {
             files::check_destination(&a.out, a.force)?;
             let store = a.source.load(None)?.store;
-            let chains = trust::trim::resolve_chains(
-                &a.keep_for,
-                a.provider,
-                std::time::Duration::from_secs(a.timeout),
-            )?;
+            let chains = trust::trim::resolve_chains(&a.keep_for, a.provider, a.timeout)?;
             let opts = trust::trim::TrimOptions {
                 at: crate::when::to_unix_time(a.at.unwrap_or_else(time::OffsetDateTime::now_utc)),
                 provider: a.provider,

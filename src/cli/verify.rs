@@ -143,7 +143,7 @@ pub fn exec(args: VerifyArgs, out: &Output) -> Result<(), CliError> {
         Err(CliError {
             class: ErrorClass::Runtime,
             error: anyhow::anyhow!(
-                "{}: not valid for {host}: {}",
+                "{} is not valid: {}",
                 chain_path.display(),
                 report.reason.clone().unwrap_or_default()
             ),

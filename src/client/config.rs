@@ -211,7 +211,7 @@ fn load_roots(roots: &Roots) -> Result<Option<Arc<TrustStore>>, ConfigError> {
             Arc::new(
                 TrustStore::from_pem_file(path).map_err(|e| ConfigError::BadFile {
                     path: path.clone(),
-                    reason: format!("not usable as roots: {e}"),
+                    reason: format!("not usable as roots: {}", crate::error::sentence(&e)),
                 })?,
             )
         }

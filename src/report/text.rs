@@ -422,11 +422,12 @@ pub fn trust_analysis(a: &crate::trust::analyze::Analysis) -> String {
 /// The result of a trim.
 pub fn trust_trim(t: &crate::trust::trim::Trimmed, path: &Path) -> String {
     let mut out = format!(
-        "{} {}: kept {} of {} anchors from {}\n",
+        "{} {}: kept {} of {} anchors ({} certificates) from {}\n",
         styled(BOLD, "wrote"),
         path.display(),
         t.kept.len(),
         t.source_anchors,
+        t.source_certificates,
         t.source
     );
     let mut k = table(&["kept", "SHA-256", "verifies"]);
@@ -813,14 +814,16 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
         r.cold.status,
         match r.cold.early_data {
             crate::client::EarlyData::NotSent => String::new(),
-            e => format!(", 0-RTT {e:?}"),
+            crate::client::EarlyData::Accepted => ", 0-RTT data accepted".into(),
+            crate::client::EarlyData::Rejected => ", 0-RTT data rejected (sent again)".into(),
         }
     );
     if let Some(w) = &r.warm {
         let kinds: Vec<String> = w.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
         s += &format!(
-            "warm: {} connections: {}; resumption rate {:.1}%",
+            "warm: {} connection{}: {}; resumption rate {:.1}%",
             w.count,
+            if w.count == 1 { "" } else { "s" },
             kinds.join(", "),
             w.resumption_rate * 100.0
         );

@@ -41,8 +41,8 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
-    /// rustls refused the combination.
-    #[error("{what}: {source}")]
+    /// rustls refused the combination (the source says why).
+    #[error("{what}")]
     Rustls {
         /// What was being built.
         what: String,
@@ -144,6 +144,30 @@ pub fn customized_provider(
             .collect::<Result<_, _>>()?;
     }
     Ok(provider)
+}
+
+/// Reads a certificate chain and its private key, and checks that the key is the leaf's
+/// (the error names both files).
+pub fn read_key_pair(
+    chain_path: &Path,
+    key_path: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ConfigError> {
+    let chain = read_chain(chain_path)?;
+    let key = read_key(key_path)?;
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    match rustls::sign::CertifiedKey::from_der(chain.clone(), key.clone_key(), &provider) {
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
+            Err(ConfigError::BadFile {
+                path: key_path.to_path_buf(),
+                reason: format!(
+                    "not the private key of the certificate in {} (their public keys differ)",
+                    chain_path.display()
+                ),
+            })
+        }
+        // Unsupported key types and the like: said when the server is configured.
+        _ => Ok((chain, key)),
+    }
 }
 
 /// The name rustls gives a group, lowercased as on our command line (`x25519`,

@@ -4,7 +4,7 @@
 //! validation before and after trimming; nothing is produced if any chain fails.
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -142,6 +142,13 @@ pub fn fetch_chain(
                 ));
             }
             Ok(_) => {}
+            // A read or write timeout on a blocking socket ends as EAGAIN/EWOULDBLOCK.
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(fail(format!(
+                    "no answer from {addr} within {} during the TLS handshake",
+                    humantime::format_duration(timeout)
+                )));
+            }
             Err(e) => return Err(fail(format!("TLS handshake: {e}"))),
         }
     }
@@ -194,8 +201,11 @@ pub struct AnchorRow {
 pub struct Trimmed {
     /// The source store, for humans.
     pub source: String,
-    /// Anchors in the source.
+    /// Distinct anchors in the source (duplicate certificates counted once, as `trust
+    /// load` counts them).
     pub source_anchors: usize,
+    /// Certificates in the source.
+    pub source_certificates: usize,
     /// Kept anchors.
     pub kept: Vec<AnchorRow>,
     /// Removed anchors.
@@ -398,7 +408,11 @@ pub fn trim(
     }
     Ok(Trimmed {
         source: store.origin().to_string(),
-        source_anchors: anchors.len(),
+        source_anchors: fingerprints
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        source_certificates: anchors.len(),
         kept: kept_rows,
         removed,
         chains: rows,

@@ -83,6 +83,7 @@ impl IndexedVerifier {
         let mut report = VerifyReport {
             valid: false,
             reason: None,
+            reason_code: None,
             budget_exhausted: false,
             path: Vec::new(),
             anchors_in_store: self.index.len(),
@@ -96,41 +97,38 @@ impl IndexedVerifier {
             total_ns: 0,
         };
         let t = Instant::now();
-        let path_result = webpki::EndEntityCert::try_from(end_entity)
-            .map_err(|e| format!("{e}"))
-            .and_then(|ee| {
-                let anchors = &candidates.roots.roots;
-                let path = ee
-                    .verify_for_usage(
-                        &algs,
-                        anchors,
-                        intermediates,
-                        now,
-                        webpki::KeyUsage::server_auth(),
-                        None,
-                        None,
-                    )
-                    .map_err(|e| {
-                        report.budget_exhausted = matches!(
-                            e,
-                            webpki::Error::MaximumSignatureChecksExceeded
-                                | webpki::Error::MaximumPathBuildCallsExceeded
-                                | webpki::Error::MaximumNameConstraintComparisonsExceeded
-                        );
-                        format!("{e}")
-                    })?;
-                report
-                    .path
-                    .push(subject_cn_of_der(path.end_entity().der().as_ref()));
-                for c in path.intermediate_certificates() {
-                    report.path.push(subject_cn_of_der(c.der().as_ref()));
-                }
-                report.path.push(format!(
-                    "{} (trust anchor)",
-                    subject_cn_of_name(path.anchor().subject.as_ref())
-                ));
-                Ok(ee)
-            });
+        let path_result = webpki::EndEntityCert::try_from(end_entity).and_then(|ee| {
+            let anchors = &candidates.roots.roots;
+            let path = ee
+                .verify_for_usage(
+                    &algs,
+                    anchors,
+                    intermediates,
+                    now,
+                    webpki::KeyUsage::server_auth(),
+                    None,
+                    None,
+                )
+                .inspect_err(|e| {
+                    report.budget_exhausted = matches!(
+                        e,
+                        webpki::Error::MaximumSignatureChecksExceeded
+                            | webpki::Error::MaximumPathBuildCallsExceeded
+                            | webpki::Error::MaximumNameConstraintComparisonsExceeded
+                    );
+                })?;
+            report
+                .path
+                .push(subject_cn_of_der(path.end_entity().der().as_ref()));
+            for c in path.intermediate_certificates() {
+                report.path.push(subject_cn_of_der(c.der().as_ref()));
+            }
+            report.path.push(format!(
+                "{} (trust anchor)",
+                subject_cn_of_name(path.anchor().subject.as_ref())
+            ));
+            Ok(ee)
+        });
         let building = t.elapsed();
         report.signature_checks = counters.count.load(Ordering::Relaxed);
         report.signatures_ns = counters.nanos.load(Ordering::Relaxed);
@@ -140,24 +138,11 @@ impl IndexedVerifier {
                 let t = Instant::now();
                 match ee.verify_is_valid_for_subject_name(server_name) {
                     Ok(()) => report.valid = true,
-                    Err(e) => {
-                        report.reason = Some(format!(
-                            "{e} (the name {} is not in the certificate)",
-                            server_name.to_str()
-                        ))
-                    }
+                    Err(e) => report.set_reason(&e, server_name),
                 }
                 report.name_ns = duration_ns(t.elapsed());
             }
-            Err(e) => {
-                report.reason = Some(if report.budget_exhausted {
-                    format!(
-                        "{e}: webpki's work budget is exhausted (at most 100 signature checks per verification)"
-                    )
-                } else {
-                    e
-                });
-            }
+            Err(e) => report.set_reason(&e, server_name),
         }
         report.total_ns = duration_ns(started.elapsed());
         report
@@ -214,8 +199,11 @@ impl ServerCertVerifier for IndexedVerifier {
 pub struct VerifyReport {
     /// The chain is valid for the name at the time.
     pub valid: bool,
-    /// Why not, in webpki's words.
+    /// Why not, in plain words (dates, names).
     pub reason: Option<String>,
+    /// Why not, as a stable code (`cert_expired`, `name_mismatch`, `unknown_issuer`…;
+    /// [`super::reason::describe`]).
+    pub reason_code: Option<&'static str>,
     /// webpki gave up on its work budget (pathological chain).
     pub budget_exhausted: bool,
     /// Subjects from the leaf up to the trust anchor (when valid or when only the name failed).
@@ -238,6 +226,14 @@ pub struct VerifyReport {
     pub name_ns: u64,
     /// Everything.
     pub total_ns: u64,
+}
+
+impl VerifyReport {
+    fn set_reason(&mut self, e: &webpki::Error, name: &ServerName<'_>) {
+        let r = super::reason::describe(e, &name.to_str());
+        self.reason = Some(r.message);
+        self.reason_code = Some(r.code);
+    }
 }
 
 #[derive(Default)]
