@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::client::config::BuiltClient;
@@ -15,6 +16,32 @@ use crate::client::http1::get_request;
 use crate::client::target::Target;
 use crate::client::{ConnectError, EarlyData, Phase};
 use crate::stats::{LatencyHistogram, Quantiles};
+
+/// Shared with the caller while a run lasts: how far it got, and a way to stop it.
+#[derive(Debug, Default)]
+pub struct Control {
+    done: AtomicUsize,
+    stop: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Control {
+    /// Stops the run: the connection in flight is abandoned at once and the result covers
+    /// the connections that completed (`interrupted` set).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    /// Connections finished so far (completed or failed).
+    pub fn done(&self) -> usize {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+}
 
 /// What to do.
 #[derive(Debug, Clone)]
@@ -115,13 +142,18 @@ pub struct HandshakeRun {
     pub cold: ConnReport,
     /// The others (`None` with `-n 1`).
     pub warm: Option<WarmReport>,
+    /// Stopped before all connections were made (Ctrl-C): the report covers those that
+    /// were.
+    pub interrupted: bool,
 }
 
-/// Runs `opts.count` sequential exchanges with `target`.
+/// Runs `opts.count` sequential exchanges with `target`, until done or `control` stops
+/// it (an error when stopped before the first connection completed: nothing to report).
 pub async fn run(
     target: &Target,
     client: &BuiltClient,
     opts: &HandshakeOptions,
+    control: &Control,
 ) -> Result<HandshakeRun, ConnectError> {
     let request = get_request(&target.authority, &target.path, true);
     let mut first: Option<Exchange> = None;
@@ -130,15 +162,32 @@ pub async fn run(
     let (mut accepted, mut rejected, mut resumed) = (0, 0, 0);
     let mut errors: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut examples: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut interrupted = false;
+    let mut attempted = 0;
     for i in 0..opts.count.max(1) {
-        let outcome = exchange(
-            target,
-            Arc::clone(&client.config),
-            &request,
-            opts.early_data,
-            opts.timeout,
-        )
-        .await;
+        // Registered before the check, so that a stop in between still wakes us.
+        let stopping = control.notify.notified();
+        tokio::pin!(stopping);
+        stopping.as_mut().enable();
+        if control.stopped() {
+            interrupted = true;
+            break;
+        }
+        let outcome = tokio::select! {
+            o = exchange(
+                target,
+                Arc::clone(&client.config),
+                &request,
+                opts.early_data,
+                opts.timeout,
+            ) => o,
+            () = &mut stopping => {
+                interrupted = true;
+                break;
+            }
+        };
+        attempted += 1;
+        control.done.fetch_add(1, Ordering::Relaxed);
         let (ex, open) = match outcome {
             Ok(x) => x,
             // The first connection must work: everything reported comes from it.
@@ -172,12 +221,16 @@ pub async fn run(
         }
     }
     let Some(first) = first else {
-        return Err(ConnectError::Http {
-            reason: "no connection was made".into(),
+        return Err(if interrupted {
+            ConnectError::Interrupted
+        } else {
+            ConnectError::Http {
+                reason: "no connection was made".into(),
+            }
         });
     };
     let failed: usize = errors.values().sum();
-    let warm_count = opts.count.max(1) - 1 - failed;
+    let warm_count = attempted - 1 - failed;
     let h = &first.handshake;
     Ok(HandshakeRun {
         target: target.to_string(),
@@ -221,6 +274,7 @@ pub async fn run(
             errors,
             error_examples: examples,
         }),
+        interrupted,
     })
 }
 

@@ -623,3 +623,85 @@ fn server_hello_is_never_shorter_than_the_servers_key_exchange_nginx() {
     };
     assert_server_hello_holds_the_servers_key_exchange(&nginx.url(), &["--roots", &nginx.root]);
 }
+
+/// Starts `tlsperf handshake ARGS --json` in the background.
+fn spawn_handshake(args: &[&str]) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .arg("handshake")
+        .args(args)
+        .arg("--json")
+        .env_remove("TLSPERF_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Ctrl-C (or SIGTERM) while `handshake` waits on a connection: it stops at once, prints
+/// the connections it measured and exits 130; before the first connection completed there
+/// is nothing to report: exit 130 and a sentence saying so.
+#[test]
+fn interrupted_runs_keep_what_was_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let s = Serve::start(&["--gen-cert", "ecdsa-p256", "--write-ca", ca]);
+    // Each exchange waits 2 × 250 ms on the relay: 40 of them take 20 s.
+    let relay = DelayRelay::start(s.port, Duration::from_millis(250));
+    let url = format!("https://localhost:{}/", relay.port);
+    let child = spawn_handshake(&[&url, "-n", "40", "--cacert", ca, "--timeout", "300s"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    let sent = Instant::now();
+    let out = common::interrupt_and_wait(child, Duration::from_secs(20));
+    let took = sent.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(took < Duration::from_secs(3), "stopped after {took:?}");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["interrupted"], true, "{v}");
+    let warm = v["warm"]["count"].as_u64().unwrap();
+    assert!((1..39).contains(&warm), "{warm} warm connections: {v}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+
+    // A server that never answers (the kernel accepts; nobody reads): SIGTERM stops the
+    // first connection, which had nothing to report.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let child = spawn_handshake(&[
+        &format!("https://localhost:{port}/"),
+        "--cacert",
+        ca,
+        "--timeout",
+        "300s",
+    ]);
+    std::thread::sleep(Duration::from_millis(1000));
+    let sent = Instant::now();
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("/bin/kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert!(
+        stderr.contains("interrupted before the first connection completed"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    drop(silent);
+}

@@ -1,5 +1,6 @@
 //! `tlsperf handshake URL`: flags → [`crate::handshake`] → output.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -7,7 +8,8 @@ use clap::Args;
 use super::client_args::ClientArgs;
 use super::{CliError, Output};
 use crate::client::config;
-use crate::handshake::{HandshakeOptions, run};
+use crate::error::{Classify, ErrorClass};
+use crate::handshake::{Control, HandshakeOptions, run};
 use crate::report::text;
 
 /// Arguments of `tlsperf handshake`.
@@ -33,7 +35,8 @@ pub struct HandshakeArgs {
     client: ClientArgs,
 }
 
-/// Runs `tlsperf handshake`.
+/// Runs `tlsperf handshake`: a progress bar on a terminal; Ctrl-C (or SIGTERM) stops the
+/// run and prints what was measured (exit 130), a second one exits at once.
 pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     let target = args.client.target(&args.url)?;
     let opts = args
@@ -50,8 +53,56 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         early_data: args.early_data,
         timeout: args.timeout,
     };
-    let report = rt
-        .block_on(run(&target, &built, &run_opts))
-        .map_err(|e| CliError::runtime(anyhow::Error::new(e).context(format!("{target}"))))?;
-    out.result(&report, || text::handshake_run(&report))
+    let control = Arc::new(Control::default());
+    let bar = progress_bar(args.count, out);
+    let report = rt.block_on(async {
+        let c = Arc::clone(&control);
+        tokio::spawn(async move {
+            super::signals::first_then_exit().await;
+            c.stop();
+        });
+        let c = Arc::clone(&control);
+        let b = bar.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                b.set_position(c.done() as u64);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        let r = run(&target, &built, &run_opts, &control).await;
+        ticker.abort();
+        r
+    });
+    bar.finish_and_clear();
+    let report = report.map_err(|e| {
+        let class = e.class();
+        CliError {
+            class,
+            error: anyhow::Error::new(e).context(format!("{target}")),
+        }
+    })?;
+    out.result(&report, || text::handshake_run(&report))?;
+    if report.interrupted {
+        return Err(CliError {
+            class: ErrorClass::Interrupted,
+            error: anyhow::anyhow!(
+                "interrupted: the report above covers the {} connections that were made",
+                control.done()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn progress_bar(count: u64, out: &Output) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    if out.json() || out.quiet() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(count), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} connections [{elapsed}]")
+    {
+        bar.set_style(style);
+    }
+    bar
 }

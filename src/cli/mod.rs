@@ -21,6 +21,7 @@ mod merge;
 mod output;
 mod pki;
 mod serve;
+mod signals;
 mod tickets;
 mod trust;
 mod verify;

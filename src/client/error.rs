@@ -47,7 +47,7 @@ pub enum ConnectError {
         source: io::Error,
     },
     /// A step took longer than the timeout.
-    #[error("timed out {during} (after {after:?})")]
+    #[error("timed out after {} {during}", humantime::format_duration(*.after))]
     Timeout {
         /// What was being done.
         during: &'static str,
@@ -60,6 +60,9 @@ pub enum ConnectError {
         /// Why.
         reason: String,
     },
+    /// Stopped by the user (Ctrl-C) before anything was measured.
+    #[error("interrupted before the first connection completed")]
+    Interrupted,
     /// A client configuration built for this connection could not be built (roots
     /// reloaded per connection).
     #[error("client configuration")]
@@ -95,12 +98,16 @@ impl ConnectError {
             ConnectError::Timeout { .. } => "timeout",
             ConnectError::Http { .. } => "http",
             ConnectError::Config { .. } => "client-config",
+            ConnectError::Interrupted => "interrupted",
         }
     }
 }
 
 impl Classify for ConnectError {
     fn class(&self) -> ErrorClass {
-        ErrorClass::Runtime
+        match self {
+            ConnectError::Interrupted => ErrorClass::Interrupted,
+            _ => ErrorClass::Runtime,
+        }
     }
 }

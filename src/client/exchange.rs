@@ -3,6 +3,7 @@
 //! when asked for and the session allows it, and sent again after the handshake if the
 //! server rejected it.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ pub struct Exchange {
 
 /// Connects to `target`, handshakes and sends `request` (a prepared HTTP/1.1 request),
 /// all within `timeout`. Returns the exchange and the connection, still open when the
-/// server keeps it alive.
+/// server keeps it alive. A timeout names the step it interrupted.
 pub async fn exchange(
     target: &Target,
     config: Arc<ClientConfig>,
@@ -35,12 +36,35 @@ pub async fn exchange(
     early_data: bool,
     timeout: Duration,
 ) -> Result<(Exchange, Option<Http1<TlsStream>>), ConnectError> {
-    tokio::time::timeout(timeout, run(target, config, request, early_data))
+    let step = Cell::new(Step::Resolving);
+    tokio::time::timeout(timeout, run(target, config, request, early_data, &step))
         .await
         .map_err(|_| ConnectError::Timeout {
-            during: "connecting, handshaking or waiting for the response",
+            during: step.get().during(),
             after: timeout,
         })?
+}
+
+/// Where an exchange is, for a timeout's message.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Resolving,
+    Connecting,
+    Handshaking,
+    Sending,
+    Waiting,
+}
+
+impl Step {
+    fn during(self) -> &'static str {
+        match self {
+            Step::Resolving => "resolving the server's name",
+            Step::Connecting => "connecting (TCP)",
+            Step::Handshaking => "in the TLS handshake (no complete answer from the server)",
+            Step::Sending => "writing the request",
+            Step::Waiting => "waiting for the HTTP response",
+        }
+    }
 }
 
 async fn run(
@@ -48,24 +72,41 @@ async fn run(
     config: Arc<ClientConfig>,
     request: &[u8],
     early_data: bool,
+    step: &Cell<Step>,
 ) -> Result<(Exchange, Option<Http1<TlsStream>>), ConnectError> {
     let t0 = Instant::now();
     let early = early_data.then_some(request);
-    let (stream, handshake) = conn::open(
-        &target.host,
-        target.port,
-        target.server_name.clone(),
-        config,
-        early,
-        t0,
-    )
-    .await?;
+    let mut stamps = conn::Stamps::default();
+    let addrs = conn::resolve(&target.host, target.port).await?;
+    stamps.resolved = t0.elapsed();
+    step.set(Step::Connecting);
+    let mut tcp = None;
+    let mut last = None;
+    for addr in addrs {
+        match conn::tcp_connect(addr).await {
+            Ok(t) => {
+                tcp = Some(t);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let Some(tcp) = tcp else {
+        // `resolve` returns at least one address, so a connect error was recorded.
+        return Err(last.unwrap_or(ConnectError::ClosedMidHandshake));
+    };
+    stamps.connected = t0.elapsed();
+    step.set(Step::Handshaking);
+    let (stream, handshake) =
+        conn::handshake(tcp, target.server_name.clone(), config, early, t0, stamps).await?;
     let mut http = Http1::new(stream);
     let request_sent = if handshake.early_data == EarlyData::Accepted {
         handshake.stamps.handshake_done
     } else {
+        step.set(Step::Sending);
         http.send(request).await?.duration_since(t0)
     };
+    step.set(Step::Waiting);
     let response = http.read_response().await?;
     let timeline = Timeline {
         conn: handshake.stamps,

@@ -103,7 +103,9 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
             .unwrap_or_else(Instant::now)
     }
 
-    /// Reads one complete response.
+    /// Reads one complete response, skipping interim 1xx responses before it (their
+    /// bytes count in `first_byte`, which is when the server started answering, but not
+    /// in `head_bytes`).
     pub async fn read_response(&mut self) -> Result<Response, ConnectError> {
         let mut first_byte = None;
         if self.start >= self.end {
@@ -120,6 +122,12 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
             match resp.parse(&self.buf[self.start..self.end]) {
                 Ok(httparse::Status::Complete(n)) => {
                     let status = resp.code.unwrap_or(0);
+                    // An interim response (100 Continue, 103 Early Hints…) precedes the
+                    // answer: skip it (101 would switch protocols, which we never ask).
+                    if (100..200).contains(&status) && status != 101 {
+                        self.start += n;
+                        continue;
+                    }
                     let (framing, keep_alive) = framing(&resp, status);
                     break (status, n, framing, keep_alive);
                 }
@@ -348,6 +356,20 @@ mod tests {
             (ok[2].status, ok[2].body_bytes, ok[2].keep_alive),
             (200, 13, false)
         );
+    }
+
+    #[tokio::test]
+    async fn interim_responses_are_skipped() {
+        let wire = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 204 No Content\r\n\r\n";
+        let r = read_all(wire).await;
+        let ok: Vec<_> = r.iter().take(2).map(|r| r.as_ref().unwrap()).collect();
+        assert_eq!((ok[0].status, ok[0].body_bytes), (200, 2));
+        assert_eq!(
+            ok[0].head_bytes,
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n".len()
+        );
+        // The next response is the 204, not the 200 answering a second request.
+        assert_eq!(ok[1].status, 204);
     }
 
     #[tokio::test]
