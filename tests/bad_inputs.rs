@@ -808,3 +808,34 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
         failures.join("\n")
     );
 }
+
+/// `pki init <non-UTF-8 dir> --json`: refused before anything is written (it used to
+/// write every file, then fail to encode the JSON report, and refuse the retry).
+#[cfg(unix)]
+#[test]
+fn json_report_of_a_non_utf8_path_is_refused_before_writing() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join(std::ffi::OsStr::from_bytes(b"pki-\xff"));
+    let run = tlsperf([
+        std::ffi::OsStr::new("--json"),
+        std::ffi::OsStr::new("pki"),
+        std::ffi::OsStr::new("init"),
+        bad.as_os_str(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("not valid UTF-8"), "{}", run.stderr);
+    assert!(!bad.exists(), "nothing is written");
+    let out = dir.path().join(std::ffi::OsStr::from_bytes(b"b-\xff.pem"));
+    let run = tlsperf([
+        std::ffi::OsStr::new("--json"),
+        std::ffi::OsStr::new("pki"),
+        std::ffi::OsStr::new("bundle"),
+        std::ffi::OsStr::new("--count"),
+        std::ffi::OsStr::new("2"),
+        std::ffi::OsStr::new("--out"),
+        out.as_os_str(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(!out.exists(), "nothing is written");
+}

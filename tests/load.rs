@@ -772,3 +772,67 @@ fn nginx_log_agrees_on_requests_and_resumption() {
     assert_eq!(lines.len(), 600, "{lines:?}");
     reused_counts(&lines[300..], None);
 }
+
+/// `load --http2` streams response bodies and counts their bytes: four 64 MiB bodies in
+/// flight at once never sit in memory (it used to collect each whole body: 786 MB of
+/// resident memory for four 100 MB bodies).
+#[test]
+fn http2_streams_large_bodies() {
+    const BODY: u64 = 64 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let body = BODY.to_string();
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca,
+        "--body-size",
+        &body,
+    ]);
+    let url = s.url();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args([
+            "load", &url, "-n", "4", "-c", "4", "--http2", "--json", "--cacert", ca,
+        ])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Peak resident memory of the generator while it runs.
+    let status = format!("/proc/{}/status", child.id());
+    let sampler = std::thread::spawn(move || {
+        let mut peak_kib = 0u64;
+        while let Ok(text) = std::fs::read_to_string(&status) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak_kib = peak_kib.max(kib);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peak_kib
+    });
+    let out = child.wait_with_output().unwrap();
+    let peak_kib = sampler.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["body_bytes"].as_u64(),
+        Some(4 * BODY),
+        "{}",
+        v["body_bytes"]
+    );
+    assert!(
+        peak_kib > 0 && peak_kib < 160 * 1024,
+        "generator peak RSS {peak_kib} KiB for 4 × 64 MiB bodies"
+    );
+}

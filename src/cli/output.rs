@@ -30,6 +30,19 @@ impl Output {
         self.json
     }
 
+    /// With `--json`, refuses (before anything is written) a path the JSON report will
+    /// name but cannot hold: JSON strings are Unicode, and `path` is not.
+    pub fn check_json_path(&self, flag: &str, path: &std::path::Path) -> Result<(), CliError> {
+        if self.json && path.to_str().is_none() {
+            return Err(CliError::input(format!(
+                "{flag} {}: --json cannot report a path that is not valid UTF-8 (rename it, or \
+                 drop --json)",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Prints a command's result: `value` as JSON with `--json`, else `human()`.
     pub fn result<T: Serialize>(
         &self,

@@ -117,9 +117,10 @@ fn init(a: InitArgs, out: &Output) -> Result<(), CliError> {
         },
         days: a.days,
     };
-    // Refuse early (bad options, existing files, unusable directory): nothing is
-    // created on bad input and no time is spent on keys.
+    // Refuse early (bad options, existing files, unusable directory, a report that
+    // cannot be written): nothing is created on bad input and no time is spent on keys.
     opts.validate()?;
+    out.check_json_path("DIR", &a.dir)?;
     if a.ocsp && opts.ca_key != KeyType::EcdsaP256 {
         return Err(CliError::input(format!(
             "--ocsp needs an ecdsa-p256 CA key (the response is signed with ECDSA P-256), not {}",
@@ -167,6 +168,7 @@ fn bundle(a: BundleArgs, out: &Output) -> Result<(), CliError> {
         days: a.days,
     };
     files::check_destination(&a.out, a.force)?;
+    out.check_json_path("--out", &a.out)?;
     let bundle = pki::generate_bundle(&opts)?;
     files::write_atomic(&a.out, bundle.pem.as_bytes(), FileMode::Public, a.force)?;
     let report = BundleReport {

@@ -723,18 +723,22 @@ async fn request(
             // it handed the response over (never later than that hand-over).
             let first = wire.last_receive().unwrap_or_else(Instant::now).max(t);
             let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| ConnectError::Http {
+            // Streamed and counted, never held: a body may be larger than memory.
+            let mut body = resp.into_body();
+            let mut body_bytes = 0u64;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| ConnectError::Http {
                     reason: format!("HTTP/2 body: {e}"),
                 })?;
+                if let Some(data) = frame.data_ref() {
+                    body_bytes += data.len() as u64;
+                }
+            }
             let done = wire.last_receive().unwrap_or_else(Instant::now).max(first);
             tally.phase(Phase::FirstByte, first - t);
             tally.phase(Phase::Body, done - first);
             tally.status = Some(status);
-            tally.body_bytes = body.to_bytes().len() as u64;
+            tally.body_bytes = body_bytes;
             Ok(true)
         }
         None => Err(ConnectError::ClosedMidHandshake),

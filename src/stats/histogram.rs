@@ -130,12 +130,15 @@ impl LatencyHistogram {
         Ok(B64.encode(bytes))
     }
 
-    /// Reads a histogram written by [`LatencyHistogram::to_base64`] (or any V2 or
-    /// V2+deflate encoder).
+    /// Reads a histogram written by [`LatencyHistogram::to_base64`] (or any uncompressed
+    /// V2 encoder), after checking what its header declares: a payload it does not hold,
+    /// or a range and precision whose counts would take more than [`MAX_DECODED_COUNTS`]
+    /// slots, are refused before anything is allocated.
     pub fn from_base64(s: &str) -> Result<Self, HistogramError> {
         let bytes = B64
             .decode(s.trim())
             .map_err(|e| HistogramError::Decode(format!("not base64: {e}")))?;
+        check_v2_header(&bytes)?;
         let decoded: Histogram<u64> = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
             .map_err(|e| {
@@ -149,6 +152,75 @@ impl LatencyHistogram {
             .map_err(|e| HistogramError::Decode(format!("{e:?}")))?;
         Ok(h)
     }
+}
+
+/// The most count slots a decoded histogram may need (8 MiB of counts): 3 significant
+/// digits over the whole `u64` range need 56,320, 4 digits 835,584.
+pub const MAX_DECODED_COUNTS: u64 = 1 << 20;
+
+/// The V2 header: cookie, payload length, normalizing offset, significant digits, lowest
+/// discernible value, highest trackable value, integer-to-double ratio (40 bytes).
+fn check_v2_header(b: &[u8]) -> Result<(), HistogramError> {
+    const V2: u32 = 0x1c84_9303 | 0x10;
+    const V2_DEFLATE: u32 = 0x1c84_9304 | 0x10;
+    let bad = |why: String| Err(HistogramError::Decode(why));
+    let u32_at = |i: usize| {
+        b.get(i..i + 4)
+            .map(|x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+    };
+    let u64_at = |i: usize| {
+        b.get(i..i + 8)
+            .map(|x| u64::from_be_bytes([x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]]))
+    };
+    let (Some(cookie), Some(payload), Some(digits), Some(low), Some(high)) =
+        (u32_at(0), u32_at(4), u32_at(12), u64_at(16), u64_at(24))
+    else {
+        return bad(format!(
+            "a histogram header is 40 bytes; this one has {}",
+            b.len()
+        ));
+    };
+    if cookie == V2_DEFLATE {
+        return bad(
+            "compressed (V2+deflate) histograms are not accepted: their size is \
+                    unknown until inflated"
+                .into(),
+        );
+    }
+    if cookie != V2 {
+        return bad(format!(
+            "not an HdrHistogram V2 encoding (cookie {cookie:#x})"
+        ));
+    }
+    let held = b.len() - 40;
+    if payload as usize > held {
+        return bad(format!(
+            "the header declares a {payload}-byte payload; {held} bytes follow it"
+        ));
+    }
+    if digits > 5 || low == 0 || high < low.saturating_mul(2) {
+        return bad(format!(
+            "impossible range or precision: {digits} significant digits, values {low}..{high}"
+        ));
+    }
+    // hdrhistogram's layout: sub-buckets cover 2·10^digits at unit resolution; buckets
+    // double until the highest value fits.
+    let sub_bucket_count = (2 * 10u64.pow(digits)).next_power_of_two();
+    let unit_magnitude = 63 - low.leading_zeros();
+    let mut smallest_untrackable = u128::from(sub_bucket_count) << unit_magnitude;
+    let mut buckets = 1u64;
+    while smallest_untrackable <= u128::from(high) {
+        smallest_untrackable <<= 1;
+        buckets += 1;
+    }
+    let counts = (buckets + 1) * (sub_bucket_count / 2);
+    if counts > MAX_DECODED_COUNTS {
+        return bad(format!(
+            "{digits} significant digits over values {low}..{high} need {counts} counts \
+             (at most {MAX_DECODED_COUNTS})"
+        ));
+    }
+    Ok(())
 }
 
 impl Default for LatencyHistogram {
@@ -205,6 +277,50 @@ pub struct Quantiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A V2 header with these fields and `payload` bytes after it.
+    fn v2(declared: u32, digits: u32, low: u64, high: u64, payload: usize) -> String {
+        let mut b = Vec::new();
+        b.extend_from_slice(&(0x1c84_9303u32 | 0x10).to_be_bytes());
+        b.extend_from_slice(&declared.to_be_bytes());
+        b.extend_from_slice(&0u32.to_be_bytes());
+        b.extend_from_slice(&digits.to_be_bytes());
+        b.extend_from_slice(&low.to_be_bytes());
+        b.extend_from_slice(&high.to_be_bytes());
+        b.extend_from_slice(&1f64.to_bits().to_be_bytes());
+        b.extend(std::iter::repeat_n(0u8, payload));
+        B64.encode(b)
+    }
+
+    #[test]
+    fn declared_sizes_are_checked_before_allocating() {
+        let e = LatencyHistogram::from_base64(&v2(u32::MAX, 3, 1, 1 << 40, 2)).unwrap_err();
+        assert!(
+            e.to_string().contains("declares a 4294967295-byte payload"),
+            "{e}"
+        );
+        let e = LatencyHistogram::from_base64(&v2(0, 5, 1, u64::MAX, 0)).unwrap_err();
+        assert!(e.to_string().contains("need"), "{e}");
+        let e = LatencyHistogram::from_base64(&v2(0, 9, 1, 1 << 20, 0)).unwrap_err();
+        assert!(e.to_string().contains("impossible"), "{e}");
+        // Ours, values up to 2^63 ns: accepted (the whole range at 3 digits).
+        let mut h = LatencyHistogram::new();
+        h.record_ns(1).unwrap();
+        h.record_ns(1 << 63).unwrap();
+        let back = LatencyHistogram::from_base64(&h.to_base64().unwrap()).unwrap();
+        assert_eq!(back.len(), 2);
+        // 4 digits up to 2^64 fit too; 5 digits up to 2^22 as well.
+        for (digits, high) in [(4u8, u64::MAX), (5, 1 << 22)] {
+            let mut h = Histogram::<u64>::new_with_bounds(1, high, digits).unwrap();
+            h.record(1000).unwrap();
+            let mut bytes = Vec::new();
+            V2Serializer::new().serialize(&h, &mut bytes).unwrap();
+            assert!(
+                LatencyHistogram::from_base64(&B64.encode(bytes)).is_ok(),
+                "{digits} {high}"
+            );
+        }
+    }
 
     fn filled(range: std::ops::Range<u64>) -> LatencyHistogram {
         let mut h = LatencyHistogram::new();
