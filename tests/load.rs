@@ -836,3 +836,35 @@ fn http2_streams_large_bodies() {
         "generator peak RSS {peak_kib} KiB for 4 × 64 MiB bodies"
     );
 }
+
+/// The phase boundaries of `load` against a server whose delay the test controls (a relay
+/// holding every server→client byte for 20 ms), HTTP/1.1 and HTTP/2: the waits on the
+/// server hold the delay, what only depends on us does not.
+#[test]
+fn phase_boundaries_follow_a_known_server_delay() {
+    const D: u64 = 20_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let relay = common::relay::DelayRelay::start(s.port, Duration::from_nanos(D));
+    let url = format!("https://localhost:{}/", relay.port);
+    for http in ["--http1", "--http2"] {
+        let v = load(
+            &url,
+            &["-n", "12", "-c", "2", "--new-conn", http, "--cacert", &ca],
+        );
+        let q = |phase: &str, field: &str| {
+            v["phases"][phase]["quantiles"][field]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{http} {phase} {field}: {}", v["phases"]))
+        };
+        for waits in ["server_hello", "first_byte"] {
+            assert!(q(waits, "min_ns") >= D, "{http} {waits}: {}", v["phases"][waits]);
+        }
+        assert!(q("client_hello", "p50_ns") < 1_000_000, "{http}: {}", v["phases"]);
+        assert!(q("client_hello", "max_ns") < D / 2, "{http}: {}", v["phases"]);
+        if http == "--http1" {
+            assert!(q("request", "p50_ns") < 1_000_000, "{}", v["phases"]);
+            assert!(q("request", "max_ns") < D / 2, "{}", v["phases"]);
+        }
+    }
+}
