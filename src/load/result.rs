@@ -483,3 +483,32 @@ fn json_err(path: &std::path::Path, e: &serde_json::Error) -> ReadError {
         reason: e.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quantiles(ns: &[u64]) -> Quantiles {
+        let mut h = LatencyHistogram::new();
+        for &v in ns {
+            h.record_ns(v).unwrap();
+        }
+        h.quantiles()
+    }
+
+    #[test]
+    fn lateness_warns_above_a_tenth_of_the_latency_median() {
+        let latency = quantiles(&[100_000; 100]);
+        // p99 of the lateness against 10% of 100 µs.
+        assert!(lateness_warning(&quantiles(&[5_000; 100]), &latency).is_none());
+        assert!(lateness_warning(&quantiles(&[9_990; 100]), &latency).is_none());
+        let mut late = vec![1_000; 98];
+        late.extend([20_000, 20_000]);
+        let w = lateness_warning(&quantiles(&late), &latency).unwrap();
+        assert!(w.contains("p99 20.0 µs"), "{w}");
+        assert!(w.contains("latency p50 (100.0 µs)"), "{w}");
+        // Nothing measured: nothing to warn of.
+        assert!(lateness_warning(&quantiles(&[]), &latency).is_none());
+        assert!(lateness_warning(&quantiles(&[50_000]), &quantiles(&[])).is_none());
+    }
+}
