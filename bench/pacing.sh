@@ -5,7 +5,8 @@
 # every figure of a row comes from the same run:
 #   gap = latency_corrected p50 − latency p50 (µs): the target is ≤ 50 µs;
 #   send lateness p50 / p99 / max (µs): actual send instant − intended one, measured
-#   by the generator itself (absent, "-", for builds before it was reported).
+#   by the generator itself (absent, "-", for builds before it was reported);
+#   generator CPU per request (µs): what the pacing costs (the cooperative spin's share).
 # BIN=path/to/tlsperf measures another build (e.g. one from before the timerfd pacing)
 # against the same server.
 # Loopback only. Prints a markdown report on stdout.
@@ -35,8 +36,8 @@ echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $(nproc) cores, $(uname -
 echo "- binary: $bin ($("$bin" --version 2>/dev/null || echo unknown)); server: tlsperf serve, 1 thread, idle apart from this load"
 echo "- each row: tlsperf load --rate R -c 4 -d ${secs}s (keep-alive); µs; same-run figures"
 echo
-echo "| round | rate | completed | raw p50 | corrected p50 | gap (corrected − raw p50) | lateness p50 | lateness p99 | lateness max | warnings |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| round | rate | completed | raw p50 | corrected p50 | gap (corrected − raw p50) | lateness p50 | lateness p99 | lateness max | generator CPU µs/request | warnings |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for r in $(seq "$rounds"); do
   for rate in "${rates[@]}"; do
     "$bin" load "$url" --cacert "$work/ca.pem" --rate "$rate" -c 4 -d "${secs}s" --json -q > "$work/out.json"
@@ -50,7 +51,8 @@ late = d.get("send_lateness")
 lq = late["quantiles"] if late else None
 f = lambda k: us(lq[k]) if lq else "-"
 warn = "; ".join(w[:60] + "…" for w in d.get("warnings", [])) or "none"
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {us(raw)} | {us(cor)} | {us(cor - raw)} | {f('p50_ns')} | {f('p99_ns')} | {f('max_ns')} | {warn} |")
+cpu = "%.1f" % (d["generator"]["cpu_seconds"] * 1e6 / max(d["requests"]["completed"], 1))
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {us(raw)} | {us(cor)} | {us(cor - raw)} | {f('p50_ns')} | {f('p99_ns')} | {f('max_ns')} | {cpu} | {warn} |")
 PY
     tail -1 "$work/rows"
   done

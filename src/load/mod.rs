@@ -33,6 +33,8 @@ use crate::stats::LatencyHistogram;
 pub use result::LoadResult;
 use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, SCHEMA, ServerUsage};
 
+pub use pace::request_short_slice;
+
 /// Width of the per-interval throughput samples.
 pub const INTERVAL: Duration = Duration::from_millis(250);
 
