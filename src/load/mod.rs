@@ -284,9 +284,10 @@ pub async fn run(
             .map(|_| std::sync::Mutex::new(Tally::new()))
             .collect(),
     });
-    // The server's tree, sampled every 100 ms while the run lasts (processes that come
-    // and go, memory), on a thread of its own: a walk over /proc takes a millisecond or
-    // more, which would delay the I/O of a runtime worker's connections.
+    // The server's tree, sampled every 100 ms while the run lasts (CPU of processes that
+    // exit, memory), looking for new processes once a second (a walk over /proc reads
+    // every process on the machine), on a thread of its own: a walk takes a millisecond
+    // or more, which would delay the I/O of a runtime worker's connections.
     let rss_max = Arc::new(AtomicU64::new(0));
     let (stop_sampler, stopped) = std::sync::mpsc::channel::<()>();
     let sampler = server_tree.as_ref().and_then(|tree| {
@@ -294,10 +295,12 @@ pub async fn run(
         std::thread::Builder::new()
             .name("server-sampler".into())
             .spawn(move || {
+                let mut n = 0u32;
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(Duration::from_millis(100))
                 {
-                    let kib = lock(&tree).sample();
+                    n += 1;
+                    let kib = lock(&tree).sample(n % 10 == 0);
                     rss_max.fetch_max(kib, Ordering::Relaxed);
                 }
             })
@@ -346,7 +349,7 @@ pub async fn run(
     let server = match (opts.server_pid, server_tree) {
         (Some(pid), Some(tree)) => {
             let mut tree = lock(&tree);
-            let rss_end = tree.sample();
+            let rss_end = tree.sample(true);
             Some(ServerUsage {
                 pid,
                 processes: tree.processes(),

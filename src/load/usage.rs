@@ -151,40 +151,57 @@ fn page_kib() -> u64 {
 }
 
 /// CPU of a process tree over a run: the tree (the root and its descendants, by parent
-/// pid) is sampled at the start, at the end and in between ([`TreeCpu::sample`]). Each
-/// process counts from its CPU at the first sample (a process that appears during the
-/// run counts from 0, as it started then) to its CPU at the last sample that saw it (a
-/// process that exits during the run counts up to its last sample: what it used after
-/// that is missed; a process that lived between two samples is missed entirely).
+/// pid) is found by a walk over every `/proc/*/stat` at the start, at the end and in
+/// some samples between ([`TreeCpu::sample`] with `discover`); the other samples read
+/// only the processes already known (a walk reads every process on the machine). Each
+/// process counts from its CPU at the first sample that saw it (0 for a process that
+/// appeared during the run, as it started then) to its CPU at the last sample that saw
+/// it: a process that exits during the run counts up to its last sample (what it used
+/// after that is missed), and one that appeared and exited between two walks is missed
+/// entirely.
 #[derive(Debug)]
 pub struct TreeCpu {
     root: u32,
     /// (pid, start) → (CPU ticks at the start, CPU ticks at the last sample seen).
     seen: HashMap<(u32, u64), (u64, u64)>,
+    /// The processes the last sample found.
+    alive: Vec<(u32, u64)>,
     samples: u32,
 }
 
 impl TreeCpu {
-    /// The first sample; an error when `root` cannot be read.
+    /// The first sample (a walk); an error when `root` cannot be read.
     pub fn start(root: u32) -> Result<TreeCpu, ProcError> {
         proc_cpu(root)?;
         let mut t = TreeCpu {
             root,
             seen: HashMap::new(),
+            alive: Vec::new(),
             samples: 0,
         };
-        t.sample();
+        t.sample(true);
         Ok(t)
     }
 
-    /// Samples the tree again; returns its resident memory now (KiB, summed over its
-    /// processes: pages shared between them count once per process).
-    pub fn sample(&mut self) -> u64 {
+    /// Samples the tree again, finding its processes anew when `discover` (a walk over
+    /// `/proc`), else reading those known; returns its resident memory now (KiB, summed
+    /// over its processes: pages shared between them count once per process).
+    pub fn sample(&mut self, discover: bool) -> u64 {
         let first = self.samples == 0;
         self.samples += 1;
+        let found: Vec<Stat> = if discover {
+            tree(self.root)
+        } else {
+            self.alive
+                .iter()
+                .filter_map(|&(pid, start)| read_stat(pid).filter(|s| s.start == start))
+                .collect()
+        };
+        self.alive.clear();
         let mut rss_pages = 0;
-        for s in tree(self.root) {
+        for s in found {
             rss_pages += s.rss_pages;
+            self.alive.push((s.pid, s.start));
             let e = self.seen.entry((s.pid, s.start)).or_insert(if first {
                 (s.cpu_ticks, s.cpu_ticks)
             } else {
@@ -238,10 +255,20 @@ mod tests {
 
     #[test]
     fn counts_a_busy_child_of_an_idle_parent() {
+        busy_child("sh -c 'while :; do :; done' & wait");
+    }
+
+    #[test]
+    fn counts_a_child_that_appears_during_the_run_from_zero() {
+        busy_child("sleep 0.2; sh -c 'while :; do :; done' & wait");
+    }
+
+    /// `script` (run by sh) leads to a child burning CPU while sh waits.
+    fn busy_child(script: &str) {
         use std::os::unix::process::CommandExt;
         // The parent waits; its child burns CPU. Its own process group, killed at the end.
         let mut parent = std::process::Command::new("sh")
-            .args(["-c", "sh -c 'while :; do :; done' & wait"])
+            .args(["-c", script])
             .process_group(0)
             .spawn()
             .unwrap();
@@ -250,7 +277,7 @@ mod tests {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         while t.cpu() < Duration::from_millis(100) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
-            assert!(t.sample() > 0);
+            assert!(t.sample(true) > 0);
         }
         let (cpu, n) = (t.cpu(), t.processes());
         let parent_cpu = proc_cpu(pid).unwrap();
