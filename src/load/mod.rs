@@ -300,7 +300,7 @@ pub async fn run(
                     stopped.recv_timeout(Duration::from_millis(100))
                 {
                     n += 1;
-                    let kib = lock(&tree).sample(n % 10 == 0);
+                    let kib = lock(&tree).sample(n.is_multiple_of(10));
                     rss_max.fetch_max(kib, Ordering::Relaxed);
                 }
             })
