@@ -340,13 +340,82 @@ fn http2_by_alpn() {
     assert!(v["body_bytes"].as_u64().unwrap() > 0);
 }
 
+/// A quantile of a distribution (`p50_ns`, `max_ns`…).
+fn q(dist: &Value, name: &str) -> u64 {
+    dist["quantiles"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no quantiles.{name} in {dist}"))
+}
+
+/// `a ≤ b` up to the histograms' resolution (3 significant digits: 0.1%, with margin).
+fn le(a: u64, b: u64) -> bool {
+    a <= b + b.max(a) / 500 + 1
+}
+
+/// The relationships the open loop's three distributions keep by construction: request
+/// by request, corrected = raw + lateness (raw from the actual send, corrected from the
+/// intended one, lateness = actual − intended).
+fn assert_lateness_consistent(v: &Value) {
+    let (raw, c, l) = (&v["latency"], &v["latency_corrected"], &v["send_lateness"]);
+    // One lateness sample per request sent, answered or not.
+    assert_eq!(
+        count(l),
+        v["requests"]["attempted"].as_u64().unwrap(),
+        "{l}"
+    );
+    assert_eq!(count(c), count(raw));
+    for name in ["min_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"] {
+        let (r, cq) = (q(raw, name), q(c, name));
+        assert!(le(r, cq), "{name}: raw {r} > corrected {cq}");
+        assert!(
+            le(cq, r + q(l, "max_ns")),
+            "{name}: corrected {cq} > raw {r} + lateness max {}",
+            q(l, "max_ns")
+        );
+    }
+    assert!(le(q(raw, "min_ns") + q(l, "min_ns"), q(c, "min_ns")));
+    let mean = |d: &Value| d["quantiles"]["mean_ns"].as_f64().unwrap();
+    if v["requests"]["failed"] == 0 {
+        let sum = mean(raw) + mean(l);
+        assert!(
+            (mean(c) - sum).abs() <= mean(c) / 200.0 + 1e3,
+            "corrected mean {} vs raw + lateness {sum}",
+            mean(c)
+        );
+    }
+    // The warning says what the figures say.
+    let warned = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("send lateness"));
+    assert_eq!(
+        warned,
+        q(l, "p99_ns") as f64 > 0.1 * q(raw, "p50_ns") as f64,
+        "{}",
+        v["warnings"]
+    );
+}
+
 #[test]
-fn open_loop_rate_reports_corrected_latency() {
+fn open_loop_rate_reports_corrected_latency_and_send_lateness() {
     let dir = tempfile::tempdir().unwrap();
     let (s, ca) = serve(dir.path());
+    let out = dir.path().join("rate.json");
     let v = load(
         &s.url(),
-        &["--rate", "200", "-d", "1s", "-c", "4", "--cacert", &ca],
+        &[
+            "--rate",
+            "200",
+            "-d",
+            "1s",
+            "-c",
+            "4",
+            "--cacert",
+            &ca,
+            "--out",
+            out.to_str().unwrap(),
+        ],
     );
     let done = v["requests"]["completed"].as_u64().unwrap();
     assert_consistent(&v, done);
@@ -355,12 +424,165 @@ fn open_loop_rate_reports_corrected_latency() {
     assert_eq!(v["options"]["rate"], 200.0);
     let c = &v["latency_corrected"];
     assert_eq!(count(c), done, "{c}");
-    // Measured from the intended send time, never before the actual one.
+    assert_lateness_consistent(&v);
+
+    // The summary shows the lateness in its own line.
+    let run = load_run(&[
+        &s.url(),
+        "--rate",
+        "100",
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--cacert",
+        &ca,
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        c["quantiles"]["max_ns"].as_u64().unwrap()
-            >= v["latency"]["quantiles"]["max_ns"].as_u64().unwrap() / 2,
-        "{c}"
+        run.stdout.contains(
+            "generator send lateness (actual − intended send instant, 20 requests): p50 "
+        ),
+        "{}",
+        run.stdout
     );
+
+    // Closed loop: no lateness, no corrected latency.
+    let closed = load(&s.url(), &["-n", "20", "-c", "2", "--cacert", &ca]);
+    assert!(
+        closed["send_lateness"].is_null(),
+        "{}",
+        closed["send_lateness"]
+    );
+    assert!(closed["latency_corrected"].is_null());
+
+    // The warning logic, through merge (which recomputes warnings): a lateness of 1 µs
+    // per request warns of nothing; one as large as the latency itself warns.
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let attempted = doc["requests"]["attempted"].as_u64().unwrap();
+    let hist = |ns: u64| {
+        let mut h = tlsperf::stats::LatencyHistogram::new();
+        for _ in 0..attempted {
+            h.record_ns(ns).unwrap();
+        }
+        serde_json::to_value(tlsperf::load::result::Dist::of(h)).unwrap()
+    };
+    let p50 = q(&doc["latency"], "p50_ns");
+    for (lateness_ns, warns) in [(1_000, false), (p50, true)] {
+        doc["send_lateness"] = hist(lateness_ns);
+        let f = dir.path().join(format!("late-{lateness_ns}.json"));
+        std::fs::write(&f, serde_json::to_vec(&doc).unwrap()).unwrap();
+        let merged = dir.path().join(format!("merged-{lateness_ns}.json"));
+        let run = tlsperf([
+            "merge",
+            f.to_str().unwrap(),
+            f.to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let m: Value = serde_json::from_str(&run.stdout).unwrap();
+        // Merged exactly, like the other histograms.
+        assert_eq!(count(&m["send_lateness"]), 2 * attempted);
+        assert_eq!(
+            q(&m["send_lateness"], "max_ns"),
+            q(&doc["send_lateness"], "max_ns")
+        );
+        let w = m["warnings"].as_array().unwrap();
+        assert_eq!(
+            w.iter()
+                .any(|w| w.as_str().unwrap().contains("send lateness p99")),
+            warns,
+            "{lateness_ns} ns: {w:?}"
+        );
+        let run = tlsperf([
+            "merge",
+            f.to_str().unwrap(),
+            f.to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+            "--force",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(
+            run.stdout
+                .contains("warning: the generator sent requests late"),
+            warns,
+            "{}",
+            run.stdout
+        );
+    }
+}
+
+#[test]
+fn cpu_per_request_and_per_handshake_have_their_own_denominators() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let pid = s.pid().to_string();
+    let per = |v: &Value, who: &str, what: &str, n: u64| {
+        let cpu = v[who]["cpu_seconds"].as_f64().unwrap();
+        let per = v[who][what]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{who}.{what}: {}", v[who]));
+        assert!(
+            (per * n as f64 / 1e6 - cpu).abs() <= cpu * 1e-9 + 1e-12,
+            "{who}.{what} {per} × {n} ≠ {cpu} s"
+        );
+    };
+    // Keep-alive: 4 handshakes carry 600 requests; the CPU is per request only.
+    let v = load(
+        &s.url(),
+        &[
+            "-n",
+            "600",
+            "-c",
+            "4",
+            "--requests-per-conn",
+            "100000",
+            "--server-pid",
+            &pid,
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&v, 600);
+    assert_eq!(v["handshakes"]["total"], 4);
+    for who in ["generator", "server"] {
+        per(&v, who, "cpu_us_per_request", 600);
+        assert!(v[who]["cpu_us_per_handshake"].is_null(), "{}", v[who]);
+    }
+    assert!(v["generator"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
+    let run = load_run(&[&s.url(), "-n", "200", "-c", "2", "--cacert", &ca]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("generator:"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(line.contains("µs per request"), "{line}");
+    assert!(!line.contains("per handshake"), "{line}");
+
+    // A new connection per request: both, each over its own count.
+    let v = load(
+        &s.url(),
+        &[
+            "-n",
+            "200",
+            "-c",
+            "4",
+            "--new-conn",
+            "--server-pid",
+            &pid,
+            "--cacert",
+            &ca,
+        ],
+    );
+    assert_consistent(&v, 200);
+    for who in ["generator", "server"] {
+        per(&v, who, "cpu_us_per_request", 200);
+        per(&v, who, "cpu_us_per_handshake", 200);
+    }
 }
 
 #[test]
@@ -395,6 +617,13 @@ fn server_pid_reports_the_servers_cpu_and_memory() {
     assert!(srv["rss_end_kib"].as_u64().unwrap() > 0, "{srv}");
     assert!(srv["rss_max_kib"].as_u64() >= srv["rss_end_kib"].as_u64());
 
+    assert_eq!(srv["processes"], 1, "{srv}");
+    assert!(
+        v["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        v["warnings"]
+    );
+
     // A process that is not there is an input error.
     let run = load_run(&[
         &s.url(),
@@ -407,6 +636,90 @@ fn server_pid_reports_the_servers_cpu_and_memory() {
     ]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("999999999"), "{}", run.stderr);
+}
+
+/// A process group started by a test, killed (all of it) when dropped.
+struct Group(std::process::Child);
+
+impl Group {
+    fn start(script: &str) -> Group {
+        use std::os::unix::process::CommandExt;
+        Group(
+            Command::new("sh")
+                .args(["-c", script])
+                .process_group(0)
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = Command::new("/bin/kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn server_pid_counts_the_whole_process_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    // The named process only waits; its child does the work (as an nginx master and
+    // its workers).
+    let busy = Group::start("sh -c 'while :; do :; done' & wait");
+    let pid = busy.0.id().to_string();
+    std::thread::sleep(Duration::from_millis(100));
+    let v = load(
+        &s.url(),
+        &["-d", "1s", "-c", "2", "--server-pid", &pid, "--cacert", &ca],
+    );
+    let srv = &v["server"];
+    assert!(srv["processes"].as_u64().unwrap() >= 2, "{srv}");
+    // The child's CPU (the parent's is nil; how much the child gets depends on the
+    // machine's load).
+    assert!(srv["cpu_seconds"].as_f64().unwrap() > 0.0, "{srv}");
+    assert!(srv["rss_max_kib"].as_u64().unwrap() > 0, "{srv}");
+    assert!(
+        v["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        v["warnings"]
+    );
+    drop(busy);
+
+    // A tree that used no CPU: said in the result and under the summary.
+    let idle = Group::start("exec sleep 30");
+    let pid = idle.0.id().to_string();
+    let v = load(
+        &s.url(),
+        &["-n", "50", "-c", "2", "--server-pid", &pid, "--cacert", &ca],
+    );
+    assert_eq!(v["server"]["cpu_seconds"], 0.0, "{}", v["server"]);
+    assert_eq!(v["server"]["processes"], 1, "{}", v["server"]);
+    let w = v["warnings"].as_array().unwrap();
+    assert!(
+        w.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains(&format!("--server-pid {pid}: its 1 process used no CPU"))),
+        "{w:?}"
+    );
+    let run = load_run(&[&s.url(), "-n", "50", "--server-pid", &pid, "--cacert", &ca]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(&format!("warning: --server-pid {pid}")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "server (pid {pid} and its descendants: 1 process)"
+        )),
+        "{}",
+        run.stdout
+    );
 }
 
 /// The fields `--out` and `--json` must agree on.

@@ -164,15 +164,24 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     };
     // One thread: a single-threaded scheduler (no work stealing, no cross-thread wake-ups),
     // as wrk runs each thread's own event loop.
+    // Open loop: the threads that send ask for short scheduler slices, so that their
+    // timers' wake-ups are not queued behind other processes' slices.
+    let open_loop = args.rate.is_some();
     let rt = if threads == 1 {
+        if open_loop {
+            crate::load::request_short_slice();
+        }
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
     } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if open_loop {
+            b.on_thread_start(|| {
+                crate::load::request_short_slice();
+            });
+        }
+        b.worker_threads(threads).enable_all().build()
     }
     .map_err(|e| CliError::runtime(e.into()))?;
     let progress = Arc::new(Progress::default());

@@ -9,6 +9,7 @@
 //!
 //! The engine never prints: it returns a [`LoadResult`] and updates a [`Progress`].
 
+mod pace;
 pub mod result;
 pub mod usage;
 
@@ -32,6 +33,8 @@ use crate::client::{ConnectError, Phase, TlsStream};
 use crate::stats::LatencyHistogram;
 pub use result::LoadResult;
 use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, SCHEMA, ServerUsage};
+
+pub use pace::request_short_slice;
 
 /// Width of the per-interval throughput samples.
 pub const INTERVAL: Duration = Duration::from_millis(250);
@@ -173,6 +176,8 @@ impl Shared {
 struct Tally {
     latency: LatencyHistogram,
     corrected: LatencyHistogram,
+    /// Open loop: actual send instant − intended one, for every request sent.
+    lateness: LatencyHistogram,
     hs_full: LatencyHistogram,
     hs_resumed: LatencyHistogram,
     phases: BTreeMap<Phase, LatencyHistogram>,
@@ -193,6 +198,7 @@ impl Tally {
         Tally {
             latency: LatencyHistogram::new(),
             corrected: LatencyHistogram::new(),
+            lateness: LatencyHistogram::new(),
             hs_full: LatencyHistogram::new(),
             hs_resumed: LatencyHistogram::new(),
             phases: BTreeMap::new(),
@@ -249,8 +255,9 @@ pub async fn run(
     if opts.requests.is_none() && opts.duration.is_none() {
         return Err(LoadError::Unbounded);
     }
-    let server_cpu0 = match opts.server_pid {
-        Some(pid) => Some(usage::proc_cpu(pid)?),
+    // The server's process tree: its first sample.
+    let server_tree = match opts.server_pid {
+        Some(pid) => Some(Arc::new(std::sync::Mutex::new(usage::TreeCpu::start(pid)?))),
         None => None,
     };
     let t_dns = Instant::now();
@@ -282,18 +289,27 @@ pub async fn run(
             .map(|_| std::sync::Mutex::new(Tally::new()))
             .collect(),
     });
-    // Server memory, sampled while the run lasts.
+    // The server's tree, sampled every 100 ms while the run lasts (CPU of processes that
+    // exit, memory), looking for new processes once a second (a walk over /proc reads
+    // every process on the machine), on a thread of its own: a walk takes a millisecond
+    // or more, which would delay the I/O of a runtime worker's connections.
     let rss_max = Arc::new(AtomicU64::new(0));
-    let sampler = opts.server_pid.map(|pid| {
-        let rss_max = Arc::clone(&rss_max);
-        tokio::spawn(async move {
-            loop {
-                if let Ok(kib) = usage::proc_rss_kib(pid) {
+    let (stop_sampler, stopped) = std::sync::mpsc::channel::<()>();
+    let sampler = server_tree.as_ref().and_then(|tree| {
+        let (tree, rss_max) = (Arc::clone(tree), Arc::clone(&rss_max));
+        std::thread::Builder::new()
+            .name("server-sampler".into())
+            .spawn(move || {
+                let mut n = 0u32;
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(Duration::from_millis(100))
+                {
+                    n += 1;
+                    let kib = lock(&tree).sample(n.is_multiple_of(10));
                     rss_max.fetch_max(kib, Ordering::Relaxed);
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
+            })
+            .ok()
     });
     let slots: Vec<_> = (0..opts.connections.max(1))
         .map(|slot| tokio::spawn(slot_loop(slot, Arc::clone(&shared))))
@@ -310,8 +326,10 @@ pub async fn run(
         .into_iter()
         .filter_map(|m| m.into_inner().ok())
         .collect();
+    drop(stop_sampler);
     if let Some(s) = sampler {
-        s.abort();
+        // It stops within one sample of the signal.
+        let _ = tokio::task::spawn_blocking(move || s.join()).await;
     }
     let end = tallies
         .iter()
@@ -333,19 +351,17 @@ pub async fn run(
         .as_ref()
         .map(|v| v.counts())
         .unwrap_or_default();
-    let server = match (opts.server_pid, server_cpu0) {
-        (Some(pid), Some(c0)) => {
-            let cpu = usage::proc_cpu(pid)
-                .map(|c| c.saturating_sub(c0))
-                .unwrap_or_default();
-            let rss_end = usage::proc_rss_kib(pid).unwrap_or(0);
+    let server = match (opts.server_pid, server_tree) {
+        (Some(pid), Some(tree)) => {
+            let mut tree = lock(&tree);
+            let rss_end = tree.sample(true);
             Some(ServerUsage {
                 pid,
-                cpu_seconds: cpu.as_secs_f64(),
-                cpu_us_per_request: (total.completed > 0)
-                    .then(|| cpu.as_secs_f64() * 1e6 / total.completed as f64),
-                cpu_us_per_handshake: (handshakes > 0)
-                    .then(|| cpu.as_secs_f64() * 1e6 / handshakes as f64),
+                processes: tree.processes(),
+                cpu_seconds: tree.cpu().as_secs_f64(),
+                // Per request and per handshake: finish_rates.
+                cpu_us_per_request: None,
+                cpu_us_per_handshake: None,
                 rss_max_kib: rss_max.load(Ordering::Relaxed).max(rss_end),
                 rss_end_kib: rss_end,
             })
@@ -388,6 +404,7 @@ pub async fn run(
         },
         latency: Dist::of(total.latency.clone()),
         latency_corrected: opts.rate.and_then(|_| dist(&total.corrected)),
+        send_lateness: opts.rate.and_then(|_| dist(&total.lateness)),
         handshake_full: dist(&total.hs_full),
         handshake_resumed: dist(&total.hs_resumed),
         phases: total
@@ -418,19 +435,27 @@ pub async fn run(
             threads: opts.threads,
             cpu_seconds: cpu.as_secs_f64(),
             utilization: 0.0,
+            cpu_us_per_request: None,
             cpu_us_per_handshake: None,
             saturated: false,
         },
         server,
+        warnings: Vec::new(),
     };
     result.finish_rates();
     result.generator.saturated = result.generator.utilization >= 0.9;
     Ok(result)
 }
 
+/// Locks, whether or not another holder panicked (the data stay usable).
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn merge_tally(total: &mut Tally, t: &Tally) {
     let _ = total.latency.merge(&t.latency);
     let _ = total.corrected.merge(&t.corrected);
+    let _ = total.lateness.merge(&t.lateness);
     let _ = total.hs_full.merge(&t.hs_full);
     let _ = total.hs_resumed.merge(&t.hs_resumed);
     for (p, h) in &t.phases {
@@ -520,6 +545,8 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         .opts
         .rate
         .map(|r| Duration::from_secs_f64(shared.opts.connections.max(1) as f64 / r.max(1e-9)));
+    // Open loop: the slot's own timer, precise to microseconds.
+    let mut pacer = interval.map(|_| pace::Pacer::new());
     // Slots start staggered so that the rate is even.
     let mut intended = shared.start
         + interval.map_or(Duration::ZERO, |iv| {
@@ -535,8 +562,12 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             if shared.deadline.is_some_and(|d| t >= d) {
                 break;
             }
-            tokio::time::sleep_until(t.into()).await;
+            if let Some(p) = pacer.as_mut() {
+                p.wait_until(t).await;
+            }
         }
+        // The actual send instant: nothing but the choice of the address (and, in `lab`,
+        // a fresh client configuration) lies between it and the connect or write call.
         let sent = Instant::now();
         let last_on_conn = shared
             .opts
@@ -568,6 +599,10 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             };
             tally.apply(&obs);
             tally.last_done = tally.last_done.max(Some(done));
+            if let Some(p) = planned {
+                // `wait_until` never returns before `p`.
+                let _ = tally.lateness.record(sent.saturating_duration_since(p));
+            }
             match outcome {
                 Ok(keep) => {
                     tally.completed += 1;

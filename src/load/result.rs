@@ -80,31 +80,43 @@ pub struct Handshakes {
 pub struct GeneratorCpu {
     /// Worker threads.
     pub threads: usize,
-    /// User + system CPU seconds.
+    /// User + system CPU seconds of the whole process (every thread, the `--server-pid`
+    /// sampler's included).
     pub cpu_seconds: f64,
     /// CPU seconds ÷ (wall seconds × threads).
     pub utilization: f64,
-    /// CPU microseconds per handshake (all of the generator's CPU divided by handshakes).
+    /// CPU microseconds per completed request (`None`: none completed).
+    #[serde(default)]
+    pub cpu_us_per_request: Option<f64>,
+    /// CPU microseconds per handshake, only when every request opened its own
+    /// connection (at least as many handshakes as completed requests); `None` otherwise,
+    /// where the CPU is not the handshakes' alone.
     pub cpu_us_per_handshake: Option<f64>,
     /// True when the generator was busy ≥ 90% of its threads' time: it may be the
     /// bottleneck.
     pub saturated: bool,
 }
 
-/// The server's CPU and memory, sampled from /proc with `--server-pid`.
+/// The server's CPU and memory, sampled from /proc with `--server-pid`: the process and
+/// every process below it (workers, helpers), found by their parent pids.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerUsage {
-    /// The process.
+    /// The process named by `--server-pid` (the root of the tree).
     pub pid: u32,
-    /// CPU seconds (user + system) during the run.
+    /// Processes counted: the root and its descendants seen at the start, at the end or
+    /// in between (sampled every 100 ms).
+    #[serde(default)]
+    pub processes: u32,
+    /// CPU seconds (user + system) the tree used during the run.
     pub cpu_seconds: f64,
-    /// CPU microseconds per completed request.
+    /// CPU microseconds per completed request (`None`: none completed).
     pub cpu_us_per_request: Option<f64>,
-    /// CPU microseconds per handshake.
+    /// CPU microseconds per handshake, only when every request opened its own
+    /// connection (as [`GeneratorCpu::cpu_us_per_handshake`]).
     pub cpu_us_per_handshake: Option<f64>,
-    /// Largest resident memory seen (KiB).
+    /// Largest resident memory of the tree seen (KiB, summed over its processes).
     pub rss_max_kib: u64,
-    /// Resident memory at the end (KiB).
+    /// Resident memory of the tree at the end (KiB, summed over its processes).
     pub rss_end_kib: u64,
 }
 
@@ -144,6 +156,11 @@ pub struct LoadResult {
     /// With `--rate`: latency from when the request *should* have been sent
     /// (coordinated-omission corrected).
     pub latency_corrected: Option<Dist>,
+    /// With `--rate`: the generator's own send lateness, actual send instant − intended
+    /// one, for every request sent (so `latency_corrected` − `latency` request by
+    /// request).
+    #[serde(default)]
+    pub send_lateness: Option<Dist>,
     /// TLS handshake time of full handshakes.
     pub handshake_full: Option<Dist>,
     /// TLS handshake time of resumed handshakes.
@@ -169,6 +186,10 @@ pub struct LoadResult {
     pub generator: GeneratorCpu,
     /// The server's CPU and memory (`--server-pid`).
     pub server: Option<ServerUsage>,
+    /// What makes figures of this result doubtful, in plain words (derived from the
+    /// figures; recomputed after a merge).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// Results that cannot be merged.
@@ -228,7 +249,8 @@ fn add_counts(a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>) {
 /// server: counts add up, histograms merge exactly, the duration is the longest run's,
 /// rates are totals over it, interval samples add up position by position (the runs are
 /// taken to have started together), CPU seconds add up; server usage is kept only when
-/// a single result has it.
+/// a single result has it (the one server's CPU then counts against all the merged
+/// requests and handshakes, which it served); warnings are recomputed.
 pub fn merge(results: &[LoadResult]) -> Result<LoadResult, MergeError> {
     let (first, rest) = results.split_first().ok_or(MergeError::Empty)?;
     for (i, r) in results.iter().enumerate() {
@@ -262,6 +284,7 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, MergeError> {
         add_counts(&mut m.handshakes.early_data, &r.handshakes.early_data);
         m.latency.merge(&r.latency)?;
         merge_opt(&mut m.latency_corrected, &r.latency_corrected)?;
+        merge_opt(&mut m.send_lateness, &r.send_lateness)?;
         merge_opt(&mut m.handshake_full, &r.handshake_full)?;
         merge_opt(&mut m.handshake_resumed, &r.handshake_resumed)?;
         for (k, d) in &r.phases {
@@ -300,8 +323,35 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, MergeError> {
     Ok(m)
 }
 
+/// The send lateness p99 above which a result is flagged, as a fraction of the request
+/// latency p50.
+pub const LATENESS_WARN_FRACTION: f64 = 0.1;
+
+/// A warning when the generator's send lateness p99 exceeds [`LATENESS_WARN_FRACTION`]
+/// of the request latency p50 (the corrected latency then holds a good part of the
+/// generator's own delay).
+pub fn lateness_warning(lateness: &Quantiles, latency: &Quantiles) -> Option<String> {
+    (lateness.count > 0
+        && latency.count > 0
+        && lateness.p99_ns as f64 > LATENESS_WARN_FRACTION * latency.p50_ns as f64)
+        .then(|| {
+            format!(
+                "the generator sent requests late: send lateness p99 {:.1} µs is more than {:.0}% of the request latency p50 ({:.1} µs), so the corrected latency holds the generator's own delay (a busy machine, or too few threads for the rate)",
+                lateness.p99_ns as f64 / 1e3,
+                LATENESS_WARN_FRACTION * 100.0,
+                latency.p50_ns as f64 / 1e3
+            )
+        })
+}
+
+/// CPU microseconds per unit, `None` without units.
+fn per(cpu_s: f64, n: u64) -> Option<f64> {
+    (n > 0).then(|| cpu_s * 1e6 / n as f64)
+}
+
 impl LoadResult {
-    /// Recomputes the derived rates from the counts and the duration.
+    /// Recomputes what derives from the counts, the duration and the distributions:
+    /// rates, CPU per request and per handshake, warnings.
     pub fn finish_rates(&mut self) {
         let secs = self.duration_s.max(1e-9);
         self.requests.per_second = self.requests.completed as f64 / secs;
@@ -318,10 +368,40 @@ impl LoadResult {
         } else {
             resumed as f64 / self.handshakes.total as f64
         };
+        // Per handshake only when every request opened its own connection: otherwise
+        // the CPU of many requests would be charged to a few handshakes.
+        let (completed, hs) = (self.requests.completed, self.handshakes.total);
+        let hs_per_request = hs >= completed;
         let g = &mut self.generator;
         g.utilization = g.cpu_seconds / (secs * g.threads.max(1) as f64);
-        g.cpu_us_per_handshake =
-            (self.handshakes.total > 0).then(|| g.cpu_seconds * 1e6 / self.handshakes.total as f64);
+        g.cpu_us_per_request = per(g.cpu_seconds, completed);
+        g.cpu_us_per_handshake = per(g.cpu_seconds, hs).filter(|_| hs_per_request);
+        if let Some(s) = &mut self.server {
+            s.cpu_us_per_request = per(s.cpu_seconds, completed);
+            s.cpu_us_per_handshake = per(s.cpu_seconds, hs).filter(|_| hs_per_request);
+        }
+        self.warnings = self.derived_warnings();
+    }
+
+    fn derived_warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(l) = &self.send_lateness
+            && let Some(msg) = lateness_warning(&l.quantiles, &self.latency.quantiles)
+        {
+            w.push(msg);
+        }
+        if let Some(s) = &self.server
+            && s.cpu_seconds <= 0.0
+            && self.requests.completed > 0
+        {
+            w.push(format!(
+                "--server-pid {}: its {} process{} used no CPU during the run: is it the server (or its parent)?",
+                s.pid,
+                s.processes,
+                if s.processes == 1 { "" } else { "es" }
+            ));
+        }
+        w
     }
 }
 
@@ -401,5 +481,34 @@ fn json_err(path: &std::path::Path, e: &serde_json::Error) -> ReadError {
         line: e.line(),
         column: e.column(),
         reason: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quantiles(ns: &[u64]) -> Quantiles {
+        let mut h = LatencyHistogram::new();
+        for &v in ns {
+            h.record_ns(v).unwrap();
+        }
+        h.quantiles()
+    }
+
+    #[test]
+    fn lateness_warns_above_a_tenth_of_the_latency_median() {
+        let latency = quantiles(&[100_000; 100]);
+        // p99 of the lateness against 10% of 100 µs.
+        assert!(lateness_warning(&quantiles(&[5_000; 100]), &latency).is_none());
+        assert!(lateness_warning(&quantiles(&[9_990; 100]), &latency).is_none());
+        let mut late = vec![1_000; 98];
+        late.extend([20_000, 20_000]);
+        let w = lateness_warning(&quantiles(&late), &latency).unwrap();
+        assert!(w.contains("p99 20.0 µs"), "{w}");
+        assert!(w.contains("latency p50 (100.0 µs)"), "{w}");
+        // Nothing measured: nothing to warn of.
+        assert!(lateness_warning(&quantiles(&[]), &latency).is_none());
+        assert!(lateness_warning(&quantiles(&[50_000]), &quantiles(&[])).is_none());
     }
 }

@@ -1,7 +1,9 @@
 //! CPU and memory of processes, from the kernel: this process's CPU with `getrusage`,
 //! another process's CPU and resident memory from `/proc/PID/stat` and
-//! `/proc/PID/status` (Linux).
+//! `/proc/PID/status`, and those of a whole process tree (a server's master and its
+//! workers) from every `/proc/*/stat` (Linux).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// User + system CPU time of this process so far.
@@ -73,6 +75,154 @@ pub fn proc_rss_kib(pid: u32) -> Result<u64, ProcError> {
         })
 }
 
+/// What `/proc/PID/stat` says of one process.
+#[derive(Debug, Clone, Copy)]
+struct Stat {
+    pid: u32,
+    ppid: u32,
+    /// Start time after boot (clock ticks): with the pid, identifies the process even
+    /// if its pid is reused.
+    start: u64,
+    /// utime + stime (clock ticks), all its threads.
+    cpu_ticks: u64,
+    /// Resident pages.
+    rss_pages: u64,
+}
+
+fn parse_stat(pid: u32, stat: &str) -> Option<Stat> {
+    // Fields after the command name (which may hold spaces and parentheses); the first
+    // of them is field 3 (state).
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let num = |field: usize| -> Option<u64> { fields.get(field - 3)?.parse().ok() };
+    Some(Stat {
+        pid,
+        ppid: num(4)? as u32,
+        start: num(22)?,
+        cpu_ticks: num(14)? + num(15)?,
+        rss_pages: num(24)?,
+    })
+}
+
+fn read_stat(pid: u32) -> Option<Stat> {
+    parse_stat(
+        pid,
+        &std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?,
+    )
+}
+
+/// `root` and every process below it, from a walk over `/proc/*/stat` (threads are not
+/// listed there: their CPU is inside their process's utime + stime).
+fn tree(root: u32) -> Vec<Stat> {
+    let Some(root_stat) = read_stat(root) else {
+        return Vec::new();
+    };
+    let all: Vec<Stat> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != root)
+        .filter_map(read_stat)
+        .collect();
+    let mut children: HashMap<u32, Vec<Stat>> = HashMap::new();
+    for s in all {
+        children.entry(s.ppid).or_default().push(s);
+    }
+    let mut out = vec![root_stat];
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(c) = children.remove(&out[i].pid) {
+            out.extend(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn ticks_to_duration(ticks: u64) -> Duration {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / hz)
+}
+
+fn page_kib() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1024) as u64) / 1024
+}
+
+/// CPU of a process tree over a run: the tree (the root and its descendants, by parent
+/// pid) is found by a walk over every `/proc/*/stat` at the start, at the end and in
+/// some samples between ([`TreeCpu::sample`] with `discover`); the other samples read
+/// only the processes already known (a walk reads every process on the machine). Each
+/// process counts from its CPU at the first sample that saw it (0 for a process that
+/// appeared during the run, as it started then) to its CPU at the last sample that saw
+/// it: a process that exits during the run counts up to its last sample (what it used
+/// after that is missed), and one that appeared and exited between two walks is missed
+/// entirely.
+#[derive(Debug)]
+pub struct TreeCpu {
+    root: u32,
+    /// (pid, start) → (CPU ticks at the start, CPU ticks at the last sample seen).
+    seen: HashMap<(u32, u64), (u64, u64)>,
+    /// The processes the last sample found.
+    alive: Vec<(u32, u64)>,
+    samples: u32,
+}
+
+impl TreeCpu {
+    /// The first sample (a walk); an error when `root` cannot be read.
+    pub fn start(root: u32) -> Result<TreeCpu, ProcError> {
+        proc_cpu(root)?;
+        let mut t = TreeCpu {
+            root,
+            seen: HashMap::new(),
+            alive: Vec::new(),
+            samples: 0,
+        };
+        t.sample(true);
+        Ok(t)
+    }
+
+    /// Samples the tree again, finding its processes anew when `discover` (a walk over
+    /// `/proc`), else reading those known; returns its resident memory now (KiB, summed
+    /// over its processes: pages shared between them count once per process).
+    pub fn sample(&mut self, discover: bool) -> u64 {
+        let first = self.samples == 0;
+        self.samples += 1;
+        let found: Vec<Stat> = if discover {
+            tree(self.root)
+        } else {
+            self.alive
+                .iter()
+                .filter_map(|&(pid, start)| read_stat(pid).filter(|s| s.start == start))
+                .collect()
+        };
+        self.alive.clear();
+        let mut rss_pages = 0;
+        for s in found {
+            rss_pages += s.rss_pages;
+            self.alive.push((s.pid, s.start));
+            let e = self.seen.entry((s.pid, s.start)).or_insert(if first {
+                (s.cpu_ticks, s.cpu_ticks)
+            } else {
+                (0, 0)
+            });
+            e.1 = s.cpu_ticks;
+        }
+        rss_pages * page_kib()
+    }
+
+    /// CPU used by the tree between the first sample and the last.
+    pub fn cpu(&self) -> Duration {
+        ticks_to_duration(self.seen.values().map(|(a, b)| b.saturating_sub(*a)).sum())
+    }
+
+    /// Processes seen in the tree.
+    pub fn processes(&self) -> u32 {
+        self.seen.len() as u32
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +241,52 @@ mod tests {
         assert!(proc_cpu(pid).unwrap() > Duration::ZERO);
         assert!(proc_rss_kib(pid).unwrap() > 100);
         assert!(proc_cpu(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn parses_stat_with_odd_command_names() {
+        let line = "4242 (a (b) c) S 17 4242 4242 0 -1 4194560 100 0 0 0 250 30 7 9 20 0 3 0 123456 1000 77 18446744073709551615";
+        let s = parse_stat(4242, line).unwrap();
+        assert_eq!((s.pid, s.ppid, s.start), (4242, 17, 123456));
+        assert_eq!(s.cpu_ticks, 280, "utime + stime, not the children's");
+        assert_eq!(s.rss_pages, 77);
+        assert!(parse_stat(1, "garbage").is_none());
+    }
+
+    #[test]
+    fn counts_a_busy_child_of_an_idle_parent() {
+        busy_child("sh -c 'while :; do :; done' & wait");
+    }
+
+    #[test]
+    fn counts_a_child_that_appears_during_the_run_from_zero() {
+        busy_child("sleep 0.2; sh -c 'while :; do :; done' & wait");
+    }
+
+    /// `script` (run by sh) leads to a child burning CPU while sh waits.
+    fn busy_child(script: &str) {
+        use std::os::unix::process::CommandExt;
+        // The parent waits; its child burns CPU. Its own process group, killed at the end.
+        let mut parent = std::process::Command::new("sh")
+            .args(["-c", script])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = parent.id();
+        let mut t = TreeCpu::start(pid).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while t.cpu() < Duration::from_millis(100) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(t.sample(true) > 0);
+        }
+        let (cpu, n) = (t.cpu(), t.processes());
+        let parent_cpu = proc_cpu(pid).unwrap();
+        // SAFETY: kill takes no pointers; the group is the one we started.
+        unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        let _ = parent.wait();
+        assert!(cpu >= Duration::from_millis(100), "{cpu:?}");
+        assert!(n >= 2, "{n}");
+        // The root alone (what was counted before) used almost nothing.
+        assert!(parent_cpu * 2 < cpu, "{parent_cpu:?} {cpu:?}");
     }
 }

@@ -944,6 +944,17 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
     right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
     s += &render(&t);
     s.push('\n');
+    if let Some(d) = &r.send_lateness {
+        let q = &d.quantiles;
+        let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
+        s += &format!(
+            "generator send lateness (actual − intended send instant, {} requests): p50 {} µs, p99 {} µs, max {} µs\n",
+            q.count,
+            us(q.p50_ns),
+            us(q.p99_ns),
+            us(q.max_ns)
+        );
+    }
     if !r.errors.is_empty() {
         s += &format!("\n{}\n", styled(BAD, "errors:"));
         for (k, n) in &r.errors {
@@ -953,30 +964,40 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
             );
         }
     }
+    // CPU per request always; per handshake only when every request opened its own
+    // connection (finish_rates leaves it out otherwise).
+    let per = |req: Option<f64>, hs: Option<f64>| {
+        let mut p = String::new();
+        if let Some(c) = req {
+            p += &format!(", {c:.1} µs per request");
+        }
+        if let Some(c) = hs {
+            p += &format!(", {c:.1} µs per handshake");
+        }
+        p
+    };
     let g = &r.generator;
     s += &format!(
         "\ngenerator: {:.3} CPU s on {} threads ({:.0}% busy){}\n",
         g.cpu_seconds,
         g.threads,
         g.utilization * 100.0,
-        g.cpu_us_per_handshake
-            .map(|c| format!(", {c:.0} µs CPU per handshake"))
-            .unwrap_or_default()
+        per(g.cpu_us_per_request, g.cpu_us_per_handshake)
     );
     if let Some(sv) = &r.server {
         s += &format!(
-            "server (pid {}): {:.3} CPU s{}{}; resident memory max {} KiB, end {} KiB\n",
+            "server (pid {} and its descendants: {} process{}): {:.3} CPU s{}; resident memory (summed over the processes) max {} KiB, end {} KiB\n",
             sv.pid,
+            sv.processes,
+            if sv.processes == 1 { "" } else { "es" },
             sv.cpu_seconds,
-            sv.cpu_us_per_request
-                .map(|c| format!(", {c:.1} µs per request"))
-                .unwrap_or_default(),
-            sv.cpu_us_per_handshake
-                .map(|c| format!(", {c:.1} µs per handshake"))
-                .unwrap_or_default(),
+            per(sv.cpu_us_per_request, sv.cpu_us_per_handshake),
             sv.rss_max_kib,
             sv.rss_end_kib
         );
+    }
+    for w in &r.warnings {
+        s += &format!("{} {w}\n", styled(BAD, "warning:"));
     }
     s
 }
