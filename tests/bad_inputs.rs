@@ -597,6 +597,21 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             &["--timeout", "'10' has no unit"],
         ),
         case(
+            "load: --out where nothing can be written is refused before the run",
+            &[
+                "load",
+                &good.url(),
+                "--cacert",
+                &root,
+                "-d",
+                "30s",
+                "--out",
+                "/proc/tlsperf-load.json",
+            ],
+            2,
+            &["/proc/tlsperf-load.json"],
+        ),
+        case(
             "load: a duration that overflows the clock",
             &[
                 "load",

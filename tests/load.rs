@@ -1171,13 +1171,102 @@ fn phase_boundaries_follow_a_known_server_delay() {
                 .unwrap_or_else(|| panic!("{http} {phase} {field}: {}", v["phases"]))
         };
         for waits in ["server_hello", "first_byte"] {
-            assert!(q(waits, "min_ns") >= D, "{http} {waits}: {}", v["phases"][waits]);
+            assert!(
+                q(waits, "min_ns") >= D,
+                "{http} {waits}: {}",
+                v["phases"][waits]
+            );
         }
-        assert!(q("client_hello", "p50_ns") < 1_000_000, "{http}: {}", v["phases"]);
-        assert!(q("client_hello", "max_ns") < D / 2, "{http}: {}", v["phases"]);
+        assert!(
+            q("client_hello", "p50_ns") < 1_000_000,
+            "{http}: {}",
+            v["phases"]
+        );
+        assert!(
+            q("client_hello", "max_ns") < D / 2,
+            "{http}: {}",
+            v["phases"]
+        );
         if http == "--http1" {
             assert!(q("request", "p50_ns") < 1_000_000, "{}", v["phases"]);
             assert!(q("request", "max_ns") < D / 2, "{}", v["phases"]);
         }
     }
+}
+
+/// A setup that cannot work (here: a server whose certificate we do not trust) does not
+/// hammer the server for the whole `-d`: once the first attempts (connections + 10) all
+/// fail alike and none succeeded, the run stops with that error (exit 1, `gave_up`).
+#[test]
+fn a_setup_that_cannot_work_gives_up_after_the_first_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, _ca) = serve(dir.path());
+    let other = dir.path().join("other");
+    assert_eq!(
+        tlsperf(["pki", "init", other.to_str().unwrap(), "-q"]).code,
+        0
+    );
+    let root = other.join("root.pem");
+    let t = Instant::now();
+    let run = load_run(&[
+        &s.url(),
+        "-d",
+        "20s",
+        "-c",
+        "4",
+        "--roots",
+        root.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["gave_up"], true, "{v}");
+    assert_eq!(v["interrupted"], false, "{v}");
+    let failed = v["requests"]["failed"].as_u64().unwrap();
+    // 4 + 10 alike, plus those already in flight when it stopped.
+    assert!((14..=18).contains(&failed), "{failed}: {}", v["errors"]);
+    assert!(
+        run.stderr.contains("every attempt failed the same way"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Ctrl-C while an open-loop slot waits for its next send instant (`--rate 0.01`: one
+/// request every 100 s per slot) and while a request waits on a server that never
+/// answers (`--timeout 300s`): the run stops within a second, keeps what was measured
+/// and exits 130.
+#[test]
+fn sigint_stops_waiting_slots_and_requests_in_flight() {
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    for args in [
+        vec!["--rate", "0.01", "-c", "1", "-d", "300s"],
+        vec!["-n", "3", "-c", "1", "--timeout", "300s"],
+    ] {
+        let url = format!("https://127.0.0.1:{port}/");
+        let mut all = vec!["load", url.as_str(), "--insecure", "--json"];
+        all.extend_from_slice(&args);
+        let child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+            .args(&all)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let sent = Instant::now();
+        let out = common::interrupt_and_wait(child, Duration::from_secs(20));
+        let took = sent.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{args:?}: {stderr}");
+        assert!(
+            took < Duration::from_secs(2),
+            "{args:?}: stopped after {took:?}"
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["interrupted"], true, "{v}");
+    }
+    drop(silent);
 }

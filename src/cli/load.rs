@@ -87,7 +87,9 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         )));
     }
     if let Some(path) = &args.out {
+        // Before the run: a result that cannot be written is found now, not after it.
         crate::files::check_destination(path, args.force)?;
+        crate::files::check_writable(path)?;
     }
     let target = args.client.target(&args.url)?;
     let alpn = if args.http2 {
@@ -191,9 +193,8 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     let result = rt.block_on(async {
         let p = Arc::clone(&progress);
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                p.stop();
-            }
+            super::signals::first_then_exit().await;
+            p.stop();
         });
         let p = Arc::clone(&progress);
         let b = bar.clone();
@@ -218,13 +219,14 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     bar.finish_and_clear();
     // Don't wait for tasks still blocked on a dead connection.
     rt.shutdown_timeout(Duration::from_millis(100));
+    // The summary first: whatever happens to the file, what was measured is shown.
+    out.summary(&result, || text::load_result(&result))?;
     if let Some(path) = &args.out {
         let mut json =
             serde_json::to_vec_pretty(&result).map_err(|e| CliError::runtime(e.into()))?;
         json.push(b'\n');
         write_atomic(path, &json, FileMode::Public, args.force)?;
     }
-    out.summary(&result, || text::load_result(&result))?;
     if result.generator.saturated && result.duration_s >= 0.5 {
         anstream::eprintln!(
             "warning: the load generator used {:.0}% of its {} threads: it may be the bottleneck (add --threads or machines)",
@@ -246,9 +248,15 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
             })
             .unwrap_or_default();
         return Err(CliError::runtime(anyhow::anyhow!(
-            "all {} requests to {} failed{why}",
+            "all {} requests to {} failed{why}{}",
             result.requests.failed,
-            result.target
+            result.target,
+            if result.gave_up {
+                " (stopped there: every attempt failed the same way, so more would only load \
+                 the server)"
+            } else {
+                ""
+            }
         )));
     }
     if result.interrupted {

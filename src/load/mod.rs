@@ -100,19 +100,39 @@ pub struct Progress {
     /// Requests failed.
     pub failed: AtomicU64,
     stop: AtomicBool,
+    notify: tokio::sync::Notify,
 }
 
 impl Progress {
-    /// Asks the run to stop: no new requests start; those in flight finish (or time out).
+    /// Asks the run to stop at once: no new requests start, slots waiting for their send
+    /// instant stop waiting, and requests in flight are abandoned (neither completed nor
+    /// failed); the result covers what finished before.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::SeqCst);
+        self.notify.notify_waiters();
     }
 
     /// True once [`Progress::stop`] was called.
     pub fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once [`Progress::stop`] was called (at once if it was already).
+    async fn stopping(&self) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.stopped() {
+            return;
+        }
+        notified.await;
     }
 }
+
+/// A run whose first attempts all fail alike (a server without HTTP/2, a group it does
+/// not offer, a certificate we do not trust) stops after this many more failures than
+/// connections, instead of hammering the server with attempts that cannot work.
+const FAIL_FAST_AFTER: u64 = 10;
 
 /// A run that could not start.
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +174,37 @@ struct Shared {
     /// Tallies shared by slots (a few per worker thread): HDR histograms are large, one
     /// set per connection slot would cost megabytes each.
     shards: Vec<std::sync::Mutex<Tally>>,
+    /// Until a request succeeds: the kind of the failures so far, `Err` once they
+    /// differ.
+    failing: std::sync::Mutex<Option<Result<&'static str, ()>>>,
+    /// Set when the run stopped early because every attempt failed alike.
+    gave_up: AtomicBool,
+}
+
+impl Shared {
+    /// Notes a failure; stops the run when every attempt so far failed with the same
+    /// kind, and more than `connections + FAIL_FAST_AFTER` of them.
+    fn failed(&self, kind: &'static str) {
+        if self.progress.completed.load(Ordering::Relaxed) > 0 {
+            return;
+        }
+        let mut f = match self.failing.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *f = match *f {
+            None => Some(Ok(kind)),
+            Some(Ok(k)) if k == kind => Some(Ok(k)),
+            _ => Some(Err(())),
+        };
+        let alike = matches!(*f, Some(Ok(_)));
+        drop(f);
+        let failed = self.progress.failed.load(Ordering::Relaxed);
+        if alike && failed >= self.opts.connections.max(1) as u64 + FAIL_FAST_AFTER {
+            self.gave_up.store(true, Ordering::Relaxed);
+            self.progress.stop();
+        }
+    }
 }
 
 impl Shared {
@@ -288,6 +339,8 @@ pub async fn run(
         shards: (0..(opts.threads.max(1) * 2).min(opts.connections.max(1)))
             .map(|_| std::sync::Mutex::new(Tally::new()))
             .collect(),
+        failing: std::sync::Mutex::new(None),
+        gave_up: AtomicBool::new(false),
     });
     // The server's tree, sampled every 100 ms while the run lasts (CPU of processes that
     // exit, memory), looking for new processes once a second (a walk over /proc reads
@@ -320,6 +373,7 @@ pub async fn run(
             connections.push(c);
         }
     }
+    let gave_up = shared.gave_up.load(Ordering::Relaxed);
     let tallies: Vec<Tally> = Arc::try_unwrap(shared)
         .map(|s| s.shards)
         .unwrap_or_default()
@@ -377,7 +431,8 @@ pub async fn run(
             .unwrap_or_default(),
         duration_s: wall.as_secs_f64(),
         machines: 1,
-        interrupted: progress.stopped(),
+        interrupted: progress.stopped() && !gave_up,
+        gave_up,
         options: opts.echo.clone(),
         requests: Requests {
             attempted: total.completed + total.failed,
@@ -563,7 +618,10 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                 break;
             }
             if let Some(p) = pacer.as_mut() {
-                p.wait_until(t).await;
+                tokio::select! {
+                    () = p.wait_until(t) => {}
+                    () = shared.progress.stopping() => break,
+                }
             }
         }
         // The actual send instant: nothing but the choice of the address (and, in `lab`,
@@ -578,21 +636,27 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         obs.early = None;
         obs.status = None;
         obs.body_bytes = 0;
-        let outcome = tokio::time::timeout(
-            shared.opts.timeout,
-            request(&shared, &config, &mut open, last_on_conn, &mut obs),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(ConnectError::Timeout {
-                during: "waiting for a response",
-                after: shared.opts.timeout,
-            })
-        });
+        let step = StepCell::default();
+        let outcome = tokio::select! {
+            o = tokio::time::timeout(
+                shared.opts.timeout,
+                request(&shared, &config, &mut open, last_on_conn, &mut obs, &step),
+            ) => o.unwrap_or_else(|_| {
+                Err(ConnectError::Timeout {
+                    during: step.get().during(),
+                    after: shared.opts.timeout,
+                })
+            }),
+            // Stopped: the request in flight is abandoned, not counted.
+            () = shared.progress.stopping() => {
+                open = None;
+                break;
+            }
+        };
         let done = Instant::now();
         // What to do with the connection, or Err(failed): recorded under the lock, no
         // await.
-        let next: Result<After, ()> = {
+        let next: Result<After, &'static str> = {
             let mut tally = match shard.lock() {
                 Ok(t) => t,
                 Err(poisoned) => poisoned.into_inner(),
@@ -626,7 +690,7 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                 }
                 Err(e) => {
                     tally.error(&e);
-                    Err(())
+                    Err(e.kind())
                 }
             }
         };
@@ -648,8 +712,9 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                     }
                 }
             }
-            Err(()) => {
+            Err(kind) => {
                 shared.progress.failed.fetch_add(1, Ordering::Relaxed);
+                shared.failed(kind);
                 // The connection's state is unknown: never reuse it.
                 open = None;
                 on_conn = 0;
@@ -664,6 +729,46 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         } else {
             latency_sum.as_secs_f64() * 1e3 / completed as f64
         },
+    }
+}
+
+/// Where a request is, for a timeout's message.
+#[derive(Debug, Clone, Copy)]
+#[repr(u8)]
+enum Step {
+    Connecting,
+    Handshaking,
+    Sending,
+    Waiting,
+}
+
+/// A request's current [`Step`], shareable across the await points of a `Send` future.
+#[derive(Default)]
+struct StepCell(std::sync::atomic::AtomicU8);
+
+impl StepCell {
+    fn set(&self, s: Step) {
+        self.0.store(s as u8, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Step {
+        match self.0.load(Ordering::Relaxed) {
+            0 => Step::Connecting,
+            1 => Step::Handshaking,
+            2 => Step::Sending,
+            _ => Step::Waiting,
+        }
+    }
+}
+
+impl Step {
+    fn during(self) -> &'static str {
+        match self {
+            Step::Connecting => "connecting (TCP)",
+            Step::Handshaking => "in the TLS handshake (no complete answer from the server)",
+            Step::Sending => "writing the request",
+            Step::Waiting => "waiting for the HTTP response",
+        }
     }
 }
 
@@ -692,6 +797,7 @@ async fn request(
     open: &mut Option<Open>,
     last_on_conn: bool,
     tally: &mut Obs,
+    step: &StepCell,
 ) -> Result<bool, ConnectError> {
     let req = if last_on_conn {
         &shared.request_close
@@ -706,7 +812,7 @@ async fn request(
     let mut opened_at = None;
     if open.is_none() {
         let early = (shared.opts.early_data && !shared.opts.http2).then_some(req.as_slice());
-        let (o, early_data, done) = connect(shared, config, tally, early).await?;
+        let (o, early_data, done) = connect(shared, config, tally, early, step).await?;
         match early_data {
             EarlyData::Accepted => {
                 tally.early = Some("accepted");
@@ -723,10 +829,12 @@ async fn request(
     match open.as_mut() {
         Some(Open::H1(h)) => {
             let t = opened_at.unwrap_or_else(Instant::now);
+            step.set(Step::Sending);
             let sent = match sent_early {
                 Some(done) => done,
                 None => h.send(req).await?,
             };
+            step.set(Step::Waiting);
             let resp = h.read_response().await?;
             tally.phase(Phase::Request, sent.saturating_duration_since(t));
             tally.phase(
@@ -748,6 +856,7 @@ async fn request(
                     reason: e.to_string(),
                 })?;
             let t = opened_at.unwrap_or_else(Instant::now);
+            step.set(Step::Waiting);
             let resp = send
                 .send_request(req)
                 .await
@@ -788,6 +897,7 @@ async fn connect(
     config: &Arc<ClientConfig>,
     tally: &mut Obs,
     early: Option<&[u8]>,
+    step: &StepCell,
 ) -> Result<(Open, EarlyData, Instant), ConnectError> {
     let fresh;
     let config = match &shared.opts.config_per_connection {
@@ -804,11 +914,13 @@ async fn connect(
         shared.opts.addrs[i % shared.opts.addrs.len()]
     };
     let t0 = Instant::now();
+    step.set(Step::Connecting);
     let tcp = conn::tcp_connect(addr).await?;
     let stamps = Stamps {
         connected: t0.elapsed(),
         ..Stamps::default()
     };
+    step.set(Step::Handshaking);
     let (stream, hs) = conn::handshake(
         tcp,
         shared.target.server_name.clone(),

@@ -142,8 +142,13 @@ pub struct LoadResult {
     pub duration_s: f64,
     /// How many runs were merged into this one (1 for a single run).
     pub machines: u32,
-    /// The run was stopped early (Ctrl-C): the counts are those of the part that ran.
+    /// The run was stopped early (Ctrl-C, SIGTERM): the counts are those of the part
+    /// that ran.
     pub interrupted: bool,
+    /// The run stopped by itself because its first attempts all failed with the same kind
+    /// of error (a setup that cannot work): see `errors`.
+    #[serde(default)]
+    pub gave_up: bool,
     /// The options, as given.
     pub options: BTreeMap<String, serde_json::Value>,
     /// Requests.
@@ -273,6 +278,7 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, MergeError> {
         m.duration_s = m.duration_s.max(r.duration_s);
         m.machines += r.machines;
         m.interrupted |= r.interrupted;
+        m.gave_up |= r.gave_up;
         m.started = m.started.clone().min(r.started.clone());
         m.requests.attempted += r.requests.attempted;
         m.requests.completed += r.requests.completed;

@@ -234,7 +234,8 @@ pub fn interrupt_and_wait(child: std::process::Child, limit: std::time::Duration
     assert!(status.success());
     let (exited, wait_exit) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
-        if wait_exit.recv_timeout(limit).is_err() {
+        // Disconnected: the child exited and `exited` was dropped; only a timeout kills.
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait_exit.recv_timeout(limit) {
             let _ = Command::new("/bin/kill").args(["-KILL", &pid]).status();
         }
     });
