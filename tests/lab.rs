@@ -49,6 +49,20 @@ fn cell<'a>(v: &'a Value, group: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no cell {group}/{name}"))
 }
 
+/// Every handshake of a round resumed but each connection slot's first (a round is a
+/// load run of its own: its 4 slots start with empty session caches).
+fn resumes_after_each_slots_first(c: &Value) {
+    for r in c["rounds"].as_array().unwrap() {
+        let n = r["completed"].as_f64().unwrap();
+        let full = (1.0 - r["resumption_rate"].as_f64().unwrap()) * n;
+        assert!(
+            full < 4.5,
+            "{}: {full} of {n} handshakes full: {r}",
+            c["name"]
+        );
+    }
+}
+
 fn mean(c: &Value, metric: &str) -> f64 {
     c["summary"][metric]["mean"]
         .as_f64()
@@ -164,8 +178,7 @@ fn quick_groups_write_a_complete_report() {
     // it should, and tickets only survive a change of instance with shared keys.
     assert_eq!(mean(cell(&v, "resumption", "off"), "resumption_rate"), 0.0);
     for name in ["stateful", "tickets", "tickets-2-shared-keys"] {
-        let r = mean(cell(&v, "resumption", name), "resumption_rate");
-        assert!(r >= 0.95, "{name}: resumption rate {r}");
+        resumes_after_each_slots_first(cell(&v, "resumption", name));
     }
     let own = mean(
         cell(&v, "resumption", "tickets-2-own-keys"),
@@ -373,8 +386,10 @@ fn stack_group_runs_hyper_axum_and_actix_on_one_server_config() {
     assert_eq!(names, ["hyper", "axum", "actix", "baseline-again"]);
     for c in g["cells"].as_array().unwrap() {
         let name = c["name"].as_str().unwrap();
-        // The cell's settings say which stack served it, and nothing else differs.
-        assert_eq!(c["settings"]["stack"], name, "{}", c["settings"]);
+        // The cell's settings say which stack served it (the A/A control: the
+        // baseline's), and nothing else differs.
+        let stack = if c["control"] == true { "hyper" } else { name };
+        assert_eq!(c["settings"]["stack"], stack, "{}", c["settings"]);
         for key in [
             "cert",
             "provider",
@@ -523,8 +538,9 @@ fn target_runs_the_client_side_groups_against_nginx() {
     );
     assert!(v["crypto_limits"].as_array().unwrap().is_empty());
     assert_eq!(mean(cell(&v, "resumption", "off"), "resumption_rate"), 0.0);
-    assert!(mean(cell(&v, "resumption", "resume"), "resumption_rate") >= 0.95);
-    // nginx saw every request the lab counted.
+    resumes_after_each_slots_first(cell(&v, "resumption", "resume"));
+    // nginx saw every request the lab counted, and more: the request before the run and
+    // the warm-ups, which are not counted.
     let completed: u64 = v["groups"]
         .as_array()
         .unwrap()
@@ -535,7 +551,7 @@ fn target_runs_the_client_side_groups_against_nginx() {
         .sum();
     let lines = nginx.log_lines(completed as usize);
     let ok = lines.iter().filter(|l| l.ends_with(" 200")).count() as u64;
-    assert_eq!(ok, completed);
+    assert!(ok > completed, "nginx {ok}, lab {completed}");
     // A group nginx cannot negotiate (OpenSSL 3.0 has no X25519MLKEM768) fails by
     // kind and is never compared or recommended.
     for c in cell(&v, "kx", "x25519mlkem768")
@@ -694,13 +710,7 @@ fn target_that_is_down_or_does_not_verify_stops_before_the_matrix() {
     // A live server whose certificate the lab cannot verify (its own test CA, no
     // --cacert): the verification failure, named.
     let s = Serve::start(&["--gen-cert", "ecdsa-p256"]);
-    let run = tlsperf([
-        "lab",
-        "--target",
-        &s.url(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = tlsperf(["lab", "--target", &s.url(), "--out", out.to_str().unwrap()]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stderr.contains(&format!("localhost:{}", s.port)),

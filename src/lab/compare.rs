@@ -209,13 +209,23 @@ mod tests {
         assert!(is_lab_result(&text));
         let r: LabResult = serde_json::from_slice(&text).unwrap();
         assert!(!r.groups[0].cells[0].failed && !r.groups[0].cells[0].control);
-        assert!(r.groups[0].cells[0].vs_baseline["handshakes_per_s"].mde.is_none());
+        assert!(
+            r.groups[0].cells[0].vs_baseline["handshakes_per_s"]
+                .mde
+                .is_none()
+        );
         assert_eq!(r.aa_control.compared, 0);
         assert!(r.machine.pinning.client_cpu.is_none());
         let p = Path::new("a.json");
         let rows = compare_labs(&r, &r, (p, p), 0.05, true).unwrap();
         assert_eq!(rows.len(), 1);
-        assert!(!rows[0].server_cpu_us_per_handshake.as_ref().unwrap().significant);
+        assert!(
+            !rows[0]
+                .server_cpu_us_per_handshake
+                .as_ref()
+                .unwrap()
+                .significant
+        );
         assert!(!is_lab_result(br#"{"schema": "tlsperf-lab/3"}"#));
     }
 }

@@ -652,8 +652,7 @@ async fn preflight(ext: &External, cell: &Cell) -> Result<(), LabError> {
         cell: format!("{}/{}", cell.group.name(), cell.name),
         source,
     })?;
-    let request =
-        crate::client::http1::get_request(&ext.target.authority, &ext.target.path, true);
+    let request = crate::client::http1::get_request(&ext.target.authority, &ext.target.path, true);
     crate::client::exchange::exchange(
         &ext.target,
         built.config,
@@ -1488,18 +1487,26 @@ mod tests {
         };
         let v = &g.cells[2].vs_baseline["server_cpu_us_per_handshake"];
         assert!(v.significant && v.relative_change.unwrap() > 0.9, "{v:?}");
-        assert!(v.verdict.starts_with("significantly worse"), "{}", v.verdict);
+        assert!(
+            v.verdict.starts_with("significantly worse"),
+            "{}",
+            v.verdict
+        );
         let same = &g.cells[2].vs_baseline["handshakes_per_s"];
         assert!(!same.significant);
         let mde = same.mde.unwrap();
         assert!(mde > 0.0 && mde < 0.05, "{mde}");
-        assert!(same.verdict.contains("no difference larger than"), "{}", same.verdict);
+        assert!(
+            same.verdict.contains("no difference larger than"),
+            "{}",
+            same.verdict
+        );
         let recs = recommend(std::slice::from_ref(&g));
         let to: Vec<&str> = recs.iter().map(|r| r.to.as_str()).collect();
         assert_eq!(to, ["cheaper"], "{recs:#?}");
         assert_eq!(recs[0].metric, "server_cpu_us_per_handshake");
         assert!(
-            recs[0].text.contains("server CPU per handshake down 49."),
+            recs[0].text.contains("server CPU per handshake down 50.0%"),
             "{}",
             recs[0].text
         );

@@ -24,8 +24,7 @@ pub fn available_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is the empty set; sched_getaffinity writes only into it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: pid 0 (this thread) with the size of the set we pass.
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
-        != 0
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
     {
         return Vec::new();
     }

@@ -62,10 +62,13 @@ pub fn proc_cpu(pid: u32) -> Result<Duration, ProcError> {
 /// stime, without its rounding to clock ticks (10 ms at `USER_HZ` 100, a few percent of
 /// a short round). Falls back to [`proc_cpu`] where that clock cannot be read.
 pub fn proc_cpu_precise(pid: u32) -> Result<Duration, ProcError> {
+    // Pid 0 and negative pids would name this process's own clock: not another's.
+    let Ok(id) = libc::pid_t::try_from(pid) else {
+        return proc_cpu(pid);
+    };
     let mut clock: libc::clockid_t = 0;
-    // Invariant-free: a pid that fits in u32 fits in pid_t on Linux.
     // SAFETY: clock_getcpuclockid writes only the clockid we pass.
-    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) } == 0 {
+    if id > 0 && unsafe { libc::clock_getcpuclockid(id, &mut clock) } == 0 {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,

@@ -361,8 +361,16 @@ fn group_html(s: &mut String, g: &GroupResult) {
             s,
             "<tr data-cell=\"{}\"{}{}><td>{} <span class=\"muted\">({})</span>{}</td>",
             esc(&c.name),
-            if c.control { " data-control=\"true\"" } else { "" },
-            if c.failed { " data-failed=\"true\"" } else { "" },
+            if c.control {
+                " data-control=\"true\""
+            } else {
+                ""
+            },
+            if c.failed {
+                " data-failed=\"true\""
+            } else {
+                ""
+            },
             esc(&c.name),
             esc(&c.label),
             if c.failed {
@@ -408,7 +416,8 @@ fn group_html(s: &mut String, g: &GroupResult) {
                     " data-vs=\"{metric}\" data-p=\"{}\" data-significant=\"{}\"{}",
                     v.p,
                     v.significant,
-                    v.mde.map_or(String::new(), |m| format!(" data-mde=\"{m}\""))
+                    v.mde
+                        .map_or(String::new(), |m| format!(" data-mde=\"{m}\""))
                 )
             });
             let _ = write!(

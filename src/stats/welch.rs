@@ -169,7 +169,10 @@ mod tests {
         assert!(w.diff.abs() > d);
         let more: Vec<f64> = A.iter().chain(A.iter()).copied().collect();
         let m = Summary::of(&more).unwrap();
-        assert!(min_detectable_difference(&m, &m, 0.05, 0.8).unwrap() < min_detectable_difference(&a, &a, 0.05, 0.8).unwrap());
+        assert!(
+            min_detectable_difference(&m, &m, 0.05, 0.8).unwrap()
+                < min_detectable_difference(&a, &a, 0.05, 0.8).unwrap()
+        );
         let c = Summary::of(&[2.0, 2.0, 2.0]).unwrap();
         assert!(min_detectable_difference(&c, &c, 0.05, 0.8).is_none());
         assert!(min_detectable_difference(&Summary::of(&[1.0]).unwrap(), &a, 0.05, 0.8).is_none());
