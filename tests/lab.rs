@@ -91,7 +91,9 @@ fn quick_groups_write_a_complete_report() {
     // Pinned apart when there are two CPUs, and said so either way.
     let pinning = &v["machine"]["pinning"];
     assert!(pinning["note"].as_str().unwrap().len() > 10, "{pinning}");
-    if pinning["available"].as_array().unwrap().len() >= 2 {
+    let available = pinning["available"].as_array().unwrap().len();
+    assert_eq!(v["machine"]["cores"], available, "{}", v["machine"]);
+    if available >= 2 {
         assert_ne!(pinning["client_cpu"], pinning["server_cpu"], "{pinning}");
         assert!(pinning["server_cpu"].is_u64(), "{pinning}");
     }

@@ -1322,7 +1322,12 @@ fn machine(pinning: Pinning) -> Machine {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
     Machine {
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        // The CPUs available before pinning (after it, this process sees one).
+        cores: if pinning.available.is_empty() {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            pinning.available.len()
+        },
         cpu,
         kernel,
         pinning,

@@ -99,7 +99,7 @@ pub struct AaCount {
 /// The machine the lab ran on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
-    /// Logical CPUs.
+    /// Logical CPUs available to the lab process when it started (before pinning).
     pub cores: usize,
     /// CPU model (from /proc/cpuinfo).
     pub cpu: String,

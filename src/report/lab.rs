@@ -51,17 +51,24 @@ fn versus_text(g: &GroupResult, c: &CellResult, metric: &str) -> String {
             "not compared: the baseline failed".into()
         }
         None => "–".into(),
-        Some(v) => format!(
-            "{} (p = {}{}){}",
-            v.relative_change
-                .map(|r| format!("{:+.1}%", r * 100.0))
-                .unwrap_or_else(|| "–".into()),
-            crate::stats::compare::format_p(v.p),
-            v.mde
-                .map(|m| format!(", MDE ±{:.1}%", m * 100.0))
-                .unwrap_or_default(),
-            if v.significant { " *" } else { "" }
-        ),
+        Some(v) => {
+            let higher = COMPARED.iter().any(|(m, h)| *m == metric && *h);
+            let verdict = match v.relative_change {
+                Some(r) if v.significant && (r > 0.0) == higher => "significantly better *",
+                Some(_) if v.significant => "significantly worse *",
+                _ => "no significant difference",
+            };
+            format!(
+                "{}: {verdict} (p = {}{})",
+                v.relative_change
+                    .map(|r| format!("{:+.1}%", r * 100.0))
+                    .unwrap_or_else(|| "–".into()),
+                crate::stats::compare::format_p(v.p),
+                v.mde
+                    .map(|m| format!(", MDE ±{:.1}%", m * 100.0))
+                    .unwrap_or_default(),
+            )
+        }
     }
 }
 
