@@ -69,6 +69,7 @@ fn compare_lab_results(args: &CompareArgs, out: &Output) -> Result<(), CliError>
         let mut s = String::new();
         for r in &rows {
             for (what, c) in [
+                ("server CPU per handshake", &r.server_cpu_us_per_handshake),
                 ("handshakes/s", &r.handshakes_per_s),
                 ("mean request latency", &r.request_mean_ms),
             ] {

@@ -15,10 +15,10 @@ use crate::report::lab as report;
 /// Arguments of `tlsperf lab`.
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// Short rounds, the groups that matter (≈ 1 minute on 2 cores; the default).
+    /// 8 rounds of 0.25 s per configuration (≈ 80 s on 2 cores; the default).
     #[arg(long, conflicts_with = "full")]
     quick: bool,
-    /// Longer rounds, more of them, RSA-4096 too (several minutes).
+    /// 12 rounds of 1 s per configuration, RSA-4096 too (several minutes).
     #[arg(long)]
     full: bool,
     /// The report directory (created; its report files are replaced).
@@ -56,6 +56,9 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
             p.display()
         )));
     }
+    // Made now so that a bad --out stops the run before it starts; removed again (when
+    // this run made it and it is still empty) if nothing gets measured.
+    let made_out = !args.out.exists();
     crate::files::create_dir_all(&args.out)?;
     let work = tempfile::Builder::new()
         .prefix("tlsperf-lab-")
@@ -77,6 +80,11 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     if let Some(r) = args.rounds {
         opts.rounds = r as usize;
     }
+    // Before the runtime starts, so that every thread of the load generator inherits it.
+    opts.pinning = match &external {
+        Some(_) => lab::pin::not_pinned("--target: the server is not the lab's"),
+        None => lab::pin::pin_client(),
+    };
     opts.target = external;
     let bar = progress_bar(out);
     let control = Arc::new(Control::default());
@@ -107,8 +115,13 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
             }
         });
         lab::run(&opts, &on_event, &control).await
-    })?;
+    });
     bar.finish_and_clear();
+    let result = result.inspect_err(|_| {
+        if made_out {
+            let _ = std::fs::remove_dir(&args.out);
+        }
+    })?;
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     let mut json = serde_json::to_vec_pretty(&result).map_err(|e| CliError::runtime(e.into()))?;
     json.push(b'\n');
@@ -139,6 +152,18 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
                 args.out.display()
             ),
         });
+    }
+    let failed = result.failed_baselines();
+    if !failed.is_empty() {
+        return Err(CliError::runtime(anyhow::anyhow!(
+            "a baseline failed, so its group was not compared: {} (report in {})",
+            failed
+                .iter()
+                .map(|g| report::failure_text(g, &g.cells[0]))
+                .collect::<Vec<_>>()
+                .join("; "),
+            args.out.display()
+        )));
     }
     Ok(())
 }

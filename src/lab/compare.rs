@@ -1,12 +1,14 @@
 //! Two lab results compared configuration by configuration: for every cell present in
-//! both (same group and name), Welch's t-test on its rounds — handshakes/s (higher is
-//! better) and mean request latency (lower is better) — after Tukey's IQR filter.
+//! both (same group and name) and failed in neither, Welch's t-test on its rounds —
+//! server CPU per handshake (lower is better), handshakes/s (higher is better) and mean
+//! request latency (lower is better) — after Tukey's IQR filter. Reads schema versions 1
+//! and 2.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::result::{LabResult, RoundMetrics, SCHEMA};
+use super::result::{LabResult, RoundMetrics, SCHEMAS_READ};
 use crate::stats::{CompareOptions, Comparison, Direction, Samples, compare};
 
 /// Why a lab result could not be read.
@@ -56,9 +58,9 @@ pub fn schema_of(text: &[u8]) -> Option<String> {
     v.get("schema")?.as_str().map(str::to_string)
 }
 
-/// True when `text` is a lab result by its schema field.
+/// True when `text` is a lab result (of a version this build reads) by its schema field.
 pub fn is_lab_result(text: &[u8]) -> bool {
-    schema_of(text).as_deref() == Some(SCHEMA)
+    schema_of(text).is_some_and(|s| SCHEMAS_READ.contains(&s.as_str()))
 }
 
 /// Reads a `results.json` written by `tlsperf lab`; errors name the file, line and column.
@@ -82,16 +84,27 @@ pub struct CellComparison {
     pub group: String,
     /// Cell.
     pub cell: String,
+    /// Server CPU per handshake, B against A (absent with `--target` results and when
+    /// either has fewer than two rounds with it).
+    pub server_cpu_us_per_handshake: Option<Comparison>,
     /// Handshakes/s, B against A (absent when either has fewer than two rounds).
     pub handshakes_per_s: Option<Comparison>,
     /// Mean request latency, B against A.
     pub request_mean_ms: Option<Comparison>,
 }
 
-fn samples(rounds: &[RoundMetrics], source: String, f: fn(&RoundMetrics) -> f64) -> Samples {
+fn samples(
+    rounds: &[RoundMetrics],
+    source: String,
+    f: fn(&RoundMetrics) -> Option<f64>,
+) -> Samples {
     Samples {
         source,
-        values: rounds.iter().map(f).collect(),
+        values: rounds
+            .iter()
+            .filter(|r| r.completed > 0)
+            .filter_map(f)
+            .collect(),
     }
 }
 
@@ -112,7 +125,10 @@ pub fn compare_labs(
             let Some(cb) = gb.cells.iter().find(|c| c.name == ca.name) else {
                 continue;
             };
-            let run = |f: fn(&RoundMetrics) -> f64, what: &str, direction| {
+            if ca.failed || cb.failed {
+                continue;
+            }
+            let run = |f: fn(&RoundMetrics) -> Option<f64>, what: &str, direction| {
                 let src = |p: &Path| format!("{} {}/{} ({what})", p.display(), ga.group, ca.name);
                 compare(
                     &samples(&ca.rounds, src(paths.0), f),
@@ -128,13 +144,18 @@ pub fn compare_labs(
             out.push(CellComparison {
                 group: ga.group.clone(),
                 cell: ca.name.clone(),
+                server_cpu_us_per_handshake: run(
+                    |m| m.server_cpu_us_per_handshake,
+                    "server CPU µs per handshake per round",
+                    Direction::LowerIsBetter,
+                ),
                 handshakes_per_s: run(
-                    |m| m.handshakes_per_s,
+                    |m| Some(m.handshakes_per_s),
                     "handshakes/s per round",
                     Direction::HigherIsBetter,
                 ),
                 request_mean_ms: run(
-                    |m| m.request_mean_ms,
+                    |m| Some(m.request_mean_ms),
                     "mean request ms per round",
                     Direction::LowerIsBetter,
                 ),
@@ -148,4 +169,63 @@ pub fn compare_labs(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version 1 document (no pinning, controls, failures, MDE or A/A tally) reads,
+    /// and its cells compare on what it has.
+    #[test]
+    fn reads_version_1() {
+        let round = |hs: f64| {
+            serde_json::json!({
+                "completed": 100, "failed": 0, "requests_per_s": hs, "handshakes_per_s": hs,
+                "resumption_rate": 0.0, "handshake_p50_ms": 1.0, "handshake_p95_ms": 1.0,
+                "handshake_p99_ms": 1.0, "request_mean_ms": 2.0 + hs / 1e4,
+                "request_p50_ms": 2.0, "request_p95_ms": 2.0, "request_p99_ms": 2.0,
+                "server_cpu_us_per_handshake": 300.0 + hs / 100.0, "server_rss_kib": 1000,
+                "client_cpu_us_per_handshake": 400.0
+            })
+        };
+        let doc = serde_json::json!({
+            "schema": "tlsperf-lab/1", "started": "2025-01-01T00:00:00Z", "duration_s": 1.0,
+            "machine": {"cores": 2, "cpu": "x", "kernel": "y"},
+            "options": {"mode": "quick", "rounds": 3, "round_s": 0.7, "connections": 4, "target": null},
+            "interrupted": false,
+            "groups": [{"group": "tls", "title": "TLS version", "baseline": "1.3", "cells": [{
+                "name": "1.3", "label": "TLS 1.3", "settings": {},
+                "rounds": [round(1000.0), round(1010.0), round(990.0)],
+                "summary": {}, "vs_baseline": {"handshakes_per_s": {
+                    "relative_change": 0.0, "p": 0.5, "significant": false,
+                    "outliers_dropped": [0, 0], "verdict": "no significant difference"}},
+                "request_cdf": [], "handshake_full_hist": [], "handshake_resumed_hist": [],
+                "errors": {}, "crypto_limit_pct": null
+            }]}],
+            "recommendations": [], "crypto_limits": [], "notes": []
+        });
+        let text = serde_json::to_vec(&doc).unwrap();
+        assert!(is_lab_result(&text));
+        let r: LabResult = serde_json::from_slice(&text).unwrap();
+        assert!(!r.groups[0].cells[0].failed && !r.groups[0].cells[0].control);
+        assert!(
+            r.groups[0].cells[0].vs_baseline["handshakes_per_s"]
+                .mde
+                .is_none()
+        );
+        assert_eq!(r.aa_control.compared, 0);
+        assert!(r.machine.pinning.client_cpu.is_none());
+        let p = Path::new("a.json");
+        let rows = compare_labs(&r, &r, (p, p), 0.05, true).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert!(
+            !rows[0]
+                .server_cpu_us_per_handshake
+                .as_ref()
+                .unwrap()
+                .significant
+        );
+        assert!(!is_lab_result(br#"{"schema": "tlsperf-lab/3"}"#));
+    }
 }

@@ -146,6 +146,10 @@ pub struct Cell {
     pub trust: Trust,
     /// The server's HTTP stack (`tlsperf serve --stack`).
     pub stack: Stack,
+    /// The group's A/A control: the baseline's settings, run again as a cell of its own
+    /// (its own servers, its own rounds). Not a setting: not serialized.
+    #[serde(skip)]
+    pub control: bool,
 }
 
 fn ser_version<S: serde::Serializer>(v: &Option<TlsVersion>, s: S) -> Result<S::Ok, S::Error> {
@@ -177,9 +181,24 @@ impl Cell {
             resume: Resume::Off,
             trust: Trust::Trimmed,
             stack: Stack::Hyper,
+            control: false,
+        }
+    }
+
+    /// The A/A control of a group whose baseline is `self`: the same settings under the
+    /// name [`CONTROL`].
+    pub fn control_of(&self) -> Cell {
+        Cell {
+            name: CONTROL.into(),
+            label: format!("A/A control: the baseline ({}) again", self.label),
+            control: true,
+            ..self.clone()
         }
     }
 }
+
+/// Name of every group's A/A control cell.
+pub const CONTROL: &str = "baseline-again";
 
 /// Pairs compared besides "each cell against the baseline" (from, to), where the
 /// question users ask is between two cells: should two instances share ticket keys?

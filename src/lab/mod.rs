@@ -8,6 +8,7 @@
 
 pub mod compare;
 pub mod matrix;
+pub mod pin;
 pub mod result;
 pub mod server;
 
@@ -17,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use rand::seq::SliceRandom;
 
 use rustls::ClientConfig;
 use rustls::client::WebPkiServerVerifier;
@@ -32,9 +35,11 @@ use crate::stats::compare::{CompareOptions, Direction, compare};
 use crate::stats::samples::Samples;
 use crate::tls::choices::{self, ConfigError};
 pub use matrix::{Cell, Group, TicketKeys, Trust};
+pub use pin::Pinning;
 pub use result::LabResult;
 use result::{
-    CellResult, GroupResult, Machine, MeanSd, Recommendation, RoundMetrics, RunOptions, Versus,
+    AaTally, CellResult, GroupResult, Machine, MeanSd, Recommendation, RoundMetrics, RunOptions,
+    Versus,
 };
 use server::LabServer;
 
@@ -47,6 +52,9 @@ pub struct LabOptions {
     pub rounds: usize,
     /// Load per round.
     pub round_time: Duration,
+    /// Unrecorded load each cell gets before its first round (its server's first
+    /// connections, allocations and page faults stay out of the rounds).
+    pub warmup: Duration,
     /// Connection slots of the load generator.
     pub connections: usize,
     /// Groups to run, in order.
@@ -57,6 +65,9 @@ pub struct LabOptions {
     pub work_dir: PathBuf,
     /// An external server: only the client-side groups run, against it.
     pub target: Option<External>,
+    /// Where the load generator and the servers run ([`pin::pin_client`] before the
+    /// runtime starts); the servers are started on `server_cpu`.
+    pub pinning: Pinning,
 }
 
 /// An external server for `--target`.
@@ -69,21 +80,30 @@ pub struct External {
 }
 
 impl LabOptions {
-    /// `--quick` (default) or `--full` settings for `groups`.
+    /// `--quick` (default) or `--full` settings for `groups`. The drift of a shared
+    /// machine between rounds is the main noise, so rounds are many and short: in
+    /// quick mode 8 of 0.25 s per configuration (about 80 s for every group and its A/A
+    /// control on 2 cores), in full mode 12 of 1 s.
     pub fn preset(full: bool, groups: Vec<Group>, exe: PathBuf, work_dir: PathBuf) -> Self {
         LabOptions {
             full,
-            rounds: if full { 5 } else { 3 },
+            rounds: if full { 12 } else { 8 },
             round_time: if full {
-                Duration::from_secs(2)
+                Duration::from_secs(1)
             } else {
-                Duration::from_millis(700)
+                Duration::from_millis(250)
+            },
+            warmup: if full {
+                Duration::from_millis(500)
+            } else {
+                Duration::from_millis(100)
             },
             connections: 4,
             groups,
             exe,
             work_dir,
             target: None,
+            pinning: pin::not_pinned("not asked for"),
         }
     }
 }
@@ -125,6 +145,15 @@ pub enum LabError {
         /// The cause.
         #[source]
         source: ConfigError,
+    },
+    /// The target could not be reached before the run: nothing was measured.
+    #[error("{target}: the request before the run failed, so nothing was measured")]
+    Unreachable {
+        /// host:port.
+        target: String,
+        /// Why.
+        #[source]
+        source: crate::client::ConnectError,
     },
     /// The load generator failed to start a round.
     #[error("load round of {cell}")]
@@ -484,6 +513,23 @@ pub async fn run(
     let started_wall = time::OffsetDateTime::now_utc();
     let t0 = Instant::now();
     let external = opts.target.as_ref();
+    let plan: Vec<(Group, Vec<Cell>)> = opts
+        .groups
+        .iter()
+        .filter(|g| external.is_none() || g.client_side())
+        .map(|&g| (g, runnable(g, opts.full, external)))
+        .filter(|(_, cells)| cells.len() >= 2)
+        .map(|(g, mut cells)| {
+            // The A/A control: the baseline again, compared like any other cell.
+            let control = cells[0].control_of();
+            cells.push(control);
+            (g, cells)
+        })
+        .collect();
+    if let (Some(ext), Some((_, cells))) = (external, plan.first()) {
+        on_event(Event::Preparing(format!("connecting to {}", ext.target)));
+        preflight(ext, &cells[0]).await?;
+    }
     let prep = match external {
         Some(_) => None,
         None => Some(prepare(opts, on_event)?),
@@ -492,13 +538,6 @@ pub async fn run(
     if let Some(p) = &prep {
         notes.push(format!("Client trust bundle: {}.", p.bundle_note));
     }
-    let plan: Vec<(Group, Vec<Cell>)> = opts
-        .groups
-        .iter()
-        .filter(|g| external.is_none() || g.client_side())
-        .map(|&g| (g, runnable(g, opts.full, external)))
-        .filter(|(_, cells)| cells.len() >= 2)
-        .collect();
     if external.is_some() {
         let skipped: Vec<&str> = opts
             .groups
@@ -527,8 +566,30 @@ pub async fn run(
             )));
             live.push(start_cell(cell, prep.as_ref(), external, opts)?);
         }
-        for round in 1..=opts.rounds {
+        if !opts.warmup.is_zero() {
             for l in &mut live {
+                if control.stopped() {
+                    interrupted = true;
+                    break 'groups;
+                }
+                on_event(Event::Preparing(format!(
+                    "{} / {}: warming up",
+                    group.name(),
+                    l.cell.name
+                )));
+                if !run_round(l, opts, external, control, opts.warmup, false).await? {
+                    interrupted = true;
+                    break 'groups;
+                }
+            }
+        }
+        // Each round runs every cell once, in a new random order: drift of the machine
+        // spreads over the cells instead of following their position.
+        let mut order: Vec<usize> = (0..live.len()).collect();
+        for round in 1..=opts.rounds {
+            order.shuffle(&mut rand::rng());
+            for &i in &order {
+                let l = &mut live[i];
                 if control.stopped() {
                     interrupted = true;
                     break 'groups;
@@ -541,7 +602,7 @@ pub async fn run(
                     step,
                     steps,
                 });
-                let done = run_round(l, opts, external, control).await?;
+                let done = run_round(l, opts, external, control, opts.round_time, true).await?;
                 if !done {
                     interrupted = true;
                     break 'groups;
@@ -557,17 +618,19 @@ pub async fn run(
         Vec::new()
     };
     let recommendations = recommend(&groups);
+    let aa_control = aa_tally(&groups);
     Ok(LabResult {
         schema: result::SCHEMA.to_string(),
         started: started_wall
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),
         duration_s: t0.elapsed().as_secs_f64(),
-        machine: machine(),
+        machine: machine(opts.pinning.clone()),
         options: RunOptions {
             mode: if opts.full { "full" } else { "quick" }.into(),
             rounds: opts.rounds,
             round_s: opts.round_time.as_secs_f64(),
+            warmup_s: opts.warmup.as_secs_f64(),
             connections: opts.connections,
             target: external.map(|e| e.target.to_string()),
         },
@@ -576,7 +639,53 @@ pub async fn run(
         recommendations,
         crypto_limits,
         notes,
+        aa_control,
     })
+}
+
+/// One request to the external server with the first cell's client configuration,
+/// before anything is measured: a server that is down, or whose certificate the lab
+/// cannot verify, stops the run here with the reason.
+async fn preflight(ext: &External, cell: &Cell) -> Result<(), LabError> {
+    let copts = client_options(cell, None, Some(ext))?;
+    let built = client_config::build(&copts).map_err(|source| LabError::Client {
+        cell: format!("{}/{}", cell.group.name(), cell.name),
+        source,
+    })?;
+    let request = crate::client::http1::get_request(&ext.target.authority, &ext.target.path, true);
+    crate::client::exchange::exchange(
+        &ext.target,
+        built.config,
+        &request,
+        false,
+        Duration::from_secs(5),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| LabError::Unreachable {
+        target: format!("{}:{}", ext.target.host, ext.target.port),
+        source,
+    })
+}
+
+/// How many A/A comparisons came out significant, per metric.
+fn aa_tally(groups: &[GroupResult]) -> AaTally {
+    let mut t = AaTally {
+        alpha: result::ALPHA,
+        ..AaTally::default()
+    };
+    for c in groups.iter().flat_map(|g| &g.cells).filter(|c| c.control) {
+        for (metric, v) in &c.vs_baseline {
+            let e = t.metrics.entry(metric.clone()).or_default();
+            e.compared += 1;
+            t.compared += 1;
+            if v.significant {
+                e.significant += 1;
+                t.significant += 1;
+            }
+        }
+    }
+    t
 }
 
 /// Measures the server-side crypto limit of every configuration run (short
@@ -685,7 +794,12 @@ fn start_cell(
         // Long enough for every round of the run, bounded in any case.
         let bound = Duration::from_secs(600);
         for _ in 0..cell.instances {
-            let s = LabServer::start(&opts.exe, &server_args(&cell, prep), bound)?;
+            let s = LabServer::start(
+                &opts.exe,
+                &server_args(&cell, prep),
+                bound,
+                opts.pinning.server_cpu,
+            )?;
             addrs.push(s.addr);
             servers.push(s);
         }
@@ -725,12 +839,15 @@ fn start_cell(
     })
 }
 
-/// One round of a cell; `false` when stopped.
+/// One round of a cell, `duration` long, kept when `record` (else a warm-up); `false`
+/// when stopped.
 async fn run_round(
     l: &mut Live,
     opts: &LabOptions,
     external: Option<&External>,
     control: &Control,
+    duration: Duration,
+    record: bool,
 ) -> Result<bool, LabError> {
     let target = match external {
         Some(e) => e.target.clone(),
@@ -743,7 +860,7 @@ async fn run_round(
     };
     let load_opts = LoadOptions {
         requests: None,
-        duration: Some(opts.round_time),
+        duration: Some(duration),
         connections: opts.connections,
         rate: None,
         requests_per_conn: Some(1),
@@ -761,7 +878,7 @@ async fn run_round(
     let cpu0: Vec<Option<Duration>> = l
         .servers
         .iter()
-        .map(|s| load::usage::proc_cpu(s.pid()).ok())
+        .map(|s| load::usage::proc_cpu_precise(s.pid()).ok())
         .collect();
     let progress = Arc::new(Progress::default());
     control.round(Some(Arc::clone(&progress)));
@@ -779,12 +896,14 @@ async fn run_round(
         .iter()
         .zip(&cpu0)
         .map(|(s, c0)| {
-            let c1 = load::usage::proc_cpu(s.pid()).ok()?;
+            let c1 = load::usage::proc_cpu_precise(s.pid()).ok()?;
             Some(c1.saturating_sub((*c0)?).as_secs_f64())
         })
         .sum();
-    l.server_cpu.push(cpu.filter(|_| !l.servers.is_empty()));
-    l.rounds.push(result);
+    if record {
+        l.server_cpu.push(cpu.filter(|_| !l.servers.is_empty()));
+        l.rounds.push(result);
+    }
     Ok(true)
 }
 
@@ -932,17 +1051,21 @@ fn finish_group(group: Group, live: Vec<Live>) -> GroupResult {
                 *errors.entry(k.clone()).or_default() += v;
             }
         }
+        // A configuration whose requests fail (more than 1% of those attempted) is not
+        // compared: its figures would count failures as speed.
+        let attempted: u64 = rounds.iter().map(|m| m.completed + m.failed).sum();
+        let failed_requests: u64 = rounds.iter().map(|m| m.failed).sum();
+        let failure_rate = if attempted > 0 {
+            failed_requests as f64 / attempted as f64
+        } else {
+            1.0
+        };
+        let failed = failure_rate > result::FAILED_SHARE;
         let mut vs_baseline = BTreeMap::new();
-        // A configuration with failed requests is not compared: its figures would count
-        // failures as speed.
-        let clean = |r: &[RoundMetrics]| r.iter().all(|m| m.failed == 0 && m.completed > 0);
-        if i > 0 && clean(&rounds) && clean(&cells[0].rounds) {
+        if i > 0 && !failed && !cells[0].failed {
             let base = &cells[0].rounds;
-            for (metric, direction) in [
-                ("handshakes_per_s", Direction::HigherIsBetter),
-                ("request_mean_ms", Direction::LowerIsBetter),
-            ] {
-                if let Some(v) = versus(base, &rounds, metric, direction) {
+            for (metric, higher) in result::COMPARED {
+                if let Some(v) = versus(base, &rounds, metric, direction(higher)) {
                     vs_baseline.insert(metric.to_string(), v);
                 }
             }
@@ -951,6 +1074,9 @@ fn finish_group(group: Group, live: Vec<Live>) -> GroupResult {
             name: l.cell.name.clone(),
             label: l.cell.label.clone(),
             settings: serde_json::to_value(&l.cell).unwrap_or_default(),
+            control: l.cell.control,
+            failed,
+            failure_rate,
             rounds,
             summary,
             vs_baseline,
@@ -973,14 +1099,25 @@ fn finish_group(group: Group, live: Vec<Live>) -> GroupResult {
     }
 }
 
+fn direction(higher_is_better: bool) -> Direction {
+    if higher_is_better {
+        Direction::HigherIsBetter
+    } else {
+        Direction::LowerIsBetter
+    }
+}
+
+/// `metric` of the rounds where something completed.
 fn pick(rounds: &[RoundMetrics], metric: &str) -> Vec<f64> {
     rounds
         .iter()
+        .filter(|m| m.completed > 0)
         .filter_map(|m| metric_values(m).into_iter().find(|(n, _)| *n == metric)?.1)
         .collect()
 }
 
-/// Welch's test of `metric` over the rounds of the baseline and a cell.
+/// Welch's test of `metric` over the rounds of the baseline and a cell (all of them: no
+/// outlier filter), with its minimum detectable effect.
 pub fn versus(
     base: &[RoundMetrics],
     cell: &[RoundMetrics],
@@ -999,23 +1136,67 @@ pub fn versus(
         &a,
         &b,
         &CompareOptions {
-            alpha: 0.05,
-            filter: true,
+            alpha: result::ALPHA,
+            // The rounds as measured: with 8 rounds a side, dropping the extreme ones
+            // before the t-test understates the spread, and raised the A/A controls'
+            // false-positive rate above α on a busy 2-core machine.
+            filter: false,
             direction,
         },
     )
     .ok()?;
+    let mde = (c.a.summary.mean != 0.0)
+        .then(|| {
+            crate::stats::min_detectable_difference(
+                &c.a.summary,
+                &c.b.summary,
+                result::ALPHA,
+                result::POWER,
+            )
+        })
+        .flatten()
+        .map(|d| d / c.a.summary.mean.abs());
+    let p = crate::stats::compare::format_p(c.welch.p);
+    let detectable = mde.map_or(String::new(), |m| {
+        format!(
+            "; it would detect a change of ±{:.1}% with 80% power",
+            m * 100.0
+        )
+    });
+    let verdict = match (c.significant, c.relative_change) {
+        (true, Some(r)) => {
+            let better = (r > 0.0) == (direction == Direction::HigherIsBetter);
+            format!(
+                "significantly {} than the baseline: {:+.1}% (Welch p = {p}){detectable}",
+                if better { "better" } else { "worse" },
+                r * 100.0
+            )
+        }
+        _ => match mde {
+            Some(m) => format!(
+                "no significant difference (Welch p = {p}): no difference larger than about ±{:.1}% (80% power, α = 0.05)",
+                m * 100.0
+            ),
+            None => format!("no significant difference (Welch p = {p})"),
+        },
+    };
     Some(Versus {
         relative_change: c.relative_change,
         p: c.welch.p,
         significant: c.significant,
+        mde,
         outliers_dropped: [c.a.outliers_dropped, c.b.outliers_dropped],
-        verdict: c.verdict,
+        verdict,
     })
 }
 
 fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
     let metrics = [
+        (
+            "server_cpu_us_per_handshake",
+            Direction::LowerIsBetter,
+            "server CPU per handshake",
+        ),
         (
             "handshakes_per_s",
             Direction::HigherIsBetter,
@@ -1032,13 +1213,15 @@ fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
         let Some(group) = Group::ALL.into_iter().find(|x| x.name() == g.group) else {
             continue;
         };
-        let Some(base) = g.cells.first() else {
+        let Some(base) = g.cells.first().filter(|b| !b.failed) else {
             continue;
         };
+        // Neither the A/A control nor a failed cell is a change to make.
         let mut pairs: Vec<(&CellResult, &CellResult, BTreeMap<String, Versus>)> = g
             .cells
             .iter()
             .skip(1)
+            .filter(|c| !c.control && !c.failed)
             .map(|c| (base, c, c.vs_baseline.clone()))
             .collect();
         for (from, to) in matrix::extra_pairs(group) {
@@ -1046,8 +1229,7 @@ fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
             let (Some(a), Some(b)) = (find(from), find(to)) else {
                 continue;
             };
-            let clean = |c: &CellResult| c.errors.is_empty();
-            if !(clean(a) && clean(b)) {
+            if a.failed || b.failed {
                 continue;
             }
             let vs = metrics
@@ -1093,7 +1275,8 @@ fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
                 .copied()
                 .max_by(|a, b| a.2.total_cmp(&b.2))
                 .unwrap_or(wins[0]);
-            let also = wins.iter().find(|w| w.0 != best.0).map(say);
+            let others: Vec<String> = wins.iter().filter(|w| w.0 != best.0).map(say).collect();
+            let also = (!others.is_empty()).then(|| others.join(", "));
             let caveat = matrix::caveat(group).map(str::to_string);
             let mut text = format!(
                 "{}: {} instead of {} — {}",
@@ -1125,7 +1308,7 @@ fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
     out
 }
 
-fn machine() -> Machine {
+fn machine(pinning: Pinning) -> Machine {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -1139,9 +1322,15 @@ fn machine() -> Machine {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
     Machine {
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        // The CPUs available before pinning (after it, this process sees one).
+        cores: if pinning.available.is_empty() {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            pinning.available.len()
+        },
         cpu,
         kernel,
+        pinning,
     }
 }
 
@@ -1176,6 +1365,9 @@ mod tests {
             name: name.into(),
             label: format!("label {name}"),
             settings: serde_json::Value::Null,
+            control: false,
+            failed: false,
+            failure_rate: 0.0,
             rounds: r,
             summary: BTreeMap::new(),
             vs_baseline,
@@ -1255,6 +1447,79 @@ mod tests {
                 .any(|r| r.from == "tickets-2-own-keys" && r.to == "tickets-2-shared-keys"),
             "{recs:#?}"
         );
+    }
+
+    fn with_cpu(mut r: Vec<RoundMetrics>, cpu: &[f64]) -> Vec<RoundMetrics> {
+        for (m, c) in r.iter_mut().zip(cpu) {
+            m.server_cpu_us_per_handshake = Some(*c);
+        }
+        r
+    }
+
+    fn compared(name: &str, r: Vec<RoundMetrics>, base: &[RoundMetrics]) -> CellResult {
+        let mut c = cell(name, r, None);
+        for (m, higher) in result::COMPARED {
+            if let Some(v) = versus(base, &c.rounds, m, direction(higher)) {
+                c.vs_baseline.insert(m.to_string(), v);
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn server_cpu_is_compared_and_recommends_alone_but_controls_and_failed_cells_never() {
+        let flat = [1000.0, 1010.0, 990.0, 1005.0];
+        let ms = [2.0, 2.02, 1.98, 2.01];
+        let base = with_cpu(rounds(&flat, &ms), &[300.0, 310.0, 295.0, 305.0]);
+        // Throughput and latency the same (the client is the bottleneck), server CPU half.
+        let cheaper = with_cpu(rounds(&flat, &ms), &[150.0, 155.0, 148.0, 152.0]);
+        let costlier = with_cpu(rounds(&flat, &ms), &[600.0, 620.0, 590.0, 610.0]);
+        let mut control = compared(matrix::CONTROL, cheaper.clone(), &base);
+        control.control = true;
+        let mut failed = compared("failed", cheaper.clone(), &base);
+        failed.failed = true;
+        let g = GroupResult {
+            group: "certificate".into(),
+            title: "Certificate type".into(),
+            baseline: "ecdsa-p256".into(),
+            cells: vec![
+                cell("ecdsa-p256", base.clone(), None),
+                compared("cheaper", cheaper, &base),
+                compared("costlier", costlier, &base),
+                control,
+                failed,
+            ],
+        };
+        let v = &g.cells[2].vs_baseline["server_cpu_us_per_handshake"];
+        assert!(v.significant && v.relative_change.unwrap() > 0.9, "{v:?}");
+        assert!(
+            v.verdict.starts_with("significantly worse"),
+            "{}",
+            v.verdict
+        );
+        let same = &g.cells[2].vs_baseline["handshakes_per_s"];
+        assert!(!same.significant);
+        let mde = same.mde.unwrap();
+        assert!(mde > 0.0 && mde < 0.05, "{mde}");
+        assert!(
+            same.verdict.contains("no difference larger than"),
+            "{}",
+            same.verdict
+        );
+        let recs = recommend(std::slice::from_ref(&g));
+        let to: Vec<&str> = recs.iter().map(|r| r.to.as_str()).collect();
+        assert_eq!(to, ["cheaper"], "{recs:#?}");
+        assert_eq!(recs[0].metric, "server_cpu_us_per_handshake");
+        assert!(
+            recs[0].text.contains("server CPU per handshake down 50.0%"),
+            "{}",
+            recs[0].text
+        );
+        // The tally counts the control's comparisons only: here one of three significant.
+        let t = aa_tally(&[g]);
+        assert_eq!((t.compared, t.significant), (3, 1), "{t:?}");
+        assert_eq!(t.metrics["server_cpu_us_per_handshake"].significant, 1);
+        assert_eq!(t.metrics["handshakes_per_s"].significant, 0);
     }
 
     #[test]

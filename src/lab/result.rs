@@ -1,13 +1,36 @@
 //! The lab's result: every cell's rounds, their means and spreads, each cell against its
-//! group's baseline (Welch's t-test after Tukey's IQR filter), the distributions the
+//! group's baseline (Welch's t-test on the rounds as measured), the distributions the
 //! charts draw, and the changes that won significantly. Schema in docs/json.md.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Schema name and version written in every lab result.
-pub const SCHEMA: &str = "tlsperf-lab/1";
+/// Schema name and version written in every lab result. Version 2 added server CPU
+/// per handshake to the compared metrics, each comparison's minimum detectable effect,
+/// the A/A control cell of every group and its tally, failed cells and the CPU pinning.
+pub const SCHEMA: &str = "tlsperf-lab/2";
+
+/// Versions [`crate::lab::compare`] reads (version 1 documents get the new fields'
+/// defaults: no A/A cells, nothing failed, no pinning recorded).
+pub const SCHEMAS_READ: [&str; 2] = ["tlsperf-lab/1", SCHEMA];
+
+/// Share of a cell's attempted requests that may fail before the cell counts as failed
+/// (kept out of every comparison and recommendation).
+pub const FAILED_SHARE: f64 = 0.01;
+
+/// Significance level of every comparison.
+pub const ALPHA: f64 = 0.05;
+
+/// Power at which a comparison's minimum detectable effect is stated.
+pub const POWER: f64 = 0.8;
+
+/// The metrics every cell is compared on with its baseline: name, higher is better.
+pub const COMPARED: [(&str, bool); 3] = [
+    ("server_cpu_us_per_handshake", false),
+    ("handshakes_per_s", true),
+    ("request_mean_ms", false),
+];
 
 /// Everything one lab run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -33,17 +56,58 @@ pub struct LabResult {
     pub crypto_limits: Vec<CryptoLimit>,
     /// What this run left out, and why.
     pub notes: Vec<String>,
+    /// The A/A controls: how many of their comparisons came out significant, per metric.
+    #[serde(default)]
+    pub aa_control: AaTally,
+}
+
+impl LabResult {
+    /// The groups whose baseline failed (no comparison in them means anything).
+    pub fn failed_baselines(&self) -> Vec<&GroupResult> {
+        self.groups
+            .iter()
+            .filter(|g| g.cells.first().is_some_and(|c| c.failed))
+            .collect()
+    }
+}
+
+/// The A/A controls of a run: each group's baseline run a second time as its own cell
+/// and compared with the baseline like any other cell. Every significant result among
+/// them is a false positive, so their share is the false-positive rate this run
+/// actually showed (α when the test's assumptions hold).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AaTally {
+    /// Significance level of the comparisons.
+    pub alpha: f64,
+    /// A/A comparisons made, all metrics together.
+    pub compared: usize,
+    /// How many came out significant.
+    pub significant: usize,
+    /// The same per metric.
+    pub metrics: BTreeMap<String, AaCount>,
+}
+
+/// A/A comparisons of one metric.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct AaCount {
+    /// Comparisons made.
+    pub compared: usize,
+    /// How many came out significant.
+    pub significant: usize,
 }
 
 /// The machine the lab ran on.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
-    /// Logical CPUs.
+    /// Logical CPUs available to the lab process when it started (before pinning).
     pub cores: usize,
     /// CPU model (from /proc/cpuinfo).
     pub cpu: String,
     /// Kernel release.
     pub kernel: String,
+    /// Which CPUs the load generator and the servers ran on.
+    #[serde(default)]
+    pub pinning: super::pin::Pinning,
 }
 
 /// How the lab ran.
@@ -55,6 +119,9 @@ pub struct RunOptions {
     pub rounds: usize,
     /// Seconds of load per round.
     pub round_s: f64,
+    /// Seconds of unrecorded load each cell gets before its first round.
+    #[serde(default)]
+    pub warmup_s: f64,
     /// Connection slots of the load generator (one client thread; each request on a new
     /// connection).
     pub connections: usize,
@@ -128,7 +195,14 @@ pub struct Versus {
     pub p: f64,
     /// p < 0.05.
     pub significant: bool,
-    /// Rounds the IQR filter dropped (baseline, cell).
+    /// Minimum detectable effect: the smallest change (relative to the baseline's mean)
+    /// this comparison would find significant with 80% power at α = 0.05, at the
+    /// variance observed. A "no significant difference" means no difference larger than
+    /// about this. `None` when undefined (no variance, or a zero baseline).
+    #[serde(default)]
+    pub mde: Option<f64>,
+    /// Rounds an outlier filter dropped (baseline, cell): always 0 since version 2, whose
+    /// comparisons use every round.
     pub outliers_dropped: [usize; 2],
     /// One sentence.
     pub verdict: String,
@@ -143,12 +217,22 @@ pub struct CellResult {
     pub label: String,
     /// Its settings (server and client).
     pub settings: serde_json::Value,
+    /// The group's A/A control: the baseline configuration run again as its own cell.
+    #[serde(default)]
+    pub control: bool,
+    /// More than 1% of its attempted requests failed: not compared, never recommended.
+    #[serde(default)]
+    pub failed: bool,
+    /// Failed ÷ attempted requests over all rounds.
+    #[serde(default)]
+    pub failure_rate: f64,
     /// Every round.
     pub rounds: Vec<RoundMetrics>,
     /// Mean and spread of each metric over the rounds, by metric name.
     pub summary: BTreeMap<String, MeanSd>,
-    /// Against the group's baseline (absent for the baseline itself): `handshakes_per_s`
-    /// (higher is better) and `request_mean_ms` (lower is better).
+    /// Against the group's baseline (absent for the baseline itself and for failed
+    /// cells): `server_cpu_us_per_handshake` (lower is better; absent with `--target`),
+    /// `handshakes_per_s` (higher is better) and `request_mean_ms` (lower is better).
     pub vs_baseline: BTreeMap<String, Versus>,
     /// Request latency CDF over all rounds: `[ms, fraction ≤ ms]` points.
     pub request_cdf: Vec<[f64; 2]>,

@@ -21,9 +21,22 @@ pub struct LabServer {
 impl LabServer {
     /// Starts `EXE serve --listen 127.0.0.1:0 --json --threads 1 ARGS` and waits (at most
     /// 20 s) for the line saying where it listens. It stops by itself after `bound` in
-    /// any case.
-    pub fn start(exe: &Path, args: &[String], bound: Duration) -> Result<LabServer, LabError> {
+    /// any case. With `cpu`, the child (every thread it starts) runs on that CPU only.
+    pub fn start(
+        exe: &Path,
+        args: &[String],
+        bound: Duration,
+        cpu: Option<usize>,
+    ) -> Result<LabServer, LabError> {
         let mut cmd = Command::new(exe);
+        if let Some(cpu) = cpu {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec the closure only makes the
+            // sched_setaffinity system call (async-signal-safe; no allocation, no locks).
+            unsafe {
+                cmd.pre_exec(move || super::pin::pin_self_to(cpu));
+            }
+        }
         cmd.args([
             "serve",
             "--listen",

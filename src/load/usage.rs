@@ -58,6 +58,31 @@ pub fn proc_cpu(pid: u32) -> Result<Duration, ProcError> {
     Ok(Duration::from_nanos(total * 1_000_000_000 / hz))
 }
 
+/// User + system CPU time of process `pid` so far, to the nanosecond: the kernel's
+/// per-process CPU clock (`clock_getcpuclockid`, the scheduler's run time of all its
+/// threads, exited ones included) — the same time `/proc/PID/stat` reports as utime +
+/// stime, without its rounding to clock ticks (10 ms at `USER_HZ` 100, a few percent of
+/// a short round). Falls back to [`proc_cpu`] where that clock cannot be read.
+pub fn proc_cpu_precise(pid: u32) -> Result<Duration, ProcError> {
+    // Pid 0 and negative pids would name this process's own clock: not another's.
+    let Ok(id) = libc::pid_t::try_from(pid) else {
+        return proc_cpu(pid);
+    };
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: clock_getcpuclockid writes only the clockid we pass.
+    if id > 0 && unsafe { libc::clock_getcpuclockid(id, &mut clock) } == 0 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes only the timespec we pass.
+        if unsafe { libc::clock_gettime(clock, &mut ts) } == 0 && ts.tv_sec >= 0 {
+            return Ok(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+        }
+    }
+    proc_cpu(pid)
+}
+
 /// Resident memory of process `pid` (KiB).
 pub fn proc_rss_kib(pid: u32) -> Result<u64, ProcError> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| ProcError {
@@ -241,6 +266,11 @@ mod tests {
         assert!(proc_cpu(pid).unwrap() > Duration::ZERO);
         assert!(proc_rss_kib(pid).unwrap() > 100);
         assert!(proc_cpu(u32::MAX).is_err());
+        assert!(proc_cpu_precise(u32::MAX).is_err());
+        // The precise clock and /proc agree to a few clock ticks.
+        let (a, b) = (proc_cpu_precise(pid).unwrap(), proc_cpu(pid).unwrap());
+        let gap = a.abs_diff(b);
+        assert!(gap < Duration::from_millis(50), "{a:?} vs {b:?}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::svg::{self, esc};
-use crate::lab::result::{CellResult, GroupResult, LabResult, MeanSd};
+use crate::lab::result::{COMPARED, CellResult, GroupResult, LabResult, MeanSd};
 
 /// Columns of the tables: metric name, heading, decimals.
 const COLUMNS: [(&str, &str, usize); 12] = [
@@ -32,19 +32,96 @@ fn figure(m: &MeanSd, decimals: usize) -> String {
     }
 }
 
-fn versus_text(c: &CellResult, metric: &str, baseline: bool) -> String {
+/// Heading of each compared metric's column.
+fn versus_heading(metric: &str) -> &'static str {
+    match metric {
+        "server_cpu_us_per_handshake" => "server CPU/handshake vs baseline",
+        "handshakes_per_s" => "handshakes/s vs baseline",
+        _ => "request mean vs baseline",
+    }
+}
+
+fn versus_text(g: &GroupResult, c: &CellResult, metric: &str) -> String {
+    let baseline = c.name == g.baseline;
     match c.vs_baseline.get(metric) {
+        None if baseline && c.failed => "baseline: failed".into(),
         None if baseline => "baseline".into(),
-        None => "not compared (failed requests)".into(),
-        Some(v) => format!(
-            "{}{} (p = {}){}",
-            v.relative_change
-                .map(|r| format!("{:+.1}%", r * 100.0))
-                .unwrap_or_else(|| "–".into()),
-            "",
-            crate::stats::compare::format_p(v.p),
-            if v.significant { " *" } else { "" }
-        ),
+        None if c.failed => "not compared: failed".into(),
+        None if g.cells.first().is_some_and(|b| b.failed) => {
+            "not compared: the baseline failed".into()
+        }
+        None => "–".into(),
+        Some(v) => {
+            let higher = COMPARED.iter().any(|(m, h)| *m == metric && *h);
+            let verdict = match v.relative_change {
+                Some(r) if v.significant && (r > 0.0) == higher => "significantly better *",
+                Some(_) if v.significant => "significantly worse *",
+                _ => "no significant difference",
+            };
+            format!(
+                "{}: {verdict} (p = {}{})",
+                v.relative_change
+                    .map(|r| format!("{:+.1}%", r * 100.0))
+                    .unwrap_or_else(|| "–".into()),
+                crate::stats::compare::format_p(v.p),
+                v.mde
+                    .map(|m| format!(", MDE ±{:.1}%", m * 100.0))
+                    .unwrap_or_default(),
+            )
+        }
+    }
+}
+
+/// "GROUP/CELL: F of A requests failed (kind n, …)".
+pub fn failure_text(g: &GroupResult, c: &CellResult) -> String {
+    let failed: u64 = c.rounds.iter().map(|r| r.failed).sum();
+    let attempted: u64 = c.rounds.iter().map(|r| r.failed + r.completed).sum();
+    let kinds: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    format!(
+        "{}/{}: {failed} of {attempted} requests failed{}",
+        g.group,
+        c.name,
+        if kinds.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", kinds.join(", "))
+        }
+    )
+}
+
+/// The A/A tally in one sentence.
+fn aa_text(r: &LabResult) -> String {
+    let t = &r.aa_control;
+    if t.compared == 0 {
+        return "A/A controls: no A/A comparison was made in this run.".into();
+    }
+    let per: Vec<String> = COMPARED
+        .iter()
+        .filter_map(|(m, _)| {
+            let c = t.metrics.get(*m)?;
+            Some(format!(
+                "{} {} of {}",
+                metric_words(m),
+                c.significant,
+                c.compared
+            ))
+        })
+        .collect();
+    format!(
+        "A/A controls (each group's baseline run again as its own cell and compared like any other): {} of {} comparisons came out significant at α = {} ({:.1}%; {}). Each is a false positive: this is the false-positive rate this run showed.",
+        t.significant,
+        t.compared,
+        t.alpha,
+        t.significant as f64 * 100.0 / t.compared as f64,
+        per.join(", ")
+    )
+}
+
+fn metric_words(m: &str) -> &'static str {
+    match m {
+        "server_cpu_us_per_handshake" => "server CPU per handshake",
+        "handshakes_per_s" => "handshakes/s",
+        _ => "mean request latency",
     }
 }
 
@@ -52,13 +129,14 @@ fn header_lines(r: &LabResult) -> Vec<String> {
     let o = &r.options;
     vec![
         format!(
-            "Run {} ({:.0} s), {} mode: {} rounds of {:.1} s per configuration, rounds alternating within each group; load generator: 1 thread, {} connections, a new connection per request.",
-            r.started, r.duration_s, o.mode, o.rounds, o.round_s, o.connections
+            "Run {} ({:.0} s), {} mode: {} rounds of {:.2} s per configuration after {:.2} s of unrecorded warm-up, every configuration of a group once per round in a new random order; load generator: 1 thread, {} connections, a new connection per request.",
+            r.started, r.duration_s, o.mode, o.rounds, o.round_s, o.warmup_s, o.connections
         ),
         format!(
             "Machine: {} cores, {}, Linux {}.",
             r.machine.cores, r.machine.cpu, r.machine.kernel
         ),
+        format!("CPU pinning: {}.", r.machine.pinning.note),
         match &o.target {
             Some(t) => format!("Server: {t} (external)."),
             None => "Servers: `tlsperf serve` instances on loopback, one worker thread each, ECDSA P-256 certificates unless the group says otherwise.".into(),
@@ -82,13 +160,38 @@ pub fn markdown(r: &LabResult) -> String {
     for rec in &r.recommendations {
         let _ = writeln!(s, "- {}", rec.text);
     }
+    s.push_str("\n## How far to trust the verdicts\n\n");
+    let _ = writeln!(s, "{}", aa_text(r));
+    s.push_str("\nEvery comparison states its MDE: the smallest change it would find significant with 80% power at α = 0.05, at the variance observed; \"no significant difference\" means no difference larger than about that.\n");
+    let failures: Vec<String> = r
+        .groups
+        .iter()
+        .flat_map(|g| g.cells.iter().map(move |c| (g, c)))
+        .filter(|(_, c)| !c.errors.is_empty() || c.failed)
+        .map(|(g, c)| {
+            format!(
+                "{}{}",
+                failure_text(g, c),
+                if c.failed {
+                    " — failed, not compared"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    if !failures.is_empty() {
+        s.push_str("\n## Failed requests\n\n");
+        for f in failures {
+            let _ = writeln!(s, "- {f}");
+        }
+    }
     for g in &r.groups {
         let _ = writeln!(s, "\n## {} (baseline: {})\n", g.title, g.baseline);
         let mut head = vec!["configuration".to_string()];
         head.extend(COLUMNS.iter().map(|c| c.1.to_string()));
         head.push("% of crypto limit".into());
-        head.push("handshakes/s vs baseline".into());
-        head.push("request mean vs baseline".into());
+        head.extend(COMPARED.iter().map(|(m, _)| versus_heading(m).to_string()));
         let _ = writeln!(s, "| {} |", head.join(" | "));
         let _ = writeln!(
             s,
@@ -103,14 +206,15 @@ pub fn markdown(r: &LabResult) -> String {
                 row.push(c.summary.get(metric).map_or("–".into(), |m| figure(m, d)));
             }
             row.push(pct(c.crypto_limit_pct));
-            row.push(versus_text(c, "handshakes_per_s", c.name == g.baseline));
-            row.push(versus_text(c, "request_mean_ms", c.name == g.baseline));
+            for (m, _) in COMPARED {
+                row.push(versus_text(g, c, m));
+            }
             let _ = writeln!(s, "| {} |", row.join(" | "));
         }
         errors_md(&mut s, g);
     }
     limits_md(&mut s, r);
-    s.push_str("\nFigures are means ± standard deviation over rounds; `*`: significant at p < 0.05 (Welch's t-test after Tukey's IQR filter on the rounds).\n");
+    s.push_str("\nFigures are means ± standard deviation over rounds; \"vs baseline\": the change of the mean, Welch's p and the MDE (80% power, α = 0.05); `*`: significant at p < 0.05 (Welch's t-test on every round, no outlier filter). Server CPU per handshake: the server process's user + system CPU in the round ÷ the handshakes completed in it. A cell whose requests failed (more than 1% of those attempted) is marked failed and never compared.\n");
     if !r.notes.is_empty() {
         s.push_str("\n## Notes\n\n");
         for n in &r.notes {
@@ -148,9 +252,17 @@ fn limits_md(s: &mut String, r: &LabResult) {
 
 fn errors_md(s: &mut String, g: &GroupResult) {
     for c in &g.cells {
-        if !c.errors.is_empty() {
-            let e: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            let _ = writeln!(s, "\nFailures in {}: {}", c.name, e.join(", "));
+        if !c.errors.is_empty() || c.failed {
+            let _ = writeln!(
+                s,
+                "\nFailures in {}{}",
+                failure_text(g, c),
+                if c.failed {
+                    " — failed (more than 1%): not compared"
+                } else {
+                    ""
+                }
+            );
         }
     }
 }
@@ -186,6 +298,13 @@ pub fn html(r: &LabResult) -> String {
         );
     }
     s.push_str("</ul>");
+    let _ = write!(
+        s,
+        "<h2 id=\"trust\">How far to trust the verdicts</h2><p class=\"aa\" data-compared=\"{}\" data-significant=\"{}\">{}</p><p class=\"muted\">Every comparison states its MDE: the smallest change it would find significant with 80% power at α = 0.05, at the variance observed; “no significant difference” means no difference larger than about that.</p>",
+        r.aa_control.compared,
+        r.aa_control.significant,
+        esc(&aa_text(r))
+    );
     for g in &r.groups {
         group_html(&mut s, g);
     }
@@ -206,7 +325,7 @@ pub fn html(r: &LabResult) -> String {
         }
         s.push_str("</tbody></table>");
     }
-    s.push_str("<p class=\"muted\">Figures are means ± standard deviation over rounds; bold: significant at p &lt; 0.05 (Welch's t-test after Tukey's IQR filter on the rounds). Error bars: ± one standard deviation.</p>");
+    s.push_str("<p class=\"muted\">Figures are means ± standard deviation over rounds; “vs baseline”: the change of the mean, Welch's p and the MDE (80% power, α = 0.05); bold: significant at p &lt; 0.05 (Welch's t-test on every round, no outlier filter). Server CPU per handshake: the server process's user + system CPU in the round ÷ the handshakes completed in it. A cell whose requests failed (more than 1% of those attempted) is marked failed and never compared. Error bars: ± one standard deviation.</p>");
     if !r.notes.is_empty() {
         s.push_str("<h2>Notes</h2><ul>");
         for n in &r.notes {
@@ -239,16 +358,33 @@ fn group_html(s: &mut String, g: &GroupResult) {
     for (_, h, _) in COLUMNS {
         let _ = write!(s, "<th>{}</th>", esc(h));
     }
-    s.push_str(
-        "<th>% of crypto limit</th><th>handshakes/s vs baseline</th><th>request mean vs baseline</th></tr></thead><tbody>",
-    );
+    s.push_str("<th>% of crypto limit</th>");
+    for (m, _) in COMPARED {
+        let _ = write!(s, "<th>{}</th>", esc(versus_heading(m)));
+    }
+    s.push_str("</tr></thead><tbody>");
     for c in &g.cells {
         let _ = write!(
             s,
-            "<tr data-cell=\"{}\"><td>{} <span class=\"muted\">({})</span></td>",
+            "<tr data-cell=\"{}\"{}{}><td>{} <span class=\"muted\">({})</span>{}</td>",
             esc(&c.name),
+            if c.control {
+                " data-control=\"true\""
+            } else {
+                ""
+            },
+            if c.failed {
+                " data-failed=\"true\""
+            } else {
+                ""
+            },
             esc(&c.name),
-            esc(&c.label)
+            esc(&c.label),
+            if c.failed {
+                " <strong class=\"worse\">failed</strong>"
+            } else {
+                ""
+            }
         );
         for (metric, _, d) in COLUMNS {
             match c.summary.get(metric) {
@@ -273,23 +409,29 @@ fn group_html(s: &mut String, g: &GroupResult) {
             }
             None => s.push_str("<td>–</td>"),
         }
-        for metric in ["handshakes_per_s", "request_mean_ms"] {
-            let class = match c.vs_baseline.get(metric) {
+        for (metric, higher) in COMPARED {
+            let v = c.vs_baseline.get(metric);
+            let class = match v {
                 Some(v) if v.significant => {
-                    let better = v.relative_change.unwrap_or(0.0)
-                        * if metric == "handshakes_per_s" {
-                            1.0
-                        } else {
-                            -1.0
-                        };
+                    let better = v.relative_change.unwrap_or(0.0) * if higher { 1.0 } else { -1.0 };
                     if better > 0.0 { "sig" } else { "sig worse" }
                 }
                 _ => "",
             };
+            let data = v.map_or(String::new(), |v| {
+                format!(
+                    " data-vs=\"{metric}\" data-p=\"{}\" data-significant=\"{}\"{}",
+                    v.p,
+                    v.significant,
+                    v.mde
+                        .map_or(String::new(), |m| format!(" data-mde=\"{m}\""))
+                )
+            });
             let _ = write!(
                 s,
-                "<td class=\"{class}\">{}</td>",
-                esc(&versus_text(c, metric, c.name == g.baseline))
+                "<td class=\"{class}\"{data} title=\"{}\">{}</td>",
+                esc(v.map_or("", |v| v.verdict.as_str())),
+                esc(&versus_text(g, c, metric))
             );
         }
         s.push_str("</tr>");
@@ -363,13 +505,16 @@ fn group_html(s: &mut String, g: &GroupResult) {
     }
     s.push_str("</div>");
     for c in &g.cells {
-        if !c.errors.is_empty() {
-            let e: Vec<String> = c.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        if !c.errors.is_empty() || c.failed {
             let _ = write!(
                 s,
-                "<p class=\"worse\">Failures in {}: {}</p>",
-                esc(&c.name),
-                esc(&e.join(", "))
+                "<p class=\"worse\">Failures in {}{}</p>",
+                esc(&failure_text(g, c)),
+                if c.failed {
+                    " — failed (more than 1%): not compared"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -390,6 +535,31 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
     }
     for rec in &r.recommendations {
         let _ = writeln!(s, "  - {}", rec.text);
+    }
+    let _ = writeln!(s, "\n{}", aa_text(r));
+    let _ = writeln!(s, "CPU pinning: {}.", r.machine.pinning.note);
+    let failures: Vec<String> = r
+        .groups
+        .iter()
+        .flat_map(|g| g.cells.iter().map(move |c| (g, c)))
+        .filter(|(_, c)| !c.errors.is_empty() || c.failed)
+        .map(|(g, c)| {
+            format!(
+                "  - {}{}",
+                failure_text(g, c),
+                if c.failed {
+                    " — failed, not compared"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    if !failures.is_empty() {
+        s.push_str("\nFailed requests:\n");
+        for f in failures {
+            let _ = writeln!(s, "{f}");
+        }
     }
     let _ = writeln!(
         s,

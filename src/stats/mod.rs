@@ -19,7 +19,7 @@ pub use histogram::{HistogramError, LatencyHistogram, Quantiles};
 pub use iqr::{IqrFilter, quantile_linear};
 pub use samples::{SampleError, Samples};
 pub use summary::Summary;
-pub use welch::{WelchTest, welch_t_test};
+pub use welch::{WelchTest, min_detectable_difference, welch_t_test};
 
 use crate::error::{Classify, ErrorClass};
 

@@ -85,6 +85,36 @@ pub fn welch_t_test(a: &Summary, b: &Summary, confidence: f64) -> Result<WelchTe
     })
 }
 
+/// The smallest difference of means Welch's test of these two samples would detect with
+/// probability `power` at two-sided level `alpha`, at the variance observed:
+/// (t₁₋α/₂ + t_power) · √(s²A/nA + s²B/nB), with Student's t quantiles at the
+/// Welch–Satterthwaite degrees of freedom (the normal approximation for large samples).
+/// Absolute, in the samples' unit; `None` when the test is undefined (fewer than two
+/// values on a side, no variance at all, or a level outside (0, 1)).
+///
+/// ```
+/// use tlsperf::stats::{Summary, min_detectable_difference};
+/// let a = Summary::of(&[100.0, 102.0, 98.0, 101.0, 99.0])?;
+/// let d = min_detectable_difference(&a, &a, 0.05, 0.8).unwrap();
+/// // se = √(2 · 2.5 / 5) = 1; df = 8: t(0.975) + t(0.8) = 2.306 + 0.889.
+/// assert!((d - 3.195).abs() < 0.01, "{d}");
+/// # Ok::<(), tlsperf::stats::StatsError>(())
+/// ```
+pub fn min_detectable_difference(a: &Summary, b: &Summary, alpha: f64, power: f64) -> Option<f64> {
+    if a.n < 2 || b.n < 2 || !(alpha > 0.0 && alpha < 1.0) || !(power > 0.0 && power < 1.0) {
+        return None;
+    }
+    let va = a.variance() / a.n as f64;
+    let vb = b.variance() / b.n as f64;
+    let se2 = va + vb;
+    if se2 <= 0.0 || !se2.is_finite() {
+        return None;
+    }
+    let df = se2 * se2 / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64);
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some((dist.inverse_cdf(1.0 - alpha / 2.0) + dist.inverse_cdf(power)) * se2.sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +151,31 @@ mod tests {
         let w = welch_t_test(&a, &a, 0.95).unwrap();
         assert_eq!(w.t, 0.0);
         assert!((w.p - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn detectable_difference_shrinks_with_more_rounds_and_matches_the_formula() {
+        let a = Summary::of(&A).unwrap();
+        let b = Summary::of(&B).unwrap();
+        let d = min_detectable_difference(&a, &b, 0.05, 0.8).unwrap();
+        let w = welch_t_test(&a, &b, 0.95).unwrap();
+        let se = w.diff / -w.t;
+        let t = StudentsT::new(0.0, 1.0, w.df).unwrap();
+        let want = (t.inverse_cdf(0.975) + t.inverse_cdf(0.8)) * se;
+        assert!((d - want).abs() < 1e-12, "{d} vs {want}");
+        // Roughly (1.96 + 0.84) · se for many degrees of freedom.
+        assert!(d > 2.8 * se && d < 3.3 * se, "{d} {se}");
+        // The observed difference (≈ 1.3) is larger than what the test detects at 80%.
+        assert!(w.diff.abs() > d);
+        let more: Vec<f64> = A.iter().chain(A.iter()).copied().collect();
+        let m = Summary::of(&more).unwrap();
+        assert!(
+            min_detectable_difference(&m, &m, 0.05, 0.8).unwrap()
+                < min_detectable_difference(&a, &a, 0.05, 0.8).unwrap()
+        );
+        let c = Summary::of(&[2.0, 2.0, 2.0]).unwrap();
+        assert!(min_detectable_difference(&c, &c, 0.05, 0.8).is_none());
+        assert!(min_detectable_difference(&Summary::of(&[1.0]).unwrap(), &a, 0.05, 0.8).is_none());
     }
 
     #[test]
