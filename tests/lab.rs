@@ -814,3 +814,96 @@ fn failing_cell_is_marked_failed_and_a_failed_baseline_exits_1() {
     }
     assert!(cell(&v, "resumption", "resume")["vs_baseline"]["handshakes_per_s"]["p"].is_f64());
 }
+
+/// The `tlsperf serve` children of a process (its threads' `children` lists).
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// True while `pid` runs (a zombie or a reused pid of another program does not count).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| !s.contains(") Z ") && s.contains("(tlsperf)"))
+}
+
+/// SIGTERM, then a second SIGTERM at once (the supervisor that will not wait): every
+/// `tlsperf serve` child is gone and the work directory with its private keys removed,
+/// on both paths (the first stops cleanly, the second exits at once).
+#[test]
+fn sigterm_leaves_no_servers_and_no_keys_behind() {
+    for signals in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        let out = dir.path().join("report");
+        let child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+            .args(["lab", "--quick", "--only", "resumption", "--out"])
+            .arg(&out)
+            .env("TMPDIR", &tmp)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Until its servers run.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut servers = Vec::new();
+        while servers.len() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            servers = children_of(pid);
+        }
+        assert!(servers.len() >= 2, "no servers started: {servers:?}");
+        assert_eq!(
+            std::fs::read_dir(&tmp).unwrap().count(),
+            1,
+            "one work directory"
+        );
+        for _ in 0..signals {
+            let ok = Command::new("/bin/kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(130),
+            "{signals} signal(s): {stderr}"
+        );
+        // The kernel delivers the children's death signal as the parent exits.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while servers.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let left: Vec<_> = servers.iter().filter(|&&p| alive(p)).collect();
+        assert!(
+            left.is_empty(),
+            "{signals} signal(s): servers left running: {left:?}"
+        );
+        let files: Vec<_> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!(
+            files.is_empty(),
+            "{signals} signal(s): left in TMPDIR: {files:?}"
+        );
+    }
+}

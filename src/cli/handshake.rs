@@ -57,8 +57,9 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     let bar = progress_bar(args.count, out);
     let report = rt.block_on(async {
         let c = Arc::clone(&control);
+        let first = super::signals::first_then_exit();
         tokio::spawn(async move {
-            super::signals::first_then_exit().await;
+            first.await;
             c.stop();
         });
         let c = Arc::clone(&control);

@@ -60,6 +60,14 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     // this run made it and it is still empty) if nothing gets measured.
     let made_out = !args.out.exists();
     crate::files::create_dir_all(&args.out)?;
+    for name in ["results.json", "report.md", "index.html"] {
+        if let Err(e) = crate::files::check_writable(&args.out.join(name)) {
+            if made_out {
+                let _ = std::fs::remove_dir(&args.out);
+            }
+            return Err(e.into());
+        }
+    }
     let work = tempfile::Builder::new()
         .prefix("tlsperf-lab-")
         .tempdir()
@@ -72,8 +80,13 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     let groups = if args.only.is_empty() {
         Group::ALL.to_vec()
     } else {
-        let mut g = args.only.clone();
-        g.dedup();
+        // Each group once, in the order first named (`--only mtls,tls,mtls`).
+        let mut g: Vec<Group> = Vec::new();
+        for x in &args.only {
+            if !g.contains(x) {
+                g.push(*x);
+            }
+        }
         g
     };
     let mut opts = LabOptions::preset(args.full, groups, exe, work.path().to_path_buf());
@@ -109,10 +122,15 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     };
     let result = rt.block_on(async {
         let c = Arc::clone(&control);
+        // A second signal exits at once: the servers die with us (PR_SET_PDEATHSIG), the
+        // work directory and its private keys are removed first.
+        let work_dir = work.path().to_path_buf();
+        let first = super::signals::first_then_exit_after(move || {
+            let _ = std::fs::remove_dir_all(&work_dir);
+        });
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                c.stop();
-            }
+            first.await;
+            c.stop();
         });
         lab::run(&opts, &on_event, &control).await
     });

@@ -192,8 +192,9 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     let by_time = args.requests.is_none();
     let result = rt.block_on(async {
         let p = Arc::clone(&progress);
+        let first = super::signals::first_then_exit();
         tokio::spawn(async move {
-            super::signals::first_then_exit().await;
+            first.await;
             p.stop();
         });
         let p = Arc::clone(&progress);

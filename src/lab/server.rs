@@ -29,12 +29,22 @@ impl LabServer {
         cpu: Option<usize>,
     ) -> Result<LabServer, LabError> {
         let mut cmd = Command::new(exe);
-        if let Some(cpu) = cpu {
+        {
             use std::os::unix::process::CommandExt;
-            // SAFETY: between fork and exec the closure only makes the
-            // sched_setaffinity system call (async-signal-safe; no allocation, no locks).
+            // SAFETY: between fork and exec the closure only makes the prctl and
+            // sched_setaffinity system calls (async-signal-safe; no allocation, no locks).
             unsafe {
-                cmd.pre_exec(move || super::pin::pin_self_to(cpu));
+                cmd.pre_exec(move || {
+                    // The server dies with the lab, however the lab ends (a second Ctrl-C,
+                    // SIGKILL): no server outlives the run that started it.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    match cpu {
+                        Some(cpu) => super::pin::pin_self_to(cpu),
+                        None => Ok(()),
+                    }
+                });
             }
         }
         cmd.args([

@@ -523,10 +523,16 @@ fn group_html(s: &mut String, g: &GroupResult) {
 
 /// What `tlsperf lab` prints when it is done: where the report is and what to change.
 pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut s = format!(
-        "tlsperf lab: {} groups, {} configurations in {:.0} s{}\n\nWhat to change on this machine:\n",
-        r.groups.len(),
-        r.groups.iter().map(|g| g.cells.len()).sum::<usize>(),
+        "tlsperf lab: {}, {} in {:.0} s{}\n\nWhat to change on this machine:\n",
+        plural(r.groups.len(), "group", "groups"),
+        plural(
+            r.groups.iter().map(|g| g.cells.len()).sum::<usize>(),
+            "configuration",
+            "configurations"
+        ),
         r.duration_s,
         if r.interrupted { " (interrupted)" } else { "" }
     );
