@@ -335,15 +335,17 @@ fn render_in_chromium(page: &Path, v: &Value) {
         let section = &dom[section_start..];
         let section = &section[..section.find("</section>").unwrap()];
         for c in g["cells"].as_array().unwrap() {
-            let row_start = section
-                .find(&format!(
-                    "<tr data-cell=\"{}\"",
-                    c["name"].as_str().unwrap()
-                ))
-                .unwrap_or_else(|| panic!("no row for {}", c["name"]));
-            let row = &section[row_start..];
-            let row = &row[..row.find("</tr>").unwrap()];
-            for td in row.split("<td").skip(1) {
+            // Its row in the compact table and in the table of all figures.
+            let tag = format!("<tr data-cell=\"{}\"", c["name"].as_str().unwrap());
+            let rows: Vec<&str> = section
+                .match_indices(&tag)
+                .map(|(i, _)| {
+                    let row = &section[i..];
+                    &row[..row.find("</tr>").unwrap()]
+                })
+                .collect();
+            assert_eq!(rows.len(), 2, "rows for {}", c["name"]);
+            for td in rows.iter().flat_map(|row| row.split("<td").skip(1)) {
                 let (Some(metric), Some(value)) = (attr(td, "data-metric"), attr(td, "data-value"))
                 else {
                     continue;
@@ -366,6 +368,57 @@ fn render_in_chromium(page: &Path, v: &Value) {
         }
     }
     assert!(checked >= 7 * 10, "only {checked} figures checked");
+    // At 1,400 px the compact tables fit the page: no sideways scrolling to reach a
+    // verdict (measured in the page, loaded in a frame of that width).
+    let frame = page.with_file_name("width-check.html");
+    std::fs::write(
+        &frame,
+        r#"<!doctype html><html><body style="margin:0">
+<iframe id="f" src="index.html" style="width:1400px;height:900px;border:0"></iframe>
+<pre id="out">not measured</pre>
+<script>
+document.getElementById('f').onload = function () {
+  var d = this.contentDocument, w = d.documentElement.clientWidth, bad = [];
+  var t = d.querySelectorAll('table.compact');
+  t.forEach(function (x) {
+    var r = x.getBoundingClientRect();
+    if (r.right > w || x.scrollWidth > x.clientWidth + 1) bad.push(x.closest('section').dataset.group + ':' + Math.round(r.right));
+  });
+  var hidden = d.querySelectorAll('details:not([open]) table').length;
+  document.getElementById('out').textContent = 'viewport=' + w + ' compact=' + t.length + ' behind-details=' + hidden + ' too-wide=[' + bad.join(',') + ']';
+};
+</script></body></html>"#,
+    )
+    .unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let output = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--allow-file-access-from-files",
+            "--window-size=1400,900",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", frame.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout);
+    let groups = v["groups"].as_array().unwrap().len();
+    // The frame is 1,400 px wide; its page's viewport is that less a scroll bar.
+    assert!(
+        dom.contains("viewport=13"),
+        "{}",
+        &dom[dom.find("<pre").unwrap_or(0)..]
+    );
+    let want = format!(" compact={groups} behind-details={groups} too-wide=[]");
+    assert!(
+        dom.contains(&want),
+        "want {want}: {}",
+        &dom[dom.find("<pre").unwrap_or(0)..]
+    );
 }
 
 #[test]

@@ -560,9 +560,14 @@ pub async fn run(
         let mut live = Vec::new();
         for cell in cells {
             on_event(Event::Preparing(format!(
-                "{} / {}: starting servers",
+                "{} / {}: {}",
                 group.name(),
-                cell.name
+                cell.name,
+                if external.is_some() {
+                    "preparing the client"
+                } else {
+                    "starting servers"
+                }
             )));
             live.push(start_cell(cell, prep.as_ref(), external, opts)?);
         }

@@ -346,6 +346,75 @@ pub fn chart_kinds(g: &GroupResult) -> Vec<&'static str> {
     k
 }
 
+/// The group's lead table: each configuration with the compared metrics, each figure
+/// with its verdict against the baseline under it (narrow enough for a laptop screen;
+/// the other figures follow behind `<details>`).
+fn compact_table(s: &mut String, g: &GroupResult) {
+    // Metrics no cell measured (server CPU with --target) get no column.
+    let compared: Vec<(&str, bool)> = COMPARED
+        .into_iter()
+        .filter(|(m, _)| g.cells.iter().any(|c| c.summary.contains_key(*m)))
+        .collect();
+    s.push_str("<table class=\"compact\"><thead><tr><th>configuration</th>");
+    for &(m, _) in &compared {
+        let heading = COLUMNS
+            .iter()
+            .find(|(c, _, _)| *c == m)
+            .map_or(metric_words(m), |(_, h, _)| h);
+        let _ = write!(s, "<th>{}</th>", esc(heading));
+    }
+    s.push_str("</tr></thead><tbody>");
+    for c in &g.cells {
+        let _ = write!(
+            s,
+            "<tr data-cell=\"{}\"><td>{} <span class=\"muted\">{}{}</span></td>",
+            esc(&c.name),
+            esc(&c.name),
+            esc(&c.label),
+            if c.failed {
+                " <strong class=\"worse\">failed</strong>"
+            } else {
+                ""
+            }
+        );
+        for &(metric, higher) in &compared {
+            let d = COLUMNS
+                .iter()
+                .find(|(m, _, _)| *m == metric)
+                .map_or(3, |(_, _, d)| *d);
+            let v = c.vs_baseline.get(metric);
+            let class = match v {
+                Some(v) if v.significant => {
+                    let better = v.relative_change.unwrap_or(0.0) * if higher { 1.0 } else { -1.0 };
+                    if better > 0.0 { "sig" } else { "sig worse" }
+                }
+                _ => "",
+            };
+            match c.summary.get(metric) {
+                Some(m) => {
+                    let _ = write!(
+                        s,
+                        "<td class=\"{class}\" data-metric=\"{metric}\" data-value=\"{:.*}\">{}<span class=\"muted\">{}</span></td>",
+                        d,
+                        m.mean,
+                        esc(&figure(m, d)),
+                        esc(&versus_text(g, c, metric)),
+                    );
+                }
+                None => {
+                    let _ = write!(
+                        s,
+                        "<td>–<span class=\"muted\">{}</span></td>",
+                        esc(&versus_text(g, c, metric))
+                    );
+                }
+            }
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+}
+
 fn group_html(s: &mut String, g: &GroupResult) {
     let _ = write!(
         s,
@@ -354,8 +423,15 @@ fn group_html(s: &mut String, g: &GroupResult) {
         esc(&g.title),
         esc(&g.baseline)
     );
+    compact_table(s, g);
+    s.push_str("<details><summary>All figures of this group</summary>");
+    // Columns no cell has a figure for (server CPU and memory with --target) are left out.
+    let columns: Vec<(&str, &str, usize)> = COLUMNS
+        .into_iter()
+        .filter(|(m, _, _)| g.cells.iter().any(|c| c.summary.contains_key(*m)))
+        .collect();
     s.push_str("<div class=\"scroll\"><table><thead><tr><th>configuration</th>");
-    for (_, h, _) in COLUMNS {
+    for (_, h, _) in &columns {
         let _ = write!(s, "<th>{}</th>", esc(h));
     }
     s.push_str("<th>% of crypto limit</th>");
@@ -386,7 +462,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
                 ""
             }
         );
-        for (metric, _, d) in COLUMNS {
+        for &(metric, _, d) in &columns {
             match c.summary.get(metric) {
                 Some(m) => {
                     let _ = write!(
@@ -436,7 +512,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
         }
         s.push_str("</tr>");
     }
-    s.push_str("</tbody></table></div><div class=\"charts\">");
+    s.push_str("</tbody></table></div></details><div class=\"charts\">");
     let bars: Vec<(String, f64, f64)> = g
         .cells
         .iter()
