@@ -790,9 +790,24 @@ fn out_file_merge_and_compare() {
     std::fs::write(&a, &before).unwrap();
     let av = written;
 
-    // Merge: counts add exactly, histograms merge, the duration is the longer run's.
+    // Keep-alive and a new connection per request are different measurements: refused,
+    // naming the difference, unless asked for.
     let m = d.join("m.json");
-    let run = tlsperf(["merge", a_s, b_s, "--out", m.to_str().unwrap(), "--json"]);
+    let run = tlsperf(["merge", a_s, b_s, "--out", m.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("requests_per_conn"), "{}", run.stderr);
+    assert!(run.stderr.contains("--allow-mixed"), "{}", run.stderr);
+    assert!(!m.exists());
+    // Merge: counts add exactly, histograms merge, the duration is the longer run's.
+    let run = tlsperf([
+        "merge",
+        a_s,
+        b_s,
+        "--allow-mixed",
+        "--out",
+        m.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let mv: Value = serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
     assert_eq!(mv, serde_json::from_str::<Value>(&run.stdout).unwrap());
@@ -894,6 +909,38 @@ fn out_file_merge_and_compare() {
     let run = tlsperf(["merge", a_s, "--out", out.to_str().unwrap()]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(!out.exists(), "nothing written on errors");
+
+    // Documents no run can write: counts that would overflow, a negative duration, more
+    // completed than attempted. Exit 2 naming the problem; nothing written.
+    let doctored = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut v = av.clone();
+        edit(&mut v);
+        let p = d.join(name);
+        std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+        p
+    };
+    let max = doctored("max.json", &|v| {
+        v["requests"]["attempted"] = u64::MAX.into();
+        v["requests"]["completed"] = u64::MAX.into();
+        v["requests"]["failed"] = 0.into();
+    });
+    let negative = doctored("negative.json", &|v| v["duration_s"] = (-1e308).into());
+    let more = doctored("more.json", &|v| {
+        v["requests"]["completed"] = 1_000_000_000.into()
+    });
+    for (args, says) in [
+        (vec![&max, &max], "would exceed"),
+        (vec![&a, &negative], "duration_s -1e308 is not within"),
+        (vec![&more, &a], "is not the"),
+    ] {
+        let mut all = vec!["merge".to_string()];
+        all.extend(args.iter().map(|p| p.to_str().unwrap().to_string()));
+        all.extend(["--out".to_string(), out.to_str().unwrap().to_string()]);
+        let run = tlsperf(&all);
+        assert_eq!(run.code, 2, "{says}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{says}: {}", run.stderr);
+        assert!(!out.exists(), "nothing written on errors");
+    }
 }
 
 #[test]

@@ -22,6 +22,11 @@ pub struct MergeArgs {
     /// Replace --out FILE if it exists.
     #[arg(long)]
     force: bool,
+    /// Merge results made with different settings (TLS version, resumption, new
+    /// connections or keep-alive, HTTP version, target…); refused otherwise, listing the
+    /// differences. Counts, rates and durations may always differ.
+    #[arg(long)]
+    allow_mixed: bool,
 }
 
 /// Runs `tlsperf merge`.
@@ -32,7 +37,7 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
         .iter()
         .map(|p| read(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let merged = merge(&results)?;
+    let merged = merge(&results, args.allow_mixed)?;
     let mut json = serde_json::to_vec_pretty(&merged).map_err(|e| CliError::runtime(e.into()))?;
     json.push(b'\n');
     write_atomic(&args.out, &json, FileMode::Public, args.force)?;

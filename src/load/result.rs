@@ -30,6 +30,19 @@ impl Dist {
     }
 
     fn merge(&mut self, other: &Dist) -> Result<(), HistogramError> {
+        // Counts saturate when added; the V2 encoding holds at most i64::MAX of them.
+        if self
+            .hdr
+            .len()
+            .checked_add(other.hdr.len())
+            .is_none_or(|n| n > i64::MAX as u64)
+        {
+            return Err(HistogramError::Merge(format!(
+                "{} + {} values is more than a histogram can hold",
+                self.hdr.len(),
+                other.hdr.len()
+            )));
+        }
         self.hdr.merge(&other.hdr)?;
         self.quantiles = self.hdr.quantiles();
         Ok(())
@@ -224,6 +237,117 @@ pub enum MergeError {
     /// Histograms did not merge.
     #[error(transparent)]
     Histogram(#[from] HistogramError),
+    /// A document no run can have written (a negative or absurd duration, more requests
+    /// completed than attempted…).
+    #[error("result {index} is impossible: {why}")]
+    Impossible {
+        /// 1-based position.
+        index: usize,
+        /// What is wrong.
+        why: String,
+    },
+    /// A count would overflow.
+    #[error("the merged {what} would exceed {} (result {index})", u64::MAX)]
+    Overflow {
+        /// The count.
+        what: String,
+        /// 1-based position of the result that overflowed it.
+        index: usize,
+    },
+    /// Runs made with different settings: their sum would mean nothing.
+    #[error(
+        "result {index} was made with other settings than result 1 ({}); merging them would \
+         mix different measurements (--allow-mixed merges them anyway)",
+        .differences.join("; ")
+    )]
+    Mixed {
+        /// 1-based position.
+        index: usize,
+        /// `name: first vs this`, one per setting that differs.
+        differences: Vec<String>,
+    },
+}
+
+/// Settings that may differ between the runs of one merged measurement: how each
+/// machine's share was sized and bounded.
+pub const MAY_DIFFER: [&str; 6] = [
+    "requests",
+    "duration_s",
+    "connections",
+    "rate",
+    "threads",
+    "timeout_s",
+];
+
+/// The longest run a result may claim: one year.
+const MAX_DURATION_S: f64 = 366.0 * 86_400.0;
+
+/// Refuses what no run can have written.
+fn check_possible(index: usize, r: &LoadResult) -> Result<(), MergeError> {
+    let bad = |why: String| Err(MergeError::Impossible { index, why });
+    if !(r.duration_s.is_finite() && (0.0..=MAX_DURATION_S).contains(&r.duration_s)) {
+        return bad(format!(
+            "duration_s {:e} is not within 0 s ..= 1 year",
+            r.duration_s
+        ));
+    }
+    if r.machines == 0 {
+        return bad("machines is 0".into());
+    }
+    if r.interval_ms == 0 {
+        return bad("interval_ms is 0".into());
+    }
+    let q = &r.requests;
+    if q.completed.checked_add(q.failed) != Some(q.attempted) {
+        return bad(format!(
+            "requests: {} completed + {} failed is not the {} attempted",
+            q.completed, q.failed, q.attempted
+        ));
+    }
+    let cpu = r.generator.cpu_seconds;
+    if !(cpu.is_finite() && cpu >= 0.0) {
+        return bad(format!("generator.cpu_seconds {cpu} is not a time"));
+    }
+    if let Some(s) = &r.server
+        && !(s.cpu_seconds.is_finite() && s.cpu_seconds >= 0.0)
+    {
+        return bad(format!(
+            "server.cpu_seconds {} is not a time",
+            s.cpu_seconds
+        ));
+    }
+    Ok(())
+}
+
+/// The settings of `r` that differ from `first`'s (besides [`MAY_DIFFER`]), and the
+/// target.
+fn differences(first: &LoadResult, r: &LoadResult) -> Vec<String> {
+    let mut out = Vec::new();
+    if first.target != r.target {
+        out.push(format!("target: {} vs {}", first.target, r.target));
+    }
+    let keys: std::collections::BTreeSet<&String> =
+        first.options.keys().chain(r.options.keys()).collect();
+    for k in keys {
+        if MAY_DIFFER.contains(&k.as_str()) {
+            continue;
+        }
+        let (a, b) = (first.options.get(k), r.options.get(k));
+        if a != b {
+            let show = |v: Option<&serde_json::Value>| v.map_or("(none)".into(), |v| v.to_string());
+            out.push(format!("{k}: {} vs {}", show(a), show(b)));
+        }
+    }
+    out
+}
+
+/// `*a += b`, or the overflow named.
+fn add(a: &mut u64, b: u64, what: &str, index: usize) -> Result<(), MergeError> {
+    *a = a.checked_add(b).ok_or_else(|| MergeError::Overflow {
+        what: what.to_string(),
+        index,
+    })?;
+    Ok(())
 }
 
 impl crate::error::Classify for MergeError {
@@ -244,10 +368,21 @@ fn merge_opt(a: &mut Option<Dist>, b: &Option<Dist>) -> Result<(), HistogramErro
     Ok(())
 }
 
-fn add_counts(a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>) {
+fn add_counts(
+    a: &mut BTreeMap<String, u64>,
+    b: &BTreeMap<String, u64>,
+    what: &str,
+    index: usize,
+) -> Result<(), MergeError> {
     for (k, v) in b {
-        *a.entry(k.clone()).or_default() += v;
+        add(
+            a.entry(k.clone()).or_default(),
+            *v,
+            &format!("{what} {k}"),
+            index,
+        )?;
     }
+    Ok(())
 }
 
 /// Combines results of runs made at the same time from several machines against one
@@ -255,10 +390,20 @@ fn add_counts(a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>) {
 /// rates are totals over it, interval samples add up position by position (the runs are
 /// taken to have started together), CPU seconds add up; server usage is kept only when
 /// a single result has it (the one server's CPU then counts against all the merged
-/// requests and handshakes, which it served); warnings are recomputed.
-pub fn merge(results: &[LoadResult]) -> Result<LoadResult, MergeError> {
+/// requests and handshakes, which it served); warnings are recomputed. Impossible
+/// documents, counts that would overflow and (unless `allow_mixed`) runs made with
+/// different settings ([`MAY_DIFFER`] aside) are refused.
+pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, MergeError> {
     let (first, rest) = results.split_first().ok_or(MergeError::Empty)?;
     for (i, r) in results.iter().enumerate() {
+        check_possible(i + 1, r)?;
+        let differ = differences(first, r);
+        if !allow_mixed && !differ.is_empty() {
+            return Err(MergeError::Mixed {
+                index: i + 1,
+                differences: differ,
+            });
+        }
         if r.schema != SCHEMA {
             return Err(MergeError::Schema {
                 index: i + 1,
@@ -274,46 +419,97 @@ pub fn merge(results: &[LoadResult]) -> Result<LoadResult, MergeError> {
         }
     }
     let mut m = first.clone();
-    for r in rest {
+    for (i, r) in rest.iter().enumerate() {
+        let index = i + 2;
         m.duration_s = m.duration_s.max(r.duration_s);
-        m.machines += r.machines;
+        m.machines = m
+            .machines
+            .checked_add(r.machines)
+            .ok_or(MergeError::Overflow {
+                what: "machines".into(),
+                index,
+            })?;
         m.interrupted |= r.interrupted;
         m.gave_up |= r.gave_up;
         m.started = m.started.clone().min(r.started.clone());
-        m.requests.attempted += r.requests.attempted;
-        m.requests.completed += r.requests.completed;
-        m.requests.failed += r.requests.failed;
-        m.handshakes.total += r.handshakes.total;
-        add_counts(&mut m.handshakes.kinds, &r.handshakes.kinds);
-        m.handshakes.chains_verified += r.handshakes.chains_verified;
-        m.handshakes.chains_from_cache += r.handshakes.chains_from_cache;
-        add_counts(&mut m.handshakes.early_data, &r.handshakes.early_data);
-        m.latency.merge(&r.latency)?;
-        merge_opt(&mut m.latency_corrected, &r.latency_corrected)?;
-        merge_opt(&mut m.send_lateness, &r.send_lateness)?;
-        merge_opt(&mut m.handshake_full, &r.handshake_full)?;
-        merge_opt(&mut m.handshake_resumed, &r.handshake_resumed)?;
+        add(
+            &mut m.requests.attempted,
+            r.requests.attempted,
+            "requests attempted",
+            index,
+        )?;
+        add(
+            &mut m.requests.completed,
+            r.requests.completed,
+            "requests completed",
+            index,
+        )?;
+        add(
+            &mut m.requests.failed,
+            r.requests.failed,
+            "requests failed",
+            index,
+        )?;
+        add(
+            &mut m.handshakes.total,
+            r.handshakes.total,
+            "handshakes",
+            index,
+        )?;
+        add_counts(
+            &mut m.handshakes.kinds,
+            &r.handshakes.kinds,
+            "handshakes",
+            index,
+        )?;
+        add(
+            &mut m.handshakes.chains_verified,
+            r.handshakes.chains_verified,
+            "chains verified",
+            index,
+        )?;
+        add(
+            &mut m.handshakes.chains_from_cache,
+            r.handshakes.chains_from_cache,
+            "chains from cache",
+            index,
+        )?;
+        add_counts(
+            &mut m.handshakes.early_data,
+            &r.handshakes.early_data,
+            "0-RTT",
+            index,
+        )?;
+        let hist = |e: HistogramError| MergeError::Overflow {
+            what: format!("histograms ({e})"),
+            index,
+        };
+        m.latency.merge(&r.latency).map_err(hist)?;
+        merge_opt(&mut m.latency_corrected, &r.latency_corrected).map_err(hist)?;
+        merge_opt(&mut m.send_lateness, &r.send_lateness).map_err(hist)?;
+        merge_opt(&mut m.handshake_full, &r.handshake_full).map_err(hist)?;
+        merge_opt(&mut m.handshake_resumed, &r.handshake_resumed).map_err(hist)?;
         for (k, d) in &r.phases {
             match m.phases.get_mut(k) {
-                Some(x) => x.merge(d)?,
+                Some(x) => x.merge(d).map_err(hist)?,
                 None => {
                     m.phases.insert(k.clone(), d.clone());
                 }
             }
         }
-        add_counts(&mut m.status, &r.status);
-        add_counts(&mut m.errors, &r.errors);
+        add_counts(&mut m.status, &r.status, "status", index)?;
+        add_counts(&mut m.errors, &r.errors, "errors", index)?;
         for (k, v) in &r.error_examples {
             m.error_examples
                 .entry(k.clone())
                 .or_insert_with(|| v.clone());
         }
-        m.body_bytes += r.body_bytes;
+        add(&mut m.body_bytes, r.body_bytes, "body bytes", index)?;
         if m.interval_requests.len() < r.interval_requests.len() {
             m.interval_requests.resize(r.interval_requests.len(), 0);
         }
         for (a, b) in m.interval_requests.iter_mut().zip(&r.interval_requests) {
-            *a += b;
+            add(a, *b, "requests of an interval", index)?;
         }
         m.connections.extend(r.connections.iter().cloned());
         m.generator.threads += r.generator.threads;
