@@ -462,14 +462,16 @@ fn warm_ns(v: &Value, phase: &str, field: &str) -> u64 {
 }
 
 /// Phase boundaries against a server whose delay the test controls: a relay in front of
-/// `tlsperf serve` holds every server→client byte for 20 ms. The waits on the server
+/// `tlsperf serve` holds every server→client byte for 100 ms. The waits on the server
 /// (ServerHello, first byte of the response) must each hold the whole delay; the steps
 /// that only depend on us (building the ClientHello, writing the request) must hold none
 /// of it. A boundary taken after a task switch instead of at the system call moves time
 /// from one side to the other.
 #[test]
 fn phase_boundaries_follow_a_known_server_delay() {
-    const D: u64 = 20_000_000;
+    // Long against what a busy machine can stall a thread for (ours must stay under
+    // half of it), short enough for a quick test.
+    const D: u64 = 100_000_000;
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     let ca = ca.to_str().unwrap();
@@ -486,10 +488,10 @@ fn phase_boundaries_follow_a_known_server_delay() {
     for (resume, tls) in [("off", "1.3"), ("tickets", "1.3"), ("off", "1.2")] {
         let v = handshake(
             &url,
-            &["-n", "12", "--resume", resume, "--tls", tls, "--cacert", ca],
+            &["-n", "9", "--resume", resume, "--tls", tls, "--cacert", ca],
         );
         let what = format!("--resume {resume} --tls {tls}: {}", v["warm"]);
-        assert_eq!(v["warm"]["count"], 11, "{what}");
+        assert_eq!(v["warm"]["count"], 8, "{what}");
         for waits in ["server_hello", "first_byte"] {
             let min = warm_ns(&v, waits, "min_ns");
             assert!(
@@ -497,7 +499,7 @@ fn phase_boundaries_follow_a_known_server_delay() {
                 "{waits} min {min} ns < the relay's {D} ns; {what}"
             );
             let cold = v["cold"]["phases_ms"][waits].as_f64().unwrap();
-            assert!(cold >= 20.0, "cold {waits} {cold} ms; {v}");
+            assert!(cold >= 100.0, "cold {waits} {cold} ms; {v}");
         }
         for ours in ["client_hello", "request"] {
             let (p50, max) = (warm_ns(&v, ours, "p50_ns"), warm_ns(&v, ours, "max_ns"));
@@ -507,7 +509,7 @@ fn phase_boundaries_follow_a_known_server_delay() {
                 "{ours} max {max} ns holds the relay's delay; {what}"
             );
             let cold = v["cold"]["phases_ms"][ours].as_f64().unwrap();
-            assert!(cold < 10.0, "cold {ours} {cold} ms; {v}");
+            assert!(cold < 50.0, "cold {ours} {cold} ms; {v}");
         }
         if tls == "1.2" && resume == "off" {
             // Two round trips: the second (ChangeCipherSpec + Finished) ends the handshake.
