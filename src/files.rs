@@ -4,14 +4,169 @@
 //!
 //! [`Staging`] writes a set of files together: all contents are written and synced first,
 //! then renamed one after another, so a failure while writing leaves nothing behind.
+//!
+//! Every file tlsperf reads goes through [`open_input`] or [`read_input`]: the path is
+//! checked with `stat` before it is opened, and opened non-blocking, so a FIFO, a device
+//! (`/dev/zero`), a socket or a directory is refused with what it is instead of blocking in
+//! `open()` or being read until memory runs out; and what is read is capped at a size
+//! limit per kind of file ([`InputKind`]).
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use tempfile::NamedTempFile;
 
 use crate::error::{Classify, ErrorClass, io_input_class};
+
+/// The kinds of file tlsperf reads, each with its size limit (stated in the flags' help and
+/// the README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// PEM certificates, certificate chains and private keys (`--cert`, `--key`, `--sni`,
+    /// `verify --chain`, `trust trim --keep-for`): 16 MiB.
+    Pem,
+    /// A CA bundle, or one file of a certificate directory (`--cacert`, `--roots`,
+    /// `--bundle`, `--dir`, `SSL_CERT_FILE`): 128 MiB.
+    Bundle,
+    /// A DER OCSP response (`serve --ocsp`): 1 MiB.
+    Ocsp,
+    /// A session-ticket key ring (`--ticket-keys`, `tickets show|rotate`): 64 KiB.
+    KeyRing,
+    /// Results and sample files (`merge`, `compare`, `lab` results): 256 MiB.
+    Results,
+}
+
+impl InputKind {
+    /// The largest file of this kind that is read, in bytes.
+    pub fn limit(self) -> u64 {
+        match self {
+            InputKind::Pem => 16 << 20,
+            InputKind::Bundle => 128 << 20,
+            InputKind::Ocsp => 1 << 20,
+            InputKind::KeyRing => 64 << 10,
+            InputKind::Results => 256 << 20,
+        }
+    }
+
+    /// What the file is, for messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            InputKind::Pem => "a certificate or key file",
+            InputKind::Bundle => "a certificate bundle",
+            InputKind::Ocsp => "an OCSP response",
+            InputKind::KeyRing => "a ticket key ring",
+            InputKind::Results => "a results or sample file",
+        }
+    }
+
+    /// The limit in words (`16 MiB`, `64 KiB`).
+    pub fn limit_text(self) -> String {
+        let l = self.limit();
+        if l >= 1 << 20 {
+            format!("{} MiB", l >> 20)
+        } else {
+            format!("{} KiB", l >> 10)
+        }
+    }
+}
+
+/// What a non-regular file is, in words (`None` for a regular file).
+pub fn not_regular(meta: &fs::Metadata) -> Option<&'static str> {
+    let t = meta.file_type();
+    if t.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("a FIFO (named pipe)");
+        }
+        if t.is_char_device() {
+            return Some("a character device");
+        }
+        if t.is_block_device() {
+            return Some("a block device");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+    }
+    if t.is_dir() {
+        return Some("a directory");
+    }
+    Some("not a file")
+}
+
+fn not_regular_error(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("not a regular file: it is {what}"),
+    )
+}
+
+/// Opens a file the user named for reading, refusing anything but a regular file: the
+/// path is checked with `stat` (following symbolic links) before it is opened, and opened
+/// non-blocking, so a FIFO can neither block the open nor be swapped in between. The
+/// error for a non-regular file says what it is ([`std::io::ErrorKind::InvalidInput`]).
+pub fn open_input(path: &Path) -> std::io::Result<(fs::File, fs::Metadata)> {
+    if let Some(what) = not_regular(&fs::metadata(path)?) {
+        return Err(not_regular_error(what));
+    }
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK has no effect on a regular file; it only keeps a FIFO put in place
+        // after the check from blocking the open.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if let Some(what) = not_regular(&meta) {
+        return Err(not_regular_error(what));
+    }
+    Ok((file, meta))
+}
+
+fn too_large(kind: InputKind, size: Option<u64>) -> std::io::Error {
+    let size = match size {
+        Some(n) => format!("{n} bytes is"),
+        None => "it is".into(),
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "{size} larger than the {} limit for {}",
+            kind.limit_text(),
+            kind.what()
+        ),
+    )
+}
+
+/// Reads a whole file the user named, as [`open_input`] opens it, refusing one larger
+/// than the limit of its kind (also when it grows while being read).
+pub fn read_input(path: &Path, kind: InputKind) -> std::io::Result<Vec<u8>> {
+    let (file, meta) = open_input(path)?;
+    let limit = kind.limit();
+    if meta.len() > limit {
+        return Err(too_large(kind, Some(meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(kind, None));
+    }
+    Ok(bytes)
+}
+
+/// [`read_input`] for text: invalid UTF-8 is an [`std::io::ErrorKind::InvalidData`] error.
+pub fn read_input_to_string(path: &Path, kind: InputKind) -> std::io::Result<String> {
+    String::from_utf8(read_input(path, kind)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
 
 /// Who may read a written file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -335,6 +490,29 @@ mod tests {
         let err = check_writable(&dir.path().join("missing").join("f")).unwrap_err();
         assert_eq!(err.class(), ErrorClass::Input);
         assert!(err.to_string().contains("missing"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn inputs_refuse_fifos_devices_and_oversize_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Would block forever in open() if it were opened.
+        let err = read_input(&fifo, InputKind::Pem).unwrap_err();
+        assert_eq!(crate::error::io_input_class(&err), ErrorClass::Input);
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        let err = read_input(Path::new("/dev/zero"), InputKind::Ocsp).unwrap_err();
+        assert!(err.to_string().contains("character device"), "{err}");
+        let err = read_input(dir.path(), InputKind::Pem).unwrap_err();
+        assert!(err.to_string().contains("directory"), "{err}");
+        let big = dir.path().join("big");
+        fs::write(&big, vec![b'x'; (InputKind::KeyRing.limit() + 1) as usize]).unwrap();
+        let err = read_input(&big, InputKind::KeyRing).unwrap_err();
+        assert_eq!(crate::error::io_input_class(&err), ErrorClass::Input);
+        assert!(err.to_string().contains("64 KiB limit"), "{err}");
+        assert_eq!(read_input(&big, InputKind::Pem).unwrap().len(), 65537);
     }
 
     #[test]

@@ -23,6 +23,8 @@ struct Case {
     says: Vec<String>,
     /// Must not exist afterwards (an output the command was asked to write).
     absent: Option<PathBuf>,
+    /// Extra environment variables.
+    env: Vec<(&'static str, String)>,
 }
 
 fn case(name: &'static str, args: &[&str], code: i32, says: &[&str]) -> Case {
@@ -32,7 +34,13 @@ fn case(name: &'static str, args: &[&str], code: i32, says: &[&str]) -> Case {
         code,
         says: says.iter().map(|s| s.to_string()).collect(),
         absent: None,
+        env: Vec::new(),
     }
+}
+
+fn with_env(mut c: Case, key: &'static str, value: &str) -> Case {
+    c.env.push((key, value.to_string()));
+    c
 }
 
 fn writes(mut c: Case, path: &Path) -> Case {
@@ -157,6 +165,18 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
     let other_schema = write(d, "other.json", "{\"schema\": \"something-else/3\"}\n");
     let bad_ring = write(d, "ring.json", "{\"keys\": 42}\n");
     let (expired_pem, expired_key) = expired_cert(d);
+    // A FIFO nobody writes to (opening it blocking would wait forever) and a device that
+    // never ends (reading it whole would exhaust memory).
+    let fifo = d.join("cert-fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = s(&fifo);
+    let zero = "/dev/zero".to_string();
 
     // Servers: ours with the good and the expired certificate, and broken peers.
     let good = common::Serve::start(&["--cert", &good_chain_path, "--key", &good_key]);
@@ -674,6 +694,221 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             2,
             &["--rounds"],
         ),
+        // Non-regular files as inputs: refused before they are opened or read.
+        case(
+            "serve: a FIFO as the certificate",
+            &[
+                "serve",
+                "--cert",
+                &fifo,
+                "--key",
+                &good_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "serve: /dev/zero as the certificate",
+            &[
+                "serve",
+                "--cert",
+                &zero,
+                "--key",
+                &good_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "serve: /dev/zero as the key",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &zero,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "serve: /dev/zero as the OCSP response",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &good_key,
+                "--ocsp",
+                &zero,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "serve: a FIFO as the ticket key ring",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &fifo,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "tickets show: a FIFO",
+            &["tickets", "show", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "tickets show: /dev/zero",
+            &["tickets", "show", &zero],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        writes(
+            case(
+                "merge: /dev/zero",
+                &["merge", &zero, &zero, "--out", &s(&out("mz.json"))],
+                2,
+                &["/dev/zero", "character device"],
+            ),
+            &out("mz.json"),
+        ),
+        case(
+            "merge: a FIFO",
+            &["merge", &fifo, &fifo, "--out", &s(&out("mf.json"))],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "compare: /dev/zero",
+            &["compare", &zero, &zero],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "compare: a FIFO",
+            &["compare", &fifo, &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "verify: /dev/zero as the chain",
+            &[
+                "verify",
+                "--chain",
+                &zero,
+                "--host",
+                "localhost",
+                "--roots",
+                &root,
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "verify: a FIFO as the chain",
+            &[
+                "verify",
+                "--chain",
+                &fifo,
+                "--host",
+                "localhost",
+                "--roots",
+                &root,
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "verify: a FIFO as the roots",
+            &[
+                "verify",
+                "--chain",
+                &good_chain_path,
+                "--host",
+                "localhost",
+                "--roots",
+                &fifo,
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        writes(
+            case(
+                "trust trim: /dev/zero as --keep-for",
+                &[
+                    "trust",
+                    "trim",
+                    "--keep-for",
+                    &zero,
+                    "--out",
+                    &s(&out("tz.pem")),
+                    "--source",
+                    &root,
+                ],
+                2,
+                &["/dev/zero", "character device"],
+            ),
+            &out("tz.pem"),
+        ),
+        case(
+            "trust load: a FIFO as the bundle",
+            &["trust", "load", "--bundle", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "trust analyze: a FIFO",
+            &["trust", "analyze", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        with_env(
+            case(
+                "trust load: SSL_CERT_FILE is a FIFO",
+                &["trust", "load"],
+                2,
+                &["SSL_CERT_FILE", "cert-fifo", "FIFO"],
+            ),
+            "SSL_CERT_FILE",
+            &fifo,
+        ),
+        case(
+            "handshake: /dev/zero as the client certificate",
+            &[
+                "handshake",
+                &good.url(),
+                "--cacert",
+                &root,
+                "--cert",
+                &zero,
+                "--key",
+                &good_key,
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "handshake: a FIFO as --cacert",
+            &["handshake", &good.url(), "--cacert", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
         case(
             "completions: unknown shell",
             &["completions", "tcsh"],
@@ -684,7 +919,9 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
     assert!(cases.len() >= 40, "{} cases", cases.len());
     let mut failures = Vec::new();
     for c in &cases {
-        let run = tlsperf(&c.args);
+        let env: Vec<(&str, &str)> = c.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        // Bounded: an input that blocks must fail the case, not hang the suite.
+        let run = common::tlsperf_env(&c.args, &env, std::time::Duration::from_secs(60));
         let mut why = Vec::new();
         if run.code != c.code {
             why.push(format!("exit {} (want {})", run.code, c.code));

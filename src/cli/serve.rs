@@ -29,7 +29,7 @@ pub struct ServeArgs {
     /// Bytes of the `GET /` response body (a JSON document of exactly that size).
     #[arg(long, default_value_t = 0)]
     body_size: usize,
-    /// Certificate chain (PEM, leaf first).
+    /// Certificate chain (PEM, leaf first; a regular file of at most 16 MiB).
     #[arg(
         long,
         value_name = "FILE",
@@ -37,7 +37,7 @@ pub struct ServeArgs {
         conflicts_with = "gen_cert"
     )]
     cert: Option<PathBuf>,
-    /// Private key of --cert (PEM).
+    /// Private key of --cert (PEM, a regular file of at most 16 MiB).
     #[arg(long, value_name = "FILE", requires = "cert")]
     key: Option<PathBuf>,
     /// Generate an in-memory test PKI with this key type (the default when no --cert).
@@ -73,7 +73,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 2)]
     tickets_per_handshake: usize,
     /// Ticket key ring shared with other instances (needs --resumption tickets; see
-    /// `tlsperf tickets`).
+    /// `tlsperf tickets`; a regular file of at most 64 KiB).
     #[arg(long, value_name = "FILE")]
     ticket_keys: Option<PathBuf>,
     /// Rotate the --ticket-keys file this often (e.g. 1h); one instance should do it.
@@ -83,16 +83,17 @@ pub struct ServeArgs {
     /// stateful resumption).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     early_data: u32,
-    /// Staple this DER OCSP response.
+    /// Staple this DER OCSP response (a regular file of at most 1 MiB).
     #[arg(long, value_name = "FILE")]
     ocsp: Option<PathBuf>,
     /// Client certificates.
     #[arg(long, value_enum, default_value_t = ClientAuth::Off)]
     client_auth: ClientAuth,
-    /// Roots for client certificates (PEM bundle or directory).
+    /// Roots for client certificates (PEM bundle of at most 128 MiB, or directory).
     #[arg(long, value_name = "FILE")]
     client_ca: Option<PathBuf>,
-    /// A certificate for one SNI name: NAME=CERT,KEY (repeatable).
+    /// A certificate for one SNI name: NAME=CERT,KEY (repeatable; PEM files of at most 16
+    /// MiB).
     #[arg(long, value_name = "NAME=CERT,KEY")]
     sni: Vec<String>,
     /// Refuse clients naming a host without an --sni certificate (default: serve the main
@@ -326,9 +327,11 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
     }
     let ocsp = match &a.ocsp {
         Some(p) => Some(
-            std::fs::read(p).map_err(|source| choices::ConfigError::Read {
-                path: p.clone(),
-                source,
+            files::read_input(p, files::InputKind::Ocsp).map_err(|source| {
+                choices::ConfigError::Read {
+                    path: p.clone(),
+                    source,
+                }
             })?,
         ),
         None => None,

@@ -260,23 +260,14 @@ fn read(path: &Path) -> Result<Ring, TicketError> {
         path: path.to_path_buf(),
         reason,
     };
-    let meta = std::fs::metadata(path).map_err(|source| TicketError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if meta.len() > 64 * 1024 {
-        return Err(invalid(format!(
-            "{} bytes is too large for a key ring",
-            meta.len()
-        )));
-    }
-    let text =
-        Zeroizing::new(
-            std::fs::read_to_string(path).map_err(|source| TicketError::Read {
+    let text = Zeroizing::new(
+        crate::files::read_input_to_string(path, crate::files::InputKind::KeyRing).map_err(
+            |source| TicketError::Read {
                 path: path.to_path_buf(),
                 source,
-            })?,
-        );
+            },
+        )?,
+    );
     let file: RingFile =
         serde_json::from_str(&text).map_err(|e| invalid(format!("line {}: {e}", e.line())))?;
     if file.version != 1 {

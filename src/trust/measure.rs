@@ -100,6 +100,9 @@ pub fn measure_load(
         layer_times: true,
     };
     let system = matches!(source, Source::System { root: None });
+    if system {
+        super::discover::check_ssl_cert_file()?;
+    }
     let bundle_file = match source {
         Source::Bundle(p) => Some(p.clone()),
         Source::System { root } => {
