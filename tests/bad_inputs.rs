@@ -177,6 +177,8 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
     );
     let fifo = s(&fifo);
     let zero = "/dev/zero".to_string();
+    let good_ring = s(&d.join("good-ring.json"));
+    assert_eq!(tlsperf(["tickets", "init", &good_ring, "-q"]).code, 0);
 
     // Servers: ours with the good and the expired certificate, and broken peers.
     let good = common::Serve::start(&["--cert", &good_chain_path, "--key", &good_key]);
@@ -693,6 +695,76 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             &["lab", "--rounds", "1", "--out", &s(&out("lab"))],
             2,
             &["--rounds"],
+        ),
+        // Numbers serve cannot honour: refused before anything is allocated or started
+        // (--duration: a server that does start stops by itself).
+        case(
+            "serve: --body-size of 2^64 - 1",
+            &[
+                "serve",
+                "--body-size",
+                "18446744073709551615",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--body-size", "0..=67108864"],
+        ),
+        case(
+            "serve: --body-size of 100 GB",
+            &["serve", "--body-size", "100000000000", "--duration", "2s"],
+            2,
+            &["--body-size", "0..=67108864"],
+        ),
+        case(
+            "serve: --session-cache of a billion",
+            &["serve", "--session-cache", "1000000000", "--duration", "2s"],
+            2,
+            &["--session-cache", "1..=1000000"],
+        ),
+        case(
+            "serve: --tickets-per-handshake of a million",
+            &[
+                "serve",
+                "--tickets-per-handshake",
+                "1000000",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--tickets-per-handshake", "0..=16"],
+        ),
+        case(
+            "serve: --rotate-every 0s",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &good_ring,
+                "--rotate-every",
+                "0s",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--rotate-every", "at least 1s"],
+        ),
+        case(
+            "serve: --rotate-every 1ns",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &good_ring,
+                "--rotate-every",
+                "1ns",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--rotate-every", "at least 1s"],
         ),
         // Non-regular files as inputs: refused before they are opened or read.
         case(

@@ -26,9 +26,10 @@ pub struct ServeArgs {
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:8443")]
     listen: SocketAddr,
-    /// Bytes of the `GET /` response body (a JSON document of exactly that size).
-    #[arg(long, default_value_t = 0)]
-    body_size: usize,
+    /// Bytes of the `GET /` response body (a JSON document of exactly that size; at most
+    /// 67108864, 64 MiB, built once at start).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_BODY_SIZE))]
+    body_size: u64,
     /// Certificate chain (PEM, leaf first; a regular file of at most 16 MiB).
     #[arg(
         long,
@@ -66,18 +67,21 @@ pub struct ServeArgs {
     /// Session resumption.
     #[arg(long, value_enum, default_value_t = Resumption::Stateful)]
     resumption: Resumption,
-    /// Entries of the stateful session cache.
-    #[arg(long, default_value_t = 256)]
-    session_cache: usize,
-    /// TLS 1.3 tickets sent after each full handshake.
-    #[arg(long, default_value_t = 2)]
-    tickets_per_handshake: usize,
+    /// Entries of the stateful session cache (1 to 1000000; about 100 bytes each are
+    /// reserved at start).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    session_cache: u64,
+    /// TLS 1.3 tickets sent after each full handshake (0 to 16; each costs an encryption
+    /// and about 200 bytes on the wire).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=16))]
+    tickets_per_handshake: u64,
     /// Ticket key ring shared with other instances (needs --resumption tickets; see
     /// `tlsperf tickets`; a regular file of at most 64 KiB).
     #[arg(long, value_name = "FILE")]
     ticket_keys: Option<PathBuf>,
-    /// Rotate the --ticket-keys file this often (e.g. 1h); one instance should do it.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "ticket_keys")]
+    /// Rotate the --ticket-keys file this often (e.g. 1h; from 1s to 366d); one instance
+    /// should do it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_rotate_every, requires = "ticket_keys")]
     rotate_every: Option<Duration>,
     /// Accept up to this many bytes of 0-RTT early data (rustls accepts it only with
     /// stateful resumption).
@@ -129,6 +133,22 @@ pub struct ServeArgs {
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
+}
+
+/// The largest `--body-size`: 64 MiB.
+const MAX_BODY_SIZE: u64 = 64 << 20;
+
+/// `--rotate-every`: a duration from 1 s (a key ring rewritten at most once a second) to
+/// 366 days (a timer tokio can hold).
+fn parse_rotate_every(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) {
+        return Err("must be at least 1s (the key ring is rewritten at every rotation)".into());
+    }
+    if d > Duration::from_secs(366 * 86400) {
+        return Err("must be at most 366d".into());
+    }
+    Ok(d)
 }
 
 #[derive(Serialize)]
@@ -218,7 +238,7 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             max_connections: a.max_connections,
             handshake_timeout: a.handshake_timeout,
             shutdown_timeout: a.shutdown_timeout,
-            body_size: a.body_size,
+            body_size: a.body_size as usize,
             rotation,
             kx_pools: built.kx_pools,
         })?;
@@ -257,7 +277,7 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             kx_pools: built.kx_pools,
             handshake_timeout: a.handshake_timeout,
             max_connections: a.max_connections,
-            body_size: a.body_size,
+            body_size: a.body_size as usize,
             metrics_listen: a.metrics,
             shutdown_timeout: a.shutdown_timeout,
             rotation,
@@ -365,8 +385,8 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         groups: a.groups.clone(),
         ciphers: a.ciphers.clone(),
         resumption: a.resumption,
-        session_cache: a.session_cache,
-        tickets_per_handshake: a.tickets_per_handshake,
+        session_cache: a.session_cache as usize,
+        tickets_per_handshake: a.tickets_per_handshake as usize,
         ticketer: None,
         early_data: a.early_data,
         cert,

@@ -94,7 +94,7 @@ impl Stack {
 pub struct Rotation {
     /// The key ring file.
     pub path: PathBuf,
-    /// How often.
+    /// How often (at least once a second is enforced: shorter periods rotate every second).
     pub every: Duration,
     /// The ring this instance uses (reloaded right after each rotation).
     pub ring: Arc<TicketKeyRing>,
@@ -513,7 +513,9 @@ async fn metrics_loop(
 }
 
 pub(crate) async fn rotate_loop(rot: Rotation, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(rot.every);
+    // A zero period would panic the runtime thread (tokio's interval refuses it) and a tiny
+    // one rewrite the key ring thousands of times a second: at most once a second.
+    let mut tick = tokio::time::interval(rot.every.max(Duration::from_secs(1)));
     tick.tick().await; // the first tick is immediate
     loop {
         tokio::select! {
