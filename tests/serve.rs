@@ -29,7 +29,7 @@ impl Served {
 
     /// Without a metrics listener (`--stack actix` has none).
     fn start_without_metrics(args: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        let mut child = Command::new(common::bin())
             .args([
                 "serve",
                 "--listen",
@@ -946,4 +946,194 @@ fn actix_refuses_flags_it_cannot_honour() {
         assert!(run.stderr.contains("--stack actix"), "{}", run.stderr);
         assert!(run.stdout.is_empty(), "nothing listened: {}", run.stdout);
     }
+}
+
+/// A TLS 1.3 connection to `addr` that completes its handshake (trusting `ca`) and is
+/// then left silent.
+fn silent_tls(addr: &str, ca: &Path) -> (rustls::ClientConnection, std::net::TcpStream) {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::pem::PemObject::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(
+            tlsperf::tls::Provider::AwsLcRs.crypto_provider(),
+        )
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let mut conn = rustls::ClientConnection::new(config, "localhost".try_into().unwrap()).unwrap();
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).unwrap();
+    }
+    (conn, tcp)
+}
+
+/// True when the server closes `tcp` (end of stream or reset) within about `limit`;
+/// TLS bytes the server sends meanwhile (tickets) are read and ignored.
+fn closed_by_server(tcp: &mut std::net::TcpStream, limit: Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    tcp.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    while std::time::Instant::now() < until {
+        match tcp.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn idle_and_slow_clients_cannot_hold_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca_s = ca.to_str().unwrap();
+
+    // The case: at --max-connections 6, five silent TLS clients and one sending
+    // its headers a byte at a time; a real request still gets an answer (the connection
+    // idle the longest is shed to make room).
+    let s = Served::start(&[
+        "--write-ca",
+        ca_s,
+        "--max-connections",
+        "6",
+        "--idle-timeout",
+        "1h",
+        "--header-timeout",
+        "1h",
+    ]);
+    let mut silent: Vec<_> = (0..5).map(|_| silent_tls(&s.addr, &ca)).collect();
+    let (mut slow_conn, mut slow_tcp) = silent_tls(&s.addr, &ca);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribble = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let head =
+                b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+            for b in head.iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let mut tls = rustls::Stream::new(&mut slow_conn, &mut slow_tcp);
+                if tls.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    // Shedding spares connections active within the last second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, answer) = fetch_tls(&s.addr, &ca, &rustls::version::TLS13, "GET", "/");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "no answer at the limit: {answer:?}"
+    );
+    let mut shed = 0;
+    for (_, tcp) in silent.iter_mut() {
+        shed += usize::from(closed_by_server(tcp, Duration::from_millis(400)));
+    }
+    assert_eq!(shed, 1, "exactly the connection idle the longest is shed");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dribble.join().unwrap();
+    let stats = s.stop();
+    assert!(
+        stats["failures"]["shed-idle"].as_u64().unwrap_or(0) >= 1,
+        "{stats}"
+    );
+    drop(silent);
+
+    // A silent connection is closed at the idle timeout; a client sending its headers a
+    // byte at a time is cut at the header timeout.
+    let s = Served::start(&[
+        "--write-ca",
+        ca_s,
+        "--idle-timeout",
+        "1s",
+        "--header-timeout",
+        "1s",
+    ]);
+    let (_c, mut tcp) = silent_tls(&s.addr, &ca);
+    assert!(
+        closed_by_server(&mut tcp, Duration::from_secs(15)),
+        "a silent connection was never closed"
+    );
+    let (mut conn, mut tcp) = silent_tls(&s.addr, &ca);
+    let mut cut = false;
+    for b in b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
+        .iter()
+        .cycle()
+        .take(200)
+    {
+        let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+        if tls.write_all(&[*b]).is_err() {
+            cut = true;
+            break;
+        }
+        // Well inside the idle timeout: only the header timeout can close it.
+        if closed_by_server(&mut tcp, Duration::from_millis(200)) {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "a client dribbling its headers for 40 s was never cut");
+    let stats = s.stop();
+    assert!(
+        stats["failures"]["idle-timeout"].as_u64().unwrap_or(0) >= 1,
+        "{stats}"
+    );
+}
+
+/// Out of file descriptors (ulimit -n 64, 100 idle clients): connections idle the longest
+/// are shed to free descriptors, and the accept failures are logged at most once a second
+/// instead of fifty times.
+#[test]
+fn out_of_descriptors_sheds_and_logs_once_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 64 && exec '{}' serve --listen 127.0.0.1:0 --json --duration 6s --write-ca '{}'",
+            common::bin().display(),
+            ca.display()
+        ))
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let addr = v["addr"].as_str().unwrap().to_string();
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        if let Ok(c) = std::net::TcpStream::connect(&addr) {
+            held.push(c);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings = stderr.matches("accept failed").count();
+    assert!(warnings >= 1, "descriptors never ran out: {stderr}");
+    assert!(
+        warnings <= 8,
+        "{warnings} accept warnings in 6 s:\n{stderr}"
+    );
+    drop(held);
 }

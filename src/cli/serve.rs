@@ -107,7 +107,16 @@ pub struct ServeArgs {
     /// Longest time from TCP accept to handshake complete.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     handshake_timeout: Duration,
-    /// Connections served at once; further ones are closed at accept.
+    /// Longest time an HTTP/1.1 client may take to send the headers of a request (from 1ms
+    /// to 1h); slower clients are disconnected.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
+    header_timeout: Duration,
+    /// Close a connection that has moved no byte, in either direction, for this long (from
+    /// 1ms to 1h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "60s")]
+    idle_timeout: Duration,
+    /// Connections served at once; at the limit the connection idle the longest (for at
+    /// least 1 s) is closed to make room, else the new one is closed at accept.
     #[arg(long, default_value_t = 10_000)]
     max_connections: usize,
     /// Runtime worker threads (default: one per core).
@@ -147,6 +156,15 @@ fn parse_rotate_every(s: &str) -> Result<Duration, String> {
     }
     if d > Duration::from_secs(366 * 86400) {
         return Err("must be at most 366d".into());
+    }
+    Ok(d)
+}
+
+/// `--header-timeout` and `--idle-timeout`: from 1 ms to 1 h.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
+        return Err("must be from 1ms to 1h".into());
     }
     Ok(d)
 }
@@ -237,6 +255,8 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             }),
             max_connections: a.max_connections,
             handshake_timeout: a.handshake_timeout,
+            header_timeout: a.header_timeout,
+            idle_timeout: a.idle_timeout,
             shutdown_timeout: a.shutdown_timeout,
             body_size: a.body_size as usize,
             rotation,
@@ -276,6 +296,8 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             tls: built.config,
             kx_pools: built.kx_pools,
             handshake_timeout: a.handshake_timeout,
+            header_timeout: a.header_timeout,
+            idle_timeout: a.idle_timeout,
             max_connections: a.max_connections,
             body_size: a.body_size as usize,
             metrics_listen: a.metrics,
