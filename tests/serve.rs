@@ -1137,3 +1137,50 @@ fn out_of_descriptors_sheds_and_logs_once_a_second() {
     );
     drop(held);
 }
+
+/// A ticket key ring others can read is refused, or used with a loud warning when asked.
+#[test]
+fn ticket_key_file_must_be_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ring = dir.path().join("ring.json");
+    let ring_s = ring.to_str().unwrap();
+    assert_eq!(tlsperf(["tickets", "init", ring_s, "-q"]).code, 0);
+    std::fs::set_permissions(&ring, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let args = |extra: &[&'static str]| {
+        let mut v = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--resumption",
+            "tickets",
+            "--ticket-keys",
+            ring_s,
+            "--duration",
+            "200ms",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+    let refused = tlsperf(args(&[]));
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(ring_s)
+            && refused.stderr.contains("0644")
+            && refused.stderr.contains("chmod 600"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stdout.is_empty(),
+        "started anyway: {}",
+        refused.stdout
+    );
+    let allowed = tlsperf(args(&["--allow-insecure-key-file"]));
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    assert!(allowed.stderr.contains("WARNING"), "{}", allowed.stderr);
+    std::fs::set_permissions(&ring, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let private = tlsperf(args(&[]));
+    assert_eq!(private.code, 0, "{}", private.stderr);
+    assert!(!private.stderr.contains("WARNING"), "{}", private.stderr);
+}

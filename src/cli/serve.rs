@@ -17,7 +17,7 @@ use crate::server::{Rotation, ServeOptions, Server, Stack};
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
 use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions};
-use crate::tls::tickets::TicketKeyRing;
+use crate::tls::tickets::{self, TicketKeyRing};
 use crate::trust::TrustStore;
 
 /// Arguments of `tlsperf serve`.
@@ -76,9 +76,14 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=16))]
     tickets_per_handshake: u64,
     /// Ticket key ring shared with other instances (needs --resumption tickets; see
-    /// `tlsperf tickets`; a regular file of at most 64 KiB).
+    /// `tlsperf tickets`; a regular file of at most 64 KiB, mode 0600: readable by its
+    /// owner only).
     #[arg(long, value_name = "FILE")]
     ticket_keys: Option<PathBuf>,
+    /// Use a --ticket-keys file that its group or others can read (refused otherwise: it
+    /// must be mode 0600), with a warning.
+    #[arg(long, requires = "ticket_keys")]
+    allow_insecure_key_file: bool,
     /// Rotate the --ticket-keys file this often (e.g. 1h; from 1s to 366d); one instance
     /// should do it.
     #[arg(long, value_name = "DURATION", value_parser = parse_rotate_every, requires = "ticket_keys")]
@@ -208,10 +213,22 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         );
     }
     let ring = match (&a.ticket_keys, a.resumption) {
-        (Some(path), Resumption::Tickets) => Some(TicketKeyRing::open(
-            path,
-            a.rotate_every.unwrap_or(Duration::from_secs(6 * 3600)),
-        )?),
+        (Some(path), Resumption::Tickets) => {
+            match tickets::check_private(path) {
+                Err(e @ tickets::TicketError::Insecure { .. }) if a.allow_insecure_key_file => {
+                    eprintln!(
+                        "WARNING: {e}\nWARNING: using it anyway because of --allow-insecure-key-file"
+                    );
+                }
+                Err(e @ tickets::TicketError::Insecure { .. }) => return Err(e.into()),
+                // Unreadable: TicketKeyRing::open says why.
+                _ => {}
+            }
+            Some(TicketKeyRing::open(
+                path,
+                a.rotate_every.unwrap_or(Duration::from_secs(6 * 3600)),
+            )?)
+        }
         (Some(_), _) => return Err(CliError::input("--ticket-keys needs --resumption tickets")),
         (None, _) => None,
     };

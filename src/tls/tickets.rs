@@ -58,6 +58,14 @@ pub enum TicketError {
         /// Why.
         reason: String,
     },
+    /// The file can be read by other users than its owner.
+    #[error("{}: the ticket key file is readable by others (mode {mode:04o}); anyone who can read it can decrypt every session it protects: chmod 600 {} (or pass --allow-insecure-key-file)", .path.display(), .path.display())]
+    Insecure {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Writing the file failed.
     #[error(transparent)]
     Write(#[from] files::FileError),
@@ -70,7 +78,7 @@ impl Classify for TicketError {
     fn class(&self) -> ErrorClass {
         match self {
             TicketError::Read { source, .. } => io_input_class(source),
-            TicketError::Invalid { .. } => ErrorClass::Input,
+            TicketError::Invalid { .. } | TicketError::Insecure { .. } => ErrorClass::Input,
             TicketError::Write(e) => e.class(),
             TicketError::Random => ErrorClass::Runtime,
         }
@@ -170,6 +178,34 @@ pub struct RingInfo {
     pub rotated_at: String,
     /// Keys, oldest first.
     pub keys: Vec<KeyInfo>,
+}
+
+/// Fails with [`TicketError::Insecure`] when the key ring at `path` (after symbolic
+/// links) can be read or written by its group or others: only its owner may (mode 0600 or
+/// 0400).
+pub fn check_private(path: &Path) -> Result<(), TicketError> {
+    let meta = std::fs::metadata(path).map_err(|source| TicketError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if files::not_regular(&meta).is_some() {
+        // Not a key ring at all: reading it refuses it, saying what it is.
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(TicketError::Insecure {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    Ok(())
 }
 
 /// Creates a new ring file (active + standby keys), mode 0600. Refuses to overwrite unless
