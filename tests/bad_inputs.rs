@@ -179,6 +179,20 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
     let zero = "/dev/zero".to_string();
     let good_ring = s(&d.join("good-ring.json"));
     assert_eq!(tlsperf(["tickets", "init", &good_ring, "-q"]).code, 0);
+    let open_ring = d.join("open-ring.json");
+    std::fs::copy(&good_ring, &open_ring).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open_ring, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let open_ring = s(&open_ring);
+    // OCSP responses: one for another PKI's leaf (pki init --ocsp), and a certificate.
+    let ocsp_pki = d.join("ocsp-pki");
+    assert_eq!(
+        tlsperf(["pki", "init", ocsp_pki.to_str().unwrap(), "--ocsp", "-q"]).code,
+        0
+    );
+    let foreign_ocsp = s(&ocsp_pki.join("ocsp.der"));
 
     // Servers: ours with the good and the expired certificate, and broken peers.
     let good = common::Serve::start(&["--cert", &good_chain_path, "--key", &good_key]);
@@ -765,6 +779,59 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             ],
             2,
             &["--rotate-every", "at least 1s"],
+        ),
+        // Security: a key ring others can read, OCSP responses clients cannot use.
+        case(
+            "serve: a world-readable ticket key file",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &open_ring,
+                "--duration",
+                "2s",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["open-ring.json", "readable by others", "chmod 600"],
+        ),
+        case(
+            "serve: --ocsp is a PEM certificate",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &good_key,
+                "--ocsp",
+                &good_chain_path,
+                "--duration",
+                "2s",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["--ocsp", "server-chain.pem", "PEM"],
+        ),
+        case(
+            "serve: --ocsp for another certificate",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &good_key,
+                "--ocsp",
+                &foreign_ocsp,
+                "--duration",
+                "2s",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["--ocsp", "ocsp.der", "not for this certificate"],
         ),
         // Non-regular files as inputs: refused before they are opened or read.
         case(

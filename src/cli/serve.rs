@@ -92,7 +92,9 @@ pub struct ServeArgs {
     /// stateful resumption).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     early_data: u32,
-    /// Staple this DER OCSP response (a regular file of at most 1 MiB).
+    /// Staple this DER OCSP response (a regular file of at most 1 MiB). It must be a
+    /// successful response for the leaf of --cert (serial and issuer), `good`, and current
+    /// (thisUpdate at most 5 minutes ahead, nextUpdate not passed).
     #[arg(long, value_name = "FILE")]
     ocsp: Option<PathBuf>,
     /// Client certificates.
@@ -385,14 +387,19 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         ));
     }
     let ocsp = match &a.ocsp {
-        Some(p) => Some(
-            files::read_input(p, files::InputKind::Ocsp).map_err(|source| {
+        Some(p) => {
+            let der = files::read_input(p, files::InputKind::Ocsp).map_err(|source| {
                 choices::ConfigError::Read {
                     path: p.clone(),
                     source,
                 }
-            })?,
-        ),
+            })?;
+            // Stapling a response clients cannot use breaks every client that asks.
+            crate::pki::ocsp::check_staple(&der, &cert.0, std::time::SystemTime::now()).map_err(
+                |e| CliError::input(format!("--ocsp {}: cannot staple it: {e}", p.display())),
+            )?;
+            Some(der)
+        }
         None => None,
     };
     let mut sni = Vec::new();
