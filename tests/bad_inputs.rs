@@ -780,6 +780,40 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             2,
             &["--rotate-every", "at least 1s"],
         ),
+        // Nothing written before the server is bound: a server already running on the
+        // address keeps its clients' CA file.
+        writes(
+            case(
+                "serve: --write-ca with a busy port",
+                &[
+                    "serve",
+                    "--listen",
+                    &format!("127.0.0.1:{}", good.port),
+                    "--write-ca",
+                    &s(&out("ca-busy.pem")),
+                ],
+                2,
+                &[&format!("127.0.0.1:{}", good.port)],
+            ),
+            &out("ca-busy.pem"),
+        ),
+        writes(
+            case(
+                "serve: --write-ca with a bad --sni",
+                &[
+                    "serve",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--sni",
+                    "no-equals-sign",
+                    "--write-ca",
+                    &s(&out("ca-sni.pem")),
+                ],
+                2,
+                &["--sni"],
+            ),
+            &out("ca-sni.pem"),
+        ),
         // Security: a key ring others can read, OCSP responses clients cannot use.
         case(
             "serve: a world-readable ticket key file",

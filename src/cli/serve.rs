@@ -44,7 +44,8 @@ pub struct ServeArgs {
     /// Generate an in-memory test PKI with this key type (the default when no --cert).
     #[arg(long, value_enum, value_name = "TYPE")]
     gen_cert: Option<KeyType>,
-    /// Write the generated root CA here so that clients can trust it.
+    /// Write the generated root CA here so that clients can trust it (once the listeners
+    /// are bound: a start that fails leaves the file as it was).
     #[arg(long, value_name = "FILE")]
     write_ca: Option<PathBuf>,
     /// Crypto provider.
@@ -208,7 +209,7 @@ fn check_stack(a: &ServeArgs) -> Result<(), CliError> {
 /// Runs `tlsperf serve`.
 pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
     check_stack(&a)?;
-    let tls = tls_options(&a)?;
+    let (tls, ca_pem) = tls_options(&a)?;
     if a.early_data > 0 && a.resumption == Resumption::Tickets {
         eprintln!(
             "warning: --early-data with --resumption tickets: rustls accepts 0-RTT only with stateful resumption, so clients' early data will be rejected"
@@ -247,7 +248,12 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         }),
         _ => None,
     };
+    // Bound, so this server is the one its clients will reach: only now is --write-ca
+    // replaced (a server already running on the address keeps its clients' CA file).
     let listening = |addr: SocketAddr, metrics: Option<SocketAddr>| -> Result<(), CliError> {
+        if let (Some(path), Some(pem)) = (&a.write_ca, &ca_pem) {
+            files::write_atomic(path, pem.as_bytes(), FileMode::Public, true)?;
+        }
         let listening = Listening {
             event: "listening",
             addr,
@@ -365,7 +371,10 @@ async fn shutdown_signal(duration: Option<Duration>) {
     }
 }
 
-fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
+/// The TLS options, and with --gen-cert the generated root CA (PEM) for --write-ca, which
+/// is written only once the listeners are bound.
+fn tls_options(a: &ServeArgs) -> Result<(ServerTlsOptions, Option<String>), CliError> {
+    let mut ca_pem = None;
     let cert = match (&a.cert, &a.key) {
         (Some(c), Some(k)) => (choices::read_chain(c)?, choices::read_key(k)?),
         _ => {
@@ -376,7 +385,9 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
                 ..Default::default()
             })?;
             if let Some(path) = &a.write_ca {
-                files::write_atomic(path, pki.root.pem.as_bytes(), FileMode::Public, true)?;
+                // Refused now if it cannot be written; written after binding.
+                files::check_writable(path)?;
+                ca_pem = Some(pki.root.pem.clone());
             }
             (pki.server_chain(), pki.server.private_key_der())
         }
@@ -425,7 +436,7 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
             "--client-ca needs --client-auth optional or required",
         ));
     }
-    Ok(ServerTlsOptions {
+    let tls = ServerTlsOptions {
         provider: a.provider,
         versions: a.versions.clone(),
         groups: a.groups.clone(),
@@ -443,5 +454,6 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         client_ca,
         alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
         kx_pool: usize::try_from(a.kx_pool).unwrap_or(usize::MAX),
-    })
+    };
+    Ok((tls, ca_pem))
 }
