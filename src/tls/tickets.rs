@@ -224,8 +224,15 @@ pub fn init(path: &Path, overwrite: bool) -> Result<RingInfo, TicketError> {
 }
 
 /// Rotates the ring file in place: decrypt-only is destroyed, active becomes
-/// decrypt-only, standby becomes active, and a new standby key is generated.
+/// decrypt-only, standby becomes active, and a new standby key is generated. When `path`
+/// is a symbolic link (to a ring shared by several instances), the file it points to is
+/// rotated and the link is kept: replacing the link with a file would leave the shared
+/// ring unrotated and this instance on a ring of its own.
 pub fn rotate(path: &Path) -> Result<RingInfo, TicketError> {
+    let shown = path;
+    // A broken link or a missing file: reading `path` reports it.
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = target.as_path();
     let mut ring = read(path)?;
     let rng = SystemRandom::new();
     ring.keys.retain(|k| k.state != KeyState::DecryptOnly);
@@ -240,7 +247,7 @@ pub fn rotate(path: &Path) -> Result<RingInfo, TicketError> {
         .push(TicketKey::generate(&rng, KeyState::Standby)?);
     ring.rotated_at = now_rfc3339();
     write(path, &ring, true)?;
-    Ok(info(path, &ring))
+    Ok(info(shown, &ring))
 }
 
 /// Reads a ring file and describes it (ids and states only).
