@@ -3,7 +3,9 @@
 //! half-written file. Private material (keys) is created with mode 0600 from the start.
 //!
 //! [`Staging`] writes a set of files together: all contents are written and synced first,
-//! then renamed one after another, so a failure while writing leaves nothing behind.
+//! then renamed one after another, so a failure while writing leaves nothing behind. A
+//! SIGINT, SIGTERM or SIGHUP that would kill the process while temporary files exist (no
+//! other handler installed) removes them first, then kills it as the signal would have.
 //!
 //! Every file tlsperf reads goes through [`open_input`] or [`read_input`]: the path is
 //! checked with `stat` before it is opened, and opened non-blocking, so a FIFO, a device
@@ -297,6 +299,8 @@ pub fn create_dir_all(dir: &Path) -> Result<(), FileError> {
 struct Staged {
     temp: NamedTempFile,
     dest: PathBuf,
+    /// Removes the temporary file if a signal kills the process; dropped after `temp`.
+    _armed: on_signal::Armed,
 }
 
 /// A set of files written together: contents go to temporary files first, and only
@@ -331,6 +335,7 @@ impl Staging {
             .suffix(".tmp")
             .tempfile_in(dir)
             .map_err(write_err)?;
+        let armed = on_signal::Armed::new(temp.path());
         temp.write_all(contents).map_err(write_err)?;
         if mode != FileMode::Private {
             set_mode(temp.as_file(), mode).map_err(write_err)?;
@@ -339,6 +344,7 @@ impl Staging {
         self.files.push(Staged {
             temp,
             dest: dest.to_path_buf(),
+            _armed: armed,
         });
         Ok(())
     }
@@ -347,7 +353,7 @@ impl Staging {
     /// destinations.
     pub fn commit(self) -> Result<Vec<PathBuf>, FileError> {
         let mut done = Vec::with_capacity(self.files.len());
-        for Staged { temp, dest } in self.files {
+        for Staged { temp, dest, _armed } in self.files {
             let result = if self.overwrite {
                 temp.persist(&dest)
             } else {
@@ -380,6 +386,145 @@ pub fn write_atomic(
     let mut staging = Staging::new(overwrite);
     staging.add(dest, contents, mode)?;
     staging.commit().map(|_| ())
+}
+
+/// Removing temporary files when a signal would kill the process.
+///
+/// While at least one temporary file exists, SIGINT, SIGTERM and SIGHUP get a handler —
+/// only when their disposition is the default (a program that handles them itself, such as
+/// `serve` or `load` with tokio's handlers, shuts down normally and drops its temporary
+/// files). The handler unlinks every registered path (`unlink` is async-signal-safe),
+/// restores the default disposition and raises the signal again, so the process still
+/// dies of it. Paths live in fixed slots allocated once and reused, never freed, so the
+/// handler never reads freed memory.
+#[cfg(unix)]
+mod on_signal {
+    use std::ffi::c_char;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+    const SLOTS: usize = 64;
+    const PATH_MAX: usize = 4096;
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+    static BUFFERS: [AtomicPtr<c_char>; SLOTS] =
+        [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+    static ARMED: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+    /// Live registrations and which signals carry our handler; taken by normal code only.
+    static STATE: Mutex<(usize, [bool; 3])> = Mutex::new((0, [false; 3]));
+
+    extern "C" fn handler(sig: libc::c_int) {
+        for (armed, buf) in ARMED.iter().zip(BUFFERS.iter()) {
+            if armed.load(Ordering::SeqCst) {
+                let p = buf.load(Ordering::SeqCst);
+                if !p.is_null() {
+                    // SAFETY: a NUL-terminated path in a buffer that is never freed.
+                    unsafe { libc::unlink(p) };
+                }
+            }
+        }
+        // SAFETY: async-signal-safe calls; the signal is blocked while this handler runs,
+        // so the raised one is delivered (with the default action) when it returns.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+
+    fn install(state: &mut (usize, [bool; 3])) {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            // SAFETY: plain sigaction calls with initialized structures.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                    || old.sa_sigaction != libc::SIG_DFL
+                {
+                    continue;
+                }
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = handler as extern "C" fn(libc::c_int) as usize;
+                new.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut new.sa_mask);
+                state.1[i] = libc::sigaction(sig, &new, std::ptr::null_mut()) == 0;
+            }
+        }
+    }
+
+    fn uninstall(state: &mut (usize, [bool; 3])) {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            if !std::mem::take(&mut state.1[i]) {
+                continue;
+            }
+            // SAFETY: as in `install`; only our own handler is replaced.
+            unsafe {
+                let mut cur: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
+                    && cur.sa_sigaction == handler as extern "C" fn(libc::c_int) as usize
+                {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+        }
+    }
+
+    /// A registered temporary file (or nothing, when the path cannot be registered).
+    pub(super) struct Armed(Option<usize>);
+
+    impl Armed {
+        /// Registers `path` for removal on a fatal signal.
+        pub(super) fn new(path: &Path) -> Armed {
+            let bytes = path.as_os_str().as_bytes();
+            if bytes.len() >= PATH_MAX || bytes.contains(&0) {
+                return Armed(None);
+            }
+            let Ok(mut state) = STATE.lock() else {
+                return Armed(None);
+            };
+            let Some(slot) = ARMED.iter().position(|a| !a.load(Ordering::SeqCst)) else {
+                return Armed(None);
+            };
+            let mut buf = BUFFERS[slot].load(Ordering::SeqCst);
+            if buf.is_null() {
+                buf = Box::leak(vec![0 as c_char; PATH_MAX].into_boxed_slice()).as_mut_ptr();
+                BUFFERS[slot].store(buf, Ordering::SeqCst);
+            }
+            // SAFETY: the buffer holds PATH_MAX bytes; the path and its NUL fit.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, bytes.len());
+                *buf.add(bytes.len()) = 0;
+            }
+            ARMED[slot].store(true, Ordering::SeqCst);
+            state.0 += 1;
+            if state.0 == 1 {
+                install(&mut state);
+            }
+            Armed(Some(slot))
+        }
+    }
+
+    impl Drop for Armed {
+        fn drop(&mut self) {
+            let Some(slot) = self.0 else { return };
+            let Ok(mut state) = STATE.lock() else { return };
+            ARMED[slot].store(false, Ordering::SeqCst);
+            state.0 -= 1;
+            if state.0 == 0 {
+                uninstall(&mut state);
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod on_signal {
+    pub(super) struct Armed;
+    impl Armed {
+        pub(super) fn new(_: &std::path::Path) -> Armed {
+            Armed
+        }
+    }
 }
 
 fn parent_dir(dest: &Path) -> Result<&Path, FileError> {
