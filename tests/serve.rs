@@ -1188,3 +1188,27 @@ fn ticket_key_file_must_be_private() {
     assert_eq!(private.code, 0, "{}", private.stderr);
     assert!(!private.stderr.contains("WARNING"), "{}", private.stderr);
 }
+
+/// `--listen` (and `--metrics`) take a host name.
+#[test]
+fn listens_on_a_host_name() {
+    let run = tlsperf([
+        "serve",
+        "--listen",
+        "localhost:0",
+        "--metrics",
+        "localhost:0",
+        "--json",
+        "--duration",
+        "200ms",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first: Value = serde_json::from_str(run.stdout.lines().next().unwrap()).unwrap();
+    for key in ["addr", "metrics"] {
+        let addr = first[key].as_str().unwrap();
+        assert!(
+            addr.starts_with("127.0.0.1:") || addr.starts_with("[::1]:"),
+            "{key}: {addr}"
+        );
+    }
+}

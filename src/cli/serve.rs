@@ -23,8 +23,9 @@ use crate::trust::TrustStore;
 /// Arguments of `tlsperf serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on (port 0: any free port, printed at start).
-    #[arg(long, default_value = "127.0.0.1:8443")]
+    /// Address to listen on: IP:PORT or HOST:PORT (a host name listens on its first IPv4
+    /// address, else its first address; port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_addr)]
     listen: SocketAddr,
     /// Bytes of the `GET /` response body (a JSON document of exactly that size; at most
     /// 67108864, 64 MiB, built once at start).
@@ -133,8 +134,8 @@ pub struct ServeArgs {
     /// Listeners on the address, with SO_REUSEPORT when more than one.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     reuseport: u64,
-    /// Serve Prometheus /metrics and a JSON /stats here.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve Prometheus /metrics and a JSON /stats here (IP:PORT or HOST:PORT, as --listen).
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     metrics: Option<SocketAddr>,
     /// Time in-flight requests get at shutdown.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
@@ -166,6 +167,30 @@ fn parse_rotate_every(s: &str) -> Result<Duration, String> {
         return Err("must be at most 366d".into());
     }
     Ok(d)
+}
+
+/// `--listen` and `--metrics`: an IP:PORT, or a HOST:PORT resolved to its first IPv4
+/// address (else its first address), as clients looking up `localhost` find one of them.
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err("expected HOST:PORT or IP:PORT".into());
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("'{port}' is not a port number (0 to 65535)"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .map_err(|e| format!("cannot resolve '{host}': {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("'{host}' has no address"))
 }
 
 /// `--header-timeout` and `--idle-timeout`: from 1 ms to 1 h.
