@@ -1212,3 +1212,15 @@ fn listens_on_a_host_name() {
         );
     }
 }
+
+/// `/metrics` exports every failure reason from the start (at 0).
+#[test]
+fn metrics_export_every_failure_reason_at_zero() {
+    let s = Served::start(&[]);
+    let fresh = http_get(s.metrics.as_ref().unwrap(), "/metrics");
+    assert!(
+        fresh.contains("tlsperf_handshake_failures_total{reason=\"timeout\"} 0")
+            && fresh.contains("tlsperf_handshake_failures_total{reason=\"max-connections\"} 0"),
+        "no failure series before the first failure:\n{fresh}"
+    );
+}

@@ -31,6 +31,22 @@ pub struct HandshakeLabels {
     pub client_auth: String,
 }
 
+/// Every `reason` of the failures counter; each is exported from the start (at 0).
+pub const FAILURE_REASONS: &[&str] = &[
+    "timeout",
+    "alert-received",
+    "bad-client-certificate",
+    "incompatible-client",
+    "no-matching-sni",
+    "protocol-error",
+    "tls-error",
+    "closed-during-handshake",
+    "io-error",
+    "max-connections",
+    "idle-timeout",
+    "shed-idle",
+];
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailureLabels {
     reason: String,
@@ -68,6 +84,12 @@ impl Metrics {
         let handshakes: Family<HandshakeLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(handshake_histogram);
         let failures = Family::<FailureLabels, Counter>::default();
+        // A series exists before its first failure: rates and alerts see 0, not nothing.
+        for reason in FAILURE_REASONS {
+            let _ = failures.get_or_create(&FailureLabels {
+                reason: (*reason).to_string(),
+            });
+        }
         let open = Gauge::default();
         let requests = Counter::default();
         let rejected = Counter::default();
