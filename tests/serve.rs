@@ -1224,3 +1224,69 @@ fn metrics_export_every_failure_reason_at_zero() {
         "no failure series before the first failure:\n{fresh}"
     );
 }
+
+/// Two TLS 1.2 connections with one client config (the second resumes), answered.
+fn two_tls12_connections(addr: &str, ca: &Path) {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::pem::PemObject::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(
+            tlsperf::tls::Provider::AwsLcRs.crypto_provider(),
+        )
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    for _ in 0..2 {
+        let mut conn =
+            rustls::ClientConnection::new(config.clone(), "localhost".try_into().unwrap()).unwrap();
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+        tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out);
+        assert!(String::from_utf8_lossy(&out).contains(r#"{"status":"ok"}"#));
+    }
+}
+
+/// TLS 1.2 resumptions are labelled with a group (`none`: no key exchange) and with how
+/// they resumed: by session ticket or by session id.
+#[test]
+fn tls12_resumptions_say_how_they_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca_s = ca.to_str().unwrap();
+    for (resumption, how) in [("tickets", "ticket"), ("stateful", "session-id")] {
+        let s = Served::start(&["--write-ca", ca_s, "--resumption", resumption]);
+        two_tls12_connections(&s.addr, &ca);
+        let text = http_get(s.metrics.as_ref().unwrap(), "/metrics");
+        assert!(
+            !text.contains("group=\"\""),
+            "an empty group label:\n{text}"
+        );
+        let resumed: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("tlsperf_handshake_duration_seconds_count{kind=\"resumed\"")
+                    && l.contains("version=\"TLSv1_2\"")
+            })
+            .collect();
+        assert_eq!(resumed.len(), 1, "{resumption}:\n{text}");
+        assert!(
+            resumed[0].contains("group=\"none\"")
+                && resumed[0].contains(&format!("resumption=\"{how}\""))
+                && resumed[0].ends_with(" 1"),
+            "{resumption}: {}",
+            resumed[0]
+        );
+        assert!(
+            text.contains("kind=\"full\"") && text.contains("resumption=\"none\""),
+            "{text}"
+        );
+    }
+}

@@ -23,12 +23,17 @@ pub struct HandshakeLabels {
     pub kind: String,
     /// `TLSv1_2` or `TLSv1_3`.
     pub version: String,
-    /// Key-exchange group.
+    /// Key-exchange group; `none` for a TLS 1.2 resumption, which exchanges no key.
     pub group: String,
     /// Cipher suite.
     pub suite: String,
     /// `yes` when the client presented a certificate.
     pub client_auth: String,
+    /// How a resumed handshake found its session: `ticket` (a TLS 1.2 session ticket or a
+    /// TLS 1.3 pre-shared key), `session-id` (a TLS 1.2 session id looked up in the
+    /// server's cache), `unknown` (the ClientHello could not be read); `none` when not
+    /// resumed.
+    pub resumption: String,
 }
 
 /// Every `reason` of the failures counter; each is exported from the start (at 0).

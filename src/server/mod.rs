@@ -400,11 +400,69 @@ impl Registry {
     }
 }
 
-/// Records the time of every byte read or written on a connection.
+/// Records the time of every byte read or written on a connection, and keeps the first
+/// bytes the client sends (its ClientHello) until the handshake is done.
 struct Tracked<T> {
     inner: T,
     state: Arc<ConnState>,
     epoch: Instant,
+    /// The first [`HELLO_CAPTURE`] bytes read, while capturing.
+    hello: Option<Vec<u8>>,
+}
+
+/// Bytes of the client's first flight kept to read its ClientHello (one with a
+/// post-quantum key share is about 1.8 KB).
+const HELLO_CAPTURE: usize = 8192;
+
+/// Whether the ClientHello at the start of `records` (TLS records as the client sent
+/// them) offers a TLS 1.2 session ticket: a non-empty `session_ticket` extension. `None`
+/// when it cannot be read.
+fn offers_session_ticket(records: &[u8]) -> Option<bool> {
+    // Handshake bytes from the leading handshake records.
+    let mut hs = Vec::new();
+    let mut rest = records;
+    while rest.len() >= 5 && rest[0] == 22 {
+        let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
+        let body = rest.get(5..5 + len)?;
+        hs.extend_from_slice(body);
+        rest = &rest[5 + len..];
+    }
+    let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+        let (head, tail) = (b.get(..n)?, b.get(n..)?);
+        *b = tail;
+        Some(head.to_vec())
+    };
+    let mut b: &[u8] = &hs;
+    let head = take(&mut b, 4)?;
+    if head[0] != 1 {
+        return None; // not a ClientHello
+    }
+    let mut b: &[u8] =
+        b.get(..usize::from(head[1]) << 16 | usize::from(head[2]) << 8 | usize::from(head[3]))?;
+    take(&mut b, 2 + 32)?; // legacy_version, random
+    let n = usize::from(take(&mut b, 1)?[0]);
+    take(&mut b, n)?; // session id
+    let n = take(&mut b, 2)?;
+    take(&mut b, usize::from(u16::from_be_bytes([n[0], n[1]])))?; // cipher suites
+    let n = usize::from(take(&mut b, 1)?[0]);
+    take(&mut b, n)?; // compression methods
+    if b.is_empty() {
+        return Some(false); // no extensions
+    }
+    let n = take(&mut b, 2)?;
+    let mut exts: &[u8] = b.get(..usize::from(u16::from_be_bytes([n[0], n[1]])))?;
+    while !exts.is_empty() {
+        let h = take(&mut exts, 4)?;
+        let (kind, len) = (
+            u16::from_be_bytes([h[0], h[1]]),
+            usize::from(u16::from_be_bytes([h[2], h[3]])),
+        );
+        take(&mut exts, len)?;
+        if kind == 35 {
+            return Some(len > 0);
+        }
+    }
+    Some(false)
 }
 
 impl<T> Tracked<T> {
@@ -425,6 +483,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
         let r = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.touch();
+            let this = &mut *self;
+            if let Some(h) = &mut this.hello {
+                let new = &buf.filled()[before..];
+                let room = HELLO_CAPTURE.saturating_sub(h.len());
+                h.extend_from_slice(&new[..new.len().min(room)]);
+            }
         }
         r
     }
@@ -607,6 +671,7 @@ async fn connection(
         inner: tcp,
         state: Arc::clone(&state),
         epoch: ctx.conns.epoch,
+        hello: Some(Vec::new()),
     };
     let handshake = tokio::time::timeout(ctx.handshake_timeout, ctx.acceptor.accept(tcp));
     let handshake = tokio::select! {
@@ -627,6 +692,7 @@ async fn connection(
     };
     let took = started.elapsed();
     let mut tls = tls;
+    let hello = tls.get_mut().0.hello.take();
     // 0-RTT data rustls accepted: read it out now and serve it first.
     let mut early = Vec::new();
     if let Some(mut data) = tls.get_mut().1.early_data() {
@@ -635,6 +701,19 @@ async fn connection(
     }
     {
         let (_, conn) = tls.get_ref();
+        let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let tls12 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
+        // rustls resumes TLS 1.2 by ticket whenever the client offers one (it then never
+        // looks the session id up), else by session id; TLS 1.3 always by a PSK.
+        let resumption = match (resumed, tls12) {
+            (false, _) => "none",
+            (true, false) => "ticket",
+            (true, true) => match hello.as_deref().and_then(offers_session_ticket) {
+                Some(true) => "ticket",
+                Some(false) => "session-id",
+                None => "unknown",
+            },
+        };
         let kind = match conn.handshake_kind() {
             Some(rustls::HandshakeKind::Resumed) if !early.is_empty() => "0rtt",
             Some(rustls::HandshakeKind::Resumed) => "resumed",
@@ -651,7 +730,7 @@ async fn connection(
                 group: conn
                     .negotiated_key_exchange_group()
                     .map(|g| crate::tls::choices::group_name(g.name()))
-                    .unwrap_or_default(),
+                    .unwrap_or_else(|| "none".into()),
                 suite: conn
                     .negotiated_cipher_suite()
                     .map(|s| format!("{:?}", s.suite()))
@@ -662,6 +741,7 @@ async fn connection(
                     "no"
                 }
                 .into(),
+                resumption: resumption.into(),
             },
             took,
         );
