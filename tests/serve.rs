@@ -1189,42 +1189,6 @@ fn ticket_key_file_must_be_private() {
     assert!(!private.stderr.contains("WARNING"), "{}", private.stderr);
 }
 
-/// `--listen` (and `--metrics`) take a host name.
-#[test]
-fn listens_on_a_host_name() {
-    let run = tlsperf([
-        "serve",
-        "--listen",
-        "localhost:0",
-        "--metrics",
-        "localhost:0",
-        "--json",
-        "--duration",
-        "200ms",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let first: Value = serde_json::from_str(run.stdout.lines().next().unwrap()).unwrap();
-    for key in ["addr", "metrics"] {
-        let addr = first[key].as_str().unwrap();
-        assert!(
-            addr.starts_with("127.0.0.1:") || addr.starts_with("[::1]:"),
-            "{key}: {addr}"
-        );
-    }
-}
-
-/// `/metrics` exports every failure reason from the start (at 0).
-#[test]
-fn metrics_export_every_failure_reason_at_zero() {
-    let s = Served::start(&[]);
-    let fresh = http_get(s.metrics.as_ref().unwrap(), "/metrics");
-    assert!(
-        fresh.contains("tlsperf_handshake_failures_total{reason=\"timeout\"} 0")
-            && fresh.contains("tlsperf_handshake_failures_total{reason=\"max-connections\"} 0"),
-        "no failure series before the first failure:\n{fresh}"
-    );
-}
-
 /// Two TLS 1.2 connections with one client config (the second resumes), answered.
 fn two_tls12_connections(addr: &str, ca: &Path) {
     let mut roots = rustls::RootCertStore::empty();
@@ -1252,6 +1216,18 @@ fn two_tls12_connections(addr: &str, ca: &Path) {
         let _ = tls.read_to_end(&mut out);
         assert!(String::from_utf8_lossy(&out).contains(r#"{"status":"ok"}"#));
     }
+}
+
+/// `/metrics` exports every failure reason from the start (at 0).
+#[test]
+fn metrics_export_every_failure_reason_at_zero() {
+    let s = Served::start(&[]);
+    let fresh = http_get(s.metrics.as_ref().unwrap(), "/metrics");
+    assert!(
+        fresh.contains("tlsperf_handshake_failures_total{reason=\"timeout\"} 0")
+            && fresh.contains("tlsperf_handshake_failures_total{reason=\"max-connections\"} 0"),
+        "no failure series before the first failure:\n{fresh}"
+    );
 }
 
 /// TLS 1.2 resumptions are labelled with a group (`none`: no key exchange) and with how
@@ -1287,6 +1263,50 @@ fn tls12_resumptions_say_how_they_resumed() {
         assert!(
             text.contains("kind=\"full\"") && text.contains("resumption=\"none\""),
             "{text}"
+        );
+    }
+}
+
+/// Every line `serve --json` prints has an `event`: `listening`, then `summary`.
+#[test]
+fn every_json_line_has_an_event() {
+    let run = tlsperf([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--json",
+        "--duration",
+        "200ms",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["event"].clone())
+        .collect();
+    assert_eq!(events, ["listening", "summary"], "{}", run.stdout);
+}
+
+/// `--listen` (and `--metrics`) take a host name.
+#[test]
+fn listens_on_a_host_name() {
+    let run = tlsperf([
+        "serve",
+        "--listen",
+        "localhost:0",
+        "--metrics",
+        "localhost:0",
+        "--json",
+        "--duration",
+        "200ms",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first: Value = serde_json::from_str(run.stdout.lines().next().unwrap()).unwrap();
+    for key in ["addr", "metrics"] {
+        let addr = first[key].as_str().unwrap();
+        assert!(
+            addr.starts_with("127.0.0.1:") || addr.starts_with("[::1]:"),
+            "{key}: {addr}"
         );
     }
 }

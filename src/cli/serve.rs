@@ -202,6 +202,14 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A JSON line of `serve --json` other than the first: every line has an `event`.
+#[derive(Serialize)]
+struct Event<'a, T: Serialize> {
+    event: &'static str,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
 #[derive(Serialize)]
 struct Listening {
     event: &'static str,
@@ -317,7 +325,11 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             CliError::runtime(anyhow::Error::new(e).context("the actix-web server failed"))
         })?;
         return if out.json() {
-            let line = serde_json::to_string(&summary).unwrap_or_default();
+            let line = serde_json::to_string(&Event {
+                event: "summary",
+                body: &summary,
+            })
+            .unwrap_or_default();
             out.text(&format!("{line}\n"))
         } else {
             out.text(&text::serve_summary_actix(&summary))
@@ -361,7 +373,11 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         )?;
         let summary = server.run(shutdown_signal(a.duration)).await;
         if out.json() {
-            let line = serde_json::to_string(&summary).unwrap_or_default();
+            let line = serde_json::to_string(&Event {
+                event: "summary",
+                body: &summary,
+            })
+            .unwrap_or_default();
             out.text(&format!("{line}\n"))
         } else {
             out.text(&text::serve_summary(&summary))
