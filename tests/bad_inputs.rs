@@ -1046,6 +1046,12 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             &["cert-fifo", "FIFO"],
         ),
         case(
+            "trust load: a FIFO as the bundle, baselines first",
+            &["trust", "load", "--baselines-first", "--bundle", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
             "trust analyze: a FIFO",
             &["trust", "analyze", &fifo],
             2,
