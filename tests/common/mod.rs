@@ -29,7 +29,8 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    tlsperf_env(args, &[], std::time::Duration::from_secs(300))
+    // A hang guard only: far longer than any command a test runs.
+    tlsperf_env(args, &[], std::time::Duration::from_secs(1800))
 }
 
 /// Like [`tlsperf`], with extra environment variables, killed (exit code -1, "killed after"
