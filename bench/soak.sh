@@ -33,7 +33,7 @@ port=18471
 mport=18472
 "$bin" serve --listen "127.0.0.1:$port" --metrics "127.0.0.1:$mport" --gen-cert ecdsa-p256 \
   --write-ca "$work/ca.pem" --max-connections $((idle + slow + 500)) --handshake-timeout 3s \
-  --duration 300s -q > "$work/serve.out" 2>&1 &
+  --idle-timeout 1h --duration 300s -q > "$work/serve.out" 2>&1 &
 server=$!
 pids+=($server)
 for _ in $(seq 50); do [ -s "$work/ca.pem" ] && curl -s "http://127.0.0.1:$mport/stats" > /dev/null && break; sleep 0.1; done

@@ -1,8 +1,10 @@
 //! Just enough DER, shared by the trust and verify modules: the length of a SEQUENCE, and a
 //! certificate's issuer and subject names (as webpki stores them: the Name's content
 //! octets) and authority/subject key identifiers. A few
-//! hundred nanoseconds per certificate, no allocation; malformed input gives `None` and
-//! the certificate is left to webpki to judge.
+//! hundred nanoseconds per certificate, no allocation; malformed names give `None` and
+//! the certificate is left to webpki to judge. Key identifiers are hints only: one that
+//! cannot be read is `None`, and the names are still returned (webpki ignores both
+//! non-critical extensions, so a certificate with a malformed one may still be valid).
 
 /// Names and key identifiers of one certificate, borrowed from its DER.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,39 +75,59 @@ pub fn cert_names(der: &[u8]) -> Option<CertNames<'_>> {
     let (issuer, rest) = expect(p, SEQUENCE)?;
     p = expect(rest, SEQUENCE)?.1; // validity
     let (subject, rest) = expect(p, SEQUENCE)?;
-    p = expect(rest, SEQUENCE)?.1; // subject public key info
-    let mut names = CertNames {
+    let p = expect(rest, SEQUENCE)?.1; // subject public key info
+    let (authority_key_id, subject_key_id) = key_ids(p);
+    Some(CertNames {
         issuer,
         subject,
-        authority_key_id: None,
-        subject_key_id: None,
-    };
-    while !p.is_empty() {
-        let (tag, value, rest) = tlv(p)?;
+        authority_key_id,
+        subject_key_id,
+    })
+}
+
+/// The authority and subject key identifiers among the fields after the subject public
+/// key info. Each is read on its own: a malformed extension block, or an identifier that
+/// does not have the expected form (webpki ignores both non-critical extensions), leaves
+/// that identifier `None` and never hides the names.
+fn key_ids(mut p: &[u8]) -> (Option<&[u8]>, Option<&[u8]>) {
+    let mut aki = None;
+    let mut ski = None;
+    while let Some((tag, value, rest)) = tlv(p) {
         p = rest;
         if tag != 0xa3 {
             continue;
         }
-        let (mut exts, _) = expect(value, SEQUENCE)?;
-        while !exts.is_empty() {
-            let (ext, rest) = expect(exts, SEQUENCE)?;
+        let Some((mut exts, _)) = expect(value, SEQUENCE) else {
+            break;
+        };
+        while let Some((ext, rest)) = expect(exts, SEQUENCE) {
             exts = rest;
-            let (oid, mut e) = expect(ext, 0x06)?;
+            let Some((oid, mut e)) = expect(ext, 0x06) else {
+                continue;
+            };
             if e.first() == Some(&0x01) {
-                e = tlv(e)?.2; // critical
-            }
-            let (octets, _) = expect(e, 0x04)?;
-            if oid == OID_AKI {
-                let (aki, _) = expect(octets, SEQUENCE)?;
-                if let Some((0x80, key_id, _)) = tlv(aki) {
-                    names.authority_key_id = Some(key_id);
+                match tlv(e) {
+                    Some((_, _, rest)) => e = rest, // critical
+                    None => continue,
                 }
-            } else if oid == OID_SKI {
-                names.subject_key_id = Some(expect(octets, 0x04)?.0);
+            }
+            let Some((octets, _)) = expect(e, 0x04) else {
+                continue;
+            };
+            if oid == OID_AKI {
+                if let Some((seq, _)) = expect(octets, SEQUENCE)
+                    && let Some((0x80, key_id, _)) = tlv(seq)
+                {
+                    aki = Some(key_id);
+                }
+            } else if oid == OID_SKI
+                && let Some((key_id, _)) = expect(octets, 0x04)
+            {
+                ski = Some(key_id);
             }
         }
     }
-    Some(names)
+    (aki, ski)
 }
 
 #[cfg(test)]
@@ -152,6 +174,22 @@ mod tests {
         let int = cert_names(&pki.intermediate.der).unwrap();
         assert_eq!(int.authority_key_id, root.subject_key_id);
         assert_eq!(int.issuer, root.subject);
+    }
+
+    #[test]
+    fn malformed_key_identifiers_keep_the_names() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(vec!["a.example".into()]).unwrap();
+        p.custom_extensions = vec![
+            rcgen::CustomExtension::from_oid_content(&[2, 5, 29, 14], vec![0x02, 0x01, 0x05]),
+            rcgen::CustomExtension::from_oid_content(&[2, 5, 29, 35], vec![0x04, 0x01, 0x07]),
+        ];
+        let cert = p.self_signed(&key).unwrap();
+        let n = cert_names(cert.der()).expect("names despite malformed key identifiers");
+        assert_eq!(n.issuer, n.subject);
+        assert!(!n.subject.is_empty());
+        assert_eq!(n.subject_key_id, None);
+        assert_eq!(n.authority_key_id, None);
     }
 
     #[test]

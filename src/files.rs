@@ -3,15 +3,172 @@
 //! half-written file. Private material (keys) is created with mode 0600 from the start.
 //!
 //! [`Staging`] writes a set of files together: all contents are written and synced first,
-//! then renamed one after another, so a failure while writing leaves nothing behind.
+//! then renamed one after another, so a failure while writing leaves nothing behind. A
+//! SIGINT, SIGTERM or SIGHUP that would kill the process while temporary files exist (no
+//! other handler installed) removes them first, then kills it as the signal would have.
+//!
+//! Every file tlsperf reads goes through [`open_input`] or [`read_input`]: the path is
+//! checked with `stat` before it is opened, and opened non-blocking, so a FIFO, a device
+//! (`/dev/zero`), a socket or a directory is refused with what it is instead of blocking in
+//! `open()` or being read until memory runs out; and what is read is capped at a size
+//! limit per kind of file ([`InputKind`]).
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use tempfile::NamedTempFile;
 
 use crate::error::{Classify, ErrorClass, io_input_class};
+
+/// The kinds of file tlsperf reads, each with its size limit (stated in the flags' help and
+/// the README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// PEM certificates, certificate chains and private keys (`--cert`, `--key`, `--sni`,
+    /// `verify --chain`, `trust trim --keep-for`): 16 MiB.
+    Pem,
+    /// A CA bundle, or one file of a certificate directory (`--cacert`, `--roots`,
+    /// `--bundle`, `--dir`, `SSL_CERT_FILE`): 128 MiB.
+    Bundle,
+    /// A DER OCSP response (`serve --ocsp`): 1 MiB.
+    Ocsp,
+    /// A session-ticket key ring (`--ticket-keys`, `tickets show|rotate`): 64 KiB.
+    KeyRing,
+    /// Results and sample files (`merge`, `compare`, `lab` results): 256 MiB.
+    Results,
+}
+
+impl InputKind {
+    /// The largest file of this kind that is read, in bytes.
+    pub fn limit(self) -> u64 {
+        match self {
+            InputKind::Pem => 16 << 20,
+            InputKind::Bundle => 128 << 20,
+            InputKind::Ocsp => 1 << 20,
+            InputKind::KeyRing => 64 << 10,
+            InputKind::Results => 256 << 20,
+        }
+    }
+
+    /// What the file is, for messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            InputKind::Pem => "a certificate or key file",
+            InputKind::Bundle => "a certificate bundle",
+            InputKind::Ocsp => "an OCSP response",
+            InputKind::KeyRing => "a ticket key ring",
+            InputKind::Results => "a results or sample file",
+        }
+    }
+
+    /// The limit in words (`16 MiB`, `64 KiB`).
+    pub fn limit_text(self) -> String {
+        let l = self.limit();
+        if l >= 1 << 20 {
+            format!("{} MiB", l >> 20)
+        } else {
+            format!("{} KiB", l >> 10)
+        }
+    }
+}
+
+/// What a non-regular file is, in words (`None` for a regular file).
+pub fn not_regular(meta: &fs::Metadata) -> Option<&'static str> {
+    let t = meta.file_type();
+    if t.is_file() {
+        return None;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return Some("a FIFO (named pipe)");
+        }
+        if t.is_char_device() {
+            return Some("a character device");
+        }
+        if t.is_block_device() {
+            return Some("a block device");
+        }
+        if t.is_socket() {
+            return Some("a socket");
+        }
+    }
+    if t.is_dir() {
+        return Some("a directory");
+    }
+    Some("not a file")
+}
+
+fn not_regular_error(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("not a regular file: it is {what}"),
+    )
+}
+
+/// Opens a file the user named for reading, refusing anything but a regular file: the
+/// path is checked with `stat` (following symbolic links) before it is opened, and opened
+/// non-blocking, so a FIFO can neither block the open nor be swapped in between. The
+/// error for a non-regular file says what it is ([`std::io::ErrorKind::InvalidInput`]).
+pub fn open_input(path: &Path) -> std::io::Result<(fs::File, fs::Metadata)> {
+    if let Some(what) = not_regular(&fs::metadata(path)?) {
+        return Err(not_regular_error(what));
+    }
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK has no effect on a regular file; it only keeps a FIFO put in place
+        // after the check from blocking the open.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if let Some(what) = not_regular(&meta) {
+        return Err(not_regular_error(what));
+    }
+    Ok((file, meta))
+}
+
+fn too_large(kind: InputKind, size: Option<u64>) -> std::io::Error {
+    let size = match size {
+        Some(n) => format!("{n} bytes is"),
+        None => "it is".into(),
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!(
+            "{size} larger than the {} limit for {}",
+            kind.limit_text(),
+            kind.what()
+        ),
+    )
+}
+
+/// Reads a whole file the user named, as [`open_input`] opens it, refusing one larger
+/// than the limit of its kind (also when it grows while being read).
+pub fn read_input(path: &Path, kind: InputKind) -> std::io::Result<Vec<u8>> {
+    let (file, meta) = open_input(path)?;
+    let limit = kind.limit();
+    if meta.len() > limit {
+        return Err(too_large(kind, Some(meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(kind, None));
+    }
+    Ok(bytes)
+}
+
+/// [`read_input`] for text: invalid UTF-8 is an [`std::io::ErrorKind::InvalidData`] error.
+pub fn read_input_to_string(path: &Path, kind: InputKind) -> std::io::Result<String> {
+    String::from_utf8(read_input(path, kind)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
 
 /// Who may read a written file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +299,8 @@ pub fn create_dir_all(dir: &Path) -> Result<(), FileError> {
 struct Staged {
     temp: NamedTempFile,
     dest: PathBuf,
+    /// Removes the temporary file if a signal kills the process; dropped after `temp`.
+    _armed: on_signal::Armed,
 }
 
 /// A set of files written together: contents go to temporary files first, and only
@@ -176,6 +335,7 @@ impl Staging {
             .suffix(".tmp")
             .tempfile_in(dir)
             .map_err(write_err)?;
+        let armed = on_signal::Armed::new(temp.path());
         temp.write_all(contents).map_err(write_err)?;
         if mode != FileMode::Private {
             set_mode(temp.as_file(), mode).map_err(write_err)?;
@@ -184,6 +344,7 @@ impl Staging {
         self.files.push(Staged {
             temp,
             dest: dest.to_path_buf(),
+            _armed: armed,
         });
         Ok(())
     }
@@ -192,7 +353,7 @@ impl Staging {
     /// destinations.
     pub fn commit(self) -> Result<Vec<PathBuf>, FileError> {
         let mut done = Vec::with_capacity(self.files.len());
-        for Staged { temp, dest } in self.files {
+        for Staged { temp, dest, _armed } in self.files {
             let result = if self.overwrite {
                 temp.persist(&dest)
             } else {
@@ -225,6 +386,145 @@ pub fn write_atomic(
     let mut staging = Staging::new(overwrite);
     staging.add(dest, contents, mode)?;
     staging.commit().map(|_| ())
+}
+
+/// Removing temporary files when a signal would kill the process.
+///
+/// While at least one temporary file exists, SIGINT, SIGTERM and SIGHUP get a handler —
+/// only when their disposition is the default (a program that handles them itself, such as
+/// `serve` or `load` with tokio's handlers, shuts down normally and drops its temporary
+/// files). The handler unlinks every registered path (`unlink` is async-signal-safe),
+/// restores the default disposition and raises the signal again, so the process still
+/// dies of it. Paths live in fixed slots allocated once and reused, never freed, so the
+/// handler never reads freed memory.
+#[cfg(unix)]
+mod on_signal {
+    use std::ffi::c_char;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+    const SLOTS: usize = 64;
+    const PATH_MAX: usize = 4096;
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+    static BUFFERS: [AtomicPtr<c_char>; SLOTS] =
+        [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+    static ARMED: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+    /// Live registrations and which signals carry our handler; taken by normal code only.
+    static STATE: Mutex<(usize, [bool; 3])> = Mutex::new((0, [false; 3]));
+
+    extern "C" fn handler(sig: libc::c_int) {
+        for (armed, buf) in ARMED.iter().zip(BUFFERS.iter()) {
+            if armed.load(Ordering::SeqCst) {
+                let p = buf.load(Ordering::SeqCst);
+                if !p.is_null() {
+                    // SAFETY: a NUL-terminated path in a buffer that is never freed.
+                    unsafe { libc::unlink(p) };
+                }
+            }
+        }
+        // SAFETY: async-signal-safe calls; the signal is blocked while this handler runs,
+        // so the raised one is delivered (with the default action) when it returns.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+    }
+
+    fn install(state: &mut (usize, [bool; 3])) {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            // SAFETY: plain sigaction calls with initialized structures.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                    || old.sa_sigaction != libc::SIG_DFL
+                {
+                    continue;
+                }
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = handler as extern "C" fn(libc::c_int) as usize;
+                new.sa_flags = libc::SA_RESTART;
+                libc::sigemptyset(&mut new.sa_mask);
+                state.1[i] = libc::sigaction(sig, &new, std::ptr::null_mut()) == 0;
+            }
+        }
+    }
+
+    fn uninstall(state: &mut (usize, [bool; 3])) {
+        for (i, &sig) in SIGNALS.iter().enumerate() {
+            if !std::mem::take(&mut state.1[i]) {
+                continue;
+            }
+            // SAFETY: as in `install`; only our own handler is replaced.
+            unsafe {
+                let mut cur: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut cur) == 0
+                    && cur.sa_sigaction == handler as extern "C" fn(libc::c_int) as usize
+                {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+        }
+    }
+
+    /// A registered temporary file (or nothing, when the path cannot be registered).
+    pub(super) struct Armed(Option<usize>);
+
+    impl Armed {
+        /// Registers `path` for removal on a fatal signal.
+        pub(super) fn new(path: &Path) -> Armed {
+            let bytes = path.as_os_str().as_bytes();
+            if bytes.len() >= PATH_MAX || bytes.contains(&0) {
+                return Armed(None);
+            }
+            let Ok(mut state) = STATE.lock() else {
+                return Armed(None);
+            };
+            let Some(slot) = ARMED.iter().position(|a| !a.load(Ordering::SeqCst)) else {
+                return Armed(None);
+            };
+            let mut buf = BUFFERS[slot].load(Ordering::SeqCst);
+            if buf.is_null() {
+                buf = Box::leak(vec![0 as c_char; PATH_MAX].into_boxed_slice()).as_mut_ptr();
+                BUFFERS[slot].store(buf, Ordering::SeqCst);
+            }
+            // SAFETY: the buffer holds PATH_MAX bytes; the path and its NUL fit.
+            unsafe {
+                std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, bytes.len());
+                *buf.add(bytes.len()) = 0;
+            }
+            ARMED[slot].store(true, Ordering::SeqCst);
+            state.0 += 1;
+            if state.0 == 1 {
+                install(&mut state);
+            }
+            Armed(Some(slot))
+        }
+    }
+
+    impl Drop for Armed {
+        fn drop(&mut self) {
+            let Some(slot) = self.0 else { return };
+            let Ok(mut state) = STATE.lock() else { return };
+            ARMED[slot].store(false, Ordering::SeqCst);
+            state.0 -= 1;
+            if state.0 == 0 {
+                uninstall(&mut state);
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+mod on_signal {
+    pub(super) struct Armed;
+    impl Armed {
+        pub(super) fn new(_: &std::path::Path) -> Armed {
+            Armed
+        }
+    }
 }
 
 fn parent_dir(dest: &Path) -> Result<&Path, FileError> {
@@ -335,6 +635,29 @@ mod tests {
         let err = check_writable(&dir.path().join("missing").join("f")).unwrap_err();
         assert_eq!(err.class(), ErrorClass::Input);
         assert!(err.to_string().contains("missing"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn inputs_refuse_fifos_devices_and_oversize_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Would block forever in open() if it were opened.
+        let err = read_input(&fifo, InputKind::Pem).unwrap_err();
+        assert_eq!(crate::error::io_input_class(&err), ErrorClass::Input);
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        let err = read_input(Path::new("/dev/zero"), InputKind::Ocsp).unwrap_err();
+        assert!(err.to_string().contains("character device"), "{err}");
+        let err = read_input(dir.path(), InputKind::Pem).unwrap_err();
+        assert!(err.to_string().contains("directory"), "{err}");
+        let big = dir.path().join("big");
+        fs::write(&big, vec![b'x'; (InputKind::KeyRing.limit() + 1) as usize]).unwrap();
+        let err = read_input(&big, InputKind::KeyRing).unwrap_err();
+        assert_eq!(crate::error::io_input_class(&err), ErrorClass::Input);
+        assert!(err.to_string().contains("64 KiB limit"), "{err}");
+        assert_eq!(read_input(&big, InputKind::Pem).unwrap().len(), 65537);
     }
 
     #[test]

@@ -23,6 +23,8 @@ struct Case {
     says: Vec<String>,
     /// Must not exist afterwards (an output the command was asked to write).
     absent: Option<PathBuf>,
+    /// Extra environment variables.
+    env: Vec<(&'static str, String)>,
 }
 
 fn case(name: &'static str, args: &[&str], code: i32, says: &[&str]) -> Case {
@@ -32,7 +34,13 @@ fn case(name: &'static str, args: &[&str], code: i32, says: &[&str]) -> Case {
         code,
         says: says.iter().map(|s| s.to_string()).collect(),
         absent: None,
+        env: Vec::new(),
     }
+}
+
+fn with_env(mut c: Case, key: &'static str, value: &str) -> Case {
+    c.env.push((key, value.to_string()));
+    c
 }
 
 fn writes(mut c: Case, path: &Path) -> Case {
@@ -157,6 +165,34 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
     let other_schema = write(d, "other.json", "{\"schema\": \"something-else/3\"}\n");
     let bad_ring = write(d, "ring.json", "{\"keys\": 42}\n");
     let (expired_pem, expired_key) = expired_cert(d);
+    // A FIFO nobody writes to (opening it blocking would wait forever) and a device that
+    // never ends (reading it whole would exhaust memory).
+    let fifo = d.join("cert-fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = s(&fifo);
+    let zero = "/dev/zero".to_string();
+    let good_ring = s(&d.join("good-ring.json"));
+    assert_eq!(tlsperf(["tickets", "init", &good_ring, "-q"]).code, 0);
+    let open_ring = d.join("open-ring.json");
+    std::fs::copy(&good_ring, &open_ring).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open_ring, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let open_ring = s(&open_ring);
+    // OCSP responses: one for another PKI's leaf (pki init --ocsp), and a certificate.
+    let ocsp_pki = d.join("ocsp-pki");
+    assert_eq!(
+        tlsperf(["pki", "init", ocsp_pki.to_str().unwrap(), "--ocsp", "-q"]).code,
+        0
+    );
+    let foreign_ocsp = s(&ocsp_pki.join("ocsp.der"));
 
     // Servers: ours with the good and the expired certificate, and broken peers.
     let good = common::Serve::start(&["--cert", &good_chain_path, "--key", &good_key]);
@@ -765,6 +801,384 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             2,
             &["--rounds"],
         ),
+        // Numbers serve cannot honour: refused before anything is allocated or started
+        // (--duration: a server that does start stops by itself).
+        case(
+            "serve: --body-size of 2^64 - 1",
+            &[
+                "serve",
+                "--body-size",
+                "18446744073709551615",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--body-size", "0..=67108864"],
+        ),
+        case(
+            "serve: --body-size of 100 GB",
+            &["serve", "--body-size", "100000000000", "--duration", "2s"],
+            2,
+            &["--body-size", "0..=67108864"],
+        ),
+        case(
+            "serve: --session-cache of a billion",
+            &["serve", "--session-cache", "1000000000", "--duration", "2s"],
+            2,
+            &["--session-cache", "1..=1000000"],
+        ),
+        case(
+            "serve: --tickets-per-handshake of a million",
+            &[
+                "serve",
+                "--tickets-per-handshake",
+                "1000000",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--tickets-per-handshake", "0..=16"],
+        ),
+        case(
+            "serve: --rotate-every 0s",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &good_ring,
+                "--rotate-every",
+                "0s",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--rotate-every", "at least 1s"],
+        ),
+        case(
+            "serve: --rotate-every 1ns",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &good_ring,
+                "--rotate-every",
+                "1ns",
+                "--duration",
+                "2s",
+            ],
+            2,
+            &["--rotate-every", "at least 1s"],
+        ),
+        // Nothing written before the server is bound: a server already running on the
+        // address keeps its clients' CA file.
+        writes(
+            case(
+                "serve: --write-ca with a busy port",
+                &[
+                    "serve",
+                    "--listen",
+                    &format!("127.0.0.1:{}", good.port),
+                    "--write-ca",
+                    &s(&out("ca-busy.pem")),
+                ],
+                2,
+                &[&format!("127.0.0.1:{}", good.port)],
+            ),
+            &out("ca-busy.pem"),
+        ),
+        writes(
+            case(
+                "serve: --write-ca with a bad --sni",
+                &[
+                    "serve",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--sni",
+                    "no-equals-sign",
+                    "--write-ca",
+                    &s(&out("ca-sni.pem")),
+                ],
+                2,
+                &["--sni"],
+            ),
+            &out("ca-sni.pem"),
+        ),
+        // Security: a key ring others can read, OCSP responses clients cannot use.
+        case(
+            "serve: a world-readable ticket key file",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &open_ring,
+                "--duration",
+                "2s",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["open-ring.json", "readable by others", "chmod 600"],
+        ),
+        case(
+            "serve: --ocsp is a PEM certificate",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &good_key,
+                "--ocsp",
+                &good_chain_path,
+                "--duration",
+                "2s",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["--ocsp", "server-chain.pem", "PEM"],
+        ),
+        case(
+            "serve: --ocsp for another certificate",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &good_key,
+                "--ocsp",
+                &foreign_ocsp,
+                "--duration",
+                "2s",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["--ocsp", "ocsp.der", "not for this certificate"],
+        ),
+        // Non-regular files as inputs: refused before they are opened or read.
+        case(
+            "serve: a FIFO as the certificate",
+            &[
+                "serve",
+                "--cert",
+                &fifo,
+                "--key",
+                &good_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "serve: /dev/zero as the certificate",
+            &[
+                "serve",
+                "--cert",
+                &zero,
+                "--key",
+                &good_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "serve: /dev/zero as the key",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &zero,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "serve: /dev/zero as the OCSP response",
+            &[
+                "serve",
+                "--cert",
+                &good_chain_path,
+                "--key",
+                &good_key,
+                "--ocsp",
+                &zero,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "serve: a FIFO as the ticket key ring",
+            &[
+                "serve",
+                "--resumption",
+                "tickets",
+                "--ticket-keys",
+                &fifo,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "tickets show: a FIFO",
+            &["tickets", "show", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "tickets show: /dev/zero",
+            &["tickets", "show", &zero],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        writes(
+            case(
+                "merge: /dev/zero",
+                &["merge", &zero, &zero, "--out", &s(&out("mz.json"))],
+                2,
+                &["/dev/zero", "character device"],
+            ),
+            &out("mz.json"),
+        ),
+        case(
+            "merge: a FIFO",
+            &["merge", &fifo, &fifo, "--out", &s(&out("mf.json"))],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "compare: /dev/zero",
+            &["compare", &zero, &zero],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "compare: a FIFO",
+            &["compare", &fifo, &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "verify: /dev/zero as the chain",
+            &[
+                "verify",
+                "--chain",
+                &zero,
+                "--host",
+                "localhost",
+                "--roots",
+                &root,
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "verify: a FIFO as the chain",
+            &[
+                "verify",
+                "--chain",
+                &fifo,
+                "--host",
+                "localhost",
+                "--roots",
+                &root,
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "verify: a FIFO as the roots",
+            &[
+                "verify",
+                "--chain",
+                &good_chain_path,
+                "--host",
+                "localhost",
+                "--roots",
+                &fifo,
+            ],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        writes(
+            case(
+                "trust trim: /dev/zero as --keep-for",
+                &[
+                    "trust",
+                    "trim",
+                    "--keep-for",
+                    &zero,
+                    "--out",
+                    &s(&out("tz.pem")),
+                    "--source",
+                    &root,
+                ],
+                2,
+                &["/dev/zero", "character device"],
+            ),
+            &out("tz.pem"),
+        ),
+        case(
+            "trust load: a FIFO as the bundle",
+            &["trust", "load", "--bundle", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "trust load: a FIFO as the bundle, baselines first",
+            &["trust", "load", "--baselines-first", "--bundle", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        case(
+            "trust analyze: a FIFO",
+            &["trust", "analyze", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
+        with_env(
+            case(
+                "trust load: SSL_CERT_FILE is a FIFO",
+                &["trust", "load"],
+                2,
+                &["SSL_CERT_FILE", "cert-fifo", "FIFO"],
+            ),
+            "SSL_CERT_FILE",
+            &fifo,
+        ),
+        case(
+            "handshake: /dev/zero as the client certificate",
+            &[
+                "handshake",
+                &good.url(),
+                "--cacert",
+                &root,
+                "--cert",
+                &zero,
+                "--key",
+                &good_key,
+            ],
+            2,
+            &["/dev/zero", "character device"],
+        ),
+        case(
+            "handshake: a FIFO as --cacert",
+            &["handshake", &good.url(), "--cacert", &fifo],
+            2,
+            &["cert-fifo", "FIFO"],
+        ),
         case(
             "completions: unknown shell",
             &["completions", "tcsh"],
@@ -775,7 +1189,9 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
     assert!(cases.len() >= 40, "{} cases", cases.len());
     let mut failures = Vec::new();
     for c in &cases {
-        let run = tlsperf(&c.args);
+        let env: Vec<(&str, &str)> = c.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        // Bounded: an input that blocks must fail the case, not hang the suite.
+        let run = common::tlsperf_env(&c.args, &env, std::time::Duration::from_secs(60));
         let mut why = Vec::new();
         if run.code != c.code {
             why.push(format!("exit {} (want {})", run.code, c.code));

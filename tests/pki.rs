@@ -306,3 +306,65 @@ fn bad_input_exits_2_with_a_clear_message() {
     let run = tlsperf(["pki", "init", d.to_str().unwrap(), "--days", "0"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
 }
+
+/// SIGINT or SIGTERM while `pki bundle --force` writes its output: the process dies of the
+/// signal as before, but leaves no hidden temporary file (and no half-written bundle).
+#[test]
+fn a_signal_while_writing_leaves_no_temporary_file() {
+    for signal in ["-TERM", "-INT"] {
+        let mut caught = false;
+        for _attempt in 0..6 {
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("bundle.pem");
+            std::fs::write(&out, "old\n").unwrap();
+            let mut child = Command::new(common::bin())
+                .args([
+                    "pki", "bundle", "--count", "20000", "--force", "-q", "--out",
+                ])
+                .arg(&out)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let temp = |d: &std::path::Path| {
+                std::fs::read_dir(d)
+                    .unwrap()
+                    .filter_map(Result::ok)
+                    .any(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.starts_with(".tlsperf-") && n.ends_with(".tmp")
+                    })
+            };
+            // Wait for the temporary file to appear, then signal at once.
+            let mut seen = false;
+            while child.try_wait().unwrap().is_none() {
+                if temp(dir.path()) {
+                    seen = true;
+                    let _ = Command::new("/bin/kill")
+                        .args([signal, &child.id().to_string()])
+                        .status();
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            let status = child.wait().unwrap();
+            if !seen || status.success() {
+                continue; // finished before the signal landed: try again
+            }
+            caught = true;
+            assert!(
+                std::os::unix::process::ExitStatusExt::signal(&status).is_some(),
+                "{signal}: {status}"
+            );
+            assert!(
+                !temp(dir.path()),
+                "{signal}: a temporary file was left behind"
+            );
+            // Either the old bundle or, if the rename won the race, the whole new one.
+            let now = std::fs::read_to_string(&out).unwrap();
+            assert!(now == "old\n" || now.ends_with("-----END CERTIFICATE-----\n"));
+            break;
+        }
+        assert!(caught, "{signal}: never caught the command while it wrote");
+    }
+}

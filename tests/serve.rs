@@ -29,7 +29,7 @@ impl Served {
 
     /// Without a metrics listener (`--stack actix` has none).
     fn start_without_metrics(args: &[&str]) -> Served {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        let mut child = Command::new(common::bin())
             .args([
                 "serve",
                 "--listen",
@@ -301,7 +301,12 @@ fn mtls_ocsp_and_sni() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let p = pki(dir.path());
+    let d = dir.path().join("pki");
+    assert_eq!(
+        tlsperf(["pki", "init", d.to_str().unwrap(), "--ocsp", "-q"]).code,
+        0
+    );
+    let p = d.to_str().unwrap().to_string();
     let other = dir.path().join("other");
     assert_eq!(
         tlsperf([
@@ -315,9 +320,8 @@ fn mtls_ocsp_and_sni() {
         .code,
         0
     );
-    let ocsp = dir.path().join("ocsp.der");
-    // An OCSPResponse with status "unauthorized": enough to see it stapled.
-    std::fs::write(&ocsp, [0x30, 0x03, 0x0a, 0x01, 0x06]).unwrap();
+    // The response `pki init --ocsp` wrote for this leaf: good, current.
+    let ocsp = d.join("ocsp.der");
     let root = format!("{p}/root.pem");
     let s = Served::start(&[
         "--cert",
@@ -371,7 +375,7 @@ fn mtls_ocsp_and_sni() {
     );
     assert!(ok.contains(r#"{"status":"ok"}"#), "with client.pem: {ok}");
     assert!(
-        ok.contains("OCSP Response Status: unauthorized"),
+        ok.contains("OCSP Response Status: successful") && ok.contains("Cert Status: good"),
         "stapled OCSP: {ok}"
     );
     // SNI picks the other certificate.
@@ -945,5 +949,364 @@ fn actix_refuses_flags_it_cannot_honour() {
         assert!(run.stderr.contains(named), "{named}: {}", run.stderr);
         assert!(run.stderr.contains("--stack actix"), "{}", run.stderr);
         assert!(run.stdout.is_empty(), "nothing listened: {}", run.stdout);
+    }
+}
+
+/// A TLS 1.3 connection to `addr` that completes its handshake (trusting `ca`) and is
+/// then left silent.
+fn silent_tls(addr: &str, ca: &Path) -> (rustls::ClientConnection, std::net::TcpStream) {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::pem::PemObject::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(
+            tlsperf::tls::Provider::AwsLcRs.crypto_provider(),
+        )
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let mut conn = rustls::ClientConnection::new(config, "localhost".try_into().unwrap()).unwrap();
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).unwrap();
+    }
+    (conn, tcp)
+}
+
+/// True when the server closes `tcp` (end of stream or reset) within about `limit`;
+/// TLS bytes the server sends meanwhile (tickets) are read and ignored.
+fn closed_by_server(tcp: &mut std::net::TcpStream, limit: Duration) -> bool {
+    let until = std::time::Instant::now() + limit;
+    tcp.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 4096];
+    while std::time::Instant::now() < until {
+        match tcp.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn idle_and_slow_clients_cannot_hold_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca_s = ca.to_str().unwrap();
+
+    // The issue's case: at --max-connections 6, five silent TLS clients and one sending
+    // its headers a byte at a time; a real request still gets an answer (the connection
+    // idle the longest is shed to make room).
+    let s = Served::start(&[
+        "--write-ca",
+        ca_s,
+        "--max-connections",
+        "6",
+        "--idle-timeout",
+        "1h",
+        "--header-timeout",
+        "1h",
+    ]);
+    let mut silent: Vec<_> = (0..5).map(|_| silent_tls(&s.addr, &ca)).collect();
+    let (mut slow_conn, mut slow_tcp) = silent_tls(&s.addr, &ca);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dribble = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let head =
+                b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+            for b in head.iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let mut tls = rustls::Stream::new(&mut slow_conn, &mut slow_tcp);
+                if tls.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    // Shedding spares connections active within the last second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (_, answer) = fetch_tls(&s.addr, &ca, &rustls::version::TLS13, "GET", "/");
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "no answer at the limit: {answer:?}"
+    );
+    let mut shed = 0;
+    for (_, tcp) in silent.iter_mut() {
+        shed += usize::from(closed_by_server(tcp, Duration::from_millis(400)));
+    }
+    assert_eq!(shed, 1, "exactly the connection idle the longest is shed");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dribble.join().unwrap();
+    let stats = s.stop();
+    assert!(
+        stats["failures"]["shed-idle"].as_u64().unwrap_or(0) >= 1,
+        "{stats}"
+    );
+    drop(silent);
+
+    // A silent connection is closed at the idle timeout; a client sending its headers a
+    // byte at a time is cut at the header timeout.
+    let s = Served::start(&[
+        "--write-ca",
+        ca_s,
+        "--idle-timeout",
+        "1s",
+        "--header-timeout",
+        "1s",
+    ]);
+    let (_c, mut tcp) = silent_tls(&s.addr, &ca);
+    assert!(
+        closed_by_server(&mut tcp, Duration::from_secs(15)),
+        "a silent connection was never closed"
+    );
+    let (mut conn, mut tcp) = silent_tls(&s.addr, &ca);
+    let mut cut = false;
+    for b in b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
+        .iter()
+        .cycle()
+        .take(200)
+    {
+        let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+        if tls.write_all(&[*b]).is_err() {
+            cut = true;
+            break;
+        }
+        // Well inside the idle timeout: only the header timeout can close it.
+        if closed_by_server(&mut tcp, Duration::from_millis(200)) {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "a client dribbling its headers for 40 s was never cut");
+    let stats = s.stop();
+    assert!(
+        stats["failures"]["idle-timeout"].as_u64().unwrap_or(0) >= 1,
+        "{stats}"
+    );
+}
+
+/// Out of file descriptors (ulimit -n 64, 100 idle clients): connections idle the longest
+/// are shed to free descriptors, and the accept failures are logged at most once a second
+/// instead of fifty times.
+#[test]
+fn out_of_descriptors_sheds_and_logs_once_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 64 && exec '{}' serve --listen 127.0.0.1:0 --json --duration 6s --write-ca '{}'",
+            common::bin().display(),
+            ca.display()
+        ))
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    let addr = v["addr"].as_str().unwrap().to_string();
+    let mut held = Vec::new();
+    for _ in 0..100 {
+        if let Ok(c) = std::net::TcpStream::connect(&addr) {
+            held.push(c);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings = stderr.matches("accept failed").count();
+    assert!(warnings >= 1, "descriptors never ran out: {stderr}");
+    assert!(
+        warnings <= 8,
+        "{warnings} accept warnings in 6 s:\n{stderr}"
+    );
+    drop(held);
+}
+
+/// A ticket key ring others can read is refused, or used with a loud warning when asked.
+#[test]
+fn ticket_key_file_must_be_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ring = dir.path().join("ring.json");
+    let ring_s = ring.to_str().unwrap();
+    assert_eq!(tlsperf(["tickets", "init", ring_s, "-q"]).code, 0);
+    std::fs::set_permissions(&ring, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let args = |extra: &[&'static str]| {
+        let mut v = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--resumption",
+            "tickets",
+            "--ticket-keys",
+            ring_s,
+            "--duration",
+            "200ms",
+        ];
+        v.extend_from_slice(extra);
+        v
+    };
+    let refused = tlsperf(args(&[]));
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(ring_s)
+            && refused.stderr.contains("0644")
+            && refused.stderr.contains("chmod 600"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        refused.stdout.is_empty(),
+        "started anyway: {}",
+        refused.stdout
+    );
+    let allowed = tlsperf(args(&["--allow-insecure-key-file"]));
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    assert!(allowed.stderr.contains("WARNING"), "{}", allowed.stderr);
+    std::fs::set_permissions(&ring, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let private = tlsperf(args(&[]));
+    assert_eq!(private.code, 0, "{}", private.stderr);
+    assert!(!private.stderr.contains("WARNING"), "{}", private.stderr);
+}
+
+/// Two TLS 1.2 connections with one client config (the second resumes), answered.
+fn two_tls12_connections(addr: &str, ca: &Path) {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::pem::PemObject::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = Arc::new(
+        rustls::ClientConfig::builder_with_provider(
+            tlsperf::tls::Provider::AwsLcRs.crypto_provider(),
+        )
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    for _ in 0..2 {
+        let mut conn =
+            rustls::ClientConnection::new(config.clone(), "localhost".try_into().unwrap()).unwrap();
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+        tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out);
+        assert!(String::from_utf8_lossy(&out).contains(r#"{"status":"ok"}"#));
+    }
+}
+
+/// `/metrics` exports every failure reason from the start (at 0).
+#[test]
+fn metrics_export_every_failure_reason_at_zero() {
+    let s = Served::start(&[]);
+    let fresh = http_get(s.metrics.as_ref().unwrap(), "/metrics");
+    assert!(
+        fresh.contains("tlsperf_handshake_failures_total{reason=\"timeout\"} 0")
+            && fresh.contains("tlsperf_handshake_failures_total{reason=\"max-connections\"} 0"),
+        "no failure series before the first failure:\n{fresh}"
+    );
+}
+
+/// TLS 1.2 resumptions are labelled with a group (`none`: no key exchange) and with how
+/// they resumed: by session ticket or by session id.
+#[test]
+fn tls12_resumptions_say_how_they_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let ca_s = ca.to_str().unwrap();
+    for (resumption, how) in [("tickets", "ticket"), ("stateful", "session-id")] {
+        let s = Served::start(&["--write-ca", ca_s, "--resumption", resumption]);
+        two_tls12_connections(&s.addr, &ca);
+        let text = http_get(s.metrics.as_ref().unwrap(), "/metrics");
+        assert!(
+            !text.contains("group=\"\""),
+            "an empty group label:\n{text}"
+        );
+        let resumed: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.starts_with("tlsperf_handshake_duration_seconds_count{kind=\"resumed\"")
+                    && l.contains("version=\"TLSv1_2\"")
+            })
+            .collect();
+        assert_eq!(resumed.len(), 1, "{resumption}:\n{text}");
+        assert!(
+            resumed[0].contains("group=\"none\"")
+                && resumed[0].contains(&format!("resumption=\"{how}\""))
+                && resumed[0].ends_with(" 1"),
+            "{resumption}: {}",
+            resumed[0]
+        );
+        assert!(
+            text.contains("kind=\"full\"") && text.contains("resumption=\"none\""),
+            "{text}"
+        );
+    }
+}
+
+/// Every line `serve --json` prints has an `event`: `listening`, then `summary`.
+#[test]
+fn every_json_line_has_an_event() {
+    let run = tlsperf([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--json",
+        "--duration",
+        "200ms",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["event"].clone())
+        .collect();
+    assert_eq!(events, ["listening", "summary"], "{}", run.stdout);
+}
+
+/// `--listen` (and `--metrics`) take a host name.
+#[test]
+fn listens_on_a_host_name() {
+    let run = tlsperf([
+        "serve",
+        "--listen",
+        "localhost:0",
+        "--metrics",
+        "localhost:0",
+        "--json",
+        "--duration",
+        "200ms",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let first: Value = serde_json::from_str(run.stdout.lines().next().unwrap()).unwrap();
+    for key in ["addr", "metrics"] {
+        let addr = first[key].as_str().unwrap();
+        assert!(
+            addr.starts_with("127.0.0.1:") || addr.starts_with("[::1]:"),
+            "{key}: {addr}"
+        );
     }
 }

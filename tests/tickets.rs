@@ -222,3 +222,57 @@ fn rotating_keys_under_load_fails_no_handshake() {
     // Each slot's first handshake, plus those whose ticket's key was destroyed.
     assert!(full >= 4, "{kinds}");
 }
+
+/// `tickets rotate LINK` where LINK is a symbolic link to the shared ring rotates the
+/// shared ring and keeps the link (replacing it would leave the shared ring unrotated and
+/// this instance on a ring of its own).
+#[test]
+fn rotating_through_a_symlink_rotates_the_shared_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared_dir = dir.path().join("shared");
+    std::fs::create_dir(&shared_dir).unwrap();
+    let shared = shared_dir.join("ring.json");
+    let link = dir.path().join("ring.json");
+    assert_eq!(
+        common::tlsperf(["tickets", "init", shared.to_str().unwrap(), "-q"]).code,
+        0
+    );
+    std::os::unix::fs::symlink("shared/ring.json", &link).unwrap();
+    let ids = |p: &std::path::Path| -> Vec<String> {
+        let run = common::tlsperf(["tickets", "show", p.to_str().unwrap(), "--json"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        v["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| format!("{}={}", k["id"], k["state"]))
+            .collect()
+    };
+    let before = ids(&shared);
+    let run = common::tlsperf(["tickets", "rotate", link.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced by a file"
+    );
+    let after = ids(&shared);
+    assert_ne!(before, after, "the shared ring was not rotated");
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert_eq!(ids(&link), after);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    // No temporary file left beside either.
+    for d in [dir.path(), shared_dir.as_path()] {
+        for e in std::fs::read_dir(d).unwrap() {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(!n.ends_with(".tmp"), "{n} left in {}", d.display());
+        }
+    }
+}

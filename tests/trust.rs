@@ -154,15 +154,30 @@ fn load_a_directory_with_links_and_damage() {
         .set_len(200 << 20)
         .unwrap();
 
-    let v = json(&tlsperf([
-        "trust",
-        "load",
-        "--dir",
-        s(d),
-        "--iterations",
-        "2",
-        "--json",
-    ]));
+    // A FIFO (opening it would block the load forever) and a link to a device that never
+    // ends: skipped with a warning, the rest of the directory is loaded.
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(d.join("fifo.pem"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    symlink("/dev/zero", d.join("zero.pem")).unwrap();
+
+    let v = json(&common::tlsperf_env(
+        [
+            "trust",
+            "load",
+            "--dir",
+            s(d),
+            "--iterations",
+            "2",
+            "--json",
+        ],
+        &[],
+        std::time::Duration::from_secs(120),
+    ));
     let stats = &v["stats"];
     assert_eq!(stats["anchors"], 3, "{stats}"); // a.root, b.root, a.intermediate
     assert_eq!(stats["same_file_skipped"], 2);
@@ -193,6 +208,14 @@ fn load_a_directory_with_links_and_damage() {
     has("not-cert.pem", "not DER");
     has("huge-100mb.pem", "neither PEM");
     has("over-limit.pem", "larger than the 128 MiB limit");
+    has(
+        "fifo.pem",
+        "a FIFO (named pipe), not a regular file; not read",
+    );
+    has(
+        "zero.pem",
+        "a character device, not a regular file; not read",
+    );
     let line_of_bad = problems.iter().find(|p| p.contains("mixed.pem")).unwrap();
     assert!(line_of_bad.contains("block 2"), "{line_of_bad}");
 

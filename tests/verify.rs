@@ -520,3 +520,210 @@ fn indexed_verifier_in_a_real_handshake() {
         "{err}"
     );
 }
+
+/// A non-critical extension with arbitrary content (rcgen wraps it in the OCTET STRING).
+fn ext(oid: &[u64], content: Vec<u8>) -> rcgen::CustomExtension {
+    rcgen::CustomExtension::from_oid_content(oid, content)
+}
+
+const OID_SKI: &[u64] = &[2, 5, 29, 14];
+const OID_AKI: &[u64] = &[2, 5, 29, 35];
+
+/// A leaf for localhost issued by `issuer`, with `exts` and no authority key identifier of
+/// rcgen's own.
+fn leaf_with(
+    issuer: (&CertificateParams, &KeyPair),
+    exts: Vec<rcgen::CustomExtension>,
+) -> CertificateDer<'static> {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    params.custom_extensions = exts;
+    params
+        .signed_by(&key, &Issuer::from_params(issuer.0, issuer.1))
+        .unwrap()
+        .der()
+        .clone()
+}
+
+/// Key identifiers webpki ignores (non-critical, of the wrong ASN.1 type) must not hide a
+/// certificate from the index: a leaf directly under a root and an intermediate.
+#[test]
+fn agrees_when_key_identifiers_are_malformed() {
+    let kr = KeyPair::generate().unwrap();
+    let (pr, root) = ca("Odd Root", &kr, None);
+    let store = store_of(&[&filler(100, 10), &pem(&root)]);
+    let integer_ski = ext(OID_SKI, vec![0x02, 0x01, 0x05]);
+    let octets_aki = ext(OID_AKI, vec![0x04, 0x04, 1, 2, 3, 4]);
+
+    let ee = leaf_with((&pr, &kr), vec![integer_ski.clone()]);
+    assert_eq!(
+        agree(&store, &[ee], "localhost", now()),
+        Ok(()),
+        "leaf: INTEGER SKI"
+    );
+    let ee = leaf_with((&pr, &kr), vec![octets_aki.clone()]);
+    assert_eq!(
+        agree(&store, &[ee], "localhost", now()),
+        Ok(()),
+        "leaf: OCTET STRING AKI"
+    );
+    let ee = leaf_with((&pr, &kr), vec![integer_ski.clone(), octets_aki.clone()]);
+    assert_eq!(
+        agree(&store, &[ee], "localhost", now()),
+        Ok(()),
+        "leaf: both"
+    );
+
+    // An intermediate whose authority key identifier is an OCTET STRING.
+    let ki = KeyPair::generate().unwrap();
+    let mut pi = CertificateParams::default();
+    pi.distinguished_name
+        .push(DnType::CommonName, "Odd Intermediate");
+    pi.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    pi.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+    pi.custom_extensions = vec![octets_aki];
+    let int = pi
+        .signed_by(&ki, &Issuer::from_params(&pr, &kr))
+        .unwrap()
+        .der()
+        .clone();
+    let ee = leaf((&pi, &ki));
+    assert_eq!(
+        agree(&store, &[ee, int], "localhost", now()),
+        Ok(()),
+        "intermediate: OCTET STRING AKI"
+    );
+}
+
+/// DER: a length header for `len` content octets.
+fn der_len(len: usize) -> Vec<u8> {
+    match len {
+        0..=0x7f => vec![len as u8],
+        0x80..=0xff => vec![0x81, len as u8],
+        _ => vec![0x82, (len >> 8) as u8, len as u8],
+    }
+}
+
+fn der_tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+    let mut v = vec![tag];
+    v.extend(der_len(content.len()));
+    v.extend_from_slice(content);
+    v
+}
+
+/// The TBSCertificate of `der` (its first element, header included).
+fn tbs_of(der: &[u8]) -> Vec<u8> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).unwrap();
+    cert.tbs_certificate.as_ref().to_vec()
+}
+
+/// Signs `tbs` with an ECDSA P-256 `key` and wraps it into a certificate.
+fn resign(tbs: &[u8], key: &KeyPair) -> CertificateDer<'static> {
+    use rcgen::SigningKey;
+    // ecdsa-with-SHA256
+    let alg = [
+        0x30, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02,
+    ];
+    let mut sig = vec![0u8];
+    sig.extend(key.sign(tbs).unwrap());
+    let mut body = tbs.to_vec();
+    body.extend_from_slice(&alg);
+    body.extend(der_tlv(0x03, &sig));
+    CertificateDer::from(der_tlv(0x30, &body))
+}
+
+/// Fuzzes the DER reader behind the index against webpki: certificates with random
+/// extensions (key identifier OIDs with random content) and randomly mutated TBS bytes,
+/// re-signed so that only the mutation decides, must get the same verdict from the indexed
+/// verifier as from `WebPkiServerVerifier`. `TLSPERF_FUZZ_ITERS` sets the executions
+/// (default 400); the seed is printed so that a failure can be replayed with
+/// `TLSPERF_FUZZ_SEED`.
+#[test]
+fn fuzz_der_reader_against_webpki() {
+    use rand::{Rng, SeedableRng};
+    let iters: usize = std::env::var("TLSPERF_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400);
+    let seed: u64 = std::env::var("TLSPERF_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("fuzz_der_reader_against_webpki: seed {seed}, {iters} executions");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+
+    let kr = KeyPair::generate().unwrap();
+    let (pr, root) = ca("Fuzz Root", &kr, None);
+    let ki = KeyPair::generate().unwrap();
+    let (pi, int) = ca("Fuzz Intermediate", &ki, Some((&pr, &kr)));
+    let store = store_of(&[&filler(50, 5), &pem(&root)]);
+    let default = WebPkiServerVerifier::builder_with_provider(
+        store.root_cert_store(),
+        Provider::AwsLcRs.crypto_provider(),
+    )
+    .build()
+    .unwrap();
+    let indexed = IndexedVerifier::new(&store, Provider::AwsLcRs);
+    let name = ServerName::try_from("localhost").unwrap();
+    let fmt = |r: Result<_, rustls::Error>| match r {
+        Ok(_) => "Ok".to_string(),
+        Err(e) => format!("{e:?}"),
+    };
+    let int_tbs = tbs_of(&int);
+    let oids: [&[u64]; 3] = [OID_SKI, OID_AKI, &[1, 3, 6, 1, 4, 1, 99999, 1]];
+    let mut valid = 0;
+    for i in 0..iters {
+        // A leaf with up to three random extensions under the root or the intermediate.
+        let under_root = rng.random_bool(0.5);
+        let exts = (0..rng.random_range(0..=3))
+            .map(|_| {
+                let oid = oids[rng.random_range(0..oids.len())];
+                let len = rng.random_range(0..24);
+                let mut content: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+                if rng.random_bool(0.5) && !content.is_empty() {
+                    // Often a well-formed TLV of a random tag.
+                    let tag = [0x02, 0x04, 0x30, 0x80, 0x05][rng.random_range(0..5)];
+                    content = der_tlv(tag, &content);
+                }
+                let mut e = ext(oid, content);
+                e.set_criticality(rng.random_bool(0.1));
+                e
+            })
+            .collect();
+        let issuer = if under_root { (&pr, &kr) } else { (&pi, &ki) };
+        let ee = leaf_with(issuer, exts);
+        // Then mutate a few bytes of the leaf's or the intermediate's TBS and re-sign it.
+        let mut ee_tbs = tbs_of(&ee);
+        let mut i_tbs = int_tbs.clone();
+        let target = if under_root || rng.random_bool(0.5) {
+            &mut ee_tbs
+        } else {
+            &mut i_tbs
+        };
+        for _ in 0..rng.random_range(0..3) {
+            let at = rng.random_range(0..target.len());
+            target[at] = rng.random();
+        }
+        let ee = resign(&ee_tbs, issuer.1);
+        let chain: Vec<CertificateDer<'static>> = if under_root {
+            vec![ee]
+        } else {
+            vec![ee, resign(&i_tbs, &kr)]
+        };
+        let a = fmt(default.verify_server_cert(&chain[0], &chain[1..], &name, &[], now()));
+        let b = fmt(indexed.verify_server_cert(&chain[0], &chain[1..], &name, &[], now()));
+        assert_eq!(
+            a,
+            b,
+            "execution {i} (seed {seed}): verdicts differ for chain {:?}",
+            chain.iter().map(pem).collect::<Vec<_>>()
+        );
+        valid += usize::from(a == "Ok");
+    }
+    eprintln!("{iters} executions, {valid} valid chains, all verdicts equal");
+    assert!(
+        valid > 0,
+        "no valid chain was generated: the fuzzer tests nothing"
+    );
+}

@@ -29,17 +29,18 @@ pub struct ClientArgs {
     /// Crypto provider.
     #[arg(long, value_enum, default_value_t = Provider::AwsLcRs)]
     pub provider: Provider,
-    /// Client certificate chain (PEM) for mTLS.
+    /// Client certificate chain (PEM, a regular file of at most 16 MiB) for mTLS.
     #[arg(long, value_name = "FILE", requires = "key")]
     pub cert: Option<PathBuf>,
-    /// Client private key (PEM) for mTLS.
+    /// Client private key (PEM, a regular file of at most 16 MiB) for mTLS.
     #[arg(long, value_name = "FILE", requires = "cert")]
     pub key: Option<PathBuf>,
-    /// Trust only the CAs in this PEM file (same as --roots FILE).
+    /// Trust only the CAs in this PEM file (same as --roots FILE; a regular file of at
+    /// most 128 MiB).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["roots", "insecure"])]
     pub cacert: Option<PathBuf>,
     /// Roots: system (the system store, loaded once), webpki (compiled-in Mozilla roots)
-    /// or a PEM file.
+    /// or a PEM file (a regular file of at most 128 MiB).
     #[arg(long, default_value = "system")]
     pub roots: String,
     /// Do not verify the server's certificate (handshake signatures are still checked).

@@ -14,7 +14,8 @@ use crate::stats::{CompareOptions, Direction, Samples, compare};
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Baseline samples: one number a line; blank lines and `#` comments are ignored. Or
-    /// a JSON result of `tlsperf load`, `tlsperf lab` or `tlsperf crypto`.
+    /// a JSON result of `tlsperf load`, `tlsperf lab` or `tlsperf crypto` (a regular file of
+    /// at most 256 MiB).
     a: PathBuf,
     /// Candidate samples, same format (a result of the same kind as A).
     b: PathBuf,
@@ -37,7 +38,8 @@ pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
     }
     if is_load_result(&args.a) && is_load_result(&args.b) {
         let lab = |p: &std::path::Path| {
-            std::fs::read(p).is_ok_and(|t| crate::lab::compare::is_lab_result(&t))
+            crate::files::read_input(p, crate::files::InputKind::Results)
+                .is_ok_and(|t| crate::lab::compare::is_lab_result(&t))
         };
         if lab(&args.a) || lab(&args.b) {
             return compare_lab_results(&args, out);
@@ -110,8 +112,8 @@ fn compare_crypto_results(args: &CompareArgs, out: &Output) -> Result<(), CliErr
 fn is_load_result(path: &std::path::Path) -> bool {
     use std::io::Read as _;
     let mut head = [0u8; 256];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
+    crate::files::open_input(path)
+        .and_then(|(mut f, _)| f.read(&mut head))
         .is_ok_and(|n| crate::load::result::looks_like_json(&head[..n]))
 }
 

@@ -34,7 +34,8 @@ pub struct LabArgs {
     /// (https://HOST[:PORT][/PATH]).
     #[arg(long, value_name = "URL")]
     target: Option<String>,
-    /// Roots for --target (PEM); default: the system store.
+    /// Roots for --target (PEM, a regular file of at most 128 MiB); default: the system
+    /// store.
     #[arg(long, value_name = "FILE", requires = "target")]
     cacert: Option<PathBuf>,
 }

@@ -13,7 +13,7 @@ use crate::report::text;
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// Results written by `tlsperf load --out` (runs made at the same time from several
-    /// machines against one server).
+    /// machines against one server); regular files of at most 256 MiB each.
     #[arg(required = true, num_args = 2..)]
     results: Vec<PathBuf>,
     /// Where to write the combined result (JSON, atomically).

@@ -17,19 +17,21 @@ use crate::server::{Rotation, ServeOptions, Server, Stack};
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
 use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions};
-use crate::tls::tickets::TicketKeyRing;
+use crate::tls::tickets::{self, TicketKeyRing};
 use crate::trust::TrustStore;
 
 /// Arguments of `tlsperf serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on (port 0: any free port, printed at start).
-    #[arg(long, default_value = "127.0.0.1:8443")]
+    /// Address to listen on: IP:PORT or HOST:PORT (a host name listens on its first IPv4
+    /// address, else its first address; port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_addr)]
     listen: SocketAddr,
-    /// Bytes of the `GET /` response body (a JSON document of exactly that size).
-    #[arg(long, default_value_t = 0)]
-    body_size: usize,
-    /// Certificate chain (PEM, leaf first).
+    /// Bytes of the `GET /` response body (a JSON document of exactly that size; at most
+    /// 67108864, 64 MiB, built once at start).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_BODY_SIZE))]
+    body_size: u64,
+    /// Certificate chain (PEM, leaf first; a regular file of at most 16 MiB).
     #[arg(
         long,
         value_name = "FILE",
@@ -37,13 +39,14 @@ pub struct ServeArgs {
         conflicts_with = "gen_cert"
     )]
     cert: Option<PathBuf>,
-    /// Private key of --cert (PEM).
+    /// Private key of --cert (PEM, a regular file of at most 16 MiB).
     #[arg(long, value_name = "FILE", requires = "cert")]
     key: Option<PathBuf>,
     /// Generate an in-memory test PKI with this key type (the default when no --cert).
     #[arg(long, value_enum, value_name = "TYPE")]
     gen_cert: Option<KeyType>,
-    /// Write the generated root CA here so that clients can trust it.
+    /// Write the generated root CA here so that clients can trust it (once the listeners
+    /// are bound: a start that fails leaves the file as it was).
     #[arg(long, value_name = "FILE")]
     write_ca: Option<PathBuf>,
     /// Crypto provider.
@@ -66,33 +69,44 @@ pub struct ServeArgs {
     /// Session resumption.
     #[arg(long, value_enum, default_value_t = Resumption::Stateful)]
     resumption: Resumption,
-    /// Entries of the stateful session cache.
-    #[arg(long, default_value_t = 256)]
-    session_cache: usize,
-    /// TLS 1.3 tickets sent after each full handshake.
-    #[arg(long, default_value_t = 2)]
-    tickets_per_handshake: usize,
+    /// Entries of the stateful session cache (1 to 1000000; about 100 bytes each are
+    /// reserved at start).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    session_cache: u64,
+    /// TLS 1.3 tickets sent after each full handshake (0 to 16; each costs an encryption
+    /// and about 200 bytes on the wire).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=16))]
+    tickets_per_handshake: u64,
     /// Ticket key ring shared with other instances (needs --resumption tickets; see
-    /// `tlsperf tickets`).
+    /// `tlsperf tickets`; a regular file of at most 64 KiB, mode 0600: readable by its
+    /// owner only).
     #[arg(long, value_name = "FILE")]
     ticket_keys: Option<PathBuf>,
-    /// Rotate the --ticket-keys file this often (e.g. 1h); one instance should do it.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "ticket_keys")]
+    /// Use a --ticket-keys file that its group or others can read (refused otherwise: it
+    /// must be mode 0600), with a warning.
+    #[arg(long, requires = "ticket_keys")]
+    allow_insecure_key_file: bool,
+    /// Rotate the --ticket-keys file this often (e.g. 1h; from 1s to 366d); one instance
+    /// should do it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_rotate_every, requires = "ticket_keys")]
     rotate_every: Option<Duration>,
     /// Accept up to this many bytes of 0-RTT early data (rustls accepts it only with
     /// stateful resumption).
     #[arg(long, value_name = "BYTES", default_value_t = 0)]
     early_data: u32,
-    /// Staple this DER OCSP response.
+    /// Staple this DER OCSP response (a regular file of at most 1 MiB). It must be a
+    /// successful response for the leaf of --cert (serial and issuer), `good`, and current
+    /// (thisUpdate at most 5 minutes ahead, nextUpdate not passed).
     #[arg(long, value_name = "FILE")]
     ocsp: Option<PathBuf>,
     /// Client certificates.
     #[arg(long, value_enum, default_value_t = ClientAuth::Off)]
     client_auth: ClientAuth,
-    /// Roots for client certificates (PEM bundle or directory).
+    /// Roots for client certificates (PEM bundle of at most 128 MiB, or directory).
     #[arg(long, value_name = "FILE")]
     client_ca: Option<PathBuf>,
-    /// A certificate for one SNI name: NAME=CERT,KEY (repeatable).
+    /// A certificate for one SNI name: NAME=CERT,KEY (repeatable; PEM files of at most 16
+    /// MiB).
     #[arg(long, value_name = "NAME=CERT,KEY")]
     sni: Vec<String>,
     /// Refuse clients naming a host without an --sni certificate (default: serve the main
@@ -102,7 +116,16 @@ pub struct ServeArgs {
     /// Longest time from TCP accept to handshake complete.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     handshake_timeout: Duration,
-    /// Connections served at once; further ones are closed at accept.
+    /// Longest time an HTTP/1.1 client may take to send the headers of a request (from 1ms
+    /// to 1h); slower clients are disconnected.
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
+    header_timeout: Duration,
+    /// Close a connection that has moved no byte, in either direction, for this long (from
+    /// 1ms to 1h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "60s")]
+    idle_timeout: Duration,
+    /// Connections served at once; at the limit the connection idle the longest (for at
+    /// least 1 s) is closed to make room, else the new one is closed at accept.
     #[arg(long, default_value_t = 10_000)]
     max_connections: usize,
     /// Runtime worker threads (default: one per core).
@@ -111,8 +134,8 @@ pub struct ServeArgs {
     /// Listeners on the address, with SO_REUSEPORT when more than one.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     reuseport: u64,
-    /// Serve Prometheus /metrics and a JSON /stats here.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve Prometheus /metrics and a JSON /stats here (IP:PORT or HOST:PORT, as --listen).
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     metrics: Option<SocketAddr>,
     /// Time in-flight requests get at shutdown.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
@@ -128,6 +151,63 @@ pub struct ServeArgs {
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Option<Duration>,
+}
+
+/// The largest `--body-size`: 64 MiB.
+const MAX_BODY_SIZE: u64 = 64 << 20;
+
+/// `--rotate-every`: a duration from 1 s (a key ring rewritten at most once a second) to
+/// 366 days (a timer tokio can hold).
+fn parse_rotate_every(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(1) {
+        return Err("must be at least 1s (the key ring is rewritten at every rotation)".into());
+    }
+    if d > Duration::from_secs(366 * 86400) {
+        return Err("must be at most 366d".into());
+    }
+    Ok(d)
+}
+
+/// `--listen` and `--metrics`: an IP:PORT, or a HOST:PORT resolved to its first IPv4
+/// address (else its first address), as clients looking up `localhost` find one of them.
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err("expected HOST:PORT or IP:PORT".into());
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("'{port}' is not a port number (0 to 65535)"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .map_err(|e| format!("cannot resolve '{host}': {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("'{host}' has no address"))
+}
+
+/// `--header-timeout` and `--idle-timeout`: from 1 ms to 1 h.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
+        return Err("must be from 1ms to 1h".into());
+    }
+    Ok(d)
+}
+
+/// A JSON line of `serve --json` other than the first: every line has an `event`.
+#[derive(Serialize)]
+struct Event<'a, T: Serialize> {
+    event: &'static str,
+    #[serde(flatten)]
+    body: &'a T,
 }
 
 #[derive(Serialize)]
@@ -162,17 +242,29 @@ fn check_stack(a: &ServeArgs) -> Result<(), CliError> {
 /// Runs `tlsperf serve`.
 pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
     check_stack(&a)?;
-    let tls = tls_options(&a)?;
+    let (tls, ca_pem) = tls_options(&a)?;
     if a.early_data > 0 && a.resumption == Resumption::Tickets {
         eprintln!(
             "warning: --early-data with --resumption tickets: rustls accepts 0-RTT only with stateful resumption, so clients' early data will be rejected"
         );
     }
     let ring = match (&a.ticket_keys, a.resumption) {
-        (Some(path), Resumption::Tickets) => Some(TicketKeyRing::open(
-            path,
-            a.rotate_every.unwrap_or(Duration::from_secs(6 * 3600)),
-        )?),
+        (Some(path), Resumption::Tickets) => {
+            match tickets::check_private(path) {
+                Err(e @ tickets::TicketError::Insecure { .. }) if a.allow_insecure_key_file => {
+                    eprintln!(
+                        "WARNING: {e}\nWARNING: using it anyway because of --allow-insecure-key-file"
+                    );
+                }
+                Err(e @ tickets::TicketError::Insecure { .. }) => return Err(e.into()),
+                // Unreadable: TicketKeyRing::open says why.
+                _ => {}
+            }
+            Some(TicketKeyRing::open(
+                path,
+                a.rotate_every.unwrap_or(Duration::from_secs(6 * 3600)),
+            )?)
+        }
         (Some(_), _) => return Err(CliError::input("--ticket-keys needs --resumption tickets")),
         (None, _) => None,
     };
@@ -189,7 +281,12 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         }),
         _ => None,
     };
+    // Bound, so this server is the one its clients will reach: only now is --write-ca
+    // replaced (a server already running on the address keeps its clients' CA file).
     let listening = |addr: SocketAddr, metrics: Option<SocketAddr>| -> Result<(), CliError> {
+        if let (Some(path), Some(pem)) = (&a.write_ca, &ca_pem) {
+            files::write_atomic(path, pem.as_bytes(), FileMode::Public, true)?;
+        }
         let listening = Listening {
             event: "listening",
             addr,
@@ -216,8 +313,10 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             }),
             max_connections: a.max_connections,
             handshake_timeout: a.handshake_timeout,
+            header_timeout: a.header_timeout,
+            idle_timeout: a.idle_timeout,
             shutdown_timeout: a.shutdown_timeout,
-            body_size: a.body_size,
+            body_size: a.body_size as usize,
             rotation,
             kx_pools: built.kx_pools,
         })?;
@@ -226,7 +325,11 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             CliError::runtime(anyhow::Error::new(e).context("the actix-web server failed"))
         })?;
         return if out.json() {
-            let line = serde_json::to_string(&summary).unwrap_or_default();
+            let line = serde_json::to_string(&Event {
+                event: "summary",
+                body: &summary,
+            })
+            .unwrap_or_default();
             out.text(&format!("{line}\n"))
         } else {
             out.text(&text::serve_summary_actix(&summary))
@@ -255,8 +358,10 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             tls: built.config,
             kx_pools: built.kx_pools,
             handshake_timeout: a.handshake_timeout,
+            header_timeout: a.header_timeout,
+            idle_timeout: a.idle_timeout,
             max_connections: a.max_connections,
-            body_size: a.body_size,
+            body_size: a.body_size as usize,
             metrics_listen: a.metrics,
             shutdown_timeout: a.shutdown_timeout,
             rotation,
@@ -268,7 +373,11 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         )?;
         let summary = server.run(shutdown_signal(a.duration)).await;
         if out.json() {
-            let line = serde_json::to_string(&summary).unwrap_or_default();
+            let line = serde_json::to_string(&Event {
+                event: "summary",
+                body: &summary,
+            })
+            .unwrap_or_default();
             out.text(&format!("{line}\n"))
         } else {
             out.text(&text::serve_summary(&summary))
@@ -303,7 +412,10 @@ async fn shutdown_signal(duration: Option<Duration>) {
     }
 }
 
-fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
+/// The TLS options, and with --gen-cert the generated root CA (PEM) for --write-ca, which
+/// is written only once the listeners are bound.
+fn tls_options(a: &ServeArgs) -> Result<(ServerTlsOptions, Option<String>), CliError> {
+    let mut ca_pem = None;
     let cert = match (&a.cert, &a.key) {
         (Some(c), Some(k)) => choices::read_key_pair(c, k)?,
         _ => {
@@ -314,7 +426,9 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
                 ..Default::default()
             })?;
             if let Some(path) = &a.write_ca {
-                files::write_atomic(path, pki.root.pem.as_bytes(), FileMode::Public, true)?;
+                // Refused now if it cannot be written; written after binding.
+                files::check_writable(path)?;
+                ca_pem = Some(pki.root.pem.clone());
             }
             (pki.server_chain(), pki.server.private_key_der())
         }
@@ -325,12 +439,19 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         ));
     }
     let ocsp = match &a.ocsp {
-        Some(p) => Some(
-            std::fs::read(p).map_err(|source| choices::ConfigError::Read {
-                path: p.clone(),
-                source,
-            })?,
-        ),
+        Some(p) => {
+            let der = files::read_input(p, files::InputKind::Ocsp).map_err(|source| {
+                choices::ConfigError::Read {
+                    path: p.clone(),
+                    source,
+                }
+            })?;
+            // Stapling a response clients cannot use breaks every client that asks.
+            crate::pki::ocsp::check_staple(&der, &cert.0, std::time::SystemTime::now()).map_err(
+                |e| CliError::input(format!("--ocsp {}: cannot staple it: {e}", p.display())),
+            )?;
+            Some(der)
+        }
         None => None,
     };
     let mut sni = Vec::new();
@@ -354,14 +475,14 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
             "--client-ca needs --client-auth optional or required",
         ));
     }
-    Ok(ServerTlsOptions {
+    let tls = ServerTlsOptions {
         provider: a.provider,
         versions: a.versions.clone(),
         groups: a.groups.clone(),
         ciphers: a.ciphers.clone(),
         resumption: a.resumption,
-        session_cache: a.session_cache,
-        tickets_per_handshake: a.tickets_per_handshake,
+        session_cache: a.session_cache as usize,
+        tickets_per_handshake: a.tickets_per_handshake as usize,
         ticketer: None,
         early_data: a.early_data,
         cert,
@@ -372,5 +493,6 @@ fn tls_options(a: &ServeArgs) -> Result<ServerTlsOptions, CliError> {
         client_ca,
         alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
         kx_pool: usize::try_from(a.kx_pool).unwrap_or(usize::MAX),
-    })
+    };
+    Ok((tls, ca_pem))
 }

@@ -28,12 +28,12 @@ enum TicketsCommand {
     },
     /// Rotate: destroy the decrypt-only key, active → decrypt-only, standby → active, new standby.
     Rotate {
-        /// The key ring file.
+        /// The key ring file (a regular file of at most 64 KiB).
         file: PathBuf,
     },
     /// Show key ids and states (never the secrets).
     Show {
-        /// The key ring file.
+        /// The key ring file (a regular file of at most 64 KiB).
         file: PathBuf,
     },
 }

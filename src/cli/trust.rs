@@ -72,7 +72,8 @@ impl SourceArg {
 
 #[derive(Debug, Args)]
 struct AnalyzeArgs {
-    /// system (default), webpki, a bundle file or a directory.
+    /// system (default), webpki, a bundle file (at most 128 MiB) or a directory (files that
+    /// are not regular files, such as FIFOs, are skipped with a warning).
     #[arg(value_parser = parse_source, default_value = "system")]
     source: SourceArg,
     /// With the system source: probe inside this filesystem root.
@@ -88,10 +89,11 @@ struct AnalyzeArgs {
 
 #[derive(Debug, Args)]
 struct TrimArgs {
-    /// Chain files (PEM: leaf, then intermediates) or host:port servers to keep working.
+    /// Chain files (PEM: leaf, then intermediates; regular files of at most 16 MiB) or
+    /// host:port servers to keep working.
     #[arg(long = "keep-for", value_name = "CHAIN_OR_HOST", required = true, num_args = 1..)]
     keep_for: Vec<String>,
-    /// The store to trim: system (default), a bundle file or a directory.
+    /// The store to trim: system (default), a bundle file (at most 128 MiB) or a directory.
     #[arg(long, value_parser = parse_source, default_value = "system")]
     source: SourceArg,
     /// SHA-256 fingerprint of an anchor to keep anyway (repeatable).
@@ -131,10 +133,11 @@ struct LoadArgs {
     /// Load the system store as a client finds it (the default).
     #[arg(long, conflicts_with_all = ["bundle", "dir"])]
     system: bool,
-    /// Load one bundle file (PEM or DER).
+    /// Load one bundle file (PEM or DER; a regular file of at most 128 MiB).
     #[arg(long, value_name = "FILE", conflicts_with = "dir")]
     bundle: Option<PathBuf>,
-    /// Load every certificate file of a directory.
+    /// Load every certificate file of a directory (at most 128 MiB each; entries that are
+    /// not regular files, such as FIFOs, are skipped with a warning).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// With --system: probe inside this filesystem root instead of `/`.

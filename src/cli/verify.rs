@@ -23,13 +23,15 @@ use crate::when::{format_rfc3339, parse_rfc3339, to_unix_time};
 pub struct VerifyArgs {
     #[command(subcommand)]
     command: Option<VerifyCommand>,
-    /// The chain as a client receives it: PEM, leaf first, then intermediates.
+    /// The chain as a client receives it: PEM, leaf first, then intermediates (a regular
+    /// file of at most 16 MiB).
     #[arg(long, value_name = "FILE", required = true)]
     chain: Option<PathBuf>,
     /// The server name to verify for (DNS name or IP address).
     #[arg(long, value_name = "NAME", required = true)]
     host: Option<String>,
-    /// Trust anchors: system, webpki (compiled-in Mozilla roots), a bundle file or a directory.
+    /// Trust anchors: system, webpki (compiled-in Mozilla roots), a bundle file (at most 128
+    /// MiB) or a directory.
     #[arg(long, default_value = "system")]
     roots: String,
     /// Validation time (RFC 3339; default now).

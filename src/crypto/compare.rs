@@ -268,7 +268,9 @@ pub fn is_crypto_result(text: &[u8]) -> bool {
 pub fn is_crypto_result_file(path: &Path) -> bool {
     let small_file =
         std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX_RESULT_FILE);
-    small_file && std::fs::read(path).is_ok_and(|t| is_crypto_result(&t))
+    small_file
+        && crate::files::read_input(path, crate::files::InputKind::Results)
+            .is_ok_and(|t| is_crypto_result(&t))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -474,7 +476,7 @@ fn read(path: &Path) -> Result<Input, CryptoCompareError> {
             size: meta.len(),
         });
     }
-    let text = std::fs::read(path).map_err(io)?;
+    let text = crate::files::read_input(path, crate::files::InputKind::Results).map_err(io)?;
     parse(path, &text)
 }
 

@@ -65,10 +65,13 @@ pub fn is_lab_result(text: &[u8]) -> bool {
 
 /// Reads a `results.json` written by `tlsperf lab`; errors name the file, line and column.
 pub fn read(path: &Path) -> Result<LabResult, LabReadError> {
-    let text = std::fs::read(path).map_err(|source| LabReadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        crate::files::read_input(path, crate::files::InputKind::Results).map_err(|source| {
+            LabReadError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     serde_json::from_slice(&text).map_err(|e| LabReadError::Json {
         path: path.to_path_buf(),
         line: e.line(),

@@ -285,10 +285,13 @@ fn prepare(opts: &LabOptions, on_event: &(dyn Fn(Event) + Sync)) -> Result<Prepa
         .chosen_file
         .and_then(|i| probe.entries.get(i))
         .and_then(|e| e.resolved.clone().or_else(|| Some(e.path.clone())));
-    let lab_root = std::fs::read_to_string(pkis["ecdsa-p256"].join("root.pem"))
-        .map_err(|e| prep_err(dir, e))?;
+    let lab_root = crate::files::read_input_to_string(
+        &pkis["ecdsa-p256"].join("root.pem"),
+        crate::files::InputKind::Pem,
+    )
+    .map_err(|e| prep_err(dir, e))?;
     let (mut text, bundle_note) = match &system {
-        Some(p) => match std::fs::read_to_string(p) {
+        Some(p) => match crate::files::read_input_to_string(p, crate::files::InputKind::Bundle) {
             Ok(t) => (
                 t,
                 format!("system bundle {} plus the lab's root", p.display()),
@@ -374,7 +377,14 @@ fn reloaded_config(
     )?);
     let loaded = match bundle {
         Some(path) => rustls_native_certs::load_certs_from_paths(Some(path), None),
-        None => rustls_native_certs::load_native_certs(),
+        None => {
+            // rustls-native-certs would block on a FIFO named by SSL_CERT_FILE.
+            crate::trust::discover::check_ssl_cert_file().map_err(|e| ConfigError::BadFile {
+                path: std::env::var_os("SSL_CERT_FILE").unwrap_or_default().into(),
+                reason: e.to_string(),
+            })?;
+            rustls_native_certs::load_native_certs()
+        }
     };
     let mut roots = rustls::RootCertStore::empty();
     roots.add_parsable_certificates(loaded.certs);

@@ -657,10 +657,13 @@ pub fn looks_like_json(text: &[u8]) -> bool {
 
 /// Reads a result written by `tlsperf load --out` (or `merge`).
 pub fn read(path: &std::path::Path) -> Result<LoadResult, ReadError> {
-    let text = std::fs::read(path).map_err(|source| ReadError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        crate::files::read_input(path, crate::files::InputKind::Results).map_err(|source| {
+            ReadError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     parse(path, &text)
 }
 

@@ -76,6 +76,162 @@ pub fn ocsp_response(pki: &TestPki, valid: Duration) -> Result<Vec<u8>, PkiError
         .map_err(|e| err("encoding the response", e))
 }
 
+/// Why an OCSP response may not be stapled for a certificate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct StapleError {
+    /// In words: what the response is, or what in it does not fit.
+    pub reason: String,
+}
+
+fn staple_err(reason: impl Into<String>) -> StapleError {
+    StapleError {
+        reason: reason.into(),
+    }
+}
+
+/// How far a response's thisUpdate may lie in the future (clock skew).
+const CLOCK_SKEW: Duration = Duration::from_secs(300);
+
+/// Checks that `der` is an OCSP response a client can use for the leaf of `chain` (leaf
+/// first; its issuer second, when present) at `now`: a `successful` basic response with a
+/// SingleResponse for the leaf's serial number and issuer (the CertID's issuer name hash,
+/// and key hash when the issuer certificate is in the chain or the leaf is self-issued,
+/// in SHA-1 or SHA-256), status `good`, thisUpdate not after now (5 minutes of clock skew
+/// allowed) and nextUpdate, when given, after now. The signature is left to clients.
+pub fn check_staple(
+    der: &[u8],
+    chain: &[rustls_pki_types::CertificateDer<'_>],
+    now: SystemTime,
+) -> Result<(), StapleError> {
+    use x509_cert::der::Encode;
+    use x509_ocsp::{BasicOcspResponse, OcspResponse, OcspResponseStatus};
+
+    let leaf_der = chain
+        .first()
+        .ok_or_else(|| staple_err("there is no certificate to staple it for"))?;
+    let leaf = Certificate::from_der(leaf_der)
+        .map_err(|e| staple_err(format!("the certificate cannot be parsed: {e}")))?;
+    let response = OcspResponse::from_der(der).map_err(|e| {
+        let what = if der.starts_with(b"-----BEGIN") {
+            "it is PEM text, not a DER OCSP response".to_string()
+        } else {
+            format!("not a DER OCSP response ({e})")
+        };
+        staple_err(what)
+    })?;
+    if response.response_status != OcspResponseStatus::Successful {
+        return Err(staple_err(format!(
+            "the response status is {:?}, not successful",
+            response.response_status
+        )));
+    }
+    let bytes = response
+        .response_bytes
+        .ok_or_else(|| staple_err("a successful response without response bytes"))?;
+    let basic = BasicOcspResponse::from_der(bytes.response.as_bytes())
+        .map_err(|e| staple_err(format!("not a basic OCSP response ({e})")))?;
+
+    let issuer_name = leaf
+        .tbs_certificate
+        .issuer
+        .to_der()
+        .map_err(|e| staple_err(format!("encoding the issuer name: {e}")))?;
+    let self_issued = leaf.tbs_certificate.issuer == leaf.tbs_certificate.subject;
+    let issuer_key: Option<Vec<u8>> = match chain.get(1) {
+        Some(i) => {
+            let i = Certificate::from_der(i)
+                .map_err(|e| staple_err(format!("the issuer certificate cannot be parsed: {e}")))?;
+            Some(
+                i.tbs_certificate
+                    .subject_public_key_info
+                    .subject_public_key
+                    .raw_bytes()
+                    .to_vec(),
+            )
+        }
+        None if self_issued => Some(
+            leaf.tbs_certificate
+                .subject_public_key_info
+                .subject_public_key
+                .raw_bytes()
+                .to_vec(),
+        ),
+        None => None,
+    };
+    let digest = |oid: &x509_cert::der::asn1::ObjectIdentifier, data: &[u8]| -> Option<Vec<u8>> {
+        let alg = match oid.to_string().as_str() {
+            "1.3.14.3.2.26" => &aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY,
+            "2.16.840.1.101.3.4.2.1" => &aws_lc_rs::digest::SHA256,
+            _ => return None,
+        };
+        Some(aws_lc_rs::digest::digest(alg, data).as_ref().to_vec())
+    };
+
+    let serial = &leaf.tbs_certificate.serial_number;
+    let mut for_serial = basic
+        .tbs_response_data
+        .responses
+        .iter()
+        .filter(|r| &r.cert_id.serial_number == serial)
+        .peekable();
+    if for_serial.peek().is_none() {
+        return Err(staple_err(format!(
+            "it is not for this certificate (serial {serial}); it covers serial {}",
+            basic
+                .tbs_response_data
+                .responses
+                .iter()
+                .map(|r| r.cert_id.serial_number.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let single = for_serial
+        .find(|r| {
+            let id = &r.cert_id;
+            let oid = &id.hash_algorithm.oid;
+            let name_ok =
+                digest(oid, &issuer_name).as_deref() == Some(id.issuer_name_hash.as_bytes());
+            let key_ok = match &issuer_key {
+                Some(k) => digest(oid, k).as_deref() == Some(id.issuer_key_hash.as_bytes()),
+                None => true,
+            };
+            name_ok && key_ok
+        })
+        .ok_or_else(|| {
+            staple_err(format!(
+                "it is for serial {serial} of another issuer (the issuer name or key hash differs)"
+            ))
+        })?;
+    match &single.cert_status {
+        CertStatus::Good(_) => {}
+        CertStatus::Revoked(_) => return Err(staple_err("it says the certificate is revoked")),
+        CertStatus::Unknown(_) => {
+            return Err(staple_err("it says the certificate's status is unknown"));
+        }
+    }
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| staple_err(format!("reading the clock: {e}")))?;
+    let this_update = single.this_update.0.to_unix_duration();
+    if this_update > now + CLOCK_SKEW {
+        return Err(staple_err(format!(
+            "it is not valid yet (thisUpdate {})",
+            single.this_update.0.to_date_time()
+        )));
+    }
+    if let Some(next) = &single.next_update
+        && next.0.to_unix_duration() <= now
+    {
+        return Err(staple_err(format!(
+            "it has expired (nextUpdate {})",
+            next.0.to_date_time()
+        )));
+    }
+    Ok(())
+}
+
 fn err(what: &str, e: impl std::fmt::Display) -> PkiError {
     PkiError::Ocsp {
         reason: format!("{what}: {e}"),
@@ -185,6 +341,41 @@ mod tests {
         let mut tampered = b.clone();
         tampered.tbs_response_data.responses[0].cert_status = CertStatus::unknown();
         assert!(!verifies(&tampered, &public_key(&pki.intermediate.der)));
+    }
+
+    #[test]
+    fn staple_check_accepts_its_own_and_refuses_others() {
+        let pki = TestPki::generate(&PkiOptions::default()).unwrap();
+        let other = TestPki::generate(&PkiOptions::default()).unwrap();
+        let chain = pki.server_chain();
+        let now = SystemTime::now();
+        let good = ocsp_response(&pki, Duration::from_secs(3600)).unwrap();
+        check_staple(&good, &chain, now).unwrap();
+        // Another PKI's response: another serial (or issuer).
+        let foreign = ocsp_response(&other, Duration::from_secs(3600)).unwrap();
+        let e = check_staple(&foreign, &chain, now).unwrap_err();
+        assert!(e.reason.contains("not for this certificate"), "{e}");
+        // PEM certificate bytes.
+        let e = check_staple(pki.server.pem.as_bytes(), &chain, now).unwrap_err();
+        assert!(e.reason.contains("PEM"), "{e}");
+        // A non-successful status.
+        let e = check_staple(&[0x30, 0x03, 0x0a, 0x01, 0x06], &chain, now).unwrap_err();
+        assert!(e.reason.contains("not successful"), "{e}");
+        // Expired, and not yet valid.
+        let later = now + Duration::from_secs(7200);
+        assert!(
+            check_staple(&good, &chain, later)
+                .unwrap_err()
+                .reason
+                .contains("expired")
+        );
+        let earlier = now - Duration::from_secs(3600);
+        assert!(
+            check_staple(&good, &chain, earlier)
+                .unwrap_err()
+                .reason
+                .contains("not valid yet")
+        );
     }
 
     #[test]

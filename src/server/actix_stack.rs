@@ -48,6 +48,12 @@ pub struct ActixOptions {
     pub max_connections: usize,
     /// Longest time from TCP accept to handshake complete.
     pub handshake_timeout: Duration,
+    /// Longest time a client may take to send a request's headers (actix's client
+    /// request timeout).
+    pub header_timeout: Duration,
+    /// Longest time an idle keep-alive connection is kept (actix's keep-alive timeout:
+    /// between requests only).
+    pub idle_timeout: Duration,
     /// Time in-flight connections get to finish at shutdown (whole seconds, rounded up).
     pub shutdown_timeout: Duration,
     /// Bytes of the `/` response body.
@@ -124,6 +130,8 @@ impl ActixServer {
         let app_state = state.clone();
         let rotation = self.opts.rotation;
         let handshake_timeout = self.opts.handshake_timeout;
+        let header_timeout = self.opts.header_timeout;
+        let idle_timeout = self.opts.idle_timeout;
         let listeners = self.listeners;
         actix_web::rt::System::new().block_on(async move {
             let mut server = HttpServer::new(move || {
@@ -136,6 +144,8 @@ impl ActixServer {
             .workers(workers)
             .max_connections(per_worker)
             .tls_handshake_timeout(handshake_timeout)
+            .client_request_timeout(header_timeout)
+            .keep_alive(actix_web::http::KeepAlive::Timeout(idle_timeout))
             .shutdown_timeout(shutdown_secs)
             .disable_signals();
             for l in listeners {

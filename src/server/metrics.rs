@@ -23,13 +23,34 @@ pub struct HandshakeLabels {
     pub kind: String,
     /// `TLSv1_2` or `TLSv1_3`.
     pub version: String,
-    /// Key-exchange group.
+    /// Key-exchange group; `none` for a TLS 1.2 resumption, which exchanges no key.
     pub group: String,
     /// Cipher suite.
     pub suite: String,
     /// `yes` when the client presented a certificate.
     pub client_auth: String,
+    /// How a resumed handshake found its session: `ticket` (a TLS 1.2 session ticket or a
+    /// TLS 1.3 pre-shared key), `session-id` (a TLS 1.2 session id looked up in the
+    /// server's cache), `unknown` (the ClientHello could not be read); `none` when not
+    /// resumed.
+    pub resumption: String,
 }
+
+/// Every `reason` of the failures counter; each is exported from the start (at 0).
+pub const FAILURE_REASONS: &[&str] = &[
+    "timeout",
+    "alert-received",
+    "bad-client-certificate",
+    "incompatible-client",
+    "no-matching-sni",
+    "protocol-error",
+    "tls-error",
+    "closed-during-handshake",
+    "io-error",
+    "max-connections",
+    "idle-timeout",
+    "shed-idle",
+];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailureLabels {
@@ -68,6 +89,12 @@ impl Metrics {
         let handshakes: Family<HandshakeLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(handshake_histogram);
         let failures = Family::<FailureLabels, Counter>::default();
+        // A series exists before its first failure: rates and alerts see 0, not nothing.
+        for reason in FAILURE_REASONS {
+            let _ = failures.get_or_create(&FailureLabels {
+                reason: (*reason).to_string(),
+            });
+        }
         let open = Gauge::default();
         let requests = Counter::default();
         let rejected = Counter::default();

@@ -3,6 +3,11 @@
 //! handshake metrics, a connection limit, a handshake timeout, several `SO_REUSEPORT`
 //! listeners, shared rotating ticket keys and graceful shutdown.
 //!
+//! Idle and slow clients cannot hold the server: hyper gets a timer and a header-read
+//! timeout, a connection that moves no byte for the idle timeout is closed, and at the
+//! connection limit (or when accept runs out of descriptors) the connection idle the
+//! longest is shed to make room. Accept errors are logged at most once a second.
+//!
 //! The HTTP layer on top is chosen by [`Stack`]: hyper's own service ([`http::serve`]),
 //! an axum router ([`axum_stack`]) on the same accept loop, or actix-web with its own
 //! accept loop and the same rustls `ServerConfig` ([`actix_stack`]).
@@ -16,17 +21,22 @@ pub mod early;
 pub mod http;
 pub mod metrics;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
@@ -94,7 +104,7 @@ impl Stack {
 pub struct Rotation {
     /// The key ring file.
     pub path: PathBuf,
-    /// How often.
+    /// How often (at least once a second is enforced: shorter periods rotate every second).
     pub every: Duration,
     /// The ring this instance uses (reloaded right after each rotation).
     pub ring: Arc<TicketKeyRing>,
@@ -110,7 +120,12 @@ pub struct ServeOptions {
     pub tls: Arc<rustls::ServerConfig>,
     /// Longest time from TCP accept to handshake complete.
     pub handshake_timeout: Duration,
-    /// Connections served at once; more are closed at accept.
+    /// Longest time an HTTP/1.1 client may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// A connection that moves no byte (in either direction) for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections served at once; at the limit the connection idle the longest (for at
+    /// least a second) is shed to make room, else the new one is closed at accept.
     pub max_connections: usize,
     /// Bytes of the `/` response body.
     pub body_size: usize,
@@ -229,12 +244,21 @@ impl Server {
         let graceful = Arc::new(GracefulShutdown::new());
         let (stop_tx, stop_rx) = watch::channel(false);
         let limit = Arc::new(Semaphore::new(self.opts.max_connections.max(1)));
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.opts.header_timeout);
+        builder.http2().timer(TokioTimer::new());
         let ctx = Arc::new(Ctx {
             acceptor: TlsAcceptor::from(Arc::clone(&self.opts.tls)),
             metrics: Arc::clone(&self.metrics),
             bodies: http::Bodies::new(self.opts.body_size),
             handshake_timeout: self.opts.handshake_timeout,
-            builder: auto::Builder::new(TokioExecutor::new()),
+            header_timeout: self.opts.header_timeout,
+            idle_timeout: self.opts.idle_timeout,
+            conns: Registry::new(),
+            builder,
             axum: (self.opts.stack == Stack::Axum).then(|| {
                 axum_stack::router(
                     http::Bodies::new(self.opts.body_size),
@@ -291,9 +315,250 @@ struct Ctx {
     metrics: Arc<Metrics>,
     bodies: http::Bodies,
     handshake_timeout: Duration,
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    conns: Registry,
     builder: auto::Builder<TokioExecutor>,
     /// The axum router with `--stack axum`.
     axum: Option<axum::Router>,
+}
+
+/// One open connection, as the accept loop sees it.
+struct ConnState {
+    /// Milliseconds since the registry's epoch of the last byte read or written.
+    last_active: AtomicU64,
+    /// Asked to close (shed); never picked twice.
+    shed: AtomicBool,
+    /// Wakes the connection's task to close it.
+    close: tokio::sync::Notify,
+}
+
+/// The open connections, for shedding the one idle the longest.
+struct Registry {
+    epoch: Instant,
+    next_id: AtomicU64,
+    conns: Mutex<HashMap<u64, Arc<ConnState>>>,
+}
+
+/// A connection idle for less than this is never shed.
+const MIN_IDLE_TO_SHED: Duration = Duration::from_secs(1);
+
+impl Registry {
+    fn new() -> Self {
+        Registry {
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
+            conns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn register(&self) -> (u64, Arc<ConnState>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let state = Arc::new(ConnState {
+            last_active: AtomicU64::new(self.now_ms()),
+            shed: AtomicBool::new(false),
+            close: tokio::sync::Notify::new(),
+        });
+        if let Ok(mut m) = self.conns.lock() {
+            m.insert(id, Arc::clone(&state));
+        }
+        (id, state)
+    }
+
+    fn remove(&self, id: u64) {
+        if let Ok(mut m) = self.conns.lock() {
+            m.remove(&id);
+        }
+    }
+
+    /// Asks the connection idle the longest (at least [`MIN_IDLE_TO_SHED`]) to close;
+    /// false when there is none.
+    fn shed_oldest_idle(&self) -> bool {
+        let now = self.now_ms();
+        let min = MIN_IDLE_TO_SHED.as_millis() as u64;
+        let Ok(m) = self.conns.lock() else {
+            return false;
+        };
+        let oldest = m
+            .values()
+            .filter(|c| !c.shed.load(Ordering::Relaxed))
+            .map(|c| (c.last_active.load(Ordering::Relaxed), c))
+            .filter(|(t, _)| now.saturating_sub(*t) >= min)
+            .min_by_key(|(t, _)| *t);
+        match oldest {
+            Some((_, c)) => {
+                c.shed.store(true, Ordering::Relaxed);
+                c.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Records the time of every byte read or written on a connection, and keeps the first
+/// bytes the client sends (its ClientHello) until the handshake is done.
+struct Tracked<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    epoch: Instant,
+    /// The first [`HELLO_CAPTURE`] bytes read, while capturing.
+    hello: Option<Vec<u8>>,
+}
+
+/// Bytes of the client's first flight kept to read its ClientHello (one with a
+/// post-quantum key share is about 1.8 KB).
+const HELLO_CAPTURE: usize = 8192;
+
+/// Whether the ClientHello at the start of `records` (TLS records as the client sent
+/// them) offers a TLS 1.2 session ticket: a non-empty `session_ticket` extension. `None`
+/// when it cannot be read.
+fn offers_session_ticket(records: &[u8]) -> Option<bool> {
+    // Handshake bytes from the leading handshake records.
+    let mut hs = Vec::new();
+    let mut rest = records;
+    while rest.len() >= 5 && rest[0] == 22 {
+        let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
+        let body = rest.get(5..5 + len)?;
+        hs.extend_from_slice(body);
+        rest = &rest[5 + len..];
+    }
+    let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+        let (head, tail) = (b.get(..n)?, b.get(n..)?);
+        *b = tail;
+        Some(head.to_vec())
+    };
+    let mut b: &[u8] = &hs;
+    let head = take(&mut b, 4)?;
+    if head[0] != 1 {
+        return None; // not a ClientHello
+    }
+    let mut b: &[u8] =
+        b.get(..usize::from(head[1]) << 16 | usize::from(head[2]) << 8 | usize::from(head[3]))?;
+    take(&mut b, 2 + 32)?; // legacy_version, random
+    let n = usize::from(take(&mut b, 1)?[0]);
+    take(&mut b, n)?; // session id
+    let n = take(&mut b, 2)?;
+    take(&mut b, usize::from(u16::from_be_bytes([n[0], n[1]])))?; // cipher suites
+    let n = usize::from(take(&mut b, 1)?[0]);
+    take(&mut b, n)?; // compression methods
+    if b.is_empty() {
+        return Some(false); // no extensions
+    }
+    let n = take(&mut b, 2)?;
+    let mut exts: &[u8] = b.get(..usize::from(u16::from_be_bytes([n[0], n[1]])))?;
+    while !exts.is_empty() {
+        let h = take(&mut exts, 4)?;
+        let (kind, len) = (
+            u16::from_be_bytes([h[0], h[1]]),
+            usize::from(u16::from_be_bytes([h[2], h[3]])),
+        );
+        take(&mut exts, len)?;
+        if kind == 35 {
+            return Some(len > 0);
+        }
+    }
+    Some(false)
+}
+
+impl<T> Tracked<T> {
+    fn touch(&self) {
+        self.state
+            .last_active
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.touch();
+            let this = &mut *self;
+            if let Some(h) = &mut this.hello {
+                let new = &buf.filled()[before..];
+                let room = HELLO_CAPTURE.saturating_sub(h.len());
+                h.extend_from_slice(&new[..new.len().min(room)]);
+            }
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Logs accept failures at most once a second, counting the ones left out.
+struct AcceptErrorLog {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl AcceptErrorLog {
+    fn log(&mut self, e: &std::io::Error) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
+        {
+            self.suppressed += 1;
+            return;
+        }
+        if self.suppressed > 0 {
+            tracing::warn!(
+                "accept failed: {e} ({} more accept failures in the last second)",
+                self.suppressed
+            );
+        } else {
+            tracing::warn!("accept failed: {e}");
+        }
+        self.last = Some(now);
+        self.suppressed = 0;
+    }
 }
 
 async fn accept_loop(
@@ -303,6 +568,10 @@ async fn accept_loop(
     graceful: Arc<GracefulShutdown>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut errors = AcceptErrorLog {
+        last: None,
+        suppressed: 0,
+    };
     loop {
         tokio::select! {
             _ = stop.changed() => break,
@@ -311,18 +580,69 @@ async fn accept_loop(
                     Ok(permit) => {
                         tokio::spawn(connection(tcp, Arc::clone(&ctx), graceful.watcher(), permit));
                     }
+                    Err(_) if ctx.conns.shed_oldest_idle() => {
+                        // The shed connection gives its permit back as it closes.
+                        ctx.metrics.failure("shed-idle");
+                        let ctx = Arc::clone(&ctx);
+                        let limit = Arc::clone(&limit);
+                        let watcher = graceful.watcher();
+                        tokio::spawn(async move {
+                            let wait = tokio::time::timeout(Duration::from_secs(1), limit.acquire_owned());
+                            match wait.await {
+                                Ok(Ok(permit)) => connection(tcp, ctx, watcher, permit).await,
+                                _ => {
+                                    ctx.metrics.rejected();
+                                    drop(tcp);
+                                }
+                            }
+                        });
+                    }
                     Err(_) => {
                         ctx.metrics.rejected();
                         drop(tcp);
                     }
                 },
                 Err(e) => {
-                    // Out of descriptors and the like: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
+                    // Out of descriptors and the like: free one by shedding the connection
+                    // idle the longest, back off instead of spinning, log once a second.
+                    if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+                        && ctx.conns.shed_oldest_idle()
+                    {
+                        ctx.metrics.failure("shed-idle");
+                    }
+                    errors.log(&e);
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
         }
+    }
+}
+
+/// Waits until `state`'s connection has moved no byte for `idle` (true), or it is asked to
+/// close (false).
+async fn idle_or_shed(state: &ConnState, epoch: Instant, idle: Duration) -> bool {
+    loop {
+        let last = Duration::from_millis(state.last_active.load(Ordering::Relaxed));
+        let deadline = tokio::time::Instant::from_std(epoch + last + idle);
+        tokio::select! {
+            _ = state.close.notified() => return false,
+            _ = tokio::time::sleep_until(deadline) => {
+                let now = epoch.elapsed();
+                let last = Duration::from_millis(state.last_active.load(Ordering::Relaxed));
+                if now.saturating_sub(last) >= idle {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// Removes a connection from the registry however it ends.
+struct Registered<'a>(&'a Registry, u64);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.remove(self.1);
     }
 }
 
@@ -345,7 +665,20 @@ async fn connection(
     ctx.metrics.open_delta(1);
     let _guard = OpenGuard(Arc::clone(&ctx.metrics));
     let _ = tcp.set_nodelay(true);
-    let tls = match tokio::time::timeout(ctx.handshake_timeout, ctx.acceptor.accept(tcp)).await {
+    let (id, state) = ctx.conns.register();
+    let _registered = Registered(&ctx.conns, id);
+    let tcp = Tracked {
+        inner: tcp,
+        state: Arc::clone(&state),
+        epoch: ctx.conns.epoch,
+        hello: Some(Vec::new()),
+    };
+    let handshake = tokio::time::timeout(ctx.handshake_timeout, ctx.acceptor.accept(tcp));
+    let handshake = tokio::select! {
+        r = handshake => r,
+        _ = state.close.notified() => return,
+    };
+    let tls = match handshake {
         Err(_) => {
             ctx.metrics.failure("timeout");
             return;
@@ -359,6 +692,7 @@ async fn connection(
     };
     let took = started.elapsed();
     let mut tls = tls;
+    let hello = tls.get_mut().0.hello.take();
     // 0-RTT data rustls accepted: read it out now and serve it first.
     let mut early = Vec::new();
     if let Some(mut data) = tls.get_mut().1.early_data() {
@@ -367,6 +701,19 @@ async fn connection(
     }
     {
         let (_, conn) = tls.get_ref();
+        let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+        let tls12 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
+        // rustls resumes TLS 1.2 by ticket whenever the client offers one (it then never
+        // looks the session id up), else by session id; TLS 1.3 always by a PSK.
+        let resumption = match (resumed, tls12) {
+            (false, _) => "none",
+            (true, false) => "ticket",
+            (true, true) => match hello.as_deref().and_then(offers_session_ticket) {
+                Some(true) => "ticket",
+                Some(false) => "session-id",
+                None => "unknown",
+            },
+        };
         let kind = match conn.handshake_kind() {
             Some(rustls::HandshakeKind::Resumed) if !early.is_empty() => "0rtt",
             Some(rustls::HandshakeKind::Resumed) => "resumed",
@@ -383,7 +730,7 @@ async fn connection(
                 group: conn
                     .negotiated_key_exchange_group()
                     .map(|g| crate::tls::choices::group_name(g.name()))
-                    .unwrap_or_default(),
+                    .unwrap_or_else(|| "none".into()),
                 suite: conn
                     .negotiated_cipher_suite()
                     .map(|s| format!("{:?}", s.suite()))
@@ -394,6 +741,7 @@ async fn connection(
                     "no"
                 }
                 .into(),
+                resumption: resumption.into(),
             },
             took,
         );
@@ -401,16 +749,46 @@ async fn connection(
     // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     let io = TokioIo::new(early::Prefixed::new(early, tls));
-    let result = match &ctx.axum {
-        Some(router) => {
-            let svc = hyper_util::service::TowerToHyperService::new(router.clone());
-            serve_http(io, alpn.as_deref(), svc, &ctx.builder, watcher).await
+    let served = async {
+        match &ctx.axum {
+            Some(router) => {
+                let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+                serve_http(
+                    io,
+                    alpn.as_deref(),
+                    svc,
+                    &ctx.builder,
+                    ctx.header_timeout,
+                    watcher,
+                )
+                .await
+            }
+            None => {
+                let metrics = Arc::clone(&ctx.metrics);
+                let bodies = ctx.bodies.clone();
+                let svc =
+                    service_fn(move |req| http::serve(req, bodies.clone(), Arc::clone(&metrics)));
+                serve_http(
+                    io,
+                    alpn.as_deref(),
+                    svc,
+                    &ctx.builder,
+                    ctx.header_timeout,
+                    watcher,
+                )
+                .await
+            }
         }
-        None => {
-            let metrics = Arc::clone(&ctx.metrics);
-            let bodies = ctx.bodies.clone();
-            let svc = service_fn(move |req| http::serve(req, bodies.clone(), Arc::clone(&metrics)));
-            serve_http(io, alpn.as_deref(), svc, &ctx.builder, watcher).await
+    };
+    // Dropping the connection closes it: when it has been idle too long, or when it is shed.
+    let result = tokio::select! {
+        r = served => r,
+        idle = idle_or_shed(&state, ctx.conns.epoch, ctx.idle_timeout) => {
+            // A shed connection was counted when the accept loop shed it.
+            if idle {
+                ctx.metrics.failure("idle-timeout");
+            }
+            return;
         }
     };
     if let Err(e) = result {
@@ -425,6 +803,7 @@ async fn serve_http<I, S, B>(
     alpn: Option<&[u8]>,
     svc: S,
     builder: &auto::Builder<TokioExecutor>,
+    header_timeout: Duration,
     watcher: hyper_util::server::graceful::Watcher,
 ) -> Result<(), String>
 where
@@ -444,11 +823,15 @@ where
     match alpn {
         Some(b"h2") => {
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
                 .serve_connection(io, svc);
             watcher.watch(conn).await.map_err(|e| e.to_string())
         }
         Some(b"http/1.1") => {
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, svc);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .serve_connection(io, svc);
             watcher.watch(conn).await.map_err(|e| e.to_string())
         }
         _ => watcher
@@ -513,7 +896,9 @@ async fn metrics_loop(
 }
 
 pub(crate) async fn rotate_loop(rot: Rotation, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(rot.every);
+    // A zero period would panic the runtime thread (tokio's interval refuses it) and a tiny
+    // one rewrite the key ring thousands of times a second: at most once a second.
+    let mut tick = tokio::time::interval(rot.every.max(Duration::from_secs(1)));
     tick.tick().await; // the first tick is immediate
     loop {
         tokio::select! {

@@ -85,7 +85,8 @@ impl Samples {
                 size: meta.len(),
             });
         }
-        let bytes = std::fs::read(path).map_err(read_err)?;
+        let bytes =
+            crate::files::read_input(path, crate::files::InputKind::Results).map_err(read_err)?;
         let text = String::from_utf8_lossy(&bytes);
         Self::parse(path, &text)
     }

@@ -178,9 +178,11 @@ pub fn group_name(g: rustls::NamedGroup) -> String {
 
 /// Reads a PEM certificate chain (leaf first).
 pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
-    let text = std::fs::read(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
+    let text = crate::files::read_input(path, crate::files::InputKind::Pem).map_err(|source| {
+        ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     let certs: Vec<_> = CertificateDer::pem_slice_iter(&text)
         .collect::<Result<_, _>>()
@@ -199,9 +201,11 @@ pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigErr
 
 /// Reads a PEM private key (PKCS#8, PKCS#1 or SEC1).
 pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, ConfigError> {
-    let text = std::fs::read(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
+    let text = crate::files::read_input(path, crate::files::InputKind::Pem).map_err(|source| {
+        ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     if memchr::memmem::find(&text, b"ENCRYPTED").is_some() {
         return Err(ConfigError::BadFile {

@@ -58,6 +58,14 @@ pub enum TicketError {
         /// Why.
         reason: String,
     },
+    /// The file can be read by other users than its owner.
+    #[error("{}: the ticket key file is readable by others (mode {mode:04o}); anyone who can read it can decrypt every session it protects: chmod 600 {} (or pass --allow-insecure-key-file)", .path.display(), .path.display())]
+    Insecure {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Writing the file failed.
     #[error(transparent)]
     Write(#[from] files::FileError),
@@ -70,7 +78,7 @@ impl Classify for TicketError {
     fn class(&self) -> ErrorClass {
         match self {
             TicketError::Read { source, .. } => io_input_class(source),
-            TicketError::Invalid { .. } => ErrorClass::Input,
+            TicketError::Invalid { .. } | TicketError::Insecure { .. } => ErrorClass::Input,
             TicketError::Write(e) => e.class(),
             TicketError::Random => ErrorClass::Runtime,
         }
@@ -172,6 +180,34 @@ pub struct RingInfo {
     pub keys: Vec<KeyInfo>,
 }
 
+/// Fails with [`TicketError::Insecure`] when the key ring at `path` (after symbolic
+/// links) can be read or written by its group or others: only its owner may (mode 0600 or
+/// 0400).
+pub fn check_private(path: &Path) -> Result<(), TicketError> {
+    let meta = std::fs::metadata(path).map_err(|source| TicketError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if files::not_regular(&meta).is_some() {
+        // Not a key ring at all: reading it refuses it, saying what it is.
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(TicketError::Insecure {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = meta;
+    Ok(())
+}
+
 /// Creates a new ring file (active + standby keys), mode 0600. Refuses to overwrite unless
 /// `overwrite`.
 pub fn init(path: &Path, overwrite: bool) -> Result<RingInfo, TicketError> {
@@ -188,8 +224,15 @@ pub fn init(path: &Path, overwrite: bool) -> Result<RingInfo, TicketError> {
 }
 
 /// Rotates the ring file in place: decrypt-only is destroyed, active becomes
-/// decrypt-only, standby becomes active, and a new standby key is generated.
+/// decrypt-only, standby becomes active, and a new standby key is generated. When `path`
+/// is a symbolic link (to a ring shared by several instances), the file it points to is
+/// rotated and the link is kept: replacing the link with a file would leave the shared
+/// ring unrotated and this instance on a ring of its own.
 pub fn rotate(path: &Path) -> Result<RingInfo, TicketError> {
+    let shown = path;
+    // A broken link or a missing file: reading `path` reports it.
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = target.as_path();
     let mut ring = read(path)?;
     let rng = SystemRandom::new();
     ring.keys.retain(|k| k.state != KeyState::DecryptOnly);
@@ -204,7 +247,7 @@ pub fn rotate(path: &Path) -> Result<RingInfo, TicketError> {
         .push(TicketKey::generate(&rng, KeyState::Standby)?);
     ring.rotated_at = now_rfc3339();
     write(path, &ring, true)?;
-    Ok(info(path, &ring))
+    Ok(info(shown, &ring))
 }
 
 /// Reads a ring file and describes it (ids and states only).
@@ -260,23 +303,14 @@ fn read(path: &Path) -> Result<Ring, TicketError> {
         path: path.to_path_buf(),
         reason,
     };
-    let meta = std::fs::metadata(path).map_err(|source| TicketError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if meta.len() > 64 * 1024 {
-        return Err(invalid(format!(
-            "{} bytes is too large for a key ring",
-            meta.len()
-        )));
-    }
-    let text =
-        Zeroizing::new(
-            std::fs::read_to_string(path).map_err(|source| TicketError::Read {
+    let text = Zeroizing::new(
+        crate::files::read_input_to_string(path, crate::files::InputKind::KeyRing).map_err(
+            |source| TicketError::Read {
                 path: path.to_path_buf(),
                 source,
-            })?,
-        );
+            },
+        )?,
+    );
     let file: RingFile =
         serde_json::from_str(&text).map_err(|e| invalid(format!("line {}: {e}", e.line())))?;
     if file.version != 1 {

@@ -293,6 +293,26 @@ fn check(
     }
 }
 
+/// Refuses an `SSL_CERT_FILE` that exists but is not a regular file (a FIFO, a device),
+/// before anything that honours it (rustls-native-certs opens it with a blocking `open()`
+/// and reads it whole) is called; the probe itself only skips such a candidate.
+pub fn check_ssl_cert_file() -> Result<(), super::TrustError> {
+    let Some(path) = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from) else {
+        return Ok(());
+    };
+    match fs::metadata(&path)
+        .ok()
+        .as_ref()
+        .and_then(crate::files::not_regular)
+    {
+        Some(what) => Err(super::TrustError::NotRegular {
+            path: PathBuf::from(format!("SSL_CERT_FILE={}", path.display())),
+            what,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Maps an I/O error to a probe status.
 pub fn status_of(e: &io::Error) -> Status {
     match e.kind() {

@@ -339,14 +339,18 @@ impl Reader {
         };
         let t = Lap::start(self.timed);
         stats.files_opened += 1;
-        let mut file = fs::File::open(path).map_err(read_err)?;
-        let meta = file.metadata().map_err(read_err)?;
-        t.add_to(&mut times.io);
-        if !meta.is_file() {
+        // Checked before opening, and opened non-blocking: a FIFO would block in open(),
+        // a device would be read forever.
+        if let Ok(meta) = fs::metadata(path)
+            && let Some(what) = crate::files::not_regular(&meta)
+        {
             return Err(TrustError::NotRegular {
                 path: path.to_path_buf(),
+                what,
             });
         }
+        let (mut file, meta) = crate::files::open_input(path).map_err(read_err)?;
+        t.add_to(&mut times.io);
         if meta.len() > MAX_FILE_SIZE {
             return Err(TrustError::TooLarge {
                 path: path.to_path_buf(),
@@ -371,12 +375,28 @@ impl Reader {
             t.add_to(&mut times.io);
             filled += n;
             total += n as u64;
+            if total > MAX_FILE_SIZE {
+                // It grew while being read.
+                return Err(TrustError::TooLarge {
+                    path: path.to_path_buf(),
+                    size: total,
+                });
+            }
             let eof = n == 0;
             if first && !eof && !pem::looks_like_pem(&self.buf[..filled]) {
                 // A DER file: small; read it whole.
                 let mut whole = self.buf[..filled].to_vec();
                 let t = Lap::start(self.timed);
-                file.read_to_end(&mut whole).map_err(read_err)?;
+                (&mut file)
+                    .take(MAX_FILE_SIZE + 1 - filled as u64)
+                    .read_to_end(&mut whole)
+                    .map_err(read_err)?;
+                if whole.len() as u64 > MAX_FILE_SIZE {
+                    return Err(TrustError::TooLarge {
+                        path: path.to_path_buf(),
+                        size: whole.len() as u64,
+                    });
+                }
                 t.add_to(&mut times.io);
                 total = whole.len() as u64;
                 let t = Lap::start(self.timed);
@@ -470,6 +490,20 @@ impl Reader {
                     block: None,
                     reason: "subdirectory, not read".into(),
                     ignored: true,
+                });
+                continue;
+            }
+            if let Some(what) = crate::files::not_regular(&meta) {
+                // Skipped, not refused: a directory of certificates is a store, and one odd
+                // entry (a FIFO would block the load forever, a device would be read until
+                // memory runs out) should not make the rest unusable, as with a broken
+                // symbolic link or a subdirectory. It is listed as a problem (a warning).
+                stats.problems.push(FileProblem {
+                    path,
+                    line: None,
+                    block: None,
+                    reason: format!("{what}, not a regular file; not read"),
+                    ignored: false,
                 });
                 continue;
             }

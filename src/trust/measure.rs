@@ -100,6 +100,9 @@ pub fn measure_load(
         layer_times: true,
     };
     let system = matches!(source, Source::System { root: None });
+    if system {
+        super::discover::check_ssl_cert_file()?;
+    }
     let bundle_file = match source {
         Source::Bundle(p) => Some(p.clone()),
         Source::System { root } => {
@@ -110,6 +113,17 @@ pub fn measure_load(
         Source::Dir(_) => None,
     };
 
+    // The baselines open the bundle themselves (rustls-pki-types, a blocking open that
+    // reads to the end), possibly before tlsperf's own load has refused it.
+    if let Some(f) = &bundle_file
+        && let Ok(meta) = std::fs::metadata(f)
+        && let Some(what) = crate::files::not_regular(&meta)
+    {
+        return Err(TrustError::NotRegular {
+            path: f.clone(),
+            what,
+        });
+    }
     let mut native_runs = Vec::new();
     let mut native_result = (0, 0);
     let mut pki_types_runs = Vec::new();

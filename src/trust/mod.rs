@@ -47,10 +47,12 @@ pub enum TrustError {
         source: Arc<std::io::Error>,
     },
     /// A bundle path is not a regular file.
-    #[error("{}: not a regular file", .path.display())]
+    #[error("{}: not a regular file: it is {what}", .path.display())]
     NotRegular {
         /// The path.
         path: PathBuf,
+        /// What it is instead (`a FIFO (named pipe)`, `a character device`, …).
+        what: &'static str,
     },
     /// A file is larger than any bundle should be.
     #[error("{}: {size} bytes is larger than the {} MiB limit for a certificate file", .path.display(), load::MAX_FILE_SIZE >> 20)]

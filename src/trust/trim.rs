@@ -35,9 +35,11 @@ pub struct Chain {
 
 /// Reads a chain file: PEM (or one DER certificate), leaf first.
 pub fn chain_from_file(path: &Path) -> Result<Chain, TrustError> {
-    let bytes = std::fs::read(path).map_err(|e| TrustError::Read {
-        path: path.to_path_buf(),
-        source: Arc::new(e),
+    let bytes = crate::files::read_input(path, crate::files::InputKind::Pem).map_err(|e| {
+        TrustError::Read {
+            path: path.to_path_buf(),
+            source: Arc::new(e),
+        }
     })?;
     let decoded = pem::decode(&bytes);
     if let Some(p) = decoded.problems.iter().find(|p| !p.ignored) {

@@ -140,6 +140,9 @@ pub fn run(opts: &BenchOptions) -> Result<BenchResult, TrustError> {
                 name: "chain".into(),
                 reason: "empty".into(),
             })?;
+    if opts.sizes.contains(&StoreSize::System) {
+        crate::trust::discover::check_ssl_cert_file()?;
+    }
     let provider = opts.provider.crypto_provider();
     let mut rows = Vec::new();
     let mut largest_indexed: Option<Arc<IndexedVerifier>> = None;

@@ -15,26 +15,69 @@ pub struct Run {
     pub stderr: String,
 }
 
+/// The binary under test: this build's, or `TLSPERF_TEST_BIN` when set (to show that a new
+/// test fails against an older build).
+pub fn bin() -> std::path::PathBuf {
+    std::env::var_os("TLSPERF_TEST_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_tlsperf").into())
+}
+
 /// Runs the tlsperf binary with `args` (no color, no inherited log settings).
 pub fn tlsperf<I, S>(args: I) -> Run
 where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
-        .args(args)
+    // A hang guard only: far longer than any command a test runs.
+    tlsperf_env(args, &[], std::time::Duration::from_secs(1800))
+}
+
+/// Like [`tlsperf`], with extra environment variables, killed (exit code -1, "killed after"
+/// on stderr) when it has not finished within `limit`: for inputs that could block.
+pub fn tlsperf_env<I, S>(args: I, env: &[(&str, &str)], limit: std::time::Duration) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
         .env_remove("TLSPERF_LOG")
         // The trust-store probe honours these; tests use fixtures, not the host's setup.
         .env_remove("SSL_CERT_FILE")
         .env_remove("SSL_CERT_DIR")
         .env("NO_COLOR", "1")
-        .output()
-        .expect("the tlsperf binary runs");
-    let run = Run {
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("the tlsperf binary runs");
+    let pid = child.id().to_string();
+    let (exited, wait_exit) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        // Disconnected: the child has exited (and been reaped); stand down.
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait_exit.recv_timeout(limit) {
+            let _ = Command::new("/bin/kill").args(["-KILL", &pid]).status();
+            true
+        } else {
+            false
+        }
+    });
+    let out: Output = child.wait_with_output().unwrap();
+    drop(exited);
+    let killed = watchdog.join().unwrap();
+    let mut run = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     };
+    if killed {
+        run.code = -1;
+        run.stderr
+            .push_str(&format!("\n(test harness: killed after {limit:?})"));
+    }
     assert!(
         !run.stderr.contains("panicked") && !run.stderr.contains("RUST_BACKTRACE"),
         "tlsperf panicked:\n{}",
@@ -120,7 +163,7 @@ impl Serve {
     pub fn start(args: &[&str]) -> Serve {
         use std::io::{BufRead, Read};
         use std::process::Stdio;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        let mut child = Command::new(bin())
             .args([
                 "serve",
                 "--listen",
@@ -234,7 +277,7 @@ pub fn interrupt_and_wait(child: std::process::Child, limit: std::time::Duration
     assert!(status.success());
     let (exited, wait_exit) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
-        // Disconnected: the child exited and `exited` was dropped; only a timeout kills.
+        // Disconnected: the child has exited (and been reaped); stand down.
         if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait_exit.recv_timeout(limit) {
             let _ = Command::new("/bin/kill").args(["-KILL", &pid]).status();
         }
