@@ -35,7 +35,8 @@ pub enum InputKind {
     Ocsp,
     /// A session-ticket key ring (`--ticket-keys`, `tickets show|rotate`): 64 KiB.
     KeyRing,
-    /// Results and sample files (`merge`, `compare`, `lab` results): 256 MiB.
+    /// Results and sample files (`merge`, `compare`, `lab` results): 256 MiB; pipes
+    /// (`<(…)`) are read too.
     Results,
 }
 
@@ -148,10 +149,44 @@ fn too_large(kind: InputKind, size: Option<u64>) -> std::io::Error {
     )
 }
 
+/// Opens a pipe or FIFO for reading (`compare <(…) <(…)`): non-blocking so that the open
+/// never waits for a writer, then blocking again so that reads wait for the data.
+#[cfg(unix)]
+fn open_pipe(path: &Path) -> std::io::Result<(fs::File, fs::Metadata)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0
+        || unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0
+    {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((file, meta))
+}
+
 /// Reads a whole file the user named, as [`open_input`] opens it, refusing one larger
-/// than the limit of its kind (also when it grows while being read).
+/// than the limit of its kind (also when it grows while being read). Results and sample
+/// files may also be pipes (`<(…)`, a FIFO with its writer): read once, to the end.
 pub fn read_input(path: &Path, kind: InputKind) -> std::io::Result<Vec<u8>> {
-    let (file, meta) = open_input(path)?;
+    #[cfg(unix)]
+    let (is_pipe, (file, meta)) = {
+        use std::os::unix::fs::FileTypeExt;
+        let is_pipe = kind == InputKind::Results && fs::metadata(path)?.file_type().is_fifo();
+        if is_pipe {
+            (true, open_pipe(path)?)
+        } else {
+            (false, open_input(path)?)
+        }
+    };
+    #[cfg(not(unix))]
+    let (is_pipe, (file, meta)) = (false, open_input(path)?);
     let limit = kind.limit();
     if meta.len() > limit {
         return Err(too_large(kind, Some(meta.len())));
@@ -160,6 +195,12 @@ pub fn read_input(path: &Path, kind: InputKind) -> std::io::Result<Vec<u8>> {
     file.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(too_large(kind, None));
+    }
+    if is_pipe && bytes.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "a FIFO (named pipe) that nothing was written to (no writer)",
+        ));
     }
     Ok(bytes)
 }

@@ -16,7 +16,10 @@
 //!   loopback, compared with Welch's t-test.
 //! - [`report`]: human-readable renderings of results (text, and the lab's Markdown and
 //!   HTML report).
-//! - [`files`]: atomic file output (temp file + rename, private modes for keys).
+//! - [`files`]: atomic file output (temp file + rename, private modes for keys) and the
+//!   one bounded reader of every file the user names.
+//! - [`doc`]: result documents: read once (pipes too), kind told by `schema`, written
+//!   atomically.
 //! - [`when`]: user-given points in time (RFC 3339).
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - [`crypto`]: `tlsperf crypto`, signature and key-exchange micro-benchmarks per
@@ -24,6 +27,7 @@
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
 pub mod crypto;
+pub mod doc;
 pub mod error;
 pub mod files;
 pub mod handshake;

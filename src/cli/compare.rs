@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{CliError, Output};
+use crate::doc::Input;
 use crate::report::text;
 use crate::stats::{CompareOptions, Direction, Samples, compare};
 
@@ -26,28 +27,45 @@ pub struct CompareArgs {
     #[arg(long)]
     no_filter: bool,
     /// The samples are rates (higher is better) rather than durations (lower is better).
+    /// Sample files only: tlsperf results know the direction of each metric.
     #[arg(long)]
     higher_is_better: bool,
 }
 
-/// Runs `tlsperf compare`.
+/// Runs `tlsperf compare`. Each input is read once ([`crate::doc::Input`]), its kind told
+/// by its `schema`, and parsed from the same bytes: so `compare <(…) <(…)` sees whole
+/// pipes.
 pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
-    use crate::crypto::compare::is_crypto_result_file;
-    if is_crypto_result_file(&args.a) || is_crypto_result_file(&args.b) {
-        return compare_crypto_results(&args, out);
+    use crate::crypto::compare::is_crypto_result;
+    use crate::lab::compare::is_lab_result;
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(CliError::input(format!(
+            "--alpha {}: must be between 0 and 1 (e.g. 0.05)",
+            args.alpha
+        )));
     }
-    if is_load_result(&args.a) && is_load_result(&args.b) {
-        let lab = |p: &std::path::Path| {
-            crate::files::read_input(p, crate::files::InputKind::Results)
-                .is_ok_and(|t| crate::lab::compare::is_lab_result(&t))
-        };
-        if lab(&args.a) || lab(&args.b) {
-            return compare_lab_results(&args, out);
+    let a = Input::read(&args.a)?;
+    let b = Input::read(&args.b)?;
+    // Result documents know which way each of their metrics is better; only sample
+    // files need to be told.
+    if args.higher_is_better && (a.schema().is_some() || b.schema().is_some()) {
+        return Err(CliError::input(
+            "--higher-is-better applies to sample files only: tlsperf results (load, lab, \
+             crypto) know which direction is better for each of their metrics",
+        ));
+    }
+    if is_crypto_result(&a.bytes) || is_crypto_result(&b.bytes) {
+        return compare_crypto_results(&args, &a, &b, out);
+    }
+    let json = |i: &Input| i.schema().is_some();
+    if json(&a) && json(&b) {
+        if is_lab_result(&a.bytes) || is_lab_result(&b.bytes) {
+            return compare_lab_results(&args, &a, &b, out);
         }
-        return compare_load_results(&args, out);
+        return compare_load_results(&args, &a, &b, out);
     }
-    let a = Samples::read(&args.a)?;
-    let b = Samples::read(&args.b)?;
+    let samples = |i: &Input| Samples::parse(&i.path, &String::from_utf8_lossy(&i.bytes));
+    let (a, b) = (samples(&a)?, samples(&b)?);
     let opts = CompareOptions {
         alpha: args.alpha,
         filter: !args.no_filter,
@@ -62,10 +80,15 @@ pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
 }
 
 /// Two lab results: every configuration in both, its rounds compared.
-fn compare_lab_results(args: &CompareArgs, out: &Output) -> Result<(), CliError> {
-    use crate::lab::compare::{compare_labs, read};
-    let a = read(&args.a)?;
-    let b = read(&args.b)?;
+fn compare_lab_results(
+    args: &CompareArgs,
+    ia: &Input,
+    ib: &Input,
+    out: &Output,
+) -> Result<(), CliError> {
+    use crate::lab::compare::{compare_labs, parse};
+    let a = parse(&ia.path, &ia.bytes)?;
+    let b = parse(&ib.path, &ib.bytes)?;
     let rows = compare_labs(&a, &b, (&args.a, &args.b), args.alpha, !args.no_filter)?;
     out.result(&rows, || {
         let mut s = String::new();
@@ -92,38 +115,33 @@ fn compare_lab_results(args: &CompareArgs, out: &Output) -> Result<(), CliError>
 
 /// Two `tlsperf crypto` results of the same command: Welch's t-test per matched row on
 /// its rounds (ns/op, lower is better).
-fn compare_crypto_results(args: &CompareArgs, out: &Output) -> Result<(), CliError> {
-    use crate::crypto::compare::{CryptoCompareOptions, compare_files};
-    if args.higher_is_better {
-        return Err(CliError::input(
-            "--higher-is-better does not apply to tlsperf crypto results: their rounds are ns \
-             per operation, lower is better",
-        ));
-    }
+fn compare_crypto_results(
+    args: &CompareArgs,
+    a: &Input,
+    b: &Input,
+    out: &Output,
+) -> Result<(), CliError> {
+    use crate::crypto::compare::{CryptoCompareOptions, compare_documents};
     let opts = CryptoCompareOptions {
         alpha: args.alpha,
         filter: !args.no_filter,
     };
-    let result = compare_files(&args.a, &args.b, &opts)?;
+    let result = compare_documents(a, b, &opts)?;
     out.result(&result, || crate::report::crypto::compare(&result))
-}
-
-/// True when `path` starts like JSON (a `tlsperf load` result) rather than a sample file.
-fn is_load_result(path: &std::path::Path) -> bool {
-    use std::io::Read as _;
-    let mut head = [0u8; 256];
-    crate::files::open_input(path)
-        .and_then(|(mut f, _)| f.read(&mut head))
-        .is_ok_and(|n| crate::load::result::looks_like_json(&head[..n]))
 }
 
 /// Two load results: Welch's t-test on per-connection mean latencies (lower is better)
 /// and on per-interval throughput (higher is better; the first and last, partial,
 /// intervals left out).
-fn compare_load_results(args: &CompareArgs, out: &Output) -> Result<(), CliError> {
-    use crate::load::result::read;
-    let a = read(&args.a)?;
-    let b = read(&args.b)?;
+fn compare_load_results(
+    args: &CompareArgs,
+    ia: &Input,
+    ib: &Input,
+    out: &Output,
+) -> Result<(), CliError> {
+    use crate::load::result::parse;
+    let a = parse(&ia.path, &ia.bytes)?;
+    let b = parse(&ib.path, &ib.bytes)?;
     let opts = |direction| CompareOptions {
         alpha: args.alpha,
         filter: !args.no_filter,

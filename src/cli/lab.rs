@@ -142,14 +142,7 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         }
     })?;
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
-    let mut json = serde_json::to_vec_pretty(&result).map_err(|e| CliError::runtime(e.into()))?;
-    json.push(b'\n');
-    write_atomic(
-        &args.out.join("results.json"),
-        &json,
-        FileMode::Public,
-        true,
-    )?;
+    crate::doc::write_json(&result, &args.out.join("results.json"), true)?;
     write_atomic(
         &args.out.join("report.md"),
         report::markdown(&result).as_bytes(),

@@ -11,7 +11,6 @@ use serde_json::json;
 use super::client_args::ClientArgs;
 use super::{CliError, Output};
 use crate::client::config;
-use crate::files::{FileMode, write_atomic};
 use crate::load::{LoadOptions, Progress, run};
 use crate::report::text;
 
@@ -223,10 +222,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     // The summary first: whatever happens to the file, what was measured is shown.
     out.summary(&result, || text::load_result(&result))?;
     if let Some(path) = &args.out {
-        let mut json =
-            serde_json::to_vec_pretty(&result).map_err(|e| CliError::runtime(e.into()))?;
-        json.push(b'\n');
-        write_atomic(path, &json, FileMode::Public, args.force)?;
+        crate::doc::write_json(&result, path, args.force)?;
     }
     if result.generator.saturated && result.duration_s >= 0.5 {
         anstream::eprintln!(

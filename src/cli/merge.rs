@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{CliError, Output};
-use crate::files::{FileMode, write_atomic};
 use crate::load::result::{merge, read};
 use crate::report::text;
 
@@ -38,8 +37,6 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
         .map(|p| read(p))
         .collect::<Result<Vec<_>, _>>()?;
     let merged = merge(&results, args.allow_mixed)?;
-    let mut json = serde_json::to_vec_pretty(&merged).map_err(|e| CliError::runtime(e.into()))?;
-    json.push(b'\n');
-    write_atomic(&args.out, &json, FileMode::Public, args.force)?;
+    crate::doc::write_json(&merged, &args.out, args.force)?;
     out.summary(&merged, || text::load_result(&merged))
 }

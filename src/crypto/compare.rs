@@ -28,7 +28,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Classify, ErrorClass, io_input_class};
-use crate::lab::compare::schema_of;
 use crate::stats::{
     CompareOptions, Direction, IqrFilter, Samples, StatsError, Summary, WelchTest, compare,
 };
@@ -259,18 +258,7 @@ impl Default for CryptoCompareOptions {
 /// True when `text` is JSON whose schema names a `tlsperf crypto` document (of any
 /// version: [`compare_files`] then says which it cannot read).
 pub fn is_crypto_result(text: &[u8]) -> bool {
-    crate::load::result::looks_like_json(text)
-        && schema_of(text).is_some_and(|s| s.starts_with(SCHEMA_PREFIX))
-}
-
-/// True when `path` is a file (of at most [`MAX_RESULT_FILE`] bytes) holding a
-/// `tlsperf crypto` result by [`is_crypto_result`]; false when it cannot be read.
-pub fn is_crypto_result_file(path: &Path) -> bool {
-    let small_file =
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() <= MAX_RESULT_FILE);
-    small_file
-        && crate::files::read_input(path, crate::files::InputKind::Results)
-            .is_ok_and(|t| is_crypto_result(&t))
+    crate::doc::sniff(text).is_some_and(|s| s.starts_with(SCHEMA_PREFIX))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -428,10 +416,7 @@ enum Input {
 }
 
 fn parse(path: &Path, text: &[u8]) -> Result<Input, CryptoCompareError> {
-    if !crate::load::result::looks_like_json(text) {
-        return Ok(Input::Other { schema: None });
-    }
-    let Some(schema) = schema_of(text) else {
+    let Some(schema) = crate::doc::sniff(text) else {
         return Ok(Input::Other { schema: None });
     };
     if !schema.starts_with(SCHEMA_PREFIX) {
@@ -829,6 +814,19 @@ pub fn compare_files(
     let ia = read(a)?;
     let ib = read(b)?;
     compare_inputs((a, ia), (b, ib), opts)
+}
+
+/// [`compare_files`] on documents already read ([`crate::doc::Input`]): each file is read
+/// once, so a pipe works.
+pub fn compare_documents(
+    a: &crate::doc::Input,
+    b: &crate::doc::Input,
+    opts: &CryptoCompareOptions,
+) -> Result<CryptoComparison, CryptoCompareError> {
+    check_alpha(opts.alpha)?;
+    let ia = parse(&a.path, &a.bytes)?;
+    let ib = parse(&b.path, &b.bytes)?;
+    compare_inputs((&a.path, ia), (&b.path, ib), opts)
 }
 
 fn check_alpha(alpha: f64) -> Result<(), StatsError> {

@@ -36,6 +36,19 @@ pub enum LabReadError {
         /// Why.
         reason: String,
     },
+    /// A JSON document of another kind or version.
+    #[error(
+        "{}: schema {}, not a lab result this version reads ({})",
+        .path.display(),
+        .found.as_deref().map_or("missing".to_string(), |f| format!("'{f}'")),
+        SCHEMAS_READ.join(", ")
+    )]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// Its schema, if any.
+        found: Option<String>,
+    },
     /// The two results share no configuration.
     #[error("{} and {} have no configuration in common", .a.display(), .b.display())]
     Disjoint {
@@ -52,15 +65,9 @@ impl crate::error::Classify for LabReadError {
     }
 }
 
-/// The schema named in a JSON document, if any.
-pub fn schema_of(text: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(text).ok()?;
-    v.get("schema")?.as_str().map(str::to_string)
-}
-
 /// True when `text` is a lab result (of a version this build reads) by its schema field.
 pub fn is_lab_result(text: &[u8]) -> bool {
-    schema_of(text).is_some_and(|s| SCHEMAS_READ.contains(&s.as_str()))
+    crate::doc::sniff(text).is_some_and(|s| SCHEMAS_READ.contains(&s.as_str()))
 }
 
 /// Reads a `results.json` written by `tlsperf lab`; errors name the file, line and column.
@@ -72,11 +79,32 @@ pub fn read(path: &Path) -> Result<LabResult, LabReadError> {
                 source,
             }
         })?;
-    serde_json::from_slice(&text).map_err(|e| LabReadError::Json {
+    parse(path, &text)
+}
+
+/// Parses a lab result after checking its schema (one of [`SCHEMAS_READ`]); `path`
+/// names it in errors.
+pub fn parse(path: &Path, text: &[u8]) -> Result<LabResult, LabReadError> {
+    let json_err = |e: serde_json::Error| LabReadError::Json {
         path: path.to_path_buf(),
         line: e.line(),
         column: e.column(),
         reason: e.to_string(),
+    };
+    let found = crate::doc::sniff(text);
+    match &found {
+        Some(s) if SCHEMAS_READ.contains(&s.as_str()) => {
+            return serde_json::from_slice(text).map_err(json_err);
+        }
+        Some(_) => {}
+        // Not a JSON object with a schema: where its JSON breaks, if it does.
+        None => {
+            serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(json_err)?;
+        }
+    }
+    Err(LabReadError::Schema {
+        path: path.to_path_buf(),
+        found,
     })
 }
 

@@ -650,11 +650,6 @@ impl crate::error::Classify for ReadError {
     }
 }
 
-/// True when `text` looks like a JSON document rather than a sample file.
-pub fn looks_like_json(text: &[u8]) -> bool {
-    text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
-}
-
 /// Reads a result written by `tlsperf load --out` (or `merge`).
 pub fn read(path: &std::path::Path) -> Result<LoadResult, ReadError> {
     let text =
@@ -669,15 +664,22 @@ pub fn read(path: &std::path::Path) -> Result<LoadResult, ReadError> {
 
 /// Parses a result; errors name `path`, line and column.
 pub fn parse(path: &std::path::Path, text: &[u8]) -> Result<LoadResult, ReadError> {
-    let value: serde_json::Value = serde_json::from_slice(text).map_err(|e| json_err(path, &e))?;
-    let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
-    if schema != SCHEMA {
-        return Err(ReadError::Schema {
-            path: path.to_path_buf(),
-            found: schema.to_string(),
-        });
-    }
-    serde_json::from_slice(text).map_err(|e| json_err(path, &e))
+    let found = match crate::doc::sniff(text) {
+        Some(s) if s == SCHEMA => {
+            return serde_json::from_slice(text).map_err(|e| json_err(path, &e));
+        }
+        Some(other) => other,
+        None => {
+            // Not a JSON object with a schema: where its JSON breaks, if it does.
+            serde_json::from_slice::<serde::de::IgnoredAny>(text)
+                .map_err(|e| json_err(path, &e))?;
+            String::new()
+        }
+    };
+    Err(ReadError::Schema {
+        path: path.to_path_buf(),
+        found,
+    })
 }
 
 fn json_err(path: &std::path::Path, e: &serde_json::Error) -> ReadError {
