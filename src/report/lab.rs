@@ -72,6 +72,23 @@ fn versus_text(g: &GroupResult, c: &CellResult, metric: &str) -> String {
     }
 }
 
+/// One line per cell with failed requests, failed cells marked.
+fn failure_lines(r: &LabResult) -> Vec<String> {
+    r.groups
+        .iter()
+        .flat_map(|g| g.cells.iter().map(move |c| (g, c)))
+        .filter(|(_, c)| !c.errors.is_empty() || c.failed)
+        .map(|(g, c)| {
+            let failed = if c.failed {
+                " — failed, not compared"
+            } else {
+                ""
+            };
+            format!("{}{failed}", failure_text(g, c))
+        })
+        .collect()
+}
+
 /// "GROUP/CELL: F of A requests failed (kind n, …)".
 pub fn failure_text(g: &GroupResult, c: &CellResult) -> String {
     let failed: u64 = c.rounds.iter().map(|r| r.failed).sum();
@@ -163,23 +180,7 @@ pub fn markdown(r: &LabResult) -> String {
     s.push_str("\n## How far to trust the verdicts\n\n");
     let _ = writeln!(s, "{}", aa_text(r));
     s.push_str("\nEvery comparison states its MDE: the smallest change it would find significant with 80% power at α = 0.05, at the variance observed; \"no significant difference\" means no difference larger than about that.\n");
-    let failures: Vec<String> = r
-        .groups
-        .iter()
-        .flat_map(|g| g.cells.iter().map(move |c| (g, c)))
-        .filter(|(_, c)| !c.errors.is_empty() || c.failed)
-        .map(|(g, c)| {
-            format!(
-                "{}{}",
-                failure_text(g, c),
-                if c.failed {
-                    " — failed, not compared"
-                } else {
-                    ""
-                }
-            )
-        })
-        .collect();
+    let failures = failure_lines(r);
     if !failures.is_empty() {
         s.push_str("\n## Failed requests\n\n");
         for f in failures {
@@ -620,27 +621,11 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
     }
     let _ = writeln!(s, "\n{}", aa_text(r));
     let _ = writeln!(s, "CPU pinning: {}.", r.machine.pinning.note);
-    let failures: Vec<String> = r
-        .groups
-        .iter()
-        .flat_map(|g| g.cells.iter().map(move |c| (g, c)))
-        .filter(|(_, c)| !c.errors.is_empty() || c.failed)
-        .map(|(g, c)| {
-            format!(
-                "  - {}{}",
-                failure_text(g, c),
-                if c.failed {
-                    " — failed, not compared"
-                } else {
-                    ""
-                }
-            )
-        })
-        .collect();
+    let failures = failure_lines(r);
     if !failures.is_empty() {
         s.push_str("\nFailed requests:\n");
         for f in failures {
-            let _ = writeln!(s, "{f}");
+            let _ = writeln!(s, "  - {f}");
         }
     }
     let _ = writeln!(
