@@ -184,7 +184,8 @@ pub struct LoadResult {
     /// TLS handshake time of resumed handshakes.
     pub handshake_resumed: Option<Dist>,
     /// Phase → distribution (connection phases over new connections, request phases
-    /// over requests).
+    /// over requests). Read back, at most [`MAX_PHASES`] entries: each holds a histogram.
+    #[serde(deserialize_with = "bounded_phases")]
     pub phases: BTreeMap<String, Dist>,
     /// HTTP status → count.
     pub status: BTreeMap<String, u64>,
@@ -208,6 +209,40 @@ pub struct LoadResult {
     /// figures; recomputed after a merge).
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// The most phases a load result may hold (tlsperf writes 12): each decoded histogram
+/// takes memory, so a document cannot declare thousands.
+pub const MAX_PHASES: usize = 32;
+
+/// Reads `phases`, refusing more than [`MAX_PHASES`] before decoding the next one.
+fn bounded_phases<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Dist>, D::Error> {
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = BTreeMap<String, Dist>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a map of at most {MAX_PHASES} phases")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if out.len() == MAX_PHASES {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX_PHASES} phases"
+                    )));
+                }
+                let v: Dist = map.next_value()?;
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Bounded)
 }
 
 /// Results that cannot be merged.
@@ -701,6 +736,34 @@ mod tests {
             h.record_ns(v).unwrap();
         }
         h.quantiles()
+    }
+
+    #[test]
+    fn a_document_cannot_declare_thousands_of_phases() {
+        #[derive(Deserialize)]
+        struct P {
+            #[serde(deserialize_with = "bounded_phases")]
+            phases: BTreeMap<String, Dist>,
+        }
+        let mut h = LatencyHistogram::new();
+        h.record_ns(1 << 40).unwrap();
+        let dist = serde_json::to_value(Dist::of(h)).unwrap();
+        let doc = |n: usize| {
+            let phases: serde_json::Map<String, serde_json::Value> =
+                (0..n).map(|i| (format!("p{i}"), dist.clone())).collect();
+            serde_json::json!({ "phases": phases })
+        };
+        assert_eq!(
+            serde_json::from_value::<P>(doc(MAX_PHASES))
+                .unwrap()
+                .phases
+                .len(),
+            MAX_PHASES
+        );
+        let e = serde_json::from_value::<P>(doc(MAX_PHASES + 1))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("more than 32 phases"), "{e}");
     }
 
     #[test]
