@@ -338,10 +338,11 @@ pub fn create_dir_all(dir: &Path) -> Result<(), FileError> {
 }
 
 struct Staged {
-    temp: NamedTempFile,
+    /// The temporary file, and its registration for removal if a signal kills the
+    /// process: registered before the file is created, dropped after it is removed or
+    /// renamed.
+    temp: NamedTempFile<(fs::File, on_signal::Armed)>,
     dest: PathBuf,
-    /// Removes the temporary file if a signal kills the process; dropped after `temp`.
-    _armed: on_signal::Armed,
 }
 
 /// A set of files written together: contents go to temporary files first, and only
@@ -370,22 +371,33 @@ impl Staging {
             path: dest.to_path_buf(),
             source,
         };
-        // tempfile creates the file with mode 0600, so private contents are never exposed.
+        // The name is registered for removal on a fatal signal before the file exists, so
+        // no signal finds a temporary file it does not know; created with mode 0600, so
+        // private contents are never exposed.
         let mut temp = tempfile::Builder::new()
             .prefix(".tlsperf-")
             .suffix(".tmp")
-            .tempfile_in(dir)
+            .make_in(dir, |path| {
+                let armed = on_signal::Armed::new(path);
+                let mut options = fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    options.mode(0o600);
+                }
+                Ok((options.open(path)?, armed))
+            })
             .map_err(write_err)?;
-        let armed = on_signal::Armed::new(temp.path());
-        temp.write_all(contents).map_err(write_err)?;
+        let file = &mut temp.as_file_mut().0;
+        file.write_all(contents).map_err(write_err)?;
         if mode != FileMode::Private {
-            set_mode(temp.as_file(), mode).map_err(write_err)?;
+            set_mode(file, mode).map_err(write_err)?;
         }
-        temp.as_file().sync_all().map_err(write_err)?;
+        file.sync_all().map_err(write_err)?;
         self.files.push(Staged {
             temp,
             dest: dest.to_path_buf(),
-            _armed: armed,
         });
         Ok(())
     }
@@ -394,7 +406,7 @@ impl Staging {
     /// destinations.
     pub fn commit(self) -> Result<Vec<PathBuf>, FileError> {
         let mut done = Vec::with_capacity(self.files.len());
-        for Staged { temp, dest, _armed } in self.files {
+        for Staged { temp, dest } in self.files {
             let result = if self.overwrite {
                 temp.persist(&dest)
             } else {

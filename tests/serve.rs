@@ -593,7 +593,7 @@ fn bad_input_exits_2_and_starts_nothing() {
                 "--key".into(),
                 format!("{}/server.key", other.display()),
             ],
-            "do not match",
+            "not the private key of the certificate in",
         ),
         (
             vec![

@@ -274,7 +274,9 @@ fn detailed_report() {
     assert!(r.total_ns >= r.signatures_ns);
     let bad = v.verify_detailed(&chain[0], &[], &name, now());
     assert!(
-        !bad.valid && bad.reason.as_deref().unwrap().contains("UnknownIssuer"),
+        !bad.valid
+            && bad.reason_code == Some("unknown_issuer")
+            && bad.reason.as_deref().unwrap().contains("unknown issuer"),
         "{bad:?}"
     );
     let wrong = v.verify_detailed(

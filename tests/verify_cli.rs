@@ -37,7 +37,7 @@ fn verdicts_and_errors_for_bad_chains() {
             "missing-intermediate",
             p.server.pem.clone(),
             1,
-            "UnknownIssuer",
+            "unknown issuer",
         ),
         (
             "client-leaf",
