@@ -347,6 +347,21 @@ pub fn chart_kinds(g: &GroupResult) -> Vec<&'static str> {
     k
 }
 
+/// The CSS class of a verdict cell: `sig` (significantly better), `sig worse`, or none.
+fn verdict_class(v: Option<&crate::lab::result::Versus>, higher_is_better: bool) -> &'static str {
+    match v {
+        Some(v) if v.significant => {
+            let sign = if higher_is_better { 1.0 } else { -1.0 };
+            if v.relative_change.unwrap_or(0.0) * sign > 0.0 {
+                "sig"
+            } else {
+                "sig worse"
+            }
+        }
+        _ => "",
+    }
+}
+
 /// The group's lead table: each configuration with the compared metrics, each figure
 /// with its verdict against the baseline under it (narrow enough for a laptop screen;
 /// the other figures follow behind `<details>`).
@@ -384,13 +399,7 @@ fn compact_table(s: &mut String, g: &GroupResult) {
                 .find(|(m, _, _)| *m == metric)
                 .map_or(3, |(_, _, d)| *d);
             let v = c.vs_baseline.get(metric);
-            let class = match v {
-                Some(v) if v.significant => {
-                    let better = v.relative_change.unwrap_or(0.0) * if higher { 1.0 } else { -1.0 };
-                    if better > 0.0 { "sig" } else { "sig worse" }
-                }
-                _ => "",
-            };
+            let class = verdict_class(v, higher);
             match c.summary.get(metric) {
                 Some(m) => {
                     let _ = write!(
@@ -488,13 +497,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
         }
         for (metric, higher) in COMPARED {
             let v = c.vs_baseline.get(metric);
-            let class = match v {
-                Some(v) if v.significant => {
-                    let better = v.relative_change.unwrap_or(0.0) * if higher { 1.0 } else { -1.0 };
-                    if better > 0.0 { "sig" } else { "sig worse" }
-                }
-                _ => "",
-            };
+            let class = verdict_class(v, higher);
             let data = v.map_or(String::new(), |v| {
                 format!(
                     " data-vs=\"{metric}\" data-p=\"{}\" data-significant=\"{}\"{}",
