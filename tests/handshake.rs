@@ -15,6 +15,21 @@ use common::relay::DelayRelay;
 use common::{Run, Serve, tlsperf};
 use serde_json::Value;
 
+/// `tlsperf serve` with an ECDSA P-256 certificate and stateless tickets; its CA is
+/// written in `dir` (the path is returned).
+fn tickets_server(dir: &std::path::Path) -> (Serve, String) {
+    let ca = dir.join("ca.pem").to_str().unwrap().to_string();
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        &ca,
+        "--resumption",
+        "tickets",
+    ]);
+    (s, ca)
+}
+
 /// The phases that follow one another and add up to `total`.
 const SEGMENTS: [&str; 9] = [
     "dns",
@@ -145,16 +160,8 @@ fn assert_warm_phases(v: &Value, count: u64) {
 #[test]
 fn serve_with_tickets_resumes_every_warm_connection() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    let ca = ca.to_str().unwrap();
-    let s = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca,
-        "--resumption",
-        "tickets",
-    ]);
+    let (s, ca) = tickets_server(dir.path());
+    let ca = ca.as_str();
     let url = s.url();
 
     let v = handshake(&url, &["-n", "20", "--resume", "tickets", "--cacert", ca]);
@@ -473,16 +480,8 @@ fn phase_boundaries_follow_a_known_server_delay() {
     // half of it), short enough for a quick test.
     const D: u64 = 100_000_000;
     let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    let ca = ca.to_str().unwrap();
-    let s = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca,
-        "--resumption",
-        "tickets",
-    ]);
+    let (s, ca) = tickets_server(dir.path());
+    let ca = ca.as_str();
     let relay = DelayRelay::start(s.port, Duration::from_nanos(D));
     let url = format!("https://localhost:{}/", relay.port);
     for (resume, tls) in [("off", "1.3"), ("tickets", "1.3"), ("off", "1.2")] {
@@ -605,16 +604,8 @@ fn assert_server_hello_holds_the_servers_key_exchange(url: &str, trust: &[&str])
 #[test]
 fn server_hello_is_never_shorter_than_the_servers_key_exchange_serve() {
     let dir = tempfile::tempdir().unwrap();
-    let ca = dir.path().join("ca.pem");
-    let ca = ca.to_str().unwrap();
-    let s = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca,
-        "--resumption",
-        "tickets",
-    ]);
+    let (s, ca) = tickets_server(dir.path());
+    let ca = ca.as_str();
     assert_server_hello_holds_the_servers_key_exchange(&s.url(), &["--cacert", ca]);
 }
 
