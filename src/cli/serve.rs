@@ -1,4 +1,4 @@
-//! `tlsperf serve`: flags → [`crate::tls::server_config`] + [`crate::server`] → a running
+//! `tlsperf serve`: flags → [`crate::server::config`] + [`crate::server`] → a running
 //! server, a "listening" line, and a summary at shutdown (SIGINT, SIGTERM or --duration).
 
 use std::net::SocketAddr;
@@ -13,10 +13,10 @@ use crate::files::{self, FileMode};
 use crate::pki::{KeyType, PkiOptions, TestPki};
 use crate::report::text;
 use crate::server::actix_stack::{ActixOptions, ActixServer};
+use crate::server::config::{self as server_config, ClientAuth, Resumption, ServerTlsOptions};
 use crate::server::{Rotation, ServeOptions, Server, Stack};
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
-use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions};
 use crate::tls::tickets::{self, TicketKeyRing};
 use crate::trust::TrustStore;
 

@@ -2,7 +2,7 @@
 //! [`ServerCertVerifier`] that records, for the handshake being driven on the current
 //! thread, when the certificate arrived at the verifier, how long verification took and
 //! whether the server stapled an OCSP response. (The `--insecure` verifier is
-//! [`crate::tls::InsecureVerifier`].)
+//! [`crate::tls::danger::InsecureVerifier`].)
 //!
 //! The record lives in a thread-local slot: rustls calls the verifier synchronously from
 //! `process_new_packets`, which our handshake driver calls on the current thread, so

@@ -27,7 +27,7 @@ use serde::Serialize;
 use super::TrustError;
 use super::discover::{self, Probe, ProbeEnv};
 use super::pem;
-use super::store::TrustStore;
+use super::store::{SharedStore, TrustStore};
 
 /// Files larger than this are reported and skipped (a 100,000-certificate synthetic
 /// bundle is ~70 MB).
@@ -166,6 +166,51 @@ pub struct Loaded {
     /// How many times each of the store's certificates was found (same order as
     /// `store.certs()`): above 1 for exact duplicates.
     pub occurrences: Vec<u32>,
+}
+
+/// Stores built by loading a source (the constructors live with the loader, so the store
+/// does not depend on how it is read).
+impl TrustStore {
+    /// Loads the system store now (probe, read, decode): a fresh load on every call. Use
+    /// [`TrustStore::system_shared`] unless measuring the load itself.
+    pub fn system() -> Result<TrustStore, TrustError> {
+        Ok(load(
+            &Source::System { root: None },
+            &LoadOptions::ANCHORS.untimed(),
+        )?
+        .store)
+    }
+
+    /// The process-wide system store: loaded once, on first use, then shared.
+    pub fn system_shared() -> Result<Arc<TrustStore>, TrustError> {
+        static SYSTEM: SharedStore = SharedStore::new();
+        SYSTEM.get_or_load(TrustStore::system)
+    }
+
+    /// Loads a PEM (or DER) bundle file.
+    pub fn from_pem_file(path: &Path) -> Result<TrustStore, TrustError> {
+        Ok(load(
+            &Source::Bundle(path.to_path_buf()),
+            &LoadOptions::CERTS.untimed(),
+        )?
+        .store)
+    }
+
+    /// Loads every certificate file of a directory (hashed links to the same file are read
+    /// once).
+    pub fn from_dir(path: &Path) -> Result<TrustStore, TrustError> {
+        Ok(load(
+            &Source::Dir(path.to_path_buf()),
+            &LoadOptions::CERTS.untimed(),
+        )?
+        .store)
+    }
+}
+
+impl From<Loaded> for TrustStore {
+    fn from(l: Loaded) -> Self {
+        l.store
+    }
 }
 
 /// What to keep and time.

@@ -1,6 +1,7 @@
-//! The verifier behind `--insecure` (and behind fetching a server's chain to judge it
-//! later): it accepts any server certificate and name, and still checks that the
-//! handshake was signed by the key in the certificate presented.
+//! Verifiers that skip checks, under a name that says so (as rustls's `client::danger`):
+//! the verifier behind `--insecure` (and behind fetching a server's chain to judge it
+//! later) accepts any server certificate and name, and still checks that the handshake
+//! was signed by the key in the certificate presented.
 
 use std::sync::Arc;
 

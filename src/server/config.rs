@@ -15,8 +15,8 @@ use rustls::server::{
 use rustls::sign::CertifiedKey;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::Provider;
-use super::choices::{self, ConfigError, TlsVersion};
+use crate::tls::Provider;
+use crate::tls::choices::{self, ConfigError, TlsVersion};
 use crate::trust::TrustStore;
 
 /// How sessions resume.
@@ -101,14 +101,14 @@ pub struct BuiltConfig {
     /// The rustls configuration.
     pub config: Arc<ServerConfig>,
     /// Key-share pools (statistics), when asked for.
-    pub kx_pools: Option<Arc<super::kx_pool::KxPools>>,
+    pub kx_pools: Option<Arc<crate::tls::kx_pool::KxPools>>,
 }
 
 /// Builds the configuration.
 pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ConfigError> {
     let mut provider = choices::customized_provider(opts.provider, &opts.groups, &opts.ciphers)?;
-    let kx_pools =
-        (opts.kx_pool > 0).then(|| Arc::new(super::kx_pool::install(&mut provider, opts.kx_pool)));
+    let kx_pools = (opts.kx_pool > 0)
+        .then(|| Arc::new(crate::tls::kx_pool::install(&mut provider, opts.kx_pool)));
     let provider = Arc::new(provider);
     let versions = choices::protocol_versions(&opts.versions);
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
