@@ -92,12 +92,12 @@ impl MeasureArgs {
         print(&result)?;
         let written = profile.write(&target)?;
         if !out.quiet() {
-            anstream::eprintln!(
+            out.note(format_args!(
                 "flame graph: {} ({} samples over {:.2} s)",
                 written.path.display(),
                 written.samples,
                 profile.duration().as_secs_f64()
-            );
+            ));
         }
         Ok(())
     }

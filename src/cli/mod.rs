@@ -20,6 +20,8 @@ mod load;
 mod merge;
 mod output;
 mod pki;
+mod progress;
+mod runtime;
 mod serve;
 mod signals;
 mod tickets;
@@ -129,6 +131,14 @@ impl CliError {
         CliError {
             class: ErrorClass::Runtime,
             error,
+        }
+    }
+
+    /// A run stopped by a signal (exit 130), after what it measured was shown.
+    pub fn interrupted(msg: impl std::fmt::Display) -> Self {
+        CliError {
+            class: ErrorClass::Interrupted,
+            error: anyhow::anyhow!("{msg}"),
         }
     }
 }

@@ -23,7 +23,7 @@ use super::summarize::{aa_tally, finish_group};
 use super::{Control, Event, External, LabError, LabOptions, result};
 use crate::client::config as client_config;
 use crate::client::target::Target;
-use crate::load::{self, ConfigFactory, LoadOptions, LoadResult, Progress};
+use crate::load::{self, ConfigFactory, LoadGenOptions, LoadResult, Progress};
 
 /// A cell ready to run: its servers, client configuration and where to connect.
 pub(super) struct Live {
@@ -282,7 +282,7 @@ async fn run_round(
             },
         )?,
     };
-    let load_opts = LoadOptions {
+    let load_opts = LoadGenOptions {
         requests: None,
         duration: Some(duration),
         connections: opts.connections,

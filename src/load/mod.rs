@@ -41,7 +41,7 @@ pub const INTERVAL: Duration = Duration::from_millis(250);
 
 /// What to run.
 #[derive(Debug, Clone)]
-pub struct LoadOptions {
+pub struct LoadGenOptions {
     /// Stop after this many requests (started).
     pub requests: Option<u64>,
     /// Stop starting requests after this long.
@@ -80,7 +80,7 @@ pub struct LoadOptions {
     pub config_per_connection: Option<ConfigFactory>,
 }
 
-/// Builds a client configuration (see [`LoadOptions::config_per_connection`]).
+/// Builds a client configuration (see [`LoadGenOptions::config_per_connection`]).
 #[derive(Clone)]
 pub struct ConfigFactory(
     pub Arc<dyn Fn() -> Result<Arc<ClientConfig>, crate::tls::choices::ConfigError> + Send + Sync>,
@@ -148,6 +148,52 @@ pub enum LoadError {
     Proc(#[from] usage::ProcError),
 }
 
+/// What a finished run says about itself, beyond its figures.
+impl LoadResult {
+    /// A warning when the load generator was busy enough to be the bottleneck (runs of
+    /// half a second or more: shorter ones are all start-up).
+    pub fn saturation_warning(&self) -> Option<String> {
+        (self.generator.saturated && self.duration_s >= 0.5).then(|| {
+            format!(
+                "the load generator used {:.0}% of its {} threads: it may be the bottleneck \
+                 (add --threads or machines)",
+                self.generator.utilization * 100.0,
+                self.generator.threads
+            )
+        })
+    }
+
+    /// Why the run is a failure when every request failed: the most frequent kind with
+    /// its first message, and whether the run gave up.
+    pub fn all_failed(&self) -> Option<String> {
+        if self.requests.completed > 0 || self.requests.failed == 0 {
+            return None;
+        }
+        let why = self
+            .errors
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(kind, n)| {
+                format!(
+                    ": {kind} ×{n}, e.g. {}",
+                    self.error_examples.get(kind).map_or("", String::as_str)
+                )
+            })
+            .unwrap_or_default();
+        Some(format!(
+            "all {} requests to {} failed{why}{}",
+            self.requests.failed,
+            self.target,
+            if self.gave_up {
+                " (stopped there: every attempt failed the same way, so more would only load \
+                 the server)"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
 impl crate::error::Classify for LoadError {
     fn class(&self) -> crate::error::ErrorClass {
         match self {
@@ -161,7 +207,7 @@ struct Shared {
     target: Target,
     addr: SocketAddr,
     config: Arc<ClientConfig>,
-    opts: LoadOptions,
+    opts: LoadGenOptions,
     request_keep: Vec<u8>,
     request_close: Vec<u8>,
     uri: http::Uri,
@@ -300,7 +346,7 @@ enum Open {
 pub async fn run(
     target: Target,
     config: Arc<ClientConfig>,
-    opts: LoadOptions,
+    opts: LoadGenOptions,
     progress: Arc<Progress>,
 ) -> Result<LoadResult, LoadError> {
     if opts.requests.is_none() && opts.duration.is_none() {

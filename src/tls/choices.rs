@@ -41,6 +41,16 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// A flag's value is malformed or cannot be used.
+    #[error("{flag} {value}: {reason}")]
+    BadValue {
+        /// The flag.
+        flag: &'static str,
+        /// The value as given (quoted when it is not a path).
+        value: String,
+        /// Why.
+        reason: String,
+    },
     /// rustls refused the combination (the source says why).
     #[error("{what}")]
     Rustls {
