@@ -133,7 +133,7 @@ fn kx_and_handshake_write_flamegraphs() {
         &hs,
     );
     assert!(svg.contains("tlsperf crypto handshake --provider aws-lc-rs --cert ecdsa-p256"));
-    assert!(has_frame(&svg, |f| f.starts_with("tlsperf::crypto::handshake::")));
+    assert!(has_frame(&svg, |f| f.starts_with("tlsperf::crypto::in_memory::")));
     assert!(
         has_frame(&svg, |f| f.starts_with("rustls::")),
         "no rustls frame: {:?}",

@@ -8,10 +8,11 @@ use crate::pki::KeyType;
 /// measurements: 3 rounds of 50 ms per operation) and fills each cell's
 /// `crypto_limit_pct`.
 pub(super) fn crypto_limits(groups: &mut [GroupResult]) -> Vec<result::CryptoLimit> {
-    use crate::crypto::handshake::{Kind, TlsVersion as V};
+    use crate::crypto::in_memory::FullOrResumed;
     use crate::crypto::kx::{KxGroup, Side};
     use crate::crypto::limit::{self, LimitOptions};
     use crate::crypto::measure::MeasureOptions;
+    use crate::tls::choices::TlsVersion as V;
     use clap::ValueEnum;
     let Ok(measure) = MeasureOptions::new(0.05, 3) else {
         return Vec::new();
@@ -33,11 +34,11 @@ pub(super) fn crypto_limits(groups: &mut [GroupResult]) -> Vec<result::CryptoLim
                 continue;
             };
             let tls = if cell.version.as_deref() == Some("1.2") {
-                V::Tls12
+                V::V1_2
             } else {
-                V::Tls13
+                V::V1_3
             };
-            let tls_name = if tls == V::Tls12 { "1.2" } else { "1.3" };
+            let tls_name = if tls == V::V1_2 { "1.2" } else { "1.3" };
             let known = limits.iter().position(|l| {
                 l.provider == provider.name()
                     && l.cert == cert.name()
@@ -56,21 +57,21 @@ pub(super) fn crypto_limits(groups: &mut [GroupResult]) -> Vec<result::CryptoLim
                     }) else {
                         continue;
                     };
-                    let ns = |kind: Kind| {
+                    let ns = |kind: FullOrResumed| {
                         report
                             .limits
                             .iter()
                             .find(|l| l.kind == kind && l.side == Side::Server)
                             .map_or(0.0, |l| l.crypto_ns)
                     };
-                    let full_ns = ns(Kind::Full);
+                    let full_ns = ns(FullOrResumed::Full);
                     limits.push(result::CryptoLimit {
                         provider: provider.name().into(),
                         cert: cert.name().into(),
                         group: kx.to_string(),
                         tls: tls_name.into(),
                         full_ns,
-                        resumed_ns: ns(Kind::Resumed),
+                        resumed_ns: ns(FullOrResumed::Resumed),
                         full_per_s: if full_ns > 0.0 { 1e9 / full_ns } else { 0.0 },
                     });
                     limits.len() - 1

@@ -6,7 +6,7 @@ use comfy_table::{CellAlignment, Table, presets};
 use super::text::num;
 use crate::crypto::Measurement;
 use crate::crypto::compare::{CryptoComparison, CryptoKind, Outcome, RowComparison, Section};
-use crate::crypto::handshake::HandshakeReport;
+use crate::crypto::in_memory::HandshakeReport;
 use crate::crypto::kx::KxReport;
 use crate::crypto::limit::LimitReport;
 use crate::crypto::sign::SignReport;

@@ -71,15 +71,46 @@ impl Classify for ConfigError {
     }
 }
 
-/// TLS protocol versions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// A TLS protocol version: on the command line and in JSON `1.2` or `1.3`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum TlsVersion {
     /// TLS 1.2.
     #[value(name = "1.2")]
+    #[serde(rename = "1.2")]
     V1_2,
     /// TLS 1.3.
     #[value(name = "1.3")]
+    #[serde(rename = "1.3")]
     V1_3,
+}
+
+impl TlsVersion {
+    /// Both, newest first.
+    pub const ALL: [TlsVersion; 2] = [TlsVersion::V1_3, TlsVersion::V1_2];
+
+    /// `1.2` or `1.3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsVersion::V1_2 => "1.2",
+            TlsVersion::V1_3 => "1.3",
+        }
+    }
+
+    /// rustls's protocol version.
+    pub fn rustls(self) -> &'static SupportedProtocolVersion {
+        match self {
+            TlsVersion::V1_2 => &rustls::version::TLS12,
+            TlsVersion::V1_3 => &rustls::version::TLS13,
+        }
+    }
+}
+
+impl std::fmt::Display for TlsVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TLS {}", self.name())
+    }
 }
 
 /// The rustls protocol versions for `versions` (empty: rustls's defaults, 1.2 and 1.3).
@@ -87,13 +118,7 @@ pub fn protocol_versions(versions: &[TlsVersion]) -> Vec<&'static SupportedProto
     if versions.is_empty() {
         return rustls::DEFAULT_VERSIONS.to_vec();
     }
-    versions
-        .iter()
-        .map(|v| match v {
-            TlsVersion::V1_2 => &rustls::version::TLS12,
-            TlsVersion::V1_3 => &rustls::version::TLS13,
-        })
-        .collect()
+    versions.iter().map(|v| v.rustls()).collect()
 }
 
 /// `choice`'s provider with only the `groups` and `ciphers` named (each empty: the

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{BAD, BOLD, dur, render, right_align, styled, table};
 use crate::trust::Probe;
-use crate::trust::discover::Kind;
+use crate::trust::discover::PathKind;
 use crate::trust::measure::LoadMeasurement;
 
 /// The probe chain.
@@ -19,8 +19,8 @@ pub fn trust_probe(p: &Probe) -> String {
             ""
         };
         let size = match (e.kind, e.size) {
-            (Kind::File, Some(s)) => format!("{s} B"),
-            (Kind::Dir, Some(n)) => format!("{n} entries"),
+            (PathKind::File, Some(s)) => format!("{s} B"),
+            (PathKind::Dir, Some(n)) => format!("{n} entries"),
             _ => String::new(),
         };
         let status = e.status.label();
