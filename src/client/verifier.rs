@@ -13,8 +13,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::SignatureScheme;
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 /// What the verifier saw during one handshake.
@@ -112,31 +112,7 @@ impl ServerCertVerifier for TimedVerifier {
         result
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        timed_signature(dss.scheme, || {
-            self.inner.verify_tls12_signature(message, cert, dss)
-        })
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        timed_signature(dss.scheme, || {
-            self.inner.verify_tls13_signature(message, cert, dss)
-        })
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    crate::tls::handshake_signature_checks!(delegate: |v| v.inner, around: timed_signature);
 
     fn requires_raw_public_keys(&self) -> bool {
         self.inner.requires_raw_public_keys()

@@ -9,6 +9,8 @@ pub mod choices;
 pub mod danger;
 pub mod kx_pool;
 mod provider;
+mod signatures;
 pub mod tickets;
 
 pub use provider::Provider;
+pub(crate) use signatures::handshake_signature_checks;
