@@ -19,7 +19,7 @@ use super::recommend::recommend;
 use super::result::LabResult;
 use super::result::{Machine, RunOptions};
 use super::server::LabServer;
-use super::summarize::{aa_tally, finish_group};
+use super::summarize::{CellRounds, aa_tally, finish_group};
 use super::{Control, Event, External, LabError, LabOptions, result};
 use crate::client::config as client_config;
 use crate::client::target::Target;
@@ -147,7 +147,15 @@ pub async fn run(
                 }
             }
         }
-        groups.push(finish_group(group, live));
+        let cells = live
+            .into_iter()
+            .map(|l| CellRounds {
+                cell: l.cell,
+                rounds: l.rounds,
+                server_cpu: l.server_cpu,
+            })
+            .collect();
+        groups.push(finish_group(group, cells));
     }
     let crypto_limits = if external.is_none() && !groups.is_empty() && !control.stopped() {
         on_event(Event::Preparing("crypto limits".into()));

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use super::matrix::Cell;
 use super::matrix::Group;
 use super::result;
 use super::result::{AaTally, CellResult, GroupResult, MeanSd, RoundMetrics, Versus};
-use super::run::Live;
 use crate::load::LoadResult;
 use crate::stats::LatencyHistogram;
 use crate::stats::compare::{CompareOptions, Direction, compare};
@@ -109,7 +109,17 @@ fn merged(
     h
 }
 
-pub(super) fn finish_group(group: Group, live: Vec<Live>) -> GroupResult {
+/// What a cell's rounds left behind, to summarize.
+pub(super) struct CellRounds {
+    /// The cell.
+    pub(super) cell: Cell,
+    /// Its recorded rounds.
+    pub(super) rounds: Vec<LoadResult>,
+    /// Its servers' CPU per handshake in each round, when measured.
+    pub(super) server_cpu: Vec<Option<f64>>,
+}
+
+pub(super) fn finish_group(group: Group, live: Vec<CellRounds>) -> GroupResult {
     let baseline = live
         .first()
         .map(|l| l.cell.name.clone())

@@ -10,6 +10,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::Provider;
+pub use super::provider::{find_kx_group, group_name};
 use crate::error::{Classify, ErrorClass, io_input_class};
 
 /// A failure building a TLS configuration (server or client) from the user's choices.
@@ -133,24 +134,19 @@ pub fn customized_provider(
         provider.kx_groups = groups
             .iter()
             .map(|want| {
-                provider
-                    .kx_groups
-                    .iter()
-                    .find(|g| group_name(g.name()).eq_ignore_ascii_case(want))
-                    .copied()
-                    .ok_or_else(|| ConfigError::BadChoice {
-                        flag: "--groups",
-                        reason: format!(
-                            "unknown group '{want}' for {} (available: {})",
-                            choice,
-                            provider
-                                .kx_groups
-                                .iter()
-                                .map(|g| group_name(g.name()))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    })
+                find_kx_group(&provider.kx_groups, want).ok_or_else(|| ConfigError::BadChoice {
+                    flag: "--groups",
+                    reason: format!(
+                        "unknown group '{want}' for {} (available: {})",
+                        choice,
+                        provider
+                            .kx_groups
+                            .iter()
+                            .map(|g| group_name(g.name()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })
             })
             .collect::<Result<_, _>>()?;
     }
@@ -203,12 +199,6 @@ pub fn read_key_pair(
         // Unsupported key types and the like: said when the server is configured.
         _ => Ok((chain, key)),
     }
-}
-
-/// The name rustls gives a group, lowercased as on our command line (`x25519`,
-/// `secp256r1`, `secp384r1`, `x25519mlkem768`).
-pub fn group_name(g: rustls::NamedGroup) -> String {
-    format!("{g:?}").to_ascii_lowercase()
 }
 
 /// Reads a PEM certificate chain (leaf first).
