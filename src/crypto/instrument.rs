@@ -48,7 +48,7 @@ use serde::Serialize;
 use crate::tls::Provider;
 
 /// What a timed call does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     /// Key-exchange key generation and agreement.

@@ -6,10 +6,13 @@
 //! - [`welch`]: Welch's two-sample t-test with the Welch–Satterthwaite degrees of freedom.
 //! - [`samples`]: sample files (one number a line) as the user writes them.
 //! - [`compare`]: is B different from A — summaries, filter, test and a verdict.
+//! - [`rows`]: the one comparison engine of results: rows matched by identity, each
+//!   compared through [`compare`](compare()).
 
 pub mod compare;
 pub mod histogram;
 pub mod iqr;
+pub mod rows;
 pub mod samples;
 pub mod summary;
 pub mod welch;
