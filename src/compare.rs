@@ -22,8 +22,7 @@ use crate::lab::LabResult;
 use crate::load::LoadResult;
 use crate::stats::compare::{CompareOptions, Direction};
 use crate::stats::rows::{
-    Comparable, Identity, Row, RowOptions, RowSet, RowsCompared, Section, check_alpha,
-    compare_rows,
+    Comparable, Identity, Row, RowOptions, RowSet, RowsCompared, Section, check_alpha, compare_rows,
 };
 use crate::stats::{SampleError, Samples, StatsError};
 

@@ -176,10 +176,7 @@ impl Comparable for LimitReport {
         });
         let limits = self.limits.iter().map(|l| Row {
             section: "limits",
-            identity: Identity(vec![
-                ("kind", name(&l.kind)),
-                ("side", name(&l.side)),
-            ]),
+            identity: Identity(vec![("kind", name(&l.kind)), ("side", name(&l.side))]),
             unit: UNIT.into(),
             direction: Direction::LowerIsBetter,
             rounds: (!l.measured_rounds_ns.is_empty()).then(|| l.measured_rounds_ns.clone()),
@@ -261,7 +258,10 @@ mod tests {
     /// on their rounds or, without them, by their medians.
     #[test]
     fn limit_operations_by_name_and_limits_by_rounds_or_medians() {
-        let (a, b) = (limit("ecdsa-p256", Some(&SLOW)), limit("ed25519", Some(&FAST)));
+        let (a, b) = (
+            limit("ecdsa-p256", Some(&SLOW)),
+            limit("ed25519", Some(&FAST)),
+        );
         let c = compare_rows(&a.row_set(), &b.row_set(), &RowOptions::default()).unwrap();
         let got: Vec<_> = c.rows.iter().map(|r| (r.section, r.outcome)).collect();
         assert_eq!(

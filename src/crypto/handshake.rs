@@ -37,7 +37,9 @@ use crate::pki::{KeyType, PkiOptions, TestPki};
 use crate::tls::Provider;
 
 /// A TLS protocol version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 pub enum TlsVersion {
     /// TLS 1.2.
     #[value(name = "1.2")]
@@ -69,7 +71,9 @@ impl fmt::Display for TlsVersion {
 }
 
 /// Full handshake or resumption by ticket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// A full handshake (resumption off on both sides).

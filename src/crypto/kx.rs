@@ -21,7 +21,9 @@ use super::measure::{MeasureOptions, Measurement, Op, measure, measure_interleav
 use crate::tls::Provider;
 
 /// A key-exchange group measured by `crypto kx`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 pub enum KxGroup {
     /// X25519.
     #[value(name = "x25519")]

@@ -21,7 +21,9 @@ use super::{CryptoError, Implementation};
 use crate::pki::KeyType;
 
 /// A signature algorithm measured by `crypto sign`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 pub enum SigAlg {
     /// ECDSA on P-256 with SHA-256.
     #[value(name = "ecdsa-p256")]

@@ -6,8 +6,8 @@
 //! note; the run's mode, rounds, round length, connections and target are the settings.
 
 use super::result::{COMPARED, LabResult, RoundMetrics};
-use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
 use crate::stats::Direction;
+use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
 
 const SECTION: &str = "cells";
 

@@ -293,4 +293,3 @@ pub struct Recommendation {
     /// One sentence.
     pub text: String,
 }
-

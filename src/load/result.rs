@@ -11,7 +11,6 @@ use crate::stats::Direction;
 use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
 use crate::stats::{HistogramError, LatencyHistogram, Quantiles};
 
-
 /// A latency distribution: percentiles to read, the histogram to merge.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Dist {
@@ -322,7 +321,10 @@ pub enum MergeError {
     #[error("nothing to merge")]
     Empty,
     /// Another schema.
-    #[error("result {index} has schema '{found}', expected '{}'", LoadResult::SCHEMA)]
+    #[error(
+        "result {index} has schema '{found}', expected '{}'",
+        LoadResult::SCHEMA
+    )]
     Schema {
         /// 1-based position.
         index: usize,

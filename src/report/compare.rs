@@ -75,7 +75,8 @@ pub fn compare(c: &CompareDocument) -> String {
 
 /// `N rows in both: B significantly better in …`.
 fn tally(c: &CompareDocument) -> String {
-    let count = |o: &dyn Fn(Outcome) -> bool| c.compared.rows.iter().filter(|r| o(r.outcome)).count();
+    let count =
+        |o: &dyn Fn(Outcome) -> bool| c.compared.rows.iter().filter(|r| o(r.outcome)).count();
     let better = count(&|o| o.better() == Some(true));
     let worse = count(&|o| o.better() == Some(false));
     let same = count(&|o| o == Outcome::NoDifference);

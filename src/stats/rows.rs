@@ -12,12 +12,12 @@
 
 use serde::{Serialize, Serializer};
 
+use super::StatsError;
 use super::compare::{CompareOptions, Direction, compare};
 use super::iqr::IqrFilter;
 use super::samples::Samples;
 use super::summary::Summary;
 use super::welch::WelchTest;
-use super::StatsError;
 
 /// What identifies a row: named fields, in display order (serialized as a JSON object).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -501,7 +501,11 @@ mod tests {
         let a = set(vec![row("x", &SLOW), row("y", &FAST), row("z", &SLOW)]);
         let b = set(vec![row("y", &FAST), row("w", &SLOW), row("x", &FAST)]);
         let c = compare_rows(&a, &b, &RowOptions::default()).unwrap();
-        let got: Vec<_> = c.rows.iter().map(|r| (r.label.as_str(), r.outcome)).collect();
+        let got: Vec<_> = c
+            .rows
+            .iter()
+            .map(|r| (r.label.as_str(), r.outcome))
+            .collect();
         assert_eq!(got, [("x", Outcome::Faster), ("y", Outcome::NoDifference)]);
         assert!((c.rows[0].ratio.unwrap() - 2.0).abs() < 0.05);
         assert_eq!(c.only_in_a[0].label, "z");
@@ -517,8 +521,12 @@ mod tests {
         a.direction = Direction::HigherIsBetter;
         let mut b = row("rate", &SLOW);
         b.direction = Direction::HigherIsBetter;
-        let c = compare_rows(&set(vec![a.clone()]), &set(vec![b.clone()]), &RowOptions::default())
-            .unwrap();
+        let c = compare_rows(
+            &set(vec![a.clone()]),
+            &set(vec![b.clone()]),
+            &RowOptions::default(),
+        )
+        .unwrap();
         assert_eq!(c.rows[0].outcome, Outcome::Higher);
         assert!(c.rows[0].ratio.unwrap() > 1.9);
         let c = compare_rows(&set(vec![b]), &set(vec![a]), &RowOptions::default()).unwrap();
@@ -580,10 +588,16 @@ mod tests {
     fn the_filter_is_reported_per_side() {
         let with_outlier = [100.0, 102.0, 98.0, 101.0, 99.0, 100.0, 500.0];
         let plain = [100.0, 102.0, 98.0, 101.0, 99.0];
-        let (a, b) = (set(vec![row("x", &with_outlier)]), set(vec![row("x", &plain)]));
+        let (a, b) = (
+            set(vec![row("x", &with_outlier)]),
+            set(vec![row("x", &plain)]),
+        );
         let c = compare_rows(&a, &b, &RowOptions::default()).unwrap();
         let side = &c.rows[0].a;
-        assert_eq!((side.rounds, side.used, side.outliers_dropped), (7, Some(6), Some(1)));
+        assert_eq!(
+            (side.rounds, side.used, side.outliers_dropped),
+            (7, Some(6), Some(1))
+        );
         assert_eq!(side.median, Some(100.0));
         assert_eq!(side.filter.as_ref().unwrap().outliers, [500.0]);
         let off = RowOptions {
@@ -591,6 +605,9 @@ mod tests {
             ..Default::default()
         };
         let c = compare_rows(&a, &b, &off).unwrap();
-        assert_eq!((c.rows[0].a.used, c.rows[0].a.outliers_dropped), (Some(7), None));
+        assert_eq!(
+            (c.rows[0].a.used, c.rows[0].a.outliers_dropped),
+            (Some(7), None)
+        );
     }
 }
