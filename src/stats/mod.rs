@@ -1,7 +1,8 @@
 //! The statistics core: every number tlsperf reports goes through here.
 //!
 //! - [`histogram`]: HDR latency histograms (exact merge, lossless JSON serialization).
-//! - [`summary`]: n, mean, median, standard deviation, extremes of a sample.
+//! - [`summary`]: n, mean, median, standard deviation, extremes of a sample; medians of
+//!   numbers and durations; a least-squares slope.
 //! - [`iqr`]: Tukey's 1.5×IQR outlier filter, quartiles as numpy computes them.
 //! - [`welch`]: Welch's two-sample t-test with the Welch–Satterthwaite degrees of freedom.
 //! - [`samples`]: sample files (one number a line) as the user writes them.
@@ -21,7 +22,7 @@ pub use compare::{CompareOptions, Comparison, Direction, compare};
 pub use histogram::{HistogramError, LatencyHistogram, Quantiles};
 pub use iqr::{IqrFilter, quantile_linear};
 pub use samples::{SampleError, Samples};
-pub use summary::Summary;
+pub use summary::{Summary, least_squares_slope, median, median_duration};
 pub use welch::{WelchTest, min_detectable_difference, welch_t_test};
 
 use crate::error::{Classify, ErrorClass};
