@@ -26,8 +26,13 @@ pub fn compare(c: &CompareDocument) -> String {
         Some(s) => format!("{} ({s})", f.path),
         None => f.path.clone(),
     };
+    let samples = if c.kind == "samples" {
+        "the samples"
+    } else {
+        "each row's rounds"
+    };
     let mut s = format!(
-        "{}s compared, B against A: Welch's t-test on each row's rounds ({filter}), α = {}\n\
+        "{}s compared, B against A: Welch's t-test on {samples} ({filter}), α = {}\n\
          A: {}\nB: {}\n",
         describe(c.kind),
         c.alpha,
