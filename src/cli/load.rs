@@ -109,7 +109,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     rt.shutdown_timeout(Duration::from_millis(100));
     out.summary(&result, || text::load_result(&result))?;
     if let Some(path) = &args.out {
-        crate::doc::write_json(&result, path, args.force)?;
+        crate::doc::write(&result, path, args.force)?;
     }
     if let Some(warning) = result.saturation_warning() {
         out.warn(warning);

@@ -38,7 +38,9 @@ use crate::tls::Provider;
 use crate::tls::choices::TlsVersion;
 
 /// Full handshake or resumption by ticket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FullOrResumed {
     /// A full handshake (resumption off on both sides).
@@ -234,7 +236,7 @@ where
 }
 
 /// What one handshake negotiated (for the report and the checks).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Negotiated {
     /// The cipher suite, rustls's name.
     pub cipher_suite: String,
@@ -349,11 +351,16 @@ pub struct HandshakeOptions {
     pub measure: MeasureOptions,
 }
 
+impl crate::doc::Document for HandshakeReport {
+    const SCHEMA: &'static str = "tlsperf-crypto-handshake/1";
+    const NAME: &'static str = "tlsperf crypto handshake result";
+}
+
 /// The result of `crypto handshake`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HandshakeReport {
     /// `tlsperf-crypto-handshake/1`.
-    pub schema: &'static str,
+    pub schema: String,
     /// Timed seconds per row.
     pub seconds: f64,
     /// Rounds per row.
@@ -365,7 +372,7 @@ pub struct HandshakeReport {
 }
 
 /// One measured configuration.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HandshakeRow {
     /// The provider.
     pub provider: Provider,
@@ -478,7 +485,7 @@ pub fn run(opts: &HandshakeOptions) -> Result<HandshakeReport, CryptoError> {
         }
     }
     Ok(HandshakeReport {
-        schema: "tlsperf-crypto-handshake/1",
+        schema: <HandshakeReport as crate::doc::Document>::SCHEMA.into(),
         seconds: opts.measure.seconds(),
         rounds: opts.measure.rounds(),
         allocations_counted: super::alloc::installed(),

@@ -20,7 +20,7 @@ use super::result::LabResult;
 use super::result::{Machine, RunOptions};
 use super::server::LabServer;
 use super::summarize::{CellRounds, aa_tally, finish_group};
-use super::{Control, Event, External, LabError, LabOptions, result};
+use super::{Control, Event, External, LabError, LabOptions};
 use crate::client::config as client_config;
 use crate::client::target::Target;
 use crate::load::{self, ConfigFactory, LoadGenOptions, LoadResult, Progress};
@@ -166,7 +166,7 @@ pub async fn run(
     let recommendations = recommend(&groups);
     let aa_control = aa_tally(&groups);
     Ok(LabResult {
-        schema: result::SCHEMA.to_string(),
+        schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
         started: started_wall
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),
