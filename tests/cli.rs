@@ -1,5 +1,7 @@
 //! CLI conventions shared by every command: help, version, usage errors, completions.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use common::tlsperf;

@@ -3,6 +3,8 @@
 //! others (so the benchmark measures real operations); bad input exits 2. No timing is
 //! asserted.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

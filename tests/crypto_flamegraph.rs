@@ -2,6 +2,8 @@
 //! stacks reach from tlsperf's engine into the crypto library, for `sign`, `kx` and
 //! `handshake`; the output path is checked before anything is measured.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::path::Path;

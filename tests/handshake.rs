@@ -3,6 +3,8 @@
 //! distribution's packages when installed, whose access log says independently whether
 //! each session was resumed.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::io::Write;

@@ -1,6 +1,8 @@
 //! `tlsperf serve` with real clients (curl, openssl s_client) where installed, and with
 //! an in-process rustls client otherwise.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -136,6 +136,7 @@ const FAIL_FAST_AFTER: u64 = 10;
 
 /// A run that could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// Neither a count nor a duration.
     #[error("give a request count (-n) or a duration (-d): a load run must be bounded")]
