@@ -10,70 +10,51 @@
 ///   `around: PATH`, a function called as `PATH(scheme, || call)` (to time each check).
 macro_rules! handshake_signature_checks {
     (algorithms: |$s:ident| $algs:expr) => {
+        $crate::tls::handshake_signature_checks!(@methods $s, message, cert, dss;
+            tls12: ::rustls::crypto::verify_tls12_signature(message, cert, dss, $algs);
+            tls13: ::rustls::crypto::verify_tls13_signature(message, cert, dss, $algs);
+            schemes: $algs.supported_schemes());
+    };
+    (delegate: |$s:ident| $inner:expr) => {
+        $crate::tls::handshake_signature_checks!(@methods $s, message, cert, dss;
+            tls12: $inner.verify_tls12_signature(message, cert, dss);
+            tls13: $inner.verify_tls13_signature(message, cert, dss);
+            schemes: $inner.supported_verify_schemes());
+    };
+    (delegate: |$s:ident| $inner:expr, around: $wrap:path) => {
+        $crate::tls::handshake_signature_checks!(@methods $s, message, cert, dss;
+            tls12: $wrap(dss.scheme, || $inner.verify_tls12_signature(message, cert, dss));
+            tls13: $wrap(dss.scheme, || $inner.verify_tls13_signature(message, cert, dss));
+            schemes: $inner.supported_verify_schemes());
+    };
+    (@methods $s:ident, $message:ident, $cert:ident, $dss:ident;
+        tls12: $tls12:expr; tls13: $tls13:expr; schemes: $schemes:expr) => {
         fn verify_tls12_signature(
             &self,
-            message: &[u8],
-            cert: &::rustls_pki_types::CertificateDer<'_>,
-            dss: &::rustls::DigitallySignedStruct,
+            $message: &[u8],
+            $cert: &::rustls_pki_types::CertificateDer<'_>,
+            $dss: &::rustls::DigitallySignedStruct,
         ) -> ::std::result::Result<::rustls::client::danger::HandshakeSignatureValid, ::rustls::Error>
         {
             let $s = self;
-            ::rustls::crypto::verify_tls12_signature(message, cert, dss, $algs)
+            $tls12
         }
 
         fn verify_tls13_signature(
             &self,
-            message: &[u8],
-            cert: &::rustls_pki_types::CertificateDer<'_>,
-            dss: &::rustls::DigitallySignedStruct,
+            $message: &[u8],
+            $cert: &::rustls_pki_types::CertificateDer<'_>,
+            $dss: &::rustls::DigitallySignedStruct,
         ) -> ::std::result::Result<::rustls::client::danger::HandshakeSignatureValid, ::rustls::Error>
         {
             let $s = self;
-            ::rustls::crypto::verify_tls13_signature(message, cert, dss, $algs)
+            $tls13
         }
 
         fn supported_verify_schemes(&self) -> ::std::vec::Vec<::rustls::SignatureScheme> {
             let $s = self;
-            $algs.supported_schemes()
+            $schemes
         }
-    };
-    (delegate: |$s:ident| $inner:expr $(, around: $wrap:path)?) => {
-        fn verify_tls12_signature(
-            &self,
-            message: &[u8],
-            cert: &::rustls_pki_types::CertificateDer<'_>,
-            dss: &::rustls::DigitallySignedStruct,
-        ) -> ::std::result::Result<::rustls::client::danger::HandshakeSignatureValid, ::rustls::Error>
-        {
-            let $s = self;
-            $crate::tls::handshake_signature_checks!(
-                @around dss $(, $wrap)?; $inner.verify_tls12_signature(message, cert, dss)
-            )
-        }
-
-        fn verify_tls13_signature(
-            &self,
-            message: &[u8],
-            cert: &::rustls_pki_types::CertificateDer<'_>,
-            dss: &::rustls::DigitallySignedStruct,
-        ) -> ::std::result::Result<::rustls::client::danger::HandshakeSignatureValid, ::rustls::Error>
-        {
-            let $s = self;
-            $crate::tls::handshake_signature_checks!(
-                @around dss $(, $wrap)?; $inner.verify_tls13_signature(message, cert, dss)
-            )
-        }
-
-        fn supported_verify_schemes(&self) -> ::std::vec::Vec<::rustls::SignatureScheme> {
-            let $s = self;
-            $inner.supported_verify_schemes()
-        }
-    };
-    (@around $dss:ident; $call:expr) => {
-        $call
-    };
-    (@around $dss:ident, $wrap:path; $call:expr) => {
-        $wrap($dss.scheme, || $call)
     };
 }
 
