@@ -1,7 +1,7 @@
 //! The trust store handed to TLS clients: certificates and their trust anchors, built once
 //! and shared ([`SharedStore`]: the first caller loads, concurrent first callers wait for
 //! that one load, later callers get the same `Arc` with no I/O at all). Building a store
-//! from files is [`super::load`]'s.
+//! from files is [`super::load`](mod@super::load)'s.
 
 use std::sync::{Arc, OnceLock};
 
