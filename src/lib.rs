@@ -26,6 +26,7 @@
 //!   implementation (aws-lc-rs, ring, RustCrypto) on the wall clock.
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
+pub mod capacity;
 pub mod crypto;
 pub mod doc;
 pub mod error;

@@ -162,6 +162,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         verdicts: built.verdicts.clone(),
         addrs: Vec::new(),
         config_per_connection: None,
+        schedule_offset: Duration::ZERO,
     };
     // One thread: a single-threaded scheduler (no work stealing, no cross-thread wake-ups),
     // as wrk runs each thread's own event loop.

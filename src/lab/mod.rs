@@ -889,6 +889,7 @@ async fn run_round(
         verdicts: None,
         addrs: l.addrs.clone(),
         config_per_connection: l.factory.clone(),
+        schedule_offset: Duration::ZERO,
     };
     let cpu0: Vec<Option<Duration>> = l
         .servers

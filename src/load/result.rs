@@ -179,6 +179,13 @@ pub struct LoadResult {
     /// request).
     #[serde(default)]
     pub send_lateness: Option<Dist>,
+    /// With `--rate`: the generator's own pacing delay, actual send instant − the later
+    /// of the intended one and the moment the connection slot was free to wait for it
+    /// (so without the wait for a slot still busy with its previous request, which is
+    /// the server's slowness, not the generator's). What `capacity` checks to tell a
+    /// generator that cannot keep up.
+    #[serde(default)]
+    pub pacing_lateness: Option<Dist>,
     /// TLS handshake time of full handshakes.
     pub handshake_full: Option<Dist>,
     /// TLS handshake time of resumed handshakes.
@@ -305,11 +312,12 @@ pub enum MergeError {
 
 /// Settings that may differ between the runs of one merged measurement: how each
 /// machine's share was sized and bounded.
-pub const MAY_DIFFER: [&str; 6] = [
+pub const MAY_DIFFER: [&str; 7] = [
     "requests",
     "duration_s",
     "connections",
     "rate",
+    "rate_share",
     "threads",
     "timeout_s",
 ];
@@ -522,6 +530,7 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         m.latency.merge(&r.latency).map_err(hist)?;
         merge_opt(&mut m.latency_corrected, &r.latency_corrected).map_err(hist)?;
         merge_opt(&mut m.send_lateness, &r.send_lateness).map_err(hist)?;
+        merge_opt(&mut m.pacing_lateness, &r.pacing_lateness).map_err(hist)?;
         merge_opt(&mut m.handshake_full, &r.handshake_full).map_err(hist)?;
         merge_opt(&mut m.handshake_resumed, &r.handshake_resumed).map_err(hist)?;
         for (k, d) in &r.phases {
