@@ -38,6 +38,15 @@ pub use result::{CapacityResult, Outcome, Rules, SCHEMA, Step, StepKind, Verdict
 use result::{StepCpu, bracket, conclude, confirmed};
 pub use slo::Slo;
 
+/// A step is invalid when the generator's pacing lateness at the objective's highest
+/// percentile exceeds this fraction of the tightest latency bound: beyond it, the
+/// generator's own delay could decide the verdict.
+pub const LATENESS_MAX_FRACTION: f64 = 0.1;
+
+/// A step is invalid when the generator's CPU use reaches this fraction of its threads'
+/// time (as `load` flags a saturated generator).
+pub const GENERATOR_CPU_MAX: f64 = 0.9;
+
 /// What to search.
 #[derive(Debug, Clone)]
 pub struct CapacityOptions {
@@ -78,10 +87,12 @@ pub fn slots_for(rate: f64, slo: &Slo) -> usize {
     ((rate * largest * 2.0).ceil() as usize).clamp(4, 10_000)
 }
 
-/// A step's length for `rate`: the time [`Rules::samples_needed`] answers take at that
-/// rate, within `step_min_s ..= step_max_s`; twice that for a confirmation.
+/// A step's length for `rate`: 1.1 × the time [`Rules::samples_needed`] answers take at
+/// that rate, within `step_min_s ..= step_max_s`; twice that for a confirmation.
 pub fn step_length(rate: f64, rules: &Rules, kind: StepKind) -> Duration {
-    let secs = (rules.samples_needed as f64 / rate.max(1e-9))
+    // A tenth more than the samples' time: a step's last requests may not have answered
+    // when it ends.
+    let secs = (1.1 * rules.samples_needed as f64 / rate.max(1e-9))
         .clamp(rules.step_min_s, rules.step_max_s.max(rules.step_min_s));
     let secs = if kind == StepKind::Confirm {
         secs * 2.0
@@ -473,10 +484,10 @@ mod tests {
     #[test]
     fn steps_are_sized_for_the_samples() {
         let r = rules();
-        assert_eq!(step_length(50.0, &r, StepKind::Ramp), Duration::from_secs(2));
+        assert_eq!(step_length(50.0, &r, StepKind::Ramp), Duration::from_millis(2200));
         assert_eq!(step_length(1000.0, &r, StepKind::Ramp), Duration::from_secs(1));
         assert_eq!(step_length(1.0, &r, StepKind::Ramp), Duration::from_secs(10));
-        assert_eq!(step_length(50.0, &r, StepKind::Confirm), Duration::from_secs(4));
+        assert_eq!(step_length(50.0, &r, StepKind::Confirm), Duration::from_millis(4400));
         let slo: Slo = "p99=30ms".parse().unwrap();
         assert_eq!(slots_for(1000.0, &slo), 60);
         assert_eq!(slots_for(1.0, &slo), 4);

@@ -174,42 +174,58 @@ impl Step {
             .as_ref()
             .filter(|d| !d.hdr.is_empty())
             .map(|d| d.hdr.quantile(slo.top_quantile()));
-        if let Some(late) = late.filter(|l| *l > allowed) {
-            self.verdict = Verdict::Invalid;
-            self.why = format!(
-                "the generator sent late: pacing lateness p{} {:.2} ms > {:.2} ms allowed",
-                slo.top_quantile() * 100.0,
-                late.as_secs_f64() * 1e3,
-                allowed.as_secs_f64() * 1e3
-            );
-            return;
-        }
-        if self.generator.utilization >= rules.generator_cpu_max {
-            self.verdict = Verdict::Invalid;
-            self.why = format!(
-                "the generator's CPU was busy {:.0}% of its {} thread{}",
-                self.generator.utilization * 100.0,
-                self.generator.threads,
-                if self.generator.threads == 1 { "" } else { "s" }
-            );
-            return;
-        }
-        match slo.judge(
+        let planned = self.offered_per_s * self.share * self.duration_s;
+        // What spoils the step, when the generator is the cause.
+        let short = (planned >= 10.0 && (self.attempted as f64) < SENT_MIN_FRACTION * planned)
+            .then(|| {
+                format!(
+                    "the generator sent {} of the {} requests due",
+                    self.attempted,
+                    planned.round()
+                )
+            });
+        let trouble = late
+            .filter(|l| *l > allowed)
+            .map(|l| {
+                format!(
+                    "the generator sent late: pacing lateness p{} {:.2} ms > {:.2} ms allowed",
+                    slo.top_quantile() * 100.0,
+                    l.as_secs_f64() * 1e3,
+                    allowed.as_secs_f64() * 1e3
+                )
+            })
+            .or_else(|| {
+                (self.generator.utilization >= rules.generator_cpu_max).then(|| {
+                    format!(
+                        "the generator's CPU was busy {:.0}% of what it may use",
+                        self.generator.utilization * 100.0
+                    )
+                })
+            });
+        let verdict = slo.judge(
             self.latency_corrected.as_ref().map(|d| &d.hdr),
             self.attempted,
             self.failed,
-        ) {
-            None => {
-                self.verdict = Verdict::Pass;
-                self.why = String::new();
-            }
-            Some(why) => {
-                self.verdict = Verdict::Fail;
-                self.why = why;
-            }
-        }
+        );
+        (self.verdict, self.why) = match (verdict, short, trouble) {
+            // The server was not offered the rate: the step says nothing.
+            (_, Some(short), _) => (Verdict::Invalid, short),
+            // A late or busy generator only adds to the corrected latency (and sends in
+            // bursts): a pass despite it is a pass.
+            (None, None, Some(t)) => (
+                Verdict::Pass,
+                format!("passed although {t} (counted against the server)"),
+            ),
+            (None, None, None) => (Verdict::Pass, String::new()),
+            // A failure the generator may have caused.
+            (Some(_), None, Some(t)) => (Verdict::Invalid, t),
+            (Some(why), None, None) => (Verdict::Fail, why),
+        };
     }
 }
+
+/// A step whose generator sent fewer than this fraction of the requests due is invalid.
+pub const SENT_MIN_FRACTION: f64 = 0.9;
 
 /// How the search ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -695,7 +711,7 @@ pub(crate) mod tests {
             offered_per_s: rate,
             share: 1.0,
             machines: 1,
-            duration_s: 1.0,
+            duration_s: n as f64 / rate,
             connections: 4,
             attempted: n,
             completed: n,
@@ -745,7 +761,7 @@ pub(crate) mod tests {
         assert_eq!(c.capacity_per_s, Some(200.0));
         assert_eq!(c.interval_per_s, Some([200.0, 300.0]));
         // A late generator spoils the search, whatever else passed.
-        let mut late = step(7, StepKind::Ramp, 800.0, 2, 200);
+        let mut late = step(7, StepKind::Ramp, 800.0, 50, 200);
         let mut h = LatencyHistogram::new();
         h.record_ns(5_000_000).unwrap();
         late.pacing_lateness = Some(Dist::of(h));

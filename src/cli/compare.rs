@@ -1,6 +1,6 @@
 //! `tlsperf compare A B`: two sample files → [`crate::stats::compare`] → verdict; two
 //! load, lab or crypto results → their own comparisons ([`crate::lab::compare`],
-//! [`crate::crypto::compare`]).
+//! [`crate::crypto::compare`]); two capacity results → [`crate::capacity::compare`].
 
 use std::path::PathBuf;
 
@@ -56,6 +56,10 @@ pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
     }
     if is_crypto_result(&a.bytes) || is_crypto_result(&b.bytes) {
         return compare_crypto_results(&args, &a, &b, out);
+    }
+    let capacity = |i: &Input| i.schema().as_deref() == Some(crate::capacity::SCHEMA);
+    if capacity(&a) || capacity(&b) {
+        return compare_capacity_results(&a, &b, out);
     }
     let json = |i: &Input| i.schema().is_some();
     if json(&a) && json(&b) {
@@ -199,4 +203,13 @@ fn compare_load_results(
         }
         text
     })
+}
+
+/// Two capacity results: is B's capacity really higher ([`crate::capacity::compare`]).
+fn compare_capacity_results(ia: &Input, ib: &Input, out: &Output) -> Result<(), CliError> {
+    use crate::capacity::result::parse;
+    let a = parse(ia)?;
+    let b = parse(ib)?;
+    let row = crate::capacity::compare::compare(&a, &b)?;
+    out.result(&row, || crate::report::capacity::comparison(&row))
 }

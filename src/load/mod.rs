@@ -11,6 +11,7 @@
 
 mod pace;
 pub mod result;
+pub mod share;
 pub mod usage;
 
 use std::collections::BTreeMap;
@@ -82,6 +83,10 @@ pub struct LoadOptions {
     /// `--rate-share i/n`, process i starts (i − 1) ÷ rate after the first, so that the
     /// n processes' sends interleave evenly instead of arriving in bursts of n.
     pub schedule_offset: Duration,
+    /// Start at this instant (`--start-at`: several processes start together): the
+    /// target is resolved and the server's CPU sampling started before, then the run
+    /// waits; `None`: at once.
+    pub start_at: Option<Instant>,
 }
 
 /// Builds a client configuration (see [`LoadOptions::config_per_connection`]).
@@ -315,14 +320,24 @@ pub async fn run(
     if opts.requests.is_none() && opts.duration.is_none() {
         return Err(LoadError::Unbounded);
     }
+    if let Some(pid) = opts.server_pid {
+        // A pid that cannot be sampled is refused before any wait.
+        usage::TreeCpu::start(pid)?;
+    }
+    let t_dns = Instant::now();
+    let addr = conn::resolve(&target.host, target.port).await?[0];
+    let dns = t_dns.elapsed();
+    if let Some(t) = opts.start_at {
+        tokio::select! {
+            () = tokio::time::sleep_until(t.into()) => {}
+            () = progress.stopping() => {}
+        }
+    }
     // The server's process tree: its first sample.
     let server_tree = match opts.server_pid {
         Some(pid) => Some(Arc::new(std::sync::Mutex::new(usage::TreeCpu::start(pid)?))),
         None => None,
     };
-    let t_dns = Instant::now();
-    let addr = conn::resolve(&target.host, target.port).await?[0];
-    let dns = t_dns.elapsed();
     let started_wall = time::OffsetDateTime::now_utc();
     let cpu0 = usage::self_cpu();
     let start = Instant::now();
@@ -500,6 +515,7 @@ pub async fn run(
             threads: opts.threads,
             cpu_seconds: cpu.as_secs_f64(),
             utilization: 0.0,
+            cpu_limit: usage::cgroup_cpu_limit(),
             cpu_us_per_request: None,
             cpu_us_per_handshake: None,
             saturated: false,

@@ -96,8 +96,13 @@ pub struct GeneratorCpu {
     /// User + system CPU seconds of the whole process (every thread, the `--server-pid`
     /// sampler's included).
     pub cpu_seconds: f64,
-    /// CPU seconds ÷ (wall seconds × threads).
+    /// CPU seconds ÷ (wall seconds × the CPUs it could use: its threads, or fewer under
+    /// a cgroup CPU quota, `cpu_limit`).
     pub utilization: f64,
+    /// The CPUs the process's cgroup quota allowed, when a quota was set (a container's
+    /// CPU limit): the generator saturates there, whatever its threads.
+    #[serde(default)]
+    pub cpu_limit: Option<f64>,
     /// CPU microseconds per completed request (`None`: none completed).
     #[serde(default)]
     pub cpu_us_per_request: Option<f64>,
@@ -559,6 +564,10 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         m.generator.threads += r.generator.threads;
         m.generator.cpu_seconds += r.generator.cpu_seconds;
         m.generator.saturated |= r.generator.saturated;
+        m.generator.cpu_limit = match (m.generator.cpu_limit, r.generator.cpu_limit) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
         m.server = match (m.server.take(), &r.server) {
             (Some(s), None) => Some(s),
             (None, Some(s)) => Some(s.clone()),
@@ -619,7 +628,10 @@ impl LoadResult {
         let (completed, hs) = (self.requests.completed, self.handshakes.total);
         let hs_per_request = hs >= completed;
         let g = &mut self.generator;
-        g.utilization = g.cpu_seconds / (secs * g.threads.max(1) as f64);
+        let cpus = g
+            .cpu_limit
+            .map_or(g.threads.max(1) as f64, |l| l.min(g.threads.max(1) as f64));
+        g.utilization = g.cpu_seconds / (secs * cpus);
         g.cpu_us_per_request = per(g.cpu_seconds, completed);
         g.cpu_us_per_handshake = per(g.cpu_seconds, hs).filter(|_| hs_per_request);
         if let Some(s) = &mut self.server {
