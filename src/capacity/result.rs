@@ -104,6 +104,8 @@ pub struct Step {
     pub share: f64,
     /// Processes whose measurements this step holds.
     pub machines: u32,
+    /// The planned length (seconds): requests were due within it.
+    pub length_s: f64,
     /// Wall seconds from the first request to the last response (the longest of
     /// merged processes').
     pub duration_s: f64,
@@ -111,6 +113,11 @@ pub struct Step {
     pub connections: u64,
     /// Requests started.
     pub attempted: u64,
+    /// Requests due within the step that were never sent (every connection slot of the
+    /// process was still waiting for an answer when the step ended): counted as slower
+    /// than any bound.
+    #[serde(default)]
+    pub unsent: u64,
     /// Requests answered.
     pub completed: u64,
     /// Requests failed (no answer, or a timeout).
@@ -174,16 +181,9 @@ impl Step {
             .as_ref()
             .filter(|d| !d.hdr.is_empty())
             .map(|d| d.hdr.quantile(slo.top_quantile()));
-        let planned = self.offered_per_s * self.share * self.duration_s;
-        // What spoils the step, when the generator is the cause.
-        let short = (planned >= 10.0 && (self.attempted as f64) < SENT_MIN_FRACTION * planned)
-            .then(|| {
-                format!(
-                    "the generator sent {} of the {} requests due",
-                    self.attempted,
-                    planned.round()
-                )
-            });
+        // Requests due within the step that no slot was free to send before it ended.
+        let due = (self.offered_per_s * self.share * self.length_s).floor() as u64;
+        self.unsent = due.saturating_sub(self.attempted);
         let trouble = late
             .filter(|l| *l > allowed)
             .map(|l| {
@@ -206,26 +206,22 @@ impl Step {
             self.latency_corrected.as_ref().map(|d| &d.hdr),
             self.attempted,
             self.failed,
+            self.unsent,
         );
-        (self.verdict, self.why) = match (verdict, short, trouble) {
-            // The server was not offered the rate: the step says nothing.
-            (_, Some(short), _) => (Verdict::Invalid, short),
+        (self.verdict, self.why) = match (verdict, trouble) {
             // A late or busy generator only adds to the corrected latency (and sends in
             // bursts): a pass despite it is a pass.
-            (None, None, Some(t)) => (
+            (None, Some(t)) => (
                 Verdict::Pass,
                 format!("passed although {t} (counted against the server)"),
             ),
-            (None, None, None) => (Verdict::Pass, String::new()),
+            (None, None) => (Verdict::Pass, String::new()),
             // A failure the generator may have caused.
-            (Some(_), None, Some(t)) => (Verdict::Invalid, t),
-            (Some(why), None, None) => (Verdict::Fail, why),
+            (Some(_), Some(t)) => (Verdict::Invalid, t),
+            (Some(why), None) => (Verdict::Fail, why),
         };
     }
 }
-
-/// A step whose generator sent fewer than this fraction of the requests due is invalid.
-pub const SENT_MIN_FRACTION: f64 = 0.9;
 
 /// How the search ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -711,9 +707,11 @@ pub(crate) mod tests {
             offered_per_s: rate,
             share: 1.0,
             machines: 1,
+            length_s: n as f64 / rate,
             duration_s: n as f64 / rate,
             connections: 4,
             attempted: n,
+            unsent: 0,
             completed: n,
             failed: 0,
             achieved_per_s: 0.0,

@@ -171,14 +171,17 @@ impl Slo {
         (TAIL_SAMPLES as f64 / (1.0 - self.top_quantile()) - 1e-6).ceil() as u64
     }
 
-    /// Judges one step: `None` when it meets the objective, else why not. Failed requests
-    /// count as slower than any bound: a percentile holds when at least that share of
-    /// *all* requests sent completed within the bound.
+    /// Judges one step: `None` when it meets the objective, else why not. Failed requests,
+    /// and the `unsent` ones (due before the step ended but never sent: every connection
+    /// slot was still waiting for an answer), count as slower than any bound: a
+    /// percentile holds when at least that share of *all* requests due completed within
+    /// the bound. The error share is failed ÷ sent.
     pub fn judge(
         &self,
         corrected: Option<&LatencyHistogram>,
         attempted: u64,
         failed: u64,
+        unsent: u64,
     ) -> Option<String> {
         if attempted == 0 {
             return Some("no request was sent".into());
@@ -192,13 +195,19 @@ impl Slo {
             ));
         }
         let completed = attempted - failed;
+        let due = attempted + unsent;
         for b in &self.latency {
             let q = b.percentile / 100.0;
             // The share of completed requests the percentile of all requests falls at.
-            let within = q * attempted as f64 / completed.max(1) as f64;
+            let within = q * due as f64 / completed.max(1) as f64;
             let value = match corrected {
                 Some(h) if !h.is_empty() && within <= 1.0 => h.quantile(within),
-                _ => return Some(format!("{}: too many requests failed", b.name())),
+                _ => {
+                    return Some(format!(
+                        "{}: too many requests failed or were never sent",
+                        b.name()
+                    ));
+                }
             };
             if value > b.max() {
                 return Some(format!(
@@ -258,18 +267,21 @@ mod tests {
             h.record(Duration::from_millis(5)).unwrap();
         }
         // 90 fast of 100: p90 holds.
-        assert_eq!(s.judge(Some(&h), 90, 0), None);
+        assert_eq!(s.judge(Some(&h), 90, 0, 0), None);
         // 90 fast of 100 sent, 10 failed: p90 of all still within.
-        assert_eq!(s.judge(Some(&h), 100, 10), None);
+        assert_eq!(s.judge(Some(&h), 100, 10, 0), None);
         // 90 fast of 110 sent: fewer than 90% within the bound.
-        let why = s.judge(Some(&h), 110, 20).unwrap();
+        let why = s.judge(Some(&h), 110, 20, 0).unwrap();
         assert!(why.contains("too many requests failed"), "{why}");
         let strict: Slo = "p90=10ms".parse().unwrap();
-        assert!(strict.judge(Some(&h), 91, 1).unwrap().contains("errors"));
+        assert!(strict.judge(Some(&h), 91, 1, 0).unwrap().contains("errors"));
+        // 90 fast of 100 sent and 10 more due: as if they had failed.
+        assert!(s.judge(Some(&h), 90, 0, 10).is_none());
+        assert!(s.judge(Some(&h), 90, 0, 11).is_some());
         for _ in 0..20 {
             h.record(Duration::from_millis(50)).unwrap();
         }
-        assert!(s.judge(Some(&h), 110, 0).unwrap().contains("p90 50.0 ms > 10 ms"));
-        assert!(s.judge(None, 0, 0).is_some());
+        assert!(s.judge(Some(&h), 110, 0, 0).unwrap().contains("p90 50.0 ms > 10 ms"));
+        assert!(s.judge(None, 0, 0, 0).is_some());
     }
 }
