@@ -13,6 +13,9 @@ use std::time::Duration;
 use common::{Serve, tlsperf};
 use serde_json::Value;
 
+/// `serve --threads 1 --resumption off` with an RSA-2048 certificate: a full handshake
+/// costs the server (an RSA signature) several times what it costs the client (an RSA
+/// verification), so one server thread saturates before a generator of two threads.
 fn serve(dir: &Path) -> (Serve, String) {
     let ca = dir.join("ca.pem").to_str().unwrap().to_string();
     let s = Serve::start(&[
@@ -21,7 +24,7 @@ fn serve(dir: &Path) -> (Serve, String) {
         "--resumption",
         "off",
         "--gen-cert",
-        "ecdsa-p256",
+        "rsa-2048",
         "--write-ca",
         &ca,
     ]);
@@ -107,7 +110,9 @@ fn a_search_finishes_with_a_consistent_result() {
         assert_eq!(attempted, done, "{st}");
         // Every answer's corrected latency is in the step's histogram.
         assert_eq!(
-            st["latency_corrected"]["quantiles"]["count"].as_u64().unwrap(),
+            st["latency_corrected"]["quantiles"]["count"]
+                .as_u64()
+                .unwrap(),
             st["completed"].as_u64().unwrap()
         );
         assert!(st["server_cpu_seconds"].as_f64().is_some(), "{st}");
@@ -138,6 +143,18 @@ fn a_search_finishes_with_a_consistent_result() {
         );
         assert!(v["capacity_per_s"].is_null());
     }
+    // Every field is documented in docs/json.md, and every documented one is there.
+    let documented = documented_fields();
+    let mut seen = std::collections::BTreeSet::new();
+    paths(&v, "", &documented, &mut seen);
+    let undocumented: Vec<_> = seen
+        .iter()
+        .filter(|p| !documented.contains_key(*p))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/json.md: {undocumented:?}"
+    );
     // The page: the knee charts and the table of steps.
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("data-chart=\"knee-latency\""), "{page}");
@@ -152,7 +169,58 @@ fn a_search_finishes_with_a_consistent_result() {
         assert!(cmp.stdout.contains("no difference"), "{}", cmp.stdout);
     } else {
         assert_eq!(cmp.code, 2, "{}", cmp.stderr);
-        assert!(cmp.stderr.contains("no confirmed capacity"), "{}", cmp.stderr);
+        assert!(
+            cmp.stderr.contains("no confirmed capacity"),
+            "{}",
+            cmp.stderr
+        );
+    }
+}
+
+/// The field paths of docs/json.md's `tlsperf capacity` table, with their types.
+fn documented_fields() -> std::collections::BTreeMap<String, String> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md")).unwrap();
+    let section = text.split("## `tlsperf capacity`").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|row| {
+            let (path, rest) = row.split_once('`').unwrap();
+            let ty = rest.split('|').nth(1).unwrap_or("").trim().to_string();
+            (path.to_string(), ty)
+        })
+        .collect()
+}
+
+/// Every field path of `v` (`steps[].verdict`), not descending into documented maps.
+fn paths(
+    v: &Value,
+    prefix: &str,
+    docs: &std::collections::BTreeMap<String, String>,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(path.clone());
+                if docs.get(&path).is_none_or(|t| t != "map") {
+                    paths(child, &path, docs, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items.iter().filter(|i| i.is_object()) {
+                paths(item, &format!("{prefix}[]"), docs, out);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -195,7 +263,9 @@ impl CpuCgroup {
                 dir,
             }),
             Err(e) => {
-                eprintln!("SKIPPED: cannot make a CPU-limited cgroup here ({e}); not checking a generator-bound search");
+                eprintln!(
+                    "SKIPPED: cannot make a CPU-limited cgroup here ({e}); not checking a generator-bound search"
+                );
                 None
             }
         }
@@ -230,7 +300,10 @@ fn a_generator_held_to_a_tenth_of_a_cpu_is_reported_not_the_server() {
     // execs.
     let output = std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!("echo $$ > {} && exec \"$0\" \"$@\"", cg.procs.display()))
+        .arg(format!(
+            "echo $$ > {} && exec \"$0\" \"$@\"",
+            cg.procs.display()
+        ))
         .arg(common::bin())
         .args(&args)
         .env("NO_COLOR", "1")
@@ -244,7 +317,10 @@ fn a_generator_held_to_a_tenth_of_a_cpu_is_reported_not_the_server() {
     assert_eq!(v["outcome"], "generator-bound", "{}", v["message"]);
     assert!(v["capacity_per_s"].is_null());
     let msg = v["message"].as_str().unwrap();
-    assert!(msg.contains("the generator, not the server, saturated at"), "{msg}");
+    assert!(
+        msg.contains("the generator, not the server, saturated at"),
+        "{msg}"
+    );
     assert!(msg.contains("run more generator processes"), "{msg}");
     assert!(stderr.contains("not the server"), "{stderr}");
     let last = v["steps"].as_array().unwrap().last().unwrap().clone();
@@ -275,13 +351,27 @@ fn two_processes_share_a_rate_start_together_and_merge() {
     let (s, ca) = serve(dir.path());
     let url = s.url();
     let at = in_secs(3);
-    let at_t = time::OffsetDateTime::parse(&at, &time::format_description::well_known::Rfc3339)
-        .unwrap();
+    let at_t =
+        time::OffsetDateTime::parse(&at, &time::format_description::well_known::Rfc3339).unwrap();
     let spawn = |share: &str, out: &Path| {
         std::process::Command::new(common::bin())
             .args([
-                "load", &url, "--cacert", &ca, "--rate", "200", "-d", "2s", "-c", "4",
-                "--rate-share", share, "--start-at", &at, "-q", "--out",
+                "load",
+                &url,
+                "--cacert",
+                &ca,
+                "--rate",
+                "200",
+                "-d",
+                "2s",
+                "-c",
+                "4",
+                "--rate-share",
+                share,
+                "--start-at",
+                &at,
+                "-q",
+                "--out",
             ])
             .arg(out)
             .env("NO_COLOR", "1")
@@ -320,19 +410,34 @@ fn two_processes_share_a_rate_start_together_and_merge() {
     assert_eq!(vm["machines"], 2);
     assert_eq!(
         vm["requests"]["attempted"].as_u64().unwrap(),
-        va["requests"]["attempted"].as_u64().unwrap() + vb["requests"]["attempted"].as_u64().unwrap()
+        va["requests"]["attempted"].as_u64().unwrap()
+            + vb["requests"]["attempted"].as_u64().unwrap()
     );
 
     // A capacity search in two shares: a loose objective and a low --max-rate, so both
     // processes pass every step and their step tables line up.
     let at = in_secs(3);
     let cap = |share: &str, out: &Path| {
-        let mut args: Vec<String> = vec!["capacity".into(), url.clone(), "--cacert".into(), ca.clone()];
+        let mut args: Vec<String> = vec![
+            "capacity".into(),
+            url.clone(),
+            "--cacert".into(),
+            ca.clone(),
+        ];
         args.extend(SMALL.iter().map(|s| s.to_string()));
         args.extend(
             [
-                "--slo", "p50=1s", "--max-rate", "100", "--threads", "1", "--rate-share", share,
-                "--start-at", &at, "--out",
+                "--slo",
+                "p50=1s",
+                "--max-rate",
+                "100",
+                "--threads",
+                "1",
+                "--rate-share",
+                share,
+                "--start-at",
+                &at,
+                "--out",
             ]
             .map(String::from),
         );
@@ -348,7 +453,12 @@ fn two_processes_share_a_rate_start_together_and_merge() {
     let mut pb = cap("2/2", &b);
     let (ea, eb) = (pa.wait().unwrap(), pb.wait().unwrap());
     let (va, vb) = (read(&a), read(&b));
-    assert!(ea.success() && eb.success(), "{} / {}", va["message"], vb["message"]);
+    assert!(
+        ea.success() && eb.success(),
+        "{} / {}",
+        va["message"],
+        vb["message"]
+    );
     assert_eq!(va["outcome"], "above-max-rate", "{}", va["message"]);
     assert_eq!(va["rate_share"], "1/2");
     let d = started(&va) - started(&vb);
@@ -414,11 +524,29 @@ fn bad_input_is_refused_in_plain_words() {
             "already past",
         ),
         (
-            vec!["load", "https://127.0.0.1:9/", "-n", "1", "--rate", "5", "--start-at", &past],
+            vec![
+                "load",
+                "https://127.0.0.1:9/",
+                "-n",
+                "1",
+                "--rate",
+                "5",
+                "--start-at",
+                &past,
+            ],
             "already past",
         ),
         (
-            vec!["load", "https://127.0.0.1:9/", "-n", "1", "--rate", "5", "--rate-share", "3/2"],
+            vec![
+                "load",
+                "https://127.0.0.1:9/",
+                "-n",
+                "1",
+                "--rate",
+                "5",
+                "--rate-share",
+                "3/2",
+            ],
             "i must be within 1..=n",
         ),
         (

@@ -68,7 +68,9 @@ pub enum CompareError {
         message: String,
     },
     /// Different objectives.
-    #[error("A was searched under {a}, B under {b}: capacities at different objectives do not compare")]
+    #[error(
+        "A was searched under {a}, B under {b}: capacities at different objectives do not compare"
+    )]
     Objective {
         /// A's objective.
         a: String,
@@ -202,7 +204,10 @@ mod tests {
         assert!(row.message.contains("+10%"), "{}", row.message);
         assert_eq!(compare(&b, &a).unwrap().verdict, CapacityVerdict::Lower);
         let c = result(1030.0, 1080.0);
-        assert_eq!(compare(&a, &c).unwrap().verdict, CapacityVerdict::NoDifference);
+        assert_eq!(
+            compare(&a, &c).unwrap().verdict,
+            CapacityVerdict::NoDifference
+        );
         let mut none = result(1000.0, 1050.0);
         none.steps.truncate(1);
         let c = crate::capacity::result::conclude(&none.steps, &none.rules, Outcome::TimeLimit);

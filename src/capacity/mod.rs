@@ -13,10 +13,15 @@
 //! with enough connection slots that a server within the objective never leaves the
 //! generator waiting for a free slot (twice the rate × the largest latency bound).
 //! The objective is checked on the corrected latency (from each request's intended send
-//! instant), failed requests counting as slower than any bound. A step whose generator
-//! sent late (pacing lateness, [`crate::load::LoadResult::pacing_lateness`], beyond a
-//! fraction of the tightest bound) or ran its CPU near saturation is invalid: the search
-//! stops there and says the generator, not the server, saturated.
+//! instant), failed requests (and requests due but never sent) counting as slower than
+//! any bound. A failing step whose generator sent late (pacing lateness,
+//! [`crate::load::LoadResult::pacing_lateness`], beyond a fraction of the tightest bound)
+//! or ran its CPU near saturation (against its threads or its cgroup quota) is invalid:
+//! the search stops there and says the generator, not the server, saturated. (A step
+//! that passes despite a late generator is a pass: the delay only adds to the corrected
+//! latency.) After a failed step the search waits until the server answers one request
+//! within the tightest bound again (at most [`SETTLE_MAX`]), so that no step inherits the
+//! previous one's backlog.
 //!
 //! Bounded by `max_time` (a step that would end past it is not started), a step count
 //! and the highest rate; stops early, keeping what was measured, on [`Progress::stop`].
@@ -291,8 +296,10 @@ pub async fn run(
                 () = wait_stopped(&progress) => break Outcome::Interrupted,
             }
         }
-        let step = run_step(&target, &config, &opts, &progress, index, kind, rate, share, length)
-            .await?;
+        let step = run_step(
+            &target, &config, &opts, &progress, index, kind, rate, share, length,
+        )
+        .await?;
         let Some(step) = step else {
             break Outcome::Interrupted;
         };
@@ -306,6 +313,9 @@ pub async fn run(
             tokio::select! {
                 () = tokio::time::sleep(opts.cooldown) => {}
                 () = wait_stopped(&progress) => {}
+            }
+            if steps.last().is_some_and(|s| s.verdict == Verdict::Fail) {
+                settle(&target, &config, &opts, &progress).await;
             }
         }
     };
@@ -342,6 +352,44 @@ pub async fn run(
     }
     Ok(result)
 }
+
+/// After a failed step, until the server answers one request (closed loop, one
+/// connection) within the tightest bound again, at most [`SETTLE_MAX`]: an overloaded
+/// server may still be working through connections queued during the step (the
+/// generator gave up on them, the server does not know yet), and the next step must not
+/// inherit that backlog. (With `--start-at`, steps keep their planned instants instead,
+/// each a request timeout and the cooldown after the previous step's planned end.)
+async fn settle(
+    target: &Target,
+    config: &Arc<ClientConfig>,
+    opts: &CapacityOptions,
+    progress: &Progress,
+) {
+    let began = Instant::now();
+    while began.elapsed() < SETTLE_MAX && !progress.stopped() {
+        let mut probe = opts.load.clone();
+        probe.rate = None;
+        probe.requests = Some(1);
+        probe.duration = None;
+        probe.connections = 1;
+        probe.server_pid = None;
+        probe.echo = BTreeMap::new();
+        let p = Arc::new(load::Progress::default());
+        *lock(&progress.current) = Some(Arc::clone(&p));
+        let r = load::run(target.clone(), Arc::clone(config), probe, p).await;
+        lock(&progress.current).take();
+        if let Ok(r) = r
+            && r.requests.completed == 1
+            && r.latency.hdr.quantile(1.0) <= opts.slo.tightest()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The longest wait for a server to recover after a failed step.
+pub const SETTLE_MAX: Duration = Duration::from_secs(10);
 
 async fn wait_stopped(progress: &Progress) {
     while !progress.stopped() {
@@ -486,10 +534,22 @@ mod tests {
     #[test]
     fn steps_are_sized_for_the_samples() {
         let r = rules();
-        assert_eq!(step_length(50.0, &r, StepKind::Ramp), Duration::from_millis(2200));
-        assert_eq!(step_length(1000.0, &r, StepKind::Ramp), Duration::from_secs(1));
-        assert_eq!(step_length(1.0, &r, StepKind::Ramp), Duration::from_secs(10));
-        assert_eq!(step_length(50.0, &r, StepKind::Confirm), Duration::from_millis(4400));
+        assert_eq!(
+            step_length(50.0, &r, StepKind::Ramp),
+            Duration::from_millis(2200)
+        );
+        assert_eq!(
+            step_length(1000.0, &r, StepKind::Ramp),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            step_length(1.0, &r, StepKind::Ramp),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            step_length(50.0, &r, StepKind::Confirm),
+            Duration::from_millis(4400)
+        );
         let slo: Slo = "p99=30ms".parse().unwrap();
         assert_eq!(slots_for(1000.0, &slo), 60);
         assert_eq!(slots_for(1.0, &slo), 4);

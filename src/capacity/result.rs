@@ -527,10 +527,7 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
             None
         };
         if let Some(what) = what {
-            return Err(MergeError::Mixed {
-                index: i + 1,
-                what,
-            });
+            return Err(MergeError::Mixed { index: i + 1, what });
         }
         if let Some(s) = &r.rate_share {
             for part in s.split(',') {
@@ -749,7 +746,11 @@ pub(crate) mod tests {
         assert_eq!(bracket(&steps), (Some(300.0), Some(400.0)));
         let c = conclude(&steps, &r, Outcome::TimeLimit);
         assert_eq!(c.outcome, Outcome::TimeLimit);
-        assert!(c.message.contains("between 300/s and 400/s"), "{}", c.message);
+        assert!(
+            c.message.contains("between 300/s and 400/s"),
+            "{}",
+            c.message
+        );
         // A failed confirmation moves the bracket down.
         steps.push(step(5, StepKind::Confirm, 300.0, 50, 200));
         assert_eq!(bracket(&steps), (Some(200.0), Some(300.0)));
@@ -770,7 +771,11 @@ pub(crate) mod tests {
         let c = conclude(&steps, &r, Outcome::TimeLimit);
         assert_eq!(c.outcome, Outcome::GeneratorBound);
         assert_eq!(c.capacity_per_s, None);
-        assert!(c.message.contains("not the server, saturated at 800/s"), "{}", c.message);
+        assert!(
+            c.message.contains("not the server, saturated at 800/s"),
+            "{}",
+            c.message
+        );
         assert_eq!(group(3100.4), "3,100");
         assert_eq!(group(1_234_567.0), "1,234,567");
     }

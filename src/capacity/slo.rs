@@ -42,9 +42,7 @@ pub struct Slo {
 
 /// An `--slo` that cannot be read.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "--slo '{text}': {reason} (write e.g. p99=30ms or p99=30ms,p50=5ms,errors=0.1%)"
-)]
+#[error("--slo '{text}': {reason} (write e.g. p99=30ms or p99=30ms,p50=5ms,errors=0.1%)")]
 pub struct SloError {
     /// What the user gave.
     pub text: String,
@@ -78,7 +76,9 @@ impl std::str::FromStr for Slo {
                     return Err(err("errors is given twice".into()));
                 }
                 let number = value.strip_suffix('%').ok_or_else(|| {
-                    err(format!("errors={value}: give a percentage, e.g. errors=0.1%"))
+                    err(format!(
+                        "errors={value}: give a percentage, e.g. errors=0.1%"
+                    ))
                 })?;
                 let pct: f64 = number
                     .trim()
@@ -281,7 +281,11 @@ mod tests {
         for _ in 0..20 {
             h.record(Duration::from_millis(50)).unwrap();
         }
-        assert!(s.judge(Some(&h), 110, 0, 0).unwrap().contains("p90 50.0 ms > 10 ms"));
+        assert!(
+            s.judge(Some(&h), 110, 0, 0)
+                .unwrap()
+                .contains("p90 50.0 ms > 10 ms")
+        );
         assert!(s.judge(None, 0, 0, 0).is_some());
     }
 }

@@ -142,9 +142,9 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         .map(|b| b.max())
         .max()
         .unwrap_or(Duration::from_secs(1));
-    let timeout = args.timeout.unwrap_or_else(|| {
-        (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10))
-    });
+    let timeout = args
+        .timeout
+        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
     let echo: BTreeMap<String, serde_json::Value> = [
         ("requests_per_conn", json!(per_conn)),
         ("http", json!(if args.http2 { "2" } else { "1.1" })),
@@ -247,7 +247,9 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         if v.is_finite() && v > 0.0 {
             Ok(v)
         } else {
-            Err(CliError::input(format!("{name} {v}: must be a positive number")))
+            Err(CliError::input(format!(
+                "{name} {v}: must be a positive number"
+            )))
         }
     };
     let start = positive("--start-rate", args.start_rate)?;

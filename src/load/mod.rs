@@ -697,7 +697,9 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             if let Some(p) = planned {
                 // `wait_until` never returns before `p`.
                 let _ = tally.lateness.record(sent.saturating_duration_since(p));
-                let _ = tally.pacing.record(sent.saturating_duration_since(p.max(ready)));
+                let _ = tally
+                    .pacing
+                    .record(sent.saturating_duration_since(p.max(ready)));
             }
             match outcome {
                 Ok(keep) => {

@@ -19,10 +19,17 @@ impl std::str::FromStr for RateShare {
     type Err = String;
 
     fn from_str(s: &str) -> Result<RateShare, String> {
-        let bad = |why: &str| format!("'{s}': {why} (write i/n, e.g. 1/4 for the first of 4 processes)");
+        let bad =
+            |why: &str| format!("'{s}': {why} (write i/n, e.g. 1/4 for the first of 4 processes)");
         let (i, n) = s.trim().split_once('/').ok_or_else(|| bad("no '/'"))?;
-        let i: u32 = i.trim().parse().map_err(|_| bad("i is not a whole number"))?;
-        let n: u32 = n.trim().parse().map_err(|_| bad("n is not a whole number"))?;
+        let i: u32 = i
+            .trim()
+            .parse()
+            .map_err(|_| bad("i is not a whole number"))?;
+        let n: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| bad("n is not a whole number"))?;
         if n == 0 || n > 10_000 {
             return Err(bad("n must be within 1..=10000"));
         }
@@ -106,6 +113,9 @@ mod tests {
         let soon = OffsetDateTime::now_utc() + time::Duration::seconds(2);
         let t = start_instant(soon).unwrap();
         let d = t - Instant::now();
-        assert!(d > Duration::from_millis(1500) && d <= Duration::from_secs(2), "{d:?}");
+        assert!(
+            d > Duration::from_millis(1500) && d <= Duration::from_secs(2),
+            "{d:?}"
+        );
     }
 }

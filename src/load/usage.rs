@@ -59,11 +59,17 @@ pub fn cgroup_cpu_limit() -> Option<f64> {
                 for rel in ancestors() {
                     let dir = std::path::Path::new(root).join(rel);
                     let read = |name: &str| -> Option<f64> {
-                        std::fs::read_to_string(dir.join(name)).ok()?.trim().parse().ok()
+                        std::fs::read_to_string(dir.join(name))
+                            .ok()?
+                            .trim()
+                            .parse()
+                            .ok()
                     };
-                    tighten(read("cpu.cfs_quota_us").zip(read("cpu.cfs_period_us")).and_then(
-                        |(q, p)| (q > 0.0 && p > 0.0).then(|| q / p),
-                    ));
+                    tighten(
+                        read("cpu.cfs_quota_us")
+                            .zip(read("cpu.cfs_period_us"))
+                            .and_then(|(q, p)| (q > 0.0 && p > 0.0).then(|| q / p)),
+                    );
                 }
             }
         }
