@@ -163,10 +163,19 @@ fn a_search_finishes_with_a_consistent_result() {
     assert!(run.stdout.is_empty(), "-q: {}", run.stdout);
 
     // The terminal table, from the same kind of run, and compare on the result itself.
-    let cmp = tlsperf(["compare", out.to_str().unwrap(), out.to_str().unwrap()]);
+    let cmp = tlsperf([
+        "compare",
+        out.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--json",
+    ]);
     if outcome == "capacity" {
         assert_eq!(cmp.code, 0, "{}", cmp.stderr);
-        assert!(cmp.stdout.contains("no difference"), "{}", cmp.stdout);
+        let c: Value = serde_json::from_str(&cmp.stdout).unwrap();
+        assert_eq!(c["schema"], "tlsperf-compare/1");
+        assert_eq!(c["kind"], "capacity");
+        assert_eq!(c["rows"][0]["outcome"], "no-difference", "{c}");
+        assert_eq!(c["rows"][0]["ratio"], 1.0);
     } else {
         assert_eq!(cmp.code, 2, "{}", cmp.stderr);
         assert!(

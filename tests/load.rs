@@ -864,7 +864,21 @@ fn out_file_merge_and_compare() {
     let run = tlsperf(["compare", a_s, b_s, "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let cv: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(cv.as_array().map(Vec::len), Some(2), "{cv}");
+    // The one comparison document of every kind (load results used to print a bare
+    // array of two comparisons): two rows.
+    assert_eq!(cv["schema"], "tlsperf-compare/1", "{cv}");
+    assert_eq!(cv["kind"], "load");
+    let metrics: Vec<&Value> = cv["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["identity"]["metric"])
+        .collect();
+    assert_eq!(
+        metrics,
+        ["mean latency per connection", "throughput per interval"],
+        "{cv}"
+    );
     let run = tlsperf(["compare", a_s, b_s]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(

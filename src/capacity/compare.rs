@@ -4,11 +4,101 @@
 //! mirror case, and not distinguishable when the two brackets overlap. The gain comes
 //! with the range the two brackets allow.
 //!
-//! One comparison, one [`CapacityRow`]: the shape the comparison engine's rows take.
+//! One comparison, one [`CapacityRow`], given to `tlsperf compare` as the one row of a
+//! `tlsperf-compare/1` document ([`rows`]): no Welch test (a search gives one answer
+//! per run, not rounds), the verdict is the brackets'.
 
 use serde::Serialize;
 
 use super::result::{CapacityResult, Outcome, group};
+use crate::stats::compare::Direction;
+use crate::stats::rows::{
+    Comparable, Identity, Outcome as RowOutcome, Row, RowComparison, RowSet, RowSide, RowsCompared,
+    Section,
+};
+
+/// The kind's name in comparison documents.
+pub const KIND: &str = "capacity";
+
+const SECTION: Section = Section {
+    name: KIND,
+    title: "",
+};
+
+impl Comparable for CapacityResult {
+    const KIND: &'static str = KIND;
+
+    /// One row, the confirmed capacity (a median, no rounds): what `compare` would match
+    /// on; [`rows`] gives its verdict.
+    fn row_set(&self) -> RowSet {
+        RowSet {
+            sections: vec![SECTION],
+            rows: vec![Row {
+                section: KIND,
+                identity: identity(self),
+                unit: "requests/s".into(),
+                direction: Direction::HigherIsBetter,
+                rounds: None,
+                median: self.capacity_per_s,
+                context: None,
+            }],
+            settings: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+fn identity(r: &CapacityResult) -> Identity {
+    Identity(vec![("objective", r.slo.to_string())])
+}
+
+/// The comparison as the rows of a `tlsperf-compare/1` document: one row, its outcome
+/// `higher`, `lower` or `no-difference` by the brackets, `ratio` B ÷ A of the confirmed
+/// capacities, `relative_change` B ÷ A − 1, no p-value.
+pub fn rows(a: &CapacityResult, b: &CapacityResult) -> Result<RowsCompared, CompareError> {
+    let row = compare(a, b)?;
+    let side = |s: &Side| RowSide {
+        rounds: 0,
+        used: None,
+        outliers_dropped: None,
+        median: Some(s.capacity_per_s),
+        raw: None,
+        summary: None,
+        filter: None,
+    };
+    let outcome = match row.verdict {
+        CapacityVerdict::Higher => RowOutcome::Higher,
+        CapacityVerdict::Lower => RowOutcome::Lower,
+        CapacityVerdict::NoDifference => RowOutcome::NoDifference,
+    };
+    let id = identity(a);
+    let mut warnings = Vec::new();
+    if a.target != b.target {
+        warnings.push(format!("target differs: A {}, B {}", a.target, b.target));
+    }
+    Ok(RowsCompared {
+        sections: vec![SECTION],
+        rows: vec![RowComparison {
+            section: KIND,
+            label: id.label(),
+            identity: id,
+            unit: "requests/s".into(),
+            direction: Direction::HigherIsBetter,
+            a: side(&row.a),
+            b: side(&row.b),
+            ratio: Some(row.b.capacity_per_s / row.a.capacity_per_s),
+            relative_change: Some(row.change),
+            p: None,
+            welch: None,
+            significant: row.verdict != CapacityVerdict::NoDifference,
+            outcome,
+            verdict: row.message.clone(),
+        }],
+        only_in_a: Vec::new(),
+        only_in_b: Vec::new(),
+        warnings,
+    })
+}
 
 /// The verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -208,6 +208,7 @@ impl Step {
             self.failed,
             self.unsent,
         );
+        let cpu_busy = self.generator.utilization >= rules.generator_cpu_max;
         (self.verdict, self.why) = match (verdict, trouble) {
             // A late or busy generator only adds to the corrected latency (and sends in
             // bursts): a pass despite it is a pass.
@@ -216,10 +217,38 @@ impl Step {
                 format!("passed although {t} (counted against the server)"),
             ),
             (None, None) => (Verdict::Pass, String::new()),
+            (Some(why), None) => (Verdict::Fail, why),
+            // A late (not busy) generator, but a failure its lateness cannot explain.
+            (Some(why), Some(t)) if !cpu_busy && self.fails_without_pacing(slo) => (
+                Verdict::Fail,
+                format!("{why}, even with the generator's pacing lateness taken out ({t})"),
+            ),
             // A failure the generator may have caused.
             (Some(_), Some(t)) => (Verdict::Invalid, t),
-            (Some(why), None) => (Verdict::Fail, why),
         };
+    }
+
+    /// True when the step breaks a latency bound by more than the generator's pacing
+    /// lateness can explain. Each request's corrected latency is the server's part plus
+    /// its pacing lateness P; with p = P's quantile at 1 − (1 − q)/10, at most a tenth of
+    /// the (1 − q) share has P > p, so when more than 1.1 × (1 − q) of the requests due
+    /// took longer than bound + p (failed and unsent ones included), more than (1 − q)
+    /// took longer than the bound on the server's part alone.
+    fn fails_without_pacing(&self, slo: &Slo) -> bool {
+        let (Some(corrected), Some(pacing)) = (&self.latency_corrected, &self.pacing_lateness)
+        else {
+            return false;
+        };
+        let due = self.attempted + self.unsent;
+        if due == 0 {
+            return false;
+        }
+        slo.latency.iter().any(|b| {
+            let tail = 1.0 - b.percentile / 100.0;
+            let p = pacing.hdr.quantile(1.0 - tail / 10.0);
+            let above = corrected.hdr.count_above(b.max() + p) + self.failed + self.unsent;
+            above as f64 / due as f64 > 1.1 * tail
+        })
     }
 }
 
@@ -618,55 +647,9 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
     Ok(m)
 }
 
-/// A capacity result that cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// Not a capacity result.
-    #[error("{}:{line}:{column}: not a tlsperf capacity result: {reason}", .path.display())]
-    Json {
-        /// The file.
-        path: std::path::PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// Why.
-        reason: String,
-    },
-    /// Another schema.
-    #[error("{}: schema '{found}', expected '{SCHEMA}'", .path.display())]
-    Schema {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Its schema.
-        found: String,
-    },
-}
-
-impl crate::error::Classify for ReadError {
-    fn class(&self) -> crate::error::ErrorClass {
-        crate::error::ErrorClass::Input
-    }
-}
-
-/// Parses a capacity result read by [`crate::doc::Input`]; errors name the file, line
-/// and column.
-pub fn parse(input: &crate::doc::Input) -> Result<CapacityResult, ReadError> {
-    let path = input.path.clone();
-    match input.schema() {
-        Some(s) if s == SCHEMA => {
-            serde_json::from_slice(&input.bytes).map_err(|e| ReadError::Json {
-                path,
-                line: e.line(),
-                column: e.column(),
-                reason: e.to_string(),
-            })
-        }
-        other => Err(ReadError::Schema {
-            path,
-            found: other.unwrap_or_default(),
-        }),
-    }
+impl crate::doc::Document for CapacityResult {
+    const SCHEMA: &'static str = SCHEMA;
+    const NAME: &'static str = "tlsperf capacity result";
 }
 
 #[cfg(test)]
@@ -761,13 +744,27 @@ pub(crate) mod tests {
         assert_eq!(c.interval_per_s, Some([200.0, 300.0]));
         // A late generator spoils the search, whatever else passed.
         let mut late = step(7, StepKind::Ramp, 800.0, 50, 200);
+        // Late by 45 ms: enough to explain 50 ms against a 10 ms bound.
         let mut h = LatencyHistogram::new();
-        h.record_ns(5_000_000).unwrap();
+        h.record_ns(45_000_000).unwrap();
         late.pacing_lateness = Some(Dist::of(h));
         late.judge(&"p90=10ms".parse().unwrap(), &r);
         assert_eq!(late.verdict, Verdict::Invalid);
         assert!(late.why.contains("pacing lateness"), "{}", late.why);
-        steps.push(late);
+        steps.push(late.clone());
+        // The same lateness against a failure ten times the bound: the server's.
+        let mut slow = late.clone();
+        let mut h = LatencyHistogram::new();
+        for _ in 0..200 {
+            h.record_ns(100_000_000).unwrap();
+        }
+        slow.latency_corrected = Some(Dist::of(h));
+        slow.judge(&"p90=10ms".parse().unwrap(), &r);
+        assert_eq!(slow.verdict, Verdict::Fail, "{}", slow.why);
+        assert!(
+            slow.why
+                .contains("even with the generator's pacing lateness taken out")
+        );
         let c = conclude(&steps, &r, Outcome::TimeLimit);
         assert_eq!(c.outcome, Outcome::GeneratorBound);
         assert_eq!(c.capacity_per_s, None);

@@ -228,7 +228,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     rt.shutdown_timeout(Duration::from_millis(100));
     out.summary(&result, || report::text(&result))?;
     if let Some(path) = &args.out {
-        crate::doc::write_json(&result, path, args.force)?;
+        crate::doc::write(&result, path, args.force)?;
     }
     if let Some(path) = &args.html {
         crate::files::write_atomic(

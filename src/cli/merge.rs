@@ -1,13 +1,14 @@
-//! `tlsperf merge A.json B.json … --out C.json`: load results →
-//! [`crate::load::result::merge`]; capacity results (processes of one shared search) →
-//! [`crate::capacity::result::merge`], step by step.
+//! `tlsperf merge A.json B.json … --out C.json`: results read and written through
+//! [`crate::doc`]; load results → [`crate::load::result::merge`], capacity results (the
+//! processes of one shared search) → [`crate::capacity::result::merge`], step by step.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{CliError, Output};
-use crate::load::result::{merge, parse};
+use crate::doc::Document;
+use crate::load::result::merge;
 use crate::report::text;
 
 /// Arguments of `tlsperf merge`.
@@ -39,7 +40,9 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
         .iter()
         .map(|p| crate::doc::Input::read(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let capacity = |i: &crate::doc::Input| i.schema().as_deref() == Some(crate::capacity::SCHEMA);
+    let capacity = |i: &crate::doc::Input| {
+        i.schema().as_deref() == Some(<crate::capacity::CapacityResult as Document>::SCHEMA)
+    };
     if inputs.iter().any(capacity) {
         if let Some(other) = inputs.iter().find(|i| !capacity(i)) {
             return Err(CliError::input(format!(
@@ -50,17 +53,17 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
         }
         let results = inputs
             .iter()
-            .map(crate::capacity::result::parse)
+            .map(|i| i.parse::<crate::capacity::CapacityResult>())
             .collect::<Result<Vec<_>, _>>()?;
         let merged = crate::capacity::result::merge(&results)?;
-        crate::doc::write_json(&merged, &args.out, args.force)?;
+        crate::doc::write(&merged, &args.out, args.force)?;
         return out.summary(&merged, || crate::report::capacity::text(&merged));
     }
     let results = inputs
         .iter()
-        .map(|i| parse(&i.path, &i.bytes))
+        .map(|i| i.parse::<crate::load::LoadResult>())
         .collect::<Result<Vec<_>, _>>()?;
     let merged = merge(&results, args.allow_mixed)?;
-    crate::doc::write_json(&merged, &args.out, args.force)?;
+    crate::doc::write(&merged, &args.out, args.force)?;
     out.summary(&merged, || text::load_result(&merged))
 }

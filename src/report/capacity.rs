@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets};
 
-use crate::capacity::compare::CapacityRow;
 use crate::capacity::result::{CapacityResult, Step, group};
+use crate::compare::CompareDocument;
 use crate::report::svg;
 
 fn ms(x: Option<f64>) -> String {
@@ -137,26 +137,33 @@ pub fn text(r: &CapacityResult) -> String {
     s
 }
 
-/// A comparison of two capacity results.
-pub fn comparison(row: &CapacityRow) -> String {
-    let side = |name: &str, s: &crate::capacity::compare::Side| {
-        format!(
-            "{name}: {}/s (between {} and {}/s){} — {}",
-            group(s.capacity_per_s),
-            group(s.interval_per_s[0]),
-            group(s.interval_per_s[1]),
-            s.confirmation_p99_ms
-                .map_or(String::new(), |p| format!(", confirmation p99 {p:.1} ms")),
-            s.target
-        )
-    };
-    format!(
-        "{}\n{}\n{}\n{}\n",
-        row.metric,
-        side("A", &row.a),
-        side("B", &row.b),
-        row.message
-    )
+/// A comparison of two capacity results (a `tlsperf-compare/1` document of kind
+/// `capacity`): the capacities, the change and the brackets' verdict.
+pub fn comparison(c: &CompareDocument) -> String {
+    let mut s = format!(
+        "capacity results compared, B against A, on their confirmation runs (B is higher \
+         only where it met the objective at a rate A failed at)\nA: {}\nB: {}\n",
+        c.a.path, c.b.path
+    );
+    for r in &c.compared.rows {
+        let cap = |side: &crate::stats::rows::RowSide| {
+            side.median
+                .map_or("-".into(), |m| format!("{}/s", group(m)))
+        };
+        s += &format!(
+            "{}: A {}, B {} ({})\n{}\n",
+            r.label,
+            cap(&r.a),
+            cap(&r.b),
+            r.relative_change
+                .map_or("-".into(), |x| format!("{:+.1}%", x * 100.0)),
+            r.verdict
+        );
+    }
+    for w in &c.compared.warnings {
+        s += &format!("warning: {w}\n");
+    }
+    s
 }
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}td:last-child,th:last-child{text-align:left}th{background:#f3f3f3}.fail{color:#a00}.invalid{color:#a60}svg.chart{background:#fff;border:1px solid #eee;width:49%;min-width:420px;height:auto}.muted{color:#666}";

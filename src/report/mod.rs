@@ -3,6 +3,7 @@
 //! JSON output is the results' own serde form.
 
 pub mod capacity;
+pub mod compare;
 pub mod crypto;
 pub mod lab;
 pub mod svg;
