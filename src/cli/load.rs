@@ -243,10 +243,15 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         crate::doc::write(&result, path, args.force)?;
     }
     if result.generator.saturated && result.duration_s >= 0.5 {
+        let of = match result.generator.cpu_limit {
+            Some(l) if l < result.generator.threads as f64 => {
+                format!("the {l:.2} CPUs its cgroup quota allows")
+            }
+            _ => format!("its {} threads", result.generator.threads),
+        };
         anstream::eprintln!(
-            "warning: the load generator used {:.0}% of its {} threads: it may be the bottleneck (add --threads or machines)",
+            "warning: the load generator used {:.0}% of {of}: it may be the bottleneck (add --threads or machines)",
             result.generator.utilization * 100.0,
-            result.generator.threads
         );
     }
     if result.requests.completed == 0 && result.requests.failed > 0 {
