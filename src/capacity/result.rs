@@ -175,33 +175,38 @@ impl Step {
             .filter(|_| self.completed > 0)
             .map(|s| s * 1e6 / self.completed as f64);
         self.enough_samples = self.completed >= rules.samples_needed;
-        let allowed = slo.tightest().mul_f64(rules.lateness_max_fraction);
+        // Each bound against the pacing lateness at its own percentile.
         let late = self
             .pacing_lateness
             .as_ref()
             .filter(|d| !d.hdr.is_empty())
-            .map(|d| d.hdr.quantile(slo.top_quantile()));
+            .and_then(|d| {
+                slo.latency.iter().find_map(|b| {
+                    let l = d.hdr.quantile(b.percentile / 100.0);
+                    let allowed = b.max().mul_f64(rules.lateness_max_fraction);
+                    (l > allowed).then(|| {
+                        format!(
+                            "the generator sent late: pacing lateness {} {:.2} ms > {:.2} ms \
+                             allowed (it used {:.0}% of its CPU)",
+                            b.name(),
+                            l.as_secs_f64() * 1e3,
+                            allowed.as_secs_f64() * 1e3,
+                            self.generator.utilization * 100.0
+                        )
+                    })
+                })
+            });
         // Requests due within the step that no slot was free to send before it ended.
         let due = (self.offered_per_s * self.share * self.length_s).floor() as u64;
         self.unsent = due.saturating_sub(self.attempted);
-        let trouble = late
-            .filter(|l| *l > allowed)
-            .map(|l| {
+        let trouble = late.or_else(|| {
+            (self.generator.utilization >= rules.generator_cpu_max).then(|| {
                 format!(
-                    "the generator sent late: pacing lateness p{} {:.2} ms > {:.2} ms allowed",
-                    slo.top_quantile() * 100.0,
-                    l.as_secs_f64() * 1e3,
-                    allowed.as_secs_f64() * 1e3
+                    "the generator's CPU was busy {:.0}% of what it may use",
+                    self.generator.utilization * 100.0
                 )
             })
-            .or_else(|| {
-                (self.generator.utilization >= rules.generator_cpu_max).then(|| {
-                    format!(
-                        "the generator's CPU was busy {:.0}% of what it may use",
-                        self.generator.utilization * 100.0
-                    )
-                })
-            });
+        });
         let verdict = slo.judge(
             self.latency_corrected.as_ref().map(|d| &d.hdr),
             self.attempted,
@@ -344,16 +349,23 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
     if let Some(bad) = steps.iter().find(|s| s.verdict == Verdict::Invalid) {
         c.outcome = Outcome::GeneratorBound;
         c.generator_bound_at_per_s = Some(bad.offered_per_s);
+        let busy = bad.generator.utilization >= rules.generator_cpu_max;
         c.message = format!(
-            "the generator, not the server, saturated at {} ({}): no server capacity is \
+            "the generator, not the server, {} at {} ({}): no server capacity is \
              reported{}; run more generator processes or machines (--rate-share i/n, \
-             --start-at) and merge their results",
+             --start-at) and merge their results{}",
+            if busy { "saturated" } else { "fell behind" },
             rate(bad.offered_per_s),
             bad.why,
             lo.map_or(String::new(), |l| format!(
                 " (the server met the objective up to {} at least)",
                 rate(l)
-            ))
+            )),
+            if busy {
+                ""
+            } else {
+                ", or run it on a machine where other processes do not delay it"
+            }
         );
         return c;
     }
@@ -769,7 +781,7 @@ pub(crate) mod tests {
         assert_eq!(c.outcome, Outcome::GeneratorBound);
         assert_eq!(c.capacity_per_s, None);
         assert!(
-            c.message.contains("not the server, saturated at 800/s"),
+            c.message.contains("not the server, fell behind at 800/s"),
             "{}",
             c.message
         );
