@@ -326,10 +326,8 @@ fn a_generator_held_to_a_tenth_of_a_cpu_is_reported_not_the_server() {
     assert_eq!(v["outcome"], "generator-bound", "{}", v["message"]);
     assert!(v["capacity_per_s"].is_null());
     let msg = v["message"].as_str().unwrap();
-    assert!(
-        msg.contains("the generator, not the server, saturated at"),
-        "{msg}"
-    );
+    // "saturated" (its quota's CPU used up) or "fell behind" (its sends throttled late).
+    assert!(msg.contains("the generator, not the server, "), "{msg}");
     assert!(msg.contains("run more generator processes"), "{msg}");
     assert!(stderr.contains("not the server"), "{stderr}");
     let last = v["steps"].as_array().unwrap().last().unwrap().clone();
