@@ -15,7 +15,7 @@
 //! The objective is checked on the corrected latency (from each request's intended send
 //! instant), failed requests (and requests due but never sent) counting as slower than
 //! any bound. A failing step whose generator sent late (pacing lateness,
-//! [`crate::load::LoadResult::pacing_lateness`], beyond a fraction of the tightest bound)
+//! [`crate::load::LoadResult::pacing_lateness`], beyond a tenth of a bound at its percentile)
 //! or ran its CPU near saturation (against its threads or its cgroup quota) is invalid:
 //! the search stops there and says the generator, not the server, saturated. (A step
 //! that passes despite a late generator is a pass: the delay only adds to the corrected
@@ -43,9 +43,9 @@ pub use result::{CapacityResult, Outcome, Rules, SCHEMA, Step, StepKind, Verdict
 use result::{StepCpu, bracket, conclude, confirmed};
 pub use slo::Slo;
 
-/// A step is invalid when the generator's pacing lateness at the objective's highest
-/// percentile exceeds this fraction of the tightest latency bound: beyond it, the
-/// generator's own delay could decide the verdict.
+/// A failing step is invalid when the generator's pacing lateness at a bound's
+/// percentile exceeds this fraction of that bound (and the failure is not beyond what the
+/// lateness explains): beyond it, the generator's own delay could decide the verdict.
 pub const LATENESS_MAX_FRACTION: f64 = 0.1;
 
 /// A step is invalid when the generator's CPU use reaches this fraction of its threads'

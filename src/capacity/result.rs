@@ -58,11 +58,12 @@ pub struct Rules {
     pub step_min_s: f64,
     /// Longest step (seconds): a step at a low rate may have fewer samples than needed.
     pub step_max_s: f64,
-    /// A step is invalid when the generator's pacing lateness at the objective's
-    /// highest percentile exceeds this fraction of the tightest latency bound.
+    /// A failing step is invalid when the generator's pacing lateness at a bound's
+    /// percentile exceeds this fraction of that bound (and the failure is not beyond
+    /// what that lateness explains).
     pub lateness_max_fraction: f64,
-    /// A step is invalid when the generator's CPU use reaches this fraction of its
-    /// threads' time.
+    /// A failing step is invalid when the generator's CPU use reaches this fraction of
+    /// what it may use (its threads, or its cgroup quota).
     pub generator_cpu_max: f64,
     /// The bisection stops when (lowest failure ÷ highest pass − 1) is at most this.
     pub resolution: f64,
