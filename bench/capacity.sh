@@ -65,7 +65,8 @@ if [ -n "${caps[0]}" ] && [ -n "${caps[1]}" ]; then
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
   for k in 0.8 1.5; do
     rate=$(python3 -c "print(round(float('${caps[0]}') * $k))")
-    c=$(python3 -c "import math; print(max(4, math.ceil($rate * 0.06)))")
+    # Slots as capacity sizes them: 2 × rate × the first bound.
+    c=$(python3 -c "import math,re; b=re.match(r'p[0-9.]+=([0-9.]+)(ms|s)', '$slo'.split(',')[0]); v=float(b.group(1))/(1000 if b.group(2)=='ms' else 1); print(max(4, math.ceil($rate * 2 * v)))")
     "$bin" load "$url" --cacert "$work/ca.pem" --new-conn --rate "$rate" -c "$c" -d 10s --json -q > "$work/load.json" || true
     python3 - "$work/load.json" "$rate" "$k" "$slo" <<'PY'
 import json, sys
@@ -75,7 +76,7 @@ ms = lambda ns: "%.1f" % (ns / 1e6)
 pl = d.get("pacing_lateness")
 slo = sys.argv[4]
 pct, bound = slo.split(",")[0].split("=")
-bound_ms = float(bound.rstrip("ms"))
+bound_ms = float(bound[:-2]) if bound.endswith("ms") else float(bound[:-1]) * 1e3
 key = {"p50": "p50_ns", "p90": "p90_ns", "p99": "p99_ns", "p99.9": "p999_ns"}[pct]
 held = q[key] / 1e6 <= bound_ms and d["requests"]["failed"] == 0
 print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {d['requests']['failed']} | {ms(q['p50_ns'])} | {ms(q['p99_ns'])} | {ms(q['p999_ns'])} | {ms(pl['quantiles']['p99_ns']) if pl else '-'} | {'held' if held else 'broken'} |")

@@ -92,7 +92,7 @@ fn a_search_finishes_with_a_consistent_result() {
     // Bounded: --max-time plus the last step's drain.
     assert!(took < Duration::from_secs(90), "{took:?}");
     let steps = v["steps"].as_array().unwrap();
-    assert!(steps.len() >= 2, "{steps:?}");
+    assert!(!steps.is_empty(), "{steps:?}");
     // The ramp doubles from the start rate while steps pass.
     assert_eq!(steps[0]["offered_per_s"], 25.0);
     assert_eq!(steps[0]["kind"], "ramp");

@@ -400,17 +400,18 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
             c.message = match (unfinished, lo, hi) {
                 (Outcome::Interrupted, ..) => "interrupted before the search ended".to_string(),
                 (_, Some(l), Some(h)) => format!(
-                    "the search ended before a confirmed answer (--max-time): the capacity \
-                     lies between {} and {}",
+                    "the search ended before a confirmed answer (--max-time, --max-steps or \
+                     three failed confirmations): the capacity lies between {} and {}",
                     rate(l),
                     rate(h)
                 ),
                 (_, Some(l), None) => format!(
-                    "the search ended before the objective broke (--max-time): the capacity \
-                     is at least {}",
+                    "the search ended before the objective broke (--max-time or --max-steps): \
+                     the capacity is at least {}",
                     rate(l)
                 ),
-                _ => "the search ended before any step concluded (--max-time)".to_string(),
+                _ => "the search ended before any step concluded (--max-time or --max-steps)"
+                    .to_string(),
             };
         }
     }
