@@ -1212,13 +1212,13 @@ fn http2_streams_large_bodies() {
 }
 
 /// The phase boundaries of `load` against a server whose delay the test controls (a relay
-/// holding every server→client byte for 100 ms), HTTP/1.1 and HTTP/2: the waits on the
+/// holding every server→client byte for 250 ms), HTTP/1.1 and HTTP/2: the waits on the
 /// server hold the delay, what only depends on us does not.
 #[test]
 fn phase_boundaries_follow_a_known_server_delay() {
     // Long against what a busy machine can stall a thread for (ours must stay under
     // half of it).
-    const D: u64 = 100_000_000;
+    const D: u64 = 250_000_000;
     let dir = tempfile::tempdir().unwrap();
     let (s, ca) = serve(dir.path());
     let relay = common::relay::DelayRelay::start(s.port, Duration::from_nanos(D));
