@@ -22,6 +22,8 @@
 //!   its rustls configuration (`client::config`) and verifiers.
 //! - [`handshake`]: `tlsperf handshake`: N sequential exchanges with phase percentiles.
 //! - [`load`]: `tlsperf load`: the closed- and open-loop load generator and its result.
+//! - [`capacity`]: `tlsperf capacity`: the highest rate a server sustains within an
+//!   objective, searched in steps of `load` runs.
 //! - [`lab`]: the one-command lab: a matrix of server and client configurations on
 //!   loopback, compared with Welch's t-test.
 //! - [`crypto`]: `tlsperf crypto`, signature, key-exchange and in-memory handshake
@@ -45,6 +47,7 @@
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - `cli` (hidden): the command-line front end, one file per command.
 
+pub mod capacity;
 pub mod compare;
 pub mod crypto;
 pub mod doc;

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::client_args::ClientArgs;
 use super::progress::{self, Ticker};
-use super::runtime::{Threads, block_on_interruptible, runtime};
+use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
 use crate::client::config;
 use crate::client::target::Target;
@@ -37,6 +37,14 @@ pub struct LoadArgs {
     /// times, corrected for coordinated omission).
     #[arg(long, value_name = "R")]
     rate: Option<f64>,
+    /// Send the i-th of n equal shares of --rate (several generator processes or
+    /// machines as one; merge their results with `tlsperf merge`).
+    #[arg(long, value_name = "i/n", requires = "rate")]
+    rate_share: Option<crate::load::share::RateShare>,
+    /// Start at this wall-clock instant (RFC 3339, e.g. 2026-06-01T12:00:00Z), so that
+    /// several processes start together; a time already past is refused.
+    #[arg(long, value_name = "TIME", value_parser = parse_start)]
+    start_at: Option<time::OffsetDateTime>,
     /// A new connection (and handshake) for every request.
     #[arg(long, conflicts_with = "requests_per_conn")]
     new_conn: bool,
@@ -83,20 +91,11 @@ pub struct LoadArgs {
 /// Runs `tlsperf load`: the summary first (whatever happens to the file, what was measured
 /// is shown), then the result file, then warnings; Ctrl-C keeps the part that ran (130).
 pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
-    if let Some(path) = &args.out {
-        // Before the run: a result that cannot be written is found now, not after it.
-        crate::files::check_destination(path, args.force)?;
-        crate::files::check_writable(path)?;
-    }
     let (target, config, opts) = resolve(&args, out)?;
     // Open loop: the threads that send ask for short scheduler slices, so that their
     // timers' wake-ups are not queued behind other processes' slices.
-    let short_slices: Option<fn()> = args.rate.map(|_| {
-        (|| {
-            load::request_short_slice();
-        }) as fn()
-    });
-    let rt = runtime(Threads::from_flag(Some(opts.threads)), short_slices)?;
+    let hook: Option<fn()> = args.rate.map(|_| short_slices as fn());
+    let rt = runtime(Threads::from_flag(Some(opts.threads)), hook)?;
     let progress = Arc::new(Progress::default());
     let bar = progress_bar(&args, out);
     let stop = Arc::clone(&progress);
@@ -137,6 +136,15 @@ fn resolve(
             "--rate {r}: must be a positive number"
         )));
     }
+    let start_at = args
+        .start_at
+        .map(crate::load::share::start_instant)
+        .transpose()?;
+    if let Some(path) = &args.out {
+        // Before the run: a result that cannot be written is found now, not after it.
+        crate::files::check_destination(path, args.force)?;
+        crate::files::check_writable(path)?;
+    }
     let target = args.client.target(&args.url)?;
     let alpn = if args.http2 {
         vec![b"h2".to_vec()]
@@ -166,6 +174,7 @@ fn resolve(
         ("duration_s", json!(args.duration.map(|d| d.as_secs_f64()))),
         ("connections", json!(args.connections)),
         ("rate", json!(args.rate)),
+        ("rate_share", json!(args.rate_share.map(|s| s.to_string()))),
         ("requests_per_conn", json!(per_conn)),
         ("http", json!(if args.http2 { "2" } else { "1.1" })),
         ("resume", json!(opts.resume)),
@@ -197,7 +206,7 @@ fn resolve(
         requests: args.requests,
         duration: args.duration,
         connections: args.connections as usize,
-        rate: args.rate,
+        rate: args.rate.map(|r| args.rate_share.map_or(r, |s| s.of(r))),
         requests_per_conn: per_conn,
         http2: args.http2,
         timeout: args.timeout,
@@ -209,8 +218,18 @@ fn resolve(
         verdicts: built.verdicts.clone(),
         addrs: Vec::new(),
         config_per_connection: None,
+        schedule_offset: match (args.rate_share, args.rate) {
+            (Some(s), Some(r)) => s.offset(r),
+            _ => Duration::ZERO,
+        },
+        start_at,
     };
     Ok((target, built.config, load_opts))
+}
+
+/// `--start-at`: RFC 3339.
+pub(super) fn parse_start(s: &str) -> Result<time::OffsetDateTime, String> {
+    crate::when::parse_rfc3339(s).map_err(|e| e.to_string())
 }
 
 /// By request count when given, else by time (milliseconds) against `-d`.

@@ -54,6 +54,13 @@ pub fn runtime(threads: Threads, on_thread_start: Option<fn()>) -> Result<Runtim
     })
 }
 
+/// An `on_thread_start` hook for open-loop load: the threads that send ask for short
+/// scheduler slices, so that their timers' wake-ups are not queued behind other
+/// processes' slices (where the kernel refuses, nothing changes).
+pub fn short_slices() {
+    crate::load::request_short_slice();
+}
+
 /// Runs `work` on `rt` with SIGINT and SIGTERM registered before it starts: the first
 /// calls `stop` (the run winds down and keeps what it measured), a second exits at once
 /// (130) after `cleanup` (removing what the run made: `exit` runs no destructors).
