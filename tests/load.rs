@@ -1170,7 +1170,20 @@ fn http2_streams_large_bodies() {
     let url = s.url();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_tlsperf"))
         .args([
-            "load", &url, "-n", "4", "-c", "4", "--http2", "--json", "--cacert", ca,
+            "load",
+            &url,
+            "-n",
+            "4",
+            "-c",
+            "4",
+            "--http2",
+            "--json",
+            "--cacert",
+            ca,
+            // 256 MiB through debug builds of both ends on a busy machine: more than the
+            // default 10 s per request.
+            "--timeout",
+            "180s",
         ])
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
