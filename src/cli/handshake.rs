@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::client_args::ClientArgs;
+use super::link_args::LinkArgs;
 use super::{CliError, Output};
 use crate::client::config;
 use crate::error::{Classify, ErrorClass};
@@ -33,6 +34,8 @@ pub struct HandshakeArgs {
     early_data: bool,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 /// Runs `tlsperf handshake`: a progress bar on a terminal; Ctrl-C (or SIGTERM) stops the
@@ -44,6 +47,9 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         .options(vec![b"http/1.1".to_vec()], args.early_data)?;
     args.client.warn_if_insecure();
     let built = config::build(&opts)?;
+    let link = args.link.start(&target)?;
+    // The runtime's sockets are made on this thread, in the client's namespace.
+    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

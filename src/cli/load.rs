@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::client_args::ClientArgs;
+use super::link_args::LinkArgs;
 use super::{CliError, Output};
 use crate::client::config;
 use crate::load::{LoadOptions, Progress, run};
@@ -74,6 +75,8 @@ pub struct LoadArgs {
     no_verify_cache: bool,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 /// Runs `tlsperf load`.
@@ -142,6 +145,10 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         ),
         ("threads", json!(threads)),
         ("timeout_s", json!(args.timeout.as_secs_f64())),
+        (
+            "link",
+            json!(args.link.link.as_ref().map(|l| l.to_string())),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -168,6 +175,10 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     // Open loop: the threads that send ask for short scheduler slices, so that their
     // timers' wake-ups are not queued behind other processes' slices.
     let open_loop = args.rate.is_some();
+    let link = args.link.start(&target)?;
+    // The runtime's threads start here, in the client's namespace, and open their
+    // sockets there.
+    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
     let rt = if threads == 1 {
         if open_loop {
             crate::load::request_short_slice();

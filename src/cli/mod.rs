@@ -16,6 +16,7 @@ mod crypto;
 mod duration;
 mod handshake;
 mod lab;
+mod link_args;
 mod load;
 mod merge;
 mod output;
