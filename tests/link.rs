@@ -37,7 +37,7 @@ fn json_run(args: &[&str]) -> Value {
 fn p50_ms(v: &Value, phase: &str) -> f64 {
     v["warm"]["phases"][phase]["p50_ns"]
         .as_f64()
-        .unwrap_or_else(|| panic!("no warm {phase}: {v}")) as f64
+        .unwrap_or_else(|| panic!("no warm {phase}: {v}"))
         / 1e6
 }
 
@@ -442,4 +442,80 @@ fn without_root_the_message_says_what_is_missing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--link needs"), "{err}");
+}
+
+#[test]
+fn a_first_flight_past_the_initial_window_costs_one_more_round_trip() {
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A leaf with 600 names (~15 KB): the server's first flight no longer fits in 10
+    // segments of 1,448 bytes.
+    let names: Vec<String> = (0..600)
+        .map(|i| format!("host-{i:04}.tlsperf.test"))
+        .collect();
+    let mut args = vec![
+        "pki".to_string(),
+        "init".into(),
+        d.join("big").to_str().unwrap().into(),
+        "-q".into(),
+    ];
+    for n in std::iter::once("localhost".to_string()).chain(names) {
+        args.push("--san".into());
+        args.push(n);
+    }
+    let run = tlsperf(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = tlsperf(["pki", "init", d.join("small").to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut tls_ms = Vec::new();
+    for pki in ["small", "big"] {
+        let p = d.join(pki);
+        let server = Serve::start(&[
+            "--cert",
+            p.join("server-chain.pem").to_str().unwrap(),
+            "--key",
+            p.join("server.key").to_str().unwrap(),
+        ]);
+        let v = json_run(&[
+            "handshake",
+            &server.url(),
+            "--roots",
+            p.join("root.pem").to_str().unwrap(),
+            "--resume",
+            "off",
+            "-n",
+            "5",
+            "--link",
+            "rtt=60ms",
+        ]);
+        let link = &v["link"];
+        let flight = &link["server_flight"];
+        assert_eq!(v["server_flight_bytes"], flight["bytes"], "{v}");
+        let big = pki == "big";
+        assert_eq!(flight["fits"], !big, "{flight}");
+        assert_eq!(
+            link["cold"]["round_trips"],
+            if big { 4 } else { 3 },
+            "{link}"
+        );
+        assert_eq!(
+            link["warnings"].as_array().unwrap().is_empty(),
+            !big,
+            "{link}"
+        );
+        tls_ms.push(p50_ms(&v, "tls"));
+    }
+    // Kernel TCP on the link: the big flight waits one round trip for an ACK.
+    let (small, big) = (tls_ms[0], tls_ms[1]);
+    assert!(
+        (59.5..90.0).contains(&small),
+        "small chain: handshake p50 {small:.1} ms"
+    );
+    assert!(
+        big >= 119.5 && big < small + 90.0,
+        "big chain: handshake p50 {big:.1} ms (small {small:.1})"
+    );
 }

@@ -58,6 +58,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         count: args.count as usize,
         early_data: args.early_data,
         timeout: args.timeout,
+        link: args.link.link.clone(),
     };
     let control = Arc::new(Control::default());
     let bar = progress_bar(args.count, out);

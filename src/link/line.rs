@@ -31,6 +31,8 @@ pub struct Counters {
     pub bytes: AtomicU64,
     /// Packets written to the receiving side.
     pub delivered: AtomicU64,
+    /// IP bytes written to the receiving side.
+    pub delivered_bytes: AtomicU64,
     /// Packets dropped by the random loss.
     pub lost: AtomicU64,
     /// Packets dropped because the queue was full.
@@ -46,6 +48,8 @@ pub struct CounterSnapshot {
     pub bytes: u64,
     /// Packets written to the receiving side.
     pub delivered: u64,
+    /// IP bytes written to the receiving side.
+    pub delivered_bytes: u64,
     /// Packets dropped by the random loss.
     pub lost: u64,
     /// Packets dropped because the queue was full.
@@ -59,6 +63,7 @@ impl Counters {
             packets: self.packets.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             delivered: self.delivered.load(Ordering::Relaxed),
+            delivered_bytes: self.delivered_bytes.load(Ordering::Relaxed),
             lost: self.lost.load(Ordering::Relaxed),
             overflow: self.overflow.load(Ordering::Relaxed),
         }
@@ -188,6 +193,9 @@ pub fn run(
                 let n = unsafe { libc::write(to.as_raw_fd(), pkt.as_ptr().cast(), len) };
                 if n >= 0 {
                     counters.delivered.fetch_add(1, Ordering::Relaxed);
+                    counters
+                        .delivered_bytes
+                        .fetch_add(len as u64, Ordering::Relaxed);
                 }
                 spare.push(pkt);
             }

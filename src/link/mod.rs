@@ -19,6 +19,7 @@
 pub mod line;
 pub mod netns;
 pub mod spec;
+pub mod trips;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
