@@ -24,56 +24,58 @@ echo
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $(nproc) cores, $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- binary: $bin ($("$bin" --version)); release build"
 echo
-echo "## Round trip (UDP ping-pong through the link, 100-byte probes)"
-echo
-echo "| configured | probes | min ms | p50 ms | mean ms | p99 ms | max ms | sd ms | p50 error |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-"$acc" rtt 0 5 10 20 50 100 200 300 | python3 -c '
+cat > "$work/fmt.py" <<'PY'
 import sys
+section = sys.argv[1]
 for line in sys.stdin:
     head, *kv = line.split()
-    d = dict(x.split("=") for x in kv)
-    conf = head.split("=")[1]
-    want = None if conf == "base" else float(conf.rstrip("ms"))
-    err = "-" if not want else "%+.2f%% (%+.3f ms)" % ((float(d["p50_ms"]) / want - 1) * 100, float(d["p50_ms"]) - want)
-    name = "plain loopback (no link)" if conf == "base" else conf
-    print(f"| {name} | {d[\"n\"]} | {d[\"min_ms\"]} | {d[\"p50_ms\"]} | {d[\"mean_ms\"]} | {d[\"p99_ms\"]} | {d[\"max_ms\"]} | {d[\"sd_ms\"]} | {err} |")
-'
+    d = dict(x.split("=", 1) for x in kv)
+    conf = head.split("=", 1)[1] if "=" in head else head
+    if section == "rtt":
+        want = None if conf == "base" else float(conf.rstrip("ms"))
+        if want:
+            err = "%+.2f%% (%+.3f ms)" % ((float(d["p50_ms"]) / want - 1) * 100, float(d["p50_ms"]) - want)
+        else:
+            err = "-"
+        name = "plain loopback (no link)" if conf == "base" else conf
+        cells = [name, d["n"], d["min_ms"], d["p50_ms"], d["mean_ms"], d["p99_ms"], d["max_ms"], d["sd_ms"], err,
+                 d.get("line_late_mean_us", "-"), d.get("line_late_max_us", "-")]
+    elif section == "loss":
+        if "dir" not in d:
+            print("<!-- echoes: %s lost %s%%, expected %s%% -->" % (conf, d["echoes_lost_pct"], d["expected_pct"]))
+            continue
+        lo, hi = d["ci95_pct"].split("..")
+        cells = [conf, d["dir"], d["packets"], d["lost"], d["rate_pct"] + "%", lo + "% .. " + hi + "%",
+                 "yes" if d["inside"] == "true" else "NO"]
+    elif section == "rate":
+        cells = [conf, d["bytes"], d["ip_mbit"] + " Mbit/s", d["error_pct"] + "%", d["goodput_mbit"] + " Mbit/s", d["overflow"]]
+    else:
+        print("- sent %s, delivered %s: %s packets/s on the wall clock; the upstream delay-line thread used %s s of CPU: **%s packets per CPU-second** (one core)"
+              % (d["sent"], d["delivered"], d["wall_pps"], d["line_cpu_s"], d["pps_per_core"]))
+        continue
+    print("| " + " | ".join(cells) + " |")
+PY
+echo "## Round trip (UDP ping-pong through the link, 100-byte probes)"
+echo
+echo "| configured | probes | min ms | p50 ms | mean ms | p99 ms | max ms | sd ms | p50 error | delay line late, mean µs | max µs |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+"$acc" rtt 0 5 10 20 50 100 200 300 | python3 "$work/fmt.py" rtt
 echo
 echo "## Loss (20,000 probes at rtt=1ms; the link's own count per direction)"
 echo
 echo "| configured | direction | packets | lost | rate | binomial 95% interval | inside |"
 echo "|---:|---|---:|---:|---:|---:|---|"
-"$acc" loss 1 2 5 | python3 -c '
-import sys
-for line in sys.stdin:
-    head, *kv = line.split()
-    d = dict(x.split("=") for x in kv)
-    if "dir" not in d:
-        continue
-    print(f"| {head.split(\"=\")[1]} | {d[\"dir\"]} | {d[\"packets\"]} | {d[\"lost\"]} | {d[\"rate_pct\"]}% | {d[\"ci95_pct\"].replace(\"..\", \"% .. \")}% | {\"yes\" if d[\"inside\"] == \"True\" else \"NO\"} |")
-'
+"$acc" loss 1 2 5 | python3 "$work/fmt.py" loss
 echo
 echo "## Rate (TCP bulk transfer server → client at rtt=20ms, ~3 s; IP bytes delivered from 25% to 100% of the body)"
 echo
 echo "| configured | bytes | measured IP rate | error | TCP goodput | queue drops |"
 echo "|---:|---:|---:|---:|---:|---:|"
-"$acc" rate 1 8 50 200 | python3 -c '
-import sys
-for line in sys.stdin:
-    head, *kv = line.split()
-    d = dict(x.split("=") for x in kv)
-    print(f"| {head.split(\"=\")[1]} | {d[\"bytes\"]} | {d[\"ip_mbit\"]} Mbit/s | {d[\"error_pct\"]}% | {d[\"goodput_mbit\"]} Mbit/s | {d[\"overflow\"]} |")
-'
+"$acc" rate 1 8 50 200 | python3 "$work/fmt.py" rate
 echo
 echo "## Saturation (rtt=0, no rate; 64-byte UDP packets client → host from one thread, 2 s)"
 echo
-"$acc" saturate | python3 -c '
-import sys
-for line in sys.stdin:
-    d = dict(x.split("=") for x in line.split()[1:])
-    print(f"- sent {d[\"sent\"]}, delivered {d[\"delivered\"]}: {d[\"wall_pps\"]} packets/s on the wall clock; the upstream delay-line thread used {d[\"line_cpu_s\"]} s of CPU: **{d[\"pps_per_core\"]} packets per CPU-second** (one core)")
-'
+"$acc" saturate | python3 "$work/fmt.py" saturate
 echo
 echo "## What \`tlsperf handshake --link\` reports (tlsperf serve on 127.0.0.1, ECDSA P-256, --resume off, 21 handshakes; warm p50)"
 echo

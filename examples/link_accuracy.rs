@@ -122,7 +122,15 @@ fn rtt(ms: &str) {
         Duration::from_secs(2),
     );
     drop(inside);
-    println!("rtt={ms}ms {}", summary(&mut v));
+    // The delay line's own lateness: from a packet's due time to its `write`.
+    let (up, down) = (link.up(), link.down());
+    let delivered = (up.delivered + down.delivered).max(1);
+    println!(
+        "rtt={ms}ms {} line_late_mean_us={:.1} line_late_max_us={:.1}",
+        summary(&mut v),
+        (up.late_ns_sum + down.late_ns_sum) as f64 / delivered as f64 / 1e3,
+        up.late_ns_max.max(down.late_ns_max) as f64 / 1e3
+    );
 }
 
 fn loss(pct: &str) {
@@ -233,15 +241,28 @@ fn saturate() {
     let inside = link.enter().unwrap();
     let s = UdpSocket::bind("0.0.0.0:0").unwrap();
     drop(inside);
-    let tid = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .find(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.trim() == "tlsperf-link-up")
-        })
-        .map(|t| t.path())
-        .expect("the upstream thread");
+    // The thread names itself when it starts running: look for it for up to 2 s.
+    let find = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .find(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "tlsperf-link-up")
+            })
+            .map(|t| t.path())
+    };
+    let t0 = Instant::now();
+    let tid = loop {
+        if let Some(t) = find() {
+            break t;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "no delay-line thread"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
     let cpu = || {
         let stat = std::fs::read_to_string(tid.join("stat")).unwrap();
         let after = &stat[stat.rfind(')').unwrap() + 2..];

@@ -33,6 +33,11 @@ pub struct Counters {
     pub delivered: AtomicU64,
     /// IP bytes written to the receiving side.
     pub delivered_bytes: AtomicU64,
+    /// Sum over delivered packets of how late the `write` began after the due time (ns):
+    /// the delay line's own lateness.
+    pub late_ns_sum: AtomicU64,
+    /// The largest of those (ns).
+    pub late_ns_max: AtomicU64,
     /// Packets dropped by the random loss.
     pub lost: AtomicU64,
     /// Packets dropped because the queue was full.
@@ -50,6 +55,10 @@ pub struct CounterSnapshot {
     pub delivered: u64,
     /// IP bytes written to the receiving side.
     pub delivered_bytes: u64,
+    /// Sum of the delay line's lateness over delivered packets (ns).
+    pub late_ns_sum: u64,
+    /// Its largest lateness (ns).
+    pub late_ns_max: u64,
     /// Packets dropped by the random loss.
     pub lost: u64,
     /// Packets dropped because the queue was full.
@@ -64,6 +73,8 @@ impl Counters {
             bytes: self.bytes.load(Ordering::Relaxed),
             delivered: self.delivered.load(Ordering::Relaxed),
             delivered_bytes: self.delivered_bytes.load(Ordering::Relaxed),
+            late_ns_sum: self.late_ns_sum.load(Ordering::Relaxed),
+            late_ns_max: self.late_ns_max.load(Ordering::Relaxed),
             lost: self.lost.load(Ordering::Relaxed),
             overflow: self.overflow.load(Ordering::Relaxed),
         }
@@ -188,7 +199,8 @@ pub fn run(
             if *due > now {
                 break;
             }
-            if let Some((_, pkt, len)) = pending.pop_front() {
+            if let Some((due, pkt, len)) = pending.pop_front() {
+                let late = now.saturating_duration_since(due).as_nanos() as u64;
                 // SAFETY: writes `len` (at most `pkt.len()`) bytes from a live buffer.
                 let n = unsafe { libc::write(to.as_raw_fd(), pkt.as_ptr().cast(), len) };
                 if n >= 0 {
@@ -196,6 +208,8 @@ pub fn run(
                     counters
                         .delivered_bytes
                         .fetch_add(len as u64, Ordering::Relaxed);
+                    counters.late_ns_sum.fetch_add(late, Ordering::Relaxed);
+                    counters.late_ns_max.fetch_max(late, Ordering::Relaxed);
                 }
                 spare.push(pkt);
             }
