@@ -24,8 +24,11 @@
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - [`crypto`]: `tlsperf crypto`, signature and key-exchange micro-benchmarks per
 //!   implementation (aws-lc-rs, ring, RustCrypto) on the wall clock.
+//! - [`compare`]: `tlsperf compare` over any two documents of one kind (or sample
+//!   files): the registry of comparable document kinds.
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
+pub mod compare;
 pub mod crypto;
 pub mod doc;
 pub mod error;

@@ -233,7 +233,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     // The summary first: whatever happens to the file, what was measured is shown.
     out.summary(&result, || text::load_result(&result))?;
     if let Some(path) = &args.out {
-        crate::doc::write_json(&result, path, args.force)?;
+        crate::doc::write(&result, path, args.force)?;
     }
     if result.generator.saturated && result.duration_s >= 0.5 {
         anstream::eprintln!(

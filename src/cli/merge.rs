@@ -1,11 +1,12 @@
-//! `tlsperf merge A.json B.json … --out C.json`: load results → [`crate::load::result::merge`].
+//! `tlsperf merge A.json B.json … --out C.json`: load results read and written through
+//! [`crate::doc`] → [`crate::load::result::merge`].
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{CliError, Output};
-use crate::load::result::{merge, read};
+use crate::load::result::merge;
 use crate::report::text;
 
 /// Arguments of `tlsperf merge`.
@@ -34,9 +35,9 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
     let results = args
         .results
         .iter()
-        .map(|p| read(p))
+        .map(|p| crate::doc::read::<crate::load::LoadResult>(p))
         .collect::<Result<Vec<_>, _>>()?;
     let merged = merge(&results, args.allow_mixed)?;
-    crate::doc::write_json(&merged, &args.out, args.force)?;
+    crate::doc::write(&merged, &args.out, args.force)?;
     out.summary(&merged, || text::load_result(&merged))
 }

@@ -635,7 +635,7 @@ pub async fn run(
     let recommendations = recommend(&groups);
     let aa_control = aa_tally(&groups);
     Ok(LabResult {
-        schema: result::SCHEMA.to_string(),
+        schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
         started: started_wall
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),

@@ -32,7 +32,7 @@ use crate::client::wire::WireStamps;
 use crate::client::{ConnectError, Phase, TlsStream};
 use crate::stats::LatencyHistogram;
 pub use result::LoadResult;
-use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, SCHEMA, ServerUsage};
+use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, ServerUsage};
 
 pub use pace::request_short_slice;
 
@@ -424,7 +424,7 @@ pub async fn run(
     };
     let dist = |h: &LatencyHistogram| (!h.is_empty()).then(|| Dist::of(h.clone()));
     let mut result = LoadResult {
-        schema: SCHEMA.into(),
+        schema: <LoadResult as crate::doc::Document>::SCHEMA.into(),
         target: target_name,
         started: started_wall
             .format(&time::format_description::well_known::Rfc3339)
