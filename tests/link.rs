@@ -519,3 +519,59 @@ fn a_first_flight_past_the_initial_window_costs_one_more_round_trip() {
         "big chain: handshake p50 {big:.1} ms (small {small:.1})"
     );
 }
+
+#[test]
+fn zero_rtt_answers_the_first_request_one_round_trip_sooner() {
+    if !can_link() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let url = nginx.url();
+    let run = |early: bool| {
+        let mut args = vec![
+            "handshake",
+            &url,
+            "--roots",
+            &nginx.root,
+            "-n",
+            "11",
+            "--link",
+            "rtt=60ms",
+        ];
+        if early {
+            args.push("--early-data");
+        }
+        json_run(&args)
+    };
+    let (plain, early) = (run(false), run(true));
+    // OpenSSL takes a ticket for early data once: now and then a connection is full.
+    let accepted = early["warm"]["early_data_accepted"].as_u64().unwrap();
+    assert!(accepted >= 8, "{}", early["warm"]);
+    assert_eq!(plain["link"]["warm"]["round_trips"], 3, "{}", plain["link"]);
+    assert_eq!(early["link"]["warm"]["round_trips"], 2, "{}", early["link"]);
+    assert_eq!(early["link"]["warm"]["kind"], "resumed-ticket+0rtt");
+    // Without early data the request goes after the handshake and its answer takes a
+    // round trip; with it, the answer comes with the handshake's last flight.
+    let (fb_plain, fb_early) = (p50_ms(&plain, "first_byte"), p50_ms(&early, "first_byte"));
+    assert!(
+        fb_plain >= 59.5,
+        "first byte after the request: {fb_plain:.1} ms"
+    );
+    assert!(
+        fb_early < 15.0,
+        "first byte with 0-RTT: {fb_early:.1} ms after the handshake"
+    );
+    let to_first_byte = |v: &Value| {
+        ["connect", "tls", "request", "first_byte"]
+            .iter()
+            .map(|p| p50_ms(v, p))
+            .sum::<f64>()
+    };
+    let saved = to_first_byte(&plain) - to_first_byte(&early);
+    assert!(
+        (30.0..90.0).contains(&saved),
+        "0-RTT saved {saved:.1} ms to the first byte at rtt=60ms (one round trip expected)"
+    );
+}

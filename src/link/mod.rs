@@ -113,49 +113,42 @@ impl Link {
         let down = Arc::new(Counters::default());
         let client_tun = Arc::new(client_tun);
         let host_tun = Arc::new(host_tun);
-        let mut threads = Vec::new();
-        let seed: u64 = rand::random();
-        for (name, from, to, rate, counters, seed) in [
-            (
-                "tlsperf-link-up",
-                &client_tun,
-                &host_tun,
-                spec.up,
-                &up,
-                seed,
-            ),
-            (
-                "tlsperf-link-down",
-                &host_tun,
-                &client_tun,
-                spec.down,
-                &down,
-                seed ^ 0x9e37_79b9_7f4a_7c15,
-            ),
-        ] {
-            let shaper = line::Shaper::new(spec, rate, seed);
-            let (from, to, stop, counters) = (
-                Arc::clone(from),
-                Arc::clone(to),
-                Arc::clone(&stop),
-                Arc::clone(counters),
-            );
-            let t = std::thread::Builder::new()
-                .name(name.into())
-                .spawn(move || line::run(&from, &to, &stop, shaper, &counters))
-                .map_err(|e| LinkError::setup("start the delay line", e))?;
-            threads.push(t);
-        }
-        Ok(Link {
+        // Made before the threads, so that a failure to start one stops the other (drop).
+        let mut link = Link {
             spec: spec.clone(),
             client_ns,
             client_addr,
             host_dev,
             stop,
-            threads,
+            threads: Vec::new(),
             up,
             down,
-        })
+        };
+        let seed: u64 = rand::random();
+        for (name, from, to, rate, seed) in [
+            ("tlsperf-link-up", &client_tun, &host_tun, spec.up, seed),
+            (
+                "tlsperf-link-down",
+                &host_tun,
+                &client_tun,
+                spec.down,
+                seed ^ 0x9e37_79b9_7f4a_7c15,
+            ),
+        ] {
+            let shaper = line::Shaper::new(spec, rate, seed);
+            let counters = if name == "tlsperf-link-up" {
+                Arc::clone(&link.up)
+            } else {
+                Arc::clone(&link.down)
+            };
+            let (from, to, stop) = (Arc::clone(from), Arc::clone(to), Arc::clone(&link.stop));
+            let t = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || line::run(&from, &to, &stop, shaper, &counters))
+                .map_err(|e| LinkError::setup("start the delay line", e))?;
+            link.threads.push(t);
+        }
+        Ok(link)
     }
 
     /// Checks that every address in `addrs` can be reached over the link (IPv4, an
