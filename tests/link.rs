@@ -553,7 +553,7 @@ fn zero_rtt_answers_the_first_request_one_round_trip_sooner() {
             "--roots",
             &nginx.root,
             "-n",
-            "11",
+            "21",
             "--link",
             "rtt=60ms",
         ];
@@ -563,9 +563,10 @@ fn zero_rtt_answers_the_first_request_one_round_trip_sooner() {
         json_run(&args)
     };
     let (plain, early) = (run(false), run(true));
-    // OpenSSL takes a ticket for early data once: now and then a connection is full.
+    // nginx (OpenSSL) now and then answers a ticket with a full handshake (3 of 10 in
+    // one run): the medians below need most connections to be 0-RTT.
     let accepted = early["warm"]["early_data_accepted"].as_u64().unwrap();
-    assert!(accepted >= 8, "{}", early["warm"]);
+    assert!(accepted >= 14, "{}", early["warm"]);
     assert_eq!(plain["link"]["warm"]["round_trips"], 3, "{}", plain["link"]);
     assert_eq!(early["link"]["warm"]["round_trips"], 2, "{}", early["link"]);
     assert_eq!(early["link"]["warm"]["kind"], "resumed-ticket+0rtt");
