@@ -15,6 +15,8 @@ use crate::client::exchange::{Exchange, exchange};
 use crate::client::http1::get_request;
 use crate::client::target::Target;
 use crate::client::{ConnectError, EarlyData, Phase};
+use crate::link::LinkSpec;
+use crate::link::trips::{self, CriticalPath, Flight};
 use crate::stats::{LatencyHistogram, Quantiles};
 
 /// Shared with the caller while a run lasts: how far it got, and a way to stop it.
@@ -52,6 +54,9 @@ pub struct HandshakeOptions {
     pub early_data: bool,
     /// Limit for each connection (connect, handshake and response).
     pub timeout: Duration,
+    /// The emulated link the run goes over (`--link`): the report then counts round
+    /// trips.
+    pub link: Option<LinkSpec>,
 }
 
 /// The negotiated parameters of a connection.
@@ -138,6 +143,11 @@ pub struct HandshakeRun {
     pub chain: Vec<ChainCert>,
     /// Size of our first ClientHello.
     pub client_hello_bytes: usize,
+    /// TLS bytes of the server's first flight on the first connection (see
+    /// [`crate::client::conn::Handshake::server_flight_bytes`]).
+    pub server_flight_bytes: usize,
+    /// The emulated link and the round trips it costs (`--link` only).
+    pub link: Option<LinkReport>,
     /// The first connection.
     pub cold: ConnReport,
     /// The others (`None` with `-n 1`).
@@ -145,6 +155,25 @@ pub struct HandshakeRun {
     /// Stopped before all connections were made (Ctrl-C): the report covers those that
     /// were.
     pub interrupted: bool,
+}
+
+/// The link a run went over, in round trips.
+#[derive(Debug, Clone, Serialize)]
+pub struct LinkReport {
+    /// The link (canonical spec).
+    pub spec: String,
+    /// Its profile, if one was named.
+    pub profile: Option<&'static str>,
+    /// Its round-trip time.
+    pub rtt_ms: f64,
+    /// The server's first flight (first connection) against the initial window.
+    pub server_flight: Flight,
+    /// Round trips to the first response byte of the first connection.
+    pub cold: CriticalPath,
+    /// The same for the most common kind of warm connection.
+    pub warm: Option<CriticalPath>,
+    /// Plain warnings (a first flight past the initial window).
+    pub warnings: Vec<String>,
 }
 
 /// Runs `opts.count` sequential exchanges with `target`, until done or `control` stops
@@ -232,6 +261,37 @@ pub async fn run(
     let failed: usize = errors.values().sum();
     let warm_count = attempted - 1 - failed;
     let h = &first.handshake;
+    let link = opts.link.as_ref().map(|spec| {
+        let rtt_ms = spec.rtt.as_secs_f64() * 1e3;
+        let flight = Flight::new(h.server_flight_bytes);
+        let cold = trips::critical_path(
+            &h.version,
+            h.kind.name(),
+            h.early_data == EarlyData::Accepted,
+            &flight,
+            rtt_ms,
+        );
+        // The most common warm kind (ties: the first by name).
+        let warm_kind = kinds
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(k, _)| *k);
+        let warm = warm_kind.map(|k| {
+            trips::critical_path(&h.version, k, accepted * 2 > warm_count, &flight, rtt_ms)
+        });
+        let chain_bytes = h.chain.iter().map(|c| c.len()).sum();
+        LinkReport {
+            spec: spec.to_string(),
+            profile: spec.profile,
+            rtt_ms,
+            warnings: trips::flight_warning(&flight, h.chain.len(), chain_bytes, h.ocsp_len)
+                .into_iter()
+                .collect(),
+            server_flight: flight,
+            cold,
+            warm,
+        }
+    });
     Ok(HandshakeRun {
         target: target.to_string(),
         roots: client.roots.clone(),
@@ -252,6 +312,8 @@ pub async fn run(
             .map(|(depth, der)| chain_cert(depth, der))
             .collect(),
         client_hello_bytes: h.offered.hello_len,
+        server_flight_bytes: h.server_flight_bytes,
+        link,
         cold: ConnReport {
             kind: h.kind.name(),
             early_data: h.early_data,

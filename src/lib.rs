@@ -55,6 +55,7 @@ pub mod error;
 pub mod files;
 pub mod handshake;
 pub mod lab;
+pub mod link;
 pub mod load;
 pub mod pki;
 pub mod report;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::client_args::ClientArgs;
+use super::link_args::LinkArgs;
 use super::progress::{self, Ticker};
 use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
@@ -35,6 +36,8 @@ pub struct HandshakeArgs {
     early_data: bool,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 /// Runs `tlsperf handshake`: a progress bar on a terminal; Ctrl-C (or SIGTERM) stops the
@@ -46,11 +49,15 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         .options(vec![b"http/1.1".to_vec()], args.early_data)?;
     args.client.warn_if_insecure(out);
     let built = config::build(&opts)?;
+    let link = args.link.start(&target)?;
+    // The runtime's sockets are made on this thread, in the client's namespace.
+    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
     let rt = runtime(Threads::One, None)?;
     let run_opts = HandshakeOptions {
         count: args.count as usize,
         early_data: args.early_data,
         timeout: args.timeout,
+        link: args.link.link.clone(),
     };
     let control = Arc::new(Control::default());
     let bar = progress::bar(

@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::client_args::ClientArgs;
+use super::link_args::LinkArgs;
 use super::progress::{self, Ticker};
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
@@ -86,6 +87,8 @@ pub struct LoadArgs {
     no_verify_cache: bool,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 /// Runs `tlsperf load`: the summary first (whatever happens to the file, what was measured
@@ -95,6 +98,10 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     // Open loop: the threads that send ask for short scheduler slices, so that their
     // timers' wake-ups are not queued behind other processes' slices.
     let hook: Option<fn()> = args.rate.map(|_| short_slices as fn());
+    let link = args.link.start(&target)?;
+    // The runtime's threads start here, in the client's namespace, and open their
+    // sockets there.
+    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
     let rt = runtime(Threads::from_flag(Some(opts.threads)), hook)?;
     let progress = Arc::new(Progress::default());
     let bar = progress_bar(&args, out);
@@ -198,6 +205,10 @@ fn resolve(
         ),
         ("threads", json!(threads)),
         ("timeout_s", json!(args.timeout.as_secs_f64())),
+        (
+            "link",
+            json!(args.link.link.as_ref().map(|l| l.to_string())),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -18,6 +18,7 @@ mod crypto;
 mod duration;
 mod handshake;
 mod lab;
+mod link_args;
 mod load;
 mod merge;
 mod output;

@@ -123,6 +123,10 @@ pub struct Handshake {
     pub chain: Vec<CertificateDer<'static>>,
     /// Size of the stapled OCSP response, 0 for none.
     pub ocsp_len: usize,
+    /// TLS bytes of the server's flight that answered our (last) ClientHello: what we
+    /// read from it before we next sent anything (TLS 1.3: ServerHello to Finished; TLS
+    /// 1.2: ServerHello to ServerHelloDone, or to Finished when resumed).
+    pub server_flight_bytes: usize,
 }
 
 /// Resolves `host:port` (timed by the caller).
@@ -211,6 +215,9 @@ pub async fn handshake(
     let mut offered = None;
     // ClientHellos written before the ServerHello (2 after a HelloRetryRequest).
     let mut hellos = 0;
+    // Bytes read since our last ClientHello, and the server's flight once we answer it.
+    let mut read_since_hello = 0usize;
+    let mut server_flight = None;
     let mut out = Vec::with_capacity(2048);
     loop {
         // Write whatever rustls has (the ClientHello first).
@@ -229,6 +236,11 @@ pub async fn handshake(
             write_all(&tcp, &out, &wire).await?;
             if stamps.server_hello.is_zero() {
                 hellos += 1;
+                read_since_hello = 0;
+            } else if server_flight.is_none() && out != FAKE_CCS {
+                // TLS 1.3's middlebox-compatibility ChangeCipherSpec, sent as soon as the
+                // ServerHello is in, is not an answer to the server's flight.
+                server_flight = Some(read_since_hello);
             }
             if stamps.hello_sent.is_zero() {
                 stamps.hello_sent = since(wire.last_send());
@@ -257,6 +269,7 @@ pub async fn handshake(
         if n == 0 {
             return Err(ConnectError::ClosedMidHandshake);
         }
+        read_since_hello += n;
         verifier::install(std::mem::take(&mut rec));
         let processed = conn.process_new_packets();
         rec = verifier::take();
@@ -325,9 +338,13 @@ pub async fn handshake(
             .map(|c| c.to_vec())
             .unwrap_or_default(),
         ocsp_len: rec.ocsp_len,
+        server_flight_bytes: server_flight.unwrap_or(read_since_hello),
     };
     Ok((TlsStream::new(tcp, conn, wire), info))
 }
+
+/// A ChangeCipherSpec record on its own (TLS 1.3 sends one for middlebox compatibility).
+const FAKE_CCS: [u8; 6] = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
 
 /// `TLSv1_3` → `TLSv1.3`.
 pub fn version_name(v: ProtocolVersion) -> String {

@@ -45,29 +45,38 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
         r.chain.iter().map(|c| c.bytes).sum::<usize>(),
         render(&t)
     );
+    let rtt_ms = r.link.as_ref().map(|l| l.rtt_ms).filter(|&ms| ms > 0.0);
     let mut header = vec!["phase (ms)", "cold"];
+    if rtt_ms.is_some() {
+        header.push("× RTT");
+    }
     if r.warm.is_some() {
         header.extend(["warm p50", "p90", "p99", "max"]);
+        if rtt_ms.is_some() {
+            header.push("p50 × RTT");
+        }
     }
     let mut t = table(&header);
     for p in Phase::ALL {
-        let mut row = vec![
-            p.name().to_string(),
-            format!(
-                "{:.3}",
-                r.cold.phases_ms.get(p.name()).copied().unwrap_or(0.0)
-            ),
-        ];
+        let cold = r.cold.phases_ms.get(p.name()).copied().unwrap_or(0.0);
+        let mut row = vec![p.name().to_string(), format!("{cold:.3}")];
+        if let Some(rtt) = rtt_ms {
+            row.push(format!("{:.2}", cold / rtt));
+        }
         if let Some(w) = &r.warm
             && let Some(q) = w.phases.get(p.name())
         {
             for v in [q.p50_ns, q.p90_ns, q.p99_ns, q.max_ns] {
                 row.push(format!("{:.3}", v as f64 / 1e6));
             }
+            if let Some(rtt) = rtt_ms {
+                row.push(format!("{:.2}", q.p50_ns as f64 / 1e6 / rtt));
+            }
         }
         t.add_row(row);
     }
-    right_align(&mut t, &[1, 2, 3, 4, 5]);
+    let columns: Vec<usize> = (1..header.len()).collect();
+    right_align(&mut t, &columns);
     s += &render(&t);
     s += &format!(
         "\n\ncold: {} handshake, HTTP {}{}\n",
@@ -102,6 +111,82 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
                 w.error_examples.get(k).map(String::as_str).unwrap_or("")
             );
         }
+    }
+    if let Some(l) = &r.link {
+        s += &handshake_link(r, l);
+    }
+    s
+}
+
+/// The link block of `tlsperf handshake --link`: the first flight against the initial
+/// window and the round trips to the first byte, expected and measured.
+fn handshake_link(r: &crate::handshake::HandshakeRun, l: &crate::handshake::LinkReport) -> String {
+    let mut s = format!(
+        "\nlink: {}{} (the client in its own network namespace, an emulated path to the server)\n",
+        l.spec,
+        l.profile
+            .map(|p| format!(" (profile {p})"))
+            .unwrap_or_default()
+    );
+    let f = &l.server_flight;
+    s += &format!(
+        "server's first flight: {} bytes, {} segment{} of {} (initial congestion window: {} segments): {}\n",
+        f.bytes,
+        f.segments,
+        if f.segments == 1 { "" } else { "s" },
+        crate::link::trips::MSS,
+        f.initcwnd_segments,
+        if f.fits { "fits" } else { "does NOT fit" }
+    );
+    let path = |p: &crate::link::trips::CriticalPath| -> String {
+        let steps: Vec<String> = p
+            .steps
+            .iter()
+            .map(|st| format!("{} {}", st.what, st.round_trips))
+            .collect();
+        format!(
+            "{} = {} round trip{} = {:.1} ms",
+            steps.join(" + "),
+            p.round_trips,
+            if p.round_trips == 1 { "" } else { "s" },
+            p.expected_ms
+        )
+    };
+    let to_first_byte = ["connect", "tls", "request", "first_byte"];
+    let cold: f64 = to_first_byte
+        .iter()
+        .map(|k| r.cold.phases_ms.get(k).copied().unwrap_or(0.0))
+        .sum();
+    let per_rtt = |ms: f64| {
+        if l.rtt_ms > 0.0 {
+            format!(" ({:.2} RTT)", ms / l.rtt_ms)
+        } else {
+            String::new()
+        }
+    };
+    s += &format!(
+        "round trips to the first byte:\n  cold ({}): {}; measured {:.1} ms{}\n",
+        l.cold.kind,
+        path(&l.cold),
+        cold,
+        per_rtt(cold)
+    );
+    if let (Some(p), Some(w)) = (&l.warm, &r.warm) {
+        let warm: f64 = to_first_byte
+            .iter()
+            .filter_map(|k| w.phases.get(k))
+            .map(|q| q.p50_ns as f64 / 1e6)
+            .sum();
+        s += &format!(
+            "  warm ({}): {}; its phases' medians add up to {:.1} ms{}\n",
+            p.kind,
+            path(p),
+            warm,
+            per_rtt(warm)
+        );
+    }
+    for w in &l.warnings {
+        s += &format!("{} {w}\n", styled(BAD, "warning:"));
     }
     s
 }

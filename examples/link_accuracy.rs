@@ -1,0 +1,298 @@
+//! How faithful the `--link` emulator is, measured through it with the kernel's own
+//! sockets (run as root; `bench/link.sh` runs it and writes the report). Each figure
+//! starts a fresh link.
+//!
+//! - `rtt MS...`: UDP ping-pong (100-byte probes, one at a time) from a socket in the
+//!   client's namespace to an echo socket on 127.0.0.1; the round trip is taken from the
+//!   `send` to the `recv` return, both on the probing thread. The same probes on plain
+//!   loopback give the stack's own round trip, printed as `base`.
+//! - `loss PCT...`: 20,000 probes, one every 100 µs, at rtt=1ms: the link's own count of
+//!   packets lost each direction against its binomial 95% interval, and the echoes lost.
+//! - `rate MBIT...`: one TCP bulk transfer server → client at rtt=20ms, sized for about
+//!   3 s; the rate is the link's count of IP bytes delivered downstream between the
+//!   client's receipt of 25% and of 100% of the body, over that time.
+//! - `saturate`: rtt=0, no rate: 64-byte UDP datagrams client → host as fast as one thread
+//!   sends them for 2 s; packets delivered by the upstream delay-line thread per second
+//!   of its own CPU time (`/proc/self/task/TID/stat`), i.e. on one core.
+//!
+//! Output: one line of `key=value` per figure.
+
+#![allow(clippy::unwrap_used)] // a measuring script run by bench/link.sh: a panic is its failure report
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use tlsperf::link::{Link, LinkSpec};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let what = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    match what.as_str() {
+        "rtt" => rest.iter().for_each(|ms| rtt(ms)),
+        "loss" => rest.iter().for_each(|p| loss(p)),
+        "rate" => rest.iter().for_each(|m| rate(m)),
+        "saturate" => saturate(),
+        _ => {
+            eprintln!("usage: link_accuracy rtt MS... | loss PCT... | rate MBIT... | saturate");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn start(spec: &str) -> Link {
+    let spec: LinkSpec = spec.parse().unwrap_or_else(|e| panic!("{e}"));
+    Link::start(&spec).unwrap_or_else(|e| {
+        eprintln!("error: {}", tlsperf::error::sentence(&e));
+        std::process::exit(2)
+    })
+}
+
+/// An echo socket on 127.0.0.1 (host namespace), served by a thread.
+fn echo() -> SocketAddr {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = s.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = s.recv_from(&mut buf) {
+            let _ = s.send_to(&buf[..n], from);
+        }
+    });
+    addr
+}
+
+/// Round trips of `n` sequential probes (seconds); lost probes are left out.
+fn ping(to: SocketAddr, n: usize, timeout: Duration) -> Vec<f64> {
+    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.set_read_timeout(Some(timeout)).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 2048];
+    for i in 0..n as u64 {
+        let mut probe = [0u8; 100];
+        probe[..8].copy_from_slice(&i.to_be_bytes());
+        let t = Instant::now();
+        s.send_to(&probe, to).unwrap();
+        loop {
+            match s.recv(&mut buf) {
+                Ok(8..) if buf[..8] == i.to_be_bytes() => {
+                    out.push(t.elapsed().as_secs_f64());
+                    break;
+                }
+                Ok(_) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+    out
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn summary(v: &mut [f64]) -> String {
+    v.sort_by(f64::total_cmp);
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt();
+    format!(
+        "n={} min_ms={:.3} p50_ms={:.3} mean_ms={:.3} p99_ms={:.3} max_ms={:.3} sd_ms={:.3}",
+        v.len(),
+        v[0] * 1e3,
+        quantile(v, 0.5) * 1e3,
+        mean * 1e3,
+        quantile(v, 0.99) * 1e3,
+        v[v.len() - 1] * 1e3,
+        sd * 1e3
+    )
+}
+
+fn rtt(ms: &str) {
+    let to = echo();
+    let want: f64 = ms.parse().unwrap();
+    let n = if want >= 100.0 { 50 } else { 200 };
+    if want == 0.0 {
+        let mut base = ping(to, 2000, Duration::from_secs(1));
+        println!("rtt=base {}", summary(&mut base));
+    }
+    let link = start(&format!("rtt={ms}ms"));
+    let inside = link.enter().unwrap();
+    let _ = ping(to, 5, Duration::from_secs(2));
+    let mut v = ping(
+        to,
+        if want == 0.0 { 2000 } else { n },
+        Duration::from_secs(2),
+    );
+    drop(inside);
+    // The delay line's own lateness: from a packet's due time to its `write`.
+    let (up, down) = (link.up(), link.down());
+    let delivered = (up.delivered + down.delivered).max(1);
+    println!(
+        "rtt={ms}ms {} line_late_mean_us={:.1} line_late_max_us={:.1}",
+        summary(&mut v),
+        (up.late_ns_sum + down.late_ns_sum) as f64 / delivered as f64 / 1e3,
+        up.late_ns_max.max(down.late_ns_max) as f64 / 1e3
+    );
+}
+
+fn loss(pct: &str) {
+    let to = echo();
+    let link = start(&format!("rtt=1ms,loss={pct}%"));
+    let inside = link.enter().unwrap();
+    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    drop(inside);
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let n = 20_000u64;
+    let r = s.try_clone().unwrap();
+    let counter = std::thread::spawn(move || {
+        let mut got = 0u64;
+        let mut buf = [0u8; 2048];
+        while r.recv(&mut buf).is_ok() {
+            got += 1;
+        }
+        got
+    });
+    let t0 = Instant::now();
+    for i in 0..n {
+        let due = t0 + Duration::from_micros(100 * i);
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        s.send_to(&i.to_be_bytes(), to).unwrap();
+    }
+    let echoed = counter.join().unwrap();
+    let p: f64 = pct.parse::<f64>().unwrap() / 100.0;
+    for (dir, c) in [("up", link.up()), ("down", link.down())] {
+        let rate = c.lost as f64 / c.packets as f64;
+        let half = 1.96 * (p * (1.0 - p) / c.packets as f64).sqrt();
+        println!(
+            "loss={pct}% dir={dir} packets={} lost={} rate_pct={:.3} ci95_pct={:.3}..{:.3} inside={}",
+            c.packets,
+            c.lost,
+            rate * 100.0,
+            (p - half) * 100.0,
+            (p + half) * 100.0,
+            (rate - p).abs() <= half
+        );
+    }
+    let round = 1.0 - (1.0 - p) * (1.0 - p);
+    println!(
+        "loss={pct}% echoes_lost_pct={:.3} expected_pct={:.3}",
+        (n - echoed) as f64 * 100.0 / n as f64,
+        round * 100.0
+    );
+}
+
+fn rate(mbit: &str) {
+    let bps: f64 = mbit.parse::<f64>().unwrap() * 1e6;
+    let total = ((bps / 8.0 * 3.0) as usize).max(1 << 20);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        let chunk = vec![7u8; 1 << 16];
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            c.write_all(&chunk[..n]).unwrap();
+            left -= n;
+        }
+    });
+    let link = start(&format!("rtt=20ms,down={mbit}mbit"));
+    let inside = link.enter().unwrap();
+    let mut c = TcpStream::connect(addr).unwrap();
+    drop(inside);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut got = 0usize;
+    let mut mark: Option<(Instant, u64)> = None;
+    loop {
+        let n = c.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got += n;
+        if mark.is_none() && got >= total / 4 {
+            mark = Some((Instant::now(), link.down().delivered_bytes));
+        }
+    }
+    let end = Instant::now();
+    server.join().unwrap();
+    let down = link.down();
+    let (t25, b25) = mark.unwrap();
+    let ip_rate = (down.delivered_bytes - b25) as f64 * 8.0 / (end - t25).as_secs_f64();
+    let goodput = (got - total / 4) as f64 * 8.0 / (end - t25).as_secs_f64();
+    println!(
+        "rate={mbit}mbit bytes={total} ip_mbit={:.3} error_pct={:+.2} goodput_mbit={:.3} overflow={} lost={}",
+        ip_rate / 1e6,
+        (ip_rate / bps - 1.0) * 100.0,
+        goodput / 1e6,
+        down.overflow,
+        down.lost
+    );
+}
+
+fn saturate() {
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = sink.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while sink.recv(&mut buf).is_ok() {}
+    });
+    let link = start("rtt=0");
+    let inside = link.enter().unwrap();
+    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    drop(inside);
+    // The thread names itself when it starts running: look for it for up to 2 s.
+    let find = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .find(|t| {
+                std::fs::read_to_string(t.path().join("comm"))
+                    .is_ok_and(|c| c.trim() == "tlsperf-link-up")
+            })
+            .map(|t| t.path())
+    };
+    let t0 = Instant::now();
+    let tid = loop {
+        if let Some(t) = find() {
+            break t;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "no delay-line thread"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let cpu = || {
+        let stat = std::fs::read_to_string(tid.join("stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // utime and stime, fields 14 and 15 (11 and 12 after the name).
+        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf has no preconditions.
+        ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    };
+    let (c0, p0) = (cpu(), link.up().delivered);
+    let t0 = Instant::now();
+    let payload = [0u8; 36]; // 64-byte IP packets
+    let mut sent = 0u64;
+    while t0.elapsed() < Duration::from_secs(2) {
+        for _ in 0..64 {
+            if s.send_to(&payload, to).is_ok() {
+                sent += 1;
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let wall = t0.elapsed().as_secs_f64() - 0.1;
+    let (c1, up) = (cpu(), link.up());
+    let delivered = up.delivered - p0;
+    println!(
+        "saturate sent={sent} delivered={delivered} wall_pps={:.0} line_cpu_s={:.2} pps_per_core={:.0}",
+        delivered as f64 / wall,
+        c1 - c0,
+        delivered as f64 / (c1 - c0)
+    );
+}

@@ -1,0 +1,60 @@
+//! `--link SPEC`, shared by the client commands: parsed into a [`LinkSpec`], checked
+//! against the target, and started as a [`Link`] whose namespace the run's threads enter.
+
+use std::net::ToSocketAddrs;
+
+use clap::Args;
+
+use super::CliError;
+use crate::client::target::Target;
+use crate::link::{Link, LinkSpec, spec};
+
+/// The `--link` flag.
+#[derive(Debug, Args)]
+pub struct LinkArgs {
+    /// Run over an emulated network path (real kernel TCP; needs root and /dev/net/tun):
+    /// rtt=DUR[,jitter=DUR][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE], or a profile
+    /// (see --help).
+    #[arg(long, value_name = "SPEC", value_parser = parse, long_help = long_help())]
+    pub link: Option<LinkSpec>,
+}
+
+fn parse(s: &str) -> Result<LinkSpec, String> {
+    s.parse::<LinkSpec>().map_err(|e| e.to_string())
+}
+
+fn long_help() -> String {
+    let profiles: Vec<String> = spec::PROFILES
+        .iter()
+        .map(|p| format!("  {:<14}{} ({})", p.name, p.spec, p.source))
+        .collect();
+    format!(
+        "Run over an emulated network path, on real kernel TCP: the client runs in a network \
+namespace of its own, joined to this machine's servers through a userspace delay line over \
+TUN devices (root and /dev/net/tun needed; all of it goes when the process ends). The server \
+must be at an IPv4 address of this machine (127.0.0.1 included).\n\n\
+SPEC: rtt=DUR[,jitter=DUR][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE], e.g. rtt=60ms or \
+rtt=20ms,down=8mbit,up=2mbit,loss=0.5%. DUR: 250us, 60ms, 0.3s. RATE: kbit, mbit, gbit (IP \
+bytes; none: no limit). loss: per packet, each direction. jitter: each one-way delay is \
+rtt/2 ± jitter/2 (uniform), packets keep their order. queue: drop-tail before each rate, in \
+pkt or b/kb/kib/mb/mib (default 1000pkt).\n\nProfiles:\n{}",
+        profiles.join("\n")
+    )
+}
+
+impl LinkArgs {
+    /// Starts the link for a run against `target` (none without `--link`), after checking
+    /// that the link can reach it.
+    pub fn start(&self, target: &Target) -> Result<Option<Link>, CliError> {
+        let Some(spec) = &self.link else {
+            return Ok(None);
+        };
+        let addrs: Vec<_> = (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(|e| CliError::input(format!("cannot resolve {}: {e}", target.host)))?
+            .filter(|a| a.is_ipv4())
+            .collect();
+        Link::check_reachable(&addrs, &target.host)?;
+        Ok(Some(Link::start(spec)?))
+    }
+}

@@ -1,0 +1,270 @@
+//! `--link`: an emulated network path between the client and the servers, on real
+//! kernel TCP. The client runs in an anonymous network namespace whose only way out is a
+//! TUN device; a second TUN device sits in the host's namespace, where the servers are;
+//! the delay line ([`line`]) carries IP packets between the two with the round trip,
+//! rates, queue and loss of a [`LinkSpec`]. TCP's handshake, slow start, delayed ACKs
+//! and retransmissions then happen as on such a path.
+//!
+//! Owns: the spec and profiles ([`spec`]), namespace and device set-up ([`netns`]), the
+//! delay line and its threads, and teardown: dropping the [`Link`] stops the threads and
+//! closes the descriptors, and as nothing else holds the namespace or the devices (no
+//! name in `/run/netns`, no persistent device, no firewall rule) the kernel also removes
+//! them when the process is killed.
+//!
+//! Reachable servers: IPv4 addresses of this machine, `127.0.0.1` included (the host's
+//! device allows 127.0.0.0/8 through it with `route_localnet`, a per-device setting that
+//! goes with the device). The client's namespace keeps its own loopback down so that
+//! 127.0.0.0/8 leaves through the link.
+
+pub mod line;
+pub mod netns;
+pub mod spec;
+pub mod trips;
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+pub use line::{CounterSnapshot, Counters};
+pub use spec::{LinkSpec, PROFILES, Profile, Queue, Rate};
+
+/// Name of the TUN device in the client's namespace.
+const CLIENT_DEV: &str = "tlsperf0";
+/// Name pattern of the TUN device in the host's namespace (the kernel picks the number).
+const HOST_DEV: &str = "tlsperf-l%d";
+
+/// Why a link could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LinkError {
+    /// The machine or the user lacks what a link needs (root, the TUN driver).
+    #[error("--link needs {what}")]
+    Missing {
+        /// What is missing, in words.
+        what: String,
+        /// The error that showed it.
+        #[source]
+        cause: io::Error,
+    },
+    /// A server the link cannot carry traffic to.
+    #[error("--link reaches servers on this machine only: {0}")]
+    Unreachable(String),
+    /// A set-up step failed.
+    #[error("cannot {step} for --link")]
+    Setup {
+        /// The step, in words.
+        step: String,
+        /// The failure.
+        #[source]
+        cause: io::Error,
+    },
+}
+
+impl LinkError {
+    pub(crate) fn setup(step: &str, cause: io::Error) -> LinkError {
+        LinkError::Setup {
+            step: step.to_string(),
+            cause,
+        }
+    }
+}
+
+impl crate::error::Classify for LinkError {
+    fn class(&self) -> crate::error::ErrorClass {
+        match self {
+            LinkError::Missing { .. } | LinkError::Unreachable(_) => {
+                crate::error::ErrorClass::Input
+            }
+            LinkError::Setup { .. } => crate::error::ErrorClass::Runtime,
+        }
+    }
+}
+
+/// A running emulated link. Dropping it stops the delay line and removes the namespace
+/// and both devices.
+pub struct Link {
+    spec: LinkSpec,
+    client_ns: OwnedFd,
+    client_addr: Ipv4Addr,
+    host_dev: String,
+    stop: Arc<OwnedFd>,
+    threads: Vec<JoinHandle<()>>,
+    up: Arc<Counters>,
+    down: Arc<Counters>,
+}
+
+impl Link {
+    /// Sets up the namespace, both devices and the delay line for `spec`.
+    pub fn start(spec: &LinkSpec) -> Result<Link, LinkError> {
+        let lock = netns::SetupLock::take()?;
+        let index = netns::free_index()?;
+        let (client_addr, host_addr) = netns::addresses(index);
+        let (client_ns, client_tun) = netns::client_side(CLIENT_DEV, client_addr, host_addr)?;
+        let host_tun = netns::open_tun(HOST_DEV)?;
+        let host_dev = tun_name(&host_tun)?;
+        netns::address(&host_dev, host_addr, client_addr)?;
+        netns::route_localnet(&host_dev)?;
+        drop(lock);
+
+        let stop = Arc::new(netns::eventfd()?);
+        let up = Arc::new(Counters::default());
+        let down = Arc::new(Counters::default());
+        let client_tun = Arc::new(client_tun);
+        let host_tun = Arc::new(host_tun);
+        // Made before the threads, so that a failure to start one stops the other (drop).
+        let mut link = Link {
+            spec: spec.clone(),
+            client_ns,
+            client_addr,
+            host_dev,
+            stop,
+            threads: Vec::new(),
+            up,
+            down,
+        };
+        let seed: u64 = rand::random();
+        for (name, from, to, rate, seed) in [
+            ("tlsperf-link-up", &client_tun, &host_tun, spec.up, seed),
+            (
+                "tlsperf-link-down",
+                &host_tun,
+                &client_tun,
+                spec.down,
+                seed ^ 0x9e37_79b9_7f4a_7c15,
+            ),
+        ] {
+            let shaper = line::Shaper::new(spec, rate, seed);
+            let counters = if name == "tlsperf-link-up" {
+                Arc::clone(&link.up)
+            } else {
+                Arc::clone(&link.down)
+            };
+            let (from, to, stop) = (Arc::clone(from), Arc::clone(to), Arc::clone(&link.stop));
+            let t = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || line::run(&from, &to, &stop, shaper, &counters))
+                .map_err(|e| LinkError::setup("start the delay line", e))?;
+            link.threads.push(t);
+        }
+        Ok(link)
+    }
+
+    /// Checks that every address in `addrs` can be reached over the link (IPv4, an
+    /// address of this machine); `what` names them in the message.
+    pub fn check_reachable(addrs: &[SocketAddr], what: &str) -> Result<(), LinkError> {
+        if addrs.is_empty() {
+            return Err(LinkError::Unreachable(format!("{what} has no address")));
+        }
+        for a in addrs {
+            match a.ip() {
+                IpAddr::V4(ip) if ip.is_loopback() || netns::is_local(ip) => {}
+                IpAddr::V4(ip) => {
+                    return Err(LinkError::Unreachable(format!(
+                        "{what} is {ip}, not an address of this machine (the link's far end is this machine's network stack)"
+                    )));
+                }
+                IpAddr::V6(ip) => {
+                    return Err(LinkError::Unreachable(format!(
+                        "{what} is {ip}, an IPv6 address (the link carries IPv4 only; use 127.0.0.1 or an IPv4 address of this machine)"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the calling thread into the client's namespace until the guard drops: the
+    /// sockets it opens, and the threads it starts meanwhile (a tokio runtime's workers),
+    /// are on the client's side of the link.
+    pub fn enter(&self) -> Result<Inside<'_>, LinkError> {
+        let home = netns::open_ns()?;
+        netns::set_ns(&self.client_ns)?;
+        Ok(Inside { home, _link: self })
+    }
+
+    /// The emulated link.
+    pub fn spec(&self) -> &LinkSpec {
+        &self.spec
+    }
+
+    /// The client's address on the link.
+    pub fn client_addr(&self) -> Ipv4Addr {
+        self.client_addr
+    }
+
+    /// The host's device name.
+    pub fn host_device(&self) -> &str {
+        &self.host_dev
+    }
+
+    /// Packets client → server so far.
+    pub fn up(&self) -> CounterSnapshot {
+        self.up.snapshot()
+    }
+
+    /// Packets server → client so far.
+    pub fn down(&self) -> CounterSnapshot {
+        self.down.snapshot()
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd.
+        unsafe {
+            libc::write(
+                std::os::fd::AsRawFd::as_raw_fd(&*self.stop),
+                (&one as *const u64).cast(),
+                8,
+            );
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        // The descriptors close as the fields drop: the devices and the namespace go.
+    }
+}
+
+/// The calling thread is in the client's namespace; dropping this takes it back.
+pub struct Inside<'a> {
+    home: OwnedFd,
+    _link: &'a Link,
+}
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        // Going back to the namespace the thread came from cannot fail for a root
+        // process that could leave it; if it did, the thread stays where it is and the
+        // namespace lives on only as long as the process.
+        let _ = netns::set_ns(&self.home);
+    }
+}
+
+fn tun_name(fd: &OwnedFd) -> Result<String, LinkError> {
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    // SAFETY: TUNGETIFF fills a live ifreq.
+    if unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(fd),
+            libc::TUNGETIFF,
+            &mut req,
+        )
+    } < 0
+    {
+        return Err(LinkError::setup(
+            "name the TUN device",
+            io::Error::last_os_error(),
+        ));
+    }
+    let bytes: Vec<u8> = req
+        .ifr_name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -1,0 +1,597 @@
+//! `--link`: handshakes and load over the emulated link, against nginx and `tlsperf serve`
+//! on loopback, and the teardown of everything a run makes (namespace, TUN devices,
+//! routes) after a normal exit, an error exit and Ctrl-C. Needs root and /dev/net/tun;
+//! without them the tests that set a link up are skipped with the reason printed.
+
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::nginx::Nginx;
+use common::{Serve, interrupt_and_wait, tlsperf};
+use serde_json::Value;
+
+/// The link tests run one at a time: the timings they check are the link's, and tests
+/// running beside them would add their own load to the client's wake-ups.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether this machine and user can set a link up; prints why not.
+fn can_link() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: --link needs root");
+        return false;
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        eprintln!("SKIPPED: --link needs /dev/net/tun");
+        return false;
+    }
+    true
+}
+
+fn json_run(args: &[&str]) -> Value {
+    let run = tlsperf(args.iter().chain(&["--json"]).copied().collect::<Vec<_>>());
+    assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+/// A warm phase's median, in milliseconds.
+fn p50_ms(v: &Value, phase: &str) -> f64 {
+    v["warm"]["phases"][phase]["p50_ns"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no warm {phase}: {v}"))
+        / 1e6
+}
+
+#[test]
+fn round_trips_at_60ms_against_nginx() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let url = nginx.url();
+    let rtt = 60.0;
+    for (tls, trips) in [("1.3", 1.0), ("1.2", 2.0)] {
+        let base = [
+            "handshake",
+            &url,
+            "--roots",
+            &nginx.root,
+            "--resume",
+            "off",
+            "--tls",
+            tls,
+            "-n",
+            "11",
+        ];
+        // The same handshakes on plain loopback: the CPU (both ends) and the loopback
+        // round trips that the link adds its delay to.
+        let plain = json_run(&base);
+        let linked = json_run(
+            &base
+                .iter()
+                .chain(&["--link", "rtt=60ms"])
+                .copied()
+                .collect::<Vec<_>>(),
+        );
+        // Below: the link cannot be faster than its RTT. Above: its ±5% plus 2.5 ms for
+        // the client's own thread waiting for a CPU on a busy machine (the link's own
+        // lateness is in docs/benchmarks.md).
+        let connect = p50_ms(&linked, "connect");
+        assert!(
+            (rtt - 0.5..=rtt * 1.05 + 3.0).contains(&connect),
+            "TLS {tls}: TCP connect p50 {connect:.2} ms at rtt=60ms"
+        );
+        let cpu = p50_ms(&plain, "tls");
+        let hs = p50_ms(&linked, "tls");
+        let want = trips * rtt;
+        assert!(
+            hs >= want - 0.5 && hs <= want * 1.05 + 2.0 * cpu + 3.0,
+            "TLS {tls}: handshake p50 {hs:.2} ms at rtt=60ms, expected {trips} round trip(s) ({want} ms) + CPU ({cpu:.2} ms on loopback)"
+        );
+    }
+}
+
+#[test]
+fn a_mebibyte_at_8_mbit_takes_its_serialization_time() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let url = format!("https://localhost:{}/big", nginx.port);
+    let v = json_run(&[
+        "handshake",
+        &url,
+        "--roots",
+        &nginx.root,
+        "-n",
+        "3",
+        "--link",
+        "rtt=20ms,down=8mbit",
+    ]);
+    // What crosses the link: 1 MiB in 64 TLS 1.3 records of 16,384 + 22 bytes, in
+    // segments of 1,448 bytes (MSS with timestamps) under 52 bytes of TCP/IP headers.
+    let tls_bytes = 64.0 * (16_384.0 + 22.0);
+    let packets = (tls_bytes / 1448.0_f64).ceil();
+    let ip_bytes = tls_bytes + packets * 52.0;
+    let wire_s = ip_bytes * 8.0 / 8e6;
+    let body_s = p50_ms(&v, "body") / 1e3;
+    // The body phase starts at the first byte, so it holds the serialization of all
+    // packets but the first, plus slow start's waits (a few round trips of 20 ms).
+    assert!(
+        body_s >= wire_s * 0.95 && body_s <= wire_s * 1.05 + 0.2,
+        "1 MiB body at 8 Mbit/s took {body_s:.3} s; its {ip_bytes} IP bytes take {wire_s:.3} s on the wire"
+    );
+}
+
+#[test]
+fn load_at_2_percent_loss_completes_with_retransmission_tails() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ca = d.join("ca.pem");
+    let server = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca.to_str().unwrap(),
+    ]);
+    let v = json_run(&[
+        "load",
+        &server.url(),
+        "--roots",
+        ca.to_str().unwrap(),
+        "--link",
+        "rtt=10ms,loss=2%",
+        "-n",
+        "300",
+        "-c",
+        "8",
+        "--new-conn",
+        "--timeout",
+        "20s",
+    ]);
+    assert_eq!(v["requests"]["completed"], 300, "{}", v["requests"]);
+    assert_eq!(v["requests"]["failed"], 0, "{}", v["errors"]);
+    assert_eq!(v["options"]["link"], "rtt=10ms,loss=2%", "{}", v["options"]);
+    // 300 connections each send a SYN and get a SYN-ACK: at 2% loss the chance that
+    // none of the 600 is lost is 0.98^600 ≈ 5e-6. A lost one is sent again after the
+    // initial retransmission timeout, 1 s.
+    let max = v["latency"]["quantiles"]["max_ns"].as_f64().unwrap() / 1e9;
+    assert!(max >= 1.0, "slowest request {max:.3} s: no retransmission?");
+    let p50 = v["latency"]["quantiles"]["p50_ns"].as_f64().unwrap() / 1e9;
+    assert!(p50 < 0.5, "median {p50:.3} s");
+}
+
+/// What a run made, read from its /proc entry while it runs: the host's TUN device (name
+/// and ifindex, from the TUN descriptors' fdinfo) and the client's namespace (a thread's
+/// `ns/net` other than the host's).
+#[derive(Debug, Default)]
+struct Footprint {
+    devices: Vec<(String, String)>,
+    namespaces: Vec<String>,
+}
+
+fn footprint(pid: u32) -> Footprint {
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let mut fp = Footprint::default();
+    if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) {
+        for fd in fds.flatten() {
+            let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+            if let Some(line) = info.lines().find(|l| l.starts_with("iff:")) {
+                let name = line["iff:".len()..].trim().to_string();
+                if let Ok(index) = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
+                {
+                    fp.devices.push((name, index.trim().to_string()));
+                }
+            }
+        }
+    }
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            if let Ok(ns) = std::fs::read_link(t.path().join("ns/net"))
+                && ns != host_ns
+            {
+                let ns = ns.to_string_lossy().into_owned();
+                if !fp.namespaces.contains(&ns) {
+                    fp.namespaces.push(ns);
+                }
+            }
+        }
+    }
+    fp
+}
+
+/// Polls the running child until its device and namespace are seen.
+fn wait_for_footprint(pid: u32) -> Footprint {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let fp = footprint(pid);
+        if !fp.devices.is_empty() && !fp.namespaces.is_empty() {
+            return fp;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no link seen in /proc/{pid}: {fp:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Nothing of `fp` remains: the device (that ifindex) is gone with its routes, and no
+/// process or mount holds the namespace (unreferenced, the kernel frees it).
+fn assert_gone(fp: &Footprint) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for (name, index) in &fp.devices {
+        loop {
+            let now = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok();
+            if now.as_deref().map(str::trim) != Some(index.as_str()) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "device {name} ({index}) is still there"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let routes = std::fs::read_to_string("/proc/net/route").unwrap();
+        assert!(
+            !routes
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(name))
+                || std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).is_ok(),
+            "a route through {name} remains: {routes}"
+        );
+    }
+    for ns in &fp.namespaces {
+        let mut holders = Vec::new();
+        for p in std::fs::read_dir("/proc").unwrap().flatten() {
+            let pid = p.file_name();
+            if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            for sub in ["task", "fd"] {
+                let Ok(entries) = std::fs::read_dir(p.path().join(sub)) else {
+                    continue;
+                };
+                for e in entries.flatten() {
+                    let link = if sub == "task" {
+                        std::fs::read_link(e.path().join("ns/net"))
+                    } else {
+                        std::fs::read_link(e.path())
+                    };
+                    if link.is_ok_and(|l| l.to_string_lossy() == *ns) {
+                        holders.push(format!("{}/{sub}", pid.to_string_lossy()));
+                    }
+                }
+            }
+        }
+        assert!(
+            holders.is_empty(),
+            "namespace {ns} still held by {holders:?}"
+        );
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let inode = ns.trim_start_matches("net:");
+        assert!(
+            !mounts
+                .lines()
+                .any(|l| l.contains("nsfs") && l.contains(inode)),
+            "namespace {ns} is mounted"
+        );
+    }
+    let named = Command::new("ip").args(["netns", "list"]).output();
+    if let Ok(out) = named {
+        let list = String::from_utf8_lossy(&out.stdout);
+        assert!(!list.contains("tlsperf"), "a named namespace: {list}");
+    }
+}
+
+fn spawn(args: &[&str]) -> std::process::Child {
+    Command::new(common::bin())
+        .args(args)
+        .env_remove("TLSPERF_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the tlsperf binary runs")
+}
+
+fn finish(child: std::process::Child) -> (i32, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn nothing_remains_after_normal_exit_error_exit_and_ctrl_c() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let server = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca.to_str().unwrap(),
+    ]);
+    let url = server.url();
+    let ca = ca.to_str().unwrap();
+
+    // Normal exit: 3 handshakes at 200 ms, about 2 s.
+    let child = spawn(&[
+        "handshake",
+        &url,
+        "--roots",
+        ca,
+        "-n",
+        "3",
+        "--link",
+        "rtt=200ms",
+    ]);
+    let fp = wait_for_footprint(child.id());
+    let (code, err) = finish(child);
+    assert_eq!(code, 0, "{err}");
+    assert_gone(&fp);
+
+    // Error exit: a server that accepts and never answers, and a 1 s timeout.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("https://localhost:{}/", silent.local_addr().unwrap().port());
+    let child = spawn(&[
+        "handshake",
+        &silent_url,
+        "--timeout",
+        "1s",
+        "--link",
+        "rtt=50ms",
+    ]);
+    let fp = wait_for_footprint(child.id());
+    let (code, err) = finish(child);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error:"), "{err}");
+    assert_gone(&fp);
+    drop(silent);
+
+    // Ctrl-C in the middle of a long run.
+    let child = spawn(&[
+        "load",
+        &url,
+        "--roots",
+        ca,
+        "-n",
+        "100000",
+        "-c",
+        "2",
+        "--link",
+        "rtt=100ms",
+    ]);
+    let fp = wait_for_footprint(child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    let out = interrupt_and_wait(child, Duration::from_secs(30));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_gone(&fp);
+
+    // SIGKILL: no destructor runs; the kernel removes what only descriptors held.
+    let mut child = spawn(&[
+        "load",
+        &url,
+        "--roots",
+        ca,
+        "-n",
+        "100000",
+        "-c",
+        "2",
+        "--link",
+        "rtt=100ms",
+    ]);
+    let fp = wait_for_footprint(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_gone(&fp);
+}
+
+#[test]
+fn a_link_to_another_machine_or_a_bad_spec_is_a_usage_error() {
+    let run = tlsperf(["handshake", "https://203.0.113.9/", "--link", "rtt=10ms"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("203.0.113.9, not an address of this machine"),
+        "{}",
+        run.stderr
+    );
+    let run = tlsperf(["load", "https://127.0.0.1:1/", "--link", "wifi"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not a profile (cable, dsl"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("Error {"), "{}", run.stderr);
+}
+
+#[test]
+fn without_root_the_message_says_what_is_missing() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIPPED: needs root and setpriv to run tlsperf as another user");
+        return;
+    }
+    let out = Command::new("/usr/bin/setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(common::bin())
+        .args(["handshake", "https://127.0.0.1:1/", "--link", "rtt=10ms"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--link needs"), "{err}");
+}
+
+#[test]
+fn a_first_flight_past_the_initial_window_costs_one_more_round_trip() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A leaf with 600 names (~15 KB): the server's first flight no longer fits in 10
+    // segments of 1,448 bytes.
+    let names: Vec<String> = (0..600)
+        .map(|i| format!("host-{i:04}.tlsperf.test"))
+        .collect();
+    let mut args = vec![
+        "pki".to_string(),
+        "init".into(),
+        d.join("big").to_str().unwrap().into(),
+        "-q".into(),
+    ];
+    for n in std::iter::once("localhost".to_string()).chain(names) {
+        args.push("--san".into());
+        args.push(n);
+    }
+    let run = tlsperf(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = tlsperf(["pki", "init", d.join("small").to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut tls_ms = Vec::new();
+    for pki in ["small", "big"] {
+        let p = d.join(pki);
+        let server = Serve::start(&[
+            "--cert",
+            p.join("server-chain.pem").to_str().unwrap(),
+            "--key",
+            p.join("server.key").to_str().unwrap(),
+        ]);
+        let v = json_run(&[
+            "handshake",
+            &server.url(),
+            "--roots",
+            p.join("root.pem").to_str().unwrap(),
+            "--resume",
+            "off",
+            "-n",
+            "5",
+            "--link",
+            "rtt=60ms",
+        ]);
+        let link = &v["link"];
+        let flight = &link["server_flight"];
+        assert_eq!(v["server_flight_bytes"], flight["bytes"], "{v}");
+        let big = pki == "big";
+        assert_eq!(flight["fits"], !big, "{flight}");
+        assert_eq!(
+            link["cold"]["round_trips"],
+            if big { 4 } else { 3 },
+            "{link}"
+        );
+        assert_eq!(
+            link["warnings"].as_array().unwrap().is_empty(),
+            !big,
+            "{link}"
+        );
+        tls_ms.push(p50_ms(&v, "tls"));
+    }
+    // Kernel TCP on the link: the big flight waits one round trip for an ACK.
+    let (small, big) = (tls_ms[0], tls_ms[1]);
+    assert!(
+        (59.5..90.0).contains(&small),
+        "small chain: handshake p50 {small:.1} ms"
+    );
+    assert!(
+        big >= 119.5 && big < small + 90.0,
+        "big chain: handshake p50 {big:.1} ms (small {small:.1})"
+    );
+}
+
+#[test]
+fn zero_rtt_answers_the_first_request_one_round_trip_sooner() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let url = nginx.url();
+    let run = |early: bool| {
+        let mut args = vec![
+            "handshake",
+            &url,
+            "--roots",
+            &nginx.root,
+            "-n",
+            "21",
+            "--link",
+            "rtt=60ms",
+        ];
+        if early {
+            args.push("--early-data");
+        }
+        json_run(&args)
+    };
+    let (plain, early) = (run(false), run(true));
+    // nginx (OpenSSL) now and then answers a ticket with a full handshake (3 of 10 in
+    // one run): the medians below need most connections to be 0-RTT.
+    let accepted = early["warm"]["early_data_accepted"].as_u64().unwrap();
+    assert!(accepted >= 14, "{}", early["warm"]);
+    assert_eq!(plain["link"]["warm"]["round_trips"], 3, "{}", plain["link"]);
+    assert_eq!(early["link"]["warm"]["round_trips"], 2, "{}", early["link"]);
+    assert_eq!(early["link"]["warm"]["kind"], "resumed-ticket+0rtt");
+    // Without early data the request goes after the handshake and its answer takes a
+    // round trip; with it, the answer comes with the handshake's last flight.
+    let (fb_plain, fb_early) = (p50_ms(&plain, "first_byte"), p50_ms(&early, "first_byte"));
+    assert!(
+        fb_plain >= 59.5,
+        "first byte after the request: {fb_plain:.1} ms"
+    );
+    assert!(
+        fb_early < 15.0,
+        "first byte with 0-RTT: {fb_early:.1} ms after the handshake"
+    );
+    let to_first_byte = |v: &Value| {
+        ["connect", "tls", "request", "first_byte"]
+            .iter()
+            .map(|p| p50_ms(v, p))
+            .sum::<f64>()
+    };
+    let saved = to_first_byte(&plain) - to_first_byte(&early);
+    assert!(
+        (30.0..90.0).contains(&saved),
+        "0-RTT saved {saved:.1} ms to the first byte at rtt=60ms (one round trip expected)"
+    );
+}
