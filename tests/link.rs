@@ -180,6 +180,64 @@ fn load_at_2_percent_loss_completes_with_retransmission_tails() {
     assert!(p50 < 0.5, "median {p50:.3} s");
 }
 
+/// `capacity --link`: the search's steps run over the link (every answer on a kept-alive
+/// connection takes at least one round trip; the link is echoed in the options). The
+/// outcome itself (a capacity, or a generator too late on a busy machine) is not what is
+/// checked here.
+#[test]
+fn capacity_steps_run_over_the_link() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let server = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca.to_str().unwrap(),
+    ]);
+    let run = tlsperf([
+        "capacity",
+        &server.url(),
+        "--roots",
+        ca.to_str().unwrap(),
+        "--link",
+        "rtt=40ms",
+        "--slo",
+        "p99=2s",
+        "--start-rate",
+        "10",
+        "--max-steps",
+        "2",
+        "--step-max",
+        "3s",
+        "--json",
+    ]);
+    assert!(
+        [0, 3, 4].contains(&run.code),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    let v: Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    assert_eq!(v["options"]["link"], "rtt=40ms", "{}", v["options"]);
+    let steps = v["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "{v}");
+    for s in steps {
+        let min = s["latency_corrected"]["quantiles"]["min_ns"]
+            .as_f64()
+            .unwrap()
+            / 1e6;
+        assert!(
+            min >= 40.0,
+            "a request answered in {min:.3} ms, under the link's RTT"
+        );
+    }
+}
+
 /// What a run made, read from its /proc entry while it runs: the host's TUN device (name
 /// and ifindex, from the TUN descriptors' fdinfo) and the client's namespace (a thread's
 /// `ns/net` other than the host's).

@@ -12,6 +12,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::client_args::ClientArgs;
+use super::link_args::LinkArgs;
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
 use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo};
@@ -104,6 +105,8 @@ pub struct CapacityArgs {
     no_verify_cache: bool,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 /// Runs `tlsperf capacity`.
@@ -157,6 +160,10 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         ("timeout_s", json!(timeout.as_secs_f64())),
         ("connections", json!(args.connections)),
         ("max_time_s", json!(args.max_time.as_secs_f64())),
+        (
+            "link",
+            json!(args.link.link.as_ref().map(|l| l.to_string())),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -190,6 +197,10 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             start_at: None,
         },
     };
+    let link = args.link.start(&target)?;
+    // The runtime's threads start here, in the client's namespace, and open their
+    // sockets there.
+    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
     let rt = runtime(Threads::from_flag(Some(threads)), Some(short_slices))?;
     let (progress, mut events) = Progress::with_events();
     let show = !(out.json() || out.quiet());
