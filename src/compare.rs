@@ -62,8 +62,9 @@ impl Kind {
 }
 
 /// Every document kind `compare` reads: one line each.
-pub fn kinds() -> [Kind; 6] {
+pub fn kinds() -> [Kind; 7] {
     [
+        kind::<crate::capacity::CapacityResult>(),
         kind::<LoadResult>(),
         kind::<LabResult>(),
         kind::<SignReport>(),
@@ -136,6 +137,10 @@ pub enum CompareError {
     /// A sample file could not be used.
     #[error(transparent)]
     Samples(#[from] SampleError),
+    /// Two capacity results without a confirmed capacity each, or searched under
+    /// different objectives.
+    #[error(transparent)]
+    Capacity(#[from] crate::capacity::compare::CompareError),
     /// A statistic could not be computed, or `--alpha` is out of range.
     #[error(transparent)]
     Stats(#[from] StatsError),
@@ -251,6 +256,27 @@ pub fn compare(a: &Input, b: &Input, opts: &Options) -> Result<CompareDocument, 
             b_what: wb.describe(),
         });
     }
+    let info = |i: &Input| FileInfo {
+        path: i.path.display().to_string(),
+        schema: i.schema(),
+    };
+    // Capacity results: one answer per search, no rounds; the brackets decide
+    // ([`crate::capacity::compare`]).
+    if wa.name() == crate::capacity::compare::KIND {
+        if opts.higher_is_better {
+            return Err(CompareError::DirectionOfResults);
+        }
+        let parse = |i: &Input| i.parse::<crate::capacity::CapacityResult>();
+        return Ok(CompareDocument {
+            schema: SCHEMA,
+            kind: wa.name(),
+            a: info(a),
+            b: info(b),
+            alpha: opts.alpha,
+            filter: opts.filter,
+            compared: crate::capacity::compare::rows(&parse(a)?, &parse(b)?)?,
+        });
+    }
     let (set_a, set_b) = match &wa {
         What::Doc(kind, _) => {
             if opts.higher_is_better {
@@ -272,10 +298,6 @@ pub fn compare(a: &Input, b: &Input, opts: &Options) -> Result<CompareDocument, 
             what: describe(wa.name()),
         });
     }
-    let info = |i: &Input| FileInfo {
-        path: i.path.display().to_string(),
-        schema: i.schema(),
-    };
     Ok(CompareDocument {
         schema: SCHEMA,
         kind: wa.name(),

@@ -28,6 +28,7 @@
 //!   files): the registry of comparable document kinds.
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
+pub mod capacity;
 pub mod compare;
 pub mod crypto;
 pub mod doc;

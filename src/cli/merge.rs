@@ -1,11 +1,13 @@
-//! `tlsperf merge A.json B.json … --out C.json`: load results read and written through
-//! [`crate::doc`] → [`crate::load::result::merge`].
+//! `tlsperf merge A.json B.json … --out C.json`: results read and written through
+//! [`crate::doc`]; load results → [`crate::load::result::merge`], capacity results (the
+//! processes of one shared search) → [`crate::capacity::result::merge`], step by step.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{CliError, Output};
+use crate::doc::Document;
 use crate::load::result::merge;
 use crate::report::text;
 
@@ -13,7 +15,8 @@ use crate::report::text;
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// Results written by `tlsperf load --out` (runs made at the same time from several
-    /// machines against one server); regular files of at most 256 MiB each.
+    /// machines against one server), or all by `tlsperf capacity --out` (the processes
+    /// of one search with --rate-share); regular files of at most 256 MiB each.
     #[arg(required = true, num_args = 2..)]
     results: Vec<PathBuf>,
     /// Where to write the combined result (JSON, atomically).
@@ -32,10 +35,33 @@ pub struct MergeArgs {
 /// Runs `tlsperf merge`.
 pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
     crate::files::check_destination(&args.out, args.force)?;
-    let results = args
+    let inputs = args
         .results
         .iter()
-        .map(|p| crate::doc::read::<crate::load::LoadResult>(p))
+        .map(|p| crate::doc::Input::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let capacity = |i: &crate::doc::Input| {
+        i.schema().as_deref() == Some(<crate::capacity::CapacityResult as Document>::SCHEMA)
+    };
+    if inputs.iter().any(capacity) {
+        if let Some(other) = inputs.iter().find(|i| !capacity(i)) {
+            return Err(CliError::input(format!(
+                "{}: not a capacity result, unlike the others: merge capacity results with \
+                 capacity results only",
+                other.path.display()
+            )));
+        }
+        let results = inputs
+            .iter()
+            .map(|i| i.parse::<crate::capacity::CapacityResult>())
+            .collect::<Result<Vec<_>, _>>()?;
+        let merged = crate::capacity::result::merge(&results)?;
+        crate::doc::write(&merged, &args.out, args.force)?;
+        return out.summary(&merged, || crate::report::capacity::text(&merged));
+    }
+    let results = inputs
+        .iter()
+        .map(|i| i.parse::<crate::load::LoadResult>())
         .collect::<Result<Vec<_>, _>>()?;
     let merged = merge(&results, args.allow_mixed)?;
     crate::doc::write(&merged, &args.out, args.force)?;

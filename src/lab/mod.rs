@@ -889,6 +889,8 @@ async fn run_round(
         verdicts: None,
         addrs: l.addrs.clone(),
         config_per_connection: l.factory.clone(),
+        schedule_offset: Duration::ZERO,
+        start_at: None,
     };
     let cpu0: Vec<Option<Duration>> = l
         .servers

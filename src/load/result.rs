@@ -96,8 +96,13 @@ pub struct GeneratorCpu {
     /// User + system CPU seconds of the whole process (every thread, the `--server-pid`
     /// sampler's included).
     pub cpu_seconds: f64,
-    /// CPU seconds ÷ (wall seconds × threads).
+    /// CPU seconds ÷ (wall seconds × the CPUs it could use: its threads, or fewer under
+    /// a cgroup CPU quota, `cpu_limit`).
     pub utilization: f64,
+    /// The CPUs the process's cgroup quota allowed, when a quota was set (a container's
+    /// CPU limit): the generator saturates there, whatever its threads.
+    #[serde(default)]
+    pub cpu_limit: Option<f64>,
     /// CPU microseconds per completed request (`None`: none completed).
     #[serde(default)]
     pub cpu_us_per_request: Option<f64>,
@@ -179,6 +184,13 @@ pub struct LoadResult {
     /// request).
     #[serde(default)]
     pub send_lateness: Option<Dist>,
+    /// With `--rate`: the generator's own pacing delay, actual send instant − the later
+    /// of the intended one and the moment the connection slot was free to wait for it
+    /// (so without the wait for a slot still busy with its previous request, which is
+    /// the server's slowness, not the generator's). What `capacity` checks to tell a
+    /// generator that cannot keep up.
+    #[serde(default)]
+    pub pacing_lateness: Option<Dist>,
     /// TLS handshake time of full handshakes.
     pub handshake_full: Option<Dist>,
     /// TLS handshake time of resumed handshakes.
@@ -377,11 +389,12 @@ pub enum MergeError {
 
 /// Settings that may differ between the runs of one merged measurement: how each
 /// machine's share was sized and bounded.
-pub const MAY_DIFFER: [&str; 6] = [
+pub const MAY_DIFFER: [&str; 7] = [
     "requests",
     "duration_s",
     "connections",
     "rate",
+    "rate_share",
     "threads",
     "timeout_s",
 ];
@@ -594,6 +607,7 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         m.latency.merge(&r.latency).map_err(hist)?;
         merge_opt(&mut m.latency_corrected, &r.latency_corrected).map_err(hist)?;
         merge_opt(&mut m.send_lateness, &r.send_lateness).map_err(hist)?;
+        merge_opt(&mut m.pacing_lateness, &r.pacing_lateness).map_err(hist)?;
         merge_opt(&mut m.handshake_full, &r.handshake_full).map_err(hist)?;
         merge_opt(&mut m.handshake_resumed, &r.handshake_resumed).map_err(hist)?;
         for (k, d) in &r.phases {
@@ -622,6 +636,10 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         m.generator.threads += r.generator.threads;
         m.generator.cpu_seconds += r.generator.cpu_seconds;
         m.generator.saturated |= r.generator.saturated;
+        m.generator.cpu_limit = match (m.generator.cpu_limit, r.generator.cpu_limit) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
         m.server = match (m.server.take(), &r.server) {
             (Some(s), None) => Some(s),
             (None, Some(s)) => Some(s.clone()),
@@ -682,7 +700,10 @@ impl LoadResult {
         let (completed, hs) = (self.requests.completed, self.handshakes.total);
         let hs_per_request = hs >= completed;
         let g = &mut self.generator;
-        g.utilization = g.cpu_seconds / (secs * g.threads.max(1) as f64);
+        let cpus = g
+            .cpu_limit
+            .map_or(g.threads.max(1) as f64, |l| l.min(g.threads.max(1) as f64));
+        g.utilization = g.cpu_seconds / (secs * cpus);
         g.cpu_us_per_request = per(g.cpu_seconds, completed);
         g.cpu_us_per_handshake = per(g.cpu_seconds, hs).filter(|_| hs_per_request);
         if let Some(s) = &mut self.server {

@@ -17,6 +17,9 @@ const DETAILED: usize = 2;
 
 /// The whole comparison.
 pub fn compare(c: &CompareDocument) -> String {
+    if c.kind == crate::capacity::compare::KIND {
+        return super::capacity::comparison(c);
+    }
     let filter = if c.filter {
         "after Tukey's 1.5×IQR filter"
     } else {
