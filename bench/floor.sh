@@ -12,7 +12,10 @@
 #   base    the same for a baseline binary (BASE=path, e.g. main's), when given;
 #   crypto  `tlsperf crypto limit --json`: the public-key crypto and hashing of one full
 #           TLS 1.3 server handshake measured inside real handshakes (`limits[full,server]
-#           .crypto_ns`). floor = plain + crypto; the target is serve ≤ 1.4 × floor;
+#           .crypto_ns`). floor = plain + crypto; the target is serve ≤ 1.4 × floor.
+#           crypto limit times with the wall clock: on a loaded machine it overstates the
+#           crypto and the floor ratio flatters serve (compare bench/profile-categories.sh's
+#           crypto share of serve's own CPU);
 #   client  generator CPU per full handshake, same server (serve): h2load's (rusage of the
 #           h2load process) vs `tlsperf load --new-conn --resume off --no-verify-cache`
 #           (its own generator.cpu_us_per_handshake: the process's CPU during the run, every
@@ -24,7 +27,7 @@
 #           (CPU − full × cost of a full one) ÷ resumed, both counts from the server's own
 #           /stats, which must match the client's;
 #   keep    keep-alive requests/s: h2load --h1 -n K -c 50 -t 1 (serve, and base if given).
-# At the end: resident memory per idle TLS connection with 5,000 held open (serve, base).
+# First, on the fresh servers: resident memory per idle TLS connection, 5,000 held open.
 #
 # Server CPU is the sum of /proc/PID/task/*/schedstat (ns on CPU, user + kernel) around the
 # run; generator CPU is the client process's own. Nothing of the client is charged to the
@@ -139,6 +142,24 @@ resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-hands
   awk -v b="$b" -v a="$a" -v n="$n" -v f="$cf" -v r="$cr" 'BEGIN { printf "%.1f %d %d\n", (a - b) / 1000 / n, f, r }'
 }
 
+# Memory per idle connection, 5,000 held open, on the fresh servers (after their first
+# handshakes the allocator reuses what earlier runs freed, and the figure means nothing).
+held_kib() { # pid port
+  local r0 r1
+  r0=$(awk '/VmRSS/ {print $2}' "/proc/$1/status")
+  : > "$work/hold"
+  target/release/examples/hold_connections "127.0.0.1:$2" 5000 4 > "$work/hold" &
+  local hp=$!
+  while [ ! -s "$work/hold" ] && kill -0 "$hp" 2>/dev/null; do sleep 0.2; done
+  sleep 0.5
+  r1=$(awk '/VmRSS/ {print $2}' "/proc/$1/status")
+  wait "$hp"
+  awk -v a="$r0" -v b="$r1" -v n="$(cut -d' ' -f1 "$work/hold")" 'BEGIN { printf "%d %.1f", n, (b - a) / n }'
+}
+mem_serve=$(held_kib "$serve_pid" 19482)
+mem_base=""
+if [ -n "$base" ]; then mem_base=$(held_kib "$base_pid" 19485); fi
+
 # Warm-up: every server has done a few hundred handshakes before the first measured one.
 for u in http://127.0.0.1:19480/ https://127.0.0.1:19481/ https://127.0.0.1:19482/ ${base:+https://127.0.0.1:19485/}; do
   h2load --h1 -n 300 -c 50 -t 1 -H 'Connection: close' "$u" >/dev/null 2>&1
@@ -186,7 +207,9 @@ for r in $(seq "$rounds"); do
           echo "$r res$v-tickets $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
         done ;;
       keep)
-        for s in serve ${base:+base}; do
+        keep_order=(serve ${base:+base})
+        if [ $((r % 2)) = 0 ] && [ -n "$base" ]; then keep_order=(base serve); fi
+        for s in "${keep_order[@]}"; do
           p=19482; [ "$s" = base ] && p=19485
           h2load --h1 -n "$k" -c 50 -t 1 "https://127.0.0.1:$p/" > "$work/keep.out" 2>&1
           grep -q "succeeded, 0 failed" "$work/keep.out" || fail "keep-alive run against $s failed"
@@ -203,22 +226,6 @@ res_after=$(stat_field 19492 resumed)
 # h2load -n N, tlsperf load -n N and the keep-alive run's 50 connections, every round.
 expected=$((rounds * (2 * n + 50)))
 [ $((full_after - full_before)) = "$expected" ] || fail "serve counted $((full_after - full_before)) full handshakes, expected $expected"
-
-# Memory per idle connection, 5,000 held open (before nginx stops: nothing else runs now).
-held_kib() { # pid port
-  local r0 r1
-  r0=$(awk '/VmRSS/ {print $2}' "/proc/$1/status")
-  target/release/examples/hold_connections "127.0.0.1:$2" 5000 4 > "$work/hold" &
-  local hp=$!
-  while [ ! -s "$work/hold" ] && kill -0 "$hp" 2>/dev/null; do sleep 0.2; done
-  sleep 0.5
-  r1=$(awk '/VmRSS/ {print $2}' "/proc/$1/status")
-  wait "$hp"
-  awk -v a="$r0" -v b="$r1" -v n="$(cut -d' ' -f1 "$work/hold")" 'BEGIN { printf "%d %.1f", n, (b - a) / n }'
-}
-mem_serve=$(held_kib "$serve_pid" 19482)
-mem_base=""
-if [ -n "$base" ]; then mem_base=$(held_kib "$base_pid" 19485); fi
 
 # nginx's own word: no request on the TLS server came over a reused session.
 kill -QUIT "$nginx_master"; wait "$nginx_master" 2>/dev/null || true
@@ -250,6 +257,7 @@ echo "| nginx + OpenSSL full TLS 1.3 | $(med nginx) | $(rng nginx) | $(med nginx
 echo "| tlsperf serve --resumption off, full TLS 1.3 | $(med serve) | $(rng serve) | $(med serve 4) | $(loads serve) |"
 [ -n "$base" ] && echo "| baseline ($base) serve, full TLS 1.3 | $(med base) | $(rng base) | $(med base 4) | $(loads base) |"
 echo
+echo "- crypto limit times with the wall clock; at load $(load1) it overstates the crypto (and so the floor) — check against bench/profile-categories.sh"
 echo "- floor = plain + crypto: $(awk -v p="$(med plain)" -v c="$(med crypto)" 'BEGIN {printf "%.1f", p + c}') µs; serve ÷ floor (per round, median): **$(floor_ratio serve)** (target ≤ 1.4)"
 [ -n "$base" ] && echo "- baseline ÷ floor: $(floor_ratio base); serve ÷ baseline: $(ratio serve base)"
 echo "- serve ÷ nginx full TLS 1.3: $(ratio serve nginx)"
