@@ -569,6 +569,77 @@ fn in_process_client_sees_prometheus_counts() {
     assert_eq!(summary["handshakes"]["resumed"]["count"], 2, "{summary}");
 }
 
+/// A `Connection: close` (or HTTP/1.0) response is queued until the shutdown so that it and
+/// close_notify leave together: the client must still get every byte and a clean TLS close
+/// (rustls's `read_to_end` fails with UnexpectedEof without close_notify), for a small body
+/// and for one larger than rustls's send buffer, over TLS 1.3 and 1.2, and keep-alive
+/// requests before the closing one must be answered at once.
+#[test]
+fn closing_responses_arrive_whole_with_close_notify() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let s = Served::start(&[
+        "--write-ca",
+        ca.to_str().unwrap(),
+        "--resumption",
+        "off",
+        "--body-size",
+        "200000",
+    ]);
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::pem::PemObject::pem_file_iter(&ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let config = Arc::new(
+            rustls::ClientConfig::builder_with_provider(
+                tlsperf::tls::Provider::AwsLcRs.crypto_provider(),
+            )
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth(),
+        );
+        for (request, body_len) in [
+            (
+                "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                15,
+            ),
+            (
+                "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                200_000,
+            ),
+            ("GET / HTTP/1.0\r\nHost: localhost\r\n\r\n", 200_000),
+        ] {
+            let mut conn =
+                rustls::ClientConnection::new(config.clone(), "localhost".try_into().unwrap())
+                    .unwrap();
+            let mut tcp = std::net::TcpStream::connect(&s.addr).unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+            // A keep-alive request first: answered before the closing one is sent.
+            tls.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                .unwrap();
+            let mut first = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !first.ends_with(br#"{"status":"ok"}"#) {
+                let n = tls.read(&mut buf).unwrap();
+                assert!(n > 0, "{}", String::from_utf8_lossy(&first));
+                first.extend_from_slice(&buf[..n]);
+            }
+            tls.write_all(request.as_bytes()).unwrap();
+            let mut out = Vec::new();
+            let r = tls.read_to_end(&mut out);
+            assert!(r.is_ok(), "{request:?} over {version:?}: {r:?}");
+            let text = String::from_utf8_lossy(&out);
+            let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+            assert_eq!(body.len(), body_len, "{request:?} over {version:?}");
+        }
+    }
+    let summary = s.stop();
+    assert_eq!(summary["requests"], 12, "{summary}");
+}
+
 #[test]
 fn bad_input_exits_2_and_starts_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -94,6 +94,7 @@ struct AppState {
 impl ActixServer {
     /// Binds the listeners (all of them or none).
     pub fn bind(opts: ActixOptions) -> Result<ActixServer, ServeError> {
+        super::warm_rng(&opts.tls);
         let listeners = super::bind_std(opts.listen, opts.reuseport.max(1))?;
         Ok(ActixServer { listeners, opts })
     }

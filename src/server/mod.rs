@@ -20,6 +20,7 @@ pub mod axum_stack;
 pub mod config;
 pub mod early;
 pub mod http;
+pub mod last_response;
 pub mod metrics;
 
 use std::collections::HashMap;
@@ -168,6 +169,20 @@ pub struct ServeSummary {
     pub kx_pool: Option<crate::tls::kx_pool::PoolStats>,
 }
 
+/// Draws once from the configuration's random source before the first connection.
+///
+/// aws-lc seeds its process-wide DRBG lazily from CPU jitter entropy (`jent_*`): tens of
+/// milliseconds of CPU spent inside whichever handshake first asks for randomness, which
+/// profiles then charge to the connections. After that seed it reseeds only every 2^24
+/// draws, so one draw here moves the whole cost to startup and changes nothing else.
+pub(crate) fn warm_rng(tls: &rustls::ServerConfig) {
+    let mut seed = [0u8; 32];
+    if tls.crypto_provider().secure_random.fill(&mut seed).is_err() {
+        // The first handshake will ask again and fail with rustls's own error.
+        tracing::warn!("the random source failed at startup");
+    }
+}
+
 fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<TcpListener> {
     TcpListener::from_std(std_listener(addr, reuseport)?)
 }
@@ -201,6 +216,7 @@ fn bind_std(listen: SocketAddr, k: usize) -> Result<Vec<std::net::TcpListener>, 
 impl Server {
     /// Binds the listeners (all of them or none). Call inside a tokio runtime.
     pub fn bind(opts: ServeOptions) -> Result<Server, ServeError> {
+        warm_rng(&opts.tls);
         let k = opts.reuseport.max(1);
         let bind_err = |addr, source| ServeError::Bind { addr, source };
         let first = listener(opts.listen, k > 1).map_err(|e| bind_err(opts.listen, e))?;
@@ -259,6 +275,8 @@ impl Server {
             header_timeout: self.opts.header_timeout,
             idle_timeout: self.opts.idle_timeout,
             conns: Registry::new(),
+            capture_hello: self.opts.tls.session_storage.can_cache()
+                || self.opts.tls.ticketer.enabled(),
             builder,
             axum: (self.opts.stack == Stack::Axum).then(|| {
                 axum_stack::router(
@@ -319,6 +337,9 @@ struct Ctx {
     header_timeout: Duration,
     idle_timeout: Duration,
     conns: Registry,
+    /// Keep the ClientHello to tell a TLS 1.2 ticket from a session id: only when the
+    /// configuration can resume at all (a session cache or a ticketer).
+    capture_hello: bool,
     builder: auto::Builder<TokioExecutor>,
     /// The axum router with `--stack axum`.
     axum: Option<axum::Router>,
@@ -672,7 +693,7 @@ async fn connection(
         inner: tcp,
         state: Arc::clone(&state),
         epoch: ctx.conns.epoch,
-        hello: Some(Vec::new()),
+        hello: ctx.capture_hello.then(Vec::new),
     };
     let handshake = tokio::time::timeout(ctx.handshake_timeout, ctx.acceptor.accept(tcp));
     let handshake = tokio::select! {
@@ -749,7 +770,11 @@ async fn connection(
     }
     // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-    let io = TokioIo::new(early::Prefixed::new(early, tls));
+    let last = last_response::LastFlag::default();
+    let io = TokioIo::new(early::Prefixed::new(
+        early,
+        last_response::LastResponse::new(tls, last.clone()),
+    ));
     let served = async {
         match &ctx.axum {
             Some(router) => {
@@ -767,8 +792,10 @@ async fn connection(
             None => {
                 let metrics = Arc::clone(&ctx.metrics);
                 let bodies = ctx.bodies.clone();
-                let svc =
-                    service_fn(move |req| http::serve(req, bodies.clone(), Arc::clone(&metrics)));
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    last.mark_if_closing(&req);
+                    http::serve(req, bodies.clone(), Arc::clone(&metrics))
+                });
                 serve_http(
                     io,
                     alpn.as_deref(),

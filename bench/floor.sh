@@ -1,0 +1,300 @@
+#!/usr/bin/env bash
+# How far `tlsperf serve` is from the floor of a TLS connection, and what resumption and the
+# load generator cost, all in ONE run with the servers alternating round by round (issue 20).
+#
+# Per round (loopback; every load bounded by -n; load average recorded with each round):
+#   plain   nginx, plain HTTP/1.1, one worker: server CPU per connection (the kernel + HTTP
+#           floor of a connection) — h2load --h1 -n N -c 50 -t 1 -H 'Connection: close';
+#   nginx   nginx + OpenSSL, full TLS 1.3 (ssl_session_tickets off, ssl_session_cache off),
+#           same h2load; `$ssl_session_reused` is logged and must be "." for every request;
+#   serve   `tlsperf serve --threads 1 --resumption off --groups x25519`, same h2load; its
+#           /stats must count N more full handshakes and no resumed one;
+#   base    the same for a baseline binary (BASE=path, e.g. main's), when given;
+#   crypto  `tlsperf crypto limit --json`: the public-key crypto and hashing of one full
+#           TLS 1.3 server handshake measured inside real handshakes (`limits[full,server]
+#           .crypto_ns`). floor = plain + crypto; the target is serve ≤ 1.4 × floor.
+#           crypto limit times with the wall clock: on a loaded machine it overstates the
+#           crypto and the floor ratio flatters serve (compare bench/profile-categories.sh's
+#           crypto share of serve's own CPU);
+#   client  generator CPU per full handshake, same server (serve): h2load's (rusage of the
+#           h2load process) vs `tlsperf load --new-conn --resume off --no-verify-cache`
+#           (its own generator.cpu_us_per_handshake: the process's CPU during the run, every
+#           chain verified — the run must say chains_verified = N, chains_from_cache = 0);
+#   resume  server CPU per connection, full vs resumed, same client (tlsperf load --new-conn
+#           -c 8), against `serve --resumption stateful` (TLS 1.2 session ids, TLS 1.3
+#           stateful tickets) and `serve --resumption tickets` (TLS 1.2 and 1.3 tickets).
+#           The first handshake of a connection slot is full, so the resumed cost is
+#           (CPU − full × cost of a full one) ÷ resumed, both counts from the server's own
+#           /stats, which must match the client's;
+#   keep    keep-alive requests/s: h2load --h1 -n K -c 50 -t 1 (serve, and base if given).
+# First, on the fresh servers: resident memory per idle TLS connection, 5,000 held open.
+#
+# Server CPU is the sum of /proc/PID/task/*/schedstat (ns on CPU, user + kernel) around the
+# run; generator CPU is the client process's own. Nothing of the client is charged to the
+# server and the other way round. On a loaded machine CPU time per connection is inflated
+# less than wall time but still is (cache, frequency, scheduler): read the ratios, which are
+# taken round by round in the same conditions, and the load average printed with them.
+#
+# Needs nginx (nginx-light) and h2load (nghttp2-client). Usage:
+#   [BASE=path/to/other/tlsperf] bench/floor.sh [ROUNDS=3] [N=3000] [K=100000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-3}"
+n="${2:-3000}"
+k="${3:-100000}"
+for t in nginx h2load python3 curl; do
+  command -v "$t" >/dev/null || { echo "missing $t (apt-get install nginx-light nghttp2-client python3 curl)" >&2; exit 1; }
+done
+cargo build --release --locked --quiet --bin tlsperf --example hold_connections
+bin="$PWD/target/release/tlsperf"
+base="${BASE:-}"
+if [ -n "$base" ] && [ ! -x "$base" ]; then echo "BASE=$base is not an executable" >&2; exit 2; fi
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$bin" pki init "$work/pki" --key ecdsa-p256 -q
+ulimit -n 65536 2>/dev/null || true
+
+# nginx, one worker: plain HTTP on 19480, full-only TLS 1.3 on 19481.
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<NGINX
+worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log;
+events { worker_connections 16384; }
+http {
+  access_log off; keepalive_requests 1000000;
+  log_format reused '\$ssl_session_reused';
+  server { listen 127.0.0.1:19480;
+    location / { return 200 '{"status":"ok"}'; } }
+  server { listen 127.0.0.1:19481 ssl;
+    ssl_protocols TLSv1.3; ssl_ecdh_curve X25519;
+    ssl_certificate $work/pki/server-chain.pem; ssl_certificate_key $work/pki/server.key;
+    ssl_session_tickets off; ssl_session_cache off;
+    access_log $work/nginx/reused.log reused;
+    location / { return 200 '{"status":"ok"}'; } } }
+NGINX
+nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+nginx_master=$!
+pids+=("$nginx_master")
+
+tls=(--cert "$work/pki/server-chain.pem" --key "$work/pki/server.key" --threads 1 -q)
+"$bin" serve --listen 127.0.0.1:19482 --metrics 127.0.0.1:19492 --resumption off --groups x25519 "${tls[@]}" &
+pids+=($!); serve_pid=$!
+"$bin" serve --listen 127.0.0.1:19483 --metrics 127.0.0.1:19493 --resumption stateful --groups x25519 "${tls[@]}" &
+pids+=($!); stateful_pid=$!
+"$bin" serve --listen 127.0.0.1:19484 --metrics 127.0.0.1:19494 --resumption tickets --groups x25519 "${tls[@]}" &
+pids+=($!); tickets_pid=$!
+if [ -n "$base" ]; then
+  "$base" serve --listen 127.0.0.1:19485 --metrics 127.0.0.1:19495 --resumption off --groups x25519 "${tls[@]}" &
+  pids+=($!); base_pid=$!
+fi
+for _ in $(seq 50); do
+  ok=1
+  for p in 19480 19481 19482 19483 19484 ${base:+19485}; do (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || ok=0; done
+  [ "$ok" = 1 ] && break
+  sleep 0.2
+done
+[ "$ok" = 1 ] || { echo "a server did not start" >&2; exit 1; }
+nginx_pid=$(pgrep -P "$nginx_master" | head -1)
+
+# CPU nanoseconds of every thread of a process.
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'; }
+load1() { cut -d' ' -f1 /proc/loadavg; }
+stat_field() { # port kind -> count of that handshake kind in serve's /stats
+  curl -s "http://127.0.0.1:$1/stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['handshakes'].get('$2', {}).get('count', 0))"
+}
+json_get() { python3 -c "import json,sys; d=json.load(open('$1')); print(eval('d' + sys.argv[1]))" "$2"; }
+fail() { echo "CHECK FAILED: $*" >&2; exit 1; }
+
+# One h2load run, one connection per request: prints "server_us_per_conn h2load_us_per_conn".
+h2conn() { # pid url
+  local b a out
+  b=$(cpu_ns "$1")
+  out=$( { TIMEFORMAT='%3U %3S'; time h2load --h1 -n "$n" -c 50 -t 1 -H 'Connection: close' "$2" >"$work/h2.out" 2>&1; } 2>&1 )
+  a=$(cpu_ns "$1")
+  local ok
+  ok=$(awk '/^requests:/ {print $8}' "$work/h2.out")
+  [ "$ok" = "$n" ] || fail "h2load $2: $ok of $n requests succeeded"
+  awk -v b="$b" -v a="$a" -v n="$n" -v c="$out" 'BEGIN { split(c, x, " "); printf "%.1f %.1f\n", (a - b) / 1000 / n, (x[1] + x[2]) * 1e6 / n }'
+}
+
+# Server CPU per connection of one tlsperf load run against a serve with /stats; checks that
+# the server counted what the client did. Prints "us_per_conn full resumed".
+resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-handshake
+  local b a f0 r0 f1 r1 cf cr
+  f0=$(stat_field "$3" full); r0=$(stat_field "$3" resumed)
+  b=$(cpu_ns "$1")
+  "$bin" load "https://127.0.0.1:$2/" --new-conn -n "$n" -c 8 --http1 --tls "$4" --resume "$5" \
+    --cacert "$work/pki/root.pem" --json -q > "$work/resume.json"
+  a=$(cpu_ns "$1")
+  f1=$(stat_field "$3" full); r1=$(stat_field "$3" resumed)
+  cf=$(json_get "$work/resume.json" "['handshakes']['kinds'].get('full', 0)")
+  cr=$(json_get "$work/resume.json" "['handshakes']['kinds'].get('$6', 0)")
+  [ $((f1 - f0)) = "$cf" ] && [ $((r1 - r0)) = "$cr" ] \
+    || fail "port $2 tls $4 resume $5: server counted $((f1 - f0)) full + $((r1 - r0)) resumed, client $cf + $cr"
+  [ $((cf + cr)) = "$n" ] || fail "port $2: $((cf + cr)) of $n handshakes"
+  [ "$5" != off ] || [ "$cr" = 0 ] || fail "port $2: $cr resumed with --resume off"
+  awk -v b="$b" -v a="$a" -v n="$n" -v f="$cf" -v r="$cr" 'BEGIN { printf "%.1f %d %d\n", (a - b) / 1000 / n, f, r }'
+}
+
+# Memory per idle connection, 5,000 held open, on the fresh servers (after their first
+# handshakes the allocator reuses what earlier runs freed, and the figure means nothing).
+held_kib() { # pid port
+  local r0 r1
+  r0=$(awk '/VmRSS/ {print $2}' "/proc/$1/status")
+  : > "$work/hold"
+  target/release/examples/hold_connections "127.0.0.1:$2" 5000 4 > "$work/hold" &
+  local hp=$!
+  while [ ! -s "$work/hold" ] && kill -0 "$hp" 2>/dev/null; do sleep 0.2; done
+  sleep 0.5
+  r1=$(awk '/VmRSS/ {print $2}' "/proc/$1/status")
+  wait "$hp"
+  awk -v a="$r0" -v b="$r1" -v n="$(cut -d' ' -f1 "$work/hold")" 'BEGIN { printf "%d %.1f", n, (b - a) / n }'
+}
+mem_serve=$(held_kib "$serve_pid" 19482)
+mem_base=""
+if [ -n "$base" ]; then mem_base=$(held_kib "$base_pid" 19485); fi
+
+# Warm-up: every server has done a few hundred handshakes before the first measured one.
+for u in http://127.0.0.1:19480/ https://127.0.0.1:19481/ https://127.0.0.1:19482/ ${base:+https://127.0.0.1:19485/}; do
+  h2load --h1 -n 300 -c 50 -t 1 -H 'Connection: close' "$u" >/dev/null 2>&1
+done
+full_before=$(stat_field 19492 full)
+res_before=$(stat_field 19492 resumed)
+: > "$work/rows"
+for r in $(seq "$rounds"); do
+  # Alternate the order round by round.
+  order=(plain nginx serve ${base:+base} crypto client resume keep)
+  if [ $((r % 2)) = 0 ]; then order=(keep resume client crypto ${base:+base} serve nginx plain); fi
+  for what in "${order[@]}"; do
+    l=$(load1)
+    case "$what" in
+      plain) out=$(h2conn "$nginx_pid" http://127.0.0.1:19480/); echo "$r plain $out $l" >> "$work/rows" ;;
+      nginx) out=$(h2conn "$nginx_pid" https://127.0.0.1:19481/); echo "$r nginx $out $l" >> "$work/rows" ;;
+      serve) out=$(h2conn "$serve_pid" https://127.0.0.1:19482/); echo "$r serve $out $l" >> "$work/rows" ;;
+      base) out=$(h2conn "$base_pid" https://127.0.0.1:19485/); echo "$r base $out $l" >> "$work/rows" ;;
+      crypto)
+        "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 > "$work/limit.json"
+        c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print([x for x in d['limits'] if x['kind'] == 'full' and x['side'] == 'server'][0]['crypto_ns'] / 1000)")
+        echo "$r crypto $c 0 $l" >> "$work/rows" ;;
+      client)
+        f0=$(stat_field 19492 full)
+        "$bin" load https://127.0.0.1:19482/ --new-conn --resume off --no-verify-cache -n "$n" -c 50 --http1 \
+          --cacert "$work/pki/root.pem" --json -q > "$work/load.json"
+        f1=$(stat_field 19492 full)
+        [ "$(json_get "$work/load.json" "['handshakes']['kinds'].get('full', 0)")" = "$n" ] || fail "tlsperf load: not $n full handshakes"
+        [ "$(json_get "$work/load.json" "['handshakes']['chains_verified']")" = "$n" ] || fail "tlsperf load: not $n chains verified"
+        [ "$(json_get "$work/load.json" "['handshakes']['chains_from_cache']")" = 0 ] || fail "tlsperf load: chains from cache"
+        [ $((f1 - f0)) = "$n" ] || fail "serve counted $((f1 - f0)) full handshakes for tlsperf load's $n"
+        out=$(json_get "$work/load.json" "['generator']['cpu_us_per_handshake']")
+        echo "$r load $out 0 $l" >> "$work/rows" ;;
+      resume)
+        for v in 1.3 1.2; do
+          # TLS 1.2 resumes by session id against the stateful server; TLS 1.3 always by ticket.
+          idkind=resumed-session-id; [ "$v" = 1.3 ] && idkind=resumed-ticket
+          out=$(resume_run "$stateful_pid" 19483 19493 "$v" off resumed); read -r full _ _ <<< "$out"
+          echo "$r full$v-stateful $full 0 $l" >> "$work/rows"
+          out=$(resume_run "$stateful_pid" 19483 19493 "$v" ids "$idkind"); read -r cpu cf cr <<< "$out"
+          echo "$r res$v-ids $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
+          out=$(resume_run "$tickets_pid" 19484 19494 "$v" off resumed); read -r full _ _ <<< "$out"
+          echo "$r full$v-tickets $full 0 $l" >> "$work/rows"
+          out=$(resume_run "$tickets_pid" 19484 19494 "$v" tickets resumed-ticket); read -r cpu cf cr <<< "$out"
+          echo "$r res$v-tickets $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
+        done ;;
+      keep)
+        keep_order=(serve ${base:+base})
+        if [ $((r % 2)) = 0 ] && [ -n "$base" ]; then keep_order=(base serve); fi
+        for s in "${keep_order[@]}"; do
+          p=19482; [ "$s" = base ] && p=19485
+          h2load --h1 -n "$k" -c 50 -t 1 "https://127.0.0.1:$p/" > "$work/keep.out" 2>&1
+          grep -q "succeeded, 0 failed" "$work/keep.out" || fail "keep-alive run against $s failed"
+          echo "$r keep-$s $(awk '/^finished in/ {gsub(",","",$4); print $4}' "$work/keep.out") 0 $l" >> "$work/rows"
+        done ;;
+    esac
+  done
+done
+
+# Every handshake h2load and tlsperf load made against the full-only serve was full.
+full_after=$(stat_field 19492 full)
+res_after=$(stat_field 19492 resumed)
+[ $((res_after - res_before)) = 0 ] || fail "serve --resumption off counted $((res_after - res_before)) resumed handshakes"
+# h2load -n N, tlsperf load -n N and the keep-alive run's 50 connections, every round.
+expected=$((rounds * (2 * n + 50)))
+[ $((full_after - full_before)) = "$expected" ] || fail "serve counted $((full_after - full_before)) full handshakes, expected $expected"
+
+# nginx's own word: no request on the TLS server came over a reused session.
+kill -QUIT "$nginx_master"; wait "$nginx_master" 2>/dev/null || true
+reused=$(grep -c '^r$' "$work/nginx/reused.log" || true)
+total=$(wc -l < "$work/nginx/reused.log")
+[ "$reused" = 0 ] || fail "nginx resumed $reused of $total sessions"
+[ "$total" = $((rounds * n + 300)) ] || fail "nginx logged $total requests, expected $((rounds * n + 300))"
+
+med() { awk -v k="$1" -v f="${2:-3}" '$2 == k {print $f}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+rng() { awk -v k="$1" -v f="${2:-3}" '$2 == k {print $f}' "$work/rows" | sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s–%s", lo, hi}'; }
+loads() { awk -v k="$1" '$2 == k {print $NF}' "$work/rows" | paste -sd/ -; }
+# Per-round ratio a/b (b's field f) then its median.
+ratio() { # a b [scale-of-b-from-another-key]
+  awk -v a="$1" -v b="$2" '$2 == a {x[$1] = $3} $2 == b {y[$1] = $3} END {for (r in x) if (y[r] > 0) printf "%.3f\n", x[r] / y[r]}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
+}
+floor_ratio() { # serve ÷ (plain + crypto), per round
+  awk '$2 == "plain" {p[$1] = $3} $2 == "crypto" {c[$1] = $3} $2 == "'"$1"'" {s[$1] = $3} END {for (r in s) printf "%.3f\n", s[r] / (p[r] + c[r])}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
+}
+
+echo "# floor benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $rounds rounds alternating, N=$n)"
+echo
+echo "Load average (1 min) at each measurement, round by round, is given with each row."
+echo
+echo "| what | server CPU µs per connection (median) | range | h2load CPU µs per connection | load avg |"
+echo "|---|---:|---|---:|---|"
+echo "| nginx plain HTTP (kernel + HTTP floor) | $(med plain) | $(rng plain) | $(med plain 4) | $(loads plain) |"
+echo "| server crypto of a full TLS 1.3 handshake (crypto limit, in-handshake) | $(med crypto) | $(rng crypto) | | $(loads crypto) |"
+echo "| nginx + OpenSSL full TLS 1.3 | $(med nginx) | $(rng nginx) | $(med nginx 4) | $(loads nginx) |"
+echo "| tlsperf serve --resumption off, full TLS 1.3 | $(med serve) | $(rng serve) | $(med serve 4) | $(loads serve) |"
+[ -n "$base" ] && echo "| baseline ($base) serve, full TLS 1.3 | $(med base) | $(rng base) | $(med base 4) | $(loads base) |"
+echo
+echo "- crypto limit times with the wall clock; at load $(load1) it overstates the crypto (and so the floor) — check against bench/profile-categories.sh"
+echo "- floor = plain + crypto: $(awk -v p="$(med plain)" -v c="$(med crypto)" 'BEGIN {printf "%.1f", p + c}') µs; serve ÷ floor (per round, median): **$(floor_ratio serve)** (target ≤ 1.4)"
+[ -n "$base" ] && echo "- baseline ÷ floor: $(floor_ratio base); serve ÷ baseline: $(ratio serve base)"
+echo "- serve ÷ nginx full TLS 1.3: $(ratio serve nginx)"
+echo "- full handshakes checked: serve /stats counted $((full_after - full_before)) full and $((res_after - res_before)) resumed for the $expected connections of h2load, tlsperf load and the keep-alive runs; nginx logged \$ssl_session_reused = r for $reused of $total requests"
+echo
+echo "## Generator CPU per full handshake (against tlsperf serve --resumption off)"
+echo
+echo "| generator | CPU µs per handshake (median) | range |"
+echo "|---|---:|---|"
+echo "| h2load --h1 -c 50 -t 1 (verifies nothing) | $(med serve 4) | $(rng serve 4) |"
+echo "| tlsperf load --new-conn --resume off --no-verify-cache -c 50 (every chain verified) | $(med load) | $(rng load) |"
+echo
+echo "- tlsperf load ÷ h2load (per round, median): **$(awk '$2 == "serve" {h[$1] = $4} $2 == "load" {t[$1] = $3} END {for (r in t) printf "%.3f\n", t[r] / h[r]}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}')** (target ≤ 0.5)"
+echo
+echo "## Resumption: server CPU µs per connection, same client (tlsperf load --new-conn -c 8)"
+echo
+echo "| server | version | full | resumed | resumed ÷ full (per round, median) | resumed per run |"
+echo "|---|---|---:|---:|---:|---:|"
+for v in 1.3 1.2; do
+  echo "| serve --resumption stateful ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets)) | $v | $(med "full$v-stateful") | $(med "res$v-ids") | $(ratio "res$v-ids" "full$v-stateful") | $(med "res$v-ids" 4) |"
+  echo "| serve --resumption tickets | $v | $(med "full$v-tickets") | $(med "res$v-tickets") | $(ratio "res$v-tickets" "full$v-tickets") | $(med "res$v-tickets" 4) |"
+done
+echo
+echo "## Keep-alive and memory"
+echo
+echo "| server | keep-alive req/s (h2load --h1 -n $k -c 50, median) | range | RSS KiB per idle TLS connection (5,000 held) |"
+echo "|---|---:|---|---:|"
+echo "| serve | $(med keep-serve) | $(rng keep-serve) | ${mem_serve#* } |"
+if [ -n "$base" ]; then
+  echo "| baseline | $(med keep-base) | $(rng keep-base) | ${mem_base#* } |"
+  echo
+  echo "- serve ÷ baseline keep-alive req/s (per round, median): $(ratio keep-serve keep-base) (must stay ≥ 0.95)"
+fi
+echo
+echo "<details><summary>rows (round, what, value, second value, load average)</summary>"
+echo
+echo '```'
+cat "$work/rows"
+echo '```'
+echo "</details>"
