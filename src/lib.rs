@@ -24,6 +24,8 @@
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - [`crypto`]: `tlsperf crypto`, signature and key-exchange micro-benchmarks per
 //!   implementation (aws-lc-rs, ring, RustCrypto) on the wall clock.
+//! - [`observe`]: `tlsperf observe`, passive handshake analysis from packets (capture
+//!   files or a live interface).
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
 pub mod crypto;
@@ -33,6 +35,7 @@ pub mod files;
 pub mod handshake;
 pub mod lab;
 pub mod load;
+pub mod observe;
 pub mod pki;
 pub mod report;
 pub mod server;

@@ -4,5 +4,6 @@
 
 pub mod crypto;
 pub mod lab;
+pub mod observe;
 pub mod svg;
 pub mod text;

@@ -16,20 +16,20 @@ use crate::trust::Probe;
 use crate::trust::discover::Kind;
 use crate::trust::measure::LoadMeasurement;
 
-const BOLD: Style = Style::new().bold();
+pub(crate) const BOLD: Style = Style::new().bold();
 const GOOD: Style = Style::new()
     .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Green)))
     .bold();
-const BAD: Style = Style::new()
+pub(crate) const BAD: Style = Style::new()
     .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Red)))
     .bold();
 const NEUTRAL: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)));
 
-fn styled(style: Style, text: &str) -> String {
+pub(crate) fn styled(style: Style, text: &str) -> String {
     format!("{style}{text}{style:#}")
 }
 
-fn table(header: &[&str]) -> Table {
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
     t.set_header(header.iter().map(|h| h.to_string()));
@@ -37,7 +37,7 @@ fn table(header: &[&str]) -> Table {
 }
 
 /// Renders a table without the padding comfy-table leaves at line ends.
-fn render(t: &Table) -> String {
+pub(crate) fn render(t: &Table) -> String {
     t.lines()
         .map(|l| l.trim_end().to_string())
         .collect::<Vec<_>>()
@@ -733,7 +733,7 @@ pub fn problems(list: &[crate::trust::FileProblem]) -> String {
     out
 }
 
-fn right_align(t: &mut Table, cols: &[usize]) {
+pub(crate) fn right_align(t: &mut Table, cols: &[usize]) {
     for &c in cols {
         if let Some(col) = t.column_mut(c) {
             col.set_cell_alignment(CellAlignment::Right);
