@@ -392,3 +392,440 @@ fn drain_records(stream: &mut Stream, side: Side, tl: &mut Timeline) {
     }
     stream.consume(used);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::decode::Flags;
+    use crate::observe::timeline::{Handshake, Kind};
+
+    const C: &str = "10.0.0.1:40000";
+    const S: &str = "10.0.0.2:443";
+
+    fn record(content_type: u8, body: &[u8]) -> Vec<u8> {
+        let mut r = vec![content_type, 3, 3];
+        r.extend((body.len() as u16).to_be_bytes());
+        r.extend(body);
+        r
+    }
+
+    fn handshake_msg(t: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![t];
+        m.extend(&(body.len() as u32).to_be_bytes()[1..]);
+        m.extend(body);
+        m
+    }
+
+    fn ext(t: u16, body: &[u8]) -> Vec<u8> {
+        let mut e = t.to_be_bytes().to_vec();
+        e.extend((body.len() as u16).to_be_bytes());
+        e.extend(body);
+        e
+    }
+
+    /// A TLS 1.3 ClientHello for `localhost` with an x25519 key share.
+    fn client_hello() -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend([7; 32]);
+        b.push(0); // session id
+        b.extend([0, 2, 0x13, 0x01]); // one suite
+        b.extend([1, 0]); // null compression
+        let mut exts = Vec::new();
+        let name = b"localhost";
+        let mut sni = ((name.len() + 3) as u16).to_be_bytes().to_vec();
+        sni.push(0);
+        sni.extend((name.len() as u16).to_be_bytes());
+        sni.extend(name);
+        exts.extend(ext(0, &sni));
+        exts.extend(ext(43, &[2, 3, 4]));
+        let mut ks = vec![0, 36, 0, 0x1d, 0, 32];
+        ks.extend([9; 32]);
+        exts.extend(ext(51, &ks));
+        b.extend((exts.len() as u16).to_be_bytes());
+        b.extend(exts);
+        record(22, &handshake_msg(1, &b))
+    }
+
+    /// A TLS 1.3 ServerHello choosing x25519.
+    fn server_hello() -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend([5; 32]);
+        b.push(0);
+        b.extend([0x13, 0x01, 0]);
+        let mut exts = ext(43, &[3, 4]);
+        let mut ks = vec![0, 0x1d, 0, 32];
+        ks.extend([8; 32]);
+        exts.extend(ext(51, &ks));
+        b.extend((exts.len() as u16).to_be_bytes());
+        b.extend(exts);
+        record(22, &handshake_msg(2, &b))
+    }
+
+    struct Seg {
+        ns: u64,
+        from_client: bool,
+        flags: Flags,
+        seq: u32,
+        ack: u32,
+        payload: Vec<u8>,
+    }
+
+    /// A TLS 1.3 full handshake, timestamps in µs: SYN 0, SYN-ACK 1, ACK 2, ClientHello
+    /// 10, the server's flight 20 (ServerHello, CCS, 2 encrypted records of 1000 bytes),
+    /// the client's Finished and request 30, the response 40, FINs 50.
+    fn conversation() -> Vec<Seg> {
+        let us = 1_000;
+        let (cisn, sisn) = (u32::MAX - 100, 7_000u32);
+        let ch = client_hello();
+        let mut flight = server_hello();
+        flight.extend(record(20, &[1]));
+        flight.extend(record(23, &[0xaa; 1000]));
+        flight.extend(record(23, &[0xbb; 1000]));
+        let mut fin = record(20, &[1]);
+        fin.extend(record(23, &[0xcc; 53]));
+        let req = record(23, &[0xdd; 80]);
+        let resp = record(23, &[0xee; 300]);
+        let f = |syn, ack, fin| Flags {
+            syn,
+            ack,
+            fin,
+            rst: false,
+        };
+        let c0 = cisn.wrapping_add(1);
+        let s0 = sisn.wrapping_add(1);
+        let cl = |n: usize| c0.wrapping_add(n as u32);
+        let sl = |n: usize| s0.wrapping_add(n as u32);
+        let after_flight = sl(flight.len());
+        vec![
+            Seg {
+                ns: 0,
+                from_client: true,
+                flags: f(true, false, false),
+                seq: cisn,
+                ack: 0,
+                payload: vec![],
+            },
+            Seg {
+                ns: us,
+                from_client: false,
+                flags: f(true, true, false),
+                seq: sisn,
+                ack: c0,
+                payload: vec![],
+            },
+            Seg {
+                ns: 2 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: c0,
+                ack: s0,
+                payload: vec![],
+            },
+            Seg {
+                ns: 10 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: c0,
+                ack: s0,
+                payload: ch.clone(),
+            },
+            Seg {
+                ns: 20 * us,
+                from_client: false,
+                flags: f(false, true, false),
+                seq: s0,
+                ack: cl(ch.len()),
+                payload: flight.clone(),
+            },
+            Seg {
+                ns: 30 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: cl(ch.len()),
+                ack: after_flight,
+                payload: fin.clone(),
+            },
+            Seg {
+                ns: 31 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: cl(ch.len() + fin.len()),
+                ack: after_flight,
+                payload: req.clone(),
+            },
+            Seg {
+                ns: 40 * us,
+                from_client: false,
+                flags: f(false, true, false),
+                seq: after_flight,
+                ack: cl(ch.len() + fin.len() + req.len()),
+                payload: resp.clone(),
+            },
+            Seg {
+                ns: 50 * us,
+                from_client: true,
+                flags: f(false, true, true),
+                seq: cl(ch.len() + fin.len() + req.len()),
+                ack: sl(flight.len() + resp.len()),
+                payload: vec![],
+            },
+            Seg {
+                ns: 50 * us,
+                from_client: false,
+                flags: f(false, true, true),
+                seq: sl(flight.len() + resp.len()),
+                ack: cl(ch.len() + fin.len() + req.len() + 1),
+                payload: vec![],
+            },
+        ]
+    }
+
+    /// Splits every payload into pieces of `size` bytes (same capture time).
+    fn split(segs: Vec<Seg>, size: usize) -> Vec<Seg> {
+        let mut out = Vec::new();
+        for s in segs {
+            if s.payload.len() <= size {
+                out.push(s);
+                continue;
+            }
+            for (i, chunk) in s.payload.chunks(size).enumerate() {
+                out.push(Seg {
+                    ns: s.ns,
+                    from_client: s.from_client,
+                    flags: s.flags,
+                    seq: s.seq.wrapping_add((i * size) as u32),
+                    ack: s.ack,
+                    payload: chunk.to_vec(),
+                });
+            }
+        }
+        out
+    }
+
+    fn run(segs: &[Seg]) -> (Vec<Outcome>, Counters) {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let mut table = FlowTable::new(Limits::default());
+        let mut out = Vec::new();
+        for seg in segs {
+            let (src, dst) = if seg.from_client { (c, s) } else { (s, c) };
+            let segment = Segment {
+                src,
+                dst,
+                seq: seg.seq,
+                ack: seg.ack,
+                flags: seg.flags,
+                payload: &seg.payload,
+            };
+            table.segment(seg.ns, &segment, &mut |o| out.push(o));
+        }
+        table.finish(&mut |o| out.push(o));
+        (out, table.counters())
+    }
+
+    fn handshake(segs: &[Seg]) -> Handshake {
+        let (out, _) = run(segs);
+        assert_eq!(out.len(), 1, "{out:?}");
+        match out.into_iter().next() {
+            Some(Outcome::Handshake(h)) => *h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn expected() -> Handshake {
+        let us = 1_000;
+        let h = handshake(&conversation());
+        assert_eq!(h.kind, Kind::Full);
+        assert_eq!(h.sni.as_deref(), Some("localhost"));
+        assert_eq!((h.version, h.group, h.suite), (0x0304, Some(0x1d), 0x1301));
+        let p = h.phases;
+        assert_eq!(p.connect, Some(2 * us));
+        assert_eq!(p.server_think, Some(10 * us));
+        assert_eq!(p.server_flight, Some(0));
+        assert_eq!(p.client_think, Some(10 * us));
+        assert_eq!(p.tls, Some(20 * us));
+        assert_eq!(p.first_app_byte, Some(31 * us));
+        h
+    }
+
+    #[test]
+    fn a_straight_conversation_has_its_phases() {
+        let h = expected();
+        assert_eq!(
+            h.server_flight_bytes,
+            (server_hello().len() + 6 + 2 * 1005) as u64
+        );
+    }
+
+    #[test]
+    fn records_split_across_segments_give_the_same_timeline() {
+        let want = expected();
+        for size in [1, 2, 5, 7, 100, 999] {
+            assert_eq!(
+                handshake(&split(conversation(), size)),
+                want,
+                "pieces of {size}"
+            );
+        }
+    }
+
+    #[test]
+    fn retransmissions_and_out_of_order_segments_give_the_same_timeline() {
+        let want = expected();
+        // Every payload piece sent twice (a retransmission of what arrived).
+        let mut with_copies = Vec::new();
+        for s in split(conversation(), 300) {
+            if !s.payload.is_empty() {
+                with_copies.push(Seg {
+                    payload: s.payload.clone(),
+                    ..s
+                });
+            }
+            with_copies.push(s);
+        }
+        assert_eq!(handshake(&with_copies), want);
+        // … and each flight's pieces in reverse order (the record completes on the last
+        // to arrive, at the same capture time).
+        let mut reordered = split(conversation(), 300);
+        let flight: Vec<usize> = (0..reordered.len())
+            .filter(|&i| {
+                !reordered[i].from_client
+                    && !reordered[i].payload.is_empty()
+                    && reordered[i].ns == 20_000
+            })
+            .collect();
+        let (a, b) = (flight[0], flight[flight.len() - 1]);
+        reordered[a..=b].reverse();
+        assert_eq!(handshake(&reordered), want);
+    }
+
+    #[test]
+    fn garbage_in_a_stream_is_not_tls_or_unparsed_never_a_panic() {
+        let mut segs = conversation();
+        segs[3].payload = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
+        let (out, _) = run(&segs);
+        assert_eq!(out, vec![Outcome::NotTls]);
+        let mut segs = conversation();
+        let n = segs[4].payload.len();
+        segs[4].payload = vec![0x42; n];
+        let (out, _) = run(&segs);
+        assert_eq!(out, vec![Outcome::Unparsed]);
+        // Random payloads in every segment.
+        let mut x: u64 = 0xdead_beef_cafe_f00d;
+        for _ in 0..200 {
+            let mut segs = conversation();
+            for s in &mut segs {
+                for b in &mut s.payload {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if x % 7 == 0 {
+                        *b = x as u8;
+                    }
+                }
+            }
+            let _ = run(&segs);
+        }
+    }
+
+    #[test]
+    fn a_reset_mid_handshake_is_a_failure_and_late_acks_open_nothing() {
+        let mut segs = conversation();
+        segs.truncate(5);
+        segs[4].flags.rst = true;
+        segs[4].payload.clear();
+        // The client's ACK of the reset's segment comes after the flow is gone.
+        segs.push(Seg {
+            payload: vec![],
+            ..conversation().swap_remove(2)
+        });
+        let (out, counters) = run(&segs);
+        assert_eq!(
+            out,
+            vec![Outcome::Failed(crate::observe::timeline::Failure::Reset)]
+        );
+        assert_eq!((counters.tracked, counters.midstream), (1, 0));
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let mut table = FlowTable::new(Limits {
+            max_flows: 10,
+            ..Limits::default()
+        });
+        let mut out = Vec::new();
+        for i in 0..25u16 {
+            let src = SocketAddr::new(c.ip(), 1000 + i);
+            let syn = Segment {
+                src,
+                dst: s,
+                seq: 1,
+                ack: 0,
+                flags: Flags {
+                    syn: true,
+                    ..Flags::default()
+                },
+                payload: &[],
+            };
+            table.segment(u64::from(i), &syn, &mut |o| out.push(o));
+        }
+        assert_eq!(table.len(), 10);
+        assert_eq!(table.counters().over_cap, 15);
+        // 11 s later every half-open connection is evicted.
+        table.sweep(11_000_000_000, &mut |o| out.push(o));
+        assert!(table.is_empty());
+        assert_eq!(table.counters().evicted_half_open, 10);
+        assert!(out.iter().all(|o| *o == Outcome::Empty), "{out:?}");
+    }
+
+    /// What the fuzz target `observe_flow` does, with pseudo-random inputs.
+    #[test]
+    fn random_segment_sequences_never_panic() {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let mut x: u64 = 0x0123_4567_89ab_cdef;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..300 {
+            let mut table = FlowTable::new(Limits {
+                max_out_of_order: 4096,
+                ..Limits::default()
+            });
+            let mut outcomes = 0u64;
+            let mut ns = 0;
+            let base = next() as u32;
+            for _ in 0..(next() % 60) {
+                let ctl = next();
+                // Sequence numbers near each other, so that segments overlap and fill gaps.
+                let seq = base.wrapping_add((next() % 3000) as u32);
+                let ack = base.wrapping_add((next() % 3000) as u32);
+                let mut payload: Vec<u8> = (0..next() % 400).map(|_| next() as u8).collect();
+                if ctl & 64 != 0 && payload.len() > 5 {
+                    // A plausible record header now and then.
+                    payload[..3].copy_from_slice(&[22, 3, 3]);
+                }
+                let (src, dst) = if ctl & 1 == 0 { (c, s) } else { (s, c) };
+                let seg = Segment {
+                    src,
+                    dst,
+                    seq,
+                    ack,
+                    flags: Flags {
+                        syn: ctl & 2 != 0,
+                        ack: ctl & 4 != 0,
+                        fin: ctl & 8 != 0,
+                        rst: ctl & 16 != 0,
+                    },
+                    payload: &payload,
+                };
+                ns += (ctl >> 40) % 3 * 1_000_000_000;
+                table.segment(ns, &seg, &mut |_| outcomes += 1);
+            }
+            table.finish(&mut |_| outcomes += 1);
+            assert!(outcomes <= table.counters().tracked);
+        }
+    }
+}
