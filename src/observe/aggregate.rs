@@ -94,20 +94,22 @@ impl Aggregate {
         }
         let hrr = h.kind == super::timeline::Kind::FullHrr;
         let keys = [
-            (0, h.sni.clone().unwrap_or_else(|| "(none)".to_string())),
-            (1, h.server.to_string()),
-            (2, tls::version_name(h.version)),
-            (
-                3,
-                h.group.map_or_else(|| "none".to_string(), tls::group_name),
-            ),
+            (0, Some(h.sni.clone().unwrap_or_else(|| "(none)".to_string()))),
+            (1, Some(h.server.to_string())),
+            (2, Some(tls::version_name(h.version))),
+            (3, Some(h.group.map_or_else(|| "none".to_string(), tls::group_name))),
+            (4, h.client_process.clone()),
+            (5, h.server_process.clone()),
         ];
         for (which, key) in keys {
+            let Some(key) = key else { continue };
             let map = match which {
                 0 => &mut self.obs.by_sni,
                 1 => &mut self.obs.by_server,
                 2 => &mut self.obs.by_version,
-                _ => &mut self.obs.by_group,
+                3 => &mut self.obs.by_group,
+                4 => &mut self.obs.by_client_process,
+                _ => &mut self.obs.by_server_process,
             };
             let r = row(map, key);
             r.handshakes += 1;
@@ -138,6 +140,8 @@ impl Aggregate {
             &mut o.by_server,
             &mut o.by_version,
             &mut o.by_group,
+            &mut o.by_client_process,
+            &mut o.by_server_process,
         ] {
             for r in map.values_mut() {
                 fresh(&mut r.server_think);

@@ -1,7 +1,12 @@
 //! The analysis pipeline shared by capture files and live capture: frame → decode → port
 //! filter → flow table (reassembly, TLS records, timelines) → aggregation.
 
+use std::sync::Arc;
+
 use super::aggregate::Aggregate;
+use super::metrics::ObserveMetrics;
+use super::process::Processes;
+use super::timeline::Outcome;
 use super::decode::{Link, decode};
 use super::flow::{FlowTable, Limits};
 use super::result::{Observation, Packets, Source};
@@ -15,6 +20,27 @@ pub struct Analyzer {
     packets: Packets,
     first_ns: Option<u64>,
     last_ns: u64,
+    hooks: Hooks,
+}
+
+/// What else happens to each outcome (live capture): process attribution, metrics.
+#[derive(Debug, Default)]
+struct Hooks {
+    processes: Option<Processes>,
+    metrics: Option<Arc<ObserveMetrics>>,
+}
+
+impl Hooks {
+    fn apply(&mut self, mut o: Outcome, agg: &mut Aggregate) {
+        if let (Some(p), Outcome::Handshake(h)) = (&mut self.processes, &mut o) {
+            h.client_process = p.client(h.client, h.server);
+            h.server_process = p.server(h.server);
+        }
+        if let Some(m) = &self.metrics {
+            m.outcome(&o);
+        }
+        agg.outcome(o);
+    }
 }
 
 impl Analyzer {
@@ -28,7 +54,18 @@ impl Analyzer {
             packets: Packets::default(),
             first_ns: None,
             last_ns: 0,
+            hooks: Hooks::default(),
         }
+    }
+
+    /// Attributes local endpoints to processes (live capture on this host).
+    pub fn attribute_processes(&mut self) {
+        self.hooks.processes = Some(Processes::new());
+    }
+
+    /// Counts every outcome in `metrics` too.
+    pub fn export(&mut self, metrics: Arc<ObserveMetrics>) {
+        self.hooks.metrics = Some(metrics);
     }
 
     /// One frame captured at `ns` (nanoseconds since the Unix epoch).
@@ -48,20 +85,23 @@ impl Analyzer {
             return;
         }
         self.packets.tcp_segments += 1;
-        let agg = &mut self.agg;
-        self.table.segment(ns, &seg, &mut |o| agg.outcome(o));
+        let (agg, hooks) = (&mut self.agg, &mut self.hooks);
+        self.table.segment(ns, &seg, &mut |o| hooks.apply(o, agg));
     }
 
     /// Frames the kernel dropped (live capture).
     pub fn set_kernel_drops(&mut self, drops: u64) {
         self.packets.kernel_drops = drops;
+        if let Some(m) = &self.hooks.metrics {
+            m.kernel_drops(drops);
+        }
     }
 
     /// Evicts idle and half-open connections as of `now_ns` (live capture, when no
     /// frame arrives to do it).
     pub fn sweep(&mut self, now_ns: u64) {
-        let agg = &mut self.agg;
-        self.table.sweep(now_ns, &mut |o| agg.outcome(o));
+        let (agg, hooks) = (&mut self.agg, &mut self.hooks);
+        self.table.sweep(now_ns, &mut |o| hooks.apply(o, agg));
     }
 
     fn duration_s(&self) -> f64 {
@@ -77,8 +117,8 @@ impl Analyzer {
 
     /// Ends every connection still open and returns the observation.
     pub fn finish(mut self) -> Observation {
-        let agg = &mut self.agg;
-        self.table.finish(&mut |o| agg.outcome(o));
+        let (agg, hooks) = (&mut self.agg, &mut self.hooks);
+        self.table.finish(&mut |o| hooks.apply(o, agg));
         self.snapshot()
     }
 }

@@ -259,6 +259,12 @@ pub struct Observation {
     pub by_version: BTreeMap<String, Row>,
     /// By key-exchange group (`none`: a TLS 1.2 resumption).
     pub by_group: BTreeMap<String, Row>,
+    /// By the local process at the client end, "comm (pid N)" (live capture only).
+    #[serde(default)]
+    pub by_client_process: BTreeMap<String, Row>,
+    /// By the local process at the server end (live capture only).
+    #[serde(default)]
+    pub by_server_process: BTreeMap<String, Row>,
     /// Handshakes that did not complete.
     pub failures: Failures,
     /// Per phase, what it spans and from which side it is exact.
@@ -288,6 +294,8 @@ impl Observation {
             by_server: BTreeMap::new(),
             by_version: BTreeMap::new(),
             by_group: BTreeMap::new(),
+            by_client_process: BTreeMap::new(),
+            by_server_process: BTreeMap::new(),
             failures: Failures::default(),
             phases: PHASES
                 .iter()
@@ -425,6 +433,8 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         merge_map(&mut m.by_server, &o.by_server, merge_row)?;
         merge_map(&mut m.by_version, &o.by_version, merge_row)?;
         merge_map(&mut m.by_group, &o.by_group, merge_row)?;
+        merge_map(&mut m.by_client_process, &o.by_client_process, merge_row)?;
+        merge_map(&mut m.by_server_process, &o.by_server_process, merge_row)?;
         for (k, v) in &o.failures.alerts {
             let e = m.failures.alerts.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);

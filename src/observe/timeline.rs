@@ -128,6 +128,10 @@ pub struct Handshake {
     pub phases: Phases,
     /// Bytes of the server's flight (record headers included, ServerHello to its end).
     pub server_flight_bytes: u64,
+    /// The local process at the client end, "comm (pid N)" (live capture only).
+    pub client_process: Option<String>,
+    /// The local process at the server end (live capture only).
+    pub server_process: Option<String>,
 }
 
 /// Why a connection has no completed handshake.
@@ -505,6 +509,8 @@ impl Timeline {
             server: self.server,
             phases,
             server_flight_bytes: self.flight_bytes,
+            client_process: None,
+            server_process: None,
         }))
     }
 }

@@ -132,7 +132,12 @@ pub fn observation(o: &Observation) -> String {
             ("server", &o.by_server),
             ("version", &o.by_version),
             ("group", &o.by_group),
+            ("client process", &o.by_client_process),
+            ("server process", &o.by_server_process),
         ] {
+            if map.is_empty() {
+                continue;
+            }
             s += &breakdown(title, map);
             s += "\n";
         }
