@@ -11,9 +11,9 @@ use clap::Args;
 
 use super::{CliError, Output};
 use crate::error::ErrorClass;
-use crate::observe::metrics::{MetricsServer, ObserveMetrics};
 use crate::observe::live::LiveCapture;
-use crate::observe::{LiveOptions, Limits, Observation, Options, observe_file, observe_live};
+use crate::observe::metrics::{MetricsServer, ObserveMetrics};
+use crate::observe::{Limits, LiveOptions, Observation, Options, observe_file, observe_live};
 use crate::report::observe::observation;
 
 /// Arguments of `tlsperf observe`.

@@ -94,10 +94,16 @@ impl Aggregate {
         }
         let hrr = h.kind == super::timeline::Kind::FullHrr;
         let keys = [
-            (0, Some(h.sni.clone().unwrap_or_else(|| "(none)".to_string()))),
+            (
+                0,
+                Some(h.sni.clone().unwrap_or_else(|| "(none)".to_string())),
+            ),
             (1, Some(h.server.to_string())),
             (2, Some(tls::version_name(h.version))),
-            (3, Some(h.group.map_or_else(|| "none".to_string(), tls::group_name))),
+            (
+                3,
+                Some(h.group.map_or_else(|| "none".to_string(), tls::group_name)),
+            ),
             (4, h.client_process.clone()),
             (5, h.server_process.clone()),
         ];

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use super::aggregate::Aggregate;
-use super::metrics::ObserveMetrics;
-use super::process::Processes;
-use super::timeline::Outcome;
 use super::decode::{Link, decode};
 use super::flow::{FlowTable, Limits};
+use super::metrics::ObserveMetrics;
+use super::process::Processes;
 use super::result::{Observation, Packets, Source};
+use super::timeline::Outcome;
 
 /// Frames in, an [`Observation`] out.
 #[derive(Debug)]
@@ -85,6 +85,12 @@ impl Analyzer {
             return;
         }
         self.packets.tcp_segments += 1;
+        if seg.flags.syn
+            && !seg.flags.ack
+            && let Some(p) = &mut self.hooks.processes
+        {
+            p.opening(seg.src, seg.dst);
+        }
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
         self.table.segment(ns, &seg, &mut |o| hooks.apply(o, agg));
     }

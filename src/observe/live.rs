@@ -462,6 +462,9 @@ mod tests {
         // The most ports still fit the 8-bit jumps.
         let many: Vec<u16> = (1..=MAX_PORTS as u16).collect();
         let p = filter(Link::Ethernet, true, &many);
-        assert_eq!(run(&p, &tcp4(60000, MAX_PORTS as u16), host), SNAPLEN as u32);
+        assert_eq!(
+            run(&p, &tcp4(60000, MAX_PORTS as u16), host),
+            SNAPLEN as u32
+        );
     }
 }

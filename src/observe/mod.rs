@@ -117,7 +117,10 @@ pub enum ObserveError {
         interface: String,
     },
     /// More ports than the kernel filter takes.
-    #[error("{count} ports given; at most {} can be observed live", live::MAX_PORTS)]
+    #[error(
+        "{count} ports given; at most {} can be observed live",
+        live::MAX_PORTS
+    )]
     TooManyPorts {
         /// How many were given.
         count: usize,

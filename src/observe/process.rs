@@ -1,14 +1,18 @@
 //! Process attribution of local endpoints during live capture: which process owns the
 //! socket at an address, read from `/proc` — socket inodes and addresses from
 //! `/proc/net/tcp` and `/proc/net/tcp6`, their owners from the `socket:[INODE]` links in
-//! `/proc/PID/fd`, names from `/proc/PID/comm`. Read at most once a second, when an
-//! address is not known yet; a connection already gone by then is attributed through the
-//! process that still talks to the same server (a client's next connections) or listens
-//! on its port.
+//! `/proc/PID/fd`, names from `/proc/PID/comm`. Read at most once a second while
+//! connections open; what was read is remembered, so that a connection already gone
+//! when its handshake is counted is attributed through its own socket as seen then, or
+//! through the process that talked to the same server (a client's other connections) or
+//! listens on its port.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
+
+/// The most addresses remembered.
+pub const MAX_REMEMBERED: usize = 1 << 16;
 
 /// The shortest time between two reads of `/proc`.
 pub const RESCAN: Duration = Duration::from_secs(1);
@@ -119,8 +123,12 @@ impl Processes {
         }
         self.scanned = Some(Instant::now());
         let owners = owners();
-        self.local.clear();
-        self.peers.clear();
+        // What was seen stays (a connection gone by the time it is looked up is still
+        // attributed), newer readings overwrite it; bounded.
+        if self.local.len() + self.peers.len() > MAX_REMEMBERED {
+            self.local.clear();
+            self.peers.clear();
+        }
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             let Ok(text) = std::fs::read_to_string(table) else {
                 continue;
@@ -144,11 +152,15 @@ impl Processes {
     }
 
     fn lookup(&mut self, f: impl Fn(&Processes) -> Option<String>) -> Option<String> {
-        if let Some(found) = f(self) {
-            return Some(found);
-        }
+        // At most once a second, so that readings stay current.
         self.refresh();
         f(self)
+    }
+
+    /// Notes a connection as it opens (its SYN): reading `/proc` then finds the client's
+    /// socket, which may be gone by the time the handshake is counted.
+    pub fn opening(&mut self, client: SocketAddr, server: SocketAddr) {
+        let _ = self.client(client, server);
     }
 
     /// The process at the client end of `client` → `server`, if it is on this host.
