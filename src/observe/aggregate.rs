@@ -23,11 +23,22 @@ fn record(d: &mut Dist, v: Option<u64>) {
     }
 }
 
-fn row<'a>(map: &'a mut BTreeMap<String, Row>, key: String) -> &'a mut Row {
-    if map.len() >= MAX_ROWS && !map.contains_key(&key) {
-        return map.entry(OTHER.to_string()).or_default();
+fn row<'a>(map: &'a mut BTreeMap<String, Row>, key: &str) -> &'a mut Row {
+    let key = if map.len() >= MAX_ROWS && !map.contains_key(key) {
+        OTHER
+    } else {
+        key
+    };
+    entry(map, key)
+}
+
+/// The entry of `key`, allocating the key only the first time.
+fn entry<'a, T: Default>(map: &'a mut BTreeMap<String, T>, key: &str) -> &'a mut T {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), T::default());
     }
-    map.entry(key).or_default()
+    // Invariant: inserted just above when it was missing.
+    map.get_mut(key).expect("the entry exists")
 }
 
 impl Aggregate {
@@ -73,12 +84,12 @@ impl Aggregate {
             ("first_app_byte", p.first_app_byte),
         ];
         for kind in ["all", h.kind.name()] {
-            let ks = self.obs.handshakes.entry(kind.to_string()).or_default();
+            let ks = entry(&mut self.obs.handshakes, kind);
             ks.count += 1;
             ks.server_flight_bytes.add(h.server_flight_bytes);
             for (name, v) in phases {
                 if v.is_some() {
-                    record(ks.phases.entry(name.to_string()).or_default(), v);
+                    record(entry(&mut ks.phases, name), v);
                 }
             }
         }
@@ -117,7 +128,7 @@ impl Aggregate {
                 4 => &mut self.obs.by_client_process,
                 _ => &mut self.obs.by_server_process,
             };
-            let r = row(map, key);
+            let r = row(map, &key);
             r.handshakes += 1;
             r.resumed += u64::from(resumed);
             r.hrr += u64::from(hrr);

@@ -89,7 +89,7 @@ impl Analyzer {
             && !seg.flags.ack
             && let Some(p) = &mut self.hooks.processes
         {
-            p.opening(seg.src, seg.dst);
+            p.opening(seg.src);
         }
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
         self.table.segment(ns, &seg, &mut |o| hooks.apply(o, agg));

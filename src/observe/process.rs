@@ -1,31 +1,41 @@
 //! Process attribution of local endpoints during live capture: which process owns the
 //! socket at an address, read from `/proc` — socket inodes and addresses from
 //! `/proc/net/tcp` and `/proc/net/tcp6`, their owners from the `socket:[INODE]` links in
-//! `/proc/PID/fd`, names from `/proc/PID/comm`. Read at most once a second while
-//! connections open; what was read is remembered, so that a connection already gone
-//! when its handshake is counted is attributed through its own socket as seen then, or
-//! through the process that talked to the same server (a client's other connections) or
-//! listens on its port.
+//! `/proc/PID/fd`, names from `/proc/PID/comm`. Read when a connection opens whose
+//! client socket is not known yet (at most every 200 ms); what was read is remembered, so
+//! that a connection gone by the time its handshake is counted is attributed through its
+//! own socket as seen then, else through the process last found at the client end of a
+//! connection to the same server within 5 s (a client making many short connections,
+//! most of which end between two reads).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// The most addresses remembered.
 pub const MAX_REMEMBERED: usize = 1 << 16;
 
-/// The shortest time between two reads of `/proc`.
-pub const RESCAN: Duration = Duration::from_secs(1);
+/// How long a process found at the client end of a connection to a server stands for
+/// that server's next connections whose own socket was not caught.
+pub const RECENT: Duration = Duration::from_secs(5);
+
+/// The shortest time between two reads of `/proc` (a read takes a few milliseconds).
+pub const RESCAN: Duration = Duration::from_millis(200);
 
 /// Who owns what, as of the last read.
 #[derive(Debug, Default)]
 pub struct Processes {
     /// Local address of a connected socket → its owner.
     local: HashMap<SocketAddr, String>,
-    /// Remote address of a connected socket → the owner of the local end.
-    peers: HashMap<SocketAddr, String>,
+    /// Server address → the process last found at the client end of a connection to it,
+    /// and when.
+    clients_of: HashMap<SocketAddr, (String, Instant)>,
     /// Listening port → owner.
     listening: HashMap<u16, String>,
+    /// Socket inode → owner, as found.
+    inodes: HashMap<u64, String>,
+    /// Processes found owning sockets, looked at first.
+    pids: Vec<u32>,
     /// Local addresses of this host (of every socket seen).
     local_ips: std::collections::HashSet<IpAddr>,
     scanned: Option<Instant>,
@@ -73,18 +83,25 @@ fn parse_line(line: &str) -> Option<(SocketAddr, SocketAddr, bool, u64)> {
     Some((local, remote, listen, inode))
 }
 
-/// Socket inode → "comm (pid N)" for every process readable.
-fn owners() -> HashMap<u64, String> {
+/// Socket inode → (pid, "comm (pid N)") for the inodes in `wanted`: the processes in
+/// `first` are looked at before the others, and the walk stops once every inode is
+/// found.
+fn owners(wanted: &HashSet<u64>, first: &[u32]) -> HashMap<u64, (u32, String)> {
     let mut out = HashMap::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
+    if wanted.is_empty() {
         return out;
-    };
-    for p in procs.flatten() {
-        let name = p.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+    }
+    // Then the newest processes (a short-lived client is likely one of them).
+    let mut rest: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| !first.contains(pid))
+        .collect();
+    rest.sort_unstable_by(|a, b| b.cmp(a));
+    for pid in first.iter().copied().chain(rest) {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
             continue;
         };
         let mut label = None;
@@ -97,14 +114,18 @@ fn owners() -> HashMap<u64, String> {
                 .and_then(|t| t.strip_prefix("socket:["))
                 .and_then(|t| t.strip_suffix(']'))
                 .and_then(|t| t.parse::<u64>().ok())
+                .filter(|i| wanted.contains(i))
             else {
                 continue;
             };
             let label = label.get_or_insert_with(|| {
-                let comm = std::fs::read_to_string(p.path().join("comm")).unwrap_or_default();
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                 format!("{} (pid {pid})", comm.trim())
             });
-            out.insert(inode, label.clone());
+            out.insert(inode, (pid, label.clone()));
+        }
+        if out.len() == wanted.len() {
+            break;
         }
     }
     out
@@ -122,71 +143,110 @@ impl Processes {
             return;
         }
         self.scanned = Some(Instant::now());
-        let owners = owners();
-        // What was seen stays (a connection gone by the time it is looked up is still
-        // attributed), newer readings overwrite it; bounded.
-        if self.local.len() + self.peers.len() > MAX_REMEMBERED {
-            self.local.clear();
-            self.peers.clear();
-        }
+        // The sockets first (a short-lived one is then looked for while it still
+        // exists), then their owners, starting with the processes found before.
+        let mut sockets = Vec::new();
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             let Ok(text) = std::fs::read_to_string(table) else {
                 continue;
             };
-            for line in text.lines().skip(1) {
-                let Some((local, remote, listen, inode)) = parse_line(line) else {
-                    continue;
-                };
-                let Some(owner) = owners.get(&inode) else {
-                    continue;
-                };
-                self.local_ips.insert(local.ip());
-                if listen {
-                    self.listening.insert(local.port(), owner.clone());
-                } else {
-                    self.local.insert(local, owner.clone());
-                    self.peers.insert(remote, owner.clone());
+            sockets.extend(text.lines().skip(1).filter_map(parse_line));
+        }
+        let wanted: HashSet<u64> = sockets
+            .iter()
+            .map(|s| s.3)
+            .filter(|i| *i != 0 && !self.inodes.contains_key(i))
+            .collect();
+        let found = owners(&wanted, &self.pids);
+        tracing::debug!(
+            sockets = sockets.len(),
+            wanted = wanted.len(),
+            found = found.len(),
+            "read /proc for socket owners"
+        );
+        for (inode, (pid, label)) in found {
+            if !self.pids.contains(&pid) {
+                self.pids.push(pid);
+            }
+            self.inodes.insert(inode, label);
+        }
+        if self.inodes.len() > MAX_REMEMBERED {
+            self.inodes.clear();
+        }
+        if self.pids.len() > 64 {
+            self.pids.remove(0);
+        }
+        if self.local.len() > MAX_REMEMBERED {
+            self.local.clear();
+        }
+        let now = Instant::now();
+        for &(local, _, listen, inode) in &sockets {
+            if listen && let Some(owner) = self.inodes.get(&inode) {
+                self.listening.insert(local.port(), owner.clone());
+            }
+        }
+        for (local, remote, listen, inode) in sockets {
+            let Some(owner) = self.inodes.get(&inode) else {
+                continue;
+            };
+            self.local_ips.insert(local.ip());
+            if !listen {
+                self.local.insert(local, owner.clone());
+                // The server end of a local connection is its listener's; the client
+                // end is what is remembered here.
+                if !self.listening.contains_key(&local.port()) {
+                    self.clients_of.insert(remote, (owner.clone(), now));
                 }
             }
         }
+        if self.clients_of.len() > MAX_REMEMBERED {
+            self.clients_of
+                .retain(|_, (_, t)| now.duration_since(*t) < RECENT);
+        }
     }
 
-    fn lookup(&mut self, f: impl Fn(&Processes) -> Option<String>) -> Option<String> {
-        // At most once a second, so that readings stay current.
-        self.refresh();
-        f(self)
+    /// Notes a connection as it opens (its SYN): its client's socket is looked for in
+    /// `/proc` now, while it exists.
+    pub fn opening(&mut self, client: SocketAddr) {
+        if !self.local.contains_key(&unmap(client)) {
+            self.refresh();
+        }
     }
 
-    /// Notes a connection as it opens (its SYN): reading `/proc` then finds the client's
-    /// socket, which may be gone by the time the handshake is counted.
-    pub fn opening(&mut self, client: SocketAddr, server: SocketAddr) {
-        let _ = self.client(client, server);
-    }
-
-    /// The process at the client end of `client` → `server`, if it is on this host.
+    /// The process at the client end of `client` → `server`, if it is on this host: the
+    /// owner of its socket as read in `/proc` while it existed, else the process last
+    /// found at the client end of a connection to `server`, within [`RECENT`] (a
+    /// connection too short-lived to be caught in `/proc`, from a client that makes many).
     pub fn client(&mut self, client: SocketAddr, server: SocketAddr) -> Option<String> {
         let (client, server) = (unmap(client), unmap(server));
-        self.lookup(|p| {
-            p.local
-                .get(&client)
-                .or_else(|| p.peers.get(&server))
-                .cloned()
-        })
+        if !self.local.contains_key(&client) {
+            self.refresh();
+        }
+        if let Some(owner) = self.local.get(&client) {
+            self.clients_of
+                .insert(server, (owner.clone(), Instant::now()));
+            return Some(owner.clone());
+        }
+        self.clients_of
+            .get(&server)
+            .filter(|(_, t)| t.elapsed() < RECENT)
+            .map(|(o, _)| o.clone())
     }
 
     /// The process at the server end, if it is on this host.
     pub fn server(&mut self, server: SocketAddr) -> Option<String> {
         let server = unmap(server);
-        self.lookup(|p| {
-            p.local
-                .get(&server)
-                .or_else(|| {
-                    p.listening
-                        .get(&server.port())
-                        .filter(|_| p.local_ips.contains(&server.ip()))
-                })
-                .cloned()
-        })
+        if !self.local.contains_key(&server) && !self.listening.contains_key(&server.port()) {
+            self.refresh();
+        }
+        self.local
+            .get(&server)
+            .or_else(|| {
+                self.listening
+                    .get(&server.port())
+                    .filter(|_| self.local_ips.contains(&server.ip()))
+            })
+            .cloned()
     }
 }
 
