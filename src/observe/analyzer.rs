@@ -34,7 +34,7 @@ impl Hooks {
     fn apply(&mut self, mut o: Outcome, agg: &mut Aggregate) {
         if let (Some(p), Outcome::Handshake(h)) = (&mut self.processes, &mut o) {
             h.client_process = p.client(h.client, h.server);
-            h.server_process = p.server(h.server);
+            h.server_process = p.server(h.client, h.server);
         }
         if let Some(m) = &self.metrics {
             m.outcome(&o);
@@ -89,7 +89,7 @@ impl Analyzer {
             && !seg.flags.ack
             && let Some(p) = &mut self.hooks.processes
         {
-            p.opening(seg.src);
+            p.opening(seg.src, seg.dst);
         }
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
         self.table.segment(ns, &seg, &mut |o| hooks.apply(o, agg));

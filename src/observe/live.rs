@@ -304,6 +304,16 @@ impl LiveCapture {
     /// The next frame into `buf`: `(kernel receive time in ns since the epoch, bytes
     /// kept)`, or `None` after 100 ms without one (or on a signal).
     pub fn next(&mut self, buf: &mut [u8]) -> io::Result<Option<(u64, usize)>> {
+        self.recv(buf, 0)
+    }
+
+    /// The next frame already queued, without waiting: `None` when there is none (to
+    /// read what was captured before a stop).
+    pub fn next_queued(&mut self, buf: &mut [u8]) -> io::Result<Option<(u64, usize)>> {
+        self.recv(buf, libc::MSG_DONTWAIT)
+    }
+
+    fn recv(&mut self, buf: &mut [u8], flags: i32) -> io::Result<Option<(u64, usize)>> {
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -317,7 +327,7 @@ impl LiveCapture {
         msg.msg_control = control.as_mut_ptr().cast();
         msg.msg_controllen = std::mem::size_of_val(&control);
         // SAFETY: `msg` describes buffers that outlive the call.
-        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, 0) };
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags) };
         if n < 0 {
             let e = errno();
             return match e.raw_os_error() {

@@ -167,6 +167,10 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
     Ok(analyzer.finish())
 }
 
+/// The longest a live capture spends, after its stop, reading the frames captured
+/// before it.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
 /// What to observe live and how (the interface and ports are the capture's).
 #[derive(Debug, Clone)]
 pub struct LiveOptions {
@@ -230,6 +234,19 @@ pub fn observe_live(
             analyzer.set_kernel_drops(cap.drops());
             tick(&analyzer.snapshot());
         }
+    }
+    // What the kernel captured before the stop and queued for us is part of the
+    // observation (bounded: a few seconds of frames at most).
+    let end = Instant::now();
+    while end.elapsed() < DRAIN_LIMIT {
+        let frame = cap
+            .next_queued(&mut buf)
+            .map_err(|source| ObserveError::Live {
+                interface: interface.clone(),
+                source,
+            })?;
+        let Some((ns, len)) = frame else { break };
+        analyzer.frame(ns, link, &buf[..len]);
     }
     analyzer.set_kernel_drops(cap.drops());
     let mut o = analyzer.finish();

@@ -2,7 +2,7 @@
 //! socket at an address, read from `/proc` — socket inodes and addresses from
 //! `/proc/net/tcp` and `/proc/net/tcp6`, their owners from the `socket:[INODE]` links in
 //! `/proc/PID/fd`, names from `/proc/PID/comm`. Read when a connection opens whose
-//! client socket is not known yet (at most every 200 ms); what was read is remembered, so
+//! client socket is not known yet (at most once a second); what was read is remembered, so
 //! that a connection gone by the time its handshake is counted is attributed through its
 //! own socket as seen then, else through the process last found at the client end of a
 //! connection to the same server within 5 s (a client making many short connections,
@@ -19,14 +19,16 @@ pub const MAX_REMEMBERED: usize = 1 << 16;
 /// that server's next connections whose own socket was not caught.
 pub const RECENT: Duration = Duration::from_secs(5);
 
-/// The shortest time between two reads of `/proc` (a read takes a few milliseconds).
-pub const RESCAN: Duration = Duration::from_millis(200);
+/// The shortest time between two reads of `/proc` (a read takes a few milliseconds in a
+/// release build, tens in a debug one, on the capture's thread).
+pub const RESCAN: Duration = Duration::from_secs(1);
 
 /// Who owns what, as of the last read.
 #[derive(Debug, Default)]
 pub struct Processes {
-    /// Local address of a connected socket → its owner.
-    local: HashMap<SocketAddr, String>,
+    /// A connected socket's (local, remote) addresses → its owner (both addresses: an
+    /// ephemeral port is soon reused by other connections).
+    conns: HashMap<(SocketAddr, SocketAddr), String>,
     /// Server address → the process last found at the client end of a connection to it,
     /// and when.
     clients_of: HashMap<SocketAddr, (String, Instant)>,
@@ -176,8 +178,8 @@ impl Processes {
         if self.pids.len() > 64 {
             self.pids.remove(0);
         }
-        if self.local.len() > MAX_REMEMBERED {
-            self.local.clear();
+        if self.conns.len() > MAX_REMEMBERED {
+            self.conns.clear();
         }
         let now = Instant::now();
         for &(local, _, listen, inode) in &sockets {
@@ -191,7 +193,7 @@ impl Processes {
             };
             self.local_ips.insert(local.ip());
             if !listen {
-                self.local.insert(local, owner.clone());
+                self.conns.insert((local, remote), owner.clone());
                 // The server end of a local connection is its listener's; the client
                 // end is what is remembered here.
                 if !self.listening.contains_key(&local.port()) {
@@ -207,8 +209,8 @@ impl Processes {
 
     /// Notes a connection as it opens (its SYN): its client's socket is looked for in
     /// `/proc` now, while it exists.
-    pub fn opening(&mut self, client: SocketAddr) {
-        if !self.local.contains_key(&unmap(client)) {
+    pub fn opening(&mut self, client: SocketAddr, server: SocketAddr) {
+        if !self.conns.contains_key(&(unmap(client), unmap(server))) {
             self.refresh();
         }
     }
@@ -219,10 +221,10 @@ impl Processes {
     /// connection too short-lived to be caught in `/proc`, from a client that makes many).
     pub fn client(&mut self, client: SocketAddr, server: SocketAddr) -> Option<String> {
         let (client, server) = (unmap(client), unmap(server));
-        if !self.local.contains_key(&client) {
+        if !self.conns.contains_key(&(client, server)) {
             self.refresh();
         }
-        if let Some(owner) = self.local.get(&client) {
+        if let Some(owner) = self.conns.get(&(client, server)) {
             self.clients_of
                 .insert(server, (owner.clone(), Instant::now()));
             return Some(owner.clone());
@@ -234,13 +236,15 @@ impl Processes {
     }
 
     /// The process at the server end, if it is on this host.
-    pub fn server(&mut self, server: SocketAddr) -> Option<String> {
-        let server = unmap(server);
-        if !self.local.contains_key(&server) && !self.listening.contains_key(&server.port()) {
+    pub fn server(&mut self, client: SocketAddr, server: SocketAddr) -> Option<String> {
+        let (client, server) = (unmap(client), unmap(server));
+        if !self.conns.contains_key(&(server, client))
+            && !self.listening.contains_key(&server.port())
+        {
             self.refresh();
         }
-        self.local
-            .get(&server)
+        self.conns
+            .get(&(server, client))
             .or_else(|| {
                 self.listening
                     .get(&server.port())
@@ -281,7 +285,7 @@ mod tests {
         let (_s, _) = l.accept().unwrap();
         let mut p = Processes::new();
         let me = format!("(pid {})", std::process::id());
-        let server = p.server(addr).unwrap();
+        let server = p.server(c.local_addr().unwrap(), addr).unwrap();
         assert!(server.ends_with(&me), "{server}");
         let client = p.client(c.local_addr().unwrap(), addr).unwrap();
         assert!(client.ends_with(&me), "{client}");
