@@ -1,16 +1,45 @@
 //! Result documents: every result tlsperf writes and reads back is a JSON object whose
 //! `schema` field names its kind and version (`tlsperf-load/1`, `tlsperf-lab/2`,
-//! `tlsperf-crypto-limit/2`…). This module owns what all of them share: reading an input
-//! once, bounded, pipes included ([`Input`]); telling its kind from its `schema` without
-//! keeping the rest ([`sniff`]); writing one atomically ([`write_json`]). Each kind's own
-//! module parses its document from the bytes read here.
+//! `tlsperf-crypto-limit/2`, `tlsperf-compare/1`…). This module owns what all of them
+//! share:
+//!
+//! - [`Document`]: a result type says once which schema it writes and which older ones it
+//!   still reads (a new result kind joins by implementing it);
+//! - [`Input`]: an input read once, bounded, pipes included;
+//! - [`sniff`]: a file's kind from its `schema`, without building the rest;
+//! - [`read`]: a document parsed after its schema is checked, errors naming the file,
+//!   line and column;
+//! - [`write`]: a document written atomically (a temporary name, then a rename), an
+//!   existing file replaced only with `force`;
+//! - [`DocError`]: the one error of all of these.
+//!
+//! This module imports no engine: each engine's module implements [`Document`] for its
+//! result type.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::error::{Classify, ErrorClass, io_input_class};
 use crate::files::{FileError, FileMode, InputKind};
+
+/// A result type that is written and read as a JSON document.
+pub trait Document: Serialize + DeserializeOwned {
+    /// The schema this build writes, e.g. `tlsperf-load/1`.
+    const SCHEMA: &'static str;
+    /// Older schemas this build still reads into the same type (fields they lack take
+    /// their serde defaults).
+    const READS: &'static [&'static str] = &[];
+    /// What it is, in words, for messages: `tlsperf load result`.
+    const NAME: &'static str;
+
+    /// True when this type reads documents of `schema` ([`Self::SCHEMA`] or one of
+    /// [`Self::READS`]).
+    fn reads(schema: &str) -> bool {
+        schema == Self::SCHEMA || Self::READS.contains(&schema)
+    }
+}
 
 /// A document (or sample file) read whole, once: so that telling its kind and parsing
 /// it see the same bytes, also when it is a pipe.
@@ -41,6 +70,11 @@ impl Input {
     pub fn schema(&self) -> Option<String> {
         sniff(&self.bytes)
     }
+
+    /// Parses the input as a `T` ([`parse`]).
+    pub fn parse<T: Document>(&self) -> Result<T, DocError> {
+        parse(&self.path, &self.bytes)
+    }
 }
 
 /// The `schema` string of a JSON object, without building the rest of it; `None` for
@@ -60,10 +94,45 @@ pub fn sniff(text: &[u8]) -> Option<String> {
     }
 }
 
-/// Writes `value` as pretty JSON and a newline to `path`, atomically (a temporary name,
+/// Reads the document at `path` ([`Input::read`], then [`parse`]).
+pub fn read<T: Document>(path: &Path) -> Result<T, DocError> {
+    Input::read(path)?.parse()
+}
+
+/// Parses `text` as a `T` after checking its schema; `path` names it in errors. A text
+/// that is not JSON is reported where its JSON breaks; JSON of another schema (or none)
+/// names the schema found and those expected.
+pub fn parse<T: Document>(path: &Path, text: &[u8]) -> Result<T, DocError> {
+    let json_err = |e: serde_json::Error| DocError::Json {
+        path: path.to_path_buf(),
+        what: T::NAME,
+        line: e.line(),
+        column: e.column(),
+        reason: e.to_string(),
+    };
+    let found = sniff(text);
+    match &found {
+        Some(s) if T::reads(s) => return serde_json::from_slice(text).map_err(json_err),
+        Some(_) => {}
+        // Not a JSON object with a schema: where its JSON breaks, if it does.
+        None => {
+            serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(json_err)?;
+        }
+    }
+    Err(DocError::Schema {
+        path: path.to_path_buf(),
+        what: T::NAME,
+        found,
+        expected: std::iter::once(T::SCHEMA)
+            .chain(T::READS.iter().copied())
+            .collect(),
+    })
+}
+
+/// Writes `doc` as pretty JSON and a newline to `path`, atomically (a temporary name,
 /// then a rename); an existing file only with `force`.
-pub fn write_json<T: Serialize>(value: &T, path: &Path, force: bool) -> Result<(), DocError> {
-    let mut json = serde_json::to_vec_pretty(value).map_err(|source| DocError::Encode {
+pub fn write<T: Serialize>(doc: &T, path: &Path, force: bool) -> Result<(), DocError> {
+    let mut json = serde_json::to_vec_pretty(doc).map_err(|source| DocError::Encode {
         path: path.to_path_buf(),
         source,
     })?;
@@ -72,8 +141,16 @@ pub fn write_json<T: Serialize>(value: &T, path: &Path, force: bool) -> Result<(
     Ok(())
 }
 
+/// Deserializes an `f64` that serde_json wrote as `null` (a NaN or an infinity) back to
+/// NaN: for figures that are NaN when nothing was measured.
+pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize as _;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// A document that could not be read or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DocError {
     /// The input could not be read (missing, not a file or pipe, too large…).
     #[error("cannot read {}", .path.display())]
@@ -82,6 +159,37 @@ pub enum DocError {
         path: PathBuf,
         /// Why.
         source: std::io::Error,
+    },
+    /// Not JSON, or JSON that does not fit the document's schema.
+    #[error("{}:{line}:{column}: not a valid {what}: {reason}", .path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The kind of document expected ([`Document::NAME`]).
+        what: &'static str,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// Why.
+        reason: String,
+    },
+    /// JSON of another schema, or of none.
+    #[error(
+        "{}: schema {}, not a {what} this version reads ({})",
+        .path.display(),
+        .found.as_deref().map_or("missing".to_string(), |f| format!("'{f}'")),
+        .expected.join(", ")
+    )]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// The kind of document expected ([`Document::NAME`]).
+        what: &'static str,
+        /// Its schema, if it has one.
+        found: Option<String>,
+        /// The schemas read.
+        expected: Vec<&'static str>,
     },
     /// The value could not be encoded (a path that is not UTF-8…).
     #[error("cannot encode {} as JSON", .path.display())]
@@ -100,6 +208,7 @@ impl Classify for DocError {
     fn class(&self) -> ErrorClass {
         match self {
             DocError::Read { source, .. } => io_input_class(source),
+            DocError::Json { .. } | DocError::Schema { .. } => ErrorClass::Input,
             DocError::Encode { .. } => ErrorClass::Runtime,
             DocError::Write(e) => e.class(),
         }
@@ -120,5 +229,57 @@ mod tests {
         assert_eq!(sniff(br#"{"schema": 3}"#), None);
         assert_eq!(sniff(br#"{"no": "schema"}"#), None);
         assert_eq!(sniff(br#"{"schema": "a", oops"#), None);
+    }
+
+    #[derive(Debug, Serialize, serde::Deserialize)]
+    struct Doc {
+        schema: String,
+        n: u32,
+        #[serde(default)]
+        added_in_2: bool,
+    }
+
+    impl Document for Doc {
+        const SCHEMA: &'static str = "test-doc/2";
+        const READS: &'static [&'static str] = &["test-doc/1"];
+        const NAME: &'static str = "test document";
+    }
+
+    #[test]
+    fn reads_checking_the_schema_and_naming_the_place() {
+        let p = Path::new("d.json");
+        let d: Doc = parse(p, br#"{"schema": "test-doc/1", "n": 3}"#).unwrap();
+        assert_eq!((d.n, d.added_in_2), (3, false));
+        let e = parse::<Doc>(p, b"{\"schema\": \"test-doc/2\",\n \"n\": \"x\"}").unwrap_err();
+        assert!(e.to_string().starts_with("d.json:2:"), "{e}");
+        assert!(e.to_string().contains("test document"), "{e}");
+        let e = parse::<Doc>(p, br#"{"schema": "other/1"}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "d.json: schema 'other/1', not a test document this version reads \
+             (test-doc/2, test-doc/1)"
+        );
+        let e = parse::<Doc>(p, b"{\n oops").unwrap_err();
+        assert!(e.to_string().starts_with("d.json:2:"), "{e}");
+        assert_eq!(e.class(), ErrorClass::Input);
+        let e = parse::<Doc>(p, b"[1]").unwrap_err();
+        assert!(e.to_string().contains("schema missing"), "{e}");
+    }
+
+    #[test]
+    fn writes_atomically_and_only_with_force_over_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.json");
+        let d = Doc {
+            schema: Doc::SCHEMA.into(),
+            n: 1,
+            added_in_2: true,
+        };
+        write(&d, &p, false).unwrap();
+        assert!(write(&d, &p, false).is_err());
+        write(&d, &p, true).unwrap();
+        let back: Doc = read(&p).unwrap();
+        assert_eq!(back.n, 1);
+        assert!(std::fs::read_to_string(&p).unwrap().ends_with("}\n"));
     }
 }

@@ -16,6 +16,12 @@ pub enum ErrorClass {
     /// Stopped by the user (Ctrl-C) after writing what was measured. Exit code 130, as
     /// shells report a SIGINT.
     Interrupted,
+    /// The run worked, but the load generator, not the thing measured, saturated, so no
+    /// answer about the server is given (`capacity`). Exit code 3.
+    GeneratorBound,
+    /// The run worked but ended (its time limit) before it could answer (`capacity`
+    /// without a confirmed capacity). Exit code 4.
+    Unfinished,
 }
 
 impl ErrorClass {
@@ -24,6 +30,8 @@ impl ErrorClass {
         match self {
             ErrorClass::Input => 2,
             ErrorClass::Interrupted => 130,
+            ErrorClass::GeneratorBound => 3,
+            ErrorClass::Unfinished => 4,
             ErrorClass::Runtime => 1,
         }
     }

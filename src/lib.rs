@@ -24,10 +24,14 @@
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - [`crypto`]: `tlsperf crypto`, signature and key-exchange micro-benchmarks per
 //!   implementation (aws-lc-rs, ring, RustCrypto) on the wall clock.
+//! - [`compare`]: `tlsperf compare` over any two documents of one kind (or sample
+//!   files): the registry of comparable document kinds.
 //! - [`observe`]: `tlsperf observe`, passive handshake analysis from packets (capture
 //!   files or a live interface).
 //! - [`error`]: how failures are classified into input errors and run-time failures.
 
+pub mod capacity;
+pub mod compare;
 pub mod crypto;
 pub mod doc;
 pub mod error;

@@ -30,7 +30,13 @@ fn cli_json_matches_scipy() {
     let b = write(dir.path(), "b.txt", B);
     let run = tlsperf(["compare", &a, &b, "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    // One `tlsperf-compare/1` document for every kind of input: two sample files are
+    // one row.
+    assert_eq!(doc["schema"], "tlsperf-compare/1");
+    assert_eq!(doc["kind"], "samples");
+    assert_eq!(doc["rows"].as_array().map(Vec::len), Some(1));
+    let v = &doc["rows"][0];
     let f = |p: &str| {
         v.pointer(p)
             .and_then(|x| x.as_f64())
@@ -83,15 +89,19 @@ fn outliers_are_dropped_unless_no_filter() {
     let a = write(dir.path(), "a.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n100\n");
     let b = write(dir.path(), "b.txt", "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
     let run = tlsperf(["compare", &a, &b, "--json"]);
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let v = &doc["rows"][0];
     assert_eq!(v["a"]["outliers_dropped"], 1);
     assert_eq!(v["a"]["filter"]["outliers"], serde_json::json!([100.0]));
     assert_eq!(v["a"]["filter"]["q1"], 3.25);
     assert_eq!(v["a"]["filter"]["q3"], 7.75);
     assert_eq!(v["b"]["outliers_dropped"], 0);
     let run = tlsperf(["compare", &a, &b, "--json", "--no-filter"]);
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(v["a"]["outliers_dropped"], 0);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["filter"], false);
+    let v = &doc["rows"][0];
+    // Null, not 0: no filter ran.
+    assert_eq!(v["a"]["outliers_dropped"], serde_json::Value::Null);
     assert_eq!(v["a"]["summary"]["n"], 10);
     assert_eq!(v["a"]["filter"], serde_json::Value::Null);
 }
@@ -234,8 +244,47 @@ fn pipes_are_read_whole() {
         pb.to_str().unwrap(),
     ]);
     let w: serde_json::Value = serde_json::from_str(&from_files.stdout).unwrap();
+    let (v, w) = (&v["rows"][0], &w["rows"][0]);
     for side in ["a", "b"] {
         assert_eq!(v[side]["raw"]["n"], 100, "{side}: {}", v[side]);
         assert_eq!(v[side]["raw"]["mean"], w[side]["raw"]["mean"], "{side}");
+    }
+}
+
+/// One rule for every kind of input: `--alpha` outside (0, 1) exits 2 (two lab results
+/// used to print "too few rounds" and exit 0), and `--higher-is-better` is for sample
+/// files only (results know the direction of each row).
+#[test]
+fn alpha_and_direction_rules_hold_for_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = write(dir.path(), "a.txt", A);
+    let docs: Vec<String> = [
+        ("load.json", "tlsperf-load/1"),
+        ("lab.json", "tlsperf-lab/2"),
+        ("lab1.json", "tlsperf-lab/1"),
+        ("sign.json", "tlsperf-crypto-sign/1"),
+        ("limit.json", "tlsperf-crypto-limit/2"),
+    ]
+    .iter()
+    .map(|(name, schema)| write(dir.path(), name, &format!("{{\"schema\": \"{schema}\"}}")))
+    .collect();
+    for input in docs.iter().chain([&samples]) {
+        for alpha in ["2", "0", "-0.1", "1"] {
+            let flag = format!("--alpha={alpha}");
+            let run = tlsperf(["compare", input, input, &flag]);
+            assert_eq!(run.code, 2, "{input} --alpha {alpha}: {}", run.stderr);
+            assert!(run.stderr.contains("--alpha"), "{}", run.stderr);
+            assert!(run.stdout.is_empty());
+        }
+    }
+    for input in &docs {
+        let run = tlsperf(["compare", input, input, "--higher-is-better"]);
+        assert_eq!(run.code, 2, "{input}: {}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("--higher-is-better applies to sample files only"),
+            "{}",
+            run.stderr
+        );
     }
 }

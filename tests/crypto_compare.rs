@@ -1,7 +1,8 @@
 //! `tlsperf compare A.json B.json` on two `tlsperf crypto` results: real short runs
 //! compared row by row, synthetic pairs with a known answer (2× faster, identical), too
 //! few rounds, the filter and alpha, and every way of giving it the wrong files (exit 2).
-//! The JSON is checked against `docs/json-crypto.md`.
+//! The JSON is checked against the `tlsperf compare` section of `docs/json.md` (one
+//! comparison document for every kind of input).
 
 mod common;
 
@@ -49,10 +50,10 @@ fn only_row(v: &Value) -> &Value {
 const SLOW: [f64; 6] = [1000.0, 1012.0, 991.0, 1004.0, 996.0, 1007.0];
 const FAST: [f64; 6] = [500.0, 506.0, 495.0, 502.0, 498.0, 503.0];
 
-/// Documented paths of the `## \`tlsperf compare\`` section of docs/json-crypto.md.
+/// Documented paths of the `## \`tlsperf compare\`` section of docs/json.md.
 fn documented() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json-crypto.md"))
-        .unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md")).unwrap();
     let mut out = BTreeSet::new();
     let mut inside = false;
     for line in text.lines() {
@@ -64,7 +65,7 @@ fn documented() -> BTreeSet<String> {
     }
     assert!(
         !out.is_empty(),
-        "docs/json-crypto.md has no `tlsperf compare` table"
+        "docs/json.md has no `tlsperf compare` table"
     );
     out
 }
@@ -125,7 +126,7 @@ fn two_real_sign_runs_compare_row_by_row() {
     let a = real_run(dir.path(), "a.json", &args);
     let b = real_run(dir.path(), "b.json", &args);
     let v = compare_json(&a, &b, &[]);
-    assert_eq!(v["schema"], "tlsperf-crypto-compare/1");
+    assert_eq!(v["schema"], "tlsperf-compare/1");
     assert_eq!(v["kind"], "sign");
     assert_eq!(v["a"]["schema"], "tlsperf-crypto-sign/1");
     let rows = v["rows"].as_array().unwrap();
@@ -144,8 +145,8 @@ fn two_real_sign_runs_compare_row_by_row() {
             "{r}"
         );
         let (ma, mb) = (
-            r["a"]["median_ns"].as_f64().unwrap(),
-            r["b"]["median_ns"].as_f64().unwrap(),
+            r["a"]["median"].as_f64().unwrap(),
+            r["b"]["median"].as_f64().unwrap(),
         );
         assert!(ma > 0.0 && mb > 0.0);
         let ratio = r["ratio"].as_f64().unwrap();
@@ -299,7 +300,7 @@ fn alpha_and_no_filter_are_honoured() {
     let r = only_row(&v);
     assert_eq!(r["a"]["outliers_dropped"], 1, "{r}");
     assert_eq!(r["a"]["used"], 6);
-    assert_eq!(r["a"]["median_ns"], 100.0);
+    assert_eq!(r["a"]["median"], 100.0);
     let v = compare_json(&c, &a, &["--no-filter"]);
     assert_eq!(v["filter"], false);
     let r = only_row(&v);
@@ -340,7 +341,7 @@ fn one_round_is_too_few_rounds_not_an_error() {
     assert_eq!(rows[0]["outcome"], "too-few-rounds", "{v}");
     assert_eq!(rows[0]["p"], Value::Null);
     assert_eq!(rows[0]["a"]["rounds"], 1);
-    assert_eq!(rows[0]["a"]["median_ns"], 1000.0);
+    assert_eq!(rows[0]["a"]["median"], 1000.0);
     assert!(rows[1]["p"].as_f64().is_some());
     // Both sides constant: Welch's t is undefined; a row, not an error.
     assert_eq!(rows[2]["outcome"], "untestable", "{v}");

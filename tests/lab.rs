@@ -258,11 +258,24 @@ fn quick_groups_write_a_complete_report() {
         "--json",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let rows: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(rows.as_array().unwrap().len(), 9, "{rows}");
-    assert_eq!(rows[0]["group"], "resumption");
-    assert_eq!(rows[0]["handshakes_per_s"]["significant"], false);
-    assert_eq!(rows[0]["server_cpu_us_per_handshake"]["significant"], false);
+    // The one comparison document of every kind (lab results used to print an array of
+    // per-cell objects): a row per configuration and compared metric.
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(doc["schema"], "tlsperf-compare/1");
+    assert_eq!(doc["kind"], "lab");
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 9 * 3, "{doc}");
+    assert_eq!(rows[0]["identity"]["group"], "resumption");
+    for metric in ["handshakes_per_s", "server_cpu_us_per_handshake"] {
+        let first = rows
+            .iter()
+            .find(|r| r["identity"]["metric"] == metric)
+            .unwrap();
+        assert_eq!(first["identity"]["group"], "resumption");
+        assert_eq!(first["significant"], false, "{first}");
+    }
+    // Identical inputs: nothing differs.
+    assert!(rows.iter().all(|r| r["significant"] == false), "{doc}");
 
     render_in_chromium(&out.join("index.html"), &v);
 }

@@ -864,7 +864,21 @@ fn out_file_merge_and_compare() {
     let run = tlsperf(["compare", a_s, b_s, "--json"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let cv: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(cv.as_array().map(Vec::len), Some(2), "{cv}");
+    // The one comparison document of every kind (load results used to print a bare
+    // array of two comparisons): two rows.
+    assert_eq!(cv["schema"], "tlsperf-compare/1", "{cv}");
+    assert_eq!(cv["kind"], "load");
+    let metrics: Vec<&Value> = cv["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["identity"]["metric"])
+        .collect();
+    assert_eq!(
+        metrics,
+        ["mean latency per connection", "throughput per interval"],
+        "{cv}"
+    );
     let run = tlsperf(["compare", a_s, b_s]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
@@ -1198,13 +1212,13 @@ fn http2_streams_large_bodies() {
 }
 
 /// The phase boundaries of `load` against a server whose delay the test controls (a relay
-/// holding every server→client byte for 100 ms), HTTP/1.1 and HTTP/2: the waits on the
+/// holding every server→client byte for 250 ms), HTTP/1.1 and HTTP/2: the waits on the
 /// server hold the delay, what only depends on us does not.
 #[test]
 fn phase_boundaries_follow_a_known_server_delay() {
     // Long against what a busy machine can stall a thread for (ours must stay under
     // half of it).
-    const D: u64 = 100_000_000;
+    const D: u64 = 250_000_000;
     let dir = tempfile::tempdir().unwrap();
     let (s, ca) = serve(dir.path());
     let relay = common::relay::DelayRelay::start(s.port, Duration::from_nanos(D));

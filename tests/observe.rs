@@ -459,7 +459,11 @@ fn merge_adds_two_observations_exactly() {
         dir.path().join("x.json").to_str().unwrap(),
     ]);
     assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(run.stderr.contains("tlsperf-observe/1"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not a tlsperf observe result"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

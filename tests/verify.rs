@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::client::WebPkiServerVerifier;
@@ -49,13 +49,10 @@ fn agree(
     .unwrap();
     let indexed = IndexedVerifier::new(store, Provider::AwsLcRs);
     let name = ServerName::try_from(name.to_string()).unwrap();
-    let t = Instant::now();
+    // No clock here: both verifiers bound their work by counting (webpki's budget; the
+    // indexed verifier's `budget_exhausted`, checked where it matters).
     let a = default.verify_server_cert(&chain[0], &chain[1..], &name, &[], now);
     let b = indexed.verify_server_cert(&chain[0], &chain[1..], &name, &[], now);
-    assert!(
-        t.elapsed() < Duration::from_secs(30),
-        "verification not bounded"
-    );
     let fmt = |r: &Result<_, rustls::Error>| match r {
         Ok(_) => "Ok".to_string(),
         Err(e) => format!("{e:?}"),
@@ -235,10 +232,10 @@ fn agrees_on_cross_signed_twins_loops_and_huge_chains() {
     }
     let mut chain = vec![leaf((&prev.0, &prev.1))];
     chain.extend(cas.into_iter().rev());
-    let t = Instant::now();
+    // Bounded work is checked by counting, not by the clock (the machine may be busy):
+    // our verifier's report below must say its budget ran out after few signature checks.
     let r = agree(&store_none, &chain, "localhost", now());
     assert!(r.is_err());
-    assert!(t.elapsed() < Duration::from_secs(20));
     let v = IndexedVerifier::new(&store_none, Provider::AwsLcRs);
     let report = v.verify_detailed(
         &chain[0],

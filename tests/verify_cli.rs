@@ -3,7 +3,6 @@
 mod common;
 
 use std::fs;
-use std::time::{Duration, Instant};
 
 use common::{tlsperf, write};
 use tlsperf::pki::{PkiOptions, TestPki};
@@ -176,7 +175,8 @@ fn hostile_chains_end_in_bounded_time() {
     })
     .unwrap();
     let chain = write(d, "huge.pem", &format!("{}{}", p.server.pem, filler.pem));
-    let t = Instant::now();
+    // Bounded in work, not checked by the clock: the verdict must arrive, and none of the
+    // 999 CAs (whose name is not the leaf's issuer) may cost a signature check.
     let run = tlsperf([
         "verify",
         "--chain",
@@ -188,9 +188,10 @@ fn hostile_chains_end_in_bounded_time() {
         "--json",
     ]);
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(t.elapsed() < Duration::from_secs(30));
     let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["valid"], false);
+    let checks = v["signature_checks"].as_u64().expect("signature_checks");
+    assert_eq!(checks, 0, "unrelated CAs were tried as issuers");
 }
 
 #[test]

@@ -142,7 +142,7 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         }
     })?;
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
-    crate::doc::write_json(&result, &args.out.join("results.json"), true)?;
+    crate::doc::write(&result, &args.out.join("results.json"), true)?;
     write_atomic(
         &args.out.join("report.md"),
         report::markdown(&result).as_bytes(),

@@ -33,6 +33,14 @@ pub struct LoadArgs {
     /// times, corrected for coordinated omission).
     #[arg(long, value_name = "R")]
     rate: Option<f64>,
+    /// Send the i-th of n equal shares of --rate (several generator processes or
+    /// machines as one; merge their results with `tlsperf merge`).
+    #[arg(long, value_name = "i/n", requires = "rate")]
+    rate_share: Option<crate::load::share::RateShare>,
+    /// Start at this wall-clock instant (RFC 3339, e.g. 2026-06-01T12:00:00Z), so that
+    /// several processes start together; a time already past is refused.
+    #[arg(long, value_name = "TIME", value_parser = parse_start)]
+    start_at: Option<time::OffsetDateTime>,
     /// A new connection (and handshake) for every request.
     #[arg(long, conflicts_with = "requests_per_conn")]
     new_conn: bool,
@@ -85,6 +93,10 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
             "--rate {r}: must be a positive number"
         )));
     }
+    let start_at = args
+        .start_at
+        .map(crate::load::share::start_instant)
+        .transpose()?;
     if let Some(path) = &args.out {
         // Before the run: a result that cannot be written is found now, not after it.
         crate::files::check_destination(path, args.force)?;
@@ -119,6 +131,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         ("duration_s", json!(args.duration.map(|d| d.as_secs_f64()))),
         ("connections", json!(args.connections)),
         ("rate", json!(args.rate)),
+        ("rate_share", json!(args.rate_share.map(|s| s.to_string()))),
         ("requests_per_conn", json!(per_conn)),
         ("http", json!(if args.http2 { "2" } else { "1.1" })),
         ("resume", json!(opts.resume)),
@@ -150,7 +163,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         requests: args.requests,
         duration: args.duration,
         connections: args.connections as usize,
-        rate: args.rate,
+        rate: args.rate.map(|r| args.rate_share.map_or(r, |s| s.of(r))),
         requests_per_conn: per_conn,
         http2: args.http2,
         timeout: args.timeout,
@@ -162,6 +175,11 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         verdicts: built.verdicts.clone(),
         addrs: Vec::new(),
         config_per_connection: None,
+        schedule_offset: match (args.rate_share, args.rate) {
+            (Some(s), Some(r)) => s.offset(r),
+            _ => Duration::ZERO,
+        },
+        start_at,
     };
     // One thread: a single-threaded scheduler (no work stealing, no cross-thread wake-ups),
     // as wrk runs each thread's own event loop.
@@ -222,13 +240,18 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     // The summary first: whatever happens to the file, what was measured is shown.
     out.summary(&result, || text::load_result(&result))?;
     if let Some(path) = &args.out {
-        crate::doc::write_json(&result, path, args.force)?;
+        crate::doc::write(&result, path, args.force)?;
     }
     if result.generator.saturated && result.duration_s >= 0.5 {
+        let of = match result.generator.cpu_limit {
+            Some(l) if l < result.generator.threads as f64 => {
+                format!("the {l:.2} CPUs its cgroup quota allows")
+            }
+            _ => format!("its {} threads", result.generator.threads),
+        };
         anstream::eprintln!(
-            "warning: the load generator used {:.0}% of its {} threads: it may be the bottleneck (add --threads or machines)",
+            "warning: the load generator used {:.0}% of {of}: it may be the bottleneck (add --threads or machines)",
             result.generator.utilization * 100.0,
-            result.generator.threads
         );
     }
     if result.requests.completed == 0 && result.requests.failed > 0 {
@@ -263,6 +286,11 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+/// `--start-at`: RFC 3339.
+pub(super) fn parse_start(s: &str) -> Result<time::OffsetDateTime, String> {
+    crate::when::parse_rfc3339(s).map_err(|e| e.to_string())
 }
 
 fn progress_bar(args: &LoadArgs, out: &Output) -> indicatif::ProgressBar {

@@ -1,23 +1,24 @@
-//! `tlsperf merge A.json B.json … --out C.json`: load results →
-//! [`crate::load::result::merge`]; observations (`tlsperf observe --out`) →
-//! [`crate::observe::result::merge`]. The first file's schema says which.
+//! `tlsperf merge A.json B.json … --out C.json`: results read and written through
+//! [`crate::doc`]; load results → [`crate::load::result::merge`], capacity results (the
+//! processes of one shared search) → [`crate::capacity::result::merge`], step by step;
+//! observations (`tlsperf observe --out`) → [`crate::observe::result::merge`].
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::{CliError, Output};
-use crate::doc::Input;
-use crate::load::result::{merge, read};
-use crate::observe::result as observe;
+use crate::doc::Document;
+use crate::load::result::merge;
 use crate::report::text;
 
 /// Arguments of `tlsperf merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// Results written by `tlsperf load --out` (runs made at the same time from several
-    /// machines against one server), or by `tlsperf observe --out` (several capture
-    /// points or time windows); regular files of at most 256 MiB each, all of one kind.
+    /// machines against one server), or all by `tlsperf capacity --out` (the processes
+    /// of one search with --rate-share), or all by `tlsperf observe --out` (capture points
+    /// or time windows); regular files of at most 256 MiB each.
     #[arg(required = true, num_args = 2..)]
     results: Vec<PathBuf>,
     /// Where to write the combined result (JSON, atomically).
@@ -26,7 +27,7 @@ pub struct MergeArgs {
     /// Replace --out FILE if it exists.
     #[arg(long)]
     force: bool,
-    /// Merge load results made with different settings (TLS version, resumption, new
+    /// Merge results made with different settings (TLS version, resumption, new
     /// connections or keep-alive, HTTP version, target…); refused otherwise, listing the
     /// differences. Counts, rates and durations may always differ.
     #[arg(long)]
@@ -36,23 +37,54 @@ pub struct MergeArgs {
 /// Runs `tlsperf merge`.
 pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
     crate::files::check_destination(&args.out, args.force)?;
-    let first = Input::read(&args.results[0])?;
-    if first.schema().as_deref() == Some(observe::SCHEMA) {
-        let mut all = vec![observe::parse(&first.path, &first.bytes)?];
-        for p in &args.results[1..] {
-            let input = Input::read(p)?;
-            all.push(observe::parse(&input.path, &input.bytes)?);
-        }
-        let merged = observe::merge(&all)?;
-        crate::doc::write_json(&merged, &args.out, args.force)?;
-        return out.summary(&merged, || crate::report::observe::observation(&merged));
-    }
-    let results = args
+    let inputs = args
         .results
         .iter()
-        .map(|p| read(p))
+        .map(|p| crate::doc::Input::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let observation = |i: &crate::doc::Input| {
+        i.schema().as_deref() == Some(<crate::observe::Observation as Document>::SCHEMA)
+    };
+    if inputs.iter().any(observation) {
+        if let Some(other) = inputs.iter().find(|i| !observation(i)) {
+            return Err(CliError::input(format!(
+                "{}: not a tlsperf observe result, unlike the others: merge observations \
+                 with observations only",
+                other.path.display()
+            )));
+        }
+        let all = inputs
+            .iter()
+            .map(|i| i.parse::<crate::observe::Observation>())
+            .collect::<Result<Vec<_>, _>>()?;
+        let merged = crate::observe::result::merge(&all)?;
+        crate::doc::write(&merged, &args.out, args.force)?;
+        return out.summary(&merged, || crate::report::observe::observation(&merged));
+    }
+    let capacity = |i: &crate::doc::Input| {
+        i.schema().as_deref() == Some(<crate::capacity::CapacityResult as Document>::SCHEMA)
+    };
+    if inputs.iter().any(capacity) {
+        if let Some(other) = inputs.iter().find(|i| !capacity(i)) {
+            return Err(CliError::input(format!(
+                "{}: not a capacity result, unlike the others: merge capacity results with \
+                 capacity results only",
+                other.path.display()
+            )));
+        }
+        let results = inputs
+            .iter()
+            .map(|i| i.parse::<crate::capacity::CapacityResult>())
+            .collect::<Result<Vec<_>, _>>()?;
+        let merged = crate::capacity::result::merge(&results)?;
+        crate::doc::write(&merged, &args.out, args.force)?;
+        return out.summary(&merged, || crate::report::capacity::text(&merged));
+    }
+    let results = inputs
+        .iter()
+        .map(|i| i.parse::<crate::load::LoadResult>())
         .collect::<Result<Vec<_>, _>>()?;
     let merged = merge(&results, args.allow_mixed)?;
-    crate::doc::write_json(&merged, &args.out, args.force)?;
+    crate::doc::write(&merged, &args.out, args.force)?;
     out.summary(&merged, || text::load_result(&merged))
 }

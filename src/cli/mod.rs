@@ -6,9 +6,11 @@
 //! - `-v` (repeatable) and `-q` set how much is logged on stderr; `-q` also silences the
 //!   human summary of commands whose product is a file.
 //! - `--color auto|always|never` (auto honours `NO_COLOR` and whether stdout is a tty).
-//! - Exit codes: 0 success, 1 run-time failure, 2 usage or bad input. Errors print their
-//!   cause chain on one line on stderr.
+//! - Exit codes: 0 success, 1 run-time failure, 2 usage or bad input, 130 interrupted;
+//!   `capacity` also 3 (the generator, not the server, saturated) and 4 (the search
+//!   ended before an answer). Errors print their cause chain on one line on stderr.
 
+mod capacity;
 mod client_args;
 mod compare;
 mod completions;
@@ -93,6 +95,9 @@ pub enum Command {
     /// Load generator: requests/s, handshakes/s, full vs resumed handshakes, per-phase
     /// percentiles, errors by kind, generator and server CPU.
     Load(Box<load::LoadArgs>),
+    /// The highest request rate a server sustains within a latency objective (p99=30ms…),
+    /// found by open-loop steps: ramp, bisection, confirmation; a knee chart.
+    Capacity(Box<capacity::CapacityArgs>),
     /// The TLS performance lab: a matrix of server and client configurations on this
     /// machine, compared with Welch's t-test, in an HTML and Markdown report.
     Lab(Box<lab::LabArgs>),
@@ -161,6 +166,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Handshake(args) => handshake::exec(*args, &out),
         Command::Load(args) => load::exec(*args, &out),
         Command::Lab(args) => lab::exec(*args, &out),
+        Command::Capacity(args) => capacity::exec(*args, &out),
         Command::Observe(args) => observe::exec(*args, &out),
         Command::Merge(args) => merge::exec(args, &out),
         Command::Compare(args) => compare::exec(args, &out),

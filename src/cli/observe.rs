@@ -88,7 +88,7 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
     };
     match &args.out {
         Some(dest) => {
-            crate::doc::write_json(&result, dest, args.force)?;
+            crate::doc::write(&result, dest, args.force)?;
             out.summary(&result, || observation(&result))?;
         }
         None => out.result(&result, || observation(&result))?,

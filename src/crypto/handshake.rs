@@ -37,7 +37,9 @@ use crate::pki::{KeyType, PkiOptions, TestPki};
 use crate::tls::Provider;
 
 /// A TLS protocol version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 pub enum TlsVersion {
     /// TLS 1.2.
     #[value(name = "1.2")]
@@ -69,7 +71,9 @@ impl fmt::Display for TlsVersion {
 }
 
 /// Full handshake or resumption by ticket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// A full handshake (resumption off on both sides).
@@ -268,7 +272,7 @@ where
 }
 
 /// What one handshake negotiated (for the report and the checks).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Negotiated {
     /// The cipher suite, rustls's name.
     pub cipher_suite: String,
@@ -383,11 +387,16 @@ pub struct HandshakeOptions {
     pub measure: MeasureOptions,
 }
 
+impl crate::doc::Document for HandshakeReport {
+    const SCHEMA: &'static str = "tlsperf-crypto-handshake/1";
+    const NAME: &'static str = "tlsperf crypto handshake result";
+}
+
 /// The result of `crypto handshake`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HandshakeReport {
     /// `tlsperf-crypto-handshake/1`.
-    pub schema: &'static str,
+    pub schema: String,
     /// Timed seconds per row.
     pub seconds: f64,
     /// Rounds per row.
@@ -399,7 +408,7 @@ pub struct HandshakeReport {
 }
 
 /// One measured configuration.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HandshakeRow {
     /// The provider.
     pub provider: Provider,
@@ -512,7 +521,7 @@ pub fn run(opts: &HandshakeOptions) -> Result<HandshakeReport, CryptoError> {
         }
     }
     Ok(HandshakeReport {
-        schema: "tlsperf-crypto-handshake/1",
+        schema: <HandshakeReport as crate::doc::Document>::SCHEMA.into(),
         seconds: opts.measure.seconds(),
         rounds: opts.measure.rounds(),
         allocations_counted: super::alloc::installed(),

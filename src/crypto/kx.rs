@@ -21,7 +21,9 @@ use super::measure::{MeasureOptions, Measurement, Op, measure, measure_interleav
 use crate::tls::Provider;
 
 /// A key-exchange group measured by `crypto kx`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 pub enum KxGroup {
     /// X25519.
     #[value(name = "x25519")]
@@ -85,7 +87,7 @@ impl fmt::Display for KxGroup {
 }
 
 /// Which side of the handshake an operation belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     /// The client.
@@ -115,11 +117,16 @@ pub struct KxOptions {
     pub measure: MeasureOptions,
 }
 
+impl crate::doc::Document for KxReport {
+    const SCHEMA: &'static str = "tlsperf-crypto-kx/1";
+    const NAME: &'static str = "tlsperf crypto kx result";
+}
+
 /// The result of `crypto kx`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct KxReport {
     /// `tlsperf-crypto-kx/1`.
-    pub schema: &'static str,
+    pub schema: String,
     /// Timed seconds per row.
     pub seconds: f64,
     /// Rounds per row.
@@ -133,7 +140,7 @@ pub struct KxReport {
 }
 
 /// One measured side.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct KxRow {
     /// The group.
     pub group: KxGroup,
@@ -322,7 +329,7 @@ pub fn run(opts: &KxOptions) -> Result<KxReport, CryptoError> {
         )));
     }
     Ok(KxReport {
-        schema: "tlsperf-crypto-kx/1",
+        schema: <KxReport as crate::doc::Document>::SCHEMA.into(),
         seconds: opts.measure.seconds(),
         rounds: opts.measure.rounds(),
         allocations_counted: super::alloc::installed(),

@@ -49,11 +49,21 @@ pub struct LimitOptions {
     pub measure: MeasureOptions,
 }
 
+/// `tlsperf-crypto-limit/1` documents read with what they lack empty or zero: no clock
+/// bias, no `in_handshake`, no public-key split of the limits and, in files written before
+/// the field existed, no `measured_rounds_ns` (their limits compare by medians only). Their
+/// `crypto_ns` had another meaning; nothing reads it back.
+impl crate::doc::Document for LimitReport {
+    const SCHEMA: &'static str = "tlsperf-crypto-limit/2";
+    const READS: &'static [&'static str] = &["tlsperf-crypto-limit/1"];
+    const NAME: &'static str = "tlsperf crypto limit result";
+}
+
 /// The result of `crypto limit`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LimitReport {
     /// `tlsperf-crypto-limit/2`.
-    pub schema: &'static str,
+    pub schema: String,
     /// The provider.
     pub provider: Provider,
     /// Certificate chain key type.
@@ -68,17 +78,19 @@ pub struct LimitReport {
     pub rounds: u32,
     /// What the two clock reads of one timed call add to it, ns; subtracted per call
     /// from every in-handshake figure.
+    #[serde(default)]
     pub clock_bias_ns: f64,
     /// The public-key operations in a tight loop, and how many of each a handshake does.
     pub operations: Vec<Operation>,
     /// The crypto inside real handshakes: one row per handshake kind and side.
+    #[serde(default)]
     pub in_handshake: Vec<InHandshake>,
     /// One row per handshake kind and side.
     pub limits: Vec<Limit>,
 }
 
 /// The crypto one side does in one handshake of one kind, measured inside handshakes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct InHandshake {
     /// Full or resumed.
     pub kind: Kind,
@@ -87,27 +99,30 @@ pub struct InHandshake {
     /// Per category: calls and time per handshake (categories with no call left out).
     pub categories: Vec<CategoryTime>,
     /// The sum of the categories' ns per handshake.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub crypto_ns: f64,
     /// The side's whole time per handshake in the instrumented run, bias subtracted
     /// (compare with the plain run's `measured_ns`: the wrappers' own cost shows here).
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub instrumented_ns: f64,
 }
 
 /// One category's share of one side's handshake.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CategoryTime {
     /// What the calls do.
     pub category: Category,
     /// Calls per handshake.
     pub calls: u32,
     /// Median over the rounds of the time per handshake, ns, bias subtracted.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub ns: f64,
     /// Every round's time per handshake, ns, bias subtracted.
     pub rounds_ns: Vec<f64>,
 }
 
 /// One measured crypto operation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Operation {
     /// What it is, e.g. `kx x25519 server (start_and_complete)`.
     pub name: String,
@@ -123,27 +138,33 @@ pub struct Operation {
 }
 
 /// The crypto limit of one side of one kind of handshake, beside the measured rate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Limit {
     /// Full or resumed.
     pub kind: Kind,
     /// Client or server.
     pub side: Side,
     /// Crypto time per handshake measured inside handshakes (every category).
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub crypto_ns: f64,
     /// Of that, public-key crypto (key exchange, signing, verification).
+    #[serde(default)]
     pub public_key_ns: f64,
     /// The same public-key operations in a tight loop (sum over [`LimitReport::operations`]).
+    #[serde(default)]
     pub tight_loop_public_key_ns: f64,
     /// 1e9 / `crypto_ns`: the handshakes/s one core cannot exceed; null when no crypto
     /// time was measured.
     pub limit_per_sec: Option<f64>,
     /// Measured in-memory handshakes/s of this side (`crypto handshake`).
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub measured_per_sec: f64,
     /// Measured ns per handshake of this side.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub measured_ns: f64,
     /// Every round of that measurement, ns per handshake of this side (the samples
     /// `tlsperf compare` tests).
+    #[serde(default)]
     pub measured_rounds_ns: Vec<f64>,
     /// measured / limit × 100; null without a limit.
     pub percent_of_limit: Option<f64>,
@@ -277,7 +298,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
         }
     }
     Ok(LimitReport {
-        schema: "tlsperf-crypto-limit/2",
+        schema: <LimitReport as crate::doc::Document>::SCHEMA.into(),
         provider: p,
         cert: opts.cert,
         group: g,

@@ -73,19 +73,25 @@ impl MeasureOptions {
 }
 
 /// The summary of one measured operation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct Measurement {
     /// Median ns per operation over the kept rounds.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub ns_per_op: f64,
     /// Operations per second at the median (1e9 / `ns_per_op`).
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub ops_per_sec: f64,
     /// Fastest kept round, ns/op.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub min_ns: f64,
     /// Slowest kept round, ns/op.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub max_ns: f64,
     /// First quartile of all rounds, ns/op.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub q1_ns: f64,
     /// Third quartile of all rounds, ns/op.
+    #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub q3_ns: f64,
     /// Every round's ns/op, in order.
     pub rounds_ns: Vec<f64>,

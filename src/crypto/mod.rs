@@ -35,7 +35,9 @@ use crate::error::{Classify, ErrorClass};
 pub use measure::{MeasureOptions, Measurement, measure};
 
 /// A crypto implementation measured by `tlsperf crypto`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Implementation {
     /// aws-lc-rs (AWS-LC), rustls's default provider.
     #[value(name = "aws-lc-rs")]

@@ -21,7 +21,9 @@ use super::{CryptoError, Implementation};
 use crate::pki::KeyType;
 
 /// A signature algorithm measured by `crypto sign`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
+)]
 pub enum SigAlg {
     /// ECDSA on P-256 with SHA-256.
     #[value(name = "ecdsa-p256")]
@@ -122,7 +124,7 @@ impl fmt::Display for SigAlg {
 }
 
 /// Sign or verify.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SignOp {
     /// Making a signature.
@@ -142,11 +144,16 @@ pub struct SignOptions {
     pub measure: MeasureOptions,
 }
 
+impl crate::doc::Document for SignReport {
+    const SCHEMA: &'static str = "tlsperf-crypto-sign/1";
+    const NAME: &'static str = "tlsperf crypto sign result";
+}
+
 /// The result of `crypto sign`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SignReport {
     /// `tlsperf-crypto-sign/1`.
-    pub schema: &'static str,
+    pub schema: String,
     /// Timed seconds per row.
     pub seconds: f64,
     /// Rounds per row.
@@ -161,7 +168,7 @@ pub struct SignReport {
 }
 
 /// One measured operation.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SignRow {
     /// The algorithm.
     pub alg: SigAlg,
@@ -383,7 +390,7 @@ pub fn run(opts: &SignOptions) -> Result<SignReport, CryptoError> {
         }
     }
     Ok(SignReport {
-        schema: "tlsperf-crypto-sign/1",
+        schema: <SignReport as crate::doc::Document>::SCHEMA.into(),
         seconds: opts.measure.seconds(),
         rounds: opts.measure.rounds(),
         message_len: msg.len(),

@@ -1,210 +1,109 @@
-//! Two lab results compared configuration by configuration: for every cell present in
-//! both (same group and name) and failed in neither, Welch's t-test on its rounds —
-//! server CPU per handshake (lower is better), handshakes/s (higher is better) and mean
-//! request latency (lower is better) — after Tukey's IQR filter. Reads schema versions 1
-//! and 2.
+//! What two lab results compare on (`tlsperf compare A B`, through
+//! [`crate::stats::rows::compare_rows`]): every configuration (group and cell) on each of
+//! the metrics it is compared with its baseline ([`COMPARED`]: server CPU per handshake,
+//! handshakes/s, mean request latency), the samples being its rounds that completed
+//! something. A failed cell's rows have no rounds (too few to test) and are named in a
+//! note; the run's mode, rounds, round length, connections and target are the settings.
 
-use std::path::{Path, PathBuf};
+use super::result::{COMPARED, LabResult, RoundMetrics};
+use crate::stats::Direction;
+use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
 
-use serde::Serialize;
+const SECTION: &str = "cells";
 
-use super::result::{LabResult, RoundMetrics, SCHEMAS_READ};
-use crate::stats::{CompareOptions, Comparison, Direction, Samples, compare};
-
-/// Why a lab result could not be read.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LabReadError {
-    /// I/O.
-    #[error("cannot read {}", .path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not JSON of the lab's schema.
-    #[error("{}:{line}:{column}: not a tlsperf lab result: {reason}", .path.display())]
-    Json {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// Why.
-        reason: String,
-    },
-    /// A JSON document of another kind or version.
-    #[error(
-        "{}: schema {}, not a lab result this version reads ({})",
-        .path.display(),
-        .found.as_deref().map_or("missing".to_string(), |f| format!("'{f}'")),
-        SCHEMAS_READ.join(", ")
-    )]
-    Schema {
-        /// The file.
-        path: PathBuf,
-        /// Its schema, if any.
-        found: Option<String>,
-    },
-    /// The two results share no configuration.
-    #[error("{} and {} have no configuration in common", .a.display(), .b.display())]
-    Disjoint {
-        /// First file.
-        a: PathBuf,
-        /// Second file.
-        b: PathBuf,
-    },
-}
-
-impl crate::error::Classify for LabReadError {
-    fn class(&self) -> crate::error::ErrorClass {
-        crate::error::ErrorClass::Input
+/// The unit of a compared metric.
+fn unit(metric: &str) -> &'static str {
+    match metric {
+        "server_cpu_us_per_handshake" => "µs",
+        "handshakes_per_s" => "handshakes/s",
+        _ => "ms",
     }
 }
 
-/// True when `text` is a lab result (of a version this build reads) by its schema field.
-pub fn is_lab_result(text: &[u8]) -> bool {
-    crate::doc::sniff(text).is_some_and(|s| SCHEMAS_READ.contains(&s.as_str()))
+/// A compared metric of one round.
+fn value(m: &RoundMetrics, metric: &str) -> Option<f64> {
+    match metric {
+        "server_cpu_us_per_handshake" => m.server_cpu_us_per_handshake,
+        "handshakes_per_s" => Some(m.handshakes_per_s),
+        "request_mean_ms" => Some(m.request_mean_ms),
+        _ => None,
+    }
 }
 
-/// Reads a `results.json` written by `tlsperf lab`; errors name the file, line and column.
-pub fn read(path: &Path) -> Result<LabResult, LabReadError> {
-    let text =
-        crate::files::read_input(path, crate::files::InputKind::Results).map_err(|source| {
-            LabReadError::Io {
-                path: path.to_path_buf(),
-                source,
+impl Comparable for LabResult {
+    const KIND: &'static str = "lab";
+
+    fn row_set(&self) -> RowSet {
+        let mut rows = Vec::new();
+        let mut failed = Vec::new();
+        for g in &self.groups {
+            for c in &g.cells {
+                if c.failed {
+                    failed.push(format!("{}/{}", g.group, c.name));
+                }
+                for (metric, higher) in COMPARED {
+                    let rounds = c
+                        .rounds
+                        .iter()
+                        .filter(|r| r.completed > 0 && !c.failed)
+                        .filter_map(|r| value(r, metric))
+                        .collect();
+                    rows.push(Row {
+                        section: SECTION,
+                        identity: Identity(vec![
+                            ("group", g.group.clone()),
+                            ("cell", c.name.clone()),
+                            ("metric", metric.to_string()),
+                        ]),
+                        unit: unit(metric).into(),
+                        direction: if higher {
+                            Direction::HigherIsBetter
+                        } else {
+                            Direction::LowerIsBetter
+                        },
+                        rounds: Some(rounds),
+                        median: None,
+                        context: None,
+                    });
+                }
             }
-        })?;
-    parse(path, &text)
-}
-
-/// Parses a lab result after checking its schema (one of [`SCHEMAS_READ`]); `path`
-/// names it in errors.
-pub fn parse(path: &Path, text: &[u8]) -> Result<LabResult, LabReadError> {
-    let json_err = |e: serde_json::Error| LabReadError::Json {
-        path: path.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        reason: e.to_string(),
-    };
-    let found = crate::doc::sniff(text);
-    match &found {
-        Some(s) if SCHEMAS_READ.contains(&s.as_str()) => {
-            return serde_json::from_slice(text).map_err(json_err);
         }
-        Some(_) => {}
-        // Not a JSON object with a schema: where its JSON breaks, if it does.
-        None => {
-            serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(json_err)?;
-        }
-    }
-    Err(LabReadError::Schema {
-        path: path.to_path_buf(),
-        found,
-    })
-}
-
-/// One configuration's comparison.
-#[derive(Debug, Clone, Serialize)]
-pub struct CellComparison {
-    /// Group.
-    pub group: String,
-    /// Cell.
-    pub cell: String,
-    /// Server CPU per handshake, B against A (absent with `--target` results and when
-    /// either has fewer than two rounds with it).
-    pub server_cpu_us_per_handshake: Option<Comparison>,
-    /// Handshakes/s, B against A (absent when either has fewer than two rounds).
-    pub handshakes_per_s: Option<Comparison>,
-    /// Mean request latency, B against A.
-    pub request_mean_ms: Option<Comparison>,
-}
-
-fn samples(
-    rounds: &[RoundMetrics],
-    source: String,
-    f: fn(&RoundMetrics) -> Option<f64>,
-) -> Samples {
-    Samples {
-        source,
-        values: rounds
-            .iter()
-            .filter(|r| r.completed > 0)
-            .filter_map(f)
-            .collect(),
-    }
-}
-
-/// Compares every configuration present in both results (B against A).
-pub fn compare_labs(
-    a: &LabResult,
-    b: &LabResult,
-    paths: (&Path, &Path),
-    alpha: f64,
-    filter: bool,
-) -> Result<Vec<CellComparison>, LabReadError> {
-    let mut out = Vec::new();
-    for ga in &a.groups {
-        let Some(gb) = b.groups.iter().find(|g| g.group == ga.group) else {
-            continue;
-        };
-        for ca in &ga.cells {
-            let Some(cb) = gb.cells.iter().find(|c| c.name == ca.name) else {
-                continue;
-            };
-            if ca.failed || cb.failed {
-                continue;
-            }
-            let run = |f: fn(&RoundMetrics) -> Option<f64>, what: &str, direction| {
-                let src = |p: &Path| format!("{} {}/{} ({what})", p.display(), ga.group, ca.name);
-                compare(
-                    &samples(&ca.rounds, src(paths.0), f),
-                    &samples(&cb.rounds, src(paths.1), f),
-                    &CompareOptions {
-                        alpha,
-                        filter,
-                        direction,
-                    },
-                )
-                .ok()
-            };
-            out.push(CellComparison {
-                group: ga.group.clone(),
-                cell: ca.name.clone(),
-                server_cpu_us_per_handshake: run(
-                    |m| m.server_cpu_us_per_handshake,
-                    "server CPU µs per handshake per round",
-                    Direction::LowerIsBetter,
-                ),
-                handshakes_per_s: run(
-                    |m| Some(m.handshakes_per_s),
-                    "handshakes/s per round",
-                    Direction::HigherIsBetter,
-                ),
-                request_mean_ms: run(
-                    |m| Some(m.request_mean_ms),
-                    "mean request ms per round",
-                    Direction::LowerIsBetter,
-                ),
-            });
+        let o = &self.options;
+        let settings = [
+            ("mode", o.mode.clone()),
+            ("rounds", o.rounds.to_string()),
+            ("round_s", o.round_s.to_string()),
+            ("connections", o.connections.to_string()),
+            ("target", o.target.clone().unwrap_or_else(|| "-".into())),
+        ];
+        RowSet {
+            sections: vec![Section {
+                name: SECTION,
+                title: "Configurations, each on its rounds",
+            }],
+            rows,
+            settings: settings
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            notes: if failed.is_empty() {
+                Vec::new()
+            } else {
+                vec![format!(
+                    "has failed configurations (not compared): {}",
+                    failed.join(", ")
+                )]
+            },
         }
     }
-    if out.is_empty() {
-        return Err(LabReadError::Disjoint {
-            a: paths.0.to_path_buf(),
-            b: paths.1.to_path_buf(),
-        });
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doc::Document;
+    use crate::stats::rows::{Outcome, RowOptions, compare_rows};
+    use std::path::Path;
 
     /// A version 1 document (no pinning, controls, failures, MDE or A/A tally) reads,
     /// and its cells compare on what it has.
@@ -237,8 +136,7 @@ mod tests {
             "recommendations": [], "crypto_limits": [], "notes": []
         });
         let text = serde_json::to_vec(&doc).unwrap();
-        assert!(is_lab_result(&text));
-        let r: LabResult = serde_json::from_slice(&text).unwrap();
+        let r: LabResult = crate::doc::parse(Path::new("a.json"), &text).unwrap();
         assert!(!r.groups[0].cells[0].failed && !r.groups[0].cells[0].control);
         assert!(
             r.groups[0].cells[0].vs_baseline["handshakes_per_s"]
@@ -247,16 +145,21 @@ mod tests {
         );
         assert_eq!(r.aa_control.compared, 0);
         assert!(r.machine.pinning.client_cpu.is_none());
-        let p = Path::new("a.json");
-        let rows = compare_labs(&r, &r, (p, p), 0.05, true).unwrap();
-        assert_eq!(rows.len(), 1);
-        assert!(
-            !rows[0]
-                .server_cpu_us_per_handshake
-                .as_ref()
-                .unwrap()
-                .significant
+        let c = compare_rows(&r.row_set(), &r.row_set(), &RowOptions::default()).unwrap();
+        assert_eq!(c.rows.len(), 3);
+        assert_eq!(c.rows[0].label, "tls 1.3 server_cpu_us_per_handshake");
+        assert_eq!(c.rows[0].outcome, Outcome::NoDifference);
+        assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+
+        // A failed cell in B: its rows have no rounds, and a note says why.
+        let mut failed = r.clone();
+        failed.groups[0].cells[0].failed = true;
+        let c = compare_rows(&r.row_set(), &failed.row_set(), &RowOptions::default()).unwrap();
+        assert_eq!(c.rows[1].outcome, Outcome::TooFewRounds);
+        assert_eq!(
+            c.warnings,
+            ["B has failed configurations (not compared): tls/1.3"]
         );
-        assert!(!is_lab_result(br#"{"schema": "tlsperf-lab/3"}"#));
+        assert!(!LabResult::reads("tlsperf-lab/3"));
     }
 }

@@ -635,7 +635,7 @@ pub async fn run(
     let recommendations = recommend(&groups);
     let aa_control = aa_tally(&groups);
     Ok(LabResult {
-        schema: result::SCHEMA.to_string(),
+        schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
         started: started_wall
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),
@@ -889,6 +889,8 @@ async fn run_round(
         verdicts: None,
         addrs: l.addrs.clone(),
         config_per_connection: l.factory.clone(),
+        schedule_offset: Duration::ZERO,
+        start_at: None,
     };
     let cpu0: Vec<Option<Duration>> = l
         .servers

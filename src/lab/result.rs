@@ -6,15 +6,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Schema name and version written in every lab result. Version 2 added server CPU
-/// per handshake to the compared metrics, each comparison's minimum detectable effect,
-/// the A/A control cell of every group and its tally, failed cells and the CPU pinning.
-pub const SCHEMA: &str = "tlsperf-lab/2";
-
-/// Versions [`crate::lab::compare`] reads (version 1 documents get the new fields'
-/// defaults: no A/A cells, nothing failed, no pinning recorded).
-pub const SCHEMAS_READ: [&str; 2] = ["tlsperf-lab/1", SCHEMA];
-
 /// Share of a cell's attempted requests that may fail before the cell counts as failed
 /// (kept out of every comparison and recommendation).
 pub const FAILED_SHARE: f64 = 0.01;
@@ -32,10 +23,20 @@ pub const COMPARED: [(&str, bool); 3] = [
     ("request_mean_ms", false),
 ];
 
+/// Version 2 added server CPU per handshake to the compared metrics, each comparison's
+/// minimum detectable effect, the A/A control cell of every group and its tally, failed
+/// cells and the CPU pinning. Version 1 documents read with the new fields' defaults (no
+/// A/A cells, nothing failed, no pinning recorded).
+impl crate::doc::Document for LabResult {
+    const SCHEMA: &'static str = "tlsperf-lab/2";
+    const READS: &'static [&'static str] = &["tlsperf-lab/1"];
+    const NAME: &'static str = "tlsperf lab result";
+}
+
 /// Everything one lab run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabResult {
-    /// [`SCHEMA`].
+    /// `tlsperf-lab/2` ([`crate::doc::Document::SCHEMA`]).
     pub schema: String,
     /// Start (RFC 3339).
     pub started: String,
@@ -291,9 +292,4 @@ pub struct Recommendation {
     pub caveat: Option<String>,
     /// One sentence.
     pub text: String,
-}
-
-/// Reads a lab result from JSON text.
-pub fn parse(text: &str) -> Result<LabResult, serde_json::Error> {
-    serde_json::from_str(text)
 }

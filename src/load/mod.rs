@@ -11,6 +11,7 @@
 
 mod pace;
 pub mod result;
+pub mod share;
 pub mod usage;
 
 use std::collections::BTreeMap;
@@ -32,7 +33,7 @@ use crate::client::wire::WireStamps;
 use crate::client::{ConnectError, Phase, TlsStream};
 use crate::stats::LatencyHistogram;
 pub use result::LoadResult;
-use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, SCHEMA, ServerUsage};
+use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, ServerUsage};
 
 pub use pace::request_short_slice;
 
@@ -78,6 +79,14 @@ pub struct LoadOptions {
     /// loads its roots each time); its cost counts in the request's latency. `None`:
     /// each slot keeps one configuration.
     pub config_per_connection: Option<ConfigFactory>,
+    /// Open loop: the whole send schedule starts this much after the run's start. With
+    /// `--rate-share i/n`, process i starts (i − 1) ÷ rate after the first, so that the
+    /// n processes' sends interleave evenly instead of arriving in bursts of n.
+    pub schedule_offset: Duration,
+    /// Start at this instant (`--start-at`: several processes start together): the
+    /// target is resolved and the server's CPU sampling started before, then the run
+    /// waits; `None`: at once.
+    pub start_at: Option<Instant>,
 }
 
 /// Builds a client configuration (see [`LoadOptions::config_per_connection`]).
@@ -229,6 +238,10 @@ struct Tally {
     corrected: LatencyHistogram,
     /// Open loop: actual send instant − intended one, for every request sent.
     lateness: LatencyHistogram,
+    /// Open loop: actual send instant − the later of the intended one and the moment the
+    /// slot was free to wait for it: the generator's own delay alone (timer wake-up,
+    /// scheduling), without the wait for a slot still busy with its previous request.
+    pacing: LatencyHistogram,
     hs_full: LatencyHistogram,
     hs_resumed: LatencyHistogram,
     phases: BTreeMap<Phase, LatencyHistogram>,
@@ -250,6 +263,7 @@ impl Tally {
             latency: LatencyHistogram::new(),
             corrected: LatencyHistogram::new(),
             lateness: LatencyHistogram::new(),
+            pacing: LatencyHistogram::new(),
             hs_full: LatencyHistogram::new(),
             hs_resumed: LatencyHistogram::new(),
             phases: BTreeMap::new(),
@@ -306,14 +320,24 @@ pub async fn run(
     if opts.requests.is_none() && opts.duration.is_none() {
         return Err(LoadError::Unbounded);
     }
+    if let Some(pid) = opts.server_pid {
+        // A pid that cannot be sampled is refused before any wait.
+        usage::TreeCpu::start(pid)?;
+    }
+    let t_dns = Instant::now();
+    let addr = conn::resolve(&target.host, target.port).await?[0];
+    let dns = t_dns.elapsed();
+    if let Some(t) = opts.start_at {
+        tokio::select! {
+            () = tokio::time::sleep_until(t.into()) => {}
+            () = progress.stopping() => {}
+        }
+    }
     // The server's process tree: its first sample.
     let server_tree = match opts.server_pid {
         Some(pid) => Some(Arc::new(std::sync::Mutex::new(usage::TreeCpu::start(pid)?))),
         None => None,
     };
-    let t_dns = Instant::now();
-    let addr = conn::resolve(&target.host, target.port).await?[0];
-    let dns = t_dns.elapsed();
     let started_wall = time::OffsetDateTime::now_utc();
     let cpu0 = usage::self_cpu();
     let start = Instant::now();
@@ -424,7 +448,7 @@ pub async fn run(
     };
     let dist = |h: &LatencyHistogram| (!h.is_empty()).then(|| Dist::of(h.clone()));
     let mut result = LoadResult {
-        schema: SCHEMA.into(),
+        schema: <LoadResult as crate::doc::Document>::SCHEMA.into(),
         target: target_name,
         started: started_wall
             .format(&time::format_description::well_known::Rfc3339)
@@ -460,6 +484,7 @@ pub async fn run(
         latency: Dist::of(total.latency.clone()),
         latency_corrected: opts.rate.and_then(|_| dist(&total.corrected)),
         send_lateness: opts.rate.and_then(|_| dist(&total.lateness)),
+        pacing_lateness: opts.rate.and_then(|_| dist(&total.pacing)),
         handshake_full: dist(&total.hs_full),
         handshake_resumed: dist(&total.hs_resumed),
         phases: total
@@ -490,6 +515,7 @@ pub async fn run(
             threads: opts.threads,
             cpu_seconds: cpu.as_secs_f64(),
             utilization: 0.0,
+            cpu_limit: usage::cgroup_cpu_limit(),
             cpu_us_per_request: None,
             cpu_us_per_handshake: None,
             saturated: false,
@@ -511,6 +537,7 @@ fn merge_tally(total: &mut Tally, t: &Tally) {
     let _ = total.latency.merge(&t.latency);
     let _ = total.corrected.merge(&t.corrected);
     let _ = total.lateness.merge(&t.lateness);
+    let _ = total.pacing.merge(&t.pacing);
     let _ = total.hs_full.merge(&t.hs_full);
     let _ = total.hs_resumed.merge(&t.hs_resumed);
     for (p, h) in &t.phases {
@@ -605,8 +632,11 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     // Slots start staggered so that the rate is even.
     let mut intended = shared.start
         + interval.map_or(Duration::ZERO, |iv| {
-            iv.mul_f64(slot as f64 / shared.opts.connections.max(1) as f64)
+            shared.opts.schedule_offset
+                + iv.mul_f64(slot as f64 / shared.opts.connections.max(1) as f64)
         });
+    // When the slot was free to wait for its next send instant.
+    let mut ready = shared.start;
     while shared.ticket() {
         let planned = interval.map(|iv| {
             let t = intended;
@@ -617,6 +647,7 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             if shared.deadline.is_some_and(|d| t >= d) {
                 break;
             }
+            ready = Instant::now();
             if let Some(p) = pacer.as_mut() {
                 tokio::select! {
                     () = p.wait_until(t) => {}
@@ -666,6 +697,9 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             if let Some(p) = planned {
                 // `wait_until` never returns before `p`.
                 let _ = tally.lateness.record(sent.saturating_duration_since(p));
+                let _ = tally
+                    .pacing
+                    .record(sent.saturating_duration_since(p.max(ready)));
             }
             match outcome {
                 Ok(keep) => {

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::doc::Document;
+use crate::stats::Direction;
+use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
 use crate::stats::{HistogramError, LatencyHistogram, Quantiles};
-
-/// Schema name and version written in every result.
-pub const SCHEMA: &str = "tlsperf-load/1";
 
 /// A latency distribution: percentiles to read, the histogram to merge.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -96,8 +96,13 @@ pub struct GeneratorCpu {
     /// User + system CPU seconds of the whole process (every thread, the `--server-pid`
     /// sampler's included).
     pub cpu_seconds: f64,
-    /// CPU seconds ÷ (wall seconds × threads).
+    /// CPU seconds ÷ (wall seconds × the CPUs it could use: its threads, or fewer under
+    /// a cgroup CPU quota, `cpu_limit`).
     pub utilization: f64,
+    /// The CPUs the process's cgroup quota allowed, when a quota was set (a container's
+    /// CPU limit): the generator saturates there, whatever its threads.
+    #[serde(default)]
+    pub cpu_limit: Option<f64>,
     /// CPU microseconds per completed request (`None`: none completed).
     #[serde(default)]
     pub cpu_us_per_request: Option<f64>,
@@ -145,7 +150,7 @@ pub struct ConnSample {
 /// Everything a load run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadResult {
-    /// [`SCHEMA`].
+    /// `tlsperf-load/1` ([`Document::SCHEMA`]).
     pub schema: String,
     /// The URL.
     pub target: String,
@@ -179,6 +184,13 @@ pub struct LoadResult {
     /// request).
     #[serde(default)]
     pub send_lateness: Option<Dist>,
+    /// With `--rate`: the generator's own pacing delay, actual send instant − the later
+    /// of the intended one and the moment the connection slot was free to wait for it
+    /// (so without the wait for a slot still busy with its previous request, which is
+    /// the server's slowness, not the generator's). What `capacity` checks to tell a
+    /// generator that cannot keep up.
+    #[serde(default)]
+    pub pacing_lateness: Option<Dist>,
     /// TLS handshake time of full handshakes.
     pub handshake_full: Option<Dist>,
     /// TLS handshake time of resumed handshakes.
@@ -245,6 +257,75 @@ fn bounded_phases<'de, D: serde::Deserializer<'de>>(
     d.deserialize_map(Bounded)
 }
 
+impl Document for LoadResult {
+    const SCHEMA: &'static str = "tlsperf-load/1";
+    const NAME: &'static str = "tlsperf load result";
+}
+
+/// Two load results compare on two rows: the mean latency of each connection that
+/// completed a request (lower is better) and the requests/s of each interval (higher is
+/// better; the partial first and last intervals left out when more than four remain).
+/// Their target and the options that [`merge`] requires equal are the settings.
+impl Comparable for LoadResult {
+    const KIND: &'static str = "load";
+
+    fn row_set(&self) -> RowSet {
+        const SECTION: &str = "load";
+        let per_s = 1000.0 / self.interval_ms.max(1) as f64;
+        let n = self.interval_requests.len();
+        let inner = if n > 4 {
+            &self.interval_requests[1..n - 1]
+        } else {
+            &self.interval_requests[..]
+        };
+        let row = |metric: &str, unit: String, direction, rounds| Row {
+            section: SECTION,
+            identity: Identity(vec![("metric", metric.to_string())]),
+            unit,
+            direction,
+            rounds: Some(rounds),
+            median: None,
+            context: None,
+        };
+        let mut settings = vec![
+            ("target".to_string(), self.target.clone()),
+            ("interval_ms".to_string(), self.interval_ms.to_string()),
+        ];
+        settings.extend(
+            self.options
+                .iter()
+                .filter(|(k, _)| !MAY_DIFFER.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.to_string())),
+        );
+        RowSet {
+            sections: vec![Section {
+                name: SECTION,
+                title: "",
+            }],
+            rows: vec![
+                row(
+                    "mean latency per connection",
+                    "ms".into(),
+                    Direction::LowerIsBetter,
+                    self.connections
+                        .iter()
+                        .filter(|c| c.requests > 0)
+                        .map(|c| c.mean_latency_ms)
+                        .collect(),
+                ),
+                row(
+                    "throughput per interval",
+                    format!("requests/s per {} ms interval", self.interval_ms),
+                    Direction::HigherIsBetter,
+                    inner.iter().map(|&c| c as f64 * per_s).collect(),
+                ),
+            ],
+            settings,
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// Results that cannot be merged.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -252,7 +333,10 @@ pub enum MergeError {
     #[error("nothing to merge")]
     Empty,
     /// Another schema.
-    #[error("result {index} has schema '{found}', expected '{SCHEMA}'")]
+    #[error(
+        "result {index} has schema '{found}', expected '{}'",
+        LoadResult::SCHEMA
+    )]
     Schema {
         /// 1-based position.
         index: usize,
@@ -305,11 +389,12 @@ pub enum MergeError {
 
 /// Settings that may differ between the runs of one merged measurement: how each
 /// machine's share was sized and bounded.
-pub const MAY_DIFFER: [&str; 6] = [
+pub const MAY_DIFFER: [&str; 7] = [
     "requests",
     "duration_s",
     "connections",
     "rate",
+    "rate_share",
     "threads",
     "timeout_s",
 ];
@@ -439,7 +524,7 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
                 differences: differ,
             });
         }
-        if r.schema != SCHEMA {
+        if r.schema != LoadResult::SCHEMA {
             return Err(MergeError::Schema {
                 index: i + 1,
                 found: r.schema.clone(),
@@ -522,6 +607,7 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         m.latency.merge(&r.latency).map_err(hist)?;
         merge_opt(&mut m.latency_corrected, &r.latency_corrected).map_err(hist)?;
         merge_opt(&mut m.send_lateness, &r.send_lateness).map_err(hist)?;
+        merge_opt(&mut m.pacing_lateness, &r.pacing_lateness).map_err(hist)?;
         merge_opt(&mut m.handshake_full, &r.handshake_full).map_err(hist)?;
         merge_opt(&mut m.handshake_resumed, &r.handshake_resumed).map_err(hist)?;
         for (k, d) in &r.phases {
@@ -550,6 +636,10 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         m.generator.threads += r.generator.threads;
         m.generator.cpu_seconds += r.generator.cpu_seconds;
         m.generator.saturated |= r.generator.saturated;
+        m.generator.cpu_limit = match (m.generator.cpu_limit, r.generator.cpu_limit) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
         m.server = match (m.server.take(), &r.server) {
             (Some(s), None) => Some(s),
             (None, Some(s)) => Some(s.clone()),
@@ -610,7 +700,10 @@ impl LoadResult {
         let (completed, hs) = (self.requests.completed, self.handshakes.total);
         let hs_per_request = hs >= completed;
         let g = &mut self.generator;
-        g.utilization = g.cpu_seconds / (secs * g.threads.max(1) as f64);
+        let cpus = g
+            .cpu_limit
+            .map_or(g.threads.max(1) as f64, |l| l.min(g.threads.max(1) as f64));
+        g.utilization = g.cpu_seconds / (secs * cpus);
         g.cpu_us_per_request = per(g.cpu_seconds, completed);
         g.cpu_us_per_handshake = per(g.cpu_seconds, hs).filter(|_| hs_per_request);
         if let Some(s) = &mut self.server {
@@ -639,90 +732,6 @@ impl LoadResult {
             ));
         }
         w
-    }
-}
-
-/// A result file that cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// I/O.
-    #[error("cannot read {}", .path.display())]
-    Io {
-        /// The file.
-        path: std::path::PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Not a load result.
-    #[error("{}:{line}:{column}: not a tlsperf load result: {reason}", .path.display())]
-    Json {
-        /// The file.
-        path: std::path::PathBuf,
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// Why.
-        reason: String,
-    },
-    /// Another schema.
-    #[error("{}: schema '{found}', expected '{SCHEMA}'", .path.display())]
-    Schema {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Its schema.
-        found: String,
-    },
-}
-
-impl crate::error::Classify for ReadError {
-    fn class(&self) -> crate::error::ErrorClass {
-        match self {
-            ReadError::Io { source, .. } => crate::error::io_input_class(source),
-            _ => crate::error::ErrorClass::Input,
-        }
-    }
-}
-
-/// Reads a result written by `tlsperf load --out` (or `merge`).
-pub fn read(path: &std::path::Path) -> Result<LoadResult, ReadError> {
-    let text =
-        crate::files::read_input(path, crate::files::InputKind::Results).map_err(|source| {
-            ReadError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
-    parse(path, &text)
-}
-
-/// Parses a result; errors name `path`, line and column.
-pub fn parse(path: &std::path::Path, text: &[u8]) -> Result<LoadResult, ReadError> {
-    let found = match crate::doc::sniff(text) {
-        Some(s) if s == SCHEMA => {
-            return serde_json::from_slice(text).map_err(|e| json_err(path, &e));
-        }
-        Some(other) => other,
-        None => {
-            // Not a JSON object with a schema: where its JSON breaks, if it does.
-            serde_json::from_slice::<serde::de::IgnoredAny>(text)
-                .map_err(|e| json_err(path, &e))?;
-            String::new()
-        }
-    };
-    Err(ReadError::Schema {
-        path: path.to_path_buf(),
-        found,
-    })
-}
-
-fn json_err(path: &std::path::Path, e: &serde_json::Error) -> ReadError {
-    ReadError::Json {
-        path: path.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        reason: e.to_string(),
     }
 }
 

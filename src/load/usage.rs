@@ -18,6 +18,65 @@ pub fn self_cpu() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// The CPUs this process may use under its cgroup's CPU quota (cgroup v2 `cpu.max`, v1
+/// `cpu.cfs_quota_us` ÷ `cpu.cfs_period_us`; the tightest of its cgroup and the
+/// cgroups above it), `None` without a quota or where none can be read. A container
+/// limited to half a CPU saturates at 0.5 CPU-seconds a second, whatever its threads.
+pub fn cgroup_cpu_limit() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut best: Option<f64> = None;
+    let mut tighten = |v: Option<f64>| {
+        if let Some(v) = v.filter(|v| *v > 0.0) {
+            best = Some(best.map_or(v, |b: f64| b.min(v)));
+        }
+    };
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let ancestors = || {
+            std::path::Path::new(path)
+                .ancestors()
+                .map(|p| p.strip_prefix("/").unwrap_or(p).to_path_buf())
+                .collect::<Vec<_>>()
+        };
+        if controllers.is_empty() {
+            for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+                for rel in ancestors() {
+                    let f = std::path::Path::new(root).join(rel).join("cpu.max");
+                    tighten(std::fs::read_to_string(f).ok().and_then(|t| {
+                        let mut w = t.split_whitespace();
+                        let quota: f64 = w.next()?.parse().ok()?;
+                        let period: f64 = w.next()?.parse().ok()?;
+                        Some(quota / period)
+                    }));
+                }
+            }
+        } else if controllers.split(',').any(|c| c == "cpu") {
+            for root in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"] {
+                for rel in ancestors() {
+                    let dir = std::path::Path::new(root).join(rel);
+                    let read = |name: &str| -> Option<f64> {
+                        std::fs::read_to_string(dir.join(name))
+                            .ok()?
+                            .trim()
+                            .parse()
+                            .ok()
+                    };
+                    tighten(
+                        read("cpu.cfs_quota_us")
+                            .zip(read("cpu.cfs_period_us"))
+                            .and_then(|(q, p)| (q > 0.0 && p > 0.0).then(|| q / p)),
+                    );
+                }
+            }
+        }
+    }
+    best
+}
+
 /// A process that cannot be sampled.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read /proc/{pid}: {reason}")]

@@ -4,7 +4,6 @@
 //! ([`merge`]: counts add, histograms merge). Read back with [`parse`].
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -447,60 +446,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
     Ok(m)
 }
 
-/// An observation that could not be read.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReadError {
-    /// Not JSON, or not this document's shape.
-    #[error("{}: line {line}, column {column}: {reason}", .path.display())]
-    Json {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Where.
-        line: usize,
-        /// Where.
-        column: usize,
-        /// Why.
-        reason: String,
-    },
-    /// Another schema.
-    #[error("{}: schema '{found}', expected '{SCHEMA}' (a result of tlsperf observe --out)", .path.display())]
-    Schema {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Its schema (empty when none).
-        found: String,
-    },
-}
-
-impl Classify for ReadError {
-    fn class(&self) -> ErrorClass {
-        ErrorClass::Input
-    }
-}
-
-/// Parses an observation; errors name `path`, line and column.
-pub fn parse(path: &Path, text: &[u8]) -> Result<Observation, ReadError> {
-    let json_err = |e: serde_json::Error| ReadError::Json {
-        path: path.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        reason: e.to_string(),
-    };
-    match crate::doc::sniff(text) {
-        Some(s) if s == SCHEMA => {
-            let mut o: Observation = serde_json::from_slice(text).map_err(json_err)?;
-            o.refresh();
-            Ok(o)
-        }
-        found => {
-            if found.is_none() {
-                serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(json_err)?;
-            }
-            Err(ReadError::Schema {
-                path: path.to_path_buf(),
-                found: found.unwrap_or_default(),
-            })
-        }
-    }
+impl crate::doc::Document for Observation {
+    const SCHEMA: &'static str = SCHEMA;
+    const NAME: &'static str = "tlsperf observe result";
 }

@@ -8,7 +8,9 @@ use rcgen::{KeyPair, RsaKeySize, SignatureAlgorithm};
 use super::PkiError;
 
 /// A key (and signature) type for a generated certificate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum KeyType {
     /// ECDSA on P-256 with SHA-256.
     #[value(name = "ecdsa-p256")]

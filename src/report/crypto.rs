@@ -5,20 +5,21 @@ use comfy_table::{CellAlignment, Table, presets};
 
 use super::text::num;
 use crate::crypto::Measurement;
-use crate::crypto::compare::{CryptoComparison, CryptoKind, Outcome, RowComparison, Section};
 use crate::crypto::handshake::HandshakeReport;
 use crate::crypto::kx::KxReport;
 use crate::crypto::limit::LimitReport;
 use crate::crypto::sign::SignReport;
 
-fn table(header: &[&str]) -> Table {
+/// A borderless table with `header`.
+pub(super) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
     t.set_header(header.iter().map(|h| h.to_string()));
     t
 }
 
-fn render(t: &mut Table, right_from: usize) -> String {
+/// `t` as text, columns from `right_from` on right-aligned, without trailing padding.
+pub(super) fn render(t: &mut Table, right_from: usize) -> String {
     let cols = t.column_count();
     for col in right_from..cols {
         if let Some(c) = t.column_mut(col) {
@@ -292,136 +293,6 @@ fn percent(part: f64, whole: f64) -> String {
     } else {
         "-".into()
     }
-}
-
-/// The column heading of an identity field of a compared row.
-fn identity_heading(kind: CryptoKind, field: &str) -> &str {
-    match (kind, field) {
-        (_, "alg") => "algorithm",
-        (_, "tls") => "TLS",
-        (_, "name") => "operation",
-        (CryptoKind::Limit, "kind") => "handshake",
-        (_, other) => other,
-    }
-}
-
-/// The short verdict of a compared row, B against A.
-fn short_verdict(r: &RowComparison) -> String {
-    match r.outcome {
-        Outcome::Faster => "significantly faster".into(),
-        Outcome::Slower => "significantly slower".into(),
-        Outcome::NoDifference => "no significant difference".into(),
-        Outcome::TooFewRounds => format!("too few rounds (A {}, B {})", r.a.rounds, r.b.rounds),
-        Outcome::MediansOnly => "medians only (no rounds)".into(),
-        Outcome::Untestable => "untestable (see below)".into(),
-    }
-}
-
-/// `tlsperf compare A.json B.json` on two `tlsperf crypto` results: one aligned table per
-/// section (a limit result has two: operations and limits), rows only one file has,
-/// warnings.
-pub fn compare(c: &CryptoComparison) -> String {
-    let filter = if c.filter {
-        "after Tukey's 1.5×IQR filter"
-    } else {
-        "all rounds, no filter"
-    };
-    let mut s = format!(
-        "tlsperf crypto {} results compared, B against A: Welch's t-test on each row's rounds \
-         (ns/op, lower is better; {filter}), α = {}\nA: {} ({})\nB: {} ({})\n",
-        c.kind, c.alpha, c.a.path, c.a.schema, c.b.path, c.b.schema
-    );
-    for section in [
-        Section::Rows,
-        Section::Operations,
-        Section::InHandshake,
-        Section::Limits,
-    ] {
-        let rows: Vec<&RowComparison> = c.rows.iter().filter(|r| r.section == section).collect();
-        let Some(first) = rows.first() else {
-            continue;
-        };
-        match section {
-            Section::Rows => {}
-            Section::Operations => s += "\nPublic-key operations of a handshake, in a tight loop\n",
-            Section::InHandshake => {
-                s += "\nCrypto inside handshakes, per category (ns per handshake)\n"
-            }
-            Section::Limits => s += "\nMeasured in-memory handshakes per side\n",
-        }
-        let mut header: Vec<&str> = first
-            .identity
-            .0
-            .iter()
-            .map(|(k, _)| identity_heading(c.kind, k))
-            .collect();
-        let id_cols = header.len();
-        header.extend([
-            "A time/op",
-            "B time/op",
-            "A ops/s",
-            "B ops/s",
-            "B/A ops/s",
-            "p",
-            "verdict",
-        ]);
-        let mut t = table(&header);
-        let or_dash = |x: Option<String>| x.unwrap_or_else(|| "-".into());
-        for r in rows {
-            let mut cells: Vec<String> = r.identity.0.iter().map(|(_, v)| v.clone()).collect();
-            cells.extend([
-                or_dash(r.a.median_ns.map(duration_ns)),
-                or_dash(r.b.median_ns.map(duration_ns)),
-                or_dash(r.a.ops_per_sec.map(rate)),
-                or_dash(r.b.ops_per_sec.map(rate)),
-                or_dash(r.ratio.map(|x| format!("{x:.3}×"))),
-                or_dash(r.p.map(crate::stats::compare::format_p)),
-                short_verdict(r),
-            ]);
-            t.add_row(cells);
-        }
-        // Right-align the figures; the verdict (last) stays left-aligned.
-        let verdict_col = t.column_count() - 1;
-        for col in id_cols..verdict_col {
-            if let Some(c) = t.column_mut(col) {
-                c.set_cell_alignment(CellAlignment::Right);
-            }
-        }
-        s += &format!("\n{}\n", render(&mut t, verdict_col + 1));
-    }
-    let not_tested = c.rows.len()
-        - c.count(Outcome::Faster)
-        - c.count(Outcome::Slower)
-        - c.count(Outcome::NoDifference);
-    s += &format!(
-        "\n{} in both: B significantly faster in {}, significantly slower in {}, no significant \
-         difference in {}{}\n",
-        match c.rows.len() {
-            1 => "1 row".to_string(),
-            n => format!("{n} rows"),
-        },
-        c.count(Outcome::Faster),
-        c.count(Outcome::Slower),
-        c.count(Outcome::NoDifference),
-        if not_tested > 0 {
-            format!(", not tested in {not_tested}")
-        } else {
-            String::new()
-        }
-    );
-    for (name, list) in [("A", &c.only_in_a), ("B", &c.only_in_b)] {
-        if !list.is_empty() {
-            let labels: Vec<&str> = list.iter().map(|u| u.label.as_str()).collect();
-            s += &format!("only in {name}: {}\n", labels.join("; "));
-        }
-    }
-    for r in c.rows.iter().filter(|r| r.outcome == Outcome::Untestable) {
-        s += &format!("untestable: {}: {}\n", r.label, r.verdict);
-    }
-    for w in &c.warnings {
-        s += &format!("warning: {w}\n");
-    }
-    s
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! self-contained HTML with SVG charts). They never open the engine's sockets or files;
 //! JSON output is the results' own serde form.
 
+pub mod capacity;
+pub mod compare;
 pub mod crypto;
 pub mod lab;
 pub mod observe;

@@ -10,8 +10,6 @@ use comfy_table::{CellAlignment, Table, presets};
 use std::time::Duration;
 
 use crate::pki::{Bundle, CertSummary, WrittenFile};
-use crate::stats::compare::format_p;
-use crate::stats::{Comparison, Direction};
 use crate::trust::Probe;
 use crate::trust::discover::Kind;
 use crate::trust::measure::LoadMeasurement;
@@ -23,7 +21,6 @@ const GOOD: Style = Style::new()
 pub(crate) const BAD: Style = Style::new()
     .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Red)))
     .bold();
-const NEUTRAL: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)));
 
 pub(crate) fn styled(style: Style, text: &str) -> String {
     format!("{style}{text}{style:#}")
@@ -56,74 +53,6 @@ pub fn num(x: f64) -> String {
     }
     let decimals = (3 - mag).clamp(0, 9) as usize;
     format!("{x:.decimals$}")
-}
-
-/// The comparison of two samples: both summaries side by side, the test, the verdict.
-pub fn comparison(c: &Comparison) -> String {
-    let mut t = table(&["", "A", "B"]);
-    t.add_row(vec![
-        "n".to_string(),
-        c.a.summary.n.to_string(),
-        c.b.summary.n.to_string(),
-    ]);
-    let rows: [(&str, f64, f64); 5] = [
-        ("median", c.a.summary.median, c.b.summary.median),
-        ("mean", c.a.summary.mean, c.b.summary.mean),
-        ("stddev", c.a.summary.stddev, c.b.summary.stddev),
-        ("min", c.a.summary.min, c.b.summary.min),
-        ("max", c.a.summary.max, c.b.summary.max),
-    ];
-    for (name, a, b) in rows {
-        t.add_row(vec![name.to_string(), num(a), num(b)]);
-    }
-    let dropped = |s: &crate::stats::compare::Side| match &s.filter {
-        Some(_) => format!("{} of {}", s.outliers_dropped, s.raw.n),
-        None => "filter off".into(),
-    };
-    t.add_row(vec![
-        "IQR outliers dropped".into(),
-        dropped(&c.a),
-        dropped(&c.b),
-    ]);
-    for col in 1..3 {
-        if let Some(column) = t.column_mut(col) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    let w = &c.welch;
-    let mut out = String::new();
-    out.push_str(&format!("A: {}\nB: {}\n\n", c.a.source, c.b.source));
-    out.push_str(&render(&t));
-    out.push('\n');
-    let rel = c
-        .relative_change
-        .map(|r| format!(" ({:+.1}%)", r * 100.0))
-        .unwrap_or_default();
-    out.push_str(&format!(
-        "\nmean B − mean A = {}{rel}, {:.0}% CI [{}, {}]\n",
-        num(w.diff),
-        w.confidence * 100.0,
-        num(w.ci_low),
-        num(w.ci_high)
-    ));
-    out.push_str(&format!(
-        "Welch's t-test: t = {}, df = {}, p = {}\n",
-        num(w.t),
-        num(w.df),
-        format_p(w.p)
-    ));
-    let better = match c.direction {
-        Direction::LowerIsBetter => w.diff < 0.0,
-        Direction::HigherIsBetter => w.diff > 0.0,
-    };
-    let style = match (c.significant, better) {
-        (false, _) => NEUTRAL,
-        (true, true) => GOOD,
-        (true, false) => BAD,
-    };
-    out.push_str(&styled(style, &c.verdict));
-    out.push('\n');
-    out
 }
 
 /// The files and certificates of a freshly written PKI.

@@ -1,15 +1,19 @@
 //! The statistics core: every number tlsperf reports goes through here.
 //!
 //! - [`histogram`]: HDR latency histograms (exact merge, lossless JSON serialization).
-//! - [`summary`]: n, mean, median, standard deviation, extremes of a sample.
+//! - [`summary`]: n, mean, median, standard deviation, extremes of a sample; medians of
+//!   numbers and durations; a least-squares slope.
 //! - [`iqr`]: Tukey's 1.5×IQR outlier filter, quartiles as numpy computes them.
 //! - [`welch`]: Welch's two-sample t-test with the Welch–Satterthwaite degrees of freedom.
 //! - [`samples`]: sample files (one number a line) as the user writes them.
 //! - [`compare`]: is B different from A — summaries, filter, test and a verdict.
+//! - [`rows`]: the one comparison engine of results: rows matched by identity, each
+//!   compared through [`compare`](compare()).
 
 pub mod compare;
 pub mod histogram;
 pub mod iqr;
+pub mod rows;
 pub mod samples;
 pub mod summary;
 pub mod welch;
@@ -18,7 +22,7 @@ pub use compare::{CompareOptions, Comparison, Direction, compare};
 pub use histogram::{HistogramError, LatencyHistogram, Quantiles};
 pub use iqr::{IqrFilter, quantile_linear};
 pub use samples::{SampleError, Samples};
-pub use summary::Summary;
+pub use summary::{Summary, least_squares_slope, median, median_duration};
 pub use welch::{WelchTest, min_detectable_difference, welch_t_test};
 
 use crate::error::{Classify, ErrorClass};

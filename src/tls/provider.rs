@@ -7,7 +7,18 @@ use std::sync::Arc;
 use rustls::crypto::CryptoProvider;
 
 /// A rustls crypto provider tlsperf can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum Provider {
     /// aws-lc-rs: rustls's default provider.
     #[default]

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::TrustError;
 use super::load::{LayerTimes, LoadStats, Source, load};
 use super::store::TrustStore;
-use crate::stats::serde_duration_ms;
+use crate::stats::{median_duration, serde_duration_ms};
 
 /// A comparison row: another way to load the same certificates.
 #[derive(Debug, Clone, Serialize)]
@@ -170,7 +170,7 @@ pub fn measure_load(
         baselines.push(Baseline {
             name: "rustls_native_certs::load_native_certs()".into(),
             cold: native_runs[0],
-            warm: median(&native_runs[1..]),
+            warm: median_duration(&native_runs[1..]),
             certs: native_result.0,
             errors: native_result.1,
         });
@@ -182,7 +182,7 @@ pub fn measure_load(
                 f.display()
             ),
             cold: pki_types_runs[0],
-            warm: median(&pki_types_runs[1..]),
+            warm: median_duration(&pki_types_runs[1..]),
             certs: pki_types_certs,
             errors: 0,
         });
@@ -196,7 +196,7 @@ pub fn measure_load(
             std::hint::black_box(TrustStore::system_shared()?);
             runs.push(t.elapsed());
         }
-        Some(median(&runs))
+        Some(median_duration(&runs))
     } else {
         None
     };
@@ -286,24 +286,10 @@ fn dir_coverage(dir: &Path, store: &TrustStore) -> DirCoverage {
     }
 }
 
-/// The median of durations (0 for none).
-pub fn median(d: &[Duration]) -> Duration {
-    if d.is_empty() {
-        return Duration::ZERO;
-    }
-    let mut v = d.to_vec();
-    v.sort();
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2
-    }
-}
-
 fn median_layers(runs: &[LayerTimes]) -> LayerTimes {
-    let pick =
-        |f: &dyn Fn(&LayerTimes) -> Duration| median(&runs.iter().map(f).collect::<Vec<_>>());
+    let pick = |f: &dyn Fn(&LayerTimes) -> Duration| {
+        median_duration(&runs.iter().map(f).collect::<Vec<_>>())
+    };
     LayerTimes {
         probe: pick(&|t| t.probe),
         io: pick(&|t| t.io),
@@ -314,21 +300,5 @@ fn median_layers(runs: &[LayerTimes]) -> LayerTimes {
             .and_then(|t| t.x509)
             .map(|_| pick(&|t| t.x509.unwrap_or_default())),
         total: pick(&|t| t.total),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians() {
-        let ms = Duration::from_millis;
-        assert_eq!(median(&[ms(3), ms(1), ms(2)]), ms(2));
-        assert_eq!(
-            median(&[ms(4), ms(1), ms(2), ms(3)]),
-            Duration::from_micros(2500)
-        );
-        assert_eq!(median(&[]), Duration::ZERO);
     }
 }

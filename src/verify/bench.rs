@@ -319,7 +319,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchResult, TrustError> {
             .filter(|r| r.anchors > 0 && f(r) > 0)
             .map(|r| ((r.anchors as f64).ln(), (f(r) as f64).ln()))
             .collect();
-        least_squares_slope(&pts)
+        crate::stats::least_squares_slope(&pts)
     };
     let growth_exponent = Exponents {
         indexed: slope(&|r| r.indexed_ns),
@@ -428,38 +428,5 @@ fn throughput(
 }
 
 fn median_ns(d: &[Duration]) -> u64 {
-    u64::try_from(crate::trust::measure::median(d).as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// Least-squares slope of y over x; 0 with fewer than two distinct x.
-pub fn least_squares_slope(pts: &[(f64, f64)]) -> f64 {
-    let n = pts.len() as f64;
-    if pts.len() < 2 {
-        return 0.0;
-    }
-    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    if sxx == 0.0 { 0.0 } else { sxy / sxx }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slopes() {
-        let lin: Vec<(f64, f64)> = [1.0f64, 10.0, 100.0]
-            .iter()
-            .map(|&x| (x.ln(), (3.0 * x).ln()))
-            .collect();
-        assert!((least_squares_slope(&lin) - 1.0).abs() < 1e-9);
-        let flat: Vec<(f64, f64)> = [1.0f64, 10.0, 100.0]
-            .iter()
-            .map(|&x| (x.ln(), 5f64.ln()))
-            .collect();
-        assert!(least_squares_slope(&flat).abs() < 1e-9);
-        assert_eq!(least_squares_slope(&[(1.0, 1.0)]), 0.0);
-    }
+    u64::try_from(crate::stats::median_duration(d).as_nanos()).unwrap_or(u64::MAX)
 }

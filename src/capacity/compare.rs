@@ -1,0 +1,308 @@
+//! Is B's capacity really higher than A's? Two capacity results compared on their
+//! confirmation runs: B is higher when B's confirmed rate is at or above a rate A failed
+//! at (B met the objective, in a confirmation run, where A did not), lower in the
+//! mirror case, and not distinguishable when the two brackets overlap. The gain comes
+//! with the range the two brackets allow.
+//!
+//! One comparison, one [`CapacityRow`], given to `tlsperf compare` as the one row of a
+//! `tlsperf-compare/1` document ([`rows`]): no Welch test (a search gives one answer
+//! per run, not rounds), the verdict is the brackets'.
+
+use serde::Serialize;
+
+use super::result::{CapacityResult, Outcome, group};
+use crate::stats::compare::Direction;
+use crate::stats::rows::{
+    Comparable, Identity, Outcome as RowOutcome, Row, RowComparison, RowSet, RowSide, RowsCompared,
+    Section,
+};
+
+/// The kind's name in comparison documents.
+pub const KIND: &str = "capacity";
+
+const SECTION: Section = Section {
+    name: KIND,
+    title: "",
+};
+
+impl Comparable for CapacityResult {
+    const KIND: &'static str = KIND;
+
+    /// One row, the confirmed capacity (a median, no rounds): what `compare` would match
+    /// on; [`rows`] gives its verdict.
+    fn row_set(&self) -> RowSet {
+        RowSet {
+            sections: vec![SECTION],
+            rows: vec![Row {
+                section: KIND,
+                identity: identity(self),
+                unit: "requests/s".into(),
+                direction: Direction::HigherIsBetter,
+                rounds: None,
+                median: self.capacity_per_s,
+                context: None,
+            }],
+            settings: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+fn identity(r: &CapacityResult) -> Identity {
+    Identity(vec![("objective", r.slo.to_string())])
+}
+
+/// The comparison as the rows of a `tlsperf-compare/1` document: one row, its outcome
+/// `higher`, `lower` or `no-difference` by the brackets, `ratio` B ÷ A of the confirmed
+/// capacities, `relative_change` B ÷ A − 1, no p-value.
+pub fn rows(a: &CapacityResult, b: &CapacityResult) -> Result<RowsCompared, CompareError> {
+    let row = compare(a, b)?;
+    let side = |s: &Side| RowSide {
+        rounds: 0,
+        used: None,
+        outliers_dropped: None,
+        median: Some(s.capacity_per_s),
+        raw: None,
+        summary: None,
+        filter: None,
+    };
+    let outcome = match row.verdict {
+        CapacityVerdict::Higher => RowOutcome::Higher,
+        CapacityVerdict::Lower => RowOutcome::Lower,
+        CapacityVerdict::NoDifference => RowOutcome::NoDifference,
+    };
+    let id = identity(a);
+    let mut warnings = Vec::new();
+    if a.target != b.target {
+        warnings.push(format!("target differs: A {}, B {}", a.target, b.target));
+    }
+    Ok(RowsCompared {
+        sections: vec![SECTION],
+        rows: vec![RowComparison {
+            section: KIND,
+            label: id.label(),
+            identity: id,
+            unit: "requests/s".into(),
+            direction: Direction::HigherIsBetter,
+            a: side(&row.a),
+            b: side(&row.b),
+            ratio: Some(row.b.capacity_per_s / row.a.capacity_per_s),
+            relative_change: Some(row.change),
+            p: None,
+            welch: None,
+            significant: row.verdict != CapacityVerdict::NoDifference,
+            outcome,
+            verdict: row.message.clone(),
+        }],
+        only_in_a: Vec::new(),
+        only_in_b: Vec::new(),
+        warnings,
+    })
+}
+
+/// The verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapacityVerdict {
+    /// B met the objective at a rate A failed at.
+    Higher,
+    /// A met the objective at a rate B failed at.
+    Lower,
+    /// The brackets overlap: no difference at the searches' resolution.
+    NoDifference,
+}
+
+/// One side: its confirmed capacity and bracket.
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    /// The URL.
+    pub target: String,
+    /// Confirmed capacity (per second).
+    pub capacity_per_s: f64,
+    /// `[highest pass, lowest failure]`.
+    pub interval_per_s: [f64; 2],
+    /// The confirmation run's corrected p99 (ms).
+    pub confirmation_p99_ms: Option<f64>,
+}
+
+/// The comparison, as one row.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapacityRow {
+    /// What is compared: "capacity at <objective>".
+    pub metric: String,
+    /// A.
+    pub a: Side,
+    /// B.
+    pub b: Side,
+    /// B ÷ A − 1, on the confirmed capacities.
+    pub change: f64,
+    /// The change's range over the brackets: `[B low ÷ A high − 1, B high ÷ A low − 1]`.
+    pub change_range: [f64; 2],
+    /// The verdict.
+    pub verdict: CapacityVerdict,
+    /// In plain words.
+    pub message: String,
+}
+
+/// Results that cannot be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// No confirmed capacity on one side.
+    #[error("{side}: no confirmed capacity to compare ({outcome}: {message})")]
+    NoCapacity {
+        /// "A" or "B".
+        side: &'static str,
+        /// Its outcome.
+        outcome: &'static str,
+        /// Its conclusion.
+        message: String,
+    },
+    /// Different objectives.
+    #[error(
+        "A was searched under {a}, B under {b}: capacities at different objectives do not compare"
+    )]
+    Objective {
+        /// A's objective.
+        a: String,
+        /// B's.
+        b: String,
+    },
+}
+
+impl crate::error::Classify for CompareError {
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Input
+    }
+}
+
+fn side(name: &'static str, r: &CapacityResult) -> Result<Side, CompareError> {
+    match (r.outcome, r.capacity_per_s, r.interval_per_s) {
+        (Outcome::Capacity, Some(c), Some(iv)) => Ok(Side {
+            target: r.target.clone(),
+            capacity_per_s: c,
+            interval_per_s: iv,
+            confirmation_p99_ms: r.confirmation().and_then(|s| s.p99_ms),
+        }),
+        _ => Err(CompareError::NoCapacity {
+            side: name,
+            outcome: r.outcome.name(),
+            message: r.message.clone(),
+        }),
+    }
+}
+
+/// Compares A and B ([module docs](self)).
+pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, CompareError> {
+    if a.slo != b.slo {
+        return Err(CompareError::Objective {
+            a: a.slo.to_string(),
+            b: b.slo.to_string(),
+        });
+    }
+    let (sa, sb) = (side("A", a)?, side("B", b)?);
+    let [a_lo, a_hi] = sa.interval_per_s;
+    let [b_lo, b_hi] = sb.interval_per_s;
+    let verdict = if b_lo >= a_hi {
+        CapacityVerdict::Higher
+    } else if a_lo >= b_hi {
+        CapacityVerdict::Lower
+    } else {
+        CapacityVerdict::NoDifference
+    };
+    let change = b_lo / a_lo - 1.0;
+    let change_range = [b_lo / a_hi - 1.0, b_hi / a_lo - 1.0];
+    let pct = |x: f64| format!("{:+.0}%", x * 100.0);
+    let message = match verdict {
+        CapacityVerdict::Higher => format!(
+            "B's capacity is higher: {} ({}..{}); B met the objective at {}/s in its \
+             confirmation run, where A failed at {}/s",
+            pct(change),
+            pct(change_range[0]),
+            pct(change_range[1]),
+            group(b_lo),
+            group(a_hi)
+        ),
+        CapacityVerdict::Lower => format!(
+            "B's capacity is lower: {} ({}..{}); A met the objective at {}/s in its \
+             confirmation run, where B failed at {}/s",
+            pct(change),
+            pct(change_range[0]),
+            pct(change_range[1]),
+            group(a_lo),
+            group(b_hi)
+        ),
+        CapacityVerdict::NoDifference => format!(
+            "no difference the searches can tell: A lies in {}..{}/s, B in {}..{}/s \
+             (overlapping; a finer --resolution may separate them)",
+            group(a_lo),
+            group(a_hi),
+            group(b_lo),
+            group(b_hi)
+        ),
+    };
+    Ok(CapacityRow {
+        metric: format!("capacity at {}", a.slo),
+        a: sa,
+        b: sb,
+        change,
+        change_range,
+        verdict,
+        message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(lo: f64, hi: f64) -> CapacityResult {
+        let steps = vec![
+            crate::capacity::result::tests::step(1, crate::capacity::StepKind::Ramp, hi, 50, 200),
+            crate::capacity::result::tests::step(2, crate::capacity::StepKind::Confirm, lo, 2, 200),
+        ];
+        let rules = crate::capacity::result::tests::rules();
+        let c = crate::capacity::result::conclude(&steps, &rules, Outcome::TimeLimit);
+        let mut r = CapacityResult {
+            schema: crate::capacity::SCHEMA.into(),
+            target: "https://x/".into(),
+            started: String::new(),
+            slo: "p90=10ms".parse().unwrap(),
+            rules,
+            options: Default::default(),
+            rate_share: None,
+            machines: 1,
+            outcome: Outcome::TimeLimit,
+            capacity_per_s: None,
+            interval_per_s: None,
+            best_pass_per_s: None,
+            generator_bound_at_per_s: None,
+            message: String::new(),
+            steps,
+            warnings: vec![],
+        };
+        r.set_conclusion(c);
+        r
+    }
+
+    #[test]
+    fn higher_only_where_the_other_failed() {
+        let a = result(1000.0, 1050.0);
+        let b = result(1100.0, 1150.0);
+        let row = compare(&a, &b).unwrap();
+        assert_eq!(row.verdict, CapacityVerdict::Higher);
+        assert!((row.change - 0.1).abs() < 1e-9);
+        assert!(row.message.contains("+10%"), "{}", row.message);
+        assert_eq!(compare(&b, &a).unwrap().verdict, CapacityVerdict::Lower);
+        let c = result(1030.0, 1080.0);
+        assert_eq!(
+            compare(&a, &c).unwrap().verdict,
+            CapacityVerdict::NoDifference
+        );
+        let mut none = result(1000.0, 1050.0);
+        none.steps.truncate(1);
+        let c = crate::capacity::result::conclude(&none.steps, &none.rules, Outcome::TimeLimit);
+        none.set_conclusion(c);
+        let e = compare(&a, &none).unwrap_err();
+        assert!(e.to_string().starts_with("B: no confirmed capacity"), "{e}");
+    }
+}

@@ -1,0 +1,557 @@
+//! The engine behind `tlsperf capacity`: the highest request rate a server sustains
+//! within a latency objective ([`Slo`]), found by open-loop steps of the load engine
+//! ([`crate::load::run`] at a fixed `--rate`).
+//!
+//! The search: a geometric ramp from the start rate (×factor a step) until a step
+//! breaks the objective (down by the same factor when the first step already does);
+//! then a bisection between the highest pass and the lowest failure until they are
+//! within the resolution; then a confirmation run (twice a step's length) at the highest
+//! pass. A failed confirmation becomes the new lowest failure and the search goes on.
+//!
+//! Each step is sized for [`Slo::samples_needed`] answers (10 expected above the
+//! objective's highest percentile), at least `step_min` and at most `step_max` long,
+//! with enough connection slots that a server within the objective never leaves the
+//! generator waiting for a free slot (twice the rate × the largest latency bound).
+//! The objective is checked on the corrected latency (from each request's intended send
+//! instant), failed requests (and requests due but never sent) counting as slower than
+//! any bound. A failing step whose generator sent late (pacing lateness,
+//! [`crate::load::LoadResult::pacing_lateness`], beyond a tenth of a bound at its percentile)
+//! or ran its CPU near saturation (against its threads or its cgroup quota) is invalid:
+//! the search stops there and says the generator, not the server, saturated. (A step
+//! that passes despite a late generator is a pass: the delay only adds to the corrected
+//! latency.) After a failed step the search waits until the server answers one request
+//! within the tightest bound again (at most [`SETTLE_MAX`]), so that no step inherits the
+//! previous one's backlog.
+//!
+//! Bounded by `max_time` (a step that would end past it is not started), a step count
+//! and the highest rate; stops early, keeping what was measured, on [`Progress::stop`].
+//! The engine never prints: it reports each step through [`Progress`]'s channel.
+
+pub mod compare;
+pub mod result;
+pub mod slo;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustls::ClientConfig;
+
+use crate::client::target::Target;
+use crate::load::{self, LoadError, LoadOptions};
+pub use result::{CapacityResult, Outcome, Rules, SCHEMA, Step, StepKind, Verdict};
+use result::{StepCpu, bracket, conclude, confirmed};
+pub use slo::Slo;
+
+/// A failing step is invalid when the generator's pacing lateness at a bound's
+/// percentile exceeds this fraction of that bound (and the failure is not beyond what the
+/// lateness explains): beyond it, the generator's own delay could decide the verdict.
+pub const LATENESS_MAX_FRACTION: f64 = 0.1;
+
+/// A step is invalid when the generator's CPU use reaches this fraction of its threads'
+/// time (as `load` flags a saturated generator).
+pub const GENERATOR_CPU_MAX: f64 = 0.9;
+
+/// What to search.
+#[derive(Debug, Clone)]
+pub struct CapacityOptions {
+    /// The objective.
+    pub slo: Slo,
+    /// The search's rules (rates are totals over all generator processes).
+    pub rules: Rules,
+    /// Stop starting steps that would end after this long.
+    pub max_time: Duration,
+    /// At most this many steps.
+    pub max_steps: u32,
+    /// Connection slots per step; `None`: sized from the rate ([`slots_for`]).
+    pub connections: Option<usize>,
+    /// Pause between steps (the server closes the last step's connections).
+    pub cooldown: Duration,
+    /// `(i, n)`: this process sends the i-th of n equal shares of each step's rate.
+    pub share: Option<(u32, u32)>,
+    /// Steps start at fixed instants from this one (processes started together with
+    /// `--start-at` stay in step): each step's planned start is the previous one's plus
+    /// its length, the request timeout and the cooldown. `None`: each step starts
+    /// after the previous one's end and the cooldown.
+    pub aligned_from: Option<Instant>,
+    /// Everything else of each step (target-independent load options: timeout, threads,
+    /// new connections, `--server-pid`…); `rate`, `duration`, `connections`, `requests`
+    /// and `schedule_offset` are set per step.
+    pub load: LoadOptions,
+}
+
+/// Connection slots for `rate` under `slo`: twice the rate × the largest latency bound
+/// (the requests in flight at once when every one takes the bound), at least 4, at most
+/// 10,000.
+pub fn slots_for(rate: f64, slo: &Slo) -> usize {
+    let largest = slo
+        .latency
+        .iter()
+        .map(|b| b.max_ms / 1e3)
+        .fold(0.0, f64::max);
+    ((rate * largest * 2.0).ceil() as usize).clamp(4, 10_000)
+}
+
+/// A step's length for `rate`: 1.1 × the time [`Rules::samples_needed`] answers take at
+/// that rate, within `step_min_s ..= step_max_s`; twice that for a confirmation.
+pub fn step_length(rate: f64, rules: &Rules, kind: StepKind) -> Duration {
+    // A tenth more than the samples' time: a step's last requests may not have answered
+    // when it ends.
+    let secs = (1.1 * rules.samples_needed as f64 / rate.max(1e-9))
+        .clamp(rules.step_min_s, rules.step_max_s.max(rules.step_min_s));
+    let secs = if kind == StepKind::Confirm {
+        secs * 2.0
+    } else {
+        secs
+    };
+    Duration::from_secs_f64(secs)
+}
+
+/// What the search reports while it runs.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A step starts.
+    Started {
+        /// 1-based index.
+        index: u32,
+        /// Why.
+        kind: StepKind,
+        /// Offered rate (all processes).
+        offered_per_s: f64,
+        /// Its length.
+        length: Duration,
+    },
+    /// A step ended (boxed: a step holds histograms).
+    Done(Box<Step>),
+}
+
+/// Live state: the stop switch, the running step's counters, and the event channel.
+#[derive(Debug, Default)]
+pub struct Progress {
+    stopped: std::sync::atomic::AtomicBool,
+    current: Mutex<Option<Arc<load::Progress>>>,
+    events: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Event>>>,
+}
+
+impl Progress {
+    /// A progress whose events go to the returned receiver.
+    pub fn with_events() -> (Arc<Progress>, tokio::sync::mpsc::UnboundedReceiver<Event>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let p = Progress {
+            events: Mutex::new(Some(tx)),
+            ..Progress::default()
+        };
+        (Arc::new(p), rx)
+    }
+
+    /// Stops the search: the running step stops at once (its measurements so far are
+    /// kept but not judged), no other step starts.
+    pub fn stop(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(p) = lock(&self.current).as_ref() {
+            p.stop();
+        }
+    }
+
+    /// True once [`Progress::stop`] was called.
+    pub fn stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The running step's live counters (requests answered, failed).
+    pub fn step(&self) -> Option<Arc<load::Progress>> {
+        lock(&self.current).clone()
+    }
+
+    fn send(&self, e: Event) {
+        if let Some(tx) = lock(&self.events).as_ref() {
+            // A closed receiver only means nobody watches.
+            let _ = tx.send(e);
+        }
+    }
+
+    /// Closes the event channel (the receiver then ends).
+    fn close(&self) {
+        lock(&self.events).take();
+    }
+}
+
+/// Locks, whether or not another holder panicked (the data stay usable).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A search that could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CapacityError {
+    /// A step could not start.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// Every request of a step failed the same way at once (a setup that cannot work:
+    /// wrong roots, no server): not a capacity.
+    #[error("step {index} at {rate}/s: every request failed ({why}); the server is not answering")]
+    NoAnswer {
+        /// 1-based step.
+        index: u32,
+        /// Its rate.
+        rate: String,
+        /// The most frequent failure, with an example.
+        why: String,
+    },
+}
+
+impl crate::error::Classify for CapacityError {
+    fn class(&self) -> crate::error::ErrorClass {
+        match self {
+            CapacityError::Load(e) => e.class(),
+            CapacityError::NoAnswer { .. } => crate::error::ErrorClass::Runtime,
+        }
+    }
+}
+
+/// Rates shown and run are rounded: to whole requests per second from 10/s up.
+fn round_rate(r: f64) -> f64 {
+    if r >= 10.0 {
+        r.round()
+    } else {
+        (r * 100.0).round() / 100.0
+    }
+}
+
+/// The next step, or how the search ends.
+fn next_step(steps: &[Step], rules: &Rules, confirms: u32) -> Result<(f64, StepKind), Outcome> {
+    let (lo, hi) = bracket(steps);
+    match (lo, hi) {
+        (None, None) => Ok((round_rate(rules.start_rate), StepKind::Ramp)),
+        (Some(l), None) if l >= rules.max_rate => Err(Outcome::AboveMaxRate),
+        (Some(l), None) => Ok((
+            round_rate((l * rules.factor).min(rules.max_rate)),
+            StepKind::Ramp,
+        )),
+        (None, Some(h)) if h <= rules.min_rate => Err(Outcome::BelowMinRate),
+        (None, Some(h)) => Ok((
+            round_rate((h / rules.factor).max(rules.min_rate)),
+            StepKind::Ramp,
+        )),
+        (Some(l), Some(h)) => {
+            let mid = round_rate((l + h) / 2.0);
+            if h / l - 1.0 > rules.resolution && mid > l && mid < h {
+                Ok((mid, StepKind::Bisect))
+            } else if confirmed(steps, l) {
+                Err(Outcome::Capacity)
+            } else if confirms >= 3 {
+                // Three confirmations failed in a row: the server is not steady enough
+                // at this resolution; say so rather than search for ever.
+                Err(Outcome::TimeLimit)
+            } else {
+                Ok((l, StepKind::Confirm))
+            }
+        }
+    }
+}
+
+/// Runs the search. The caller owns the runtime (threads) and the display.
+pub async fn run(
+    target: Target,
+    config: Arc<ClientConfig>,
+    opts: CapacityOptions,
+    progress: Arc<Progress>,
+) -> Result<CapacityResult, CapacityError> {
+    let began = Instant::now();
+    let started_wall = time::OffsetDateTime::now_utc();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut confirms = 0u32;
+    let mut planned = opts.aligned_from;
+    let share = opts.share.map_or(1.0, |(_, n)| 1.0 / f64::from(n));
+    let end = loop {
+        if progress.stopped() {
+            break Outcome::Interrupted;
+        }
+        if steps.len() as u32 >= opts.max_steps {
+            break Outcome::TimeLimit;
+        }
+        let (rate, kind) = match next_step(&steps, &opts.rules, confirms) {
+            Ok(next) => next,
+            Err(outcome) => break outcome,
+        };
+        let length = step_length(rate, &opts.rules, kind);
+        let start_at = planned.unwrap_or_else(Instant::now);
+        if start_at + length > began + opts.max_time {
+            break Outcome::TimeLimit;
+        }
+        if kind == StepKind::Confirm {
+            confirms += 1;
+        }
+        let index = steps.len() as u32 + 1;
+        progress.send(Event::Started {
+            index,
+            kind,
+            offered_per_s: rate,
+            length,
+        });
+        if let Some(t) = planned {
+            tokio::select! {
+                () = tokio::time::sleep_until(t.into()) => {}
+                () = wait_stopped(&progress) => break Outcome::Interrupted,
+            }
+        }
+        let step = run_step(
+            &target, &config, &opts, &progress, index, kind, rate, share, length,
+        )
+        .await?;
+        let Some(step) = step else {
+            break Outcome::Interrupted;
+        };
+        progress.send(Event::Done(Box::new(step.clone())));
+        steps.push(step);
+        if steps.last().is_some_and(|s| s.verdict == Verdict::Invalid) {
+            break Outcome::GeneratorBound;
+        }
+        planned = planned.map(|t| t + length + opts.load.timeout + opts.cooldown);
+        if planned.is_none() {
+            tokio::select! {
+                () = tokio::time::sleep(opts.cooldown) => {}
+                () = wait_stopped(&progress) => {}
+            }
+            if steps.last().is_some_and(|s| s.verdict == Verdict::Fail) {
+                settle(&target, &config, &opts, &progress).await;
+            }
+        }
+    };
+    progress.close();
+    let c = conclude(&steps, &opts.rules, end);
+    let mut result = CapacityResult {
+        schema: SCHEMA.into(),
+        target: target.to_string(),
+        started: steps
+            .first()
+            .map(|s| s.started.clone())
+            .unwrap_or_else(|| crate::when::format_rfc3339(started_wall)),
+        slo: opts.slo.clone(),
+        rules: opts.rules.clone(),
+        options: opts.load.echo.clone(),
+        rate_share: opts.share.map(|(i, n)| format!("{i}/{n}")),
+        machines: 1,
+        outcome: c.outcome,
+        capacity_per_s: None,
+        interval_per_s: None,
+        best_pass_per_s: None,
+        generator_bound_at_per_s: None,
+        message: String::new(),
+        steps,
+        warnings: Vec::new(),
+    };
+    result.set_conclusion(c);
+    if result.steps.iter().any(|s| !s.enough_samples) {
+        result.warnings.push(format!(
+            "some steps had fewer than the {} answers the rule asks for (a low rate capped by \
+             --step-max): their percentiles rest on fewer samples",
+            opts.rules.samples_needed
+        ));
+    }
+    Ok(result)
+}
+
+/// After a failed step, until the server answers one request (closed loop, one
+/// connection) within the tightest bound again, at most [`SETTLE_MAX`]: an overloaded
+/// server may still be working through connections queued during the step (the
+/// generator gave up on them, the server does not know yet), and the next step must not
+/// inherit that backlog. (With `--start-at`, steps keep their planned instants instead,
+/// each a request timeout and the cooldown after the previous step's planned end.)
+async fn settle(
+    target: &Target,
+    config: &Arc<ClientConfig>,
+    opts: &CapacityOptions,
+    progress: &Progress,
+) {
+    let began = Instant::now();
+    while began.elapsed() < SETTLE_MAX && !progress.stopped() {
+        let mut probe = opts.load.clone();
+        probe.rate = None;
+        probe.requests = Some(1);
+        probe.duration = None;
+        probe.connections = 1;
+        probe.server_pid = None;
+        probe.echo = BTreeMap::new();
+        let p = Arc::new(load::Progress::default());
+        *lock(&progress.current) = Some(Arc::clone(&p));
+        let r = load::run(target.clone(), Arc::clone(config), probe, p).await;
+        lock(&progress.current).take();
+        if let Ok(r) = r
+            && r.requests.completed == 1
+            && r.latency.hdr.quantile(1.0) <= opts.slo.tightest()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The longest wait for a server to recover after a failed step.
+pub const SETTLE_MAX: Duration = Duration::from_secs(10);
+
+async fn wait_stopped(progress: &Progress) {
+    while !progress.stopped() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One step at `rate` (total; this process sends `share` of it); `None` when stopped
+/// meanwhile.
+#[allow(clippy::too_many_arguments)]
+async fn run_step(
+    target: &Target,
+    config: &Arc<ClientConfig>,
+    opts: &CapacityOptions,
+    progress: &Progress,
+    index: u32,
+    kind: StepKind,
+    rate: f64,
+    share: f64,
+    length: Duration,
+) -> Result<Option<Step>, CapacityError> {
+    let own_rate = rate * share;
+    let connections = opts
+        .connections
+        .unwrap_or_else(|| slots_for(own_rate, &opts.slo));
+    // Process i of n starts (i − 1)/rate after the first: their sends interleave.
+    let offset = opts.share.map_or(Duration::ZERO, |(i, _)| {
+        Duration::from_secs_f64(f64::from(i - 1) / rate.max(1e-9))
+    });
+    let mut load_opts = opts.load.clone();
+    load_opts.rate = Some(own_rate);
+    load_opts.duration = Some(length);
+    load_opts.requests = None;
+    load_opts.connections = connections;
+    load_opts.schedule_offset = offset;
+    load_opts.echo = BTreeMap::new();
+    let step_progress = Arc::new(load::Progress::default());
+    *lock(&progress.current) = Some(Arc::clone(&step_progress));
+    if progress.stopped() {
+        return Ok(None);
+    }
+    let r = load::run(
+        target.clone(),
+        Arc::clone(config),
+        load_opts,
+        Arc::clone(&step_progress),
+    )
+    .await;
+    lock(&progress.current).take();
+    let r = r?;
+    if r.interrupted {
+        return Ok(None);
+    }
+    if r.gave_up {
+        let why = r
+            .errors
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(kind, n)| {
+                format!(
+                    "{kind} ×{n}, e.g. {}",
+                    r.error_examples.get(kind).map_or("", String::as_str)
+                )
+            })
+            .unwrap_or_default();
+        return Err(CapacityError::NoAnswer {
+            index,
+            rate: result::group(rate),
+            why,
+        });
+    }
+    let mut step = Step {
+        index,
+        kind,
+        started: r.started.clone(),
+        offered_per_s: rate,
+        share,
+        machines: 1,
+        length_s: length.as_secs_f64(),
+        duration_s: r.duration_s,
+        connections: connections as u64,
+        attempted: r.requests.attempted,
+        unsent: 0,
+        completed: r.requests.completed,
+        failed: r.requests.failed,
+        achieved_per_s: 0.0,
+        error_rate: 0.0,
+        p50_ms: None,
+        p99_ms: None,
+        p999_ms: None,
+        latency_corrected: r.latency_corrected.clone(),
+        pacing_lateness: r.pacing_lateness.clone(),
+        generator: StepCpu {
+            threads: r.generator.threads,
+            cpu_seconds: r.generator.cpu_seconds,
+            utilization: r.generator.utilization,
+        },
+        server_cpu_seconds: r.server.as_ref().map(|s| s.cpu_seconds),
+        server_cpu_us_per_request: None,
+        verdict: Verdict::Fail,
+        why: String::new(),
+        enough_samples: false,
+    };
+    step.judge(&opts.slo, &opts.rules);
+    Ok(Some(step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::result::tests::{rules, step};
+    use super::*;
+
+    #[test]
+    fn the_search_ramps_bisects_and_confirms() {
+        let r = rules();
+        let mut steps = Vec::new();
+        assert_eq!(next_step(&steps, &r, 0), Ok((100.0, StepKind::Ramp)));
+        steps.push(step(1, StepKind::Ramp, 100.0, 2, 200));
+        assert_eq!(next_step(&steps, &r, 0), Ok((200.0, StepKind::Ramp)));
+        steps.push(step(2, StepKind::Ramp, 200.0, 50, 200));
+        assert_eq!(next_step(&steps, &r, 0), Ok((150.0, StepKind::Bisect)));
+        steps.push(step(3, StepKind::Bisect, 150.0, 2, 200));
+        assert_eq!(next_step(&steps, &r, 0), Ok((175.0, StepKind::Bisect)));
+        steps.push(step(4, StepKind::Bisect, 175.0, 50, 200));
+        assert_eq!(next_step(&steps, &r, 0), Ok((163.0, StepKind::Bisect)));
+        steps.push(step(5, StepKind::Bisect, 163.0, 2, 200));
+        // 175 / 163 − 1 = 7.4% > 5%.
+        assert_eq!(next_step(&steps, &r, 0), Ok((169.0, StepKind::Bisect)));
+        steps.push(step(6, StepKind::Bisect, 169.0, 50, 200));
+        assert_eq!(next_step(&steps, &r, 0), Ok((163.0, StepKind::Confirm)));
+        steps.push(step(7, StepKind::Confirm, 163.0, 2, 200));
+        assert_eq!(next_step(&steps, &r, 1), Err(Outcome::Capacity));
+        // The first step fails: down by the factor, to the lowest rate.
+        let down = vec![step(1, StepKind::Ramp, 100.0, 50, 200)];
+        assert_eq!(next_step(&down, &r, 0), Ok((50.0, StepKind::Ramp)));
+        let floor = vec![step(1, StepKind::Ramp, 1.0, 50, 200)];
+        assert_eq!(next_step(&floor, &r, 0), Err(Outcome::BelowMinRate));
+        let top = vec![step(1, StepKind::Ramp, 10_000.0, 2, 200)];
+        assert_eq!(next_step(&top, &r, 0), Err(Outcome::AboveMaxRate));
+    }
+
+    #[test]
+    fn steps_are_sized_for_the_samples() {
+        let r = rules();
+        assert_eq!(
+            step_length(50.0, &r, StepKind::Ramp),
+            Duration::from_millis(2200)
+        );
+        assert_eq!(
+            step_length(1000.0, &r, StepKind::Ramp),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            step_length(1.0, &r, StepKind::Ramp),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            step_length(50.0, &r, StepKind::Confirm),
+            Duration::from_millis(4400)
+        );
+        let slo: Slo = "p99=30ms".parse().unwrap();
+        assert_eq!(slots_for(1000.0, &slo), 60);
+        assert_eq!(slots_for(1.0, &slo), 4);
+    }
+}

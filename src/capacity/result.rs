@@ -1,0 +1,793 @@
+//! The document of a capacity search (`tlsperf-capacity/1`): the objective, the rules a
+//! step is judged by, every step measured (with its corrected-latency and pacing HDR
+//! histograms, so that steps of several generator processes merge exactly), and the
+//! conclusion drawn from the steps ([`conclude`]: the same function for one run and for
+//! merged runs). Schema in docs/json.md.
+
+use serde::{Deserialize, Serialize};
+
+use super::slo::Slo;
+use crate::load::result::Dist;
+use crate::stats::HistogramError;
+
+/// Schema name and version written in every capacity result.
+pub const SCHEMA: &str = "tlsperf-capacity/1";
+
+/// Why a step was run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepKind {
+    /// Geometric ramp (up until the objective breaks; down when the first step fails).
+    Ramp,
+    /// Bisection between the highest pass and the lowest failure.
+    Bisect,
+    /// The confirmation run at the answer (twice a step's length).
+    Confirm,
+}
+
+/// What a step showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The server met the objective at this rate.
+    Pass,
+    /// It did not.
+    Fail,
+    /// The generator could not keep up (late sends or a busy CPU): the step says
+    /// nothing about the server.
+    Invalid,
+}
+
+impl Verdict {
+    /// `pass`, `fail`, `invalid`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Invalid => "invalid",
+        }
+    }
+}
+
+/// The rules of the search, recorded in the document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rules {
+    /// Completed requests a step is sized for ([`Slo::samples_needed`]).
+    pub samples_needed: u64,
+    /// Shortest step (seconds).
+    pub step_min_s: f64,
+    /// Longest step (seconds): a step at a low rate may have fewer samples than needed.
+    pub step_max_s: f64,
+    /// A failing step is invalid when the generator's pacing lateness at a bound's
+    /// percentile exceeds this fraction of that bound (and the failure is not beyond
+    /// what that lateness explains).
+    pub lateness_max_fraction: f64,
+    /// A failing step is invalid when the generator's CPU use reaches this fraction of
+    /// what it may use (its threads, or its cgroup quota).
+    pub generator_cpu_max: f64,
+    /// The bisection stops when (lowest failure ÷ highest pass − 1) is at most this.
+    pub resolution: f64,
+    /// First rate of the ramp (per second, all generator processes together).
+    pub start_rate: f64,
+    /// Ramp factor between steps.
+    pub factor: f64,
+    /// Highest rate tried.
+    pub max_rate: f64,
+    /// Lowest rate tried (the ramp down stops there).
+    pub min_rate: f64,
+}
+
+/// The generator's CPU during a step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepCpu {
+    /// Worker threads (summed over merged processes).
+    pub threads: usize,
+    /// CPU seconds (user + system) of the whole process (summed).
+    pub cpu_seconds: f64,
+    /// CPU seconds ÷ (wall seconds × threads); after a merge, the highest of the
+    /// processes'.
+    pub utilization: f64,
+}
+
+/// One measured step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Step {
+    /// 1-based position in the search.
+    pub index: u32,
+    /// Why it ran.
+    pub kind: StepKind,
+    /// When its first request was due (RFC 3339).
+    pub started: String,
+    /// Offered rate (requests per second, all generator processes together).
+    pub offered_per_s: f64,
+    /// The share of the offered rate this document's processes sent (1 for one
+    /// process; 1/n for one of n `--rate-share` processes; summed by merge).
+    pub share: f64,
+    /// Processes whose measurements this step holds.
+    pub machines: u32,
+    /// The planned length (seconds): requests were due within it.
+    pub length_s: f64,
+    /// Wall seconds from the first request to the last response (the longest of
+    /// merged processes').
+    pub duration_s: f64,
+    /// Connection slots (per process).
+    pub connections: u64,
+    /// Requests started.
+    pub attempted: u64,
+    /// Requests due within the step that were never sent (every connection slot of the
+    /// process was still waiting for an answer when the step ended): counted as slower
+    /// than any bound.
+    #[serde(default)]
+    pub unsent: u64,
+    /// Requests answered.
+    pub completed: u64,
+    /// Requests failed (no answer, or a timeout).
+    pub failed: u64,
+    /// Requests answered per second.
+    pub achieved_per_s: f64,
+    /// Failed ÷ started.
+    pub error_rate: f64,
+    /// Corrected latency percentiles (ms): from the intended send instant to the end of
+    /// the response.
+    pub p50_ms: Option<f64>,
+    /// 99th percentile (ms).
+    pub p99_ms: Option<f64>,
+    /// 99.9th percentile (ms).
+    pub p999_ms: Option<f64>,
+    /// Corrected latency of the answered requests (the HDR histogram the percentiles
+    /// come from).
+    pub latency_corrected: Option<Dist>,
+    /// The generator's pacing lateness ([`crate::load::LoadResult::pacing_lateness`]).
+    pub pacing_lateness: Option<Dist>,
+    /// The generator's CPU.
+    pub generator: StepCpu,
+    /// The server's CPU seconds during the step (`--server-pid`).
+    pub server_cpu_seconds: Option<f64>,
+    /// The server's CPU microseconds per answered request (`--server-pid`).
+    pub server_cpu_us_per_request: Option<f64>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why (the first bound broken, or why the step is invalid); empty for a pass.
+    pub why: String,
+    /// False when the step had fewer answered requests than the rule asks for (a low
+    /// rate capped by the longest step).
+    pub enough_samples: bool,
+}
+
+impl Step {
+    /// Recomputes what derives from the counts and histograms, then the verdict: the
+    /// generator check first (a step it spoils says nothing about the server), then the
+    /// objective.
+    pub fn judge(&mut self, slo: &Slo, rules: &Rules) {
+        let secs = self.duration_s.max(1e-9);
+        self.achieved_per_s = self.completed as f64 / secs;
+        self.error_rate = if self.attempted == 0 {
+            0.0
+        } else {
+            self.failed as f64 / self.attempted as f64
+        };
+        let q = self.latency_corrected.as_ref().map(|d| d.quantiles);
+        let ms = |ns: u64| ns as f64 / 1e6;
+        self.p50_ms = q.filter(|q| q.count > 0).map(|q| ms(q.p50_ns));
+        self.p99_ms = q.filter(|q| q.count > 0).map(|q| ms(q.p99_ns));
+        self.p999_ms = q.filter(|q| q.count > 0).map(|q| ms(q.p999_ns));
+        self.server_cpu_us_per_request = self
+            .server_cpu_seconds
+            .filter(|_| self.completed > 0)
+            .map(|s| s * 1e6 / self.completed as f64);
+        self.enough_samples = self.completed >= rules.samples_needed;
+        // Each bound against the pacing lateness at its own percentile.
+        let late = self
+            .pacing_lateness
+            .as_ref()
+            .filter(|d| !d.hdr.is_empty())
+            .and_then(|d| {
+                slo.latency.iter().find_map(|b| {
+                    let l = d.hdr.quantile(b.percentile / 100.0);
+                    let allowed = b.max().mul_f64(rules.lateness_max_fraction);
+                    (l > allowed).then(|| {
+                        format!(
+                            "the generator sent late: pacing lateness {} {:.2} ms > {:.2} ms \
+                             allowed (it used {:.0}% of its CPU)",
+                            b.name(),
+                            l.as_secs_f64() * 1e3,
+                            allowed.as_secs_f64() * 1e3,
+                            self.generator.utilization * 100.0
+                        )
+                    })
+                })
+            });
+        // Requests due within the step that no slot was free to send before it ended.
+        let due = (self.offered_per_s * self.share * self.length_s).floor() as u64;
+        self.unsent = due.saturating_sub(self.attempted);
+        let trouble = late.or_else(|| {
+            (self.generator.utilization >= rules.generator_cpu_max).then(|| {
+                format!(
+                    "the generator's CPU was busy {:.0}% of what it may use",
+                    self.generator.utilization * 100.0
+                )
+            })
+        });
+        let verdict = slo.judge(
+            self.latency_corrected.as_ref().map(|d| &d.hdr),
+            self.attempted,
+            self.failed,
+            self.unsent,
+        );
+        let cpu_busy = self.generator.utilization >= rules.generator_cpu_max;
+        (self.verdict, self.why) = match (verdict, trouble) {
+            // A late or busy generator only adds to the corrected latency (and sends in
+            // bursts): a pass despite it is a pass.
+            (None, Some(t)) => (
+                Verdict::Pass,
+                format!("passed although {t} (counted against the server)"),
+            ),
+            (None, None) => (Verdict::Pass, String::new()),
+            (Some(why), None) => (Verdict::Fail, why),
+            // A late (not busy) generator, but a failure its lateness cannot explain.
+            (Some(why), Some(t)) if !cpu_busy && self.fails_without_pacing(slo) => (
+                Verdict::Fail,
+                format!("{why}, even with the generator's pacing lateness taken out ({t})"),
+            ),
+            // A failure the generator may have caused.
+            (Some(_), Some(t)) => (Verdict::Invalid, t),
+        };
+    }
+
+    /// True when the step breaks a latency bound by more than the generator's pacing
+    /// lateness can explain. Each request's corrected latency is the server's part plus
+    /// its pacing lateness P; with p = P's quantile at 1 − (1 − q)/10, at most a tenth of
+    /// the (1 − q) share has P > p, so when more than 1.1 × (1 − q) of the requests due
+    /// took longer than bound + p (failed and unsent ones included), more than (1 − q)
+    /// took longer than the bound on the server's part alone.
+    fn fails_without_pacing(&self, slo: &Slo) -> bool {
+        let (Some(corrected), Some(pacing)) = (&self.latency_corrected, &self.pacing_lateness)
+        else {
+            return false;
+        };
+        let due = self.attempted + self.unsent;
+        if due == 0 {
+            return false;
+        }
+        slo.latency.iter().any(|b| {
+            let tail = 1.0 - b.percentile / 100.0;
+            let p = pacing.hdr.quantile(1.0 - tail / 10.0);
+            let above = corrected.hdr.count_above(b.max() + p) + self.failed + self.unsent;
+            above as f64 / due as f64 > 1.1 * tail
+        })
+    }
+}
+
+/// How the search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// A capacity bracketed within the resolution and confirmed.
+    Capacity,
+    /// The generator could not keep up before the server broke the objective: no
+    /// server capacity is reported.
+    GeneratorBound,
+    /// The server met the objective at the highest rate tried.
+    AboveMaxRate,
+    /// The server broke the objective at the lowest rate tried.
+    BelowMinRate,
+    /// `--max-time` (or the step limit) ended the search first.
+    TimeLimit,
+    /// Stopped by the user (Ctrl-C, SIGTERM).
+    Interrupted,
+}
+
+impl Outcome {
+    /// The outcome's name in the document.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Capacity => "capacity",
+            Outcome::GeneratorBound => "generator-bound",
+            Outcome::AboveMaxRate => "above-max-rate",
+            Outcome::BelowMinRate => "below-min-rate",
+            Outcome::TimeLimit => "time-limit",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What the steps say ([`conclude`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conclusion {
+    /// How the search ended.
+    pub outcome: Outcome,
+    /// The capacity: the highest rate that met the objective below the lowest one that
+    /// did not, confirmed (only with [`Outcome::Capacity`]).
+    pub capacity_per_s: Option<f64>,
+    /// `[highest pass, lowest failure]` (per second): where the true capacity lies, as
+    /// far as the steps can tell.
+    pub interval_per_s: Option<[f64; 2]>,
+    /// The highest rate that met the objective (also without a confirmed capacity).
+    pub best_pass_per_s: Option<f64>,
+    /// With [`Outcome::GeneratorBound`]: the rate at which the generator could not keep
+    /// up.
+    pub generator_bound_at_per_s: Option<f64>,
+    /// The conclusion in plain words.
+    pub message: String,
+}
+
+/// The bracket of a list of steps: (highest pass below the lowest failure, lowest
+/// failure). Invalid steps do not count.
+pub fn bracket(steps: &[Step]) -> (Option<f64>, Option<f64>) {
+    let hi = steps
+        .iter()
+        .filter(|s| s.verdict == Verdict::Fail)
+        .map(|s| s.offered_per_s)
+        .min_by(f64::total_cmp);
+    let lo = steps
+        .iter()
+        .filter(|s| s.verdict == Verdict::Pass && hi.is_none_or(|h| s.offered_per_s < h))
+        .map(|s| s.offered_per_s)
+        .max_by(f64::total_cmp);
+    (lo, hi)
+}
+
+/// True when the bracket's pass was confirmed: a confirmation step at that rate passed.
+pub fn confirmed(steps: &[Step], lo: f64) -> bool {
+    steps
+        .iter()
+        .any(|s| s.kind == StepKind::Confirm && s.verdict == Verdict::Pass && s.offered_per_s == lo)
+}
+
+/// Reads the conclusion off the steps. `unfinished` is how the search ended when the
+/// steps alone do not conclude it (time limit, interrupt).
+pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusion {
+    let (lo, hi) = bracket(steps);
+    let rate = |r: f64| format!("{}/s", group(r));
+    let mut c = Conclusion {
+        outcome: unfinished,
+        capacity_per_s: None,
+        interval_per_s: lo.zip(hi).map(|(l, h)| [l, h]),
+        best_pass_per_s: lo,
+        generator_bound_at_per_s: None,
+        message: String::new(),
+    };
+    if let Some(bad) = steps.iter().find(|s| s.verdict == Verdict::Invalid) {
+        c.outcome = Outcome::GeneratorBound;
+        c.generator_bound_at_per_s = Some(bad.offered_per_s);
+        let busy = bad.generator.utilization >= rules.generator_cpu_max;
+        c.message = format!(
+            "the generator, not the server, {} at {} ({}): no server capacity is \
+             reported{}; run more generator processes or machines (--rate-share i/n, \
+             --start-at) and merge their results{}",
+            if busy { "saturated" } else { "fell behind" },
+            rate(bad.offered_per_s),
+            bad.why,
+            lo.map_or(String::new(), |l| format!(
+                " (the server met the objective up to {} at least)",
+                rate(l)
+            )),
+            if busy {
+                ""
+            } else {
+                ", or run it on a machine where other processes do not delay it"
+            }
+        );
+        return c;
+    }
+    match (lo, hi) {
+        (Some(l), None) if l >= rules.max_rate => {
+            c.outcome = Outcome::AboveMaxRate;
+            c.message = format!(
+                "the server met the objective at the highest rate tried, {}: its capacity is \
+                 higher (raise --max-rate)",
+                rate(l)
+            );
+        }
+        (None, Some(h)) if h <= rules.min_rate => {
+            c.outcome = Outcome::BelowMinRate;
+            c.message = format!(
+                "the server broke the objective even at the lowest rate tried, {}",
+                rate(h)
+            );
+        }
+        (Some(l), Some(h)) if confirmed(steps, l) => {
+            c.outcome = Outcome::Capacity;
+            c.capacity_per_s = Some(l);
+            c.message = format!(
+                "capacity {} (confirmed; it lies between {} and {})",
+                rate(l),
+                rate(l),
+                rate(h)
+            );
+        }
+        _ => {
+            c.message = match (unfinished, lo, hi) {
+                (Outcome::Interrupted, ..) => "interrupted before the search ended".to_string(),
+                (_, Some(l), Some(h)) => format!(
+                    "the search ended before a confirmed answer (--max-time, --max-steps or \
+                     three failed confirmations): the capacity lies between {} and {}",
+                    rate(l),
+                    rate(h)
+                ),
+                (_, Some(l), None) => format!(
+                    "the search ended before the objective broke (--max-time or --max-steps): \
+                     the capacity is at least {}",
+                    rate(l)
+                ),
+                _ => "the search ended before any step concluded (--max-time or --max-steps)"
+                    .to_string(),
+            };
+        }
+    }
+    c
+}
+
+/// `12,345` (rounded to a whole number).
+pub fn group(x: f64) -> String {
+    let n = x.round() as u64;
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Everything a capacity search found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CapacityResult {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The URL.
+    pub target: String,
+    /// When the first step was due (RFC 3339).
+    pub started: String,
+    /// The objective.
+    pub slo: Slo,
+    /// The search's rules.
+    pub rules: Rules,
+    /// The options, as given.
+    pub options: std::collections::BTreeMap<String, serde_json::Value>,
+    /// With `--rate-share i/n`: this process's share (`i/n`); after a merge, the shares
+    /// merged, comma-separated.
+    pub rate_share: Option<String>,
+    /// Processes merged into this document (1 for a single run).
+    pub machines: u32,
+    /// How the search ended.
+    pub outcome: Outcome,
+    /// The capacity (per second), only when the search found and confirmed one.
+    pub capacity_per_s: Option<f64>,
+    /// `[highest pass, lowest failure]` (per second).
+    pub interval_per_s: Option<[f64; 2]>,
+    /// The highest rate that met the objective.
+    pub best_pass_per_s: Option<f64>,
+    /// With outcome `generator-bound`: the rate at which the generator could not keep
+    /// up.
+    pub generator_bound_at_per_s: Option<f64>,
+    /// The conclusion in plain words.
+    pub message: String,
+    /// Every step, in the order run.
+    pub steps: Vec<Step>,
+    /// What makes figures of this result doubtful, in plain words.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+impl CapacityResult {
+    /// Sets the conclusion fields from `c`.
+    pub fn set_conclusion(&mut self, c: Conclusion) {
+        self.outcome = c.outcome;
+        self.capacity_per_s = c.capacity_per_s;
+        self.interval_per_s = c.interval_per_s;
+        self.best_pass_per_s = c.best_pass_per_s;
+        self.generator_bound_at_per_s = c.generator_bound_at_per_s;
+        self.message = c.message;
+    }
+
+    /// The confirmation step the capacity rests on.
+    pub fn confirmation(&self) -> Option<&Step> {
+        let cap = self.capacity_per_s?;
+        self.steps
+            .iter()
+            .rev()
+            .find(|s| s.kind == StepKind::Confirm && s.offered_per_s == cap)
+    }
+}
+
+/// Capacity results that cannot be merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// Nothing to merge.
+    #[error("nothing to merge")]
+    Empty,
+    /// Made with other settings than the first.
+    #[error(
+        "capacity result {index} was made with other settings than result 1 ({what}): the \
+         processes of one search share the URL, --slo and search options"
+    )]
+    Mixed {
+        /// 1-based position.
+        index: usize,
+        /// What differs.
+        what: String,
+    },
+    /// Two results of the same process share.
+    #[error(
+        "capacity results {first} and {index} are both share {share}: each process of a \
+         shared search has its own --rate-share i/n"
+    )]
+    SameShare {
+        /// 1-based position of the first.
+        first: usize,
+        /// 1-based position of the second.
+        index: usize,
+        /// The share.
+        share: String,
+    },
+    /// No step in common.
+    #[error("the searches diverged from their first step: nothing to merge step by step")]
+    NoCommonStep,
+    /// Histograms did not merge.
+    #[error(transparent)]
+    Histogram(#[from] HistogramError),
+}
+
+impl crate::error::Classify for MergeError {
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Input
+    }
+}
+
+fn merge_dist(a: &mut Option<Dist>, b: &Option<Dist>) -> Result<(), HistogramError> {
+    match (a.as_mut(), b) {
+        (Some(x), Some(y)) => {
+            x.hdr.merge(&y.hdr)?;
+            x.quantiles = x.hdr.quantiles();
+        }
+        (None, Some(y)) => *a = Some(y.clone()),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Combines the results of the processes of one shared search (`--rate-share i/n`,
+/// started together with `--start-at`) step by step: counts add up, histograms merge
+/// exactly, CPU seconds add up, each step is judged again on the merged figures and the
+/// conclusion drawn again. Each process decided its next step on its own measurements;
+/// where their searches diverged (a step at another rate), only the steps before are
+/// merged, and a warning says so. Results of another URL, objective or search rules,
+/// or two of the same share, are refused.
+pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
+    let (first, rest) = results.split_first().ok_or(MergeError::Empty)?;
+    let mut shares: Vec<(usize, String)> = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        let what = if r.target != first.target {
+            Some(format!("target {} vs {}", r.target, first.target))
+        } else if r.slo != first.slo {
+            Some(format!("--slo {} vs {}", r.slo, first.slo))
+        } else if r.rules != first.rules {
+            Some("search rules (--start-rate, --max-rate, --step-min…)".into())
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(MergeError::Mixed { index: i + 1, what });
+        }
+        if let Some(s) = &r.rate_share {
+            for part in s.split(',') {
+                if let Some((f, _)) = shares.iter().find(|(_, x)| x == part) {
+                    return Err(MergeError::SameShare {
+                        first: *f,
+                        index: i + 1,
+                        share: part.to_string(),
+                    });
+                }
+                shares.push((i + 1, part.to_string()));
+            }
+        }
+    }
+    let mut m = first.clone();
+    let mut common = m.steps.len();
+    for r in rest {
+        common = common.min(
+            m.steps
+                .iter()
+                .zip(&r.steps)
+                .take_while(|(a, b)| a.kind == b.kind && a.offered_per_s == b.offered_per_s)
+                .count(),
+        );
+    }
+    if common == 0 {
+        return Err(MergeError::NoCommonStep);
+    }
+    let longest = results.iter().map(|r| r.steps.len()).max().unwrap_or(0);
+    m.steps.truncate(common);
+    for r in rest {
+        m.machines += r.machines;
+        m.started = m.started.clone().min(r.started.clone());
+        for (a, b) in m.steps.iter_mut().zip(&r.steps) {
+            a.share += b.share;
+            a.machines += b.machines;
+            a.started = a.started.clone().min(b.started.clone());
+            a.duration_s = a.duration_s.max(b.duration_s);
+            a.connections = a.connections.max(b.connections);
+            a.attempted += b.attempted;
+            a.completed += b.completed;
+            a.failed += b.failed;
+            merge_dist(&mut a.latency_corrected, &b.latency_corrected)?;
+            merge_dist(&mut a.pacing_lateness, &b.pacing_lateness)?;
+            a.generator.threads += b.generator.threads;
+            a.generator.cpu_seconds += b.generator.cpu_seconds;
+            a.generator.utilization = a.generator.utilization.max(b.generator.utilization);
+            // One server's CPU: kept when a single process sampled it.
+            a.server_cpu_seconds = match (a.server_cpu_seconds, b.server_cpu_seconds) {
+                (Some(x), None) | (None, Some(x)) => Some(x),
+                _ => None,
+            };
+        }
+    }
+    m.rate_share = (!shares.is_empty()).then(|| {
+        shares
+            .iter()
+            .map(|(_, s)| s.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    let share_sum: f64 = m.steps.first().map_or(1.0, |s| s.share);
+    m.warnings.clear();
+    if (share_sum - 1.0).abs() > 1e-6 {
+        m.warnings.push(format!(
+            "the merged processes sent {:.0}% of the offered rate (shares {}): a share is \
+             missing",
+            share_sum * 100.0,
+            m.rate_share.as_deref().unwrap_or("none")
+        ));
+    }
+    if common < longest {
+        m.warnings.push(format!(
+            "the processes' searches diverged after step {common} (each decided on its own \
+             measurements): only steps 1–{common} are merged"
+        ));
+    }
+    for s in &mut m.steps {
+        s.judge(&m.slo, &m.rules);
+    }
+    let unfinished = results
+        .iter()
+        .map(|r| r.outcome)
+        .find(|o| matches!(o, Outcome::Interrupted | Outcome::TimeLimit))
+        .unwrap_or(Outcome::TimeLimit);
+    let c = conclude(&m.steps, &m.rules, unfinished);
+    m.set_conclusion(c);
+    Ok(m)
+}
+
+impl crate::doc::Document for CapacityResult {
+    const SCHEMA: &'static str = SCHEMA;
+    const NAME: &'static str = "tlsperf capacity result";
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::stats::LatencyHistogram;
+
+    pub(crate) fn rules() -> Rules {
+        Rules {
+            samples_needed: 100,
+            step_min_s: 1.0,
+            step_max_s: 10.0,
+            lateness_max_fraction: 0.1,
+            generator_cpu_max: 0.9,
+            resolution: 0.05,
+            start_rate: 100.0,
+            factor: 2.0,
+            max_rate: 10_000.0,
+            min_rate: 1.0,
+        }
+    }
+
+    /// A step at `rate` with `n` answers of `ms` each, judged against p90=10ms.
+    pub(crate) fn step(index: u32, kind: StepKind, rate: f64, ms: u64, n: u64) -> Step {
+        let mut h = LatencyHistogram::new();
+        let mut late = LatencyHistogram::new();
+        for _ in 0..n {
+            h.record_ns(ms * 1_000_000).unwrap();
+            late.record_ns(10_000).unwrap();
+        }
+        let mut s = Step {
+            index,
+            kind,
+            started: "2026-01-01T00:00:00Z".into(),
+            offered_per_s: rate,
+            share: 1.0,
+            machines: 1,
+            length_s: n as f64 / rate,
+            duration_s: n as f64 / rate,
+            connections: 4,
+            attempted: n,
+            unsent: 0,
+            completed: n,
+            failed: 0,
+            achieved_per_s: 0.0,
+            error_rate: 0.0,
+            p50_ms: None,
+            p99_ms: None,
+            p999_ms: None,
+            latency_corrected: Some(Dist::of(h)),
+            pacing_lateness: Some(Dist::of(late)),
+            generator: StepCpu {
+                threads: 1,
+                cpu_seconds: 0.1,
+                utilization: 0.1,
+            },
+            server_cpu_seconds: None,
+            server_cpu_us_per_request: None,
+            verdict: Verdict::Pass,
+            why: String::new(),
+            enough_samples: true,
+        };
+        s.judge(&"p90=10ms".parse().unwrap(), &rules());
+        s
+    }
+
+    #[test]
+    fn concludes_from_the_steps() {
+        let r = rules();
+        let mut steps = vec![
+            step(1, StepKind::Ramp, 100.0, 2, 200),
+            step(2, StepKind::Ramp, 200.0, 2, 200),
+            step(3, StepKind::Ramp, 400.0, 50, 200),
+            step(4, StepKind::Bisect, 300.0, 2, 200),
+        ];
+        assert_eq!(steps[2].verdict, Verdict::Fail);
+        assert_eq!(bracket(&steps), (Some(300.0), Some(400.0)));
+        let c = conclude(&steps, &r, Outcome::TimeLimit);
+        assert_eq!(c.outcome, Outcome::TimeLimit);
+        assert!(
+            c.message.contains("between 300/s and 400/s"),
+            "{}",
+            c.message
+        );
+        // A failed confirmation moves the bracket down.
+        steps.push(step(5, StepKind::Confirm, 300.0, 50, 200));
+        assert_eq!(bracket(&steps), (Some(200.0), Some(300.0)));
+        steps.push(step(6, StepKind::Confirm, 200.0, 2, 200));
+        let c = conclude(&steps, &r, Outcome::TimeLimit);
+        assert_eq!(c.outcome, Outcome::Capacity);
+        assert_eq!(c.capacity_per_s, Some(200.0));
+        assert_eq!(c.interval_per_s, Some([200.0, 300.0]));
+        // A late generator spoils the search, whatever else passed.
+        let mut late = step(7, StepKind::Ramp, 800.0, 50, 200);
+        // Late by 45 ms: enough to explain 50 ms against a 10 ms bound.
+        let mut h = LatencyHistogram::new();
+        h.record_ns(45_000_000).unwrap();
+        late.pacing_lateness = Some(Dist::of(h));
+        late.judge(&"p90=10ms".parse().unwrap(), &r);
+        assert_eq!(late.verdict, Verdict::Invalid);
+        assert!(late.why.contains("pacing lateness"), "{}", late.why);
+        steps.push(late.clone());
+        // The same lateness against a failure ten times the bound: the server's.
+        let mut slow = late.clone();
+        let mut h = LatencyHistogram::new();
+        for _ in 0..200 {
+            h.record_ns(100_000_000).unwrap();
+        }
+        slow.latency_corrected = Some(Dist::of(h));
+        slow.judge(&"p90=10ms".parse().unwrap(), &r);
+        assert_eq!(slow.verdict, Verdict::Fail, "{}", slow.why);
+        assert!(
+            slow.why
+                .contains("even with the generator's pacing lateness taken out")
+        );
+        let c = conclude(&steps, &r, Outcome::TimeLimit);
+        assert_eq!(c.outcome, Outcome::GeneratorBound);
+        assert_eq!(c.capacity_per_s, None);
+        assert!(
+            c.message.contains("not the server, fell behind at 800/s"),
+            "{}",
+            c.message
+        );
+        assert_eq!(group(3100.4), "3,100");
+        assert_eq!(group(1_234_567.0), "1,234,567");
+    }
+}

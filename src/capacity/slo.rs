@@ -1,0 +1,291 @@
+//! The service-level objective a capacity search holds a server to: latency percentiles
+//! (`p99=30ms`, `p99.9=100ms`…) on the corrected latency, and at most a share of failed
+//! requests (`errors=0.1%`), as the user writes them (`--slo p99=30ms,errors=0.1%`) and
+//! as a step is judged against them.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::LatencyHistogram;
+
+/// One latency bound: the `percentile`th percentile at most `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencyBound {
+    /// The percentile, in (0, 100), e.g. 99 or 99.9.
+    pub percentile: f64,
+    /// The bound (milliseconds).
+    pub max_ms: f64,
+}
+
+impl LatencyBound {
+    /// The bound as a duration.
+    pub fn max(&self) -> Duration {
+        Duration::from_secs_f64(self.max_ms / 1e3)
+    }
+
+    /// `p99`, `p99.9`.
+    pub fn name(&self) -> String {
+        format!("p{}", self.percentile)
+    }
+}
+
+/// The objective: every latency bound holds and the failed share is within `errors_max`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// Latency bounds (at least one), on the latency from the intended send instant.
+    pub latency: Vec<LatencyBound>,
+    /// Largest share of requests that may fail (0.001 for 0.1%); 0 when not given: any
+    /// failure fails the step.
+    pub errors_max: f64,
+}
+
+/// An `--slo` that cannot be read.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("--slo '{text}': {reason} (write e.g. p99=30ms or p99=30ms,p50=5ms,errors=0.1%)")]
+pub struct SloError {
+    /// What the user gave.
+    pub text: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl crate::error::Classify for SloError {
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Input
+    }
+}
+
+impl std::str::FromStr for Slo {
+    type Err = SloError;
+
+    fn from_str(text: &str) -> Result<Slo, SloError> {
+        let err = |reason: String| SloError {
+            text: text.to_string(),
+            reason,
+        };
+        let mut latency: Vec<LatencyBound> = Vec::new();
+        let mut errors_max = None;
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| err(format!("'{part}' has no '='")))?;
+            let (key, value) = (key.trim(), value.trim());
+            if key == "errors" {
+                if errors_max.is_some() {
+                    return Err(err("errors is given twice".into()));
+                }
+                let number = value.strip_suffix('%').ok_or_else(|| {
+                    err(format!(
+                        "errors={value}: give a percentage, e.g. errors=0.1%"
+                    ))
+                })?;
+                let pct: f64 = number
+                    .trim()
+                    .parse()
+                    .map_err(|_| err(format!("errors={value}: not a percentage")))?;
+                if !(0.0..100.0).contains(&pct) {
+                    return Err(err(format!("errors={value}: must be within 0% ..< 100%")));
+                }
+                errors_max = Some(pct / 100.0);
+                continue;
+            }
+            let pct: f64 = key
+                .strip_prefix('p')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| {
+                    err(format!(
+                        "'{key}' is neither a percentile (p50, p99, p99.9…) nor errors"
+                    ))
+                })?;
+            if !(pct > 0.0 && pct < 100.0) {
+                return Err(err(format!("{key}: a percentile is between p0 and p100")));
+            }
+            if latency.iter().any(|b| b.percentile == pct) {
+                return Err(err(format!("{key} is given twice")));
+            }
+            if value.chars().all(|c| c.is_ascii_digit() || c == '.') {
+                return Err(err(format!("{key}={value}: give a unit, e.g. {value}ms")));
+            }
+            let max = humantime::parse_duration(value)
+                .map_err(|e| err(format!("{key}={value}: not a duration ({e})")))?;
+            if max.is_zero() {
+                return Err(err(format!("{key}={value}: a bound must be above zero")));
+            }
+            latency.push(LatencyBound {
+                percentile: pct,
+                max_ms: max.as_secs_f64() * 1e3,
+            });
+        }
+        if latency.is_empty() {
+            return Err(err("no latency percentile (e.g. p99=30ms)".into()));
+        }
+        latency.sort_by(|a, b| a.percentile.total_cmp(&b.percentile));
+        Ok(Slo {
+            latency,
+            errors_max: errors_max.unwrap_or(0.0),
+        })
+    }
+}
+
+impl std::fmt::Display for Slo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = self
+            .latency
+            .iter()
+            .map(|b| format!("{} ≤ {} ms", b.name(), trim(b.max_ms)))
+            .collect();
+        parts.push(format!("errors ≤ {}%", trim(self.errors_max * 100.0)));
+        f.write_str(&parts.join(", "))
+    }
+}
+
+fn trim(x: f64) -> String {
+    let s = format!("{x:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+impl Slo {
+    /// The highest percentile of the objective (as a fraction, 0.99 for p99).
+    pub fn top_quantile(&self) -> f64 {
+        self.latency
+            .iter()
+            .map(|b| b.percentile / 100.0)
+            .fold(0.0, f64::max)
+    }
+
+    /// The smallest latency bound.
+    pub fn tightest(&self) -> Duration {
+        self.latency
+            .iter()
+            .map(LatencyBound::max)
+            .min()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Samples a step needs for its highest percentile to rest on
+    /// [`TAIL_SAMPLES`] values above it: `TAIL_SAMPLES ÷ (1 − q)` (p99: 1,000; p99.9:
+    /// 10,000; p50: 20).
+    pub fn samples_needed(&self) -> u64 {
+        // Less a hair: 10 ÷ (1 − 0.999) is 10,000.000000001 in floating point.
+        (TAIL_SAMPLES as f64 / (1.0 - self.top_quantile()) - 1e-6).ceil() as u64
+    }
+
+    /// Judges one step: `None` when it meets the objective, else why not. Failed requests,
+    /// and the `unsent` ones (due before the step ended but never sent: every connection
+    /// slot was still waiting for an answer), count as slower than any bound: a
+    /// percentile holds when at least that share of *all* requests due completed within
+    /// the bound. The error share is failed ÷ sent.
+    pub fn judge(
+        &self,
+        corrected: Option<&LatencyHistogram>,
+        attempted: u64,
+        failed: u64,
+        unsent: u64,
+    ) -> Option<String> {
+        if attempted == 0 {
+            return Some("no request was sent".into());
+        }
+        let error_rate = failed as f64 / attempted as f64;
+        if error_rate > self.errors_max {
+            return Some(format!(
+                "errors {}% > {}%",
+                trim(error_rate * 100.0),
+                trim(self.errors_max * 100.0)
+            ));
+        }
+        let completed = attempted - failed;
+        let due = attempted + unsent;
+        for b in &self.latency {
+            let q = b.percentile / 100.0;
+            // The share of completed requests the percentile of all requests falls at.
+            let within = q * due as f64 / completed.max(1) as f64;
+            let value = match corrected {
+                Some(h) if !h.is_empty() && within <= 1.0 => h.quantile(within),
+                _ => {
+                    return Some(format!(
+                        "{}: too many requests failed or were never sent",
+                        b.name()
+                    ));
+                }
+            };
+            if value > b.max() {
+                return Some(format!(
+                    "{} {:.1} ms > {} ms",
+                    b.name(),
+                    value.as_secs_f64() * 1e3,
+                    trim(b.max_ms)
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// Values a step must expect above its highest percentile: the rule behind
+/// [`Slo::samples_needed`].
+pub const TAIL_SAMPLES: u64 = 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints() {
+        let s: Slo = "p99=30ms, errors=0.1%,p50=5ms".parse().unwrap();
+        assert_eq!(s.latency.len(), 2);
+        assert_eq!(s.latency[0].percentile, 50.0);
+        assert_eq!(s.latency[1].max_ms, 30.0);
+        assert!((s.errors_max - 0.001).abs() < 1e-12);
+        assert_eq!(s.to_string(), "p50 ≤ 5 ms, p99 ≤ 30 ms, errors ≤ 0.1%");
+        assert_eq!(s.samples_needed(), 1000);
+        let s: Slo = "p99.9=1s".parse().unwrap();
+        assert_eq!(s.errors_max, 0.0);
+        assert_eq!(s.samples_needed(), 10_000);
+        for bad in [
+            "",
+            "errors=1%",
+            "p99",
+            "p99=30",
+            "p100=1ms",
+            "q99=1ms",
+            "p99=1ms,p99=2ms",
+            "p99=0ms",
+            "p99=1ms,errors=1",
+            "p99=1ms,errors=100%",
+        ] {
+            let e = bad.parse::<Slo>().unwrap_err();
+            assert!(e.to_string().contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn judges_failures_as_slower_than_any_bound() {
+        let s: Slo = "p90=10ms,errors=20%".parse().unwrap();
+        let mut h = LatencyHistogram::new();
+        for _ in 0..90 {
+            h.record(Duration::from_millis(5)).unwrap();
+        }
+        // 90 fast of 100: p90 holds.
+        assert_eq!(s.judge(Some(&h), 90, 0, 0), None);
+        // 90 fast of 100 sent, 10 failed: p90 of all still within.
+        assert_eq!(s.judge(Some(&h), 100, 10, 0), None);
+        // 90 fast of 110 sent: fewer than 90% within the bound.
+        let why = s.judge(Some(&h), 110, 20, 0).unwrap();
+        assert!(why.contains("too many requests failed"), "{why}");
+        let strict: Slo = "p90=10ms".parse().unwrap();
+        assert!(strict.judge(Some(&h), 91, 1, 0).unwrap().contains("errors"));
+        // 90 fast of 100 sent and 10 more due: as if they had failed.
+        assert!(s.judge(Some(&h), 90, 0, 10).is_none());
+        assert!(s.judge(Some(&h), 90, 0, 11).is_some());
+        for _ in 0..20 {
+            h.record(Duration::from_millis(50)).unwrap();
+        }
+        assert!(
+            s.judge(Some(&h), 110, 0, 0)
+                .unwrap()
+                .contains("p90 50.0 ms > 10 ms")
+        );
+        assert!(s.judge(None, 0, 0, 0).is_some());
+    }
+}

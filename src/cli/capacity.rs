@@ -1,0 +1,325 @@
+//! `tlsperf capacity URL --slo …`: flags → [`crate::capacity::run`] → one line per step
+//! on stderr, the step table (or JSON), the result and HTML files, the exit code of the
+//! outcome (0 capacity found or bounded, 3 generator-bound, 4 unfinished, 130
+//! interrupted).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use super::client_args::ClientArgs;
+use super::{CliError, Output};
+use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo};
+use crate::client::config;
+use crate::error::ErrorClass;
+use crate::load::LoadOptions;
+use crate::load::share::RateShare;
+use crate::report::capacity as report;
+
+/// Arguments of `tlsperf capacity`.
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// The server: https://HOST[:PORT][/PATH].
+    url: String,
+    /// The objective, on the corrected latency: percentiles and an optional failed
+    /// share, e.g. p99=30ms or p99=30ms,p50=5ms,errors=0.1% (without errors=, any
+    /// failed request fails a step).
+    #[arg(long, value_name = "OBJECTIVE")]
+    slo: Slo,
+    /// A new connection (and handshake) for every request.
+    #[arg(long, conflicts_with = "requests_per_conn")]
+    new_conn: bool,
+    /// Close each connection after K requests (default: keep it while the server does).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    requests_per_conn: Option<u64>,
+    /// HTTP/2 (ALPN h2) instead of HTTP/1.1.
+    #[arg(long)]
+    http2: bool,
+    /// First rate of the ramp (requests/s, all generator processes together).
+    #[arg(long, default_value_t = 100.0, value_name = "R")]
+    start_rate: f64,
+    /// Highest rate tried (requests/s).
+    #[arg(long, default_value_t = 100_000.0, value_name = "R")]
+    max_rate: f64,
+    /// Ramp factor between steps (greater than 1).
+    #[arg(long, default_value_t = 2.0)]
+    factor: f64,
+    /// Stop the bisection when the lowest failing rate is within this fraction above the
+    /// highest passing one (e.g. 0.05 for 5%).
+    #[arg(long, default_value_t = 0.05)]
+    resolution: f64,
+    /// Shortest step (each is sized for enough answers at its rate).
+    #[arg(long, default_value = "1s", value_parser = super::duration::parse_positive)]
+    step_min: Duration,
+    /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
+    #[arg(long, default_value = "30s", value_parser = super::duration::parse_positive)]
+    step_max: Duration,
+    /// Start no step that would end after this long (the search then reports what it
+    /// bracketed, unconfirmed).
+    #[arg(long, default_value = "5m", value_parser = super::duration::parse_positive)]
+    max_time: Duration,
+    /// At most this many steps.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_steps: u32,
+    /// Connection slots per step (default: twice the rate × the largest latency bound,
+    /// at least 4).
+    #[arg(short = 'c', long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    connections: Option<u64>,
+    /// Worker threads (default: the number of CPUs).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: Option<u64>,
+    /// Limit per request (default: 10× the largest latency bound, within 1s..10s).
+    #[arg(long, value_parser = super::duration::parse_positive)]
+    timeout: Option<Duration>,
+    /// Sample this process's CPU from /proc at every step (the server under test).
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
+    /// Send the i-th of n equal shares of each step's rate (several generator processes
+    /// or machines as one search; start them with one --start-at and merge their
+    /// results with `tlsperf merge`).
+    #[arg(long, value_name = "i/n")]
+    rate_share: Option<RateShare>,
+    /// Start at this wall-clock instant (RFC 3339); every step then starts at a fixed
+    /// offset from it, so that processes started together stay in step. A time already
+    /// past is refused.
+    #[arg(long, value_name = "TIME", value_parser = super::load::parse_start)]
+    start_at: Option<time::OffsetDateTime>,
+    /// Write the result (steps with their HDR histograms) as JSON to FILE (atomically);
+    /// read by `tlsperf compare` and `tlsperf merge`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write the HTML page with the knee chart to FILE (atomically).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Replace --out / --html FILE if it exists.
+    #[arg(long)]
+    force: bool,
+    /// Verify every server certificate chain in full (see `load --no-verify-cache`).
+    #[arg(long)]
+    no_verify_cache: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Runs `tlsperf capacity`.
+pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
+    let rules = rules(&args)?;
+    let aligned_from = args
+        .start_at
+        .map(crate::load::share::start_instant)
+        .transpose()?;
+    for path in [&args.out, &args.html].into_iter().flatten() {
+        crate::files::check_destination(path, args.force)?;
+        crate::files::check_writable(path)?;
+    }
+    let target = args.client.target(&args.url)?;
+    let alpn = if args.http2 {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    let mut tls = args.client.options(alpn, false)?;
+    tls.verify_cache = Some(!args.no_verify_cache);
+    args.client.warn_if_insecure();
+    let built = config::build(&tls)?;
+    let threads = args
+        .threads
+        .map(|t| t as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let per_conn = if args.new_conn {
+        Some(1)
+    } else {
+        args.requests_per_conn
+    };
+    let largest = args
+        .slo
+        .latency
+        .iter()
+        .map(|b| b.max())
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    let timeout = args
+        .timeout
+        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
+    let echo: BTreeMap<String, serde_json::Value> = [
+        ("requests_per_conn", json!(per_conn)),
+        ("http", json!(if args.http2 { "2" } else { "1.1" })),
+        ("resume", json!(tls.resume)),
+        ("groups", json!(tls.groups)),
+        ("provider", json!(tls.provider.name())),
+        ("roots", json!(built.roots)),
+        ("threads", json!(threads)),
+        ("timeout_s", json!(timeout.as_secs_f64())),
+        ("connections", json!(args.connections)),
+        ("max_time_s", json!(args.max_time.as_secs_f64())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let opts = CapacityOptions {
+        slo: args.slo.clone(),
+        rules,
+        max_time: args.max_time,
+        max_steps: args.max_steps,
+        connections: args.connections.map(|c| c as usize),
+        cooldown: Duration::from_millis(500),
+        share: args.rate_share.map(|s| (s.i, s.n)),
+        aligned_from,
+        load: LoadOptions {
+            requests: None,
+            duration: None,
+            connections: 1,
+            rate: None,
+            requests_per_conn: per_conn,
+            http2: args.http2,
+            timeout,
+            threads,
+            server_pid: args.server_pid,
+            resume: tls.resume,
+            echo,
+            early_data: false,
+            verdicts: built.verdicts.clone(),
+            addrs: Vec::new(),
+            config_per_connection: None,
+            schedule_offset: Duration::ZERO,
+            start_at: None,
+        },
+    };
+    let rt = runtime(threads)?;
+    let (progress, mut events) = Progress::with_events();
+    let show = !(out.json() || out.quiet());
+    let result = rt.block_on(async {
+        let p = Arc::clone(&progress);
+        let first = super::signals::first_then_exit();
+        tokio::spawn(async move {
+            first.await;
+            p.stop();
+        });
+        let printer = tokio::spawn(async move {
+            while let Some(e) = events.recv().await {
+                if !show {
+                    continue;
+                }
+                match e {
+                    capacity::Event::Started {
+                        index,
+                        kind,
+                        offered_per_s,
+                        length,
+                    } => anstream::eprintln!(
+                        "step {index} ({kind:?}) at {}/s for {:.1} s…",
+                        capacity::result::group(offered_per_s),
+                        length.as_secs_f64()
+                    ),
+                    capacity::Event::Done(step) => {
+                        anstream::eprintln!("{}", report::step_line(&step))
+                    }
+                }
+            }
+        });
+        let r = capacity::run(target, built.config, opts, Arc::clone(&progress)).await;
+        let _ = printer.await;
+        r
+    })?;
+    rt.shutdown_timeout(Duration::from_millis(100));
+    out.summary(&result, || report::text(&result))?;
+    if let Some(path) = &args.out {
+        crate::doc::write(&result, path, args.force)?;
+    }
+    if let Some(path) = &args.html {
+        crate::files::write_atomic(
+            path,
+            report::html(&result).as_bytes(),
+            crate::files::FileMode::Public,
+            args.force,
+        )?;
+    }
+    outcome_status(&result)
+}
+
+/// The search's rules from the flags.
+fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
+    let positive = |name: &str, v: f64| {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(CliError::input(format!(
+                "{name} {v}: must be a positive number"
+            )))
+        }
+    };
+    let start = positive("--start-rate", args.start_rate)?;
+    let max = positive("--max-rate", args.max_rate)?;
+    if start > max {
+        return Err(CliError::input(format!(
+            "--start-rate {start} is above --max-rate {max}"
+        )));
+    }
+    if !(args.factor.is_finite() && args.factor > 1.0 && args.factor <= 10.0) {
+        return Err(CliError::input(format!(
+            "--factor {}: must be above 1 and at most 10",
+            args.factor
+        )));
+    }
+    if !(args.resolution.is_finite() && args.resolution > 0.0 && args.resolution < 1.0) {
+        return Err(CliError::input(format!(
+            "--resolution {}: must be between 0 and 1 (e.g. 0.05 for 5%)",
+            args.resolution
+        )));
+    }
+    if args.step_min > args.step_max {
+        return Err(CliError::input("--step-min is longer than --step-max"));
+    }
+    Ok(Rules {
+        samples_needed: args.slo.samples_needed(),
+        step_min_s: args.step_min.as_secs_f64(),
+        step_max_s: args.step_max.as_secs_f64(),
+        lateness_max_fraction: capacity::LATENESS_MAX_FRACTION,
+        generator_cpu_max: capacity::GENERATOR_CPU_MAX,
+        resolution: args.resolution,
+        start_rate: start,
+        factor: args.factor,
+        max_rate: max,
+        min_rate: 1.0_f64.min(start),
+    })
+}
+
+/// The runtime of the steps (see `load`: one thread runs a current-thread scheduler;
+/// the sending threads ask for short scheduler slices).
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, CliError> {
+    if threads == 1 {
+        crate::load::request_short_slice();
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .on_thread_start(|| {
+                crate::load::request_short_slice();
+            })
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+    .map_err(|e| CliError::runtime(e.into()))
+}
+
+/// The exit status of an outcome: 0 with an answer about the server (a capacity, or a
+/// bound: above the highest or below the lowest rate), 3 generator-bound, 4 unfinished,
+/// 130 interrupted.
+pub fn outcome_status(r: &capacity::CapacityResult) -> Result<(), CliError> {
+    let class = match r.outcome {
+        Outcome::Capacity | Outcome::AboveMaxRate | Outcome::BelowMinRate => return Ok(()),
+        Outcome::GeneratorBound => ErrorClass::GeneratorBound,
+        Outcome::TimeLimit => ErrorClass::Unfinished,
+        Outcome::Interrupted => ErrorClass::Interrupted,
+    };
+    Err(CliError {
+        class,
+        error: anyhow::anyhow!("{}", r.message),
+    })
+}

@@ -1,0 +1,279 @@
+//! A capacity search for people: the compact terminal table of steps with the
+//! conclusion, one progress line per step, and a self-contained HTML page with the knee
+//! chart (offered rate against corrected p50/p99 and the error rate, as SVG).
+
+use std::fmt::Write as _;
+
+use comfy_table::{CellAlignment, Table, presets};
+
+use crate::capacity::result::{CapacityResult, Step, group};
+use crate::compare::CompareDocument;
+use crate::report::svg;
+
+fn ms(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| {
+        if v >= 100.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    })
+}
+
+fn pct(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else {
+        format!("{:.2}%", x * 100.0)
+    }
+}
+
+/// The columns of the step table, in order.
+const COLUMNS: [&str; 13] = [
+    "step",
+    "kind",
+    "offered/s",
+    "achieved/s",
+    "p50 ms",
+    "p99 ms",
+    "p99.9 ms",
+    "errors",
+    "server CPU µs/req",
+    "gen CPU",
+    "pacing p99 ms",
+    "verdict",
+    "why",
+];
+
+fn cells(s: &Step) -> Vec<String> {
+    let late = s
+        .pacing_lateness
+        .as_ref()
+        .filter(|d| d.quantiles.count > 0)
+        .map(|d| d.quantiles.p99_ns as f64 / 1e6);
+    vec![
+        s.index.to_string(),
+        format!("{:?}", s.kind).to_lowercase(),
+        group(s.offered_per_s),
+        group(s.achieved_per_s),
+        ms(s.p50_ms),
+        ms(s.p99_ms),
+        ms(s.p999_ms),
+        pct(s.error_rate),
+        s.server_cpu_us_per_request
+            .map_or("-".into(), |v| format!("{v:.0}")),
+        format!("{:.0}%", s.generator.utilization * 100.0),
+        late.map_or("-".into(), |v| format!("{v:.2}")),
+        s.verdict.name().to_string(),
+        s.why.clone(),
+    ]
+}
+
+/// One line per finished step, for the progress display.
+pub fn step_line(s: &Step) -> String {
+    let c = cells(s);
+    format!(
+        "step {} ({}) {}/s: achieved {}/s, p50 {} ms, p99 {} ms, errors {}, generator CPU {} → {}{}",
+        c[0],
+        c[1],
+        c[2],
+        c[3],
+        c[4],
+        c[5],
+        c[7],
+        c[9],
+        c[11],
+        if s.why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", s.why)
+        }
+    )
+}
+
+/// The terminal summary: the objective, the table of steps, the conclusion.
+pub fn text(r: &CapacityResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "capacity of {} at {}", r.target, r.slo);
+    let _ = writeln!(
+        s,
+        "rule: each step sized for {} answers (10 above the highest percentile), {}–{} s; a \
+         failing step is invalid when the generator was late (pacing lateness above {:.0}% of \
+         a bound at its percentile) or busy ({:.0}% of its CPU) enough to explain it{}",
+        group(r.rules.samples_needed as f64),
+        r.rules.step_min_s,
+        r.rules.step_max_s,
+        r.rules.lateness_max_fraction * 100.0,
+        r.rules.generator_cpu_max * 100.0,
+        r.rate_share.as_ref().map_or(String::new(), |sh| format!(
+            "; shares {sh} of the offered rate ({} process{})",
+            r.machines,
+            if r.machines == 1 { "" } else { "es" }
+        ))
+    );
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    let server = r.steps.iter().any(|s| s.server_cpu_seconds.is_some());
+    let keep: Vec<usize> = (0..COLUMNS.len())
+        .filter(|&i| server || COLUMNS[i] != "server CPU µs/req")
+        .collect();
+    t.set_header(keep.iter().map(|&i| COLUMNS[i]));
+    for step in &r.steps {
+        let c = cells(step);
+        t.add_row(keep.iter().map(|&i| c[i].clone()));
+    }
+    for (n, col) in t.column_iter_mut().enumerate() {
+        if (2..keep.len() - 2).contains(&n) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for l in t.lines() {
+        let _ = writeln!(s, "{}", l.trim_end());
+    }
+    let _ = writeln!(s, "{}: {}", r.outcome.name(), r.message);
+    for w in &r.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+/// A comparison of two capacity results (a `tlsperf-compare/1` document of kind
+/// `capacity`): the capacities, the change and the brackets' verdict.
+pub fn comparison(c: &CompareDocument) -> String {
+    let mut s = format!(
+        "capacity results compared, B against A, on their confirmation runs (B is higher \
+         only where it met the objective at a rate A failed at)\nA: {}\nB: {}\n",
+        c.a.path, c.b.path
+    );
+    for r in &c.compared.rows {
+        let cap = |side: &crate::stats::rows::RowSide| {
+            side.median
+                .map_or("-".into(), |m| format!("{}/s", group(m)))
+        };
+        s += &format!(
+            "{}: A {}, B {} ({})\n{}\n",
+            r.label,
+            cap(&r.a),
+            cap(&r.b),
+            r.relative_change
+                .map_or("-".into(), |x| format!("{:+.1}%", x * 100.0)),
+            r.verdict
+        );
+    }
+    for w in &c.compared.warnings {
+        s += &format!("warning: {w}\n");
+    }
+    s
+}
+
+const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}td:last-child,th:last-child{text-align:left}th{background:#f3f3f3}.fail{color:#a00}.invalid{color:#a60}svg.chart{background:#fff;border:1px solid #eee;width:49%;min-width:420px;height:auto}.muted{color:#666}";
+
+/// Per offered rate, the last step measured there, in rate order: the knee chart's
+/// points.
+fn by_rate(r: &CapacityResult) -> Vec<&Step> {
+    let mut v: Vec<&Step> = Vec::new();
+    for s in &r.steps {
+        v.retain(|x| x.offered_per_s != s.offered_per_s);
+        v.push(s);
+    }
+    v.sort_by(|a, b| a.offered_per_s.total_cmp(&b.offered_per_s));
+    v
+}
+
+/// The knee charts: corrected p50 and p99 against the offered rate (with the
+/// objective's bounds; the y axis ends at 3× the largest bound, steps above it drawn at
+/// the top), and the error rate.
+pub fn knee_charts(r: &CapacityResult) -> String {
+    let pts = by_rate(r);
+    let line = |f: &dyn Fn(&Step) -> Option<f64>| -> Vec<[f64; 2]> {
+        pts.iter()
+            .filter_map(|s| f(s).map(|y| [s.offered_per_s, y]))
+            .collect()
+    };
+    let x_max = pts.last().map_or(1.0, |s| s.offered_per_s);
+    let largest = r.slo.latency.iter().map(|b| b.max_ms).fold(0.0, f64::max);
+    let mut series = vec![
+        ("p50 (corrected)".to_string(), line(&|s| s.p50_ms)),
+        ("p99 (corrected)".to_string(), line(&|s| s.p99_ms)),
+    ];
+    for b in &r.slo.latency {
+        series.push((
+            format!("objective {} ≤ {} ms", b.name(), b.max_ms),
+            vec![[0.0, b.max_ms], [x_max, b.max_ms]],
+        ));
+    }
+    let mut out = svg::lines(
+        "knee-latency",
+        "Latency against offered rate",
+        "offered requests/s",
+        "ms",
+        largest * 3.0,
+        &series,
+    );
+    let errors = vec![(
+        "errors %".to_string(),
+        line(&|s| Some(s.error_rate * 100.0)),
+    )];
+    let e_max = pts
+        .iter()
+        .map(|s| s.error_rate * 100.0)
+        .fold(r.slo.errors_max * 200.0, f64::max)
+        .max(1.0);
+    out.push_str(&svg::lines(
+        "knee-errors",
+        "Error rate against offered rate",
+        "offered requests/s",
+        "% failed",
+        e_max,
+        &errors,
+    ));
+    out
+}
+
+/// The HTML page: conclusion, knee charts, step table. Self-contained, no scripts.
+pub fn html(r: &CapacityResult) -> String {
+    let e = svg::esc;
+    let mut s = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>tlsperf capacity</title>",
+    );
+    let _ = write!(
+        s,
+        "<style>{STYLE}</style></head><body><h1>Capacity of {} at {}</h1>",
+        e(&r.target),
+        e(&r.slo.to_string())
+    );
+    let _ = write!(
+        s,
+        "<p class=\"outcome\" data-outcome=\"{}\"><strong>{}</strong></p>",
+        r.outcome.name(),
+        e(&r.message)
+    );
+    for w in &r.warnings {
+        let _ = write!(s, "<p class=\"invalid\">warning: {}</p>", e(w));
+    }
+    let _ = write!(
+        s,
+        "<p class=\"muted\">Started {}. Latency is corrected (from each request's intended send instant); failed requests count as slower than any bound. Each step was sized for {} answers, {}–{} s long; a failing step is invalid when the generator was busy ({:.0}% of its CPU) or late (pacing lateness above {:.0}% of a bound at that bound's percentile) enough to explain the failure.</p>",
+        e(&r.started),
+        r.rules.samples_needed,
+        r.rules.step_min_s,
+        r.rules.step_max_s,
+        r.rules.generator_cpu_max * 100.0,
+        r.rules.lateness_max_fraction * 100.0
+    );
+    s.push_str(&knee_charts(r));
+    s.push_str("<table class=\"steps\"><thead><tr>");
+    for c in COLUMNS {
+        let _ = write!(s, "<th>{}</th>", e(c));
+    }
+    s.push_str("</tr></thead><tbody>");
+    for step in &r.steps {
+        let _ = write!(s, "<tr class=\"{}\">", step.verdict.name());
+        for c in cells(step) {
+            let _ = write!(s, "<td>{}</td>", e(&c));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table></body></html>\n");
+    s
+}

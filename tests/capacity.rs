@@ -1,0 +1,578 @@
+//! `tlsperf capacity` against `tlsperf serve --threads 1 --resumption off`: a small search
+//! finishes with a consistent document, text, HTML and exit code; a generator held to a
+//! tenth of a CPU (a cgroup CPU quota, as a container limit does) is reported as the
+//! bottleneck, not the server; two processes share a rate, start together (`--start-at`)
+//! and merge (load and capacity). Searches here are kept small (short steps, a loose
+//! objective, a low --max-time): performance figures are bench/capacity.sh's.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Serve, tlsperf};
+use serde_json::Value;
+
+/// `serve --threads 1 --resumption off` with an RSA-2048 certificate: a full handshake
+/// costs the server (an RSA signature) several times what it costs the client (an RSA
+/// verification), so one server thread saturates before a generator of two threads.
+fn serve(dir: &Path) -> (Serve, String) {
+    let ca = dir.join("ca.pem").to_str().unwrap().to_string();
+    let s = Serve::start(&[
+        "--threads",
+        "1",
+        "--resumption",
+        "off",
+        "--gen-cert",
+        "rsa-2048",
+        "--write-ca",
+        &ca,
+    ]);
+    (s, ca)
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The search options shared by the tests: a p50 objective (20 samples a step, so
+/// short steps; on a 2-core machine shared with builds a p99 objective's tail would
+/// be the machine's, not the server's), half-second steps, bounded in time.
+const SMALL: [&str; 14] = [
+    "--new-conn",
+    "--step-min",
+    "500ms",
+    "--step-max",
+    "2s",
+    "--timeout",
+    "2s",
+    "--resolution",
+    "0.25",
+    "--max-time",
+    "60s",
+    "--start-rate",
+    "25",
+    "-q",
+];
+
+#[test]
+fn a_search_finishes_with_a_consistent_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let out = dir.path().join("cap.json");
+    let html = dir.path().join("cap.html");
+    let pid = s.pid().to_string();
+    let started = std::time::Instant::now();
+    let url = s.url();
+    let mut args = vec!["capacity", &url[..], "--cacert", &ca, "--slo", "p50=100ms"];
+    args.extend(SMALL);
+    args.extend([
+        "--threads",
+        "2",
+        "--server-pid",
+        &pid,
+        "--out",
+        out.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let run = tlsperf(&args);
+    let took = started.elapsed();
+    let v = read(&out);
+    assert_eq!(v["schema"], "tlsperf-capacity/1");
+    let outcome = v["outcome"].as_str().unwrap();
+    // The exit code is the outcome's.
+    let code = match outcome {
+        "capacity" | "above-max-rate" | "below-min-rate" => 0,
+        "generator-bound" => 3,
+        "time-limit" => 4,
+        other => panic!("outcome {other}"),
+    };
+    assert_eq!(run.code, code, "{outcome}: {}", run.stderr);
+    // Bounded: --max-time plus the last step's drain.
+    assert!(took < Duration::from_secs(90), "{took:?}");
+    let steps = v["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "{steps:?}");
+    // The ramp doubles from the start rate while steps pass.
+    assert_eq!(steps[0]["offered_per_s"], 25.0);
+    assert_eq!(steps[0]["kind"], "ramp");
+    for (a, b) in steps.iter().zip(&steps[1..]) {
+        if b["kind"] == "ramp" && a["verdict"] == "pass" {
+            assert_eq!(
+                b["offered_per_s"].as_f64().unwrap(),
+                2.0 * a["offered_per_s"].as_f64().unwrap()
+            );
+        }
+    }
+    for st in steps {
+        let attempted = st["attempted"].as_u64().unwrap();
+        let done = st["completed"].as_u64().unwrap() + st["failed"].as_u64().unwrap();
+        assert_eq!(attempted, done, "{st}");
+        // Every answer's corrected latency is in the step's histogram.
+        assert_eq!(
+            st["latency_corrected"]["quantiles"]["count"]
+                .as_u64()
+                .unwrap(),
+            st["completed"].as_u64().unwrap()
+        );
+        assert!(st["server_cpu_seconds"].as_f64().is_some(), "{st}");
+        assert!(["pass", "fail", "invalid"].contains(&st["verdict"].as_str().unwrap()));
+    }
+    if outcome == "capacity" {
+        let cap = v["capacity_per_s"].as_f64().unwrap();
+        let [lo, hi] = [
+            v["interval_per_s"][0].as_f64().unwrap(),
+            v["interval_per_s"][1].as_f64().unwrap(),
+        ];
+        assert_eq!(cap, lo);
+        assert!(hi > lo && hi / lo - 1.0 <= 0.25 + 1e-9, "{lo}..{hi}");
+        // The answer rests on a confirmation run that passed, and a failure above it.
+        let last = steps.last().unwrap();
+        assert_eq!(last["kind"], "confirm");
+        assert_eq!(last["verdict"], "pass");
+        assert_eq!(last["offered_per_s"].as_f64().unwrap(), cap);
+        assert!(
+            steps
+                .iter()
+                .any(|s| s["verdict"] == "fail" && s["offered_per_s"].as_f64() == Some(hi))
+        );
+    } else {
+        eprintln!(
+            "NOTE: no capacity on this machine now ({outcome}): {}",
+            v["message"]
+        );
+        assert!(v["capacity_per_s"].is_null());
+    }
+    // Every field is documented in docs/json.md, and every documented one is there.
+    let documented = documented_fields();
+    let mut seen = std::collections::BTreeSet::new();
+    paths(&v, "", &documented, &mut seen);
+    let undocumented: Vec<_> = seen
+        .iter()
+        .filter(|p| !documented.contains_key(*p))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "not in docs/json.md: {undocumented:?}"
+    );
+    // The page: the knee charts and the table of steps.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("data-chart=\"knee-latency\""), "{page}");
+    assert!(page.contains("data-chart=\"knee-errors\""));
+    assert_eq!(page.matches("<tr class=").count(), steps.len());
+    assert!(run.stdout.is_empty(), "-q: {}", run.stdout);
+
+    // The terminal table, from the same kind of run, and compare on the result itself.
+    let cmp = tlsperf([
+        "compare",
+        out.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    if outcome == "capacity" {
+        assert_eq!(cmp.code, 0, "{}", cmp.stderr);
+        let c: Value = serde_json::from_str(&cmp.stdout).unwrap();
+        assert_eq!(c["schema"], "tlsperf-compare/1");
+        assert_eq!(c["kind"], "capacity");
+        assert_eq!(c["rows"][0]["outcome"], "no-difference", "{c}");
+        assert_eq!(c["rows"][0]["ratio"], 1.0);
+    } else {
+        assert_eq!(cmp.code, 2, "{}", cmp.stderr);
+        assert!(
+            cmp.stderr.contains("no confirmed capacity"),
+            "{}",
+            cmp.stderr
+        );
+    }
+}
+
+/// The field paths of docs/json.md's `tlsperf capacity` table, with their types.
+fn documented_fields() -> std::collections::BTreeMap<String, String> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/json.md")).unwrap();
+    let section = text.split("## `tlsperf capacity`").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|row| {
+            let (path, rest) = row.split_once('`').unwrap();
+            let ty = rest.split('|').nth(1).unwrap_or("").trim().to_string();
+            (path.to_string(), ty)
+        })
+        .collect()
+}
+
+/// Every field path of `v` (`steps[].verdict`), not descending into documented maps.
+fn paths(
+    v: &Value,
+    prefix: &str,
+    docs: &std::collections::BTreeMap<String, String>,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                out.insert(path.clone());
+                if docs.get(&path).is_none_or(|t| t != "map") {
+                    paths(child, &path, docs, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items.iter().filter(|i| i.is_object()) {
+                paths(item, &format!("{prefix}[]"), docs, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A cgroup (v1 `cpu` or v2) holding processes to `quota` CPUs, removed when dropped;
+/// `None` (with the reason printed) where this machine cannot make one.
+struct CpuCgroup {
+    dir: std::path::PathBuf,
+    procs: std::path::PathBuf,
+}
+
+impl CpuCgroup {
+    fn new(quota: f64) -> Option<CpuCgroup> {
+        let name = format!("tlsperf-test-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/cpu");
+        let made = if v1.join("cpu.cfs_quota_us").exists() {
+            let dir = v1.join(&name);
+            std::fs::create_dir(&dir)
+                .and_then(|()| {
+                    std::fs::write(
+                        dir.join("cpu.cfs_quota_us"),
+                        format!("{}", (quota * 100_000.0) as u64),
+                    )
+                })
+                .map(|()| dir)
+        } else {
+            let v2 = Path::new("/sys/fs/cgroup");
+            let dir = v2.join(&name);
+            std::fs::create_dir(&dir)
+                .and_then(|()| {
+                    std::fs::write(
+                        dir.join("cpu.max"),
+                        format!("{} 100000", (quota * 100_000.0) as u64),
+                    )
+                })
+                .map(|()| dir)
+        };
+        match made {
+            Ok(dir) => Some(CpuCgroup {
+                procs: dir.join("cgroup.procs"),
+                dir,
+            }),
+            Err(e) => {
+                eprintln!(
+                    "SKIPPED: cannot make a CPU-limited cgroup here ({e}); not checking a generator-bound search"
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        // Empty once the child exited; the directory then goes.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn a_generator_held_to_a_tenth_of_a_cpu_is_reported_not_the_server() {
+    let Some(cg) = CpuCgroup::new(0.1) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let out = dir.path().join("cap.json");
+    let url = s.url();
+    let mut args = vec!["capacity", &url[..], "--cacert", &ca, "--slo", "p50=100ms"];
+    args.extend(SMALL);
+    args.extend(["--threads", "1", "--out", out.to_str().unwrap()]);
+    // The child joins the cgroup before tlsperf starts: sh writes its own pid, then
+    // execs.
+    let output = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {} && exec \"$0\" \"$@\"",
+            cg.procs.display()
+        ))
+        .arg(common::bin())
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .env_remove("TLSPERF_LOG")
+        .output()
+        .unwrap();
+    drop(cg);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    let v = read(&out);
+    assert_eq!(v["outcome"], "generator-bound", "{}", v["message"]);
+    assert!(v["capacity_per_s"].is_null());
+    let msg = v["message"].as_str().unwrap();
+    // "saturated" (its quota's CPU used up) or "fell behind" (its sends throttled late).
+    assert!(msg.contains("the generator, not the server, "), "{msg}");
+    assert!(msg.contains("run more generator processes"), "{msg}");
+    assert!(stderr.contains("not the server"), "{stderr}");
+    let last = v["steps"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["verdict"], "invalid", "{last}");
+    // The quota was seen: the CPU is measured against a tenth of a CPU, not a thread.
+    let step_cpu = last["generator"]["utilization"].as_f64().unwrap();
+    assert!(step_cpu > 0.5, "{last}");
+}
+
+/// A wall-clock instant `secs` from now, RFC 3339.
+fn in_secs(secs: i64) -> String {
+    let t = time::OffsetDateTime::now_utc() + time::Duration::seconds(secs);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+fn started(v: &Value) -> time::OffsetDateTime {
+    time::OffsetDateTime::parse(
+        v["started"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap()
+}
+
+#[test]
+fn two_processes_share_a_rate_start_together_and_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let url = s.url();
+    let at = in_secs(3);
+    let at_t =
+        time::OffsetDateTime::parse(&at, &time::format_description::well_known::Rfc3339).unwrap();
+    let spawn = |share: &str, out: &Path| {
+        std::process::Command::new(common::bin())
+            .args([
+                "load",
+                &url,
+                "--cacert",
+                &ca,
+                "--rate",
+                "200",
+                "-d",
+                "2s",
+                "-c",
+                "4",
+                "--rate-share",
+                share,
+                "--start-at",
+                &at,
+                "-q",
+                "--out",
+            ])
+            .arg(out)
+            .env("NO_COLOR", "1")
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let mut pa = spawn("1/2", &a);
+    let mut pb = spawn("2/2", &b);
+    assert!(pa.wait().unwrap().success());
+    assert!(pb.wait().unwrap().success());
+    let (va, vb) = (read(&a), read(&b));
+    for v in [&va, &vb] {
+        // Each sent its half: 100/s for 2 s.
+        let n = v["requests"]["attempted"].as_u64().unwrap();
+        assert!((170..=230).contains(&n), "{}", v["requests"]);
+        // Not before the instant, and soon after it (a loose bound: a busy machine).
+        let d = started(v) - at_t;
+        assert!(
+            d >= time::Duration::ZERO && d < time::Duration::milliseconds(500),
+            "{d}"
+        );
+    }
+    assert_eq!(va["options"]["rate_share"], "1/2");
+    let merged = dir.path().join("m.json");
+    let m = tlsperf([
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let vm = read(&merged);
+    assert_eq!(vm["machines"], 2);
+    assert_eq!(
+        vm["requests"]["attempted"].as_u64().unwrap(),
+        va["requests"]["attempted"].as_u64().unwrap()
+            + vb["requests"]["attempted"].as_u64().unwrap()
+    );
+
+    // A capacity search in two shares: a loose objective and a low --max-rate, so both
+    // processes pass every step and their step tables line up.
+    let at = in_secs(3);
+    let cap = |share: &str, out: &Path| {
+        let mut args: Vec<String> = vec![
+            "capacity".into(),
+            url.clone(),
+            "--cacert".into(),
+            ca.clone(),
+        ];
+        args.extend(SMALL.iter().map(|s| s.to_string()));
+        args.extend(
+            [
+                "--slo",
+                "p50=1s",
+                "--max-rate",
+                "100",
+                "--threads",
+                "1",
+                "--rate-share",
+                share,
+                "--start-at",
+                &at,
+                "--out",
+            ]
+            .map(String::from),
+        );
+        args.push(out.to_str().unwrap().into());
+        std::process::Command::new(common::bin())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (dir.path().join("ca.json"), dir.path().join("cb.json"));
+    let mut pa = cap("1/2", &a);
+    let mut pb = cap("2/2", &b);
+    let (ea, eb) = (pa.wait().unwrap(), pb.wait().unwrap());
+    let (va, vb) = (read(&a), read(&b));
+    assert!(
+        ea.success() && eb.success(),
+        "{} / {}",
+        va["message"],
+        vb["message"]
+    );
+    assert_eq!(va["outcome"], "above-max-rate", "{}", va["message"]);
+    assert_eq!(va["rate_share"], "1/2");
+    let d = started(&va) - started(&vb);
+    assert!(d.abs() < time::Duration::milliseconds(500), "{d}");
+    let m = tlsperf([
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--out",
+        merged.to_str().unwrap(),
+        "--force",
+        "--json",
+    ]);
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let vm: Value = serde_json::from_str(&m.stdout).unwrap();
+    assert_eq!(vm["schema"], "tlsperf-capacity/1");
+    assert_eq!(vm["machines"], 2);
+    assert_eq!(vm["rate_share"], "1/2,2/2");
+    let steps = vm["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), va["steps"].as_array().unwrap().len());
+    for (i, st) in steps.iter().enumerate() {
+        assert_eq!(st["machines"], 2);
+        assert_eq!(st["share"], 1.0);
+        assert_eq!(
+            st["attempted"].as_u64().unwrap(),
+            va["steps"][i]["attempted"].as_u64().unwrap()
+                + vb["steps"][i]["attempted"].as_u64().unwrap()
+        );
+    }
+    // Same share twice: refused.
+    let twice = tlsperf([
+        "merge",
+        a.to_str().unwrap(),
+        a.to_str().unwrap(),
+        "--out",
+        dir.path().join("x.json").to_str().unwrap(),
+    ]);
+    assert_eq!(twice.code, 2, "{}", twice.stderr);
+    assert!(twice.stderr.contains("both share 1/2"), "{}", twice.stderr);
+}
+
+#[test]
+fn bad_input_is_refused_in_plain_words() {
+    let past = in_secs(-60);
+    for (args, want) in [
+        (
+            vec!["capacity", "https://127.0.0.1:9/", "--slo", "p99"],
+            "has no '='",
+        ),
+        (
+            vec!["capacity", "https://127.0.0.1:9/", "--slo", "p99=30"],
+            "give a unit",
+        ),
+        (
+            vec![
+                "capacity",
+                "https://127.0.0.1:9/",
+                "--slo",
+                "p99=30ms",
+                "--start-at",
+                &past,
+            ],
+            "already past",
+        ),
+        (
+            vec![
+                "load",
+                "https://127.0.0.1:9/",
+                "-n",
+                "1",
+                "--rate",
+                "5",
+                "--start-at",
+                &past,
+            ],
+            "already past",
+        ),
+        (
+            vec![
+                "load",
+                "https://127.0.0.1:9/",
+                "-n",
+                "1",
+                "--rate",
+                "5",
+                "--rate-share",
+                "3/2",
+            ],
+            "i must be within 1..=n",
+        ),
+        (
+            vec![
+                "capacity",
+                "https://127.0.0.1:9/",
+                "--slo",
+                "p99=30ms",
+                "--start-rate",
+                "500",
+                "--max-rate",
+                "100",
+            ],
+            "above --max-rate",
+        ),
+    ] {
+        let run = tlsperf(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(want), "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.contains("Error {"), "{}", run.stderr);
+    }
+}
