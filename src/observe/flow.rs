@@ -317,12 +317,11 @@ impl FlowTable {
             tl.fin();
             flow.fin[me] = true;
         }
-        if seg.flags.rst || (flow.fin[0] && flow.fin[1]) {
-            if let Some(f) = self.flows.remove(&k)
-                && let Some(tl) = f.timeline
-            {
-                sink(tl.outcome());
-            }
+        if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
+            && let Some(f) = self.flows.remove(&k)
+            && let Some(tl) = f.timeline
+        {
+            sink(tl.outcome());
         }
     }
 
@@ -721,7 +720,7 @@ mod tests {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    if x % 7 == 0 {
+                    if x.is_multiple_of(7) {
                         *b = x as u8;
                     }
                 }

@@ -289,7 +289,7 @@ impl Timeline {
                     let (t, body) = match self.hs[r.side.index()].next_message() {
                         Ok(Some((t, body))) => (t, body.to_vec()),
                         Ok(None) => break,
-                        Err(()) => {
+                        Err(_) => {
                             self.unparsed = true;
                             return;
                         }

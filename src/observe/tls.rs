@@ -94,6 +94,10 @@ pub fn frame(buf: &[u8]) -> Frame {
     }
 }
 
+/// A handshake message longer than [`MAX_HANDSHAKE_MESSAGE`] (its declared length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong(pub usize);
+
 /// Handshake messages reassembled from the bodies of plaintext handshake records.
 #[derive(Debug, Default)]
 pub struct HandshakeBuf {
@@ -107,15 +111,15 @@ impl HandshakeBuf {
     }
 
     /// The next complete message `(type, body)`, removed from the buffer by
-    /// [`HandshakeBuf::consume`]; `Err(())` when the length is beyond
+    /// [`HandshakeBuf::consume`]; an error when its length is beyond
     /// [`MAX_HANDSHAKE_MESSAGE`].
-    pub fn next_message(&self) -> Result<Option<(u8, &[u8])>, ()> {
+    pub fn next_message(&self) -> Result<Option<(u8, &[u8])>, TooLong> {
         let Some(h) = self.buf.get(..4) else {
             return Ok(None);
         };
         let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
         if len > MAX_HANDSHAKE_MESSAGE {
-            return Err(());
+            return Err(TooLong(len));
         }
         Ok(self.buf.get(4..4 + len).map(|body| (h[0], body)))
     }
@@ -378,7 +382,7 @@ mod tests {
         hs.consume();
         assert!(hs.is_empty());
         hs.push(&[11, 0xff, 0, 0]);
-        assert_eq!(hs.next_message(), Err(()));
+        assert_eq!(hs.next_message(), Err(TooLong(0xff_0000)));
     }
 
     #[test]
