@@ -30,14 +30,19 @@ port=18463
 "$bin" serve --listen "127.0.0.1:$port" --gen-cert ecdsa-p256 --write-ca "$work/ca.pem" --resumption tickets -q > /dev/null &
 pids+=($!)
 sleep 1
-tcpdump -i lo --immediate-mode -U -n -w "$work/one.pcap" "tcp port $port" 2> "$work/tcpdump.err" &
+tcpdump -i lo -B 65536 --immediate-mode -U -n -w "$work/one.pcap" "tcp port $port" 2> "$work/tcpdump.err" &
 tcpdump_pid=$!
 pids+=($tcpdump_pid)
 until grep -q "listening on" "$work/tcpdump.err"; do sleep 0.1; done
 "$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q
-sleep 0.5
+# tcpdump may lag behind on a busy machine: stop it once its file has stopped growing.
+last=-1
+while size=$(stat -c %s "$work/one.pcap") && [ "$size" != "$last" ]; do last=$size; sleep 0.5; done
 kill -INT "$tcpdump_pid"
 wait "$tcpdump_pid" || true
+if grep -q "[1-9][0-9]* packets dropped by kernel" "$work/tcpdump.err"; then
+  echo "tcpdump dropped packets: the capture is incomplete" >&2; cat "$work/tcpdump.err" >&2; exit 1
+fi
 
 python3 - "$work/one.pcap" "$work/big.pcap" "$copies" "$port" <<'PY'
 import struct, sys

@@ -40,7 +40,17 @@ impl Capture {
     fn start(dir: &Path, name: &str, port: u16) -> Capture {
         let path = dir.join(name);
         let mut child = Command::new("tcpdump")
-            .args(["-i", "lo", "--immediate-mode", "-U", "-n", "-w"])
+            // A 64 MiB buffer: no drops on a busy machine.
+            .args([
+                "-i",
+                "lo",
+                "-B",
+                "65536",
+                "--immediate-mode",
+                "-U",
+                "-n",
+                "-w",
+            ])
             .arg(&path)
             .args(["tcp", "port", &port.to_string()])
             .stdin(Stdio::null())
@@ -74,9 +84,19 @@ impl Capture {
         }
     }
 
-    /// Stops tcpdump (after a moment for the last packets) and returns the file.
+    /// Stops tcpdump once it has written everything (its file has stopped growing: on
+    /// a busy machine it lags behind the traffic) and returns the file.
     fn stop(mut self) -> PathBuf {
-        std::thread::sleep(Duration::from_millis(300));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        let mut last = size(&self.path);
+        let mut still = 0;
+        while still < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(250));
+            let now = size(&self.path);
+            still = if now == last { still + 1 } else { 0 };
+            last = now;
+        }
         self.end();
         self.path.clone()
     }
