@@ -227,6 +227,18 @@ impl FlowTable {
             self.sweep(ns, sink);
         }
         let k = key(seg.src, seg.dst);
+        // A new SYN (another initial sequence number) on the addresses of a connection
+        // still tracked: the port was reused before that connection was seen to close.
+        if seg.flags.syn
+            && !seg.flags.ack
+            && self.flows.get(&k).is_some_and(|f| {
+                f.client != seg.src || f.streams[0].base != Some(seg.seq.wrapping_add(1))
+            })
+            && let Some(old) = self.flows.remove(&k)
+            && let Some(tl) = old.timeline
+        {
+            sink(tl.outcome());
+        }
         let flow = match self.flows.get_mut(&k) {
             Some(f) => f,
             None => {
@@ -778,6 +790,31 @@ mod tests {
         assert!(table.is_empty());
         assert_eq!(table.counters().evicted_half_open, 10);
         assert!(out.iter().all(|o| *o == Outcome::Empty), "{out:?}");
+    }
+
+    #[test]
+    fn a_reused_port_starts_a_new_connection() {
+        // The first connection never closes (its FINs were not captured); the same
+        // addresses open again with another initial sequence number.
+        let mut first = conversation();
+        first.truncate(8);
+        let mut second = conversation();
+        for s in &mut second {
+            s.ns += 1_000_000;
+            if s.from_client {
+                s.seq = s.seq.wrapping_add(50_000);
+            } else {
+                s.ack = s.ack.wrapping_add(50_000);
+            }
+        }
+        let all: Vec<Seg> = first.into_iter().chain(second).collect();
+        let (out, counters) = run(&all);
+        assert_eq!(counters.tracked, 2);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(
+            out.iter().all(|o| matches!(o, Outcome::Handshake(_))),
+            "{out:?}"
+        );
     }
 
     /// What the fuzz target `observe_flow` does, with pseudo-random inputs.
