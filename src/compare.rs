@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::crypto::handshake::HandshakeReport;
+use crate::crypto::in_memory::HandshakeReport;
 use crate::crypto::kx::KxReport;
 use crate::crypto::limit::LimitReport;
 use crate::crypto::sign::SignReport;

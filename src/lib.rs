@@ -1,34 +1,53 @@
 //! tlsperf: find out why TLS handshakes are slow, phase by phase, and prove the fix.
 //!
 //! The crate is a library with a thin command-line front end (`src/main.rs`, `src/cli/`).
-//! Data flows one way: resolved configuration → engine → typed results → report sinks.
-//! Engines never print; the CLI chooses between human text and JSON.
+//! Data flows one way: resolved options → engine → typed results (documents) → report
+//! sinks. Engines never print; the CLI chooses between human text and JSON. Nothing
+//! climbs back up: an engine never imports the CLI or the report, `stats` and `doc` import
+//! no engine, and no module imports one that imports it back.
 //!
-//! Modules:
-//! - [`pki`]: realistic test PKIs (root → intermediate → server/client leaf) and synthetic
-//!   trust bundles, built with rcgen.
-//! - [`stats`]: HDR histograms, summaries, Tukey's IQR filter, Welch's t-test, comparisons.
-//! - [`trust`]: trust-store discovery, timed loading, the shared pre-warmed store.
-//! - [`verify`]: the indexed chain verifier whose cost does not grow with the store.
-//! - [`server`]: `tlsperf serve`, the reference HTTPS server and its metrics.
-//! - [`tls`]: crypto provider choice (aws-lc-rs or ring), passed explicitly into configs.
+//! Engines:
+//! - [`pki`]: realistic test PKIs (root → intermediate → server/client leaf), OCSP
+//!   responses and synthetic trust bundles, built with rcgen.
+//! - [`trust`]: trust-store discovery, timed loading, analysis and trimming, the shared
+//!   pre-warmed store.
+//! - [`verify`]: the indexed chain verifier whose cost does not grow with the store, and
+//!   its benchmark.
+//! - [`tls`]: what server and client configurations share: the crypto provider (a value
+//!   passed into every config), TLS versions and groups by name, session-ticket keys,
+//!   key-share pools, and the verifier that skips certificate checks (`tls::danger`).
+//! - [`server`]: `tlsperf serve`: its rustls configuration (`server::config`), the
+//!   reference HTTPS server on three HTTP stacks, and its metrics.
+//! - [`client`]: one connection timed from inside (phases stamped at the system calls),
+//!   its rustls configuration (`client::config`) and verifiers.
+//! - [`handshake`]: `tlsperf handshake`: N sequential exchanges with phase percentiles.
+//! - [`load`]: `tlsperf load`: the closed- and open-loop load generator and its result.
+//! - [`capacity`]: `tlsperf capacity`: the highest rate a server sustains within an
+//!   objective, searched in steps of `load` runs.
+//! - [`observe`]: `tlsperf observe`: passive handshake analysis from packets (a live
+//!   interface or a capture file), no part taken in the handshakes.
 //! - [`lab`]: the one-command lab: a matrix of server and client configurations on
 //!   loopback, compared with Welch's t-test.
-//! - [`report`]: human-readable renderings of results (text, and the lab's Markdown and
-//!   HTML report).
-//! - [`files`]: atomic file output (temp file + rename, private modes for keys) and the
-//!   one bounded reader of every file the user names.
-//! - [`doc`]: result documents: read once (pipes too), kind told by `schema`, written
-//!   atomically.
-//! - [`when`]: user-given points in time (RFC 3339).
-//! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
-//! - [`crypto`]: `tlsperf crypto`, signature and key-exchange micro-benchmarks per
-//!   implementation (aws-lc-rs, ring, RustCrypto) on the wall clock.
+//! - [`crypto`]: `tlsperf crypto`, signature, key-exchange and in-memory handshake
+//!   micro-benchmarks per implementation (aws-lc-rs, ring, RustCrypto) on the wall clock.
+//!
+//! Below the engines:
+//! - [`stats`]: HDR histograms, summaries, Tukey's IQR filter, Welch's t-test, the one
+//!   row-comparison engine.
+//! - [`doc`]: result documents: one schema per type, sniffed, read and written atomically,
+//!   one error type.
 //! - [`compare`]: `tlsperf compare` over any two documents of one kind (or sample
 //!   files): the registry of comparable document kinds.
-//! - [`observe`]: `tlsperf observe`, passive handshake analysis from packets (capture
-//!   files or a live interface).
-//! - [`error`]: how failures are classified into input errors and run-time failures.
+//! - [`report`]: human-readable renderings of results (terminal text per command, and the
+//!   lab's Markdown and HTML report).
+//!
+//! Shared ground:
+//! - [`files`]: atomic file output (temp file + rename, private modes for keys) and the
+//!   one bounded reader of every file the user names.
+//! - [`error`]: how failures are classified (input, run-time, interrupted) into exit codes.
+//! - [`when`]: user-given points in time (RFC 3339).
+//! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
+//! - `cli` (hidden): the command-line front end, one file per command.
 
 pub mod capacity;
 pub mod compare;

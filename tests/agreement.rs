@@ -10,6 +10,8 @@
 //! in optimized builds only: a debug build of our client against h2load (C, -O2) measures
 //! the compiler's optimizer, not the tool (seen: 1.16× in a debug CI run on a busy machine).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::process::Command;

@@ -6,6 +6,8 @@
 //! compare. For each: the exit code (2 for input, 1 for run-time failures), a message
 //! naming the file, line or host and the cause, no panic, and no output file left behind.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::io::{Read, Write};

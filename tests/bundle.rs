@@ -1,5 +1,7 @@
 //! `tlsperf pki bundle`: synthetic trust bundles with cross-signed twins.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use common::tlsperf;

@@ -5,6 +5,8 @@
 //! and merge (load and capacity). Searches here are kept small (short steps, a loose
 //! objective, a low --max-time): performance figures are bench/capacity.sh's.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::path::Path;

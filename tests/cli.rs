@@ -1,5 +1,7 @@
 //! CLI conventions shared by every command: help, version, usage errors, completions.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use common::tlsperf;
@@ -71,4 +73,62 @@ fn bash_completion_script_is_valid_bash() {
         Ok(s) => assert!(s.success(), "bash -n rejects the completion script"),
         Err(_) => eprintln!("SKIPPED: bash not found; not checking the completion script's syntax"),
     }
+}
+
+/// A writer tests can read back: what a command printed, in this process.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+/// Runs a command line in this process: (outcome, stdout, stderr).
+fn in_process(args: &[&str]) -> (Result<(), tlsperf::cli::CliError>, String, String) {
+    use clap::Parser;
+    let cli =
+        tlsperf::cli::Cli::try_parse_from(std::iter::once("tlsperf").chain(args.iter().copied()))
+            .unwrap();
+    let (out, err) = (Captured::default(), Captured::default());
+    let r = tlsperf::cli::run_to(cli, Box::new(out.clone()), Box::new(err.clone()));
+    (r, out.text(), err.text())
+}
+
+#[test]
+fn commands_run_in_process_with_their_output_captured() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.txt");
+    let b = dir.path().join("b.txt");
+    std::fs::write(&a, "10\n11\n12\n13\n14\n").unwrap();
+    std::fs::write(&b, "20\n21\n22\n23\n24\n").unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+
+    let (r, stdout, stderr) = in_process(&["compare", a, b]);
+    assert!(r.is_ok(), "{:?}", r.err().map(|e| e.error));
+    assert!(stdout.contains("Welch"), "{stdout}");
+    assert!(stderr.is_empty(), "{stderr}");
+
+    let (r, stdout, _) = in_process(&["--json", "compare", a, b]);
+    assert!(r.is_ok());
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(v["schema"].as_str().is_some(), "{stdout}");
+
+    // Bad input: the error's class, nothing printed.
+    let missing = dir.path().join("missing.txt");
+    let (r, stdout, _) = in_process(&["compare", a, missing.to_str().unwrap()]);
+    let e = r.unwrap_err();
+    assert_eq!(e.class, tlsperf::ErrorClass::Input, "{:#}", e.error);
+    assert!(stdout.is_empty(), "{stdout}");
 }

@@ -1,5 +1,7 @@
 //! `tlsperf compare` and the statistics core against reference values (scipy, numpy).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use common::{tlsperf, write};

@@ -3,6 +3,8 @@
 //! others (so the benchmark measures real operations); bad input exits 2. No timing is
 //! asserted.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -146,12 +148,12 @@ fn sign_selection_and_human_table() {
 fn signatures_cross_verify_between_implementations() {
     let msg = sign::message();
     let key = TestKey::generate(SigAlg::EcdsaP256.key_type()).unwrap();
-    let signer = sign::load(SigAlg::EcdsaP256, Implementation::AwsLcRs, &key).unwrap();
+    let signer = sign::load(SigAlg::EcdsaP256, Implementation::AWS_LC_RS, &key).unwrap();
     let mut sig = Vec::new();
     signer.sign(&msg, &mut sig).unwrap();
     let mut other = msg.clone();
     other[100] ^= 1;
-    for imp in [Implementation::Ring, Implementation::RustCrypto] {
+    for imp in [Implementation::RING, Implementation::RustCrypto] {
         let v = sign::load(SigAlg::EcdsaP256, imp, &key).unwrap();
         v.verify(&msg, &sig)
             .unwrap_or_else(|e| panic!("{imp} rejected aws-lc-rs's signature: {e}"));

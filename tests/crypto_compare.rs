@@ -4,6 +4,8 @@
 //! The JSON is checked against the `tlsperf compare` section of `docs/json.md` (one
 //! comparison document for every kind of input).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::collections::BTreeSet;

@@ -1,6 +1,8 @@
 //! Every command's `--json` output against `docs/json.md`: each field printed is
 //! documented there, and each documented top-level field is printed.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -7,6 +7,8 @@
 //! verify stops the run before the matrix (exit 1), a cell whose requests fail is marked
 //! failed and never recommended, and a failed baseline exits 1.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::path::Path;

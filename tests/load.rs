@@ -4,6 +4,8 @@
 //! packages when installed, whose access log says independently how many requests
 //! arrived and whether each session was resumed.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::net::TcpListener;

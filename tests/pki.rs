@@ -1,6 +1,8 @@
 //! `tlsperf pki init`: for every key type, the PKI verifies with rustls's verifiers (both
 //! providers) and with `openssl verify`, and the files are what users expect.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::os::unix::fs::PermissionsExt;

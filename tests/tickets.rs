@@ -2,6 +2,8 @@
 //! one rotation it still resumes; after two, the handshake is full (and succeeds). Runs
 //! real rustls handshakes in memory.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::sync::Arc;

@@ -1,5 +1,7 @@
 //! `tlsperf trust probe|load|analyze|trim`, run as a user would, on fixtures the tests make.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::fs;

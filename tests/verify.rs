@@ -1,6 +1,8 @@
 //! The indexed verifier accepts and rejects exactly as rustls's `WebPkiServerVerifier` does
 //! with the whole store, on good, broken and hostile chains.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::sync::Arc;

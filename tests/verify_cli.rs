@@ -1,5 +1,7 @@
 //! `tlsperf verify` and `tlsperf verify bench` as a user runs them, including bad chains.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::fs;

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use rustls::ClientConfig;
 
 use crate::client::target::Target;
-use crate::load::{self, LoadError, LoadOptions};
+use crate::load::{self, LoadError, LoadGenOptions};
 pub use result::{CapacityResult, Outcome, Rules, SCHEMA, Step, StepKind, Verdict};
 use result::{StepCpu, bracket, conclude, confirmed};
 pub use slo::Slo;
@@ -77,7 +77,7 @@ pub struct CapacityOptions {
     /// Everything else of each step (target-independent load options: timeout, threads,
     /// new connections, `--server-pid`…); `rate`, `duration`, `connections`, `requests`
     /// and `schedule_offset` are set per step.
-    pub load: LoadOptions,
+    pub load: LoadGenOptions,
 }
 
 /// Connection slots for `rate` under `slo`: twice the rate × the largest latency bound

@@ -12,11 +12,12 @@ use clap::Args;
 use serde_json::json;
 
 use super::client_args::ClientArgs;
+use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
 use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo};
 use crate::client::config;
 use crate::error::ErrorClass;
-use crate::load::LoadOptions;
+use crate::load::LoadGenOptions;
 use crate::load::share::RateShare;
 use crate::report::capacity as report;
 
@@ -124,7 +125,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     };
     let mut tls = args.client.options(alpn, false)?;
     tls.verify_cache = Some(!args.no_verify_cache);
-    args.client.warn_if_insecure();
+    args.client.warn_if_insecure(out);
     let built = config::build(&tls)?;
     let threads = args
         .threads
@@ -169,7 +170,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         cooldown: Duration::from_millis(500),
         share: args.rate_share.map(|s| (s.i, s.n)),
         aligned_from,
-        load: LoadOptions {
+        load: LoadGenOptions {
             requests: None,
             duration: None,
             connections: 1,
@@ -189,40 +190,48 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             start_at: None,
         },
     };
-    let rt = runtime(threads)?;
+    let rt = runtime(Threads::from_flag(Some(threads)), Some(short_slices))?;
     let (progress, mut events) = Progress::with_events();
     let show = !(out.json() || out.quiet());
-    let result = rt.block_on(async {
-        let p = Arc::clone(&progress);
-        let first = super::signals::first_then_exit();
-        tokio::spawn(async move {
-            first.await;
-            p.stop();
-        });
-        let printer = tokio::spawn(async move {
-            while let Some(e) = events.recv().await {
-                if !show {
-                    continue;
-                }
-                match e {
-                    capacity::Event::Started {
-                        index,
-                        kind,
-                        offered_per_s,
-                        length,
-                    } => anstream::eprintln!(
-                        "step {index} ({kind:?}) at {}/s for {:.1} s…",
-                        capacity::result::group(offered_per_s),
-                        length.as_secs_f64()
-                    ),
-                    capacity::Event::Done(step) => {
-                        anstream::eprintln!("{}", report::step_line(&step))
-                    }
-                }
+    let stop = Arc::clone(&progress);
+    let result = block_on_interruptible(&rt, move || stop.stop(), || {}, async {
+        let print = |e: capacity::Event| {
+            if !show {
+                return;
             }
-        });
-        let r = capacity::run(target, built.config, opts, Arc::clone(&progress)).await;
-        let _ = printer.await;
+            match e {
+                capacity::Event::Started {
+                    index,
+                    kind,
+                    offered_per_s,
+                    length,
+                } => out.note(format_args!(
+                    "step {index} ({kind:?}) at {}/s for {:.1} s…",
+                    capacity::result::group(offered_per_s),
+                    length.as_secs_f64()
+                )),
+                capacity::Event::Done(step) => out.note(report::step_line(&step)),
+            }
+        };
+        // Steps are printed as they come; the run's end (an error too) ends the printing.
+        let mut run = std::pin::pin!(capacity::run(
+            target,
+            built.config,
+            opts,
+            Arc::clone(&progress)
+        ));
+        let r = loop {
+            tokio::select! {
+                e = events.recv() => match e {
+                    Some(e) => print(e),
+                    None => break (&mut run).await,
+                },
+                r = &mut run => break r,
+            }
+        };
+        while let Ok(e) = events.try_recv() {
+            print(e);
+        }
         r
     })?;
     rt.shutdown_timeout(Duration::from_millis(100));
@@ -286,26 +295,6 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         max_rate: max,
         min_rate: 1.0_f64.min(start),
     })
-}
-
-/// The runtime of the steps (see `load`: one thread runs a current-thread scheduler;
-/// the sending threads ask for short scheduler slices).
-fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, CliError> {
-    if threads == 1 {
-        crate::load::request_short_slice();
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .on_thread_start(|| {
-                crate::load::request_short_slice();
-            })
-            .worker_threads(threads)
-            .enable_all()
-            .build()
-    }
-    .map_err(|e| CliError::runtime(e.into()))
 }
 
 /// The exit status of an outcome: 0 with an answer about the server (a capacity, or a

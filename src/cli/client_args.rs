@@ -89,14 +89,12 @@ impl ClientArgs {
         })
     }
 
-    /// Says loudly on stderr that verification is off.
-    pub fn warn_if_insecure(&self) {
+    /// Says on stderr that verification is off.
+    pub fn warn_if_insecure(&self, out: &super::Output) {
         if self.insecure {
-            let style = anstyle::Style::new()
-                .fg_color(Some(anstyle::Color::Ansi(anstyle::AnsiColor::Red)))
-                .bold();
-            anstream::eprintln!(
-                "{style}WARNING: --insecure: server certificates are NOT verified; any server can impersonate this one{style:#}"
+            out.warn(
+                "--insecure: server certificates are NOT verified; any server can impersonate \
+                 this one",
             );
         }
     }

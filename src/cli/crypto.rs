@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{CliError, Output};
-use crate::crypto::handshake::{self, HandshakeOptions, Kind, TlsVersion};
+use crate::crypto::in_memory::{self, FullOrResumed, HandshakeOptions};
 use crate::crypto::kx::{self, KxGroup, KxOptions};
 use crate::crypto::limit::{self, LimitOptions};
 use crate::crypto::profile::{FlamegraphTarget, Sampling};
@@ -14,6 +14,7 @@ use crate::crypto::{CryptoError, Implementation, MeasureOptions};
 use crate::pki::KeyType;
 use crate::report::crypto as report;
 use crate::tls::Provider;
+use crate::tls::choices::TlsVersion;
 
 /// Arguments of `tlsperf crypto`.
 #[derive(Debug, Args)]
@@ -92,12 +93,12 @@ impl MeasureArgs {
         print(&result)?;
         let written = profile.write(&target)?;
         if !out.quiet() {
-            anstream::eprintln!(
+            out.note(format_args!(
                 "flame graph: {} ({} samples over {:.2} s)",
                 written.path.display(),
                 written.samples,
                 profile.duration().as_secs_f64()
-            );
+            ));
         }
         Ok(())
     }
@@ -150,7 +151,7 @@ struct HandshakeArgs {
     tls: Vec<TlsVersion>,
     /// Full handshakes, resumptions by ticket, or both (the default).
     #[arg(long, value_enum, value_delimiter = ',')]
-    kind: Vec<Kind>,
+    kind: Vec<FullOrResumed>,
     /// The only key-exchange group offered and accepted.
     #[arg(long, value_enum, default_value = "x25519")]
     group: KxGroup,
@@ -227,15 +228,15 @@ pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
             let opts = HandshakeOptions {
                 providers: or_all(a.provider, &Provider::ALL),
                 versions: or_all(a.tls, &TlsVersion::ALL),
-                certs: or_all(a.cert, &handshake::DEFAULT_CERTS),
-                kinds: or_all(a.kind, &Kind::ALL),
+                certs: or_all(a.cert, &in_memory::DEFAULT_CERTS),
+                kinds: or_all(a.kind, &FullOrResumed::ALL),
                 group: a.group,
                 measure: a.measure.options()?,
             };
             a.measure.run(
                 title,
                 out,
-                || handshake::run(&opts),
+                || in_memory::run(&opts),
                 |r| out.result(r, || report::handshake(r)),
             )
         }

@@ -6,9 +6,11 @@ use std::time::Duration;
 use clap::Args;
 
 use super::client_args::ClientArgs;
+use super::progress::{self, Ticker};
+use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::client::config;
-use crate::error::{Classify, ErrorClass};
+use crate::error::Classify;
 use crate::handshake::{Control, HandshakeOptions, run};
 use crate::report::text;
 
@@ -42,37 +44,25 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     let opts = args
         .client
         .options(vec![b"http/1.1".to_vec()], args.early_data)?;
-    args.client.warn_if_insecure();
+    args.client.warn_if_insecure(out);
     let built = config::build(&opts)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runtime(e.into()))?;
+    let rt = runtime(Threads::One, None)?;
     let run_opts = HandshakeOptions {
         count: args.count as usize,
         early_data: args.early_data,
         timeout: args.timeout,
     };
     let control = Arc::new(Control::default());
-    let bar = progress_bar(args.count, out);
-    let report = rt.block_on(async {
+    let bar = progress::bar(
+        out,
+        args.count,
+        "{bar:40} {pos}/{len} connections [{elapsed}]",
+    );
+    let stop = Arc::clone(&control);
+    let report = block_on_interruptible(&rt, move || stop.stop(), || {}, async {
         let c = Arc::clone(&control);
-        let first = super::signals::first_then_exit();
-        tokio::spawn(async move {
-            first.await;
-            c.stop();
-        });
-        let c = Arc::clone(&control);
-        let b = bar.clone();
-        let ticker = tokio::spawn(async move {
-            loop {
-                b.set_position(c.done() as u64);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        });
-        let r = run(&target, &built, &run_opts, &control).await;
-        ticker.abort();
-        r
+        let _ticker = Ticker::start(&bar, move |b| b.set_position(c.done() as u64));
+        run(&target, &built, &run_opts, &control).await
     });
     bar.finish_and_clear();
     let report = report.map_err(|e| {
@@ -84,26 +74,10 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     })?;
     out.result(&report, || text::handshake_run(&report))?;
     if report.interrupted {
-        return Err(CliError {
-            class: ErrorClass::Interrupted,
-            error: anyhow::anyhow!(
-                "interrupted: the report above covers the {} connections that were made",
-                control.done()
-            ),
-        });
+        return Err(CliError::interrupted(format!(
+            "interrupted: the report above covers the {} connections that were made",
+            control.done()
+        )));
     }
     Ok(())
-}
-
-fn progress_bar(count: u64, out: &Output) -> indicatif::ProgressBar {
-    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    if out.json() || out.quiet() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(count), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} connections [{elapsed}]")
-    {
-        bar.set_style(style);
-    }
-    bar
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use super::progress;
+use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::client::target::Target;
 use crate::files::{FileMode, write_atomic};
@@ -100,12 +102,9 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         None => lab::pin::pin_client(),
     };
     opts.target = external;
-    let bar = progress_bar(out);
+    let bar = progress::bar(out, 1, "{bar:40} {pos}/{len} rounds {msg} [{elapsed}]");
     let control = Arc::new(Control::default());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runtime(e.into()))?;
+    let rt = runtime(Threads::One, None)?;
     let b = bar.clone();
     let on_event = move |e: Event| match e {
         Event::Preparing(what) => b.set_message(what),
@@ -121,20 +120,18 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
             b.set_message(format!("{} / {cell}, round {round}", group.name()));
         }
     };
-    let result = rt.block_on(async {
-        let c = Arc::clone(&control);
-        // A second signal exits at once: the servers die with us (PR_SET_PDEATHSIG), the
-        // work directory and its private keys are removed first.
-        let work_dir = work.path().to_path_buf();
-        let first = super::signals::first_then_exit_after(move || {
+    // A second signal exits at once: the servers die with us (PR_SET_PDEATHSIG), the work
+    // directory and its private keys are removed first.
+    let work_dir = work.path().to_path_buf();
+    let stop = Arc::clone(&control);
+    let result = block_on_interruptible(
+        &rt,
+        move || stop.stop(),
+        move || {
             let _ = std::fs::remove_dir_all(&work_dir);
-        });
-        tokio::spawn(async move {
-            first.await;
-            c.stop();
-        });
-        lab::run(&opts, &on_event, &control).await
-    });
+        },
+        lab::run(&opts, &on_event, &control),
+    );
     bar.finish_and_clear();
     let result = result.inspect_err(|_| {
         if made_out {
@@ -157,13 +154,10 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     )?;
     out.summary(&result, || report::summary(&result, &args.out))?;
     if result.interrupted {
-        return Err(CliError {
-            class: crate::error::ErrorClass::Interrupted,
-            error: anyhow::anyhow!(
-                "interrupted: the report in {} holds the groups that finished",
-                args.out.display()
-            ),
-        });
+        return Err(CliError::interrupted(format!(
+            "interrupted: the report in {} holds the groups that finished",
+            args.out.display()
+        )));
     }
     let failed = result.failed_baselines();
     if !failed.is_empty() {
@@ -178,17 +172,4 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         )));
     }
     Ok(())
-}
-
-fn progress_bar(out: &Output) -> indicatif::ProgressBar {
-    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    if out.json() || out.quiet() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} rounds {msg} [{elapsed}]")
-    {
-        bar.set_style(style);
-    }
-    bar
 }

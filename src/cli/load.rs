@@ -3,15 +3,19 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
 use serde_json::json;
 
 use super::client_args::ClientArgs;
+use super::progress::{self, Ticker};
+use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
 use crate::client::config;
-use crate::load::{LoadOptions, Progress, run};
+use crate::client::target::Target;
+use crate::load::{self, LoadGenOptions, Progress};
 use crate::report::text;
 
 /// Arguments of `tlsperf load`.
@@ -84,8 +88,47 @@ pub struct LoadArgs {
     client: ClientArgs,
 }
 
-/// Runs `tlsperf load`.
+/// Runs `tlsperf load`: the summary first (whatever happens to the file, what was measured
+/// is shown), then the result file, then warnings; Ctrl-C keeps the part that ran (130).
 pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
+    let (target, config, opts) = resolve(&args, out)?;
+    // Open loop: the threads that send ask for short scheduler slices, so that their
+    // timers' wake-ups are not queued behind other processes' slices.
+    let hook: Option<fn()> = args.rate.map(|_| short_slices as fn());
+    let rt = runtime(Threads::from_flag(Some(opts.threads)), hook)?;
+    let progress = Arc::new(Progress::default());
+    let bar = progress_bar(&args, out);
+    let stop = Arc::clone(&progress);
+    let result = block_on_interruptible(&rt, move || stop.stop(), || {}, async {
+        let _ticker = ticker(&bar, &args, Arc::clone(&progress));
+        load::run(target, config, opts, Arc::clone(&progress)).await
+    })?;
+    bar.finish_and_clear();
+    // Don't wait for tasks still blocked on a dead connection.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    out.summary(&result, || text::load_result(&result))?;
+    if let Some(path) = &args.out {
+        crate::doc::write(&result, path, args.force)?;
+    }
+    if let Some(warning) = result.saturation_warning() {
+        out.warn(warning);
+    }
+    if let Some(why) = result.all_failed() {
+        return Err(CliError::runtime(anyhow::anyhow!(why)));
+    }
+    if result.interrupted {
+        return Err(CliError::interrupted(
+            "interrupted: the result above covers the part that ran",
+        ));
+    }
+    Ok(())
+}
+
+/// The flags resolved: the target, the client configuration and the engine's options.
+fn resolve(
+    args: &LoadArgs,
+    out: &Output,
+) -> Result<(Target, Arc<rustls::ClientConfig>, LoadGenOptions), CliError> {
     if let Some(r) = args.rate
         && !(r.is_finite() && r > 0.0)
     {
@@ -115,7 +158,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     }
     let mut opts = args.client.options(alpn, args.early_data)?;
     opts.verify_cache = Some(!args.no_verify_cache);
-    args.client.warn_if_insecure();
+    args.client.warn_if_insecure(out);
     let built = config::build(&opts)?;
     let threads = args
         .threads
@@ -159,7 +202,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let load_opts = LoadOptions {
+    let load_opts = LoadGenOptions {
         requests: args.requests,
         duration: args.duration,
         connections: args.connections as usize,
@@ -181,111 +224,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
         },
         start_at,
     };
-    // One thread: a single-threaded scheduler (no work stealing, no cross-thread wake-ups),
-    // as wrk runs each thread's own event loop.
-    // Open loop: the threads that send ask for short scheduler slices, so that their
-    // timers' wake-ups are not queued behind other processes' slices.
-    let open_loop = args.rate.is_some();
-    let rt = if threads == 1 {
-        if open_loop {
-            crate::load::request_short_slice();
-        }
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        if open_loop {
-            b.on_thread_start(|| {
-                crate::load::request_short_slice();
-            });
-        }
-        b.worker_threads(threads).enable_all().build()
-    }
-    .map_err(|e| CliError::runtime(e.into()))?;
-    let progress = Arc::new(Progress::default());
-    let bar = progress_bar(&args, out);
-    // Without a request count, the bar shows time (milliseconds) against -d.
-    let by_time = args.requests.is_none();
-    let result = rt.block_on(async {
-        let p = Arc::clone(&progress);
-        let first = super::signals::first_then_exit();
-        tokio::spawn(async move {
-            first.await;
-            p.stop();
-        });
-        let p = Arc::clone(&progress);
-        let b = bar.clone();
-        let started = std::time::Instant::now();
-        let ticker = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                let done = p.completed.load(std::sync::atomic::Ordering::Relaxed);
-                let failed = p.failed.load(std::sync::atomic::Ordering::Relaxed);
-                if by_time {
-                    b.set_position(started.elapsed().as_millis() as u64);
-                } else {
-                    b.set_position(done + failed);
-                }
-                b.set_message(format!("{done} ok, {failed} failed"));
-            }
-        });
-        let r = run(target, built.config, load_opts, Arc::clone(&progress)).await;
-        ticker.abort();
-        r
-    })?;
-    bar.finish_and_clear();
-    // Don't wait for tasks still blocked on a dead connection.
-    rt.shutdown_timeout(Duration::from_millis(100));
-    // The summary first: whatever happens to the file, what was measured is shown.
-    out.summary(&result, || text::load_result(&result))?;
-    if let Some(path) = &args.out {
-        crate::doc::write(&result, path, args.force)?;
-    }
-    if result.generator.saturated && result.duration_s >= 0.5 {
-        let of = match result.generator.cpu_limit {
-            Some(l) if l < result.generator.threads as f64 => {
-                format!("the {l:.2} CPUs its cgroup quota allows")
-            }
-            _ => format!("its {} threads", result.generator.threads),
-        };
-        anstream::eprintln!(
-            "warning: the load generator used {:.0}% of {of}: it may be the bottleneck (add --threads or machines)",
-            result.generator.utilization * 100.0,
-        );
-    }
-    if result.requests.completed == 0 && result.requests.failed > 0 {
-        // The most frequent kind, with its first message: why, in one line.
-        let why = result
-            .errors
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(kind, n)| {
-                format!(
-                    ": {kind} ×{n}, e.g. {}",
-                    result.error_examples.get(kind).map_or("", String::as_str)
-                )
-            })
-            .unwrap_or_default();
-        return Err(CliError::runtime(anyhow::anyhow!(
-            "all {} requests to {} failed{why}{}",
-            result.requests.failed,
-            result.target,
-            if result.gave_up {
-                " (stopped there: every attempt failed the same way, so more would only load \
-                 the server)"
-            } else {
-                ""
-            }
-        )));
-    }
-    if result.interrupted {
-        return Err(CliError {
-            class: crate::error::ErrorClass::Interrupted,
-            error: anyhow::anyhow!("interrupted: the result above covers the part that ran"),
-        });
-    }
-    Ok(())
+    Ok((target, built.config, load_opts))
 }
 
 /// `--start-at`: RFC 3339.
@@ -293,20 +232,28 @@ pub(super) fn parse_start(s: &str) -> Result<time::OffsetDateTime, String> {
     crate::when::parse_rfc3339(s).map_err(|e| e.to_string())
 }
 
+/// By request count when given, else by time (milliseconds) against `-d`.
 fn progress_bar(args: &LoadArgs, out: &Output) -> indicatif::ProgressBar {
-    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-    if out.json() || out.quiet() {
-        return ProgressBar::hidden();
-    }
-    // By count when given, else by time (milliseconds).
     let (len, template) = match (args.requests, args.duration) {
         (Some(n), _) => (n, "{bar:40} {pos}/{len} requests {msg} [{elapsed}]"),
         (None, Some(d)) => ((d.as_millis() as u64).max(1), "{bar:40} {msg} [{elapsed}]"),
         (None, None) => (1, "{msg}"),
     };
-    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
-    if let Ok(style) = ProgressStyle::with_template(template) {
-        bar.set_style(style);
-    }
-    bar
+    progress::bar(out, len, template)
+}
+
+/// Moves the bar from the engine's counters.
+fn ticker(bar: &indicatif::ProgressBar, args: &LoadArgs, progress: Arc<Progress>) -> Ticker {
+    let by_time = args.requests.is_none();
+    let started = std::time::Instant::now();
+    Ticker::start(bar, move |b| {
+        let done = progress.completed.load(Ordering::Relaxed);
+        let failed = progress.failed.load(Ordering::Relaxed);
+        if by_time {
+            b.set_position(started.elapsed().as_millis() as u64);
+        } else {
+            b.set_position(done + failed);
+        }
+        b.set_message(format!("{done} ok, {failed} failed"));
+    })
 }

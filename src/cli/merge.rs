@@ -59,7 +59,7 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
             .collect::<Result<Vec<_>, _>>()?;
         let merged = crate::observe::result::merge(&all)?;
         crate::doc::write(&merged, &args.out, args.force)?;
-        return out.summary(&merged, || crate::report::observe::observation(&merged));
+        return out.summary(&merged, || crate::report::text::observation(&merged));
     }
     let capacity = |i: &crate::doc::Input| {
         i.schema().as_deref() == Some(<crate::capacity::CapacityResult as Document>::SCHEMA)

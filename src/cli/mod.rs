@@ -23,6 +23,8 @@ mod merge;
 mod observe;
 mod output;
 mod pki;
+mod progress;
+mod runtime;
 mod serve;
 mod signals;
 mod tickets;
@@ -140,6 +142,14 @@ impl CliError {
             error,
         }
     }
+
+    /// A run stopped by a signal (exit 130), after what it measured was shown.
+    pub fn interrupted(msg: impl std::fmt::Display) -> Self {
+        CliError {
+            class: ErrorClass::Interrupted,
+            error: anyhow::anyhow!("{msg}"),
+        }
+    }
 }
 
 impl<E> From<E> for CliError
@@ -154,24 +164,39 @@ where
     }
 }
 
-/// Runs a parsed command line.
+/// Runs a parsed command line, printing to the process's stdout and stderr.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     let out = Output::new(cli.global.json, cli.global.quiet);
+    run_with(cli, &out)
+}
+
+/// Runs a parsed command line in this process, printing results to `stdout` and
+/// warnings to `stderr` (for tests that would rather not spawn the binary).
+pub fn run_to(
+    cli: Cli,
+    stdout: Box<dyn std::io::Write + Send>,
+    stderr: Box<dyn std::io::Write + Send>,
+) -> Result<(), CliError> {
+    let out = Output::with_writers(cli.global.json, cli.global.quiet, stdout, stderr);
+    run_with(cli, &out)
+}
+
+fn run_with(cli: Cli, out: &Output) -> Result<(), CliError> {
     match cli.command {
-        Command::Pki(args) => pki::exec(args, &out),
-        Command::Trust(args) => trust::exec(args, &out),
-        Command::Verify(args) => verify::exec(args, &out),
-        Command::Serve(args) => serve::exec(*args, &out),
-        Command::Tickets(args) => tickets::exec(args, &out),
-        Command::Handshake(args) => handshake::exec(*args, &out),
-        Command::Load(args) => load::exec(*args, &out),
-        Command::Lab(args) => lab::exec(*args, &out),
-        Command::Capacity(args) => capacity::exec(*args, &out),
-        Command::Observe(args) => observe::exec(*args, &out),
-        Command::Merge(args) => merge::exec(args, &out),
-        Command::Compare(args) => compare::exec(args, &out),
-        Command::Crypto(args) => crypto::exec(args, &out),
-        Command::Completions(args) => completions::exec(args, &out),
+        Command::Pki(args) => pki::exec(args, out),
+        Command::Trust(args) => trust::exec(args, out),
+        Command::Verify(args) => verify::exec(args, out),
+        Command::Serve(args) => serve::exec(*args, out),
+        Command::Tickets(args) => tickets::exec(args, out),
+        Command::Handshake(args) => handshake::exec(*args, out),
+        Command::Load(args) => load::exec(*args, out),
+        Command::Lab(args) => lab::exec(*args, out),
+        Command::Capacity(args) => capacity::exec(*args, out),
+        Command::Observe(args) => observe::exec(*args, out),
+        Command::Merge(args) => merge::exec(args, out),
+        Command::Compare(args) => compare::exec(args, out),
+        Command::Crypto(args) => crypto::exec(args, out),
+        Command::Completions(args) => completions::exec(args, out),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::error::ErrorClass;
 use crate::observe::live::LiveCapture;
 use crate::observe::metrics::{MetricsServer, ObserveMetrics};
 use crate::observe::{Limits, LiveOptions, Observation, Options, observe_file, observe_live};
-use crate::report::observe::observation;
+use crate::report::text::observation;
 
 /// Arguments of `tlsperf observe`.
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
-//! `tlsperf serve`: flags → [`crate::tls::server_config`] + [`crate::server`] → a running
+//! `tlsperf serve`: flags → [`crate::server::config`] + [`crate::server`] → a running
 //! server, a "listening" line, and a summary at shutdown (SIGINT, SIGTERM or --duration).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,15 +9,16 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
+use super::runtime::{Threads, runtime};
 use super::{CliError, Output};
 use crate::files::{self, FileMode};
-use crate::pki::{KeyType, PkiOptions, TestPki};
+use crate::pki::KeyType;
 use crate::report::text;
 use crate::server::actix_stack::{ActixOptions, ActixServer};
+use crate::server::config::{self as server_config, ClientAuth, Resumption, ServerTlsOptions};
 use crate::server::{Rotation, ServeOptions, Server, Stack};
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
-use crate::tls::server_config::{self, ClientAuth, Resumption, ServerTlsOptions};
 use crate::tls::tickets::{self, TicketKeyRing};
 use crate::trust::TrustStore;
 
@@ -244,17 +246,18 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
     check_stack(&a)?;
     let (tls, ca_pem) = tls_options(&a)?;
     if a.early_data > 0 && a.resumption == Resumption::Tickets {
-        eprintln!(
-            "warning: --early-data with --resumption tickets: rustls accepts 0-RTT only with stateful resumption, so clients' early data will be rejected"
+        out.warn(
+            "--early-data with --resumption tickets: rustls accepts 0-RTT only with stateful \
+             resumption, so clients' early data will be rejected",
         );
     }
     let ring = match (&a.ticket_keys, a.resumption) {
         (Some(path), Resumption::Tickets) => {
             match tickets::check_private(path) {
                 Err(e @ tickets::TicketError::Insecure { .. }) if a.allow_insecure_key_file => {
-                    eprintln!(
-                        "WARNING: {e}\nWARNING: using it anyway because of --allow-insecure-key-file"
-                    );
+                    out.warn(format!(
+                        "{e}; using it anyway because of --allow-insecure-key-file"
+                    ));
                 }
                 Err(e @ tickets::TicketError::Insecure { .. }) => return Err(e.into()),
                 // Unreadable: TicketKeyRing::open says why.
@@ -297,8 +300,7 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             stack: a.stack,
         };
         if out.json() {
-            let line = serde_json::to_string(&listening).unwrap_or_default();
-            out.text(&format!("{line}\n"))
+            out.json_line(&listening)
         } else {
             out.text(&text::serve_listening(&listening.url, listening.metrics))
         }
@@ -321,37 +323,24 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             kx_pools: built.kx_pools,
         })?;
         listening(server.local_addr().unwrap_or(a.listen), None)?;
-        let summary = server.run(shutdown_signal(a.duration)).map_err(|e| {
-            CliError::runtime(anyhow::Error::new(e).context("the actix-web server failed"))
-        })?;
+        let summary = server
+            .run(async move { shutdown(a.duration).await })
+            .map_err(|e| {
+                CliError::runtime(anyhow::Error::new(e).context("the actix-web server failed"))
+            })?;
         return if out.json() {
-            let line = serde_json::to_string(&Event {
+            out.json_line(&Event {
                 event: "summary",
                 body: &summary,
             })
-            .unwrap_or_default();
-            out.text(&format!("{line}\n"))
         } else {
             out.text(&text::serve_summary_actix(&summary))
         };
     }
-    let runtime = {
-        // One thread: a current-thread runtime, no work-stealing scheduler to pay for.
-        let mut b = match a.threads {
-            Some(1) => tokio::runtime::Builder::new_current_thread(),
-            _ => tokio::runtime::Builder::new_multi_thread(),
-        };
-        b.enable_all();
-        if let Some(t) = a.threads
-            && t > 1
-        {
-            b.worker_threads(t);
-        }
-        b.build().map_err(|e| {
-            CliError::runtime(anyhow::Error::new(e).context("cannot start the async runtime"))
-        })?
-    };
+    let runtime = runtime(Threads::from_flag(a.threads), None)?;
     runtime.block_on(async {
+        // Registered before the server starts, so no signal is lost to the default action.
+        let shutdown = shutdown(a.duration);
         let server = Server::bind(ServeOptions {
             listen: a.listen,
             reuseport: usize::try_from(a.reuseport).unwrap_or(1),
@@ -371,44 +360,33 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             server.local_addr().unwrap_or(a.listen),
             server.metrics_addr(),
         )?;
-        let summary = server.run(shutdown_signal(a.duration)).await;
+        let summary = server.run(shutdown).await;
         if out.json() {
-            let line = serde_json::to_string(&Event {
+            out.json_line(&Event {
                 event: "summary",
                 body: &summary,
             })
-            .unwrap_or_default();
-            out.text(&format!("{line}\n"))
         } else {
             out.text(&text::serve_summary(&summary))
         }
     })
 }
 
-async fn shutdown_signal(duration: Option<Duration>) {
-    let term = async {
-        #[cfg(unix)]
-        {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
+/// Resolves at the first SIGINT or SIGTERM (registered now: call inside the runtime that
+/// polls it), or after `duration`; a second signal exits at once (130).
+fn shutdown(duration: Option<Duration>) -> impl Future<Output = ()> {
+    let signal = super::signals::first_then_exit();
+    async move {
+        let timer = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending::<()>().await,
             }
+        };
+        tokio::select! {
+            () = signal => {}
+            () = timer => {}
         }
-        #[cfg(not(unix))]
-        std::future::pending::<()>().await
-    };
-    let timer = async {
-        match duration {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-        _ = timer => {}
     }
 }
 
@@ -416,55 +394,33 @@ async fn shutdown_signal(duration: Option<Duration>) {
 /// is written only once the listeners are bound.
 fn tls_options(a: &ServeArgs) -> Result<(ServerTlsOptions, Option<String>), CliError> {
     let mut ca_pem = None;
-    let cert = match (&a.cert, &a.key) {
-        (Some(c), Some(k)) => choices::read_key_pair(c, k)?,
-        _ => {
-            let key = a.gen_cert.unwrap_or(KeyType::EcdsaP256);
-            let pki = TestPki::generate(&PkiOptions {
-                ca_key: key,
-                leaf_key: key,
-                ..Default::default()
-            })?;
-            if let Some(path) = &a.write_ca {
-                // Refused now if it cannot be written; written after binding.
-                files::check_writable(path)?;
-                ca_pem = Some(pki.root.pem.clone());
-            }
-            (pki.server_chain(), pki.server.private_key_der())
-        }
-    };
     if a.write_ca.is_some() && a.cert.is_some() {
         return Err(CliError::input(
             "--write-ca goes with --gen-cert (with --cert you have the CA already)",
         ));
     }
-    let ocsp = match &a.ocsp {
-        Some(p) => {
-            let der = files::read_input(p, files::InputKind::Ocsp).map_err(|source| {
-                choices::ConfigError::Read {
-                    path: p.clone(),
-                    source,
-                }
-            })?;
-            // Stapling a response clients cannot use breaks every client that asks.
-            crate::pki::ocsp::check_staple(&der, &cert.0, std::time::SystemTime::now()).map_err(
-                |e| CliError::input(format!("--ocsp {}: cannot staple it: {e}", p.display())),
-            )?;
-            Some(der)
+    let cert = match (&a.cert, &a.key) {
+        (Some(c), Some(k)) => choices::read_key_pair(c, k)?,
+        _ => {
+            if let Some(path) = &a.write_ca {
+                // Refused now if it cannot be written; written after binding.
+                files::check_writable(path)?;
+            }
+            let (pair, root_pem) =
+                server_config::generated_key_pair(a.gen_cert.unwrap_or(KeyType::EcdsaP256))?;
+            ca_pem = a.write_ca.as_ref().map(|_| root_pem);
+            pair
         }
+    };
+    let ocsp = match &a.ocsp {
+        Some(p) => Some(server_config::read_staple(p, &cert.0)?),
         None => None,
     };
-    let mut sni = Vec::new();
-    for spec in &a.sni {
-        let bad = || CliError::input(format!("--sni '{spec}': expected NAME=CERT,KEY"));
-        let (name, files) = spec.split_once('=').ok_or_else(bad)?;
-        let (c, k) = files.split_once(',').ok_or_else(bad)?;
-        rustls_pki_types::DnsName::try_from(name)
-            .map_err(|_| CliError::input(format!("--sni '{spec}': '{name}' is not a DNS name")))?;
-        let (chain, key) =
-            choices::read_key_pair(std::path::Path::new(c), std::path::Path::new(k))?;
-        sni.push((name.to_string(), chain, key));
-    }
+    let sni = a
+        .sni
+        .iter()
+        .map(|spec| server_config::sni_entry(spec).map(|(name, (chain, key))| (name, chain, key)))
+        .collect::<Result<Vec<_>, _>>()?;
     let client_ca = match &a.client_ca {
         Some(p) if p.is_dir() => Some(TrustStore::from_dir(p)?),
         Some(p) => Some(TrustStore::from_pem_file(p)?),

@@ -59,9 +59,9 @@ impl SourceArg {
         match self {
             SourceArg::System => Ok(trust::load(
                 &Source::System { root },
-                &trust::LoadOptions::CERTS,
+                &trust::StoreLoadOptions::CERTS,
             )?),
-            SourceArg::Path(s) => Ok(trust::load(s, &trust::LoadOptions::CERTS)?),
+            SourceArg::Path(s) => Ok(trust::load(s, &trust::StoreLoadOptions::CERTS)?),
             SourceArg::Webpki => Err(trust::TrustError::AnchorsOnly {
                 origin: "webpki-roots".into(),
             }

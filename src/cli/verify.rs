@@ -12,7 +12,7 @@ use crate::error::ErrorClass;
 use crate::pki::{PkiOptions, TestPki};
 use crate::report::text;
 use crate::tls::Provider;
-use crate::trust::{self, LoadOptions, Source, TrustStore};
+use crate::trust::{self, Source, StoreLoadOptions, TrustStore};
 use crate::verify::bench::{BenchOptions, StoreSize};
 use crate::verify::{IndexedVerifier, VerifyReport};
 use crate::when::{format_rfc3339, parse_rfc3339, to_unix_time};
@@ -155,7 +155,7 @@ pub fn exec(args: VerifyArgs, out: &Output) -> Result<(), CliError> {
 
 fn roots(spec: &str) -> Result<TrustStore, CliError> {
     Ok(match spec {
-        "system" => trust::load(&Source::System { root: None }, &LoadOptions::CERTS)?.store,
+        "system" => trust::load(&Source::System { root: None }, &StoreLoadOptions::CERTS)?.store,
         "webpki" => TrustStore::from_webpki_roots(),
         path => {
             let p = PathBuf::from(path);
@@ -164,7 +164,7 @@ fn roots(spec: &str) -> Result<TrustStore, CliError> {
             } else {
                 Source::Bundle(p)
             };
-            trust::load(&source, &LoadOptions::CERTS)?.store
+            trust::load(&source, &StoreLoadOptions::CERTS)?.store
         }
     })
 }
@@ -174,7 +174,8 @@ fn bench(a: BenchArgs, out: &Output) -> Result<(), CliError> {
     let (chain, host, anchors_pem) = match (a.chain, a.host) {
         (Some(path), Some(host)) => {
             let chain = trust::trim::chain_from_file(&path)?;
-            let system = trust::load(&Source::System { root: None }, &LoadOptions::CERTS)?.store;
+            let system =
+                trust::load(&Source::System { root: None }, &StoreLoadOptions::CERTS)?.store;
             let trimmed = trust::trim::trim(
                 &system,
                 std::slice::from_ref(&chain),

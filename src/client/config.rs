@@ -14,8 +14,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::verdict_cache::VerdictCache;
 use super::verifier::TimedVerifier;
+use crate::tls::Provider;
 use crate::tls::choices::{self, ConfigError, TlsVersion};
-use crate::tls::{InsecureVerifier, Provider};
+use crate::tls::danger::InsecureVerifier;
 use crate::trust::TrustStore;
 use crate::verify::IndexedVerifier;
 

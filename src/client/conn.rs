@@ -26,7 +26,7 @@ use super::wire::{Stamped, WireStamps};
 /// How a handshake went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Kind {
+pub enum HandshakeClass {
     /// A full handshake.
     Full,
     /// A full handshake after a HelloRetryRequest (the client's key share was not one
@@ -38,20 +38,23 @@ pub enum Kind {
     ResumedSessionId,
 }
 
-impl Kind {
+impl HandshakeClass {
     /// The name used in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Full => "full",
-            Kind::FullHrr => "full-hrr",
-            Kind::ResumedTicket => "resumed-ticket",
-            Kind::ResumedSessionId => "resumed-session-id",
+            HandshakeClass::Full => "full",
+            HandshakeClass::FullHrr => "full-hrr",
+            HandshakeClass::ResumedTicket => "resumed-ticket",
+            HandshakeClass::ResumedSessionId => "resumed-session-id",
         }
     }
 
     /// True for either resumed kind.
     pub fn resumed(self) -> bool {
-        matches!(self, Kind::ResumedTicket | Kind::ResumedSessionId)
+        matches!(
+            self,
+            HandshakeClass::ResumedTicket | HandshakeClass::ResumedSessionId
+        )
     }
 }
 
@@ -101,7 +104,7 @@ pub struct Handshake {
     /// Time spent verifying the certificate and handshake signature.
     pub verify: Duration,
     /// Full, resumed…
-    pub kind: Kind,
+    pub kind: HandshakeClass,
     /// 0-RTT outcome.
     pub early_data: EarlyData,
     /// What our ClientHello offered.
@@ -283,13 +286,13 @@ pub async fn handshake(
     let kind = match conn.handshake_kind() {
         Some(HandshakeKind::Resumed) => {
             if conn.protocol_version() == Some(ProtocolVersion::TLSv1_2) && !offered.tls12_ticket {
-                Kind::ResumedSessionId
+                HandshakeClass::ResumedSessionId
             } else {
-                Kind::ResumedTicket
+                HandshakeClass::ResumedTicket
             }
         }
-        Some(HandshakeKind::FullWithHelloRetryRequest) => Kind::FullHrr,
-        _ => Kind::Full,
+        Some(HandshakeKind::FullWithHelloRetryRequest) => HandshakeClass::FullHrr,
+        _ => HandshakeClass::Full,
     };
     let early_data = match (early_sent, conn.is_early_data_accepted()) {
         (false, _) => EarlyData::NotSent,

@@ -20,6 +20,6 @@ pub mod verdict_cache;
 pub mod verifier;
 pub mod wire;
 
-pub use conn::{EarlyData, Handshake, Kind, TlsStream};
+pub use conn::{EarlyData, Handshake, HandshakeClass, TlsStream};
 pub use error::ConnectError;
 pub use timeline::{Phase, Timeline};

@@ -17,8 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 /// The longest a verdict is reused.
@@ -162,27 +161,7 @@ impl ServerCertVerifier for VerdictCache {
         Ok(verdict)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    crate::tls::handshake_signature_checks!(delegate: |v| v.inner);
 
     fn requires_raw_public_keys(&self) -> bool {
         self.inner.requires_raw_public_keys()
@@ -196,6 +175,8 @@ impl ServerCertVerifier for VerdictCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::client::danger::HandshakeSignatureValid;
+    use rustls::{DigitallySignedStruct, SignatureScheme};
     use std::sync::atomic::AtomicUsize;
 
     /// Accepts chains whose end-entity certificate is not `b"bad"`, counting calls.

@@ -2,7 +2,7 @@
 //! [`ServerCertVerifier`] that records, for the handshake being driven on the current
 //! thread, when the certificate arrived at the verifier, how long verification took and
 //! whether the server stapled an OCSP response. (The `--insecure` verifier is
-//! [`crate::tls::InsecureVerifier`].)
+//! [`crate::tls::danger::InsecureVerifier`].)
 //!
 //! The record lives in a thread-local slot: rustls calls the verifier synchronously from
 //! `process_new_packets`, which our handshake driver calls on the current thread, so
@@ -13,8 +13,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::SignatureScheme;
+use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
 /// What the verifier saw during one handshake.
@@ -112,31 +112,7 @@ impl ServerCertVerifier for TimedVerifier {
         result
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        timed_signature(dss.scheme, || {
-            self.inner.verify_tls12_signature(message, cert, dss)
-        })
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        timed_signature(dss.scheme, || {
-            self.inner.verify_tls13_signature(message, cert, dss)
-        })
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    crate::tls::handshake_signature_checks!(delegate: |v| v.inner, around: timed_signature);
 
     fn requires_raw_public_keys(&self) -> bool {
         self.inner.requires_raw_public_keys()

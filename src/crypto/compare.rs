@@ -15,7 +15,7 @@
 //! `sign`, and the provider, chain, group and version of `limit`.
 
 use super::Measurement;
-use super::handshake::HandshakeReport;
+use super::in_memory::HandshakeReport;
 use super::kx::KxReport;
 use super::limit::LimitReport;
 use super::sign::SignReport;

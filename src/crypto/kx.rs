@@ -62,21 +62,9 @@ impl KxGroup {
         }
     }
 
-    /// The provider's rustls group, when it has one.
+    /// The provider's rustls group, when it has one (looked up by name).
     pub fn group(self, provider: Provider) -> Option<&'static dyn SupportedKxGroup> {
-        use rustls::crypto::{aws_lc_rs, ring};
-        match (provider, self) {
-            (Provider::AwsLcRs, KxGroup::X25519) => Some(aws_lc_rs::kx_group::X25519),
-            (Provider::AwsLcRs, KxGroup::Secp256r1) => Some(aws_lc_rs::kx_group::SECP256R1),
-            (Provider::AwsLcRs, KxGroup::Secp384r1) => Some(aws_lc_rs::kx_group::SECP384R1),
-            (Provider::AwsLcRs, KxGroup::X25519Mlkem768) => {
-                Some(aws_lc_rs::kx_group::X25519MLKEM768)
-            }
-            (Provider::Ring, KxGroup::X25519) => Some(ring::kx_group::X25519),
-            (Provider::Ring, KxGroup::Secp256r1) => Some(ring::kx_group::SECP256R1),
-            (Provider::Ring, KxGroup::Secp384r1) => Some(ring::kx_group::SECP384R1),
-            (Provider::Ring, KxGroup::X25519Mlkem768) => None,
-        }
+        provider.kx_group(self.name())
     }
 }
 

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use std::time::Duration;
 
-use super::handshake::{self, Kind, Shape, TlsVersion};
+use super::in_memory::{self, FullOrResumed, Shape};
 use super::instrument::{self, CATEGORIES, Category, Tally};
 use super::kx::{self, KxGroup, Side};
 use super::measure::{MAX_UNCOUNTED, MeasureOptions, Measurement, measure, measure_parts};
@@ -33,6 +33,7 @@ use super::sign::{self, SigAlg, TestKey};
 use super::{CryptoError, Implementation};
 use crate::pki::KeyType;
 use crate::tls::Provider;
+use crate::tls::choices::TlsVersion;
 
 /// What `crypto limit` computes.
 #[derive(Debug, Clone)]
@@ -93,7 +94,7 @@ pub struct LimitReport {
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct InHandshake {
     /// Full or resumed.
-    pub kind: Kind,
+    pub kind: FullOrResumed,
     /// Client or server.
     pub side: Side,
     /// Per category: calls and time per handshake (categories with no call left out).
@@ -141,7 +142,7 @@ pub struct Operation {
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Limit {
     /// Full or resumed.
-    pub kind: Kind,
+    pub kind: FullOrResumed,
     /// Client or server.
     pub side: Side,
     /// Crypto time per handshake measured inside handshakes (every category).
@@ -170,13 +171,6 @@ pub struct Limit {
     pub percent_of_limit: Option<f64>,
 }
 
-fn implementation(p: Provider) -> Implementation {
-    match p {
-        Provider::AwsLcRs => Implementation::AwsLcRs,
-        Provider::Ring => Implementation::Ring,
-    }
-}
-
 /// The algorithms of the chain's signatures and of the handshake signature.
 fn sig_algs(cert: KeyType) -> (SigAlg, SigAlg) {
     match cert {
@@ -196,7 +190,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
         return Err(CryptoError::Nothing(format!("{g} is not in {p}")));
     }
     let m = &opts.measure;
-    let resumed_kx = u32::from(opts.tls == TlsVersion::Tls13);
+    let resumed_kx = u32::from(opts.tls == TlsVersion::V1_3);
     let mut operations = Vec::new();
 
     let shares = kx::exchange(g, p, p)?;
@@ -218,7 +212,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     let (chain_alg, hs_alg) = sig_algs(opts.cert);
     let key = TestKey::generate(opts.cert)?;
     let msg = sign::message();
-    let imp = implementation(p);
+    let imp = Implementation::from(p);
     let signer = sign::load(hs_alg, imp, &key)?;
     let mut sig = Vec::with_capacity(1024);
     operations.push(Operation {
@@ -246,11 +240,11 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
         m: measure(m, || chain.verify(&msg, &sig))?,
     });
 
-    let pki = handshake::pki(opts.cert)?;
+    let pki = in_memory::pki(opts.cert)?;
     let bias = instrument::clock_bias_ns();
     let mut in_handshake = Vec::new();
     let mut limits = Vec::new();
-    for kind in Kind::ALL {
+    for kind in FullOrResumed::ALL {
         let shape = Shape {
             provider: p,
             tls: opts.tls,
@@ -269,8 +263,8 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
                 .filter(|o| o.side == side)
                 .map(|o| {
                     let n = match kind {
-                        Kind::Full => o.per_full,
-                        Kind::Resumed => o.per_resumed,
+                        FullOrResumed::Full => o.per_full,
+                        FullOrResumed::Resumed => o.per_resumed,
                     };
                     f64::from(n) * o.m.ns_per_op
                 })
@@ -327,12 +321,12 @@ fn measure_alternately(
     m: &MeasureOptions,
     bias: f64,
 ) -> Result<([Measurement; 2], [InHandshake; 2]), CryptoError> {
-    let plain = handshake::configs(shape, pki)?;
-    let pair = handshake::instrumented_configs(shape, pki)?;
+    let plain = in_memory::configs(shape, pki)?;
+    let pair = in_memory::instrumented_configs(shape, pki)?;
     let mut buf = Vec::with_capacity(16 * 1024);
-    let err = |e: rustls::Error| handshake::tls_err(shape, "instrumented handshake", e);
+    let err = |e: rustls::Error| in_memory::tls_err(shape, "instrumented handshake", e);
     let none_counted = || {
-        handshake::tls_err(
+        in_memory::tls_err(
             shape,
             "instrumented handshake",
             format!(
@@ -346,7 +340,7 @@ fn measure_alternately(
     for _ in 0..MAX_UNCOUNTED {
         let mut sides = [Duration::ZERO; 2];
         let mut tallies = [Tally::default(); 2];
-        if handshake::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies).map_err(err)? {
+        if in_memory::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies).map_err(err)? {
             calls = Some(tallies.map(|t| t.calls));
             break;
         }
@@ -357,10 +351,10 @@ fn measure_alternately(
         |slots: &mut [Duration; SLOTS]| {
             let mut plain_sides = [Duration::ZERO; 2];
             let plain_counted =
-                handshake::handshake(&plain, &mut buf, &mut plain_sides).map_err(err)?;
+                in_memory::handshake(&plain, &mut buf, &mut plain_sides).map_err(err)?;
             let mut sides = [Duration::ZERO; 2];
             let mut tallies = [Tally::default(); 2];
-            let counted = handshake::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies)
+            let counted = in_memory::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies)
                 .map_err(err)?;
             // Only pairs where both had the wanted kind (the first resumptions are full).
             let both = plain_counted && counted;

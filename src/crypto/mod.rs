@@ -5,7 +5,7 @@
 //!   allocated per operation) every command here uses.
 //! - [`alloc`]: the counting wrapper the binary puts around its global allocator.
 //! - [`sign`]: `crypto sign`, sign and verify with aws-lc-rs, ring and RustCrypto.
-//! - [`handshake`]: `crypto handshake`, rustls client and server in memory, per side.
+//! - [`in_memory`]: `crypto handshake`, rustls client and server in memory, per side.
 //! - [`instrument`]: a rustls provider that times every call into its crypto, per
 //!   category, so an in-memory handshake tells each side's crypto time.
 //! - [`kx`]: `crypto kx`, the providers' rustls key-exchange groups, client and server
@@ -20,7 +20,7 @@
 
 pub mod alloc;
 pub mod compare;
-pub mod handshake;
+pub mod in_memory;
 pub mod instrument;
 pub mod kx;
 pub mod limit;
@@ -31,49 +31,103 @@ pub mod sign;
 use std::fmt;
 
 use crate::error::{Classify, ErrorClass};
+use crate::tls::Provider;
 
 pub use measure::{MeasureOptions, Measurement, measure};
 
-/// A crypto implementation measured by `tlsperf crypto`.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+/// A crypto implementation measured by `tlsperf crypto`: the library behind one of the
+/// rustls providers tlsperf can use ([`Provider`]), or the RustCrypto crates (p256, p384,
+/// ed25519-dalek, rsa: pure Rust), which `crypto sign` also measures but which are no
+/// rustls provider here. Named on the command line and in JSON by [`Implementation::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Implementation {
-    /// aws-lc-rs (AWS-LC), rustls's default provider.
-    #[value(name = "aws-lc-rs")]
-    #[serde(rename = "aws-lc-rs")]
-    AwsLcRs,
-    /// ring.
-    #[value(name = "ring")]
-    #[serde(rename = "ring")]
-    Ring,
-    /// The RustCrypto crates (p256, p384, ed25519-dalek, rsa): pure Rust.
-    #[value(name = "rustcrypto")]
-    #[serde(rename = "rustcrypto")]
+    /// A rustls provider's own library (aws-lc-rs, ring).
+    Provider(Provider),
+    /// The RustCrypto crates: pure Rust.
     RustCrypto,
 }
 
 impl Implementation {
-    /// Every implementation, in a stable order.
+    /// aws-lc-rs (AWS-LC), rustls's default provider.
+    pub const AWS_LC_RS: Implementation = Implementation::Provider(Provider::AwsLcRs);
+    /// ring.
+    pub const RING: Implementation = Implementation::Provider(Provider::Ring);
+
+    /// Every implementation, in a stable order: the providers, then RustCrypto.
     pub const ALL: [Implementation; 3] = [
-        Implementation::AwsLcRs,
-        Implementation::Ring,
+        Implementation::AWS_LC_RS,
+        Implementation::RING,
         Implementation::RustCrypto,
     ];
 
-    /// The name used on the command line and in JSON.
+    /// The name used on the command line and in JSON (a provider's own name).
     pub fn name(self) -> &'static str {
         match self {
-            Implementation::AwsLcRs => "aws-lc-rs",
-            Implementation::Ring => "ring",
+            Implementation::Provider(p) => p.name(),
             Implementation::RustCrypto => "rustcrypto",
         }
+    }
+
+    /// The rustls provider, unless RustCrypto.
+    pub fn provider(self) -> Option<Provider> {
+        match self {
+            Implementation::Provider(p) => Some(p),
+            Implementation::RustCrypto => None,
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            Implementation::Provider(Provider::AwsLcRs) => {
+                "aws-lc-rs (AWS-LC), rustls's default provider"
+            }
+            Implementation::Provider(Provider::Ring) => "ring",
+            Implementation::RustCrypto => {
+                "The RustCrypto crates (p256, p384, ed25519-dalek, rsa): pure Rust"
+            }
+        }
+    }
+}
+
+impl From<Provider> for Implementation {
+    fn from(p: Provider) -> Self {
+        Implementation::Provider(p)
     }
 }
 
 impl fmt::Display for Implementation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+impl clap::ValueEnum for Implementation {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Implementation::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.help()))
+    }
+}
+
+impl serde::Serialize for Implementation {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Implementation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Implementation::ALL
+            .into_iter()
+            .find(|i| i.name() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown implementation '{name}' (expected aws-lc-rs, ring or rustcrypto)"
+                ))
+            })
     }
 }
 

@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::measure::{MeasureOptions, Measurement, Op, measure_interleaved};
 use super::{CryptoError, Implementation};
 use crate::pki::KeyType;
+use crate::tls::Provider;
 
 /// A signature algorithm measured by `crypto sign`.
 #[derive(
@@ -211,7 +212,7 @@ impl TestKey {
         })?;
         let pkcs8 = kp.serialize_der();
         let bad = |e: aws_lc_rs::error::KeyRejected| CryptoError::Op {
-            implementation: Implementation::AwsLcRs,
+            implementation: Implementation::AWS_LC_RS,
             alg: kt.name().into(),
             what: "key load",
             detail: Some(e.to_string()),
@@ -264,8 +265,8 @@ pub fn load(
     key: &TestKey,
 ) -> Result<Box<dyn SigImpl>, CryptoError> {
     match imp {
-        Implementation::AwsLcRs => aws::load(alg, key),
-        Implementation::Ring => ring_impl::load(alg, key),
+        Implementation::Provider(Provider::AwsLcRs) => aws::load(alg, key),
+        Implementation::Provider(Provider::Ring) => ring_impl::load(alg, key),
         Implementation::RustCrypto => rc::load(alg, key),
     }
 }
@@ -399,207 +400,145 @@ pub fn run(opts: &SignOptions) -> Result<SignReport, CryptoError> {
     })
 }
 
-mod aws {
-    //! aws-lc-rs through `aws_lc_rs::signature`.
-    use aws_lc_rs::rand::SystemRandom;
-    use aws_lc_rs::signature::{self as s, UnparsedPublicKey};
+/// The signing module of a library with ring's `signature` API: aws-lc-rs kept that API,
+/// so one body serves both, and the three places where they differ are arguments (how an
+/// ECDSA key pair is read, how an Ed25519 one is, and an RSA key's modulus length).
+macro_rules! ring_api_signer {
+    (
+        $(#[$attr:meta])*
+        mod $module:ident for $lib:ident as $imp:expr;
+        ecdsa_from_pkcs8($ealg:ident, $epk:ident, $erng:ident) => $ecdsa:expr;
+        ed25519_from_pkcs8($dpk:ident) => $ed:expr;
+        rsa_modulus_len($mk:ident) => $modlen:expr;
+    ) => {
+        $(#[$attr])*
+        mod $module {
+            use $lib::rand::SystemRandom;
+            use $lib::signature::{self as s, UnparsedPublicKey};
 
-    use super::{SigAlg, SigImpl, TestKey, op_err};
-    use crate::crypto::{CryptoError, Implementation};
+            use super::{SigAlg, SigImpl, TestKey, op_err};
+            use crate::crypto::{CryptoError, Implementation};
 
-    const I: Implementation = Implementation::AwsLcRs;
+            const I: Implementation = $imp;
 
-    enum Key {
-        Ecdsa(s::EcdsaKeyPair),
-        Ed(s::Ed25519KeyPair),
-        Rsa(s::RsaKeyPair, &'static dyn s::RsaEncoding),
-    }
+            enum Key {
+                Ecdsa(s::EcdsaKeyPair),
+                Ed(s::Ed25519KeyPair),
+                Rsa(s::RsaKeyPair, &'static dyn s::RsaEncoding),
+            }
 
-    struct Aws {
-        alg: SigAlg,
-        key: Key,
-        public: Vec<u8>,
-        verify_alg: &'static dyn s::VerificationAlgorithm,
-        rng: SystemRandom,
-    }
+            struct Signer {
+                alg: SigAlg,
+                key: Key,
+                public: Vec<u8>,
+                verify_alg: &'static dyn s::VerificationAlgorithm,
+                rng: SystemRandom,
+            }
 
-    pub(super) fn load(alg: SigAlg, key: &TestKey) -> Result<Box<dyn SigImpl>, CryptoError> {
-        let bad =
-            |e: aws_lc_rs::error::KeyRejected| op_err(I, alg, "key load", Some(e.to_string()));
-        let pss = alg.pss();
-        let (k, verify_alg): (Key, &'static dyn s::VerificationAlgorithm) = match alg {
-            SigAlg::EcdsaP256 => (
-                Key::Ecdsa(
-                    s::EcdsaKeyPair::from_pkcs8(&s::ECDSA_P256_SHA256_ASN1_SIGNING, &key.pkcs8)
-                        .map_err(bad)?,
-                ),
-                &s::ECDSA_P256_SHA256_ASN1,
-            ),
-            SigAlg::EcdsaP384 => (
-                Key::Ecdsa(
-                    s::EcdsaKeyPair::from_pkcs8(&s::ECDSA_P384_SHA384_ASN1_SIGNING, &key.pkcs8)
-                        .map_err(bad)?,
-                ),
-                &s::ECDSA_P384_SHA384_ASN1,
-            ),
-            SigAlg::Ed25519 => (
-                Key::Ed(s::Ed25519KeyPair::from_pkcs8(&key.pkcs8).map_err(bad)?),
-                &s::ED25519,
-            ),
-            _ => {
-                let kp = s::RsaKeyPair::from_pkcs8(&key.pkcs8).map_err(bad)?;
-                if pss {
-                    (
-                        Key::Rsa(kp, &s::RSA_PSS_SHA256),
-                        &s::RSA_PSS_2048_8192_SHA256,
-                    )
-                } else {
-                    (
-                        Key::Rsa(kp, &s::RSA_PKCS1_SHA256),
-                        &s::RSA_PKCS1_2048_8192_SHA256,
-                    )
+            fn ecdsa(
+                $ealg: &'static s::EcdsaSigningAlgorithm,
+                $epk: &[u8],
+                $erng: &SystemRandom,
+            ) -> Result<s::EcdsaKeyPair, $lib::error::KeyRejected> {
+                $ecdsa
+            }
+
+            fn ed25519($dpk: &[u8]) -> Result<s::Ed25519KeyPair, $lib::error::KeyRejected> {
+                $ed
+            }
+
+            fn modulus_len($mk: &s::RsaKeyPair) -> usize {
+                $modlen
+            }
+
+            pub(super) fn load(alg: SigAlg, key: &TestKey) -> Result<Box<dyn SigImpl>, CryptoError> {
+                let bad = |e: $lib::error::KeyRejected| {
+                    op_err(I, alg, "key load", Some(e.to_string()))
+                };
+                let rng = SystemRandom::new();
+                let (k, verify_alg): (Key, &'static dyn s::VerificationAlgorithm) = match alg {
+                    SigAlg::EcdsaP256 => (
+                        Key::Ecdsa(
+                            ecdsa(&s::ECDSA_P256_SHA256_ASN1_SIGNING, &key.pkcs8, &rng)
+                                .map_err(bad)?,
+                        ),
+                        &s::ECDSA_P256_SHA256_ASN1,
+                    ),
+                    SigAlg::EcdsaP384 => (
+                        Key::Ecdsa(
+                            ecdsa(&s::ECDSA_P384_SHA384_ASN1_SIGNING, &key.pkcs8, &rng)
+                                .map_err(bad)?,
+                        ),
+                        &s::ECDSA_P384_SHA384_ASN1,
+                    ),
+                    SigAlg::Ed25519 => (Key::Ed(ed25519(&key.pkcs8).map_err(bad)?), &s::ED25519),
+                    _ => {
+                        let kp = s::RsaKeyPair::from_pkcs8(&key.pkcs8).map_err(bad)?;
+                        if alg.pss() {
+                            (
+                                Key::Rsa(kp, &s::RSA_PSS_SHA256),
+                                &s::RSA_PSS_2048_8192_SHA256,
+                            )
+                        } else {
+                            (
+                                Key::Rsa(kp, &s::RSA_PKCS1_SHA256),
+                                &s::RSA_PKCS1_2048_8192_SHA256,
+                            )
+                        }
+                    }
+                };
+                Ok(Box::new(Signer {
+                    alg,
+                    key: k,
+                    public: key.public.clone(),
+                    verify_alg,
+                    rng,
+                }))
+            }
+
+            impl SigImpl for Signer {
+                fn sign(&self, msg: &[u8], out: &mut Vec<u8>) -> Result<(), CryptoError> {
+                    out.clear();
+                    let fail = |_| op_err(I, self.alg, "sign", None);
+                    match &self.key {
+                        Key::Ecdsa(k) => {
+                            out.extend_from_slice(k.sign(&self.rng, msg).map_err(fail)?.as_ref())
+                        }
+                        Key::Ed(k) => out.extend_from_slice(k.sign(msg).as_ref()),
+                        Key::Rsa(k, padding) => {
+                            out.resize(modulus_len(k), 0);
+                            k.sign(*padding, &self.rng, msg, out).map_err(fail)?;
+                        }
+                    }
+                    Ok(())
+                }
+
+                fn verify(&self, msg: &[u8], sig: &[u8]) -> Result<(), CryptoError> {
+                    UnparsedPublicKey::new(self.verify_alg, &self.public)
+                        .verify(msg, sig)
+                        .map_err(|_| op_err(I, self.alg, "verify", None))
                 }
             }
-        };
-        Ok(Box::new(Aws {
-            alg,
-            key: k,
-            public: key.public.clone(),
-            verify_alg,
-            rng: SystemRandom::new(),
-        }))
-    }
-
-    impl SigImpl for Aws {
-        fn sign(&self, msg: &[u8], out: &mut Vec<u8>) -> Result<(), CryptoError> {
-            out.clear();
-            let fail = |_| op_err(I, self.alg, "sign", None);
-            match &self.key {
-                Key::Ecdsa(k) => {
-                    out.extend_from_slice(k.sign(&self.rng, msg).map_err(fail)?.as_ref())
-                }
-                Key::Ed(k) => out.extend_from_slice(k.sign(msg).as_ref()),
-                Key::Rsa(k, padding) => {
-                    out.resize(k.public_modulus_len(), 0);
-                    k.sign(*padding, &self.rng, msg, out).map_err(fail)?;
-                }
-            }
-            Ok(())
         }
-
-        fn verify(&self, msg: &[u8], sig: &[u8]) -> Result<(), CryptoError> {
-            UnparsedPublicKey::new(self.verify_alg, &self.public)
-                .verify(msg, sig)
-                .map_err(|_| op_err(I, self.alg, "verify", None))
-        }
-    }
+    };
 }
 
-mod ring_impl {
-    //! ring through `ring::signature`.
-    use ring::rand::SystemRandom;
-    use ring::signature::{self as s, UnparsedPublicKey};
+ring_api_signer! {
+    /// aws-lc-rs through `aws_lc_rs::signature`.
+    mod aws for aws_lc_rs as Implementation::AWS_LC_RS;
+    ecdsa_from_pkcs8(alg, pkcs8, _rng) => s::EcdsaKeyPair::from_pkcs8(alg, pkcs8);
+    ed25519_from_pkcs8(pkcs8) => s::Ed25519KeyPair::from_pkcs8(pkcs8);
+    rsa_modulus_len(k) => k.public_modulus_len();
+}
 
-    use super::{SigAlg, SigImpl, TestKey, op_err};
-    use crate::crypto::{CryptoError, Implementation};
-
-    const I: Implementation = Implementation::Ring;
-
-    enum Key {
-        Ecdsa(s::EcdsaKeyPair),
-        Ed(s::Ed25519KeyPair),
-        Rsa(s::RsaKeyPair, &'static dyn s::RsaEncoding),
-    }
-
-    struct Ring {
-        alg: SigAlg,
-        key: Key,
-        public: Vec<u8>,
-        verify_alg: &'static dyn s::VerificationAlgorithm,
-        rng: SystemRandom,
-    }
-
-    pub(super) fn load(alg: SigAlg, key: &TestKey) -> Result<Box<dyn SigImpl>, CryptoError> {
-        let bad = |e: ring::error::KeyRejected| op_err(I, alg, "key load", Some(e.to_string()));
-        let rng = SystemRandom::new();
-        let pss = alg.pss();
-        let (k, verify_alg): (Key, &'static dyn s::VerificationAlgorithm) = match alg {
-            SigAlg::EcdsaP256 => (
-                Key::Ecdsa(
-                    s::EcdsaKeyPair::from_pkcs8(
-                        &s::ECDSA_P256_SHA256_ASN1_SIGNING,
-                        &key.pkcs8,
-                        &rng,
-                    )
-                    .map_err(bad)?,
-                ),
-                &s::ECDSA_P256_SHA256_ASN1,
-            ),
-            SigAlg::EcdsaP384 => (
-                Key::Ecdsa(
-                    s::EcdsaKeyPair::from_pkcs8(
-                        &s::ECDSA_P384_SHA384_ASN1_SIGNING,
-                        &key.pkcs8,
-                        &rng,
-                    )
-                    .map_err(bad)?,
-                ),
-                &s::ECDSA_P384_SHA384_ASN1,
-            ),
-            SigAlg::Ed25519 => {
-                // ring wants PKCS#8 v2 (with the public key); accept v1 too.
-                let kp = s::Ed25519KeyPair::from_pkcs8(&key.pkcs8)
-                    .or_else(|_| s::Ed25519KeyPair::from_pkcs8_maybe_unchecked(&key.pkcs8))
-                    .map_err(bad)?;
-                (Key::Ed(kp), &s::ED25519)
-            }
-            _ => {
-                let kp = s::RsaKeyPair::from_pkcs8(&key.pkcs8).map_err(bad)?;
-                if pss {
-                    (
-                        Key::Rsa(kp, &s::RSA_PSS_SHA256),
-                        &s::RSA_PSS_2048_8192_SHA256,
-                    )
-                } else {
-                    (
-                        Key::Rsa(kp, &s::RSA_PKCS1_SHA256),
-                        &s::RSA_PKCS1_2048_8192_SHA256,
-                    )
-                }
-            }
-        };
-        Ok(Box::new(Ring {
-            alg,
-            key: k,
-            public: key.public.clone(),
-            verify_alg,
-            rng,
-        }))
-    }
-
-    impl SigImpl for Ring {
-        fn sign(&self, msg: &[u8], out: &mut Vec<u8>) -> Result<(), CryptoError> {
-            out.clear();
-            let fail = |_| op_err(I, self.alg, "sign", None);
-            match &self.key {
-                Key::Ecdsa(k) => {
-                    out.extend_from_slice(k.sign(&self.rng, msg).map_err(fail)?.as_ref())
-                }
-                Key::Ed(k) => out.extend_from_slice(k.sign(msg).as_ref()),
-                Key::Rsa(k, padding) => {
-                    out.resize(k.public().modulus_len(), 0);
-                    k.sign(*padding, &self.rng, msg, out).map_err(fail)?;
-                }
-            }
-            Ok(())
-        }
-
-        fn verify(&self, msg: &[u8], sig: &[u8]) -> Result<(), CryptoError> {
-            UnparsedPublicKey::new(self.verify_alg, &self.public)
-                .verify(msg, sig)
-                .map_err(|_| op_err(I, self.alg, "verify", None))
-        }
-    }
+ring_api_signer! {
+    /// ring through `ring::signature`.
+    mod ring_impl for ring as Implementation::RING;
+    ecdsa_from_pkcs8(alg, pkcs8, rng) => s::EcdsaKeyPair::from_pkcs8(alg, pkcs8, rng);
+    // ring wants PKCS#8 v2 (with the public key); accept v1 too.
+    ed25519_from_pkcs8(pkcs8) => s::Ed25519KeyPair::from_pkcs8(pkcs8)
+        .or_else(|_| s::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8));
+    rsa_modulus_len(k) => k.public().modulus_len();
 }
 
 mod rc {
@@ -751,7 +690,7 @@ mod tests {
     fn tampered_signature_fails_everywhere() {
         let msg = message();
         let key = TestKey::generate(KeyType::EcdsaP256).unwrap();
-        let signer = load(SigAlg::EcdsaP256, Implementation::AwsLcRs, &key).unwrap();
+        let signer = load(SigAlg::EcdsaP256, Implementation::AWS_LC_RS, &key).unwrap();
         let mut sig = Vec::new();
         signer.sign(&msg, &mut sig).unwrap();
         let n = sig.len();

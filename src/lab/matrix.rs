@@ -136,7 +136,6 @@ pub struct Cell {
     /// Provider on both sides.
     pub provider: Provider,
     /// Protocol version offered by the client (`None`: 1.2 and 1.3, 1.3 chosen).
-    #[serde(serialize_with = "ser_version")]
     pub version: Option<TlsVersion>,
     /// The one key-exchange group the client offers (`None`: the provider's defaults).
     pub kx: Option<&'static str>,
@@ -150,14 +149,6 @@ pub struct Cell {
     /// (its own servers, its own rounds). Not a setting: not serialized.
     #[serde(skip)]
     pub control: bool,
-}
-
-fn ser_version<S: serde::Serializer>(v: &Option<TlsVersion>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(TlsVersion::V1_2) => s.serialize_str("1.2"),
-        Some(TlsVersion::V1_3) => s.serialize_str("1.3"),
-        None => s.serialize_none(),
-    }
 }
 
 impl Cell {

@@ -42,7 +42,7 @@ pub const INTERVAL: Duration = Duration::from_millis(250);
 
 /// What to run.
 #[derive(Debug, Clone)]
-pub struct LoadOptions {
+pub struct LoadGenOptions {
     /// Stop after this many requests (started).
     pub requests: Option<u64>,
     /// Stop starting requests after this long.
@@ -89,7 +89,7 @@ pub struct LoadOptions {
     pub start_at: Option<Instant>,
 }
 
-/// Builds a client configuration (see [`LoadOptions::config_per_connection`]).
+/// Builds a client configuration (see [`LoadGenOptions::config_per_connection`]).
 #[derive(Clone)]
 pub struct ConfigFactory(
     pub Arc<dyn Fn() -> Result<Arc<ClientConfig>, crate::tls::choices::ConfigError> + Send + Sync>,
@@ -145,6 +145,7 @@ const FAIL_FAST_AFTER: u64 = 10;
 
 /// A run that could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// Neither a count nor a duration.
     #[error("give a request count (-n) or a duration (-d): a load run must be bounded")]
@@ -155,6 +156,58 @@ pub enum LoadError {
     /// The server process cannot be sampled.
     #[error(transparent)]
     Proc(#[from] usage::ProcError),
+}
+
+/// What a finished run says about itself, beyond its figures.
+impl LoadResult {
+    /// A warning when the load generator was busy enough to be the bottleneck (runs of
+    /// half a second or more: shorter ones are all start-up), naming the cgroup quota when
+    /// it is what limits the generator.
+    pub fn saturation_warning(&self) -> Option<String> {
+        (self.generator.saturated && self.duration_s >= 0.5).then(|| {
+            let of = match self.generator.cpu_limit {
+                Some(l) if l < self.generator.threads as f64 => {
+                    format!("the {l:.2} CPUs its cgroup quota allows")
+                }
+                _ => format!("its {} threads", self.generator.threads),
+            };
+            format!(
+                "the load generator used {:.0}% of {of}: it may be the bottleneck (add \
+                 --threads or machines)",
+                self.generator.utilization * 100.0,
+            )
+        })
+    }
+
+    /// Why the run is a failure when every request failed: the most frequent kind with
+    /// its first message, and whether the run gave up.
+    pub fn all_failed(&self) -> Option<String> {
+        if self.requests.completed > 0 || self.requests.failed == 0 {
+            return None;
+        }
+        let why = self
+            .errors
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(kind, n)| {
+                format!(
+                    ": {kind} ×{n}, e.g. {}",
+                    self.error_examples.get(kind).map_or("", String::as_str)
+                )
+            })
+            .unwrap_or_default();
+        Some(format!(
+            "all {} requests to {} failed{why}{}",
+            self.requests.failed,
+            self.target,
+            if self.gave_up {
+                " (stopped there: every attempt failed the same way, so more would only load \
+                 the server)"
+            } else {
+                ""
+            }
+        ))
+    }
 }
 
 impl crate::error::Classify for LoadError {
@@ -170,7 +223,7 @@ struct Shared {
     target: Target,
     addr: SocketAddr,
     config: Arc<ClientConfig>,
-    opts: LoadOptions,
+    opts: LoadGenOptions,
     request_keep: Vec<u8>,
     request_close: Vec<u8>,
     uri: http::Uri,
@@ -314,7 +367,7 @@ enum Open {
 pub async fn run(
     target: Target,
     config: Arc<ClientConfig>,
-    opts: LoadOptions,
+    opts: LoadGenOptions,
     progress: Arc<Progress>,
 ) -> Result<LoadResult, LoadError> {
     if opts.requests.is_none() && opts.duration.is_none() {

@@ -328,6 +328,7 @@ impl Comparable for LoadResult {
 
 /// Results that cannot be merged.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MergeError {
     /// Nothing to merge.
     #[error("nothing to merge")]

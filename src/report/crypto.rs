@@ -5,7 +5,7 @@ use comfy_table::{CellAlignment, Table, presets};
 
 use super::text::num;
 use crate::crypto::Measurement;
-use crate::crypto::handshake::HandshakeReport;
+use crate::crypto::in_memory::HandshakeReport;
 use crate::crypto::kx::KxReport;
 use crate::crypto::limit::LimitReport;
 use crate::crypto::sign::SignReport;

@@ -6,6 +6,5 @@ pub mod capacity;
 pub mod compare;
 pub mod crypto;
 pub mod lab;
-pub mod observe;
 pub mod svg;
 pub mod text;

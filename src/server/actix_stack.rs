@@ -1,6 +1,6 @@
 //! `tlsperf serve --stack actix`: actix-web 4 serving the same `/` and `/health` bodies as
 //! the hyper stack, with the very rustls `ServerConfig` that
-//! [`crate::tls::server_config::build`] produced for the other stacks (cloned out of its
+//! [`crate::server::config::build`] produced for the other stacks (cloned out of its
 //! `Arc`, because actix takes it by value) through actix's rustls 0.23 acceptor
 //! (`HttpServer::listen_rustls_0_23`).
 //!

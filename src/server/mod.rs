@@ -1,5 +1,5 @@
 //! `tlsperf serve`: a reference HTTPS server (tokio + tokio-rustls + hyper, HTTP/1.1 and
-//! HTTP/2 by ALPN) whose TLS configuration comes from [`crate::tls::server_config`], with
+//! HTTP/2 by ALPN) whose TLS configuration comes from [`crate::server::config`], with
 //! handshake metrics, a connection limit, a handshake timeout, several `SO_REUSEPORT`
 //! listeners, shared rotating ticket keys and graceful shutdown.
 //!
@@ -17,6 +17,7 @@
 
 pub mod actix_stack;
 pub mod axum_stack;
+pub mod config;
 pub mod early;
 pub mod http;
 pub mod metrics;
@@ -850,9 +851,7 @@ fn failure_reason(e: &std::io::Error) -> &'static str {
                 "bad-client-certificate"
             }
             rustls::Error::PeerIncompatible(_) => "incompatible-client",
-            rustls::Error::General(m)
-                if m == crate::tls::server_config::NO_CERTIFICATE_RESOLVED =>
-            {
+            rustls::Error::General(m) if m == crate::server::config::NO_CERTIFICATE_RESOLVED => {
                 "no-matching-sni"
             }
             rustls::Error::InvalidMessage(_)

@@ -10,6 +10,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::Provider;
+pub use super::provider::{find_kx_group, group_name};
 use crate::error::{Classify, ErrorClass, io_input_class};
 
 /// A failure building a TLS configuration (server or client) from the user's choices.
@@ -41,6 +42,16 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// A flag's value is malformed or cannot be used.
+    #[error("{flag} {value}: {reason}")]
+    BadValue {
+        /// The flag.
+        flag: &'static str,
+        /// The value as given (quoted when it is not a path).
+        value: String,
+        /// Why.
+        reason: String,
+    },
     /// rustls refused the combination (the source says why).
     #[error("{what}")]
     Rustls {
@@ -61,15 +72,46 @@ impl Classify for ConfigError {
     }
 }
 
-/// TLS protocol versions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// A TLS protocol version: on the command line and in JSON `1.2` or `1.3`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum TlsVersion {
     /// TLS 1.2.
     #[value(name = "1.2")]
+    #[serde(rename = "1.2")]
     V1_2,
     /// TLS 1.3.
     #[value(name = "1.3")]
+    #[serde(rename = "1.3")]
     V1_3,
+}
+
+impl TlsVersion {
+    /// Both, newest first.
+    pub const ALL: [TlsVersion; 2] = [TlsVersion::V1_3, TlsVersion::V1_2];
+
+    /// `1.2` or `1.3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsVersion::V1_2 => "1.2",
+            TlsVersion::V1_3 => "1.3",
+        }
+    }
+
+    /// rustls's protocol version.
+    pub fn rustls(self) -> &'static SupportedProtocolVersion {
+        match self {
+            TlsVersion::V1_2 => &rustls::version::TLS12,
+            TlsVersion::V1_3 => &rustls::version::TLS13,
+        }
+    }
+}
+
+impl std::fmt::Display for TlsVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TLS {}", self.name())
+    }
 }
 
 /// The rustls protocol versions for `versions` (empty: rustls's defaults, 1.2 and 1.3).
@@ -77,13 +119,7 @@ pub fn protocol_versions(versions: &[TlsVersion]) -> Vec<&'static SupportedProto
     if versions.is_empty() {
         return rustls::DEFAULT_VERSIONS.to_vec();
     }
-    versions
-        .iter()
-        .map(|v| match v {
-            TlsVersion::V1_2 => &rustls::version::TLS12,
-            TlsVersion::V1_3 => &rustls::version::TLS13,
-        })
-        .collect()
+    versions.iter().map(|v| v.rustls()).collect()
 }
 
 /// `choice`'s provider with only the `groups` and `ciphers` named (each empty: the
@@ -98,24 +134,19 @@ pub fn customized_provider(
         provider.kx_groups = groups
             .iter()
             .map(|want| {
-                provider
-                    .kx_groups
-                    .iter()
-                    .find(|g| group_name(g.name()).eq_ignore_ascii_case(want))
-                    .copied()
-                    .ok_or_else(|| ConfigError::BadChoice {
-                        flag: "--groups",
-                        reason: format!(
-                            "unknown group '{want}' for {} (available: {})",
-                            choice,
-                            provider
-                                .kx_groups
-                                .iter()
-                                .map(|g| group_name(g.name()))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    })
+                find_kx_group(&provider.kx_groups, want).ok_or_else(|| ConfigError::BadChoice {
+                    flag: "--groups",
+                    reason: format!(
+                        "unknown group '{want}' for {} (available: {})",
+                        choice,
+                        provider
+                            .kx_groups
+                            .iter()
+                            .map(|g| group_name(g.name()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })
             })
             .collect::<Result<_, _>>()?;
     }
@@ -168,12 +199,6 @@ pub fn read_key_pair(
         // Unsupported key types and the like: said when the server is configured.
         _ => Ok((chain, key)),
     }
-}
-
-/// The name rustls gives a group, lowercased as on our command line (`x25519`,
-/// `secp256r1`, `secp384r1`, `x25519mlkem768`).
-pub fn group_name(g: rustls::NamedGroup) -> String {
-    format!("{g:?}").to_ascii_lowercase()
 }
 
 /// Reads a PEM certificate chain (leaf first).

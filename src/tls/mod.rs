@@ -1,15 +1,16 @@
 //! TLS configuration building blocks: the choice of crypto provider, and session-ticket
-//! keys shared across server instances ([`tickets`]).
+//! keys shared across server instances ([`tickets`]), the choices server and client configs
+//! share ([`choices`]), and the verifier that skips certificate checks ([`danger`]).
 //!
 //! The provider is a value passed explicitly into every rustls config this crate builds;
 //! the library never installs a process-wide default provider.
 
 pub mod choices;
-mod insecure;
+pub mod danger;
 pub mod kx_pool;
 mod provider;
-pub mod server_config;
+mod signatures;
 pub mod tickets;
 
-pub use insecure::InsecureVerifier;
 pub use provider::Provider;
+pub(crate) use signatures::handshake_signature_checks;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use rustls::crypto::CryptoProvider;
+use rustls::crypto::{CryptoProvider, SupportedKxGroup};
 
 /// A rustls crypto provider tlsperf can use.
 #[derive(
@@ -43,6 +43,21 @@ impl Provider {
         }
     }
 
+    /// Every key-exchange group this provider implements (rustls's `ALL_KX_GROUPS`, its
+    /// defaults included).
+    pub fn all_kx_groups(self) -> &'static [&'static dyn SupportedKxGroup] {
+        match self {
+            Provider::AwsLcRs => rustls::crypto::aws_lc_rs::ALL_KX_GROUPS,
+            Provider::Ring => rustls::crypto::ring::ALL_KX_GROUPS,
+        }
+    }
+
+    /// The key-exchange group called `name` (rustls's name, any case: `x25519`,
+    /// `secp256r1`, `X25519MLKEM768`) among all this provider implements.
+    pub fn kx_group(self, name: &str) -> Option<&'static dyn SupportedKxGroup> {
+        find_kx_group(self.all_kx_groups(), name)
+    }
+
     /// A fresh rustls [`CryptoProvider`] with this provider's default algorithms.
     pub fn crypto_provider(self) -> Arc<CryptoProvider> {
         Arc::new(match self {
@@ -69,6 +84,23 @@ impl FromStr for Provider {
     }
 }
 
+/// The name rustls gives a group, lowercased as on our command line (`x25519`,
+/// `secp256r1`, `secp384r1`, `x25519mlkem768`).
+pub fn group_name(g: rustls::NamedGroup) -> String {
+    format!("{g:?}").to_ascii_lowercase()
+}
+
+/// The group of `groups` called `name` ([`group_name`], any case).
+pub fn find_kx_group(
+    groups: &[&'static dyn SupportedKxGroup],
+    name: &str,
+) -> Option<&'static dyn SupportedKxGroup> {
+    groups
+        .iter()
+        .find(|g| group_name(g.name()).eq_ignore_ascii_case(name))
+        .copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +112,17 @@ mod tests {
             assert!(!p.crypto_provider().cipher_suites.is_empty());
         }
         assert!("openssl".parse::<Provider>().is_err());
+    }
+
+    #[test]
+    fn groups_by_name() {
+        for p in Provider::ALL {
+            for name in ["x25519", "SECP256R1", "secp384r1"] {
+                assert!(p.kx_group(name).is_some(), "{p} {name}");
+            }
+        }
+        assert!(Provider::AwsLcRs.kx_group("x25519mlkem768").is_some());
+        assert!(Provider::Ring.kx_group("x25519mlkem768").is_none());
+        assert!(Provider::Ring.kx_group("ffdhe2048").is_none());
     }
 }

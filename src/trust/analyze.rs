@@ -327,7 +327,11 @@ mod tests {
             ),
         )
         .unwrap();
-        let loaded = load(&Source::Bundle(path), &crate::trust::LoadOptions::CERTS).unwrap();
+        let loaded = load(
+            &Source::Bundle(path),
+            &crate::trust::StoreLoadOptions::CERTS,
+        )
+        .unwrap();
         let a = analyze(&loaded, OffsetDateTime::now_utc(), true);
         assert_eq!(a.count, 9);
         assert_eq!(a.unique, 8);

@@ -57,7 +57,7 @@ impl ProbeEnv {
 /// File or directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub enum PathKind {
     /// A bundle file.
     File,
     /// A directory of certificates (hashed names).
@@ -104,7 +104,7 @@ pub struct ProbeEntry {
     /// Where it really is (under `root`, symbolic links resolved) when found.
     pub resolved: Option<PathBuf>,
     /// File or directory.
-    pub kind: Kind,
+    pub kind: PathKind,
     /// Why it is probed: `SSL_CERT_FILE`, `SSL_CERT_DIR` or the systems using it.
     pub origin: String,
     /// What was found.
@@ -145,7 +145,7 @@ pub struct Probe {
 
 struct Candidate {
     path: PathBuf,
-    kind: Kind,
+    kind: PathKind,
     origin: String,
 }
 
@@ -154,12 +154,12 @@ fn candidates(env: &ProbeEnv) -> Vec<Candidate> {
     match &env.cert_file {
         Some(f) => out.push(Candidate {
             path: PathBuf::from(f),
-            kind: Kind::File,
+            kind: PathKind::File,
             origin: "SSL_CERT_FILE".into(),
         }),
         None => out.extend(STANDARD_FILES.iter().map(|(p, who)| Candidate {
             path: PathBuf::from(p),
-            kind: Kind::File,
+            kind: PathKind::File,
             origin: (*who).into(),
         })),
     }
@@ -169,13 +169,13 @@ fn candidates(env: &ProbeEnv) -> Vec<Candidate> {
                 .filter(|p| !p.as_os_str().is_empty())
                 .map(|path| Candidate {
                     path,
-                    kind: Kind::Dir,
+                    kind: PathKind::Dir,
                     origin: "SSL_CERT_DIR".into(),
                 }),
         ),
         None => out.extend(STANDARD_DIRS.iter().map(|(p, who)| Candidate {
             path: PathBuf::from(p),
-            kind: Kind::Dir,
+            kind: PathKind::Dir,
             origin: (*who).into(),
         })),
     }
@@ -203,7 +203,7 @@ fn run_probe(root: Option<&Path>, env: &ProbeEnv, for_load: bool) -> Probe {
     let mut deferred_dirs = Vec::new();
     for c in candidates(env) {
         if for_load && chosen_file.is_some() {
-            if c.kind == Kind::Dir {
+            if c.kind == PathKind::Dir {
                 deferred_dirs.push(match root {
                     Some(r) => resolve_in_root(r, &c.path)
                         .unwrap_or_else(|_| join(r, &components(&c.path))),
@@ -226,9 +226,9 @@ fn run_probe(root: Option<&Path>, env: &ProbeEnv, for_load: bool) -> Probe {
         });
         if found {
             match c.kind {
-                Kind::File if chosen_file.is_none() => chosen_file = Some(entries.len() - 1),
-                Kind::Dir => chosen_dirs.push(entries.len() - 1),
-                Kind::File => {}
+                PathKind::File if chosen_file.is_none() => chosen_file = Some(entries.len() - 1),
+                PathKind::Dir => chosen_dirs.push(entries.len() - 1),
+                PathKind::File => {}
             }
         }
     }
@@ -254,7 +254,7 @@ fn run_probe(root: Option<&Path>, env: &ProbeEnv, for_load: bool) -> Probe {
 fn check(
     root: Option<&Path>,
     path: &Path,
-    kind: Kind,
+    kind: PathKind,
     thorough: bool,
 ) -> (Status, Option<PathBuf>, Option<u64>) {
     let resolved = match root {
@@ -270,15 +270,15 @@ fn check(
         Err(e) => return (status_of(&e), None, None),
     };
     match kind {
-        Kind::File if !meta.is_file() => (Status::NotRegular, Some(resolved), None),
-        Kind::Dir if !meta.is_dir() => (Status::NotRegular, Some(resolved), None),
-        Kind::File => {
+        PathKind::File if !meta.is_file() => (Status::NotRegular, Some(resolved), None),
+        PathKind::Dir if !meta.is_dir() => (Status::NotRegular, Some(resolved), None),
+        PathKind::File => {
             if thorough && let Err(e) = fs::File::open(&resolved) {
                 return (status_of(&e), Some(resolved), Some(meta.len()));
             }
             (Status::Found, Some(resolved), Some(meta.len()))
         }
-        Kind::Dir => {
+        PathKind::Dir => {
             if !thorough {
                 return (Status::Found, Some(resolved), None);
             }

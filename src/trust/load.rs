@@ -27,7 +27,7 @@ use serde::Serialize;
 use super::TrustError;
 use super::discover::{self, Probe, ProbeEnv};
 use super::pem;
-use super::store::TrustStore;
+use super::store::{SharedStore, TrustStore};
 
 /// Files larger than this are reported and skipped (a 100,000-certificate synthetic
 /// bundle is ~70 MB).
@@ -88,7 +88,7 @@ impl fmt::Display for FileProblem {
     }
 }
 
-/// Time spent in each layer of one load (without [`LoadOptions::layer_times`], only the
+/// Time spent in each layer of one load (without [`StoreLoadOptions::layer_times`], only the
 /// probe and the total; the layer fields stay zero).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct LayerTimes {
@@ -168,9 +168,54 @@ pub struct Loaded {
     pub occurrences: Vec<u32>,
 }
 
+/// Stores built by loading a source (the constructors live with the loader, so the store
+/// does not depend on how it is read).
+impl TrustStore {
+    /// Loads the system store now (probe, read, decode): a fresh load on every call. Use
+    /// [`TrustStore::system_shared`] unless measuring the load itself.
+    pub fn system() -> Result<TrustStore, TrustError> {
+        Ok(load(
+            &Source::System { root: None },
+            &StoreLoadOptions::ANCHORS.untimed(),
+        )?
+        .store)
+    }
+
+    /// The process-wide system store: loaded once, on first use, then shared.
+    pub fn system_shared() -> Result<Arc<TrustStore>, TrustError> {
+        static SYSTEM: SharedStore = SharedStore::new();
+        SYSTEM.get_or_load(TrustStore::system)
+    }
+
+    /// Loads a PEM (or DER) bundle file.
+    pub fn from_pem_file(path: &Path) -> Result<TrustStore, TrustError> {
+        Ok(load(
+            &Source::Bundle(path.to_path_buf()),
+            &StoreLoadOptions::CERTS.untimed(),
+        )?
+        .store)
+    }
+
+    /// Loads every certificate file of a directory (hashed links to the same file are read
+    /// once).
+    pub fn from_dir(path: &Path) -> Result<TrustStore, TrustError> {
+        Ok(load(
+            &Source::Dir(path.to_path_buf()),
+            &StoreLoadOptions::CERTS.untimed(),
+        )?
+        .store)
+    }
+}
+
+impl From<Loaded> for TrustStore {
+    fn from(l: Loaded) -> Self {
+        l.store
+    }
+}
+
 /// What to keep and time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LoadOptions {
+pub struct StoreLoadOptions {
     /// Keep every distinct certificate's DER (for analysis, trimming, listing). Without
     /// it, only trust anchors are kept — what a TLS client needs — and duplicates are
     /// recognized by their anchor (subject, key, name constraints).
@@ -182,23 +227,23 @@ pub struct LoadOptions {
     pub layer_times: bool,
 }
 
-impl LoadOptions {
+impl StoreLoadOptions {
     /// Anchors only: the store a TLS client uses.
-    pub const ANCHORS: LoadOptions = LoadOptions {
+    pub const ANCHORS: StoreLoadOptions = StoreLoadOptions {
         keep_certs: false,
         x509: false,
         layer_times: true,
     };
     /// Anchors and certificates.
-    pub const CERTS: LoadOptions = LoadOptions {
+    pub const CERTS: StoreLoadOptions = StoreLoadOptions {
         keep_certs: true,
         x509: false,
         layer_times: true,
     };
 
     /// The same without per-layer timing.
-    pub const fn untimed(self) -> LoadOptions {
-        LoadOptions {
+    pub const fn untimed(self) -> StoreLoadOptions {
+        StoreLoadOptions {
             layer_times: false,
             ..self
         }
@@ -230,7 +275,7 @@ const CHUNK: usize = 16 << 10;
 /// fresh memory is what makes a first load slow (each new page faults), so a bundle
 /// never sits in memory whole and certificates are decoded into reused scratch space.
 /// The layers interleave; each one's time is summed separately.
-pub fn load(source: &Source, opts: &LoadOptions) -> Result<Loaded, TrustError> {
+pub fn load(source: &Source, opts: &StoreLoadOptions) -> Result<Loaded, TrustError> {
     let started = Instant::now();
     let keep_certs = opts.keep_certs || opts.x509;
     let mut stats = LoadStats::default();
@@ -717,7 +762,7 @@ mod tests {
         fs::write(&path, format!("{}{}{}", a.root.pem, b.root.pem, a.root.pem)).unwrap();
         let l = load(
             &Source::Bundle(path.clone()),
-            &LoadOptions {
+            &StoreLoadOptions {
                 keep_certs: true,
                 x509: true,
                 layer_times: true,
@@ -751,7 +796,7 @@ mod tests {
         symlink("loop2", d.join("loop1")).unwrap();
         symlink("loop1", d.join("loop2")).unwrap();
         fs::create_dir(d.join("sub")).unwrap();
-        let l = load(&Source::Dir(d.to_path_buf()), &LoadOptions::CERTS).unwrap();
+        let l = load(&Source::Dir(d.to_path_buf()), &StoreLoadOptions::CERTS).unwrap();
         assert_eq!(l.store.len(), 2);
         // The directory plus a.pem, b.der, bundle.crt; the two hash links are not opened.
         assert_eq!(l.stats.files_opened, 4, "{:?}", l.stats.files_read);
@@ -795,7 +840,7 @@ mod tests {
             &Source::System {
                 root: Some(img.path().to_path_buf()),
             },
-            &LoadOptions::ANCHORS,
+            &StoreLoadOptions::ANCHORS,
         )
         .unwrap();
         assert_eq!(l.store.len(), 2);
@@ -810,14 +855,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let garbage = dir.path().join("garbage.pem");
         fs::write(&garbage, b"this is not a bundle\n").unwrap();
-        let err = load(&Source::Bundle(garbage.clone()), &LoadOptions::CERTS).unwrap_err();
+        let err = load(&Source::Bundle(garbage.clone()), &StoreLoadOptions::CERTS).unwrap_err();
         assert!(err.to_string().contains("garbage.pem"), "{err}");
         let missing = dir.path().join("missing.pem");
-        let err = load(&Source::Bundle(missing), &LoadOptions::CERTS).unwrap_err();
+        let err = load(&Source::Bundle(missing), &StoreLoadOptions::CERTS).unwrap_err();
         assert!(err.to_string().contains("missing.pem"), "{err}");
         let err = load(
             &Source::Bundle(dir.path().to_path_buf()),
-            &LoadOptions::CERTS,
+            &StoreLoadOptions::CERTS,
         )
         .unwrap_err();
         assert!(
@@ -828,7 +873,7 @@ mod tests {
         let mixed = dir.path().join("mixed.pem");
         let bad = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
         fs::write(&mixed, format!("{bad}{}", a.root.pem)).unwrap();
-        let l = load(&Source::Bundle(mixed), &LoadOptions::CERTS).unwrap();
+        let l = load(&Source::Bundle(mixed), &StoreLoadOptions::CERTS).unwrap();
         assert_eq!(l.store.len(), 1);
         assert_eq!(l.stats.problems.len(), 1);
         assert_eq!(l.stats.problems[0].line, Some(1));

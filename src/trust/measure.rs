@@ -94,7 +94,7 @@ pub fn measure_load(
 ) -> Result<LoadMeasurement, TrustError> {
     let iterations = iterations.max(2);
     // Time the store a TLS client gets: anchors only (certificates too with --x509).
-    let opts = super::load::LoadOptions {
+    let opts = super::load::StoreLoadOptions {
         keep_certs: false,
         x509,
         layer_times: true,
@@ -211,7 +211,7 @@ pub fn measure_load(
         Vec::new()
     } else {
         // The timed loads keep anchors only; comparing needs the certificates.
-        let with_certs = load(source, &super::load::LoadOptions::CERTS).map(|l| l.store);
+        let with_certs = load(source, &super::load::StoreLoadOptions::CERTS).map(|l| l.store);
         let empty = TrustStore::new(Vec::new(), Vec::new(), String::new());
         let store = with_certs.as_ref().unwrap_or(&empty);
         dirs.into_iter().map(|d| dir_coverage(d, store)).collect()
@@ -244,7 +244,7 @@ fn dir_coverage(dir: &Path, store: &TrustStore) -> DirCoverage {
         store.certs().iter().map(|c| c.as_ref()).collect();
     match load(
         &Source::Dir(dir.to_path_buf()),
-        &super::load::LoadOptions::CERTS,
+        &super::load::StoreLoadOptions::CERTS,
     ) {
         Ok(l) => {
             let already = l

@@ -18,7 +18,7 @@ pub mod store;
 pub mod trim;
 
 pub use discover::{Probe, ProbeEnv, probe};
-pub use load::{FileProblem, LayerTimes, LoadOptions, LoadStats, Loaded, Source, load};
+pub use load::{FileProblem, LayerTimes, LoadStats, Loaded, Source, StoreLoadOptions, load};
 pub use store::{SharedStore, TrustStore};
 
 use std::path::PathBuf;

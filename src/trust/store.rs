@@ -1,9 +1,8 @@
 //! The trust store handed to TLS clients: certificates and their trust anchors, built once
-//! and shared. [`TrustStore::system_shared`] loads the system store the first time anyone
-//! asks — concurrent first callers wait for that one load — and afterwards hands out the
-//! same `Arc` with no I/O at all.
+//! and shared ([`SharedStore`]: the first caller loads, concurrent first callers wait for
+//! that one load, later callers get the same `Arc` with no I/O at all). Building a store
+//! from files is [`super::load`](mod@super::load)'s.
 
-use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use rustls::RootCertStore;
@@ -11,7 +10,6 @@ use rustls::client::WebPkiServerVerifier;
 use rustls_pki_types::{CertificateDer, TrustAnchor};
 
 use super::TrustError;
-use super::load::{LoadOptions, Loaded, Source, load};
 use crate::tls::Provider;
 
 /// A set of trust anchors, with the certificates they came from when known.
@@ -35,41 +33,6 @@ impl TrustStore {
             roots: Arc::new(RootCertStore { roots: anchors }),
             origin,
         }
-    }
-
-    /// Loads the system store now (probe, read, decode): a fresh load on every call. Use
-    /// [`TrustStore::system_shared`] unless measuring the load itself.
-    pub fn system() -> Result<TrustStore, TrustError> {
-        Ok(load(
-            &Source::System { root: None },
-            &LoadOptions::ANCHORS.untimed(),
-        )?
-        .store)
-    }
-
-    /// The process-wide system store: loaded once, on first use, then shared.
-    pub fn system_shared() -> Result<Arc<TrustStore>, TrustError> {
-        static SYSTEM: SharedStore = SharedStore::new();
-        SYSTEM.get_or_load(TrustStore::system)
-    }
-
-    /// Loads a PEM (or DER) bundle file.
-    pub fn from_pem_file(path: &Path) -> Result<TrustStore, TrustError> {
-        Ok(load(
-            &Source::Bundle(path.to_path_buf()),
-            &LoadOptions::CERTS.untimed(),
-        )?
-        .store)
-    }
-
-    /// Loads every certificate file of a directory (hashed links to the same file are read
-    /// once).
-    pub fn from_dir(path: &Path) -> Result<TrustStore, TrustError> {
-        Ok(load(
-            &Source::Dir(path.to_path_buf()),
-            &LoadOptions::CERTS.untimed(),
-        )?
-        .store)
     }
 
     /// Mozilla's roots as compiled into the `webpki-roots` crate (anchors only: no
@@ -121,12 +84,6 @@ impl TrustStore {
         )
         .build()
         .map_err(|e| TrustError::Verifier(e.to_string()))
-    }
-}
-
-impl From<Loaded> for TrustStore {
-    fn from(l: Loaded) -> Self {
-        l.store
     }
 }
 

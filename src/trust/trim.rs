@@ -22,7 +22,8 @@ use super::analyze::common_name;
 use super::pem;
 use super::store::TrustStore;
 use crate::pki::sha256_hex;
-use crate::tls::{InsecureVerifier, Provider};
+use crate::tls::Provider;
+use crate::tls::danger::InsecureVerifier;
 
 /// A chain to keep working.
 #[derive(Debug, Clone)]

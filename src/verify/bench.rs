@@ -22,7 +22,7 @@ use super::verifier::{IndexedVerifier, count_signature_checks};
 use crate::pki::{BundleOptions, KeyType, generate_bundle};
 use crate::tls::Provider;
 use crate::trust::trim::{Chain, TrimOptions, trim};
-use crate::trust::{LoadOptions, Source, TrustError, TrustStore, load};
+use crate::trust::{Source, StoreLoadOptions, TrustError, TrustStore, load};
 
 /// A store size to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +178,7 @@ pub fn run(opts: &BenchOptions) -> Result<BenchResult, TrustError> {
                 (path, n.to_string())
             }
             StoreSize::System => {
-                let sys = load(&Source::System { root: None }, &LoadOptions::CERTS)?;
+                let sys = load(&Source::System { root: None }, &StoreLoadOptions::CERTS)?;
                 let path = opts.work_dir.join("store-system.pem");
                 let mut pem = String::new();
                 for c in sys.store.certs() {

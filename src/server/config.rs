@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::ServerConfig;
@@ -13,11 +14,64 @@ use rustls::server::{
     ServerSessionMemoryCache, WebPkiClientVerifier,
 };
 use rustls::sign::CertifiedKey;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, DnsName, PrivateKeyDer};
 
-use super::Provider;
-use super::choices::{self, ConfigError, TlsVersion};
+use crate::files;
+use crate::pki::ocsp::check_staple;
+use crate::pki::{KeyType, PkiError, PkiOptions, TestPki};
+
+use crate::tls::Provider;
+use crate::tls::choices::{self, ConfigError, TlsVersion};
 use crate::trust::TrustStore;
+
+/// A certificate chain (leaf first) and its private key.
+pub type KeyPair = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// The key pair of a server started without a certificate: a fresh test PKI (root →
+/// intermediate → leaf for `localhost`, `key` keys throughout), with the root's PEM for
+/// clients to trust.
+pub fn generated_key_pair(key: KeyType) -> Result<(KeyPair, String), PkiError> {
+    let pki = TestPki::generate(&PkiOptions {
+        ca_key: key,
+        leaf_key: key,
+        ..Default::default()
+    })?;
+    Ok((
+        (pki.server_chain(), pki.server.private_key_der()),
+        pki.root.pem.clone(),
+    ))
+}
+
+/// `--sni NAME=CERT,KEY`: a DNS name and the key pair read from the two files.
+pub fn sni_entry(spec: &str) -> Result<(String, KeyPair), ConfigError> {
+    let bad = |reason: String| ConfigError::BadValue {
+        flag: "--sni",
+        value: format!("'{spec}'"),
+        reason,
+    };
+    let expected = || bad("expected NAME=CERT,KEY".into());
+    let (name, files) = spec.split_once('=').ok_or_else(expected)?;
+    let (cert, key) = files.split_once(',').ok_or_else(expected)?;
+    DnsName::try_from(name).map_err(|_| bad(format!("'{name}' is not a DNS name")))?;
+    let pair = choices::read_key_pair(Path::new(cert), Path::new(key))?;
+    Ok((name.to_string(), pair))
+}
+
+/// `--ocsp FILE`: a DER OCSP response, read and checked against `chain` (stapling a
+/// response clients cannot use breaks every client that asks for one).
+pub fn read_staple(path: &Path, chain: &[CertificateDer<'static>]) -> Result<Vec<u8>, ConfigError> {
+    let der =
+        files::read_input(path, files::InputKind::Ocsp).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    check_staple(&der, chain, std::time::SystemTime::now()).map_err(|e| ConfigError::BadValue {
+        flag: "--ocsp",
+        value: path.display().to_string(),
+        reason: format!("cannot staple it: {e}"),
+    })?;
+    Ok(der)
+}
 
 /// How sessions resume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -101,14 +155,14 @@ pub struct BuiltConfig {
     /// The rustls configuration.
     pub config: Arc<ServerConfig>,
     /// Key-share pools (statistics), when asked for.
-    pub kx_pools: Option<Arc<super::kx_pool::KxPools>>,
+    pub kx_pools: Option<Arc<crate::tls::kx_pool::KxPools>>,
 }
 
 /// Builds the configuration.
 pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ConfigError> {
     let mut provider = choices::customized_provider(opts.provider, &opts.groups, &opts.ciphers)?;
-    let kx_pools =
-        (opts.kx_pool > 0).then(|| Arc::new(super::kx_pool::install(&mut provider, opts.kx_pool)));
+    let kx_pools = (opts.kx_pool > 0)
+        .then(|| Arc::new(crate::tls::kx_pool::install(&mut provider, opts.kx_pool)));
     let provider = Arc::new(provider);
     let versions = choices::protocol_versions(&opts.versions);
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))

@@ -35,69 +35,36 @@ use super::kx::KxGroup;
 use super::measure::{MeasureOptions, Measurement, measure_parts};
 use crate::pki::{KeyType, PkiOptions, TestPki};
 use crate::tls::Provider;
-
-/// A TLS protocol version.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
-)]
-pub enum TlsVersion {
-    /// TLS 1.2.
-    #[value(name = "1.2")]
-    #[serde(rename = "1.2")]
-    Tls12,
-    /// TLS 1.3.
-    #[value(name = "1.3")]
-    #[serde(rename = "1.3")]
-    Tls13,
-}
-
-impl TlsVersion {
-    /// Both, in a stable order.
-    pub const ALL: [TlsVersion; 2] = [TlsVersion::Tls13, TlsVersion::Tls12];
-
-    /// `1.2` or `1.3`.
-    pub fn name(self) -> &'static str {
-        match self {
-            TlsVersion::Tls12 => "1.2",
-            TlsVersion::Tls13 => "1.3",
-        }
-    }
-}
-
-impl fmt::Display for TlsVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TLS {}", self.name())
-    }
-}
+use crate::tls::choices::TlsVersion;
 
 /// Full handshake or resumption by ticket.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub enum FullOrResumed {
     /// A full handshake (resumption off on both sides).
     Full,
     /// Resumed with a ticket (stateless resumption; TLS 1.3 PSK with (EC)DHE).
     Resumed,
 }
 
-impl Kind {
+impl FullOrResumed {
     /// Both, in a stable order.
-    pub const ALL: [Kind; 2] = [Kind::Full, Kind::Resumed];
+    pub const ALL: [FullOrResumed; 2] = [FullOrResumed::Full, FullOrResumed::Resumed];
 
     /// `full` or `resumed`.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Full => "full",
-            Kind::Resumed => "resumed",
+            FullOrResumed::Full => "full",
+            FullOrResumed::Resumed => "resumed",
         }
     }
 
     fn rustls(self) -> rustls::HandshakeKind {
         match self {
-            Kind::Full => rustls::HandshakeKind::Full,
-            Kind::Resumed => rustls::HandshakeKind::Resumed,
+            FullOrResumed::Full => rustls::HandshakeKind::Full,
+            FullOrResumed::Resumed => rustls::HandshakeKind::Resumed,
         }
     }
 }
@@ -115,7 +82,7 @@ pub struct Shape {
     /// Key type of the whole chain.
     pub cert: KeyType,
     /// Full or resumed.
-    pub kind: Kind,
+    pub kind: FullOrResumed,
     /// The only key-exchange group offered and accepted.
     pub group: KxGroup,
 }
@@ -125,7 +92,7 @@ pub struct Pair {
     client: Arc<ClientConfig>,
     server: Arc<ServerConfig>,
     name: ServerName<'static>,
-    kind: Kind,
+    kind: FullOrResumed,
 }
 
 /// A handshake failure of `shape` at step `what`.
@@ -195,10 +162,7 @@ fn build_configs(shape: &Shape, pki: &TestPki, instrumented: bool) -> Result<Pai
         )
     });
     let provider = Arc::new(provider);
-    let versions: &[&'static rustls::SupportedProtocolVersion] = match shape.tls {
-        TlsVersion::Tls12 => &[&rustls::version::TLS12],
-        TlsVersion::Tls13 => &[&rustls::version::TLS13],
-    };
+    let versions: &[&'static rustls::SupportedProtocolVersion] = &[shape.tls.rustls()];
 
     let mut roots = RootCertStore::empty();
     roots
@@ -210,8 +174,8 @@ fn build_configs(shape: &Shape, pki: &TestPki, instrumented: bool) -> Result<Pai
         .with_root_certificates(roots)
         .with_no_client_auth();
     client.resumption = match shape.kind {
-        Kind::Full => Resumption::disabled(),
-        Kind::Resumed => Resumption::in_memory_sessions(128),
+        FullOrResumed::Full => Resumption::disabled(),
+        FullOrResumed::Resumed => Resumption::in_memory_sessions(128),
     };
 
     let mut server = ServerConfig::builder_with_provider(provider)
@@ -221,8 +185,8 @@ fn build_configs(shape: &Shape, pki: &TestPki, instrumented: bool) -> Result<Pai
         .with_single_cert(pki.server_chain(), pki.server.private_key_der())
         .map_err(|e| tls_err(shape, "server certificate", e))?;
     match shape.kind {
-        Kind::Full => server.session_storage = Arc::new(NoServerSessionStorage {}),
-        Kind::Resumed => {
+        FullOrResumed::Full => server.session_storage = Arc::new(NoServerSessionStorage {}),
+        FullOrResumed::Resumed => {
             let ticketer = match shape.provider {
                 Provider::AwsLcRs => rustls::crypto::aws_lc_rs::Ticketer::new(),
                 Provider::Ring => rustls::crypto::ring::Ticketer::new(),
@@ -380,7 +344,7 @@ pub struct HandshakeOptions {
     /// Certificate (chain) key types.
     pub certs: Vec<KeyType>,
     /// Full and/or resumed.
-    pub kinds: Vec<Kind>,
+    pub kinds: Vec<FullOrResumed>,
     /// The group.
     pub group: KxGroup,
     /// Time and rounds per row.
@@ -417,7 +381,7 @@ pub struct HandshakeRow {
     /// The certificate chain's key type.
     pub cert: KeyType,
     /// Full or resumed.
-    pub kind: Kind,
+    pub kind: FullOrResumed,
     /// What the handshakes negotiated.
     pub negotiated: Negotiated,
     /// Client side: ns per handshake, handshakes/s (`bytes_per_op` is null: see
@@ -459,7 +423,7 @@ pub fn measure_shape(
         },
     )?;
     // What a counted handshake negotiated (the first one above may have been full).
-    if shape.kind == Kind::Resumed {
+    if shape.kind == FullOrResumed::Resumed {
         let (counted, n) = handshake_inner(&pair, &mut buf, &mut scratch, None)
             .map_err(|e| tls_err(shape, "handshake", e))?;
         if counted {
@@ -539,7 +503,7 @@ mod tests {
         let mut buf = Vec::new();
         for provider in Provider::ALL {
             for tls in TlsVersion::ALL {
-                for kind in Kind::ALL {
+                for kind in FullOrResumed::ALL {
                     let shape = Shape {
                         provider,
                         tls,
@@ -555,8 +519,8 @@ mod tests {
                     assert!(counted, "{shape:?}");
                     assert!(parts[0] > Duration::ZERO && parts[1] > Duration::ZERO);
                     let suite = match tls {
-                        TlsVersion::Tls13 => "TLS13_AES_128_GCM_SHA256",
-                        TlsVersion::Tls12 => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                        TlsVersion::V1_3 => "TLS13_AES_128_GCM_SHA256",
+                        TlsVersion::V1_2 => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
                     };
                     assert_eq!(n.cipher_suite, suite);
                 }

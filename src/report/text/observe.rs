@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::observe::result::{Observation, PHASES, Row};
 
-use super::text::{BAD, BOLD, render, right_align, styled, table};
+use super::{BAD, BOLD, render, right_align, styled, table};
 
 /// The kinds in report order (`all` first).
 const KINDS: [&str; 5] = ["all", "full", "full-hrr", "resumed", "0rtt"];

@@ -1,0 +1,338 @@
+//! Recommendations from a finished lab: significant wins without losses, and the
+//! configurations worth pairing.
+
+use std::collections::BTreeMap;
+
+use super::matrix;
+use super::matrix::Group;
+use super::result::{CellResult, GroupResult, Recommendation, Versus};
+use super::summarize::versus;
+use crate::stats::compare::Direction;
+
+pub(super) fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
+    let metrics = [
+        (
+            "server_cpu_us_per_handshake",
+            Direction::LowerIsBetter,
+            "server CPU per handshake",
+        ),
+        (
+            "handshakes_per_s",
+            Direction::HigherIsBetter,
+            "handshakes/s",
+        ),
+        (
+            "request_mean_ms",
+            Direction::LowerIsBetter,
+            "mean request latency",
+        ),
+    ];
+    let mut out = Vec::new();
+    for g in groups {
+        let Some(group) = Group::ALL.into_iter().find(|x| x.name() == g.group) else {
+            continue;
+        };
+        let Some(base) = g.cells.first().filter(|b| !b.failed) else {
+            continue;
+        };
+        // Neither the A/A control nor a failed cell is a change to make.
+        let mut pairs: Vec<(&CellResult, &CellResult, BTreeMap<String, Versus>)> = g
+            .cells
+            .iter()
+            .skip(1)
+            .filter(|c| !c.control && !c.failed)
+            .map(|c| (base, c, c.vs_baseline.clone()))
+            .collect();
+        for (from, to) in matrix::extra_pairs(group) {
+            let find = |n: &str| g.cells.iter().find(|c| c.name == n);
+            let (Some(a), Some(b)) = (find(from), find(to)) else {
+                continue;
+            };
+            if a.failed || b.failed {
+                continue;
+            }
+            let vs = metrics
+                .iter()
+                .filter_map(|(m, d, _)| Some((m.to_string(), versus(&a.rounds, &b.rounds, m, *d)?)))
+                .collect();
+            pairs.push((a, b, vs));
+        }
+        for (from, to, vs) in pairs {
+            // Each metric's gain (positive: better) when significant.
+            let wins: Vec<(&str, &str, f64, f64)> = metrics
+                .iter()
+                .filter_map(|(m, d, what)| {
+                    let v = vs.get(*m)?;
+                    let sign = if *d == Direction::HigherIsBetter {
+                        1.0
+                    } else {
+                        -1.0
+                    };
+                    let gain = v.relative_change? * sign;
+                    v.significant.then_some((*m, *what, gain, v.p))
+                })
+                .collect();
+            // Recommend only when something got better and nothing got worse.
+            if wins.is_empty() || wins.iter().any(|w| w.2 <= 0.0) {
+                continue;
+            }
+            let say = |w: &(&str, &str, f64, f64)| {
+                let dir = if w.0 == "handshakes_per_s" {
+                    "up"
+                } else {
+                    "down"
+                };
+                format!(
+                    "{} {dir} {:.1}% (Welch p = {})",
+                    w.1,
+                    w.2 * 100.0,
+                    crate::stats::compare::format_p(w.3)
+                )
+            };
+            let best = wins
+                .iter()
+                .copied()
+                .max_by(|a, b| a.2.total_cmp(&b.2))
+                .unwrap_or(wins[0]);
+            let others: Vec<String> = wins.iter().filter(|w| w.0 != best.0).map(say).collect();
+            let also = (!others.is_empty()).then(|| others.join(", "));
+            let caveat = matrix::caveat(group).map(str::to_string);
+            let mut text = format!(
+                "{}: {} instead of {} — {}",
+                g.title,
+                to.label,
+                from.label,
+                say(&best)
+            );
+            if let Some(a) = &also {
+                text += &format!(", {a}");
+            }
+            if let Some(c) = &caveat {
+                text += &format!(" ({c})");
+            }
+            out.push(Recommendation {
+                group: g.group.clone(),
+                from: from.name.clone(),
+                to: to.name.clone(),
+                metric: best.0.to_string(),
+                gain: best.2,
+                p: best.3,
+                also,
+                caveat,
+                text,
+            });
+        }
+    }
+    out.sort_by(|a, b| b.gain.total_cmp(&a.gain));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::result::{self, RoundMetrics};
+    use crate::lab::summarize::{aa_tally, direction};
+
+    fn rounds(hs: &[f64], ms: &[f64]) -> Vec<RoundMetrics> {
+        hs.iter()
+            .zip(ms)
+            .map(|(&h, &m)| RoundMetrics {
+                completed: 100,
+                handshakes_per_s: h,
+                requests_per_s: h,
+                request_mean_ms: m,
+                ..RoundMetrics::default()
+            })
+            .collect()
+    }
+
+    fn cell(name: &str, r: Vec<RoundMetrics>, base: Option<&[RoundMetrics]>) -> CellResult {
+        let mut vs_baseline = BTreeMap::new();
+        if let Some(b) = base {
+            for (m, d) in [
+                ("handshakes_per_s", Direction::HigherIsBetter),
+                ("request_mean_ms", Direction::LowerIsBetter),
+            ] {
+                vs_baseline.insert(m.to_string(), versus(b, &r, m, d).unwrap());
+            }
+        }
+        CellResult {
+            name: name.into(),
+            label: format!("label {name}"),
+            settings: serde_json::Value::Null,
+            control: false,
+            failed: false,
+            failure_rate: 0.0,
+            rounds: r,
+            summary: BTreeMap::new(),
+            vs_baseline,
+            request_cdf: Vec::new(),
+            handshake_full_hist: Vec::new(),
+            handshake_resumed_hist: Vec::new(),
+            errors: BTreeMap::new(),
+            crypto_limit_pct: None,
+        }
+    }
+
+    #[test]
+    fn recommends_significant_wins_without_losses_and_the_shared_keys_pair() {
+        let base = rounds(&[1000.0, 1010.0, 990.0], &[2.0, 2.02, 1.98]);
+        let better = rounds(&[1500.0, 1510.0, 1490.0], &[1.5, 1.52, 1.48]);
+        let same = rounds(&[1001.0, 1012.0, 989.0], &[2.01, 2.0, 1.99]);
+        // Faster handshakes but slower requests: a trade-off, not a recommendation.
+        let mixed = rounds(&[1500.0, 1510.0, 1490.0], &[3.0, 3.02, 2.98]);
+        let own = rounds(&[1200.0, 1210.0, 1190.0], &[1.8, 1.82, 1.78]);
+        let g = GroupResult {
+            group: "resumption".into(),
+            title: "Session resumption".into(),
+            baseline: "off".into(),
+            cells: vec![
+                cell("off", base.clone(), None),
+                cell("stateful", better.clone(), Some(&base)),
+                cell("tickets", same, Some(&base)),
+                cell("tickets-2-own-keys", own, Some(&base)),
+                cell("tickets-2-shared-keys", mixed, Some(&base)),
+            ],
+        };
+        let recs = recommend(&[g]);
+        let pairs: Vec<(&str, &str)> = recs
+            .iter()
+            .map(|r| (r.from.as_str(), r.to.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [("off", "stateful"), ("off", "tickets-2-own-keys")],
+            "{recs:#?}"
+        );
+        let r = &recs[0];
+        assert_eq!(r.metric, "handshakes_per_s");
+        assert!((r.gain - 0.5).abs() < 1e-9, "{r:?}");
+        assert!(
+            r.also
+                .as_deref()
+                .unwrap()
+                .starts_with("mean request latency down 25.0%"),
+            "{r:?}"
+        );
+        assert!(
+            r.text.contains("label stateful instead of label off"),
+            "{}",
+            r.text
+        );
+        assert!(r.caveat.is_none());
+
+        // The own-keys → shared-keys pair, computed from the rounds.
+        let g = GroupResult {
+            group: "resumption".into(),
+            title: "Session resumption".into(),
+            baseline: "off".into(),
+            cells: vec![
+                cell("off", base.clone(), None),
+                cell(
+                    "tickets-2-own-keys",
+                    rounds(&[1200.0, 1210.0, 1190.0], &[1.8, 1.82, 1.78]),
+                    Some(&base),
+                ),
+                cell("tickets-2-shared-keys", better, Some(&base)),
+            ],
+        };
+        let recs = recommend(&[g]);
+        assert!(
+            recs.iter()
+                .any(|r| r.from == "tickets-2-own-keys" && r.to == "tickets-2-shared-keys"),
+            "{recs:#?}"
+        );
+    }
+
+    fn with_cpu(mut r: Vec<RoundMetrics>, cpu: &[f64]) -> Vec<RoundMetrics> {
+        for (m, c) in r.iter_mut().zip(cpu) {
+            m.server_cpu_us_per_handshake = Some(*c);
+        }
+        r
+    }
+
+    fn compared(name: &str, r: Vec<RoundMetrics>, base: &[RoundMetrics]) -> CellResult {
+        let mut c = cell(name, r, None);
+        for (m, higher) in result::COMPARED {
+            if let Some(v) = versus(base, &c.rounds, m, direction(higher)) {
+                c.vs_baseline.insert(m.to_string(), v);
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn server_cpu_is_compared_and_recommends_alone_but_controls_and_failed_cells_never() {
+        let flat = [1000.0, 1010.0, 990.0, 1005.0];
+        let ms = [2.0, 2.02, 1.98, 2.01];
+        let base = with_cpu(rounds(&flat, &ms), &[300.0, 310.0, 295.0, 305.0]);
+        // Throughput and latency the same (the client is the bottleneck), server CPU half.
+        let cheaper = with_cpu(rounds(&flat, &ms), &[150.0, 155.0, 148.0, 152.0]);
+        let costlier = with_cpu(rounds(&flat, &ms), &[600.0, 620.0, 590.0, 610.0]);
+        let mut control = compared(matrix::CONTROL, cheaper.clone(), &base);
+        control.control = true;
+        let mut failed = compared("failed", cheaper.clone(), &base);
+        failed.failed = true;
+        let g = GroupResult {
+            group: "certificate".into(),
+            title: "Certificate type".into(),
+            baseline: "ecdsa-p256".into(),
+            cells: vec![
+                cell("ecdsa-p256", base.clone(), None),
+                compared("cheaper", cheaper, &base),
+                compared("costlier", costlier, &base),
+                control,
+                failed,
+            ],
+        };
+        let v = &g.cells[2].vs_baseline["server_cpu_us_per_handshake"];
+        assert!(v.significant && v.relative_change.unwrap() > 0.9, "{v:?}");
+        assert!(
+            v.verdict.starts_with("significantly worse"),
+            "{}",
+            v.verdict
+        );
+        let same = &g.cells[2].vs_baseline["handshakes_per_s"];
+        assert!(!same.significant);
+        let mde = same.mde.unwrap();
+        assert!(mde > 0.0 && mde < 0.05, "{mde}");
+        assert!(
+            same.verdict.contains("no difference larger than"),
+            "{}",
+            same.verdict
+        );
+        let recs = recommend(std::slice::from_ref(&g));
+        let to: Vec<&str> = recs.iter().map(|r| r.to.as_str()).collect();
+        assert_eq!(to, ["cheaper"], "{recs:#?}");
+        assert_eq!(recs[0].metric, "server_cpu_us_per_handshake");
+        assert!(
+            recs[0].text.contains("server CPU per handshake down 50.0%"),
+            "{}",
+            recs[0].text
+        );
+        // The tally counts the control's comparisons only: here one of three significant.
+        let t = aa_tally(&[g]);
+        assert_eq!((t.compared, t.significant), (3, 1), "{t:?}");
+        assert_eq!(t.metrics["server_cpu_us_per_handshake"].significant, 1);
+        assert_eq!(t.metrics["handshakes_per_s"].significant, 0);
+    }
+
+    #[test]
+    fn tls_wins_carry_the_loopback_caveat() {
+        let base = rounds(&[1000.0, 1010.0, 990.0], &[2.0, 2.02, 1.98]);
+        let better = rounds(&[1500.0, 1510.0, 1490.0], &[1.5, 1.52, 1.48]);
+        let g = GroupResult {
+            group: "tls".into(),
+            title: "TLS version".into(),
+            baseline: "1.3".into(),
+            cells: vec![
+                cell("1.3", base.clone(), None),
+                cell("1.2", better, Some(&base)),
+            ],
+        };
+        let recs = recommend(&[g]);
+        assert_eq!(recs.len(), 1);
+        assert!(recs[0].caveat.as_deref().unwrap().contains("round trip"));
+        assert!(recs[0].text.contains("loopback"));
+    }
+}

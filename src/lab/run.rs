@@ -1,0 +1,368 @@
+//! Running the lab: the check of an external target, the cells' servers started, the
+//! warm-up and the rounds (every cell once per round, in a random order), stopped by
+//! [`super::Control`].
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::seq::SliceRandom;
+
+use rustls::ClientConfig;
+
+use super::limits::crypto_limits;
+use super::matrix::{Cell, Group, Trust};
+use super::pin::Pinning;
+use super::prepare::{Prepared, client_options, prepare, reloaded_config, runnable, server_args};
+use super::recommend::recommend;
+use super::result::LabResult;
+use super::result::{Machine, RunOptions};
+use super::server::LabServer;
+use super::summarize::{CellRounds, aa_tally, finish_group};
+use super::{Control, Event, External, LabError, LabOptions};
+use crate::client::config as client_config;
+use crate::client::target::Target;
+use crate::load::{self, ConfigFactory, LoadGenOptions, LoadResult, Progress};
+
+/// A cell ready to run: its servers, client configuration and where to connect.
+pub(super) struct Live {
+    pub(super) cell: Cell,
+    pub(super) servers: Vec<LabServer>,
+    pub(super) addrs: Vec<SocketAddr>,
+    pub(super) config: Arc<ClientConfig>,
+    pub(super) factory: Option<ConfigFactory>,
+    pub(super) rounds: Vec<LoadResult>,
+    pub(super) server_cpu: Vec<Option<f64>>,
+}
+
+/// Runs the lab. `on_event` sees progress; `control` can stop it (the groups finished
+/// so far are returned, marked interrupted).
+pub async fn run(
+    opts: &LabOptions,
+    on_event: &(dyn Fn(Event) + Sync),
+    control: &Control,
+) -> Result<LabResult, LabError> {
+    let started_wall = time::OffsetDateTime::now_utc();
+    let t0 = Instant::now();
+    let external = opts.target.as_ref();
+    let plan: Vec<(Group, Vec<Cell>)> = opts
+        .groups
+        .iter()
+        .filter(|g| external.is_none() || g.client_side())
+        .map(|&g| (g, runnable(g, opts.full, external)))
+        .filter(|(_, cells)| cells.len() >= 2)
+        .map(|(g, mut cells)| {
+            // The A/A control: the baseline again, compared like any other cell.
+            let control = cells[0].control_of();
+            cells.push(control);
+            (g, cells)
+        })
+        .collect();
+    if let (Some(ext), Some((_, cells))) = (external, plan.first()) {
+        on_event(Event::Preparing(format!("connecting to {}", ext.target)));
+        preflight(ext, &cells[0]).await?;
+    }
+    let prep = match external {
+        Some(_) => None,
+        None => Some(prepare(opts, on_event)?),
+    };
+    let mut notes: Vec<String> = Vec::new();
+    if let Some(p) = &prep {
+        notes.push(format!("Client trust bundle: {}.", p.bundle_note));
+    }
+    if external.is_some() {
+        let skipped: Vec<&str> = opts
+            .groups
+            .iter()
+            .filter(|g| !g.client_side())
+            .map(|g| g.name())
+            .collect();
+        if !skipped.is_empty() {
+            notes.push(format!(
+                "Against an external server only client-side groups run; skipped: {}.",
+                skipped.join(", ")
+            ));
+        }
+    }
+    let steps: usize = plan.iter().map(|(_, c)| c.len() * opts.rounds).sum();
+    let mut step = 0;
+    let mut groups = Vec::new();
+    let mut interrupted = false;
+    'groups: for (group, cells) in plan {
+        let mut live = Vec::new();
+        for cell in cells {
+            on_event(Event::Preparing(format!(
+                "{} / {}: {}",
+                group.name(),
+                cell.name,
+                if external.is_some() {
+                    "preparing the client"
+                } else {
+                    "starting servers"
+                }
+            )));
+            live.push(start_cell(cell, prep.as_ref(), external, opts)?);
+        }
+        if !opts.warmup.is_zero() {
+            for l in &mut live {
+                if control.stopped() {
+                    interrupted = true;
+                    break 'groups;
+                }
+                on_event(Event::Preparing(format!(
+                    "{} / {}: warming up",
+                    group.name(),
+                    l.cell.name
+                )));
+                if !run_round(l, opts, external, control, opts.warmup, false).await? {
+                    interrupted = true;
+                    break 'groups;
+                }
+            }
+        }
+        // Each round runs every cell once, in a new random order: drift of the machine
+        // spreads over the cells instead of following their position.
+        let mut order: Vec<usize> = (0..live.len()).collect();
+        for round in 1..=opts.rounds {
+            order.shuffle(&mut rand::rng());
+            for &i in &order {
+                let l = &mut live[i];
+                if control.stopped() {
+                    interrupted = true;
+                    break 'groups;
+                }
+                step += 1;
+                on_event(Event::Round {
+                    group,
+                    cell: l.cell.name.clone(),
+                    round,
+                    step,
+                    steps,
+                });
+                let done = run_round(l, opts, external, control, opts.round_time, true).await?;
+                if !done {
+                    interrupted = true;
+                    break 'groups;
+                }
+            }
+        }
+        let cells = live
+            .into_iter()
+            .map(|l| CellRounds {
+                cell: l.cell,
+                rounds: l.rounds,
+                server_cpu: l.server_cpu,
+            })
+            .collect();
+        groups.push(finish_group(group, cells));
+    }
+    let crypto_limits = if external.is_none() && !groups.is_empty() && !control.stopped() {
+        on_event(Event::Preparing("crypto limits".into()));
+        crypto_limits(&mut groups)
+    } else {
+        Vec::new()
+    };
+    let recommendations = recommend(&groups);
+    let aa_control = aa_tally(&groups);
+    Ok(LabResult {
+        schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
+        started: started_wall
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default(),
+        duration_s: t0.elapsed().as_secs_f64(),
+        machine: machine(opts.pinning.clone()),
+        options: RunOptions {
+            mode: if opts.full { "full" } else { "quick" }.into(),
+            rounds: opts.rounds,
+            round_s: opts.round_time.as_secs_f64(),
+            warmup_s: opts.warmup.as_secs_f64(),
+            connections: opts.connections,
+            target: external.map(|e| e.target.to_string()),
+        },
+        interrupted,
+        groups,
+        recommendations,
+        crypto_limits,
+        notes,
+        aa_control,
+    })
+}
+
+/// One request to the external server with the first cell's client configuration,
+/// before anything is measured: a server that is down, or whose certificate the lab
+/// cannot verify, stops the run here with the reason.
+async fn preflight(ext: &External, cell: &Cell) -> Result<(), LabError> {
+    let copts = client_options(cell, None, Some(ext))?;
+    let built = client_config::build(&copts).map_err(|source| LabError::Client {
+        cell: format!("{}/{}", cell.group.name(), cell.name),
+        source,
+    })?;
+    let request = crate::client::http1::get_request(&ext.target.authority, &ext.target.path, true);
+    crate::client::exchange::exchange(
+        &ext.target,
+        built.config,
+        &request,
+        false,
+        Duration::from_secs(5),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| LabError::Unreachable {
+        target: format!("{}:{}", ext.target.host, ext.target.port),
+        source,
+    })
+}
+
+pub(super) fn start_cell(
+    cell: Cell,
+    prep: Option<&Prepared>,
+    external: Option<&External>,
+    opts: &LabOptions,
+) -> Result<Live, LabError> {
+    let mut servers = Vec::new();
+    let mut addrs = Vec::new();
+    if let Some(prep) = prep {
+        // Long enough for every round of the run, bounded in any case.
+        let bound = Duration::from_secs(600);
+        for _ in 0..cell.instances {
+            let s = LabServer::start(
+                &opts.exe,
+                &server_args(&cell, prep),
+                bound,
+                opts.pinning.server_cpu,
+            )?;
+            addrs.push(s.addr);
+            servers.push(s);
+        }
+    }
+    let copts = client_options(&cell, prep, external)?;
+    let built = client_config::build(&copts).map_err(|source| LabError::Client {
+        cell: format!("{}/{}", cell.group.name(), cell.name),
+        source,
+    })?;
+    let factory = match (cell.trust, prep, external) {
+        (Trust::ReloadPerConnection, Some(prep), _) => {
+            let bundle = prep.bundle.clone();
+            let copts = Arc::new(copts);
+            Some(ConfigFactory(Arc::new(move || {
+                reloaded_config(Some(&bundle), &copts)
+            })))
+        }
+        (Trust::ReloadPerConnection, None, Some(ext)) => {
+            let cacert = ext.cacert.clone();
+            let copts = Arc::new(copts);
+            // Without --cacert: the system store through rustls-native-certs, as a client
+            // with no roots configured loads it.
+            Some(ConfigFactory(Arc::new(move || {
+                reloaded_config(cacert.as_deref(), &copts)
+            })))
+        }
+        _ => None,
+    };
+    Ok(Live {
+        cell,
+        servers,
+        addrs,
+        config: built.config,
+        factory,
+        rounds: Vec::new(),
+        server_cpu: Vec::new(),
+    })
+}
+
+/// One round of a cell, `duration` long, kept when `record` (else a warm-up); `false`
+/// when stopped.
+async fn run_round(
+    l: &mut Live,
+    opts: &LabOptions,
+    external: Option<&External>,
+    control: &Control,
+    duration: Duration,
+    record: bool,
+) -> Result<bool, LabError> {
+    let target = match external {
+        Some(e) => e.target.clone(),
+        None => Target::parse(&format!("https://localhost:{}/", l.addrs[0].port()), None).map_err(
+            |e| LabError::Prepare {
+                dir: opts.work_dir.clone(),
+                reason: e.to_string(),
+            },
+        )?,
+    };
+    let load_opts = LoadGenOptions {
+        requests: None,
+        duration: Some(duration),
+        connections: opts.connections,
+        rate: None,
+        requests_per_conn: Some(1),
+        http2: false,
+        timeout: Duration::from_secs(5),
+        threads: 1,
+        server_pid: l.servers.first().map(LabServer::pid),
+        resume: l.cell.resume,
+        echo: BTreeMap::new(),
+        early_data: false,
+        verdicts: None,
+        addrs: l.addrs.clone(),
+        config_per_connection: l.factory.clone(),
+        schedule_offset: Duration::ZERO,
+        start_at: None,
+    };
+    let cpu0: Vec<Option<Duration>> = l
+        .servers
+        .iter()
+        .map(|s| load::usage::proc_cpu_precise(s.pid()).ok())
+        .collect();
+    let progress = Arc::new(Progress::default());
+    control.round(Some(Arc::clone(&progress)));
+    let result = load::run(target, Arc::clone(&l.config), load_opts, progress).await;
+    control.round(None);
+    let result = result.map_err(|source| LabError::Load {
+        cell: format!("{}/{}", l.cell.group.name(), l.cell.name),
+        source,
+    })?;
+    if result.interrupted || control.stopped() {
+        return Ok(false);
+    }
+    let cpu: Option<f64> = l
+        .servers
+        .iter()
+        .zip(&cpu0)
+        .map(|(s, c0)| {
+            let c1 = load::usage::proc_cpu_precise(s.pid()).ok()?;
+            Some(c1.saturating_sub((*c0)?).as_secs_f64())
+        })
+        .sum();
+    if record {
+        l.server_cpu.push(cpu.filter(|_| !l.servers.is_empty()));
+        l.rounds.push(result);
+    }
+    Ok(true)
+}
+
+pub(super) fn machine(pinning: Pinning) -> Machine {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    Machine {
+        // The CPUs available before pinning (after it, this process sees one).
+        cores: if pinning.available.is_empty() {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            pinning.available.len()
+        },
+        cpu,
+        kernel,
+        pinning,
+    }
+}

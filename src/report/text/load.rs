@@ -1,0 +1,160 @@
+//! `load` (and `merge`): throughput, latency percentiles, phases and failures.
+
+use super::{BAD, BOLD, num, render, right_align, styled, table};
+
+/// `tlsperf load` (and `merge`).
+pub fn load_result(r: &crate::load::LoadResult) -> String {
+    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
+    let mut s = format!(
+        "{}\n\n",
+        styled(
+            BOLD,
+            &format!(
+                "Load on {}: {:.2} s{}{}",
+                r.target,
+                r.duration_s,
+                if r.machines > 1 {
+                    format!(", {} machines", r.machines)
+                } else {
+                    String::new()
+                },
+                if r.interrupted {
+                    " (interrupted: partial result)"
+                } else {
+                    ""
+                }
+            )
+        )
+    );
+    s += &format!(
+        "requests: {} completed, {} failed — {} req/s; body {} bytes\n",
+        r.requests.completed,
+        r.requests.failed,
+        num(r.requests.per_second),
+        r.body_bytes
+    );
+    let kinds: Vec<String> = r
+        .handshakes
+        .kinds
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    s += &format!(
+        "handshakes: {} ({}) — {} /s; resumption rate {:.1}%\n",
+        r.handshakes.total,
+        if kinds.is_empty() {
+            "none".into()
+        } else {
+            kinds.join(", ")
+        },
+        num(r.handshakes.per_second),
+        r.handshakes.resumption_rate * 100.0
+    );
+    if !r.handshakes.early_data.is_empty() {
+        let e: Vec<String> = r
+            .handshakes
+            .early_data
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        s += &format!("0-RTT requests: {}\n", e.join(", "));
+    }
+    if r.handshakes.chains_from_cache > 0 {
+        s += &format!(
+            "certificate chains: {} verified in full, {} accepted from the verdict cache (same chain and name; --no-verify-cache verifies each)\n",
+            r.handshakes.chains_verified, r.handshakes.chains_from_cache
+        );
+    }
+    let status: Vec<String> = r.status.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+    if !status.is_empty() {
+        s += &format!("status: {}\n", status.join(", "));
+    }
+    s.push('\n');
+    let mut t = table(&["latency (ms)", "count", "p50", "p90", "p99", "p99.9", "max"]);
+    let mut row = |name: &str, d: &crate::load::result::Dist| {
+        let q = &d.quantiles;
+        t.add_row(vec![
+            name.to_string(),
+            q.count.to_string(),
+            ms(q.p50_ns),
+            ms(q.p90_ns),
+            ms(q.p99_ns),
+            ms(q.p999_ns),
+            ms(q.max_ns),
+        ]);
+    };
+    row("request", &r.latency);
+    if let Some(d) = &r.latency_corrected {
+        row("request (from intended send)", d);
+    }
+    if let Some(d) = &r.handshake_full {
+        row("TLS handshake, full", d);
+    }
+    if let Some(d) = &r.handshake_resumed {
+        row("TLS handshake, resumed", d);
+    }
+    for p in crate::client::Phase::ALL {
+        if let Some(d) = r.phases.get(p.name()) {
+            row(&format!("  phase {}", p.name()), d);
+        }
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+    s += &render(&t);
+    s.push('\n');
+    if let Some(d) = &r.send_lateness {
+        let q = &d.quantiles;
+        let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
+        s += &format!(
+            "generator send lateness (actual − intended send instant, {} requests): p50 {} µs, p99 {} µs, max {} µs\n",
+            q.count,
+            us(q.p50_ns),
+            us(q.p99_ns),
+            us(q.max_ns)
+        );
+    }
+    if !r.errors.is_empty() {
+        s += &format!("\n{}\n", styled(BAD, "errors:"));
+        for (k, n) in &r.errors {
+            s += &format!(
+                "  {k}: {n} (e.g. {})\n",
+                r.error_examples.get(k).map(String::as_str).unwrap_or("")
+            );
+        }
+    }
+    // CPU per request always; per handshake only when every request opened its own
+    // connection (finish_rates leaves it out otherwise).
+    let per = |req: Option<f64>, hs: Option<f64>| {
+        let mut p = String::new();
+        if let Some(c) = req {
+            p += &format!(", {c:.1} µs per request");
+        }
+        if let Some(c) = hs {
+            p += &format!(", {c:.1} µs per handshake");
+        }
+        p
+    };
+    let g = &r.generator;
+    s += &format!(
+        "\ngenerator: {:.3} CPU s on {} threads ({:.0}% busy){}\n",
+        g.cpu_seconds,
+        g.threads,
+        g.utilization * 100.0,
+        per(g.cpu_us_per_request, g.cpu_us_per_handshake)
+    );
+    if let Some(sv) = &r.server {
+        s += &format!(
+            "server (pid {} and its descendants: {} process{}): {:.3} CPU s{}; resident memory (summed over the processes) max {} KiB, end {} KiB\n",
+            sv.pid,
+            sv.processes,
+            if sv.processes == 1 { "" } else { "es" },
+            sv.cpu_seconds,
+            per(sv.cpu_us_per_request, sv.cpu_us_per_handshake),
+            sv.rss_max_kib,
+            sv.rss_end_kib
+        );
+    }
+    for w in &r.warnings {
+        s += &format!("{} {w}\n", styled(BAD, "warning:"));
+    }
+    s
+}

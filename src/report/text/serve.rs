@@ -1,0 +1,80 @@
+//! `serve`: the line printed once listening and the summaries at shutdown.
+
+use std::time::Duration;
+
+use super::{BOLD, dur, render, right_align, styled, table};
+
+/// The line `serve` prints once listening.
+pub fn serve_listening(url: &str, metrics: Option<std::net::SocketAddr>) -> String {
+    let mut out = format!("listening on {url} (h2, http/1.1)");
+    if let Some(m) = metrics {
+        out.push_str(&format!("; metrics on http://{m}/metrics and /stats"));
+    }
+    out.push('\n');
+    out
+}
+
+/// The summary `serve` prints at shutdown.
+pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
+    let mut out = format!("{} after {:.1} s\n", styled(BOLD, "stopped"), s.seconds);
+    let mut t = table(&["handshakes", "count", "p50", "p90", "p99", "p99.9", "max"]);
+    for (kind, q) in &s.stats.handshakes {
+        let d = |ns: u64| dur(Duration::from_nanos(ns));
+        t.add_row(vec![
+            kind.clone(),
+            q.count.to_string(),
+            d(q.p50_ns),
+            d(q.p90_ns),
+            d(q.p99_ns),
+            d(q.p999_ns),
+            d(q.max_ns),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+    out.push_str(&render(&t));
+    out.push_str(&format!("\nrequests: {}\n", s.stats.requests));
+    if !s.stats.failures.is_empty() {
+        let f: Vec<String> = s
+            .stats
+            .failures
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        out.push_str(&format!("failed handshakes: {}\n", f.join(", ")));
+    }
+    if let Some(k) = &s.kx_pool {
+        out.push_str(&format!(
+            "key-share pool: {} handshakes used a pre-generated share, {} generated one\n",
+            k.hits, k.misses
+        ));
+    }
+    if s.unfinished_connections > 0 {
+        out.push_str(&format!(
+            "connections cut at the shutdown deadline: {}\n",
+            s.unfinished_connections
+        ));
+    }
+    out
+}
+
+/// The summary `serve --stack actix` prints at shutdown: what it can count, and what it
+/// cannot.
+pub fn serve_summary_actix(s: &crate::server::actix_stack::ActixSummary) -> String {
+    let mut out = format!(
+        "{} after {:.1} s (actix-web)\n",
+        styled(BOLD, "stopped"),
+        s.seconds
+    );
+    out.push_str(&format!("requests: {}\n", s.requests));
+    if let Some(k) = &s.kx_pool {
+        out.push_str(&format!(
+            "key-share pool: {} handshakes used a pre-generated share, {} generated one\n",
+            k.hits, k.misses
+        ));
+    }
+    out.push_str(&format!(
+        "not available with actix-web (tlsperf's accept loop measures them): {}\n",
+        s.not_available.join(", ").replace('_', " ")
+    ));
+    out
+}
