@@ -4,6 +4,7 @@
 //! HelloRetryRequest from `tlsperf serve --groups`, and 0-RTT against `tlsperf serve
 //! --early-data` — each handshake kind classified as the peers themselves say; bad
 //! capture files; `tlsperf merge` of two observations.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 
