@@ -24,6 +24,8 @@
 //! - [`load`]: `tlsperf load`: the closed- and open-loop load generator and its result.
 //! - [`capacity`]: `tlsperf capacity`: the highest rate a server sustains within an
 //!   objective, searched in steps of `load` runs.
+//! - [`observe`]: `tlsperf observe`: passive handshake analysis from packets (a live
+//!   interface or a capture file), no part taken in the handshakes.
 //! - [`lab`]: the one-command lab: a matrix of server and client configurations on
 //!   loopback, compared with Welch's t-test.
 //! - [`crypto`]: `tlsperf crypto`, signature, key-exchange and in-memory handshake
@@ -57,6 +59,7 @@ pub mod handshake;
 pub mod lab;
 pub mod link;
 pub mod load;
+pub mod observe;
 pub mod pki;
 pub mod report;
 pub mod server;

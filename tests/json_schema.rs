@@ -371,6 +371,37 @@ fn every_json_output_matches_the_documented_schema() {
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     check_value("load", &serde_json::from_str(&run.stdout).unwrap(), &docs);
+
+    // An observation of a capture without frames prints every top-level field (the
+    // captures of real handshakes are in tests/observe.rs).
+    let pcap = d.join("empty.pcap");
+    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    header.extend([0; 8]);
+    header.extend(65535u32.to_le_bytes());
+    header.extend(1u32.to_le_bytes());
+    fs::write(&pcap, header).unwrap();
+    let obs = d.join("observe.json");
+    check(
+        "observe",
+        tlsperf([
+            "observe",
+            "--pcap",
+            pcap.to_str().unwrap(),
+            "--out",
+            obs.to_str().unwrap(),
+            "--json",
+        ]),
+        &docs,
+    );
+    let run = tlsperf([
+        "merge",
+        obs.to_str().unwrap(),
+        obs.to_str().unwrap(),
+        "--out",
+        d.join("observe-merged.json").to_str().unwrap(),
+        "--json",
+    ]);
+    check("observe", run, &docs);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! `tlsperf merge A.json B.json … --out C.json`: results read and written through
 //! [`crate::doc`]; load results → [`crate::load::result::merge`], capacity results (the
-//! processes of one shared search) → [`crate::capacity::result::merge`], step by step.
+//! processes of one shared search) → [`crate::capacity::result::merge`], step by step;
+//! observations (`tlsperf observe --out`) → [`crate::observe::result::merge`].
 
 use std::path::PathBuf;
 
@@ -16,7 +17,8 @@ use crate::report::text;
 pub struct MergeArgs {
     /// Results written by `tlsperf load --out` (runs made at the same time from several
     /// machines against one server), or all by `tlsperf capacity --out` (the processes
-    /// of one search with --rate-share); regular files of at most 256 MiB each.
+    /// of one search with --rate-share), or all by `tlsperf observe --out` (capture points
+    /// or time windows); regular files of at most 256 MiB each.
     #[arg(required = true, num_args = 2..)]
     results: Vec<PathBuf>,
     /// Where to write the combined result (JSON, atomically).
@@ -40,6 +42,25 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
         .iter()
         .map(|p| crate::doc::Input::read(p))
         .collect::<Result<Vec<_>, _>>()?;
+    let observation = |i: &crate::doc::Input| {
+        i.schema().as_deref() == Some(<crate::observe::Observation as Document>::SCHEMA)
+    };
+    if inputs.iter().any(observation) {
+        if let Some(other) = inputs.iter().find(|i| !observation(i)) {
+            return Err(CliError::input(format!(
+                "{}: not a tlsperf observe result, unlike the others: merge observations \
+                 with observations only",
+                other.path.display()
+            )));
+        }
+        let all = inputs
+            .iter()
+            .map(|i| i.parse::<crate::observe::Observation>())
+            .collect::<Result<Vec<_>, _>>()?;
+        let merged = crate::observe::result::merge(&all)?;
+        crate::doc::write(&merged, &args.out, args.force)?;
+        return out.summary(&merged, || crate::report::text::observation(&merged));
+    }
     let capacity = |i: &crate::doc::Input| {
         i.schema().as_deref() == Some(<crate::capacity::CapacityResult as Document>::SCHEMA)
     };

@@ -21,6 +21,7 @@ mod lab;
 mod link_args;
 mod load;
 mod merge;
+mod observe;
 mod output;
 mod pki;
 mod progress;
@@ -103,6 +104,9 @@ pub enum Command {
     /// The TLS performance lab: a matrix of server and client configurations on this
     /// machine, compared with Welch's t-test, in an HTML and Markdown report.
     Lab(Box<lab::LabArgs>),
+    /// Passive handshake analysis of any TLS stack from a capture file: phases per
+    /// handshake kind, resumption, HelloRetryRequests, groups, failures.
+    Observe(Box<observe::ObserveArgs>),
     /// Combine load results from several machines into one, exactly (HDR histograms).
     Merge(merge::MergeArgs),
     /// Is B really faster than A? Welch's t-test on two sample files, or on two load, lab
@@ -189,6 +193,7 @@ fn run_with(cli: Cli, out: &Output) -> Result<(), CliError> {
         Command::Load(args) => load::exec(*args, out),
         Command::Lab(args) => lab::exec(*args, out),
         Command::Capacity(args) => capacity::exec(*args, out),
+        Command::Observe(args) => observe::exec(*args, out),
         Command::Merge(args) => merge::exec(args, out),
         Command::Compare(args) => compare::exec(args, out),
         Command::Crypto(args) => crypto::exec(args, out),

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# `tlsperf observe --pcap` throughput: handshakes analyzed per second from a capture file
+# on one core, against the target of 200,000/s (issue 19).
+#   1. a capture: `tcpdump -i lo` of `tlsperf load --new-conn --resume tickets -n N`
+#      against `tlsperf serve` (TLS 1.3, full and resumed handshakes, one request each);
+#   2. that capture replicated COPIES times into one file (python3: each copy's
+#      timestamps shifted past the previous copy's end, client ports remapped), so that a
+#      run lasts long enough to time;
+#   3. ROUNDS runs of `taskset -c 0 tlsperf observe --pcap big.pcap --json`, timed by GNU
+#      time: wall time of the whole process (reading the file included), user + system
+#      CPU. handshakes/s = handshakes found ÷ wall time; median and best of the rounds.
+# Loopback only; everything made goes in a temporary directory, removed on exit.
+#
+# Usage: bench/observe.sh [N] [COPIES] [ROUNDS]   (default 20000, 10, 5)
+# Needs tcpdump, taskset, python3, GNU time (/usr/bin/time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-20000}"
+copies="${2:-10}"
+rounds="${3:-5}"
+for t in tcpdump taskset python3 /usr/bin/time; do command -v "$t" >/dev/null || { echo "missing $t" >&2; exit 1; }; done
+cargo build --release --locked --quiet --bin tlsperf
+bin="$PWD/target/release/tlsperf"
+work="$(mktemp -d)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+port=18463
+"$bin" serve --listen "127.0.0.1:$port" --gen-cert ecdsa-p256 --write-ca "$work/ca.pem" --resumption tickets -q > /dev/null &
+pids+=($!)
+sleep 1
+tcpdump -i lo -B 65536 --immediate-mode -U -n -w "$work/one.pcap" "tcp port $port" 2> "$work/tcpdump.err" &
+tcpdump_pid=$!
+pids+=($tcpdump_pid)
+until grep -q "listening on" "$work/tcpdump.err"; do sleep 0.1; done
+"$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q
+# tcpdump may lag behind on a busy machine: stop it once its file has stopped growing.
+last=-1
+while size=$(stat -c %s "$work/one.pcap") && [ "$size" != "$last" ]; do last=$size; sleep 0.5; done
+kill -INT "$tcpdump_pid"
+wait "$tcpdump_pid" || true
+if grep -q "[1-9][0-9]* packets dropped by kernel" "$work/tcpdump.err"; then
+  echo "tcpdump dropped packets: the capture is incomplete" >&2; cat "$work/tcpdump.err" >&2; exit 1
+fi
+
+python3 - "$work/one.pcap" "$work/big.pcap" "$copies" "$port" <<'PY'
+import struct, sys
+src, dst, copies, port = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = open(src, "rb").read()
+magic = struct.unpack("<I", data[:4])[0]
+assert magic in (0xA1B2C3D4, 0xA1B23C4D), "little-endian pcap expected"
+per_sec = 1_000_000 if magic == 0xA1B2C3D4 else 1_000_000_000
+assert struct.unpack("<I", data[20:24])[0] == 1, "Ethernet expected"
+frames, off = [], 24
+while off + 16 <= len(data):
+    sec, frac, incl, orig = struct.unpack("<IIII", data[off:off + 16])
+    frames.append((sec * per_sec + frac, orig, bytearray(data[off + 16:off + 16 + incl])))
+    off += 16 + incl
+span = frames[-1][0] - frames[0][0] + per_sec
+with open(dst, "wb") as out:
+    out.write(data[:24])
+    for k in range(copies):
+        for ts, orig, frame in frames:
+            f = bytearray(frame)
+            if k and len(f) >= 38 and f[12:14] == b"\x08\x00":
+                ihl = (f[14] & 0x0F) * 4
+                t = 14 + ihl
+                sp, dp = struct.unpack(">HH", f[t:t + 4])
+                # The client's port, moved so that each copy's connections are new ones.
+                if sp != port:
+                    sp = 1024 + (sp - 1024 + k * 4099) % 64000
+                if dp != port:
+                    dp = 1024 + (dp - 1024 + k * 4099) % 64000
+                f[t:t + 4] = struct.pack(">HH", sp, dp)
+            t2 = ts + k * span
+            out.write(struct.pack("<IIII", t2 // per_sec, t2 % per_sec, len(f), orig))
+            out.write(f)
+PY
+
+size_mb=$(du -m "$work/big.pcap" | cut -f1)
+: > "$work/runs"
+for _ in $(seq "$rounds"); do
+  /usr/bin/time -f "%e %U %S" -o "$work/time" taskset -c 0 "$bin" observe --pcap "$work/big.pcap" --port "$port" --json > "$work/out.json"
+  hs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["handshakes"]["all"]["count"])' "$work/out.json")
+  read -r wall user sys < "$work/time"
+  echo "$hs $wall $user $sys" >> "$work/runs"
+done
+frames=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["packets"]["frames"])' "$work/out.json")
+python3 - "$work/runs" "$n" "$copies" "$frames" "$size_mb" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1])]
+n, copies, frames, mb = sys.argv[2:6]
+rates = sorted(r[0] / r[1] for r in rows)
+cpu = [r[2] + r[3] for r in rows]
+print(f"| capture | {int(rows[0][0]):,} handshakes ({n} × {copies} copies), {int(frames):,} frames, {mb} MB |")
+print("|---|---|")
+print(f"| wall per run (s) | {', '.join(f'{r[1]:.2f}' for r in rows)} |")
+print(f"| CPU per run (user+sys, s) | {', '.join(f'{c:.2f}' for c in cpu)} |")
+print(f"| handshakes/s, median (best) | {statistics.median(rates):,.0f} ({rates[-1]:,.0f}) |")
+print(f"| target | 200,000 |")
+PY

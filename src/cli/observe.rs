@@ -1,0 +1,189 @@
+//! `tlsperf observe --pcap FILE | --interface IF`: flags →
+//! [`crate::observe::observe_file`] or [`crate::observe::observe_live`] → output.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{CliError, Output};
+use crate::error::ErrorClass;
+use crate::observe::live::LiveCapture;
+use crate::observe::metrics::{MetricsServer, ObserveMetrics};
+use crate::observe::{Limits, LiveOptions, Observation, Options, observe_file, observe_live};
+use crate::report::text::observation;
+
+/// Arguments of `tlsperf observe`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["pcap", "interface"])))]
+pub struct ObserveArgs {
+    /// A capture file to analyze: pcap or pcapng, as `tcpdump -w FILE` writes it
+    /// (Ethernet, Linux cooked, raw IP or loopback link layer).
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Capture live on this interface (e.g. eth0, lo); needs CAP_NET_RAW. A terminal
+    /// shows the table refreshed every second; Ctrl-C stops and keeps what was seen
+    /// (exit 130).
+    #[arg(long, value_name = "IF")]
+    interface: Option<String>,
+    /// Observe TCP connections to or from this port (repeatable; at most 32 live); every
+    /// port when not given (connections whose first bytes are not TLS are counted and
+    /// skipped).
+    #[arg(long = "port", value_name = "N")]
+    ports: Vec<u16>,
+    /// Stop a live capture after this long, e.g. 30s (else at Ctrl-C).
+    #[arg(long, value_parser = super::duration::parse_positive)]
+    duration: Option<Duration>,
+    /// Serve Prometheus /metrics here while capturing live (IP:PORT or HOST:PORT).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// Write the result document (JSON, atomically), accepted by `tlsperf merge`.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Replace --out FILE if it exists.
+    #[arg(long, requires = "out")]
+    force: bool,
+    /// Most connections tracked at once; further new connections are counted, not
+    /// tracked.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    max_flows: u64,
+    /// A connection with no segment for this long (capture time) is evicted, e.g. 60s.
+    #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive)]
+    idle_timeout: Duration,
+}
+
+/// Runs `tlsperf observe`.
+pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
+    if args.pcap.is_some() {
+        for (flag, given) in [
+            ("--duration", args.duration.is_some()),
+            ("--metrics", args.metrics.is_some()),
+        ] {
+            if given {
+                return Err(CliError::input(format!(
+                    "{flag} is for live capture (--interface IF), not --pcap"
+                )));
+            }
+        }
+    }
+    if let Some(dest) = &args.out {
+        crate::files::check_destination(dest, args.force)?;
+    }
+    let opts = Options {
+        ports: args.ports.clone(),
+        limits: Limits {
+            max_flows: usize::try_from(args.max_flows).unwrap_or(usize::MAX),
+            idle_ns: u64::try_from(args.idle_timeout.as_nanos()).unwrap_or(u64::MAX),
+            ..Limits::default()
+        },
+    };
+    let result = match (&args.pcap, &args.interface) {
+        (Some(pcap), _) => observe_file(pcap, &opts)?,
+        (None, Some(interface)) => live(&args, interface, opts, out)?,
+        // clap's group requires one of them.
+        (None, None) => return Err(CliError::input("give --pcap FILE or --interface IF")),
+    };
+    match &args.out {
+        Some(dest) => {
+            crate::doc::write(&result, dest, args.force)?;
+            out.summary(&result, || observation(&result))?;
+        }
+        None => out.result(&result, || observation(&result))?,
+    }
+    if result.interrupted {
+        return Err(CliError {
+            class: ErrorClass::Interrupted,
+            error: anyhow::anyhow!(
+                "interrupted: the result above covers what was captured until then"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn live(
+    args: &ObserveArgs,
+    interface: &str,
+    options: Options,
+    out: &Output,
+) -> Result<Observation, CliError> {
+    let capture = LiveCapture::open(interface, &options.ports)?;
+    let metrics = Arc::new(ObserveMetrics::new());
+    let _server = match &args.metrics {
+        Some(addr) => {
+            let listener = std::net::TcpListener::bind(addr.as_str()).map_err(|e| {
+                CliError::input(format!("--metrics {addr}: cannot listen there: {e}"))
+            })?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| CliError::runtime(e.into()))?;
+            let server = MetricsServer::start(listener, Arc::clone(&metrics))
+                .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("--metrics")))?;
+            anstream::eprintln!("metrics: http://{local}/metrics");
+            Some(server)
+        }
+        None => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    watch_signals(Arc::clone(&stop))?;
+    if !out.quiet() {
+        let ports: Vec<String> = options.ports.iter().map(u16::to_string).collect();
+        anstream::eprintln!(
+            "capturing on {interface}, {}; {}",
+            if ports.is_empty() {
+                "every TCP port".to_string()
+            } else {
+                format!("TCP port {}", ports.join(", "))
+            },
+            match args.duration {
+                Some(d) => format!("for {}", humantime::format_duration(d)),
+                None => "Ctrl-C to stop".to_string(),
+            }
+        );
+    }
+    let live = LiveOptions {
+        limits: options.limits,
+        duration: args.duration,
+        processes: true,
+        metrics: args.metrics.is_some().then_some(metrics),
+    };
+    let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
+    let result = observe_live(capture, &live, &stop, |snapshot| {
+        if redraw {
+            // Home, clear, the table so far.
+            let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
+        }
+    })?;
+    if redraw {
+        let _ = out.text("\x1b[H\x1b[2J");
+    }
+    Ok(result)
+}
+
+/// The first SIGINT or SIGTERM sets `stop`; a second one exits at once (130).
+fn watch_signals(stop: Arc<AtomicBool>) -> Result<(), CliError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::runtime(e.into()))?;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("observe-signals".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let first = super::signals::first_then_exit();
+                let _ = ready_tx.send(());
+                first.await;
+                stop.store(true, Ordering::Relaxed);
+                // Keep the runtime for the second signal's handler.
+                std::future::pending::<()>().await;
+            });
+        })
+        .map_err(|e| CliError::runtime(e.into()))?;
+    // The handlers are registered before the capture starts.
+    let _ = ready_rx.recv();
+    Ok(())
+}

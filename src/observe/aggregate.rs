@@ -1,0 +1,171 @@
+//! Aggregation: connection outcomes → an [`Observation`]: handshake counts and HDR
+//! histograms per phase per kind (`all` holds every kind), breakdowns by SNI, server,
+//! version and group (bounded to [`MAX_ROWS`] rows each), resumption, failures.
+
+use std::collections::BTreeMap;
+
+use super::flow::Counters;
+use super::result::{Dist, MAX_ROWS, OTHER, Observation, Packets, Row, Source};
+use super::timeline::{Failure, Handshake, Outcome};
+use super::tls;
+
+/// Builds an observation one connection at a time.
+#[derive(Debug)]
+pub struct Aggregate {
+    obs: Observation,
+}
+
+fn record(d: &mut Dist, v: Option<u64>) {
+    if let Some(v) = v {
+        // Recording fails only for a value beyond the histogram's range, which an
+        // auto-resizing histogram does not have; such a value is left out.
+        let _ = d.hdr.record_ns(v);
+    }
+}
+
+fn row<'a>(map: &'a mut BTreeMap<String, Row>, key: &str) -> &'a mut Row {
+    let key = if map.len() >= MAX_ROWS && !map.contains_key(key) {
+        OTHER
+    } else {
+        key
+    };
+    entry(map, key)
+}
+
+/// The entry of `key`, allocating the key only the first time.
+fn entry<'a, T: Default>(map: &'a mut BTreeMap<String, T>, key: &str) -> &'a mut T {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), T::default());
+    }
+    // Invariant: inserted just above when it was missing.
+    map.get_mut(key).expect("the entry exists")
+}
+
+impl Aggregate {
+    /// Nothing seen yet, from `sources` on `ports`.
+    pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Aggregate {
+        Aggregate {
+            obs: Observation::new(sources, ports),
+        }
+    }
+
+    /// Adds what became of one connection.
+    pub fn outcome(&mut self, o: Outcome) {
+        let c = &mut self.obs.connections;
+        match o {
+            Outcome::Handshake(h) => {
+                c.handshakes += 1;
+                self.handshake(&h);
+            }
+            Outcome::Failed(f) => {
+                c.failed += 1;
+                let f2 = &mut self.obs.failures;
+                match f {
+                    Failure::Alert(a) => *f2.alerts.entry(a).or_default() += 1,
+                    Failure::Reset => f2.reset += 1,
+                    Failure::Closed => f2.closed += 1,
+                    Failure::Incomplete => f2.incomplete += 1,
+                }
+            }
+            Outcome::NotTls => c.not_tls += 1,
+            Outcome::Unparsed => c.unparsed += 1,
+            Outcome::Empty => c.empty += 1,
+        }
+    }
+
+    fn handshake(&mut self, h: &Handshake) {
+        let p = &h.phases;
+        let phases = [
+            ("connect", p.connect),
+            ("server_think", p.server_think),
+            ("server_flight", p.server_flight),
+            ("client_think", p.client_think),
+            ("tls", p.tls),
+            ("first_app_byte", p.first_app_byte),
+        ];
+        for kind in ["all", h.kind.name()] {
+            let ks = entry(&mut self.obs.handshakes, kind);
+            ks.count += 1;
+            ks.server_flight_bytes.add(h.server_flight_bytes);
+            for (name, v) in phases {
+                if v.is_some() {
+                    record(entry(&mut ks.phases, name), v);
+                }
+            }
+        }
+        let resumed = h.resumption.is_some();
+        if let Some(m) = h.resumption {
+            self.obs.resumption.resumed += 1;
+            *self
+                .obs
+                .resumption
+                .by_method
+                .entry(m.to_string())
+                .or_default() += 1;
+        }
+        let hrr = h.kind == super::timeline::Kind::FullHrr;
+        let keys = [
+            (
+                0,
+                Some(h.sni.clone().unwrap_or_else(|| "(none)".to_string())),
+            ),
+            (1, Some(h.server.to_string())),
+            (2, Some(tls::version_name(h.version))),
+            (
+                3,
+                Some(h.group.map_or_else(|| "none".to_string(), tls::group_name)),
+            ),
+            (4, h.client_process.clone()),
+            (5, h.server_process.clone()),
+        ];
+        for (which, key) in keys {
+            let Some(key) = key else { continue };
+            let map = match which {
+                0 => &mut self.obs.by_sni,
+                1 => &mut self.obs.by_server,
+                2 => &mut self.obs.by_version,
+                3 => &mut self.obs.by_group,
+                4 => &mut self.obs.by_client_process,
+                _ => &mut self.obs.by_server_process,
+            };
+            let r = row(map, &key);
+            r.handshakes += 1;
+            r.resumed += u64::from(resumed);
+            r.hrr += u64::from(hrr);
+            record(&mut r.server_think, p.server_think);
+            record(&mut r.client_think, p.client_think);
+        }
+    }
+
+    /// The observation so far, with the flow table's and the capture's counters.
+    pub fn snapshot(&self, flows: Counters, packets: Packets, duration_s: f64) -> Observation {
+        let mut o = self.obs.clone();
+        let c = &mut o.connections;
+        c.tracked = flows.tracked;
+        c.midstream = flows.midstream;
+        c.evicted_idle = flows.evicted_idle;
+        c.evicted_half_open = flows.evicted_half_open;
+        c.over_cap = flows.over_cap;
+        o.packets = packets;
+        o.duration_s = duration_s;
+        let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
+        for ks in o.handshakes.values_mut() {
+            ks.phases.values_mut().for_each(fresh);
+        }
+        for map in [
+            &mut o.by_sni,
+            &mut o.by_server,
+            &mut o.by_version,
+            &mut o.by_group,
+            &mut o.by_client_process,
+            &mut o.by_server_process,
+        ] {
+            for r in map.values_mut() {
+                fresh(&mut r.server_think);
+                fresh(&mut r.client_think);
+            }
+        }
+        o.refresh();
+        o
+    }
+}

@@ -1,0 +1,130 @@
+//! The analysis pipeline shared by capture files and live capture: frame → decode → port
+//! filter → flow table (reassembly, TLS records, timelines) → aggregation.
+
+use std::sync::Arc;
+
+use super::aggregate::Aggregate;
+use super::decode::{Link, decode};
+use super::flow::{FlowTable, Limits};
+use super::metrics::ObserveMetrics;
+use super::process::Processes;
+use super::result::{Observation, Packets, Source};
+use super::timeline::Outcome;
+
+/// Frames in, an [`Observation`] out.
+#[derive(Debug)]
+pub struct Analyzer {
+    ports: Vec<u16>,
+    table: FlowTable,
+    agg: Aggregate,
+    packets: Packets,
+    first_ns: Option<u64>,
+    last_ns: u64,
+    hooks: Hooks,
+}
+
+/// What else happens to each outcome (live capture): process attribution, metrics.
+#[derive(Debug, Default)]
+struct Hooks {
+    processes: Option<Processes>,
+    metrics: Option<Arc<ObserveMetrics>>,
+}
+
+impl Hooks {
+    fn apply(&mut self, mut o: Outcome, agg: &mut Aggregate) {
+        if let (Some(p), Outcome::Handshake(h)) = (&mut self.processes, &mut o) {
+            h.client_process = p.client(h.client, h.server);
+            h.server_process = p.server(h.client, h.server);
+        }
+        if let Some(m) = &self.metrics {
+            m.outcome(&o);
+        }
+        agg.outcome(o);
+    }
+}
+
+impl Analyzer {
+    /// An analyzer of `sources`, keeping TCP segments to or from `ports` (every port when
+    /// empty).
+    pub fn new(sources: Vec<Source>, ports: Vec<u16>, limits: Limits) -> Analyzer {
+        Analyzer {
+            agg: Aggregate::new(sources, ports.clone()),
+            ports,
+            table: FlowTable::new(limits),
+            packets: Packets::default(),
+            first_ns: None,
+            last_ns: 0,
+            hooks: Hooks::default(),
+        }
+    }
+
+    /// Attributes local endpoints to processes (live capture on this host).
+    pub fn attribute_processes(&mut self) {
+        self.hooks.processes = Some(Processes::new());
+    }
+
+    /// Counts every outcome in `metrics` too.
+    pub fn export(&mut self, metrics: Arc<ObserveMetrics>) {
+        self.hooks.metrics = Some(metrics);
+    }
+
+    /// One frame captured at `ns` (nanoseconds since the Unix epoch).
+    pub fn frame(&mut self, ns: u64, link: Link, data: &[u8]) {
+        self.packets.frames += 1;
+        self.first_ns.get_or_insert(ns);
+        self.last_ns = self.last_ns.max(ns);
+        let Some(seg) = decode(link, data) else {
+            self.packets.not_tcp += 1;
+            return;
+        };
+        if !self.ports.is_empty()
+            && !self.ports.contains(&seg.src.port())
+            && !self.ports.contains(&seg.dst.port())
+        {
+            self.packets.other_ports += 1;
+            return;
+        }
+        self.packets.tcp_segments += 1;
+        if seg.flags.syn
+            && !seg.flags.ack
+            && let Some(p) = &mut self.hooks.processes
+        {
+            p.opening(seg.src, seg.dst);
+        }
+        let (agg, hooks) = (&mut self.agg, &mut self.hooks);
+        self.table.segment(ns, &seg, &mut |o| hooks.apply(o, agg));
+    }
+
+    /// Frames the kernel dropped (live capture).
+    pub fn set_kernel_drops(&mut self, drops: u64) {
+        self.packets.kernel_drops = drops;
+        if let Some(m) = &self.hooks.metrics {
+            m.kernel_drops(drops);
+        }
+    }
+
+    /// Evicts idle and half-open connections as of `now_ns` (live capture, when no
+    /// frame arrives to do it).
+    pub fn sweep(&mut self, now_ns: u64) {
+        let (agg, hooks) = (&mut self.agg, &mut self.hooks);
+        self.table.sweep(now_ns, &mut |o| hooks.apply(o, agg));
+    }
+
+    fn duration_s(&self) -> f64 {
+        self.first_ns
+            .map_or(0.0, |f| self.last_ns.saturating_sub(f) as f64 / 1e9)
+    }
+
+    /// What is known so far (connections still open are not in it).
+    pub fn snapshot(&self) -> Observation {
+        self.agg
+            .snapshot(self.table.counters(), self.packets, self.duration_s())
+    }
+
+    /// Ends every connection still open and returns the observation.
+    pub fn finish(mut self) -> Observation {
+        let (agg, hooks) = (&mut self.agg, &mut self.hooks);
+        self.table.finish(&mut |o| hooks.apply(o, agg));
+        self.snapshot()
+    }
+}

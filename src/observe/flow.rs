@@ -1,0 +1,870 @@
+//! TCP flow reassembly and the bounded flow table. Each connection is tracked from its
+//! SYN; its two byte streams are put back in order (retransmissions trimmed, segments
+//! that arrive early held until the gap before them fills), and TLS records are cut out
+//! of them as soon as they are whole and handed to the connection's
+//! [`Timeline`](super::timeline::Timeline). Once a connection's handshake and first
+//! application byte are in, its payload is no longer kept.
+//!
+//! The table is bounded: connections idle longer than the idle timeout, and half-open
+//! ones (a SYN and nothing more) after the half-open timeout, are evicted; beyond the
+//! cap new connections are not tracked and are counted. Connections whose SYN was not
+//! captured (already open when the capture began) are counted, not analyzed.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use super::decode::Segment;
+use super::timeline::{Outcome, Record, Side, Timeline};
+use super::tls::{Frame, frame};
+
+/// Limits of the flow table.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Most connections tracked at once.
+    pub max_flows: usize,
+    /// A connection without a segment for this long (capture time) is evicted.
+    pub idle_ns: u64,
+    /// A connection with a SYN and no payload for this long is evicted.
+    pub half_open_ns: u64,
+    /// Most bytes held out of order per direction before the stream is given up.
+    pub max_out_of_order: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_flows: 100_000,
+            idle_ns: 60_000_000_000,
+            half_open_ns: 10_000_000_000,
+            max_out_of_order: 256 * 1024,
+        }
+    }
+}
+
+/// What the table did besides analyzing connections (see [`FlowTable::counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Connections tracked from their SYN.
+    pub tracked: u64,
+    /// Connections whose SYN was not captured (not analyzed).
+    pub midstream: u64,
+    /// Connections evicted idle (their handshake, if complete, still counts).
+    pub evicted_idle: u64,
+    /// Half-open connections evicted.
+    pub evicted_half_open: u64,
+    /// Connections not tracked because the table was full.
+    pub over_cap: u64,
+}
+
+/// One direction's byte stream.
+#[derive(Debug, Default)]
+struct Stream {
+    /// Sequence number of stream offset 0 (the ISN + 1).
+    base: Option<u32>,
+    /// Next offset expected.
+    next: u64,
+    /// Delivered bytes not yet consumed, from offset `start`.
+    buf: Vec<u8>,
+    start: u64,
+    /// Per delivered segment: (end offset, capture time, acked every byte of the peer).
+    marks: VecDeque<(u64, u64, bool)>,
+    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag).
+    ahead: BTreeMap<u64, (Vec<u8>, u64, bool)>,
+    ahead_bytes: usize,
+}
+
+/// A stream that cannot be followed any more.
+struct Gap;
+
+impl Stream {
+    fn offset(&self, seq: u32) -> Option<u64> {
+        let base = self.base?;
+        // Relative to the next expected byte, so that sequence numbers may wrap.
+        let next_seq = base.wrapping_add(self.next as u32);
+        let delta = i64::from(seq.wrapping_sub(next_seq) as i32);
+        u64::try_from(self.next as i64 + delta).ok()
+    }
+
+    fn push(
+        &mut self,
+        seq: u32,
+        data: &[u8],
+        ns: u64,
+        acks: bool,
+        limit: usize,
+    ) -> Result<bool, Gap> {
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let Some(off) = self.offset(seq) else {
+            return Ok(false);
+        };
+        let end = off + data.len() as u64;
+        if end <= self.next {
+            return Ok(false); // a retransmission of what we have
+        }
+        if off > self.next {
+            if self.ahead_bytes + data.len() > limit {
+                return Err(Gap);
+            }
+            let keep = self
+                .ahead
+                .entry(off)
+                .or_insert_with(|| (Vec::new(), ns, acks));
+            if keep.0.len() < data.len() {
+                self.ahead_bytes += data.len() - keep.0.len();
+                *keep = (data.to_vec(), ns, acks);
+            }
+            return Ok(false);
+        }
+        self.append(off, data, ns, acks);
+        while let Some(entry) = self.ahead.first_entry() {
+            if *entry.key() > self.next {
+                break;
+            }
+            let (off, (bytes, ns, acks)) = entry.remove_entry();
+            self.ahead_bytes -= bytes.len();
+            if off + bytes.len() as u64 > self.next {
+                self.append(off, &bytes, ns, acks);
+            }
+        }
+        Ok(true)
+    }
+
+    fn append(&mut self, off: u64, data: &[u8], ns: u64, acks: bool) {
+        // Invariant: off <= next < off + data.len() (checked by the callers).
+        let skip = (self.next - off) as usize;
+        self.buf.extend_from_slice(&data[skip..]);
+        self.next = off + data.len() as u64;
+        self.marks.push_back((self.next, ns, acks));
+    }
+
+    /// Capture time and acks flag of the segment that delivered offset `off`.
+    fn mark_at(&self, off: u64) -> (u64, bool) {
+        self.marks
+            .iter()
+            .find(|m| m.0 > off)
+            .or(self.marks.back())
+            .map_or((0, false), |m| (m.1, m.2))
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.buf.drain(..n);
+        self.start += n as u64;
+        while self.marks.front().is_some_and(|m| m.0 <= self.start) {
+            self.marks.pop_front();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.buf = Vec::new();
+        self.marks = VecDeque::new();
+        self.ahead = BTreeMap::new();
+        self.ahead_bytes = 0;
+    }
+}
+
+#[derive(Debug)]
+struct Flow {
+    client: SocketAddr,
+    /// Client → server, server → client.
+    streams: [Stream; 2],
+    timeline: Option<Timeline>,
+    syn_ack: bool,
+    fin: [bool; 2],
+    payload_seen: bool,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+type Key = (SocketAddr, SocketAddr);
+
+fn key(a: SocketAddr, b: SocketAddr) -> Key {
+    if a <= b { (a, b) } else { (b, a) }
+}
+
+/// The flow table: segments in, connection outcomes out (to `sink`).
+#[derive(Debug)]
+pub struct FlowTable {
+    // foldhash: the table is looked up for every segment; SipHash's DoS resistance is not
+    // needed for addresses of connections that were opened (a flood is bounded by the
+    // cap), and costs a third of the per-segment time.
+    flows: HashMap<Key, Flow, foldhash::fast::RandomState>,
+    limits: Limits,
+    counters: Counters,
+    last_sweep_ns: u64,
+}
+
+impl FlowTable {
+    /// An empty table.
+    pub fn new(limits: Limits) -> FlowTable {
+        FlowTable {
+            flows: HashMap::default(),
+            limits,
+            counters: Counters::default(),
+            last_sweep_ns: 0,
+        }
+    }
+
+    /// What the table did besides analysis.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Connections tracked right now.
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// True when no connection is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// One segment captured at `ns`; ended connections go to `sink`.
+    pub fn segment(&mut self, ns: u64, seg: &Segment<'_>, sink: &mut impl FnMut(Outcome)) {
+        if ns >= self.last_sweep_ns.saturating_add(1_000_000_000) {
+            self.sweep(ns, sink);
+        }
+        let k = key(seg.src, seg.dst);
+        // A new SYN (another initial sequence number) on the addresses of a connection
+        // still tracked: the port was reused before that connection was seen to close.
+        if seg.flags.syn
+            && !seg.flags.ack
+            && self.flows.get(&k).is_some_and(|f| {
+                f.client != seg.src || f.streams[0].base != Some(seg.seq.wrapping_add(1))
+            })
+            && let Some(old) = self.flows.remove(&k)
+            && let Some(tl) = old.timeline
+        {
+            sink(tl.outcome());
+        }
+        let flow = match self.flows.get_mut(&k) {
+            Some(f) => f,
+            None => {
+                if self.flows.len() >= self.limits.max_flows {
+                    if seg.flags.syn && !seg.flags.ack {
+                        self.counters.over_cap += 1;
+                    }
+                    return;
+                }
+                let tracked = seg.flags.syn && !seg.flags.ack;
+                if !tracked && seg.payload.is_empty() {
+                    // A bare ACK, FIN or RST of a connection not tracked (often the last
+                    // ACK of one just closed): nothing to follow.
+                    return;
+                }
+                if tracked {
+                    self.counters.tracked += 1;
+                } else {
+                    self.counters.midstream += 1;
+                }
+                self.flows.entry(k).or_insert_with(|| Flow {
+                    client: seg.src,
+                    streams: [Stream::default(), Stream::default()],
+                    timeline: tracked.then(|| Timeline::new(seg.src, seg.dst)),
+                    syn_ack: false,
+                    fin: [false; 2],
+                    payload_seen: false,
+                    first_ns: ns,
+                    last_ns: ns,
+                })
+            }
+        };
+        flow.last_ns = ns;
+        if !seg.payload.is_empty() {
+            flow.payload_seen = true;
+        }
+        let side = if seg.src == flow.client {
+            Side::Client
+        } else {
+            Side::Server
+        };
+        let Some(tl) = flow.timeline.as_mut() else {
+            // Not analyzed: forget it once it closes.
+            if seg.flags.rst || seg.flags.fin {
+                self.flows.remove(&k);
+            }
+            return;
+        };
+        let (me, peer) = match side {
+            Side::Client => (0, 1),
+            Side::Server => (1, 0),
+        };
+        if seg.flags.syn {
+            if side == Side::Client && !seg.flags.ack {
+                tl.syn(ns);
+                flow.streams[0].base.get_or_insert(seg.seq.wrapping_add(1));
+            } else if side == Side::Server && seg.flags.ack {
+                flow.syn_ack = true;
+                flow.streams[1].base.get_or_insert(seg.seq.wrapping_add(1));
+            }
+        } else if side == Side::Client && seg.flags.ack && flow.syn_ack {
+            tl.handshake_ack(ns);
+        }
+        if flow.streams[me].base.is_none() && !seg.payload.is_empty() {
+            // The SYN-ACK was not captured: start the server's stream here.
+            flow.streams[me].base = Some(seg.seq);
+        }
+        if !seg.payload.is_empty() && !tl.done() {
+            let acks = seg.flags.ack
+                && flow.streams[peer].base.is_some_and(|b| {
+                    i64::from(seg.ack.wrapping_sub(b) as i32) >= flow.streams[peer].next as i64
+                });
+            let limit = self.limits.max_out_of_order;
+            match flow.streams[me].push(seg.seq, seg.payload, ns, acks, limit) {
+                Ok(true) => drain_records(&mut flow.streams[me], side, tl),
+                Ok(false) => {}
+                Err(Gap) => tl.unparsed(),
+            }
+            if tl.done() {
+                flow.streams[0].clear();
+                flow.streams[1].clear();
+            }
+        }
+        if seg.flags.rst {
+            tl.reset();
+        }
+        if seg.flags.fin {
+            tl.fin();
+            flow.fin[me] = true;
+        }
+        if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
+            && let Some(f) = self.flows.remove(&k)
+            && let Some(tl) = f.timeline
+        {
+            sink(tl.outcome());
+        }
+    }
+
+    /// Evicts idle and half-open connections as of capture time `now_ns`.
+    pub fn sweep(&mut self, now_ns: u64, sink: &mut impl FnMut(Outcome)) {
+        self.last_sweep_ns = now_ns;
+        let limits = self.limits;
+        let mut evicted = Vec::new();
+        for (k, f) in &self.flows {
+            let idle = now_ns.saturating_sub(f.last_ns);
+            if !f.payload_seen && now_ns.saturating_sub(f.first_ns) > limits.half_open_ns {
+                evicted.push((*k, true));
+            } else if idle > limits.idle_ns {
+                evicted.push((*k, false));
+            }
+        }
+        for (k, half_open) in evicted {
+            if half_open {
+                self.counters.evicted_half_open += 1;
+            } else {
+                self.counters.evicted_idle += 1;
+            }
+            if let Some(f) = self.flows.remove(&k)
+                && let Some(tl) = f.timeline
+            {
+                sink(tl.outcome());
+            }
+        }
+    }
+
+    /// Ends every connection still tracked (the capture is over).
+    pub fn finish(&mut self, sink: &mut impl FnMut(Outcome)) {
+        for (_, f) in self.flows.drain() {
+            if let Some(tl) = f.timeline {
+                sink(tl.outcome());
+            }
+        }
+    }
+}
+
+/// Cuts the whole records out of a stream and gives them to the timeline.
+fn drain_records(stream: &mut Stream, side: Side, tl: &mut Timeline) {
+    let mut used = 0;
+    loop {
+        match frame(&stream.buf[used..]) {
+            Frame::NeedMore => break,
+            Frame::Garbage => {
+                tl.not_tls();
+                break;
+            }
+            Frame::Record { content_type, len } => {
+                let first = stream.start + used as u64;
+                let last = first + 5 + len as u64 - 1;
+                let (first_ns, acks_server) = stream.mark_at(first);
+                let (last_ns, _) = stream.mark_at(last);
+                tl.record(&Record {
+                    side,
+                    content_type,
+                    body: &stream.buf[used + 5..used + 5 + len],
+                    first_ns,
+                    last_ns,
+                    acks_server,
+                });
+                used += 5 + len;
+                if tl.done() {
+                    break;
+                }
+            }
+        }
+    }
+    stream.consume(used);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::decode::Flags;
+    use crate::observe::timeline::{Handshake, Kind};
+
+    const C: &str = "10.0.0.1:40000";
+    const S: &str = "10.0.0.2:443";
+
+    fn record(content_type: u8, body: &[u8]) -> Vec<u8> {
+        let mut r = vec![content_type, 3, 3];
+        r.extend((body.len() as u16).to_be_bytes());
+        r.extend(body);
+        r
+    }
+
+    fn handshake_msg(t: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![t];
+        m.extend(&(body.len() as u32).to_be_bytes()[1..]);
+        m.extend(body);
+        m
+    }
+
+    fn ext(t: u16, body: &[u8]) -> Vec<u8> {
+        let mut e = t.to_be_bytes().to_vec();
+        e.extend((body.len() as u16).to_be_bytes());
+        e.extend(body);
+        e
+    }
+
+    /// A TLS 1.3 ClientHello for `localhost` with an x25519 key share.
+    fn client_hello() -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend([7; 32]);
+        b.push(0); // session id
+        b.extend([0, 2, 0x13, 0x01]); // one suite
+        b.extend([1, 0]); // null compression
+        let mut exts = Vec::new();
+        let name = b"localhost";
+        let mut sni = ((name.len() + 3) as u16).to_be_bytes().to_vec();
+        sni.push(0);
+        sni.extend((name.len() as u16).to_be_bytes());
+        sni.extend(name);
+        exts.extend(ext(0, &sni));
+        exts.extend(ext(43, &[2, 3, 4]));
+        let mut ks = vec![0, 36, 0, 0x1d, 0, 32];
+        ks.extend([9; 32]);
+        exts.extend(ext(51, &ks));
+        b.extend((exts.len() as u16).to_be_bytes());
+        b.extend(exts);
+        record(22, &handshake_msg(1, &b))
+    }
+
+    /// A TLS 1.3 ServerHello choosing x25519.
+    fn server_hello() -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend([5; 32]);
+        b.push(0);
+        b.extend([0x13, 0x01, 0]);
+        let mut exts = ext(43, &[3, 4]);
+        let mut ks = vec![0, 0x1d, 0, 32];
+        ks.extend([8; 32]);
+        exts.extend(ext(51, &ks));
+        b.extend((exts.len() as u16).to_be_bytes());
+        b.extend(exts);
+        record(22, &handshake_msg(2, &b))
+    }
+
+    struct Seg {
+        ns: u64,
+        from_client: bool,
+        flags: Flags,
+        seq: u32,
+        ack: u32,
+        payload: Vec<u8>,
+    }
+
+    /// A TLS 1.3 full handshake, timestamps in µs: SYN 0, SYN-ACK 1, ACK 2, ClientHello
+    /// 10, the server's flight 20 (ServerHello, CCS, 2 encrypted records of 1000 bytes),
+    /// the client's Finished and request 30, the response 40, FINs 50.
+    fn conversation() -> Vec<Seg> {
+        let us = 1_000;
+        let (cisn, sisn) = (u32::MAX - 100, 7_000u32);
+        let ch = client_hello();
+        let mut flight = server_hello();
+        flight.extend(record(20, &[1]));
+        flight.extend(record(23, &[0xaa; 1000]));
+        flight.extend(record(23, &[0xbb; 1000]));
+        let mut fin = record(20, &[1]);
+        fin.extend(record(23, &[0xcc; 53]));
+        let req = record(23, &[0xdd; 80]);
+        let resp = record(23, &[0xee; 300]);
+        let f = |syn, ack, fin| Flags {
+            syn,
+            ack,
+            fin,
+            rst: false,
+        };
+        let c0 = cisn.wrapping_add(1);
+        let s0 = sisn.wrapping_add(1);
+        let cl = |n: usize| c0.wrapping_add(n as u32);
+        let sl = |n: usize| s0.wrapping_add(n as u32);
+        let after_flight = sl(flight.len());
+        vec![
+            Seg {
+                ns: 0,
+                from_client: true,
+                flags: f(true, false, false),
+                seq: cisn,
+                ack: 0,
+                payload: vec![],
+            },
+            Seg {
+                ns: us,
+                from_client: false,
+                flags: f(true, true, false),
+                seq: sisn,
+                ack: c0,
+                payload: vec![],
+            },
+            Seg {
+                ns: 2 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: c0,
+                ack: s0,
+                payload: vec![],
+            },
+            Seg {
+                ns: 10 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: c0,
+                ack: s0,
+                payload: ch.clone(),
+            },
+            Seg {
+                ns: 20 * us,
+                from_client: false,
+                flags: f(false, true, false),
+                seq: s0,
+                ack: cl(ch.len()),
+                payload: flight.clone(),
+            },
+            Seg {
+                ns: 30 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: cl(ch.len()),
+                ack: after_flight,
+                payload: fin.clone(),
+            },
+            Seg {
+                ns: 31 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: cl(ch.len() + fin.len()),
+                ack: after_flight,
+                payload: req.clone(),
+            },
+            Seg {
+                ns: 40 * us,
+                from_client: false,
+                flags: f(false, true, false),
+                seq: after_flight,
+                ack: cl(ch.len() + fin.len() + req.len()),
+                payload: resp.clone(),
+            },
+            Seg {
+                ns: 50 * us,
+                from_client: true,
+                flags: f(false, true, true),
+                seq: cl(ch.len() + fin.len() + req.len()),
+                ack: sl(flight.len() + resp.len()),
+                payload: vec![],
+            },
+            Seg {
+                ns: 50 * us,
+                from_client: false,
+                flags: f(false, true, true),
+                seq: sl(flight.len() + resp.len()),
+                ack: cl(ch.len() + fin.len() + req.len() + 1),
+                payload: vec![],
+            },
+        ]
+    }
+
+    /// Splits every payload into pieces of `size` bytes (same capture time).
+    fn split(segs: Vec<Seg>, size: usize) -> Vec<Seg> {
+        let mut out = Vec::new();
+        for s in segs {
+            if s.payload.len() <= size {
+                out.push(s);
+                continue;
+            }
+            for (i, chunk) in s.payload.chunks(size).enumerate() {
+                out.push(Seg {
+                    ns: s.ns,
+                    from_client: s.from_client,
+                    flags: s.flags,
+                    seq: s.seq.wrapping_add((i * size) as u32),
+                    ack: s.ack,
+                    payload: chunk.to_vec(),
+                });
+            }
+        }
+        out
+    }
+
+    fn run(segs: &[Seg]) -> (Vec<Outcome>, Counters) {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let mut table = FlowTable::new(Limits::default());
+        let mut out = Vec::new();
+        for seg in segs {
+            let (src, dst) = if seg.from_client { (c, s) } else { (s, c) };
+            let segment = Segment {
+                src,
+                dst,
+                seq: seg.seq,
+                ack: seg.ack,
+                flags: seg.flags,
+                payload: &seg.payload,
+            };
+            table.segment(seg.ns, &segment, &mut |o| out.push(o));
+        }
+        table.finish(&mut |o| out.push(o));
+        (out, table.counters())
+    }
+
+    fn handshake(segs: &[Seg]) -> Handshake {
+        let (out, _) = run(segs);
+        assert_eq!(out.len(), 1, "{out:?}");
+        match out.into_iter().next() {
+            Some(Outcome::Handshake(h)) => *h,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn expected() -> Handshake {
+        let us = 1_000;
+        let h = handshake(&conversation());
+        assert_eq!(h.kind, Kind::Full);
+        assert_eq!(h.sni.as_deref(), Some("localhost"));
+        assert_eq!((h.version, h.group, h.suite), (0x0304, Some(0x1d), 0x1301));
+        let p = h.phases;
+        assert_eq!(p.connect, Some(2 * us));
+        assert_eq!(p.server_think, Some(10 * us));
+        assert_eq!(p.server_flight, Some(0));
+        assert_eq!(p.client_think, Some(10 * us));
+        assert_eq!(p.tls, Some(20 * us));
+        assert_eq!(p.first_app_byte, Some(31 * us));
+        h
+    }
+
+    #[test]
+    fn a_straight_conversation_has_its_phases() {
+        let h = expected();
+        assert_eq!(
+            h.server_flight_bytes,
+            (server_hello().len() + 6 + 2 * 1005) as u64
+        );
+    }
+
+    #[test]
+    fn records_split_across_segments_give_the_same_timeline() {
+        let want = expected();
+        for size in [1, 2, 5, 7, 100, 999] {
+            assert_eq!(
+                handshake(&split(conversation(), size)),
+                want,
+                "pieces of {size}"
+            );
+        }
+    }
+
+    #[test]
+    fn retransmissions_and_out_of_order_segments_give_the_same_timeline() {
+        let want = expected();
+        // Every payload piece sent twice (a retransmission of what arrived).
+        let mut with_copies = Vec::new();
+        for s in split(conversation(), 300) {
+            if !s.payload.is_empty() {
+                with_copies.push(Seg {
+                    payload: s.payload.clone(),
+                    ..s
+                });
+            }
+            with_copies.push(s);
+        }
+        assert_eq!(handshake(&with_copies), want);
+        // … and each flight's pieces in reverse order (the record completes on the last
+        // to arrive, at the same capture time).
+        let mut reordered = split(conversation(), 300);
+        let flight: Vec<usize> = (0..reordered.len())
+            .filter(|&i| {
+                !reordered[i].from_client
+                    && !reordered[i].payload.is_empty()
+                    && reordered[i].ns == 20_000
+            })
+            .collect();
+        let (a, b) = (flight[0], flight[flight.len() - 1]);
+        reordered[a..=b].reverse();
+        assert_eq!(handshake(&reordered), want);
+    }
+
+    #[test]
+    fn garbage_in_a_stream_is_not_tls_or_unparsed_never_a_panic() {
+        let mut segs = conversation();
+        segs[3].payload = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
+        let (out, _) = run(&segs);
+        assert_eq!(out, vec![Outcome::NotTls]);
+        let mut segs = conversation();
+        let n = segs[4].payload.len();
+        segs[4].payload = vec![0x42; n];
+        let (out, _) = run(&segs);
+        assert_eq!(out, vec![Outcome::Unparsed]);
+        // Random payloads in every segment.
+        let mut x: u64 = 0xdead_beef_cafe_f00d;
+        for _ in 0..200 {
+            let mut segs = conversation();
+            for s in &mut segs {
+                for b in &mut s.payload {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if x.is_multiple_of(7) {
+                        *b = x as u8;
+                    }
+                }
+            }
+            let _ = run(&segs);
+        }
+    }
+
+    #[test]
+    fn a_reset_mid_handshake_is_a_failure_and_late_acks_open_nothing() {
+        let mut segs = conversation();
+        segs.truncate(5);
+        segs[4].flags.rst = true;
+        segs[4].payload.clear();
+        // The client's ACK of the reset's segment comes after the flow is gone.
+        segs.push(Seg {
+            payload: vec![],
+            ..conversation().swap_remove(2)
+        });
+        let (out, counters) = run(&segs);
+        assert_eq!(
+            out,
+            vec![Outcome::Failed(crate::observe::timeline::Failure::Reset)]
+        );
+        assert_eq!((counters.tracked, counters.midstream), (1, 0));
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let mut table = FlowTable::new(Limits {
+            max_flows: 10,
+            ..Limits::default()
+        });
+        let mut out = Vec::new();
+        for i in 0..25u16 {
+            let src = SocketAddr::new(c.ip(), 1000 + i);
+            let syn = Segment {
+                src,
+                dst: s,
+                seq: 1,
+                ack: 0,
+                flags: Flags {
+                    syn: true,
+                    ..Flags::default()
+                },
+                payload: &[],
+            };
+            table.segment(u64::from(i), &syn, &mut |o| out.push(o));
+        }
+        assert_eq!(table.len(), 10);
+        assert_eq!(table.counters().over_cap, 15);
+        // 11 s later every half-open connection is evicted.
+        table.sweep(11_000_000_000, &mut |o| out.push(o));
+        assert!(table.is_empty());
+        assert_eq!(table.counters().evicted_half_open, 10);
+        assert!(out.iter().all(|o| *o == Outcome::Empty), "{out:?}");
+    }
+
+    #[test]
+    fn a_reused_port_starts_a_new_connection() {
+        // The first connection never closes (its FINs were not captured); the same
+        // addresses open again with another initial sequence number.
+        let mut first = conversation();
+        first.truncate(8);
+        let mut second = conversation();
+        for s in &mut second {
+            s.ns += 1_000_000;
+            if s.from_client {
+                s.seq = s.seq.wrapping_add(50_000);
+            } else {
+                s.ack = s.ack.wrapping_add(50_000);
+            }
+        }
+        let all: Vec<Seg> = first.into_iter().chain(second).collect();
+        let (out, counters) = run(&all);
+        assert_eq!(counters.tracked, 2);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(
+            out.iter().all(|o| matches!(o, Outcome::Handshake(_))),
+            "{out:?}"
+        );
+    }
+
+    /// What the fuzz target `observe_flow` does, with pseudo-random inputs.
+    #[test]
+    fn random_segment_sequences_never_panic() {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let mut x: u64 = 0x0123_4567_89ab_cdef;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..300 {
+            let mut table = FlowTable::new(Limits {
+                max_out_of_order: 4096,
+                ..Limits::default()
+            });
+            let mut outcomes = 0u64;
+            let mut ns = 0;
+            let base = next() as u32;
+            for _ in 0..(next() % 60) {
+                let ctl = next();
+                // Sequence numbers near each other, so that segments overlap and fill gaps.
+                let seq = base.wrapping_add((next() % 3000) as u32);
+                let ack = base.wrapping_add((next() % 3000) as u32);
+                let mut payload: Vec<u8> = (0..next() % 400).map(|_| next() as u8).collect();
+                if ctl & 64 != 0 && payload.len() > 5 {
+                    // A plausible record header now and then.
+                    payload[..3].copy_from_slice(&[22, 3, 3]);
+                }
+                let (src, dst) = if ctl & 1 == 0 { (c, s) } else { (s, c) };
+                let seg = Segment {
+                    src,
+                    dst,
+                    seq,
+                    ack,
+                    flags: Flags {
+                        syn: ctl & 2 != 0,
+                        ack: ctl & 4 != 0,
+                        fin: ctl & 8 != 0,
+                        rst: ctl & 16 != 0,
+                    },
+                    payload: &payload,
+                };
+                ns += (ctl >> 40) % 3 * 1_000_000_000;
+                table.segment(ns, &seg, &mut |_| outcomes += 1);
+            }
+            table.finish(&mut |_| outcomes += 1);
+            assert!(outcomes <= table.counters().tracked);
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! Live capture from a network interface: an `AF_PACKET` raw socket bound to the
+//! interface, with a classic BPF filter attached in the kernel (`SO_ATTACH_FILTER`) so
+//! that only TCP segments to or from the chosen ports cross into userspace (and, on a
+//! loopback interface, each packet once: its outgoing copy is dropped in the kernel, as
+//! libpcap does). Each frame's time is the kernel's receive timestamp
+//! (`SO_TIMESTAMPNS`), not the time tlsperf read it. The kernel's drop counter comes from
+//! `PACKET_STATISTICS`. Needs `CAP_NET_RAW`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use super::ObserveError;
+use super::decode::Link;
+
+/// The most ports the kernel filter takes (its jumps are 8-bit).
+pub const MAX_PORTS: usize = 32;
+
+/// Bytes kept of each frame (a GRO-merged loopback segment is at most 64 KiB).
+pub const SNAPLEN: usize = 256 * 1024;
+
+/// An open live capture.
+#[derive(Debug)]
+pub struct LiveCapture {
+    fd: OwnedFd,
+    link: Link,
+    drops: u64,
+    interface: String,
+    ports: Vec<u16>,
+}
+
+/// What kind of link layer an interface has, from `/sys/class/net/IF/type`.
+fn link_of(interface: &str) -> Result<(Link, bool), ObserveError> {
+    let path = format!("/sys/class/net/{interface}/type");
+    let text = std::fs::read_to_string(&path).map_err(|_| ObserveError::NoInterface {
+        interface: interface.to_string(),
+    })?;
+    match text.trim() {
+        // ARPHRD_ETHER; ARPHRD_LOOPBACK (a zeroed Ethernet header).
+        "1" => Ok((Link::Ethernet, false)),
+        "772" => Ok((Link::Ethernet, true)),
+        // ARPHRD_NONE (tun, WireGuard): IP packets without a link header.
+        "65534" => Ok((Link::RawIp, false)),
+        other => Err(ObserveError::UnsupportedInterface {
+            interface: interface.to_string(),
+            arphrd: other.to_string(),
+        }),
+    }
+}
+
+// Classic BPF opcodes (linux/filter.h).
+const LD: u16 = 0x00;
+const LDX: u16 = 0x01;
+const ALU: u16 = 0x04;
+const JMP: u16 = 0x05;
+const RET: u16 = 0x06;
+const W: u16 = 0x00;
+const H: u16 = 0x08;
+const B: u16 = 0x10;
+const ABS: u16 = 0x20;
+const IND: u16 = 0x40;
+const MSH: u16 = 0xa0;
+const JEQ: u16 = 0x10;
+const JSET: u16 = 0x40;
+const RSH: u16 = 0x70;
+const K: u16 = 0x00;
+/// `SKF_AD_OFF + SKF_AD_PKTTYPE`: the packet's type (4: outgoing).
+const PKTTYPE: u32 = 0xffff_f000 + 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum To {
+    Next,
+    Accept,
+    Drop,
+    V4,
+    V6,
+}
+
+/// One instruction with symbolic jump targets.
+#[derive(Debug, Clone, Copy)]
+struct Insn {
+    code: u16,
+    jt: To,
+    jf: To,
+    k: u32,
+}
+
+fn op(code: u16, k: u32) -> Insn {
+    Insn {
+        code,
+        jt: To::Next,
+        jf: To::Next,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: To, jf: To) -> Insn {
+    Insn { code, jt, jf, k }
+}
+
+/// The kernel filter: TCP over IPv4 (not a non-first fragment) or IPv6 (TCP as the first
+/// next header), to or from one of `ports` (any port when empty); on loopback, not the
+/// outgoing copy.
+pub fn filter(link: Link, loopback: bool, ports: &[u16]) -> Vec<libc::sock_filter> {
+    let l: u32 = if link == Link::Ethernet { 14 } else { 0 };
+    let mut head = Vec::new();
+    if loopback {
+        head.push(op(LD | W | ABS, PKTTYPE));
+        head.push(jump(JMP | JEQ | K, 4, To::Drop, To::Next));
+    }
+    if link == Link::Ethernet {
+        head.push(op(LD | H | ABS, 12));
+        head.push(jump(JMP | JEQ | K, 0x0800, To::V4, To::Next));
+        head.push(jump(JMP | JEQ | K, 0x86dd, To::V6, To::Drop));
+    } else {
+        head.push(op(LD | B | ABS, 0));
+        head.push(op(ALU | RSH | K, 4));
+        head.push(jump(JMP | JEQ | K, 4, To::V4, To::Next));
+        head.push(jump(JMP | JEQ | K, 6, To::V6, To::Drop));
+    }
+    let port_checks = |v: &mut Vec<Insn>, load: Insn, load2: Insn| {
+        if ports.is_empty() {
+            v.push(op(RET | K, SNAPLEN as u32));
+            return;
+        }
+        for load in [load, load2] {
+            v.push(load);
+            for p in ports {
+                v.push(jump(JMP | JEQ | K, u32::from(*p), To::Accept, To::Next));
+            }
+        }
+        v.push(op(RET | K, 0));
+    };
+    let mut v4 = vec![
+        op(LD | B | ABS, l + 9),
+        jump(JMP | JEQ | K, 6, To::Next, To::Drop),
+        op(LD | H | ABS, l + 6),
+        jump(JMP | JSET | K, 0x1fff, To::Drop, To::Next),
+        op(LDX | B | MSH, l),
+    ];
+    port_checks(&mut v4, op(LD | H | IND, l), op(LD | H | IND, l + 2));
+    let mut v6 = vec![
+        op(LD | B | ABS, l + 6),
+        jump(JMP | JEQ | K, 6, To::Next, To::Drop),
+    ];
+    port_checks(&mut v6, op(LD | H | ABS, l + 40), op(LD | H | ABS, l + 42));
+    let v4_at = head.len();
+    let v6_at = v4_at + v4.len();
+    let accept_at = v6_at + v6.len();
+    let drop_at = accept_at + 1;
+    let mut all: Vec<Insn> = head.into_iter().chain(v4).chain(v6).collect();
+    all.push(op(RET | K, SNAPLEN as u32));
+    all.push(op(RET | K, 0));
+    let at = |t: To, i: usize| -> u8 {
+        let target = match t {
+            To::Next => i + 1,
+            To::Accept => accept_at,
+            To::Drop => drop_at,
+            To::V4 => v4_at,
+            To::V6 => v6_at,
+        };
+        // Invariant: every jump is forward and, with at most MAX_PORTS ports, shorter
+        // than 256 instructions.
+        u8::try_from(target - (i + 1)).expect("a BPF jump fits in 8 bits")
+    };
+    all.iter()
+        .enumerate()
+        .map(|(i, insn)| libc::sock_filter {
+            code: insn.code,
+            jt: at(insn.jt, i),
+            jf: at(insn.jf, i),
+            k: insn.k,
+        })
+        .collect()
+}
+
+fn errno() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn setsockopt<T>(fd: i32, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` points to a live T of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r < 0 { Err(errno()) } else { Ok(()) }
+}
+
+impl LiveCapture {
+    /// Opens a capture on `interface` of TCP segments to or from `ports` (every port
+    /// when empty).
+    pub fn open(interface: &str, ports: &[u16]) -> Result<LiveCapture, ObserveError> {
+        if interface.is_empty()
+            || interface.len() >= libc::IFNAMSIZ
+            || interface.contains(['/', '\0'])
+            || interface == "."
+            || interface == ".."
+        {
+            return Err(ObserveError::NoInterface {
+                interface: interface.to_string(),
+            });
+        }
+        if ports.len() > MAX_PORTS {
+            return Err(ObserveError::TooManyPorts { count: ports.len() });
+        }
+        let (link, loopback) = link_of(interface)?;
+        let name = std::ffi::CString::new(interface).map_err(|_| ObserveError::NoInterface {
+            interface: interface.to_string(),
+        })?;
+        // SAFETY: a NUL-terminated name.
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if index == 0 {
+            return Err(ObserveError::NoInterface {
+                interface: interface.to_string(),
+            });
+        }
+        let live = |source: io::Error| ObserveError::Live {
+            interface: interface.to_string(),
+            source,
+        };
+        // Protocol 0: nothing is received until the filter is in place and the socket is
+        // bound with ETH_P_ALL.
+        // SAFETY: plain socket(2).
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            let e = errno();
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM | libc::EACCES) => ObserveError::NeedCapNetRaw {
+                    interface: interface.to_string(),
+                },
+                _ => live(e),
+            });
+        }
+        // SAFETY: `raw` is a descriptor we own from here on.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut program = filter(link, loopback, ports);
+        let prog = libc::sock_fprog {
+            len: program.len() as u16,
+            filter: program.as_mut_ptr(),
+        };
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(live)?;
+        // A deep receive queue against bursts (root may exceed rmem_max).
+        let size: libc::c_int = 64 << 20;
+        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &size).is_err() {
+            let _ = setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &size);
+        }
+        let on: libc::c_int = 1;
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &on).map_err(live)?;
+        let timeout = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 100_000,
+        };
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &timeout).map_err(live)?;
+        // SAFETY: zeroed sockaddr_ll is valid; the fields set are its documented ones.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = index as i32;
+        // SAFETY: a valid sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(live(errno()));
+        }
+        let mut cap = LiveCapture {
+            fd,
+            link,
+            drops: 0,
+            interface: interface.to_string(),
+            ports: ports.to_vec(),
+        };
+        // Counters start now.
+        let _ = cap.read_stats();
+        cap.drops = 0;
+        Ok(cap)
+    }
+
+    /// The interface.
+    pub fn interface(&self) -> &str {
+        &self.interface
+    }
+
+    /// The ports filtered on (every port when empty).
+    pub fn ports(&self) -> &[u16] {
+        &self.ports
+    }
+
+    /// The interface's link layer.
+    pub fn link(&self) -> Link {
+        self.link
+    }
+
+    /// The next frame into `buf`: `(kernel receive time in ns since the epoch, bytes
+    /// kept)`, or `None` after 100 ms without one (or on a signal).
+    pub fn next(&mut self, buf: &mut [u8]) -> io::Result<Option<(u64, usize)>> {
+        self.recv(buf, 0)
+    }
+
+    /// The next frame already queued, without waiting: `None` when there is none (to
+    /// read what was captured before a stop).
+    pub fn next_queued(&mut self, buf: &mut [u8]) -> io::Result<Option<(u64, usize)>> {
+        self.recv(buf, libc::MSG_DONTWAIT)
+    }
+
+    fn recv(&mut self, buf: &mut [u8], flags: i32) -> io::Result<Option<(u64, usize)>> {
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // Room for one SCM_TIMESTAMPNS (a timespec) with its header, aligned.
+        let mut control = [0u64; 8];
+        // SAFETY: zeroed msghdr is valid; the pointers set point to live buffers.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: `msg` describes buffers that outlive the call.
+        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags) };
+        if n < 0 {
+            let e = errno();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let mut ns = None;
+        // SAFETY: walking the control messages the kernel wrote into `msg`.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    ns = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        let ns = match ns {
+            Some(ns) => ns,
+            // No kernel timestamp (should not happen with SO_TIMESTAMPNS): now.
+            None => now_ns(),
+        };
+        Ok(Some((ns, (n as usize).min(buf.len()))))
+    }
+
+    fn read_stats(&mut self) -> io::Result<u64> {
+        // SAFETY: zeroed tpacket_stats is valid; getsockopt writes at most its size.
+        let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if r < 0 {
+            return Err(errno());
+        }
+        Ok(u64::from(st.tp_drops))
+    }
+
+    /// Frames the kernel dropped since the capture opened (its counter resets on every
+    /// read, so it is added up here).
+    pub fn drops(&mut self) -> u64 {
+        if let Ok(d) = self.read_stats() {
+            self.drops += d;
+        }
+        self.drops
+    }
+}
+
+/// The wall clock, ns since the Unix epoch.
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// How often a live observation reports progress.
+pub const TICK: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A classic BPF interpreter for the instructions [`filter`] emits.
+    fn run(prog: &[libc::sock_filter], pkt: &[u8], pkttype: u32) -> u32 {
+        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        let byte = |i: u32| u32::from(*pkt.get(i as usize).unwrap_or(&0));
+        loop {
+            let i = prog[pc];
+            pc += 1;
+            match i.code {
+                c if c == LD | W | ABS && i.k == PKTTYPE => a = pkttype,
+                c if c == LD | H | ABS => a = byte(i.k) << 8 | byte(i.k + 1),
+                c if c == LD | B | ABS => a = byte(i.k),
+                c if c == LD | H | IND => a = byte(x + i.k) << 8 | byte(x + i.k + 1),
+                c if c == LDX | B | MSH => x = 4 * (byte(i.k) & 0xf),
+                c if c == ALU | RSH | K => a >>= i.k,
+                c if c == JMP | JEQ | K => {
+                    pc += usize::from(if a == i.k { i.jt } else { i.jf });
+                }
+                c if c == JMP | JSET | K => {
+                    pc += usize::from(if a & i.k != 0 { i.jt } else { i.jf });
+                }
+                c if c == RET | K => return i.k,
+                other => panic!("unexpected opcode {other:#x}"),
+            }
+        }
+    }
+
+    fn tcp4(sport: u16, dport: u16) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+            .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
+            .tcp(sport, dport, 1, 100);
+        let mut out = Vec::new();
+        b.write(&mut out, b"x").unwrap();
+        out
+    }
+
+    fn tcp6(sport: u16, dport: u16) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+            .ipv6([0; 16], [0; 16], 64)
+            .tcp(sport, dport, 1, 100);
+        let mut out = Vec::new();
+        b.write(&mut out, b"x").unwrap();
+        out
+    }
+
+    #[test]
+    fn the_filter_keeps_the_chosen_tcp_ports_only() {
+        let p = filter(Link::Ethernet, true, &[443, 8443]);
+        let host = 0;
+        assert_eq!(run(&p, &tcp4(50000, 443), host), SNAPLEN as u32);
+        assert_eq!(run(&p, &tcp4(8443, 50000), host), SNAPLEN as u32);
+        assert_eq!(run(&p, &tcp4(50000, 80), host), 0);
+        assert_eq!(run(&p, &tcp6(50000, 8443), host), SNAPLEN as u32);
+        assert_eq!(run(&p, &tcp6(50000, 22), host), 0);
+        // The outgoing copy on loopback.
+        assert_eq!(run(&p, &tcp4(50000, 443), 4), 0);
+        let udp = {
+            let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+                .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
+                .udp(443, 443);
+            let mut out = Vec::new();
+            b.write(&mut out, b"x").unwrap();
+            out
+        };
+        assert_eq!(run(&p, &udp, host), 0);
+        // Any port; raw IP links.
+        let any = filter(Link::Ethernet, false, &[]);
+        assert_eq!(run(&any, &tcp4(1, 2), 4), SNAPLEN as u32);
+        let raw = filter(Link::RawIp, false, &[443]);
+        assert_eq!(run(&raw, &tcp4(50000, 443)[14..], host), SNAPLEN as u32);
+        assert_eq!(run(&raw, &tcp6(443, 1)[14..], host), SNAPLEN as u32);
+        assert_eq!(run(&raw, &tcp4(50000, 444)[14..], host), 0);
+        // The most ports still fit the 8-bit jumps.
+        let many: Vec<u16> = (1..=MAX_PORTS as u16).collect();
+        let p = filter(Link::Ethernet, true, &many);
+        assert_eq!(
+            run(&p, &tcp4(60000, MAX_PORTS as u16), host),
+            SNAPLEN as u32
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! `tlsperf observe --metrics ADDR`: the observation as Prometheus metrics
+//! (prometheus-client), for running next to a production gateway: handshakes by kind,
+//! phase histograms by kind and phase, failures by reason, the kernel's drop counter;
+//! served at `/metrics` by a small hyper server on its own thread.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use super::timeline::{Failure, Outcome};
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    kind: String,
+    phase: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+fn phase_histogram() -> Histogram {
+    // 10 µs … ~5 s.
+    Histogram::new(exponential_buckets(0.00001, 2.0, 20))
+}
+
+/// The metrics of one observation.
+pub struct ObserveMetrics {
+    registry: Registry,
+    handshakes: Family<KindLabels, Counter>,
+    phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
+    failures: Family<ReasonLabels, Counter>,
+    drops: Counter,
+    drops_seen: AtomicU64,
+}
+
+impl std::fmt::Debug for ObserveMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ObserveMetrics")
+    }
+}
+
+impl Default for ObserveMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ObserveMetrics {
+    /// A fresh registry (prefix `tlsperf_observe`).
+    pub fn new() -> ObserveMetrics {
+        let mut registry = Registry::with_prefix("tlsperf_observe");
+        let handshakes = Family::<KindLabels, Counter>::default();
+        let phases: Family<PhaseLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(phase_histogram);
+        let failures = Family::<ReasonLabels, Counter>::default();
+        // Series exist from the start: rates see 0, not nothing.
+        for kind in ["full", "full-hrr", "resumed", "0rtt"] {
+            let _ = handshakes.get_or_create(&KindLabels { kind: kind.into() });
+        }
+        for reason in ["alert", "reset", "closed", "incomplete"] {
+            let _ = failures.get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            });
+        }
+        let drops = Counter::default();
+        registry.register(
+            "handshakes",
+            "Completed TLS handshakes seen on the wire, by kind",
+            handshakes.clone(),
+        );
+        registry.register(
+            "handshake_phase_seconds",
+            "Handshake phases seen on the wire (connect, server_think, server_flight, \
+             client_think, tls, first_app_byte), by kind",
+            phases.clone(),
+        );
+        registry.register(
+            "handshake_failures",
+            "TLS handshakes begun and not completed, by reason",
+            failures.clone(),
+        );
+        registry.register(
+            "kernel_drops",
+            "Frames the kernel dropped before tlsperf read them",
+            drops.clone(),
+        );
+        ObserveMetrics {
+            registry,
+            handshakes,
+            phases,
+            failures,
+            drops,
+            drops_seen: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one connection's outcome.
+    pub fn outcome(&self, o: &Outcome) {
+        match o {
+            Outcome::Handshake(h) => {
+                let kind = h.kind.name();
+                self.handshakes
+                    .get_or_create(&KindLabels { kind: kind.into() })
+                    .inc();
+                let p = &h.phases;
+                for (phase, v) in [
+                    ("connect", p.connect),
+                    ("server_think", p.server_think),
+                    ("server_flight", p.server_flight),
+                    ("client_think", p.client_think),
+                    ("tls", p.tls),
+                    ("first_app_byte", p.first_app_byte),
+                ] {
+                    if let Some(ns) = v {
+                        self.phases
+                            .get_or_create(&PhaseLabels {
+                                kind: kind.into(),
+                                phase: phase.into(),
+                            })
+                            .observe(ns as f64 / 1e9);
+                    }
+                }
+            }
+            Outcome::Failed(f) => {
+                let reason = match f {
+                    Failure::Alert(_) => "alert",
+                    Failure::Reset => "reset",
+                    Failure::Closed => "closed",
+                    Failure::Incomplete => "incomplete",
+                };
+                self.failures
+                    .get_or_create(&ReasonLabels {
+                        reason: reason.into(),
+                    })
+                    .inc();
+            }
+            _ => {}
+        }
+    }
+
+    /// The kernel's drop counter, cumulative.
+    pub fn kernel_drops(&self, total: u64) {
+        let before = self.drops_seen.swap(total, Ordering::Relaxed);
+        self.drops.inc_by(total.saturating_sub(before));
+    }
+
+    /// Prometheus text exposition.
+    pub fn prometheus_text(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// The `/metrics` listener; stops when dropped.
+#[derive(Debug)]
+pub struct MetricsServer {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Serves `metrics` at `/metrics` on `listener` from a thread of its own.
+    pub fn start(
+        listener: std::net::TcpListener,
+        metrics: Arc<ObserveMetrics>,
+    ) -> std::io::Result<MetricsServer> {
+        listener.set_nonblocking(true)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("observe-metrics".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    loop {
+                        tokio::select! {
+                            _ = &mut rx => break,
+                            accepted = listener.accept() => {
+                                let Ok((tcp, _)) = accepted else { continue };
+                                let m = Arc::clone(&metrics);
+                                let svc = hyper::service::service_fn(move |req| {
+                                    respond(req, Arc::clone(&m))
+                                });
+                                let conn = builder
+                                    .serve_connection(TokioIo::new(tcp), svc)
+                                    .into_owned();
+                                tokio::spawn(conn);
+                            }
+                        }
+                    }
+                });
+            })?;
+        Ok(MetricsServer {
+            stop: Some(tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn respond(
+    req: Request<hyper::body::Incoming>,
+    metrics: Arc<ObserveMetrics>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() == "/metrics" {
+        let mut r = Response::new(Full::new(Bytes::from(metrics.prometheus_text())));
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static(
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            ),
+        );
+        return Ok(r);
+    }
+    let mut r = Response::new(Full::new(Bytes::from_static(b"not found: try /metrics\n")));
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    Ok(r)
+}

@@ -1,0 +1,255 @@
+//! `tlsperf observe`: passive handshake analysis of any TLS stack from its packets,
+//! without decrypting anything. Per TCP connection, the handshake's timeline (TCP
+//! connect, server think, the server's flight, client think, first application byte),
+//! its kind (`full`, `full-hrr`, `resumed`, `0rtt`) and parameters; aggregated into HDR
+//! histograms per phase per kind with breakdowns and failures.
+//!
+//! Modules, in the order a packet goes through them:
+//! - [`source`]: capture files (pcap, pcapng) → timestamped frames.
+//! - [`live`]: live capture (AF_PACKET with a kernel filter) → timestamped frames.
+//! - [`decode`]: a frame → a TCP segment (`etherparse`).
+//! - [`flow`]: TCP reassembly and the bounded flow table.
+//! - [`tls`]: TLS records and handshake messages (`tls-parser`).
+//! - [`timeline`]: one connection's handshake timeline, kind and phases.
+//! - [`process`]: local endpoints → processes (live capture).
+//! - [`aggregate`]: outcomes → an [`Observation`].
+//! - [`metrics`]: outcomes → Prometheus metrics (live capture).
+//! - [`analyzer`]: the pipeline, frame in, observation out.
+//! - [`result`]: the result document, its merge and its reader.
+
+pub mod aggregate;
+pub mod analyzer;
+pub mod decode;
+pub mod flow;
+pub mod live;
+pub mod metrics;
+pub mod process;
+pub mod result;
+pub mod source;
+pub mod timeline;
+pub mod tls;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{Classify, ErrorClass, io_input_class};
+pub use analyzer::Analyzer;
+pub use flow::Limits;
+pub use result::{Observation, SCHEMA};
+
+/// What to observe and how.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// TCP ports observed (either end); every port when empty.
+    pub ports: Vec<u16>,
+    /// Flow-table limits.
+    pub limits: Limits,
+}
+
+/// A capture that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObserveError {
+    /// The file could not be opened or read.
+    #[error("cannot read capture file {}", .path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not a pcap or pcapng file.
+    #[error("{} is not a pcap or pcapng capture: {reason}", .path.display())]
+    NotACapture {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A link layer tlsperf does not read.
+    #[error(
+        "{}: link type {linktype} is not supported (Ethernet, Linux cooked v1/v2, raw IP \
+         and BSD loopback are; capture with tcpdump -i IF)",
+        .path.display()
+    )]
+    UnsupportedLink {
+        /// The file.
+        path: PathBuf,
+        /// The pcap LINKTYPE value.
+        linktype: u32,
+    },
+    /// A malformed frame record.
+    #[error("{}: frame {frame} is malformed: {reason}", .path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The frame's position (1-based).
+        frame: u64,
+        /// Why.
+        reason: String,
+    },
+    /// No such network interface.
+    #[error("no network interface named '{interface}' (see ip link)")]
+    NoInterface {
+        /// The name given.
+        interface: String,
+    },
+    /// An interface whose link layer tlsperf does not read.
+    #[error(
+        "interface {interface} has link type {arphrd} (ARPHRD); tlsperf reads Ethernet, \
+         loopback and raw-IP interfaces"
+    )]
+    UnsupportedInterface {
+        /// The interface.
+        interface: String,
+        /// Its ARPHRD type.
+        arphrd: String,
+    },
+    /// Live capture needs CAP_NET_RAW.
+    #[error(
+        "capturing on {interface} needs the CAP_NET_RAW capability: run as root, or grant \
+         it (setcap cap_net_raw+ep $(command -v tlsperf))"
+    )]
+    NeedCapNetRaw {
+        /// The interface.
+        interface: String,
+    },
+    /// More ports than the kernel filter takes.
+    #[error(
+        "{count} ports given; at most {} can be observed live",
+        live::MAX_PORTS
+    )]
+    TooManyPorts {
+        /// How many were given.
+        count: usize,
+    },
+    /// The capture socket failed.
+    #[error("live capture on {interface} failed")]
+    Live {
+        /// The interface.
+        interface: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl Classify for ObserveError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            ObserveError::Open { source, .. } => io_input_class(source),
+            ObserveError::Live { .. } => ErrorClass::Runtime,
+            _ => ErrorClass::Input,
+        }
+    }
+}
+
+/// Analyzes the capture file at `path` (pcap or pcapng). A file cut short in its last
+/// frame is read up to there; a warning is logged.
+pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveError> {
+    let mut file = source::CaptureFile::open(path)?;
+    let mut analyzer = Analyzer::new(
+        vec![result::Source {
+            kind: "pcap".into(),
+            name: path.display().to_string(),
+        }],
+        opts.ports.clone(),
+        opts.limits,
+    );
+    let end = file.for_each(|ns, link, data| analyzer.frame(ns, link, data))?;
+    if end == source::End::Truncated {
+        tracing::warn!(
+            "{}: the capture ends in the middle of a frame; read up to there",
+            path.display()
+        );
+    }
+    Ok(analyzer.finish())
+}
+
+/// The longest a live capture spends, after its stop, reading the frames captured
+/// before it.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// What to observe live and how (the interface and ports are the capture's).
+#[derive(Debug, Clone)]
+pub struct LiveOptions {
+    /// Limits.
+    pub limits: Limits,
+    /// Stop after this long (else at `stop`).
+    pub duration: Option<Duration>,
+    /// Attribute local endpoints to processes.
+    pub processes: bool,
+    /// Count outcomes in these metrics too.
+    pub metrics: Option<Arc<metrics::ObserveMetrics>>,
+}
+
+/// Observes a live capture (opened with [`live::LiveCapture::open`]) until `duration`
+/// has passed or `stop` is set, calling `tick` with the observation so far about once a
+/// second (from this thread). The result says `interrupted` when `stop` ended it.
+pub fn observe_live(
+    mut cap: live::LiveCapture,
+    opts: &LiveOptions,
+    stop: &AtomicBool,
+    mut tick: impl FnMut(&Observation),
+) -> Result<Observation, ObserveError> {
+    let link = cap.link();
+    let interface = cap.interface().to_string();
+    let mut analyzer = Analyzer::new(
+        vec![result::Source {
+            kind: "live".into(),
+            name: interface.clone(),
+        }],
+        cap.ports().to_vec(),
+        opts.limits,
+    );
+    if opts.processes {
+        analyzer.attribute_processes();
+    }
+    if let Some(m) = &opts.metrics {
+        analyzer.export(Arc::clone(m));
+    }
+    let started = Instant::now();
+    let mut last_tick = started;
+    let mut buf = vec![0u8; live::SNAPLEN];
+    let mut interrupted = false;
+    loop {
+        let frame = cap.next(&mut buf).map_err(|source| ObserveError::Live {
+            interface: interface.clone(),
+            source,
+        })?;
+        match frame {
+            Some((ns, len)) => analyzer.frame(ns, link, &buf[..len]),
+            None => analyzer.sweep(live::now_ns()),
+        }
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if last_tick.elapsed() >= live::TICK {
+            last_tick = Instant::now();
+            analyzer.set_kernel_drops(cap.drops());
+            tick(&analyzer.snapshot());
+        }
+    }
+    // What the kernel captured before the stop and queued for us is part of the
+    // observation (bounded: a few seconds of frames at most).
+    let end = Instant::now();
+    while end.elapsed() < DRAIN_LIMIT {
+        let frame = cap
+            .next_queued(&mut buf)
+            .map_err(|source| ObserveError::Live {
+                interface: interface.clone(),
+                source,
+            })?;
+        let Some((ns, len)) = frame else { break };
+        analyzer.frame(ns, link, &buf[..len]);
+    }
+    analyzer.set_kernel_drops(cap.drops());
+    let mut o = analyzer.finish();
+    o.interrupted = interrupted;
+    Ok(o)
+}

@@ -1,0 +1,452 @@
+//! The `tlsperf observe` result document (`tlsperf-observe/1`): counts, HDR histograms per
+//! phase per handshake kind, breakdowns, failures. Histograms are serialized exactly, so
+//! observations from several capture points or time windows merge without loss
+//! ([`merge`]: counts add, histograms merge). Read back with [`parse`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Classify, ErrorClass};
+use crate::stats::{HistogramError, LatencyHistogram, Quantiles};
+
+/// Schema name and version written in every observation.
+pub const SCHEMA: &str = "tlsperf-observe/1";
+
+/// Every phase, in timeline order, with where its timestamps are exact.
+pub const PHASES: [(&str, &str); 6] = [
+    (
+        "connect",
+        "either host: SYN → the client's ACK of the SYN-ACK, as seen from the capture point",
+    ),
+    (
+        "server_think",
+        "exact on the server host: ClientHello complete → ServerHello's first byte",
+    ),
+    (
+        "server_flight",
+        "exact on the server host: ServerHello → the end of the server's flight",
+    ),
+    (
+        "client_think",
+        "exact on the client host: end of the server's flight → the client's Finished",
+    ),
+    (
+        "tls",
+        "either host: first ClientHello → the client's Finished",
+    ),
+    (
+        "first_app_byte",
+        "exact on the client host: SYN → the client's first application-data byte",
+    ),
+];
+
+/// A distribution: percentiles to read, the histogram to merge.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Dist {
+    /// Percentiles (nanoseconds).
+    pub quantiles: Quantiles,
+    /// The HDR histogram (nanoseconds, 3 significant digits), V2 serialized, base64.
+    pub hdr: LatencyHistogram,
+}
+
+impl Default for Dist {
+    fn default() -> Self {
+        Dist::of(LatencyHistogram::new())
+    }
+}
+
+impl Dist {
+    /// From a histogram.
+    pub fn of(h: LatencyHistogram) -> Dist {
+        Dist {
+            quantiles: h.quantiles(),
+            hdr: h,
+        }
+    }
+
+    fn merge(&mut self, other: &Dist) -> Result<(), HistogramError> {
+        if self
+            .hdr
+            .len()
+            .checked_add(other.hdr.len())
+            .is_none_or(|n| n > i64::MAX as u64)
+        {
+            return Err(HistogramError::Merge(format!(
+                "{} + {} values is more than a histogram can hold",
+                self.hdr.len(),
+                other.hdr.len()
+            )));
+        }
+        self.hdr.merge(&other.hdr)?;
+        self.quantiles = self.hdr.quantiles();
+        Ok(())
+    }
+}
+
+/// Sizes in bytes: count, sum and extremes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bytes {
+    /// Number of values.
+    pub count: u64,
+    /// Their sum.
+    pub total: u64,
+    /// The smallest.
+    pub min: u64,
+    /// The largest.
+    pub max: u64,
+}
+
+impl Bytes {
+    /// Adds one value.
+    pub fn add(&mut self, v: u64) {
+        self.min = if self.count == 0 { v } else { self.min.min(v) };
+        self.max = self.max.max(v);
+        self.count += 1;
+        self.total = self.total.saturating_add(v);
+    }
+
+    fn merge(&mut self, o: &Bytes) {
+        if o.count == 0 {
+            return;
+        }
+        self.min = if self.count == 0 {
+            o.min
+        } else {
+            self.min.min(o.min)
+        };
+        self.max = self.max.max(o.max);
+        self.count = self.count.saturating_add(o.count);
+        self.total = self.total.saturating_add(o.total);
+    }
+}
+
+/// Handshakes of one kind.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KindStats {
+    /// Completed handshakes.
+    pub count: u64,
+    /// Per phase (see [`PHASES`]), the handshakes where both of its boundaries were
+    /// captured.
+    pub phases: BTreeMap<String, Dist>,
+    /// Size of the server's flight (record headers included).
+    pub server_flight_bytes: Bytes,
+}
+
+/// One row of a breakdown (by SNI, server, version, group).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Row {
+    /// Completed handshakes.
+    pub handshakes: u64,
+    /// Of which resumed (0-RTT included).
+    pub resumed: u64,
+    /// Of which after a HelloRetryRequest.
+    pub hrr: u64,
+    /// Server think time.
+    pub server_think: Dist,
+    /// Client think time.
+    pub client_think: Dist,
+}
+
+/// Resumption.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Resumption {
+    /// Resumed handshakes (0-RTT included).
+    pub resumed: u64,
+    /// Resumed ÷ completed handshakes (0 when there are none).
+    pub rate: f64,
+    /// By how the session was found: `psk` (TLS 1.3), `ticket`, `session-id` (TLS 1.2).
+    pub by_method: BTreeMap<String, u64>,
+}
+
+/// Handshakes that began (a ClientHello) and did not complete.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Failures {
+    /// By the first alert seen (its description; `encrypted` when it was).
+    pub alerts: BTreeMap<String, u64>,
+    /// Reset mid-handshake.
+    pub reset: u64,
+    /// Closed (FIN) mid-handshake.
+    pub closed: u64,
+    /// Still incomplete at the end of the capture or when evicted.
+    pub incomplete: u64,
+}
+
+impl Failures {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.alerts.values().sum::<u64>() + self.reset + self.closed + self.incomplete
+    }
+}
+
+/// What was captured.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Packets {
+    /// Frames read.
+    pub frames: u64,
+    /// TCP segments on the observed ports.
+    pub tcp_segments: u64,
+    /// TCP segments on other ports.
+    pub other_ports: u64,
+    /// Frames that are not a whole TCP segment (other protocols, fragments, cut short).
+    pub not_tcp: u64,
+    /// Frames dropped by the kernel before they reached tlsperf (live capture only).
+    pub kernel_drops: u64,
+}
+
+/// What became of the TCP connections seen.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Connections {
+    /// Tracked from their SYN.
+    pub tracked: u64,
+    /// Already open when the capture began (no SYN captured): not analyzed.
+    pub midstream: u64,
+    /// With a completed TLS handshake.
+    pub handshakes: u64,
+    /// With a handshake that began and did not complete (see `failures`).
+    pub failed: u64,
+    /// Whose first bytes were not TLS.
+    pub not_tls: u64,
+    /// TLS that could not be followed (malformed records or hellos, a capture gap).
+    pub unparsed: u64,
+    /// Without any payload.
+    pub empty: u64,
+    /// Evicted after being idle (counted above too, by what they had shown).
+    pub evicted_idle: u64,
+    /// Evicted half-open (a SYN, no payload).
+    pub evicted_half_open: u64,
+    /// Not tracked: the flow table was full.
+    pub over_cap: u64,
+}
+
+/// Where an observation came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    /// `pcap` (a capture file) or `live` (an interface).
+    pub kind: String,
+    /// The file or the interface.
+    pub name: String,
+}
+
+/// The result of `tlsperf observe` (or of merging several).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Observation {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// What was observed.
+    pub sources: Vec<Source>,
+    /// The TCP ports observed (empty: every port).
+    pub ports: Vec<u16>,
+    /// Capture time covered, seconds (first to last frame; the longest when merged).
+    pub duration_s: f64,
+    /// The run was interrupted: a partial result.
+    pub interrupted: bool,
+    /// Packets.
+    pub packets: Packets,
+    /// Connections.
+    pub connections: Connections,
+    /// Completed handshakes by kind: `all`, `full`, `full-hrr`, `resumed`, `0rtt` (the
+    /// kinds of `tlsperf serve`'s /stats).
+    pub handshakes: BTreeMap<String, KindStats>,
+    /// Resumption.
+    pub resumption: Resumption,
+    /// Completed handshakes by SNI (`(none)` without one).
+    pub by_sni: BTreeMap<String, Row>,
+    /// By server address:port.
+    pub by_server: BTreeMap<String, Row>,
+    /// By negotiated version.
+    pub by_version: BTreeMap<String, Row>,
+    /// By key-exchange group (`none`: a TLS 1.2 resumption).
+    pub by_group: BTreeMap<String, Row>,
+    /// By the local process at the client end, "comm (pid N)" (live capture only).
+    #[serde(default)]
+    pub by_client_process: BTreeMap<String, Row>,
+    /// By the local process at the server end (live capture only).
+    #[serde(default)]
+    pub by_server_process: BTreeMap<String, Row>,
+    /// Handshakes that did not complete.
+    pub failures: Failures,
+    /// Per phase, what it spans and from which side it is exact.
+    pub phases: BTreeMap<String, String>,
+}
+
+/// The most rows a breakdown keeps; the rest are added up in [`OTHER`].
+pub const MAX_ROWS: usize = 1000;
+
+/// The row holding what is beyond [`MAX_ROWS`].
+pub const OTHER: &str = "(other)";
+
+impl Observation {
+    /// An empty observation of `sources` on `ports`.
+    pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Observation {
+        Observation {
+            schema: SCHEMA.to_string(),
+            sources,
+            ports,
+            duration_s: 0.0,
+            interrupted: false,
+            packets: Packets::default(),
+            connections: Connections::default(),
+            handshakes: BTreeMap::new(),
+            resumption: Resumption::default(),
+            by_sni: BTreeMap::new(),
+            by_server: BTreeMap::new(),
+            by_version: BTreeMap::new(),
+            by_group: BTreeMap::new(),
+            by_client_process: BTreeMap::new(),
+            by_server_process: BTreeMap::new(),
+            failures: Failures::default(),
+            phases: PHASES
+                .iter()
+                .map(|(p, d)| (p.to_string(), d.to_string()))
+                .collect(),
+        }
+    }
+
+    /// Completed handshakes of `kind` (`all`, `full`…), 0 when none.
+    pub fn count(&self, kind: &str) -> u64 {
+        self.handshakes.get(kind).map_or(0, |k| k.count)
+    }
+
+    /// Recomputes what derives from counts (the resumption rate).
+    pub fn refresh(&mut self) {
+        let all = self.count("all");
+        self.resumption.rate = if all == 0 {
+            0.0
+        } else {
+            self.resumption.resumed as f64 / all as f64
+        };
+    }
+}
+
+/// Why observations could not be merged.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MergeError {
+    /// Another schema.
+    #[error("observation {index} has schema '{found}', expected '{SCHEMA}'")]
+    Schema {
+        /// Its position (1-based).
+        index: usize,
+        /// Its schema.
+        found: String,
+    },
+    /// Nothing to merge.
+    #[error("no observations to merge")]
+    Empty,
+    /// Histograms did not merge.
+    #[error(transparent)]
+    Histogram(#[from] HistogramError),
+}
+
+impl Classify for MergeError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            MergeError::Histogram(e) => e.class(),
+            _ => ErrorClass::Input,
+        }
+    }
+}
+
+fn merge_map<T: Default>(
+    into: &mut BTreeMap<String, T>,
+    from: &BTreeMap<String, T>,
+    mut f: impl FnMut(&mut T, &T) -> Result<(), HistogramError>,
+) -> Result<(), HistogramError> {
+    for (k, v) in from {
+        if into.len() >= MAX_ROWS && !into.contains_key(k) {
+            f(into.entry(OTHER.to_string()).or_default(), v)?;
+        } else {
+            f(into.entry(k.clone()).or_default(), v)?;
+        }
+    }
+    Ok(())
+}
+
+fn merge_row(a: &mut Row, b: &Row) -> Result<(), HistogramError> {
+    a.handshakes = a.handshakes.saturating_add(b.handshakes);
+    a.resumed = a.resumed.saturating_add(b.resumed);
+    a.hrr = a.hrr.saturating_add(b.hrr);
+    a.server_think.merge(&b.server_think)?;
+    a.client_think.merge(&b.client_think)
+}
+
+/// Combines observations exactly: counts add up, histograms merge, the duration is the
+/// longest, sources are listed in order.
+pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
+    let first = all.first().ok_or(MergeError::Empty)?;
+    for (i, o) in all.iter().enumerate() {
+        if o.schema != SCHEMA {
+            return Err(MergeError::Schema {
+                index: i + 1,
+                found: o.schema.clone(),
+            });
+        }
+    }
+    let mut m = Observation::new(Vec::new(), Vec::new());
+    m.phases = first.phases.clone();
+    for o in all {
+        m.sources.extend(o.sources.iter().cloned());
+        for p in &o.ports {
+            if !m.ports.contains(p) {
+                m.ports.push(*p);
+            }
+        }
+        m.duration_s = m.duration_s.max(o.duration_s);
+        m.interrupted |= o.interrupted;
+        let (p, q) = (&mut m.packets, &o.packets);
+        p.frames = p.frames.saturating_add(q.frames);
+        p.tcp_segments = p.tcp_segments.saturating_add(q.tcp_segments);
+        p.other_ports = p.other_ports.saturating_add(q.other_ports);
+        p.not_tcp = p.not_tcp.saturating_add(q.not_tcp);
+        p.kernel_drops = p.kernel_drops.saturating_add(q.kernel_drops);
+        let (c, d) = (&mut m.connections, &o.connections);
+        for (x, y) in [
+            (&mut c.tracked, d.tracked),
+            (&mut c.midstream, d.midstream),
+            (&mut c.handshakes, d.handshakes),
+            (&mut c.failed, d.failed),
+            (&mut c.not_tls, d.not_tls),
+            (&mut c.unparsed, d.unparsed),
+            (&mut c.empty, d.empty),
+            (&mut c.evicted_idle, d.evicted_idle),
+            (&mut c.evicted_half_open, d.evicted_half_open),
+            (&mut c.over_cap, d.over_cap),
+        ] {
+            *x = x.saturating_add(y);
+        }
+        for (kind, ks) in &o.handshakes {
+            let into = m.handshakes.entry(kind.clone()).or_default();
+            into.count = into.count.saturating_add(ks.count);
+            into.server_flight_bytes.merge(&ks.server_flight_bytes);
+            for (phase, dist) in &ks.phases {
+                into.phases.entry(phase.clone()).or_default().merge(dist)?;
+            }
+        }
+        m.resumption.resumed = m.resumption.resumed.saturating_add(o.resumption.resumed);
+        for (k, v) in &o.resumption.by_method {
+            let e = m.resumption.by_method.entry(k.clone()).or_default();
+            *e = e.saturating_add(*v);
+        }
+        merge_map(&mut m.by_sni, &o.by_sni, merge_row)?;
+        merge_map(&mut m.by_server, &o.by_server, merge_row)?;
+        merge_map(&mut m.by_version, &o.by_version, merge_row)?;
+        merge_map(&mut m.by_group, &o.by_group, merge_row)?;
+        merge_map(&mut m.by_client_process, &o.by_client_process, merge_row)?;
+        merge_map(&mut m.by_server_process, &o.by_server_process, merge_row)?;
+        for (k, v) in &o.failures.alerts {
+            let e = m.failures.alerts.entry(k.clone()).or_default();
+            *e = e.saturating_add(*v);
+        }
+        m.failures.reset = m.failures.reset.saturating_add(o.failures.reset);
+        m.failures.closed = m.failures.closed.saturating_add(o.failures.closed);
+        m.failures.incomplete = m.failures.incomplete.saturating_add(o.failures.incomplete);
+    }
+    m.refresh();
+    Ok(m)
+}
+
+impl crate::doc::Document for Observation {
+    const SCHEMA: &'static str = SCHEMA;
+    const NAME: &'static str = "tlsperf observe result";
+}

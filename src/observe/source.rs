@@ -1,0 +1,203 @@
+//! Capture sources: the frames of a capture file (pcap or pcapng, told apart by their
+//! first four bytes and read by `pcap-file`), each with its capture time in nanoseconds
+//! since the Unix epoch and its link layer.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use pcap_file::PcapError;
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::PcapNgReader;
+use pcap_file::pcapng::blocks::Block;
+use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+
+use super::ObserveError;
+use super::decode::Link;
+
+/// How a capture file ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// At a frame boundary.
+    Complete,
+    /// In the middle of a frame (a capture cut short: the frames before it are kept).
+    Truncated,
+}
+
+enum Reader {
+    Pcap(Box<PcapReader<BufReader<File>>>, Link),
+    Ng(Box<PcapNgReader<BufReader<File>>>),
+}
+
+/// An open capture file.
+pub struct CaptureFile {
+    path: PathBuf,
+    reader: Reader,
+}
+
+fn link_of(path: &Path, linktype: u32) -> Result<Link, ObserveError> {
+    Link::from_linktype(linktype).ok_or_else(|| ObserveError::UnsupportedLink {
+        path: path.to_path_buf(),
+        linktype,
+    })
+}
+
+/// Nanoseconds per unit for a pcapng `if_tsresol` (default: microseconds).
+fn ng_units(options: &[InterfaceDescriptionOption<'_>]) -> (u64, u64) {
+    let resol = options.iter().find_map(|o| match o {
+        InterfaceDescriptionOption::IfTsResol(r) => Some(*r),
+        _ => None,
+    });
+    // (numerator, denominator): ns = units × num / den.
+    match resol.unwrap_or(6) {
+        r if r & 0x80 != 0 => {
+            let bits = u32::from(r & 0x7f).min(63);
+            (1_000_000_000, 1u64 << bits)
+        }
+        r if r <= 9 => (10u64.pow(9 - u32::from(r)), 1),
+        r => (1, 10u64.pow(u32::from(r - 9).min(19))),
+    }
+}
+
+impl CaptureFile {
+    /// Opens `path` and reads its header.
+    pub fn open(path: &Path) -> Result<CaptureFile, ObserveError> {
+        let open_err = |source| ObserveError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let (mut file, _) = crate::files::open_input(path).map_err(open_err)?;
+        let mut magic = [0u8; 4];
+        let n = read_up_to(&mut file, &mut magic).map_err(open_err)?;
+        let not_capture = |reason: String| ObserveError::NotACapture {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if n < 4 {
+            return Err(not_capture(format!("it holds {n} bytes")));
+        }
+        file.seek(SeekFrom::Start(0)).map_err(open_err)?;
+        let reader = match magic {
+            [0x0a, 0x0d, 0x0d, 0x0a] => {
+                let r = PcapNgReader::new(BufReader::new(file))
+                    .map_err(|e| not_capture(format!("bad pcapng section header ({e})")))?;
+                Reader::Ng(Box::new(r))
+            }
+            [0xd4, 0xc3, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0xc3, 0xd4]
+            | [0x4d, 0x3c, 0xb2, 0xa1]
+            | [0xa1, 0xb2, 0x3c, 0x4d] => {
+                let r = PcapReader::new(BufReader::new(file))
+                    .map_err(|e| not_capture(format!("bad pcap header ({e})")))?;
+                let h = r.header();
+                let link = link_of(path, u32::from(h.datalink))?;
+                Reader::Pcap(Box::new(r), link)
+            }
+            m => {
+                return Err(not_capture(format!(
+                    "it starts with {:02x} {:02x} {:02x} {:02x}, not a pcap or pcapng magic \
+                     number",
+                    m[0], m[1], m[2], m[3]
+                )));
+            }
+        };
+        Ok(CaptureFile {
+            path: path.to_path_buf(),
+            reader,
+        })
+    }
+
+    /// Calls `f(capture ns, link, frame bytes)` for every frame, in file order.
+    pub fn for_each(&mut self, mut f: impl FnMut(u64, Link, &[u8])) -> Result<End, ObserveError> {
+        let mut index: u64 = 0;
+        let path = self.path.clone();
+        let corrupt = |index: u64, e: PcapError| match e {
+            PcapError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Ok(End::Truncated)
+            }
+            PcapError::IncompleteBuffer => Ok(End::Truncated),
+            PcapError::IoError(source) => Err(ObserveError::Open {
+                path: path.clone(),
+                source,
+            }),
+            other => Err(ObserveError::Corrupt {
+                path: path.clone(),
+                frame: index + 1,
+                reason: other.to_string(),
+            }),
+        };
+        match &mut self.reader {
+            Reader::Pcap(r, link) => {
+                while let Some(p) = r.next_packet() {
+                    match p {
+                        Ok(p) => {
+                            let ns = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                            f(ns, *link, &p.data);
+                        }
+                        Err(e) => return corrupt(index, e),
+                    }
+                    index += 1;
+                }
+            }
+            Reader::Ng(r) => {
+                // Per interface: its link layer (or its unsupported linktype) and clock.
+                let mut ifaces: Vec<(Result<Link, u32>, (u64, u64))> = Vec::new();
+                while let Some(b) = r.next_block() {
+                    let block = match b {
+                        Ok(b) => b,
+                        Err(e) => return corrupt(index, e),
+                    };
+                    match block {
+                        Block::SectionHeader(_) => ifaces.clear(),
+                        Block::InterfaceDescription(idb) => {
+                            let lt = u32::from(idb.linktype);
+                            ifaces
+                                .push((Link::from_linktype(lt).ok_or(lt), ng_units(&idb.options)));
+                        }
+                        Block::EnhancedPacket(epb) => {
+                            index += 1;
+                            let Some((link, (num, den))) = ifaces.get(epb.interface_id as usize)
+                            else {
+                                return Err(ObserveError::Corrupt {
+                                    path: path.clone(),
+                                    frame: index,
+                                    reason: format!(
+                                        "packet of interface {} that was not described",
+                                        epb.interface_id
+                                    ),
+                                });
+                            };
+                            let link = match link {
+                                Ok(l) => *l,
+                                Err(lt) => {
+                                    return Err(ObserveError::UnsupportedLink {
+                                        path: path.clone(),
+                                        linktype: *lt,
+                                    });
+                                }
+                            };
+                            let units = epb.timestamp.as_nanos();
+                            let ns = units.saturating_mul(u128::from(*num)) / u128::from(*den);
+                            f(u64::try_from(ns).unwrap_or(u64::MAX), link, &epb.data);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(End::Complete)
+    }
+}
+
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,516 @@
+//! The handshake timeline of one TCP connection, built from its TLS records as they come
+//! off the reassembled streams: when each step was seen on the wire, what the hellos
+//! said, and — once the connection ends — the handshake's kind and phases, or why it
+//! failed.
+//!
+//! Where each timestamp is taken (capture timestamps, nanoseconds):
+//! - `syn`, `syn_ack`, `ack`: the segments themselves (the client's first ACK of the
+//!   SYN-ACK ends TCP connect).
+//! - ClientHello: the segment that completed it (the server cannot start before).
+//! - ServerHello: the segment carrying its first byte.
+//! - end of the server's flight: the segment completing the server's last record before
+//!   the client's reply (TLS 1.2: ServerHelloDone, or the server's Finished when resumed;
+//!   TLS 1.3: the server's Finished).
+//! - client Finished: the segment carrying the first byte of the client's reply record:
+//!   TLS 1.3 its first encrypted record after the server's flight (0-RTT: the first one
+//!   acknowledging every server byte seen, so early data is not taken for it); TLS 1.2
+//!   its ChangeCipherSpec.
+//! - first application byte: the client's first application-data record (its request;
+//!   with 0-RTT, its early data).
+
+use std::net::SocketAddr;
+
+use super::tls::{self, ClientHello, HandshakeBuf, ServerHello, content, msg};
+
+/// Which end of the connection sent something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The end that sent the SYN.
+    Client,
+    /// The other end.
+    Server,
+}
+
+impl Side {
+    fn index(self) -> usize {
+        match self {
+            Side::Client => 0,
+            Side::Server => 1,
+        }
+    }
+}
+
+/// One TLS record as seen on the wire.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    /// Who sent it.
+    pub side: Side,
+    /// Content type.
+    pub content_type: u8,
+    /// Its body.
+    pub body: &'a [u8],
+    /// Capture time of the segment carrying its first byte.
+    pub first_ns: u64,
+    /// Capture time of the segment carrying its last byte.
+    pub last_ns: u64,
+    /// For a client record: the segment carrying its first byte acknowledged every
+    /// server byte captured so far.
+    pub acks_server: bool,
+}
+
+/// The kinds of handshake, named as in `tlsperf serve`'s /stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A full handshake.
+    Full,
+    /// A full handshake after a HelloRetryRequest (one more round trip).
+    FullHrr,
+    /// A resumed session (TLS 1.3 PSK, TLS 1.2 session id or ticket).
+    Resumed,
+    /// A TLS 1.3 resumption whose client sent early data.
+    ZeroRtt,
+}
+
+impl Kind {
+    /// Every kind, in report order.
+    pub const ALL: [Kind; 4] = [Kind::Full, Kind::FullHrr, Kind::Resumed, Kind::ZeroRtt];
+
+    /// The name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Full => "full",
+            Kind::FullHrr => "full-hrr",
+            Kind::Resumed => "resumed",
+            Kind::ZeroRtt => "0rtt",
+        }
+    }
+}
+
+/// The phases of one handshake (nanoseconds); `None` when a boundary was not captured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// SYN → the client's ACK of the SYN-ACK.
+    pub connect: Option<u64>,
+    /// ClientHello → ServerHello (after a HelloRetryRequest, from the second ClientHello).
+    pub server_think: Option<u64>,
+    /// ServerHello → the end of the server's flight.
+    pub server_flight: Option<u64>,
+    /// End of the server's flight → the client's Finished.
+    pub client_think: Option<u64>,
+    /// First ClientHello → the client's Finished.
+    pub tls: Option<u64>,
+    /// SYN (or the first ClientHello when the SYN was not captured) → the client's first
+    /// application-data byte.
+    pub first_app_byte: Option<u64>,
+}
+
+/// A completed handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handshake {
+    /// Its kind.
+    pub kind: Kind,
+    /// How a resumed session was found: `psk` (TLS 1.3), `ticket` or `session-id`
+    /// (TLS 1.2); `None` when not resumed.
+    pub resumption: Option<&'static str>,
+    /// Negotiated version.
+    pub version: u16,
+    /// Key-exchange group (`None`: a TLS 1.2 resumption or a non-ECDHE exchange).
+    pub group: Option<u16>,
+    /// Cipher suite.
+    pub suite: u16,
+    /// The ClientHello's SNI.
+    pub sni: Option<String>,
+    /// Client address.
+    pub client: SocketAddr,
+    /// Server address.
+    pub server: SocketAddr,
+    /// Phases.
+    pub phases: Phases,
+    /// Bytes of the server's flight (record headers included, ServerHello to its end).
+    pub server_flight_bytes: u64,
+    /// The local process at the client end, "comm (pid N)" (live capture only).
+    pub client_process: Option<String>,
+    /// The local process at the server end (live capture only).
+    pub server_process: Option<String>,
+}
+
+/// Why a connection has no completed handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// An alert was seen before the handshake completed (its description, or
+    /// `encrypted`).
+    Alert(String),
+    /// Reset before the handshake completed.
+    Reset,
+    /// Closed (FIN) before the handshake completed.
+    Closed,
+    /// Still incomplete when the capture ended or the flow was evicted.
+    Incomplete,
+}
+
+/// What became of a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A handshake completed.
+    Handshake(Box<Handshake>),
+    /// A TLS handshake began (a ClientHello) and did not complete.
+    Failed(Failure),
+    /// The client's first bytes were not TLS.
+    NotTls,
+    /// TLS that could not be followed (a malformed record or hello, a gap).
+    Unparsed,
+    /// No payload at all (a bare TCP connection, a refused SYN).
+    Empty,
+}
+
+/// The timeline of one connection.
+#[derive(Debug)]
+pub struct Timeline {
+    client: SocketAddr,
+    server: SocketAddr,
+    /// SYN capture time.
+    pub syn_ns: Option<u64>,
+    ack_ns: Option<u64>,
+    hs: [HandshakeBuf; 2],
+    encrypted: [bool; 2],
+    hello: Option<ClientHello>,
+    first_hello_ns: Option<u64>,
+    hello_ns: Option<u64>,
+    hrr: bool,
+    server_hello: Option<ServerHello>,
+    sh_ns: Option<u64>,
+    ske_group: Option<u16>,
+    abbreviated: bool,
+    client_replied: bool,
+    flight_bytes: u64,
+    flight_end_ns: Option<u64>,
+    finished_ns: Option<u64>,
+    early_data_sent: bool,
+    first_app_ns: Option<u64>,
+    alert: Option<String>,
+    reset: bool,
+    closed: bool,
+    not_tls: bool,
+    unparsed: bool,
+    any_payload: bool,
+}
+
+impl Timeline {
+    /// A connection from `client` to `server`.
+    pub fn new(client: SocketAddr, server: SocketAddr) -> Timeline {
+        Timeline {
+            client,
+            server,
+            syn_ns: None,
+            ack_ns: None,
+            hs: [HandshakeBuf::default(), HandshakeBuf::default()],
+            encrypted: [false; 2],
+            hello: None,
+            first_hello_ns: None,
+            hello_ns: None,
+            hrr: false,
+            server_hello: None,
+            sh_ns: None,
+            ske_group: None,
+            abbreviated: false,
+            client_replied: false,
+            flight_bytes: 0,
+            flight_end_ns: None,
+            finished_ns: None,
+            early_data_sent: false,
+            first_app_ns: None,
+            alert: None,
+            reset: false,
+            closed: false,
+            not_tls: false,
+            unparsed: false,
+            any_payload: false,
+        }
+    }
+
+    /// The client's SYN.
+    pub fn syn(&mut self, ns: u64) {
+        self.syn_ns.get_or_insert(ns);
+    }
+
+    /// The client's first ACK after the SYN (ends TCP connect).
+    pub fn handshake_ack(&mut self, ns: u64) {
+        if self.syn_ns.is_some() {
+            self.ack_ns.get_or_insert(ns);
+        }
+    }
+
+    /// A RST from either side.
+    pub fn reset(&mut self) {
+        self.reset = true;
+    }
+
+    /// A FIN from either side.
+    pub fn fin(&mut self) {
+        self.closed = true;
+    }
+
+    /// Payload that is not TLS from the start: the connection is not followed.
+    pub fn not_tls(&mut self) {
+        self.any_payload = true;
+        if self.hello.is_none() {
+            self.not_tls = true;
+        } else {
+            self.unparsed = true;
+        }
+    }
+
+    /// TLS that cannot be followed any more (a gap, a malformed record).
+    pub fn unparsed(&mut self) {
+        self.unparsed = true;
+    }
+
+    /// True once nothing more needs to be read from the streams: the handshake and the
+    /// first application byte are in, or the connection cannot be followed.
+    pub fn done(&self) -> bool {
+        self.not_tls || self.unparsed || (self.finished_ns.is_some() && self.first_app_ns.is_some())
+    }
+
+    /// True when a ClientHello was seen and the handshake has not completed.
+    pub fn mid_handshake(&self) -> bool {
+        self.hello.is_some() && self.finished_ns.is_none()
+    }
+
+    /// One record.
+    pub fn record(&mut self, r: &Record<'_>) {
+        self.any_payload = true;
+        if self.unparsed || self.not_tls {
+            return;
+        }
+        match (r.side, r.content_type) {
+            (_, content::HANDSHAKE) if !self.encrypted[r.side.index()] => {
+                self.hs[r.side.index()].push(r.body);
+                loop {
+                    let (t, body) = match self.hs[r.side.index()].next_message() {
+                        Ok(Some((t, body))) => (t, body.to_vec()),
+                        Ok(None) => break,
+                        Err(_) => {
+                            self.unparsed = true;
+                            return;
+                        }
+                    };
+                    self.hs[r.side.index()].consume();
+                    self.message(r, t, &body);
+                    if self.unparsed {
+                        return;
+                    }
+                }
+                self.after_record(r);
+            }
+            (_, content::ALERT) => {
+                let name = if self.encrypted[r.side.index()] {
+                    "encrypted".to_string()
+                } else {
+                    match r.body {
+                        [_, desc, ..] => tls::alert_name(*desc),
+                        _ => "malformed".to_string(),
+                    }
+                };
+                if self.alert.is_none() && self.finished_ns.is_none() {
+                    self.alert = Some(name);
+                }
+                self.after_record(r);
+            }
+            (_, content::CCS) => {
+                let tls12 = self
+                    .server_hello
+                    .as_ref()
+                    .is_some_and(|s| s.version != tls::TLS13);
+                if tls12 {
+                    self.encrypted[r.side.index()] = true;
+                    if r.side == Side::Server && !self.client_replied {
+                        // The server changes ciphers before the client said anything
+                        // after its ServerHello: the abbreviated (resumed) handshake.
+                        self.abbreviated = true;
+                    }
+                    if r.side == Side::Client && self.sh_ns.is_some() {
+                        self.client_replied = true;
+                        self.finished_ns.get_or_insert(r.first_ns);
+                    }
+                }
+                // TLS 1.3's middlebox-compatibility CCS carries nothing.
+                if r.side == Side::Server && self.sh_ns.is_some() && !self.client_replied {
+                    self.flight(r);
+                }
+            }
+            _ => self.after_record(r),
+        }
+    }
+
+    /// Bookkeeping common to every record but the CCS: the server's flight, the client's
+    /// reply, early and application data.
+    fn after_record(&mut self, r: &Record<'_>) {
+        let Some(sh) = &self.server_hello else {
+            // Before the ServerHello: a client's application data is early data.
+            if r.side == Side::Client && r.content_type == content::APP_DATA {
+                if self.hello.as_ref().is_some_and(|h| h.early_data) {
+                    self.early_data_sent = true;
+                    self.first_app_ns.get_or_insert(r.first_ns);
+                } else {
+                    self.unparsed = true;
+                }
+            }
+            return;
+        };
+        let tls13 = sh.version == tls::TLS13;
+        match r.side {
+            Side::Server => {
+                if !self.client_replied {
+                    self.flight(r);
+                }
+            }
+            Side::Client => {
+                if self.finished_ns.is_some() {
+                    if r.content_type == content::APP_DATA {
+                        self.first_app_ns.get_or_insert(r.first_ns);
+                    }
+                    return;
+                }
+                if tls13 {
+                    let early = self.hello.as_ref().is_some_and(|h| h.early_data);
+                    if r.content_type == content::APP_DATA && (!early || r.acks_server) {
+                        self.client_replied = true;
+                        self.finished_ns = Some(r.first_ns);
+                    }
+                } else {
+                    // TLS 1.2: the client's reply flight begins (ClientKeyExchange…); its
+                    // Finished time is its ChangeCipherSpec's.
+                    self.client_replied = true;
+                }
+            }
+        }
+    }
+
+    fn flight(&mut self, r: &Record<'_>) {
+        self.flight_bytes += 5 + r.body.len() as u64;
+        self.flight_end_ns = Some(r.last_ns);
+    }
+
+    fn message(&mut self, r: &Record<'_>, t: u8, body: &[u8]) {
+        match (r.side, t) {
+            (Side::Client, msg::CLIENT_HELLO) => {
+                let Some(ch) = tls::client_hello(body) else {
+                    self.unparsed = true;
+                    return;
+                };
+                if self.hello.is_none() {
+                    self.hello = Some(ch);
+                    self.first_hello_ns = Some(r.last_ns);
+                } else if !self.hrr || self.sh_ns.is_some() {
+                    // A second ClientHello without a HelloRetryRequest: renegotiation
+                    // or garbage; not followed.
+                    self.unparsed = true;
+                    return;
+                }
+                self.hello_ns = Some(r.last_ns);
+            }
+            (Side::Server, msg::SERVER_HELLO) => {
+                let Some(sh) = tls::server_hello(body) else {
+                    self.unparsed = true;
+                    return;
+                };
+                if self.hello.is_none() || self.sh_ns.is_some() {
+                    self.unparsed = true;
+                    return;
+                }
+                if sh.hrr {
+                    self.hrr = true;
+                    return;
+                }
+                self.sh_ns = Some(r.first_ns);
+                self.server_hello = Some(sh);
+            }
+            (Side::Server, msg::SERVER_KEY_EXCHANGE) => {
+                self.ske_group = tls::server_key_exchange_group(body);
+            }
+            (Side::Server, msg::CERTIFICATE | msg::SERVER_HELLO_DONE | msg::NEW_SESSION_TICKET) => {
+            }
+            _ => {}
+        }
+    }
+
+    /// What became of the connection (called once, when it ends or is evicted).
+    pub fn outcome(self) -> Outcome {
+        if self.not_tls {
+            return Outcome::NotTls;
+        }
+        if self.unparsed {
+            return Outcome::Unparsed;
+        }
+        let Some(hello) = self.hello else {
+            return if self.any_payload {
+                Outcome::Unparsed
+            } else {
+                Outcome::Empty
+            };
+        };
+        let (Some(sh), Some(finished)) = (self.server_hello, self.finished_ns) else {
+            let f = if let Some(a) = self.alert {
+                Failure::Alert(a)
+            } else if self.reset {
+                Failure::Reset
+            } else if self.closed {
+                Failure::Closed
+            } else {
+                Failure::Incomplete
+            };
+            return Outcome::Failed(f);
+        };
+        let tls13 = sh.version == tls::TLS13;
+        let (resumed, resumption) = if tls13 {
+            (sh.psk, sh.psk.then_some("psk"))
+        } else if self.abbreviated {
+            (
+                true,
+                Some(if hello.ticket { "ticket" } else { "session-id" }),
+            )
+        } else {
+            (false, None)
+        };
+        let kind = match (resumed, self.early_data_sent, self.hrr) {
+            (true, true, _) => Kind::ZeroRtt,
+            (true, false, _) => Kind::Resumed,
+            (false, _, true) => Kind::FullHrr,
+            (false, _, false) => Kind::Full,
+        };
+        let group = if tls13 {
+            sh.group
+        } else if resumed {
+            None
+        } else {
+            self.ske_group
+        };
+        let span = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
+        let start = self.syn_ns.or(self.first_hello_ns);
+        let phases = Phases {
+            connect: span(self.syn_ns, self.ack_ns),
+            server_think: span(self.hello_ns, self.sh_ns),
+            server_flight: span(self.sh_ns, self.flight_end_ns),
+            client_think: span(self.flight_end_ns, Some(finished)),
+            tls: span(self.first_hello_ns, Some(finished)),
+            first_app_byte: span(start, self.first_app_ns),
+        };
+        Outcome::Handshake(Box::new(Handshake {
+            kind,
+            resumption,
+            version: sh.version,
+            group,
+            suite: sh.suite,
+            sni: hello.sni,
+            client: self.client,
+            server: self.server,
+            phases,
+            server_flight_bytes: self.flight_bytes,
+            client_process: None,
+            server_process: None,
+        }))
+    }
+}

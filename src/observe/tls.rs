@@ -1,0 +1,410 @@
+//! TLS message extraction from one direction's reassembled byte stream: record framing
+//! (5-byte headers checked for sanity, so a stream that is not TLS is told apart at once),
+//! handshake messages reassembled across records, and the two messages whose contents
+//! matter read with `tls-parser`: the ClientHello (SNI, ALPN, versions, groups, key
+//! shares, PSK, early data, session id and ticket) and the ServerHello (version, suite,
+//! group, PSK accepted, HelloRetryRequest by its fixed random).
+
+use tls_parser::{
+    TlsExtension, parse_tls_client_hello_extensions, parse_tls_handshake_client_hello,
+    parse_tls_handshake_server_hello, parse_tls_server_hello_extensions,
+};
+
+/// Record content types.
+pub mod content {
+    /// change_cipher_spec.
+    pub const CCS: u8 = 20;
+    /// alert.
+    pub const ALERT: u8 = 21;
+    /// handshake.
+    pub const HANDSHAKE: u8 = 22;
+    /// application_data (and every TLS 1.3 encrypted record).
+    pub const APP_DATA: u8 = 23;
+}
+
+/// Handshake message types.
+pub mod msg {
+    /// ClientHello.
+    pub const CLIENT_HELLO: u8 = 1;
+    /// ServerHello (and HelloRetryRequest).
+    pub const SERVER_HELLO: u8 = 2;
+    /// NewSessionTicket.
+    pub const NEW_SESSION_TICKET: u8 = 4;
+    /// Certificate.
+    pub const CERTIFICATE: u8 = 11;
+    /// ServerKeyExchange.
+    pub const SERVER_KEY_EXCHANGE: u8 = 12;
+    /// ServerHelloDone.
+    pub const SERVER_HELLO_DONE: u8 = 14;
+}
+
+/// The largest record body accepted: 2^14 plus the 2048 bytes of expansion TLS 1.2
+/// allows a ciphertext.
+pub const MAX_RECORD_BODY: usize = (1 << 14) + 2048;
+
+/// The largest handshake message reassembled (a certificate chain of 64 KiB).
+pub const MAX_HANDSHAKE_MESSAGE: usize = 1 << 16;
+
+/// The random of a HelloRetryRequest (RFC 8446 §4.1.3).
+pub const HRR_RANDOM: [u8; 32] = [
+    0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
+    0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
+];
+
+/// TLS 1.2's version number.
+pub const TLS12: u16 = 0x0303;
+/// TLS 1.3's version number.
+pub const TLS13: u16 = 0x0304;
+
+/// What framing found at the start of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A whole record: its content type, body length; the record takes `5 + len` bytes.
+    Record {
+        /// Content type.
+        content_type: u8,
+        /// Body length.
+        len: usize,
+    },
+    /// Not enough bytes yet.
+    NeedMore,
+    /// Not a TLS record header.
+    Garbage,
+}
+
+/// Frames the record at the start of `buf`.
+pub fn frame(buf: &[u8]) -> Frame {
+    let Some(h) = buf.get(..5) else {
+        // A bad first byte is garbage even before the header is complete.
+        return match buf.first() {
+            Some(t) if !(20..=24).contains(t) => Frame::Garbage,
+            _ => Frame::NeedMore,
+        };
+    };
+    let len = usize::from(u16::from_be_bytes([h[3], h[4]]));
+    if !(20..=24).contains(&h[0]) || h[1] != 3 || h[2] > 4 || len > MAX_RECORD_BODY {
+        return Frame::Garbage;
+    }
+    if buf.len() < 5 + len {
+        return Frame::NeedMore;
+    }
+    Frame::Record {
+        content_type: h[0],
+        len,
+    }
+}
+
+/// A handshake message longer than [`MAX_HANDSHAKE_MESSAGE`] (its declared length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong(pub usize);
+
+/// Handshake messages reassembled from the bodies of plaintext handshake records.
+#[derive(Debug, Default)]
+pub struct HandshakeBuf {
+    buf: Vec<u8>,
+}
+
+impl HandshakeBuf {
+    /// Appends a handshake record's body.
+    pub fn push(&mut self, body: &[u8]) {
+        self.buf.extend_from_slice(body);
+    }
+
+    /// The next complete message `(type, body)`, removed from the buffer by
+    /// [`HandshakeBuf::consume`]; an error when its length is beyond
+    /// [`MAX_HANDSHAKE_MESSAGE`].
+    pub fn next_message(&self) -> Result<Option<(u8, &[u8])>, TooLong> {
+        let Some(h) = self.buf.get(..4) else {
+            return Ok(None);
+        };
+        let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
+        if len > MAX_HANDSHAKE_MESSAGE {
+            return Err(TooLong(len));
+        }
+        Ok(self.buf.get(4..4 + len).map(|body| (h[0], body)))
+    }
+
+    /// Drops the message [`HandshakeBuf::next_message`] returned.
+    pub fn consume(&mut self) {
+        if let Some(h) = self.buf.get(..4) {
+            let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
+            let n = (4 + len).min(self.buf.len());
+            self.buf.drain(..n);
+        }
+    }
+
+    /// True when a message is partly held.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+/// What a ClientHello offers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientHello {
+    /// server_name (host name), if sent and valid UTF-8.
+    pub sni: Option<String>,
+    /// The first ALPN protocol offered.
+    pub alpn: Option<String>,
+    /// The highest version offered (supported_versions, else the legacy version).
+    pub max_version: u16,
+    /// The first key share's group (TLS 1.3).
+    pub key_share: Option<u16>,
+    /// Number of groups in supported_groups.
+    pub groups: usize,
+    /// Number of cipher suites offered.
+    pub suites: usize,
+    /// A pre_shared_key extension (TLS 1.3 resumption offered).
+    pub psk: bool,
+    /// An early_data extension (0-RTT offered).
+    pub early_data: bool,
+    /// A non-empty session_ticket extension (TLS 1.2 ticket resumption offered).
+    pub ticket: bool,
+    /// The legacy session id's length.
+    pub session_id_len: usize,
+}
+
+/// What a ServerHello (or HelloRetryRequest) says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerHello {
+    /// A HelloRetryRequest (its random is [`HRR_RANDOM`]).
+    pub hrr: bool,
+    /// The negotiated version (supported_versions, else the legacy version).
+    pub version: u16,
+    /// The cipher suite.
+    pub suite: u16,
+    /// The key-exchange group (TLS 1.3 key_share; for a HelloRetryRequest, the group
+    /// asked for).
+    pub group: Option<u16>,
+    /// pre_shared_key present: the server accepted the client's PSK (TLS 1.3 resumption).
+    pub psk: bool,
+}
+
+/// Reads a ClientHello's body; `None` when it does not parse.
+pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
+    let (_, ch) = parse_tls_handshake_client_hello(body).ok()?;
+    let mut out = ClientHello {
+        max_version: ch.version.0,
+        suites: ch.ciphers.len(),
+        session_id_len: ch.session_id.map_or(0, <[u8]>::len),
+        ..ClientHello::default()
+    };
+    let Some(ext) = ch.ext else {
+        return Some(out);
+    };
+    let (_, exts) = parse_tls_client_hello_extensions(ext).ok()?;
+    for e in exts {
+        match e {
+            TlsExtension::SNI(names) => {
+                out.sni = names
+                    .iter()
+                    .find(|(t, _)| t.0 == 0)
+                    .and_then(|(_, n)| std::str::from_utf8(n).ok())
+                    .map(str::to_string);
+            }
+            TlsExtension::ALPN(protos) => {
+                out.alpn = protos
+                    .first()
+                    .map(|p| String::from_utf8_lossy(p).into_owned());
+            }
+            TlsExtension::SupportedVersions(vs) => {
+                // GREASE values (0x?a?a) are not versions.
+                if let Some(v) = vs
+                    .iter()
+                    .map(|v| v.0)
+                    .filter(|v| v & 0x0f0f != 0x0a0a)
+                    .max()
+                {
+                    out.max_version = v;
+                }
+            }
+            TlsExtension::EllipticCurves(groups) => out.groups = groups.len(),
+            TlsExtension::KeyShare(ks) => {
+                // client_shares<0..2^16-1>: a 2-byte length, then group, length, key.
+                out.key_share = ks
+                    .get(2..4)
+                    .map(|g| u16::from_be_bytes([g[0], g[1]]))
+                    .filter(|g| g & 0x0f0f != 0x0a0a);
+            }
+            TlsExtension::PreSharedKey(_) => out.psk = true,
+            TlsExtension::EarlyData(_) => out.early_data = true,
+            TlsExtension::SessionTicket(t) => out.ticket = !t.is_empty(),
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// Reads a ServerHello's body; `None` when it does not parse.
+pub fn server_hello(body: &[u8]) -> Option<ServerHello> {
+    let (_, sh) = parse_tls_handshake_server_hello(body).ok()?;
+    let mut out = ServerHello {
+        hrr: sh.random == HRR_RANDOM,
+        version: sh.version.0,
+        suite: sh.cipher.0,
+        ..ServerHello::default()
+    };
+    let Some(ext) = sh.ext else {
+        return Some(out);
+    };
+    let (_, exts) = parse_tls_server_hello_extensions(ext).ok()?;
+    for e in exts {
+        match e {
+            TlsExtension::SupportedVersions(vs) => {
+                if let Some(v) = vs.first() {
+                    out.version = v.0;
+                }
+            }
+            // ServerHello: group, length, key; HelloRetryRequest: the group alone.
+            TlsExtension::KeyShare(ks) | TlsExtension::KeyShareOld(ks) => {
+                out.group = ks.get(..2).map(|g| u16::from_be_bytes([g[0], g[1]]));
+            }
+            TlsExtension::PreSharedKey(_) => out.psk = true,
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
+/// The named curve of an ECDHE ServerKeyExchange (TLS 1.2); `None` for another kind.
+pub fn server_key_exchange_group(body: &[u8]) -> Option<u16> {
+    // ECParameters: curve_type 3 (named_curve), then the group.
+    match body {
+        [3, a, b, ..] => Some(u16::from_be_bytes([*a, *b])),
+        _ => None,
+    }
+}
+
+/// A version's name as nginx and openssl print it.
+pub fn version_name(v: u16) -> String {
+    match v {
+        0x0300 => "SSLv3".into(),
+        0x0301 => "TLSv1".into(),
+        0x0302 => "TLSv1.1".into(),
+        TLS12 => "TLSv1.2".into(),
+        TLS13 => "TLSv1.3".into(),
+        other => format!("0x{other:04x}"),
+    }
+}
+
+/// A named group's name (the IANA registry's, as openssl prints them).
+pub fn group_name(g: u16) -> String {
+    match g {
+        0x0017 => "secp256r1".into(),
+        0x0018 => "secp384r1".into(),
+        0x0019 => "secp521r1".into(),
+        0x001d => "x25519".into(),
+        0x001e => "x448".into(),
+        0x0100 => "ffdhe2048".into(),
+        0x0101 => "ffdhe3072".into(),
+        0x0102 => "ffdhe4096".into(),
+        0x11eb => "SecP256r1MLKEM768".into(),
+        0x11ec => "X25519MLKEM768".into(),
+        0x11ed => "SecP384r1MLKEM1024".into(),
+        0x6399 => "X25519Kyber768Draft00".into(),
+        other => format!("0x{other:04x}"),
+    }
+}
+
+/// A cipher suite's IANA name, or its number.
+pub fn suite_name(s: u16) -> String {
+    tls_parser::TlsCipherSuiteID(s)
+        .get_ciphersuite()
+        .map_or_else(|| format!("0x{s:04x}"), |c| c.name.to_string())
+}
+
+/// An alert description's name (RFC 8446 §6).
+pub fn alert_name(d: u8) -> String {
+    match d {
+        0 => "close_notify".into(),
+        10 => "unexpected_message".into(),
+        20 => "bad_record_mac".into(),
+        22 => "record_overflow".into(),
+        40 => "handshake_failure".into(),
+        42 => "bad_certificate".into(),
+        43 => "unsupported_certificate".into(),
+        44 => "certificate_revoked".into(),
+        45 => "certificate_expired".into(),
+        46 => "certificate_unknown".into(),
+        47 => "illegal_parameter".into(),
+        48 => "unknown_ca".into(),
+        49 => "access_denied".into(),
+        50 => "decode_error".into(),
+        51 => "decrypt_error".into(),
+        70 => "protocol_version".into(),
+        71 => "insufficient_security".into(),
+        80 => "internal_error".into(),
+        86 => "inappropriate_fallback".into(),
+        90 => "user_canceled".into(),
+        109 => "missing_extension".into(),
+        110 => "unsupported_extension".into(),
+        112 => "unrecognized_name".into(),
+        113 => "bad_certificate_status_response".into(),
+        115 => "unknown_psk_identity".into(),
+        116 => "certificate_required".into(),
+        120 => "no_application_protocol".into(),
+        other => format!("alert {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_records_and_refuses_what_is_not_tls() {
+        assert_eq!(
+            frame(&[22, 3, 1, 0, 2, 9, 9]),
+            Frame::Record {
+                content_type: 22,
+                len: 2
+            }
+        );
+        assert_eq!(frame(&[22, 3, 1, 0, 3, 9, 9]), Frame::NeedMore);
+        assert_eq!(frame(&[22, 3]), Frame::NeedMore);
+        assert_eq!(frame(b"GET / HTTP/1.1\r\n"), Frame::Garbage);
+        assert_eq!(frame(b"G"), Frame::Garbage);
+        assert_eq!(frame(&[23, 3, 3, 0xff, 0xff]), Frame::Garbage);
+        assert_eq!(frame(&[23, 2, 3, 0, 1, 0]), Frame::Garbage);
+    }
+
+    #[test]
+    fn handshake_messages_span_records() {
+        let mut hs = HandshakeBuf::default();
+        hs.push(&[1, 0, 0, 3, 7]);
+        assert_eq!(hs.next_message(), Ok(None));
+        hs.push(&[8, 9, 14, 0]);
+        assert_eq!(hs.next_message(), Ok(Some((1, &[7, 8, 9][..]))));
+        hs.consume();
+        assert_eq!(hs.next_message(), Ok(None));
+        hs.push(&[0, 0]);
+        assert_eq!(hs.next_message(), Ok(Some((14, &[][..]))));
+        hs.consume();
+        assert!(hs.is_empty());
+        hs.push(&[11, 0xff, 0, 0]);
+        assert_eq!(hs.next_message(), Err(TooLong(0xff_0000)));
+    }
+
+    #[test]
+    fn random_bodies_never_panic() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for len in 0..400 {
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let _ = client_hello(&bytes);
+            let _ = server_hello(&bytes);
+            let _ = frame(&bytes);
+            let mut hs = HandshakeBuf::default();
+            hs.push(&bytes);
+            while let Ok(Some(_)) = hs.next_message() {
+                hs.consume();
+            }
+        }
+    }
+}

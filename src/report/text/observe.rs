@@ -1,0 +1,200 @@
+//! `tlsperf observe` (and `merge` of observations) as text: counts, phase percentiles per
+//! handshake kind, breakdowns, failures.
+
+use std::collections::BTreeMap;
+
+use crate::observe::result::{Observation, PHASES, Row};
+
+use super::{BAD, BOLD, render, right_align, styled, table};
+
+/// The kinds in report order (`all` first).
+const KINDS: [&str; 5] = ["all", "full", "full-hrr", "resumed", "0rtt"];
+
+/// The most rows shown per breakdown (the JSON has them all).
+const SHOWN_ROWS: usize = 10;
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// The whole observation.
+pub fn observation(o: &Observation) -> String {
+    let sources: Vec<String> = o
+        .sources
+        .iter()
+        .map(|s| format!("{} {}", s.kind, s.name))
+        .collect();
+    let ports = if o.ports.is_empty() {
+        "every TCP port".to_string()
+    } else {
+        let p: Vec<String> = o.ports.iter().map(u16::to_string).collect();
+        format!("TCP port {}", p.join(", "))
+    };
+    let mut s = format!(
+        "{}\n\n",
+        styled(
+            BOLD,
+            &format!(
+                "Handshakes observed in {} on {}: {:.3} s of capture{}",
+                sources.join(" + "),
+                ports,
+                o.duration_s,
+                if o.interrupted {
+                    " (interrupted: partial result)"
+                } else {
+                    ""
+                }
+            )
+        )
+    );
+    let p = &o.packets;
+    s += &format!(
+        "frames: {} ({} TCP segments observed, {} on other ports, {} not TCP){}\n",
+        p.frames,
+        p.tcp_segments,
+        p.other_ports,
+        p.not_tcp,
+        if o.sources.iter().any(|s| s.kind == "live") {
+            format!("; kernel drops {}", p.kernel_drops)
+        } else {
+            String::new()
+        }
+    );
+    let c = &o.connections;
+    s += &format!(
+        "connections: {} tracked: {} handshakes, {} failed, {} not TLS, {} unparsed, {} \
+         without payload; {} already open at the start (not analyzed)\n",
+        c.tracked, c.handshakes, c.failed, c.not_tls, c.unparsed, c.empty, c.midstream
+    );
+    if c.evicted_idle + c.evicted_half_open + c.over_cap > 0 {
+        s += &format!(
+            "flow table: {} evicted idle, {} evicted half-open, {} not tracked (table full)\n",
+            c.evicted_idle, c.evicted_half_open, c.over_cap
+        );
+    }
+    let kinds: Vec<String> = KINDS[1..]
+        .iter()
+        .map(|k| format!("{k} {}", o.count(k)))
+        .collect();
+    let methods: Vec<String> = o
+        .resumption
+        .by_method
+        .iter()
+        .map(|(m, n)| format!("{m} {n}"))
+        .collect();
+    s += &format!(
+        "handshakes: {} — {}; resumption rate {:.1}%{}\n\n",
+        o.count("all"),
+        kinds.join(", "),
+        o.resumption.rate * 100.0,
+        if methods.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", methods.join(", "))
+        }
+    );
+    if o.count("all") > 0 {
+        let mut t = table(&["kind", "phase (ms)", "n", "p50", "p90", "p99", "max"]);
+        for kind in KINDS {
+            let Some(ks) = o.handshakes.get(kind).filter(|k| k.count > 0) else {
+                continue;
+            };
+            for (phase, _) in PHASES {
+                let Some(d) = ks.phases.get(phase) else {
+                    continue;
+                };
+                let q = &d.quantiles;
+                t.add_row(vec![
+                    kind.to_string(),
+                    phase.to_string(),
+                    q.count.to_string(),
+                    ms(q.p50_ns),
+                    ms(q.p90_ns),
+                    ms(q.p99_ns),
+                    ms(q.max_ns),
+                ]);
+            }
+        }
+        right_align(&mut t, &[2, 3, 4, 5, 6]);
+        s += &render(&t);
+        s += "\n\n";
+        let flights: Vec<String> = KINDS[1..]
+            .iter()
+            .filter_map(|k| {
+                let b = o.handshakes.get(*k)?.server_flight_bytes;
+                (b.count > 0)
+                    .then(|| format!("{k} {} (min {}, max {})", b.total / b.count, b.min, b.max))
+            })
+            .collect();
+        s += &format!("server flight, mean bytes: {}\n\n", flights.join("; "));
+        for (title, map) in [
+            ("SNI", &o.by_sni),
+            ("server", &o.by_server),
+            ("version", &o.by_version),
+            ("group", &o.by_group),
+            ("client process", &o.by_client_process),
+            ("server process", &o.by_server_process),
+        ] {
+            if map.is_empty() {
+                continue;
+            }
+            s += &breakdown(title, map);
+            s += "\n";
+        }
+    }
+    let f = &o.failures;
+    if f.total() > 0 {
+        let mut parts: Vec<String> = f
+            .alerts
+            .iter()
+            .map(|(a, n)| format!("alert {a} {n}"))
+            .collect();
+        for (what, n) in [
+            ("reset", f.reset),
+            ("closed", f.closed),
+            ("incomplete", f.incomplete),
+        ] {
+            if n > 0 {
+                parts.push(format!("{what} {n}"));
+            }
+        }
+        s += &format!(
+            "{} {}\n\n",
+            styled(BAD, "failed handshakes:"),
+            parts.join(", ")
+        );
+    }
+    s += "server_think and server_flight are exact on the server's host, client_think and \
+          first_app_byte on the client's (on loopback, all are)\n";
+    s
+}
+
+fn breakdown(title: &str, map: &BTreeMap<String, Row>) -> String {
+    let mut rows: Vec<(&String, &Row)> = map.iter().collect();
+    rows.sort_by(|a, b| b.1.handshakes.cmp(&a.1.handshakes).then(a.0.cmp(b.0)));
+    let mut t = table(&[
+        title,
+        "handshakes",
+        "resumed",
+        "hrr",
+        "server think p50 ms",
+        "client think p50 ms",
+    ]);
+    for (k, r) in rows.iter().take(SHOWN_ROWS) {
+        t.add_row(vec![
+            k.to_string(),
+            r.handshakes.to_string(),
+            r.resumed.to_string(),
+            r.hrr.to_string(),
+            ms(r.server_think.quantiles.p50_ns),
+            ms(r.client_think.quantiles.p50_ns),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5]);
+    let mut s = render(&t);
+    s.push('\n');
+    if rows.len() > SHOWN_ROWS {
+        s += &format!("… and {} more (see --json)\n", rows.len() - SHOWN_ROWS);
+    }
+    s
+}
