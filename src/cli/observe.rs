@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::error::ErrorClass;
 use crate::observe::live::LiveCapture;
@@ -122,16 +123,37 @@ fn live(
                 .map_err(|e| CliError::runtime(e.into()))?;
             let server = MetricsServer::start(listener, Arc::clone(&metrics))
                 .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("--metrics")))?;
-            anstream::eprintln!("metrics: http://{local}/metrics");
+            out.note(format!("metrics: http://{local}/metrics"));
             Some(server)
         }
         None => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
-    watch_signals(Arc::clone(&stop))?;
+    // One worker thread for the signal handlers (registered before the capture starts);
+    // the capture itself runs on this thread, blocking, until `stop` or --duration.
+    let rt = runtime(Threads::Many(Some(1)), None)?;
+    let flag = Arc::clone(&stop);
+    block_on_interruptible(
+        &rt,
+        move || flag.store(true, Ordering::Relaxed),
+        || {},
+        async { capture_until_stopped(args, interface, capture, options, metrics, &stop, out) },
+    )
+}
+
+/// The live capture on this thread: the table redrawn every second on a terminal.
+fn capture_until_stopped(
+    args: &ObserveArgs,
+    interface: &str,
+    capture: LiveCapture,
+    options: Options,
+    metrics: Arc<ObserveMetrics>,
+    stop: &AtomicBool,
+    out: &Output,
+) -> Result<Observation, CliError> {
     if !out.quiet() {
         let ports: Vec<String> = options.ports.iter().map(u16::to_string).collect();
-        anstream::eprintln!(
+        out.note(format!(
             "capturing on {interface}, {}; {}",
             if ports.is_empty() {
                 "every TCP port".to_string()
@@ -142,7 +164,7 @@ fn live(
                 Some(d) => format!("for {}", humantime::format_duration(d)),
                 None => "Ctrl-C to stop".to_string(),
             }
-        );
+        ));
     }
     let live = LiveOptions {
         limits: options.limits,
@@ -151,7 +173,7 @@ fn live(
         metrics: args.metrics.is_some().then_some(metrics),
     };
     let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
-    let result = observe_live(capture, &live, &stop, |snapshot| {
+    let result = observe_live(capture, &live, stop, |snapshot| {
         if redraw {
             // Home, clear, the table so far.
             let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
@@ -161,29 +183,4 @@ fn live(
         let _ = out.text("\x1b[H\x1b[2J");
     }
     Ok(result)
-}
-
-/// The first SIGINT or SIGTERM sets `stop`; a second one exits at once (130).
-fn watch_signals(stop: Arc<AtomicBool>) -> Result<(), CliError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::runtime(e.into()))?;
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("observe-signals".into())
-        .spawn(move || {
-            rt.block_on(async move {
-                let first = super::signals::first_then_exit();
-                let _ = ready_tx.send(());
-                first.await;
-                stop.store(true, Ordering::Relaxed);
-                // Keep the runtime for the second signal's handler.
-                std::future::pending::<()>().await;
-            });
-        })
-        .map_err(|e| CliError::runtime(e.into()))?;
-    // The handlers are registered before the capture starts.
-    let _ = ready_rx.recv();
-    Ok(())
 }
