@@ -397,10 +397,11 @@ fn two_processes_share_a_rate_start_together_and_merge() {
         // Each sent its half: 100/s for 2 s.
         let n = v["requests"]["attempted"].as_u64().unwrap();
         assert!((170..=230).contains(&n), "{}", v["requests"]);
-        // Not before the instant, and soon after it (a loose bound: a busy machine).
+        // Not before the instant (3 s after the spawn), and soon after it: a loose bound,
+        // as a busy machine delays a process's start (545 ms seen at load 10).
         let d = started(v) - at_t;
         assert!(
-            d >= time::Duration::ZERO && d < time::Duration::milliseconds(500),
+            d >= time::Duration::ZERO && d < time::Duration::milliseconds(1500),
             "{d}"
         );
     }
@@ -471,7 +472,8 @@ fn two_processes_share_a_rate_start_together_and_merge() {
     assert_eq!(va["outcome"], "above-max-rate", "{}", va["message"]);
     assert_eq!(va["rate_share"], "1/2");
     let d = started(&va) - started(&vb);
-    assert!(d.abs() < time::Duration::milliseconds(500), "{d}");
+    // Together: one ignoring --start-at would be ~3 s apart from the other.
+    assert!(d.abs() < time::Duration::milliseconds(1500), "{d}");
     let m = tlsperf([
         "merge",
         a.to_str().unwrap(),
