@@ -31,7 +31,7 @@ pub const SCHEMA: &str = "tlsperf-compare/1";
 
 /// A kind of document `compare` reads.
 #[derive(Debug, Clone, Copy)]
-pub struct Kind {
+pub struct DocKind {
     /// Its short name in [`CompareDocument::kind`] ([`Comparable::KIND`]).
     pub name: &'static str,
     /// What it is, in words ([`Document::NAME`]).
@@ -44,8 +44,8 @@ pub struct Kind {
     pub rows: fn(&Input) -> Result<RowSet, DocError>,
 }
 
-fn kind<T: Document + Comparable>() -> Kind {
-    Kind {
+fn kind<T: Document + Comparable>() -> DocKind {
+    DocKind {
         name: T::KIND,
         what: T::NAME,
         schema: T::SCHEMA,
@@ -54,7 +54,7 @@ fn kind<T: Document + Comparable>() -> Kind {
     }
 }
 
-impl Kind {
+impl DocKind {
     /// True when it reads documents of `schema`.
     pub fn reads(&self, schema: &str) -> bool {
         schema == self.schema || self.older.contains(&schema)
@@ -62,7 +62,7 @@ impl Kind {
 }
 
 /// Every document kind `compare` reads: one line each.
-pub fn kinds() -> [Kind; 7] {
+pub fn kinds() -> [DocKind; 7] {
     [
         kind::<crate::capacity::CapacityResult>(),
         kind::<LoadResult>(),
@@ -212,7 +212,7 @@ fn known_schemas() -> String {
 /// What an input is: a sample file, or a document of a known kind.
 enum What {
     Samples,
-    Doc(Kind, String),
+    Doc(DocKind, String),
 }
 
 impl What {

@@ -57,7 +57,7 @@ fn identity(r: &CapacityResult) -> Identity {
 /// capacities, `relative_change` B ÷ A − 1, no p-value.
 pub fn rows(a: &CapacityResult, b: &CapacityResult) -> Result<RowsCompared, CompareError> {
     let row = compare(a, b)?;
-    let side = |s: &Side| RowSide {
+    let side = |s: &CapacitySide| RowSide {
         rounds: 0,
         used: None,
         outliers_dropped: None,
@@ -114,7 +114,7 @@ pub enum CapacityVerdict {
 
 /// One side: its confirmed capacity and bracket.
 #[derive(Debug, Clone, Serialize)]
-pub struct Side {
+pub struct CapacitySide {
     /// The URL.
     pub target: String,
     /// Confirmed capacity (per second).
@@ -131,9 +131,9 @@ pub struct CapacityRow {
     /// What is compared: "capacity at <objective>".
     pub metric: String,
     /// A.
-    pub a: Side,
+    pub a: CapacitySide,
     /// B.
-    pub b: Side,
+    pub b: CapacitySide,
     /// B ÷ A − 1, on the confirmed capacities.
     pub change: f64,
     /// The change's range over the brackets: `[B low ÷ A high − 1, B high ÷ A low − 1]`.
@@ -175,9 +175,9 @@ impl crate::error::Classify for CompareError {
     }
 }
 
-fn side(name: &'static str, r: &CapacityResult) -> Result<Side, CompareError> {
+fn side(name: &'static str, r: &CapacityResult) -> Result<CapacitySide, CompareError> {
     match (r.outcome, r.capacity_per_s, r.interval_per_s) {
-        (Outcome::Capacity, Some(c), Some(iv)) => Ok(Side {
+        (Outcome::Capacity, Some(c), Some(iv)) => Ok(CapacitySide {
             target: r.target.clone(),
             capacity_per_s: c,
             interval_per_s: iv,

@@ -77,19 +77,19 @@ impl fmt::Display for KxGroup {
 /// Which side of the handshake an operation belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Side {
+pub enum Role {
     /// The client.
     Client,
     /// The server.
     Server,
 }
 
-impl Side {
+impl Role {
     /// `client` or `server`.
     pub fn name(self) -> &'static str {
         match self {
-            Side::Client => "client",
-            Side::Server => "server",
+            Role::Client => "client",
+            Role::Server => "server",
         }
     }
 }
@@ -135,7 +135,7 @@ pub struct KxRow {
     /// The provider.
     pub provider: Provider,
     /// Client (start + complete) or server (start_and_complete).
-    pub side: Side,
+    pub side: Role,
     /// Bytes of the key share this side sends.
     pub share_len: usize,
     /// The figures.
@@ -297,8 +297,8 @@ pub fn run(opts: &KxOptions) -> Result<KxReport, CryptoError> {
     drop(ops);
     for (group, provider, shares) in &pairs {
         for (side, share_len) in [
-            (Side::Client, shares.client.len()),
-            (Side::Server, shares.server.len()),
+            (Role::Client, shares.client.len()),
+            (Role::Server, shares.server.len()),
         ] {
             let Some(m) = measured.next() else { break };
             rows.push(KxRow {

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use super::in_memory::{self, FullOrResumed, Shape};
 use super::instrument::{self, CATEGORIES, Category, Tally};
-use super::kx::{self, KxGroup, Side};
+use super::kx::{self, KxGroup, Role};
 use super::measure::{MAX_UNCOUNTED, MeasureOptions, Measurement, measure, measure_parts};
 use super::sign::{self, SigAlg, TestKey};
 use super::{CryptoError, Implementation};
@@ -96,7 +96,7 @@ pub struct InHandshake {
     /// Full or resumed.
     pub kind: FullOrResumed,
     /// Client or server.
-    pub side: Side,
+    pub side: Role,
     /// Per category: calls and time per handshake (categories with no call left out).
     pub categories: Vec<CategoryTime>,
     /// The sum of the categories' ns per handshake.
@@ -128,7 +128,7 @@ pub struct Operation {
     /// What it is, e.g. `kx x25519 server (start_and_complete)`.
     pub name: String,
     /// The side that performs it.
-    pub side: Side,
+    pub side: Role,
     /// How many a full handshake does on that side.
     pub per_full: u32,
     /// How many a resumed handshake does on that side.
@@ -144,7 +144,7 @@ pub struct Limit {
     /// Full or resumed.
     pub kind: FullOrResumed,
     /// Client or server.
-    pub side: Side,
+    pub side: Role,
     /// Crypto time per handshake measured inside handshakes (every category).
     #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub crypto_ns: f64,
@@ -196,14 +196,14 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     let shares = kx::exchange(g, p, p)?;
     operations.push(Operation {
         name: format!("kx {g} client (start + complete)"),
-        side: Side::Client,
+        side: Role::Client,
         per_full: 1,
         per_resumed: resumed_kx,
         m: kx::measure_client(m, g, p, &shares.server)?,
     });
     operations.push(Operation {
         name: format!("kx {g} server (start_and_complete)"),
-        side: Side::Server,
+        side: Role::Server,
         per_full: 1,
         per_resumed: resumed_kx,
         m: kx::measure_server(m, g, p, &shares.client)?,
@@ -217,7 +217,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     let mut sig = Vec::with_capacity(1024);
     operations.push(Operation {
         name: format!("sign {hs_alg} (handshake signature)"),
-        side: Side::Server,
+        side: Role::Server,
         per_full: 1,
         per_resumed: 0,
         m: measure(m, || signer.sign(&msg, &mut sig))?,
@@ -225,7 +225,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     signer.sign(&msg, &mut sig)?;
     operations.push(Operation {
         name: format!("verify {hs_alg} (handshake signature)"),
-        side: Side::Client,
+        side: Role::Client,
         per_full: 1,
         per_resumed: 0,
         m: measure(m, || signer.verify(&msg, &sig))?,
@@ -234,7 +234,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     chain.sign(&msg, &mut sig)?;
     operations.push(Operation {
         name: format!("verify {chain_alg} (chain: leaf and intermediate)"),
-        side: Side::Client,
+        side: Role::Client,
         per_full: 2,
         per_resumed: 0,
         m: measure(m, || chain.verify(&msg, &sig))?,
@@ -253,7 +253,7 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
             group: g,
         };
         let (plain, inside) = measure_alternately(&shape, &pki, m, bias)?;
-        for ((side, measured), ih) in [Side::Client, Side::Server]
+        for ((side, measured), ih) in [Role::Client, Role::Server]
             .into_iter()
             .zip(plain)
             .zip(inside)
@@ -375,7 +375,7 @@ fn measure_alternately(
         none_counted,
     )?;
     let plain = [parts[0].clone(), parts[1].clone()];
-    let inside = [Side::Client, Side::Server].map(|side| {
+    let inside = [Role::Client, Role::Server].map(|side| {
         let s = side_index(side);
         let categories: Vec<CategoryTime> = Category::ALL
             .iter()
@@ -405,9 +405,9 @@ fn measure_alternately(
     Ok((plain, inside))
 }
 
-fn side_index(side: Side) -> usize {
+fn side_index(side: Role) -> usize {
     match side {
-        Side::Client => 0,
-        Side::Server => 1,
+        Role::Client => 0,
+        Role::Server => 1,
     }
 }

@@ -9,7 +9,7 @@ use crate::pki::KeyType;
 /// `crypto_limit_pct`.
 pub(super) fn crypto_limits(groups: &mut [GroupResult]) -> Vec<result::CryptoLimit> {
     use crate::crypto::in_memory::FullOrResumed;
-    use crate::crypto::kx::{KxGroup, Side};
+    use crate::crypto::kx::{KxGroup, Role};
     use crate::crypto::limit::{self, LimitOptions};
     use crate::crypto::measure::MeasureOptions;
     use crate::tls::choices::TlsVersion as V;
@@ -61,7 +61,7 @@ pub(super) fn crypto_limits(groups: &mut [GroupResult]) -> Vec<result::CryptoLim
                         report
                             .limits
                             .iter()
-                            .find(|l| l.kind == kind && l.side == Side::Server)
+                            .find(|l| l.kind == kind && l.side == Role::Server)
                             .map_or(0.0, |l| l.crypto_ns)
                     };
                     let full_ns = ns(FullOrResumed::Full);

@@ -61,7 +61,7 @@ impl Flight {
     }
 }
 
-/// The critical path of a connection of `kind` (as [`crate::client::conn::Kind::name`])
+/// The critical path of a connection of `kind` (as [`crate::client::conn::HandshakeClass::name`])
 /// at `version` ("TLSv1.3"…), whose request went as accepted 0-RTT data or not, whose
 /// server's first flight was `flight`, on a link of `rtt_ms`.
 pub fn critical_path(

@@ -103,7 +103,7 @@ impl Aggregate {
                 .entry(m.to_string())
                 .or_default() += 1;
         }
-        let hrr = h.kind == super::timeline::Kind::FullHrr;
+        let hrr = h.kind == super::timeline::HandshakeKind::FullHrr;
         let keys = [
             (
                 0,

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use super::decode::Segment;
-use super::timeline::{Outcome, Record, Side, Timeline};
+use super::timeline::{Endpoint, Outcome, Record, Timeline};
 use super::tls::{Frame, frame};
 
 /// Limits of the flow table.
@@ -276,9 +276,9 @@ impl FlowTable {
             flow.payload_seen = true;
         }
         let side = if seg.src == flow.client {
-            Side::Client
+            Endpoint::Client
         } else {
-            Side::Server
+            Endpoint::Server
         };
         let Some(tl) = flow.timeline.as_mut() else {
             // Not analyzed: forget it once it closes.
@@ -288,18 +288,18 @@ impl FlowTable {
             return;
         };
         let (me, peer) = match side {
-            Side::Client => (0, 1),
-            Side::Server => (1, 0),
+            Endpoint::Client => (0, 1),
+            Endpoint::Server => (1, 0),
         };
         if seg.flags.syn {
-            if side == Side::Client && !seg.flags.ack {
+            if side == Endpoint::Client && !seg.flags.ack {
                 tl.syn(ns);
                 flow.streams[0].base.get_or_insert(seg.seq.wrapping_add(1));
-            } else if side == Side::Server && seg.flags.ack {
+            } else if side == Endpoint::Server && seg.flags.ack {
                 flow.syn_ack = true;
                 flow.streams[1].base.get_or_insert(seg.seq.wrapping_add(1));
             }
-        } else if side == Side::Client && seg.flags.ack && flow.syn_ack {
+        } else if side == Endpoint::Client && seg.flags.ack && flow.syn_ack {
             tl.handshake_ack(ns);
         }
         if flow.streams[me].base.is_none() && !seg.payload.is_empty() {
@@ -375,7 +375,7 @@ impl FlowTable {
 }
 
 /// Cuts the whole records out of a stream and gives them to the timeline.
-fn drain_records(stream: &mut Stream, side: Side, tl: &mut Timeline) {
+fn drain_records(stream: &mut Stream, side: Endpoint, tl: &mut Timeline) {
     let mut used = 0;
     loop {
         match frame(&stream.buf[used..]) {
@@ -411,7 +411,7 @@ fn drain_records(stream: &mut Stream, side: Side, tl: &mut Timeline) {
 mod tests {
     use super::*;
     use crate::observe::decode::Flags;
-    use crate::observe::timeline::{Handshake, Kind};
+    use crate::observe::timeline::{Handshake, HandshakeKind};
 
     const C: &str = "10.0.0.1:40000";
     const S: &str = "10.0.0.2:443";
@@ -648,7 +648,7 @@ mod tests {
     fn expected() -> Handshake {
         let us = 1_000;
         let h = handshake(&conversation());
-        assert_eq!(h.kind, Kind::Full);
+        assert_eq!(h.kind, HandshakeKind::Full);
         assert_eq!(h.sni.as_deref(), Some("localhost"));
         assert_eq!((h.version, h.group, h.suite), (0x0304, Some(0x1d), 0x1301));
         let p = h.phases;

@@ -24,18 +24,18 @@ use super::tls::{self, ClientHello, HandshakeBuf, ServerHello, content, msg};
 
 /// Which end of the connection sent something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub enum Endpoint {
     /// The end that sent the SYN.
     Client,
     /// The other end.
     Server,
 }
 
-impl Side {
+impl Endpoint {
     fn index(self) -> usize {
         match self {
-            Side::Client => 0,
-            Side::Server => 1,
+            Endpoint::Client => 0,
+            Endpoint::Server => 1,
         }
     }
 }
@@ -44,7 +44,7 @@ impl Side {
 #[derive(Debug, Clone, Copy)]
 pub struct Record<'a> {
     /// Who sent it.
-    pub side: Side,
+    pub side: Endpoint,
     /// Content type.
     pub content_type: u8,
     /// Its body.
@@ -60,7 +60,7 @@ pub struct Record<'a> {
 
 /// The kinds of handshake, named as in `tlsperf serve`'s /stats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
+pub enum HandshakeKind {
     /// A full handshake.
     Full,
     /// A full handshake after a HelloRetryRequest (one more round trip).
@@ -71,17 +71,22 @@ pub enum Kind {
     ZeroRtt,
 }
 
-impl Kind {
+impl HandshakeKind {
     /// Every kind, in report order.
-    pub const ALL: [Kind; 4] = [Kind::Full, Kind::FullHrr, Kind::Resumed, Kind::ZeroRtt];
+    pub const ALL: [HandshakeKind; 4] = [
+        HandshakeKind::Full,
+        HandshakeKind::FullHrr,
+        HandshakeKind::Resumed,
+        HandshakeKind::ZeroRtt,
+    ];
 
     /// The name used in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Full => "full",
-            Kind::FullHrr => "full-hrr",
-            Kind::Resumed => "resumed",
-            Kind::ZeroRtt => "0rtt",
+            HandshakeKind::Full => "full",
+            HandshakeKind::FullHrr => "full-hrr",
+            HandshakeKind::Resumed => "resumed",
+            HandshakeKind::ZeroRtt => "0rtt",
         }
     }
 }
@@ -108,7 +113,7 @@ pub struct Phases {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handshake {
     /// Its kind.
-    pub kind: Kind,
+    pub kind: HandshakeKind,
     /// How a resumed session was found: `psk` (TLS 1.3), `ticket` or `session-id`
     /// (TLS 1.2); `None` when not resumed.
     pub resumption: Option<&'static str>,
@@ -323,18 +328,18 @@ impl Timeline {
                     .is_some_and(|s| s.version != tls::TLS13);
                 if tls12 {
                     self.encrypted[r.side.index()] = true;
-                    if r.side == Side::Server && !self.client_replied {
+                    if r.side == Endpoint::Server && !self.client_replied {
                         // The server changes ciphers before the client said anything
                         // after its ServerHello: the abbreviated (resumed) handshake.
                         self.abbreviated = true;
                     }
-                    if r.side == Side::Client && self.sh_ns.is_some() {
+                    if r.side == Endpoint::Client && self.sh_ns.is_some() {
                         self.client_replied = true;
                         self.finished_ns.get_or_insert(r.first_ns);
                     }
                 }
                 // TLS 1.3's middlebox-compatibility CCS carries nothing.
-                if r.side == Side::Server && self.sh_ns.is_some() && !self.client_replied {
+                if r.side == Endpoint::Server && self.sh_ns.is_some() && !self.client_replied {
                     self.flight(r);
                 }
             }
@@ -347,7 +352,7 @@ impl Timeline {
     fn after_record(&mut self, r: &Record<'_>) {
         let Some(sh) = &self.server_hello else {
             // Before the ServerHello: a client's application data is early data.
-            if r.side == Side::Client && r.content_type == content::APP_DATA {
+            if r.side == Endpoint::Client && r.content_type == content::APP_DATA {
                 if self.hello.as_ref().is_some_and(|h| h.early_data) {
                     self.early_data_sent = true;
                     self.first_app_ns.get_or_insert(r.first_ns);
@@ -359,12 +364,12 @@ impl Timeline {
         };
         let tls13 = sh.version == tls::TLS13;
         match r.side {
-            Side::Server => {
+            Endpoint::Server => {
                 if !self.client_replied {
                     self.flight(r);
                 }
             }
-            Side::Client => {
+            Endpoint::Client => {
                 if self.finished_ns.is_some() {
                     if r.content_type == content::APP_DATA {
                         self.first_app_ns.get_or_insert(r.first_ns);
@@ -393,7 +398,7 @@ impl Timeline {
 
     fn message(&mut self, r: &Record<'_>, t: u8, body: &[u8]) {
         match (r.side, t) {
-            (Side::Client, msg::CLIENT_HELLO) => {
+            (Endpoint::Client, msg::CLIENT_HELLO) => {
                 let Some(ch) = tls::client_hello(body) else {
                     self.unparsed = true;
                     return;
@@ -409,7 +414,7 @@ impl Timeline {
                 }
                 self.hello_ns = Some(r.last_ns);
             }
-            (Side::Server, msg::SERVER_HELLO) => {
+            (Endpoint::Server, msg::SERVER_HELLO) => {
                 let Some(sh) = tls::server_hello(body) else {
                     self.unparsed = true;
                     return;
@@ -425,11 +430,13 @@ impl Timeline {
                 self.sh_ns = Some(r.first_ns);
                 self.server_hello = Some(sh);
             }
-            (Side::Server, msg::SERVER_KEY_EXCHANGE) => {
+            (Endpoint::Server, msg::SERVER_KEY_EXCHANGE) => {
                 self.ske_group = tls::server_key_exchange_group(body);
             }
-            (Side::Server, msg::CERTIFICATE | msg::SERVER_HELLO_DONE | msg::NEW_SESSION_TICKET) => {
-            }
+            (
+                Endpoint::Server,
+                msg::CERTIFICATE | msg::SERVER_HELLO_DONE | msg::NEW_SESSION_TICKET,
+            ) => {}
             _ => {}
         }
     }
@@ -473,10 +480,10 @@ impl Timeline {
             (false, None)
         };
         let kind = match (resumed, self.early_data_sent, self.hrr) {
-            (true, true, _) => Kind::ZeroRtt,
-            (true, false, _) => Kind::Resumed,
-            (false, _, true) => Kind::FullHrr,
-            (false, _, false) => Kind::Full,
+            (true, true, _) => HandshakeKind::ZeroRtt,
+            (true, false, _) => HandshakeKind::Resumed,
+            (false, _, true) => HandshakeKind::FullHrr,
+            (false, _, false) => HandshakeKind::Full,
         };
         let group = if tls13 {
             sh.group

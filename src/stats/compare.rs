@@ -43,7 +43,7 @@ impl Default for CompareOptions {
 
 /// One side of a comparison.
 #[derive(Debug, Clone, Serialize)]
-pub struct Side {
+pub struct SideSummary {
     /// Where the samples came from.
     pub source: String,
     /// Summary of all samples as read.
@@ -60,9 +60,9 @@ pub struct Side {
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
     /// Baseline.
-    pub a: Side,
+    pub a: SideSummary,
     /// Candidate.
-    pub b: Side,
+    pub b: SideSummary,
     /// Significance level.
     pub alpha: f64,
     /// Which way is better.
@@ -104,7 +104,7 @@ pub fn compare(a: &Samples, b: &Samples, opts: &CompareOptions) -> Result<Compar
     })
 }
 
-fn side(s: &Samples, filter: bool, name: &str) -> Result<Side, StatsError> {
+fn side(s: &Samples, filter: bool, name: &str) -> Result<SideSummary, StatsError> {
     let too_few = |got| StatsError::TooFew {
         what: format!("sample {name} ({})", s.source),
         needed: 2,
@@ -124,7 +124,7 @@ fn side(s: &Samples, filter: bool, name: &str) -> Result<Side, StatsError> {
     } else {
         (raw, None, 0)
     };
-    Ok(Side {
+    Ok(SideSummary {
         source: s.source.clone(),
         raw,
         summary,
