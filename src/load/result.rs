@@ -9,45 +9,9 @@ use serde::{Deserialize, Serialize};
 use crate::doc::Document;
 use crate::stats::Direction;
 use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
-use crate::stats::{HistogramError, LatencyHistogram, Quantiles};
+use crate::stats::{HistogramError, Quantiles};
 
-/// A latency distribution: percentiles to read, the histogram to merge.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Dist {
-    /// Percentiles (nanoseconds).
-    pub quantiles: Quantiles,
-    /// The HDR histogram (nanoseconds, 3 significant digits), V2 serialized, base64.
-    pub hdr: LatencyHistogram,
-}
-
-impl Dist {
-    /// From a histogram.
-    pub fn of(h: LatencyHistogram) -> Dist {
-        Dist {
-            quantiles: h.quantiles(),
-            hdr: h,
-        }
-    }
-
-    fn merge(&mut self, other: &Dist) -> Result<(), HistogramError> {
-        // Counts saturate when added; the V2 encoding holds at most i64::MAX of them.
-        if self
-            .hdr
-            .len()
-            .checked_add(other.hdr.len())
-            .is_none_or(|n| n > i64::MAX as u64)
-        {
-            return Err(HistogramError::Merge(format!(
-                "{} + {} values is more than a histogram can hold",
-                self.hdr.len(),
-                other.hdr.len()
-            )));
-        }
-        self.hdr.merge(&other.hdr)?;
-        self.quantiles = self.hdr.quantiles();
-        Ok(())
-    }
-}
+pub use crate::stats::histogram::Dist;
 
 /// Requests.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -739,6 +703,7 @@ impl LoadResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::LatencyHistogram;
 
     fn quantiles(ns: &[u64]) -> Quantiles {
         let mut h = LatencyHistogram::new();

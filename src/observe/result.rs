@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Classify, ErrorClass};
-use crate::stats::{HistogramError, LatencyHistogram, Quantiles};
+use crate::stats::HistogramError;
 
 /// Schema name and version written in every observation.
 pub const SCHEMA: &str = "tlsperf-observe/1";
@@ -41,48 +41,7 @@ pub const PHASES: [(&str, &str); 6] = [
     ),
 ];
 
-/// A distribution: percentiles to read, the histogram to merge.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Dist {
-    /// Percentiles (nanoseconds).
-    pub quantiles: Quantiles,
-    /// The HDR histogram (nanoseconds, 3 significant digits), V2 serialized, base64.
-    pub hdr: LatencyHistogram,
-}
-
-impl Default for Dist {
-    fn default() -> Self {
-        Dist::of(LatencyHistogram::new())
-    }
-}
-
-impl Dist {
-    /// From a histogram.
-    pub fn of(h: LatencyHistogram) -> Dist {
-        Dist {
-            quantiles: h.quantiles(),
-            hdr: h,
-        }
-    }
-
-    fn merge(&mut self, other: &Dist) -> Result<(), HistogramError> {
-        if self
-            .hdr
-            .len()
-            .checked_add(other.hdr.len())
-            .is_none_or(|n| n > i64::MAX as u64)
-        {
-            return Err(HistogramError::Merge(format!(
-                "{} + {} values is more than a histogram can hold",
-                self.hdr.len(),
-                other.hdr.len()
-            )));
-        }
-        self.hdr.merge(&other.hdr)?;
-        self.quantiles = self.hdr.quantiles();
-        Ok(())
-    }
-}
+pub use crate::stats::histogram::Dist;
 
 /// Sizes in bytes: count, sum and extremes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

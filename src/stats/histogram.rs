@@ -284,6 +284,52 @@ pub struct Quantiles {
     pub max_ns: u64,
 }
 
+/// A latency distribution: percentiles to read, the histogram to merge.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Dist {
+    /// Percentiles (nanoseconds).
+    pub quantiles: Quantiles,
+    /// The HDR histogram (nanoseconds, 3 significant digits), V2 serialized, base64.
+    pub hdr: LatencyHistogram,
+}
+
+impl Default for Dist {
+    fn default() -> Self {
+        Dist::of(LatencyHistogram::new())
+    }
+}
+
+impl Dist {
+    /// From a histogram.
+    pub fn of(h: LatencyHistogram) -> Dist {
+        Dist {
+            quantiles: h.quantiles(),
+            hdr: h,
+        }
+    }
+
+    /// Adds `other`'s values (exactly: the histograms merge) and re-reads the
+    /// percentiles; refuses a total a histogram cannot hold.
+    pub fn merge(&mut self, other: &Dist) -> Result<(), HistogramError> {
+        // Counts saturate when added; the V2 encoding holds at most i64::MAX of them.
+        if self
+            .hdr
+            .len()
+            .checked_add(other.hdr.len())
+            .is_none_or(|n| n > i64::MAX as u64)
+        {
+            return Err(HistogramError::Merge(format!(
+                "{} + {} values is more than a histogram can hold",
+                self.hdr.len(),
+                other.hdr.len()
+            )));
+        }
+        self.hdr.merge(&other.hdr)?;
+        self.quantiles = self.hdr.quantiles();
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
