@@ -8,6 +8,8 @@
 //! - [`in_memory`]: `crypto handshake`, rustls client and server in memory, per side.
 //! - [`instrument`]: a rustls provider that times every call into its crypto, per
 //!   category, so an in-memory handshake tells each side's crypto time.
+//! - [`cpu_clock`]: the thread CPU clock the in-memory handshakes and the instrumented
+//!   provider read (a busy machine does not inflate it as it does wall time).
 //! - [`kx`]: `crypto kx`, the providers' rustls key-exchange groups, client and server
 //!   side.
 //! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
@@ -20,6 +22,7 @@
 
 pub mod alloc;
 pub mod compare;
+pub mod cpu_clock;
 pub mod in_memory;
 pub mod instrument;
 pub mod kx;
