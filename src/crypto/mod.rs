@@ -1,5 +1,6 @@
 //! `tlsperf crypto`: how fast signatures and key exchange are on this machine, per
-//! implementation, measured on the wall clock.
+//! implementation: tight loops on the wall clock, in-memory handshakes on the thread's
+//! CPU clock.
 //!
 //! - [`mod@measure`]: the harness (warm-up, rounds, Tukey's filter, median and spread, bytes
 //!   allocated per operation) every command here uses.

@@ -711,13 +711,7 @@ async fn connection(
         hello: ctx.capture_hello.then(Vec::new),
         last: last.clone(),
     };
-    // Boxed, here and for the HTTP part below: the TLS connection and hyper's connection
-    // state are kilobytes, and inline in this future they would be copied whole as the
-    // task is spawned and as the future moves; a box moves as a pointer.
-    let handshake = Box::pin(tokio::time::timeout(
-        ctx.handshake_timeout,
-        ctx.acceptor.accept(tcp),
-    ));
+    let handshake = tokio::time::timeout(ctx.handshake_timeout, ctx.acceptor.accept(tcp));
     let handshake = tokio::select! {
         r = handshake => r,
         _ = state.close.notified() => return,
@@ -836,7 +830,6 @@ async fn connection(
         }
     };
     // Dropping the connection closes it: when it has been idle too long, or when it is shed.
-    let served = Box::pin(served);
     let result = tokio::select! {
         r = served => r,
         idle = idle_or_shed(&state, ctx.conns.epoch, ctx.idle_timeout) => {
