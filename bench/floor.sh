@@ -179,7 +179,7 @@ for r in $(seq "$rounds"); do
       base) out=$(h2conn "$base_pid" https://127.0.0.1:19485/); echo "$r base $out $l" >> "$work/rows" ;;
       crypto)
         "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 > "$work/limit.json"
-        c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print([x for x in d['limits'] if x['kind'] == 'full' and x['side'] == 'server'][0]['crypto_ns'] / 1000)")
+        c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == 'full' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
         echo "$r crypto $c 0 $l" >> "$work/rows" ;;
       client)
         f0=$(stat_field 19492 full)
@@ -190,7 +190,7 @@ for r in $(seq "$rounds"); do
         [ "$(json_get "$work/load.json" "['handshakes']['chains_verified']")" = "$n" ] || fail "tlsperf load: not $n chains verified"
         [ "$(json_get "$work/load.json" "['handshakes']['chains_from_cache']")" = 0 ] || fail "tlsperf load: chains from cache"
         [ $((f1 - f0)) = "$n" ] || fail "serve counted $((f1 - f0)) full handshakes for tlsperf load's $n"
-        out=$(json_get "$work/load.json" "['generator']['cpu_us_per_handshake']")
+        out=$(printf '%.1f' "$(json_get "$work/load.json" "['generator']['cpu_us_per_handshake']")")
         echo "$r load $out 0 $l" >> "$work/rows" ;;
       resume)
         for v in 1.3 1.2; do
