@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::client::config::{ClientTlsOptions, Resume, Roots};
+use crate::client::reload::RootsLoad;
 use crate::client::target::Target;
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
@@ -43,6 +44,12 @@ pub struct ClientArgs {
     /// or a PEM file (a regular file of at most 128 MiB).
     #[arg(long, default_value = "system")]
     pub roots: String,
+    /// When the roots are loaded: once (shared by every connection), or per-handshake
+    /// (read and decoded again inside every certificate verification, between the
+    /// server's flight and the client's Finished: what a client that loads its CA bundle
+    /// for each connection costs; no verdict cache then).
+    #[arg(long, value_enum, default_value_t = RootsLoad::Once, conflicts_with = "insecure")]
+    pub roots_load: RootsLoad,
     /// Do not verify the server's certificate (handshake signatures are still checked).
     #[arg(long, conflicts_with = "roots")]
     pub insecure: bool,
@@ -86,6 +93,7 @@ impl ClientArgs {
             client_cert,
             alpn,
             verify_cache: None,
+            roots_load: self.roots_load,
         })
     }
 

@@ -201,7 +201,11 @@ fn resolve(
         ("roots", json!(built.roots)),
         (
             "verify_cache",
-            json!(!args.no_verify_cache && !args.client.insecure),
+            json!(
+                !args.no_verify_cache
+                    && !args.client.insecure
+                    && args.client.roots_load == crate::client::reload::RootsLoad::Once
+            ),
         ),
         ("threads", json!(threads)),
         ("timeout_s", json!(args.timeout.as_secs_f64())),

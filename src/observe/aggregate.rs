@@ -2,7 +2,9 @@
 //! histograms per phase per kind (`all` holds every kind), breakdowns by SNI, server,
 //! version and group (bounded to [`MAX_ROWS`] rows each), resumption, failures.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use super::flow::Counters;
 use super::result::{Dist, MAX_ROWS, OTHER, Observation, Packets, Row, Source};
@@ -13,6 +15,8 @@ use super::tls;
 #[derive(Debug)]
 pub struct Aggregate {
     obs: Observation,
+    /// A buffer for the text of a breakdown key.
+    scratch: String,
 }
 
 fn record(d: &mut Dist, v: Option<u64>) {
@@ -46,6 +50,7 @@ impl Aggregate {
     pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Aggregate {
         Aggregate {
             obs: Observation::new(sources, ports),
+            scratch: String::new(),
         }
     }
 
@@ -104,31 +109,27 @@ impl Aggregate {
                 .or_default() += 1;
         }
         let hrr = h.kind == super::timeline::HandshakeKind::FullHrr;
-        let keys = [
+        // The keys are looked up as borrowed text: a String is made only for a row's
+        // first handshake (the server's address is written into a buffer kept for it).
+        self.scratch.clear();
+        // Writing into a String cannot fail.
+        let _ = write!(self.scratch, "{}", h.server);
+        let version = tls::version_label(h.version);
+        let group = h.group.map_or(Cow::Borrowed("none"), tls::group_label);
+        let keys: [(&mut BTreeMap<String, Row>, Option<&str>); 6] = [
             (
-                0,
-                Some(h.sni.clone().unwrap_or_else(|| "(none)".to_string())),
+                &mut self.obs.by_sni,
+                Some(h.sni.as_deref().unwrap_or("(none)")),
             ),
-            (1, Some(h.server.to_string())),
-            (2, Some(tls::version_name(h.version))),
-            (
-                3,
-                Some(h.group.map_or_else(|| "none".to_string(), tls::group_name)),
-            ),
-            (4, h.client_process.clone()),
-            (5, h.server_process.clone()),
+            (&mut self.obs.by_server, Some(&self.scratch)),
+            (&mut self.obs.by_version, Some(&version)),
+            (&mut self.obs.by_group, Some(&group)),
+            (&mut self.obs.by_client_process, h.client_process.as_deref()),
+            (&mut self.obs.by_server_process, h.server_process.as_deref()),
         ];
-        for (which, key) in keys {
+        for (map, key) in keys {
             let Some(key) = key else { continue };
-            let map = match which {
-                0 => &mut self.obs.by_sni,
-                1 => &mut self.obs.by_server,
-                2 => &mut self.obs.by_version,
-                3 => &mut self.obs.by_group,
-                4 => &mut self.obs.by_client_process,
-                _ => &mut self.obs.by_server_process,
-            };
-            let r = row(map, &key);
+            let r = row(map, key);
             r.handshakes += 1;
             r.resumed += u64::from(resumed);
             r.hrr += u64::from(hrr);
