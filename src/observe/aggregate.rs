@@ -7,16 +7,50 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::flow::Counters;
-use super::result::{Dist, MAX_ROWS, OTHER, Observation, Packets, Row, Source};
-use super::timeline::{Failure, Handshake, Outcome};
+use super::result::{
+    Bytes, Dist, KindStats, MAX_ROWS, OTHER, Observation, PHASES, Packets, Row, Source,
+};
+use super::timeline::{Failure, Handshake, HandshakeKind, Outcome};
 use super::tls;
 
 /// Builds an observation one connection at a time.
 #[derive(Debug)]
 pub struct Aggregate {
+    /// Everything but the handshakes by kind.
     obs: Observation,
+    /// The handshakes by kind: `all`, then [`HandshakeKind::ALL`]'s order (made into
+    /// `obs.handshakes` by [`Aggregate::snapshot`]; no map lookup per handshake).
+    kinds: [Option<KindAcc>; 5],
     /// A buffer for the text of a breakdown key.
     scratch: String,
+}
+
+/// The handshakes of one kind so far.
+#[derive(Debug, Clone, Default)]
+struct KindAcc {
+    count: u64,
+    server_flight_bytes: Bytes,
+    /// Per phase of [`PHASES`], in its order: `None` until a handshake had it.
+    phases: [Option<Dist>; 6],
+}
+
+/// Where `kind` is in [`Aggregate::kinds`].
+fn kind_index(kind: HandshakeKind) -> usize {
+    match kind {
+        HandshakeKind::Full => 1,
+        HandshakeKind::FullHrr => 2,
+        HandshakeKind::Resumed => 3,
+        HandshakeKind::ZeroRtt => 4,
+    }
+}
+
+/// The name of `kinds[i]`.
+fn kind_name(i: usize) -> &'static str {
+    match i {
+        0 => "all",
+        // Invariant: i < 5 (the length of `kinds`).
+        i => HandshakeKind::ALL[i - 1].name(),
+    }
 }
 
 fn record(d: &mut Dist, v: Option<u64>) {
@@ -50,6 +84,7 @@ impl Aggregate {
     pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Aggregate {
         Aggregate {
             obs: Observation::new(sources, ports),
+            kinds: Default::default(),
             scratch: String::new(),
         }
     }
@@ -80,33 +115,29 @@ impl Aggregate {
 
     fn handshake(&mut self, h: &Handshake) {
         let p = &h.phases;
+        // In the order of PHASES.
         let phases = [
-            ("connect", p.connect),
-            ("server_think", p.server_think),
-            ("server_flight", p.server_flight),
-            ("client_think", p.client_think),
-            ("tls", p.tls),
-            ("first_app_byte", p.first_app_byte),
+            p.connect,
+            p.server_think,
+            p.server_flight,
+            p.client_think,
+            p.tls,
+            p.first_app_byte,
         ];
-        for kind in ["all", h.kind.name()] {
-            let ks = entry(&mut self.obs.handshakes, kind);
+        for i in [0, kind_index(h.kind)] {
+            let ks = self.kinds[i].get_or_insert_with(KindAcc::default);
             ks.count += 1;
             ks.server_flight_bytes.add(h.server_flight_bytes);
-            for (name, v) in phases {
+            for (d, v) in ks.phases.iter_mut().zip(phases) {
                 if v.is_some() {
-                    record(entry(&mut ks.phases, name), v);
+                    record(d.get_or_insert_with(Dist::default), v);
                 }
             }
         }
         let resumed = h.resumption.is_some();
         if let Some(m) = h.resumption {
             self.obs.resumption.resumed += 1;
-            *self
-                .obs
-                .resumption
-                .by_method
-                .entry(m.to_string())
-                .or_default() += 1;
+            *entry(&mut self.obs.resumption.by_method, m) += 1;
         }
         let hrr = h.kind == super::timeline::HandshakeKind::FullHrr;
         // The keys are looked up as borrowed text: a String is made only for a row's
@@ -150,8 +181,25 @@ impl Aggregate {
         o.packets = packets;
         o.duration_s = duration_s;
         let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
-        for ks in o.handshakes.values_mut() {
-            ks.phases.values_mut().for_each(fresh);
+        for (i, k) in self.kinds.iter().enumerate() {
+            let Some(k) = k else { continue };
+            let phases = PHASES
+                .iter()
+                .zip(&k.phases)
+                .filter_map(|((name, _), d)| {
+                    let mut d = d.clone()?;
+                    fresh(&mut d);
+                    Some((name.to_string(), d))
+                })
+                .collect();
+            o.handshakes.insert(
+                kind_name(i).to_string(),
+                KindStats {
+                    count: k.count,
+                    phases,
+                    server_flight_bytes: k.server_flight_bytes,
+                },
+            );
         }
         for map in [
             &mut o.by_sni,
