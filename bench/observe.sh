@@ -13,6 +13,8 @@
 # Loopback only; everything made goes in a temporary directory, removed on exit.
 #
 # Usage: bench/observe.sh [N] [COPIES] [ROUNDS]   (default 20000, 10, 5)
+# With RATE=R: the load runs at R requests/s (open loop) rather than as fast as it can, for
+# a busy machine where tcpdump would drop packets otherwise.
 # With OBSERVE_PCAP=FILE: the capture of steps 1-2 is kept there (made when FILE does not
 # exist, else reused as it is: N and COPIES are then the ones it was made with), e.g.
 # to profile `tlsperf observe --pcap FILE --port 18463` on the same file.
@@ -42,7 +44,7 @@ tcpdump -i lo -B 65536 --immediate-mode -U -n -w "$work/one.pcap" "tcp port $por
 tcpdump_pid=$!
 pids+=($tcpdump_pid)
 until grep -q "listening on" "$work/tcpdump.err"; do sleep 0.1; done
-"$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q
+"$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q ${RATE:+--rate "$RATE"}
 # tcpdump may lag behind on a busy machine: stop it once its file has stopped growing.
 last=-1
 while size=$(stat -c %s "$work/one.pcap") && [ "$size" != "$last" ]; do last=$size; sleep 0.5; done

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 
 use super::flow::Counters;
 use super::result::{
@@ -18,9 +19,12 @@ use super::tls;
 pub struct Aggregate {
     /// Everything but the handshakes by kind.
     obs: Observation,
-    /// The handshakes by kind: `all`, then [`HandshakeKind::ALL`]'s order (made into
-    /// `obs.handshakes` by [`Aggregate::snapshot`]; no map lookup per handshake).
+    /// The handshakes by kind: index 0 unused (`all` is made by merging the others),
+    /// then [`HandshakeKind::ALL`]'s order; made into `obs.handshakes` by
+    /// [`Aggregate::snapshot`] (no map lookup per handshake, each value recorded once).
     kinds: [Option<KindAcc>; 5],
+    /// The last server seen and its text (the key of `by_server`).
+    last_server: Option<SocketAddr>,
     /// A buffer for the text of a breakdown key.
     scratch: String,
 }
@@ -85,6 +89,7 @@ impl Aggregate {
         Aggregate {
             obs: Observation::new(sources, ports),
             kinds: Default::default(),
+            last_server: None,
             scratch: String::new(),
         }
     }
@@ -124,8 +129,9 @@ impl Aggregate {
             p.tls,
             p.first_app_byte,
         ];
-        for i in [0, kind_index(h.kind)] {
-            let ks = self.kinds[i].get_or_insert_with(KindAcc::default);
+        // Recorded under its kind only: `all` is the kinds merged, by the snapshot.
+        {
+            let ks = self.kinds[kind_index(h.kind)].get_or_insert_with(KindAcc::default);
             ks.count += 1;
             ks.server_flight_bytes.add(h.server_flight_bytes);
             for (d, v) in ks.phases.iter_mut().zip(phases) {
@@ -142,9 +148,12 @@ impl Aggregate {
         let hrr = h.kind == super::timeline::HandshakeKind::FullHrr;
         // The keys are looked up as borrowed text: a String is made only for a row's
         // first handshake (the server's address is written into a buffer kept for it).
-        self.scratch.clear();
-        // Writing into a String cannot fail.
-        let _ = write!(self.scratch, "{}", h.server);
+        if self.last_server != Some(h.server) {
+            self.last_server = Some(h.server);
+            self.scratch.clear();
+            // Writing into a String cannot fail.
+            let _ = write!(self.scratch, "{}", h.server);
+        }
         let version = tls::version_label(h.version);
         let group = h.group.map_or(Cow::Borrowed("none"), tls::group_label);
         let keys: [(&mut BTreeMap<String, Row>, Option<&str>); 6] = [
@@ -181,7 +190,21 @@ impl Aggregate {
         o.packets = packets;
         o.duration_s = duration_s;
         let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
-        for (i, k) in self.kinds.iter().enumerate() {
+        let mut all: Option<KindAcc> = None;
+        for k in self.kinds[1..].iter().flatten() {
+            let a = all.get_or_insert_with(KindAcc::default);
+            a.count += k.count;
+            a.server_flight_bytes.merge(&k.server_flight_bytes);
+            for (d, kd) in a.phases.iter_mut().zip(&k.phases) {
+                if let Some(kd) = kd {
+                    // Histograms of one kind of value always merge (an auto-resizing
+                    // histogram takes any value).
+                    let _ = d.get_or_insert_with(Dist::default).hdr.merge(&kd.hdr);
+                }
+            }
+        }
+        let kinds = std::iter::once(all.as_ref()).chain(self.kinds[1..].iter().map(Option::as_ref));
+        for (i, k) in kinds.enumerate() {
             let Some(k) = k else { continue };
             let phases = PHASES
                 .iter()

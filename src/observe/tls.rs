@@ -8,8 +8,8 @@
 use std::borrow::Cow;
 
 use tls_parser::{
-    TlsExtension, parse_tls_client_hello_extensions, parse_tls_handshake_client_hello,
-    parse_tls_handshake_server_hello, parse_tls_server_hello_extensions,
+    TlsExtension, parse_tls_client_hello_extension, parse_tls_handshake_client_hello,
+    parse_tls_handshake_server_hello, parse_tls_server_hello_extension,
 };
 
 /// Record content types.
@@ -192,6 +192,35 @@ pub struct ServerHello {
     pub psk: bool,
 }
 
+/// The ClientHello extensions read: server_name, supported_groups, session_ticket,
+/// ALPN, pre_shared_key, early_data, supported_versions, key_share.
+const CLIENT_EXTENSIONS: [u16; 8] = [0, 10, 35, 16, 41, 42, 43, 51];
+/// The ServerHello extensions read: pre_shared_key, supported_versions, key_share.
+const SERVER_EXTENSIONS: [u16; 3] = [41, 43, 51];
+
+/// The extensions of the types in `wanted` in a hello's extensions block, each read
+/// with `parse` (`tls-parser`'s), in order; the others are skipped by their length
+/// without being read. Like `tls-parser`'s list parsers, stops at the first one that
+/// is cut short or does not parse.
+fn extensions<'a>(
+    mut block: &'a [u8],
+    wanted: &'a [u16],
+    parse: fn(&'a [u8]) -> tls_parser::IResult<&'a [u8], TlsExtension<'a>>,
+) -> impl Iterator<Item = TlsExtension<'a>> {
+    std::iter::from_fn(move || {
+        loop {
+            let h = block.get(..4)?;
+            let t = u16::from_be_bytes([h[0], h[1]]);
+            let len = 4 + usize::from(u16::from_be_bytes([h[2], h[3]]));
+            let whole = block.get(..len)?;
+            block = &block[len..];
+            if wanted.contains(&t) {
+                return parse(whole).ok().map(|(_, e)| e);
+            }
+        }
+    })
+}
+
 /// Reads a ClientHello's body; `None` when it does not parse.
 pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let (_, ch) = parse_tls_handshake_client_hello(body).ok()?;
@@ -204,8 +233,7 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let Some(ext) = ch.ext else {
         return Some(out);
     };
-    let (_, exts) = parse_tls_client_hello_extensions(ext).ok()?;
-    for e in exts {
+    for e in extensions(ext, &CLIENT_EXTENSIONS, parse_tls_client_hello_extension) {
         match e {
             TlsExtension::SNI(names) => {
                 out.sni = names
@@ -259,8 +287,7 @@ pub fn server_hello(body: &[u8]) -> Option<ServerHello> {
     let Some(ext) = sh.ext else {
         return Some(out);
     };
-    let (_, exts) = parse_tls_server_hello_extensions(ext).ok()?;
-    for e in exts {
+    for e in extensions(ext, &SERVER_EXTENSIONS, parse_tls_server_hello_extension) {
         match e {
             TlsExtension::SupportedVersions(vs) => {
                 if let Some(v) = vs.first() {
