@@ -128,7 +128,7 @@ pub struct CapacitySide {
 /// The comparison, as one row.
 #[derive(Debug, Clone, Serialize)]
 pub struct CapacityRow {
-    /// What is compared: "capacity at <objective>".
+    /// What is compared: "capacity at `<objective>`".
     pub metric: String,
     /// A.
     pub a: CapacitySide,
@@ -146,6 +146,7 @@ pub struct CapacityRow {
 
 /// Results that cannot be compared.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompareError {
     /// No confirmed capacity on one side.
     #[error("{side}: no confirmed capacity to compare ({outcome}: {message})")]

@@ -14,6 +14,8 @@ use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use rustls::{ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion};
+
+use crate::tls::Negotiated;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -109,16 +111,9 @@ pub struct Handshake {
     pub early_data: EarlyData,
     /// What our ClientHello offered.
     pub offered: Offered,
-    /// Protocol version.
-    pub version: String,
-    /// Cipher suite.
-    pub suite: String,
-    /// Key-exchange group (`None` for a TLS 1.2 resumption, which does none).
-    pub group: Option<String>,
-    /// The server's handshake signature scheme (`None` when resumed).
-    pub signature_scheme: Option<String>,
-    /// Negotiated ALPN protocol.
-    pub alpn: Option<String>,
+    /// Version, suite, group, the server's signature scheme (`None` when resumed) and
+    /// ALPN; the OCSP staple's size is in `ocsp_len`.
+    pub negotiated: Negotiated,
     /// The server's certificate chain, leaf first (from the session when resumed).
     pub chain: Vec<CertificateDer<'static>>,
     /// Size of the stapled OCSP response, 0 for none.
@@ -157,6 +152,25 @@ pub async fn tcp_connect(addr: SocketAddr) -> Result<TcpStream, ConnectError> {
     Ok(tcp)
 }
 
+/// Connects to the first of `addrs` that accepts, trying them in order from `first`
+/// (wrapping around), as a client walks a name's addresses; returns the stream and the
+/// index of the address that accepted. The last error when none does.
+pub async fn tcp_connect_any(
+    addrs: &[SocketAddr],
+    first: usize,
+) -> Result<(TcpStream, usize), ConnectError> {
+    let mut last = None;
+    for k in 0..addrs.len() {
+        let i = (first + k) % addrs.len();
+        match tcp_connect(addrs[i]).await {
+            Ok(tcp) => return Ok((tcp, i)),
+            Err(e) => last = Some(e),
+        }
+    }
+    // `resolve` returns at least one address, so a connect error was recorded.
+    Err(last.unwrap_or(ConnectError::ClosedMidHandshake))
+}
+
 /// Resolves `host`, connects to its first address that accepts, and handshakes: the
 /// whole set-up of one connection, stamped relative to `t0` (see [`handshake`] for
 /// `early`).
@@ -171,18 +185,9 @@ pub async fn open(
     let mut stamps = Stamps::default();
     let addrs = resolve(host, port).await?;
     stamps.resolved = t0.elapsed();
-    let mut last = None;
-    for addr in addrs {
-        match tcp_connect(addr).await {
-            Ok(tcp) => {
-                stamps.connected = t0.elapsed();
-                return handshake(tcp, name, config, early, t0, stamps).await;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    // `resolve` returns at least one address, so a connect error was recorded.
-    Err(last.unwrap_or(ConnectError::ClosedMidHandshake))
+    let (tcp, _) = tcp_connect_any(&addrs, 0).await?;
+    stamps.connected = t0.elapsed();
+    handshake(tcp, name, config, early, t0, stamps).await
 }
 
 /// Runs the TLS handshake over `tcp`, stamping each step relative to `t0`. With
@@ -318,21 +323,10 @@ pub async fn handshake(
         kind,
         early_data,
         offered,
-        version: conn
-            .protocol_version()
-            .map(version_name)
-            .unwrap_or_default(),
-        suite: conn
-            .negotiated_cipher_suite()
-            .map(|s| format!("{:?}", s.suite()))
-            .unwrap_or_default(),
-        group: conn
-            .negotiated_key_exchange_group()
-            .map(|g| crate::tls::choices::group_name(g.name())),
-        signature_scheme: rec.scheme.map(|s| format!("{s:?}")),
-        alpn: conn
-            .alpn_protocol()
-            .map(|p| String::from_utf8_lossy(p).into_owned()),
+        negotiated: Negotiated {
+            signature_scheme: rec.scheme.map(|s| format!("{s:?}")),
+            ..Negotiated::of(&conn)
+        },
         chain: conn
             .peer_certificates()
             .map(|c| c.to_vec())
@@ -345,15 +339,6 @@ pub async fn handshake(
 
 /// A ChangeCipherSpec record on its own (TLS 1.3 sends one for middlebox compatibility).
 const FAKE_CCS: [u8; 6] = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
-
-/// `TLSv1_3` → `TLSv1.3`.
-pub fn version_name(v: ProtocolVersion) -> String {
-    match v {
-        ProtocolVersion::TLSv1_2 => "TLSv1.2".into(),
-        ProtocolVersion::TLSv1_3 => "TLSv1.3".into(),
-        other => format!("{other:?}"),
-    }
-}
 
 /// The peer closed the connection: an orderly close, or a reset because it closed with
 /// our data unread.
@@ -563,5 +548,28 @@ impl AsyncWrite for TlsStream {
         this.conn.send_close_notify();
         ready!(this.poll_flush_tls(cx))?;
         Pin::new(&mut this.tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connects_to_the_first_address_that_accepts_from_the_given_one() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // 127.0.0.2 is loopback too, but nothing listens on it at this port: refused.
+        let refused: SocketAddr = format!("127.0.0.2:{port}").parse().unwrap();
+        let open = listener.local_addr().unwrap();
+        let addrs = [refused, open];
+        let (_, i) = tcp_connect_any(&addrs, 0).await.unwrap();
+        assert_eq!(i, 1);
+        let (_, i) = tcp_connect_any(&addrs, 1).await.unwrap();
+        assert_eq!(i, 1);
+        match tcp_connect_any(&[refused], 0).await {
+            Err(ConnectError::Connect { addr, .. }) => assert_eq!(addr, refused),
+            other => panic!("{:?}", other.map(|(_, i)| i)),
+        }
     }
 }
