@@ -828,7 +828,10 @@ fn a_client_loading_its_roots_in_every_handshake_thinks_much_longer() {
         let p50 = v["handshakes"]["full"]["phases"]["client_think"]["quantiles"]["p50_ns"]
             .as_u64()
             .unwrap();
-        eprintln!("--roots-load {load}: client think p50 {:.3} ms", p50 as f64 / 1e6);
+        eprintln!(
+            "--roots-load {load}: client think p50 {:.3} ms",
+            p50 as f64 / 1e6
+        );
         think.push(p50);
         docs.push(doc);
     }

@@ -112,7 +112,11 @@ impl HandshakeBuf {
     /// continues in the next record. Messages whole inside the body are read from it in
     /// place (copied only when one began in an earlier record). An error when a
     /// message's declared length is beyond [`MAX_HANDSHAKE_MESSAGE`].
-    pub fn feed(&mut self, body: &[u8], mut f: impl FnMut(u8, &[u8]) -> bool) -> Result<(), TooLong> {
+    pub fn feed(
+        &mut self,
+        body: &[u8],
+        mut f: impl FnMut(u8, &[u8]) -> bool,
+    ) -> Result<(), TooLong> {
         if self.buf.is_empty() {
             let used = messages(body, &mut f)?;
             self.buf.extend_from_slice(&body[used..]);
@@ -438,12 +442,7 @@ mod tests {
         assert_eq!(feed(&mut hs, &[11, 0xff, 0, 0]), Err(TooLong(0xff_0000)));
         assert_eq!(
             seen,
-            vec![
-                (1, vec![7, 8, 9]),
-                (14, vec![]),
-                (2, vec![5]),
-                (4, vec![])
-            ]
+            vec![(1, vec![7, 8, 9]), (14, vec![]), (2, vec![5]), (4, vec![])]
         );
         // `f` returning false stops at that message.
         let mut hs = HandshakeBuf::default();
