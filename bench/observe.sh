@@ -8,10 +8,16 @@
 #      run lasts long enough to time;
 #   3. ROUNDS runs of `taskset -c 0 tlsperf observe --pcap big.pcap --json`, timed by GNU
 #      time: wall time of the whole process (reading the file included), user + system
-#      CPU. handshakes/s = handshakes found ÷ wall time; median and best of the rounds.
+#      CPU. handshakes/s = handshakes found ÷ wall time, and ÷ CPU time (less sensitive
+#      to other load on the machine); median and best of the rounds.
 # Loopback only; everything made goes in a temporary directory, removed on exit.
 #
 # Usage: bench/observe.sh [N] [COPIES] [ROUNDS]   (default 20000, 10, 5)
+# With RATE=R: the load runs at R requests/s (open loop) rather than as fast as it can, for
+# a busy machine where tcpdump would drop packets otherwise.
+# With OBSERVE_PCAP=FILE: the capture of steps 1-2 is kept there (made when FILE does not
+# exist, else reused as it is: N and COPIES are then the ones it was made with), e.g.
+# to profile `tlsperf observe --pcap FILE --port 18463` on the same file.
 # Needs tcpdump, taskset, python3, GNU time (/usr/bin/time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +33,10 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 
 trap cleanup EXIT
 
 port=18463
+if [ -n "${OBSERVE_PCAP:-}" ] && [ -s "$OBSERVE_PCAP" ]; then
+  big="$OBSERVE_PCAP"
+else
+big="$work/big.pcap"
 "$bin" serve --listen "127.0.0.1:$port" --gen-cert ecdsa-p256 --write-ca "$work/ca.pem" --resumption tickets -q > /dev/null &
 pids+=($!)
 sleep 1
@@ -34,7 +44,7 @@ tcpdump -i lo -B 65536 --immediate-mode -U -n -w "$work/one.pcap" "tcp port $por
 tcpdump_pid=$!
 pids+=($tcpdump_pid)
 until grep -q "listening on" "$work/tcpdump.err"; do sleep 0.1; done
-"$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q
+"$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q ${RATE:+--rate "$RATE"}
 # tcpdump may lag behind on a busy machine: stop it once its file has stopped growing.
 last=-1
 while size=$(stat -c %s "$work/one.pcap") && [ "$size" != "$last" ]; do last=$size; sleep 0.5; done
@@ -58,6 +68,8 @@ while off + 16 <= len(data):
     frames.append((sec * per_sec + frac, orig, bytearray(data[off + 16:off + 16 + incl])))
     off += 16 + incl
 span = frames[-1][0] - frames[0][0] + per_sec
+others = [p for p in range(1024, 65536) if p != port]
+index = {p: i for i, p in enumerate(others)}
 with open(dst, "wb") as out:
     out.write(data[:24])
     for k in range(copies):
@@ -67,21 +79,27 @@ with open(dst, "wb") as out:
                 ihl = (f[14] & 0x0F) * 4
                 t = 14 + ihl
                 sp, dp = struct.unpack(">HH", f[t:t + 4])
-                # The client's port, moved so that each copy's connections are new ones.
+                # The client's port, moved so that each copy's connections are new ones:
+                # a bijection of the ports other than the server's (a client port moved
+                # onto the server's would make a connection whose two ends have the
+                # same address and port, that no analyzer can tell apart).
                 if sp != port:
-                    sp = 1024 + (sp - 1024 + k * 4099) % 64000
+                    sp = others[(index[sp] + k * 4099) % len(others)]
                 if dp != port:
-                    dp = 1024 + (dp - 1024 + k * 4099) % 64000
+                    dp = others[(index[dp] + k * 4099) % len(others)]
                 f[t:t + 4] = struct.pack(">HH", sp, dp)
             t2 = ts + k * span
             out.write(struct.pack("<IIII", t2 // per_sec, t2 % per_sec, len(f), orig))
             out.write(f)
 PY
+kill "${pids[0]}" 2>/dev/null || true
+if [ -n "${OBSERVE_PCAP:-}" ]; then cp "$big" "$OBSERVE_PCAP"; fi
+fi
 
-size_mb=$(du -m "$work/big.pcap" | cut -f1)
+size_mb=$(du -m "$big" | cut -f1)
 : > "$work/runs"
 for _ in $(seq "$rounds"); do
-  /usr/bin/time -f "%e %U %S" -o "$work/time" taskset -c 0 "$bin" observe --pcap "$work/big.pcap" --port "$port" --json > "$work/out.json"
+  /usr/bin/time -f "%e %U %S" -o "$work/time" taskset -c 0 "$bin" observe --pcap "$big" --port "$port" --json > "$work/out.json"
   hs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["handshakes"]["all"]["count"])' "$work/out.json")
   read -r wall user sys < "$work/time"
   echo "$hs $wall $user $sys" >> "$work/runs"
@@ -98,5 +116,8 @@ print("|---|---|")
 print(f"| wall per run (s) | {', '.join(f'{r[1]:.2f}' for r in rows)} |")
 print(f"| CPU per run (user+sys, s) | {', '.join(f'{c:.2f}' for c in cpu)} |")
 print(f"| handshakes/s, median (best) | {statistics.median(rates):,.0f} ({rates[-1]:,.0f}) |")
+per_cpu = sorted(r[0] / (r[2] + r[3]) for r in rows if r[2] + r[3] > 0)
+if per_cpu:
+    print(f"| handshakes per CPU second, median (best) | {statistics.median(per_cpu):,.0f} ({per_cpu[-1]:,.0f}) |")
 print(f"| target | 200,000 |")
 PY

@@ -62,7 +62,7 @@ impl DocKind {
 }
 
 /// Every document kind `compare` reads: one line each.
-pub fn kinds() -> [DocKind; 7] {
+pub fn kinds() -> [DocKind; 8] {
     [
         kind::<crate::capacity::CapacityResult>(),
         kind::<LoadResult>(),
@@ -71,6 +71,7 @@ pub fn kinds() -> [DocKind; 7] {
         kind::<KxReport>(),
         kind::<HandshakeReport>(),
         kind::<LimitReport>(),
+        kind::<crate::observe::Observation>(),
     ]
 }
 
@@ -112,7 +113,7 @@ pub struct CompareDocument {
     /// [`SCHEMA`].
     pub schema: &'static str,
     /// `samples`, or the kind of both results (`load`, `lab`, `sign`, `kx`, `handshake`,
-    /// `limit`).
+    /// `limit`, `capacity`, `observe`).
     pub kind: &'static str,
     /// Baseline.
     pub a: FileInfo,

@@ -746,3 +746,110 @@ fn live_capture_without_cap_net_raw_is_an_input_error() {
         run.stderr
     );
 }
+
+/// The slow client: the same client with the same bloated bundle (1000 synthetic CAs and
+/// the server's), once loading it once for the process and once loading it again inside
+/// every certificate verification (`--roots-load per-handshake`); observed from the
+/// capture, its client think grows by the load time, and `tlsperf compare` of the two
+/// observations says by how much. Full handshakes only (`--resume off`: a resumed
+/// handshake verifies no certificate).
+///
+/// Measured (debug build, 2 vCPUs shared with other builds, load average ~13): client
+/// think p50 3.4 ms with the shared store, 278.9 ms loading the 1001-certificate bundle
+/// in every handshake (82 times); the assertions ask for 5 times and 3 ms more.
+#[test]
+fn a_client_loading_its_roots_in_every_handshake_thinks_much_longer() {
+    if !have_tcpdump() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let serve = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca.to_str().unwrap(),
+    ]);
+    let bloat = dir.path().join("bloat.pem");
+    let run = tlsperf([
+        "pki",
+        "bundle",
+        "--count",
+        "1000",
+        "--out",
+        bloat.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let roots = dir.path().join("roots.pem");
+    let mut pem = std::fs::read_to_string(&bloat).unwrap();
+    pem.push_str(&std::fs::read_to_string(&ca).unwrap());
+    std::fs::write(&roots, pem).unwrap();
+    let mut think = Vec::new();
+    let mut docs = Vec::new();
+    for load in ["once", "per-handshake"] {
+        let cap = Capture::start(dir.path(), &format!("{load}.pcap"), serve.port);
+        let run = tlsperf([
+            "handshake",
+            &serve.url(),
+            "-n",
+            "8",
+            "--resume",
+            "off",
+            "--roots",
+            roots.to_str().unwrap(),
+            "--roots-load",
+            load,
+            "-q",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let file = cap.stop();
+        let doc = dir.path().join(format!("{load}.json"));
+        let run = tlsperf([
+            "observe",
+            "--pcap",
+            file.to_str().unwrap(),
+            "--port",
+            &serve.port.to_string(),
+            "--out",
+            doc.to_str().unwrap(),
+            "-q",
+        ]);
+        assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&doc).unwrap()).unwrap();
+        assert_eq!(count(&v, "full"), 8, "{}", v["handshakes"]);
+        assert_phases(&v, "full");
+        let p50 = v["handshakes"]["full"]["phases"]["client_think"]["quantiles"]["p50_ns"]
+            .as_u64()
+            .unwrap();
+        eprintln!(
+            "--roots-load {load}: client think p50 {:.3} ms",
+            p50 as f64 / 1e6
+        );
+        think.push(p50);
+        docs.push(doc);
+    }
+    let (shared, reload) = (think[0], think[1]);
+    assert!(
+        reload > 5 * shared && reload - shared > 3_000_000,
+        "client think p50: {shared} ns with a shared store, {reload} ns loading per handshake"
+    );
+    // compare: B (loading per handshake) is worse on the full handshakes' client think.
+    let run = tlsperf([
+        "compare",
+        docs[0].to_str().unwrap(),
+        docs[1].to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let c: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(c["kind"], "observe");
+    let row = c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == "full client_think p50")
+        .unwrap_or_else(|| panic!("{}", c["rows"]));
+    let ratio = row["ratio"].as_f64().unwrap();
+    assert!(ratio < 0.2, "{row}");
+}

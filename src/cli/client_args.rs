@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::client::config::{self, BuiltClient, ClientTlsOptions, Resume, Roots};
+use crate::client::reload::RootsLoad;
 use crate::client::target::Target;
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
@@ -45,6 +46,12 @@ pub struct ClientArgs {
     /// or a PEM file (a regular file of at most 128 MiB).
     #[arg(long, default_value = "system")]
     pub roots: String,
+    /// When the roots are loaded: once (shared by every connection), or per-handshake
+    /// (read and decoded again inside every certificate verification, between the
+    /// server's flight and the client's Finished: what a client that loads its CA bundle
+    /// for each connection costs; no verdict cache then).
+    #[arg(long, value_enum, default_value_t = RootsLoad::Once, conflicts_with = "insecure")]
+    pub roots_load: RootsLoad,
     /// Do not verify the server's certificate (handshake signatures are still checked).
     #[arg(long, conflicts_with = "roots")]
     pub insecure: bool,
@@ -88,6 +95,7 @@ impl ClientArgs {
             client_cert,
             alpn,
             verify_cache: None,
+            roots_load: self.roots_load,
         })
     }
 
@@ -148,7 +156,10 @@ pub fn generator_settings(
         ("groups", json!(opts.groups)),
         ("provider", json!(opts.provider.name())),
         ("roots", json!(built.roots)),
-        ("verify_cache", json!(!no_verify_cache && !client.insecure)),
+        (
+            "verify_cache",
+            json!(!no_verify_cache && !client.insecure && client.roots_load == RootsLoad::Once),
+        ),
         ("threads", json!(threads)),
     ]
 }

@@ -1,5 +1,5 @@
 //! `tlsperf compare A B`: two sample files, or two results of the same kind (load, lab,
-//! a `tlsperf crypto` command) → [`crate::compare::compare`] → one `tlsperf-compare/1`
+//! capacity, a `tlsperf crypto` command, observe) → [`crate::compare::compare`] → one `tlsperf-compare/1`
 //! document, printed as JSON or as text ([`crate::report::compare`]).
 
 use std::path::PathBuf;
@@ -14,8 +14,8 @@ use crate::doc::Input;
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Baseline samples: one number a line; blank lines and `#` comments are ignored. Or
-    /// a JSON result of `tlsperf load`, `tlsperf lab` or `tlsperf crypto` (a regular file of
-    /// at most 256 MiB).
+    /// a JSON result of `tlsperf load`, `tlsperf lab`, `tlsperf capacity`, `tlsperf
+    /// crypto` or `tlsperf observe` (a regular file of at most 256 MiB).
     a: PathBuf,
     /// Candidate samples, same format (a result of the same kind as A).
     b: PathBuf,

@@ -41,7 +41,8 @@ pub struct ObserveArgs {
     /// Serve Prometheus /metrics here while capturing live (IP:PORT or HOST:PORT).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
-    /// Write the result document (JSON, atomically), accepted by `tlsperf merge`.
+    /// Write the result document (JSON, atomically), accepted by `tlsperf merge` and
+    /// `tlsperf compare`.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Replace --out FILE if it exists.

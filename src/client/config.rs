@@ -12,6 +12,7 @@ use rustls::client::danger::ServerCertVerifier;
 use rustls::client::{Resumption, Tls12Resumption};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::reload::{ReloadingVerifier, RootsLoad};
 use super::verdict_cache::VerdictCache;
 use super::verifier::TimedVerifier;
 use crate::tls::Provider;
@@ -87,6 +88,9 @@ pub struct ClientTlsOptions {
     /// verdicts of chains verified before (the handshake signature is checked every
     /// time). `None`: neither.
     pub verify_cache: Option<bool>,
+    /// Load the roots once (shared by every connection) or again in every handshake's
+    /// certificate verification ([`ReloadingVerifier`]; no verdict cache then).
+    pub roots_load: RootsLoad,
 }
 
 impl Default for ClientTlsOptions {
@@ -103,6 +107,7 @@ impl Default for ClientTlsOptions {
             client_cert: None,
             alpn: Vec::new(),
             verify_cache: None,
+            roots_load: RootsLoad::Once,
         }
     }
 }
@@ -142,15 +147,25 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
             Arc::new(InsecureVerifier::new(Arc::clone(&provider))),
             "none (--insecure: server certificates are NOT verified)".into(),
         ),
+        Some(store) if opts.roots_load == RootsLoad::PerHandshake => {
+            let label = format!(
+                "{} ({} anchors), loaded again in every handshake",
+                store.origin(),
+                store.len()
+            );
+            let v = ReloadingVerifier::new(opts.roots.clone(), opts.provider, &store);
+            (Arc::new(v), label)
+        }
         Some(store) => {
             let label = format!("{} ({} anchors)", store.origin(), store.len());
             (Arc::new(IndexedVerifier::new(&store, opts.provider)), label)
         }
     };
     let roots_time = t.elapsed();
+    // A client that loads its roots in every handshake keeps no verdicts either.
     let verdicts = opts
         .verify_cache
-        .filter(|_| opts.roots != Roots::Insecure)
+        .filter(|_| opts.roots != Roots::Insecure && opts.roots_load == RootsLoad::Once)
         .map(|enabled| Arc::new(VerdictCache::new(Arc::clone(&inner), enabled)));
     let inner: Arc<dyn ServerCertVerifier> = match &verdicts {
         Some(cache) => Arc::clone(cache) as Arc<dyn ServerCertVerifier>,

@@ -4,7 +4,8 @@
 //! what our ClientHello offered ([`hello`]), a small HTTP/1.1 exchange
 //! ([`http1`]), one connection plus one request ([`exchange`]) to a parsed URL
 //! ([`target`]), the phases of a connection ([`timeline`]) with their boundaries stamped at
-//! the system calls that moved the bytes ([`wire`]), and a connector other Rust HTTP
+//! the system calls that moved the bytes ([`wire`]), a verifier that loads its roots in
+//! every handshake, as slow clients do ([`reload`]), and a connector other Rust HTTP
 //! clients can use to record the same phases for their own traffic ([`connector`]).
 
 pub mod config;
@@ -14,6 +15,7 @@ mod error;
 pub mod exchange;
 pub mod hello;
 pub mod http1;
+pub mod reload;
 pub mod target;
 pub mod timeline;
 pub mod verdict_cache;

@@ -257,6 +257,9 @@ pub(super) fn client_options(
         // Every chain verified, as a rustls client does: the lab compares what
         // verification costs.
         verify_cache: Some(false),
+        // The reload configuration builds a whole client configuration per connection
+        // instead ([`reloaded_config`]), before it connects, as a Rust program does.
+        roots_load: crate::client::reload::RootsLoad::Once,
     })
 }
 

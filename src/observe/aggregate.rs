@@ -2,17 +2,59 @@
 //! histograms per phase per kind (`all` holds every kind), breakdowns by SNI, server,
 //! version and group (bounded to [`MAX_ROWS`] rows each), resumption, failures.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
 
 use super::flow::Counters;
-use super::result::{Dist, MAX_ROWS, OTHER, Observation, Packets, Row, Source};
-use super::timeline::{Failure, Handshake, Outcome};
+use super::result::{
+    Bytes, Dist, KindStats, MAX_ROWS, OTHER, Observation, PHASES, Packets, Row, Source,
+};
+use super::timeline::{Failure, Handshake, HandshakeKind, Outcome};
 use super::tls;
 
 /// Builds an observation one connection at a time.
 #[derive(Debug)]
 pub struct Aggregate {
+    /// Everything but the handshakes by kind.
     obs: Observation,
+    /// The handshakes by kind: index 0 unused (`all` is made by merging the others),
+    /// then [`HandshakeKind::ALL`]'s order; made into `obs.handshakes` by
+    /// [`Aggregate::snapshot`] (no map lookup per handshake, each value recorded once).
+    kinds: [Option<KindAcc>; 5],
+    /// The last server seen and its text (the key of `by_server`).
+    last_server: Option<SocketAddr>,
+    /// A buffer for the text of a breakdown key.
+    scratch: String,
+}
+
+/// The handshakes of one kind so far.
+#[derive(Debug, Clone, Default)]
+struct KindAcc {
+    count: u64,
+    server_flight_bytes: Bytes,
+    /// Per phase of [`PHASES`], in its order: `None` until a handshake had it.
+    phases: [Option<Dist>; 6],
+}
+
+/// Where `kind` is in [`Aggregate::kinds`].
+fn kind_index(kind: HandshakeKind) -> usize {
+    match kind {
+        HandshakeKind::Full => 1,
+        HandshakeKind::FullHrr => 2,
+        HandshakeKind::Resumed => 3,
+        HandshakeKind::ZeroRtt => 4,
+    }
+}
+
+/// The name of `kinds[i]`.
+fn kind_name(i: usize) -> &'static str {
+    match i {
+        0 => "all",
+        // Invariant: i < 5 (the length of `kinds`).
+        i => HandshakeKind::ALL[i - 1].name(),
+    }
 }
 
 fn record(d: &mut Dist, v: Option<u64>) {
@@ -46,6 +88,9 @@ impl Aggregate {
     pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Aggregate {
         Aggregate {
             obs: Observation::new(sources, ports),
+            kinds: Default::default(),
+            last_server: None,
+            scratch: String::new(),
         }
     }
 
@@ -75,60 +120,56 @@ impl Aggregate {
 
     fn handshake(&mut self, h: &Handshake) {
         let p = &h.phases;
+        // In the order of PHASES.
         let phases = [
-            ("connect", p.connect),
-            ("server_think", p.server_think),
-            ("server_flight", p.server_flight),
-            ("client_think", p.client_think),
-            ("tls", p.tls),
-            ("first_app_byte", p.first_app_byte),
+            p.connect,
+            p.server_think,
+            p.server_flight,
+            p.client_think,
+            p.tls,
+            p.first_app_byte,
         ];
-        for kind in ["all", h.kind.name()] {
-            let ks = entry(&mut self.obs.handshakes, kind);
+        // Recorded under its kind only: `all` is the kinds merged, by the snapshot.
+        {
+            let ks = self.kinds[kind_index(h.kind)].get_or_insert_with(KindAcc::default);
             ks.count += 1;
             ks.server_flight_bytes.add(h.server_flight_bytes);
-            for (name, v) in phases {
+            for (d, v) in ks.phases.iter_mut().zip(phases) {
                 if v.is_some() {
-                    record(entry(&mut ks.phases, name), v);
+                    record(d.get_or_insert_with(Dist::default), v);
                 }
             }
         }
         let resumed = h.resumption.is_some();
         if let Some(m) = h.resumption {
             self.obs.resumption.resumed += 1;
-            *self
-                .obs
-                .resumption
-                .by_method
-                .entry(m.to_string())
-                .or_default() += 1;
+            *entry(&mut self.obs.resumption.by_method, m) += 1;
         }
         let hrr = h.kind == super::timeline::HandshakeKind::FullHrr;
-        let keys = [
+        // The keys are looked up as borrowed text: a String is made only for a row's
+        // first handshake (the server's address is written into a buffer kept for it).
+        if self.last_server != Some(h.server) {
+            self.last_server = Some(h.server);
+            self.scratch.clear();
+            // Writing into a String cannot fail.
+            let _ = write!(self.scratch, "{}", h.server);
+        }
+        let version = tls::version_label(h.version);
+        let group = h.group.map_or(Cow::Borrowed("none"), tls::group_label);
+        let keys: [(&mut BTreeMap<String, Row>, Option<&str>); 6] = [
             (
-                0,
-                Some(h.sni.clone().unwrap_or_else(|| "(none)".to_string())),
+                &mut self.obs.by_sni,
+                Some(h.sni.as_deref().unwrap_or("(none)")),
             ),
-            (1, Some(h.server.to_string())),
-            (2, Some(tls::version_name(h.version))),
-            (
-                3,
-                Some(h.group.map_or_else(|| "none".to_string(), tls::group_name)),
-            ),
-            (4, h.client_process.clone()),
-            (5, h.server_process.clone()),
+            (&mut self.obs.by_server, Some(&self.scratch)),
+            (&mut self.obs.by_version, Some(&version)),
+            (&mut self.obs.by_group, Some(&group)),
+            (&mut self.obs.by_client_process, h.client_process.as_deref()),
+            (&mut self.obs.by_server_process, h.server_process.as_deref()),
         ];
-        for (which, key) in keys {
+        for (map, key) in keys {
             let Some(key) = key else { continue };
-            let map = match which {
-                0 => &mut self.obs.by_sni,
-                1 => &mut self.obs.by_server,
-                2 => &mut self.obs.by_version,
-                3 => &mut self.obs.by_group,
-                4 => &mut self.obs.by_client_process,
-                _ => &mut self.obs.by_server_process,
-            };
-            let r = row(map, &key);
+            let r = row(map, key);
             r.handshakes += 1;
             r.resumed += u64::from(resumed);
             r.hrr += u64::from(hrr);
@@ -149,8 +190,39 @@ impl Aggregate {
         o.packets = packets;
         o.duration_s = duration_s;
         let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
-        for ks in o.handshakes.values_mut() {
-            ks.phases.values_mut().for_each(fresh);
+        let mut all: Option<KindAcc> = None;
+        for k in self.kinds[1..].iter().flatten() {
+            let a = all.get_or_insert_with(KindAcc::default);
+            a.count += k.count;
+            a.server_flight_bytes.merge(&k.server_flight_bytes);
+            for (d, kd) in a.phases.iter_mut().zip(&k.phases) {
+                if let Some(kd) = kd {
+                    // Histograms of one kind of value always merge (an auto-resizing
+                    // histogram takes any value).
+                    let _ = d.get_or_insert_with(Dist::default).hdr.merge(&kd.hdr);
+                }
+            }
+        }
+        let kinds = std::iter::once(all.as_ref()).chain(self.kinds[1..].iter().map(Option::as_ref));
+        for (i, k) in kinds.enumerate() {
+            let Some(k) = k else { continue };
+            let phases = PHASES
+                .iter()
+                .zip(&k.phases)
+                .filter_map(|((name, _), d)| {
+                    let mut d = d.clone()?;
+                    fresh(&mut d);
+                    Some((name.to_string(), d))
+                })
+                .collect();
+            o.handshakes.insert(
+                kind_name(i).to_string(),
+                KindStats {
+                    count: k.count,
+                    phases,
+                    server_flight_bytes: k.server_flight_bytes,
+                },
+            );
         }
         for map in [
             &mut o.by_sni,

@@ -85,6 +85,11 @@ impl Stream {
         u64::try_from(self.next as i64 + delta).ok()
     }
 
+    /// Takes one segment's payload; `Ok(true)` when bytes were delivered in order (to be
+    /// read from `buf`). The common case, a segment that is next in order with nothing
+    /// held before it, gives its whole records to `tl` straight from `data` and keeps
+    /// only a record it leaves unfinished.
+    #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
         seq: u32,
@@ -92,6 +97,8 @@ impl Stream {
         ns: u64,
         acks: bool,
         limit: usize,
+        side: Endpoint,
+        tl: &mut Timeline,
     ) -> Result<bool, Gap> {
         if data.is_empty() {
             return Ok(false);
@@ -102,6 +109,16 @@ impl Stream {
         let end = off + data.len() as u64;
         if end <= self.next {
             return Ok(false); // a retransmission of what we have
+        }
+        if off == self.next && self.buf.is_empty() && self.ahead.is_empty() {
+            let used = records(data, off, |_| (ns, acks), side, tl);
+            self.start = off + used as u64;
+            self.next = end;
+            if used < data.len() {
+                self.buf.extend_from_slice(&data[used..]);
+                self.marks.push_back((end, ns, acks));
+            }
+            return Ok(false);
         }
         if off > self.next {
             if self.ahead_bytes + data.len() > limit {
@@ -312,7 +329,7 @@ impl FlowTable {
                     i64::from(seg.ack.wrapping_sub(b) as i32) >= flow.streams[peer].next as i64
                 });
             let limit = self.limits.max_out_of_order;
-            match flow.streams[me].push(seg.seq, seg.payload, ns, acks, limit) {
+            match flow.streams[me].push(seg.seq, seg.payload, ns, acks, limit, side, tl) {
                 Ok(true) => drain_records(&mut flow.streams[me], side, tl),
                 Ok(false) => {}
                 Err(Gap) => tl.unparsed(),
@@ -374,25 +391,45 @@ impl FlowTable {
     }
 }
 
-/// Cuts the whole records out of a stream and gives them to the timeline.
+/// Cuts the whole records out of a stream's buffer and gives them to the timeline.
 fn drain_records(stream: &mut Stream, side: Endpoint, tl: &mut Timeline) {
+    let used = records(
+        &stream.buf,
+        stream.start,
+        |off| stream.mark_at(off),
+        side,
+        tl,
+    );
+    stream.consume(used);
+}
+
+/// Gives the whole records at the start of `buf` (stream offset `start`) to the
+/// timeline, `mark(offset)` telling the capture time and acks flag of the segment that
+/// delivered a byte; the bytes they took.
+fn records(
+    buf: &[u8],
+    start: u64,
+    mark: impl Fn(u64) -> (u64, bool),
+    side: Endpoint,
+    tl: &mut Timeline,
+) -> usize {
     let mut used = 0;
     loop {
-        match frame(&stream.buf[used..]) {
+        match frame(&buf[used..]) {
             Frame::NeedMore => break,
             Frame::Garbage => {
                 tl.not_tls();
                 break;
             }
             Frame::Record { content_type, len } => {
-                let first = stream.start + used as u64;
+                let first = start + used as u64;
                 let last = first + 5 + len as u64 - 1;
-                let (first_ns, acks_server) = stream.mark_at(first);
-                let (last_ns, _) = stream.mark_at(last);
+                let (first_ns, acks_server) = mark(first);
+                let (last_ns, _) = mark(last);
                 tl.record(&Record {
                     side,
                     content_type,
-                    body: &stream.buf[used + 5..used + 5 + len],
+                    body: &buf[used + 5..used + 5 + len],
                     first_ns,
                     last_ns,
                     acks_server,
@@ -404,7 +441,7 @@ fn drain_records(stream: &mut Stream, side: Endpoint, tl: &mut Timeline) {
             }
         }
     }
-    stream.consume(used);
+    used
 }
 
 #[cfg(test)]

@@ -16,9 +16,11 @@
 //! - [`metrics`]: outcomes → Prometheus metrics (live capture).
 //! - [`analyzer`]: the pipeline, frame in, observation out.
 //! - [`result`]: the result document, its merge and its reader.
+//! - [`compare`]: what two observations compare on (`tlsperf compare`).
 
 pub mod aggregate;
 pub mod analyzer;
+pub mod compare;
 pub mod decode;
 pub mod flow;
 pub mod live;

@@ -65,7 +65,8 @@ impl Bytes {
         self.total = self.total.saturating_add(v);
     }
 
-    fn merge(&mut self, o: &Bytes) {
+    /// Adds `o`'s values.
+    pub fn merge(&mut self, o: &Bytes) {
         if o.count == 0 {
             return;
         }

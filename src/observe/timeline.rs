@@ -289,21 +289,17 @@ impl Timeline {
         }
         match (r.side, r.content_type) {
             (_, content::HANDSHAKE) if !self.encrypted[r.side.index()] => {
-                self.hs[r.side.index()].push(r.body);
-                loop {
-                    let (t, body) = match self.hs[r.side.index()].next_message() {
-                        Ok(Some((t, body))) => (t, body.to_vec()),
-                        Ok(None) => break,
-                        Err(_) => {
-                            self.unparsed = true;
-                            return;
-                        }
-                    };
-                    self.hs[r.side.index()].consume();
-                    self.message(r, t, &body);
-                    if self.unparsed {
-                        return;
-                    }
+                let mut hs = std::mem::take(&mut self.hs[r.side.index()]);
+                let fed = hs.feed(r.body, |t, body| {
+                    self.message(r, t, body);
+                    !self.unparsed
+                });
+                self.hs[r.side.index()] = hs;
+                if fed.is_err() {
+                    self.unparsed = true;
+                }
+                if self.unparsed {
+                    return;
                 }
                 self.after_record(r);
             }

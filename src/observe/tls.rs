@@ -5,9 +5,11 @@
 //! shares, PSK, early data, session id and ticket) and the ServerHello (version, suite,
 //! group, PSK accepted, HelloRetryRequest by its fixed random).
 
+use std::borrow::Cow;
+
 use tls_parser::{
-    TlsExtension, parse_tls_client_hello_extensions, parse_tls_handshake_client_hello,
-    parse_tls_handshake_server_hello, parse_tls_server_hello_extensions,
+    TlsExtension, parse_tls_client_hello_extension, parse_tls_handshake_client_hello,
+    parse_tls_handshake_server_hello, parse_tls_server_hello_extension,
 };
 
 /// Record content types.
@@ -105,38 +107,52 @@ pub struct HandshakeBuf {
 }
 
 impl HandshakeBuf {
-    /// Appends a handshake record's body.
-    pub fn push(&mut self, body: &[u8]) {
-        self.buf.extend_from_slice(body);
-    }
-
-    /// The next complete message `(type, body)`, removed from the buffer by
-    /// [`HandshakeBuf::consume`]; an error when its length is beyond
-    /// [`MAX_HANDSHAKE_MESSAGE`].
-    pub fn next_message(&self) -> Result<Option<(u8, &[u8])>, TooLong> {
-        let Some(h) = self.buf.get(..4) else {
-            return Ok(None);
-        };
-        let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
-        if len > MAX_HANDSHAKE_MESSAGE {
-            return Err(TooLong(len));
+    /// Takes a handshake record's body: calls `f(type, body)` for each message it
+    /// completes, in order, until `f` returns false; keeps the part of a message that
+    /// continues in the next record. Messages whole inside the body are read from it in
+    /// place (copied only when one began in an earlier record). An error when a
+    /// message's declared length is beyond [`MAX_HANDSHAKE_MESSAGE`].
+    pub fn feed(
+        &mut self,
+        body: &[u8],
+        mut f: impl FnMut(u8, &[u8]) -> bool,
+    ) -> Result<(), TooLong> {
+        if self.buf.is_empty() {
+            let used = messages(body, &mut f)?;
+            self.buf.extend_from_slice(&body[used..]);
+        } else {
+            self.buf.extend_from_slice(body);
+            let used = messages(&self.buf, &mut f)?;
+            self.buf.drain(..used);
         }
-        Ok(self.buf.get(4..4 + len).map(|body| (h[0], body)))
-    }
-
-    /// Drops the message [`HandshakeBuf::next_message`] returned.
-    pub fn consume(&mut self) {
-        if let Some(h) = self.buf.get(..4) {
-            let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
-            let n = (4 + len).min(self.buf.len());
-            self.buf.drain(..n);
-        }
+        Ok(())
     }
 
     /// True when a message is partly held.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
+}
+
+/// The whole messages at the start of `buf` to `f` (see [`HandshakeBuf::feed`]); the
+/// bytes they took.
+fn messages(buf: &[u8], f: &mut impl FnMut(u8, &[u8]) -> bool) -> Result<usize, TooLong> {
+    let mut used = 0;
+    while let Some(h) = buf.get(used..used + 4) {
+        let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
+        if len > MAX_HANDSHAKE_MESSAGE {
+            return Err(TooLong(len));
+        }
+        let Some(body) = buf.get(used + 4..used + 4 + len) else {
+            break;
+        };
+        let t = h[0];
+        used += 4 + len;
+        if !f(t, body) {
+            break;
+        }
+    }
+    Ok(used)
 }
 
 /// What a ClientHello offers.
@@ -180,6 +196,35 @@ pub struct ServerHello {
     pub psk: bool,
 }
 
+/// The ClientHello extensions read: server_name, supported_groups, session_ticket,
+/// ALPN, pre_shared_key, early_data, supported_versions, key_share.
+const CLIENT_EXTENSIONS: [u16; 8] = [0, 10, 35, 16, 41, 42, 43, 51];
+/// The ServerHello extensions read: pre_shared_key, supported_versions, key_share.
+const SERVER_EXTENSIONS: [u16; 3] = [41, 43, 51];
+
+/// The extensions of the types in `wanted` in a hello's extensions block, each read
+/// with `parse` (`tls-parser`'s), in order; the others are skipped by their length
+/// without being read. Like `tls-parser`'s list parsers, stops at the first one that
+/// is cut short or does not parse.
+fn extensions<'a>(
+    mut block: &'a [u8],
+    wanted: &'a [u16],
+    parse: fn(&'a [u8]) -> tls_parser::IResult<&'a [u8], TlsExtension<'a>>,
+) -> impl Iterator<Item = TlsExtension<'a>> {
+    std::iter::from_fn(move || {
+        loop {
+            let h = block.get(..4)?;
+            let t = u16::from_be_bytes([h[0], h[1]]);
+            let len = 4 + usize::from(u16::from_be_bytes([h[2], h[3]]));
+            let whole = block.get(..len)?;
+            block = &block[len..];
+            if wanted.contains(&t) {
+                return parse(whole).ok().map(|(_, e)| e);
+            }
+        }
+    })
+}
+
 /// Reads a ClientHello's body; `None` when it does not parse.
 pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let (_, ch) = parse_tls_handshake_client_hello(body).ok()?;
@@ -192,8 +237,7 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let Some(ext) = ch.ext else {
         return Some(out);
     };
-    let (_, exts) = parse_tls_client_hello_extensions(ext).ok()?;
-    for e in exts {
+    for e in extensions(ext, &CLIENT_EXTENSIONS, parse_tls_client_hello_extension) {
         match e {
             TlsExtension::SNI(names) => {
                 out.sni = names
@@ -247,8 +291,7 @@ pub fn server_hello(body: &[u8]) -> Option<ServerHello> {
     let Some(ext) = sh.ext else {
         return Some(out);
     };
-    let (_, exts) = parse_tls_server_hello_extensions(ext).ok()?;
-    for e in exts {
+    for e in extensions(ext, &SERVER_EXTENSIONS, parse_tls_server_hello_extension) {
         match e {
             TlsExtension::SupportedVersions(vs) => {
                 if let Some(v) = vs.first() {
@@ -277,18 +320,28 @@ pub fn server_key_exchange_group(body: &[u8]) -> Option<u16> {
 
 /// A version's name as nginx and openssl print it.
 pub fn version_name(v: u16) -> String {
+    version_label(v).into_owned()
+}
+
+/// [`version_name`], allocating only for a version without a name.
+pub fn version_label(v: u16) -> Cow<'static, str> {
     match v {
         0x0300 => "SSLv3".into(),
         0x0301 => "TLSv1".into(),
         0x0302 => "TLSv1.1".into(),
         TLS12 => "TLSv1.2".into(),
         TLS13 => "TLSv1.3".into(),
-        other => format!("0x{other:04x}"),
+        other => format!("0x{other:04x}").into(),
     }
 }
 
 /// A named group's name (the IANA registry's, as openssl prints them).
 pub fn group_name(g: u16) -> String {
+    group_label(g).into_owned()
+}
+
+/// [`group_name`], allocating only for a group without a name.
+pub fn group_label(g: u16) -> Cow<'static, str> {
     match g {
         0x0017 => "secp256r1".into(),
         0x0018 => "secp384r1".into(),
@@ -302,7 +355,7 @@ pub fn group_name(g: u16) -> String {
         0x11ec => "X25519MLKEM768".into(),
         0x11ed => "SecP384r1MLKEM1024".into(),
         0x6399 => "X25519Kyber768Draft00".into(),
-        other => format!("0x{other:04x}"),
+        other => format!("0x{other:04x}").into(),
     }
 }
 
@@ -371,18 +424,37 @@ mod tests {
     #[test]
     fn handshake_messages_span_records() {
         let mut hs = HandshakeBuf::default();
-        hs.push(&[1, 0, 0, 3, 7]);
-        assert_eq!(hs.next_message(), Ok(None));
-        hs.push(&[8, 9, 14, 0]);
-        assert_eq!(hs.next_message(), Ok(Some((1, &[7, 8, 9][..]))));
-        hs.consume();
-        assert_eq!(hs.next_message(), Ok(None));
-        hs.push(&[0, 0]);
-        assert_eq!(hs.next_message(), Ok(Some((14, &[][..]))));
-        hs.consume();
+        let mut seen: Vec<(u8, Vec<u8>)> = Vec::new();
+        let mut feed = |hs: &mut HandshakeBuf, body: &[u8]| {
+            hs.feed(body, |t, b| {
+                seen.push((t, b.to_vec()));
+                true
+            })
+        };
+        assert_eq!(feed(&mut hs, &[1, 0, 0, 3, 7]), Ok(()));
+        assert!(!hs.is_empty());
+        assert_eq!(feed(&mut hs, &[8, 9, 14, 0]), Ok(()));
+        assert_eq!(feed(&mut hs, &[0, 0]), Ok(()));
         assert!(hs.is_empty());
-        hs.push(&[11, 0xff, 0, 0]);
-        assert_eq!(hs.next_message(), Err(TooLong(0xff_0000)));
+        // Two whole messages in one body, read in place.
+        assert_eq!(feed(&mut hs, &[2, 0, 0, 1, 5, 4, 0, 0, 0]), Ok(()));
+        assert!(hs.is_empty());
+        assert_eq!(feed(&mut hs, &[11, 0xff, 0, 0]), Err(TooLong(0xff_0000)));
+        assert_eq!(
+            seen,
+            vec![(1, vec![7, 8, 9]), (14, vec![]), (2, vec![5]), (4, vec![])]
+        );
+        // `f` returning false stops at that message.
+        let mut hs = HandshakeBuf::default();
+        let mut n = 0;
+        assert_eq!(
+            hs.feed(&[2, 0, 0, 0, 4, 0, 0, 0], |_, _| {
+                n += 1;
+                false
+            }),
+            Ok(())
+        );
+        assert_eq!(n, 1);
     }
 
     #[test]
@@ -401,10 +473,8 @@ mod tests {
             let _ = server_hello(&bytes);
             let _ = frame(&bytes);
             let mut hs = HandshakeBuf::default();
-            hs.push(&bytes);
-            while let Ok(Some(_)) = hs.next_message() {
-                hs.consume();
-            }
+            let _ = hs.feed(&bytes, |_, _| true);
+            let _ = hs.feed(&bytes, |_, _| true);
         }
     }
 }

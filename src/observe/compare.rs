@@ -1,0 +1,147 @@
+//! What two observations compare on (`tlsperf compare A.json B.json`, through
+//! [`crate::stats::rows::compare_rows`]): for each handshake kind (`all`, `full`,
+//! `full-hrr`, `resumed`, `0rtt`) and each phase of [`PHASES`], its p50 and its p99. An
+//! observation holds one distribution per phase, not rounds, so each row is a percentile
+//! compared by its ratio (A ÷ B, lower being better), without a significance test (a note says so). Only kinds
+//! and phases with at least one handshake in an observation give rows; the ports
+//! observed are the setting.
+
+use super::result::{Observation, PHASES};
+use crate::stats::Direction;
+use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
+
+const SECTION: &str = "phases";
+
+/// The kinds, in report order.
+const KINDS: [&str; 5] = ["all", "full", "full-hrr", "resumed", "0rtt"];
+
+impl Comparable for Observation {
+    const KIND: &'static str = "observe";
+
+    fn row_set(&self) -> RowSet {
+        let mut rows = Vec::new();
+        for kind in KINDS {
+            let Some(ks) = self.handshakes.get(kind) else {
+                continue;
+            };
+            for (phase, _) in PHASES {
+                let Some(d) = ks.phases.get(phase).filter(|d| d.quantiles.count > 0) else {
+                    continue;
+                };
+                for (stat, ns) in [("p50", d.quantiles.p50_ns), ("p99", d.quantiles.p99_ns)] {
+                    rows.push(Row {
+                        section: SECTION,
+                        identity: Identity(vec![
+                            ("kind", kind.to_string()),
+                            ("phase", phase.to_string()),
+                            ("statistic", stat.to_string()),
+                        ]),
+                        unit: "ms".into(),
+                        direction: Direction::LowerIsBetter,
+                        rounds: None,
+                        median: Some(ns as f64 / 1e6),
+                        context: None,
+                    });
+                }
+            }
+        }
+        let ports = if self.ports.is_empty() {
+            "every port".to_string()
+        } else {
+            self.ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        RowSet {
+            sections: vec![Section {
+                name: SECTION,
+                title: "Handshake phases by kind (percentiles of the capture)",
+            }],
+            rows,
+            settings: vec![("ports".to_string(), ports)],
+            notes: vec![format!(
+                "holds one distribution per phase ({} handshakes), not rounds: its \
+                 percentiles are compared by ratio, without a significance test",
+                self.handshakes.get("all").map_or(0, |k| k.count)
+            )],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::aggregate::Aggregate;
+    use crate::observe::flow::Counters;
+    use crate::observe::result::Packets;
+    use crate::observe::timeline::{Handshake, HandshakeKind, Outcome, Phases};
+    use crate::stats::rows::{Outcome as RowOutcome, RowOptions, compare_rows};
+
+    /// An observation of `n` full handshakes whose client think is `think_ms`.
+    fn observed(n: u64, think_ms: u64) -> Observation {
+        let mut agg = Aggregate::new(Vec::new(), vec![443]);
+        for i in 0..n {
+            let ms = 1_000_000;
+            agg.outcome(Outcome::Handshake(Box::new(Handshake {
+                kind: HandshakeKind::Full,
+                resumption: None,
+                version: 0x0304,
+                group: Some(0x1d),
+                suite: 0x1301,
+                sni: Some("localhost".into()),
+                client: "127.0.0.1:40000".parse().unwrap(),
+                server: "127.0.0.1:443".parse().unwrap(),
+                phases: Phases {
+                    connect: Some(ms / 10),
+                    server_think: Some(ms),
+                    server_flight: Some(0),
+                    client_think: Some(think_ms * ms + i * 1000),
+                    tls: Some((think_ms + 1) * ms),
+                    first_app_byte: None,
+                },
+                server_flight_bytes: 1000,
+                client_process: None,
+                server_process: None,
+            })));
+        }
+        agg.snapshot(Counters::default(), Packets::default(), 1.0)
+    }
+
+    #[test]
+    fn rows_are_percentiles_per_kind_and_phase_compared_by_ratio() {
+        let (a, b) = (observed(100, 2), observed(100, 40));
+        let set = a.row_set();
+        // all + full, five phases with values each (no first_app_byte), p50 and p99.
+        assert_eq!(set.rows.len(), 2 * 5 * 2);
+        let c = compare_rows(&set, &b.row_set(), &RowOptions::default()).unwrap();
+        assert!(c.only_in_a.is_empty() && c.only_in_b.is_empty());
+        let think = c
+            .rows
+            .iter()
+            .find(|r| r.label == "full client_think p50")
+            .unwrap();
+        assert_eq!(think.outcome, RowOutcome::MediansOnly);
+        let ratio = think.ratio.unwrap();
+        // A ÷ B where lower is better: B is about 20 times worse.
+        assert!((0.04..0.06).contains(&ratio), "{ratio}");
+        let connect = c
+            .rows
+            .iter()
+            .find(|r| r.label == "all connect p99")
+            .unwrap();
+        assert!((connect.ratio.unwrap() - 1.0).abs() < 1e-9);
+        assert!(c.warnings.iter().any(|w| w.contains("not rounds")));
+    }
+
+    #[test]
+    fn kinds_in_one_observation_only_are_listed_apart() {
+        let a = observed(10, 2);
+        let mut b = observed(10, 2);
+        b.handshakes.remove("full");
+        let c = compare_rows(&a.row_set(), &b.row_set(), &RowOptions::default()).unwrap();
+        assert_eq!(c.only_in_a.len(), 10);
+        assert_eq!(c.rows.len(), 10);
+    }
+}
