@@ -34,15 +34,19 @@ pub fn compare(c: &CompareDocument) -> String {
     } else {
         "each row's rounds"
     };
+    let rows = &c.compared.rows;
+    let method = if !rows.is_empty() && rows.iter().all(|r| r.outcome == Outcome::MediansOnly) {
+        // No rounds on either side (e.g. observations): there is nothing to test.
+        "no rounds to test: each row's figures as a ratio B ÷ A".to_string()
+    } else {
+        format!("Welch's t-test on {samples} ({filter}), α = {}", c.alpha)
+    };
     let mut s = format!(
-        "{}s compared, B against A: Welch's t-test on {samples} ({filter}), α = {}\n\
-         A: {}\nB: {}\n",
+        "{}s compared, B against A: {method}\nA: {}\nB: {}\n",
         describe(c.kind),
-        c.alpha,
         file(&c.a),
         file(&c.b)
     );
-    let rows = &c.compared.rows;
     let labelled = rows.iter().any(|r| !r.label.is_empty());
     if labelled {
         for section in &c.compared.sections {
