@@ -240,8 +240,8 @@ impl Step {
                 match from_send {
                     Some(server_why) => (
                         Verdict::Fail,
-                        if late.is_some() {
-                            format!("{why} ({server_why} from the actual send instants too)")
+                        if late.is_some() && server_why != why {
+                            format!("{why}; from the actual send instants too: {server_why}")
                         } else {
                             why
                         },
@@ -463,6 +463,11 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
                     "the search ended before the objective broke (--max-time or --max-steps): \
                      the capacity is at least {}",
                     rate(l)
+                ),
+                (_, None, Some(h)) => format!(
+                    "the search ended before a step met the objective (--max-time or \
+                     --max-steps): the capacity is below {}",
+                    rate(h)
                 ),
                 _ => "the search ended before any step concluded (--max-time or --max-steps)"
                     .to_string(),
@@ -839,7 +844,8 @@ pub(crate) mod tests {
         slow.judge(&slo, &r);
         assert_eq!(slow.verdict, Verdict::Fail, "{}", slow.why);
         assert!(
-            slow.why.contains("p90 55.0 ms > 10 ms from the actual send"),
+            slow.why
+                .contains("from the actual send instants too: p90 55.0 ms > 10 ms"),
             "{}",
             slow.why
         );
