@@ -523,7 +523,7 @@ async fn run_step(
         pacing_lateness: r.pacing_lateness.clone(),
         latency_from_send: (!r.latency.hdr.is_empty()).then(|| r.latency.clone()),
         generator: generator_cpu(&r),
-        
+
         server_cpu_seconds: r.server.as_ref().map(|s| s.cpu_seconds),
         server_cpu_us_per_request: None,
         verdict: Verdict::Fail,

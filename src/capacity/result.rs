@@ -273,7 +273,10 @@ impl Step {
     /// The generator's pacing lateness at the objective's highest percentile, when it
     /// was sending late at all (above a millisecond there), in words.
     fn late_note(&self, slo: &Slo) -> Option<String> {
-        let d = self.pacing_lateness.as_ref().filter(|d| !d.hdr.is_empty())?;
+        let d = self
+            .pacing_lateness
+            .as_ref()
+            .filter(|d| !d.hdr.is_empty())?;
         let b = slo.latency.last()?;
         let l = d.hdr.quantile(b.percentile / 100.0);
         (l > std::time::Duration::from_millis(1)).then(|| {
