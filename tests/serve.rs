@@ -707,6 +707,14 @@ fn bad_input_exits_2_and_starts_nothing() {
             "--client-ca",
         ),
         (vec!["--sni".into(), "bad".into()], "NAME=CERT,KEY"),
+        // Zero threads made tokio panic; zero connections or a zero handshake limit
+        // would serve nobody.
+        (vec!["--threads".into(), "0".into()], "--threads"),
+        (
+            vec!["--max-connections".into(), "0".into()],
+            "--max-connections",
+        ),
+        (vec!["--handshake-timeout".into(), "0s".into()], "1ms to 1h"),
     ];
     for (args, needle) in cases {
         let mut full = vec!["serve".to_string(), "--duration".into(), "5s".into()];
