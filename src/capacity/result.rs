@@ -252,7 +252,7 @@ impl Step {
                             "the generator fell behind: {why} on the corrected latency, but \
                              the objective held from each request's actual send instant \
                              ({}); {}",
-                            self.from_send_p99(),
+                            self.sent_latency_words(),
                             late.unwrap_or_else(|| "the generator sent late".into())
                         ),
                     ),
@@ -290,7 +290,7 @@ impl Step {
     }
 
     /// "p99 12.3 ms from the send" for the invalid message.
-    fn from_send_p99(&self) -> String {
+    fn sent_latency_words(&self) -> String {
         match &self.latency_from_send {
             Some(d) if !d.hdr.is_empty() => format!(
                 "p50 {:.1} ms, p99 {:.1} ms",
