@@ -447,7 +447,8 @@ fn tls_options(a: &ServeArgs) -> Result<(ServerTlsOptions, Option<String>), CliE
         sni_strict: a.sni_strict,
         client_auth: a.client_auth,
         client_ca,
-        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        // http/1.0 too, as nginx does: `curl --http1.0` offers only that.
+        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()],
         kx_pool: usize::try_from(a.kx_pool).unwrap_or(usize::MAX),
     };
     Ok((tls, ca_pem))

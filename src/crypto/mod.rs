@@ -1,7 +1,7 @@
 //! `tlsperf crypto`: how fast signatures and key exchange are on this machine, per
 //! implementation, measured on the wall clock.
 //!
-//! - [`measure`]: the harness (warm-up, rounds, Tukey's filter, median and spread, bytes
+//! - [`mod@measure`]: the harness (warm-up, rounds, Tukey's filter, median and spread, bytes
 //!   allocated per operation) every command here uses.
 //! - [`alloc`]: the counting wrapper the binary puts around its global allocator.
 //! - [`sign`]: `crypto sign`, sign and verify with aws-lc-rs, ring and RustCrypto.

@@ -855,7 +855,7 @@ where
                 .serve_connection(io, svc);
             watcher.watch(conn).await.map_err(|e| e.to_string())
         }
-        Some(b"http/1.1") => {
+        Some(b"http/1.1" | b"http/1.0") => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
