@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # tlsperf capacity (issue 21) against `tlsperf serve --threads 1 --resumption off` on
 # loopback: two searches in a row (do they agree within 10%?), then `load --rate` at
-# 0.8× and 1.5× the first answer for 10 s each (does the objective hold at 0.8× and break
-# at 1.5×?). Every figure comes from the runs printed; the machine's load average is
-# recorded with them (on a machine shared with builds, a p99 objective's tail is partly
-# the machine's: the searches may then end generator-bound, which is reported, not
-# hidden).
+# 0.8× and 1.5× the first answer for 10 s each (does the objective hold at 0.8× and
+# break at 1.5×?), and each search's wall time (target: ≤ 2 minutes). Every figure comes
+# from the runs printed; the machine's load average is recorded with them (on a machine
+# shared with builds, a p99 objective's tail is partly the machine's: the searches may
+# then end generator-bound, which is reported, not hidden).
 #
-# Usage: [SLO=p99=30ms] [BIN=path/to/tlsperf] [CERT=ecdsa-p256] bench/capacity.sh
+# With two or more CPUs the server runs on the last one and the generator (capacity and
+# load) on the first (taskset), so that neither takes the other's CPU; PIN=0 leaves
+# them unpinned. WAIT_LOAD=X first waits (at most 15 minutes) for the 1-minute load
+# average to fall below X.
+#
+# Usage: [SLO=p99=30ms] [BIN=path/to/tlsperf] [CERT=ecdsa-p256] [PIN=1] [WAIT_LOAD=1.5] [NICE=-10]
+#        bench/capacity.sh
 # BIN defaults to a release build (built here). Prints a markdown report on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 slo="${SLO:-p99=30ms}"
 cert="${CERT:-ecdsa-p256}"
+pin="${PIN:-1}"
 if [ -z "${BIN:-}" ]; then
   cargo build --release --locked --quiet --bin tlsperf
   BIN="$PWD/target/release/tlsperf"
@@ -23,7 +30,31 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 port=18471
-"$bin" serve --listen "127.0.0.1:$port" --threads 1 --resumption off --gen-cert "$cert" \
+srv=()
+gen=()
+if [ -n "${NICE:-}" ]; then
+  # A higher scheduling priority for server and generator than other processes (e.g.
+  # NICE=-10, as root): on a machine shared with builds, their CPU time then hardly
+  # depends on the builds'. Recorded in the report.
+  srv=(nice -n "$NICE")
+  gen=(nice -n "$NICE")
+fi
+ncpu=$(nproc)
+if [ "$pin" = 1 ] && [ "$ncpu" -ge 2 ] && command -v taskset > /dev/null; then
+  srv+=(taskset -c "$((ncpu - 1))")
+  gen+=(taskset -c 0)
+  pinning="server on CPU $((ncpu - 1)), generator on CPU 0 (taskset)"
+else
+  pinning="not pinned"
+fi
+[ -n "${NICE:-}" ] && pinning="$pinning; both at nice $NICE"
+if [ -n "${WAIT_LOAD:-}" ]; then
+  for _ in $(seq 180); do
+    python3 -c "import sys; sys.exit(0 if float(open('/proc/loadavg').read().split()[0]) < float('$WAIT_LOAD') else 1)" && break
+    sleep 5
+  done
+fi
+"${srv[@]}" "$bin" serve --listen "127.0.0.1:$port" --threads 1 --resumption off --gen-cert "$cert" \
   --write-ca "$work/ca.pem" --duration 1h -q > /dev/null &
 spid=$!
 pids+=("$spid")
@@ -34,7 +65,7 @@ echo "# tlsperf capacity: agreement of two searches, and load at 0.8× / 1.5×"
 echo
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $(nproc) cores, $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- binary: $bin ($("$bin" --version)); server: tlsperf serve --threads 1 --resumption off --gen-cert $cert (same binary)"
-echo "- search: tlsperf capacity URL --slo $slo --new-conn --server-pid (defaults otherwise: start 100/s, ×2, 5% resolution)"
+echo "- search: tlsperf capacity URL --slo $slo --new-conn --server-pid (defaults otherwise: start 100/s, ×2, 5% resolution); $pinning"
 echo
 echo "| run | outcome | capacity/s | interval/s | steps | wall s | load avg after |"
 echo "|---:|---|---:|---|---:|---:|---|"
@@ -42,7 +73,7 @@ caps=()
 for run in 1 2; do
   t0=$(date +%s)
   code=0
-  "$bin" capacity "$url" --cacert "$work/ca.pem" --slo "$slo" --new-conn --server-pid "$spid" \
+  "${gen[@]}" "$bin" capacity "$url" --cacert "$work/ca.pem" --slo "$slo" --new-conn --server-pid "$spid" \
     --out "$work/cap$run.json" -q || code=$?
   t1=$(date +%s)
   row=$(python3 - "$work/cap$run.json" "$run" "$((t1 - t0))" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
@@ -55,19 +86,19 @@ PY
 )
   echo "$row"
   caps+=("$(python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['capacity_per_s']; print(c if c is not None else '')" "$work/cap$run.json")")
-  echo "  (exit $code: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['message'])" "$work/cap$run.json"))"
+  echo "  (exit $code: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['message'])" "$work/cap$run.json"); wall $((t1 - t0)) s, target ≤ 120 s: $([ $((t1 - t0)) -le 120 ] && echo met || echo 'NOT met'))"
 done
 echo
 if [ -n "${caps[0]}" ] && [ -n "${caps[1]}" ]; then
-  python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'Agreement: run 2 ÷ run 1 = {b/a:.3f} ({abs(b/a-1)*100:.1f}% apart; target ≤ 10%)')" "${caps[0]}" "${caps[1]}"
+  python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'Agreement: run 2 ÷ run 1 = {b/a:.3f} ({abs(b/a-1)*100:.1f}% apart; target ≤ 10%: ' + ('met' if abs(b/a-1) <= 0.10 else 'NOT met') + ')')" "${caps[0]}" "${caps[1]}"
   echo
-  echo "| load --rate | × answer | completed | errors | corrected p50 ms | p99 ms | p99.9 ms | pacing p99 ms | objective ($slo) |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+  echo "| load --rate | × answer | completed | errors | corrected p50 ms | p99 ms | p99.9 ms | pacing p99 ms | objective ($slo) | percentile ÷ bound | expected |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"
   for k in 0.8 1.5; do
     rate=$(python3 -c "print(round(float('${caps[0]}') * $k))")
     # Slots as capacity sizes them: 2 × rate × the first bound.
     c=$(python3 -c "import math,re; b=re.match(r'p[0-9.]+=([0-9.]+)(ms|s)', '$slo'.split(',')[0]); v=float(b.group(1))/(1000 if b.group(2)=='ms' else 1); print(max(4, math.ceil($rate * 2 * v)))")
-    "$bin" load "$url" --cacert "$work/ca.pem" --new-conn --rate "$rate" -c "$c" -d 10s --json -q > "$work/load.json" || true
+    "${gen[@]}" "$bin" load "$url" --cacert "$work/ca.pem" --new-conn --rate "$rate" -c "$c" -d 10s --json -q > "$work/load.json" || true
     python3 - "$work/load.json" "$rate" "$k" "$slo" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -79,7 +110,8 @@ pct, bound = slo.split(",")[0].split("=")
 bound_ms = float(bound[:-2]) if bound.endswith("ms") else float(bound[:-1]) * 1e3
 key = {"p50": "p50_ns", "p90": "p90_ns", "p99": "p99_ns", "p99.9": "p999_ns"}[pct]
 held = q[key] / 1e6 <= bound_ms and d["requests"]["failed"] == 0
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {d['requests']['failed']} | {ms(q['p50_ns'])} | {ms(q['p99_ns'])} | {ms(q['p999_ns'])} | {ms(pl['quantiles']['p99_ns']) if pl else '-'} | {'held' if held else 'broken'} |")
+want = "held" if float(sys.argv[3]) < 1 else "broken"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {d['requests']['failed']} | {ms(q['p50_ns'])} | {ms(q['p99_ns'])} | {ms(q['p999_ns'])} | {ms(pl['quantiles']['p99_ns']) if pl else '-'} | {'held' if held else 'broken'} | {q[key] / 1e6 / bound_ms:.2f} | {want}: {'met' if ('held' if held else 'broken') == want else 'NOT met'} |")
 PY
   done
 else

@@ -980,3 +980,80 @@ fn sigterm_leaves_no_servers_and_no_keys_behind() {
         );
     }
 }
+
+/// `--slo`: every configuration of a tiny matrix gets a bounded capacity search at the
+/// objective, shown in the report's tables and the summary.
+#[test]
+fn slo_gives_every_configuration_its_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let t0 = Instant::now();
+    let run = tlsperf([
+        "lab",
+        "--only",
+        "tls",
+        "--rounds",
+        "3",
+        "--slo",
+        "p50=50ms",
+        "--slo-time",
+        "12s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Three cells (TLS 1.3, TLS 1.2, the control), each search at most 12 s.
+    assert!(
+        t0.elapsed() < Duration::from_secs(120),
+        "{:?}",
+        t0.elapsed()
+    );
+    let text = std::fs::read_to_string(out.join("results.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["slo"]["latency"][0]["percentile"], 50.0);
+    let cells = v["groups"][0]["cells"].as_array().unwrap();
+    assert!(cells.len() >= 2, "{cells:?}");
+    let mut concluded = 0;
+    for c in cells {
+        let cap = &c["capacity"];
+        let outcome = cap["outcome"].as_str().unwrap_or_else(|| panic!("{c}"));
+        assert!(cap["steps"].as_u64().unwrap() >= 1, "{cap}");
+        assert!(!cap["message"].as_str().unwrap().is_empty(), "{cap}");
+        if outcome == "capacity" {
+            // A confirmed capacity lies at the low end of its bracket.
+            let v = cap["capacity_per_s"].as_f64().unwrap();
+            assert_eq!(cap["interval_per_s"][0].as_f64().unwrap(), v, "{cap}");
+            assert!(cap["interval_per_s"][1].as_f64().unwrap() > v, "{cap}");
+            concluded += 1;
+        } else {
+            assert!(cap["capacity_per_s"].is_null(), "{cap}");
+        }
+    }
+    eprintln!(
+        "{concluded} of {} searches confirmed a capacity",
+        cells.len()
+    );
+    // Capacity recommendations say what they compare, in the objective's words.
+    for rec in v["recommendations"].as_array().unwrap() {
+        if rec["metric"] == "capacity_per_s" {
+            let t = rec["text"].as_str().unwrap();
+            assert!(t.contains("new connections/s at p50 ≤ 50 ms"), "{t}");
+            assert!(rec["p"].is_null(), "{rec}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| capacity at the SLO |"), "{md}");
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("<th>capacity at the SLO</th>"));
+    assert!(
+        run.stdout.contains("Capacity at p50 ≤ 50 ms"),
+        "{}",
+        run.stdout
+    );
+    // Without --slo there is no such column, and --slo-time alone is refused.
+    let bad = tlsperf(["lab", "--slo-time", "5s", "--out", out.to_str().unwrap()]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    let bad = tlsperf(["lab", "--slo", "p99", "--out", out.to_str().unwrap()]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("--slo 'p99'"), "{}", bad.stderr);
+}

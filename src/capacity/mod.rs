@@ -14,14 +14,14 @@
 //! generator waiting for a free slot (twice the rate × the largest latency bound).
 //! The objective is checked on the corrected latency (from each request's intended send
 //! instant), failed requests (and requests due but never sent) counting as slower than
-//! any bound. A failing step whose generator sent late (pacing lateness,
-//! [`crate::load::LoadResult::pacing_lateness`], beyond a tenth of a bound at its percentile)
-//! or ran its CPU near saturation (against its threads or its cgroup quota) is invalid:
-//! the search stops there and says the generator, not the server, saturated. (A step
-//! that passes despite a late generator is a pass: the delay only adds to the corrected
-//! latency.) After a failed step the search waits until the server answers one request
-//! within the tightest bound again (at most [`SETTLE_MAX`]), so that no step inherits the
-//! previous one's backlog.
+//! any bound. A failing step is invalid when the generator was the bottleneck — its CPU
+//! near what it may use, or the objective holding on the latency from each request's
+//! actual send instant (the failure is then the generator's send lateness alone; see
+//! [`Step::judge`]): the search stops there and says the generator, not the server,
+//! saturated. (A step that passes despite a late generator is a pass: the delay only
+//! adds to the corrected latency.) After a failed step the search waits until the server
+//! answers one request within the tightest bound again (at most [`SETTLE_MAX`]), so that
+//! no step inherits the previous one's backlog.
 //!
 //! Bounded by `max_time` (a step that would end past it is not started), a step count
 //! and the highest rate; stops early, keeping what was measured, on [`Progress::stop`].
@@ -43,13 +43,8 @@ pub use result::{CapacityResult, Outcome, Rules, SCHEMA, Step, StepKind, Verdict
 use result::{StepCpu, bracket, conclude, confirmed};
 pub use slo::Slo;
 
-/// A failing step is invalid when the generator's pacing lateness at a bound's
-/// percentile exceeds this fraction of that bound (and the failure is not beyond what the
-/// lateness explains): beyond it, the generator's own delay could decide the verdict.
-pub const LATENESS_MAX_FRACTION: f64 = 0.1;
-
-/// A step is invalid when the generator's CPU use reaches this fraction of its threads'
-/// time (as `load` flags a saturated generator).
+/// A failing step is invalid when the generator's CPU use reaches this fraction of the
+/// CPUs it may use (as `load` flags a saturated generator).
 pub const GENERATOR_CPU_MAX: f64 = 0.9;
 
 /// What to search.
@@ -351,6 +346,9 @@ pub async fn run(
             opts.rules.samples_needed
         ));
     }
+    result
+        .warnings
+        .extend(shared_cpus_warning(opts.load.server_pid));
     Ok(result)
 }
 
@@ -396,6 +394,47 @@ async fn wait_stopped(progress: &Progress) {
     while !progress.stopped() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The generator's CPU during a step, against the CPUs it may use: the least of its
+/// worker threads, the CPUs its affinity allows and its cgroup quota.
+fn generator_cpu(r: &load::LoadResult) -> StepCpu {
+    let g = &r.generator;
+    let mut cpus = g.threads.max(1) as f64;
+    if let Some(allowed) = load::usage::cpus_allowed(None) {
+        cpus = cpus.min(allowed.len() as f64);
+    }
+    if let Some(quota) = g.cpu_limit {
+        cpus = cpus.min(quota);
+    }
+    StepCpu {
+        threads: g.threads,
+        cpu_seconds: g.cpu_seconds,
+        utilization: g.cpu_seconds / (r.duration_s.max(1e-9) * cpus),
+        cpus,
+    }
+}
+
+/// A warning when the generator and the server (`--server-pid`) may run on the same
+/// CPUs: a server saturating them delays the generator's sends (such a step is still
+/// judged on the latency from the actual sends, [`Step::judge`]), and on a small
+/// machine the search's reach is then what the two leave each other.
+fn shared_cpus_warning(server_pid: Option<u32>) -> Option<String> {
+    let own = load::usage::cpus_allowed(None)?;
+    let server = load::usage::cpus_allowed(Some(server_pid?))?;
+    let shared: Vec<String> = own
+        .iter()
+        .filter(|c| server.contains(c))
+        .map(usize::to_string)
+        .collect();
+    (!shared.is_empty()).then(|| {
+        format!(
+            "the generator and the server may run on the same CPUs ({}): pin them apart \
+             (e.g. taskset -c 0 for the server, taskset -c 1 for tlsperf) so that neither \
+             delays the other",
+            shared.join(",")
+        )
+    })
 }
 
 /// One step at `rate` (total; this process sends `share` of it); `None` when stopped
@@ -483,11 +522,9 @@ async fn run_step(
         p999_ms: None,
         latency_corrected: r.latency_corrected.clone(),
         pacing_lateness: r.pacing_lateness.clone(),
-        generator: StepCpu {
-            threads: r.generator.threads,
-            cpu_seconds: r.generator.cpu_seconds,
-            utilization: r.generator.utilization,
-        },
+        latency_from_send: (!r.latency.hdr.is_empty()).then(|| r.latency.clone()),
+        generator: generator_cpu(&r),
+
         server_cpu_seconds: r.server.as_ref().map(|s| s.cpu_seconds),
         server_cpu_us_per_request: None,
         verdict: Verdict::Fail,

@@ -58,12 +58,10 @@ pub struct Rules {
     pub step_min_s: f64,
     /// Longest step (seconds): a step at a low rate may have fewer samples than needed.
     pub step_max_s: f64,
-    /// A failing step is invalid when the generator's pacing lateness at a bound's
-    /// percentile exceeds this fraction of that bound (and the failure is not beyond
-    /// what that lateness explains).
-    pub lateness_max_fraction: f64,
     /// A failing step is invalid when the generator's CPU use reaches this fraction of
-    /// what it may use (its threads, or its cgroup quota).
+    /// the CPUs it may use ([`StepCpu::cpus`]). (The other invalid case, a failure that
+    /// disappears once the generator's send lateness is taken out, has no parameter:
+    /// [`Step::judge`].)
     pub generator_cpu_max: f64,
     /// The bisection stops when (lowest failure ÷ highest pass − 1) is at most this.
     pub resolution: f64,
@@ -84,9 +82,14 @@ pub struct StepCpu {
     pub threads: usize,
     /// CPU seconds (user + system) of the whole process (summed).
     pub cpu_seconds: f64,
-    /// CPU seconds ÷ (wall seconds × threads); after a merge, the highest of the
-    /// processes'.
+    /// CPU seconds ÷ (wall seconds × [`StepCpu::cpus`]); after a merge, the highest of
+    /// the processes'.
     pub utilization: f64,
+    /// The CPUs the process may use: the least of its worker threads, the CPUs its
+    /// affinity allows (`taskset`) and its cgroup CPU quota (the largest of merged
+    /// processes'; 0 in documents written before it was recorded).
+    #[serde(default)]
+    pub cpus: f64,
 }
 
 /// One measured step.
@@ -139,6 +142,12 @@ pub struct Step {
     pub latency_corrected: Option<Dist>,
     /// The generator's pacing lateness ([`crate::load::LoadResult::pacing_lateness`]).
     pub pacing_lateness: Option<Dist>,
+    /// Latency of the answered requests from each one's *actual* send instant (as
+    /// `tlsperf load`'s `latency`): the corrected latency without the generator's send
+    /// lateness, what [`Step::judge`] holds the server to when a failing step's generator
+    /// was late.
+    #[serde(default)]
+    pub latency_from_send: Option<Dist>,
     /// The generator's CPU.
     pub generator: StepCpu,
     /// The server's CPU seconds during the step (`--server-pid`).
@@ -155,9 +164,21 @@ pub struct Step {
 }
 
 impl Step {
-    /// Recomputes what derives from the counts and histograms, then the verdict: the
-    /// generator check first (a step it spoils says nothing about the server), then the
-    /// objective.
+    /// Recomputes what derives from the counts and histograms, then the verdict:
+    ///
+    /// - **pass**: the objective holds on the corrected latency (from each request's
+    ///   intended send instant; failed and unsent requests slower than any bound),
+    ///   whatever the generator did (its delay only adds to that latency);
+    /// - **invalid** (the generator was the bottleneck): the objective breaks and either
+    ///   the generator's CPU reached [`Rules::generator_cpu_max`] of the CPUs it may use
+    ///   ([`StepCpu::cpus`]), or the objective *holds* on the latency from each
+    ///   request's actual send instant (the same percentiles, failed and unsent
+    ///   requests counted the same way): the server answered in time what it was sent,
+    ///   and the failure is the generator's send lateness alone;
+    /// - **fail**: the objective breaks on both latencies while the generator's CPU had
+    ///   room: the server (or the path to it) was slow on the requests as they were
+    ///   actually sent. A generator delayed because the server took the CPU they share
+    ///   lands here, as the server saturating, not as the generator.
     pub fn judge(&mut self, slo: &Slo, rules: &Rules) {
         let secs = self.duration_s.max(1e-9);
         self.achieved_per_s = self.completed as f64 / secs;
@@ -176,85 +197,121 @@ impl Step {
             .filter(|_| self.completed > 0)
             .map(|s| s * 1e6 / self.completed as f64);
         self.enough_samples = self.completed >= rules.samples_needed;
-        // Each bound against the pacing lateness at its own percentile.
-        let late = self
-            .pacing_lateness
-            .as_ref()
-            .filter(|d| !d.hdr.is_empty())
-            .and_then(|d| {
-                slo.latency.iter().find_map(|b| {
-                    let l = d.hdr.quantile(b.percentile / 100.0);
-                    let allowed = b.max().mul_f64(rules.lateness_max_fraction);
-                    (l > allowed).then(|| {
-                        format!(
-                            "the generator sent late: pacing lateness {} {:.2} ms > {:.2} ms \
-                             allowed (it used {:.0}% of its CPU)",
-                            b.name(),
-                            l.as_secs_f64() * 1e3,
-                            allowed.as_secs_f64() * 1e3,
-                            self.generator.utilization * 100.0
-                        )
-                    })
-                })
-            });
         // Requests due within the step that no slot was free to send before it ended.
         let due = (self.offered_per_s * self.share * self.length_s).floor() as u64;
         self.unsent = due.saturating_sub(self.attempted);
-        let trouble = late.or_else(|| {
-            (self.generator.utilization >= rules.generator_cpu_max).then(|| {
-                format!(
-                    "the generator's CPU was busy {:.0}% of what it may use",
-                    self.generator.utilization * 100.0
-                )
-            })
-        });
         let verdict = slo.judge(
             self.latency_corrected.as_ref().map(|d| &d.hdr),
             self.attempted,
             self.failed,
             self.unsent,
         );
-        let cpu_busy = self.generator.utilization >= rules.generator_cpu_max;
-        (self.verdict, self.why) = match (verdict, trouble) {
+        let busy = self.generator.utilization >= rules.generator_cpu_max;
+        let late = self.late_note(slo);
+        (self.verdict, self.why) = match verdict {
             // A late or busy generator only adds to the corrected latency (and sends in
             // bursts): a pass despite it is a pass.
-            (None, Some(t)) => (
-                Verdict::Pass,
-                format!("passed although {t} (counted against the server)"),
-            ),
-            (None, None) => (Verdict::Pass, String::new()),
-            (Some(why), None) => (Verdict::Fail, why),
-            // A late (not busy) generator, but a failure its lateness cannot explain.
-            (Some(why), Some(t)) if !cpu_busy && self.fails_without_pacing(slo) => (
-                Verdict::Fail,
-                format!("{why}, even with the generator's pacing lateness taken out ({t})"),
-            ),
-            // A failure the generator may have caused.
-            (Some(_), Some(t)) => (Verdict::Invalid, t),
+            None => match (busy, late) {
+                (true, _) => (
+                    Verdict::Pass,
+                    format!(
+                        "passed although {} (counted against the server)",
+                        self.busy_note()
+                    ),
+                ),
+                (false, Some(l)) => (
+                    Verdict::Pass,
+                    format!("passed although {l} (counted against the server)"),
+                ),
+                (false, None) => (Verdict::Pass, String::new()),
+            },
+            // The generator's own CPU was near what it may use: its sends, and its
+            // handling of the answers, may have been the slow part.
+            Some(_) if busy => (Verdict::Invalid, self.busy_note()),
+            Some(why) => {
+                // The same objective on the latency from each request's actual send
+                // instant: the generator's send lateness taken out.
+                let from_send = slo.judge(
+                    self.latency_from_send.as_ref().map(|d| &d.hdr),
+                    self.attempted,
+                    self.failed,
+                    self.unsent,
+                );
+                match from_send {
+                    Some(server_why) => (
+                        Verdict::Fail,
+                        if late.is_some() && server_why != why {
+                            format!("{why}; from the actual send instants too: {server_why}")
+                        } else {
+                            why
+                        },
+                    ),
+                    None => (
+                        Verdict::Invalid,
+                        format!(
+                            "the generator fell behind: {why} on the corrected latency, but \
+                             the objective held from each request's actual send instant \
+                             ({}); {}",
+                            self.sent_latency_words(),
+                            late.unwrap_or_else(|| "the generator sent late".into())
+                        ),
+                    ),
+                }
+            }
         };
     }
 
-    /// True when the step breaks a latency bound by more than the generator's pacing
-    /// lateness can explain. Each request's corrected latency is the server's part plus
-    /// its pacing lateness P; with p = P's quantile at 1 − (1 − q)/10, at most a tenth of
-    /// the (1 − q) share has P > p, so when more than 1.1 × (1 − q) of the requests due
-    /// took longer than bound + p (failed and unsent ones included), more than (1 − q)
-    /// took longer than the bound on the server's part alone.
-    fn fails_without_pacing(&self, slo: &Slo) -> bool {
-        let (Some(corrected), Some(pacing)) = (&self.latency_corrected, &self.pacing_lateness)
-        else {
-            return false;
-        };
-        let due = self.attempted + self.unsent;
-        if due == 0 {
-            return false;
-        }
-        slo.latency.iter().any(|b| {
-            let tail = 1.0 - b.percentile / 100.0;
-            let p = pacing.hdr.quantile(1.0 - tail / 10.0);
-            let above = corrected.hdr.count_above(b.max() + p) + self.failed + self.unsent;
-            above as f64 / due as f64 > 1.1 * tail
+    /// "the generator's CPU was busy 93% of the 1 CPU it may use".
+    fn busy_note(&self) -> String {
+        format!(
+            "the generator's CPU was busy {:.0}% of the {} it may use",
+            self.generator.utilization * 100.0,
+            cpus_name(self.generator.cpus)
+        )
+    }
+
+    /// The generator's pacing lateness at the objective's highest percentile, when it
+    /// was sending late at all (above a millisecond there), in words.
+    fn late_note(&self, slo: &Slo) -> Option<String> {
+        let d = self
+            .pacing_lateness
+            .as_ref()
+            .filter(|d| !d.hdr.is_empty())?;
+        let b = slo.latency.last()?;
+        let l = d.hdr.quantile(b.percentile / 100.0);
+        (l > std::time::Duration::from_millis(1)).then(|| {
+            format!(
+                "the generator sent late: pacing lateness {} {:.2} ms at {:.0}% of its CPU",
+                b.name(),
+                l.as_secs_f64() * 1e3,
+                self.generator.utilization * 100.0
+            )
         })
+    }
+
+    /// "p99 12.3 ms from the send" for the invalid message.
+    fn sent_latency_words(&self) -> String {
+        match &self.latency_from_send {
+            Some(d) if !d.hdr.is_empty() => format!(
+                "p50 {:.1} ms, p99 {:.1} ms",
+                d.quantiles.p50_ns as f64 / 1e6,
+                d.quantiles.p99_ns as f64 / 1e6
+            ),
+            _ => "no answer recorded".into(),
+        }
+    }
+}
+
+/// "1 CPU", "2 CPUs", "0.5 CPUs".
+fn cpus_name(c: f64) -> String {
+    if c <= 0.0 {
+        "CPUs".into()
+    } else if (c - 1.0).abs() < 1e-9 {
+        "1 CPU".into()
+    } else if (c - c.round()).abs() < 1e-9 {
+        format!("{c:.0} CPUs")
+    } else {
+        format!("{c:.2} CPUs")
     }
 }
 
@@ -409,6 +466,11 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
                     "the search ended before the objective broke (--max-time or --max-steps): \
                      the capacity is at least {}",
                     rate(l)
+                ),
+                (_, None, Some(h)) => format!(
+                    "the search ended before a step met the objective (--max-time or \
+                     --max-steps): the capacity is below {}",
+                    rate(h)
                 ),
                 _ => "the search ended before any step concluded (--max-time or --max-steps)"
                     .to_string(),
@@ -616,7 +678,9 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
             a.failed += b.failed;
             merge_dist(&mut a.latency_corrected, &b.latency_corrected)?;
             merge_dist(&mut a.pacing_lateness, &b.pacing_lateness)?;
+            merge_dist(&mut a.latency_from_send, &b.latency_from_send)?;
             a.generator.threads += b.generator.threads;
+            a.generator.cpus = a.generator.cpus.max(b.generator.cpus);
             a.generator.cpu_seconds += b.generator.cpu_seconds;
             a.generator.utilization = a.generator.utilization.max(b.generator.utilization);
             // One server's CPU: kept when a single process sampled it.
@@ -677,7 +741,6 @@ pub(crate) mod tests {
             samples_needed: 100,
             step_min_s: 1.0,
             step_max_s: 10.0,
-            lateness_max_fraction: 0.1,
             generator_cpu_max: 0.9,
             resolution: 0.05,
             start_rate: 100.0,
@@ -714,12 +777,14 @@ pub(crate) mod tests {
             p50_ms: None,
             p99_ms: None,
             p999_ms: None,
-            latency_corrected: Some(Dist::of(h)),
+            latency_corrected: Some(Dist::of(h.clone())),
             pacing_lateness: Some(Dist::of(late)),
+            latency_from_send: Some(Dist::of(h)),
             generator: StepCpu {
                 threads: 1,
                 cpu_seconds: 0.1,
                 utilization: 0.1,
+                cpus: 1.0,
             },
             server_cpu_seconds: None,
             server_cpu_us_per_request: None,
@@ -757,29 +822,49 @@ pub(crate) mod tests {
         assert_eq!(c.outcome, Outcome::Capacity);
         assert_eq!(c.capacity_per_s, Some(200.0));
         assert_eq!(c.interval_per_s, Some([200.0, 300.0]));
-        // A late generator spoils the search, whatever else passed.
+        // A late generator spoils the search, whatever else passed: 50 ms corrected
+        // against a 10 ms bound, but 5 ms from the actual send (45 ms late).
+        let slo: Slo = "p90=10ms".parse().unwrap();
+        let hist = |ms: u64| {
+            let mut h = LatencyHistogram::new();
+            for _ in 0..200 {
+                h.record_ns(ms * 1_000_000).unwrap();
+            }
+            Some(Dist::of(h))
+        };
         let mut late = step(7, StepKind::Ramp, 800.0, 50, 200);
-        // Late by 45 ms: enough to explain 50 ms against a 10 ms bound.
-        let mut h = LatencyHistogram::new();
-        h.record_ns(45_000_000).unwrap();
-        late.pacing_lateness = Some(Dist::of(h));
-        late.judge(&"p90=10ms".parse().unwrap(), &r);
+        late.pacing_lateness = hist(45);
+        late.latency_from_send = hist(5);
+        late.judge(&slo, &r);
         assert_eq!(late.verdict, Verdict::Invalid);
-        assert!(late.why.contains("pacing lateness"), "{}", late.why);
+        assert!(late.why.contains("fell behind"), "{}", late.why);
+        assert!(late.why.contains("pacing lateness p90 45"), "{}", late.why);
         steps.push(late.clone());
-        // The same lateness against a failure ten times the bound: the server's.
+        // The same lateness while the server was slow on what it was sent: the server's,
+        // even with a late generator (it shares the CPU the server saturates).
         let mut slow = late.clone();
-        let mut h = LatencyHistogram::new();
-        for _ in 0..200 {
-            h.record_ns(100_000_000).unwrap();
-        }
-        slow.latency_corrected = Some(Dist::of(h));
-        slow.judge(&"p90=10ms".parse().unwrap(), &r);
+        slow.latency_corrected = hist(100);
+        slow.latency_from_send = hist(55);
+        slow.judge(&slo, &r);
         assert_eq!(slow.verdict, Verdict::Fail, "{}", slow.why);
         assert!(
             slow.why
-                .contains("even with the generator's pacing lateness taken out")
+                .contains("from the actual send instants too: p90 55.0 ms > 10 ms"),
+            "{}",
+            slow.why
         );
+        // A busy generator spoils a failure whatever the latencies say…
+        let mut busy = slow.clone();
+        busy.generator.utilization = 0.95;
+        busy.judge(&slo, &r);
+        assert_eq!(busy.verdict, Verdict::Invalid);
+        assert!(busy.why.contains("busy 95% of the 1 CPU"), "{}", busy.why);
+        // …but not a pass.
+        let mut fine = step(8, StepKind::Ramp, 100.0, 2, 200);
+        fine.generator.utilization = 0.95;
+        fine.judge(&slo, &r);
+        assert_eq!(fine.verdict, Verdict::Pass);
+        assert!(fine.why.contains("passed although"), "{}", fine.why);
         let c = conclude(&steps, &r, Outcome::TimeLimit);
         assert_eq!(c.outcome, Outcome::GeneratorBound);
         assert_eq!(c.capacity_per_s, None);

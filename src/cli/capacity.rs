@@ -284,7 +284,6 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         samples_needed: args.slo.samples_needed(),
         step_min_s: args.step_min.as_secs_f64(),
         step_max_s: args.step_max.as_secs_f64(),
-        lateness_max_fraction: capacity::LATENESS_MAX_FRACTION,
         generator_cpu_max: capacity::GENERATOR_CPU_MAX,
         resolution: args.resolution,
         start_rate: start,

@@ -40,6 +40,15 @@ pub struct LabArgs {
     /// store.
     #[arg(long, value_name = "FILE", requires = "target")]
     cacert: Option<PathBuf>,
+    /// After its rounds, search each configuration's capacity at this objective (new
+    /// connections/s; as `tlsperf capacity --slo`, e.g. p99=30ms): the headline figure,
+    /// and what "What to change" compares.
+    #[arg(long, value_name = "OBJECTIVE")]
+    slo: Option<crate::capacity::Slo>,
+    /// The longest capacity search per configuration (with --slo; an unfinished search
+    /// reports its bracket).
+    #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive, requires = "slo")]
+    slo_time: std::time::Duration,
 }
 
 /// Runs `tlsperf lab`.
@@ -96,6 +105,8 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     if let Some(r) = args.rounds {
         opts.rounds = r as usize;
     }
+    opts.slo = args.slo.clone();
+    opts.slo_time = args.slo_time;
     // Before the runtime starts, so that every thread of the load generator inherits it.
     opts.pinning = match &external {
         Some(_) => lab::pin::not_pinned("--target: the server is not the lab's"),

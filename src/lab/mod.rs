@@ -6,6 +6,7 @@
 //! never prints: it reports progress through a callback and returns a [`LabResult`]; the
 //! report sinks render it.
 
+pub mod capacity;
 pub mod compare;
 mod limits;
 pub mod matrix;
@@ -57,6 +58,11 @@ pub struct LabOptions {
     /// Where the load generator and the servers run ([`pin::pin_client`] before the
     /// runtime starts); the servers are started on `server_cpu`.
     pub pinning: Pinning,
+    /// `--slo`: after its rounds, each configuration's capacity at this objective
+    /// ([`capacity`]), each search at most `slo_time` long.
+    pub slo: Option<crate::capacity::Slo>,
+    /// The longest capacity search per configuration (`--slo-time`).
+    pub slo_time: Duration,
 }
 
 /// An external server for `--target`.
@@ -93,6 +99,8 @@ impl LabOptions {
             work_dir,
             target: None,
             pinning: pin::not_pinned("not asked for"),
+            slo: None,
+            slo_time: Duration::from_secs(60),
         }
     }
 }
@@ -143,6 +151,14 @@ pub enum LabError {
         /// Why.
         #[source]
         source: crate::client::ConnectError,
+    },
+    /// A configuration's capacity search could not run.
+    #[error("capacity search of {cell}: {reason}")]
+    Capacity {
+        /// The cell.
+        cell: String,
+        /// Why.
+        reason: String,
     },
     /// The load generator failed to start a round.
     #[error("load round of {cell}")]

@@ -116,7 +116,7 @@ pub(super) fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
                 to: to.name.clone(),
                 metric: best.0.to_string(),
                 gain: best.2,
-                p: best.3,
+                p: Some(best.3),
                 also,
                 caveat,
                 text,
@@ -171,6 +171,7 @@ mod tests {
             handshake_resumed_hist: Vec::new(),
             errors: BTreeMap::new(),
             crypto_limit_pct: None,
+            capacity: None,
         }
     }
 

@@ -60,6 +60,10 @@ pub struct LabResult {
     /// The A/A controls: how many of their comparisons came out significant, per metric.
     #[serde(default)]
     pub aa_control: AaTally,
+    /// `--slo`: the objective each configuration's capacity was searched at
+    /// (`groups[].cells[].capacity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<crate::capacity::Slo>,
 }
 
 impl LabResult {
@@ -248,6 +252,9 @@ pub struct CellResult {
     /// per handshake, in percent. Equivalently, its handshakes per CPU-second as a share
     /// of what the crypto alone would allow. Absent with `--target`.
     pub crypto_limit_pct: Option<f64>,
+    /// With `--slo`: the configuration's capacity at that objective.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<super::capacity::CellCapacity>,
 }
 
 /// The crypto a server handshake does, for one configuration (`tlsperf crypto limit`).
@@ -283,8 +290,9 @@ pub struct Recommendation {
     pub metric: String,
     /// Relative gain (positive: better).
     pub gain: f64,
-    /// Welch's p.
-    pub p: f64,
+    /// Welch's p; absent for a capacity recommendation (`metric` `capacity_per_s`:
+    /// decided by brackets that do not overlap, not by a test).
+    pub p: Option<f64>,
     /// The other metric's change when also significant and better (same sign as
     /// `gain`), e.g. latency down as handshakes/s go up.
     pub also: Option<String>,

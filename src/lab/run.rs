@@ -11,6 +11,7 @@ use rand::seq::SliceRandom;
 
 use rustls::ClientConfig;
 
+use super::capacity;
 use super::limits::crypto_limits;
 use super::matrix::{Cell, Group, Trust};
 use super::pin::Pinning;
@@ -147,6 +148,26 @@ pub async fn run(
                 }
             }
         }
+        // `--slo`: each configuration's capacity, after the rounds (its servers still
+        // up).
+        let mut capacities = Vec::new();
+        if let Some(slo) = &opts.slo {
+            for l in &live {
+                on_event(Event::Preparing(format!(
+                    "{} / {}: capacity at {slo} (at most {} s)",
+                    group.name(),
+                    l.cell.name,
+                    opts.slo_time.as_secs()
+                )));
+                match capacity::search(l, opts, slo, opts.slo_time, external, control).await? {
+                    Some(c) => capacities.push(c),
+                    None => {
+                        interrupted = true;
+                        break 'groups;
+                    }
+                }
+            }
+        }
         let cells = live
             .into_iter()
             .map(|l| CellRounds {
@@ -155,7 +176,12 @@ pub async fn run(
                 server_cpu: l.server_cpu,
             })
             .collect();
-        groups.push(finish_group(group, cells));
+        let mut finished = finish_group(group, cells);
+        // One capacity per cell, in the cells' order (finish_group keeps it).
+        for (c, cap) in finished.cells.iter_mut().zip(capacities) {
+            c.capacity = Some(cap);
+        }
+        groups.push(finished);
     }
     let crypto_limits = if external.is_none() && !groups.is_empty() && !control.stopped() {
         on_event(Event::Preparing("crypto limits".into()));
@@ -163,7 +189,13 @@ pub async fn run(
     } else {
         Vec::new()
     };
-    let recommendations = recommend(&groups);
+    // With `--slo`, the capacity gains come first: the headline figure.
+    let mut recommendations = match &opts.slo {
+        Some(slo) => capacity::recommend(&groups, slo),
+        None => Vec::new(),
+    };
+    recommendations.sort_by(|a, b| b.gain.total_cmp(&a.gain));
+    recommendations.extend(recommend(&groups));
     let aa_control = aa_tally(&groups);
     Ok(LabResult {
         schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
@@ -186,6 +218,7 @@ pub async fn run(
         crypto_limits,
         notes,
         aa_control,
+        slo: opts.slo.clone(),
     })
 }
 

@@ -223,6 +223,7 @@ pub(super) fn finish_group(group: Group, live: Vec<CellRounds>) -> GroupResult {
             })),
             errors,
             crypto_limit_pct: None,
+            capacity: None,
         });
     }
     GroupResult {

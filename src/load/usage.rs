@@ -77,6 +77,39 @@ pub fn cgroup_cpu_limit() -> Option<f64> {
     best
 }
 
+/// The CPUs a process may run on (`Cpus_allowed_list` in `/proc/PID/status`, as
+/// `taskset` or `sched_setaffinity` set it; `None`: this process), or `None` where it
+/// cannot be read.
+pub fn cpus_allowed(pid: Option<u32>) -> Option<Vec<usize>> {
+    let path = pid.map_or_else(
+        || "/proc/self/status".to_string(),
+        |p| format!("/proc/{p}/status"),
+    );
+    let text = std::fs::read_to_string(path).ok()?;
+    let list = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    parse_cpu_list(list.trim())
+}
+
+/// `0-3,6` → `[0, 1, 2, 3, 6]`; `None` for anything else.
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 4096 {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
 /// A process that cannot be sampled.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read /proc/{pid}: {reason}")]
@@ -310,6 +343,17 @@ impl TreeCpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list("1"), Some(vec![1]));
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        let own = cpus_allowed(None).expect("this process's CPUs");
+        assert_eq!(own.len(), crate::lab::pin::available_cpus().len());
+    }
 
     #[test]
     fn reads_this_process() {

@@ -98,12 +98,12 @@ pub fn text(r: &CapacityResult) -> String {
     let _ = writeln!(
         s,
         "rule: each step sized for {} answers (10 above the highest percentile), {}–{} s; a \
-         failing step is invalid when the generator was late (pacing lateness above {:.0}% of \
-         a bound at its percentile) or busy ({:.0}% of its CPU) enough to explain it{}",
+         failing step is invalid when the generator was busy ({:.0}% of the CPUs it may use) \
+         or the objective held from each request's actual send instant (the failure was the \
+         generator's lateness){}",
         group(r.rules.samples_needed as f64),
         r.rules.step_min_s,
         r.rules.step_max_s,
-        r.rules.lateness_max_fraction * 100.0,
         r.rules.generator_cpu_max * 100.0,
         r.rate_share.as_ref().map_or(String::new(), |sh| format!(
             "; shares {sh} of the offered rate ({} process{})",
@@ -253,13 +253,12 @@ pub fn html(r: &CapacityResult) -> String {
     }
     let _ = write!(
         s,
-        "<p class=\"muted\">Started {}. Latency is corrected (from each request's intended send instant); failed requests count as slower than any bound. Each step was sized for {} answers, {}–{} s long; a failing step is invalid when the generator was busy ({:.0}% of its CPU) or late (pacing lateness above {:.0}% of a bound at that bound's percentile) enough to explain the failure.</p>",
+        "<p class=\"muted\">Started {}. Latency is corrected (from each request's intended send instant); failed requests count as slower than any bound. Each step was sized for {} answers, {}–{} s long; a failing step is invalid when the generator was busy ({:.0}% of the CPUs it may use) or when the objective held on the latency from each request's actual send instant (the failure was then the generator's send lateness alone).</p>",
         e(&r.started),
         r.rules.samples_needed,
         r.rules.step_min_s,
         r.rules.step_max_s,
         r.rules.generator_cpu_max * 100.0,
-        r.rules.lateness_max_fraction * 100.0
     );
     s.push_str(&knee_charts(r));
     s.push_str("<table class=\"steps\"><thead><tr>");

@@ -154,11 +154,20 @@ fn header_lines(r: &LabResult) -> Vec<String> {
             r.machine.cores, r.machine.cpu, r.machine.kernel
         ),
         format!("CPU pinning: {}.", r.machine.pinning.note),
+        match &r.slo {
+            Some(slo) => format!(
+                "Capacity (`--slo`): after its rounds, each configuration's highest rate of new connections/s within {slo}, found by a `tlsperf capacity` search against its own servers (ramp, bisection to 5%, confirmation; the generator checked at every step) — the capacity, with the bracket [highest pass – lowest failure] in brackets, or how the search ended."
+            ),
+            None => String::new(),
+        },
         match &o.target {
             Some(t) => format!("Server: {t} (external)."),
             None => "Servers: `tlsperf serve` instances on loopback, one worker thread each, ECDSA P-256 certificates unless the group says otherwise.".into(),
         },
     ]
+    .into_iter()
+    .filter(|l| !l.is_empty())
+    .collect()
 }
 
 /// `report.md`.
@@ -190,6 +199,10 @@ pub fn markdown(r: &LabResult) -> String {
     for g in &r.groups {
         let _ = writeln!(s, "\n## {} (baseline: {})\n", g.title, g.baseline);
         let mut head = vec!["configuration".to_string()];
+        let capacities = g.cells.iter().any(|c| c.capacity.is_some());
+        if capacities {
+            head.push("capacity at the SLO".into());
+        }
         head.extend(COLUMNS.iter().map(|c| c.1.to_string()));
         head.push("% of crypto limit".into());
         head.extend(COMPARED.iter().map(|(m, _)| versus_heading(m).to_string()));
@@ -203,6 +216,9 @@ pub fn markdown(r: &LabResult) -> String {
         );
         for c in &g.cells {
             let mut row = vec![format!("{} ({})", c.name, c.label)];
+            if capacities {
+                row.push(crate::lab::capacity::cell_text(c));
+            }
             for (metric, _, d) in COLUMNS {
                 row.push(c.summary.get(metric).map_or("–".into(), |m| figure(m, d)));
             }
@@ -371,7 +387,11 @@ fn compact_table(s: &mut String, g: &GroupResult) {
         .into_iter()
         .filter(|(m, _)| g.cells.iter().any(|c| c.summary.contains_key(*m)))
         .collect();
+    let capacities = g.cells.iter().any(|c| c.capacity.is_some());
     s.push_str("<table class=\"compact\"><thead><tr><th>configuration</th>");
+    if capacities {
+        s.push_str("<th>capacity at the SLO</th>");
+    }
     for &(m, _) in &compared {
         let heading = COLUMNS
             .iter()
@@ -393,6 +413,17 @@ fn compact_table(s: &mut String, g: &GroupResult) {
                 ""
             }
         );
+        if capacities {
+            let _ = write!(
+                s,
+                "<td data-metric=\"capacity_per_s\" data-value=\"{}\">{}</td>",
+                c.capacity
+                    .as_ref()
+                    .and_then(|x| x.capacity_per_s)
+                    .map_or(String::new(), |v| format!("{v}")),
+                esc(&crate::lab::capacity::cell_text(c))
+            );
+        }
         for &(metric, higher) in &compared {
             let d = COLUMNS
                 .iter()
@@ -621,6 +652,20 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
     }
     for rec in &r.recommendations {
         let _ = writeln!(s, "  - {}", rec.text);
+    }
+    if let Some(slo) = &r.slo {
+        let _ = writeln!(s, "\nCapacity at {slo} (new connections/s):");
+        for g in &r.groups {
+            for c in &g.cells {
+                let _ = writeln!(
+                    s,
+                    "  - {} / {}: {}",
+                    g.group,
+                    c.name,
+                    crate::lab::capacity::cell_text(c)
+                );
+            }
+        }
     }
     let _ = writeln!(s, "\n{}", aa_text(r));
     let _ = writeln!(s, "CPU pinning: {}.", r.machine.pinning.note);

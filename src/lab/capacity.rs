@@ -1,0 +1,290 @@
+//! `lab --slo`: each configuration's capacity at a latency objective — a
+//! [`crate::capacity`] search (new connection per request) against the cell's own
+//! servers after its rounds, bounded in time — and the "What to change" lines it
+//! supports ("+38% new connections/s at p99 ≤ 30 ms").
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::matrix::Group;
+use super::result::{CellResult, GroupResult, Recommendation};
+use super::run::Live;
+use super::{Control, External, LabError, LabOptions};
+use crate::capacity::{self, CapacityOptions, Outcome, Rules, Slo};
+use crate::client::target::Target;
+use crate::load::LoadGenOptions;
+
+/// One configuration's capacity at the lab's objective.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellCapacity {
+    /// How the search ended (`capacity`, `generator-bound`, `time-limit`…, as
+    /// `tlsperf capacity`'s `outcome`).
+    pub outcome: Outcome,
+    /// The confirmed capacity (new connections/s), only with outcome `capacity`.
+    pub capacity_per_s: Option<f64>,
+    /// `[highest pass, lowest failure]` (per second).
+    pub interval_per_s: Option<[f64; 2]>,
+    /// Steps measured.
+    pub steps: usize,
+    /// The search's conclusion in words.
+    pub message: String,
+}
+
+/// The search's rules in the lab: `tlsperf capacity`'s defaults, with steps of at most
+/// 10 s.
+fn rules(slo: &Slo) -> Rules {
+    Rules {
+        samples_needed: slo.samples_needed(),
+        step_min_s: 1.0,
+        step_max_s: 10.0,
+        generator_cpu_max: capacity::GENERATOR_CPU_MAX,
+        resolution: 0.05,
+        start_rate: 100.0,
+        factor: 2.0,
+        max_rate: 100_000.0,
+        min_rate: 1.0,
+    }
+}
+
+/// Searches the capacity of a running cell at `slo`, for at most `max_time`; `None`
+/// when stopped.
+pub(super) async fn search(
+    l: &Live,
+    opts: &LabOptions,
+    slo: &Slo,
+    max_time: Duration,
+    external: Option<&External>,
+    control: &Control,
+) -> Result<Option<CellCapacity>, LabError> {
+    let cell = format!("{}/{}", l.cell.group.name(), l.cell.name);
+    let target = match external {
+        Some(e) => e.target.clone(),
+        None => Target::parse(&format!("https://localhost:{}/", l.addrs[0].port()), None).map_err(
+            |e| LabError::Prepare {
+                dir: opts.work_dir.clone(),
+                reason: e.to_string(),
+            },
+        )?,
+    };
+    let largest = slo
+        .latency
+        .iter()
+        .map(|b| b.max())
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    let copts = CapacityOptions {
+        slo: slo.clone(),
+        rules: rules(slo),
+        max_time,
+        max_steps: 40,
+        connections: None,
+        cooldown: Duration::from_millis(500),
+        share: None,
+        aligned_from: None,
+        load: LoadGenOptions {
+            requests: None,
+            duration: None,
+            connections: 1,
+            rate: None,
+            requests_per_conn: Some(1),
+            http2: false,
+            timeout: (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)),
+            threads: 1,
+            server_pid: None,
+            resume: l.cell.resume,
+            echo: BTreeMap::new(),
+            early_data: false,
+            verdicts: None,
+            addrs: l.addrs.clone(),
+            config_per_connection: l.factory.clone(),
+            schedule_offset: Duration::ZERO,
+            start_at: None,
+        },
+    };
+    let progress = Arc::new(capacity::Progress::default());
+    let stopper = Arc::clone(&progress);
+    // The lab's stop switch reaches the search; the watcher never ends by itself.
+    let watch = async move {
+        while !control.stopped() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stopper.stop();
+        std::future::pending::<()>().await;
+    };
+    let run = capacity::run(target, Arc::clone(&l.config), copts, progress);
+    let r = tokio::select! {
+        r = run => r,
+        () = watch => unreachable!("the watcher never ends"),
+    };
+    let r = r.map_err(|e| LabError::Capacity {
+        cell,
+        reason: e.to_string(),
+    })?;
+    if r.outcome == Outcome::Interrupted {
+        return Ok(None);
+    }
+    Ok(Some(CellCapacity {
+        outcome: r.outcome,
+        capacity_per_s: r.capacity_per_s,
+        interval_per_s: r.interval_per_s,
+        steps: r.steps.len(),
+        message: r.message,
+    }))
+}
+
+/// "What to change" from the capacities: a configuration whose confirmed capacity is at
+/// or above a rate its group's baseline failed at (the brackets do not overlap, as
+/// `tlsperf compare` decides for two capacity results) and is higher; the gain is the
+/// ratio of the two confirmed capacities.
+pub(super) fn recommend(groups: &[GroupResult], slo: &Slo) -> Vec<Recommendation> {
+    let bound = slo
+        .latency
+        .iter()
+        .map(|b| format!("{} ≤ {} ms", b.name(), b.max_ms))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut out = Vec::new();
+    for g in groups {
+        let Some(base) = g.cells.first().filter(|b| !b.failed) else {
+            continue;
+        };
+        let Some((a, a_fail)) = base.capacity.as_ref().and_then(|c| {
+            let a = c.capacity_per_s?;
+            Some((a, c.interval_per_s?[1]))
+        }) else {
+            continue;
+        };
+        for c in g.cells.iter().skip(1).filter(|c| !c.control && !c.failed) {
+            let Some(b) = c.capacity.as_ref().and_then(|x| x.capacity_per_s) else {
+                continue;
+            };
+            if b < a_fail || b <= a {
+                continue;
+            }
+            let gain = b / a - 1.0;
+            let caveat = Group::ALL
+                .into_iter()
+                .find(|x| x.name() == g.group)
+                .and_then(super::matrix::caveat)
+                .map(str::to_string);
+            let mut text = format!(
+                "{}: {} instead of {} — {:+.0}% new connections/s at {bound} (capacity {}/s \
+                 against {}/s)",
+                g.title,
+                c.label,
+                base.label,
+                gain * 100.0,
+                capacity::result::group(b),
+                capacity::result::group(a)
+            );
+            if let Some(cv) = &caveat {
+                text += &format!(" ({cv})");
+            }
+            out.push(Recommendation {
+                group: g.group.clone(),
+                from: base.name.clone(),
+                to: c.name.clone(),
+                metric: "capacity_per_s".into(),
+                gain,
+                p: None,
+                also: None,
+                caveat,
+                text,
+            });
+        }
+    }
+    out
+}
+
+/// A cell's capacity in a table: `575/s (575–600)`, or how its search ended.
+pub fn cell_text(c: &CellResult) -> String {
+    let Some(cap) = &c.capacity else {
+        return "–".into();
+    };
+    let g = capacity::result::group;
+    match (cap.capacity_per_s, cap.interval_per_s) {
+        (Some(v), Some([lo, hi])) => format!("{}/s ({}–{})", g(v), g(lo), g(hi)),
+        (Some(v), None) => format!("{}/s", g(v)),
+        (None, Some([lo, hi])) => format!("{} ({}–{})", cap.outcome.name(), g(lo), g(hi)),
+        (None, None) => cap.outcome.name().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(name: &str, cap: Option<(Option<f64>, [f64; 2])>) -> CellResult {
+        CellResult {
+            name: name.into(),
+            label: format!("label {name}"),
+            settings: serde_json::Value::Null,
+            control: false,
+            failed: false,
+            failure_rate: 0.0,
+            rounds: Vec::new(),
+            summary: BTreeMap::new(),
+            vs_baseline: BTreeMap::new(),
+            request_cdf: Vec::new(),
+            handshake_full_hist: Vec::new(),
+            handshake_resumed_hist: Vec::new(),
+            errors: BTreeMap::new(),
+            crypto_limit_pct: None,
+            capacity: cap.map(|(v, iv)| CellCapacity {
+                outcome: if v.is_some() {
+                    Outcome::Capacity
+                } else {
+                    Outcome::TimeLimit
+                },
+                capacity_per_s: v,
+                interval_per_s: Some(iv),
+                steps: 9,
+                message: "m".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn recommends_a_capacity_above_the_baselines_bracket() {
+        let slo: Slo = "p99=30ms".parse().unwrap();
+        let g = GroupResult {
+            group: "resumption".into(),
+            title: "Session resumption".into(),
+            baseline: "off".into(),
+            cells: vec![
+                cell("off", Some((Some(580.0), [580.0, 600.0]))),
+                // Above 600/s, where the baseline failed: +38%.
+                cell("tickets", Some((Some(800.0), [800.0, 840.0]))),
+                // Within the baseline's bracket: no decision.
+                cell("stateful", Some((Some(590.0), [590.0, 620.0]))),
+                // No confirmed capacity.
+                cell("tickets-2-own-keys", Some((None, [700.0, 760.0]))),
+                cell("tickets-2-shared-keys", None),
+            ],
+        };
+        let recs = recommend(&[g], &slo);
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        assert_eq!(recs[0].to, "tickets");
+        assert!((recs[0].gain - (800.0 / 580.0 - 1.0)).abs() < 1e-9);
+        assert!(
+            recs[0]
+                .text
+                .contains("+38% new connections/s at p99 ≤ 30 ms (capacity 800/s against 580/s)"),
+            "{}",
+            recs[0].text
+        );
+        assert_eq!(recs[0].p, None);
+        assert_eq!(
+            cell_text(&cell("x", Some((Some(800.0), [800.0, 840.0])))),
+            "800/s (800–840)"
+        );
+        assert_eq!(
+            cell_text(&cell("x", Some((None, [700.0, 760.0])))),
+            "time-limit (700–760)"
+        );
+        assert_eq!(cell_text(&cell("x", None)), "–");
+    }
+}
