@@ -17,8 +17,10 @@
 //! any bound. A failing step is invalid when the generator was the bottleneck — its CPU
 //! near what it may use, or the objective holding on the latency from each request's
 //! actual send instant (the failure is then the generator's send lateness alone; see
-//! [`Step::judge`]): the search stops there and says the generator, not the server,
-//! saturated. (A step that passes despite a late generator is a pass: the delay only
+//! [`Step::judge`]). A step invalid only by the generator's lateness, its CPU to spare,
+//! is run once more at the same rate ([`result::retry`]); otherwise, or when the re-run
+//! is invalid too, the search stops there and says the generator, not the server,
+//! saturated or fell behind. (A step that passes despite a late generator is a pass: the delay only
 //! adds to the corrected latency.) After a failed step the search waits until the server
 //! answers one request within the tightest bound again (at most [`SETTLE_MAX`]), so that
 //! no step inherits the previous one's backlog.
@@ -301,7 +303,9 @@ pub async fn run(
         };
         progress.send(Event::Done(Box::new(step.clone())));
         steps.push(step);
-        if steps.last().is_some_and(|s| s.verdict == Verdict::Invalid) {
+        if steps.last().is_some_and(|s| s.verdict == Verdict::Invalid)
+            && !result::retry(&steps, &opts.rules)
+        {
             break Outcome::GeneratorBound;
         }
         planned = planned.map(|t| t + length + opts.load.timeout + opts.cooldown);

@@ -391,6 +391,32 @@ pub fn confirmed(steps: &[Step], lo: f64) -> bool {
         .any(|s| s.kind == StepKind::Confirm && s.verdict == Verdict::Pass && s.offered_per_s == lo)
 }
 
+/// The first invalid step that no later valid step at the same rate replaced: a step
+/// the generator spoiled only by falling behind (not by spending its CPU) is run once
+/// more ([`retry`]), and a valid re-run decides that rate instead.
+fn undecided_invalid(steps: &[Step]) -> Option<&Step> {
+    steps.iter().enumerate().find_map(|(i, s)| {
+        let replaced = steps[i + 1..]
+            .iter()
+            .any(|t| t.offered_per_s == s.offered_per_s && t.verdict != Verdict::Invalid);
+        (s.verdict == Verdict::Invalid && !replaced).then_some(s)
+    })
+}
+
+/// Whether the search runs the last step again rather than stop as generator-bound: it
+/// was invalid only because the generator fell behind (one scheduling stall on a
+/// shared machine does that) with its CPU to spare, and it is not itself a re-run.
+pub fn retry(steps: &[Step], rules: &Rules) -> bool {
+    let Some((last, before)) = steps.split_last() else {
+        return false;
+    };
+    last.verdict == Verdict::Invalid
+        && last.generator.utilization < rules.generator_cpu_max
+        && !before
+            .last()
+            .is_some_and(|p| p.verdict == Verdict::Invalid && p.offered_per_s == last.offered_per_s)
+}
+
 /// Reads the conclusion off the steps. `unfinished` is how the search ended when the
 /// steps alone do not conclude it (time limit, interrupt).
 pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusion {
@@ -404,7 +430,7 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
         generator_bound_at_per_s: None,
         message: String::new(),
     };
-    if let Some(bad) = steps.iter().find(|s| s.verdict == Verdict::Invalid) {
+    if let Some(bad) = undecided_invalid(steps) {
         c.outcome = Outcome::GeneratorBound;
         c.generator_bound_at_per_s = Some(bad.offered_per_s);
         let busy = bad.generator.utilization >= rules.generator_cpu_max;
@@ -873,6 +899,30 @@ pub(crate) mod tests {
             "{}",
             c.message
         );
+        // Fallen behind with CPU to spare: the search runs that step once more…
+        assert!(retry(&steps, &r));
+        // …and a valid re-run at that rate decides it instead.
+        let mut again = step(9, StepKind::Ramp, 800.0, 50, 200);
+        again.judge(&slo, &r);
+        assert_eq!(again.verdict, Verdict::Fail);
+        let mut retried = steps.clone();
+        retried.push(again);
+        assert!(!retry(&retried, &r));
+        let c = conclude(&retried, &r, Outcome::TimeLimit);
+        assert_ne!(c.outcome, Outcome::GeneratorBound, "{}", c.message);
+        assert_eq!(c.interval_per_s, Some([200.0, 300.0]));
+        // Invalid twice at one rate: generator-bound, no third try.
+        let mut twice = steps.clone();
+        twice.push(late.clone());
+        assert!(!retry(&twice, &r));
+        assert_eq!(
+            conclude(&twice, &r, Outcome::TimeLimit).outcome,
+            Outcome::GeneratorBound
+        );
+        // A busy generator is not retried.
+        let mut spent = steps[..steps.len() - 1].to_vec();
+        spent.push(busy.clone());
+        assert!(!retry(&spent, &r));
         assert_eq!(group(3100.4), "3,100");
         assert_eq!(group(1_234_567.0), "1,234,567");
     }
