@@ -155,7 +155,7 @@ pub async fn run(
                 server_cpu: l.server_cpu,
             })
             .collect();
-        groups.push(finish_group(group, cells));
+        groups.push(finish_group(group, cells, opts.link.is_some()));
     }
     let crypto_limits = if external.is_none() && !groups.is_empty() && !control.stopped() {
         on_event(Event::Preparing("crypto limits".into()));
@@ -163,7 +163,7 @@ pub async fn run(
     } else {
         Vec::new()
     };
-    let recommendations = recommend(&groups);
+    let recommendations = recommend(&groups, opts.link.as_ref());
     let aa_control = aa_tally(&groups);
     Ok(LabResult {
         schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
@@ -179,6 +179,8 @@ pub async fn run(
             warmup_s: opts.warmup.as_secs_f64(),
             connections: opts.connections,
             target: external.map(|e| e.target.to_string()),
+            link: opts.link.as_ref().map(|l| l.spec.clone()),
+            link_rtt_ms: opts.link.as_ref().map(|l| l.rtt.as_secs_f64() * 1e3),
         },
         interrupted,
         groups,
@@ -231,6 +233,7 @@ pub(super) fn start_cell(
                 &server_args(&cell, prep),
                 bound,
                 opts.pinning.server_cpu,
+                opts.link.as_ref().map(|l| &*l.server_netns),
             )?;
             addrs.push(s.addr);
             servers.push(s);
@@ -302,7 +305,7 @@ async fn run_round(
         server_pid: l.servers.first().map(LabServer::pid),
         resume: l.cell.resume,
         echo: BTreeMap::new(),
-        early_data: false,
+        early_data: l.cell.early_data,
         verdicts: None,
         addrs: l.addrs.clone(),
         config_per_connection: l.factory.clone(),
