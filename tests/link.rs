@@ -493,6 +493,23 @@ fn a_link_to_another_machine_or_a_bad_spec_is_a_usage_error() {
         run.stderr
     );
     assert!(!run.stderr.contains("Error {"), "{}", run.stderr);
+    // The lab's link-only groups show nothing on loopback.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--only",
+        "first-byte",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--only first-byte needs --link"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "nothing is made on a usage error");
 }
 
 #[test]
@@ -724,4 +741,105 @@ fn zero_rtt_against_tlsperf_serve_answers_one_round_trip_sooner() {
     );
     let stats = s.stderr();
     assert!(!stats.contains("panicked"), "{stats}");
+}
+
+#[test]
+fn the_lab_at_a_link_times_the_first_byte_of_full_resumed_0rtt_and_both_chains() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--quick",
+        "--link",
+        "rtt=40ms",
+        "--only",
+        "first-byte,chain",
+        "--rounds",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("Time to first byte at rtt=40ms (mean over rounds, from the TCP connect):"),
+        "{}",
+        run.stdout
+    );
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["options"]["link"], "rtt=40ms");
+    assert_eq!(v["options"]["link_rtt_ms"], 40.0);
+    // Rounds last at least 25 round trips at a link.
+    assert!(
+        v["options"]["round_s"].as_f64().unwrap() >= 1.0,
+        "{}",
+        v["options"]
+    );
+    let rtt = 40.0;
+    let fb = |group: &str, cell: &str| -> f64 {
+        let g = v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["group"] == group)
+            .unwrap_or_else(|| panic!("no group {group}: {}", v["groups"]));
+        let c = g["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == cell)
+            .unwrap_or_else(|| panic!("no cell {group}/{cell}"));
+        assert!(
+            !c["failed"].as_bool().unwrap(),
+            "{group}/{cell} failed: {}",
+            c["errors"]
+        );
+        c["summary"]["first_byte_mean_ms"]["mean"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{group}/{cell}: no first byte: {}", c["summary"]))
+    };
+    let (full, resumed, zero) = (
+        fb("first-byte", "full"),
+        fb("first-byte", "resumed"),
+        fb("first-byte", "0rtt"),
+    );
+    // TCP, TLS 1.3 and the request: three round trips at least.
+    assert!(
+        full >= 3.0 * rtt,
+        "full handshake: first byte after {full:.1} ms"
+    );
+    // TLS 1.3 resumption saves CPU, not a round trip.
+    assert!(
+        (resumed - full).abs() < 0.5 * rtt,
+        "resumed {resumed:.1} ms vs full {full:.1} ms"
+    );
+    // 0-RTT saves the request's round trip (on the connections that resume: about 4 in
+    // 5, since a 0-RTT connection closes before its new tickets arrive).
+    let saved = full - zero;
+    assert!(
+        (0.4 * rtt..1.3 * rtt).contains(&saved),
+        "0-RTT: first byte {saved:.1} ms sooner than a full handshake at rtt={rtt}ms"
+    );
+    // A big RSA chain costs the server its RSA-4096 signature: never sooner.
+    let (rsa, ecdsa) = (fb("chain", "rsa-4096-ocsp"), fb("chain", "ecdsa"));
+    assert!(
+        rsa > ecdsa,
+        "RSA-4096 chain {rsa:.1} ms vs ECDSA {ecdsa:.1} ms"
+    );
+    // Whatever was recommended on the first byte says it in milliseconds at this link.
+    for r in v["recommendations"].as_array().unwrap() {
+        if r["metric"] == "first_byte_mean_ms" {
+            let text = r["text"].as_str().unwrap();
+            assert!(text.contains(" ms to the first byte at rtt=40ms"), "{text}");
+            assert!(r["first_byte_saved_ms"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Link: rtt=40ms."), "{md}");
+    assert!(md.contains("time to first byte vs baseline"), "{md}");
 }

@@ -42,15 +42,20 @@ pub struct LabArgs {
     /// store.
     #[arg(long, value_name = "FILE", requires = "target")]
     cacert: Option<PathBuf>,
-    /// The lab's load generator in the link's namespace, its servers (or --target) on
-    /// the far side; adds the groups first-byte and chain, and ranks "what to change"
-    /// by time to first byte. Rounds last at least 25 round trips.
+    /// `--link`: see the command's long help.
     #[command(flatten)]
     link: LinkArgs,
 }
 
 /// Runs `tlsperf lab`.
 pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
+    let at_link = args.link.link.is_some();
+    if !at_link && let Some(g) = args.only.iter().find(|g| g.link_only()) {
+        return Err(CliError::input(format!(
+            "--only {} needs --link: on loopback a round trip costs nothing, so the group would show nothing",
+            g.name()
+        )));
+    }
     let external = match &args.target {
         Some(url) => Some(External {
             target: Target::parse(url, None).map_err(CliError::input)?,
@@ -87,13 +92,6 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     let exe = std::env::current_exe().map_err(|e| {
         CliError::runtime(anyhow::Error::new(e).context("finding the tlsperf executable"))
     })?;
-    let at_link = args.link.link.is_some();
-    if !at_link && let Some(g) = args.only.iter().find(|g| g.link_only()) {
-        return Err(CliError::input(format!(
-            "--only {} needs --link: on loopback a round trip costs nothing, so the group would show nothing",
-            g.name()
-        )));
-    }
     let groups = if args.only.is_empty() {
         let mut g = Group::ALL.to_vec();
         if at_link {
@@ -123,10 +121,15 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     // (the host's namespace), this thread and the load generator's runtime on its near
     // side. Started after pinning, so its delay line shares the client's CPU.
     let link = match (&args.link.link, &external) {
-        (None, _) => None,
-        (Some(_), Some(ext)) => args.link.start(&ext.target)?,
-        (Some(spec), None) => Some(Link::start(spec)?),
+        (None, _) => Ok(None),
+        (Some(_), Some(ext)) => args.link.start(&ext.target),
+        (Some(spec), None) => Link::start(spec).map(Some).map_err(CliError::from),
     };
+    let link = link.inspect_err(|_| {
+        if made_out {
+            let _ = std::fs::remove_dir(&args.out);
+        }
+    })?;
     let host_ns = match &link {
         Some(_) => Some(Arc::new(crate::link::netns::open_ns()?)),
         None => None,
