@@ -18,6 +18,7 @@ use crate::client::{ConnectError, EarlyData, Phase};
 use crate::link::LinkSpec;
 use crate::link::trips::{self, CriticalPath, Flight};
 use crate::stats::{LatencyHistogram, Quantiles};
+use crate::tls::Negotiated;
 
 /// Shared with the caller while a run lasts: how far it got, and a way to stop it.
 #[derive(Debug, Default)]
@@ -57,23 +58,6 @@ pub struct HandshakeOptions {
     /// The emulated link the run goes over (`--link`): the report then counts round
     /// trips.
     pub link: Option<LinkSpec>,
-}
-
-/// The negotiated parameters of a connection.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct Negotiated {
-    /// Protocol version.
-    pub version: String,
-    /// Cipher suite.
-    pub cipher_suite: String,
-    /// Key-exchange group.
-    pub group: Option<String>,
-    /// The server's handshake signature scheme.
-    pub signature_scheme: Option<String>,
-    /// ALPN protocol.
-    pub alpn: Option<String>,
-    /// Size of the stapled OCSP response (`None`: not stapled).
-    pub ocsp_stapled_bytes: Option<usize>,
 }
 
 /// One certificate of the server's chain.
@@ -265,7 +249,7 @@ pub async fn run(
         let rtt_ms = spec.rtt.as_secs_f64() * 1e3;
         let flight = Flight::new(h.server_flight_bytes);
         let cold = trips::critical_path(
-            &h.version,
+            &h.negotiated.version,
             h.kind.name(),
             h.early_data == EarlyData::Accepted,
             &flight,
@@ -277,7 +261,13 @@ pub async fn run(
             .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
             .map(|(k, _)| *k);
         let warm = warm_kind.map(|k| {
-            trips::critical_path(&h.version, k, accepted * 2 > warm_count, &flight, rtt_ms)
+            trips::critical_path(
+                &h.negotiated.version,
+                k,
+                accepted * 2 > warm_count,
+                &flight,
+                rtt_ms,
+            )
         });
         let chain_bytes = h.chain.iter().map(|c| c.len()).sum();
         LinkReport {
@@ -298,12 +288,8 @@ pub async fn run(
         roots_ms: client.roots_time.as_secs_f64() * 1e3,
         provider_init_ms: client.provider_init.as_secs_f64() * 1e3,
         negotiated: Negotiated {
-            version: h.version.clone(),
-            cipher_suite: h.suite.clone(),
-            group: h.group.clone(),
-            signature_scheme: h.signature_scheme.clone(),
-            alpn: h.alpn.clone(),
             ocsp_stapled_bytes: (h.ocsp_len > 0).then_some(h.ocsp_len),
+            ..h.negotiated.clone()
         },
         chain: h
             .chain

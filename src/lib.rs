@@ -22,6 +22,8 @@
 //!   its rustls configuration (`client::config`) and verifiers.
 //! - [`handshake`]: `tlsperf handshake`: N sequential exchanges with phase percentiles.
 //! - [`load`]: `tlsperf load`: the closed- and open-loop load generator and its result.
+//! - [`link`]: `--link`: an emulated network path (RTT, jitter, rate, loss, queue) of real
+//!   kernel TCP between a client namespace and the host, through a userspace delay line.
 //! - [`capacity`]: `tlsperf capacity`: the highest rate a server sustains within an
 //!   objective, searched in steps of `load` runs.
 //! - [`observe`]: `tlsperf observe`: passive handshake analysis from packets (a live

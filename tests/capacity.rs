@@ -82,6 +82,12 @@ fn a_search_finishes_with_a_consistent_result() {
     let took = started.elapsed();
     let v = read(&out);
     assert_eq!(v["schema"], "tlsperf-capacity/1");
+    // The client's settings under the keys a load result uses.
+    let o = &v["options"];
+    assert_eq!(o["requests_per_conn"], 1, "{o}");
+    assert_eq!(o["threads"], 2, "{o}");
+    assert_eq!(o["verify_cache"], true, "{o}");
+    assert_eq!(o["tls"], serde_json::json!([]), "{o}");
     let outcome = v["outcome"].as_str().unwrap();
     // The exit code is the outcome's.
     let code = match outcome {

@@ -232,6 +232,8 @@ fn handshake_reports_every_shape_for_both_sides() {
                         _ => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
                     };
                     assert_eq!(suite, want, "{row}");
+                    let version = if tls == "1.3" { "TLSv1.3" } else { "TLSv1.2" };
+                    assert_eq!(row["negotiated"]["version"], version, "{row}");
                     let group = &row["negotiated"]["group"];
                     if tls == "1.2" && kind == "resumed" {
                         assert!(group.is_null(), "{row}");

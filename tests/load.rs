@@ -339,6 +339,25 @@ fn http2_by_alpn() {
     assert_consistent(&v, 200);
     assert_eq!(v["options"]["http"], "2");
     assert_eq!(v["handshakes"]["total"], 4, "{}", v["handshakes"]);
+    assert_eq!(
+        v["options"]["tls"],
+        serde_json::json!([]),
+        "{}",
+        v["options"]
+    );
+
+    // The options say the versions as the flag does (`1.2`, not a Rust name).
+    let v = load(
+        &s.url(),
+        &["-n", "20", "-c", "2", "--tls", "1.2", "--cacert", &ca],
+    );
+    assert_consistent(&v, 20);
+    assert_eq!(
+        v["options"]["tls"],
+        serde_json::json!(["1.2"]),
+        "{}",
+        v["options"]
+    );
     assert!(v["body_bytes"].as_u64().unwrap() > 0);
 }
 

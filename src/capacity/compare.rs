@@ -146,6 +146,7 @@ pub struct CapacityRow {
 
 /// Results that cannot be compared.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompareError {
     /// No confirmed capacity on one side.
     #[error("{side}: no confirmed capacity to compare ({outcome}: {message})")]

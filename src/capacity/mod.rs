@@ -184,6 +184,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A search that could not run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CapacityError {
     /// A step could not start.
     #[error(transparent)]

@@ -495,6 +495,7 @@ impl CapacityResult {
 
 /// Capacity results that cannot be merged.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum MergeError {
     /// Nothing to merge.
     #[error("nothing to merge")]

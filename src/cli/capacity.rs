@@ -11,12 +11,11 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::client_args::ClientArgs;
+use super::client_args::{ClientArgs, generator_settings, requests_per_conn, worker_threads};
 use super::link_args::LinkArgs;
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
 use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo};
-use crate::client::config;
 use crate::error::ErrorClass;
 use crate::load::LoadGenOptions;
 use crate::load::share::RateShare;
@@ -120,25 +119,11 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         crate::files::check_destination(path, args.force)?;
         crate::files::check_writable(path)?;
     }
-    let target = args.client.target(&args.url)?;
-    let alpn = if args.http2 {
-        vec![b"h2".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
-    let mut tls = args.client.options(alpn, false)?;
-    tls.verify_cache = Some(!args.no_verify_cache);
-    args.client.warn_if_insecure(out);
-    let built = config::build(&tls)?;
-    let threads = args
-        .threads
-        .map(|t| t as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let per_conn = if args.new_conn {
-        Some(1)
-    } else {
-        args.requests_per_conn
-    };
+    let (target, tls, built) =
+        args.client
+            .generator(&args.url, args.http2, false, args.no_verify_cache, out)?;
+    let threads = worker_threads(args.threads);
+    let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
     let largest = args
         .slo
         .latency
@@ -149,14 +134,16 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     let timeout = args
         .timeout
         .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
-    let echo: BTreeMap<String, serde_json::Value> = [
-        ("requests_per_conn", json!(per_conn)),
-        ("http", json!(if args.http2 { "2" } else { "1.1" })),
-        ("resume", json!(tls.resume)),
-        ("groups", json!(tls.groups)),
-        ("provider", json!(tls.provider.name())),
-        ("roots", json!(built.roots)),
-        ("threads", json!(threads)),
+    let mut echo = generator_settings(
+        &args.client,
+        &tls,
+        &built,
+        args.http2,
+        args.no_verify_cache,
+        threads,
+        per_conn,
+    );
+    echo.extend([
         ("timeout_s", json!(timeout.as_secs_f64())),
         ("connections", json!(args.connections)),
         ("max_time_s", json!(args.max_time.as_secs_f64())),
@@ -164,10 +151,9 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             "link",
             json!(args.link.link.as_ref().map(|l| l.to_string())),
         ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
+    let echo: BTreeMap<String, serde_json::Value> =
+        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let opts = CapacityOptions {
         slo: args.slo.clone(),
         rules,

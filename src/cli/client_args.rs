@@ -1,12 +1,14 @@
-//! Flags shared by the client commands (`handshake`, `load`): TLS choices, roots, client
-//! certificate, SNI — turned into a [`ClientTlsOptions`] and a [`Target`].
+//! Flags shared by the client commands (`handshake`, `load`, `capacity`): TLS choices,
+//! roots, client certificate, SNI — turned into a [`ClientTlsOptions`] and a [`Target`];
+//! and what the two load generators (`load`, `capacity`) resolve alike from their own
+//! flags ([`ClientArgs::generator`], [`worker_threads`], [`requests_per_conn`]).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::CliError;
-use crate::client::config::{ClientTlsOptions, Resume, Roots};
+use crate::client::config::{self, BuiltClient, ClientTlsOptions, Resume, Roots};
 use crate::client::target::Target;
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
@@ -98,4 +100,68 @@ impl ClientArgs {
             );
         }
     }
+
+    /// The target, options and built client of a load generator (`load`, `capacity`):
+    /// HTTP/1.1 or h2 offered by ALPN, the verify cache on unless `no_verify_cache`, and
+    /// the warning when verification is off.
+    pub fn generator(
+        &self,
+        url: &str,
+        http2: bool,
+        early_data: bool,
+        no_verify_cache: bool,
+        out: &super::Output,
+    ) -> Result<(Target, ClientTlsOptions, BuiltClient), CliError> {
+        let target = self.target(url)?;
+        let alpn = if http2 {
+            b"h2".to_vec()
+        } else {
+            b"http/1.1".to_vec()
+        };
+        let mut opts = self.options(vec![alpn], early_data)?;
+        opts.verify_cache = Some(!no_verify_cache);
+        self.warn_if_insecure(out);
+        let built = config::build(&opts)?;
+        Ok((target, opts, built))
+    }
+}
+
+/// How a load generator's client was set up, as its result's `options` record it (the
+/// same keys in `load` and `capacity`): HTTP version, resumption, TLS versions, groups,
+/// provider, roots, the verify cache, worker threads and requests per connection.
+pub fn generator_settings(
+    client: &ClientArgs,
+    opts: &ClientTlsOptions,
+    built: &BuiltClient,
+    http2: bool,
+    no_verify_cache: bool,
+    threads: usize,
+    per_conn: Option<u64>,
+) -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    let versions: Vec<&str> = client.versions.iter().map(|v| v.name()).collect();
+    vec![
+        ("requests_per_conn", json!(per_conn)),
+        ("http", json!(if http2 { "2" } else { "1.1" })),
+        ("resume", json!(opts.resume)),
+        ("tls", json!(versions)),
+        ("groups", json!(opts.groups)),
+        ("provider", json!(opts.provider.name())),
+        ("roots", json!(built.roots)),
+        ("verify_cache", json!(!no_verify_cache && !client.insecure)),
+        ("threads", json!(threads)),
+    ]
+}
+
+/// `--threads`, else one worker thread per CPU.
+pub fn worker_threads(threads: Option<u64>) -> usize {
+    threads
+        .map(|t| t as usize)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Requests per connection: 1 with `--new-conn`, else `--requests-per-conn` (`None`: keep
+/// each connection while the server does).
+pub fn requests_per_conn(new_conn: bool, requests_per_conn: Option<u64>) -> Option<u64> {
+    if new_conn { Some(1) } else { requests_per_conn }
 }

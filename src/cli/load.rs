@@ -9,12 +9,11 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::client_args::ClientArgs;
+use super::client_args::{ClientArgs, generator_settings, requests_per_conn, worker_threads};
 use super::link_args::LinkArgs;
 use super::progress::{self, Ticker};
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
-use crate::client::config;
 use crate::client::target::Target;
 use crate::load::{self, LoadGenOptions, Progress};
 use crate::report::text;
@@ -152,67 +151,44 @@ fn resolve(
         crate::files::check_destination(path, args.force)?;
         crate::files::check_writable(path)?;
     }
-    let target = args.client.target(&args.url)?;
-    let alpn = if args.http2 {
-        vec![b"h2".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
     if args.early_data && args.client.resume == crate::client::config::Resume::Off {
         return Err(CliError::input(
             "--early-data needs a session to resume: drop --resume off",
         ));
     }
-    let mut opts = args.client.options(alpn, args.early_data)?;
-    opts.verify_cache = Some(!args.no_verify_cache);
-    args.client.warn_if_insecure(out);
-    let built = config::build(&opts)?;
-    let threads = args
-        .threads
-        .map(|t| t as usize)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let per_conn = if args.new_conn {
-        Some(1)
-    } else {
-        args.requests_per_conn
-    };
-    let echo: BTreeMap<String, serde_json::Value> = [
+    let (target, opts, built) = args.client.generator(
+        &args.url,
+        args.http2,
+        args.early_data,
+        args.no_verify_cache,
+        out,
+    )?;
+    let threads = worker_threads(args.threads);
+    let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
+    let mut echo = generator_settings(
+        &args.client,
+        &opts,
+        &built,
+        args.http2,
+        args.no_verify_cache,
+        threads,
+        per_conn,
+    );
+    echo.extend([
         ("requests", json!(args.requests)),
         ("duration_s", json!(args.duration.map(|d| d.as_secs_f64()))),
         ("connections", json!(args.connections)),
         ("rate", json!(args.rate)),
         ("rate_share", json!(args.rate_share.map(|s| s.to_string()))),
-        ("requests_per_conn", json!(per_conn)),
-        ("http", json!(if args.http2 { "2" } else { "1.1" })),
-        ("resume", json!(opts.resume)),
         ("early_data", json!(args.early_data)),
-        (
-            "tls",
-            json!(
-                args.client
-                    .versions
-                    .iter()
-                    .map(|v| format!("{v:?}"))
-                    .collect::<Vec<_>>()
-            ),
-        ),
-        ("groups", json!(opts.groups)),
-        ("provider", json!(opts.provider.name())),
-        ("roots", json!(built.roots)),
-        (
-            "verify_cache",
-            json!(!args.no_verify_cache && !args.client.insecure),
-        ),
-        ("threads", json!(threads)),
         ("timeout_s", json!(args.timeout.as_secs_f64())),
         (
             "link",
             json!(args.link.link.as_ref().map(|l| l.to_string())),
         ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
+    let echo: BTreeMap<String, serde_json::Value> =
+        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let load_opts = LoadGenOptions {
         requests: args.requests,
         duration: args.duration,

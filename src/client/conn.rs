@@ -14,6 +14,8 @@ use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use rustls::{ClientConfig, ClientConnection, HandshakeKind, ProtocolVersion};
+
+use crate::tls::Negotiated;
 use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -109,16 +111,9 @@ pub struct Handshake {
     pub early_data: EarlyData,
     /// What our ClientHello offered.
     pub offered: Offered,
-    /// Protocol version.
-    pub version: String,
-    /// Cipher suite.
-    pub suite: String,
-    /// Key-exchange group (`None` for a TLS 1.2 resumption, which does none).
-    pub group: Option<String>,
-    /// The server's handshake signature scheme (`None` when resumed).
-    pub signature_scheme: Option<String>,
-    /// Negotiated ALPN protocol.
-    pub alpn: Option<String>,
+    /// Version, suite, group, the server's signature scheme (`None` when resumed) and
+    /// ALPN; the OCSP staple's size is in `ocsp_len`.
+    pub negotiated: Negotiated,
     /// The server's certificate chain, leaf first (from the session when resumed).
     pub chain: Vec<CertificateDer<'static>>,
     /// Size of the stapled OCSP response, 0 for none.
@@ -318,21 +313,10 @@ pub async fn handshake(
         kind,
         early_data,
         offered,
-        version: conn
-            .protocol_version()
-            .map(version_name)
-            .unwrap_or_default(),
-        suite: conn
-            .negotiated_cipher_suite()
-            .map(|s| format!("{:?}", s.suite()))
-            .unwrap_or_default(),
-        group: conn
-            .negotiated_key_exchange_group()
-            .map(|g| crate::tls::choices::group_name(g.name())),
-        signature_scheme: rec.scheme.map(|s| format!("{s:?}")),
-        alpn: conn
-            .alpn_protocol()
-            .map(|p| String::from_utf8_lossy(p).into_owned()),
+        negotiated: Negotiated {
+            signature_scheme: rec.scheme.map(|s| format!("{s:?}")),
+            ..Negotiated::of(&conn)
+        },
         chain: conn
             .peer_certificates()
             .map(|c| c.to_vec())
@@ -345,15 +329,6 @@ pub async fn handshake(
 
 /// A ChangeCipherSpec record on its own (TLS 1.3 sends one for middlebox compatibility).
 const FAKE_CCS: [u8; 6] = [0x14, 0x03, 0x03, 0x00, 0x01, 0x01];
-
-/// `TLSv1_3` → `TLSv1.3`.
-pub fn version_name(v: ProtocolVersion) -> String {
-    match v {
-        ProtocolVersion::TLSv1_2 => "TLSv1.2".into(),
-        ProtocolVersion::TLSv1_3 => "TLSv1.3".into(),
-        other => format!("{other:?}"),
-    }
-}
 
 /// The peer closed the connection: an orderly close, or a reset because it closed with
 /// our data unread.

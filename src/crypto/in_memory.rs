@@ -34,8 +34,8 @@ use super::instrument::{self, Tally};
 use super::kx::KxGroup;
 use super::measure::{MeasureOptions, Measurement, measure_parts};
 use crate::pki::{KeyType, PkiOptions, TestPki};
-use crate::tls::Provider;
 use crate::tls::choices::TlsVersion;
+use crate::tls::{Negotiated, Provider};
 
 /// Full handshake or resumption by ticket.
 #[derive(
@@ -235,17 +235,6 @@ where
     Ok(())
 }
 
-/// What one handshake negotiated (for the report and the checks).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Negotiated {
-    /// The cipher suite, rustls's name.
-    pub cipher_suite: String,
-    /// The key-exchange group, when there was one (none in a TLS 1.2 resumption).
-    pub group: Option<String>,
-    /// The protocol version.
-    pub version: String,
-}
-
 /// Runs one handshake, charging client time to `parts[0]` and server time to
 /// `parts[1]` when it has the expected kind. Returns whether it had.
 pub fn handshake(
@@ -318,19 +307,7 @@ fn handshake_inner(
             t[1].add(&sides[1]);
         }
     }
-    let negotiated = Negotiated {
-        cipher_suite: client
-            .negotiated_cipher_suite()
-            .map(|s| format!("{:?}", s.suite()))
-            .unwrap_or_default(),
-        group: client
-            .negotiated_key_exchange_group()
-            .map(|g| format!("{:?}", g.name()).to_lowercase()),
-        version: client
-            .protocol_version()
-            .map(|v| format!("{v:?}"))
-            .unwrap_or_default(),
-    };
+    let negotiated = Negotiated::of(&client);
     Ok((counted, negotiated))
 }
 

@@ -97,18 +97,16 @@ pub(super) fn metric_values(m: &RoundMetrics) -> Vec<(&'static str, Option<f64>)
     ]
 }
 
+/// Mean and sample standard deviation ([`crate::stats::Summary`]); zeros when no round
+/// had the metric.
 fn mean_sd(v: &[f64]) -> MeanSd {
-    let n = v.len() as f64;
-    if v.is_empty() {
-        return MeanSd::default();
-    }
-    let mean = v.iter().sum::<f64>() / n;
-    let sd = if v.len() > 1 {
-        (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-    } else {
-        0.0
-    };
-    MeanSd { mean, sd }
+    crate::stats::Summary::of(v).map_or_else(
+        |_| MeanSd::default(),
+        |s| MeanSd {
+            mean: s.mean,
+            sd: s.stddev,
+        },
+    )
 }
 
 fn merged(

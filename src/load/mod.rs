@@ -1037,7 +1037,7 @@ async fn connect(
     tally.handshake = Some((hs.kind.name(), hs.kind.resumed(), timeline.get(Phase::Tls)));
     if shared.opts.http2 {
         let wire = stream.wire();
-        if hs.alpn.as_deref() != Some("h2") {
+        if hs.negotiated.alpn.as_deref() != Some("h2") {
             return Err(ConnectError::Http {
                 reason: "the server did not agree to HTTP/2 (ALPN h2)".into(),
             });
