@@ -175,10 +175,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for ServerTls<IO> {
             }
             // The rest of the handshake (tickets after the client's Finished) and key
             // updates go out as they come; a full socket buffer waits for the next write.
-            if this.conn.wants_write() {
-                if let Poll::Ready(Err(e)) = this.poll_send_queued(cx) {
-                    return Poll::Ready(Err(e));
-                }
+            if this.conn.wants_write()
+                && let Poll::Ready(Err(e)) = this.poll_send_queued(cx)
+            {
+                return Poll::Ready(Err(e));
             }
             if ready!(this.read_io(cx))? == 0 {
                 this.eof = true;
