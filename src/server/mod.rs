@@ -715,6 +715,8 @@ async fn connection(
         }
         Ok(Ok(tls)) => tls,
     };
+    // Accept to handshake complete; for a 0-RTT handshake, to the early data's arrival
+    // with the server's flight written (the client's Finished comes a round trip later).
     let took = started.elapsed();
     let mut tls = tls;
     let hello = tls.get_mut().0.hello.take();
