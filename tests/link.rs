@@ -813,9 +813,9 @@ fn the_lab_at_a_link_times_the_first_byte_of_full_resumed_0rtt_and_both_chains()
         full >= 3.0 * rtt,
         "full handshake: first byte after {full:.1} ms"
     );
-    // TLS 1.3 resumption saves CPU, not a round trip.
+    // TLS 1.3 resumption saves CPU (and its queueing on a busy machine), not a round trip.
     assert!(
-        (resumed - full).abs() < 0.5 * rtt,
+        resumed < full + 0.25 * rtt && full - resumed < 0.75 * rtt,
         "resumed {resumed:.1} ms vs full {full:.1} ms"
     );
     // 0-RTT saves the request's round trip (on the connections that resume: about 4 in
