@@ -12,10 +12,9 @@
 #   base    the same for a baseline binary (BASE=path, e.g. main's), when given;
 #   crypto  `tlsperf crypto limit --json`: the public-key crypto and hashing of one full
 #           TLS 1.3 server handshake measured inside real handshakes (`limits[full,server]
-#           .crypto_ns`). floor = plain + crypto; the target is serve ≤ 1.4 × floor.
-#           crypto limit times with the wall clock: on a loaded machine it overstates the
-#           crypto and the floor ratio flatters serve (compare bench/profile-categories.sh's
-#           crypto share of serve's own CPU);
+#           .crypto_ns`, each call timed on the thread's CPU clock, so a busy machine
+#           inflates it about as much as it inflates the servers' CPU figures).
+#           floor = plain + crypto; the target is serve ≤ 1.4 × floor;
 #   client  generator CPU per full handshake, same server (serve): h2load's (rusage of the
 #           h2load process) vs `tlsperf load --new-conn --resume off --no-verify-cache`
 #           (its own generator.cpu_us_per_handshake: the process's CPU during the run, every
@@ -180,7 +179,7 @@ for r in $(seq "$rounds"); do
       base) out=$(h2conn "$base_pid" https://127.0.0.1:19485/); echo "$r base $out $l" >> "$work/rows" ;;
       crypto)
         "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 > "$work/limit.json"
-        c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print([x for x in d['limits'] if x['kind'] == 'full' and x['side'] == 'server'][0]['crypto_ns'] / 1000)")
+        c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == 'full' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
         echo "$r crypto $c 0 $l" >> "$work/rows" ;;
       client)
         f0=$(stat_field 19492 full)
@@ -191,7 +190,7 @@ for r in $(seq "$rounds"); do
         [ "$(json_get "$work/load.json" "['handshakes']['chains_verified']")" = "$n" ] || fail "tlsperf load: not $n chains verified"
         [ "$(json_get "$work/load.json" "['handshakes']['chains_from_cache']")" = 0 ] || fail "tlsperf load: chains from cache"
         [ $((f1 - f0)) = "$n" ] || fail "serve counted $((f1 - f0)) full handshakes for tlsperf load's $n"
-        out=$(json_get "$work/load.json" "['generator']['cpu_us_per_handshake']")
+        out=$(printf '%.1f' "$(json_get "$work/load.json" "['generator']['cpu_us_per_handshake']")")
         echo "$r load $out 0 $l" >> "$work/rows" ;;
       resume)
         for v in 1.3 1.2; do
@@ -257,7 +256,7 @@ echo "| nginx + OpenSSL full TLS 1.3 | $(med nginx) | $(rng nginx) | $(med nginx
 echo "| tlsperf serve --resumption off, full TLS 1.3 | $(med serve) | $(rng serve) | $(med serve 4) | $(loads serve) |"
 [ -n "$base" ] && echo "| baseline ($base) serve, full TLS 1.3 | $(med base) | $(rng base) | $(med base 4) | $(loads base) |"
 echo
-echo "- crypto limit times with the wall clock; at load $(load1) it overstates the crypto (and so the floor) — check against bench/profile-categories.sh"
+echo "- crypto limit times each crypto call on the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID), as the servers' figures are CPU time"
 echo "- floor = plain + crypto: $(awk -v p="$(med plain)" -v c="$(med crypto)" 'BEGIN {printf "%.1f", p + c}') µs; serve ÷ floor (per round, median): **$(floor_ratio serve)** (target ≤ 1.4)"
 [ -n "$base" ] && echo "- baseline ÷ floor: $(floor_ratio base); serve ÷ baseline: $(ratio serve base)"
 echo "- serve ÷ nginx full TLS 1.3: $(ratio serve nginx)"

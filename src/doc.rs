@@ -9,7 +9,7 @@
 //! - [`sniff`]: a file's kind from its `schema`, without building the rest;
 //! - [`read`]: a document parsed after its schema is checked, errors naming the file,
 //!   line and column;
-//! - [`write`]: a document written atomically (a temporary name, then a rename), an
+//! - [`write()`]: a document written atomically (a temporary name, then a rename), an
 //!   existing file replaced only with `force`;
 //! - [`DocError`]: the one error of all of these.
 //!

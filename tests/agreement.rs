@@ -99,8 +99,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     ignore = "compares a client's timing with h2load's: needs an optimized build (cargo test --release --test agreement; bench/load.sh reports the same row)"
 )]
 fn mean_request_latency_agrees_with_h2load_within_15_percent() {
-    if Command::new("h2load").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: h2load is not installed (apt-get install nghttp2-client)");
+    if !common::have(
+        "h2load",
+        "the agreement with h2load (apt-get install nghttp2-client)",
+    ) {
         return;
     }
     let Some(nginx) = Nginx::start(true) else {

@@ -285,11 +285,16 @@ fn quick_groups_write_a_complete_report() {
 /// Loads the page in headless Chromium: no console messages, every chart drawn, every
 /// table figure equal to results.json's. Skipped (with the reason) without Chromium.
 fn render_in_chromium(page: &Path, v: &Value) {
-    let Some(chromium) = ["chromium", "chromium-browser"]
-        .into_iter()
-        .find(|c| Command::new(c).arg("--version").output().is_ok())
-    else {
-        eprintln!("SKIPPED: Chromium is not installed (apt-get install chromium)");
+    let Some(chromium) = ["chromium", "chromium-browser"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        common::missing(
+            "chromium",
+            "not rendering the report (apt-get install chromium)",
+        );
         return;
     };
     let profile = tempfile::tempdir().unwrap();

@@ -203,10 +203,31 @@ fn curl_for_every_certificate_type_and_http2() {
             "2",
             "{key}: h2 by ALPN"
         );
+        // HTTP/1.0 by ALPN (curl offers only http/1.0), as nginx serves it.
+        let h10 = Command::new("curl")
+            .args([
+                "-sS",
+                "--http1.0",
+                "--cacert",
+                ca.to_str().unwrap(),
+                "-D",
+                "-",
+                "-o",
+                "/dev/null",
+                &format!("{url}health"),
+            ])
+            .output()
+            .unwrap();
+        let head = String::from_utf8_lossy(&h10.stdout);
+        assert!(
+            head.starts_with("HTTP/1.0 200"),
+            "{key}: http/1.0 by ALPN: {head}{}",
+            String::from_utf8_lossy(&h10.stderr)
+        );
         let summary = s.stop();
-        assert_eq!(summary["requests"], 2, "{key}: {summary}");
+        assert_eq!(summary["requests"], 3, "{key}: {summary}");
         assert_eq!(
-            summary["handshakes"]["full"]["count"], 2,
+            summary["handshakes"]["full"]["count"], 3,
             "{key}: {summary}"
         );
     }
@@ -707,6 +728,14 @@ fn bad_input_exits_2_and_starts_nothing() {
             "--client-ca",
         ),
         (vec!["--sni".into(), "bad".into()], "NAME=CERT,KEY"),
+        // Zero threads made tokio panic; zero connections or a zero handshake limit
+        // would serve nobody.
+        (vec!["--threads".into(), "0".into()], "--threads"),
+        (
+            vec!["--max-connections".into(), "0".into()],
+            "--max-connections",
+        ),
+        (vec!["--handshake-timeout".into(), "0s".into()], "1ms to 1h"),
     ];
     for (args, needle) in cases {
         let mut full = vec!["serve".to_string(), "--duration".into(), "5s".into()];

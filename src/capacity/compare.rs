@@ -128,7 +128,7 @@ pub struct CapacitySide {
 /// The comparison, as one row.
 #[derive(Debug, Clone, Serialize)]
 pub struct CapacityRow {
-    /// What is compared: "capacity at <objective>".
+    /// What is compared: "capacity at `<objective>`".
     pub metric: String,
     /// A.
     pub a: CapacitySide,

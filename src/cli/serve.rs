@@ -115,8 +115,8 @@ pub struct ServeArgs {
     /// certificate); counted as the failure `no-matching-sni`.
     #[arg(long, requires = "sni")]
     sni_strict: bool,
-    /// Longest time from TCP accept to handshake complete.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    /// Longest time from TCP accept to handshake complete (from 1ms to 1h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
     handshake_timeout: Duration,
     /// Longest time an HTTP/1.1 client may take to send the headers of a request (from 1ms
     /// to 1h); slower clients are disconnected.
@@ -128,10 +128,10 @@ pub struct ServeArgs {
     idle_timeout: Duration,
     /// Connections served at once; at the limit the connection idle the longest (for at
     /// least 1 s) is closed to make room, else the new one is closed at accept.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
     max_connections: usize,
-    /// Runtime worker threads (default: one per core).
-    #[arg(long)]
+    /// Runtime worker threads (default: one per core; at most 1024).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: Option<usize>,
     /// Listeners on the address, with SO_REUSEPORT when more than one.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
@@ -447,7 +447,8 @@ fn tls_options(a: &ServeArgs) -> Result<(ServerTlsOptions, Option<String>), CliE
         sni_strict: a.sni_strict,
         client_auth: a.client_auth,
         client_ca,
-        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        // http/1.0 too, as nginx does: `curl --http1.0` offers only that.
+        alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec(), b"http/1.0".to_vec()],
         kx_pool: usize::try_from(a.kx_pool).unwrap_or(usize::MAX),
     };
     Ok((tls, ca_pem))

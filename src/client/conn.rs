@@ -152,6 +152,25 @@ pub async fn tcp_connect(addr: SocketAddr) -> Result<TcpStream, ConnectError> {
     Ok(tcp)
 }
 
+/// Connects to the first of `addrs` that accepts, trying them in order from `first`
+/// (wrapping around), as a client walks a name's addresses; returns the stream and the
+/// index of the address that accepted. The last error when none does.
+pub async fn tcp_connect_any(
+    addrs: &[SocketAddr],
+    first: usize,
+) -> Result<(TcpStream, usize), ConnectError> {
+    let mut last = None;
+    for k in 0..addrs.len() {
+        let i = (first + k) % addrs.len();
+        match tcp_connect(addrs[i]).await {
+            Ok(tcp) => return Ok((tcp, i)),
+            Err(e) => last = Some(e),
+        }
+    }
+    // `resolve` returns at least one address, so a connect error was recorded.
+    Err(last.unwrap_or(ConnectError::ClosedMidHandshake))
+}
+
 /// Resolves `host`, connects to its first address that accepts, and handshakes: the
 /// whole set-up of one connection, stamped relative to `t0` (see [`handshake`] for
 /// `early`).
@@ -166,18 +185,9 @@ pub async fn open(
     let mut stamps = Stamps::default();
     let addrs = resolve(host, port).await?;
     stamps.resolved = t0.elapsed();
-    let mut last = None;
-    for addr in addrs {
-        match tcp_connect(addr).await {
-            Ok(tcp) => {
-                stamps.connected = t0.elapsed();
-                return handshake(tcp, name, config, early, t0, stamps).await;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    // `resolve` returns at least one address, so a connect error was recorded.
-    Err(last.unwrap_or(ConnectError::ClosedMidHandshake))
+    let (tcp, _) = tcp_connect_any(&addrs, 0).await?;
+    stamps.connected = t0.elapsed();
+    handshake(tcp, name, config, early, t0, stamps).await
 }
 
 /// Runs the TLS handshake over `tcp`, stamping each step relative to `t0`. With
@@ -538,5 +548,28 @@ impl AsyncWrite for TlsStream {
         this.conn.send_close_notify();
         ready!(this.poll_flush_tls(cx))?;
         Pin::new(&mut this.tcp).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connects_to_the_first_address_that_accepts_from_the_given_one() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // 127.0.0.2 is loopback too, but nothing listens on it at this port: refused.
+        let refused: SocketAddr = format!("127.0.0.2:{port}").parse().unwrap();
+        let open = listener.local_addr().unwrap();
+        let addrs = [refused, open];
+        let (_, i) = tcp_connect_any(&addrs, 0).await.unwrap();
+        assert_eq!(i, 1);
+        let (_, i) = tcp_connect_any(&addrs, 1).await.unwrap();
+        assert_eq!(i, 1);
+        match tcp_connect_any(&[refused], 0).await {
+            Err(ConnectError::Connect { addr, .. }) => assert_eq!(addr, refused),
+            other => panic!("{:?}", other.map(|(_, i)| i)),
+        }
     }
 }

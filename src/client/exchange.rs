@@ -80,21 +80,7 @@ async fn run(
     let addrs = conn::resolve(&target.host, target.port).await?;
     stamps.resolved = t0.elapsed();
     step.set(Step::Connecting);
-    let mut tcp = None;
-    let mut last = None;
-    for addr in addrs {
-        match conn::tcp_connect(addr).await {
-            Ok(t) => {
-                tcp = Some(t);
-                break;
-            }
-            Err(e) => last = Some(e),
-        }
-    }
-    let Some(tcp) = tcp else {
-        // `resolve` returns at least one address, so a connect error was recorded.
-        return Err(last.unwrap_or(ConnectError::ClosedMidHandshake));
-    };
+    let (tcp, _) = conn::tcp_connect_any(&addrs, 0).await?;
     stamps.connected = t0.elapsed();
     step.set(Step::Handshaking);
     let (stream, handshake) =

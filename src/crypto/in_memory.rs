@@ -5,7 +5,9 @@
 //! - Flights move through one reused `Vec<u8>`: the sender's `write_tls`, then the
 //!   receiver's `read_tls` + `process_new_packets`. As in rustls-bench, a transfer's time
 //!   is charged to the receiving side (it is almost all `process_new_packets`), and
-//!   creating each `ClientConnection` / `ServerConnection` is charged to its side.
+//!   creating each `ClientConnection` / `ServerConnection` is charged to its side. Each
+//!   side's time is this thread's CPU time ([`super::cpu_clock`]): what other processes
+//!   take of the CPU meanwhile is not charged to either side.
 //! - Two round trips finish every handshake shape here (TLS 1.3 full and resumed, TLS 1.2
 //!   full and abbreviated); the last flight carries the server's tickets.
 //! - A handshake of the wrong kind (a resumption that came out full, as the first one
@@ -18,7 +20,7 @@
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustls::client::Resumption;
 use rustls::server::NoServerSessionStorage;
@@ -30,6 +32,7 @@ use rustls_pki_types::ServerName;
 use serde::Serialize;
 
 use super::CryptoError;
+use super::cpu_clock::ThreadCpu;
 use super::instrument::{self, Tally};
 use super::kx::KxGroup;
 use super::measure::{MeasureOptions, Measurement, measure_parts};
@@ -274,20 +277,20 @@ fn handshake_inner(
     if tallies.is_some() {
         instrument::take();
     }
-    let t = Instant::now();
+    let t = ThreadCpu::now();
     let mut client = ClientConnection::new(pair.client.clone(), pair.name.clone())?;
     c += t.elapsed();
     charge(0);
-    let t = Instant::now();
+    let t = ThreadCpu::now();
     let mut server = ServerConnection::new(pair.server.clone())?;
     s += t.elapsed();
     charge(1);
     for _ in 0..2 {
-        let t = Instant::now();
+        let t = ThreadCpu::now();
         transfer(&mut client, &mut server, buf)?;
         s += t.elapsed();
         charge(1);
-        let t = Instant::now();
+        let t = ThreadCpu::now();
         transfer(&mut server, &mut client, buf)?;
         c += t.elapsed();
         charge(0);

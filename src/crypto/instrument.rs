@@ -5,9 +5,10 @@
 //! signing, signature verification (certificate chain and handshake signature apart),
 //! transcript hashing, the key schedule (HKDF, HMAC, the TLS 1.2 PRF), record protection
 //! (AEAD key set-up, encryption, decryption) and random bytes — and [`ticketer`] wraps a
-//! ticket encrypter. Every wrapped call adds its *exclusive* wall-clock time (a call made
-//! inside another timed call, such as the key exchange a TLS 1.2 PRF completes, counts to
-//! its own category only) and one call to a per-thread [`Tally`]; [`take`] reads and
+//! ticket encrypter. Every wrapped call adds its *exclusive* CPU time on this thread (read
+//! from [`super::cpu_clock`], so time other processes held the CPU is never charged; a
+//! call made inside another timed call, such as the key exchange a TLS 1.2 PRF completes,
+//! counts to its own category only) and one call to a per-thread [`Tally`]; [`take`] reads and
 //! resets it. A handshake driven in memory on one thread, with `take` called where the
 //! client's work ends and the server's begins, therefore gives each side's crypto time.
 //!
@@ -19,7 +20,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use rustls::crypto::cipher::{
     AeadKey, InboundOpaqueMessage, InboundPlainMessage, Iv, KeyBlockShape, MessageDecrypter,
@@ -45,6 +45,7 @@ use rustls_pki_types::{
 };
 use serde::Serialize;
 
+use super::cpu_clock::ThreadCpu;
 use crate::tls::Provider;
 
 /// What a timed call does.
@@ -157,7 +158,7 @@ pub fn take() -> Tally {
 /// Runs `f`, adding its exclusive time and one call to `cat`.
 fn timed<T>(cat: Category, f: impl FnOnce() -> T) -> T {
     let outer_nested = NESTED_NS.with(|n| n.replace(0));
-    let start = Instant::now();
+    let start = ThreadCpu::now();
     let out = f();
     let elapsed = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
     let inner_nested = NESTED_NS.with(|n| n.replace(outer_nested.saturating_add(elapsed)));
@@ -695,22 +696,30 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Spins until this thread has used `d` of CPU (the clock the timed calls read; a
+    /// sleep would use none).
+    fn burn(d: Duration) {
+        let t = ThreadCpu::now();
+        while t.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    }
+
     #[test]
     fn nested_time_counts_once_to_the_inner_category() {
         take();
         timed(Category::KeySchedule, || {
-            std::thread::sleep(Duration::from_millis(5));
+            burn(Duration::from_millis(5));
             timed(Category::KeyExchange, || {
-                std::thread::sleep(Duration::from_millis(100));
+                burn(Duration::from_millis(50));
             });
         });
         let t = take();
         let kx = t.ns[Category::KeyExchange.index()];
         let ks = t.ns[Category::KeySchedule.index()];
-        assert!(kx >= 100_000_000, "{t:?}");
+        assert!(kx >= 50_000_000, "{t:?}");
         // Counted twice, the outer category would hold the inner's time too (ks > kx);
-        // counted once it holds only its own 5 ms (a busy machine may stretch that, but
-        // not past the inner's 100 ms).
+        // counted once it holds only its own 5 ms of CPU (and the clock reads).
         assert!(ks >= 5_000_000 && ks < kx, "{t:?}");
         assert_eq!(t.calls[Category::KeyExchange.index()], 1);
         assert_eq!(t.calls[Category::KeySchedule.index()], 1);

@@ -1,7 +1,10 @@
 //! The measurement harness every `tlsperf crypto` command uses: run a closure for a given
 //! wall-clock time split into rounds, after an untimed warm-up, and summarize the rounds.
 //!
-//! - Time is wall-clock ([`std::time::Instant`]), never CPU time.
+//! - Time is wall-clock ([`std::time::Instant`]) for [`measure`] and
+//!   [`measure_interleaved`]; [`measure_parts`] sums what its closure charges (the
+//!   in-memory handshakes charge their thread's CPU time), rounds still lasting a wall
+//!   time.
 //! - The warm-up also counts the bytes allocated per operation (when the binary's global
 //!   allocator is [`super::alloc::Counting`]), so counting never runs inside a timed round.
 //! - Each round gives one ns/op figure; Tukey's 1.5×IQR filter drops outlier rounds, and

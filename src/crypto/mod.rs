@@ -1,13 +1,16 @@
 //! `tlsperf crypto`: how fast signatures and key exchange are on this machine, per
-//! implementation, measured on the wall clock.
+//! implementation: tight loops on the wall clock, in-memory handshakes on the thread's
+//! CPU clock.
 //!
-//! - [`measure`]: the harness (warm-up, rounds, Tukey's filter, median and spread, bytes
+//! - [`mod@measure`]: the harness (warm-up, rounds, Tukey's filter, median and spread, bytes
 //!   allocated per operation) every command here uses.
 //! - [`alloc`]: the counting wrapper the binary puts around its global allocator.
 //! - [`sign`]: `crypto sign`, sign and verify with aws-lc-rs, ring and RustCrypto.
 //! - [`in_memory`]: `crypto handshake`, rustls client and server in memory, per side.
 //! - [`instrument`]: a rustls provider that times every call into its crypto, per
 //!   category, so an in-memory handshake tells each side's crypto time.
+//! - [`cpu_clock`]: the thread CPU clock the in-memory handshakes and the instrumented
+//!   provider read (a busy machine does not inflate it as it does wall time).
 //! - [`kx`]: `crypto kx`, the providers' rustls key-exchange groups, client and server
 //!   side.
 //! - [`limit`]: `crypto limit`, the public-key operations of one handshake per side, the
@@ -20,6 +23,7 @@
 
 pub mod alloc;
 pub mod compare;
+pub mod cpu_clock;
 pub mod in_memory;
 pub mod instrument;
 pub mod kx;

@@ -1,7 +1,7 @@
 //! `--link`: an emulated network path between the client and the servers, on real
 //! kernel TCP. The client runs in an anonymous network namespace whose only way out is a
 //! TUN device; a second TUN device sits in the host's namespace, where the servers are;
-//! the delay line ([`line`]) carries IP packets between the two with the round trip,
+//! the delay line ([`mod@line`]) carries IP packets between the two with the round trip,
 //! rates, queue and loss of a [`LinkSpec`]. TCP's handshake, slow start, delayed ACKs
 //! and retransmissions then happen as on such a path.
 //!

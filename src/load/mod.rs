@@ -17,7 +17,7 @@ pub mod usage;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -221,7 +221,11 @@ impl crate::error::Classify for LoadError {
 
 struct Shared {
     target: Target,
-    addr: SocketAddr,
+    /// The target's addresses, resolved once before the run.
+    resolved: Vec<SocketAddr>,
+    /// The one of `resolved` that accepted last: new connections try it first (a name
+    /// whose first address refuses costs that refusal once, not on every connection).
+    preferred: AtomicUsize,
     config: Arc<ClientConfig>,
     opts: LoadGenOptions,
     request_keep: Vec<u8>,
@@ -378,7 +382,7 @@ pub async fn run(
         usage::TreeCpu::start(pid)?;
     }
     let t_dns = Instant::now();
-    let addr = conn::resolve(&target.host, target.port).await?[0];
+    let resolved = conn::resolve(&target.host, target.port).await?;
     let dns = t_dns.elapsed();
     if let Some(t) = opts.start_at {
         tokio::select! {
@@ -404,7 +408,8 @@ pub async fn run(
         request_keep: get_request(&target.authority, &target.path, false),
         request_close: get_request(&target.authority, &target.path, true),
         uri,
-        addr,
+        resolved,
+        preferred: AtomicUsize::new(0),
         config,
         deadline: opts.duration.map(|d| start + d),
         opts: opts.clone(),
@@ -994,15 +999,19 @@ async fn connect(
         }
         None => config,
     };
-    let addr = if shared.opts.addrs.is_empty() {
-        shared.addr
-    } else {
-        let i = shared.opened.fetch_add(1, Ordering::Relaxed) as usize;
-        shared.opts.addrs[i % shared.opts.addrs.len()]
-    };
     let t0 = Instant::now();
     step.set(Step::Connecting);
-    let tcp = conn::tcp_connect(addr).await?;
+    let tcp = if shared.opts.addrs.is_empty() {
+        let first = shared.preferred.load(Ordering::Relaxed);
+        let (tcp, i) = conn::tcp_connect_any(&shared.resolved, first).await?;
+        if i != first {
+            shared.preferred.store(i, Ordering::Relaxed);
+        }
+        tcp
+    } else {
+        let i = shared.opened.fetch_add(1, Ordering::Relaxed) as usize;
+        conn::tcp_connect(shared.opts.addrs[i % shared.opts.addrs.len()]).await?
+    };
     let stamps = Stamps {
         connected: t0.elapsed(),
         ..Stamps::default()

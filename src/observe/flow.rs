@@ -2,7 +2,7 @@
 //! SYN; its two byte streams are put back in order (retransmissions trimmed, segments
 //! that arrive early held until the gap before them fills), and TLS records are cut out
 //! of them as soon as they are whole and handed to the connection's
-//! [`Timeline`](super::timeline::Timeline). Once a connection's handshake and first
+//! [`Timeline`]. Once a connection's handshake and first
 //! application byte are in, its payload is no longer kept.
 //!
 //! The table is bounded: connections idle longer than the idle timeout, and half-open

@@ -1,7 +1,7 @@
 //! The `tlsperf observe` result document (`tlsperf-observe/1`): counts, HDR histograms per
 //! phase per handshake kind, breakdowns, failures. Histograms are serialized exactly, so
 //! observations from several capture points or time windows merge without loss
-//! ([`merge`]: counts add, histograms merge). Read back with [`parse`].
+//! ([`merge`]: counts add, histograms merge). Read back with [`crate::doc::parse`].
 
 use std::collections::BTreeMap;
 

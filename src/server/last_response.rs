@@ -31,7 +31,8 @@ impl LastFlag {
         }
     }
 
-    fn is_set(&self) -> bool {
+    /// Whether the response being answered is the connection's last.
+    pub fn is_set(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 }

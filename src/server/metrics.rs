@@ -1,6 +1,7 @@
 //! The server's own measurements: Prometheus metrics (prometheus-client) and HDR
 //! histograms of handshake latency for the `/stats` snapshot and the shutdown summary.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -16,24 +17,25 @@ use serde::Serialize;
 
 use crate::stats::{LatencyHistogram, Quantiles};
 
-/// Labels of a completed handshake.
+/// Labels of a completed handshake (borrowed names where they are fixed: no allocation
+/// per handshake).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HandshakeLabels {
     /// `full`, `resumed`, `full-hrr` or `0rtt`.
-    pub kind: String,
+    pub kind: Cow<'static, str>,
     /// `TLSv1_2` or `TLSv1_3`.
-    pub version: String,
+    pub version: Cow<'static, str>,
     /// Key-exchange group; `none` for a TLS 1.2 resumption, which exchanges no key.
-    pub group: String,
+    pub group: Cow<'static, str>,
     /// Cipher suite.
-    pub suite: String,
+    pub suite: Cow<'static, str>,
     /// `yes` when the client presented a certificate.
-    pub client_auth: String,
+    pub client_auth: Cow<'static, str>,
     /// How a resumed handshake found its session: `ticket` (a TLS 1.2 session ticket or a
     /// TLS 1.3 pre-shared key), `session-id` (a TLS 1.2 session id looked up in the
     /// server's cache), `unknown` (the ClientHello could not be read); `none` when not
     /// resumed.
-    pub resumption: String,
+    pub resumption: Cow<'static, str>,
 }
 
 /// Every `reason` of the failures counter; each is exported from the start (at 0).
@@ -135,8 +137,18 @@ impl Metrics {
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
         if let Ok(mut h) = self.hdr.lock() {
-            let _ = h.entry(labels.kind.clone()).or_default().record(took);
-            let _ = h.entry("all".into()).or_default().record(took);
+            // Looked up before inserting: the key is allocated once per kind, not per
+            // handshake.
+            for key in [&*labels.kind, "all"] {
+                match h.get_mut(key) {
+                    Some(hist) => {
+                        let _ = hist.record(took);
+                    }
+                    None => {
+                        let _ = h.entry(key.to_string()).or_default().record(took);
+                    }
+                }
+            }
         }
     }
 

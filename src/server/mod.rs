@@ -23,6 +23,7 @@ pub mod last_response;
 pub mod metrics;
 pub mod tls_stream;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -186,7 +187,9 @@ fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<TcpListener> {
     TcpListener::from_std(std_listener(addr, reuseport)?)
 }
 
-/// A non-blocking listening socket (backlog 4096), `SO_REUSEPORT` when asked.
+/// A non-blocking listening socket (backlog 4096), `SO_REUSEPORT` when asked, with
+/// `TCP_NODELAY`: Linux copies it to every socket `accept` returns, which saves a
+/// `setsockopt` per connection.
 fn std_listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
@@ -194,6 +197,7 @@ fn std_listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<std::net::
     if reuseport {
         socket.set_reuse_port(true)?;
     }
+    socket.set_tcp_nodelay(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(4096)?;
@@ -429,6 +433,9 @@ struct Tracked<T> {
     epoch: Instant,
     /// The first [`HELLO_CAPTURE`] bytes read, while capturing.
     hello: Option<Vec<u8>>,
+    /// Set once the response being sent is the connection's last: the connection is
+    /// dropped (closed, which sends the FIN) right after its shutdown.
+    last: last_response::LastFlag,
 }
 
 /// Bytes of the client's first flight kept to read its ClientHello (one with a
@@ -549,6 +556,13 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.last.is_set() {
+            // After the last response (and the close_notify, written just before) hyper
+            // ends the connection and the drop closes the socket, which sends the FIN: a
+            // `shutdown(SHUT_WR)` first would be one more system call, and it fails when
+            // the client has already reset the connection.
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -685,14 +699,16 @@ async fn connection(
     let started = Instant::now();
     ctx.metrics.open_delta(1);
     let _guard = OpenGuard(Arc::clone(&ctx.metrics));
-    let _ = tcp.set_nodelay(true);
+    // TCP_NODELAY came from the listener.
     let (id, state) = ctx.conns.register();
     let _registered = Registered(&ctx.conns, id);
+    let last = last_response::LastFlag::default();
     let tcp = Tracked {
         inner: tcp,
         state: Arc::clone(&state),
         epoch: ctx.conns.epoch,
         hello: ctx.capture_hello.then(Vec::new),
+        last: last.clone(),
     };
     // Until the handshake completes, or a 0-RTT request has arrived (see `tls_stream`).
     let handshake = tokio::time::timeout(
@@ -750,15 +766,21 @@ async fn connection(
                 kind: kind.into(),
                 version: conn
                     .protocol_version()
-                    .map(|v| format!("{v:?}"))
+                    .map(|v| match v.as_str() {
+                        Some(name) => Cow::Borrowed(name),
+                        None => Cow::Owned(format!("{v:?}")),
+                    })
                     .unwrap_or_default(),
                 group: conn
                     .negotiated_key_exchange_group()
-                    .map(|g| crate::tls::choices::group_name(g.name()))
-                    .unwrap_or_else(|| "none".into()),
+                    .map(|g| crate::tls::choices::group_label(g.name()))
+                    .unwrap_or(Cow::Borrowed("none")),
                 suite: conn
                     .negotiated_cipher_suite()
-                    .map(|s| format!("{:?}", s.suite()))
+                    .map(|s| match s.suite().as_str() {
+                        Some(name) => Cow::Borrowed(name),
+                        None => Cow::Owned(format!("{:?}", s.suite())),
+                    })
                     .unwrap_or_default(),
                 client_auth: if conn.peer_certificates().is_some() {
                     "yes"
@@ -773,7 +795,6 @@ async fn connection(
     }
     // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-    let last = last_response::LastFlag::default();
     let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
     let served = async {
         match &ctx.axum {
@@ -855,7 +876,7 @@ where
                 .serve_connection(io, svc);
             watcher.watch(conn).await.map_err(|e| e.to_string())
         }
-        Some(b"http/1.1") => {
+        Some(b"http/1.1" | b"http/1.0") => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)

@@ -6,7 +6,7 @@
 //! - [`iqr`]: Tukey's 1.5×IQR outlier filter, quartiles as numpy computes them.
 //! - [`welch`]: Welch's two-sample t-test with the Welch–Satterthwaite degrees of freedom.
 //! - [`samples`]: sample files (one number a line) as the user writes them.
-//! - [`compare`]: is B different from A — summaries, filter, test and a verdict.
+//! - [`mod@compare`]: is B different from A — summaries, filter, test and a verdict.
 //! - [`rows`]: the one comparison engine of results: rows matched by identity, each
 //!   compared through [`compare`](compare()).
 

@@ -10,7 +10,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::Provider;
-pub use super::provider::{find_kx_group, group_name};
+pub use super::provider::{find_kx_group, group_label, group_name};
 use crate::error::{Classify, ErrorClass, io_input_class};
 
 /// A failure building a TLS configuration (server or client) from the user's choices.

@@ -90,6 +90,23 @@ pub fn group_name(g: rustls::NamedGroup) -> String {
     format!("{g:?}").to_ascii_lowercase()
 }
 
+/// [`group_name`] without an allocation for the groups a server negotiates every
+/// handshake (a label per connection).
+pub fn group_label(g: rustls::NamedGroup) -> std::borrow::Cow<'static, str> {
+    use rustls::NamedGroup as G;
+    std::borrow::Cow::Borrowed(match g {
+        G::X25519 => "x25519",
+        G::secp256r1 => "secp256r1",
+        G::secp384r1 => "secp384r1",
+        G::secp521r1 => "secp521r1",
+        G::X448 => "x448",
+        G::X25519MLKEM768 => "x25519mlkem768",
+        G::secp256r1MLKEM768 => "secp256r1mlkem768",
+        G::MLKEM768 => "mlkem768",
+        _ => return std::borrow::Cow::Owned(group_name(g)),
+    })
+}
+
 /// The group of `groups` called `name` ([`group_name`], any case).
 pub fn find_kx_group(
     groups: &[&'static dyn SupportedKxGroup],
@@ -124,5 +141,23 @@ mod tests {
         assert!(Provider::AwsLcRs.kx_group("x25519mlkem768").is_some());
         assert!(Provider::Ring.kx_group("x25519mlkem768").is_none());
         assert!(Provider::Ring.kx_group("ffdhe2048").is_none());
+    }
+
+    #[test]
+    fn group_labels_are_group_names() {
+        use rustls::NamedGroup as G;
+        for g in [
+            G::X25519,
+            G::secp256r1,
+            G::secp384r1,
+            G::secp521r1,
+            G::X448,
+            G::X25519MLKEM768,
+            G::secp256r1MLKEM768,
+            G::MLKEM768,
+            G::FFDHE2048,
+        ] {
+            assert_eq!(group_label(g), group_name(g), "{g:?}");
+        }
     }
 }

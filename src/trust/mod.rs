@@ -3,7 +3,7 @@
 //!
 //! - [`discover`]: the probe chain (`SSL_CERT_FILE`, `SSL_CERT_DIR`, the standard paths).
 //! - [`pem`]: fast, forgiving certificate decoding with per-block problems.
-//! - [`load`]: loading in timed layers (probe, I/O, PEM, anchors, X.509).
+//! - [`mod@load`]: loading in timed layers (probe, I/O, PEM, anchors, X.509).
 //! - [`measure`]: cold vs warm load timing with comparison rows (`trust load`).
 //! - [`analyze`]: what is in a bundle (duplicates, twins, validity, weak keys…).
 //! - [`trim`]: the minimal anchor set that verifies a set of chains.

@@ -1,6 +1,6 @@
 //! Chain verification that stays flat as the trust store grows.
 //!
-//! - [`bench`]: `verify bench`, the four ways to hold roots against store size.
+//! - [`mod@bench`]: `verify bench`, the four ways to hold roots against store size.
 //! - [`index`]: [`AnchorIndex`], anchors by subject (and key identifier).
 //! - [`verifier`]: [`IndexedVerifier`], a rustls `ServerCertVerifier` over the index,
 //!   with a detailed mode (path, phases, signature checks).

@@ -86,17 +86,32 @@ where
     run
 }
 
-/// True when `program` can be run; prints why a test part is skipped otherwise.
+/// Whether `program` runs (`program --version`, else `program version` as openssl spells
+/// it). When it does not, the caller skips its check with the reason printed
+/// ([`missing`]).
 pub fn have(program: &str, why: &str) -> bool {
-    let ok = Command::new(program)
-        .arg("version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("SKIPPED: {program} is not installed; not checking {why}");
+    let runs = |arg: &str| {
+        Command::new(program)
+            .arg(arg)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if runs("--version") || runs("version") {
+        return true;
     }
-    ok
+    missing(program, &format!("not checking {why}"));
+    false
+}
+
+/// Says that a peer program the test needs is missing, and that the test skips its
+/// check. Under `.ci/run`, which installs every peer and sets
+/// `TLSPERF_TEST_PEERS=required`, a missing peer fails the test instead: there a skip
+/// would pass without checking anything.
+pub fn missing(program: &str, what: &str) {
+    if std::env::var("TLSPERF_TEST_PEERS").as_deref() == Ok("required") {
+        panic!("{program} is missing, but TLSPERF_TEST_PEERS=required ({what})");
+    }
+    eprintln!("SKIPPED: {program} is not installed; {what}");
 }
 
 /// Writes `text` to `dir/name` and returns the path as a string.

@@ -32,7 +32,7 @@ impl Nginx {
     /// not installed.
     pub fn start(tickets: bool) -> Option<Nginx> {
         if !Path::new(NGINX).exists() {
-            eprintln!("SKIPPED: {NGINX} is not installed (apt-get install nginx-light)");
+            super::missing(NGINX, "apt-get install nginx-light");
             return None;
         }
         let dir = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@ use super::{BOLD, dur, render, right_align, styled, table};
 
 /// The line `serve` prints once listening.
 pub fn serve_listening(url: &str, metrics: Option<std::net::SocketAddr>) -> String {
-    let mut out = format!("listening on {url} (h2, http/1.1)");
+    let mut out = format!("listening on {url} (h2, http/1.1, http/1.0)");
     if let Some(m) = metrics {
         out.push_str(&format!("; metrics on http://{m}/metrics and /stats"));
     }
