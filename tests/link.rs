@@ -493,6 +493,23 @@ fn a_link_to_another_machine_or_a_bad_spec_is_a_usage_error() {
         run.stderr
     );
     assert!(!run.stderr.contains("Error {"), "{}", run.stderr);
+    // The lab's link-only groups show nothing on loopback.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--only",
+        "first-byte",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--only first-byte needs --link"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "nothing is made on a usage error");
 }
 
 #[test]
@@ -652,4 +669,193 @@ fn zero_rtt_answers_the_first_request_one_round_trip_sooner() {
         (30.0..90.0).contains(&saved),
         "0-RTT saved {saved:.1} ms to the first byte at rtt=60ms (one round trip expected)"
     );
+}
+
+#[test]
+fn zero_rtt_against_tlsperf_serve_answers_one_round_trip_sooner() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem").to_str().unwrap().to_string();
+    // rustls accepts 0-RTT only with stateful resumption.
+    let s = Serve::start(&[
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        &ca,
+        "--resumption",
+        "stateful",
+        "--early-data",
+        "16384",
+        "--tickets-per-handshake",
+        "4",
+    ]);
+    let url = s.url();
+    let run = |early: bool| {
+        let mut args = vec![
+            "handshake",
+            &url,
+            "--roots",
+            &ca,
+            "-n",
+            "21",
+            "--link",
+            "rtt=60ms",
+        ];
+        if early {
+            args.push("--early-data");
+        }
+        json_run(&args)
+    };
+    let (plain, early) = (run(false), run(true));
+    // A 0-RTT connection ends before the tickets the server sends after the client's
+    // Finished arrive, so each full handshake's 4 tickets last 4 resumptions: the medians
+    // below need most connections to be 0-RTT (16 of 20 expected).
+    let accepted = early["warm"]["early_data_accepted"].as_u64().unwrap();
+    assert!(accepted >= 14, "{}", early["warm"]);
+    assert_eq!(plain["link"]["warm"]["round_trips"], 3, "{}", plain["link"]);
+    assert_eq!(early["link"]["warm"]["round_trips"], 2, "{}", early["link"]);
+    // The server answers the request that came as early data behind its own Finished,
+    // not after the client's Finished: the first byte comes with the handshake's flight.
+    let (fb_plain, fb_early) = (p50_ms(&plain, "first_byte"), p50_ms(&early, "first_byte"));
+    assert!(
+        fb_plain >= 59.5,
+        "first byte after the request: {fb_plain:.1} ms"
+    );
+    assert!(
+        fb_early < 15.0,
+        "first byte with 0-RTT: {fb_early:.1} ms after the handshake"
+    );
+    let to_first_byte = |v: &Value| {
+        ["connect", "tls", "request", "first_byte"]
+            .iter()
+            .map(|p| p50_ms(v, p))
+            .sum::<f64>()
+    };
+    let saved = to_first_byte(&plain) - to_first_byte(&early);
+    assert!(
+        (45.0..75.0).contains(&saved),
+        "0-RTT saved {saved:.1} ms to the first byte at rtt=60ms (one round trip expected)"
+    );
+    let stats = s.stderr();
+    assert!(!stats.contains("panicked"), "{stats}");
+}
+
+#[test]
+fn the_lab_at_a_link_times_the_first_byte_of_full_resumed_0rtt_and_both_chains() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--quick",
+        "--link",
+        "rtt=40ms",
+        "--only",
+        "first-byte,chain",
+        "--rounds",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("Time to first byte at rtt=40ms (mean over rounds, from the TCP connect):"),
+        "{}",
+        run.stdout
+    );
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["options"]["link"], "rtt=40ms");
+    assert_eq!(v["options"]["link_rtt_ms"], 40.0);
+    // Rounds last at least 25 round trips at a link.
+    assert!(
+        v["options"]["round_s"].as_f64().unwrap() >= 1.0,
+        "{}",
+        v["options"]
+    );
+    let rtt = 40.0;
+    let fb = |group: &str, cell: &str| -> f64 {
+        let g = v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["group"] == group)
+            .unwrap_or_else(|| panic!("no group {group}: {}", v["groups"]));
+        let c = g["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == cell)
+            .unwrap_or_else(|| panic!("no cell {group}/{cell}"));
+        assert!(
+            !c["failed"].as_bool().unwrap(),
+            "{group}/{cell} failed: {}",
+            c["errors"]
+        );
+        // The median round: one round stalled by a busy machine moves a mean of three.
+        let mut r: Vec<f64> = c["rounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["first_byte_mean_ms"]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{group}/{cell}: no first byte: {r}"))
+            })
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let (full, resumed, zero) = (
+        fb("first-byte", "full"),
+        fb("first-byte", "resumed"),
+        fb("first-byte", "0rtt"),
+    );
+    // TCP, TLS 1.3 and the request: three round trips at least.
+    assert!(
+        full >= 3.0 * rtt,
+        "full handshake: first byte after {full:.1} ms"
+    );
+    // TLS 1.3 resumption saves CPU (and its queueing on a busy machine), not a round trip.
+    assert!(
+        resumed < full + 0.25 * rtt && full - resumed < 0.75 * rtt,
+        "resumed {resumed:.1} ms vs full {full:.1} ms"
+    );
+    // 0-RTT saves the request's round trip (on the connections that resume: about 4 in
+    // 5, since a 0-RTT connection closes before its new tickets arrive). Against the
+    // resumed cell, whose handshakes cost the same CPU, that round trip is all it saves;
+    // against full handshakes it also saves their CPU (and its queueing on a busy machine).
+    let saved = resumed - zero;
+    assert!(
+        (0.4 * rtt..1.3 * rtt).contains(&saved),
+        "0-RTT: first byte {saved:.1} ms sooner than a resumed handshake at rtt={rtt}ms"
+    );
+    assert!(
+        full - zero > 0.4 * rtt,
+        "0-RTT {zero:.1} ms vs full {full:.1} ms"
+    );
+    // A big RSA chain costs the server its RSA-4096 signature: never sooner.
+    let (rsa, ecdsa) = (fb("chain", "rsa-4096-ocsp"), fb("chain", "ecdsa"));
+    assert!(
+        rsa > ecdsa,
+        "RSA-4096 chain {rsa:.1} ms vs ECDSA {ecdsa:.1} ms"
+    );
+    // Whatever was recommended on the first byte says it in milliseconds at this link.
+    for r in v["recommendations"].as_array().unwrap() {
+        if r["metric"] == "first_byte_mean_ms" {
+            let text = r["text"].as_str().unwrap();
+            assert!(text.contains(" ms to the first byte at rtt=40ms"), "{text}");
+            assert!(r["first_byte_saved_ms"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Link: rtt=40ms."), "{md}");
+    assert!(md.contains("time to first byte vs baseline"), "{md}");
 }

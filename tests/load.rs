@@ -270,7 +270,10 @@ fn early_data_requests_are_answered_from_0rtt() {
     assert_eq!(v["options"]["early_data"], true);
     let e = &v["handshakes"]["early_data"];
     // Each slot's first connection has no session; every resumed one sends its request
-    // as 0-RTT data, and the server answers it.
+    // as 0-RTT data, and the server answers it. The answer comes before the client's
+    // Finished, so before the server's new tickets: a 0-RTT connection closed after its
+    // answer leaves without them, and each full handshake's 2 tickets serve 2 0-RTT
+    // connections (40 of 60), as with nginx.
     let full = kind(&v, "full");
     assert_eq!(e["not-sent"].as_u64().unwrap_or(0), full, "{e}");
     assert_eq!(
@@ -278,7 +281,7 @@ fn early_data_requests_are_answered_from_0rtt() {
         kind(&v, "resumed-ticket"),
         "{e}"
     );
-    assert!(e["accepted"].as_u64().unwrap_or(0) >= 58, "{e}");
+    assert!(e["accepted"].as_u64().unwrap_or(0) >= 38, "{e}");
     assert!(e.get("rejected").is_none(), "{e}");
 
     // Without resumption there is nothing to send 0-RTT data with: a usage error.

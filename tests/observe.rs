@@ -369,7 +369,15 @@ fn early_data_against_serve_is_0rtt() {
     assert!(accepted >= 1, "{}", h["warm"]);
     let v = observe(&file, serve.port);
     assert_eq!(count(&v, "all"), 5, "{}", v["handshakes"]);
-    assert_eq!(count(&v, "full"), 1, "{}", v["handshakes"]);
+    // The server answers a 0-RTT request before the client's Finished and so before its
+    // new tickets: a connection that closes after that answer leaves without them, and
+    // once the tickets of a full handshake are used up the next handshake is full.
+    assert_eq!(
+        count(&v, "full"),
+        5 - accepted - rejected,
+        "{}",
+        v["handshakes"]
+    );
     assert_eq!(count(&v, "0rtt"), accepted, "{}", v["handshakes"]);
     assert_eq!(count(&v, "resumed"), rejected);
 }

@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use super::link_args::LinkArgs;
 use super::progress;
 use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::client::target::Target;
 use crate::files::{FileMode, write_atomic};
-use crate::lab::{self, Control, Event, External, Group, LabOptions};
+use crate::lab::{self, Control, Event, External, Group, LabLink, LabOptions};
+use crate::link::Link;
 use crate::report::lab as report;
 
 /// Arguments of `tlsperf lab`.
@@ -49,10 +51,20 @@ pub struct LabArgs {
     /// reports its bracket).
     #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive, requires = "slo")]
     slo_time: std::time::Duration,
+    /// `--link`: see the command's long help.
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 /// Runs `tlsperf lab`.
 pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
+    let at_link = args.link.link.is_some();
+    if !at_link && let Some(g) = args.only.iter().find(|g| g.link_only()) {
+        return Err(CliError::input(format!(
+            "--only {} needs --link: on loopback a round trip costs nothing, so the group would show nothing",
+            g.name()
+        )));
+    }
     let external = match &args.target {
         Some(url) => Some(External {
             target: Target::parse(url, None).map_err(CliError::input)?,
@@ -90,7 +102,11 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         CliError::runtime(anyhow::Error::new(e).context("finding the tlsperf executable"))
     })?;
     let groups = if args.only.is_empty() {
-        Group::ALL.to_vec()
+        let mut g = Group::ALL.to_vec();
+        if at_link {
+            g.extend(Group::LINK_ONLY);
+        }
+        g
     } else {
         // Each group once, in the order first named (`--only mtls,tls,mtls`).
         let mut g: Vec<Group> = Vec::new();
@@ -112,6 +128,34 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         Some(_) => lab::pin::not_pinned("--target: the server is not the lab's"),
         None => lab::pin::pin_client(),
     };
+    // The link, once nothing else can fail on bad input: the servers go on its far side
+    // (the host's namespace), this thread and the load generator's runtime on its near
+    // side. Started after pinning, so its delay line shares the client's CPU.
+    let link = match (&args.link.link, &external) {
+        (None, _) => Ok(None),
+        (Some(_), Some(ext)) => args.link.start(&ext.target),
+        (Some(spec), None) => Link::start(spec).map(Some).map_err(CliError::from),
+    };
+    let link = link.inspect_err(|_| {
+        if made_out {
+            let _ = std::fs::remove_dir(&args.out);
+        }
+    })?;
+    let host_ns = match &link {
+        Some(_) => Some(Arc::new(crate::link::netns::open_ns()?)),
+        None => None,
+    };
+    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
+    if let (Some(l), Some(ns)) = (&link, host_ns) {
+        opts.at_link(LabLink {
+            spec: match l.spec().profile {
+                Some(p) => format!("{p} ({})", l.spec()),
+                None => l.spec().to_string(),
+            },
+            rtt: l.spec().rtt,
+            server_netns: ns,
+        });
+    }
     opts.target = external;
     let bar = progress::bar(out, 1, "{bar:40} {pos}/{len} rounds {msg} [{elapsed}]");
     let control = Arc::new(Control::default());

@@ -103,6 +103,11 @@ pub enum Command {
     Capacity(Box<capacity::CapacityArgs>),
     /// The TLS performance lab: a matrix of server and client configurations on this
     /// machine, compared with Welch's t-test, in an HTML and Markdown report.
+    ///
+    /// With --link the load generator runs behind an emulated link and the servers on its
+    /// far side; two groups are added (first-byte: full vs resumed vs 0-RTT resumed;
+    /// chain: RSA-4096 chain with an OCSP staple vs ECDSA), each round lasts at least 25
+    /// round trips, and "what to change" ranks by the time to first byte at that link.
     Lab(Box<lab::LabArgs>),
     /// Passive handshake analysis of any TLS stack from a capture file: phases per
     /// handshake kind, resumption, HelloRetryRequests, groups, failures.

@@ -55,7 +55,7 @@ struct InitArgs {
     days: u32,
     /// Also write ocsp.der: a DER OCSP response saying the server leaf is good, signed by
     /// the intermediate, valid for 7 days from now, for `tlsperf serve --ocsp` (needs an
-    /// ECDSA P-256 CA key).
+    /// ECDSA P-256 or RSA CA key).
     #[arg(long)]
     ocsp: bool,
     /// Overwrite existing files.
@@ -121,9 +121,9 @@ fn init(a: InitArgs, out: &Output) -> Result<(), CliError> {
     // cannot be written): nothing is created on bad input and no time is spent on keys.
     opts.validate()?;
     out.check_json_path("DIR", &a.dir)?;
-    if a.ocsp && opts.ca_key != KeyType::EcdsaP256 {
+    if a.ocsp && !pki::ocsp::can_sign(opts.ca_key) {
         return Err(CliError::input(format!(
-            "--ocsp needs an ecdsa-p256 CA key (the response is signed with ECDSA P-256), not {}",
+            "--ocsp needs an ecdsa-p256 or RSA CA key (the response is signed with it), not {}",
             opts.ca_key.name()
         )));
     }

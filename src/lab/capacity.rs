@@ -138,8 +138,9 @@ pub(super) async fn search(
 /// "What to change" from the capacities: a configuration whose confirmed capacity is at
 /// or above a rate its group's baseline failed at (the brackets do not overlap, as
 /// `tlsperf compare` decides for two capacity results) and is higher; the gain is the
-/// ratio of the two confirmed capacities.
-pub(super) fn recommend(groups: &[GroupResult], slo: &Slo) -> Vec<Recommendation> {
+/// ratio of the two confirmed capacities. `at_link`: the lab ran over `--link` (the
+/// group caveats that only loopback needs are left out).
+pub(super) fn recommend(groups: &[GroupResult], slo: &Slo, at_link: bool) -> Vec<Recommendation> {
     let bound = slo
         .latency
         .iter()
@@ -168,7 +169,7 @@ pub(super) fn recommend(groups: &[GroupResult], slo: &Slo) -> Vec<Recommendation
             let caveat = Group::ALL
                 .into_iter()
                 .find(|x| x.name() == g.group)
-                .and_then(super::matrix::caveat)
+                .and_then(|x| super::matrix::caveat(x, at_link))
                 .map(str::to_string);
             let mut text = format!(
                 "{}: {} instead of {} — {:+.0}% new connections/s at {bound} (capacity {}/s \
@@ -193,6 +194,7 @@ pub(super) fn recommend(groups: &[GroupResult], slo: &Slo) -> Vec<Recommendation
                 also: None,
                 caveat,
                 text,
+                first_byte_saved_ms: None,
             });
         }
     }
@@ -265,7 +267,7 @@ mod tests {
                 cell("tickets-2-shared-keys", None),
             ],
         };
-        let recs = recommend(&[g], &slo);
+        let recs = recommend(&[g], &slo, false);
         assert_eq!(recs.len(), 1, "{recs:?}");
         assert_eq!(recs[0].to, "tickets");
         assert!((recs[0].gain - (800.0 / 580.0 - 1.0)).abs() < 1e-9);

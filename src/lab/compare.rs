@@ -26,6 +26,7 @@ fn value(m: &RoundMetrics, metric: &str) -> Option<f64> {
         "server_cpu_us_per_handshake" => m.server_cpu_us_per_handshake,
         "handshakes_per_s" => Some(m.handshakes_per_s),
         "request_mean_ms" => Some(m.request_mean_ms),
+        "first_byte_mean_ms" => m.first_byte_mean_ms,
         _ => None,
     }
 }
@@ -36,12 +37,25 @@ impl Comparable for LabResult {
     fn row_set(&self) -> RowSet {
         let mut rows = Vec::new();
         let mut failed = Vec::new();
+        // Time to first byte only when this run measured it (at a link).
+        let measured: Vec<(&str, bool)> = COMPARED
+            .into_iter()
+            .filter(|(m, _)| {
+                *m != "first_byte_mean_ms"
+                    || self
+                        .groups
+                        .iter()
+                        .flat_map(|g| &g.cells)
+                        .flat_map(|c| &c.rounds)
+                        .any(|r| value(r, m).is_some())
+            })
+            .collect();
         for g in &self.groups {
             for c in &g.cells {
                 if c.failed {
                     failed.push(format!("{}/{}", g.group, c.name));
                 }
-                for (metric, higher) in COMPARED {
+                for &(metric, higher) in &measured {
                     let rounds = c
                         .rounds
                         .iter()
@@ -75,6 +89,7 @@ impl Comparable for LabResult {
             ("round_s", o.round_s.to_string()),
             ("connections", o.connections.to_string()),
             ("target", o.target.clone().unwrap_or_else(|| "-".into())),
+            ("link", o.link.clone().unwrap_or_else(|| "-".into())),
         ];
         RowSet {
             sections: vec![Section {

@@ -34,10 +34,17 @@ pub enum Group {
     Trust,
     /// The HTTP server stack (`tlsperf serve --stack`) on the same rustls configuration.
     Stack,
+    /// At a link only: time to the first byte of a full handshake, a resumed one and a
+    /// resumed one whose request goes as 0-RTT early data.
+    FirstByte,
+    /// At a link only: a small ECDSA chain against an RSA-4096 chain with a stapled OCSP
+    /// response (the server's first flight against the initial congestion window).
+    Chain,
 }
 
 impl Group {
-    /// Every group, in report order.
+    /// Every group that runs on loopback, in report order ([`Group::LINK_ONLY`] follow
+    /// at a link).
     pub const ALL: [Group; 9] = [
         Group::Resumption,
         Group::Certificate,
@@ -62,6 +69,8 @@ impl Group {
             Group::Provider => "provider",
             Group::Trust => "trust",
             Group::Stack => "stack",
+            Group::FirstByte => "first-byte",
+            Group::Chain => "chain",
         }
     }
 
@@ -77,7 +86,18 @@ impl Group {
             Group::Provider => "Crypto provider",
             Group::Trust => "Client trust store",
             Group::Stack => "Server stack (same rustls ServerConfig)",
+            Group::FirstByte => "Time to first byte: full, resumed, 0-RTT",
+            Group::Chain => "Certificate chain size",
         }
+    }
+
+    /// The groups that only make sense over a link (`tlsperf lab --link`), in report
+    /// order: on loopback a round trip costs nothing.
+    pub const LINK_ONLY: [Group; 2] = [Group::FirstByte, Group::Chain];
+
+    /// Whether the group runs only over a link.
+    pub fn link_only(self) -> bool {
+        Group::LINK_ONLY.contains(&self)
     }
 
     /// Groups that vary only the client, so they also run against an external server.
@@ -145,6 +165,11 @@ pub struct Cell {
     pub trust: Trust,
     /// The server's HTTP stack (`tlsperf serve --stack`).
     pub stack: Stack,
+    /// The client sends its request as 0-RTT early data when it resumes (the servers of
+    /// the first-byte group all accept early data).
+    pub early_data: bool,
+    /// Root, intermediate and leaf all RSA-4096 (else an ECDSA P-256 CA over `cert`).
+    pub rsa_chain: bool,
     /// The group's A/A control: the baseline's settings, run again as a cell of its own
     /// (its own servers, its own rounds). Not a setting: not serialized.
     #[serde(skip)]
@@ -172,7 +197,18 @@ impl Cell {
             resume: Resume::Off,
             trust: Trust::Trimmed,
             stack: Stack::Hyper,
+            early_data: false,
+            rsa_chain: false,
             control: false,
+        }
+    }
+
+    /// The prepared PKI the cell's server uses (a directory name in the work directory).
+    pub fn pki_name(&self) -> &'static str {
+        if self.rsa_chain {
+            RSA_CHAIN
+        } else {
+            self.cert.name()
         }
     }
 
@@ -188,6 +224,9 @@ impl Cell {
     }
 }
 
+/// The PKI whose root, intermediate and leaf are all RSA-4096.
+pub const RSA_CHAIN: &str = "rsa-4096-chain";
+
 /// Name of every group's A/A control cell.
 pub const CONTROL: &str = "baseline-again";
 
@@ -200,10 +239,11 @@ pub fn extra_pairs(group: Group) -> &'static [(&'static str, &'static str)] {
     }
 }
 
-/// What a win in `group` measured on loopback does not say.
-pub fn caveat(group: Group) -> Option<&'static str> {
+/// What a win in `group` does not say; `at_link`: measured over an emulated link (where
+/// round trips cost what they would).
+pub fn caveat(group: Group, at_link: bool) -> Option<&'static str> {
     match group {
-        Group::Tls => Some(
+        Group::Tls if !at_link => Some(
             "measured on loopback, where a round trip costs nothing: over a network TLS 1.2's full handshake takes one more round trip than TLS 1.3's",
         ),
         Group::Kx => Some(
@@ -333,11 +373,38 @@ pub fn cells(group: Group, full: bool) -> Vec<Cell> {
                 ..c("trimmed", "store trimmed to the one root this server needs")
             },
         ],
+        Group::FirstByte => {
+            let resumed = |name, label| Cell {
+                resume: Resume::Tickets,
+                ..c(name, label)
+            };
+            vec![
+                c("full", "full handshake every time"),
+                resumed("resumed", "resumed (TLS 1.3 PSK from a ticket)"),
+                Cell {
+                    early_data: true,
+                    ..resumed(
+                        "0rtt",
+                        "resumed, the request sent as 0-RTT early data and answered with the server's flight",
+                    )
+                },
+            ]
+        }
+        // The big chain is the baseline: the question is what a small one saves.
+        Group::Chain => vec![
+            Cell {
+                cert: KeyType::Rsa4096,
+                rsa_chain: true,
+                ocsp: true,
+                ..c(
+                    "rsa-4096-ocsp",
+                    "RSA-4096 leaf, intermediate and root, with a stapled OCSP response",
+                )
+            },
+            c("ecdsa", "ECDSA P-256 leaf and intermediate, no staple"),
+        ],
         Group::Stack => vec![
-            c(
-                "hyper",
-                "tokio-rustls + hyper-util (h1/h2), hyper service_fn",
-            ),
+            c("hyper", "rustls + hyper-util (h1/h2), hyper service_fn"),
             Cell {
                 stack: Stack::Axum,
                 ..c("axum", "the same accept loop, an axum 0.8 Router")

@@ -63,6 +63,21 @@ pub struct LabOptions {
     pub slo: Option<crate::capacity::Slo>,
     /// The longest capacity search per configuration (`--slo-time`).
     pub slo_time: Duration,
+    /// `--link`: the lab's own thread (the load generator) runs in the link's client
+    /// namespace, the servers on the far side of the link.
+    pub link: Option<LabLink>,
+}
+
+/// The emulated link a lab runs over (`tlsperf lab --link`).
+#[derive(Debug, Clone)]
+pub struct LabLink {
+    /// The link in words for the report: the profile's name and its settings.
+    pub spec: String,
+    /// Its round-trip time.
+    pub rtt: Duration,
+    /// The host's network namespace, where the servers are started (the thread that
+    /// starts them is in the client's).
+    pub server_netns: Arc<std::os::fd::OwnedFd>,
 }
 
 /// An external server for `--target`.
@@ -101,7 +116,19 @@ impl LabOptions {
             pinning: pin::not_pinned("not asked for"),
             slo: None,
             slo_time: Duration::from_secs(60),
+            link: None,
         }
+    }
+}
+
+impl LabOptions {
+    /// Runs over `link`: each round lasts at least 25 of its round trips and each warm-up
+    /// 5, so that every connection slot completes several requests per round (a new
+    /// connection costs 3 round trips or more).
+    pub fn at_link(&mut self, link: LabLink) {
+        self.round_time = self.round_time.max(link.rtt * 25);
+        self.warmup = self.warmup.max(link.rtt * 5);
+        self.link = Some(link);
     }
 }
 

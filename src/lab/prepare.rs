@@ -46,6 +46,25 @@ pub(super) fn prepare(
         }
     }
     let mut pkis = BTreeMap::new();
+    if opts.groups.contains(&Group::Chain) {
+        on_event(Event::Preparing("RSA-4096 chain".into()));
+        let pki = TestPki::generate(&PkiOptions {
+            ca_key: KeyType::Rsa4096,
+            leaf_key: KeyType::Rsa4096,
+            sans: PkiOptions::default_sans(),
+            days: 30,
+        })
+        .map_err(|e| prep_err(dir, e))?;
+        let d = dir.join(matrix::RSA_CHAIN);
+        let ocsp = crate::pki::ExtraFile {
+            name: OCSP_FILE,
+            contents: crate::pki::ocsp_response(&pki, Duration::from_secs(7 * 24 * 3600))
+                .map_err(|e| prep_err(dir, e))?,
+            what: "OCSP response for the server leaf",
+        };
+        crate::pki::write_pki_with(&pki, &d, true, vec![ocsp]).map_err(|e| prep_err(dir, e))?;
+        pkis.insert(matrix::RSA_CHAIN, d);
+    }
     for t in types {
         on_event(Event::Preparing(format!("{} certificates", t.name())));
         let pki = TestPki::generate(&PkiOptions {
@@ -127,7 +146,7 @@ pub(super) fn prepare(
 
 /// The `tlsperf serve` arguments of a cell.
 pub(super) fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
-    let pki = &prep.pkis[cell.cert.name()];
+    let pki = &prep.pkis[cell.pki_name()];
     let mut a: Vec<String> = vec![
         "--cert".into(),
         pki.join("server-chain.pem").display().to_string(),
@@ -144,6 +163,17 @@ pub(super) fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
         a.extend([
             "--ticket-keys".into(),
             prep.ticket_keys.display().to_string(),
+        ]);
+    }
+    if cell.group == Group::FirstByte {
+        // Every cell's server accepts 0-RTT; only the client differs. A 0-RTT connection
+        // that closes after its response never sees the tickets sent after the client's
+        // Finished: 4 per full handshake let most connections resume.
+        a.extend([
+            "--early-data".into(),
+            "16384".into(),
+            "--tickets-per-handshake".into(),
+            "4".into(),
         ]);
     }
     if cell.ocsp {
@@ -228,14 +258,14 @@ pub(super) fn client_options(
             (None, _) => Roots::System,
         },
         (None, Some(prep)) => match cell.trust {
-            Trust::Trimmed => Roots::File(prep.pkis[cell.cert.name()].join("root.pem")),
+            Trust::Trimmed => Roots::File(prep.pkis[cell.pki_name()].join("root.pem")),
             Trust::SharedBundle | Trust::ReloadPerConnection => Roots::File(prep.bundle.clone()),
         },
         (None, None) => Roots::System,
     };
     let client_cert = match (cell.mtls, prep) {
         (true, Some(prep)) => {
-            let pki = &prep.pkis[cell.cert.name()];
+            let pki = &prep.pkis[cell.pki_name()];
             Some((
                 choices::read_chain(&pki.join("client-chain.pem")).map_err(err)?,
                 choices::read_key(&pki.join("client.key")).map_err(err)?,
@@ -251,7 +281,7 @@ pub(super) fn client_options(
         roots,
         resume: cell.resume,
         session_cache: 256,
-        early_data: false,
+        early_data: cell.early_data,
         client_cert,
         alpn: vec![b"http/1.1".to_vec()],
         // Every chain verified, as a rustls client does: the lab compares what

@@ -1,16 +1,22 @@
 //! Recommendations from a finished lab: significant wins without losses, and the
-//! configurations worth pairing.
+//! configurations worth pairing. At a link, what the user feels comes first: the time to
+//! the first byte, in milliseconds at that round trip, ranks the changes that save it
+//! (then the relative gains, server CPU among them, rank the rest).
 
 use std::collections::BTreeMap;
 
+use super::LabLink;
 use super::matrix;
 use super::matrix::Group;
 use super::result::{CellResult, GroupResult, Recommendation, Versus};
 use super::summarize::versus;
 use crate::stats::compare::Direction;
 
-pub(super) fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
-    let metrics = [
+/// The metric the user feels at a link.
+const FIRST_BYTE: &str = "first_byte_mean_ms";
+
+pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<Recommendation> {
+    let mut metrics = vec![
         (
             "server_cpu_us_per_handshake",
             Direction::LowerIsBetter,
@@ -27,9 +33,16 @@ pub(super) fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
             "mean request latency",
         ),
     ];
+    if link.is_some() {
+        metrics.push((FIRST_BYTE, Direction::LowerIsBetter, "time to first byte"));
+    }
     let mut out = Vec::new();
     for g in groups {
-        let Some(group) = Group::ALL.into_iter().find(|x| x.name() == g.group) else {
+        let Some(group) = Group::ALL
+            .into_iter()
+            .chain(Group::LINK_ONLY)
+            .find(|x| x.name() == g.group)
+        else {
             continue;
         };
         let Some(base) = g.cells.first().filter(|b| !b.failed) else {
@@ -76,7 +89,20 @@ pub(super) fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
             if wins.is_empty() || wins.iter().any(|w| w.2 <= 0.0) {
                 continue;
             }
+            // The first byte in milliseconds saved at the link's round trip.
+            let saved_ms = wins.iter().find(|w| w.0 == FIRST_BYTE).and_then(|w| {
+                let base = from.summary.get(FIRST_BYTE)?.mean;
+                Some(w.2 * base)
+            });
             let say = |w: &(&str, &str, f64, f64)| {
+                if let (FIRST_BYTE, Some(ms), Some(l)) = (w.0, saved_ms, link) {
+                    return format!(
+                        "\u{2212}{ms:.1} ms to the first byte at {} ({:.1}% sooner, Welch p = {})",
+                        l.spec,
+                        w.2 * 100.0,
+                        crate::stats::compare::format_p(w.3)
+                    );
+                }
                 let dir = if w.0 == "handshakes_per_s" {
                     "up"
                 } else {
@@ -89,14 +115,16 @@ pub(super) fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
                     crate::stats::compare::format_p(w.3)
                 )
             };
+            // At a link the first byte leads when it won; else the largest relative gain.
             let best = wins
                 .iter()
                 .copied()
-                .max_by(|a, b| a.2.total_cmp(&b.2))
+                .find(|w| w.0 == FIRST_BYTE)
+                .or_else(|| wins.iter().copied().max_by(|a, b| a.2.total_cmp(&b.2)))
                 .unwrap_or(wins[0]);
             let others: Vec<String> = wins.iter().filter(|w| w.0 != best.0).map(say).collect();
             let also = (!others.is_empty()).then(|| others.join(", "));
-            let caveat = matrix::caveat(group).map(str::to_string);
+            let caveat = matrix::caveat(group, link.is_some()).map(str::to_string);
             let mut text = format!(
                 "{}: {} instead of {} — {}",
                 g.title,
@@ -120,10 +148,17 @@ pub(super) fn recommend(groups: &[GroupResult]) -> Vec<Recommendation> {
                 also,
                 caveat,
                 text,
+                first_byte_saved_ms: saved_ms,
             });
         }
     }
-    out.sort_by(|a, b| b.gain.total_cmp(&a.gain));
+    // Milliseconds to the first byte first (at a link), then the relative gains.
+    out.sort_by(|a, b| {
+        let ms = |r: &Recommendation| r.first_byte_saved_ms.unwrap_or(0.0);
+        ms(b)
+            .total_cmp(&ms(a))
+            .then_with(|| b.gain.total_cmp(&a.gain))
+    });
     out
 }
 
@@ -195,7 +230,7 @@ mod tests {
                 cell("tickets-2-shared-keys", mixed, Some(&base)),
             ],
         };
-        let recs = recommend(&[g]);
+        let recs = recommend(&[g], None);
         let pairs: Vec<(&str, &str)> = recs
             .iter()
             .map(|r| (r.from.as_str(), r.to.as_str()))
@@ -237,7 +272,7 @@ mod tests {
                 cell("tickets-2-shared-keys", better, Some(&base)),
             ],
         };
-        let recs = recommend(&[g]);
+        let recs = recommend(&[g], None);
         assert!(
             recs.iter()
                 .any(|r| r.from == "tickets-2-own-keys" && r.to == "tickets-2-shared-keys"),
@@ -302,7 +337,7 @@ mod tests {
             "{}",
             same.verdict
         );
-        let recs = recommend(std::slice::from_ref(&g));
+        let recs = recommend(std::slice::from_ref(&g), None);
         let to: Vec<&str> = recs.iter().map(|r| r.to.as_str()).collect();
         assert_eq!(to, ["cheaper"], "{recs:#?}");
         assert_eq!(recs[0].metric, "server_cpu_us_per_handshake");
@@ -331,9 +366,75 @@ mod tests {
                 cell("1.2", better, Some(&base)),
             ],
         };
-        let recs = recommend(&[g]);
+        let recs = recommend(&[g], None);
         assert_eq!(recs.len(), 1);
         assert!(recs[0].caveat.as_deref().unwrap().contains("round trip"));
         assert!(recs[0].text.contains("loopback"));
+    }
+
+    #[test]
+    fn at_a_link_the_first_byte_leads_in_milliseconds() {
+        let link = LabLink {
+            spec: "rtt=60ms".into(),
+            rtt: std::time::Duration::from_millis(60),
+            server_netns: std::sync::Arc::new(std::fs::File::open("/dev/null").unwrap().into()),
+        };
+        let with_fb = |r: Vec<RoundMetrics>, fb: &[f64]| -> Vec<RoundMetrics> {
+            r.into_iter()
+                .zip(fb)
+                .map(|(m, &f)| RoundMetrics {
+                    first_byte_mean_ms: Some(f),
+                    ..m
+                })
+                .collect()
+        };
+        let flat = [30.0, 30.5, 29.5, 30.2];
+        let base = with_fb(
+            rounds(&flat, &[185.0, 186.0, 184.0, 185.5]),
+            &[183.0, 184.0, 182.0, 183.5],
+        );
+        // Handshakes/s up a lot, the first byte a little sooner: ranked after …
+        let resumed = with_fb(
+            rounds(&[60.0, 60.5, 59.5, 60.2], &[184.0, 185.0, 183.0, 184.5]),
+            &[180.0, 181.0, 179.0, 180.5],
+        );
+        // … one round trip off the first byte.
+        let zero_rtt = with_fb(
+            rounds(&flat, &[125.0, 126.0, 124.0, 125.5]),
+            &[123.0, 124.0, 122.0, 123.5],
+        );
+        let mut base_cell = cell("full", base.clone(), None);
+        base_cell.summary.insert(
+            FIRST_BYTE.to_string(),
+            crate::lab::result::MeanSd {
+                mean: 183.125,
+                sd: 0.85,
+            },
+        );
+        let g = GroupResult {
+            group: "first-byte".into(),
+            title: "Time to first byte: full, resumed, 0-RTT".into(),
+            baseline: "full".into(),
+            cells: vec![
+                base_cell,
+                compared("resumed", resumed, &base),
+                compared("0rtt", zero_rtt, &base),
+            ],
+        };
+        let recs = recommend(&[g], Some(&link));
+        let to: Vec<&str> = recs.iter().map(|r| r.to.as_str()).collect();
+        assert_eq!(to, ["0rtt", "resumed"], "{recs:#?}");
+        let r = &recs[0];
+        assert_eq!(r.metric, FIRST_BYTE);
+        let saved = r.first_byte_saved_ms.unwrap();
+        assert!((saved - 60.0).abs() < 0.5, "{saved}");
+        assert!(
+            r.text
+                .contains("\u{2212}60.0 ms to the first byte at rtt=60ms"),
+            "{}",
+            r.text
+        );
+        // The TLS caveat about loopback does not apply at a link.
+        assert!(matrix::caveat(Group::Tls, true).is_none());
     }
 }

@@ -17,10 +17,12 @@ pub const ALPHA: f64 = 0.05;
 pub const POWER: f64 = 0.8;
 
 /// The metrics every cell is compared on with its baseline: name, higher is better.
-pub const COMPARED: [(&str, bool); 3] = [
+pub const COMPARED: [(&str, bool); 4] = [
     ("server_cpu_us_per_handshake", false),
     ("handshakes_per_s", true),
     ("request_mean_ms", false),
+    // Measured at a link only.
+    ("first_byte_mean_ms", false),
 ];
 
 /// Version 2 added server CPU per handshake to the compared metrics, each comparison's
@@ -132,6 +134,13 @@ pub struct RunOptions {
     pub connections: usize,
     /// External server (`--target`), when not the lab's own.
     pub target: Option<String>,
+    /// The emulated link the client ran over (`--link`): a profile's name and its
+    /// settings, or the settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// The link's round-trip time (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_rtt_ms: Option<f64>,
 }
 
 /// One group.
@@ -180,6 +189,11 @@ pub struct RoundMetrics {
     pub server_rss_kib: Option<u64>,
     /// Load generator CPU µs per handshake.
     pub client_cpu_us_per_handshake: Option<f64>,
+    /// At a link: mean time from the start of a request's connection (TCP connect) to
+    /// the first byte of its response (ms), the sum of the connect, TLS, request and
+    /// first-byte phases' means (each request opens its own connection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_mean_ms: Option<f64>,
 }
 
 /// Mean and standard deviation over rounds.
@@ -300,4 +314,8 @@ pub struct Recommendation {
     pub caveat: Option<String>,
     /// One sentence.
     pub text: String,
+    /// At a link: milliseconds the change takes off the mean time to first byte (when
+    /// that improved significantly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_saved_ms: Option<f64>,
 }

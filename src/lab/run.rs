@@ -176,7 +176,7 @@ pub async fn run(
                 server_cpu: l.server_cpu,
             })
             .collect();
-        let mut finished = finish_group(group, cells);
+        let mut finished = finish_group(group, cells, opts.link.is_some());
         // One capacity per cell, in the cells' order (finish_group keeps it).
         for (c, cap) in finished.cells.iter_mut().zip(capacities) {
             c.capacity = Some(cap);
@@ -191,11 +191,11 @@ pub async fn run(
     };
     // With `--slo`, the capacity gains come first: the headline figure.
     let mut recommendations = match &opts.slo {
-        Some(slo) => capacity::recommend(&groups, slo),
+        Some(slo) => capacity::recommend(&groups, slo, opts.link.is_some()),
         None => Vec::new(),
     };
     recommendations.sort_by(|a, b| b.gain.total_cmp(&a.gain));
-    recommendations.extend(recommend(&groups));
+    recommendations.extend(recommend(&groups, opts.link.as_ref()));
     let aa_control = aa_tally(&groups);
     Ok(LabResult {
         schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
@@ -211,6 +211,8 @@ pub async fn run(
             warmup_s: opts.warmup.as_secs_f64(),
             connections: opts.connections,
             target: external.map(|e| e.target.to_string()),
+            link: opts.link.as_ref().map(|l| l.spec.clone()),
+            link_rtt_ms: opts.link.as_ref().map(|l| l.rtt.as_secs_f64() * 1e3),
         },
         interrupted,
         groups,
@@ -264,6 +266,7 @@ pub(super) fn start_cell(
                 &server_args(&cell, prep),
                 bound,
                 opts.pinning.server_cpu,
+                opts.link.as_ref().map(|l| &*l.server_netns),
             )?;
             addrs.push(s.addr);
             servers.push(s);
@@ -335,7 +338,7 @@ async fn run_round(
         server_pid: l.servers.first().map(LabServer::pid),
         resume: l.cell.resume,
         echo: BTreeMap::new(),
-        early_data: false,
+        early_data: l.cell.early_data,
         verdicts: None,
         addrs: l.addrs.clone(),
         config_per_connection: l.factory.clone(),

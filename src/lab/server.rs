@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,23 +22,33 @@ pub struct LabServer {
 impl LabServer {
     /// Starts `EXE serve --listen 127.0.0.1:0 --json --threads 1 ARGS` and waits (at most
     /// 20 s) for the line saying where it listens. It stops by itself after `bound` in
-    /// any case. With `cpu`, the child (every thread it starts) runs on that CPU only.
+    /// any case. With `cpu`, the child (every thread it starts) runs on that CPU only;
+    /// with `netns`, it runs in that network namespace (the host's, when the lab's thread
+    /// is on the client's side of a link).
     pub fn start(
         exe: &Path,
         args: &[String],
         bound: Duration,
         cpu: Option<usize>,
+        netns: Option<&OwnedFd>,
     ) -> Result<LabServer, LabError> {
+        let netns = netns.map(|f| f.as_raw_fd());
         let mut cmd = Command::new(exe);
         {
             use std::os::unix::process::CommandExt;
-            // SAFETY: between fork and exec the closure only makes the prctl and
-            // sched_setaffinity system calls (async-signal-safe; no allocation, no locks).
+            // SAFETY: between fork and exec the closure only makes the prctl, setns and
+            // sched_setaffinity system calls (async-signal-safe; no allocation, no locks);
+            // the namespace descriptor outlives the spawn (the caller holds it).
             unsafe {
                 cmd.pre_exec(move || {
                     // The server dies with the lab, however the lab ends (a second Ctrl-C,
                     // SIGKILL): no server outlives the run that started it.
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if let Some(fd) = netns
+                        && libc::setns(fd, libc::CLONE_NEWNET) != 0
+                    {
                         return Err(std::io::Error::last_os_error());
                     }
                     match cpu {

@@ -37,7 +37,15 @@ fn ms(ns: f64) -> f64 {
     ns / 1e6
 }
 
-pub(super) fn round_metrics(r: &LoadResult, server_cpu_s: Option<f64>) -> RoundMetrics {
+/// The phases from a connection's start to its response's first byte.
+const TO_FIRST_BYTE: [&str; 4] = ["connect", "tls", "request", "first_byte"];
+
+/// A round's metrics; `at_link`: measured over an emulated link (time to first byte).
+pub(super) fn round_metrics(
+    r: &LoadResult,
+    server_cpu_s: Option<f64>,
+    at_link: bool,
+) -> RoundMetrics {
     let tls = r.phases.get("tls").map(|d| d.quantiles);
     let tls_ms =
         |f: fn(&crate::stats::Quantiles) -> u64| tls.as_ref().map_or(0.0, |q| ms(f(q) as f64));
@@ -60,6 +68,12 @@ pub(super) fn round_metrics(r: &LoadResult, server_cpu_s: Option<f64>) -> RoundM
             .map(|s| s * 1e6 / r.handshakes.total as f64),
         server_rss_kib: r.server.as_ref().map(|s| s.rss_max_kib),
         client_cpu_us_per_handshake: r.generator.cpu_us_per_handshake,
+        // Means add up (medians would not): each request has every phase once.
+        first_byte_mean_ms: TO_FIRST_BYTE
+            .iter()
+            .map(|p| r.phases.get(*p).map(|d| ms(d.quantiles.mean_ns)))
+            .sum::<Option<f64>>()
+            .filter(|_| at_link && r.requests.completed > 0),
     }
 }
 
@@ -79,6 +93,7 @@ pub(super) fn metric_values(m: &RoundMetrics) -> Vec<(&'static str, Option<f64>)
         ("server_cpu_us_per_handshake", m.server_cpu_us_per_handshake),
         ("server_rss_kib", m.server_rss_kib.map(|k| k as f64)),
         ("client_cpu_us_per_handshake", m.client_cpu_us_per_handshake),
+        ("first_byte_mean_ms", m.first_byte_mean_ms),
     ]
 }
 
@@ -117,7 +132,7 @@ pub(super) struct CellRounds {
     pub(super) server_cpu: Vec<Option<f64>>,
 }
 
-pub(super) fn finish_group(group: Group, live: Vec<CellRounds>) -> GroupResult {
+pub(super) fn finish_group(group: Group, live: Vec<CellRounds>, at_link: bool) -> GroupResult {
     let baseline = live
         .first()
         .map(|l| l.cell.name.clone())
@@ -145,7 +160,7 @@ pub(super) fn finish_group(group: Group, live: Vec<CellRounds>) -> GroupResult {
             .rounds
             .iter()
             .zip(&l.server_cpu)
-            .map(|(r, c)| round_metrics(r, *c))
+            .map(|(r, c)| round_metrics(r, *c, at_link))
             .collect();
         let mut summary = BTreeMap::new();
         for (k, _) in metric_values(&RoundMetrics::default()) {

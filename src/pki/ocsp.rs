@@ -5,7 +5,8 @@
 //! the server leaf (CertID with SHA-1 hashes of the issuer's name and key, as responders
 //! usually send), thisUpdate now, nextUpdate now + validity, the responder identified by
 //! name as the issuing CA (the intermediate), signed by that CA with ECDSA P-256 /
-//! SHA-256. Built with RustCrypto's x509-ocsp.
+//! SHA-256, or RSA PKCS#1 v1.5 / SHA-256 when the CA's key is RSA. Built with RustCrypto's
+//! x509-ocsp.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -25,14 +26,15 @@ pub const OCSP_FILE: &str = "ocsp.der";
 pub const MAX_VALID: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// A DER OCSPResponse saying the server leaf of `pki` is good from now for `valid`,
-/// signed by its issuer (the intermediate, which must have an ECDSA P-256 key).
+/// signed by its issuer (the intermediate, whose key must be ECDSA P-256 or RSA).
 pub fn ocsp_response(pki: &TestPki, valid: Duration) -> Result<Vec<u8>, PkiError> {
-    if pki.intermediate.summary.key != KeyType::EcdsaP256 {
+    let ca_key = pki.intermediate.summary.key;
+    if !can_sign(ca_key) {
         return Err(PkiError::BadParam {
             name: "--ca-key",
             reason: format!(
-                "OCSP responses are signed with ECDSA P-256 only; the issuing CA's key is {}",
-                pki.intermediate.summary.key.name()
+                "OCSP responses are signed with ECDSA P-256 or RSA only; the issuing CA's key is {}",
+                ca_key.name()
             ),
         });
     }
@@ -46,8 +48,7 @@ pub fn ocsp_response(pki: &TestPki, valid: Duration) -> Result<Vec<u8>, PkiError
         .map_err(|e| err("parsing the intermediate certificate", e))?;
     let leaf = Certificate::from_der(&pki.server.der)
         .map_err(|e| err("parsing the server certificate", e))?;
-    let key = SigningKey::from_pkcs8_der(&pki.intermediate.key.serialize_der())
-        .map_err(|e| err("loading the intermediate's key", e))?;
+    let ca_der = pki.intermediate.key.serialize_der();
 
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -66,14 +67,30 @@ pub fn ocsp_response(pki: &TestPki, valid: Duration) -> Result<Vec<u8>, PkiError
         .map_err(|e| err("building the CertID", e))?;
     let single =
         SingleResponse::new(cert_id, CertStatus::good(), this_update).with_next_update(next_update);
-    let mut signer = key;
-    let response = OcspResponseBuilder::new(issuer.tbs_certificate.subject.clone())
-        .with_single_response(single)
-        .sign::<_, DerSignature>(&mut signer, None, this_update)
-        .map_err(|e| err("signing the response", e))?;
+    let builder = OcspResponseBuilder::new(issuer.tbs_certificate.subject.clone())
+        .with_single_response(single);
+    let response = if ca_key == KeyType::EcdsaP256 {
+        let mut signer = SigningKey::from_pkcs8_der(&ca_der)
+            .map_err(|e| err("loading the intermediate's key", e))?;
+        builder.sign::<_, DerSignature>(&mut signer, None, this_update)
+    } else {
+        let key = rsa::RsaPrivateKey::from_pkcs8_der(&ca_der)
+            .map_err(|e| err("loading the intermediate's key", e))?;
+        let mut signer = rsa::pkcs1v15::SigningKey::<rsa::sha2::Sha256>::new(key);
+        builder.sign::<_, rsa::pkcs1v15::Signature>(&mut signer, None, this_update)
+    }
+    .map_err(|e| err("signing the response", e))?;
     response
         .to_der()
         .map_err(|e| err("encoding the response", e))
+}
+
+/// Whether [`ocsp_response`] can sign with an issuing CA's key of this type.
+pub fn can_sign(key: KeyType) -> bool {
+    matches!(
+        key,
+        KeyType::EcdsaP256 | KeyType::Rsa2048 | KeyType::Rsa3072 | KeyType::Rsa4096
+    )
 }
 
 /// Why an OCSP response may not be stapled for a certificate.
@@ -376,6 +393,29 @@ mod tests {
                 .reason
                 .contains("not valid yet")
         );
+    }
+
+    #[test]
+    fn an_rsa_issuer_signs_with_pkcs1_sha256() {
+        let pki = TestPki::generate(&PkiOptions {
+            ca_key: KeyType::Rsa2048,
+            leaf_key: KeyType::Rsa2048,
+            ..PkiOptions::default()
+        })
+        .unwrap();
+        let der = ocsp_response(&pki, Duration::from_secs(3600)).unwrap();
+        let b = basic(&der);
+        assert_eq!(
+            b.signature_algorithm.oid,
+            ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.11") // sha256WithRSAEncryption
+        );
+        let tbs = b.tbs_response_data.to_der().unwrap();
+        UnparsedPublicKey::new(
+            &aws_lc_rs::signature::RSA_PKCS1_2048_8192_SHA256,
+            public_key(&pki.intermediate.der),
+        )
+        .verify(&tbs, b.signature.raw_bytes())
+        .unwrap();
     }
 
     #[test]

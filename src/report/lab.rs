@@ -9,7 +9,8 @@ use super::svg::{self, esc};
 use crate::lab::result::{COMPARED, CellResult, GroupResult, LabResult, MeanSd};
 
 /// Columns of the tables: metric name, heading, decimals.
-const COLUMNS: [(&str, &str, usize); 12] = [
+const COLUMNS: [(&str, &str, usize); 13] = [
+    ("first_byte_mean_ms", "first byte ms", 1),
     ("requests_per_s", "req/s", 0),
     ("handshakes_per_s", "handshakes/s", 0),
     ("resumption_rate", "resumed", 3),
@@ -37,6 +38,7 @@ fn versus_heading(metric: &str) -> &'static str {
     match metric {
         "server_cpu_us_per_handshake" => "server CPU/handshake vs baseline",
         "handshakes_per_s" => "handshakes/s vs baseline",
+        "first_byte_mean_ms" => "time to first byte vs baseline",
         _ => "request mean vs baseline",
     }
 }
@@ -138,13 +140,31 @@ fn metric_words(m: &str) -> &'static str {
     match m {
         "server_cpu_us_per_handshake" => "server CPU per handshake",
         "handshakes_per_s" => "handshakes/s",
+        "first_byte_mean_ms" => "time to first byte",
         _ => "mean request latency",
     }
 }
 
+/// The compared metrics some cell of `g` has figures for (server CPU with --target,
+/// time to first byte without --link have none).
+fn compared_in(g: &GroupResult) -> Vec<(&'static str, bool)> {
+    COMPARED
+        .into_iter()
+        .filter(|(m, _)| g.cells.iter().any(|c| c.summary.contains_key(*m)))
+        .collect()
+}
+
+/// The table columns some cell of `g` has figures for.
+fn columns_in(g: &GroupResult) -> Vec<(&'static str, &'static str, usize)> {
+    COLUMNS
+        .into_iter()
+        .filter(|(m, _, _)| g.cells.iter().any(|c| c.summary.contains_key(*m)))
+        .collect()
+}
+
 fn header_lines(r: &LabResult) -> Vec<String> {
     let o = &r.options;
-    vec![
+    let mut v = vec![
         format!(
             "Run {} ({:.0} s), {} mode: {} rounds of {:.2} s per configuration after {:.2} s of unrecorded warm-up, every configuration of a group once per round in a new random order; load generator: 1 thread, {} connections, a new connection per request.",
             r.started, r.duration_s, o.mode, o.rounds, o.round_s, o.warmup_s, o.connections
@@ -160,14 +180,19 @@ fn header_lines(r: &LabResult) -> Vec<String> {
             ),
             None => String::new(),
         },
-        match &o.target {
-            Some(t) => format!("Server: {t} (external)."),
-            None => "Servers: `tlsperf serve` instances on loopback, one worker thread each, ECDSA P-256 certificates unless the group says otherwise.".into(),
+        match (&o.target, &o.link) {
+            (Some(t), _) => format!("Server: {t} (external)."),
+            (None, None) => "Servers: `tlsperf serve` instances on loopback, one worker thread each, ECDSA P-256 certificates unless the group says otherwise.".into(),
+            (None, Some(_)) => "Servers: `tlsperf serve` instances on this machine, on the far side of the link, one worker thread each, ECDSA P-256 certificates unless the group says otherwise.".into(),
         },
-    ]
-    .into_iter()
-    .filter(|l| !l.is_empty())
-    .collect()
+    ];
+    if let Some(l) = &o.link {
+        v.push(format!(
+            "Link: {l}. The load generator runs in a network namespace of its own, joined to the servers through an emulated path on real kernel TCP (TUN devices and a userspace delay line); time to first byte: from the start of the TCP connect to the response's first byte."
+        ));
+    }
+    v.retain(|l| !l.is_empty());
+    v
 }
 
 /// `report.md`.
@@ -198,14 +223,15 @@ pub fn markdown(r: &LabResult) -> String {
     }
     for g in &r.groups {
         let _ = writeln!(s, "\n## {} (baseline: {})\n", g.title, g.baseline);
+        let (columns, compared) = (columns_in(g), compared_in(g));
         let mut head = vec!["configuration".to_string()];
         let capacities = g.cells.iter().any(|c| c.capacity.is_some());
         if capacities {
             head.push("capacity at the SLO".into());
         }
-        head.extend(COLUMNS.iter().map(|c| c.1.to_string()));
+        head.extend(columns.iter().map(|c| c.1.to_string()));
         head.push("% of crypto limit".into());
-        head.extend(COMPARED.iter().map(|(m, _)| versus_heading(m).to_string()));
+        head.extend(compared.iter().map(|(m, _)| versus_heading(m).to_string()));
         let _ = writeln!(s, "| {} |", head.join(" | "));
         let _ = writeln!(
             s,
@@ -219,11 +245,11 @@ pub fn markdown(r: &LabResult) -> String {
             if capacities {
                 row.push(crate::lab::capacity::cell_text(c));
             }
-            for (metric, _, d) in COLUMNS {
+            for &(metric, _, d) in &columns {
                 row.push(c.summary.get(metric).map_or("–".into(), |m| figure(m, d)));
             }
             row.push(pct(c.crypto_limit_pct));
-            for (m, _) in COMPARED {
+            for &(m, _) in &compared {
                 row.push(versus_text(g, c, m));
             }
             let _ = writeln!(s, "| {} |", row.join(" | "));
@@ -383,10 +409,7 @@ fn verdict_class(v: Option<&crate::lab::result::Versus>, higher_is_better: bool)
 /// the other figures follow behind `<details>`).
 fn compact_table(s: &mut String, g: &GroupResult) {
     // Metrics no cell measured (server CPU with --target) get no column.
-    let compared: Vec<(&str, bool)> = COMPARED
-        .into_iter()
-        .filter(|(m, _)| g.cells.iter().any(|c| c.summary.contains_key(*m)))
-        .collect();
+    let compared = compared_in(g);
     let capacities = g.cells.iter().any(|c| c.capacity.is_some());
     s.push_str("<table class=\"compact\"><thead><tr><th>configuration</th>");
     if capacities {
@@ -467,16 +490,14 @@ fn group_html(s: &mut String, g: &GroupResult) {
     compact_table(s, g);
     s.push_str("<details><summary>All figures of this group</summary>");
     // Columns no cell has a figure for (server CPU and memory with --target) are left out.
-    let columns: Vec<(&str, &str, usize)> = COLUMNS
-        .into_iter()
-        .filter(|(m, _, _)| g.cells.iter().any(|c| c.summary.contains_key(*m)))
-        .collect();
+    let columns = columns_in(g);
+    let compared = compared_in(g);
     s.push_str("<div class=\"scroll\"><table><thead><tr><th>configuration</th>");
     for (_, h, _) in &columns {
         let _ = write!(s, "<th>{}</th>", esc(h));
     }
     s.push_str("<th>% of crypto limit</th>");
-    for (m, _) in COMPARED {
+    for &(m, _) in &compared {
         let _ = write!(s, "<th>{}</th>", esc(versus_heading(m)));
     }
     s.push_str("</tr></thead><tbody>");
@@ -526,7 +547,7 @@ fn group_html(s: &mut String, g: &GroupResult) {
             }
             None => s.push_str("<td>–</td>"),
         }
-        for (metric, higher) in COMPARED {
+        for &(metric, higher) in &compared {
             let v = c.vs_baseline.get(metric);
             let class = verdict_class(v, higher);
             let data = v.map_or(String::new(), |v| {
@@ -664,6 +685,26 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
                     c.name,
                     crate::lab::capacity::cell_text(c)
                 );
+            }
+        }
+    }
+    if let Some(l) = &r.options.link {
+        let _ = writeln!(
+            s,
+            "\nTime to first byte at {l} (mean over rounds, from the TCP connect):"
+        );
+        for g in &r.groups {
+            let cells: Vec<String> = g
+                .cells
+                .iter()
+                .filter(|c| !c.control)
+                .filter_map(|c| {
+                    let m = c.summary.get("first_byte_mean_ms")?;
+                    Some(format!("{} {:.1} ms", c.name, m.mean))
+                })
+                .collect();
+            if !cells.is_empty() {
+                let _ = writeln!(s, "  {}: {}", g.group, cells.join(", "));
             }
         }
     }

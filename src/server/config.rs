@@ -239,6 +239,10 @@ pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ConfigError> {
         }
     }
     config.max_early_data_size = opts.early_data;
+    // A request that came as 0-RTT data is answered right behind the server's Finished
+    // (as nginx does), not one round trip later after the client's Finished. HTTP is
+    // client-speaks-first, so nothing else is ever sent that early.
+    config.send_half_rtt_data = opts.early_data > 0;
     Ok(BuiltConfig {
         config: Arc::new(config),
         kx_pools,

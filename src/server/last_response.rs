@@ -2,7 +2,7 @@
 //!
 //! When an HTTP/1 request asks to close the connection (`Connection: close`, or HTTP/1.0
 //! without keep-alive), hyper writes the response, flushes it, then shuts the connection
-//! down; tokio-rustls writes the response record at once and the `close_notify` alert in a
+//! down; the TLS stream writes the response record at once and the `close_notify` alert in a
 //! second system call. [`LastResponse`] keeps the response's TLS records in rustls's send
 //! queue instead (flushes are no-ops once it has done so) and the shutdown writes them and
 //! the alert together: one `writev` and one TCP segment fewer per connection, the same
@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
+use super::tls_stream::ServerTls;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_rustls::server::TlsStream;
 
 /// Set by the service when the response it is answering is the connection's last.
 #[derive(Clone, Default)]
@@ -57,7 +57,7 @@ pub fn closes_after<B>(req: &hyper::Request<B>) -> bool {
 
 /// A TLS stream whose last response waits in rustls for the shutdown's `close_notify`.
 pub struct LastResponse<IO> {
-    inner: TlsStream<IO>,
+    inner: ServerTls<IO>,
     last: LastFlag,
     /// Bytes of the last response are queued in rustls, not yet written to the socket.
     queued: bool,
@@ -65,7 +65,7 @@ pub struct LastResponse<IO> {
 
 impl<IO> LastResponse<IO> {
     /// Wraps `inner`; `last` is the flag the connection's service sets.
-    pub fn new(inner: TlsStream<IO>, last: LastFlag) -> Self {
+    pub fn new(inner: ServerTls<IO>, last: LastFlag) -> Self {
         LastResponse {
             inner,
             last,
@@ -135,7 +135,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for LastResponse<IO> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // tokio-rustls queues close_notify behind the response records, writes them all,
+        // The TLS stream queues close_notify behind the response records, writes them all,
         // then shuts the TCP stream down.
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }

@@ -18,10 +18,10 @@
 pub mod actix_stack;
 pub mod axum_stack;
 pub mod config;
-pub mod early;
 pub mod http;
 pub mod last_response;
 pub mod metrics;
+pub mod tls_stream;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -42,7 +42,6 @@ use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio_rustls::TlsAcceptor;
 
 use crate::error::{Classify, ErrorClass};
 use crate::tls::tickets::{self, TicketKeyRing};
@@ -272,7 +271,7 @@ impl Server {
             .header_read_timeout(self.opts.header_timeout);
         builder.http2().timer(TokioTimer::new());
         let ctx = Arc::new(Ctx {
-            acceptor: TlsAcceptor::from(Arc::clone(&self.opts.tls)),
+            tls: Arc::clone(&self.opts.tls),
             metrics: Arc::clone(&self.metrics),
             bodies: http::Bodies::new(self.opts.body_size),
             handshake_timeout: self.opts.handshake_timeout,
@@ -334,7 +333,7 @@ impl Server {
 }
 
 struct Ctx {
-    acceptor: TlsAcceptor,
+    tls: Arc<rustls::ServerConfig>,
     metrics: Arc<Metrics>,
     bodies: http::Bodies,
     handshake_timeout: Duration,
@@ -711,7 +710,11 @@ async fn connection(
         hello: ctx.capture_hello.then(Vec::new),
         last: last.clone(),
     };
-    let handshake = tokio::time::timeout(ctx.handshake_timeout, ctx.acceptor.accept(tcp));
+    // Until the handshake completes, or a 0-RTT request has arrived (see `tls_stream`).
+    let handshake = tokio::time::timeout(
+        ctx.handshake_timeout,
+        tls_stream::ServerTls::accept(tcp, Arc::clone(&ctx.tls)),
+    );
     let handshake = tokio::select! {
         r = handshake => r,
         _ = state.close.notified() => return,
@@ -728,14 +731,14 @@ async fn connection(
         }
         Ok(Ok(tls)) => tls,
     };
+    // Accept to handshake complete; for a 0-RTT handshake, to the early data's arrival
+    // with the server's flight written (the client's Finished comes a round trip later).
     let took = started.elapsed();
     let mut tls = tls;
     let hello = tls.get_mut().0.hello.take();
-    // 0-RTT data rustls accepted: read it out now and serve it first.
-    let mut early = Vec::new();
-    if let Some(mut data) = tls.get_mut().1.early_data() {
-        let _ = std::io::Read::read_to_end(&mut data, &mut early);
-        tracing::debug!(bytes = early.len(), "0-RTT data accepted");
+    let early = tls.had_early_data();
+    if early {
+        tracing::debug!("0-RTT data accepted: answered before the client's Finished");
     }
     {
         let (_, conn) = tls.get_ref();
@@ -753,7 +756,7 @@ async fn connection(
             },
         };
         let kind = match conn.handshake_kind() {
-            Some(rustls::HandshakeKind::Resumed) if !early.is_empty() => "0rtt",
+            Some(rustls::HandshakeKind::Resumed) if early => "0rtt",
             Some(rustls::HandshakeKind::Resumed) => "resumed",
             Some(rustls::HandshakeKind::FullWithHelloRetryRequest) => "full-hrr",
             _ => "full",
@@ -792,10 +795,7 @@ async fn connection(
     }
     // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-    let io = TokioIo::new(early::Prefixed::new(
-        early,
-        last_response::LastResponse::new(tls, last.clone()),
-    ));
+    let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
     let served = async {
         match &ctx.axum {
             Some(router) => {
