@@ -40,8 +40,10 @@ fn read(path: &Path) -> Value {
 /// The search options shared by the tests: a p50 objective (20 samples a step, so
 /// short steps; on a 2-core machine shared with builds a p99 objective's tail would
 /// be the machine's, not the server's), half-second steps, bounded in time.
-const SMALL: [&str; 14] = [
+const SMALL: [&str; 16] = [
     "--new-conn",
+    "--confirm-min",
+    "1s",
     "--step-min",
     "500ms",
     "--step-max",

@@ -5,7 +5,8 @@
 //! The search: a geometric ramp from the start rate (×factor a step) until a step
 //! breaks the objective (down by the same factor when the first step already does);
 //! then a bisection between the highest pass and the lowest failure until they are
-//! within the resolution; then a confirmation run (twice a step's length) at the highest
+//! within the resolution; then a confirmation run (twice a step's length, at least
+//! `confirm_min_s`) at the highest
 //! pass. A failed confirmation becomes the new lowest failure and the search goes on.
 //!
 //! Each step is sized for [`Slo::samples_needed`] answers (10 expected above the
@@ -90,14 +91,15 @@ pub fn slots_for(rate: f64, slo: &Slo) -> usize {
 }
 
 /// A step's length for `rate`: 1.1 × the time [`Rules::samples_needed`] answers take at
-/// that rate, within `step_min_s ..= step_max_s`; twice that for a confirmation.
+/// that rate, within `step_min_s ..= step_max_s`; twice that for a confirmation, and at
+/// least `confirm_min_s`.
 pub fn step_length(rate: f64, rules: &Rules, kind: StepKind) -> Duration {
     // A tenth more than the samples' time: a step's last requests may not have answered
     // when it ends.
     let secs = (1.1 * rules.samples_needed as f64 / rate.max(1e-9))
         .clamp(rules.step_min_s, rules.step_max_s.max(rules.step_min_s));
     let secs = if kind == StepKind::Confirm {
-        secs * 2.0
+        (secs * 2.0).max(rules.confirm_min_s)
     } else {
         secs
     };

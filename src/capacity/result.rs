@@ -73,6 +73,12 @@ pub struct Rules {
     pub max_rate: f64,
     /// Lowest rate tried (the ramp down stops there).
     pub min_rate: f64,
+    /// Shortest confirmation run (seconds): the answer rests on a run this long at least,
+    /// long enough for the server's queue to show its steady state (a step of a second
+    /// or two near the knee passes by luck more often than a 10 s run at that rate).
+    /// 0 in documents written before it existed.
+    #[serde(default)]
+    pub confirm_min_s: f64,
 }
 
 /// The generator's CPU during a step.
@@ -773,6 +779,7 @@ pub(crate) mod tests {
             factor: 2.0,
             max_rate: 10_000.0,
             min_rate: 1.0,
+            confirm_min_s: 0.0,
         }
     }
 

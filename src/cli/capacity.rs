@@ -59,6 +59,10 @@ pub struct CapacityArgs {
     /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
     #[arg(long, default_value = "30s", value_parser = super::duration::parse_positive)]
     step_max: Duration,
+    /// Shortest confirmation run at the answer (a step of a second or two near the knee
+    /// can pass by luck; the answer rests on a run at least this long).
+    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
+    confirm_min: Duration,
     /// Start no step that would end after this long (the search then reports what it
     /// bracketed, unconfirmed).
     #[arg(long, default_value = "5m", value_parser = super::duration::parse_positive)]
@@ -290,6 +294,7 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         factor: args.factor,
         max_rate: max,
         min_rate: 1.0_f64.min(start),
+        confirm_min_s: args.confirm_min.as_secs_f64(),
     })
 }
 

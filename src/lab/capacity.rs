@@ -34,7 +34,7 @@ pub struct CellCapacity {
 }
 
 /// The search's rules in the lab: `tlsperf capacity`'s defaults, with steps of at most
-/// 10 s.
+/// 10 s and confirmations of at least 5 s (the search is bounded by `--slo-time`).
 fn rules(slo: &Slo) -> Rules {
     Rules {
         samples_needed: slo.samples_needed(),
@@ -46,6 +46,7 @@ fn rules(slo: &Slo) -> Rules {
         factor: 2.0,
         max_rate: 100_000.0,
         min_rate: 1.0,
+        confirm_min_s: 5.0,
     }
 }
 
