@@ -87,6 +87,18 @@ PY
   echo "$row"
   caps+=("$(python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['capacity_per_s']; print(c if c is not None else '')" "$work/cap$run.json")")
   echo "  (exit $code: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['message'])" "$work/cap$run.json"); wall $((t1 - t0)) s, target ≤ 120 s: $([ $((t1 - t0)) -le 120 ] && echo met || echo 'NOT met'))"
+  # The run's steps, so that a disagreement can be traced to the steps that decided it.
+  python3 - "$work/cap$run.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = lambda x, p="%.1f": p % x if x is not None else "-"
+steps = "; ".join(
+    f"{s['index']} {s['kind']} {s['offered_per_s']:g}/s {s['verdict']} p99 {f(s['p99_ms'])} ms"
+    + (f" srv {f(s['server_cpu_us_per_request'], '%.0f')} µs" if s.get("server_cpu_us_per_request") else "")
+    + (f" steal {100 * s['steal']:.1f}%" if s.get("steal") is not None else "")
+    for s in d["steps"])
+print(f"  steps: {steps}")
+PY
 done
 echo
 if [ -n "${caps[0]}" ] && [ -n "${caps[1]}" ]; then

@@ -260,6 +260,14 @@ mod tests {
         let steps = vec![
             crate::capacity::result::tests::step(1, crate::capacity::StepKind::Ramp, hi, 50, 200),
             crate::capacity::result::tests::step(2, crate::capacity::StepKind::Confirm, lo, 2, 200),
+            // Both ends confirmed.
+            crate::capacity::result::tests::step(
+                3,
+                crate::capacity::StepKind::Confirm,
+                hi,
+                50,
+                200,
+            ),
         ];
         let rules = crate::capacity::result::tests::rules();
         let c = crate::capacity::result::conclude(&steps, &rules, Outcome::TimeLimit);
@@ -300,7 +308,8 @@ mod tests {
             CapacityVerdict::NoDifference
         );
         let mut none = result(1000.0, 1050.0);
-        none.steps.truncate(1);
+        // Its failing end unconfirmed: no answer.
+        none.steps.truncate(2);
         let c = crate::capacity::result::conclude(&none.steps, &none.rules, Outcome::TimeLimit);
         none.set_conclusion(c);
         let e = compare(&a, &none).unwrap_err();

@@ -5,9 +5,11 @@
 //! The search: a geometric ramp from the start rate (×factor a step) until a step
 //! breaks the objective (down by the same factor when the first step already does);
 //! then a bisection between the highest pass and the lowest failure until they are
-//! within the resolution; then a confirmation run (twice a step's length, at least
-//! `confirm_min_s`) at the highest
-//! pass. A failed confirmation becomes the new lowest failure and the search goes on.
+//! within the resolution; then confirmation runs (twice a step's length, at least
+//! `confirm_min_s`) at both ends: the highest pass, then the lowest failure. A
+//! confirmation decides its rate (the shorter steps there no longer count), so a failed
+//! confirmation becomes the new lowest failure, a passed one at the failing end the new
+//! highest pass, and the search goes on (at most [`MAX_CONFIRMS`] confirmations).
 //!
 //! Each step is sized for [`Slo::samples_needed`] answers (10 expected above the
 //! objective's highest percentile), at least `step_min` and at most `step_max` long,
@@ -43,7 +45,7 @@ use rustls::ClientConfig;
 use crate::client::target::Target;
 use crate::load::{self, LoadError, LoadGenOptions};
 pub use result::{CapacityResult, Outcome, Rules, SCHEMA, Step, StepKind, Verdict};
-use result::{StepCpu, bracket, conclude, confirmed};
+use result::{MAX_CONFIRMS, StepCpu, bracket, conclude, confirmed, confirmed_failure};
 pub use slo::Slo;
 
 /// A failing step is invalid when the generator's CPU use reaches this fraction of the
@@ -238,14 +240,19 @@ fn next_step(steps: &[Step], rules: &Rules, confirms: u32) -> Result<(f64, StepK
             let mid = round_rate((l + h) / 2.0);
             if h / l - 1.0 > rules.resolution && mid > l && mid < h {
                 Ok((mid, StepKind::Bisect))
-            } else if confirmed(steps, l) {
+            } else if confirmed(steps, l) && confirmed_failure(steps, h) {
                 Err(Outcome::Capacity)
-            } else if confirms >= 3 {
-                // Three confirmations failed in a row: the server is not steady enough
-                // at this resolution; say so rather than search for ever.
+            } else if confirms >= MAX_CONFIRMS {
+                // The answer still moves after this many confirmations: the server is
+                // not steady enough at this resolution; say so rather than search for
+                // ever.
                 Err(Outcome::TimeLimit)
-            } else {
+            } else if !confirmed(steps, l) {
                 Ok((l, StepKind::Confirm))
+            } else {
+                // The failure above it too: one unlucky step of a few seconds must not
+                // cap the answer.
+                Ok((h, StepKind::Confirm))
             }
         }
     }
@@ -355,6 +362,7 @@ pub async fn run(
     result
         .warnings
         .extend(shared_cpus_warning(opts.load.server_pid));
+    result.warnings.extend(steal_warning(&result.steps));
     Ok(result)
 }
 
@@ -443,6 +451,36 @@ fn shared_cpus_warning(server_pid: Option<u32>) -> Option<String> {
     })
 }
 
+/// A step's steal from this share of the watched CPUs' time up is worth a warning.
+pub const STEAL_WARN: f64 = 0.02;
+
+/// A warning when the hypervisor took a noticeable share of the server's CPUs (of the
+/// machine without `--server-pid`) during a step: a server whose CPU is stolen stalls,
+/// and near the knee a few stalls break a p99 objective, so the answer then moves with
+/// the other guests' load.
+fn steal_warning(steps: &[Step]) -> Option<String> {
+    let worst = steps
+        .iter()
+        .filter(|s| s.steal.is_some_and(|x| x >= STEAL_WARN))
+        .max_by(|a, b| a.steal.unwrap_or(0.0).total_cmp(&b.steal.unwrap_or(0.0)))?;
+    let n = steps
+        .iter()
+        .filter(|s| s.steal.is_some_and(|x| x >= STEAL_WARN))
+        .count();
+    Some(format!(
+        "the hypervisor took {:.1}% of the server's CPUs during step {} ({}/s) and at least \
+         {:.0}% in {n} of {} steps (steal in /proc/stat): a server whose CPU is stolen \
+         stalls, and near the knee a few stalls break the objective; on a virtual machine \
+         the capacity then moves with the other guests' load, so compare searches run \
+         with little steal",
+        worst.steal.unwrap_or(0.0) * 100.0,
+        worst.index,
+        result::group(worst.offered_per_s),
+        STEAL_WARN * 100.0,
+        steps.len()
+    ))
+}
+
 /// One step at `rate` (total; this process sends `share` of it); `None` when stopped
 /// meanwhile.
 #[allow(clippy::too_many_arguments)]
@@ -477,6 +515,13 @@ async fn run_step(
     if progress.stopped() {
         return Ok(None);
     }
+    // The hypervisor's steal on the server's CPUs (the whole machine without
+    // --server-pid) over the step.
+    let watched = opts
+        .load
+        .server_pid
+        .and_then(|pid| load::usage::cpus_allowed(Some(pid)));
+    let stolen = load::usage::cpu_ticks(watched.as_deref());
     let r = load::run(
         target.clone(),
         Arc::clone(config),
@@ -533,6 +578,9 @@ async fn run_step(
 
         server_cpu_seconds: r.server.as_ref().map(|s| s.cpu_seconds),
         server_cpu_us_per_request: None,
+        steal: stolen
+            .zip(load::usage::cpu_ticks(watched.as_deref()))
+            .and_then(|(before, after)| after.steal_since(&before)),
         verdict: Verdict::Fail,
         why: String::new(),
         enough_samples: false,
@@ -565,7 +613,17 @@ mod tests {
         steps.push(step(6, StepKind::Bisect, 169.0, 50, 200));
         assert_eq!(next_step(&steps, &r, 0), Ok((163.0, StepKind::Confirm)));
         steps.push(step(7, StepKind::Confirm, 163.0, 2, 200));
-        assert_eq!(next_step(&steps, &r, 1), Err(Outcome::Capacity));
+        // Then the failing end: one short unlucky step must not cap the answer.
+        assert_eq!(next_step(&steps, &r, 1), Ok((169.0, StepKind::Confirm)));
+        let mut held = steps.clone();
+        steps.push(step(8, StepKind::Confirm, 169.0, 50, 200));
+        assert_eq!(next_step(&steps, &r, 2), Err(Outcome::Capacity));
+        // The confirmation at 169/s holds: it outweighs the bisection's failure there,
+        // and the failure above it (175/s, within the resolution) is confirmed next.
+        held.push(step(8, StepKind::Confirm, 169.0, 2, 200));
+        assert_eq!(bracket(&held), (Some(169.0), Some(175.0)));
+        assert_eq!(next_step(&held, &r, 2), Ok((175.0, StepKind::Confirm)));
+        assert_eq!(next_step(&held, &r, MAX_CONFIRMS), Err(Outcome::TimeLimit));
         // The first step fails: down by the factor, to the lowest rate.
         let down = vec![step(1, StepKind::Ramp, 100.0, 50, 200)];
         assert_eq!(next_step(&down, &r, 0), Ok((50.0, StepKind::Ramp)));
@@ -573,6 +631,24 @@ mod tests {
         assert_eq!(next_step(&floor, &r, 0), Err(Outcome::BelowMinRate));
         let top = vec![step(1, StepKind::Ramp, 10_000.0, 2, 200)];
         assert_eq!(next_step(&top, &r, 0), Err(Outcome::AboveMaxRate));
+    }
+
+    #[test]
+    fn stolen_cpu_is_warned_about() {
+        let mut steps = vec![
+            step(1, StepKind::Ramp, 100.0, 2, 200),
+            step(2, StepKind::Ramp, 200.0, 2, 200),
+        ];
+        assert_eq!(steal_warning(&steps), None);
+        steps[0].steal = Some(0.019);
+        assert_eq!(steal_warning(&steps), None);
+        steps[1].steal = Some(0.121);
+        let w = steal_warning(&steps).unwrap();
+        assert!(
+            w.starts_with("the hypervisor took 12.1% of the server's CPUs during step 2 (200/s)"),
+            "{w}"
+        );
+        assert!(w.contains("in 1 of 2 steps"), "{w}");
     }
 
     #[test]

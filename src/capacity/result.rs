@@ -21,7 +21,8 @@ pub enum StepKind {
     Ramp,
     /// Bisection between the highest pass and the lowest failure.
     Bisect,
-    /// The confirmation run at the answer (twice a step's length).
+    /// A confirmation run at an end of the bracket (twice a step's length, at least
+    /// [`Rules::confirm_min_s`]): it decides its rate.
     Confirm,
 }
 
@@ -160,6 +161,13 @@ pub struct Step {
     pub server_cpu_seconds: Option<f64>,
     /// The server's CPU microseconds per answered request (`--server-pid`).
     pub server_cpu_us_per_request: Option<f64>,
+    /// The share of the watched CPUs' time that the hypervisor gave to other guests
+    /// during the step (`steal` in `/proc/stat`): the CPUs the server may use with
+    /// `--server-pid`, else the whole machine; after a merge, the highest of the
+    /// processes'. A server whose CPU is stolen stalls, and its tail shows it. `None`
+    /// where it cannot be read.
+    #[serde(default)]
+    pub steal: Option<f64>,
     /// The verdict.
     pub verdict: Verdict,
     /// Why (the first bound broken, or why the step is invalid); empty for a pass.
@@ -375,19 +383,35 @@ pub struct Conclusion {
 }
 
 /// The bracket of a list of steps: (highest pass below the lowest failure, lowest
-/// failure). Invalid steps do not count.
+/// failure). Invalid steps do not count, nor do the shorter steps at a rate that a valid
+/// confirmation decided ([`superseded`]).
 pub fn bracket(steps: &[Step]) -> (Option<f64>, Option<f64>) {
+    let counted = |s: &&Step| !superseded(steps, s);
     let hi = steps
         .iter()
+        .filter(counted)
         .filter(|s| s.verdict == Verdict::Fail)
         .map(|s| s.offered_per_s)
         .min_by(f64::total_cmp);
     let lo = steps
         .iter()
+        .filter(counted)
         .filter(|s| s.verdict == Verdict::Pass && hi.is_none_or(|h| s.offered_per_s < h))
         .map(|s| s.offered_per_s)
         .max_by(f64::total_cmp);
     (lo, hi)
+}
+
+/// True when `s` is a ramp or bisection step at a rate where a valid confirmation ran:
+/// the confirmation, at least [`Rules::confirm_min_s`] long, decides that rate (a step
+/// of a few seconds near the knee passes or fails by luck more often).
+pub fn superseded(steps: &[Step], s: &Step) -> bool {
+    s.kind != StepKind::Confirm
+        && steps.iter().any(|t| {
+            t.kind == StepKind::Confirm
+                && t.verdict != Verdict::Invalid
+                && t.offered_per_s == s.offered_per_s
+        })
 }
 
 /// True when the bracket's pass was confirmed: a confirmation step at that rate passed.
@@ -395,6 +419,14 @@ pub fn confirmed(steps: &[Step], lo: f64) -> bool {
     steps
         .iter()
         .any(|s| s.kind == StepKind::Confirm && s.verdict == Verdict::Pass && s.offered_per_s == lo)
+}
+
+/// True when the bracket's failure was confirmed: a confirmation step at that rate
+/// failed.
+pub fn confirmed_failure(steps: &[Step], hi: f64) -> bool {
+    steps
+        .iter()
+        .any(|s| s.kind == StepKind::Confirm && s.verdict == Verdict::Fail && s.offered_per_s == hi)
 }
 
 /// The first invalid step that no later valid step at the same rate replaced: a step
@@ -422,6 +454,10 @@ pub fn retry(steps: &[Step], rules: &Rules) -> bool {
             .last()
             .is_some_and(|p| p.verdict == Verdict::Invalid && p.offered_per_s == last.offered_per_s)
 }
+
+/// The most confirmation runs a search makes: a server whose answer still moves after
+/// that many is not steady enough at the search's resolution.
+pub const MAX_CONFIRMS: u32 = 5;
 
 /// Reads the conclusion off the steps. `unfinished` is how the search ended when the
 /// steps alone do not conclude it (time limit, interrupt).
@@ -475,14 +511,16 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
                 rate(h)
             );
         }
-        (Some(l), Some(h)) if confirmed(steps, l) => {
+        (Some(l), Some(h)) if confirmed(steps, l) && confirmed_failure(steps, h) => {
             c.outcome = Outcome::Capacity;
             c.capacity_per_s = Some(l);
             c.message = format!(
-                "capacity {} (confirmed; it lies between {} and {})",
+                "capacity {} (confirmed; it lies between {} and {}: both ends held or \
+                 broke the objective in runs of {} s at least)",
                 rate(l),
                 rate(l),
-                rate(h)
+                rate(h),
+                rules.confirm_min_s.max(0.0)
             );
         }
         _ => {
@@ -490,7 +528,7 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
                 (Outcome::Interrupted, ..) => "interrupted before the search ended".to_string(),
                 (_, Some(l), Some(h)) => format!(
                     "the search ended before a confirmed answer (--max-time, --max-steps or \
-                     three failed confirmations): the capacity lies between {} and {}",
+                     {MAX_CONFIRMS} confirmations): the capacity lies between {} and {}",
                     rate(l),
                     rate(h)
                 ),
@@ -715,6 +753,10 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
             a.generator.cpus = a.generator.cpus.max(b.generator.cpus);
             a.generator.cpu_seconds += b.generator.cpu_seconds;
             a.generator.utilization = a.generator.utilization.max(b.generator.utilization);
+            a.steal = match (a.steal, b.steal) {
+                (Some(x), Some(y)) => Some(x.max(y)),
+                (x, y) => x.or(y),
+            };
             // One server's CPU: kept when a single process sampled it.
             a.server_cpu_seconds = match (a.server_cpu_seconds, b.server_cpu_seconds) {
                 (Some(x), None) | (None, Some(x)) => Some(x),
@@ -821,6 +863,7 @@ pub(crate) mod tests {
             },
             server_cpu_seconds: None,
             server_cpu_us_per_request: None,
+            steal: None,
             verdict: Verdict::Pass,
             why: String::new(),
             enough_samples: true,

@@ -21,6 +21,9 @@ use crate::load::LoadGenOptions;
 use crate::load::share::RateShare;
 use crate::report::capacity as report;
 
+/// The shortest step unless `--step-min` says otherwise (or `--step-max` is shorter).
+const STEP_MIN: Duration = Duration::from_secs(4);
+
 /// Arguments of `tlsperf capacity`.
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
@@ -53,9 +56,12 @@ pub struct CapacityArgs {
     /// highest passing one (e.g. 0.05 for 5%).
     #[arg(long, default_value_t = 0.05)]
     resolution: f64,
-    /// Shortest step (each is sized for enough answers at its rate).
-    #[arg(long, default_value = "1s", value_parser = super::duration::parse_positive)]
-    step_min: Duration,
+    /// Shortest step (each is sized for enough answers at its rate) [default: 4s, or
+    /// --step-max when that is shorter]. Near the knee a server's queue takes seconds
+    /// to reach its steady state: a step of a second or two starts from an empty queue
+    /// and passes by luck.
+    #[arg(long, value_parser = super::duration::parse_positive)]
+    step_min: Option<Duration>,
     /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
     #[arg(long, default_value = "30s", value_parser = super::duration::parse_positive)]
     step_max: Duration,
@@ -281,12 +287,16 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
             args.resolution
         )));
     }
-    if args.step_min > args.step_max {
-        return Err(CliError::input("--step-min is longer than --step-max"));
-    }
+    let step_min = match args.step_min {
+        Some(m) if m > args.step_max => {
+            return Err(CliError::input("--step-min is longer than --step-max"));
+        }
+        Some(m) => m,
+        None => STEP_MIN.min(args.step_max),
+    };
     Ok(Rules {
         samples_needed: args.slo.samples_needed(),
-        step_min_s: args.step_min.as_secs_f64(),
+        step_min_s: step_min.as_secs_f64(),
         step_max_s: args.step_max.as_secs_f64(),
         generator_cpu_max: capacity::GENERATOR_CPU_MAX,
         resolution: args.resolution,

@@ -92,6 +92,59 @@ pub fn cpus_allowed(pid: Option<u32>) -> Option<Vec<usize>> {
     parse_cpu_list(list.trim())
 }
 
+/// Time the CPUs spent, from `/proc/stat` (clock ticks): all of it, and the part the
+/// hypervisor gave to other guests while this machine had work to run (`steal`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    /// Every state's ticks summed (user … steal; guest time is inside user).
+    pub total: u64,
+    /// Ticks stolen by the hypervisor.
+    pub steal: u64,
+}
+
+impl CpuTicks {
+    /// The share of `self − earlier` that was stolen; `None` when no tick passed.
+    pub fn steal_since(&self, earlier: &CpuTicks) -> Option<f64> {
+        let total = self.total.checked_sub(earlier.total)?;
+        let steal = self.steal.saturating_sub(earlier.steal);
+        (total > 0).then(|| steal as f64 / total as f64)
+    }
+}
+
+/// The ticks of the CPUs `cpus` (`None`: the whole machine) from `/proc/stat`, or
+/// `None` where it cannot be read (not Linux).
+pub fn cpu_ticks(cpus: Option<&[usize]>) -> Option<CpuTicks> {
+    parse_cpu_ticks(&std::fs::read_to_string("/proc/stat").ok()?, cpus)
+}
+
+fn parse_cpu_ticks(stat: &str, cpus: Option<&[usize]>) -> Option<CpuTicks> {
+    let mut sum = CpuTicks::default();
+    let mut found = false;
+    for line in stat.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let Some(name) = fields.next().and_then(|n| n.strip_prefix("cpu")) else {
+            continue;
+        };
+        let wanted = match cpus {
+            None => name.is_empty(),
+            Some(list) => name.parse::<usize>().is_ok_and(|c| list.contains(&c)),
+        };
+        if !wanted {
+            continue;
+        }
+        // user nice system idle iowait irq softirq steal [guest guest_nice]: guest
+        // time is already counted in user and nice.
+        let ticks: Vec<u64> = fields.take(8).map_while(|f| f.parse().ok()).collect();
+        if ticks.len() < 8 {
+            return None;
+        }
+        sum.total += ticks.iter().sum::<u64>();
+        sum.steal += ticks[7];
+        found = true;
+    }
+    found.then_some(sum)
+}
+
 /// `0-3,6` → `[0, 1, 2, 3, 6]`; `None` for anything else.
 fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
     let mut cpus = Vec::new();
@@ -343,6 +396,39 @@ impl TreeCpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_stolen_ticks() {
+        let stat = "cpu  100 0 50 800 0 0 0 50 0 0\n\
+                    cpu0 60 0 20 410 0 0 0 10 0 0\n\
+                    cpu1 40 0 30 390 0 0 0 40 0 0\n\
+                    intr 1 2 3\n";
+        assert_eq!(
+            parse_cpu_ticks(stat, None),
+            Some(CpuTicks {
+                total: 1000,
+                steal: 50
+            })
+        );
+        assert_eq!(
+            parse_cpu_ticks(stat, Some(&[1])),
+            Some(CpuTicks {
+                total: 500,
+                steal: 40
+            })
+        );
+        assert_eq!(parse_cpu_ticks(stat, Some(&[7])), None);
+        let later = CpuTicks {
+            total: 700,
+            steal: 90,
+        };
+        let share = later.steal_since(&CpuTicks {
+            total: 500,
+            steal: 40,
+        });
+        assert_eq!(share, Some(0.25));
+        assert_eq!(later.steal_since(&later), None);
+    }
 
     #[test]
     fn reads_cpu_lists() {
