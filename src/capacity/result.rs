@@ -26,6 +26,17 @@ pub enum StepKind {
     Confirm,
 }
 
+impl StepKind {
+    /// `ramp`, `bisect`, `confirm` (as in the document).
+    pub fn name(self) -> &'static str {
+        match self {
+            StepKind::Ramp => "ramp",
+            StepKind::Bisect => "bisect",
+            StepKind::Confirm => "confirm",
+        }
+    }
+}
+
 /// What a step showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -293,7 +304,10 @@ impl Step {
             .filter(|d| !d.hdr.is_empty())?;
         let b = slo.latency.last()?;
         let l = d.hdr.quantile(b.percentile / 100.0);
-        (l > std::time::Duration::from_millis(1)).then(|| {
+        // Worth a note from a tenth of the bound (at least 1 ms) up: less hardly moves
+        // the percentile.
+        let worth = std::time::Duration::from_secs_f64((b.max_ms / 1e4).max(1e-3));
+        (l > worth).then(|| {
             format!(
                 "the generator sent late: pacing lateness {} {:.2} ms at {:.0}% of its CPU",
                 b.name(),

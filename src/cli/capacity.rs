@@ -213,7 +213,8 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
                     offered_per_s,
                     length,
                 } => out.note(format_args!(
-                    "step {index} ({kind:?}) at {}/s for {:.1} s…",
+                    "step {index} ({}) at {}/s for {:.1} s…",
+                    kind.name(),
                     capacity::result::group(offered_per_s),
                     length.as_secs_f64()
                 )),

@@ -53,7 +53,7 @@ fn cells(s: &Step) -> Vec<String> {
         .map(|d| d.quantiles.p99_ns as f64 / 1e6);
     vec![
         s.index.to_string(),
-        format!("{:?}", s.kind).to_lowercase(),
+        s.kind.name().to_string(),
         group(s.offered_per_s),
         group(s.achieved_per_s),
         ms(s.p50_ms),
