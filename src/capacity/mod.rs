@@ -362,7 +362,14 @@ pub async fn run(
     result
         .warnings
         .extend(shared_cpus_warning(opts.load.server_pid));
-    result.warnings.extend(steal_warning(&result.steps));
+    result.warnings.extend(steal_warning(
+        &result.steps,
+        if opts.load.server_pid.is_some() {
+            "the server's CPUs"
+        } else {
+            "this machine's CPUs"
+        },
+    ));
     Ok(result)
 }
 
@@ -454,11 +461,11 @@ fn shared_cpus_warning(server_pid: Option<u32>) -> Option<String> {
 /// A step's steal from this share of the watched CPUs' time up is worth a warning.
 pub const STEAL_WARN: f64 = 0.02;
 
-/// A warning when the hypervisor took a noticeable share of the server's CPUs (of the
-/// machine without `--server-pid`) during a step: a server whose CPU is stolen stalls,
-/// and near the knee a few stalls break a p99 objective, so the answer then moves with
-/// the other guests' load.
-fn steal_warning(steps: &[Step]) -> Option<String> {
+/// A warning when the hypervisor took a noticeable share of the watched CPUs (`whose`:
+/// the server's with `--server-pid`, else the machine's) during a step: a server whose
+/// CPU is stolen stalls, and near the knee a few stalls break a p99 objective, so the
+/// answer then moves with the other guests' load.
+fn steal_warning(steps: &[Step], whose: &str) -> Option<String> {
     let worst = steps
         .iter()
         .filter(|s| s.steal.is_some_and(|x| x >= STEAL_WARN))
@@ -468,7 +475,7 @@ fn steal_warning(steps: &[Step]) -> Option<String> {
         .filter(|s| s.steal.is_some_and(|x| x >= STEAL_WARN))
         .count();
     Some(format!(
-        "the hypervisor took {:.1}% of the server's CPUs during step {} ({}/s) and at least \
+        "the hypervisor took {:.1}% of {whose} during step {} ({}/s) and at least \
          {:.0}% in {n} of {} steps (steal in /proc/stat): a server whose CPU is stolen \
          stalls, and near the knee a few stalls break the objective; on a virtual machine \
          the capacity then moves with the other guests' load, so compare searches run \
@@ -639,11 +646,12 @@ mod tests {
             step(1, StepKind::Ramp, 100.0, 2, 200),
             step(2, StepKind::Ramp, 200.0, 2, 200),
         ];
-        assert_eq!(steal_warning(&steps), None);
+        let whose = "the server's CPUs";
+        assert_eq!(steal_warning(&steps, whose), None);
         steps[0].steal = Some(0.019);
-        assert_eq!(steal_warning(&steps), None);
+        assert_eq!(steal_warning(&steps, whose), None);
         steps[1].steal = Some(0.121);
-        let w = steal_warning(&steps).unwrap();
+        let w = steal_warning(&steps, whose).unwrap();
         assert!(
             w.starts_with("the hypervisor took 12.1% of the server's CPUs during step 2 (200/s)"),
             "{w}"

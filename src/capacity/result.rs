@@ -528,13 +528,23 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
         (Some(l), Some(h)) if confirmed(steps, l) && confirmed_failure(steps, h) => {
             c.outcome = Outcome::Capacity;
             c.capacity_per_s = Some(l);
+            // The shorter of the two confirmation runs that decided the ends.
+            let shortest = steps
+                .iter()
+                .filter(|s| s.kind == StepKind::Confirm)
+                .filter(|s| {
+                    (s.verdict == Verdict::Pass && s.offered_per_s == l)
+                        || (s.verdict == Verdict::Fail && s.offered_per_s == h)
+                })
+                .map(|s| s.length_s)
+                .fold(f64::INFINITY, f64::min);
             c.message = format!(
                 "capacity {} (confirmed; it lies between {} and {}: both ends held or \
-                 broke the objective in runs of {} s at least)",
+                 broke the objective in runs of {:.0} s at least)",
                 rate(l),
                 rate(l),
                 rate(h),
-                rules.confirm_min_s.max(0.0)
+                shortest
             );
         }
         _ => {
