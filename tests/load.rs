@@ -349,15 +349,40 @@ fn http2_by_alpn() {
         v["options"]
     );
 
-    // The options say the versions as the flag does (`1.2`, not a Rust name).
+    assert_eq!(
+        v["options"]["ciphers"],
+        serde_json::json!([]),
+        "{}",
+        v["options"]
+    );
+
+    // The options say the versions as the flag does (`1.2`, not a Rust name), and the
+    // cipher suites asked for.
     let v = load(
         &s.url(),
-        &["-n", "20", "-c", "2", "--tls", "1.2", "--cacert", &ca],
+        &[
+            "-n",
+            "20",
+            "-c",
+            "2",
+            "--tls",
+            "1.2",
+            "--ciphers",
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+            "--cacert",
+            &ca,
+        ],
     );
     assert_consistent(&v, 20);
     assert_eq!(
         v["options"]["tls"],
         serde_json::json!(["1.2"]),
+        "{}",
+        v["options"]
+    );
+    assert_eq!(
+        v["options"]["ciphers"],
+        serde_json::json!(["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"]),
         "{}",
         v["options"]
     );

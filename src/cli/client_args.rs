@@ -154,6 +154,7 @@ pub fn generator_settings(
         ("resume", json!(opts.resume)),
         ("tls", json!(versions)),
         ("groups", json!(opts.groups)),
+        ("ciphers", json!(opts.ciphers)),
         ("provider", json!(opts.provider.name())),
         ("roots", json!(built.roots)),
         (
