@@ -294,14 +294,7 @@ fn openssl_offering_the_wrong_key_share_gets_a_hello_retry_request() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
-    let serve = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca.to_str().unwrap(),
-        "--groups",
-        "secp256r1",
-    ]);
+    let serve = Serve::ecdsa_writing_ca(&ca, &["--groups", "secp256r1"]);
     let cap = Capture::start(dir.path(), "hrr.pcap", serve.port);
     // s_client sends a key share for its first group only: X25519, which the server does
     // not take, so it asks for P-256 in a HelloRetryRequest.
@@ -340,16 +333,8 @@ fn early_data_against_serve_is_0rtt() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
-    let serve = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca.to_str().unwrap(),
-        "--resumption",
-        "stateful",
-        "--early-data",
-        "16384",
-    ]);
+    let serve =
+        Serve::ecdsa_writing_ca(&ca, &["--resumption", "stateful", "--early-data", "16384"]);
     let cap = Capture::start(dir.path(), "0rtt.pcap", serve.port);
     let run = tlsperf([
         "handshake",
@@ -389,14 +374,7 @@ fn small_capture(dir: &Path, name: &str) -> Option<(PathBuf, u16)> {
         return None;
     }
     let ca = dir.join(format!("{name}.ca.pem"));
-    let serve = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca.to_str().unwrap(),
-        "--resumption",
-        "tickets",
-    ]);
+    let serve = Serve::ecdsa_writing_ca(&ca, &["--resumption", "tickets"]);
     let cap = Capture::start(dir, name, serve.port);
     let run = tlsperf([
         "handshake",
@@ -657,12 +635,7 @@ fn live_on_lo_counts_what_nginx_logs_while_load_runs() {
 fn live_metrics_are_served_while_capturing() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
-    let serve = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca.to_str().unwrap(),
-    ]);
+    let serve = Serve::ecdsa_writing_ca(&ca, &[]);
     let port = serve.port.to_string();
     let (child, before) = observe_live(&["--port", &port, "--metrics", "127.0.0.1:0"]);
     let addr = before
@@ -772,12 +745,7 @@ fn a_client_loading_its_roots_in_every_handshake_thinks_much_longer() {
     }
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
-    let serve = Serve::start(&[
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca.to_str().unwrap(),
-    ]);
+    let serve = Serve::ecdsa_writing_ca(&ca, &[]);
     let bloat = dir.path().join("bloat.pem");
     let run = tlsperf([
         "pki",

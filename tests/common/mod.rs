@@ -173,6 +173,19 @@ pub struct Serve {
 }
 
 impl Serve {
+    /// [`Serve::start`] with a fresh ECDSA P-256 certificate whose CA it writes to `ca`,
+    /// then `extra`.
+    pub fn ecdsa_writing_ca(ca: &Path, extra: &[&str]) -> Serve {
+        let mut args = vec![
+            "--gen-cert",
+            "ecdsa-p256",
+            "--write-ca",
+            ca.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        Serve::start(&args)
+    }
+
     /// Starts `tlsperf serve --listen 127.0.0.1:0 --json --duration 120s ARGS` and waits
     /// for the line saying where it listens.
     pub fn start(args: &[&str]) -> Serve {
