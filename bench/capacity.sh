@@ -44,9 +44,14 @@ if [ "$pin" = 1 ] && [ "$ncpu" -ge 2 ] && command -v taskset > /dev/null; then
   srv+=(taskset -c "$((ncpu - 1))")
   gen+=(taskset -c 0)
   pinning="server on CPU $((ncpu - 1)), generator on CPU 0 (taskset)"
+  stat_cpu="cpu$((ncpu - 1))"
 else
+  stat_cpu=cpu
   pinning="not pinned"
+  stat_cpu=cpu
 fi
+# "steal total" jiffies of the server's CPU (the machine's when not pinned), from /proc/stat.
+steal_ticks() { awk -v c="$stat_cpu" '$1 == c {print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 [ -n "${NICE:-}" ] && pinning="$pinning; both at nice $NICE"
 if [ -n "${WAIT_LOAD:-}" ]; then
   for _ in $(seq 180); do
@@ -104,14 +109,16 @@ echo
 if [ -n "${caps[0]}" ] && [ -n "${caps[1]}" ]; then
   python3 -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print(f'Agreement: run 2 ÷ run 1 = {b/a:.3f} ({abs(b/a-1)*100:.1f}% apart; target ≤ 10%: ' + ('met' if abs(b/a-1) <= 0.10 else 'NOT met') + ')')" "${caps[0]}" "${caps[1]}"
   echo
-  echo "| load --rate | × answer | completed | errors | corrected p50 ms | p99 ms | p99.9 ms | pacing p99 ms | objective ($slo) | percentile ÷ bound | expected |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"
+  echo "| load --rate | × answer | completed | errors | corrected p50 ms | p99 ms | p99.9 ms | pacing p99 ms | steal on the server's CPU | objective ($slo) | percentile ÷ bound | expected |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"
   for k in 0.8 1.5; do
     rate=$(python3 -c "print(round(float('${caps[0]}') * $k))")
     # Slots as capacity sizes them: 2 × rate × the first bound.
     c=$(python3 -c "import math,re; b=re.match(r'p[0-9.]+=([0-9.]+)(ms|s)', '$slo'.split(',')[0]); v=float(b.group(1))/(1000 if b.group(2)=='ms' else 1); print(max(4, math.ceil($rate * 2 * v)))")
+    s0=$(steal_ticks)
     "${gen[@]}" "$bin" load "$url" --cacert "$work/ca.pem" --new-conn --rate "$rate" -c "$c" -d 10s --json -q > "$work/load.json" || true
-    python3 - "$work/load.json" "$rate" "$k" "$slo" <<'PY'
+    s1=$(steal_ticks)
+    python3 - "$work/load.json" "$rate" "$k" "$slo" "$s0" "$s1" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 q = d["latency_corrected"]["quantiles"]
@@ -123,7 +130,9 @@ bound_ms = float(bound[:-2]) if bound.endswith("ms") else float(bound[:-1]) * 1e
 key = {"p50": "p50_ns", "p90": "p90_ns", "p99": "p99_ns", "p99.9": "p999_ns"}[pct]
 held = q[key] / 1e6 <= bound_ms and d["requests"]["failed"] == 0
 want = "held" if float(sys.argv[3]) < 1 else "broken"
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {d['requests']['failed']} | {ms(q['p50_ns'])} | {ms(q['p99_ns'])} | {ms(q['p999_ns'])} | {ms(pl['quantiles']['p99_ns']) if pl else '-'} | {'held' if held else 'broken'} | {q[key] / 1e6 / bound_ms:.2f} | {want}: {'met' if ('held' if held else 'broken') == want else 'NOT met'} |")
+s0, s1 = [list(map(int, a.split())) for a in sys.argv[5:7]]
+steal = f"{100 * (s1[0] - s0[0]) / max(1, s1[1] - s0[1]):.1f}%"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {d['requests']['failed']} | {ms(q['p50_ns'])} | {ms(q['p99_ns'])} | {ms(q['p999_ns'])} | {ms(pl['quantiles']['p99_ns']) if pl else '-'} | {steal} | {'held' if held else 'broken'} | {q[key] / 1e6 / bound_ms:.2f} | {want}: {'met' if ('held' if held else 'broken') == want else 'NOT met'} |")
 PY
   done
 else

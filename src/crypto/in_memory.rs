@@ -314,6 +314,88 @@ fn handshake_inner(
     Ok((counted, negotiated))
 }
 
+/// One flight of a connection: what one side writes before it must wait for the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flight {
+    /// Written by the client (else by the server).
+    pub from_client: bool,
+    /// The bytes on the wire, TLS records as rustls wrote them.
+    pub bytes: Vec<u8>,
+}
+
+/// The flights of one connection of `pair`'s kind, in memory: the handshake, then
+/// `request` from the client (in the same flight as its last handshake message when it
+/// has one, as a client that writes its request as soon as it may), then `response` and
+/// the server's `close_notify`. Lets a bench replay a real connection's byte pattern
+/// without any of its crypto (`examples/flight_floor.rs`). For a resumed kind the pair
+/// runs full handshakes first until one resumes (at most three).
+pub fn flights(pair: &Pair, request: &[u8], response: &[u8]) -> Result<Vec<Flight>, rustls::Error> {
+    use std::io::Write;
+    for _ in 0..3 {
+        let mut client = ClientConnection::new(pair.client.clone(), pair.name.clone())?;
+        let mut server = ServerConnection::new(pair.server.clone())?;
+        let mut out = Vec::new();
+        let mut request_sent = false;
+        let mut response_sent = false;
+        let mut got = Vec::new();
+        // Alternate until neither side has anything left to write.
+        for _ in 0..8 {
+            if !client.is_handshaking() && !request_sent {
+                client
+                    .writer()
+                    .write_all(request)
+                    .map_err(|e| rustls::Error::General(e.to_string()))?;
+                request_sent = true;
+            }
+            let mut buf = Vec::new();
+            transfer(&mut client, &mut server, &mut buf)?;
+            let client_wrote = !buf.is_empty();
+            if client_wrote {
+                out.push(Flight {
+                    from_client: true,
+                    bytes: buf,
+                });
+            }
+            if request_sent && !response_sent && !server.is_handshaking() {
+                // Ends with WouldBlock once the plaintext so far is read; what was read stays.
+                let _ = std::io::Read::read_to_end(&mut server.reader(), &mut got);
+                if got.len() >= request.len() {
+                    server
+                        .writer()
+                        .write_all(response)
+                        .map_err(|e| rustls::Error::General(e.to_string()))?;
+                    server.send_close_notify();
+                    response_sent = true;
+                }
+            }
+            let mut buf = Vec::new();
+            transfer(&mut server, &mut client, &mut buf)?;
+            let server_wrote = !buf.is_empty();
+            if server_wrote {
+                out.push(Flight {
+                    from_client: false,
+                    bytes: buf,
+                });
+            }
+            if response_sent && !client_wrote && !server_wrote {
+                break;
+            }
+        }
+        if !response_sent {
+            return Err(rustls::Error::General(
+                "the connection did not reach its response".into(),
+            ));
+        }
+        if client.handshake_kind() == Some(pair.kind.rustls()) {
+            return Ok(out);
+        }
+    }
+    Err(rustls::Error::General(format!(
+        "no {} handshake in three attempts",
+        pair.kind.name()
+    )))
+}
+
 /// What `crypto handshake` measures.
 #[derive(Debug, Clone)]
 pub struct HandshakeOptions {
@@ -476,6 +558,47 @@ pub fn run(opts: &HandshakeOptions) -> Result<HandshakeReport, CryptoError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flights of each shape alternate from the client, in the number of round trips
+    /// of that shape (the request rides with the client's last handshake flight when it
+    /// may), and the server's last one holds the response and its `close_notify`.
+    #[test]
+    fn flights_follow_each_shapes_round_trips() {
+        let pki = pki(KeyType::EcdsaP256).unwrap();
+        let (request, response) = (b"GET / HTTP/1.1\r\n\r\n".as_slice(), [b'x'; 300]);
+        for (tls, kind, want) in [
+            (TlsVersion::V1_3, FullOrResumed::Full, 4),
+            (TlsVersion::V1_3, FullOrResumed::Resumed, 4),
+            (TlsVersion::V1_2, FullOrResumed::Full, 6),
+            (TlsVersion::V1_2, FullOrResumed::Resumed, 4),
+        ] {
+            let shape = Shape {
+                provider: Provider::AwsLcRs,
+                tls,
+                cert: KeyType::EcdsaP256,
+                kind,
+                group: KxGroup::X25519,
+            };
+            let pair = configs(&shape, &pki).unwrap();
+            let f = flights(&pair, request, &response).unwrap();
+            assert_eq!(f.len(), want, "{shape:?}");
+            for (i, flight) in f.iter().enumerate() {
+                assert_eq!(flight.from_client, i % 2 == 0, "{shape:?} flight {i}");
+                assert!(!flight.bytes.is_empty());
+            }
+            // 300 bytes of response, a record header and tag, and a close_notify record.
+            assert!(
+                f[want - 1].bytes.len() >= 300 + 5 + 16 + 5 + 2 + 16,
+                "{shape:?}"
+            );
+            // A full handshake's server flight carries the certificate chain.
+            if kind == FullOrResumed::Full {
+                assert!(f[1].bytes.len() > 800, "{shape:?}: {}", f[1].bytes.len());
+            } else {
+                assert!(f[1].bytes.len() < 800, "{shape:?}: {}", f[1].bytes.len());
+            }
+        }
+    }
 
     #[test]
     fn every_shape_completes_with_the_expected_kind() {
