@@ -92,6 +92,7 @@ PY
   echo "$row"
   caps+=("$(python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['capacity_per_s']; print(c if c is not None else '')" "$work/cap$run.json")")
   echo "  (exit $code: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['message'])" "$work/cap$run.json"); wall $((t1 - t0)) s, target ≤ 120 s: $([ $((t1 - t0)) -le 120 ] && echo met || echo 'NOT met'))"
+  echo "  (disputed band: $(python3 -c "import json,sys; b=json.load(open(sys.argv[1])).get('disputed_per_s'); print(f'{b[0]:g}–{b[1]:g}/s' if b else 'none, the steps agree')" "$work/cap$run.json"))"
   # The run's steps, so that a disagreement can be traced to the steps that decided it.
   python3 - "$work/cap$run.json" <<'PY'
 import json, sys

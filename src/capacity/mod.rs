@@ -347,6 +347,7 @@ pub async fn run(
         interval_per_s: None,
         best_pass_per_s: None,
         generator_bound_at_per_s: None,
+        disputed_per_s: None,
         message: String::new(),
         steps,
         warnings: Vec::new(),

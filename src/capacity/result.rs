@@ -392,8 +392,40 @@ pub struct Conclusion {
     /// With [`Outcome::GeneratorBound`]: the rate at which the generator could not keep
     /// up.
     pub generator_bound_at_per_s: Option<f64>,
+    /// `[lowest failure, highest pass]` when the steps contradict each other ([`disputed`]).
+    pub disputed_per_s: Option<[f64; 2]>,
     /// The conclusion in plain words.
     pub message: String,
+}
+
+/// Where the steps contradict each other: `[lowest failure, highest pass]` when some
+/// step passed at a rate above one that failed (every valid step counts, the shorter
+/// ones a confirmation overruled too). A server's latency rises with the rate, so such a
+/// pair means that near its knee a run passes or fails by chance (a few stalls in a run
+/// decide it), and another search may answer anywhere in that band.
+pub fn disputed(steps: &[Step]) -> Option<[f64; 2]> {
+    let lowest_fail = steps
+        .iter()
+        .filter(|s| s.verdict == Verdict::Fail)
+        .map(|s| s.offered_per_s)
+        .min_by(f64::total_cmp)?;
+    let highest_pass = steps
+        .iter()
+        .filter(|s| s.verdict == Verdict::Pass)
+        .map(|s| s.offered_per_s)
+        .max_by(f64::total_cmp)?;
+    (highest_pass > lowest_fail).then_some([lowest_fail, highest_pass])
+}
+
+/// The warning for a [`disputed`] band, in plain words.
+pub fn disputed_warning(band: [f64; 2]) -> String {
+    format!(
+        "the steps disagreed between {}/s and {}/s: some passed at a rate above one that \
+         failed, so near this server's knee a run passes or fails by chance; another search \
+         may answer anywhere in that band",
+        group(band[0]),
+        group(band[1])
+    )
 }
 
 /// The bracket of a list of steps: (highest pass below the lowest failure, lowest
@@ -484,6 +516,7 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
         interval_per_s: lo.zip(hi).map(|(l, h)| [l, h]),
         best_pass_per_s: lo,
         generator_bound_at_per_s: None,
+        disputed_per_s: disputed(steps),
         message: String::new(),
     };
     if let Some(bad) = undecided_invalid(steps) {
@@ -619,6 +652,10 @@ pub struct CapacityResult {
     /// With outcome `generator-bound`: the rate at which the generator could not keep
     /// up.
     pub generator_bound_at_per_s: Option<f64>,
+    /// `[lowest failure, highest pass]` when some step passed at a rate above one that
+    /// failed ([`disputed`]); absent when the steps agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disputed_per_s: Option<[f64; 2]>,
     /// The conclusion in plain words.
     pub message: String,
     /// Every step, in the order run.
@@ -636,7 +673,11 @@ impl CapacityResult {
         self.interval_per_s = c.interval_per_s;
         self.best_pass_per_s = c.best_pass_per_s;
         self.generator_bound_at_per_s = c.generator_bound_at_per_s;
+        self.disputed_per_s = c.disputed_per_s;
         self.message = c.message;
+        if let Some(band) = self.disputed_per_s {
+            self.warnings.push(disputed_warning(band));
+        }
     }
 
     /// The confirmation step the capacity rests on.
@@ -894,6 +935,49 @@ pub(crate) mod tests {
         };
         s.judge(&"p90=10ms".parse().unwrap(), &rules());
         s
+    }
+
+    /// Steps that rise with the rate dispute nothing; a pass above a failure (a short
+    /// step overruled by a confirmation included) marks the band between them, and the
+    /// result says so among its warnings.
+    #[test]
+    fn steps_that_contradict_each_other_mark_a_disputed_band() {
+        let r = rules();
+        let steady = vec![
+            step(1, StepKind::Ramp, 100.0, 2, 200),
+            step(2, StepKind::Ramp, 200.0, 2, 200),
+            step(3, StepKind::Ramp, 400.0, 50, 200),
+            step(4, StepKind::Bisect, 300.0, 2, 200),
+            step(5, StepKind::Confirm, 300.0, 2, 2000),
+            step(6, StepKind::Confirm, 400.0, 50, 2000),
+        ];
+        assert_eq!(disputed(&steady), None);
+        assert_eq!(
+            conclude(&steady, &r, Outcome::TimeLimit).disputed_per_s,
+            None
+        );
+        // A 4-s step passed at 350/s, its confirmation failed, and 325/s failed too:
+        // passes at 350 (short) and 300 sit around failures at 325 and 350.
+        let mut noisy = steady[..4].to_vec();
+        noisy.push(step(5, StepKind::Bisect, 350.0, 2, 200));
+        noisy.push(step(6, StepKind::Confirm, 350.0, 50, 2000));
+        noisy.push(step(7, StepKind::Bisect, 325.0, 50, 200));
+        noisy.push(step(8, StepKind::Confirm, 300.0, 2, 2000));
+        assert_eq!(disputed(&noisy), Some([325.0, 350.0]));
+        let c = conclude(&noisy, &r, Outcome::TimeLimit);
+        assert_eq!(c.disputed_per_s, Some([325.0, 350.0]));
+        let w = disputed_warning([1_250.0, 1_500.0]);
+        assert!(w.contains("between 1,250/s and 1,500/s"), "{w}");
+        assert!(
+            w.contains("another search may answer anywhere in that band"),
+            "{w}"
+        );
+        // An invalid step is no verdict on the server.
+        let mut invalid = steady.clone();
+        let mut late = step(7, StepKind::Bisect, 450.0, 50, 200);
+        late.verdict = Verdict::Invalid;
+        invalid.push(late);
+        assert_eq!(disputed(&invalid), None);
     }
 
     #[test]
