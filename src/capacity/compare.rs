@@ -121,8 +121,30 @@ pub struct CapacitySide {
     pub capacity_per_s: f64,
     /// `[highest pass, lowest failure]`.
     pub interval_per_s: [f64; 2],
+    /// `[lowest failure, highest pass]` where its steps contradicted each other
+    /// ([`crate::capacity::result::disputed`]).
+    pub disputed_per_s: Option<[f64; 2]>,
     /// The confirmation run's corrected p99 (ms).
     pub confirmation_p99_ms: Option<f64>,
+}
+
+impl CapacitySide {
+    /// Where this side's capacity may lie ([`range`]).
+    pub fn range_per_s(&self) -> [f64; 2] {
+        range(self.interval_per_s, self.disputed_per_s)
+    }
+}
+
+/// Where a search's capacity may lie: its bracket `[highest pass, lowest failure]`,
+/// widened to the band where its steps disagreed (near a knee that decides by chance,
+/// another search of the same server may answer anywhere in that band). `compare` and
+/// the lab's capacity recommendations both judge on it.
+pub fn range(interval: [f64; 2], disputed: Option<[f64; 2]>) -> [f64; 2] {
+    let [lo, hi] = interval;
+    match disputed {
+        Some([d_lo, d_hi]) => [lo.min(d_lo), hi.max(d_hi)],
+        None => [lo, hi],
+    }
 }
 
 /// The comparison, as one row.
@@ -182,6 +204,7 @@ fn side(name: &'static str, r: &CapacityResult) -> Result<CapacitySide, CompareE
             target: r.target.clone(),
             capacity_per_s: c,
             interval_per_s: iv,
+            disputed_per_s: r.disputed_per_s,
             confirmation_p99_ms: r.confirmation().and_then(|s| s.p99_ms),
         }),
         _ => Err(CompareError::NoCapacity {
@@ -201,8 +224,10 @@ pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, Co
         });
     }
     let (sa, sb) = (side("A", a)?, side("B", b)?);
-    let [a_lo, a_hi] = sa.interval_per_s;
-    let [b_lo, b_hi] = sb.interval_per_s;
+    // The brackets, widened where a side's own steps disagreed: a difference inside
+    // such a band is one another search of the same server could show.
+    let [a_lo, a_hi] = sa.range_per_s();
+    let [b_lo, b_hi] = sb.range_per_s();
     let verdict = if b_lo >= a_hi {
         CapacityVerdict::Higher
     } else if a_lo >= b_hi {
@@ -210,7 +235,7 @@ pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, Co
     } else {
         CapacityVerdict::NoDifference
     };
-    let change = b_lo / a_lo - 1.0;
+    let change = sb.capacity_per_s / sa.capacity_per_s - 1.0;
     let change_range = [b_lo / a_hi - 1.0, b_hi / a_lo - 1.0];
     let pct = |x: f64| format!("{:+.0}%", x * 100.0);
     let message = match verdict {
@@ -220,8 +245,8 @@ pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, Co
             pct(change),
             pct(change_range[0]),
             pct(change_range[1]),
-            group(b_lo),
-            group(a_hi)
+            group(sb.capacity_per_s),
+            group(sa.interval_per_s[1])
         ),
         CapacityVerdict::Lower => format!(
             "B's capacity is lower: {} ({}..{}); A met the objective at {}/s in its \
@@ -229,16 +254,22 @@ pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, Co
             pct(change),
             pct(change_range[0]),
             pct(change_range[1]),
-            group(a_lo),
-            group(b_hi)
+            group(sa.capacity_per_s),
+            group(sb.interval_per_s[1])
         ),
         CapacityVerdict::NoDifference => format!(
             "no difference the searches can tell: A lies in {}..{}/s, B in {}..{}/s \
-             (overlapping; a finer --resolution may separate them)",
+             (overlapping; {})",
             group(a_lo),
             group(a_hi),
             group(b_lo),
-            group(b_hi)
+            group(b_hi),
+            if sa.disputed_per_s.is_some() || sb.disputed_per_s.is_some() {
+                "a side whose steps disagreed spans the band where they did: near its knee \
+                 a run passed or failed by chance"
+            } else {
+                "a finer --resolution may separate them"
+            }
         ),
     };
     Ok(CapacityRow {
@@ -315,5 +346,55 @@ mod tests {
         none.set_conclusion(c);
         let e = compare(&a, &none).unwrap_err();
         assert!(e.to_string().starts_with("B: no confirmed capacity"), "{e}");
+    }
+
+    /// Two searches of one server whose knee decides by chance (pair J of
+    /// docs/benchmarks.md: 600/s against 725/s): A's short steps passed up to 775/s
+    /// although its confirmations failed from 625/s, so B's 725/s lies where A's own
+    /// steps disagreed, and no difference is claimed.
+    #[test]
+    fn no_difference_inside_a_band_where_a_sides_steps_disagreed() {
+        use crate::capacity::StepKind::Bisect;
+        use crate::capacity::result::tests::step;
+        let mut a = result(600.0, 625.0);
+        a.steps.insert(0, step(0, Bisect, 775.0, 2, 200));
+        let c = crate::capacity::result::conclude(&a.steps, &a.rules, Outcome::TimeLimit);
+        a.warnings.clear();
+        a.set_conclusion(c);
+        assert_eq!(a.capacity_per_s, Some(600.0));
+        assert_eq!(a.disputed_per_s, Some([625.0, 775.0]));
+        assert!(
+            a.warnings
+                .iter()
+                .any(|w| w.contains("between 625/s and 775/s"))
+        );
+        let b = result(725.0, 750.0);
+        let row = compare(&a, &b).unwrap();
+        assert_eq!(
+            row.verdict,
+            CapacityVerdict::NoDifference,
+            "{}",
+            row.message
+        );
+        assert!(
+            row.message.contains("A lies in 600..775/s"),
+            "{}",
+            row.message
+        );
+        assert!(row.message.contains("steps disagreed"), "{}", row.message);
+        // Without the short step's pass above the failures, B is higher.
+        let plain = result(600.0, 625.0);
+        let row = compare(&plain, &b).unwrap();
+        assert_eq!(row.verdict, CapacityVerdict::Higher, "{}", row.message);
+        assert!(
+            row.message.contains("B met the objective at 725/s"),
+            "{}",
+            row.message
+        );
+        assert!(
+            row.message.contains("where A failed at 625/s"),
+            "{}",
+            row.message
+        );
     }
 }

@@ -27,6 +27,10 @@ pub struct CellCapacity {
     pub capacity_per_s: Option<f64>,
     /// `[highest pass, lowest failure]` (per second).
     pub interval_per_s: Option<[f64; 2]>,
+    /// `[lowest failure, highest pass]` where the search's steps disagreed (as
+    /// `tlsperf capacity`'s `disputed_per_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disputed_per_s: Option<[f64; 2]>,
     /// Steps measured.
     pub steps: usize,
     /// The search's conclusion in words.
@@ -131,6 +135,7 @@ pub(super) async fn search(
         outcome: r.outcome,
         capacity_per_s: r.capacity_per_s,
         interval_per_s: r.interval_per_s,
+        disputed_per_s: r.disputed_per_s,
         steps: r.steps.len(),
         message: r.message,
     }))
@@ -153,17 +158,28 @@ pub(super) fn recommend(groups: &[GroupResult], slo: &Slo, at_link: bool) -> Vec
         let Some(base) = g.cells.first().filter(|b| !b.failed) else {
             continue;
         };
-        let Some((a, a_fail)) = base.capacity.as_ref().and_then(|c| {
+        // Each side's bracket widened where its steps disagreed, as `tlsperf compare`
+        // judges two capacity results.
+        let Some((a, a_top)) = base.capacity.as_ref().and_then(|c| {
             let a = c.capacity_per_s?;
-            Some((a, c.interval_per_s?[1]))
+            Some((
+                a,
+                capacity::compare::range(c.interval_per_s?, c.disputed_per_s)[1],
+            ))
         }) else {
             continue;
         };
         for c in g.cells.iter().skip(1).filter(|c| !c.control && !c.failed) {
-            let Some(b) = c.capacity.as_ref().and_then(|x| x.capacity_per_s) else {
+            let Some((b, b_bottom)) = c.capacity.as_ref().and_then(|x| {
+                let b = x.capacity_per_s?;
+                Some((
+                    b,
+                    capacity::compare::range(x.interval_per_s?, x.disputed_per_s)[0],
+                ))
+            }) else {
                 continue;
             };
-            if b < a_fail || b <= a {
+            if b_bottom < a_top || b <= a {
                 continue;
             }
             let gain = b / a - 1.0;
@@ -244,6 +260,7 @@ mod tests {
                 },
                 capacity_per_s: v,
                 interval_per_s: Some(iv),
+                disputed_per_s: None,
                 steps: 9,
                 message: "m".into(),
             }),
@@ -289,5 +306,29 @@ mod tests {
             "time-limit (700–760)"
         );
         assert_eq!(cell_text(&cell("x", None)), "–");
+    }
+
+    /// A capacity above the baseline's bracket is no gain when the baseline's own steps
+    /// passed up there: the two may be one knee deciding by chance.
+    #[test]
+    fn no_capacity_gain_inside_a_band_where_the_baselines_steps_disagreed() {
+        let slo: Slo = "p99=30ms".parse().unwrap();
+        let mut off = cell("off", Some((Some(580.0), [580.0, 600.0])));
+        if let Some(c) = off.capacity.as_mut() {
+            // A short step passed at 820/s, above the confirmed failure at 600/s.
+            c.disputed_per_s = Some([600.0, 820.0]);
+        }
+        let g = |off: CellResult| GroupResult {
+            group: "resumption".into(),
+            title: "Session resumption".into(),
+            baseline: "off".into(),
+            cells: vec![off, cell("tickets", Some((Some(800.0), [800.0, 840.0])))],
+        };
+        assert!(recommend(&[g(off)], &slo, false).is_empty());
+        let mut off = cell("off", Some((Some(580.0), [580.0, 600.0])));
+        if let Some(c) = off.capacity.as_mut() {
+            c.disputed_per_s = Some([600.0, 700.0]);
+        }
+        assert_eq!(recommend(&[g(off)], &slo, false).len(), 1);
     }
 }
