@@ -142,7 +142,8 @@ pub fn text(r: &CapacityResult) -> String {
 pub fn comparison(c: &CompareDocument) -> String {
     let mut s = format!(
         "capacity results compared, B against A, on their confirmation runs (B is higher \
-         only where it met the objective at a rate A failed at)\nA: {}\nB: {}\n",
+         only where it met the objective at a rate A failed at, above every rate a step of A \
+         passed at)\nA: {}\nB: {}\n",
         c.a.path, c.b.path
     );
     for r in &c.compared.rows {
