@@ -218,14 +218,26 @@ pub(super) fn recommend(groups: &[GroupResult], slo: &Slo, at_link: bool) -> Vec
     out
 }
 
-/// A cell's capacity in a table: `575/s (575–600)`, or how its search ended.
+/// A cell's capacity in a table: `575/s (575–600)`, with the band where its steps
+/// disagreed when they did (`575/s (575–600; steps disagreed 600–650)`), or how its
+/// search ended.
 pub fn cell_text(c: &CellResult) -> String {
     let Some(cap) = &c.capacity else {
         return "–".into();
     };
     let g = capacity::result::group;
     match (cap.capacity_per_s, cap.interval_per_s) {
-        (Some(v), Some([lo, hi])) => format!("{}/s ({}–{})", g(v), g(lo), g(hi)),
+        (Some(v), Some([lo, hi])) => match cap.disputed_per_s {
+            Some([d_lo, d_hi]) => format!(
+                "{}/s ({}–{}; steps disagreed {}–{})",
+                g(v),
+                g(lo),
+                g(hi),
+                g(d_lo),
+                g(d_hi)
+            ),
+            None => format!("{}/s ({}–{})", g(v), g(lo), g(hi)),
+        },
         (Some(v), None) => format!("{}/s", g(v)),
         (None, Some([lo, hi])) => format!("{} ({}–{})", cap.outcome.name(), g(lo), g(hi)),
         (None, None) => cap.outcome.name().to_string(),
@@ -325,6 +337,14 @@ mod tests {
             cells: vec![off, cell("tickets", Some((Some(800.0), [800.0, 840.0])))],
         };
         assert!(recommend(&[g(off)], &slo, false).is_empty());
+        let mut shown = cell("off", Some((Some(580.0), [580.0, 600.0])));
+        if let Some(c) = shown.capacity.as_mut() {
+            c.disputed_per_s = Some([600.0, 820.0]);
+        }
+        assert_eq!(
+            cell_text(&shown),
+            "580/s (580–600; steps disagreed 600–820)"
+        );
         let mut off = cell("off", Some((Some(580.0), [580.0, 600.0])));
         if let Some(c) = off.capacity.as_mut() {
             c.disputed_per_s = Some([600.0, 700.0]);

@@ -183,7 +183,8 @@ fn by_rate(r: &CapacityResult) -> Vec<&Step> {
 
 /// The knee charts: corrected p50 and p99 against the offered rate (with the
 /// objective's bounds; the y axis ends at 3× the largest bound, steps above it drawn at
-/// the top), and the error rate.
+/// the top; the band where the steps disagreed, when they did, as a box), and the error
+/// rate.
 pub fn knee_charts(r: &CapacityResult) -> String {
     let pts = by_rate(r);
     let line = |f: &dyn Fn(&Step) -> Option<f64>| -> Vec<[f64; 2]> {
@@ -201,6 +202,18 @@ pub fn knee_charts(r: &CapacityResult) -> String {
         series.push((
             format!("objective {} ≤ {} ms", b.name(), b.max_ms),
             vec![[0.0, b.max_ms], [x_max, b.max_ms]],
+        ));
+    }
+    // Where the steps disagreed: a box over that band of rates, the chart's full height.
+    if let Some([lo, hi]) = r.disputed_per_s {
+        let top = largest * 3.0;
+        series.push((
+            format!(
+                "steps disagreed {}–{}/s",
+                crate::capacity::result::group(lo),
+                crate::capacity::result::group(hi)
+            ),
+            vec![[lo, 0.0], [lo, top], [hi, top], [hi, 0.0], [lo, 0.0]],
         ));
     }
     let mut out = svg::lines(
@@ -276,4 +289,59 @@ pub fn html(r: &CapacityResult) -> String {
     }
     s.push_str("</tbody></table></body></html>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capacity::StepKind::{Bisect, Confirm, Ramp};
+    use crate::capacity::result::tests::{rules, step};
+    use crate::capacity::result::{Outcome, conclude};
+
+    /// The knee chart draws the band where the steps disagreed as a box, and only then.
+    #[test]
+    fn the_knee_chart_boxes_a_disputed_band() {
+        // A 2-ms (passing) bisection step at 375/s above a failed confirmation at 350/s.
+        let steps = vec![
+            step(1, Ramp, 100.0, 2, 200),
+            step(2, Ramp, 400.0, 50, 200),
+            step(3, Bisect, 300.0, 2, 200),
+            step(4, Bisect, 375.0, 2, 200),
+            step(5, Confirm, 350.0, 50, 2000),
+            step(6, Confirm, 300.0, 2, 2000),
+        ];
+        let r = |steps: Vec<Step>| {
+            let rules = rules();
+            let c = conclude(&steps, &rules, Outcome::TimeLimit);
+            let mut r = CapacityResult {
+                schema: crate::capacity::SCHEMA.into(),
+                target: "https://x/".into(),
+                started: String::new(),
+                slo: "p90=10ms".parse().unwrap(),
+                rules,
+                options: Default::default(),
+                rate_share: None,
+                machines: 1,
+                outcome: Outcome::TimeLimit,
+                capacity_per_s: None,
+                interval_per_s: None,
+                best_pass_per_s: None,
+                generator_bound_at_per_s: None,
+                disputed_per_s: None,
+                message: String::new(),
+                steps,
+                warnings: vec![],
+            };
+            r.set_conclusion(c);
+            r
+        };
+        let noisy = r(steps.clone());
+        assert_eq!(noisy.disputed_per_s, Some([350.0, 375.0]));
+        assert!(knee_charts(&noisy).contains("steps disagreed 350–375/s"));
+        let mut steady = steps;
+        steady.remove(3);
+        let steady = r(steady);
+        assert_eq!(steady.disputed_per_s, None);
+        assert!(!knee_charts(&steady).contains("steps disagreed"));
+    }
 }
