@@ -244,15 +244,15 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     let bias = instrument::clock_bias_ns();
     let mut in_handshake = Vec::new();
     let mut limits = Vec::new();
-    for kind in FullOrResumed::ALL {
-        let shape = Shape {
-            provider: p,
-            tls: opts.tls,
-            cert: opts.cert,
-            kind,
-            group: g,
-        };
-        let (plain, inside) = measure_alternately(&shape, &pki, m, bias)?;
+    let shapes = FullOrResumed::ALL.map(|kind| Shape {
+        provider: p,
+        tls: opts.tls,
+        cert: opts.cert,
+        kind,
+        group: g,
+    });
+    let measured = measure_alternately([&shapes[0], &shapes[1]], &pki, m, bias)?;
+    for (kind, (plain, inside)) in FullOrResumed::ALL.into_iter().zip(measured) {
         for ((side, measured), ih) in [Role::Client, Role::Server]
             .into_iter()
             .zip(plain)
@@ -306,26 +306,42 @@ pub fn run(opts: &LimitOptions) -> Result<LimitReport, CryptoError> {
     })
 }
 
-/// Slots of [`measure_parts`] for one plain and one instrumented handshake: each side's
-/// time in the plain one, each side's whole time in the instrumented one, then each
-/// side's time per category.
-const SLOTS: usize = 4 + 2 * CATEGORIES;
+/// Slots of [`measure_parts`] for one plain and one instrumented handshake of one kind:
+/// each side's time in the plain one, each side's whole time in the instrumented one,
+/// then each side's time per category.
+const PER_KIND: usize = 4 + 2 * CATEGORIES;
+/// Both kinds, full first.
+const SLOTS: usize = 2 * PER_KIND;
 
-/// Handshakes of `shape` on the plain provider and on the instrumented one, one of each
-/// in turn (so both meet the same machine): per side, the plain handshake's time and,
+/// What [`measure_alternately`] gives for one kind: per side, the plain handshake's
+/// measurement and the instrumented one's crypto.
+type KindMeasured = ([Measurement; 2], [InHandshake; 2]);
+
+/// Handshakes of the full and the resumed `shapes` on the plain provider and on the
+/// instrumented one, one of each of the four in turn (so that all meet the same machine:
+/// a vCPU whose speed moves between two separate measurements would move the resumed ÷
+/// full ratio), for twice `m`'s time: per kind and side, the plain handshake's time and,
 /// from the instrumented one, the time per category (median of the rounds) and the calls
 /// per handshake, `bias` subtracted per call.
 fn measure_alternately(
-    shape: &Shape,
+    shapes: [&Shape; 2],
     pki: &crate::pki::TestPki,
     m: &MeasureOptions,
     bias: f64,
-) -> Result<([Measurement; 2], [InHandshake; 2]), CryptoError> {
-    let plain = in_memory::configs(shape, pki)?;
-    let pair = in_memory::instrumented_configs(shape, pki)?;
+) -> Result<[KindMeasured; 2], CryptoError> {
+    let mut pairs = Vec::with_capacity(2);
+    for shape in shapes {
+        pairs.push((
+            in_memory::configs(shape, pki)?,
+            in_memory::instrumented_configs(shape, pki)?,
+        ));
+    }
     let mut buf = Vec::with_capacity(16 * 1024);
-    let err = |e: rustls::Error| in_memory::tls_err(shape, "instrumented handshake", e);
-    let none_counted = || {
+    let err = |shape: &Shape| {
+        let shape = *shape;
+        move |e: rustls::Error| in_memory::tls_err(&shape, "instrumented handshake", e)
+    };
+    let none_counted = |shape: &Shape| {
         in_memory::tls_err(
             shape,
             "instrumented handshake",
@@ -335,74 +351,90 @@ fn measure_alternately(
             ),
         )
     };
-    // The calls of one counted handshake (the first resumption attempt is full).
-    let mut calls = None;
-    for _ in 0..MAX_UNCOUNTED {
-        let mut sides = [Duration::ZERO; 2];
-        let mut tallies = [Tally::default(); 2];
-        if in_memory::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies).map_err(err)? {
-            calls = Some(tallies.map(|t| t.calls));
-            break;
-        }
-    }
-    let calls = calls.ok_or_else(none_counted)?;
-    let parts: [Measurement; SLOTS] = measure_parts(
-        m,
-        |slots: &mut [Duration; SLOTS]| {
-            let mut plain_sides = [Duration::ZERO; 2];
-            let plain_counted =
-                in_memory::handshake(&plain, &mut buf, &mut plain_sides).map_err(err)?;
+    // The calls of one counted handshake of each kind (the first resumption attempt is
+    // full).
+    let mut calls = [[[0u32; CATEGORIES]; 2]; 2];
+    for (k, (shape, (_, pair))) in shapes.iter().zip(&pairs).enumerate() {
+        let mut found = None;
+        for _ in 0..MAX_UNCOUNTED {
             let mut sides = [Duration::ZERO; 2];
             let mut tallies = [Tally::default(); 2];
-            let counted = in_memory::handshake_tallied(&pair, &mut buf, &mut sides, &mut tallies)
-                .map_err(err)?;
-            // Only pairs where both had the wanted kind (the first resumptions are full).
-            let both = plain_counted && counted;
-            if both {
-                slots[..2]
-                    .iter_mut()
-                    .zip(plain_sides)
-                    .for_each(|(s, d)| *s += d);
-                slots[2..4].iter_mut().zip(sides).for_each(|(s, d)| *s += d);
+            if in_memory::handshake_tallied(pair, &mut buf, &mut sides, &mut tallies)
+                .map_err(err(shape))?
+            {
+                found = Some(tallies.map(|t| t.calls));
+                break;
+            }
+        }
+        calls[k] = found.ok_or_else(|| none_counted(shape))?;
+    }
+    let both = MeasureOptions::new(m.seconds() * 2.0, m.rounds())?;
+    let parts: [Measurement; SLOTS] = measure_parts(
+        &both,
+        |slots: &mut [Duration; SLOTS]| {
+            let mut got = [Duration::ZERO; SLOTS];
+            for (k, (shape, (plain, pair))) in shapes.iter().zip(&pairs).enumerate() {
+                let base = k * PER_KIND;
+                let mut plain_sides = [Duration::ZERO; 2];
+                let plain_counted =
+                    in_memory::handshake(plain, &mut buf, &mut plain_sides).map_err(err(shape))?;
+                let mut sides = [Duration::ZERO; 2];
+                let mut tallies = [Tally::default(); 2];
+                let counted =
+                    in_memory::handshake_tallied(pair, &mut buf, &mut sides, &mut tallies)
+                        .map_err(err(shape))?;
+                // Only rounds where all four had the wanted kind (the first resumptions
+                // are full).
+                if !(plain_counted && counted) {
+                    return Ok(false);
+                }
+                got[base..base + 2].copy_from_slice(&plain_sides);
+                got[base + 2..base + 4].copy_from_slice(&sides);
                 for (side, t) in tallies.iter().enumerate() {
                     for i in 0..CATEGORIES {
-                        slots[4 + side * CATEGORIES + i] += Duration::from_nanos(t.ns[i]);
+                        got[base + 4 + side * CATEGORIES + i] = Duration::from_nanos(t.ns[i]);
                     }
                 }
             }
-            Ok(both)
+            slots.iter_mut().zip(got).for_each(|(s, d)| *s += d);
+            Ok(true)
         },
-        none_counted,
+        || none_counted(shapes[1]),
     )?;
-    let plain = [parts[0].clone(), parts[1].clone()];
-    let inside = [Role::Client, Role::Server].map(|side| {
-        let s = side_index(side);
-        let categories: Vec<CategoryTime> = Category::ALL
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| calls[s][*i] > 0)
-            .map(|(i, &category)| {
-                let n = calls[s][i];
-                let less = bias * f64::from(n);
-                let mm = &parts[4 + s * CATEGORIES + i];
-                CategoryTime {
-                    category,
-                    calls: n,
-                    ns: (mm.ns_per_op - less).max(0.0),
-                    rounds_ns: mm.rounds_ns.iter().map(|r| (r - less).max(0.0)).collect(),
-                }
-            })
-            .collect();
-        let all_calls: u32 = calls[s].iter().sum();
-        InHandshake {
-            kind: shape.kind,
-            side,
-            crypto_ns: categories.iter().map(|c| c.ns).sum(),
-            categories,
-            instrumented_ns: (parts[2 + s].ns_per_op - bias * f64::from(all_calls)).max(0.0),
-        }
-    });
-    Ok((plain, inside))
+    Ok([0, 1].map(|k| {
+        let base = k * PER_KIND;
+        let plain = [parts[base].clone(), parts[base + 1].clone()];
+        let inside = [Role::Client, Role::Server].map(|side| {
+            let s = side_index(side);
+            let n_of = |i: usize| calls[k][s][i];
+            let categories: Vec<CategoryTime> = Category::ALL
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| n_of(*i) > 0)
+                .map(|(i, &category)| {
+                    let n = n_of(i);
+                    let less = bias * f64::from(n);
+                    let mm = &parts[base + 4 + s * CATEGORIES + i];
+                    CategoryTime {
+                        category,
+                        calls: n,
+                        ns: (mm.ns_per_op - less).max(0.0),
+                        rounds_ns: mm.rounds_ns.iter().map(|r| (r - less).max(0.0)).collect(),
+                    }
+                })
+                .collect();
+            let all_calls: u32 = (0..CATEGORIES).map(n_of).sum();
+            InHandshake {
+                kind: shapes[k].kind,
+                side,
+                crypto_ns: categories.iter().map(|c| c.ns).sum(),
+                categories,
+                instrumented_ns: (parts[base + 2 + s].ns_per_op - bias * f64::from(all_calls))
+                    .max(0.0),
+            }
+        });
+        (plain, inside)
+    }))
 }
 
 fn side_index(side: Role) -> usize {
