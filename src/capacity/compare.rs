@@ -300,29 +300,7 @@ mod tests {
                 200,
             ),
         ];
-        let rules = crate::capacity::result::tests::rules();
-        let c = crate::capacity::result::conclude(&steps, &rules, Outcome::TimeLimit);
-        let mut r = CapacityResult {
-            schema: crate::capacity::SCHEMA.into(),
-            target: "https://x/".into(),
-            started: String::new(),
-            slo: "p90=10ms".parse().unwrap(),
-            rules,
-            options: Default::default(),
-            rate_share: None,
-            machines: 1,
-            outcome: Outcome::TimeLimit,
-            capacity_per_s: None,
-            interval_per_s: None,
-            best_pass_per_s: None,
-            generator_bound_at_per_s: None,
-            disputed_per_s: None,
-            message: String::new(),
-            steps,
-            warnings: vec![],
-        };
-        r.set_conclusion(c);
-        r
+        crate::capacity::result::tests::result_of(steps)
     }
 
     #[test]

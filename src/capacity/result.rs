@@ -890,6 +890,34 @@ pub(crate) mod tests {
         }
     }
 
+    /// A result of `steps` (objective p90=10ms, [`rules`]), concluded as a search that
+    /// ended on its time limit would be.
+    pub(crate) fn result_of(steps: Vec<Step>) -> CapacityResult {
+        let rules = rules();
+        let c = conclude(&steps, &rules, Outcome::TimeLimit);
+        let mut r = CapacityResult {
+            schema: crate::capacity::SCHEMA.into(),
+            target: "https://x/".into(),
+            started: String::new(),
+            slo: "p90=10ms".parse().unwrap(),
+            rules,
+            options: Default::default(),
+            rate_share: None,
+            machines: 1,
+            outcome: Outcome::TimeLimit,
+            capacity_per_s: None,
+            interval_per_s: None,
+            best_pass_per_s: None,
+            generator_bound_at_per_s: None,
+            disputed_per_s: None,
+            message: String::new(),
+            steps,
+            warnings: vec![],
+        };
+        r.set_conclusion(c);
+        r
+    }
+
     /// A step at `rate` with `n` answers of `ms` each, judged against p90=10ms.
     pub(crate) fn step(index: u32, kind: StepKind, rate: f64, ms: u64, n: u64) -> Step {
         let mut h = LatencyHistogram::new();

@@ -295,8 +295,7 @@ pub fn html(r: &CapacityResult) -> String {
 mod tests {
     use super::*;
     use crate::capacity::StepKind::{Bisect, Confirm, Ramp};
-    use crate::capacity::result::tests::{rules, step};
-    use crate::capacity::result::{Outcome, conclude};
+    use crate::capacity::result::tests::{result_of, step};
 
     /// The knee chart draws the band where the steps disagreed as a box, and only then.
     #[test]
@@ -310,31 +309,7 @@ mod tests {
             step(5, Confirm, 350.0, 50, 2000),
             step(6, Confirm, 300.0, 2, 2000),
         ];
-        let r = |steps: Vec<Step>| {
-            let rules = rules();
-            let c = conclude(&steps, &rules, Outcome::TimeLimit);
-            let mut r = CapacityResult {
-                schema: crate::capacity::SCHEMA.into(),
-                target: "https://x/".into(),
-                started: String::new(),
-                slo: "p90=10ms".parse().unwrap(),
-                rules,
-                options: Default::default(),
-                rate_share: None,
-                machines: 1,
-                outcome: Outcome::TimeLimit,
-                capacity_per_s: None,
-                interval_per_s: None,
-                best_pass_per_s: None,
-                generator_bound_at_per_s: None,
-                disputed_per_s: None,
-                message: String::new(),
-                steps,
-                warnings: vec![],
-            };
-            r.set_conclusion(c);
-            r
-        };
+        let r = result_of;
         let noisy = r(steps.clone());
         assert_eq!(noisy.disputed_per_s, Some([350.0, 375.0]));
         assert!(knee_charts(&noisy).contains("steps disagreed 350–375/s"));
