@@ -331,6 +331,16 @@ pub struct Flight {
 /// runs full handshakes first until one resumes (at most three).
 pub fn flights(pair: &Pair, request: &[u8], response: &[u8]) -> Result<Vec<Flight>, rustls::Error> {
     use std::io::Write;
+    // Writing plaintext into a connection in memory fails only if rustls refuses it.
+    let io = |e: std::io::Error| rustls::Error::General(e.to_string());
+    // A transfer's bytes as a flight when there were any; whether there were.
+    let keep = |out: &mut Vec<Flight>, from_client: bool, bytes: Vec<u8>| {
+        let wrote = !bytes.is_empty();
+        if wrote {
+            out.push(Flight { from_client, bytes });
+        }
+        wrote
+    };
     for _ in 0..3 {
         let mut client = ClientConnection::new(pair.client.clone(), pair.name.clone())?;
         let mut server = ServerConnection::new(pair.server.clone())?;
@@ -341,42 +351,24 @@ pub fn flights(pair: &Pair, request: &[u8], response: &[u8]) -> Result<Vec<Fligh
         // Alternate until neither side has anything left to write.
         for _ in 0..8 {
             if !client.is_handshaking() && !request_sent {
-                client
-                    .writer()
-                    .write_all(request)
-                    .map_err(|e| rustls::Error::General(e.to_string()))?;
+                client.writer().write_all(request).map_err(io)?;
                 request_sent = true;
             }
             let mut buf = Vec::new();
             transfer(&mut client, &mut server, &mut buf)?;
-            let client_wrote = !buf.is_empty();
-            if client_wrote {
-                out.push(Flight {
-                    from_client: true,
-                    bytes: buf,
-                });
-            }
+            let client_wrote = keep(&mut out, true, buf);
             if request_sent && !response_sent && !server.is_handshaking() {
                 // Ends with WouldBlock once the plaintext so far is read; what was read stays.
                 let _ = std::io::Read::read_to_end(&mut server.reader(), &mut got);
                 if got.len() >= request.len() {
-                    server
-                        .writer()
-                        .write_all(response)
-                        .map_err(|e| rustls::Error::General(e.to_string()))?;
+                    server.writer().write_all(response).map_err(io)?;
                     server.send_close_notify();
                     response_sent = true;
                 }
             }
             let mut buf = Vec::new();
             transfer(&mut server, &mut client, &mut buf)?;
-            let server_wrote = !buf.is_empty();
-            if server_wrote {
-                out.push(Flight {
-                    from_client: false,
-                    bytes: buf,
-                });
-            }
+            let server_wrote = keep(&mut out, false, buf);
             if response_sent && !client_wrote && !server_wrote {
                 break;
             }
