@@ -102,7 +102,7 @@ impl Metrics {
         let rejected = Counter::default();
         registry.register(
             "handshake_duration_seconds",
-            "TLS handshake time from TCP accept to handshake complete",
+            "TLS handshake time from TCP accept (once the ClientHello has arrived) to handshake complete",
             handshakes.clone(),
         );
         registry.register(

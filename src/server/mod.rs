@@ -188,8 +188,8 @@ fn listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<TcpListener> {
 }
 
 /// A non-blocking listening socket (backlog 4096), `SO_REUSEPORT` when asked, with
-/// `TCP_NODELAY`: Linux copies it to every socket `accept` returns, which saves a
-/// `setsockopt` per connection.
+/// `TCP_NODELAY` (Linux copies it to every socket `accept` returns, which saves a
+/// `setsockopt` per connection) and `TCP_DEFER_ACCEPT` (see [`defer_accept`]).
 fn std_listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<std::net::TcpListener> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
@@ -198,10 +198,35 @@ fn std_listener(addr: SocketAddr, reuseport: bool) -> std::io::Result<std::net::
         socket.set_reuse_port(true)?;
     }
     socket.set_tcp_nodelay(true)?;
+    defer_accept(&socket, 1)?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(4096)?;
     Ok(socket.into())
+}
+
+/// `TCP_DEFER_ACCEPT`: `accept` returns a connection once its first bytes (the
+/// ClientHello) have arrived, or after about `secs` seconds (a client that sends nothing
+/// is then accepted and meets the handshake timeout). The server is not woken for a
+/// connection it cannot read from yet: per connection, one `recvfrom` that would fail
+/// with `EAGAIN`, and often a wake-up, fewer (nginx's `listen … deferred`).
+fn defer_accept(socket: &socket2::Socket, secs: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid socket, and a c_int of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&secs as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Binds `k` listeners on `listen` (`SO_REUSEPORT` when more than one), all or none.
@@ -731,8 +756,9 @@ async fn connection(
         }
         Ok(Ok(tls)) => tls,
     };
-    // Accept to handshake complete; for a 0-RTT handshake, to the early data's arrival
-    // with the server's flight written (the client's Finished comes a round trip later).
+    // Accept (the ClientHello has arrived, see `defer_accept`) to handshake complete; for
+    // a 0-RTT handshake, to the early data's arrival with the server's flight written (the
+    // client's Finished comes a round trip later).
     let took = started.elapsed();
     let mut tls = tls;
     let hello = tls.get_mut().0.hello.take();

@@ -12,7 +12,7 @@
 //!
 //! The read and write paths follow tokio-rustls's `common::Stream` (MIT/Apache-2.0).
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -161,10 +161,15 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for ServerTls<IO> {
                 this.early_pos += n;
                 return Poll::Ready(Ok(()));
             }
-            match this.conn.reader().read(buf.initialize_unfilled()) {
-                Ok(n) => {
-                    // 0 is the client's close_notify.
-                    buf.advance(n);
+            // Copied out of rustls's own buffer into the caller's unfilled bytes: no
+            // zeroing of the caller's (often 8 KiB) buffer first, as `read` would need.
+            let mut reader = this.conn.reader();
+            match reader.fill_buf() {
+                Ok(chunk) => {
+                    // Empty is the client's close_notify.
+                    let n = chunk.len().min(buf.remaining());
+                    buf.put_slice(&chunk[..n]);
+                    reader.consume(n);
                     return Poll::Ready(Ok(()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
