@@ -93,6 +93,14 @@ pub struct LoadArgs {
 /// Runs `tlsperf load`: the summary first (whatever happens to the file, what was measured
 /// is shown), then the result file, then warnings; Ctrl-C keeps the part that ran (130).
 pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
+    // No transparent huge pages for the generator: where the kernel backs anonymous memory
+    // with them, each fresh 2 MiB that the run touches (histograms growing) is zeroed at
+    // once — 8–10% of load's CPU in perf, 0.1% with 4 KiB pages. Not for `serve`: there
+    // 4 KiB pages cost 14% of keep-alive requests/s on this VM (docs/benchmarks.md).
+    // SAFETY: PR_SET_THP_DISABLE only reads its integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
     let (target, config, opts) = resolve(&args, out)?;
     // Open loop: the threads that send ask for short scheduler slices, so that their
     // timers' wake-ups are not queued behind other processes' slices.
