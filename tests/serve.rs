@@ -1200,6 +1200,25 @@ fn idle_and_slow_clients_cannot_hold_the_server() {
         stats["failures"]["idle-timeout"].as_u64().unwrap_or(0) >= 1,
         "{stats}"
     );
+
+    // The header timeout runs from the handshake's end, also while the server waits for
+    // a request's first byte (before HTTP is started): a client silent after its
+    // handshake is closed at the header timeout, long before the idle timeout.
+    let s = Served::start(&[
+        "--write-ca",
+        ca_s,
+        "--idle-timeout",
+        "1h",
+        "--header-timeout",
+        "1s",
+    ]);
+    let (_c, mut tcp) = silent_tls(&s.addr, &ca);
+    assert!(
+        closed_by_server(&mut tcp, Duration::from_secs(15)),
+        "a client silent after its handshake outlived the header timeout"
+    );
+    let stats = s.stop();
+    assert_eq!(stats["failures"]["idle-timeout"].as_u64(), None, "{stats}");
 }
 
 /// Out of file descriptors (ulimit -n 64, 100 idle clients): connections idle the longest

@@ -118,8 +118,9 @@ pub struct ServeArgs {
     /// Longest time from TCP accept to handshake complete (from 1ms to 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
     handshake_timeout: Duration,
-    /// Longest time an HTTP/1.1 client may take to send the headers of a request (from 1ms
-    /// to 1h); slower clients are disconnected.
+    /// Longest time an HTTP/1.1 client may take to send the headers of a request, the
+    /// first one counted from the handshake's end (from 1ms to 1h); slower clients are
+    /// disconnected.
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
     header_timeout: Duration,
     /// Close a connection that has moved no byte, in either direction, for this long (from

@@ -57,7 +57,7 @@ pub fn closes_after<B>(req: &hyper::Request<B>) -> bool {
 
 /// A TLS stream whose last response waits in rustls for the shutdown's `close_notify`.
 pub struct LastResponse<IO> {
-    inner: ServerTls<IO>,
+    inner: Box<ServerTls<IO>>,
     last: LastFlag,
     /// Bytes of the last response are queued in rustls, not yet written to the socket.
     queued: bool,
@@ -65,7 +65,7 @@ pub struct LastResponse<IO> {
 
 impl<IO> LastResponse<IO> {
     /// Wraps `inner`; `last` is the flag the connection's service sets.
-    pub fn new(inner: ServerTls<IO>, last: LastFlag) -> Self {
+    pub fn new(inner: Box<ServerTls<IO>>, last: LastFlag) -> Self {
         LastResponse {
             inner,
             last,

@@ -744,7 +744,7 @@ async fn connection(
         r = handshake => r,
         _ = state.close.notified() => return,
     };
-    let tls = match handshake {
+    let mut tls = match handshake {
         Err(_) => {
             ctx.metrics.failure("timeout");
             return;
@@ -760,7 +760,6 @@ async fn connection(
     // a 0-RTT handshake, to the early data's arrival with the server's flight written (the
     // client's Finished comes a round trip later).
     let took = started.elapsed();
-    let mut tls = tls;
     let hello = tls.get_mut().0.hello.take();
     let early = tls.had_early_data();
     if early {
@@ -821,19 +820,36 @@ async fn connection(
     }
     // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-    let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
     let served = async {
+        // HTTP/1 starts with the request's first bytes: until then an idle connection
+        // holds no HTTP state (hyper allocates 16 KiB of buffers as it starts, and its
+        // connection future, ~8 KiB, is boxed below instead of sitting in every
+        // connection's task). The header timeout runs from the handshake's end, as it
+        // would in hyper. HTTP/2 starts at once: its server preface goes first.
+        let mut header_timeout = ctx.header_timeout;
+        if alpn.as_deref() != Some(b"h2") {
+            let waiting = Instant::now();
+            match tokio::time::timeout(header_timeout, tls.fill()).await {
+                Err(_) => return Ok(()),
+                Ok(Err(e)) => return Err(e.to_string()),
+                Ok(Ok(())) => {}
+            }
+            header_timeout = header_timeout
+                .saturating_sub(waiting.elapsed())
+                .max(Duration::from_millis(1));
+        }
+        let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
         match &ctx.axum {
             Some(router) => {
                 let svc = hyper_util::service::TowerToHyperService::new(router.clone());
-                serve_http(
+                Box::pin(serve_http(
                     io,
                     alpn.as_deref(),
                     svc,
                     &ctx.builder,
-                    ctx.header_timeout,
+                    header_timeout,
                     watcher,
-                )
+                ))
                 .await
             }
             None => {
@@ -843,14 +859,14 @@ async fn connection(
                     last.mark_if_closing(&req);
                     http::serve(req, bodies.clone(), Arc::clone(&metrics))
                 });
-                serve_http(
+                Box::pin(serve_http(
                     io,
                     alpn.as_deref(),
                     svc,
                     &ctx.builder,
-                    ctx.header_timeout,
+                    header_timeout,
                     watcher,
-                )
+                ))
                 .await
             }
         }
@@ -909,10 +925,14 @@ where
                 .serve_connection(io, svc);
             watcher.watch(conn).await.map_err(|e| e.to_string())
         }
-        _ => watcher
-            .watch(builder.serve_connection(io, svc).into_owned())
-            .await
-            .map_err(|e| e.to_string()),
+        _ => {
+            let mut builder = builder.clone();
+            builder.http1().header_read_timeout(header_timeout);
+            watcher
+                .watch(builder.serve_connection(io, svc).into_owned())
+                .await
+                .map_err(|e| e.to_string())
+        }
     }
 }
 

@@ -57,9 +57,13 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> ServerTls<IO> {
     /// answer: the handshake is complete, or 0-RTT data has arrived and the server's
     /// flight is written. A handshake failure is an `InvalidData` error wrapping the
     /// `rustls::Error` (the alert, if any, is sent first).
-    pub async fn accept(io: IO, config: Arc<ServerConfig>) -> io::Result<Self> {
+    ///
+    /// The stream (1.3 KB, most of it rustls's connection) is boxed once, here: the
+    /// futures that hold it across awaits, and the task that holds them while the
+    /// connection is idle, stay small and move cheaply.
+    pub async fn accept(io: IO, config: Arc<ServerConfig>) -> io::Result<Box<Self>> {
         let conn = ServerConnection::new(config).map_err(io::Error::other)?;
-        let mut tls = ServerTls {
+        let mut tls = Box::new(ServerTls {
             io,
             conn,
             early: Vec::new(),
@@ -67,7 +71,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> ServerTls<IO> {
             had_early: false,
             eof: false,
             closed: false,
-        };
+        });
         std::future::poll_fn(|cx| tls.poll_accept(cx)).await?;
         Ok(tls)
     }
@@ -134,6 +138,43 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> ServerTls<IO> {
         }
     }
 
+    /// Waits until there is something for HTTP to read: plaintext or 0-RTT data, or the
+    /// client's close_notify. The bytes stay in rustls, and nothing of the reader's is
+    /// allocated meanwhile: an idle connection keeps only rustls's own buffers. A socket
+    /// that ends without close_notify is an `UnexpectedEof` error.
+    pub async fn fill(&mut self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_fill(cx)).await
+    }
+
+    /// [`Self::fill`] as a poll: reads and processes TLS records until there is
+    /// something to read. The rest of the handshake (tickets after the client's
+    /// Finished) and key updates go out as they come.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            self.take_early();
+            if self.early_pos < self.early.len() {
+                return Poll::Ready(Ok(()));
+            }
+            match self.conn.reader().fill_buf() {
+                Ok(_) => return Poll::Ready(Ok(())),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            if self.eof {
+                return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
+            }
+            // A full socket buffer waits for the next write.
+            if self.conn.wants_write()
+                && let Poll::Ready(Err(e)) = self.poll_send_queued(cx)
+            {
+                return Poll::Ready(Err(e));
+            }
+            if ready!(self.read_io(cx))? == 0 {
+                self.eof = true;
+            }
+        }
+    }
+
     /// Writes every TLS record rustls has queued, then flushes the socket.
     fn poll_send_queued(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.conn.wants_write() {
@@ -152,43 +193,23 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for ServerTls<IO> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        loop {
-            // 0-RTT data first: it came before anything sent after the handshake.
-            this.take_early();
-            if this.early_pos < this.early.len() {
-                let n = (this.early.len() - this.early_pos).min(buf.remaining());
-                buf.put_slice(&this.early[this.early_pos..this.early_pos + n]);
-                this.early_pos += n;
-                return Poll::Ready(Ok(()));
-            }
-            // Copied out of rustls's own buffer into the caller's unfilled bytes: no
-            // zeroing of the caller's (often 8 KiB) buffer first, as `read` would need.
-            let mut reader = this.conn.reader();
-            match reader.fill_buf() {
-                Ok(chunk) => {
-                    // Empty is the client's close_notify.
-                    let n = chunk.len().min(buf.remaining());
-                    buf.put_slice(&chunk[..n]);
-                    reader.consume(n);
-                    return Poll::Ready(Ok(()));
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
-            if this.eof {
-                return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
-            }
-            // The rest of the handshake (tickets after the client's Finished) and key
-            // updates go out as they come; a full socket buffer waits for the next write.
-            if this.conn.wants_write()
-                && let Poll::Ready(Err(e)) = this.poll_send_queued(cx)
-            {
-                return Poll::Ready(Err(e));
-            }
-            if ready!(this.read_io(cx))? == 0 {
-                this.eof = true;
-            }
+        ready!(this.poll_fill(cx))?;
+        // 0-RTT data first: it came before anything sent after the handshake.
+        if this.early_pos < this.early.len() {
+            let n = (this.early.len() - this.early_pos).min(buf.remaining());
+            buf.put_slice(&this.early[this.early_pos..this.early_pos + n]);
+            this.early_pos += n;
+            return Poll::Ready(Ok(()));
         }
+        // Copied out of rustls's own buffer into the caller's unfilled bytes: no zeroing
+        // of the caller's (often 8 KiB) buffer first, as `read` would need.
+        let mut reader = this.conn.reader();
+        let chunk = reader.fill_buf()?;
+        // Empty is the client's close_notify.
+        let n = chunk.len().min(buf.remaining());
+        buf.put_slice(&chunk[..n]);
+        reader.consume(n);
+        Poll::Ready(Ok(()))
     }
 }
 
