@@ -32,12 +32,20 @@
 #           rate h2load drives serve (its warm-up's requests/s): examples/flight_floor
 #           replays the bytes of real rustls connections (TLS 1.3 and 1.2, full and
 #           resumed, the request and response inside) between a bare one-thread epoll
-#           server and a paced client (-c 50). Its plain-HTTP shape is measured too, and so
+#           server and a paced client (-c 50) that never sleeps (`busy`: it polls without
+#           blocking, as h2load, busy with its own crypto, does; a sleeping client would
+#           make the server pay for waking it, which h2load never does; the row "sleeping
+#           client" shows by how much). Its plain-HTTP shape is measured too, and so
 #           is nginx's plain HTTP with that client and pace, so the bare server can be held
 #           against nginx. The floor at serve's pace = nginx plain at that pace + (TLS
 #           flights − plain flights on the bare server) + crypto; the same for each
 #           resumption ratio, with `crypto limit`'s resumed server crypto (TLS 1.2 too).
 # First, on the fresh servers: resident memory per idle TLS connection, 5,000 held open.
+#
+# With two CPUs or more, every server runs on CPU 1 and every client on CPU 0 (taskset), as
+# h2load and serve end up anyway (h2load keeps its CPU busy): the floor's servers meet
+# their clients in the same places serve meets h2load. FLOOR_PIN=0 leaves placement to
+# the scheduler.
 #
 # Server CPU is the sum of /proc/PID/task/*/schedstat (ns on CPU, user + kernel) around the
 # run; generator CPU is the client process's own. Nothing of the client is charged to the
@@ -56,6 +64,8 @@ for t in nginx h2load python3 curl; do
   command -v "$t" >/dev/null || { echo "missing $t (apt-get install nginx-light nghttp2-client python3 curl)" >&2; exit 1; }
 done
 cargo build --release --locked --quiet --bin tlsperf --example hold_connections --example flight_floor
+srv=(); cli=()
+if [ "${FLOOR_PIN:-1}" = 1 ] && [ "$(nproc)" -ge 2 ]; then srv=(taskset -c 1); cli=(taskset -c 0); fi
 bin="$PWD/target/release/tlsperf"
 base="${BASE:-}"
 if [ -n "$base" ] && [ ! -x "$base" ]; then echo "BASE=$base is not an executable" >&2; exit 2; fi
@@ -88,7 +98,7 @@ http {
     access_log $work/nginx/reused.log reused;
     location / { return 200 '{"status":"ok"}'; } } }
 NGINX
-nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+"${srv[@]}" nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
 nginx_master=$!
 pids+=("$nginx_master")
 
@@ -99,20 +109,20 @@ declare -A ff_port ff_pid
 p=19486
 for sh in "${shapes[@]}"; do
   "$ff" record "$work/$sh.fl" "$sh" > "$work/$sh.sizes"
-  "$ff" server "127.0.0.1:$p" "$work/$sh.fl" 3600 &
+  "${srv[@]}" "$ff" server "127.0.0.1:$p" "$work/$sh.fl" 3600 &
   pids+=($!); ff_pid[$sh]=$!; ff_port[$sh]=$p
   p=$((p + 1))
 done
 
 tls=(--cert "$work/pki/server-chain.pem" --key "$work/pki/server.key" --threads 1 -q)
-"$bin" serve --listen 127.0.0.1:19482 --metrics 127.0.0.1:19492 --resumption off --groups x25519 "${tls[@]}" > /dev/null &
+"${srv[@]}" "$bin" serve --listen 127.0.0.1:19482 --metrics 127.0.0.1:19492 --resumption off --groups x25519 "${tls[@]}" > /dev/null &
 pids+=($!); serve_pid=$!
-"$bin" serve --listen 127.0.0.1:19483 --metrics 127.0.0.1:19493 --resumption stateful --groups x25519 "${tls[@]}" > /dev/null &
+"${srv[@]}" "$bin" serve --listen 127.0.0.1:19483 --metrics 127.0.0.1:19493 --resumption stateful --groups x25519 "${tls[@]}" > /dev/null &
 pids+=($!); stateful_pid=$!
-"$bin" serve --listen 127.0.0.1:19484 --metrics 127.0.0.1:19494 --resumption tickets --groups x25519 "${tls[@]}" > /dev/null &
+"${srv[@]}" "$bin" serve --listen 127.0.0.1:19484 --metrics 127.0.0.1:19494 --resumption tickets --groups x25519 "${tls[@]}" > /dev/null &
 pids+=($!); tickets_pid=$!
 if [ -n "$base" ]; then
-  "$base" serve --listen 127.0.0.1:19485 --metrics 127.0.0.1:19495 --resumption off --groups x25519 "${tls[@]}" > /dev/null &
+  "${srv[@]}" "$base" serve --listen 127.0.0.1:19485 --metrics 127.0.0.1:19495 --resumption off --groups x25519 "${tls[@]}" > /dev/null &
   pids+=($!); base_pid=$!
 fi
 for _ in $(seq 50); do
@@ -137,7 +147,7 @@ fail() { echo "CHECK FAILED: $*" >&2; exit 1; }
 h2conn() { # pid url
   local b a out
   b=$(cpu_ns "$1")
-  out=$( { TIMEFORMAT='%3U %3S'; time h2load --h1 -n "$n" -c 50 -t 1 -H 'Connection: close' "$2" >"$work/h2.out" 2>&1; } 2>&1 )
+  out=$( { TIMEFORMAT='%3U %3S'; time "${cli[@]}" h2load --h1 -n "$n" -c 50 -t 1 -H 'Connection: close' "$2" >"$work/h2.out" 2>&1; } 2>&1 )
   a=$(cpu_ns "$1")
   local ok
   ok=$(awk '/^requests:/ {print $8}' "$work/h2.out")
@@ -146,10 +156,11 @@ h2conn() { # pid url
 }
 
 # One paced run of the flight client: prints "server_us_per_conn".
-ffconn() { # pid port shape
-  local b a out
+ffconn() { # pid port shape [sleeping]
+  local b a out mode=busy
+  [ "${4:-}" = sleeping ] && mode=""
   b=$(cpu_ns "$1")
-  out=$("$ff" client "127.0.0.1:$2" "$work/$3.fl" "$n" 50 "$pace") || fail "flight client, $3 on port $2: $out"
+  out=$("${cli[@]}" "$ff" client "127.0.0.1:$2" "$work/$3.fl" "$n" 50 "$pace" $mode) || fail "flight client, $3 on port $2: $out"
   a=$(cpu_ns "$1")
   awk -v b="$b" -v a="$a" -v n="$n" 'BEGIN { printf "%.1f\n", (a - b) / 1000 / n }'
 }
@@ -166,7 +177,7 @@ resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-hands
   # resumption (binder, resumption secrets, tickets) than in a full handshake.
   local suite=TLS13_AES_128_GCM_SHA256
   [ "$4" = 1.2 ] && suite=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
-  "$bin" load "https://127.0.0.1:$2/" --new-conn -n "$n" -c 8 --http1 --tls "$4" --resume "$5" \
+  "${cli[@]}" "$bin" load "https://127.0.0.1:$2/" --new-conn -n "$n" -c 8 --http1 --tls "$4" --resume "$5" \
     --ciphers "$suite" --cacert "$work/pki/root.pem" --json -q > "$work/resume.json"
   [ "$(json_get "$work/resume.json" "['options']['ciphers']")" = "['$suite']" ] || fail "port $2 tls $4: not held to $suite"
   a=$(cpu_ns "$1")
@@ -186,7 +197,7 @@ held_kib() { # pid port
   local r0 r1
   r0=$(awk '/VmRSS/ {print $2}' "/proc/$1/status")
   : > "$work/hold"
-  target/release/examples/hold_connections "127.0.0.1:$2" 5000 4 > "$work/hold" &
+  "${cli[@]}" target/release/examples/hold_connections "127.0.0.1:$2" 5000 4 > "$work/hold" &
   local hp=$!
   while [ ! -s "$work/hold" ] && kill -0 "$hp" 2>/dev/null; do sleep 0.2; done
   sleep 0.5
@@ -200,7 +211,7 @@ if [ -n "$base" ]; then mem_base=$(held_kib "$base_pid" 19485); fi
 
 # Warm-up: every server has done a few hundred handshakes before the first measured one.
 for u in http://127.0.0.1:19480/ https://127.0.0.1:19481/ https://127.0.0.1:19482/ ${base:+https://127.0.0.1:19485/}; do
-  h2load --h1 -n 300 -c 50 -t 1 -H 'Connection: close' "$u" > "$work/warm.out" 2>&1
+  "${cli[@]}" h2load --h1 -n 300 -c 50 -t 1 -H 'Connection: close' "$u" > "$work/warm.out" 2>&1
   # The cipher suite h2load negotiates with serve: tlsperf load is held to the same one
   # (rustls's default order prefers AES-256-GCM-SHA384, OpenSSL's h2load gets
   # AES-128-GCM-SHA256 here), so that the two generators do the same work.
@@ -211,8 +222,8 @@ for u in http://127.0.0.1:19480/ https://127.0.0.1:19481/ https://127.0.0.1:1948
   fi
 done
 [ "${pace:-0}" -gt 0 ] || fail "no connection rate from h2load's warm-up against serve"
-for sh in "${shapes[@]}"; do "$ff" client "127.0.0.1:${ff_port[$sh]}" "$work/$sh.fl" 300 50 0 > /dev/null || fail "flight warm-up $sh"; done
-"$ff" client 127.0.0.1:19480 "$work/plain.fl" 300 50 0 > /dev/null || fail "flight warm-up against nginx plain"
+for sh in "${shapes[@]}"; do "${cli[@]}" "$ff" client "127.0.0.1:${ff_port[$sh]}" "$work/$sh.fl" 300 50 0 > /dev/null || fail "flight warm-up $sh"; done
+"${cli[@]}" "$ff" client 127.0.0.1:19480 "$work/plain.fl" 300 50 0 > /dev/null || fail "flight warm-up against nginx plain"
 case "${h2_cipher:-}" in
   TLS_AES_128_GCM_SHA256 | TLS_AES_256_GCM_SHA384 | TLS_CHACHA20_POLY1305_SHA256) load_cipher="TLS13_${h2_cipher#TLS_}" ;;
   *) fail "h2load negotiated '${h2_cipher:-nothing}' with serve: not a TLS 1.3 suite this bench knows" ;;
@@ -232,12 +243,12 @@ for r in $(seq "$rounds"); do
       serve) out=$(h2conn "$serve_pid" https://127.0.0.1:19482/); echo "$r serve $out $l" >> "$work/rows" ;;
       base) out=$(h2conn "$base_pid" https://127.0.0.1:19485/); echo "$r base $out $l" >> "$work/rows" ;;
       crypto)
-        "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 > "$work/limit.json"
+        "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 > "$work/limit.json"
         c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == 'full' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
         echo "$r crypto $c 0 $l" >> "$work/rows"
         c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == 'resumed' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
         echo "$r crypto1.3r $c 0 $l" >> "$work/rows"
-        "$bin" crypto limit --json --tls 1.2 --group x25519 --cert ecdsa-p256 > "$work/limit12.json"
+        "${srv[@]}" "$bin" crypto limit --json --tls 1.2 --group x25519 --cert ecdsa-p256 > "$work/limit12.json"
         for kind in full resumed; do
           c=$(python3 -c "import json; d=json.load(open('$work/limit12.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == '$kind' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
           echo "$r crypto1.2${kind:0:1} $c 0 $l" >> "$work/rows"
@@ -245,13 +256,15 @@ for r in $(seq "$rounds"); do
       flights)
         out=$(ffconn "$nginx_pid" 19480 plain)
         echo "$r pplain $out 0 $l" >> "$work/rows"
+        out=$(ffconn "$nginx_pid" 19480 plain sleeping)
+        echo "$r pplain-sleep $out 0 $l" >> "$work/rows"
         for sh in "${shapes[@]}"; do
           out=$(ffconn "${ff_pid[$sh]}" "${ff_port[$sh]}" "$sh")
           echo "$r f-$sh $out 0 $l" >> "$work/rows"
         done ;;
       client)
         f0=$(stat_field 19492 full)
-        "$bin" load https://127.0.0.1:19482/ --new-conn --resume off --no-verify-cache -n "$n" -c 50 --http1 \
+        "${cli[@]}" "$bin" load https://127.0.0.1:19482/ --new-conn --resume off --no-verify-cache -n "$n" -c 50 --http1 \
           --ciphers "$load_cipher" --cacert "$work/pki/root.pem" --json -q > "$work/load.json"
         [ "$(json_get "$work/load.json" "['options']['ciphers']")" = "['$load_cipher']" ] || fail "tlsperf load: not held to $load_cipher"
         f1=$(stat_field 19492 full)
@@ -279,7 +292,7 @@ for r in $(seq "$rounds"); do
         if [ $((r % 2)) = 0 ] && [ -n "$base" ]; then keep_order=(base serve); fi
         for s in "${keep_order[@]}"; do
           p=19482; [ "$s" = base ] && p=19485
-          h2load --h1 -n "$k" -c 50 -t 1 "https://127.0.0.1:$p/" > "$work/keep.out" 2>&1
+          "${cli[@]}" h2load --h1 -n "$k" -c 50 -t 1 "https://127.0.0.1:$p/" > "$work/keep.out" 2>&1
           grep -q "succeeded, 0 failed" "$work/keep.out" || fail "keep-alive run against $s failed"
           echo "$r keep-$s $(awk '/^finished in/ {gsub(",","",$4); print $4}' "$work/keep.out") 0 $l" >> "$work/rows"
         done ;;
@@ -313,7 +326,8 @@ floor_ratio() { # serve ÷ (plain + crypto), per round
   awk '$2 == "plain" {p[$1] = $3} $2 == "crypto" {c[$1] = $3} $2 == "'"$1"'" {s[$1] = $3} END {for (r in s) printf "%.3f\n", s[r] / (p[r] + c[r])}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
 }
 
-echo "# floor benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $rounds rounds alternating, N=$n)"
+placement="servers on CPU 1, clients on CPU 0"; [ ${#srv[@]} = 0 ] && placement="placement left to the scheduler"
+echo "# floor benchmark ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $placement, $rounds rounds alternating, N=$n)"
 echo
 echo "Load average (1 min) at each measurement, round by round, is given with each row."
 echo
@@ -332,11 +346,12 @@ echo "- serve ÷ nginx full TLS 1.3: $(ratio serve nginx)"
 echo
 echo "## The floor at serve's pace: a TLS connection's flights without crypto (examples/flight_floor)"
 echo
-echo "Every row: server CPU µs per connection, $n connections started at $pace/s (h2load's rate against serve in the warm-up), at most 50 at once, by the flight client."
+echo "Every row: server CPU µs per connection, $n connections started at $pace/s (h2load's rate against serve in the warm-up), at most 50 at once, by the flight client, which never sleeps (busy) but in the row \"sleeping client\" (not part of any floor)."
 echo
 echo "| server | flights (bytes: C client, S server) | median | range |"
 echo "|---|---|---:|---|"
 echo "| nginx plain HTTP | $(cut -d' ' -f2- "$work/plain.sizes") (response: nginx's own) | $(med pplain) | $(rng pplain) |"
+echo "| nginx plain HTTP, sleeping client | the same | $(med pplain-sleep) | $(rng pplain-sleep) |"
 for sh in "${shapes[@]}"; do
   echo "| bare epoll server, $sh | $(cut -d' ' -f2- "$work/$sh.sizes") | $(med "f-$sh") | $(rng "f-$sh") |"
 done

@@ -13,7 +13,11 @@
 //! - The client starts connections at a steady rate (so that the server sleeps and wakes
 //!   as it would under the same load from another client), at most C at once, writes its
 //!   flights in one `write` each and reads the server's until they have arrived (the last
-//!   one until the server closes).
+//!   one until the server closes). With `busy` it never sleeps: it polls its sockets and
+//!   timers without blocking, as a generator kept busy by its own crypto (h2load) does.
+//!   A server then never has to wake it: a sleeping client's wake-up (an IPI to its idle
+//!   CPU, sent from the server's `write`) is charged to the server, which h2load never
+//!   makes the server pay.
 //!
 //! Usage:
 //!   `flight_floor record FILE SHAPE` — SHAPE is `plain` (an HTTP/1.1 request and
@@ -22,8 +26,8 @@
 //!   inside). Prints the flights' sizes.
 //!   `flight_floor server ADDR FILE SECONDS` — replays the server side of every
 //!   connection for at most SECONDS.
-//!   `flight_floor client ADDR FILE N C RATE` — N connections, at most C at once, started
-//!   RATE per second (0: as fast as the slots allow); at most 120 s. Prints
+//!   `flight_floor client ADDR FILE N C RATE [busy]` — N connections, at most C at once,
+//!   started RATE per second (0: as fast as the slots allow); at most 120 s. Prints
 //!   `ok FAILED SECONDS`; exits 1 if any connection failed.
 
 use std::io::{ErrorKind, Read, Write};
@@ -48,10 +52,12 @@ fn main() -> ExitCode {
     let run = match args.first().map(String::as_str) {
         Some("record") if args.len() == 3 => record(&args[1], &args[2]),
         Some("server") if args.len() == 4 => server(&args[1], &args[2], &args[3]),
-        Some("client") if args.len() == 6 => client(&args[1..]),
+        Some("client") if args.len() == 6 || (args.len() == 7 && args[6] == "busy") => {
+            client(&args[1..])
+        }
         _ => {
             eprintln!(
-                "usage: flight_floor record FILE SHAPE | server ADDR FILE SECONDS | client ADDR FILE N C RATE"
+                "usage: flight_floor record FILE SHAPE | server ADDR FILE SECONDS | client ADDR FILE N C RATE [busy]"
             );
             return ExitCode::from(2);
         }
@@ -262,8 +268,18 @@ fn client(args: &[String]) -> Res<ExitCode> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    let busy = args.get(5).is_some_and(|a| a == "busy");
     let t0 = Instant::now();
     let (ok, failed) = rt.block_on(async move {
+        if busy {
+            // Always a task to run: the runtime polls epoll and its timers with a zero
+            // timeout between turns and never parks. Dropped with the runtime.
+            tokio::spawn(async {
+                loop {
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
         let slots = Arc::new(tokio::sync::Semaphore::new(c));
         let mut set = tokio::task::JoinSet::new();
         let (mut ok, mut failed) = (0u64, 0u64);
