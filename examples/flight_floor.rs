@@ -102,7 +102,10 @@ fn record(file: &str, shape: &str) -> Res<ExitCode> {
         };
         let pki = in_memory::pki(shape.cert).map_err(|e| e.to_string())?;
         let pair = in_memory::configs(&shape, &pki).map_err(|e| e.to_string())?;
-        in_memory::flights(&pair, REQUEST, RESPONSE).map_err(|e| e.to_string())?
+        let mut flights =
+            in_memory::flights(&pair, REQUEST, RESPONSE).map_err(|e| e.to_string())?;
+        split_request(&mut flights);
+        flights
     };
     let mut out = Vec::new();
     for f in &flights {
@@ -119,6 +122,34 @@ fn record(file: &str, shape: &str) -> Res<ExitCode> {
         .collect();
     println!("{shape}: {}", sizes.join(" "));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The request goes in a write of its own, right after the client's last handshake
+/// flight, as OpenSSL's clients (h2load, curl) write them: rustls in memory sends the
+/// client's Finished and the request together. The request is the last record of the
+/// last client flight; when that flight holds more records, it becomes a flight of its
+/// own.
+fn split_request(flights: &mut Vec<Flight>) {
+    let Some(i) = flights.iter().rposition(|f| f.from_client) else {
+        return;
+    };
+    let bytes = &flights[i].bytes;
+    let mut at = 0;
+    let mut last = 0;
+    while let Some(h) = bytes.get(at..at + 5) {
+        last = at;
+        at += 5 + usize::from(u16::from_be_bytes([h[3], h[4]]));
+    }
+    if last > 0 && at == bytes.len() {
+        let request = flights[i].bytes.split_off(last);
+        flights.insert(
+            i + 1,
+            Flight {
+                from_client: true,
+                bytes: request,
+            },
+        );
+    }
 }
 
 fn load(file: &str) -> Res<Vec<Flight>> {
@@ -161,7 +192,15 @@ struct Conn {
 fn drive(c: &mut Conn, flights: &[Flight], buf: &mut [u8]) -> std::io::Result<bool> {
     while let Some(f) = flights.get(c.step) {
         let r = if f.from_client {
-            let want = (f.bytes.len() - c.done).min(buf.len());
+            // What has arrived, as a real server reads: up to the end of the client's
+            // consecutive flights (its Finished and its request, written one after the
+            // other), never into what it sends after the server's answer.
+            let more: usize = flights[c.step + 1..]
+                .iter()
+                .take_while(|g| g.from_client)
+                .map(|g| g.bytes.len())
+                .sum();
+            let want = (f.bytes.len() - c.done + more).min(buf.len());
             c.stream.read(&mut buf[..want])
         } else {
             c.stream.write(&f.bytes[c.done..])
@@ -173,9 +212,12 @@ fn drive(c: &mut Conn, flights: &[Flight], buf: &mut [u8]) -> std::io::Result<bo
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-        if c.done == f.bytes.len() {
+        // A read may have finished this flight and part of the next.
+        while let Some(g) = flights.get(c.step)
+            && c.done >= g.bytes.len()
+        {
+            c.done -= g.bytes.len();
             c.step += 1;
-            c.done = 0;
         }
     }
     Ok(true)
