@@ -265,6 +265,23 @@ fn rotating_through_a_symlink_rotates_the_shared_ring() {
     assert_ne!(before, after, "the shared ring was not rotated");
     assert_eq!(after.len(), 3, "{after:?}");
     assert_eq!(ids(&link), after);
+    // `init --force` through the link makes a new shared ring, and keeps the link too.
+    let run = common::tlsperf(["tickets", "init", link.to_str().unwrap(), "--force", "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "init --force replaced the link by a file"
+    );
+    let fresh = ids(&shared);
+    assert_eq!(fresh.len(), 2, "{fresh:?}");
+    assert!(
+        fresh.iter().all(|k| !after.contains(k)),
+        "{fresh:?} {after:?}"
+    );
+    assert_eq!(ids(&link), fresh);
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777;

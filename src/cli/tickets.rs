@@ -22,7 +22,8 @@ enum TicketsCommand {
     Init {
         /// The key ring file.
         file: PathBuf,
-        /// Replace an existing file (every ticket issued under it stops resuming).
+        /// Replace an existing file (every ticket issued under it stops resuming); through
+        /// a symbolic link, the file it points to is replaced and the link kept.
         #[arg(long)]
         force: bool,
     },

@@ -130,7 +130,12 @@ pub fn text(r: &CapacityResult) -> String {
     for l in t.lines() {
         let _ = writeln!(s, "{}", l.trim_end());
     }
-    let _ = writeln!(s, "{}: {}", r.outcome.name(), r.message);
+    // A confirmed capacity's message names it already ("capacity 750/s (confirmed; …)").
+    if r.message.starts_with(r.outcome.name()) {
+        let _ = writeln!(s, "{}", r.message);
+    } else {
+        let _ = writeln!(s, "{}: {}", r.outcome.name(), r.message);
+    }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }
@@ -296,6 +301,28 @@ mod tests {
     use super::*;
     use crate::capacity::StepKind::{Bisect, Confirm, Ramp};
     use crate::capacity::result::tests::{result_of, step};
+
+    /// The last line says how the search ended, once: "capacity 300/s (confirmed; …)",
+    /// not "capacity: capacity 300/s"; other outcomes are named before their message.
+    #[test]
+    fn the_text_names_the_outcome_once() {
+        let confirmed = result_of(vec![
+            step(1, Ramp, 100.0, 2, 200),
+            step(2, Ramp, 400.0, 50, 200),
+            step(3, Confirm, 300.0, 2, 2000),
+            step(4, Confirm, 400.0, 50, 2000),
+        ]);
+        assert_eq!(confirmed.outcome, crate::capacity::Outcome::Capacity);
+        let t = text(&confirmed);
+        assert!(t.contains("\ncapacity 300/s (confirmed"), "{t}");
+        assert!(!t.contains("capacity: capacity"), "{t}");
+        let open = result_of(vec![step(1, Ramp, 100.0, 2, 200)]);
+        assert!(
+            text(&open).contains("\ntime-limit: the search ended"),
+            "{}",
+            text(&open)
+        );
+    }
 
     /// The knee chart draws the band where the steps disagreed as a box, and only then.
     #[test]

@@ -209,8 +209,16 @@ pub fn check_private(path: &Path) -> Result<(), TicketError> {
 }
 
 /// Creates a new ring file (active + standby keys), mode 0600. Refuses to overwrite unless
-/// `overwrite`.
+/// `overwrite`. Overwriting through a symbolic link (to a ring shared by several
+/// instances) replaces the file it points to and keeps the link, as [`rotate`] does.
 pub fn init(path: &Path, overwrite: bool) -> Result<RingInfo, TicketError> {
+    let shown = path;
+    // A broken link: replaced, as there is no ring behind it to share.
+    let target = match overwrite {
+        true => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        false => path.to_path_buf(),
+    };
+    let path = target.as_path();
     let rng = SystemRandom::new();
     let ring = Ring {
         keys: vec![
@@ -220,7 +228,7 @@ pub fn init(path: &Path, overwrite: bool) -> Result<RingInfo, TicketError> {
         rotated_at: now_rfc3339(),
     };
     write(path, &ring, overwrite)?;
-    Ok(info(path, &ring))
+    Ok(info(shown, &ring))
 }
 
 /// Rotates the ring file in place: decrypt-only is destroyed, active becomes
