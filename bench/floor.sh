@@ -137,6 +137,11 @@ nginx_pid=$(pgrep -P "$nginx_master" | head -1)
 # CPU nanoseconds of every thread of a process.
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'; }
 load1() { cut -d' ' -f1 /proc/loadavg; }
+# The hypervisor's share (steal, /proc/stat) of all CPUs' time since the ticks given.
+cpu_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9}' /proc/stat; }
+steal_since() { # total steal (from cpu_ticks)
+  cpu_ticks | awk -v t0="$1" -v s0="$2" '{ d = $1 - t0; printf "%.1f\n", (d > 0 ? ($2 - s0) * 100 / d : 0) }'
+}
 stat_field() { # port kind -> count of that handshake kind in serve's /stats
   curl -s "http://127.0.0.1:$1/stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['handshakes'].get('$2', {}).get('count', 0))"
 }
@@ -230,13 +235,14 @@ case "${h2_cipher:-}" in
 esac
 full_before=$(stat_field 19492 full)
 res_before=$(stat_field 19492 resumed)
-: > "$work/rows"
+: > "$work/rows"; : > "$work/steal"
 for r in $(seq "$rounds"); do
   # Alternate the order round by round.
   order=(plain nginx serve ${base:+base} crypto flights client resume keep)
   if [ $((r % 2)) = 0 ]; then order=(keep resume client flights crypto ${base:+base} serve nginx plain); fi
   for what in "${order[@]}"; do
     l=$(load1)
+    read -r t0 s0 <<< "$(cpu_ticks)"
     case "$what" in
       plain) out=$(h2conn "$nginx_pid" http://127.0.0.1:19480/); echo "$r plain $out $l" >> "$work/rows" ;;
       nginx) out=$(h2conn "$nginx_pid" https://127.0.0.1:19481/); echo "$r nginx $out $l" >> "$work/rows" ;;
@@ -297,6 +303,7 @@ for r in $(seq "$rounds"); do
           echo "$r keep-$s $(awk '/^finished in/ {gsub(",","",$4); print $4}' "$work/keep.out") 0 $l" >> "$work/rows"
         done ;;
     esac
+    echo "$r $what $(steal_since "$t0" "$s0")" >> "$work/steal"
   done
 done
 
@@ -414,6 +421,17 @@ if [ -n "$base" ]; then
   echo
   echo "- serve ÷ baseline keep-alive req/s (per round, median): $(ratio keep-serve keep-base) (must stay ≥ 0.95)"
 fi
+echo
+echo "## Steal: the hypervisor's share of both CPUs during each measurement (%, /proc/stat)"
+echo
+echo "A round with much steal was measured on a CPU shared with other guests: its figures,"
+echo "and the ratios taken in it, are the least trustworthy of the run."
+echo
+echo "| round | $(awk '$1 == 1 {print $2}' "$work/steal" | paste -sd'|' - | sed 's/|/ | /g') |"
+echo "|---|$(awk '$1 == 1 {printf "---:|"}' "$work/steal")"
+for r in $(seq "$rounds"); do
+  echo "| $r | $(for w in $(awk '$1 == 1 {print $2}' "$work/steal"); do awk -v r="$r" -v w="$w" '$1 == r && $2 == w {print $3}' "$work/steal"; done | paste -sd'|' - | sed 's/|/ | /g') |"
+done
 echo
 echo "<details><summary>rows (round, what, value, second value, load average)</summary>"
 echo
