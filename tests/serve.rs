@@ -1161,16 +1161,19 @@ fn idle_and_slow_clients_cannot_hold_the_server() {
     );
     drop(silent);
 
+    let timeouts = |idle: &str, header: &str| {
+        Served::start(&[
+            "--write-ca",
+            ca_s,
+            "--idle-timeout",
+            idle,
+            "--header-timeout",
+            header,
+        ])
+    };
     // A silent connection is closed at the idle timeout; a client sending its headers a
     // byte at a time is cut at the header timeout.
-    let s = Served::start(&[
-        "--write-ca",
-        ca_s,
-        "--idle-timeout",
-        "1s",
-        "--header-timeout",
-        "1s",
-    ]);
+    let s = timeouts("1s", "1s");
     let (_c, mut tcp) = silent_tls(&s.addr, &ca);
     assert!(
         closed_by_server(&mut tcp, Duration::from_secs(15)),
@@ -1204,14 +1207,7 @@ fn idle_and_slow_clients_cannot_hold_the_server() {
     // The header timeout runs from the handshake's end, also while the server waits for
     // a request's first byte (before HTTP is started): a client silent after its
     // handshake is closed at the header timeout, long before the idle timeout.
-    let s = Served::start(&[
-        "--write-ca",
-        ca_s,
-        "--idle-timeout",
-        "1h",
-        "--header-timeout",
-        "1s",
-    ]);
+    let s = timeouts("1h", "1s");
     let (_c, mut tcp) = silent_tls(&s.addr, &ca);
     assert!(
         closed_by_server(&mut tcp, Duration::from_secs(15)),

@@ -251,16 +251,16 @@ fn rotating_through_a_symlink_rotates_the_shared_ring() {
             .map(|k| format!("{}={}", k["id"], k["state"]))
             .collect()
     };
-    let before = ids(&shared);
-    let run = common::tlsperf(["tickets", "rotate", link.to_str().unwrap()]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
+    let still_a_link = || {
         std::fs::symlink_metadata(&link)
             .unwrap()
             .file_type()
-            .is_symlink(),
-        "the link was replaced by a file"
-    );
+            .is_symlink()
+    };
+    let before = ids(&shared);
+    let run = common::tlsperf(["tickets", "rotate", link.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(still_a_link(), "the link was replaced by a file");
     let after = ids(&shared);
     assert_ne!(before, after, "the shared ring was not rotated");
     assert_eq!(after.len(), 3, "{after:?}");
@@ -268,13 +268,7 @@ fn rotating_through_a_symlink_rotates_the_shared_ring() {
     // `init --force` through the link makes a new shared ring, and keeps the link too.
     let run = common::tlsperf(["tickets", "init", link.to_str().unwrap(), "--force", "-q"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        std::fs::symlink_metadata(&link)
-            .unwrap()
-            .file_type()
-            .is_symlink(),
-        "init --force replaced the link by a file"
-    );
+    assert!(still_a_link(), "init --force replaced the link by a file");
     let fresh = ids(&shared);
     assert_eq!(fresh.len(), 2, "{fresh:?}");
     assert!(
