@@ -786,6 +786,33 @@ fn knobs_reach_the_handshake() {
     }
     let summary = s.stop();
     assert_eq!(summary["handshakes"]["all"]["count"], 9, "{summary}");
+    // The cipher suite: the client's first choice, or with --server-cipher-order the
+    // server's (nginx's `ssl_prefer_server_ciphers on`).
+    let suites = [
+        "--ciphers",
+        "TLS13_AES_128_GCM_SHA256,TLS13_AES_256_GCM_SHA384",
+    ];
+    let client = [
+        "-servername",
+        "localhost",
+        "-tls1_3",
+        "-ciphersuites",
+        "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256",
+    ];
+    for (server_order, want) in [
+        (false, "TLS_AES_256_GCM_SHA384"),
+        (true, "TLS_AES_128_GCM_SHA256"),
+    ] {
+        let mut args = suites.to_vec();
+        if server_order {
+            args.push("--server-cipher-order");
+        }
+        let s = Served::start(&args);
+        let out = s_client(s.port(), &client);
+        assert!(out.contains(&format!("Cipher is {want}")), "{out}");
+        let summary = s.stop();
+        assert_eq!(summary["handshakes"]["all"]["count"], 1, "{summary}");
+    }
     // A TLS 1.3-only client cannot talk to a TLS 1.2-only server: counted, not fatal.
     let s = Served::start(&["--tls", "1.2"]);
     let out = s_client(s.port(), &["-servername", "localhost", "-tls1_3"]);

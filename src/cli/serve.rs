@@ -68,6 +68,10 @@ pub struct ServeArgs {
     /// Cipher suites by rustls name, e.g. TLS13_AES_128_GCM_SHA256.
     #[arg(long, value_delimiter = ',', value_name = "SUITES")]
     ciphers: Vec<String>,
+    /// Pick the cipher suite in the server's order (--ciphers, else the provider's: AES-256
+    /// before AES-128) instead of the client's, as nginx's `ssl_prefer_server_ciphers on`.
+    #[arg(long)]
+    server_cipher_order: bool,
     /// Session resumption.
     #[arg(long, value_enum, default_value_t = Resumption::Stateful)]
     resumption: Resumption,
@@ -437,6 +441,7 @@ fn tls_options(a: &ServeArgs) -> Result<(ServerTlsOptions, Option<String>), CliE
         versions: a.versions.clone(),
         groups: a.groups.clone(),
         ciphers: a.ciphers.clone(),
+        server_cipher_order: a.server_cipher_order,
         resumption: a.resumption,
         session_cache: a.session_cache as usize,
         tickets_per_handshake: a.tickets_per_handshake as usize,

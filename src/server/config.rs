@@ -108,6 +108,9 @@ pub struct ServerTlsOptions {
     pub groups: Vec<String>,
     /// Cipher suites by name (empty: the provider's defaults).
     pub ciphers: Vec<String>,
+    /// Choose the cipher suite by the server's order (`ciphers`, else the provider's),
+    /// not the client's.
+    pub server_cipher_order: bool,
     /// Resumption mode.
     pub resumption: Resumption,
     /// Entries of the stateful session cache.
@@ -144,6 +147,7 @@ impl fmt::Debug for ServerTlsOptions {
             .field("versions", &self.versions)
             .field("groups", &self.groups)
             .field("ciphers", &self.ciphers)
+            .field("server_cipher_order", &self.server_cipher_order)
             .field("resumption", &self.resumption)
             .field("client_auth", &self.client_auth)
             .finish_non_exhaustive()
@@ -220,6 +224,7 @@ pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ConfigError> {
         strict: opts.sni_strict,
     }));
     config.alpn_protocols = opts.alpn.clone();
+    config.ignore_client_order = opts.server_cipher_order;
     match opts.resumption {
         Resumption::Off => {
             config.session_storage = Arc::new(NoServerSessionStorage {});
