@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets};
 
-use crate::capacity::result::{CapacityResult, Step, group};
+use crate::capacity::result::{CapacityResult, Outcome, Step, group};
 use crate::compare::CompareDocument;
 use crate::report::svg;
 
@@ -131,10 +131,13 @@ pub fn text(r: &CapacityResult) -> String {
         let _ = writeln!(s, "{}", l.trim_end());
     }
     // A confirmed capacity's message names it already ("capacity 750/s (confirmed; …)").
-    if r.message.starts_with(r.outcome.name()) {
-        let _ = writeln!(s, "{}", r.message);
-    } else {
-        let _ = writeln!(s, "{}: {}", r.outcome.name(), r.message);
+    match r.outcome {
+        Outcome::Capacity => {
+            let _ = writeln!(s, "{}", r.message);
+        }
+        other => {
+            let _ = writeln!(s, "{}: {}", other.name(), r.message);
+        }
     }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
@@ -312,7 +315,7 @@ mod tests {
             step(3, Confirm, 300.0, 2, 2000),
             step(4, Confirm, 400.0, 50, 2000),
         ]);
-        assert_eq!(confirmed.outcome, crate::capacity::Outcome::Capacity);
+        assert_eq!(confirmed.outcome, Outcome::Capacity);
         let t = text(&confirmed);
         assert!(t.contains("\ncapacity 300/s (confirmed"), "{t}");
         assert!(!t.contains("capacity: capacity"), "{t}");
