@@ -37,7 +37,9 @@
 #           make the server pay for waking it, which h2load never does; the row "sleeping
 #           client" shows by how much). Its plain-HTTP shape is measured too, and so
 #           is nginx's plain HTTP with that client and pace, so the bare server can be held
-#           against nginx. The floor at serve's pace = nginx plain at that pace + (TLS
+#           against nginx. serve's own run and every flight run are interleaved, in 4
+#           slices of N/4 connections each, so that all are measured across the same
+#           seconds. The floor at serve's pace = nginx plain at that pace + (TLS
 #           flights − plain flights on the bare server) + crypto; the same for each
 #           resumption ratio, with `crypto limit`'s resumed server crypto (TLS 1.2 too).
 # First, on the fresh servers: resident memory per idle TLS connection, 5,000 held open.
@@ -149,25 +151,25 @@ json_get() { python3 -c "import json,sys; d=json.load(open('$1')); print(eval('d
 fail() { echo "CHECK FAILED: $*" >&2; exit 1; }
 
 # One h2load run, one connection per request: prints "server_us_per_conn h2load_us_per_conn".
-h2conn() { # pid url
-  local b a out
+h2conn() { # pid url [connections, default N]
+  local b a out m="${3:-$n}"
   b=$(cpu_ns "$1")
-  out=$( { TIMEFORMAT='%3U %3S'; time "${cli[@]}" h2load --h1 -n "$n" -c 50 -t 1 -H 'Connection: close' "$2" >"$work/h2.out" 2>&1; } 2>&1 )
+  out=$( { TIMEFORMAT='%3U %3S'; time "${cli[@]}" h2load --h1 -n "$m" -c 50 -t 1 -H 'Connection: close' "$2" >"$work/h2.out" 2>&1; } 2>&1 )
   a=$(cpu_ns "$1")
   local ok
   ok=$(awk '/^requests:/ {print $8}' "$work/h2.out")
-  [ "$ok" = "$n" ] || fail "h2load $2: $ok of $n requests succeeded"
-  awk -v b="$b" -v a="$a" -v n="$n" -v c="$out" 'BEGIN { split(c, x, " "); printf "%.1f %.1f\n", (a - b) / 1000 / n, (x[1] + x[2]) * 1e6 / n }'
+  [ "$ok" = "$m" ] || fail "h2load $2: $ok of $m requests succeeded"
+  awk -v b="$b" -v a="$a" -v n="$m" -v c="$out" -v d="${3:+3}" 'BEGIN { split(c, x, " "); f = "%." (d ? d : 1) "f"; printf f " " f "\n", (a - b) / 1000 / n, (x[1] + x[2]) * 1e6 / n }'
 }
 
 # One paced run of the flight client: prints "server_us_per_conn".
-ffconn() { # pid port shape [sleeping]
-  local b a out mode=busy
+ffconn() { # pid port shape [sleeping|busy] [connections, default N]
+  local b a out mode=busy m="${5:-$n}"
   [ "${4:-}" = sleeping ] && mode=""
   b=$(cpu_ns "$1")
-  out=$("${cli[@]}" "$ff" client "127.0.0.1:$2" "$work/$3.fl" "$n" 50 "$pace" $mode) || fail "flight client, $3 on port $2: $out"
+  out=$("${cli[@]}" "$ff" client "127.0.0.1:$2" "$work/$3.fl" "$m" 50 "$pace" $mode) || fail "flight client, $3 on port $2: $out"
   a=$(cpu_ns "$1")
-  awk -v b="$b" -v a="$a" -v n="$n" 'BEGIN { printf "%.1f\n", (a - b) / 1000 / n }'
+  awk -v b="$b" -v a="$a" -v n="$m" 'BEGIN { printf "%.3f\n", (a - b) / 1000 / n }'
 }
 
 # Server CPU per connection of one tlsperf load run against a serve with /stats; checks that
@@ -238,15 +240,14 @@ res_before=$(stat_field 19492 resumed)
 : > "$work/rows"; : > "$work/steal"
 for r in $(seq "$rounds"); do
   # Alternate the order round by round.
-  order=(plain nginx serve ${base:+base} crypto flights client resume keep)
-  if [ $((r % 2)) = 0 ]; then order=(keep resume client flights crypto ${base:+base} serve nginx plain); fi
+  order=(plain nginx serve-flights ${base:+base} crypto client resume keep)
+  if [ $((r % 2)) = 0 ]; then order=(keep resume client crypto ${base:+base} serve-flights nginx plain); fi
   for what in "${order[@]}"; do
     l=$(load1)
     read -r t0 s0 <<< "$(cpu_ticks)"
     case "$what" in
       plain) out=$(h2conn "$nginx_pid" http://127.0.0.1:19480/); echo "$r plain $out $l" >> "$work/rows" ;;
       nginx) out=$(h2conn "$nginx_pid" https://127.0.0.1:19481/); echo "$r nginx $out $l" >> "$work/rows" ;;
-      serve) out=$(h2conn "$serve_pid" https://127.0.0.1:19482/); echo "$r serve $out $l" >> "$work/rows" ;;
       base) out=$(h2conn "$base_pid" https://127.0.0.1:19485/); echo "$r base $out $l" >> "$work/rows" ;;
       crypto)
         "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 > "$work/limit.json"
@@ -259,14 +260,26 @@ for r in $(seq "$rounds"); do
           c=$(python3 -c "import json; d=json.load(open('$work/limit12.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == '$kind' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
           echo "$r crypto1.2${kind:0:1} $c 0 $l" >> "$work/rows"
         done ;;
-      flights)
-        out=$(ffconn "$nginx_pid" 19480 plain)
-        echo "$r pplain $out 0 $l" >> "$work/rows"
-        out=$(ffconn "$nginx_pid" 19480 plain sleeping)
-        echo "$r pplain-sleep $out 0 $l" >> "$work/rows"
-        for sh in "${shapes[@]}"; do
-          out=$(ffconn "${ff_pid[$sh]}" "${ff_port[$sh]}" "$sh")
-          echo "$r f-$sh $out 0 $l" >> "$work/rows"
+      serve-flights)
+        # serve and every flight shape (the terms of its floor) interleaved in 4 slices
+        # of the round's N connections each, so that all of them are measured across the
+        # same seconds: steal, and what else disturbs a VM, comes and goes within seconds.
+        declare -A tot=()
+        add() { tot[$1]=$(awk -v t="${tot[$1]:-0}" -v x="$2" -v m="$3" 'BEGIN { printf "%.3f", t + x * m }'); }
+        for slice in 1 2 3 4; do
+          sm=$((n / 4)); [ "$slice" = 4 ] && sm=$((n - 3 * (n / 4)))
+          read -r sx sy <<< "$(h2conn "$serve_pid" https://127.0.0.1:19482/ "$sm")"
+          add serve "$sx" "$sm"; add serve-h2 "$sy" "$sm"
+          add pplain "$(ffconn "$nginx_pid" 19480 plain busy "$sm")" "$sm"
+          add pplain-sleep "$(ffconn "$nginx_pid" 19480 plain sleeping "$sm")" "$sm"
+          for sh in "${shapes[@]}"; do
+            add "f-$sh" "$(ffconn "${ff_pid[$sh]}" "${ff_port[$sh]}" "$sh" busy "$sm")" "$sm"
+          done
+        done
+        per() { awk -v t="${tot[$1]}" -v n="$n" 'BEGIN { printf "%.1f", t / n }'; }
+        echo "$r serve $(per serve) $(per serve-h2) $l" >> "$work/rows"
+        for key in pplain pplain-sleep $(printf 'f-%s ' "${shapes[@]}"); do
+          echo "$r $key $(per "$key") 0 $l" >> "$work/rows"
         done ;;
       client)
         f0=$(stat_field 19492 full)
