@@ -17,8 +17,9 @@
 #           floor = plain + crypto; the target is serve ≤ 1.4 × floor;
 #   client  generator CPU per full handshake, same server (serve): h2load's (rusage of the
 #           h2load process, one whole run of N right before tlsperf load's) vs
-#           `tlsperf load --new-conn --resume off --no-verify-cache` (its own generator.cpu_us_per_handshake: the process's CPU during the run, every
-#           chain verified — the run must say chains_verified = N, chains_from_cache = 0),
+#           `tlsperf load --new-conn --resume off --no-verify-cache` (its own
+#           generator.cpu_us_per_handshake: the process's CPU during the run, every chain
+#           verified — the run must say chains_verified = N, chains_from_cache = 0),
 #           held with --ciphers to the TLS 1.3 suite h2load negotiated with serve in the
 #           warm-up (rustls's default would be AES-256-GCM-SHA384: more work than h2load's);
 #   resume  server CPU per connection, full vs resumed, same client (tlsperf load --new-conn
