@@ -872,8 +872,11 @@ async fn connection(
         }
     };
     // Dropping the connection closes it: when it has been idle too long, or when it is shed.
+    // Idle first: a connection silent since its handshake meets the idle timeout no later
+    // than the header timeout (its last byte came before the handshake's end), and when
+    // both fire in the same timer tick it is counted as idle, every time.
     let result = tokio::select! {
-        r = served => r,
+        biased;
         idle = idle_or_shed(&state, ctx.conns.epoch, ctx.idle_timeout) => {
             // A shed connection was counted when the accept loop shed it.
             if idle {
@@ -881,6 +884,7 @@ async fn connection(
             }
             return;
         }
+        r = served => r,
     };
     if let Err(e) = result {
         tracing::debug!("connection ended: {e}");
