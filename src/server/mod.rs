@@ -289,11 +289,10 @@ impl Server {
         let graceful = Arc::new(GracefulShutdown::new());
         let (stop_tx, stop_rx) = watch::channel(false);
         let limit = Arc::new(Semaphore::new(self.opts.max_connections.max(1)));
+        // The header timeout is set per connection (`serve_http`): what is left of it
+        // once the request's first bytes have arrived.
         let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.opts.header_timeout);
+        builder.http1().timer(TokioTimer::new());
         builder.http2().timer(TokioTimer::new());
         let ctx = Arc::new(Ctx {
             tls: Arc::clone(&self.opts.tls),
@@ -368,6 +367,7 @@ struct Ctx {
     /// Keep the ClientHello to tell a TLS 1.2 ticket from a session id: only when the
     /// configuration can resume at all (a session cache or a ticketer).
     capture_hello: bool,
+    /// hyper-util's auto-detecting builder (no ALPN), timers set, cloned per connection.
     builder: auto::Builder<TokioExecutor>,
     /// The axum router with `--stack axum`.
     axum: Option<axum::Router>,
