@@ -28,7 +28,13 @@
 #           The first handshake of a connection slot is full, so the resumed cost is
 #           (CPU − full × cost of a full one) ÷ resumed, both counts from the server's own
 #           /stats, which must match the client's;
-#   keep    keep-alive requests/s: h2load --h1 -n K -c 50 -t 1 (serve, and base if given);
+#   keep    keep-alive requests/s: h2load --h1 -c 50 -t 1 -D K/4 s --warm-up-time 300ms
+#           (serve, and base if given), in 4 slices per round with serve and base taking turns,
+#           so that both span the same seconds (this VM's keep-alive rate jumps between two
+#           levels, ~40k and ~60k/s, from second to second, and whole back-to-back runs put
+#           the two binaries on different levels: per-round ratios of 0.79–1.07 in one run).
+#           h2load counts only the requests of the measured seconds, after every connection's
+#           handshake (done in the warm-up); a server's figure is the mean of its slices;
 #   flights what the kernel must cost for a TLS connection's flights, without crypto, at the
 #           rate h2load drives serve (its warm-up's requests/s): examples/flight_floor
 #           replays the bytes of real rustls connections (TLS 1.3 and 1.2, full and
@@ -57,12 +63,17 @@
 # taken round by round in the same conditions, and the load average printed with them.
 #
 # Needs nginx (nginx-light) and h2load (nghttp2-client). Usage:
-#   [BASE=path/to/other/tlsperf] bench/floor.sh [ROUNDS=3] [N=3000] [K=100000]
+#   [BASE=path/to/other/tlsperf] bench/floor.sh [ROUNDS=3] [N=3000] [K=4]
+# (K: keep-alive seconds per server and round; until 2026-12-01 it was a request count.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 n="${2:-3000}"
-k="${3:-100000}"
+k="${3:-4}"
+case "$k" in
+  [1-9] | [1-9][0-9]) ;;
+  *) echo "K=$k: the third argument is the keep-alive seconds per server and round, 1 to 99 (it was a request count before 2026-12-01)" >&2; exit 2 ;;
+esac
 for t in nginx h2load python3 curl; do
   command -v "$t" >/dev/null || { echo "missing $t (apt-get install nginx-light nghttp2-client python3 curl)" >&2; exit 1; }
 done
@@ -312,14 +323,22 @@ for r in $(seq "$rounds"); do
           echo "$r res$v-tickets $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
         done ;;
       keep)
-        keep_order=(serve ${base:+base})
-        if [ $((r % 2)) = 0 ] && [ -n "$base" ]; then keep_order=(base serve); fi
-        for s in "${keep_order[@]}"; do
-          p=19482; [ "$s" = base ] && p=19485
-          "${cli[@]}" h2load --h1 -n "$k" -c 50 -t 1 "https://127.0.0.1:$p/" > "$work/keep.out" 2>&1
-          grep -q "succeeded, 0 failed" "$work/keep.out" || fail "keep-alive run against $s failed"
-          echo "$r keep-$s $(awk '/^finished in/ {gsub(",","",$4); print $4}' "$work/keep.out") 0 $l" >> "$work/rows"
-        done ;;
+        # 4 slices of K/4 s each per server, serve and base taking turns (the first of each
+        # pair alternating), so that both are measured across the same seconds.
+        declare -A kt=()
+        for slice in 1 2 3 4; do
+          keep_order=(serve ${base:+base})
+          if [ $(((r + slice) % 2)) = 0 ] && [ -n "$base" ]; then keep_order=(base serve); fi
+          for s in "${keep_order[@]}"; do
+            p=19482; [ "$s" = base ] && p=19485
+            "${cli[@]}" h2load --h1 -c 50 -t 1 -D "$(awk -v k="$k" 'BEGIN {printf "%dms", k * 250}')" --warm-up-time 300ms \
+              "https://127.0.0.1:$p/" > "$work/keep.out" 2>&1
+            grep -q " succeeded, 0 failed, 0 errored, 0 timeout" "$work/keep.out" || fail "keep-alive run against $s failed: $(tail -3 "$work/keep.out")"
+            rps=$(awk '/^finished in/ {gsub(",","",$4); print $4}' "$work/keep.out")
+            kt[$s]=$(awk -v t="${kt[$s]:-0}" -v x="$rps" 'BEGIN {printf "%.2f", t + x / 4}')
+          done
+        done
+        for s in serve ${base:+base}; do echo "$r keep-$s ${kt[$s]} 0 $l" >> "$work/rows"; done ;;
     esac
     echo "$r $what $(steal_since "$t0" "$s0")" >> "$work/steal"
   done
@@ -330,8 +349,8 @@ full_after=$(stat_field 19492 full)
 res_after=$(stat_field 19492 resumed)
 [ $((res_after - res_before)) = 0 ] || fail "serve --resumption off counted $((res_after - res_before)) resumed handshakes"
 # h2load -n N twice (serve's run, in slices, and the client comparison's), tlsperf load -n N
-# and the keep-alive run's 50 connections, every round.
-expected=$((rounds * (3 * n + 50)))
+# and the 50 connections of each of the 4 keep-alive slices, every round.
+expected=$((rounds * (3 * n + 4 * 50)))
 [ $((full_after - full_before)) = "$expected" ] || fail "serve counted $((full_after - full_before)) full handshakes, expected $expected"
 
 # nginx's own word: no request on the TLS server came over a reused session.
@@ -448,7 +467,7 @@ done
 echo
 echo "## Keep-alive and memory"
 echo
-echo "| server | keep-alive req/s (h2load --h1 -n $k -c 50, median) | range | RSS KiB per idle TLS connection (5,000 held) |"
+echo "| server | keep-alive req/s (h2load --h1 -c 50, 4 slices of $(awk -v k="$k" 'BEGIN {print k / 4}') s per round, median) | range | RSS KiB per idle TLS connection (5,000 held) |"
 echo "|---|---:|---|---:|"
 echo "| serve | $(med keep-serve) | $(rng keep-serve) | ${mem_serve#* } |"
 if [ -n "$base" ]; then
