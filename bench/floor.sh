@@ -4,7 +4,8 @@
 #
 # Per round (loopback; every load bounded by -n; load average recorded with each round):
 #   plain   nginx, plain HTTP/1.1, one worker: server CPU per connection (the kernel + HTTP
-#           floor of a connection) — h2load --h1 -n N -c 50 -t 1 -H 'Connection: close';
+#           floor of a connection) — h2load --h1 -n N -c 50 -t 1 -H 'Connection: close'
+#           (in serve's slices, below);
 #   nginx   nginx + OpenSSL, full TLS 1.3 (ssl_session_tickets off, ssl_session_cache off),
 #           same h2load; `$ssl_session_reused` is logged and must be "." for every request;
 #   serve   `tlsperf serve --threads 1 --resumption off --groups x25519`, same h2load; its
@@ -13,7 +14,12 @@
 #   crypto  `tlsperf crypto limit --json`: the public-key crypto and hashing of one full
 #           TLS 1.3 server handshake measured inside real handshakes (`limits[full,server]
 #           .crypto_ns`, each call timed on the thread's CPU clock, so a busy machine
-#           inflates it about as much as it inflates the servers' CPU figures).
+#           inflates it about as much as it inflates the servers' CPU figures). TLS 1.3's
+#           is taken in serve's slices (below, --seconds 0.25 each, their mean): this VM's
+#           CPUs run the same code at one speed for some seconds and up to 1.4× slower for
+#           the next (`crypto limit` alone: 86, 88 and 114 µs in three runs a minute apart),
+#           so a term measured minutes away from serve's run moves the ratio by as much.
+#           TLS 1.2's, for the resumption floor, is its own step.
 #           floor = plain + crypto; the target is serve ≤ 1.4 × floor;
 #   client  generator CPU per full handshake, same server (serve): h2load's (rusage of the
 #           h2load process, one whole run of N right before tlsperf load's) vs
@@ -252,36 +258,37 @@ res_before=$(stat_field 19492 resumed)
 : > "$work/rows"; : > "$work/steal"
 for r in $(seq "$rounds"); do
   # Alternate the order round by round.
-  order=(plain nginx serve-flights ${base:+base} crypto client resume keep)
-  if [ $((r % 2)) = 0 ]; then order=(keep resume client crypto ${base:+base} serve-flights nginx plain); fi
+  order=(nginx serve-flights ${base:+base} crypto client resume keep)
+  if [ $((r % 2)) = 0 ]; then order=(keep resume client crypto ${base:+base} serve-flights nginx); fi
   for what in "${order[@]}"; do
     l=$(load1)
     read -r t0 s0 <<< "$(cpu_ticks)"
     case "$what" in
-      plain) out=$(h2conn "$nginx_pid" http://127.0.0.1:19480/); echo "$r plain $out $l" >> "$work/rows" ;;
       nginx) out=$(h2conn "$nginx_pid" https://127.0.0.1:19481/); echo "$r nginx $out $l" >> "$work/rows" ;;
       base) out=$(h2conn "$base_pid" https://127.0.0.1:19485/); echo "$r base $out $l" >> "$work/rows" ;;
       crypto)
-        "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 > "$work/limit.json"
-        c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == 'full' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
-        echo "$r crypto $c 0 $l" >> "$work/rows"
-        c=$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == 'resumed' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
-        echo "$r crypto1.3r $c 0 $l" >> "$work/rows"
         "${srv[@]}" "$bin" crypto limit --json --tls 1.2 --group x25519 --cert ecdsa-p256 > "$work/limit12.json"
         for kind in full resumed; do
           c=$(python3 -c "import json; d=json.load(open('$work/limit12.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == '$kind' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
           echo "$r crypto1.2${kind:0:1} $c 0 $l" >> "$work/rows"
         done ;;
       serve-flights)
-        # serve and every flight shape (the terms of its floor) interleaved in 4 slices
-        # of the round's N connections each, so that all of them are measured across the
-        # same seconds: steal, and what else disturbs a VM, comes and goes within seconds.
+        # serve and every term of its floors (nginx plain under h2load, the flight shapes,
+        # TLS 1.3's crypto) interleaved in 4 slices of the round's N connections each, so
+        # that all of them are measured across the same seconds: steal, and what else
+        # disturbs a VM, comes and goes within seconds.
         declare -A tot=()
         add() { tot[$1]=$(awk -v t="${tot[$1]:-0}" -v x="$2" -v m="$3" 'BEGIN { printf "%.3f", t + x * m }'); }
         for slice in 1 2 3 4; do
           sm=$((n / 4)); [ "$slice" = 4 ] && sm=$((n - 3 * (n / 4)))
           read -r sx sy <<< "$(h2conn "$serve_pid" https://127.0.0.1:19482/ "$sm")"
           add serve "$sx" "$sm"; add serve-h2 "$sy" "$sm"
+          read -r px py <<< "$(h2conn "$nginx_pid" http://127.0.0.1:19480/ "$sm")"
+          add plain "$px" "$sm"; add plain-h2 "$py" "$sm"
+          "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 --seconds 0.25 > "$work/limit.json"
+          for kind in full resumed; do
+            add "crypto-$kind" "$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.3f' % ([x for x in d['limits'] if x['kind'] == '$kind' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")" 1
+          done
           add pplain "$(ffconn "$nginx_pid" 19480 plain busy "$sm")" "$sm"
           add pplain-sleep "$(ffconn "$nginx_pid" 19480 plain sleeping "$sm")" "$sm"
           for sh in "${shapes[@]}"; do
@@ -290,6 +297,9 @@ for r in $(seq "$rounds"); do
         done
         per() { awk -v t="${tot[$1]}" -v n="$n" 'BEGIN { printf "%.1f", t / n }'; }
         echo "$r serve $(per serve) $(per serve-h2) $l" >> "$work/rows"
+        echo "$r plain $(per plain) $(per plain-h2) $l" >> "$work/rows"
+        echo "$r crypto $(awk -v t="${tot[crypto-full]}" 'BEGIN { printf "%.1f", t / 4 }') 0 $l" >> "$work/rows"
+        echo "$r crypto1.3r $(awk -v t="${tot[crypto-resumed]}" 'BEGIN { printf "%.1f", t / 4 }') 0 $l" >> "$work/rows"
         for key in pplain pplain-sleep $(printf 'f-%s ' "${shapes[@]}"); do
           echo "$r $key $(per "$key") 0 $l" >> "$work/rows"
         done ;;
