@@ -2,7 +2,7 @@
 # How far `tlsperf serve` is from the floor of a TLS connection, and what resumption and the
 # load generator cost, all in ONE run with the servers alternating round by round (issue 20).
 #
-# Per round (loopback; every load bounded by -n; load average recorded with each round):
+# Per round (loopback; every load bounded by -n or -D; load average recorded with each round):
 #   plain   nginx, plain HTTP/1.1, one worker: server CPU per connection (the kernel + HTTP
 #           floor of a connection) — h2load --h1 -n N -c 50 -t 1 -H 'Connection: close'
 #           (in serve's slices, below);
