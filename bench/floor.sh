@@ -33,7 +33,13 @@
 #           stateful tickets) and `serve --resumption tickets` (TLS 1.2 and 1.3 tickets).
 #           The first handshake of a connection slot is full, so the resumed cost is
 #           (CPU − full × cost of a full one) ÷ resumed, both counts from the server's own
-#           /stats, which must match the client's;
+#           /stats, which must match the client's. Each run's floor is taken right after
+#           it, at its own handshakes/s and 8 connections at once (floor_at): tlsperf load
+#           -c 8 drives serve 3–10× faster than h2load does, and a floor taken at h2load's
+#           pace (as until 2026-12-01) is no floor for it. The resumed run's floor is taken
+#           with a busy and with a sleeping flight client: tlsperf load is CPU-bound in the
+#           full runs but waits on the server part of the time in the resumed ones (its CPU
+#           use is printed), and waking it is charged to the server's writes;
 #   keep    keep-alive requests/s: h2load --h1 -c 50 -t 1 -D K/4 s --warm-up-time 300ms
 #           (serve, and base if given), in 4 slices per round with serve and base taking turns,
 #           so that both span the same seconds (this VM's keep-alive rate jumps between two
@@ -181,17 +187,18 @@ h2conn() { # pid url [connections, default N]
 }
 
 # One paced run of the flight client: prints "server_us_per_conn".
-ffconn() { # pid port shape [sleeping|busy] [connections, default N]
+ffconn() { # pid port shape [sleeping|busy] [connections, default N] [at once, default 50] [rate, default serve's pace]
   local b a out mode=busy m="${5:-$n}"
   [ "${4:-}" = sleeping ] && mode=""
   b=$(cpu_ns "$1")
-  out=$("${cli[@]}" "$ff" client "127.0.0.1:$2" "$work/$3.fl" "$m" 50 "$pace" $mode) || fail "flight client, $3 on port $2: $out"
+  out=$("${cli[@]}" "$ff" client "127.0.0.1:$2" "$work/$3.fl" "$m" "${6:-50}" "${7:-$pace}" $mode) || fail "flight client, $3 on port $2: $out"
   a=$(cpu_ns "$1")
   awk -v b="$b" -v a="$a" -v n="$m" 'BEGIN { printf "%.3f\n", (a - b) / 1000 / n }'
 }
 
 # Server CPU per connection of one tlsperf load run against a serve with /stats; checks that
-# the server counted what the client did. Prints "us_per_conn full resumed".
+# the server counted what the client did. Prints "us_per_conn full resumed handshakes_per_s
+# client_busy_%" (the last: tlsperf load's own CPU use of its one thread over the run).
 resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-handshake
   local b a f0 r0 f1 r1 cf cr
   f0=$(stat_field "$3" full); r0=$(stat_field "$3" resumed)
@@ -213,7 +220,25 @@ resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-hands
     || fail "port $2 tls $4 resume $5: server counted $((f1 - f0)) full + $((r1 - r0)) resumed, client $cf + $cr"
   [ $((cf + cr)) = "$n" ] || fail "port $2: $((cf + cr)) of $n handshakes"
   [ "$5" != off ] || [ "$cr" = 0 ] || fail "port $2: $cr resumed with --resume off"
-  awk -v b="$b" -v a="$a" -v n="$n" -v f="$cf" -v r="$cr" 'BEGIN { printf "%.1f %d %d\n", (a - b) / 1000 / n, f, r }'
+  awk -v b="$b" -v a="$a" -v n="$n" -v f="$cf" -v r="$cr" -v p="$(json_get "$work/resume.json" "['handshakes']['per_second']")" \
+    -v u="$(json_get "$work/resume.json" "['generator']['utilization']")" \
+    'BEGIN { printf "%.1f %d %d %d %.0f\n", (a - b) / 1000 / n, f, r, p, u * 100 }'
+}
+
+# The kernel and HTTP floor of a connection with SHAPE's flights at the pace and concurrency
+# of a resumption run (tlsperf load -c 8 drives serve much faster than h2load -c 50 does, and
+# the pace moves a connection's cost: a floor taken at another pace is no floor for it):
+# nginx plain at that pace + what SHAPE's flights cost the bare server over plain ones. The
+# flight client is busy (never sleeps) or sleeping: tlsperf load is busy when its crypto keeps
+# it so (full handshakes), and sleeps part of the time when the server is the slower side
+# (resumed ones; it then has to be woken, and on loopback the server's write pays for the
+# wake-up). µs per connection, no crypto.
+floor_at() { # shape handshakes_per_s busy|sleeping
+  local p fp fs
+  p=$(ffconn "$nginx_pid" 19480 plain "$3" "$n" 8 "$2")
+  fp=$(ffconn "${ff_pid[plain]}" "${ff_port[plain]}" plain "$3" "$n" 8 "$2")
+  fs=$(ffconn "${ff_pid[$1]}" "${ff_port[$1]}" "$1" "$3" "$n" 8 "$2")
+  awk -v p="$p" -v a="$fp" -v s="$fs" 'BEGIN { printf "%.1f", p + s - a }'
 }
 
 # Memory per idle connection, 5,000 held open, on the fresh servers (after their first
@@ -323,14 +348,20 @@ for r in $(seq "$rounds"); do
         for v in 1.3 1.2; do
           # TLS 1.2 resumes by session id against the stateful server; TLS 1.3 always by ticket.
           idkind=resumed-session-id; [ "$v" = 1.3 ] && idkind=resumed-ticket
-          out=$(resume_run "$stateful_pid" 19483 19493 "$v" off resumed); read -r full _ _ <<< "$out"
-          echo "$r full$v-stateful $full 0 $l" >> "$work/rows"
-          out=$(resume_run "$stateful_pid" 19483 19493 "$v" ids "$idkind"); read -r cpu cf cr <<< "$out"
-          echo "$r res$v-ids $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
-          out=$(resume_run "$tickets_pid" 19484 19494 "$v" off resumed); read -r full _ _ <<< "$out"
-          echo "$r full$v-tickets $full 0 $l" >> "$work/rows"
-          out=$(resume_run "$tickets_pid" 19484 19494 "$v" tickets resumed-ticket); read -r cpu cf cr <<< "$out"
-          echo "$r res$v-tickets $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
+          # Each run is followed by its floor's kernel and HTTP terms at the run's own pace:
+          # with a busy client after a full run, with a busy and with a sleeping one after a
+          # resumed run (which one tlsperf load was is its CPU use, recorded with the pace).
+          for kind in ids tickets; do
+            pid=$stateful_pid; port=19483; mport=19493; label=stateful; ck=$idkind
+            [ "$kind" = tickets ] && { pid=$tickets_pid; port=19484; mport=19494; label=tickets; ck=resumed-ticket; }
+            out=$(resume_run "$pid" "$port" "$mport" "$v" off resumed); read -r full _ _ pf uf <<< "$out"
+            echo "$r full$v-$label $full $pf $l" >> "$work/rows"
+            echo "$r rf$v-$kind-full $(floor_at "tls$v-full" "$pf" busy) $uf $l" >> "$work/rows"
+            out=$(resume_run "$pid" "$port" "$mport" "$v" "$kind" "$ck"); read -r cpu cf cr pr ur <<< "$out"
+            echo "$r res$v-$kind $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
+            echo "$r rf$v-$kind-res $(floor_at "tls$v-resumed" "$pr" busy) $ur $l" >> "$work/rows"
+            echo "$r rf$v-$kind-res-sleep $(floor_at "tls$v-resumed" "$pr" sleeping) $pr $l" >> "$work/rows"
+          done
         done ;;
       keep)
         # 4 slices of K/4 s each per server, serve and base taking turns (the first of each
@@ -449,11 +480,7 @@ print(f"- **the floor at serve's pace ÷ the issue's floor: {per_round(lambda g:
       f"(per round: {', '.join(f'{x:.3f}' for x in each_round(lambda g: f13(g) / literal(g)))}); "
       "a server at serve's pace that spent nothing beyond the bare server's flights and the crypto would stand there against "
       f"the issue's floor; serve ÷ the issue's floor: {per_round(lambda g: g('serve') / literal(g)):.3f}")
-for v, cf, cr in (("1.3", "crypto", "crypto1.3r"), ("1.2", "crypto1.2f", "crypto1.2r")):
-    full = lambda g: kern(g, f"tls{v}-full") + g(cf)
-    res = lambda g: kern(g, f"tls{v}-resumed") + g(cr)
-    print(f"- TLS {v} resumed ÷ full at the floor (same terms, `crypto limit`'s resumed server crypto): "
-          f"**{per_round(lambda g: res(g) / full(g)):.3f}** ({per_round(res):.1f} ÷ {per_round(full):.1f} µs)")
+print("- the resumption floors are taken at the resumption runs' own pace: see the resumption table")
 PY
 echo "- full handshakes checked: serve /stats counted $((full_after - full_before)) full and $((res_after - res_before)) resumed for the $expected connections of h2load, tlsperf load and the keep-alive runs; nginx logged \$ssl_session_reused = r for $reused of $total requests"
 echo
@@ -468,12 +495,28 @@ echo "- tlsperf load ÷ h2load (per round, median): **$(awk '$2 == "h2client" {h
 echo
 echo "## Resumption: server CPU µs per connection, same client (tlsperf load --new-conn -c 8, AES-128-GCM-SHA256)"
 echo
-echo "| server | version | full | resumed | resumed ÷ full (per round, median) | resumed per run |"
-echo "|---|---|---:|---:|---:|---:|"
+# The floor's resumed ÷ full for one server and version, per round, then the median: each
+# side is its run's kernel and HTTP floor at that run's pace (floor_at) + `crypto limit`'s
+# server crypto for the kind (TLS 1.3's from serve's slices, TLS 1.2's from the crypto step).
+floor_res() { # version ids|tickets [-sleep: the resumed run's floor with a sleeping client]
+  local cf=crypto cr=crypto1.3r
+  [ "$1" = 1.2 ] && { cf=crypto1.2f; cr=crypto1.2r; }
+  awk -v f="rf$1-$2-full" -v s="rf$1-$2-res${3:-}" -v cf="$cf" -v cr="$cr" \
+    '$2 == f {a[$1] = $3} $2 == s {b[$1] = $3} $2 == cf {x[$1] = $3} $2 == cr {y[$1] = $3}
+     END {for (r in a) if (r in b && r in x && r in y) printf "%.3f\n", (b[r] + y[r]) / (a[r] + x[r])}' "$work/rows" \
+    | sort -n | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
+}
+echo "| server | version | full | resumed | resumed ÷ full (per round, median) | the floor's resumed ÷ full at the same paces: busy / sleeping client in the resumed run | handshakes/s: full run, resumed run | tlsperf load's CPU use: full run, resumed run (%) | resumed per run |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 for v in 1.3 1.2; do
-  echo "| serve --resumption stateful ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets)) | $v | $(med "full$v-stateful") | $(med "res$v-ids") | $(ratio "res$v-ids" "full$v-stateful") | $(med "res$v-ids" 4) |"
-  echo "| serve --resumption tickets | $v | $(med "full$v-tickets") | $(med "res$v-tickets") | $(ratio "res$v-tickets" "full$v-tickets") | $(med "res$v-tickets" 4) |"
+  for kind in ids tickets; do
+    label=stateful; name="stateful ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets))"
+    [ "$kind" = tickets ] && { label=tickets; name=tickets; }
+    echo "| serve --resumption $name | $v | $(med "full$v-$label") | $(med "res$v-$kind") | $(ratio "res$v-$kind" "full$v-$label") | $(floor_res "$v" "$kind") / $(floor_res "$v" "$kind" -sleep) | $(med "full$v-$label" 4), $(med "rf$v-$kind-res-sleep" 4) | $(med "rf$v-$kind-full" 4), $(med "rf$v-$kind-res" 4) | $(med "res$v-$kind" 4) |"
+  done
 done
+echo
+echo "- the floor of each run: nginx plain HTTP + (the shape's flights − plain flights on the bare server), all three at that run's handshakes/s with at most 8 connections at once (the flight client busy after a full run, busy / sleeping after a resumed one), + \`crypto limit\`'s server crypto for a full or a resumed handshake; median kernel and HTTP floor (no crypto) per connection, µs: TLS 1.3 full $(med rf1.3-ids-full) / resumed $(med rf1.3-ids-res), TLS 1.2 full $(med rf1.2-ids-full) / resumed by session id $(med rf1.2-ids-res) / by ticket $(med rf1.2-tickets-res); server crypto (crypto limit), µs: TLS 1.3 full $(med crypto) / resumed $(med crypto1.3r), TLS 1.2 full $(med crypto1.2f) / resumed $(med crypto1.2r)"
 echo
 echo "## Keep-alive and memory"
 echo
