@@ -29,7 +29,7 @@
 #           held with --ciphers to the TLS 1.3 suite h2load negotiated with serve in the
 #           warm-up (rustls's default would be AES-256-GCM-SHA384: more work than h2load's);
 #   resume  server CPU per connection, full vs resumed, same client (tlsperf load --new-conn
-#           -c 8, held to the AES-128-GCM-SHA256 suite `crypto limit` measures), against `serve --resumption stateful` (TLS 1.2 session ids, TLS 1.3
+#           -c 8 -n 4N, held to the AES-128-GCM-SHA256 suite `crypto limit` measures), against `serve --resumption stateful` (TLS 1.2 session ids, TLS 1.3
 #           stateful tickets) and `serve --resumption tickets` (TLS 1.2 and 1.3 tickets).
 #           The first handshake of a connection slot is full, so the resumed cost is
 #           (CPU − full × cost of a full one) ÷ resumed, both counts from the server's own
@@ -82,6 +82,17 @@ cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 n="${2:-3000}"
 k="${3:-4}"
+case "$rounds" in
+  [1-9] | [1-9][0-9]) ;;
+  *) echo "ROUNDS=$rounds: the first argument is the number of rounds, 1 to 99" >&2; exit 2 ;;
+esac
+# h2load runs N/4 connections per slice, 50 at once.
+if ! [[ "$n" =~ ^[1-9][0-9]{2,6}$ ]] || [ "$n" -lt 200 ]; then
+  echo "N=$n: the second argument is the connections per run, 200 to 9999999" >&2; exit 2
+fi
+# Each resumption run (tlsperf load -c 8, 3–10× faster than h2load against serve) and its
+# floor runs: 4N connections, so that they last about as long as the other runs.
+rn=$((4 * n))
 case "$k" in
   [1-9] | [1-9][0-9]) ;;
   *) echo "K=$k: the third argument is the keep-alive seconds per server and round, 1 to 99 (it was a request count before 2026-12-01)" >&2; exit 2 ;;
@@ -209,7 +220,7 @@ resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-hands
   # resumption (binder, resumption secrets, tickets) than in a full handshake.
   local suite=TLS13_AES_128_GCM_SHA256
   [ "$4" = 1.2 ] && suite=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
-  "${cli[@]}" "$bin" load "https://127.0.0.1:$2/" --new-conn -n "$n" -c 8 --http1 --tls "$4" --resume "$5" \
+  "${cli[@]}" "$bin" load "https://127.0.0.1:$2/" --new-conn -n "$rn" -c 8 --http1 --tls "$4" --resume "$5" \
     --ciphers "$suite" --cacert "$work/pki/root.pem" --json -q > "$work/resume.json"
   [ "$(json_get "$work/resume.json" "['options']['ciphers']")" = "['$suite']" ] || fail "port $2 tls $4: not held to $suite"
   a=$(cpu_ns "$1")
@@ -218,9 +229,9 @@ resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-hands
   cr=$(json_get "$work/resume.json" "['handshakes']['kinds'].get('$6', 0)")
   [ $((f1 - f0)) = "$cf" ] && [ $((r1 - r0)) = "$cr" ] \
     || fail "port $2 tls $4 resume $5: server counted $((f1 - f0)) full + $((r1 - r0)) resumed, client $cf + $cr"
-  [ $((cf + cr)) = "$n" ] || fail "port $2: $((cf + cr)) of $n handshakes"
+  [ $((cf + cr)) = "$rn" ] || fail "port $2: $((cf + cr)) of $rn handshakes"
   [ "$5" != off ] || [ "$cr" = 0 ] || fail "port $2: $cr resumed with --resume off"
-  awk -v b="$b" -v a="$a" -v n="$n" -v f="$cf" -v r="$cr" -v p="$(json_get "$work/resume.json" "['handshakes']['per_second']")" \
+  awk -v b="$b" -v a="$a" -v n="$rn" -v f="$cf" -v r="$cr" -v p="$(json_get "$work/resume.json" "['handshakes']['per_second']")" \
     -v u="$(json_get "$work/resume.json" "['generator']['utilization']")" \
     'BEGIN { printf "%.1f %d %d %d %.0f\n", (a - b) / 1000 / n, f, r, p, u * 100 }'
 }
@@ -235,9 +246,9 @@ resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-hands
 # wake-up). µs per connection, no crypto.
 floor_at() { # shape handshakes_per_s busy|sleeping
   local p fp fs
-  p=$(ffconn "$nginx_pid" 19480 plain "$3" "$n" 8 "$2")
-  fp=$(ffconn "${ff_pid[plain]}" "${ff_port[plain]}" plain "$3" "$n" 8 "$2")
-  fs=$(ffconn "${ff_pid[$1]}" "${ff_port[$1]}" "$1" "$3" "$n" 8 "$2")
+  p=$(ffconn "$nginx_pid" 19480 plain "$3" "$rn" 8 "$2")
+  fp=$(ffconn "${ff_pid[plain]}" "${ff_port[plain]}" plain "$3" "$rn" 8 "$2")
+  fs=$(ffconn "${ff_pid[$1]}" "${ff_port[$1]}" "$1" "$3" "$rn" 8 "$2")
   awk -v p="$p" -v a="$fp" -v s="$fs" 'BEGIN { printf "%.1f", p + s - a }'
 }
 
@@ -358,7 +369,7 @@ for r in $(seq "$rounds"); do
             echo "$r full$v-$label $full $pf $l" >> "$work/rows"
             echo "$r rf$v-$kind-full $(floor_at "tls$v-full" "$pf" busy) $uf $l" >> "$work/rows"
             out=$(resume_run "$pid" "$port" "$mport" "$v" "$kind" "$ck"); read -r cpu cf cr pr ur <<< "$out"
-            echo "$r res$v-$kind $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$n" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
+            echo "$r res$v-$kind $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$rn" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
             echo "$r rf$v-$kind-res $(floor_at "tls$v-resumed" "$pr" busy) $ur $l" >> "$work/rows"
             echo "$r rf$v-$kind-res-sleep $(floor_at "tls$v-resumed" "$pr" sleeping) $pr $l" >> "$work/rows"
           done
@@ -493,7 +504,7 @@ echo "| tlsperf load --new-conn --resume off --no-verify-cache -c 50 --ciphers $
 echo
 echo "- tlsperf load ÷ h2load (per round, median): **$(awk '$2 == "h2client" {h[$1] = $3} $2 == "load" {t[$1] = $3} END {for (r in t) printf "%.3f\n", t[r] / h[r]}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}')** (target ≤ 0.5)"
 echo
-echo "## Resumption: server CPU µs per connection, same client (tlsperf load --new-conn -c 8, AES-128-GCM-SHA256)"
+echo "## Resumption: server CPU µs per connection, same client (tlsperf load --new-conn -c 8 -n $rn, AES-128-GCM-SHA256)"
 echo
 # The floor's resumed ÷ full for one server and version, per round, then the median: each
 # side is its run's kernel and HTTP floor at that run's pace (floor_at) + `crypto limit`'s
