@@ -361,17 +361,21 @@ for r in $(seq "$rounds"); do
           idkind=resumed-session-id; [ "$v" = 1.3 ] && idkind=resumed-ticket
           # Each run is followed by its floor's kernel and HTTP terms at the run's own pace:
           # with a busy client after a full run, with a busy and with a sleeping one after a
-          # resumed run (which one tlsperf load was is its CPU use, recorded with the pace).
+          # resumed run. The run's pace and tlsperf load's CPU use are rows of their own.
           for kind in ids tickets; do
             pid=$stateful_pid; port=19483; mport=19493; label=stateful; ck=$idkind
             [ "$kind" = tickets ] && { pid=$tickets_pid; port=19484; mport=19494; label=tickets; ck=resumed-ticket; }
             out=$(resume_run "$pid" "$port" "$mport" "$v" off resumed); read -r full _ _ pf uf <<< "$out"
-            echo "$r full$v-$label $full $pf $l" >> "$work/rows"
-            echo "$r rf$v-$kind-full $(floor_at "tls$v-full" "$pf" busy) $uf $l" >> "$work/rows"
+            echo "$r full$v-$label $full 0 $l" >> "$work/rows"
+            echo "$r pace$v-$kind-full $pf 0 $l" >> "$work/rows"
+            echo "$r busy$v-$kind-full $uf 0 $l" >> "$work/rows"
+            echo "$r rf$v-$kind-full $(floor_at "tls$v-full" "$pf" busy) 0 $l" >> "$work/rows"
             out=$(resume_run "$pid" "$port" "$mport" "$v" "$kind" "$ck"); read -r cpu cf cr pr ur <<< "$out"
             echo "$r res$v-$kind $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$rn" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
-            echo "$r rf$v-$kind-res $(floor_at "tls$v-resumed" "$pr" busy) $ur $l" >> "$work/rows"
-            echo "$r rf$v-$kind-res-sleep $(floor_at "tls$v-resumed" "$pr" sleeping) $pr $l" >> "$work/rows"
+            echo "$r pace$v-$kind-res $pr 0 $l" >> "$work/rows"
+            echo "$r busy$v-$kind-res $ur 0 $l" >> "$work/rows"
+            echo "$r rf$v-$kind-res $(floor_at "tls$v-resumed" "$pr" busy) 0 $l" >> "$work/rows"
+            echo "$r rf$v-$kind-res-sleep $(floor_at "tls$v-resumed" "$pr" sleeping) 0 $l" >> "$work/rows"
           done
         done ;;
       keep)
@@ -523,7 +527,7 @@ for v in 1.3 1.2; do
   for kind in ids tickets; do
     label=stateful; name="stateful ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets))"
     [ "$kind" = tickets ] && { label=tickets; name=tickets; }
-    echo "| serve --resumption $name | $v | $(med "full$v-$label") | $(med "res$v-$kind") | $(ratio "res$v-$kind" "full$v-$label") | $(floor_res "$v" "$kind") / $(floor_res "$v" "$kind" -sleep) | $(med "full$v-$label" 4), $(med "rf$v-$kind-res-sleep" 4) | $(med "rf$v-$kind-full" 4), $(med "rf$v-$kind-res" 4) | $(med "res$v-$kind" 4) |"
+    echo "| serve --resumption $name | $v | $(med "full$v-$label") | $(med "res$v-$kind") | $(ratio "res$v-$kind" "full$v-$label") | $(floor_res "$v" "$kind") / $(floor_res "$v" "$kind" -sleep) | $(med "pace$v-$kind-full"), $(med "pace$v-$kind-res") | $(med "busy$v-$kind-full"), $(med "busy$v-$kind-res") | $(med "res$v-$kind" 4) |"
   done
 done
 echo
