@@ -184,6 +184,11 @@ stat_field() { # port kind -> count of that handshake kind in serve's /stats
 }
 json_get() { python3 -c "import json,sys; d=json.load(open('$1')); print(eval('d' + sys.argv[1]))" "$2"; }
 fail() { echo "CHECK FAILED: $*" >&2; exit 1; }
+# The server's crypto of one handshake of KIND (full or resumed) in a `crypto limit --json`
+# file, µs, printed with FORMAT.
+limit_server_us() { # file kind format
+  python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(sys.argv[3] % ([x for x in d['limits'] if x['kind'] == sys.argv[2] and x['side'] == 'server'][0]['crypto_ns'] / 1000))" "$1" "$2" "$3"
+}
 
 # One h2load run, one connection per request: prints "server_us_per_conn h2load_us_per_conn".
 h2conn() { # pid url [connections, default N]
@@ -305,7 +310,7 @@ for r in $(seq "$rounds"); do
       crypto)
         "${srv[@]}" "$bin" crypto limit --json --tls 1.2 --group x25519 --cert ecdsa-p256 > "$work/limit12.json"
         for kind in full resumed; do
-          c=$(python3 -c "import json; d=json.load(open('$work/limit12.json')); print('%.1f' % ([x for x in d['limits'] if x['kind'] == '$kind' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")
+          c=$(limit_server_us "$work/limit12.json" "$kind" %.1f)
           echo "$r crypto1.2${kind:0:1} $c 0 $l" >> "$work/rows"
         done ;;
       serve-flights)
@@ -323,7 +328,7 @@ for r in $(seq "$rounds"); do
           add plain "$px" "$sm"; add plain-h2 "$py" "$sm"
           "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 --seconds 0.25 > "$work/limit.json"
           for kind in full resumed; do
-            add "crypto-$kind" "$(python3 -c "import json; d=json.load(open('$work/limit.json')); print('%.3f' % ([x for x in d['limits'] if x['kind'] == '$kind' and x['side'] == 'server'][0]['crypto_ns'] / 1000))")" 1
+            add "crypto-$kind" "$(limit_server_us "$work/limit.json" "$kind" %.3f)" 1
           done
           add pplain "$(ffconn "$nginx_pid" 19480 plain busy "$sm")" "$sm"
           add pplain-sleep "$(ffconn "$nginx_pid" 19480 plain sleeping "$sm")" "$sm"
@@ -416,15 +421,20 @@ total=$(wc -l < "$work/nginx/reused.log")
 [ "$reused" = 0 ] || fail "nginx resumed $reused of $total sessions"
 [ "$total" = $((rounds * n + 300)) ] || fail "nginx logged $total requests, expected $((rounds * n + 300))"
 
-med() { awk -v k="$1" -v f="${2:-3}" '$2 == k {print $f}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+# The median of the numbers on stdin, one per line ("-" when there are none); an even count's
+# is the mean of the middle two, printed with FORMAT.
+median() { # format
+  sort -n | awk -v fmt="$1\n" '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf fmt, (a[NR/2]+a[NR/2+1])/2}'
+}
+med() { awk -v k="$1" -v f="${2:-3}" '$2 == k {print $f}' "$work/rows" | median %.1f; }
 rng() { awk -v k="$1" -v f="${2:-3}" '$2 == k {print $f}' "$work/rows" | sort -n | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%s–%s", lo, hi}'; }
 loads() { awk -v k="$1" '$2 == k {print $NF}' "$work/rows" | paste -sd/ -; }
 # Per-round ratio a/b (b's field f) then its median.
 ratio() { # a b [scale-of-b-from-another-key]
-  awk -v a="$1" -v b="$2" '$2 == a {x[$1] = $3} $2 == b {y[$1] = $3} END {for (r in x) if (y[r] > 0) printf "%.3f\n", x[r] / y[r]}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
+  awk -v a="$1" -v b="$2" '$2 == a {x[$1] = $3} $2 == b {y[$1] = $3} END {for (r in x) if (y[r] > 0) printf "%.3f\n", x[r] / y[r]}' "$work/rows" | median %.3f
 }
 floor_ratio() { # serve ÷ (plain + crypto), per round
-  awk '$2 == "plain" {p[$1] = $3} $2 == "crypto" {c[$1] = $3} $2 == "'"$1"'" {s[$1] = $3} END {for (r in s) printf "%.3f\n", s[r] / (p[r] + c[r])}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
+  awk '$2 == "plain" {p[$1] = $3} $2 == "crypto" {c[$1] = $3} $2 == "'"$1"'" {s[$1] = $3} END {for (r in s) printf "%.3f\n", s[r] / (p[r] + c[r])}' "$work/rows" | median %.3f
 }
 
 placement="servers on CPU 1, clients on CPU 0"; [ ${#srv[@]} = 0 ] && placement="placement left to the scheduler"
@@ -506,7 +516,7 @@ echo "|---|---:|---|"
 echo "| h2load --h1 -c 50 -t 1 (verifies nothing; negotiated $h2_cipher) | $(med h2client) | $(rng h2client) |"
 echo "| tlsperf load --new-conn --resume off --no-verify-cache -c 50 --ciphers $load_cipher (every chain verified) | $(med load) | $(rng load) |"
 echo
-echo "- tlsperf load ÷ h2load (per round, median): **$(awk '$2 == "h2client" {h[$1] = $3} $2 == "load" {t[$1] = $3} END {for (r in t) printf "%.3f\n", t[r] / h[r]}' "$work/rows" | sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}')** (target ≤ 0.5)"
+echo "- tlsperf load ÷ h2load (per round, median): **$(awk '$2 == "h2client" {h[$1] = $3} $2 == "load" {t[$1] = $3} END {for (r in t) printf "%.3f\n", t[r] / h[r]}' "$work/rows" | median %.3f)** (target ≤ 0.5)"
 echo
 echo "## Resumption: server CPU µs per connection, same client (tlsperf load --new-conn -c 8 -n $rn, AES-128-GCM-SHA256)"
 echo
@@ -519,7 +529,7 @@ floor_res() { # version ids|tickets [-sleep: the resumed run's floor with a slee
   awk -v f="rf$1-$2-full" -v s="rf$1-$2-res${3:-}" -v cf="$cf" -v cr="$cr" \
     '$2 == f {a[$1] = $3} $2 == s {b[$1] = $3} $2 == cf {x[$1] = $3} $2 == cr {y[$1] = $3}
      END {for (r in a) if (r in b && r in x && r in y) printf "%.3f\n", (b[r] + y[r]) / (a[r] + x[r])}' "$work/rows" \
-    | sort -n | awk '{a[NR]=$1} END {if (!NR) print "-"; else if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'
+    | median %.3f
 }
 echo "| server | version | full | resumed | resumed ÷ full (per round, median) | the floor's resumed ÷ full at the same paces: busy / sleeping client in the resumed run | handshakes/s: full run, resumed run | tlsperf load's CPU use: full run, resumed run (%) | resumed per run |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
