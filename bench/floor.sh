@@ -39,7 +39,10 @@
 #           pace (as until 2026-12-01) is no floor for it. The resumed run's floor is taken
 #           with a busy and with a sleeping flight client: tlsperf load is CPU-bound in the
 #           full runs but waits on the server part of the time in the resumed ones (its CPU
-#           use is printed), and waking it is charged to the server's writes;
+#           use is printed), and waking it is charged to the server's writes. The same
+#           runs against nginx + OpenSSL (TLS 1.2 and 1.3, a session cache or tickets),
+#           counted by nginx's own `$ssl_session_reused` log, are a reference beside
+#           serve's: what a mature server's resumption costs, and its resumed ÷ full;
 #   keep    keep-alive requests/s: h2load --h1 -c 50 -t 1 -D K/4 s --warm-up-time 300ms
 #           (serve, and base if given), in 4 slices per round with serve and base taking turns,
 #           so that both span the same seconds (this VM's keep-alive rate jumps between two
@@ -118,7 +121,9 @@ trap 'exit 130' INT TERM
 "$bin" pki init "$work/pki" --key ecdsa-p256 -q
 ulimit -n 65536 2>/dev/null || true
 
-# nginx, one worker: plain HTTP on 19480, full-only TLS 1.3 on 19481.
+# nginx, one worker: plain HTTP on 19480, full-only TLS 1.3 on 19481; for the resumption
+# reference, TLS 1.2 and 1.3 with a session cache (TLS 1.2 session ids, TLS 1.3 stateful
+# tickets) on 19478 and with tickets (no cache) on 19479, each logging $ssl_session_reused.
 mkdir -p "$work/nginx"
 cat > "$work/nginx/nginx.conf" <<NGINX
 worker_processes 1; daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log;
@@ -126,13 +131,24 @@ events { worker_connections 16384; }
 http {
   access_log off; keepalive_requests 1000000;
   log_format reused '\$ssl_session_reused';
+  ssl_certificate $work/pki/server-chain.pem; ssl_certificate_key $work/pki/server.key;
+  ssl_ecdh_curve X25519;
   server { listen 127.0.0.1:19480;
     location / { return 200 '{"status":"ok"}'; } }
   server { listen 127.0.0.1:19481 ssl;
-    ssl_protocols TLSv1.3; ssl_ecdh_curve X25519;
-    ssl_certificate $work/pki/server-chain.pem; ssl_certificate_key $work/pki/server.key;
+    ssl_protocols TLSv1.3;
     ssl_session_tickets off; ssl_session_cache off;
     access_log $work/nginx/reused.log reused;
+    location / { return 200 '{"status":"ok"}'; } }
+  server { listen 127.0.0.1:19478 ssl;
+    ssl_protocols TLSv1.2 TLSv1.3; ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;
+    ssl_session_tickets off; ssl_session_cache shared:ids:32m;
+    access_log $work/nginx/ids.log reused;
+    location / { return 200 '{"status":"ok"}'; } }
+  server { listen 127.0.0.1:19479 ssl;
+    ssl_protocols TLSv1.2 TLSv1.3; ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;
+    ssl_session_tickets on; ssl_session_cache off;
+    access_log $work/nginx/tickets.log reused;
     location / { return 200 '{"status":"ok"}'; } } }
 NGINX
 "${srv[@]}" nginx -c "$work/nginx/nginx.conf" -p "$work/nginx" &
@@ -164,7 +180,7 @@ if [ -n "$base" ]; then
 fi
 for _ in $(seq 50); do
   ok=1
-  for p in 19480 19481 19482 19483 19484 ${base:+19485} 19486 19487 19488 19489 19490; do (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || ok=0; done
+  for p in 19478 19479 19480 19481 19482 19483 19484 ${base:+19485} 19486 19487 19488 19489 19490; do (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || ok=0; done
   [ "$ok" = 1 ] && break
   sleep 0.2
 done
@@ -212,12 +228,23 @@ ffconn() { # pid port shape [sleeping|busy] [connections, default N] [at once, d
   awk -v b="$b" -v a="$a" -v n="$m" 'BEGIN { printf "%.3f\n", (a - b) / 1000 / n }'
 }
 
-# Server CPU per connection of one tlsperf load run against a serve with /stats; checks that
-# the server counted what the client did. Prints "us_per_conn full resumed handshakes_per_s
-# client_busy_%" (the last: tlsperf load's own CPU use of its one thread over the run).
-resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-handshake
+# The full and resumed handshakes a server has counted, "full resumed": a serve's /stats
+# (COUNTER = its metrics port) or an nginx access log of $ssl_session_reused (COUNTER =
+# log:FILE; one line per request, "r" when the session was reused, "." when not).
+server_counts() { # counter
+  case "$1" in
+    log:*) awk '$1 == "r" {r++} $1 == "." {f++} END {printf "%d %d\n", f, r}' "${1#log:}" ;;
+    *) echo "$(stat_field "$1" full) $(stat_field "$1" resumed)" ;;
+  esac
+}
+
+# Server CPU per connection of one tlsperf load run against a server that counts its
+# handshakes (server_counts); checks that the server counted what the client did. Prints
+# "us_per_conn full resumed handshakes_per_s client_busy_%" (the last: tlsperf load's own
+# CPU use of its one thread over the run).
+resume_run() { # pid port counter tls resume client-kind-of-a-resumed-handshake
   local b a f0 r0 f1 r1 cf cr
-  f0=$(stat_field "$3" full); r0=$(stat_field "$3" resumed)
+  read -r f0 r0 <<< "$(server_counts "$3")"
   b=$(cpu_ns "$1")
   # The suite `crypto limit` measures (its crypto is the floor's term), not rustls's
   # default order (AES-256-GCM-SHA384 first): SHA-384 runs on SHA-512's block function,
@@ -229,9 +256,14 @@ resume_run() { # pid port metrics_port tls resume client-kind-of-a-resumed-hands
     --ciphers "$suite" --cacert "$work/pki/root.pem" --json -q > "$work/resume.json"
   [ "$(json_get "$work/resume.json" "['options']['ciphers']")" = "['$suite']" ] || fail "port $2 tls $4: not held to $suite"
   a=$(cpu_ns "$1")
-  f1=$(stat_field "$3" full); r1=$(stat_field "$3" resumed)
   cf=$(json_get "$work/resume.json" "['handshakes']['kinds'].get('full', 0)")
   cr=$(json_get "$work/resume.json" "['handshakes']['kinds'].get('$6', 0)")
+  # nginx writes a request's log line after its response: give the last ones a moment.
+  for _ in $(seq 20); do
+    read -r f1 r1 <<< "$(server_counts "$3")"
+    [ $((f1 - f0)) = "$cf" ] && [ $((r1 - r0)) = "$cr" ] && break
+    sleep 0.1
+  done
   [ $((f1 - f0)) = "$cf" ] && [ $((r1 - r0)) = "$cr" ] \
     || fail "port $2 tls $4 resume $5: server counted $((f1 - f0)) full + $((r1 - r0)) resumed, client $cf + $cr"
   [ $((cf + cr)) = "$rn" ] || fail "port $2: $((cf + cr)) of $rn handshakes"
@@ -381,6 +413,17 @@ for r in $(seq "$rounds"); do
             echo "$r busy$v-$kind-res $ur 0 $l" >> "$work/rows"
             echo "$r rf$v-$kind-res $(floor_at "tls$v-resumed" "$pr" busy) 0 $l" >> "$work/rows"
             echo "$r rf$v-$kind-res-sleep $(floor_at "tls$v-resumed" "$pr" sleeping) 0 $l" >> "$work/rows"
+            # nginx + OpenSSL, the same two runs, counted by nginx's own $ssl_session_reused:
+            # what a mature server's resumption costs beside serve's (a reference, not a floor).
+            nport=19478; [ "$kind" = tickets ] && nport=19479
+            out=$(resume_run "$nginx_pid" "$nport" "log:$work/nginx/$kind.log" "$v" off resumed); read -r full _ _ pf uf <<< "$out"
+            echo "$r nfull$v-$kind $full 0 $l" >> "$work/rows"
+            echo "$r npace$v-$kind-full $pf 0 $l" >> "$work/rows"
+            echo "$r nbusy$v-$kind-full $uf 0 $l" >> "$work/rows"
+            out=$(resume_run "$nginx_pid" "$nport" "log:$work/nginx/$kind.log" "$v" "$kind" "$ck"); read -r cpu cf cr pr ur <<< "$out"
+            echo "$r nres$v-$kind $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$rn" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
+            echo "$r npace$v-$kind-res $pr 0 $l" >> "$work/rows"
+            echo "$r nbusy$v-$kind-res $ur 0 $l" >> "$work/rows"
           done
         done ;;
       keep)
@@ -538,9 +581,12 @@ for v in 1.3 1.2; do
     label=stateful; name="stateful ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets))"
     [ "$kind" = tickets ] && { label=tickets; name=tickets; }
     echo "| serve --resumption $name | $v | $(med "full$v-$label") | $(med "res$v-$kind") | $(ratio "res$v-$kind" "full$v-$label") | $(floor_res "$v" "$kind") / $(floor_res "$v" "$kind" -sleep) | $(med "pace$v-$kind-full"), $(med "pace$v-$kind-res") | $(med "busy$v-$kind-full"), $(med "busy$v-$kind-res") | $(med "res$v-$kind" 4) |"
+    nname="session cache ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets))"; [ "$kind" = tickets ] && nname=tickets
+    echo "| nginx + OpenSSL, $nname | $v | $(med "nfull$v-$kind") | $(med "nres$v-$kind") | $(ratio "nres$v-$kind" "nfull$v-$kind") | (a reference, not a floor) | $(med "npace$v-$kind-full"), $(med "npace$v-$kind-res") | $(med "nbusy$v-$kind-full"), $(med "nbusy$v-$kind-res") | $(med "nres$v-$kind" 4) |"
   done
 done
 echo
+echo "- serve ÷ nginx, same version, kind and client (per round, median): resumed TLS 1.3 $(ratio res1.3-ids nres1.3-ids) (stateful) / $(ratio res1.3-tickets nres1.3-tickets) (tickets), TLS 1.2 $(ratio res1.2-ids nres1.2-ids) (session ids) / $(ratio res1.2-tickets nres1.2-tickets) (tickets); full TLS 1.3 $(ratio full1.3-stateful nfull1.3-ids) / $(ratio full1.3-tickets nfull1.3-tickets), TLS 1.2 $(ratio full1.2-stateful nfull1.2-ids) / $(ratio full1.2-tickets nfull1.2-tickets). nginx's own \$ssl_session_reused counted every run's full and resumed handshakes as tlsperf load did"
 echo "- the floor of each run: nginx plain HTTP + (the shape's flights − plain flights on the bare server), all three at that run's handshakes/s with at most 8 connections at once (the flight client busy after a full run, busy / sleeping after a resumed one), + \`crypto limit\`'s server crypto for a full or a resumed handshake; median kernel and HTTP floor (no crypto) per connection, µs: TLS 1.3 full $(med rf1.3-ids-full) / resumed $(med rf1.3-ids-res), TLS 1.2 full $(med rf1.2-ids-full) / resumed by session id $(med rf1.2-ids-res) / by ticket $(med rf1.2-tickets-res); server crypto (crypto limit), µs: TLS 1.3 full $(med crypto) / resumed $(med crypto1.3r), TLS 1.2 full $(med crypto1.2f) / resumed $(med crypto1.2r)"
 echo
 echo "## Keep-alive and memory"
