@@ -201,9 +201,10 @@ stat_field() { # port kind -> count of that handshake kind in serve's /stats
 json_get() { python3 -c "import json,sys; d=json.load(open('$1')); print(eval('d' + sys.argv[1]))" "$2"; }
 fail() { echo "CHECK FAILED: $*" >&2; exit 1; }
 # The server's crypto of one handshake of KIND (full or resumed) in a `crypto limit --json`
-# file, µs, printed with FORMAT.
-limit_server_us() { # file kind format
-  python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(sys.argv[3] % ([x for x in d['limits'] if x['kind'] == sys.argv[2] and x['side'] == 'server'][0]['crypto_ns'] / 1000))" "$1" "$2" "$3"
+# file, µs, printed with FORMAT; with FIELD measured_ns, the server's whole in-memory
+# handshake instead (rustls's own work, its crypto included; no sockets, no HTTP).
+limit_server_us() { # file kind format [field, default crypto_ns]
+  python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(sys.argv[3] % ([x for x in d['limits'] if x['kind'] == sys.argv[2] and x['side'] == 'server'][0][sys.argv[4]] / 1000))" "$1" "$2" "$3" "${4:-crypto_ns}"
 }
 
 # One h2load run, one connection per request: prints "server_us_per_conn h2load_us_per_conn".
@@ -344,6 +345,8 @@ for r in $(seq "$rounds"); do
         for kind in full resumed; do
           c=$(limit_server_us "$work/limit12.json" "$kind" %.1f)
           echo "$r crypto1.2${kind:0:1} $c 0 $l" >> "$work/rows"
+          c=$(limit_server_us "$work/limit12.json" "$kind" %.1f measured_ns)
+          echo "$r hs1.2${kind:0:1} $c 0 $l" >> "$work/rows"
         done ;;
       serve-flights)
         # serve and every term of its floors (nginx plain under h2load, the flight shapes,
@@ -361,6 +364,7 @@ for r in $(seq "$rounds"); do
           "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 --seconds 0.25 > "$work/limit.json"
           for kind in full resumed; do
             add "crypto-$kind" "$(limit_server_us "$work/limit.json" "$kind" %.3f)" 1
+            add "hs-$kind" "$(limit_server_us "$work/limit.json" "$kind" %.3f measured_ns)" 1
           done
           add pplain "$(ffconn "$nginx_pid" 19480 plain busy "$sm")" "$sm"
           add pplain-sleep "$(ffconn "$nginx_pid" 19480 plain sleeping "$sm")" "$sm"
@@ -373,6 +377,8 @@ for r in $(seq "$rounds"); do
         echo "$r plain $(per plain) $(per plain-h2) $l" >> "$work/rows"
         echo "$r crypto $(awk -v t="${tot[crypto-full]}" 'BEGIN { printf "%.1f", t / 4 }') 0 $l" >> "$work/rows"
         echo "$r crypto1.3r $(awk -v t="${tot[crypto-resumed]}" 'BEGIN { printf "%.1f", t / 4 }') 0 $l" >> "$work/rows"
+        echo "$r hs $(awk -v t="${tot[hs-full]}" 'BEGIN { printf "%.1f", t / 4 }') 0 $l" >> "$work/rows"
+        echo "$r hs1.3r $(awk -v t="${tot[hs-resumed]}" 'BEGIN { printf "%.1f", t / 4 }') 0 $l" >> "$work/rows"
         for key in pplain pplain-sleep $(printf 'f-%s ' "${shapes[@]}"); do
           echo "$r $key $(per "$key") 0 $l" >> "$work/rows"
         done ;;
@@ -533,6 +539,14 @@ kern = lambda g, sh: g("pplain") + g("f-" + sh) - g("f-plain")
 f13 = lambda g: kern(g, "tls1.3-full") + g("crypto")
 print(f"- floor at serve's pace, full TLS 1.3 = nginx plain at that pace + (TLS 1.3 flights − plain flights) + crypto: "
       f"{per_round(f13):.1f} µs; serve ÷ it (per round, median): **{per_round(lambda g: g('serve') / f13(g)):.3f}** (target ≤ 1.4)")
+# The same with rustls's whole in-memory server handshake (crypto limit's measured_ns: its
+# parsing, state machine and buffers as well as its crypto) in the crypto's place: what a
+# server built on rustls cannot go below; what serve spends above it is HTTP (hyper), the
+# runtime (tokio), the socket I/O glue and serve's own code.
+h13 = lambda g: kern(g, "tls1.3-full") + g("hs")
+print(f"- the same with rustls's handshake in the crypto's place (crypto limit's in-memory server handshake, "
+      f"{per_round(lambda g: g('hs')):.1f} µs, of which crypto {per_round(lambda g: g('crypto')):.1f}): "
+      f"{per_round(h13):.1f} µs; serve ÷ it (per round, median): {per_round(lambda g: g('serve') / h13(g)):.3f}")
 print(f"- the bare server ÷ nginx, plain flights, same client and pace: {per_round(lambda g: g('f-plain') / g('pplain')):.3f}"
       " (the floor keeps nginx's plain connection as its base and adds only what the TLS flights cost the bare server over plain ones)")
 # The issue's own floor (nginx plain under h2load, at h2load's much higher plain rate, +
@@ -566,28 +580,32 @@ echo
 # The floor's resumed ÷ full for one server and version, per round, then the median: each
 # side is its run's kernel and HTTP floor at that run's pace (floor_at) + `crypto limit`'s
 # server crypto for the kind (TLS 1.3's from serve's slices, TLS 1.2's from the crypto step).
-floor_res() { # version ids|tickets [-sleep: the resumed run's floor with a sleeping client]
+# With TERMS hs, rustls's whole in-memory server handshake (crypto limit's measured_ns)
+# takes the crypto's place: the floor of a server built on rustls, which must at least run
+# rustls's handshake, before any HTTP, runtime or code of its own.
+floor_res() { # version ids|tickets -sleep|"" crypto|hs
   local cf=crypto cr=crypto1.3r
   [ "$1" = 1.2 ] && { cf=crypto1.2f; cr=crypto1.2r; }
-  awk -v f="rf$1-$2-full" -v s="rf$1-$2-res${3:-}" -v cf="$cf" -v cr="$cr" \
+  [ "$4" = hs ] && { cf=hs${cf#crypto}; cr=hs${cr#crypto}; }
+  awk -v f="rf$1-$2-full" -v s="rf$1-$2-res$3" -v cf="$cf" -v cr="$cr" \
     '$2 == f {a[$1] = $3} $2 == s {b[$1] = $3} $2 == cf {x[$1] = $3} $2 == cr {y[$1] = $3}
      END {for (r in a) if (r in b && r in x && r in y) printf "%.3f\n", (b[r] + y[r]) / (a[r] + x[r])}' "$work/rows" \
     | median %.3f
 }
-echo "| server | version | full | resumed | resumed ÷ full (per round, median) | the floor's resumed ÷ full at the same paces: busy / sleeping client in the resumed run | handshakes/s: full run, resumed run | tlsperf load's CPU use: full run, resumed run (%) | resumed per run |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| server | version | full | resumed | resumed ÷ full (per round, median) | the floor's resumed ÷ full at the same paces: busy / sleeping client in the resumed run | the same with rustls's handshake in the crypto's place: busy / sleeping | handshakes/s: full run, resumed run | tlsperf load's CPU use: full run, resumed run (%) | resumed per run |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for v in 1.3 1.2; do
   for kind in ids tickets; do
     label=stateful; name="stateful ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets))"
     [ "$kind" = tickets ] && { label=tickets; name=tickets; }
-    echo "| serve --resumption $name | $v | $(med "full$v-$label") | $(med "res$v-$kind") | $(ratio "res$v-$kind" "full$v-$label") | $(floor_res "$v" "$kind") / $(floor_res "$v" "$kind" -sleep) | $(med "pace$v-$kind-full"), $(med "pace$v-$kind-res") | $(med "busy$v-$kind-full"), $(med "busy$v-$kind-res") | $(med "res$v-$kind" 4) |"
+    echo "| serve --resumption $name | $v | $(med "full$v-$label") | $(med "res$v-$kind") | $(ratio "res$v-$kind" "full$v-$label") | $(floor_res "$v" "$kind" "" crypto) / $(floor_res "$v" "$kind" -sleep crypto) | $(floor_res "$v" "$kind" "" hs) / $(floor_res "$v" "$kind" -sleep hs) | $(med "pace$v-$kind-full"), $(med "pace$v-$kind-res") | $(med "busy$v-$kind-full"), $(med "busy$v-$kind-res") | $(med "res$v-$kind" 4) |"
     nname="session cache ($([ "$v" = 1.2 ] && echo session ids || echo stateful tickets))"; [ "$kind" = tickets ] && nname=tickets
-    echo "| nginx + OpenSSL, $nname | $v | $(med "nfull$v-$kind") | $(med "nres$v-$kind") | $(ratio "nres$v-$kind" "nfull$v-$kind") | (a reference, not a floor) | $(med "npace$v-$kind-full"), $(med "npace$v-$kind-res") | $(med "nbusy$v-$kind-full"), $(med "nbusy$v-$kind-res") | $(med "nres$v-$kind" 4) |"
+    echo "| nginx + OpenSSL, $nname | $v | $(med "nfull$v-$kind") | $(med "nres$v-$kind") | $(ratio "nres$v-$kind" "nfull$v-$kind") | (a reference, not a floor) | | $(med "npace$v-$kind-full"), $(med "npace$v-$kind-res") | $(med "nbusy$v-$kind-full"), $(med "nbusy$v-$kind-res") | $(med "nres$v-$kind" 4) |"
   done
 done
 echo
 echo "- serve ÷ nginx, same version, kind and client (per round, median): resumed TLS 1.3 $(ratio res1.3-ids nres1.3-ids) (stateful) / $(ratio res1.3-tickets nres1.3-tickets) (tickets), TLS 1.2 $(ratio res1.2-ids nres1.2-ids) (session ids) / $(ratio res1.2-tickets nres1.2-tickets) (tickets); full TLS 1.3 $(ratio full1.3-stateful nfull1.3-ids) / $(ratio full1.3-tickets nfull1.3-tickets), TLS 1.2 $(ratio full1.2-stateful nfull1.2-ids) / $(ratio full1.2-tickets nfull1.2-tickets). nginx's own \$ssl_session_reused counted every run's full and resumed handshakes as tlsperf load did"
-echo "- the floor of each run: nginx plain HTTP + (the shape's flights − plain flights on the bare server), all three at that run's handshakes/s with at most 8 connections at once (the flight client busy after a full run, busy / sleeping after a resumed one), + \`crypto limit\`'s server crypto for a full or a resumed handshake; median kernel and HTTP floor (no crypto) per connection, µs: TLS 1.3 full $(med rf1.3-ids-full) / resumed $(med rf1.3-ids-res), TLS 1.2 full $(med rf1.2-ids-full) / resumed by session id $(med rf1.2-ids-res) / by ticket $(med rf1.2-tickets-res); server crypto (crypto limit), µs: TLS 1.3 full $(med crypto) / resumed $(med crypto1.3r), TLS 1.2 full $(med crypto1.2f) / resumed $(med crypto1.2r)"
+echo "- the floor of each run: nginx plain HTTP + (the shape's flights − plain flights on the bare server), all three at that run's handshakes/s with at most 8 connections at once (the flight client busy after a full run, busy / sleeping after a resumed one), + \`crypto limit\`'s server crypto for a full or a resumed handshake; median kernel and HTTP floor (no crypto) per connection, µs: TLS 1.3 full $(med rf1.3-ids-full) / resumed $(med rf1.3-ids-res), TLS 1.2 full $(med rf1.2-ids-full) / resumed by session id $(med rf1.2-ids-res) / by ticket $(med rf1.2-tickets-res); server crypto (crypto limit), µs: TLS 1.3 full $(med crypto) / resumed $(med crypto1.3r), TLS 1.2 full $(med crypto1.2f) / resumed $(med crypto1.2r); rustls's whole in-memory server handshake (crypto limit's measured_ns, its crypto included; resumed by ticket), µs: TLS 1.3 full $(med hs) / resumed $(med hs1.3r), TLS 1.2 full $(med hs1.2f) / resumed $(med hs1.2r)"
 echo
 echo "## Keep-alive and memory"
 echo
