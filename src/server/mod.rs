@@ -469,47 +469,60 @@ const HELLO_CAPTURE: usize = 8192;
 
 /// Whether the ClientHello at the start of `records` (TLS records as the client sent
 /// them) offers a TLS 1.2 session ticket: a non-empty `session_ticket` extension. `None`
-/// when it cannot be read.
+/// when it cannot be read. Read in place, without allocating, unless the ClientHello is
+/// split across records.
 fn offers_session_ticket(records: &[u8]) -> Option<bool> {
-    // Handshake bytes from the leading handshake records.
-    let mut hs = Vec::new();
+    // Handshake bytes from the leading handshake records: the first record's own when it
+    // is the only one (nearly always), else all of them joined.
     let mut rest = records;
+    let mut first: &[u8] = &[];
+    let mut joined = Vec::new();
+    let mut count = 0;
     while rest.len() >= 5 && rest[0] == 22 {
         let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
         let body = rest.get(5..5 + len)?;
-        hs.extend_from_slice(body);
+        match count {
+            0 => first = body,
+            1 => {
+                joined.extend_from_slice(first);
+                joined.extend_from_slice(body);
+            }
+            _ => joined.extend_from_slice(body),
+        }
+        count += 1;
         rest = &rest[5 + len..];
     }
-    let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {
-        let (head, tail) = (b.get(..n)?, b.get(n..)?);
+    let hs: &[u8] = if count > 1 { &joined } else { first };
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = b.split_at_checked(n)?;
         *b = tail;
-        Some(head.to_vec())
-    };
-    let mut b: &[u8] = &hs;
+        Some(head)
+    }
+    fn len16(b: &mut &[u8]) -> Option<usize> {
+        take(b, 2).map(|n| usize::from(u16::from_be_bytes([n[0], n[1]])))
+    }
+    let mut b = hs;
     let head = take(&mut b, 4)?;
     if head[0] != 1 {
         return None; // not a ClientHello
     }
-    let mut b: &[u8] =
+    let mut b =
         b.get(..usize::from(head[1]) << 16 | usize::from(head[2]) << 8 | usize::from(head[3]))?;
     take(&mut b, 2 + 32)?; // legacy_version, random
     let n = usize::from(take(&mut b, 1)?[0]);
     take(&mut b, n)?; // session id
-    let n = take(&mut b, 2)?;
-    take(&mut b, usize::from(u16::from_be_bytes([n[0], n[1]])))?; // cipher suites
+    let n = len16(&mut b)?;
+    take(&mut b, n)?; // cipher suites
     let n = usize::from(take(&mut b, 1)?[0]);
     take(&mut b, n)?; // compression methods
     if b.is_empty() {
         return Some(false); // no extensions
     }
-    let n = take(&mut b, 2)?;
-    let mut exts: &[u8] = b.get(..usize::from(u16::from_be_bytes([n[0], n[1]])))?;
+    let n = len16(&mut b)?;
+    let mut exts = b.get(..n)?;
     while !exts.is_empty() {
-        let h = take(&mut exts, 4)?;
-        let (kind, len) = (
-            u16::from_be_bytes([h[0], h[1]]),
-            usize::from(u16::from_be_bytes([h[2], h[3]])),
-        );
+        let kind = len16(&mut exts)?;
+        let len = len16(&mut exts)?;
         take(&mut exts, len)?;
         if kind == 35 {
             return Some(len > 0);
@@ -1012,5 +1025,85 @@ pub(crate) async fn rotate_loop(rot: Rotation, mut stop: watch::Receiver<bool>) 
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::offers_session_ticket;
+
+    /// A ClientHello handshake message with `exts` (type, body) as its extensions, or
+    /// with no extensions block at all when `exts` is `None`.
+    fn client_hello(exts: Option<&[(u16, &[u8])]>) -> Vec<u8> {
+        let mut body = vec![3, 3];
+        body.extend_from_slice(&[7; 32]); // random
+        body.extend_from_slice(&[4, 1, 2, 3, 4]); // session id
+        body.extend_from_slice(&[0, 2, 0xc0, 0x2b]); // one cipher suite
+        body.extend_from_slice(&[1, 0]); // null compression
+        if let Some(exts) = exts {
+            let mut block = Vec::new();
+            for (kind, data) in exts {
+                block.extend_from_slice(&kind.to_be_bytes());
+                block.extend_from_slice(&(data.len() as u16).to_be_bytes());
+                block.extend_from_slice(data);
+            }
+            body.extend_from_slice(&(block.len() as u16).to_be_bytes());
+            body.extend_from_slice(&block);
+        }
+        let mut msg = vec![1, 0];
+        msg.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        msg.extend_from_slice(&body);
+        msg
+    }
+
+    /// `msg` in handshake records of at most `max` bytes each.
+    fn records(msg: &[u8], max: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for chunk in msg.chunks(max) {
+            out.extend_from_slice(&[22, 3, 1]);
+            out.extend_from_slice(&(chunk.len() as u16).to_be_bytes());
+            out.extend_from_slice(chunk);
+        }
+        out
+    }
+
+    #[test]
+    fn a_ticket_is_offered_only_by_a_non_empty_session_ticket_extension() {
+        let sni: (u16, &[u8]) = (0, b"\x00\x00");
+        let ticket: (u16, &[u8]) = (35, &[9; 40]);
+        let empty_ticket: (u16, &[u8]) = (35, &[]);
+        let hello = client_hello(Some(&[sni, ticket]));
+        assert_eq!(offers_session_ticket(&records(&hello, 16384)), Some(true));
+        let hello = client_hello(Some(&[sni, empty_ticket]));
+        assert_eq!(offers_session_ticket(&records(&hello, 16384)), Some(false));
+        let hello = client_hello(Some(&[sni]));
+        assert_eq!(offers_session_ticket(&records(&hello, 16384)), Some(false));
+        let hello = client_hello(None);
+        assert_eq!(offers_session_ticket(&records(&hello, 16384)), Some(false));
+    }
+
+    #[test]
+    fn a_client_hello_split_across_records_is_read_whole() {
+        let hello = client_hello(Some(&[(0, b"\x00\x00"), (35, &[9; 40])]));
+        for max in [1, 7, 50, 100] {
+            assert_eq!(offers_session_ticket(&records(&hello, max)), Some(true), "{max}");
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_none() {
+        let hello = client_hello(Some(&[(35, &[9; 40])]));
+        let whole = records(&hello, 16384);
+        // Cut short anywhere: inside the record header, the message, an extension.
+        for cut in [0, 3, 5, 9, 50, whole.len() - 1] {
+            assert_eq!(offers_session_ticket(&whole[..cut]), None, "cut at {cut}");
+        }
+        // Not a handshake record; not a ClientHello.
+        let mut alert = whole.clone();
+        alert[0] = 21;
+        assert_eq!(offers_session_ticket(&alert), None);
+        let mut server_hello = whole.clone();
+        server_hello[5] = 2;
+        assert_eq!(offers_session_ticket(&server_hello), None);
     }
 }
