@@ -42,7 +42,12 @@
 #           use is printed), and waking it is charged to the server's writes. The same
 #           runs against nginx + OpenSSL (TLS 1.2 and 1.3, a session cache or tickets),
 #           counted by nginx's own `$ssl_session_reused` log, are a reference beside
-#           serve's: what a mature server's resumption costs, and its resumed ÷ full;
+#           serve's: what a mature server's resumption costs, and its resumed ÷ full.
+#           Each floor is also taken with rustls's whole in-memory server handshake
+#           (`crypto limit`'s measured_ns) in the crypto's place: the floor of a server
+#           built on rustls. And each resumed handshake is held against its own floor, as
+#           the full one is: a resumed ÷ full held against the floor's resumed ÷ full
+#           bounds nothing (a server slow at full handshakes beats it);
 #   keep    keep-alive requests/s: h2load --h1 -c 50 -t 1 -D K/4 s --warm-up-time 300ms
 #           (serve, and base if given), in 4 slices per round with serve and base taking turns,
 #           so that both span the same seconds (this VM's keep-alive rate jumps between two
