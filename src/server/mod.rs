@@ -1086,7 +1086,11 @@ mod tests {
     fn a_client_hello_split_across_records_is_read_whole() {
         let hello = client_hello(Some(&[(0, b"\x00\x00"), (35, &[9; 40])]));
         for max in [1, 7, 50, 100] {
-            assert_eq!(offers_session_ticket(&records(&hello, max)), Some(true), "{max}");
+            assert_eq!(
+                offers_session_ticket(&records(&hello, max)),
+                Some(true),
+                "{max}"
+            );
         }
     }
 
