@@ -288,6 +288,23 @@ resume_run() { # pid port counter tls resume client-kind-of-a-resumed-handshake
     'BEGIN { printf "%.1f %d %d %d %.0f\n", (a - b) / 1000 / n, f, r, p, u * 100 }'
 }
 
+# One resume_run against a server, as rows: KEY (µs per handshake of the run's kind; for a
+# resumed run, its CPU less its full handshakes at FULL_US each), ${PREFIX}pace$v-$kind-$SIDE
+# (handshakes/s) and ${PREFIX}busy$v-$kind-$SIDE (tlsperf load's CPU use). Sets run_us and
+# run_pace for the caller (the resumed run's cost needs the full one's; floors, the pace).
+resume_rows() { # prefix key pid port counter version kind full|res [client-kind full_us]
+  local out cpu cf cr=0 busy
+  if [ "$8" = full ]; then
+    out=$(resume_run "$3" "$4" "$5" "$6" off resumed); read -r run_us _ _ run_pace busy <<< "$out"
+  else
+    out=$(resume_run "$3" "$4" "$5" "$6" "$7" "$9"); read -r cpu cf cr run_pace busy <<< "$out"
+    run_us=$(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="${10}" -v n="$rn" 'BEGIN {printf "%.1f", (c * n - f * u) / r}')
+  fi
+  echo "$r $2 $run_us $cr $l" >> "$work/rows"
+  echo "$r ${1}pace$6-$7-$8 $run_pace 0 $l" >> "$work/rows"
+  echo "$r ${1}busy$6-$7-$8 $busy 0 $l" >> "$work/rows"
+}
+
 # The kernel and HTTP floor of a connection with SHAPE's flights at the pace and concurrency
 # of a resumption run (tlsperf load -c 8 drives serve much faster than h2load -c 50 does, and
 # the pace moves a connection's cost: a floor taken at another pace is no floor for it):
@@ -426,28 +443,16 @@ for r in $(seq "$rounds"); do
           for kind in ids tickets; do
             pid=$stateful_pid; port=19483; mport=19493; label=stateful; ck=$idkind
             [ "$kind" = tickets ] && { pid=$tickets_pid; port=19484; mport=19494; label=tickets; ck=resumed-ticket; }
-            out=$(resume_run "$pid" "$port" "$mport" "$v" off resumed); read -r full _ _ pf uf <<< "$out"
-            echo "$r full$v-$label $full 0 $l" >> "$work/rows"
-            echo "$r pace$v-$kind-full $pf 0 $l" >> "$work/rows"
-            echo "$r busy$v-$kind-full $uf 0 $l" >> "$work/rows"
-            echo "$r rf$v-$kind-full $(floor_at "tls$v-full" "$pf" busy) 0 $l" >> "$work/rows"
-            out=$(resume_run "$pid" "$port" "$mport" "$v" "$kind" "$ck"); read -r cpu cf cr pr ur <<< "$out"
-            echo "$r res$v-$kind $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$rn" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
-            echo "$r pace$v-$kind-res $pr 0 $l" >> "$work/rows"
-            echo "$r busy$v-$kind-res $ur 0 $l" >> "$work/rows"
-            echo "$r rf$v-$kind-res $(floor_at "tls$v-resumed" "$pr" busy) 0 $l" >> "$work/rows"
-            echo "$r rf$v-$kind-res-sleep $(floor_at "tls$v-resumed" "$pr" sleeping) 0 $l" >> "$work/rows"
+            resume_rows "" "full$v-$label" "$pid" "$port" "$mport" "$v" "$kind" full
+            echo "$r rf$v-$kind-full $(floor_at "tls$v-full" "$run_pace" busy) 0 $l" >> "$work/rows"
+            resume_rows "" "res$v-$kind" "$pid" "$port" "$mport" "$v" "$kind" res "$ck" "$run_us"
+            echo "$r rf$v-$kind-res $(floor_at "tls$v-resumed" "$run_pace" busy) 0 $l" >> "$work/rows"
+            echo "$r rf$v-$kind-res-sleep $(floor_at "tls$v-resumed" "$run_pace" sleeping) 0 $l" >> "$work/rows"
             # nginx + OpenSSL, the same two runs, counted by nginx's own $ssl_session_reused:
             # what a mature server's resumption costs beside serve's (a reference, not a floor).
             nport=19478; [ "$kind" = tickets ] && nport=19479
-            out=$(resume_run "$nginx_pid" "$nport" "log:$work/nginx/$kind.log" "$v" off resumed); read -r full _ _ pf uf <<< "$out"
-            echo "$r nfull$v-$kind $full 0 $l" >> "$work/rows"
-            echo "$r npace$v-$kind-full $pf 0 $l" >> "$work/rows"
-            echo "$r nbusy$v-$kind-full $uf 0 $l" >> "$work/rows"
-            out=$(resume_run "$nginx_pid" "$nport" "log:$work/nginx/$kind.log" "$v" "$kind" "$ck"); read -r cpu cf cr pr ur <<< "$out"
-            echo "$r nres$v-$kind $(awk -v c="$cpu" -v f="$cf" -v r="$cr" -v u="$full" -v n="$rn" 'BEGIN {printf "%.1f", (c * n - f * u) / r}') $cr $l" >> "$work/rows"
-            echo "$r npace$v-$kind-res $pr 0 $l" >> "$work/rows"
-            echo "$r nbusy$v-$kind-res $ur 0 $l" >> "$work/rows"
+            resume_rows n "nfull$v-$kind" "$nginx_pid" "$nport" "log:$work/nginx/$kind.log" "$v" "$kind" full
+            resume_rows n "nres$v-$kind" "$nginx_pid" "$nport" "log:$work/nginx/$kind.log" "$v" "$kind" res "$ck" "$run_us"
           done
         done ;;
       keep)
@@ -602,11 +607,16 @@ echo
 # takes the crypto's place: the floor of a server built on rustls, which must at least run
 # rustls's handshake, before any HTTP, runtime or code of its own. Both sides of an ids
 # (session cache) ratio leave out crypto limit's ticket crypto (limit_tickets_us).
-floor_res() { # version ids|tickets -sleep|"" crypto|hs
+floor_terms() { # version ids|tickets crypto|hs -> "full resumed ticket-full ticket-resumed" row keys
   local cf=crypto cr=crypto1.3r tf=tk1.3f tr=tk1.3r
   [ "$1" = 1.2 ] && { cf=crypto1.2f; cr=crypto1.2r; tf=tk1.2f; tr=tk1.2r; }
-  [ "$4" = hs ] && { cf=hs${cf#crypto}; cr=hs${cr#crypto}; }
+  [ "$3" = hs ] && { cf=hs${cf#crypto}; cr=hs${cr#crypto}; }
   [ "$2" = tickets ] && { tf=none; tr=none; }
+  echo "$cf $cr $tf $tr"
+}
+floor_res() { # version ids|tickets -sleep|"" crypto|hs
+  local cf cr tf tr
+  read -r cf cr tf tr <<< "$(floor_terms "$1" "$2" "$4")"
   awk -v f="rf$1-$2-full" -v s="rf$1-$2-res$3" -v cf="$cf" -v cr="$cr" -v tf="$tf" -v tr="$tr" \
     '$2 == f {a[$1] = $3} $2 == s {b[$1] = $3} $2 == cf {x[$1] = $3} $2 == cr {y[$1] = $3}
      $2 == tf {u[$1] = $3} $2 == tr {v[$1] = $3}
@@ -619,10 +629,8 @@ floor_res() { # version ids|tickets -sleep|"" crypto|hs
 # whose full handshakes cost more over their floor than its resumed ones (nginx's do, by far)
 # comes out below the floor's resumed ÷ full.
 res_over_floor() { # version ids|tickets crypto|hs
-  local cr=crypto1.3r tr=tk1.3r
-  [ "$1" = 1.2 ] && { cr=crypto1.2r; tr=tk1.2r; }
-  [ "$3" = hs ] && cr=hs${cr#crypto}
-  [ "$2" = tickets ] && tr=none
+  local cr tr
+  read -r _ cr _ tr <<< "$(floor_terms "$1" "$2" "$3")"
   awk -v s="res$1-$2" -v k="rf$1-$2-res" -v cr="$cr" -v tr="$tr" \
     '$2 == s {a[$1] = $3} $2 == k {b[$1] = $3} $2 == cr {y[$1] = $3} $2 == tr {v[$1] = $3}
      END {for (r in a) if (r in b && r in y) printf "%.3f\n", a[r] / (b[r] + y[r] - v[r])}' "$work/rows" \
