@@ -692,7 +692,7 @@ target_row() { # what <=|>= limit value [rustls-floor]
     else print "no" }')
   echo "| $1 | $([ "$2" = "<=" ] && echo ≤ || echo ≥) $3 | $4 | ${5:-—} | $met |"
 }
-echo "| target | limit | this run (median of per-round figures) | a server built on rustls, at its floor | met |"
+echo "| target | limit | this run | a server built on rustls, at its floor | met |"
 echo "|---|---:|---:|---:|---|"
 target_row "server CPU per full TLS 1.3 handshake ÷ the issue's floor (nginx plain under h2load at its own rate + crypto)" "<=" 1.4 "$(fig_of serve/literal)" "$(fig_of rustls/literal)"
 target_row "the same ÷ the floor at serve's pace (nginx plain at serve's pace + the TLS 1.3 flights + crypto)" "<=" 1.4 "$(fig_of serve/pace)" "$(fig_of rustls/pace)"
@@ -706,6 +706,7 @@ target_row "tlsperf load ÷ h2load, client CPU per full handshake (every chain v
 [ -n "$base" ] && target_row "keep-alive requests/s, serve ÷ baseline" ">=" 0.95 "$keep"
 target_row "resident memory per idle TLS connection, KiB" "<=" 12 "${mem_serve#* }"
 echo
+echo "- each ratio is the median of its per-round ratios (the tables above); memory is one measurement, on the fresh server"
 echo "- every handshake this run calls full was full, and every one it calls resumed was resumed, by the servers' own counts (serve's /stats, nginx's \$ssl_session_reused): the run stops with an error otherwise"
 echo "- a ratio of resumed ÷ full below the rustls floor's own is no gain: it comes from full handshakes that cost more over their floor than the resumed ones (see the resumption table's \"resumed ÷ its own floor\")"
 echo
