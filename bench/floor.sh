@@ -558,7 +558,7 @@ def each_round(fn):
     for r in rows.get("serve", {}):
         try:
             out.append(fn(lambda k: rows[k][r]))
-        except (KeyError, ZeroDivisionError):
+        except (KeyError, ZeroDivisionError, ValueError):
             pass
     return out
 def per_round(fn):
@@ -566,7 +566,13 @@ def per_round(fn):
     return statistics.median(out) if out else float("nan")
 # Kernel and HTTP of a connection with a shape's flights, at serve's pace: nginx's plain
 # connection there, plus what the shape's flights cost the bare server over plain ones.
-kern = lambda g, sh: g("pplain") + g("f-" + sh) - g("f-plain")
+# It is a difference of measurements: a round where it comes out ≤ 0 (noise, e.g. steal in
+# one of them) has no floor, and is left out (the targets section lists such rounds).
+def kern(g, sh):
+    k = g("pplain") + g("f-" + sh) - g("f-plain")
+    if k <= 0:
+        raise ValueError(sh)
+    return k
 f13 = lambda g: kern(g, "tls1.3-full") + g("crypto")
 print(f"- floor at serve's pace, full TLS 1.3 = nginx plain at that pace + (TLS 1.3 flights − plain flights) + crypto: "
       f"{per_round(f13):.1f} µs; serve ÷ it (per round, median): **{fig('serve/pace', per_round(lambda g: g('serve') / f13(g))):.3f}** (target ≤ 1.4)")
@@ -632,7 +638,7 @@ floor_res() { # version ids|tickets -sleep|"" crypto|hs
   awk -v f="rf$1-$2-full" -v s="rf$1-$2-res$3" -v cf="$cf" -v cr="$cr" -v tf="$tf" -v tr="$tr" \
     '$2 == f {a[$1] = $3} $2 == s {b[$1] = $3} $2 == cf {x[$1] = $3} $2 == cr {y[$1] = $3}
      $2 == tf {u[$1] = $3} $2 == tr {v[$1] = $3}
-     END {for (r in a) if (r in b && r in x && r in y) printf "%.3f\n", (b[r] + y[r] - v[r]) / (a[r] + x[r] - u[r])}' "$work/rows" \
+     END {for (r in a) if (r in b && r in x && r in y && a[r] > 0 && b[r] > 0) printf "%.3f\n", (b[r] + y[r] - v[r]) / (a[r] + x[r] - u[r])}' "$work/rows" \
     | median %.3f
 }
 # serve's resumed handshake ÷ its own floor at the run's pace (busy client), per round, then
@@ -645,7 +651,7 @@ res_over_floor() { # version ids|tickets crypto|hs
   read -r _ cr _ tr <<< "$(floor_terms "$1" "$2" "$3")"
   awk -v s="res$1-$2" -v k="rf$1-$2-res" -v cr="$cr" -v tr="$tr" \
     '$2 == s {a[$1] = $3} $2 == k {b[$1] = $3} $2 == cr {y[$1] = $3} $2 == tr {v[$1] = $3}
-     END {for (r in a) if (r in b && r in y) printf "%.3f\n", a[r] / (b[r] + y[r] - v[r])}' "$work/rows" \
+     END {for (r in a) if (r in b && r in y && b[r] > 0) printf "%.3f\n", a[r] / (b[r] + y[r] - v[r])}' "$work/rows" \
     | median %.3f
 }
 echo "| server | version | full | resumed | resumed ÷ full (per round, median) | the floor's resumed ÷ full at the same paces: busy / sleeping client in the resumed run | the same with rustls's handshake in the crypto's place: busy / sleeping | resumed ÷ its own floor (busy client): kernel + crypto / with rustls's handshake | handshakes/s: full run, resumed run | tlsperf load's CPU use: full run, resumed run (%) | resumed per run |"
@@ -707,6 +713,13 @@ target_row "tlsperf load ÷ h2load, client CPU per full handshake (every chain v
 target_row "resident memory per idle TLS connection, KiB" "<=" 12 "${mem_serve#* }"
 echo
 echo "- each ratio is the median of its per-round ratios (the tables above); memory is one measurement, on the fresh server"
+# A floor's kernel part is a difference of measurements (nginx plain + the shape's flights −
+# plain flights): where noise drives it to ≤ 0, that round has no floor and its ratios are
+# left out of the medians above.
+no_floor=$(awk '$2 == "pplain" {p[$1] = $3} $2 == "f-plain" {a[$1] = $3} $2 == "f-tls1.3-full" {s[$1] = $3}
+  $2 ~ /^rf/ && $3 <= 0 {printf "%s%s in round %s (%s µs)", sep, $2, $1, $3; sep = "; "}
+  END {for (r in p) if (p[r] + s[r] - a[r] <= 0) {printf "%sthe full TLS 1.3 floor at serve'"'"'s pace in round %s (%.1f µs)", sep, r, p[r] + s[r] - a[r]; sep = "; "}}' "$work/rows")
+echo "- floors whose kernel part came out ≤ 0 (no floor: their rounds are left out of the ratios that use them): ${no_floor:-none}"
 echo "- every handshake this run calls full was full, and every one it calls resumed was resumed, by the servers' own counts (serve's /stats, nginx's \$ssl_session_reused): the run stops with an error otherwise"
 echo "- a ratio of resumed ÷ full below the rustls floor's own is no gain: it comes from full handshakes that cost more over their floor than the resumed ones (see the resumption table's \"resumed ÷ its own floor\")"
 echo
