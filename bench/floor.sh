@@ -72,7 +72,9 @@
 # First, on the fresh servers: resident memory per idle TLS connection, 5,000 held open.
 # Last, issue 20's targets, each held to its limit with a verdict, beside where a server built
 # on rustls would stand if it spent nothing beyond rustls's handshake and the flights' kernel
-# cost at the same pace: a target that this floor misses no rustls server can meet in the run.
+# cost at the same pace: a cost target that this floor misses no rustls server can meet in the
+# run, and a resumed ÷ full one only a server that spends more over its floor on full
+# handshakes than on resumed ones.
 #
 # With two CPUs or more, every server runs on CPU 1 and every client on CPU 0 (taskset), as
 # h2load and serve end up anyway (h2load keeps its CPU busy): the floor's servers meet
@@ -687,8 +689,11 @@ echo "## Issue 20's targets in this run"
 echo
 # Each target held to its limit. Beside it, where a server built on rustls would stand if it
 # spent nothing beyond rustls's own handshake and the kernel's cost of the same flights at the
-# same pace (the floors with rustls's handshake in the crypto's place, above): a target that
-# this column misses cannot be met in this run by any server built on rustls.
+# same pace (the floors with rustls's handshake in the crypto's place, above). A cost target
+# that this column misses cannot be met in this run by any server built on rustls; a resumed
+# ÷ full target that it misses, only by one whose full handshakes cost more over their floor
+# than its resumed ones (a ratio is lowered by a dearer full handshake as well as by a
+# cheaper resumed one).
 fig_of() { awk -v k="$1" '$1 == k {v = $2} END {print v}' "$work/figures"; }
 target_row() { # what <=|>= limit value [rustls-floor]
   local met
