@@ -697,6 +697,25 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             &PathBuf::new(),
         ),
         case(
+            "load: no requests",
+            &["load", &good.url(), "-n", "0"],
+            2,
+            &["'0'", "--requests", "must be 1 or more"],
+        ),
+        case(
+            "capacity: a count past u64",
+            &[
+                "capacity",
+                &good.url(),
+                "--slo",
+                "p99=30ms",
+                "--requests-per-conn",
+                "18446744073709551616",
+            ],
+            2,
+            &["--requests-per-conn", "is too large"],
+        ),
+        case(
             "load: bad rate",
             &["load", &good.url(), "-n", "1", "--rate", "0"],
             2,

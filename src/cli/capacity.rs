@@ -38,7 +38,7 @@ pub struct CapacityArgs {
     #[arg(long, conflicts_with = "requests_per_conn")]
     new_conn: bool,
     /// Close each connection after K requests (default: keep it while the server does).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "K", value_parser = super::count::at_least_one)]
     requests_per_conn: Option<u64>,
     /// HTTP/2 (ALPN h2) instead of HTTP/1.1.
     #[arg(long)]

@@ -25,7 +25,7 @@ pub struct LoadArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
     /// Requests to send (started; failures count).
-    #[arg(short = 'n', long = "requests", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(short = 'n', long = "requests", value_parser = super::count::at_least_one)]
     requests: Option<u64>,
     /// How long to send requests, e.g. 10s (at most 365 days).
     #[arg(short = 'd', long, value_parser = super::duration::parse_positive)]
@@ -49,7 +49,7 @@ pub struct LoadArgs {
     #[arg(long, conflicts_with = "requests_per_conn")]
     new_conn: bool,
     /// Close each connection after K requests (default: keep it while the server does).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "K", value_parser = super::count::at_least_one)]
     requests_per_conn: Option<u64>,
     /// HTTP/1.1 (the default).
     #[arg(long, conflicts_with = "http2")]

@@ -14,6 +14,7 @@ mod capacity;
 mod client_args;
 mod compare;
 mod completions;
+mod count;
 mod crypto;
 mod duration;
 mod handshake;

@@ -78,7 +78,7 @@ struct BundleArgs {
     #[arg(long, value_enum, default_value_t = KeyType::EcdsaP256)]
     key: KeyType,
     /// Distinct keys to generate and share round-robin (default: 1024, or 8 for RSA).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = super::count::at_least_one)]
     key_pool: Option<u64>,
     /// Validity in days.
     #[arg(long, default_value_t = 3650, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
