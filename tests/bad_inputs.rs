@@ -837,6 +837,18 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             &["--body-size", "0..=67108864"],
         ),
         case(
+            "serve: a timeout with no unit, as every duration flag says it",
+            &["serve", "--handshake-timeout", "5", "--duration", "2s"],
+            2,
+            &["--handshake-timeout", "'5' has no unit"],
+        ),
+        case(
+            "serve: --duration past every duration flag's limit",
+            &["serve", "--duration", "400d"],
+            2,
+            &["--duration", "365 days"],
+        ),
+        case(
             "serve: --body-size of 100 GB",
             &["serve", "--body-size", "100000000000", "--duration", "2s"],
             2,

@@ -92,7 +92,7 @@ pub struct ServeArgs {
     /// must be mode 0600), with a warning.
     #[arg(long, requires = "ticket_keys")]
     allow_insecure_key_file: bool,
-    /// Rotate the --ticket-keys file this often (e.g. 1h; from 1s to 366d); one instance
+    /// Rotate the --ticket-keys file this often (e.g. 1h; from 1s to 365d); one instance
     /// should do it.
     #[arg(long, value_name = "DURATION", value_parser = parse_rotate_every, requires = "ticket_keys")]
     rotate_every: Option<Duration>,
@@ -145,7 +145,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     metrics: Option<SocketAddr>,
     /// Time in-flight requests get at shutdown.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = super::duration::parse, default_value = "5s")]
     shutdown_timeout: Duration,
     /// Keep up to N pre-generated key shares per Diffie-Hellman group (each used once).
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
@@ -156,7 +156,7 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value_t = Stack::Hyper)]
     stack: Stack,
     /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
 }
 
@@ -164,14 +164,11 @@ pub struct ServeArgs {
 const MAX_BODY_SIZE: u64 = 64 << 20;
 
 /// `--rotate-every`: a duration from 1 s (a key ring rewritten at most once a second) to
-/// 366 days (a timer tokio can hold).
+/// 365 days (every duration flag's limit, [`super::duration::MAX`]; a timer tokio can hold).
 fn parse_rotate_every(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = super::duration::parse(s)?;
     if d < Duration::from_secs(1) {
         return Err("must be at least 1s (the key ring is rewritten at every rotation)".into());
-    }
-    if d > Duration::from_secs(366 * 86400) {
-        return Err("must be at most 366d".into());
     }
     Ok(d)
 }
@@ -202,7 +199,7 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 
 /// `--header-timeout` and `--idle-timeout`: from 1 ms to 1 h.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    let d = super::duration::parse(s)?;
     if d < Duration::from_millis(1) || d > Duration::from_secs(3600) {
         return Err("must be from 1ms to 1h".into());
     }
