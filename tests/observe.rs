@@ -484,6 +484,17 @@ fn bad_capture_files_are_input_errors_and_a_cut_one_is_read_up_to_the_cut() {
     let text = d.join("text.pcap");
     std::fs::write(&text, b"GET / HTTP/1.1\r\n\r\n").unwrap();
     fails(&text, "not a pcap or pcapng magic number");
+    // A pcap header cut short after its magic number and version (8 of 24 bytes), and a
+    // pcapng section header cut short after its block type and length.
+    let short = d.join("short.pcap");
+    std::fs::write(&short, [0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0]).unwrap();
+    fails(
+        &short,
+        "short.pcap is not a pcap or pcapng capture: the file ends inside its pcap header",
+    );
+    let short_ng = d.join("short.pcapng");
+    std::fs::write(&short_ng, [0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0]).unwrap();
+    fails(&short_ng, "the file ends inside its pcapng section header");
     // A pcap header of link type 147 (user-defined).
     let mut user = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
     user.extend([0; 8]);

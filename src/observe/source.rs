@@ -59,6 +59,18 @@ fn ng_units(options: &[InterfaceDescriptionOption<'_>]) -> (u64, u64) {
     }
 }
 
+/// Why a capture's header could not be read, in words: a file that ends inside it says so
+/// (pcap-file's own text for that is "Error reading bytes").
+fn header_reason(what: &str, e: PcapError) -> String {
+    match e {
+        PcapError::IncompleteBuffer => format!("the file ends inside its {what}"),
+        PcapError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            format!("the file ends inside its {what}")
+        }
+        other => format!("bad {what} ({other})"),
+    }
+}
+
 impl CaptureFile {
     /// Opens `path` and reads its header.
     pub fn open(path: &Path) -> Result<CaptureFile, ObserveError> {
@@ -80,7 +92,7 @@ impl CaptureFile {
         let reader = match magic {
             [0x0a, 0x0d, 0x0d, 0x0a] => {
                 let r = PcapNgReader::new(BufReader::new(file))
-                    .map_err(|e| not_capture(format!("bad pcapng section header ({e})")))?;
+                    .map_err(|e| not_capture(header_reason("pcapng section header", e)))?;
                 Reader::Ng(Box::new(r))
             }
             [0xd4, 0xc3, 0xb2, 0xa1]
@@ -88,7 +100,7 @@ impl CaptureFile {
             | [0x4d, 0x3c, 0xb2, 0xa1]
             | [0xa1, 0xb2, 0x3c, 0x4d] => {
                 let r = PcapReader::new(BufReader::new(file))
-                    .map_err(|e| not_capture(format!("bad pcap header ({e})")))?;
+                    .map_err(|e| not_capture(header_reason("pcap header", e)))?;
                 let h = r.header();
                 let link = link_of(path, u32::from(h.datalink))?;
                 Reader::Pcap(Box::new(r), link)
