@@ -283,6 +283,13 @@ pub async fn handshake(
             out.clear();
             let _ = conn.write_tls(&mut out);
             let _ = tcp.try_write(&out);
+            // A first record of no TLS type, before anything TLS was negotiated: the
+            // server does not speak TLS on this port.
+            if source == rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+                && conn.negotiated_cipher_suite().is_none()
+            {
+                return Err(ConnectError::NotTls);
+            }
             return Err(ConnectError::Tls { source });
         }
         // rustls knows the suite from a HelloRetryRequest already: the ServerHello is the

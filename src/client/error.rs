@@ -37,6 +37,12 @@ pub enum ConnectError {
         #[source]
         source: rustls::Error,
     },
+    /// The server's first bytes are not a TLS record: most often the port of a plain-HTTP
+    /// server (an HTTP response begins with a byte no TLS record type has).
+    #[error(
+        "the server's answer is not TLS: is this a plain-HTTP port? (tlsperf needs the port where TLS listens)"
+    )]
+    NotTls,
     /// A socket error.
     #[error("I/O error {during}")]
     Io {
@@ -84,6 +90,7 @@ impl ConnectError {
                 _ => "connect",
             },
             ConnectError::ClosedMidHandshake => "closed-mid-handshake",
+            ConnectError::NotTls => "tls-not-tls",
             ConnectError::Tls { source } => match source {
                 rustls::Error::InvalidCertificate(_) => "tls-certificate",
                 rustls::Error::AlertReceived(_) => "tls-alert-received",
