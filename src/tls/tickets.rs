@@ -319,8 +319,16 @@ fn read(path: &Path) -> Result<Ring, TicketError> {
             },
         )?,
     );
-    let file: RingFile =
-        serde_json::from_str(&text).map_err(|e| invalid(format!("line {}: {e}", e.line())))?;
+    // serde_json's text says where ("at line 1 column 2"); what is wrong with a file that is
+    // not JSON at all (a PEM key given by mistake) is said here.
+    let file: RingFile = serde_json::from_str(&text).map_err(|e| {
+        invalid(match e.classify() {
+            serde_json::error::Category::Data => e.to_string(),
+            _ => format!(
+                "it is not JSON ({e}); a key ring is the JSON file `tlsperf tickets init` writes"
+            ),
+        })
+    })?;
     if file.version != 1 {
         return Err(invalid(format!(
             "version {} (this tlsperf reads version 1)",
@@ -652,7 +660,18 @@ mod tests {
     fn bad_files_name_the_problem_and_debug_hides_secrets() {
         let dir = tempfile::tempdir().unwrap();
         for (text, needle) in [
-            ("not json", "line 1"),
+            (
+                "not json",
+                "it is not JSON (expected ident at line 1 column 2)",
+            ),
+            (
+                "-----BEGIN PRIVATE KEY-----\n",
+                "a key ring is the JSON file `tlsperf tickets init` writes",
+            ),
+            (
+                r#"{"version":1,"rotated_at":"","keys":[{"id":"00","state":"spare","secret":"AA=="}]}"#,
+                "unknown variant `spare`",
+            ),
             (r#"{"version":2,"rotated_at":"","keys":[]}"#, "version 2"),
             (
                 r#"{"version":1,"rotated_at":"","keys":[]}"#,
