@@ -469,66 +469,36 @@ const HELLO_CAPTURE: usize = 8192;
 
 /// Whether the ClientHello at the start of `records` (TLS records as the client sent
 /// them) offers a TLS 1.2 session ticket: a non-empty `session_ticket` extension. `None`
-/// when it cannot be read. Read in place, without allocating, unless the ClientHello is
-/// split across records.
+/// when it cannot be read. Framed, reassembled and parsed by `observe`'s wire reader (the
+/// one that reads captures), so the house has one ClientHello reader.
 fn offers_session_ticket(records: &[u8]) -> Option<bool> {
-    // Handshake bytes from the leading handshake records: the first record's own when it
-    // is the only one (nearly always), else all of them joined.
+    use crate::observe::tls::{self as wire, Frame, HandshakeBuf};
     let mut rest = records;
-    let mut first: &[u8] = &[];
-    let mut joined = Vec::new();
-    let mut count = 0;
-    while rest.len() >= 5 && rest[0] == 22 {
-        let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
-        let body = rest.get(5..5 + len)?;
-        match count {
-            0 => first = body,
-            1 => {
-                joined.extend_from_slice(first);
-                joined.extend_from_slice(body);
-            }
-            _ => joined.extend_from_slice(body),
-        }
-        count += 1;
+    let mut messages = HandshakeBuf::default();
+    // The first handshake message, once whole: Some(ticket offered), or None when it is
+    // not a ClientHello that parses.
+    let mut first: Option<Option<bool>> = None;
+    while first.is_none() {
+        let Frame::Record {
+            content_type: wire::content::HANDSHAKE,
+            len,
+        } = wire::frame(rest)
+        else {
+            return None; // cut short, not TLS, or not a handshake record
+        };
+        messages
+            .feed(&rest[5..5 + len], |kind, body| {
+                first = Some(
+                    (kind == wire::msg::CLIENT_HELLO)
+                        .then(|| wire::client_hello(body).map(|hello| hello.ticket))
+                        .flatten(),
+                );
+                false
+            })
+            .ok()?;
         rest = &rest[5 + len..];
     }
-    let hs: &[u8] = if count > 1 { &joined } else { first };
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = b.split_at_checked(n)?;
-        *b = tail;
-        Some(head)
-    }
-    fn len16(b: &mut &[u8]) -> Option<usize> {
-        take(b, 2).map(|n| usize::from(u16::from_be_bytes([n[0], n[1]])))
-    }
-    let mut b = hs;
-    let head = take(&mut b, 4)?;
-    if head[0] != 1 {
-        return None; // not a ClientHello
-    }
-    let mut b =
-        b.get(..usize::from(head[1]) << 16 | usize::from(head[2]) << 8 | usize::from(head[3]))?;
-    take(&mut b, 2 + 32)?; // legacy_version, random
-    let n = usize::from(take(&mut b, 1)?[0]);
-    take(&mut b, n)?; // session id
-    let n = len16(&mut b)?;
-    take(&mut b, n)?; // cipher suites
-    let n = usize::from(take(&mut b, 1)?[0]);
-    take(&mut b, n)?; // compression methods
-    if b.is_empty() {
-        return Some(false); // no extensions
-    }
-    let n = len16(&mut b)?;
-    let mut exts = b.get(..n)?;
-    while !exts.is_empty() {
-        let kind = len16(&mut exts)?;
-        let len = len16(&mut exts)?;
-        take(&mut exts, len)?;
-        if kind == 35 {
-            return Some(len > 0);
-        }
-    }
-    Some(false)
+    first.flatten()
 }
 
 impl<T> Tracked<T> {
