@@ -475,6 +475,18 @@ fn open_loop_rate_reports_corrected_latency_and_send_lateness() {
     assert_eq!(count(c), done, "{c}");
     assert_lateness_consistent(&v);
 
+    // The rate is over the run's schedule, not up to its last response: at 4/s for 1 s,
+    // sends at 0, 0.25, 0.5 and 0.75 s are 4 requests in 1 s (4/s), not 4 in 0.75 s.
+    let v = load(
+        &s.url(),
+        &["--rate", "4", "-d", "1s", "-c", "1", "--cacert", &ca],
+    );
+    assert_eq!(v["requests"]["completed"], 4, "{}", v["requests"]);
+    let secs = v["duration_s"].as_f64().unwrap();
+    assert!((1.0..1.5).contains(&secs), "{secs}");
+    let rate = v["requests"]["per_second"].as_f64().unwrap();
+    assert!((rate - 4.0 / secs).abs() < 1e-9 && rate <= 4.0, "{rate}");
+
     // The summary shows the lateness in its own line.
     let run = load_run(&[
         &s.url(),
@@ -1394,4 +1406,24 @@ fn sigint_stops_waiting_slots_and_requests_in_flight() {
         assert_eq!(v["interrupted"], true, "{v}");
     }
     drop(silent);
+
+    // Stopped 1.5 s into a run whose one answer came at once: its time runs to the stop,
+    // not to that answer.
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args(["load", &s.url(), "--cacert", &ca, "--json"])
+        .args(["--rate", "0.1", "-c", "1", "-d", "300s"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = common::interrupt_and_wait(child, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["requests"]["completed"], 1, "{}", v["requests"]);
+    let secs = v["duration_s"].as_f64().unwrap();
+    assert!((1.4..5.0).contains(&secs), "{secs}");
 }

@@ -128,8 +128,8 @@ pub struct Step {
     pub machines: u32,
     /// The planned length (seconds): requests were due within it.
     pub length_s: f64,
-    /// Wall seconds from the first request to the last response (the longest of
-    /// merged processes').
+    /// Wall seconds from the step's start to the later of its end and its last response
+    /// (the load result's `duration_s`; the longest of merged processes').
     pub duration_s: f64,
     /// Connection slots (per process).
     pub connections: u64,

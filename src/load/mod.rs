@@ -109,6 +109,8 @@ pub struct Progress {
     /// Requests failed.
     pub failed: AtomicU64,
     stop: AtomicBool,
+    /// When [`Progress::stop`] was first called.
+    stopped_at: std::sync::OnceLock<Instant>,
     notify: tokio::sync::Notify,
 }
 
@@ -117,6 +119,7 @@ impl Progress {
     /// instant stop waiting, and requests in flight are abandoned (neither completed nor
     /// failed); the result covers what finished before.
     pub fn stop(&self) {
+        self.stopped_at.get_or_init(Instant::now);
         self.stop.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
     }
@@ -124,6 +127,11 @@ impl Progress {
     /// True once [`Progress::stop`] was called.
     pub fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
+    }
+
+    /// When [`Progress::stop`] was first called.
+    pub fn stopped_at(&self) -> Option<Instant> {
+        self.stopped_at.get().copied()
     }
 
     /// Resolves once [`Progress::stop`] was called (at once if it was already).
@@ -367,6 +375,42 @@ enum Open {
     ),
 }
 
+/// When the run's own schedule ends: the end of `--duration`, or, for an open-loop
+/// `-n N` run, one send interval after its last send (N intervals from the schedule's
+/// start); `None` for a closed-loop `-n` run, which ends when its work is done.
+fn scheduled_end(start: Instant, opts: &LoadGenOptions) -> Option<Instant> {
+    if let Some(d) = opts.duration {
+        return Some(start + d);
+    }
+    match (opts.rate, opts.requests) {
+        (Some(r), Some(n)) if r > 0.0 => Duration::try_from_secs_f64(n as f64 / r)
+            .ok()
+            .map(|d| start + opts.schedule_offset + d),
+        _ => None,
+    }
+}
+
+/// The time the rates are over: from the start to the later of the last completion and
+/// the end of the run's schedule, or of the stop when the run was stopped before that
+/// end. An open-loop run that kept its schedule thus reports the rate it was asked for
+/// (not completions ÷ the time to the last one, which is higher), and a stopped run
+/// counts the time up to its stop, even when nothing completed near it.
+fn window(
+    start: Instant,
+    last_done: Option<Instant>,
+    scheduled_end: Option<Instant>,
+    stopped_at: Option<Instant>,
+) -> Duration {
+    let until = match (scheduled_end, stopped_at) {
+        (Some(e), Some(s)) => Some(e.min(s)),
+        (e, s) => e.or(s),
+    };
+    last_done
+        .max(until)
+        .unwrap_or(start)
+        .saturating_duration_since(start)
+}
+
 /// Runs the load. The caller owns the runtime (threads) and the progress display.
 pub async fn run(
     target: Target,
@@ -467,14 +511,14 @@ pub async fn run(
         // It stops within one sample of the signal.
         let _ = tokio::task::spawn_blocking(move || s.join()).await;
     }
-    let end = tallies
-        .iter()
-        .filter_map(|t| t.last_done)
-        .max()
-        .unwrap_or_else(Instant::now);
-    let wall = end
-        .saturating_duration_since(start)
-        .max(Duration::from_micros(1));
+    let last_done = tallies.iter().filter_map(|t| t.last_done).max();
+    let wall = window(
+        start,
+        last_done,
+        scheduled_end(start, &opts),
+        progress.stopped_at(),
+    )
+    .max(Duration::from_micros(1));
     let cpu = usage::self_cpu().saturating_sub(cpu0);
     let mut total = Tally::new();
     for t in &tallies {
@@ -1061,5 +1105,29 @@ async fn connect(
         Ok((Open::H2(send, wire), hs.early_data, done))
     } else {
         Ok((Open::H1(Box::new(Http1::new(stream))), hs.early_data, done))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_ends_at_the_schedule_or_the_stop_not_at_the_last_response() {
+        let t0 = Instant::now();
+        let at = |ms: u64| Some(t0 + Duration::from_millis(ms));
+        let ms = |d: Duration| d.as_millis();
+        // Open loop at 2/s for 2 s: the last send at 1.5 s answered at 1.51 s; 4 ÷ 2 s.
+        assert_eq!(ms(window(t0, at(1510), at(2000), None)), 2000);
+        // Closed loop: the last response after the deadline ends the window.
+        assert_eq!(ms(window(t0, at(2040), at(2000), None)), 2040);
+        // Stopped at 3 s in a 10 s run whose one response came at 2 ms.
+        assert_eq!(ms(window(t0, at(2), at(10_000), at(3000))), 3000);
+        // Stopped during the tail after the schedule: the schedule's end.
+        assert_eq!(ms(window(t0, at(1990), at(2000), at(2500))), 2000);
+        // A closed-loop -n run: its last response; stopped: the stop.
+        assert_eq!(ms(window(t0, at(700), None, None)), 700);
+        assert_eq!(ms(window(t0, None, None, at(300))), 300);
+        assert_eq!(ms(window(t0, None, None, None)), 0);
     }
 }

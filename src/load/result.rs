@@ -120,7 +120,9 @@ pub struct LoadResult {
     pub target: String,
     /// Start (RFC 3339).
     pub started: String,
-    /// Wall seconds from the first request to the last response.
+    /// Wall seconds from the run's start to the later of the last response and the end
+    /// of its schedule (`--duration`; an open-loop `-n N` run's N send intervals), or of
+    /// its stop when it was stopped before that end.
     pub duration_s: f64,
     /// How many runs were merged into this one (1 for a single run).
     pub machines: u32,
