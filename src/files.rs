@@ -3,9 +3,17 @@
 //! half-written file. Private material (keys) is created with mode 0600 from the start.
 //!
 //! [`Staging`] writes a set of files together: all contents are written and synced first,
-//! then renamed one after another, so a failure while writing leaves nothing behind. A
-//! SIGINT, SIGTERM or SIGHUP that would kill the process while temporary files exist (no
-//! other handler installed) removes them first, then kills it as the signal would have.
+//! then renamed one after another, so a failure while writing leaves nothing behind; a
+//! rename that fails part-way puts back the files already replaced, so a set is replaced
+//! whole or not at all. A SIGINT, SIGTERM or SIGHUP that would kill the process while
+//! temporary files exist (no other handler installed) removes them first, then kills it as
+//! the signal would have.
+//!
+//! Where a destination already is something other than a regular file, writing follows
+//! what it is rather than replacing it: a symbolic link stays a link and the file it points
+//! to is replaced; a FIFO or a character device (`--out /dev/stdout`, `/dev/null`) is
+//! written to, in one go, without a temporary file and without `--force`; a block device or
+//! a socket is refused.
 //!
 //! Every file tlsperf reads goes through [`open_input`] or [`read_input`]: the path is
 //! checked with `stat` before it is opened, and opened non-blocking, so a FIFO, a device
@@ -248,13 +256,23 @@ pub enum FileError {
         #[source]
         source: std::io::Error,
     },
-    /// A destination path is unusable (no file name, or its parent is not a directory).
+    /// A destination path is unusable (no file name, its parent is not a directory, or it
+    /// is a directory, a block device or a socket).
     #[error("cannot write {}: {reason}", .path.display())]
     BadPath {
         /// The destination.
         path: PathBuf,
         /// Why.
-        reason: &'static str,
+        reason: String,
+    },
+    /// A destination is also one of the command's input files.
+    #[error("refusing to write {}: it is the input file {}; choose another output file",
+        .path.display(), .input.display())]
+    IsInput {
+        /// The destination.
+        path: PathBuf,
+        /// The input it names.
+        input: PathBuf,
     },
     /// Writing the temporary file failed.
     #[error("cannot write {}", .path.display())]
@@ -279,7 +297,9 @@ pub enum FileError {
 impl Classify for FileError {
     fn class(&self) -> ErrorClass {
         match self {
-            FileError::Exists(_) | FileError::BadPath { .. } => ErrorClass::Input,
+            FileError::Exists(_) | FileError::BadPath { .. } | FileError::IsInput { .. } => {
+                ErrorClass::Input
+            }
             FileError::CreateDir { source, .. }
             | FileError::Write { source, .. }
             | FileError::Rename { source, .. } => io_input_class(source),
@@ -287,11 +307,12 @@ impl Classify for FileError {
     }
 }
 
-/// Fails with [`FileError::Exists`] naming every path that already exists.
+/// Fails with [`FileError::Exists`] naming every path that already exists (a FIFO or a
+/// character device is written to, not overwritten, so it does not count).
 pub fn check_absent<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<(), FileError> {
     let existing: Vec<PathBuf> = paths
         .into_iter()
-        .filter(|p| p.symlink_metadata().is_ok())
+        .filter(|p| p.symlink_metadata().is_ok() && !is_stream(p))
         .map(Path::to_path_buf)
         .collect();
     if existing.is_empty() {
@@ -302,9 +323,10 @@ pub fn check_absent<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<(),
 }
 
 /// Checks, before any expensive work, that `dest` can be written: its parent directory
-/// exists, it is not a directory, and (unless `overwrite`) it does not exist yet.
+/// exists, it is not a directory, a block device or a socket, and (unless `overwrite`) it
+/// does not exist yet.
 pub fn check_destination(dest: &Path, overwrite: bool) -> Result<(), FileError> {
-    parent_dir(dest)?;
+    target(dest)?;
     if overwrite {
         Ok(())
     } else {
@@ -317,7 +339,10 @@ pub fn check_destination(dest: &Path, overwrite: bool) -> Result<(), FileError> 
 /// probe file is created there and removed at once), so a read-only directory is found
 /// before the work rather than after it.
 pub fn check_writable(dest: &Path) -> Result<(), FileError> {
-    let dir = parent_dir(dest)?;
+    let Target::File(path) = target(dest)? else {
+        return Ok(());
+    };
+    let dir = parent_dir(&path)?;
     tempfile::Builder::new()
         .prefix(".tlsperf-")
         .suffix(".tmp")
@@ -329,6 +354,44 @@ pub fn check_writable(dest: &Path) -> Result<(), FileError> {
         })
 }
 
+/// Fails with [`FileError::IsInput`] when `dest` is one of `inputs` (the same file, by
+/// device and inode, whatever the path), so that `--out` cannot replace what the command
+/// reads, such as the capture being analysed.
+pub fn check_not_input<'a>(
+    dest: &Path,
+    inputs: impl IntoIterator<Item = &'a Path>,
+) -> Result<(), FileError> {
+    if !fs::metadata(dest).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    match inputs.into_iter().find(|input| same_file(dest, input)) {
+        Some(input) => Err(FileError::IsInput {
+            path: dest.to_path_buf(),
+            input: input.to_path_buf(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether `a` and `b` both exist and are the same file (device and inode, whatever the
+/// paths and links).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (fs::metadata(a), fs::metadata(b)) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        fs::canonicalize(a)
+            .ok()
+            .is_some_and(|a| fs::canonicalize(b).ok() == Some(a))
+    }
+}
+
 /// Creates `dir` and its parents if they do not exist.
 pub fn create_dir_all(dir: &Path) -> Result<(), FileError> {
     fs::create_dir_all(dir).map_err(|source| FileError::CreateDir {
@@ -337,12 +400,26 @@ pub fn create_dir_all(dir: &Path) -> Result<(), FileError> {
     })
 }
 
-struct Staged {
-    /// The temporary file, and its registration for removal if a signal kills the
-    /// process: registered before the file is created, dropped after it is removed or
-    /// renamed.
-    temp: NamedTempFile<(fs::File, on_signal::Armed)>,
-    dest: PathBuf,
+enum Staged {
+    /// A file, written to a temporary file beside where it goes and renamed there at
+    /// commit.
+    File {
+        /// The temporary file, and its registration for removal if a signal kills the
+        /// process: registered before the file is created, dropped after it is removed or
+        /// renamed.
+        temp: NamedTempFile<(fs::File, on_signal::Armed)>,
+        /// The path as the user gave it, for messages.
+        dest: PathBuf,
+        /// Where the file goes: `dest` with its symbolic links followed.
+        path: PathBuf,
+    },
+    /// A FIFO or a character device, written at commit in one go.
+    Stream {
+        /// The path as the user gave it.
+        dest: PathBuf,
+        /// What is written.
+        contents: Vec<u8>,
+    },
 }
 
 /// A set of files written together: contents go to temporary files first, and only
@@ -363,10 +440,21 @@ impl Staging {
         }
     }
 
-    /// Writes `contents` to a temporary file beside `dest` with the given mode, synced to
-    /// disk.
+    /// Writes `contents` to a temporary file beside `dest` (or beside the file a link at
+    /// `dest` points to) with the given mode, synced to disk; for a FIFO or a character
+    /// device, keeps `contents` to write at commit.
     pub fn add(&mut self, dest: &Path, contents: &[u8], mode: FileMode) -> Result<(), FileError> {
-        let dir = parent_dir(dest)?;
+        let path = match target(dest)? {
+            Target::File(path) => path,
+            Target::Stream => {
+                self.files.push(Staged::Stream {
+                    dest: dest.to_path_buf(),
+                    contents: contents.to_vec(),
+                });
+                return Ok(());
+            }
+        };
+        let dir = parent_dir(&path)?;
         let write_err = |source| FileError::Write {
             path: dest.to_path_buf(),
             source,
@@ -395,38 +483,163 @@ impl Staging {
             set_mode(file, mode).map_err(write_err)?;
         }
         file.sync_all().map_err(write_err)?;
-        self.files.push(Staged {
+        self.files.push(Staged::File {
             temp,
             dest: dest.to_path_buf(),
+            path,
         });
         Ok(())
     }
 
-    /// Moves every staged file into place, in the order they were added, and returns the
-    /// destinations.
-    pub fn commit(self) -> Result<Vec<PathBuf>, FileError> {
-        let mut done = Vec::with_capacity(self.files.len());
-        for Staged { temp, dest } in self.files {
-            let result = if self.overwrite {
-                temp.persist(&dest)
-            } else {
-                temp.persist_noclobber(&dest)
-            };
-            match result {
-                Ok(_) => done.push(dest),
-                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
-                    return Err(FileError::Exists(vec![dest]));
-                }
-                Err(e) => {
-                    return Err(FileError::Rename {
-                        path: dest,
-                        source: e.error,
-                    });
-                }
+    /// Writes the FIFOs and devices, then moves every staged file into place in the order
+    /// they were added. When a rename fails, the files this commit already replaced get
+    /// their old contents back and the ones it created are removed (a copy of each file
+    /// about to be replaced is kept until the set is in place), so the set is replaced
+    /// whole or not at all. Writes to FIFOs and devices cannot be taken back: they go
+    /// first, so a failing one leaves every file untouched.
+    pub fn commit(self) -> Result<(), FileError> {
+        let mut files = Vec::with_capacity(self.files.len());
+        for staged in self.files {
+            match staged {
+                Staged::Stream { dest, contents } => write_stream(&dest, &contents)?,
+                Staged::File { temp, dest, path } => files.push((temp, dest, path)),
             }
         }
-        Ok(done)
+        let several = files.len() > 1;
+        let mut done: Vec<(PathBuf, Option<Backup>)> = Vec::with_capacity(files.len());
+        for (temp, dest, path) in files {
+            let backup = match several && self.overwrite {
+                true => Backup::of(&path).map_err(|source| FileError::Write {
+                    path: dest.clone(),
+                    source,
+                })?,
+                false => None,
+            };
+            let result = if self.overwrite {
+                temp.persist(&path)
+            } else {
+                temp.persist_noclobber(&path)
+            };
+            let err = match result {
+                Ok(_) => {
+                    done.push((path, backup));
+                    continue;
+                }
+                Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => {
+                    FileError::Exists(vec![dest])
+                }
+                Err(e) => FileError::Rename {
+                    path: dest,
+                    source: e.error,
+                },
+            };
+            drop(backup);
+            for (path, backup) in done.into_iter().rev() {
+                match backup {
+                    Some(b) => b.restore(&path),
+                    None => {
+                        let _ = fs::remove_file(&path);
+                    }
+                }
+            }
+            return Err(err);
+        }
+        Ok(())
     }
+}
+
+/// A copy of a file about to be replaced, beside it (a hard link, or a copy where links
+/// cannot be made); removed when dropped, or moved back by [`Backup::restore`].
+struct Backup {
+    path: PathBuf,
+    _armed: on_signal::Armed,
+}
+
+impl Backup {
+    /// Keeps the current `path` (`None` when there is no file there).
+    fn of(path: &Path) -> std::io::Result<Option<Backup>> {
+        match fs::symlink_metadata(path) {
+            Ok(m) if m.is_file() => {}
+            _ => return Ok(None),
+        }
+        let dir = parent_dir(path).map_err(std::io::Error::other)?;
+        let mut made = None;
+        // A fresh name each try: another process may take the name first.
+        for _ in 0..8 {
+            let name = tempfile::Builder::new()
+                .prefix(".tlsperf-")
+                .suffix(".old")
+                .make_in(dir, |p| Ok(p.to_path_buf()))?;
+            let candidate = name.path().to_path_buf();
+            // The placeholder file is removed; the name is taken by the link or copy.
+            drop(name);
+            let armed = on_signal::Armed::new(&candidate);
+            let kept = fs::hard_link(path, &candidate).or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Err(e),
+                _ => copy_new(path, &candidate),
+            });
+            match kept {
+                Ok(()) => {
+                    made = Some(Backup {
+                        path: candidate,
+                        _armed: armed,
+                    });
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        made.map(Some).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "no free name for a copy of the file being replaced",
+            )
+        })
+    }
+
+    /// Puts the kept file back at `path`.
+    fn restore(self, path: &Path) {
+        if fs::rename(&self.path, path).is_err() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Drop for Backup {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Copies `from` to the new file `to` (failing if `to` exists), with `from`'s mode.
+fn copy_new(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut src = fs::File::open(from)?;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut dst = options.open(to)?;
+    std::io::copy(&mut src, &mut dst)?;
+    dst.set_permissions(src.metadata()?.permissions())?;
+    Ok(())
+}
+
+/// Writes `contents` to a FIFO or character device.
+fn write_stream(dest: &Path, contents: &[u8]) -> Result<(), FileError> {
+    let write_err = |source| FileError::Write {
+        path: dest.to_path_buf(),
+        source,
+    };
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .open(dest)
+        .map_err(write_err)?;
+    f.write_all(contents).map_err(write_err)?;
+    f.flush().map_err(write_err)
 }
 
 /// Writes one file atomically (temporary file + rename).
@@ -438,7 +651,7 @@ pub fn write_atomic(
 ) -> Result<(), FileError> {
     let mut staging = Staging::new(overwrite);
     staging.add(dest, contents, mode)?;
-    staging.commit().map(|_| ())
+    staging.commit()
 }
 
 /// Removing temporary files when a signal would kill the process.
@@ -581,29 +794,103 @@ mod on_signal {
 }
 
 fn parent_dir(dest: &Path) -> Result<&Path, FileError> {
+    let bad = |reason: &str| FileError::BadPath {
+        path: dest.to_path_buf(),
+        reason: reason.into(),
+    };
     if dest.file_name().is_none() {
-        return Err(FileError::BadPath {
-            path: dest.to_path_buf(),
-            reason: "the path names no file",
-        });
+        return Err(bad("the path names no file"));
     }
     let dir = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        return Err(FileError::BadPath {
-            path: dest.to_path_buf(),
-            reason: "its parent directory does not exist",
-        });
+        return Err(bad("its parent directory does not exist"));
     }
     if dest.is_dir() {
-        return Err(FileError::BadPath {
-            path: dest.to_path_buf(),
-            reason: "it is a directory",
-        });
+        return Err(bad("it is a directory"));
     }
     Ok(dir)
+}
+
+/// Where writing a destination goes.
+enum Target {
+    /// A regular file (existing or not) at this path: the destination with its symbolic
+    /// links followed.
+    File(PathBuf),
+    /// An existing FIFO or character device, written to as it is.
+    Stream,
+}
+
+/// What writing `dest` means (see the module docs), or why it cannot be written.
+fn target(dest: &Path) -> Result<Target, FileError> {
+    let meta = match fs::metadata(dest) {
+        Ok(m) => m,
+        // Nothing there (or a broken link): a new file where the links lead.
+        Err(_) => {
+            let path = follow_links(dest);
+            parent_dir(&path)?;
+            return Ok(Target::File(path));
+        }
+    };
+    if meta.is_file() {
+        let linked = fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink());
+        let path = match linked {
+            true => fs::canonicalize(dest).map_err(|source| FileError::Write {
+                path: dest.to_path_buf(),
+                source,
+            })?,
+            false => dest.to_path_buf(),
+        };
+        parent_dir(&path)?;
+        return Ok(Target::File(path));
+    }
+    if is_stream(dest) {
+        return Ok(Target::Stream);
+    }
+    let what = not_regular(&meta).unwrap_or("not a file");
+    Err(FileError::BadPath {
+        path: dest.to_path_buf(),
+        reason: match meta.is_dir() {
+            true => "it is a directory".into(),
+            false => format!(
+                "it is {what}; tlsperf writes regular files, FIFOs and character devices \
+                 (such as /dev/stdout)"
+            ),
+        },
+    })
+}
+
+/// Whether `path` is (or links to) a FIFO or a character device.
+fn is_stream(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// `path` with its symbolic links followed as far as they lead (at most 40, as the kernel
+/// does), for a link whose target does not exist yet.
+fn follow_links(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        let is_link = fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        let Some(next) = is_link.then(|| fs::read_link(&p).ok()).flatten() else {
+            break;
+        };
+        p = match p.parent() {
+            Some(dir) => dir.join(next),
+            None => next,
+        };
+    }
+    p
 }
 
 #[cfg(unix)]
@@ -711,6 +998,105 @@ mod tests {
         assert_eq!(crate::error::io_input_class(&err), ErrorClass::Input);
         assert!(err.to_string().contains("64 KiB limit"), "{err}");
         assert_eq!(read_input(&big, InputKind::Pem).unwrap().len(), 65537);
+    }
+
+    #[test]
+    fn a_set_that_fails_part_way_is_put_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
+        fs::write(&a, b"old a").unwrap();
+        fs::write(&b, b"old b").unwrap();
+        let mut s = Staging::new(true);
+        for p in [&a, &b, &c] {
+            s.add(p, b"new", FileMode::Public).unwrap();
+        }
+        // The last rename fails: a non-empty directory took the name meanwhile.
+        fs::create_dir(&c).unwrap();
+        fs::write(c.join("inside"), b"").unwrap();
+        let err = s.commit().unwrap_err();
+        assert!(matches!(err, FileError::Rename { .. }), "{err}");
+        assert_eq!(fs::read(&a).unwrap(), b"old a");
+        assert_eq!(fs::read(&b).unwrap(), b"old b");
+        // Nothing else is left: no temporary file, no kept copy.
+        let mut names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a", "b", "c"]);
+        // A new file of a set put back is removed.
+        fs::remove_file(&b).unwrap();
+        let d = dir.path().join("d");
+        let mut s = Staging::new(true);
+        for p in [&a, &b, &d] {
+            s.add(p, b"new", FileMode::Public).unwrap();
+        }
+        fs::create_dir(&d).unwrap();
+        fs::write(d.join("inside"), b"").unwrap();
+        assert!(s.commit().is_err());
+        assert!(!b.exists());
+        assert_eq!(fs::read(&a).unwrap(), b"old a");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_stay_links_and_devices_and_fifos_are_written_to() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.pem");
+        let link = dir.path().join("link.pem");
+        fs::write(&real, b"old").unwrap();
+        std::os::unix::fs::symlink("real.pem", &link).unwrap();
+        write_atomic(&link, b"new", FileMode::Public, true).unwrap();
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(fs::read(&real).unwrap(), b"new");
+        // A broken link: the file it names is created.
+        let dangling = dir.path().join("dangling.pem");
+        std::os::unix::fs::symlink("later.pem", &dangling).unwrap();
+        write_atomic(&dangling, b"x", FileMode::Public, true).unwrap();
+        assert_eq!(fs::read(dir.path().join("later.pem")).unwrap(), b"x");
+        // A character device is written to, without --force, and stays one.
+        let null = Path::new("/dev/null");
+        check_destination(null, false).unwrap();
+        write_atomic(null, b"discarded", FileMode::Public, false).unwrap();
+        assert!(null.metadata().unwrap().file_type().is_char_device());
+        let err = write_atomic(Path::new("/dev/full"), b"x", FileMode::Public, false).unwrap_err();
+        assert!(matches!(err, FileError::Write { .. }), "{err}");
+        // A FIFO gets the contents, in one go.
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || fs::read(fifo).unwrap())
+        };
+        write_atomic(&fifo, b"through", FileMode::Public, false).unwrap();
+        assert_eq!(reader.join().unwrap(), b"through");
+        assert!(fifo.metadata().unwrap().file_type().is_fifo());
+        // A socket is refused, saying what it is.
+        let sock = dir.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let err = check_destination(&sock, true).unwrap_err();
+        assert!(err.to_string().contains("it is a socket"), "{err}");
+        assert_eq!(err.class(), ErrorClass::Input);
+    }
+
+    #[test]
+    fn an_output_that_is_an_input_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("cap.pcap");
+        fs::write(&input, b"capture").unwrap();
+        let same = dir.path().join(".").join("cap.pcap");
+        let err = check_not_input(&same, [input.as_path()]).unwrap_err();
+        assert!(matches!(err, FileError::IsInput { .. }), "{err}");
+        assert_eq!(err.class(), ErrorClass::Input);
+        check_not_input(&dir.path().join("out.json"), [input.as_path()]).unwrap();
+        assert!(same_file(&input, &same));
+        assert!(!same_file(&input, &dir.path().join("missing")));
     }
 
     #[test]

@@ -503,6 +503,32 @@ fn bad_capture_files_are_input_errors_and_a_cut_one_is_read_up_to_the_cut() {
     let user_path = d.join("user.pcap");
     std::fs::write(&user_path, &user).unwrap();
     fails(&user_path, "link type 147 is not supported");
+    // A record whose captured length is beyond the header's snap length: damaged, said
+    // in words (not pcap-file's "PacketHeader incl_len > snap_len"); one longer than the
+    // file before any whole frame: nothing to analyze.
+    let record = |snaplen: u32, incl: u32, data: usize| {
+        let mut b = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+        b.extend([0; 8]);
+        b.extend(snaplen.to_le_bytes());
+        b.extend(1u32.to_le_bytes());
+        b.extend([0; 8]);
+        b.extend(incl.to_le_bytes());
+        b.extend(incl.to_le_bytes());
+        b.extend(vec![0; data]);
+        b
+    };
+    let over_snap = d.join("over-snap.pcap");
+    std::fs::write(&over_snap, record(64, 100, 100)).unwrap();
+    fails(
+        &over_snap,
+        "frame 1 is malformed: a record header's length or timestamp field is invalid",
+    );
+    let too_long = d.join("too-long.pcap");
+    std::fs::write(&too_long, record(65535, 0x7fff_ffff, 10)).unwrap();
+    fails(
+        &too_long,
+        "frame 1 is malformed: its record runs past the end of the file",
+    );
     // Random bytes after a valid header: an error or a result, never a panic (the
     // harness checks every run's stderr for one).
     let mut x: u64 = 0x1234_5678_9abc_def1;
@@ -538,6 +564,16 @@ fn bad_capture_files_are_input_errors_and_a_cut_one_is_read_up_to_the_cut() {
     );
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert!(count(&v, "all") < 3, "{}", v["handshakes"]);
+    // --out naming the capture itself is refused, even with --force: the capture stays.
+    let f = file.to_str().unwrap();
+    let run = tlsperf(["observe", "--pcap", f, "--out", f, "--force"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("it is the input file"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), whole);
 }
 
 /// `tlsperf observe --interface lo ARGS --json`, started; returns once it captures, with

@@ -37,6 +37,20 @@ pub struct MergeArgs {
 /// Runs `tlsperf merge`.
 pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
     crate::files::check_destination(&args.out, args.force)?;
+    crate::files::check_not_input(&args.out, args.results.iter().map(PathBuf::as_path))?;
+    // Told, not refused: merging a result with itself is a way to test a merge.
+    for (i, a) in args.results.iter().enumerate() {
+        if let Some(b) = args.results[..i]
+            .iter()
+            .find(|b| crate::files::same_file(a, b))
+        {
+            tracing::warn!(
+                "{} and {} are the same file: its counts are added twice",
+                b.display(),
+                a.display()
+            );
+        }
+    }
     let inputs = args
         .results
         .iter()

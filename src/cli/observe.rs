@@ -73,6 +73,7 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
     }
     if let Some(dest) = &args.out {
         crate::files::check_destination(dest, args.force)?;
+        crate::files::check_not_input(dest, args.pcap.as_deref())?;
     }
     let opts = Options {
         ports: args.ports.clone(),

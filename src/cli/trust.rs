@@ -1,6 +1,6 @@
 //! `tlsperf trust probe|load|analyze|trim`: flags → [`crate::trust`] → output.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
@@ -215,6 +215,12 @@ pub fn exec(args: TrustArgs, out: &Output) -> Result<(), CliError> {
         }
         TrustCommand::Trim(a) => {
             files::check_destination(&a.out, a.force)?;
+            let source = match &a.source {
+                SourceArg::Path(Source::Bundle(p)) => Some(p.as_path()),
+                _ => None,
+            };
+            let chains = a.keep_for.iter().map(Path::new);
+            files::check_not_input(&a.out, source.into_iter().chain(chains))?;
             let store = a.source.load(None)?.store;
             let chains = trust::trim::resolve_chains(&a.keep_for, a.provider, a.timeout)?;
             let opts = trust::trim::TrimOptions {
@@ -224,7 +230,7 @@ pub fn exec(args: TrustArgs, out: &Output) -> Result<(), CliError> {
             };
             let trimmed = trust::trim::trim(&store, &chains, &opts)?;
             files::write_atomic(&a.out, trimmed.pem.as_bytes(), FileMode::Public, a.force)?;
-            out.result(&trimmed, || text::trust_trim(&trimmed, &a.out))
+            out.summary(&trimmed, || text::trust_trim(&trimmed, &a.out))
         }
     }
 }

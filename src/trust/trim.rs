@@ -434,13 +434,31 @@ pub fn resolve_chains(
         .iter()
         .map(|s| {
             let p = PathBuf::from(s);
-            if p.exists() {
+            if p.exists() || looks_like_a_file(s) {
                 chain_from_file(&p)
             } else {
                 fetch_chain(s, provider, timeout)
             }
         })
         .collect()
+}
+
+/// Whether a `--keep-for` spec that names no existing file was meant as one (a path with a
+/// directory, or a certificate file's extension), so that a mistyped file name is reported
+/// missing instead of being looked up as a host name.
+fn looks_like_a_file(spec: &str) -> bool {
+    if spec.starts_with("https://") {
+        return false;
+    }
+    let ext = Path::new(spec)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    spec.trim_end_matches('/').contains('/')
+        || matches!(
+            ext.as_deref(),
+            Some("pem" | "crt" | "cer" | "der" | "chain")
+        )
 }
 
 fn leaf_cn(der: &CertificateDer<'_>) -> String {
@@ -465,6 +483,28 @@ pub fn to_pem(der: &CertificateDer<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mistyped_chain_files_are_not_host_names() {
+        for spec in ["nope.pem", "chains/leaf.pem", "./x", "LEAF.CRT"] {
+            assert!(looks_like_a_file(spec), "{spec}");
+        }
+        for spec in [
+            "example.com",
+            "example.com:443",
+            "https://example.com/",
+            "[::1]:8443",
+        ] {
+            assert!(!looks_like_a_file(spec), "{spec}");
+        }
+        let err = resolve_chains(
+            &["/nonexistent-dir-xyz/nope.pem".into()],
+            Provider::default(),
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(matches!(err, TrustError::Read { .. }), "{err}");
+    }
 
     #[test]
     fn targets() {
