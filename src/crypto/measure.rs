@@ -36,8 +36,12 @@ impl MeasureOptions {
     /// Target wall time of one batch between two clock reads.
     pub const BATCH: Duration = Duration::from_millis(1);
 
+    /// The most rounds a row may be split into (each keeps one figure per measured item).
+    pub const MAX_ROUNDS: u32 = 10_000;
+
     /// `seconds` of timed measurement per measured item, split into `rounds` rounds.
-    /// Both must be positive and finite (at most a day).
+    /// Both must be positive and finite (at most a day; at most [`Self::MAX_ROUNDS`]
+    /// rounds).
     pub fn new(seconds: f64, rounds: u32) -> Result<Self, CryptoError> {
         if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
             return Err(CryptoError::BadOption {
@@ -49,6 +53,12 @@ impl MeasureOptions {
             return Err(CryptoError::BadOption {
                 name: "--rounds",
                 reason: "at least one round is needed".into(),
+            });
+        }
+        if rounds > Self::MAX_ROUNDS {
+            return Err(CryptoError::BadOption {
+                name: "--rounds",
+                reason: format!("{rounds} is more than the {} allowed", Self::MAX_ROUNDS),
             });
         }
         Ok(MeasureOptions { seconds, rounds })
@@ -295,6 +305,11 @@ mod tests {
         assert!(MeasureOptions::new(-1.0, 3).is_err());
         assert!(MeasureOptions::new(f64::NAN, 3).is_err());
         assert!(MeasureOptions::new(1.0, 0).is_err());
+        assert!(MeasureOptions::new(1.0, MeasureOptions::MAX_ROUNDS).is_ok());
+        let err = MeasureOptions::new(0.001, u32::MAX)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("more than the 10000 allowed"), "{err}");
         let o = MeasureOptions::new(1.0, 4).unwrap();
         assert_eq!(o.round_time(), Duration::from_millis(250));
         assert_eq!(o.warmup(), MeasureOptions::MAX_WARMUP);

@@ -148,7 +148,8 @@ impl Classify for ObserveError {
 }
 
 /// Analyzes the capture file at `path` (pcap or pcapng). A file cut short in its last
-/// frame is read up to there; a warning is logged.
+/// frame is read up to there; a warning is logged. One cut short in its first frame is
+/// an error: there is nothing to analyze.
 pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveError> {
     let mut file = source::CaptureFile::open(path)?;
     let mut analyzer = Analyzer::new(
@@ -159,7 +160,21 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
         opts.ports.clone(),
         opts.limits,
     );
-    let end = file.for_each(|ns, link, data| analyzer.frame(ns, link, data))?;
+    let mut frames: u64 = 0;
+    let end = file.for_each(|ns, link, data| {
+        frames += 1;
+        analyzer.frame(ns, link, data)
+    })?;
+    // Cut short before its first whole frame: nothing was read, which is no analysis.
+    if end == source::End::Truncated && frames == 0 {
+        return Err(ObserveError::Corrupt {
+            path: path.to_path_buf(),
+            frame: 1,
+            reason: "its record runs past the end of the file (the file is cut short or its \
+                     length field is damaged)"
+                .into(),
+        });
+    }
     if end == source::End::Truncated {
         tracing::warn!(
             "{}: the capture ends in the middle of a frame; read up to there",

@@ -402,6 +402,11 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         m.failures.closed = m.failures.closed.saturating_add(o.failures.closed);
         m.failures.incomplete = m.failures.incomplete.saturating_add(o.failures.incomplete);
     }
+    // One observation of every port makes the merge one of every port (an empty list),
+    // not one of the ports the others named.
+    if all.iter().any(|o| o.ports.is_empty()) {
+        m.ports.clear();
+    }
     m.refresh();
     Ok(m)
 }
@@ -409,4 +414,18 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
 impl crate::doc::Document for Observation {
     const SCHEMA: &'static str = SCHEMA;
     const NAME: &'static str = "tlsperf observe result";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merge_with_an_every_port_observation_covers_every_port() {
+        let every = Observation::new(Vec::new(), Vec::new());
+        let one = Observation::new(Vec::new(), vec![18443]);
+        let two = Observation::new(Vec::new(), vec![8443]);
+        assert!(merge(&[every, one.clone()]).unwrap().ports.is_empty());
+        assert_eq!(merge(&[one, two]).unwrap().ports, vec![18443, 8443]);
+    }
 }

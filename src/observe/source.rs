@@ -67,7 +67,43 @@ fn header_reason(what: &str, e: PcapError) -> String {
         PcapError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
             format!("the file ends inside its {what}")
         }
-        other => format!("bad {what} ({other})"),
+        other => format!("bad {what}: {}", damage(&other)),
+    }
+}
+
+/// What pcap-file found wrong in a record, in words (its own texts name its structs and
+/// fields: "Invalid field value: PacketHeader incl_len > snap_len").
+fn damage(e: &PcapError) -> String {
+    match e {
+        PcapError::InvalidField(field) => {
+            let part = match field.split(':').next().unwrap_or_default().trim() {
+                p if p.starts_with("PacketHeader") || p.starts_with("PcapPacket") => {
+                    "a record header's length or timestamp field"
+                }
+                p if p.starts_with("SectionHeader") || p.starts_with("PcapNg") => {
+                    "the section header"
+                }
+                p if p.starts_with("InterfaceDescription") => "an interface description",
+                p if p.starts_with("EnhancedPacket")
+                    || p.starts_with("SimplePacket")
+                    || p.starts_with("Packet") =>
+                {
+                    "a packet block's length field"
+                }
+                p if p.starts_with("NameResolution") => "a name-resolution block",
+                p if p.contains("Option") => "a block's options",
+                _ => "a block's length field",
+            };
+            format!("{part} is invalid: the file is damaged")
+        }
+        PcapError::Utf8Error(_) | PcapError::FromUtf8Error(_) => {
+            "a text field is not UTF-8 (the file is damaged)".into()
+        }
+        PcapError::InvalidInterfaceId(id) => {
+            format!("a packet names interface {id}, which the file never describes")
+        }
+        PcapError::IncompleteBuffer => "the file ends inside a record".into(),
+        PcapError::IoError(e) => e.to_string(),
     }
 }
 
@@ -135,7 +171,7 @@ impl CaptureFile {
             other => Err(ObserveError::Corrupt {
                 path: path.clone(),
                 frame: index + 1,
-                reason: other.to_string(),
+                reason: damage(&other),
             }),
         };
         match &mut self.reader {

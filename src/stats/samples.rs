@@ -40,6 +40,16 @@ pub enum SampleError {
         /// The offending text (truncated).
         text: String,
     },
+    /// A value so large that the statistics of the sample overflow a 64-bit float.
+    #[error("{}:{line}: {text} is too large to compare (at most 1e75 either side of 0)", .path.display())]
+    TooLargeValue {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The value as written (truncated).
+        text: String,
+    },
     /// The file holds no samples at all.
     #[error("{}: no samples (only blank lines or comments)", .path.display())]
     Empty {
@@ -56,6 +66,10 @@ impl Classify for SampleError {
         }
     }
 }
+
+/// The largest magnitude a sample may have: Welch's degrees of freedom square the squared
+/// standard error, so the fourth power of a sample's spread must stay finite.
+const MAX_VALUE: f64 = 1e75;
 
 /// Numbers read from one sample file.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,7 +114,15 @@ impl Samples {
                 continue;
             }
             match content.parse::<f64>() {
-                Ok(v) if v.is_finite() => values.push(v),
+                Ok(v) if v.abs() <= MAX_VALUE => values.push(v),
+                // Its square (the variance) would overflow.
+                Ok(v) if v.is_finite() => {
+                    return Err(SampleError::TooLargeValue {
+                        path: path.to_path_buf(),
+                        line: i + 1,
+                        text: content.chars().take(60).collect(),
+                    });
+                }
                 _ => {
                     return Err(SampleError::NotANumber {
                         path: path.to_path_buf(),
@@ -146,6 +168,12 @@ mod tests {
     fn names_file_and_line() {
         let err = Samples::parse(Path::new("b.txt"), "1\n2\nabc\n").unwrap_err();
         assert_eq!(err.to_string(), "b.txt:3: not a number: 'abc'");
+        let err = Samples::parse(Path::new("h.txt"), "1\n-1e308\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "h.txt:2: -1e308 is too large to compare (at most 1e75 either side of 0)"
+        );
+        assert!(Samples::parse(Path::new("h.txt"), "1e75\n-1e75\n").is_ok());
         let err = Samples::parse(Path::new("b.txt"), "1\nNaN\n").unwrap_err();
         assert!(err.to_string().starts_with("b.txt:2:"), "{err}");
         let err = Samples::parse(Path::new("c.txt"), "# nothing\n\n").unwrap_err();

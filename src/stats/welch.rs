@@ -67,6 +67,14 @@ pub fn welch_t_test(a: &Summary, b: &Summary, confidence: f64) -> Result<WelchTe
     let se = se2.sqrt();
     let t = (a.mean - b.mean) / se;
     let df = se2 * se2 / (va * va / (a.n - 1) as f64 + vb * vb / (b.n - 1) as f64);
+    if !df.is_finite() || !se.is_finite() {
+        return Err(StatsError::BadParam {
+            name: "samples",
+            reason: "their spread is too large for 64-bit floats (values up to 1e75 can be \
+                     compared)"
+                .into(),
+        });
+    }
     let dist = StudentsT::new(0.0, 1.0, df).map_err(|e| StatsError::BadParam {
         name: "degrees of freedom",
         reason: format!("{df}: {e}"),

@@ -548,7 +548,7 @@ impl Reader {
                     line: None,
                     block: None,
                     reason: format!("{what}, not a regular file; not read"),
-                    ignored: false,
+                    ignored: true,
                 });
                 continue;
             }
