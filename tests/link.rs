@@ -481,7 +481,7 @@ fn a_link_to_another_machine_or_a_bad_spec_is_a_usage_error() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr
-            .contains("203.0.113.9, not an address of this machine"),
+            .contains("203.0.113.9 is not an address of this machine"),
         "{}",
         run.stderr
     );

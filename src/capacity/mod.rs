@@ -542,22 +542,17 @@ async fn run_step(
     if r.interrupted {
         return Ok(None);
     }
-    if r.gave_up {
-        let why = r
-            .errors
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(kind, n)| {
-                format!(
-                    "{kind} ×{n}, e.g. {}",
-                    r.error_examples.get(kind).map_or("", String::as_str)
-                )
-            })
-            .unwrap_or_default();
+    // Nothing answered, and every failure says the server cannot be used at any rate
+    // (refused, not TLS, not trusted): no capacity to find, whether or not the run gave
+    // up by itself.
+    let unusable = r.requests.completed == 0
+        && r.requests.failed > 0
+        && r.errors.keys().all(|k| UNUSABLE.contains(&k.as_str()));
+    if r.gave_up || unusable {
         return Err(CapacityError::NoAnswer {
             index,
             rate: result::group(rate),
-            why,
+            why: most_frequent_error(&r),
         });
     }
     let mut step = Step {
@@ -594,7 +589,35 @@ async fn run_step(
         enough_samples: false,
     };
     step.judge(&opts.slo, &opts.rules);
+    if step.verdict != Verdict::Pass && r.requests.failed > 0 {
+        step.why = format!("{}; most failures: {}", step.why, most_frequent_error(&r));
+    }
     Ok(Some(step))
+}
+
+/// Failure kinds that no rate explains: the server refuses, does not speak TLS, or is not
+/// trusted ([`crate::client::ConnectError::kind`]).
+const UNUSABLE: [&str; 6] = [
+    "dns",
+    "connect-refused",
+    "tls-not-tls",
+    "tls-certificate",
+    "tls-alert-received",
+    "tls",
+];
+
+/// The most frequent failure kind of a run, its count and its first message.
+fn most_frequent_error(r: &load::LoadResult) -> String {
+    r.errors
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(kind, n)| {
+            format!(
+                "{kind} ×{n}, e.g. {}",
+                r.error_examples.get(kind).map_or("", String::as_str)
+            )
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

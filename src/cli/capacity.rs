@@ -125,6 +125,12 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         .start_at
         .map(crate::load::share::start_instant)
         .transpose()?;
+    if let (Some(at), false) = (args.start_at, out.quiet()) {
+        out.note(format!(
+            "waiting until {} to start",
+            crate::when::format_rfc3339(at)
+        ));
+    }
     for path in [&args.out, &args.html].into_iter().flatten() {
         crate::files::check_destination(path, args.force)?;
         crate::files::check_writable(path)?;
@@ -295,6 +301,14 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         Some(m) => m,
         None => STEP_MIN.min(args.step_max),
     };
+    if args.max_time < step_min {
+        return Err(CliError::input(format!(
+            "--max-time {} is shorter than the shortest step ({} s, --step-min): no step \
+             could run",
+            humantime::format_duration(args.max_time),
+            step_min.as_secs_f64()
+        )));
+    }
     Ok(Rules {
         samples_needed: args.slo.samples_needed(),
         step_min_s: step_min.as_secs_f64(),

@@ -72,6 +72,18 @@ impl ClientArgs {
         alpn: Vec<Vec<u8>>,
         early_data: bool,
     ) -> Result<ClientTlsOptions, CliError> {
+        // 0-RTT data rides on a resumed TLS 1.3 session: asked for where it cannot be
+        // sent, it is refused rather than silently never sent.
+        if early_data && self.resume == Resume::Off {
+            return Err(CliError::input(
+                "--early-data needs a session to resume: drop --resume off",
+            ));
+        }
+        if early_data && !self.versions.is_empty() && !self.versions.contains(&TlsVersion::V1_3) {
+            return Err(CliError::input(
+                "--early-data needs TLS 1.3 (TLS 1.2 has no 0-RTT data): drop --tls 1.2",
+            ));
+        }
         let roots = if self.insecure {
             Roots::Insecure
         } else if let Some(p) = &self.cacert {

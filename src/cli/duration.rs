@@ -24,6 +24,10 @@ pub fn parse(s: &str) -> Result<Duration, String> {
 
 /// Parses a duration in `(0, MAX]`.
 pub fn parse_positive(s: &str) -> Result<Duration, String> {
+    // A bare zero gets the zero message, not a hint to write `0s` (refused as well).
+    if s.trim().chars().all(|c| c == '0' || c == '.') && s.trim().contains('0') {
+        return Err(format!("'{s}' must be longer than zero"));
+    }
     let d = parse(s)?;
     if d.is_zero() {
         return Err(format!("'{s}' must be longer than zero"));
@@ -38,6 +42,14 @@ mod tests {
     #[test]
     fn one_syntax_with_bounds() {
         assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(
+            parse_positive("0"),
+            Err("'0' must be longer than zero".into())
+        );
+        assert_eq!(
+            parse_positive("0.0"),
+            Err("'0.0' must be longer than zero".into())
+        );
         assert_eq!(parse("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
         assert!(parse("10").unwrap_err().contains("no unit"));

@@ -49,11 +49,15 @@ impl LinkArgs {
         let Some(spec) = &self.link else {
             return Ok(None);
         };
-        let addrs: Vec<_> = (target.host.as_str(), target.port)
+        let mut addrs: Vec<_> = (target.host.as_str(), target.port)
             .to_socket_addrs()
-            .map_err(|e| CliError::input(format!("cannot resolve {}: {e}", target.host)))?
-            .filter(|a| a.is_ipv4())
+            .map_err(|e| CliError::runtime(anyhow::anyhow!("cannot resolve {}: {e}", target.host)))?
             .collect();
+        // A name with IPv4 addresses (localhost) runs over IPv4; one with IPv6 ones only
+        // is refused as such.
+        if addrs.iter().any(|a| a.is_ipv4()) {
+            addrs.retain(|a| a.is_ipv4());
+        }
         Link::check_reachable(&addrs, &target.host)?;
         Ok(Some(Link::start(spec)?))
     }

@@ -27,7 +27,8 @@ pub struct LoadArgs {
     /// Requests to send (started; failures count).
     #[arg(short = 'n', long = "requests", value_parser = super::count::at_least_one)]
     requests: Option<u64>,
-    /// How long to send requests, e.g. 10s (at most 365 days).
+    /// How long to send requests, e.g. 10s (at most 365 days); with -n too, the run ends
+    /// at whichever comes first.
     #[arg(short = 'd', long, value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
     /// Connections (slots sending one request at a time each).
@@ -42,7 +43,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "i/n", requires = "rate")]
     rate_share: Option<crate::load::share::RateShare>,
     /// Start at this wall-clock instant (RFC 3339, e.g. 2026-06-01T12:00:00Z), so that
-    /// several processes start together; a time already past is refused.
+    /// several processes start together; a time already past, or more than 24 hours
+    /// ahead, is refused.
     #[arg(long, value_name = "TIME", value_parser = parse_start)]
     start_at: Option<time::OffsetDateTime>,
     /// A new connection (and handshake) for every request.
@@ -154,15 +156,16 @@ fn resolve(
         .start_at
         .map(crate::load::share::start_instant)
         .transpose()?;
+    if let (Some(at), false) = (args.start_at, out.quiet()) {
+        out.note(format!(
+            "waiting until {} to start",
+            crate::when::format_rfc3339(at)
+        ));
+    }
     if let Some(path) = &args.out {
         // Before the run: a result that cannot be written is found now, not after it.
         crate::files::check_destination(path, args.force)?;
         crate::files::check_writable(path)?;
-    }
-    if args.early_data && args.client.resume == crate::client::config::Resume::Off {
-        return Err(CliError::input(
-            "--early-data needs a session to resume: drop --resume off",
-        ));
     }
     let (target, opts, built) = args.client.generator(
         &args.url,

@@ -186,6 +186,12 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         .parse()
         .map_err(|_| format!("'{port}' is not a port number (0 to 65535)"))?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(format!(
+            "no host before ':{port}': write e.g. 127.0.0.1:{port}, 0.0.0.0:{port} (every \
+             IPv4 address) or [::]:{port}"
+        ));
+    }
     let addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
         .map_err(|e| format!("cannot resolve '{host}': {e}"))?
         .collect();
@@ -246,6 +252,12 @@ fn check_stack(a: &ServeArgs) -> Result<(), CliError> {
 /// Runs `tlsperf serve`.
 pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
     check_stack(&a)?;
+    if a.metrics.is_some_and(|m| m == a.listen && m.port() != 0) {
+        return Err(CliError::input(format!(
+            "--metrics {} is the --listen address: give the metrics another port",
+            a.listen
+        )));
+    }
     let (tls, ca_pem) = tls_options(&a)?;
     if a.early_data > 0 && a.resumption == Resumption::Tickets {
         out.warn(

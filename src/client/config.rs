@@ -174,10 +174,7 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
     let versions = choices::protocol_versions(&opts.versions);
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .map_err(|source| ConfigError::Rustls {
-            what: "--tls/--groups/--ciphers".into(),
-            source,
-        })?
+        .map_err(choices::versions_error)?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(TimedVerifier::new(inner)));
     let mut config = match &opts.client_cert {

@@ -202,7 +202,7 @@ pub async fn handshake(
     mut stamps: Stamps,
 ) -> Result<(TlsStream, Handshake), ConnectError> {
     let mut conn =
-        ClientConnection::new(config, name).map_err(|source| ConnectError::Tls { source })?;
+        ClientConnection::new(config, name).map_err(|error| ConnectError::Tls { error })?;
     let mut early_sent = false;
     if let Some(data) = early
         && let Some(mut w) = conn.early_data()
@@ -290,7 +290,7 @@ pub async fn handshake(
             {
                 return Err(ConnectError::NotTls);
             }
-            return Err(ConnectError::Tls { source });
+            return Err(ConnectError::Tls { error: source });
         }
         // rustls knows the suite from a HelloRetryRequest already: the ServerHello is the
         // answer to the second ClientHello.

@@ -30,12 +30,12 @@ pub enum ConnectError {
     /// The server closed the connection before the handshake completed.
     #[error("the server closed (or reset) the connection during the TLS handshake")]
     ClosedMidHandshake,
-    /// rustls refused the handshake or the peer sent an alert.
-    #[error("TLS handshake failed")]
+    /// rustls refused the handshake or the peer sent an alert (said in words by
+    /// [`tls_words`]; rustls's own text prints enum names).
+    #[error("TLS handshake failed: {}", tls_words(error))]
     Tls {
         /// rustls's error.
-        #[source]
-        source: rustls::Error,
+        error: rustls::Error,
     },
     /// The server's first bytes are not a TLS record: most often the port of a plain-HTTP
     /// server (an HTTP response begins with a byte no TLS record type has).
@@ -79,6 +79,122 @@ pub enum ConnectError {
     },
 }
 
+/// rustls's error in plain words. Its own texts print enum names and `Debug` text
+/// (`invalid peer certificate: UnknownIssuer`, `received fatal alert: CertificateRequired`,
+/// `DnsName("localhost")`).
+pub fn tls_words(e: &rustls::Error) -> String {
+    use rustls::Error as E;
+    match e {
+        E::InvalidCertificate(c) => {
+            format!(
+                "the server's certificate is not accepted: {}",
+                certificate_words(c)
+            )
+        }
+        E::AlertReceived(a) => {
+            let name = crate::observe::tls::alert_name(u8::from(*a));
+            let hint = match name.as_str() {
+                "certificate_required" => ": it requires a client certificate (--cert, --key)",
+                "protocol_version" => ": no TLS version in common (see --tls)",
+                "handshake_failure" => {
+                    ": no cipher suite, key-exchange group or signature scheme in common"
+                }
+                "unrecognized_name" => ": it serves no certificate for this server name (SNI)",
+                "bad_certificate"
+                | "unknown_ca"
+                | "certificate_unknown"
+                | "access_denied"
+                | "decrypt_error" => ": it did not accept tlsperf's client certificate",
+                "no_application_protocol" => ": no ALPN protocol in common",
+                _ => "",
+            };
+            format!("the server sent the alert {name}{hint}")
+        }
+        E::PeerIncompatible(why) => {
+            format!(
+                "no setting in common with the server: {}",
+                words(&format!("{why:?}"))
+            )
+        }
+        E::PeerMisbehaved(why) => format!(
+            "the server broke the TLS protocol: {}",
+            words(&format!("{why:?}"))
+        ),
+        E::InvalidMessage(_) | E::InappropriateMessage { .. } => {
+            "the server sent a malformed or unexpected TLS message".into()
+        }
+        E::InappropriateHandshakeMessage { .. } => {
+            "the server sent an unexpected handshake message".into()
+        }
+        E::NoCertificatesPresented => "the server sent no certificate".into(),
+        E::DecryptError => "a record from the server does not decrypt".into(),
+        E::PeerSentOversizedRecord => "the server sent a record larger than TLS allows".into(),
+        E::NoApplicationProtocol => "no ALPN protocol in common with the server".into(),
+        E::General(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Why a certificate was refused, in words.
+fn certificate_words(c: &rustls::CertificateError) -> String {
+    use crate::verify::reason::{date, presented_name};
+    use rustls::CertificateError as C;
+    match c {
+        C::UnknownIssuer => "no trusted root issued its chain (unknown issuer): give its CA \
+                             with --cacert, or the server's chain lacks an intermediate"
+            .into(),
+        C::NotValidForNameContext {
+            expected,
+            presented,
+        } => {
+            let names: Vec<String> = presented.iter().map(|p| presented_name(p)).collect();
+            format!(
+                "it is not valid for {}: it is for {}",
+                expected.to_str(),
+                match names.is_empty() {
+                    true => "no host name".into(),
+                    false => names.join(", "),
+                }
+            )
+        }
+        C::NotValidForName => "it is not valid for the server name".into(),
+        C::ExpiredContext { time, not_after } => format!(
+            "it expired at {} (checked at {})",
+            date(*not_after),
+            date(*time)
+        ),
+        C::Expired => "it has expired".into(),
+        C::NotValidYetContext { time, not_before } => format!(
+            "it is not valid before {} (checked at {})",
+            date(*not_before),
+            date(*time)
+        ),
+        C::NotValidYet => "it is not valid yet".into(),
+        C::Revoked => "it is revoked".into(),
+        C::BadSignature => "a signature in its chain does not verify".into(),
+        C::BadEncoding => "it is not well-formed DER".into(),
+        C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+            "it is not for TLS servers (extended key usage)".into()
+        }
+        C::UnhandledCriticalExtension => "it has a critical extension tlsperf does not know".into(),
+        C::Other(o) => o.to_string(),
+        other => words(&format!("{other:?}")),
+    }
+}
+
+/// `NoCipherSuitesInCommon` → `no cipher suites in common`: a variant name as words.
+fn words(debug: &str) -> String {
+    let name = debug.split(['(', '{', ' ']).next().unwrap_or(debug);
+    let mut out = String::with_capacity(name.len() + 8);
+    for (i, ch) in name.chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push(' ');
+        }
+        out.push(ch.to_ascii_lowercase());
+    }
+    out
+}
+
 impl ConnectError {
     /// A short name for counting failures by kind.
     pub fn kind(&self) -> &'static str {
@@ -91,7 +207,7 @@ impl ConnectError {
             },
             ConnectError::ClosedMidHandshake => "closed-mid-handshake",
             ConnectError::NotTls => "tls-not-tls",
-            ConnectError::Tls { source } => match source {
+            ConnectError::Tls { error } => match error {
                 rustls::Error::InvalidCertificate(_) => "tls-certificate",
                 rustls::Error::AlertReceived(_) => "tls-alert-received",
                 rustls::Error::InvalidMessage(_) => "tls-not-tls",
@@ -115,6 +231,49 @@ impl Classify for ConnectError {
         match self {
             ConnectError::Interrupted => ErrorClass::Interrupted,
             _ => ErrorClass::Runtime,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_failures_are_said_in_words_not_enum_names() {
+        use rustls::{AlertDescription, CertificateError, Error, PeerIncompatible};
+        let said = |e: Error| ConnectError::Tls { error: e }.to_string();
+        let s = said(Error::AlertReceived(AlertDescription::CertificateRequired));
+        assert_eq!(
+            s,
+            "TLS handshake failed: the server sent the alert certificate_required: it \
+             requires a client certificate (--cert, --key)"
+        );
+        let s = said(Error::InvalidCertificate(
+            CertificateError::NotValidForNameContext {
+                expected: rustls_pki_types::ServerName::try_from("example.com").unwrap(),
+                presented: vec![
+                    "DnsName(\"localhost\")".into(),
+                    "IpAddress(127.0.0.1)".into(),
+                ],
+            },
+        ));
+        assert!(
+            s.ends_with("it is not valid for example.com: it is for localhost, 127.0.0.1"),
+            "{s}"
+        );
+        let s = said(Error::PeerIncompatible(
+            PeerIncompatible::NoCipherSuitesInCommon,
+        ));
+        assert!(s.ends_with("no cipher suites in common"), "{s}");
+        for s in [
+            said(Error::InvalidCertificate(CertificateError::UnknownIssuer)),
+            said(Error::AlertReceived(AlertDescription::ProtocolVersion)),
+        ] {
+            assert!(
+                !s.contains("UnknownIssuer") && !s.contains("ProtocolVersion"),
+                "{s}"
+            );
         }
     }
 }

@@ -20,11 +20,13 @@ pub struct Target {
     pub server_name: ServerName<'static>,
 }
 
-/// A URL that cannot be used.
+/// A URL (or `--sni` name) that cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("invalid URL '{url}': {reason}")]
+#[error("invalid {what} '{url}': {reason}")]
 pub struct BadUrl {
-    /// The URL given.
+    /// What was given: `URL`, or `--sni` for the name that replaces the URL's host.
+    pub what: &'static str,
+    /// The URL (or name) given.
     pub url: String,
     /// Why.
     pub reason: String,
@@ -40,6 +42,7 @@ impl Target {
     /// Parses `https://host[:port][/path]`; `sni` replaces the host as the server name.
     pub fn parse(url: &str, sni: Option<&str>) -> Result<Target, BadUrl> {
         let bad = |reason: &str| BadUrl {
+            what: "URL",
             url: url.to_string(),
             reason: reason.to_string(),
         };
@@ -57,25 +60,48 @@ impl Target {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
-        let port = uri.port_u16().unwrap_or(443);
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(bad("user information in the URL is not supported"));
+        }
+        // The port as written (`Uri::port` hides one that does not parse as a u16): empty
+        // (`host:`) is the default one, as in browsers; one that is not a TCP port is
+        // refused, never replaced by 443.
+        let written_port = uri.authority().and_then(|a| {
+            let a = a.as_str();
+            a.rfind(':')
+                .filter(|&i| !a[i..].contains(']'))
+                .map(|i| a[i + 1..].to_string())
+        });
+        let port = match written_port {
+            None => 443,
+            Some(p) if p.is_empty() => 443,
+            Some(p) => match p.parse::<u16>() {
+                Ok(0) => return Err(bad("port 0 is not a port a server listens on")),
+                Ok(n) => n,
+                Err(_) => return Err(bad(&format!("port {p} is not in 1..=65535"))),
+            },
+        };
         let path = uri
             .path_and_query()
             .map(|p| p.as_str().to_string())
             .filter(|p| !p.is_empty())
             .unwrap_or_else(|| "/".into());
-        let name = sni.unwrap_or(&host).to_string();
-        let server_name = ServerName::try_from(name.clone())
-            .map_err(|_| bad(&format!("'{name}' is not a valid server name")))?;
-        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
-            return Err(bad("user information in the URL is not supported"));
-        }
+        let server_name = match sni {
+            Some(name) => ServerName::try_from(name.to_string()).map_err(|_| BadUrl {
+                what: "--sni",
+                url: name.to_string(),
+                reason: "not a valid server name (a DNS name or an IP address)".into(),
+            })?,
+            None => ServerName::try_from(host.clone())
+                .map_err(|_| bad(&format!("'{host}' is not a valid server name")))?,
+        };
         let bracketed = if host.contains(':') {
             format!("[{host}]")
         } else {
             host.clone()
         };
-        let authority = match uri.port_u16() {
-            Some(p) => format!("{bracketed}:{p}"),
+        let authority = match uri.port() {
+            Some(_) => format!("{bracketed}:{port}"),
             None => bracketed,
         };
         Ok(Target {
@@ -114,5 +140,23 @@ mod tests {
         for bad in ["http://x/", "x:1", "https://", "https://a b/", "ftp://h/"] {
             assert!(Target::parse(bad, None).is_err(), "{bad}");
         }
+        // A port out of range is refused, not replaced by 443.
+        for (url, why) in [
+            ("https://127.0.0.1:65536/", "port 65536 is not in 1..=65535"),
+            (
+                "https://h:99999999999/",
+                "port 99999999999 is not in 1..=65535",
+            ),
+            ("https://h:0/", "port 0 is not a port a server listens on"),
+        ] {
+            let err = Target::parse(url, None).unwrap_err().to_string();
+            assert_eq!(err, format!("invalid URL '{url}': {why}"));
+        }
+        assert_eq!(Target::parse("https://h:/", None).unwrap().port, 443);
+        let err = Target::parse("https://127.0.0.1:8443/", Some("")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid --sni '': not a valid server name (a DNS name or an IP address)"
+        );
     }
 }

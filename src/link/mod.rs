@@ -161,8 +161,13 @@ impl Link {
             match a.ip() {
                 IpAddr::V4(ip) if ip.is_loopback() || netns::is_local(ip) => {}
                 IpAddr::V4(ip) => {
+                    // A name is told its address; an address is not told itself.
+                    let who = match what == ip.to_string() {
+                        true => format!("{ip} is"),
+                        false => format!("{what} is {ip},"),
+                    };
                     return Err(LinkError::Unreachable(format!(
-                        "{what} is {ip}, not an address of this machine (the link's far end is this machine's network stack)"
+                        "{who} not an address of this machine (the link's far end is this machine's network stack)"
                     )));
                 }
                 IpAddr::V6(ip) => {

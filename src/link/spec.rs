@@ -170,8 +170,8 @@ fn parse_fields(s: &str) -> Result<LinkSpec, String> {
         match key {
             "rtt" => rtt = Some(duration(value)?),
             "jitter" => spec.jitter = duration(value)?,
-            "down" => spec.down = Some(rate(value)?),
-            "up" => spec.up = Some(rate(value)?),
+            "down" => spec.down = rate_or_none(value)?,
+            "up" => spec.up = rate_or_none(value)?,
             "loss" => spec.loss = loss(value)?,
             "queue" => spec.queue = queue(value)?,
             other => {
@@ -221,6 +221,14 @@ fn duration(v: &str) -> Result<Duration, String> {
         return Err(format!("'{v}' is above the limit of 10s"));
     }
     Ok(Duration::from_nanos((secs * 1e9).round() as u64))
+}
+
+/// A rate, or `none` for no limit (as the help says).
+fn rate_or_none(v: &str) -> Result<Option<Rate>, String> {
+    match v.eq_ignore_ascii_case("none") {
+        true => Ok(None),
+        false => rate(v).map(Some),
+    }
 }
 
 /// `8mbit`, `1500kbit`, `1gbit`, `64000bit` (bits per second, as `tc` writes them).
@@ -384,6 +392,9 @@ mod tests {
         assert_eq!(s.queue, Queue::Bytes(65536));
         assert_eq!(s.to_string(), "rtt=1500us,jitter=500us,queue=65536b");
         assert_eq!("rtt=0".parse::<LinkSpec>().unwrap().rtt, Duration::ZERO);
+        // `none`: no limit, as the help says.
+        let s: LinkSpec = "rtt=60ms,down=none,up=2mbit".parse().unwrap();
+        assert_eq!((s.down, s.up), (None, Some(Rate(2_000_000))));
     }
 
     #[test]

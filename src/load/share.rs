@@ -59,14 +59,20 @@ impl RateShare {
     }
 }
 
-/// A `--start-at` that cannot be waited for.
+/// The furthest ahead `--start-at` may be: it lines up processes started together.
+pub const MAX_START_AHEAD: Duration = Duration::from_secs(24 * 3600);
+
+/// A `--start-at` that cannot be waited for: already past, or more than
+/// [`MAX_START_AHEAD`] ahead.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("--start-at {at}: that time is already past (now: {now}); give a time in the future")]
+#[error("--start-at {at}: {why} (now: {now})")]
 pub struct PastStart {
     /// The time asked for (RFC 3339).
     pub at: String,
     /// The time now (RFC 3339).
     pub now: String,
+    /// What is wrong with it.
+    pub why: &'static str,
 }
 
 impl crate::error::Classify for PastStart {
@@ -76,18 +82,27 @@ impl crate::error::Classify for PastStart {
 }
 
 /// The monotonic instant matching wall-clock time `at` (read from the clock once, now);
-/// a time already past is refused.
+/// a time already past, or more than [`MAX_START_AHEAD`] ahead, is refused.
 pub fn start_instant(at: OffsetDateTime) -> Result<Instant, PastStart> {
     let now_wall = OffsetDateTime::now_utc();
     let now = Instant::now();
     let ahead = at - now_wall;
+    let refuse = |why| PastStart {
+        at: crate::when::format_rfc3339(at),
+        now: crate::when::format_rfc3339(now_wall),
+        why,
+    };
     if !ahead.is_positive() {
-        return Err(PastStart {
-            at: crate::when::format_rfc3339(at),
-            now: crate::when::format_rfc3339(now_wall),
-        });
+        return Err(refuse(
+            "that time is already past; give a time in the future",
+        ));
     }
-    Ok(now + Duration::try_from(ahead).unwrap_or(Duration::ZERO))
+    match Duration::try_from(ahead) {
+        Ok(d) if d <= MAX_START_AHEAD => Ok(now + d),
+        _ => Err(refuse(
+            "that is more than 24 hours ahead; --start-at lines up processes started together",
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -110,6 +125,9 @@ mod tests {
         let past = OffsetDateTime::now_utc() - time::Duration::seconds(1);
         let e = start_instant(past).unwrap_err();
         assert!(e.to_string().contains("already past"), "{e}");
+        let far = OffsetDateTime::now_utc() + time::Duration::days(2);
+        let e = start_instant(far).unwrap_err();
+        assert!(e.to_string().contains("more than 24 hours ahead"), "{e}");
         let soon = OffsetDateTime::now_utc() + time::Duration::seconds(2);
         let t = start_instant(soon).unwrap();
         let d = t - Instant::now();

@@ -171,10 +171,7 @@ pub fn build(opts: &ServerTlsOptions) -> Result<BuiltConfig, ConfigError> {
     let versions = choices::protocol_versions(&opts.versions);
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
-        .map_err(|source| ConfigError::Rustls {
-            what: "--tls/--groups/--ciphers".into(),
-            source,
-        })?;
+        .map_err(choices::versions_error)?;
     let builder = match opts.client_auth {
         ClientAuth::Off => builder.with_no_client_auth(),
         mode => {

@@ -72,6 +72,33 @@ impl Classify for ConfigError {
     }
 }
 
+/// rustls's refusal of the versions, suites and groups chosen, in words where rustls's own
+/// text reads like a bug ("unexpected error: no usable cipher suites configured").
+pub fn versions_error(source: rustls::Error) -> ConfigError {
+    match &source {
+        rustls::Error::General(m) if m.contains("no usable cipher suites") => {
+            ConfigError::BadChoice {
+                flag: "--ciphers",
+                reason: "none of the cipher suites given is for a TLS version allowed by --tls \
+                     (TLS 1.3 suites start with TLS13_, TLS 1.2 ones with TLS_ECDHE_)"
+                    .into(),
+            }
+        }
+        rustls::Error::General(m) if m.contains("key exchange groups were present") => {
+            ConfigError::BadChoice {
+                flag: "--groups",
+                reason: "a cipher suite given needs a kind of key exchange (ECDHE or FFDHE) \
+                         that no group given provides"
+                    .into(),
+            }
+        }
+        _ => ConfigError::Rustls {
+            what: "--tls/--groups/--ciphers".into(),
+            source,
+        },
+    }
+}
+
 /// A TLS protocol version: on the command line and in JSON `1.2` or `1.3`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Serialize, serde::Deserialize,
@@ -238,8 +265,42 @@ pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, ConfigError> {
             reason: "encrypted private keys are not supported (decrypt it first: openssl pkey -in KEY -out PLAIN)".into(),
         });
     }
-    PrivateKeyDer::from_pem_slice(&text).map_err(|e| ConfigError::BadFile {
+    let key = PrivateKeyDer::from_pem_slice(&text).map_err(|e| ConfigError::BadFile {
         path: path.to_path_buf(),
-        reason: format!("no usable private key: {e}"),
-    })
+        reason: match e {
+            rustls_pki_types::pem::Error::NoItemsFound
+                if memchr::memmem::find(&text, b"BEGIN CERTIFICATE").is_some() =>
+            {
+                "it holds a certificate, not a private key (give the key file)".into()
+            }
+            rustls_pki_types::pem::Error::NoItemsFound => {
+                "no private key in the file (a PEM PRIVATE KEY block)".into()
+            }
+            other => format!("no usable private key: {other}"),
+        },
+    })?;
+    warn_if_shared(path);
+    Ok(key)
+}
+
+/// Warns when a private key file can be read by its group or by others (tlsperf writes
+/// its keys 0600). A warning, not a refusal: the key is the user's, and servers such as
+/// nginx read such files too.
+fn warn_if_shared(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    "{}: this private key can be read by other users (mode {mode:04o}); \
+                     chmod 600 it",
+                    path.display()
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }

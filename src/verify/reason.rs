@@ -15,7 +15,7 @@ pub struct Reason {
     pub message: String,
 }
 
-fn date(t: UnixTime) -> String {
+pub(crate) fn date(t: UnixTime) -> String {
     i64::try_from(t.as_secs())
         .ok()
         .and_then(|s| OffsetDateTime::from_unix_timestamp(s).ok())
@@ -25,7 +25,7 @@ fn date(t: UnixTime) -> String {
 
 /// `DnsName("a.example")` → `a.example`, `IpAddress(127.0.0.1)` → `127.0.0.1`: how
 /// webpki lists the names a certificate presents.
-fn presented_name(debug: &str) -> String {
+pub(crate) fn presented_name(debug: &str) -> String {
     let inner = debug
         .split_once('(')
         .and_then(|(_, rest)| rest.strip_suffix(')'))
