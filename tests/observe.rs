@@ -457,6 +457,23 @@ fn merge_adds_two_observations_exactly() {
         "{}",
         run.stderr
     );
+    // One cut short: where its JSON breaks, not what kind it is not.
+    let cut = dir.path().join("cut.json");
+    let text = std::fs::read(&ja).unwrap();
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let run = tlsperf([
+        "merge",
+        ja.to_str().unwrap(),
+        cut.to_str().unwrap(),
+        "--out",
+        dir.path().join("x.json").to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cut.json:") && !run.stderr.contains("not a tlsperf observe"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

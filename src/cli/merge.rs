@@ -61,6 +61,10 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
     };
     if inputs.iter().any(observation) {
         if let Some(other) = inputs.iter().find(|i| !observation(i)) {
+            // Not JSON (or cut short): where it breaks says more than its kind.
+            if other.schema().is_none() {
+                other.parse::<crate::observe::Observation>()?;
+            }
             return Err(CliError::input(format!(
                 "{}: not a tlsperf observe result, unlike the others: merge observations \
                  with observations only",
@@ -80,6 +84,9 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
     };
     if inputs.iter().any(capacity) {
         if let Some(other) = inputs.iter().find(|i| !capacity(i)) {
+            if other.schema().is_none() {
+                other.parse::<crate::capacity::CapacityResult>()?;
+            }
             return Err(CliError::input(format!(
                 "{}: not a capacity result, unlike the others: merge capacity results with \
                  capacity results only",
