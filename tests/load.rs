@@ -487,6 +487,47 @@ fn open_loop_rate_reports_corrected_latency_and_send_lateness() {
     let rate = v["requests"]["per_second"].as_f64().unwrap();
     assert!((rate - 4.0 / secs).abs() < 1e-9 && rate <= 4.0, "{rate}");
 
+    // A server stopped from 0.8 s after the start of a 2 s run at 100/s until after its
+    // end: the requests due meanwhile that no slot was free to send are counted as unsent,
+    // and every due request is accounted for.
+    let child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args(["load", &s.url(), "--cacert", &ca, "--json"])
+        .args(["--rate", "100", "-c", "2", "-d", "2s", "--timeout", "5s"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = s.pid().to_string();
+    std::thread::sleep(Duration::from_millis(800));
+    let signal = |sig: &str| {
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success());
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_millis(2000));
+    signal("-CONT");
+    let stalled = child.wait_with_output().unwrap();
+    assert_eq!(
+        stalled.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&stalled.stderr)
+    );
+    let v: Value = serde_json::from_slice(&stalled.stdout).unwrap();
+    let (attempted, unsent) = (
+        v["requests"]["attempted"].as_u64().unwrap(),
+        v["requests"]["unsent"].as_u64().unwrap(),
+    );
+    assert_eq!(attempted + unsent, 200, "{}", v["requests"]);
+    assert!(unsent > 50, "{}", v["requests"]);
+    let warned = v["warnings"].as_array().unwrap().iter().any(|w| {
+        w.as_str()
+            .unwrap()
+            .contains(&format!("{unsent} of the 200 requests due were never sent"))
+    });
+    assert!(warned, "{}", v["warnings"]);
+
     // The summary shows the lateness in its own line.
     let run = load_run(&[
         &s.url(),
@@ -952,6 +993,22 @@ fn out_file_merge_and_compare() {
         "{}",
         run.stdout
     );
+    // A different offered load (here 16 connections against 4) is told beside the
+    // verdicts; a different length is not.
+    let mut other: Value = serde_json::from_str(&std::fs::read_to_string(&b).unwrap()).unwrap();
+    other["options"]["connections"] = 16.into();
+    other["options"]["duration_s"] = 9.0.into();
+    let c = d.join("c.json");
+    std::fs::write(&c, serde_json::to_vec(&other).unwrap()).unwrap();
+    let run = tlsperf(["compare", b_s, c.to_str().unwrap(), "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let cv: Value = serde_json::from_str(&run.stdout).unwrap();
+    let warnings = cv["warnings"].to_string();
+    assert!(
+        warnings.contains("connections differs: A 4, B 16"),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("duration_s"), "{warnings}");
 
     // Bad input to merge: a damaged file (named with its line), a single file.
     let bad = d.join("bad.json");

@@ -24,6 +24,11 @@ pub struct Requests {
     pub failed: u64,
     /// Completed per second of the run.
     pub per_second: f64,
+    /// Open loop with `-d`: requests due before the run's end that were never sent (every
+    /// connection slot was still waiting for an answer). They are not in
+    /// `latency_corrected`, which covers the requests sent.
+    #[serde(default)]
+    pub unsent: u64,
 }
 
 /// Handshakes.
@@ -260,7 +265,7 @@ impl Comparable for LoadResult {
         settings.extend(
             self.options
                 .iter()
-                .filter(|(k, _)| !MAY_DIFFER.contains(&k.as_str()))
+                .filter(|(k, _)| !COMPARE_MAY_DIFFER.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.to_string())),
         );
         RowSet {
@@ -365,6 +370,11 @@ pub const MAY_DIFFER: [&str; 7] = [
     "threads",
     "timeout_s",
 ];
+
+/// Settings whose difference `compare` does not warn of: how long each run was. The
+/// offered load (rate, connections, threads, a share of the rate) changes what latency
+/// and throughput mean, so a difference there is told beside the verdicts.
+pub const COMPARE_MAY_DIFFER: [&str; 3] = ["requests", "duration_s", "timeout_s"];
 
 /// The longest run a result may claim: one year.
 const MAX_DURATION_S: f64 = 366.0 * 86_400.0;
@@ -532,6 +542,12 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
             index,
         )?;
         add(
+            &mut m.requests.unsent,
+            r.requests.unsent,
+            "requests unsent",
+            index,
+        )?;
+        add(
             &mut m.requests.failed,
             r.requests.failed,
             "requests failed",
@@ -623,19 +639,37 @@ pub const LATENESS_WARN_FRACTION: f64 = 0.1;
 
 /// A warning when the generator's send lateness p99 exceeds [`LATENESS_WARN_FRACTION`]
 /// of the request latency p50 (the corrected latency then holds a good part of the
-/// generator's own delay).
-pub fn lateness_warning(lateness: &Quantiles, latency: &Quantiles) -> Option<String> {
-    (lateness.count > 0
-        && latency.count > 0
-        && lateness.p99_ns as f64 > LATENESS_WARN_FRACTION * latency.p50_ns as f64)
-        .then(|| {
-            format!(
-                "the generator sent requests late: send lateness p99 {:.1} µs is more than {:.0}% of the request latency p50 ({:.1} µs), so the corrected latency holds the generator's own delay (a busy machine, or too few threads for the rate)",
-                lateness.p99_ns as f64 / 1e3,
-                LATENESS_WARN_FRACTION * 100.0,
-                latency.p50_ns as f64 / 1e3
-            )
-        })
+/// generator's own delay). Its cause is told by the pacing lateness (`pacing`): when that
+/// is at most half the send lateness, most of the delay was the sends waiting for their
+/// connection slots, still busy with slow answers (the server's slowness, which the
+/// corrected latency should hold), not the generator being busy.
+pub fn lateness_warning(
+    lateness: &Quantiles,
+    latency: &Quantiles,
+    pacing: Option<&Quantiles>,
+) -> Option<String> {
+    let bound = LATENESS_WARN_FRACTION * latency.p50_ns as f64;
+    if !(lateness.count > 0 && latency.count > 0 && lateness.p99_ns as f64 > bound) {
+        return None;
+    }
+    let cause = match pacing {
+        Some(p) if p.count > 0 && p.p99_ns.saturating_mul(2) <= lateness.p99_ns => format!(
+            "; the generator's own pacing p99 was {:.1} µs, so most of it was the sends \
+             waiting for their connection slots, still busy with slow answers: the corrected \
+             latency rightly holds that wait (more connections, -c, would send on time)",
+            p.p99_ns as f64 / 1e3
+        ),
+        _ => ", so the corrected latency holds the generator's own delay (a busy machine, or \
+              too few threads for the rate)"
+            .into(),
+    };
+    Some(format!(
+        "the generator sent requests late: send lateness p99 {:.1} µs is more than {:.0}% of \
+         the request latency p50 ({:.1} µs){cause}",
+        lateness.p99_ns as f64 / 1e3,
+        LATENESS_WARN_FRACTION * 100.0,
+        latency.p50_ns as f64 / 1e3
+    ))
 }
 
 /// CPU microseconds per unit, `None` without units.
@@ -680,10 +714,47 @@ impl LoadResult {
         self.warnings = self.derived_warnings();
     }
 
+    /// A warning when requests due were never sent: the corrected latency covers the sent
+    /// ones only, so over all the requests due it was higher. Counting the unsent as slower
+    /// than any answer (as `capacity` judges a step), the p50 and p99 of all due requests.
+    fn unsent_warning(&self) -> Option<String> {
+        let q = &self.requests;
+        if q.unsent == 0 {
+            return None;
+        }
+        let due = q.attempted + q.unsent;
+        let of_all = |p: f64| -> String {
+            let within = p * due as f64 / q.completed.max(1) as f64;
+            match &self.latency_corrected {
+                Some(d) if q.completed > 0 && within <= 1.0 => {
+                    format!("{:.1} ms", d.hdr.quantile(within).as_secs_f64() * 1e3)
+                }
+                _ => "beyond the run".into(),
+            }
+        };
+        Some(format!(
+            "{} of the {due} requests due were never sent (every connection slot was waiting \
+             for an answer): the corrected latency covers the {} sent; over all {due} due, \
+             counting the unsent as slower than any answer: p50 {}, p99 {} (more \
+             connections, -c, send them)",
+            q.unsent,
+            q.attempted,
+            of_all(0.5),
+            of_all(0.99)
+        ))
+    }
+
     fn derived_warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
+        if let Some(msg) = self.unsent_warning() {
+            w.push(msg);
+        }
         if let Some(l) = &self.send_lateness
-            && let Some(msg) = lateness_warning(&l.quantiles, &self.latency.quantiles)
+            && let Some(msg) = lateness_warning(
+                &l.quantiles,
+                &self.latency.quantiles,
+                self.pacing_lateness.as_ref().map(|p| &p.quantiles),
+            )
         {
             w.push(msg);
         }
@@ -747,15 +818,27 @@ mod tests {
     fn lateness_warns_above_a_tenth_of_the_latency_median() {
         let latency = quantiles(&[100_000; 100]);
         // p99 of the lateness against 10% of 100 µs.
-        assert!(lateness_warning(&quantiles(&[5_000; 100]), &latency).is_none());
-        assert!(lateness_warning(&quantiles(&[9_990; 100]), &latency).is_none());
+        assert!(lateness_warning(&quantiles(&[5_000; 100]), &latency, None).is_none());
+        assert!(lateness_warning(&quantiles(&[9_990; 100]), &latency, None).is_none());
         let mut late = vec![1_000; 98];
         late.extend([20_000, 20_000]);
-        let w = lateness_warning(&quantiles(&late), &latency).unwrap();
+        let w = lateness_warning(&quantiles(&late), &latency, None).unwrap();
         assert!(w.contains("p99 20.0 µs"), "{w}");
         assert!(w.contains("latency p50 (100.0 µs)"), "{w}");
+        assert!(w.contains("a busy machine"), "{w}");
+        // The pacing itself late too: the generator's delay.
+        let w = lateness_warning(&quantiles(&late), &latency, Some(&quantiles(&late))).unwrap();
+        assert!(w.contains("a busy machine"), "{w}");
+        // Paced on time: the slots waited for answers.
+        let on_time = quantiles(&[1_000; 100]);
+        let w = lateness_warning(&quantiles(&late), &latency, Some(&on_time)).unwrap();
+        assert!(
+            w.contains("pacing p99 was 1.0 µs") && w.contains("slots"),
+            "{w}"
+        );
+        assert!(!w.contains("a busy machine"), "{w}");
         // Nothing measured: nothing to warn of.
-        assert!(lateness_warning(&quantiles(&[]), &latency).is_none());
-        assert!(lateness_warning(&quantiles(&[50_000]), &quantiles(&[])).is_none());
+        assert!(lateness_warning(&quantiles(&[]), &latency, None).is_none());
+        assert!(lateness_warning(&quantiles(&[50_000]), &quantiles(&[]), None).is_none());
     }
 }

@@ -26,8 +26,12 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
             )
         )
     );
+    let unsent = match r.requests.unsent {
+        0 => String::new(),
+        n => format!(", {n} due but never sent"),
+    };
     s += &format!(
-        "requests: {} completed, {} failed — {} req/s; body {} bytes\n",
+        "requests: {} completed, {} failed{unsent} — {} req/s; body {} bytes\n",
         r.requests.completed,
         r.requests.failed,
         num(r.requests.per_second),
