@@ -552,7 +552,7 @@ async fn run_step(
         return Err(CapacityError::NoAnswer {
             index,
             rate: result::group(rate),
-            why: most_frequent_error(&r),
+            why: r.most_frequent_error().unwrap_or_default(),
         });
     }
     let mut step = Step {
@@ -589,8 +589,10 @@ async fn run_step(
         enough_samples: false,
     };
     step.judge(&opts.slo, &opts.rules);
-    if step.verdict != Verdict::Pass && r.requests.failed > 0 {
-        step.why = format!("{}; most failures: {}", step.why, most_frequent_error(&r));
+    if step.verdict != Verdict::Pass
+        && let Some(e) = r.most_frequent_error()
+    {
+        step.why = format!("{}; most failures: {e}", step.why);
     }
     Ok(Some(step))
 }
@@ -605,20 +607,6 @@ const UNUSABLE: [&str; 6] = [
     "tls-alert-received",
     "tls",
 ];
-
-/// The most frequent failure kind of a run, its count and its first message.
-fn most_frequent_error(r: &load::LoadResult) -> String {
-    r.errors
-        .iter()
-        .max_by_key(|(_, n)| **n)
-        .map(|(kind, n)| {
-            format!(
-                "{kind} ×{n}, e.g. {}",
-                r.error_examples.get(kind).map_or("", String::as_str)
-            )
-        })
-        .unwrap_or_default()
-}
 
 #[cfg(test)]
 mod tests {

@@ -187,6 +187,20 @@ impl LoadResult {
         })
     }
 
+    /// The most frequent failure kind, its count and its first message (`connect-refused
+    /// ×10, e.g. cannot connect to …`); `None` when nothing failed.
+    pub fn most_frequent_error(&self) -> Option<String> {
+        self.errors
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(kind, n)| {
+                format!(
+                    "{kind} ×{n}, e.g. {}",
+                    self.error_examples.get(kind).map_or("", String::as_str)
+                )
+            })
+    }
+
     /// Why the run is a failure when every request failed: the most frequent kind with
     /// its first message, and whether the run gave up.
     pub fn all_failed(&self) -> Option<String> {
@@ -194,15 +208,8 @@ impl LoadResult {
             return None;
         }
         let why = self
-            .errors
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(kind, n)| {
-                format!(
-                    ": {kind} ×{n}, e.g. {}",
-                    self.error_examples.get(kind).map_or("", String::as_str)
-                )
-            })
+            .most_frequent_error()
+            .map(|e| format!(": {e}"))
             .unwrap_or_default();
         Some(format!(
             "all {} requests to {} failed{why}{}",
