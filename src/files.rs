@@ -571,7 +571,8 @@ impl Backup {
                 .suffix(".old")
                 .make_in(dir, |p| Ok(p.to_path_buf()))?;
             let candidate = name.path().to_path_buf();
-            // The placeholder file is removed; the name is taken by the link or copy.
+            // Only a random name: no file was made for it, so dropping `name` removes
+            // nothing. The link or copy takes the name, and fails if it is taken.
             drop(name);
             let armed = on_signal::Armed::new(&candidate);
             let kept = fs::hard_link(path, &candidate).or_else(|e| match e.kind() {
