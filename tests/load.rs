@@ -655,6 +655,25 @@ fn cpu_per_request_and_per_handshake_have_their_own_denominators() {
         assert!(v[who]["cpu_us_per_handshake"].is_null(), "{}", v[who]);
     }
     assert!(v["generator"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
+    // More threads than CPUs: the utilization is over the CPUs the affinity allows, not
+    // over the threads (8 threads on 2 CPUs read 4× too low).
+    let v = load(
+        &s.url(),
+        &["-n", "200", "-c", "8", "--threads", "8", "--cacert", &ca],
+    );
+    let g = &v["generator"];
+    let allowed = g["cpus_allowed"].as_u64().unwrap();
+    assert!((1..=4096).contains(&allowed), "{g}");
+    let mut cpus = allowed.min(8) as f64;
+    if let Some(quota) = g["cpu_limit"].as_f64() {
+        cpus = cpus.min(quota);
+    }
+    let expect = g["cpu_seconds"].as_f64().unwrap() / (v["duration_s"].as_f64().unwrap() * cpus);
+    let got = g["utilization"].as_f64().unwrap();
+    assert!(
+        (got - expect).abs() <= expect * 1e-9,
+        "{got} vs {expect}: {g}"
+    );
     let run = load_run(&[&s.url(), "-n", "200", "-c", "2", "--cacert", &ca]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let line = run

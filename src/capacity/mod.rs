@@ -422,13 +422,7 @@ async fn wait_stopped(progress: &Progress) {
 /// worker threads, the CPUs its affinity allows and its cgroup quota.
 fn generator_cpu(r: &load::LoadResult) -> StepCpu {
     let g = &r.generator;
-    let mut cpus = g.threads.max(1) as f64;
-    if let Some(allowed) = load::usage::cpus_allowed(None) {
-        cpus = cpus.min(allowed.len() as f64);
-    }
-    if let Some(quota) = g.cpu_limit {
-        cpus = cpus.min(quota);
-    }
+    let cpus = g.cpus();
     StepCpu {
         threads: g.threads,
         cpu_seconds: g.cpu_seconds,

@@ -173,11 +173,13 @@ impl LoadResult {
     /// it is what limits the generator.
     pub fn saturation_warning(&self) -> Option<String> {
         (self.generator.saturated && self.duration_s >= 0.5).then(|| {
-            let of = match self.generator.cpu_limit {
-                Some(l) if l < self.generator.threads as f64 => {
-                    format!("the {l:.2} CPUs its cgroup quota allows")
+            let g = &self.generator;
+            let of = match (g.cpu_limit, g.cpus_allowed) {
+                (Some(l), _) if l <= g.cpus() => format!("the {l:.2} CPUs its cgroup quota allows"),
+                (_, Some(n)) if (n as f64) < g.threads as f64 => {
+                    format!("the {n} CPUs its affinity allows")
                 }
-                _ => format!("its {} threads", self.generator.threads),
+                _ => format!("its {} threads", g.threads),
             };
             format!(
                 "the load generator used {:.0}% of {of}: it may be the bottleneck (add \
@@ -628,6 +630,7 @@ pub async fn run(
             threads: opts.threads,
             cpu_seconds: cpu.as_secs_f64(),
             utilization: 0.0,
+            cpus_allowed: usage::cpus_allowed(None).map(|c| c.len() as u64),
             cpu_limit: usage::cgroup_cpu_limit(),
             cpu_us_per_request: None,
             cpu_us_per_handshake: None,

@@ -31,6 +31,21 @@ pub struct Requests {
     pub unsent: u64,
 }
 
+impl GeneratorCpu {
+    /// The CPUs the generator could use: the least of its threads, the CPUs its affinity
+    /// allows and its cgroup quota.
+    pub fn cpus(&self) -> f64 {
+        let mut cpus = self.threads.max(1) as f64;
+        if let Some(n) = self.cpus_allowed.filter(|n| *n > 0) {
+            cpus = cpus.min(n as f64);
+        }
+        if let Some(l) = self.cpu_limit {
+            cpus = cpus.min(l);
+        }
+        cpus
+    }
+}
+
 /// Handshakes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Handshakes {
@@ -65,9 +80,15 @@ pub struct GeneratorCpu {
     /// User + system CPU seconds of the whole process (every thread, the `--server-pid`
     /// sampler's included).
     pub cpu_seconds: f64,
-    /// CPU seconds ÷ (wall seconds × the CPUs it could use: its threads, or fewer under
-    /// a cgroup CPU quota, `cpu_limit`).
+    /// CPU seconds ÷ (wall seconds × the CPUs it could use: the least of its threads,
+    /// the CPUs its affinity allows, `cpus_allowed`, and its cgroup CPU quota,
+    /// `cpu_limit`).
     pub utilization: f64,
+    /// The CPUs the process's affinity allowed (`taskset`, `Cpus_allowed_list`): more
+    /// threads than these cannot run at once. `None` where it cannot be read (and in
+    /// older files). Merged: added.
+    #[serde(default)]
+    pub cpus_allowed: Option<u64>,
     /// The CPUs the process's cgroup quota allowed, when a quota was set (a container's
     /// CPU limit): the generator saturates there, whatever its threads.
     #[serde(default)]
@@ -617,6 +638,10 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         }
         m.connections.extend(r.connections.iter().cloned());
         m.generator.threads += r.generator.threads;
+        m.generator.cpus_allowed = match (m.generator.cpus_allowed, r.generator.cpus_allowed) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
         m.generator.cpu_seconds += r.generator.cpu_seconds;
         m.generator.saturated |= r.generator.saturated;
         m.generator.cpu_limit = match (m.generator.cpu_limit, r.generator.cpu_limit) {
@@ -701,10 +726,7 @@ impl LoadResult {
         let (completed, hs) = (self.requests.completed, self.handshakes.total);
         let hs_per_request = hs >= completed;
         let g = &mut self.generator;
-        let cpus = g
-            .cpu_limit
-            .map_or(g.threads.max(1) as f64, |l| l.min(g.threads.max(1) as f64));
-        g.utilization = g.cpu_seconds / (secs * cpus);
+        g.utilization = g.cpu_seconds / (secs * g.cpus());
         g.cpu_us_per_request = per(g.cpu_seconds, completed);
         g.cpu_us_per_handshake = per(g.cpu_seconds, hs).filter(|_| hs_per_request);
         if let Some(s) = &mut self.server {
