@@ -177,7 +177,12 @@ fn certificate_words(c: &rustls::CertificateError) -> String {
             "it is not for TLS servers (extended key usage)".into()
         }
         C::UnhandledCriticalExtension => "it has a critical extension tlsperf does not know".into(),
-        C::Other(o) => o.to_string(),
+        // tlsperf's own verifiers pass webpki's errors on as they are; said as `verify`
+        // says them.
+        C::Other(o) => match o.0.downcast_ref::<webpki::Error>() {
+            Some(w) => crate::verify::reason::describe(w, "the server name").message,
+            None => o.to_string(),
+        },
         other => words(&format!("{other:?}")),
     }
 }
@@ -266,6 +271,13 @@ mod tests {
             PeerIncompatible::NoCipherSuitesInCommon,
         ));
         assert!(s.ends_with("no cipher suites in common"), "{s}");
+        let s = said(Error::InvalidCertificate(CertificateError::Other(
+            rustls::OtherError(std::sync::Arc::new(webpki::Error::CaUsedAsEndEntity)),
+        )));
+        assert!(
+            s.ends_with("the leaf certificate is a CA certificate"),
+            "{s}"
+        );
         for s in [
             said(Error::InvalidCertificate(CertificateError::UnknownIssuer)),
             said(Error::AlertReceived(AlertDescription::ProtocolVersion)),

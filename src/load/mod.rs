@@ -249,6 +249,9 @@ struct Shared {
     request_close: Vec<u8>,
     uri: http::Uri,
     issued: AtomicU64,
+    /// Open loop: the index of the next instant of the run's one send schedule that no
+    /// slot has taken yet.
+    next_send: AtomicU64,
     /// Connections opened (picks the next of `opts.addrs`).
     opened: AtomicU64,
     start: Instant,
@@ -304,6 +307,41 @@ impl Shared {
             }
         }
     }
+
+    /// Open loop: the k-th instant of the one send schedule, the start (after the
+    /// `--rate-share` offset) + k ÷ rate; `None` past any clock.
+    fn send_instant(&self, k: u64, rate: f64) -> Option<Instant> {
+        let after = Duration::try_from_secs_f64(k as f64 / rate).ok()?;
+        self.start
+            .checked_add(self.opts.schedule_offset)?
+            .checked_add(after)
+    }
+
+    /// Open loop with `-d`: the send instants due before the run's end (its deadline,
+    /// or its stop when earlier) that no slot took, every one still waiting for an
+    /// answer. None in a `-n` run (it sends its N in the end) or one that gave up.
+    fn unsent(&self) -> u64 {
+        let Some(rate) = self.opts.rate.filter(|r| *r > 0.0) else {
+            return 0;
+        };
+        if self.opts.requests.is_some() || self.gave_up.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let end = match (self.deadline, self.progress.stopped_at()) {
+            (Some(d), Some(s)) => d.min(s),
+            (Some(d), None) => d,
+            (None, Some(s)) => s,
+            (None, None) => return 0,
+        };
+        let first = self.start + self.opts.schedule_offset;
+        if end <= first {
+            return 0;
+        }
+        // Instants k with first + k ÷ rate < end. A slot that took one of them sent it:
+        // it stops only at an instant at or after the end.
+        let due = ((end - first).as_secs_f64() * rate - 1e-9).ceil().max(0.0) as u64;
+        due.saturating_sub(self.next_send.load(Ordering::Relaxed))
+    }
 }
 
 /// What one connection slot measured.
@@ -329,8 +367,6 @@ struct Tally {
     body_bytes: u64,
     intervals: Vec<u64>,
     last_done: Option<Instant>,
-    /// Open-loop send instants due before the run's end that no request was sent for.
-    unsent: u64,
 }
 
 impl Tally {
@@ -353,7 +389,6 @@ impl Tally {
             body_bytes: 0,
             intervals: Vec::new(),
             last_done: None,
-            unsent: 0,
         }
     }
 
@@ -471,6 +506,7 @@ pub async fn run(
         opts: opts.clone(),
         target,
         issued: AtomicU64::new(0),
+        next_send: AtomicU64::new(0),
         opened: AtomicU64::new(0),
         start,
         progress: Arc::clone(&progress),
@@ -512,6 +548,7 @@ pub async fn run(
         }
     }
     let gave_up = shared.gave_up.load(Ordering::Relaxed);
+    let unsent = shared.unsent();
     let tallies: Vec<Tally> = Arc::try_unwrap(shared)
         .map(|s| s.shards)
         .unwrap_or_default()
@@ -577,7 +614,7 @@ pub async fn run(
             completed: total.completed,
             failed: total.failed,
             per_second: 0.0,
-            unsent: total.unsent,
+            unsent,
         },
         handshakes: Handshakes {
             total: handshakes,
@@ -650,7 +687,6 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn merge_tally(total: &mut Tally, t: &Tally) {
-    total.unsent += t.unsent;
     let _ = total.latency.merge(&t.latency);
     let _ = total.corrected.merge(&t.corrected);
     let _ = total.lateness.merge(&t.lateness);
@@ -727,28 +763,6 @@ impl Tally {
     }
 }
 
-/// How many of an open-loop slot's send instants, from `next` on every `iv`, fell before
-/// the run's end (its `-d` deadline, or its stop when earlier) without being sent: the
-/// slot was still waiting for an answer. None in a `-n` run (it sends its N in the end)
-/// or one that gave up.
-fn unsent_instants(shared: &Shared, next: Instant, iv: Duration) -> u64 {
-    if shared.opts.requests.is_some() || shared.gave_up.load(Ordering::Relaxed) {
-        return 0;
-    }
-    let end = match (shared.deadline, shared.progress.stopped_at()) {
-        (Some(d), Some(s)) => d.min(s),
-        (Some(d), None) => d,
-        (None, Some(s)) => s,
-        (None, None) => return 0,
-    };
-    if next >= end || iv.is_zero() {
-        return 0;
-    }
-    // In whole nanoseconds: a float quotient of 1 s ÷ 20 ms can land a hair above 50.
-    let n = (end - next).as_nanos().div_ceil(iv.as_nanos());
-    u64::try_from(n).unwrap_or(u64::MAX)
-}
-
 async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     let shard = &shared.shards[slot % shared.shards.len()];
     // Its own session cache, as a separate client would have.
@@ -762,26 +776,24 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     let (mut completed, mut latency_sum) = (0u64, Duration::ZERO);
     let mut open: Option<Open> = None;
     let mut on_conn = 0u64;
-    let interval = shared
-        .opts
-        .rate
-        .map(|r| Duration::from_secs_f64(shared.opts.connections.max(1) as f64 / r.max(1e-9)));
+    // Open loop: one schedule for every slot, an instant every 1 ÷ rate. A slot free to
+    // send takes the next instant no slot has taken, so a slow answer delays only the
+    // request its slot waits for, never the instants after it: free slots send those.
+    let rate = shared.opts.rate.map(|r| r.max(1e-9));
     // Open loop: the slot's own timer, precise to microseconds.
-    let mut pacer = interval.map(|_| pace::Pacer::new());
-    // Slots start staggered so that the rate is even.
-    let mut intended = shared.start
-        + interval.map_or(Duration::ZERO, |iv| {
-            shared.opts.schedule_offset
-                + iv.mul_f64(slot as f64 / shared.opts.connections.max(1) as f64)
-        });
+    let mut pacer = rate.map(|_| pace::Pacer::new());
     // When the slot was free to wait for its next send instant.
     let mut ready = shared.start;
     while shared.ticket() {
-        let planned = interval.map(|iv| {
-            let t = intended;
-            intended += iv;
-            t
-        });
+        let planned = match rate {
+            Some(r) => {
+                match shared.send_instant(shared.next_send.fetch_add(1, Ordering::Relaxed), r) {
+                    Some(t) => Some(t),
+                    None => break,
+                }
+            }
+            None => None,
+        };
         if let Some(t) = planned {
             if shared.deadline.is_some_and(|d| t >= d) {
                 break;
@@ -892,12 +904,6 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                 open = None;
                 on_conn = 0;
             }
-        }
-    }
-    if let Some(iv) = interval {
-        let n = unsent_instants(&shared, intended, iv);
-        if n > 0 {
-            lock(shard).unsent += n;
         }
     }
     close(open.take()).await;
