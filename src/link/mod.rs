@@ -158,21 +158,21 @@ impl Link {
             return Err(LinkError::Unreachable(format!("{what} has no address")));
         }
         for a in addrs {
+            // A name is told its address; an address is not told itself.
+            let who = match what == a.ip().to_string() {
+                true => format!("{} is", a.ip()),
+                false => format!("{what} is {},", a.ip()),
+            };
             match a.ip() {
                 IpAddr::V4(ip) if ip.is_loopback() || netns::is_local(ip) => {}
-                IpAddr::V4(ip) => {
-                    // A name is told its address; an address is not told itself.
-                    let who = match what == ip.to_string() {
-                        true => format!("{ip} is"),
-                        false => format!("{what} is {ip},"),
-                    };
+                IpAddr::V4(_) => {
                     return Err(LinkError::Unreachable(format!(
                         "{who} not an address of this machine (the link's far end is this machine's network stack)"
                     )));
                 }
-                IpAddr::V6(ip) => {
+                IpAddr::V6(_) => {
                     return Err(LinkError::Unreachable(format!(
-                        "{what} is {ip}, an IPv6 address (the link carries IPv4 only; use 127.0.0.1 or an IPv4 address of this machine)"
+                        "{who} an IPv6 address (the link carries IPv4 only; use 127.0.0.1 or an IPv4 address of this machine)"
                     )));
                 }
             }
@@ -272,4 +272,32 @@ fn tun_name(fd: &OwnedFd) -> Result<String, LinkError> {
         .map(|&c| c as u8)
         .collect();
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_is_not_told_itself_and_a_name_is_told_its_address() {
+        let v6: SocketAddr = "[::1]:443".parse().unwrap();
+        let err = Link::check_reachable(&[v6], "::1").unwrap_err().to_string();
+        assert!(err.contains("::1 is an IPv6 address"), "{err}");
+        let err = Link::check_reachable(&[v6], "v6only.example")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("v6only.example is ::1, an IPv6 address"),
+            "{err}"
+        );
+        let far: SocketAddr = "203.0.113.9:443".parse().unwrap();
+        let err = Link::check_reachable(&[far], "203.0.113.9")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("203.0.113.9 is not an address of this machine"),
+            "{err}"
+        );
+        assert!(Link::check_reachable(&[], "nothing").is_err());
+    }
 }

@@ -787,10 +787,11 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     while shared.ticket() {
         let planned = match rate {
             Some(r) => {
-                match shared.send_instant(shared.next_send.fetch_add(1, Ordering::Relaxed), r) {
-                    Some(t) => Some(t),
-                    None => break,
-                }
+                let k = shared.next_send.fetch_add(1, Ordering::Relaxed);
+                let Some(t) = shared.send_instant(k, r) else {
+                    break;
+                };
+                Some(t)
             }
             None => None,
         };
