@@ -327,11 +327,8 @@ impl Shared {
         if self.opts.requests.is_some() || self.gave_up.load(Ordering::Relaxed) {
             return 0;
         }
-        let end = match (self.deadline, self.progress.stopped_at()) {
-            (Some(d), Some(s)) => d.min(s),
-            (Some(d), None) => d,
-            (None, Some(s)) => s,
-            (None, None) => return 0,
+        let Some(end) = earlier(self.deadline, self.progress.stopped_at()) else {
+            return 0;
         };
         let first = self.start + self.opts.schedule_offset;
         if end <= first {
@@ -437,6 +434,14 @@ fn scheduled_end(start: Instant, opts: &LoadGenOptions) -> Option<Instant> {
     }
 }
 
+/// The earlier of two instants, either of which may be missing.
+fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// The time the rates are over: from the start to the later of the last completion and
 /// the end of the run's schedule, or of the stop when the run was stopped before that
 /// end. An open-loop run that kept its schedule thus reports the rate it was asked for
@@ -448,12 +453,8 @@ fn window(
     scheduled_end: Option<Instant>,
     stopped_at: Option<Instant>,
 ) -> Duration {
-    let until = match (scheduled_end, stopped_at) {
-        (Some(e), Some(s)) => Some(e.min(s)),
-        (e, s) => e.or(s),
-    };
     last_done
-        .max(until)
+        .max(earlier(scheduled_end, stopped_at))
         .unwrap_or(start)
         .saturating_duration_since(start)
 }
