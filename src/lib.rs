@@ -63,6 +63,7 @@ pub mod link;
 pub mod load;
 pub mod observe;
 pub mod pki;
+pub mod probes;
 pub mod report;
 pub mod server;
 pub mod stats;

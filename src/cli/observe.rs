@@ -1,5 +1,6 @@
-//! `tlsperf observe --pcap FILE | --interface IF`: flags →
-//! [`crate::observe::observe_file`] or [`crate::observe::observe_live`] → output.
+//! `tlsperf observe --pcap FILE | --interface IF [--probes] | --probes --pid PID`: flags →
+//! [`crate::observe::observe_file`], [`crate::observe::observe_live`] or
+//! [`crate::observe::observe_probes`] (with a [`crate::probes::Session`]) → output.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -14,12 +15,15 @@ use super::{CliError, Output};
 use crate::error::ErrorClass;
 use crate::observe::live::LiveCapture;
 use crate::observe::metrics::{MetricsServer, ObserveMetrics};
-use crate::observe::{Limits, LiveOptions, Observation, Options, observe_file, observe_live};
+use crate::observe::{
+    Limits, LiveOptions, Observation, Options, observe_file, observe_live, observe_probes,
+};
+use crate::probes::{ProbeOptions, Session};
 use crate::report::text::observation;
 
 /// Arguments of `tlsperf observe`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["pcap", "interface"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["pcap", "interface", "probes"]).multiple(true)))]
 pub struct ObserveArgs {
     /// A capture file to analyze: pcap or pcapng, as `tcpdump -w FILE` writes it
     /// (Ethernet, Linux cooked, raw IP or loopback link layer).
@@ -35,6 +39,20 @@ pub struct ObserveArgs {
     /// skipped).
     #[arg(long = "port", value_name = "N")]
     ports: Vec<u16>,
+    /// Look inside the processes too (eBPF; root or CAP_BPF+CAP_PERFMON): each handshake's
+    /// accept queue, wait until the first library call, work inside OpenSSL or Go's
+    /// crypto/tls, and waiting for the peer, per process and thread. With --interface the
+    /// two views are joined by address and port; alone it needs --pid or --exe.
+    #[arg(long, conflicts_with = "pcap")]
+    probes: bool,
+    /// Probe this process and its descendants, present and future (e.g. nginx's master
+    /// from its pid file); repeatable.
+    #[arg(long = "pid", value_name = "PID", requires = "probes", value_parser = clap::value_parser!(u32).range(1..))]
+    pids: Vec<u32>,
+    /// Probe every process running this executable or library (a Go program, or a
+    /// libssl.so); repeatable.
+    #[arg(long = "exe", value_name = "PATH", requires = "probes")]
+    exes: Vec<PathBuf>,
     /// Stop a live capture after this long, e.g. 30s (else at Ctrl-C).
     #[arg(long, value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
@@ -83,9 +101,16 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             ..Limits::default()
         },
     };
+    if args.probes && args.interface.is_none() && args.pids.is_empty() && args.exes.is_empty() {
+        return Err(CliError::input(
+            "--probes alone needs --pid PID or --exe PATH (what to look inside); with \
+             --interface IF it probes every process using the system's libssl",
+        ));
+    }
     let result = match (&args.pcap, &args.interface) {
         (Some(pcap), _) => observe_file(pcap, &opts)?,
         (None, Some(interface)) => live(&args, interface, opts, out)?,
+        (None, None) if args.probes => probes_only(&args, out)?,
         // clap's group requires one of them.
         (None, None) => return Err(CliError::input("give --pcap FILE or --interface IF")),
     };
@@ -114,6 +139,7 @@ fn live(
     out: &Output,
 ) -> Result<Observation, CliError> {
     let capture = LiveCapture::open(interface, &options.ports)?;
+    let mut probes = start_probes(args, true, out)?;
     let metrics = Arc::new(ObserveMetrics::new());
     let _server = match &args.metrics {
         Some(addr) => {
@@ -139,7 +165,81 @@ fn live(
         &rt,
         move || flag.store(true, Ordering::Relaxed),
         || {},
-        async { capture_until_stopped(args, interface, capture, options, metrics, &stop, out) },
+        async {
+            let result = capture_until_stopped(
+                args,
+                interface,
+                capture,
+                options,
+                metrics,
+                probes.as_mut(),
+                &stop,
+                out,
+            );
+            let mut result = result?;
+            if let Some(p) = probes.take() {
+                result.probes = Some(p.finish());
+            }
+            Ok(result)
+        },
+    )
+}
+
+/// Starts the probes when asked for (`join`: with a capture to join them to).
+fn start_probes(args: &ObserveArgs, join: bool, out: &Output) -> Result<Option<Session>, CliError> {
+    if !args.probes {
+        return Ok(None);
+    }
+    let opts = ProbeOptions {
+        pids: args.pids.clone(),
+        exes: args.exes.clone(),
+    };
+    let (session, notes) = Session::start(&opts, join)?;
+    for n in notes {
+        out.note(n);
+    }
+    Ok(Some(session))
+}
+
+/// `--probes --pid/--exe` without a capture: the processes' view alone.
+fn probes_only(args: &ObserveArgs, out: &Output) -> Result<Observation, CliError> {
+    let Some(mut session) = start_probes(args, false, out)? else {
+        return Err(CliError::input(
+            "give --pcap FILE, --interface IF or --probes",
+        ));
+    };
+    let mut names: Vec<String> = args.pids.iter().map(|p| format!("pid {p}")).collect();
+    names.extend(args.exes.iter().map(|e| e.display().to_string()));
+    let name = names.join(", ");
+    if !out.quiet() {
+        out.note(format!(
+            "probing {name}; {}",
+            match args.duration {
+                Some(d) => format!("for {}", humantime::format_duration(d)),
+                None => "Ctrl-C to stop".to_string(),
+            }
+        ));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let rt = runtime(Threads::Many(Some(1)), None)?;
+    let flag = Arc::clone(&stop);
+    let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
+    block_on_interruptible(
+        &rt,
+        move || flag.store(true, Ordering::Relaxed),
+        || {},
+        async {
+            let mut o = observe_probes(&mut session, name, args.duration, &stop, |snapshot| {
+                if redraw {
+                    let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
+                }
+            });
+            if redraw {
+                let _ = out.text("\x1b[H\x1b[2J");
+            }
+            o.probes = Some(session.finish());
+            Ok(o)
+        },
     )
 }
 
@@ -150,6 +250,7 @@ fn capture_until_stopped(
     capture: LiveCapture,
     options: Options,
     metrics: Arc<ObserveMetrics>,
+    probes: Option<&mut Session>,
     stop: &AtomicBool,
     out: &Output,
 ) -> Result<Observation, CliError> {
@@ -175,7 +276,7 @@ fn capture_until_stopped(
         metrics: args.metrics.is_some().then_some(metrics),
     };
     let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
-    let result = observe_live(capture, &live, stop, |snapshot| {
+    let result = observe_live(capture, &live, probes, stop, |snapshot| {
         if redraw {
             // Home, clear, the table so far.
             let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));

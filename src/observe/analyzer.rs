@@ -1,7 +1,7 @@
 //! The analysis pipeline shared by capture files and live capture: frame → decode → port
 //! filter → flow table (reassembly, TLS records, timelines) → aggregation.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::aggregate::Aggregate;
 use super::decode::{Link, decode};
@@ -10,6 +10,7 @@ use super::metrics::ObserveMetrics;
 use super::process::Processes;
 use super::result::{Observation, Packets, Source};
 use super::timeline::Outcome;
+use crate::probes::{WireHandshake, WireIndex};
 
 /// Frames in, an [`Observation`] out.
 #[derive(Debug)]
@@ -28,6 +29,7 @@ pub struct Analyzer {
 struct Hooks {
     processes: Option<Processes>,
     metrics: Option<Arc<ObserveMetrics>>,
+    probes: Option<Arc<Mutex<WireIndex>>>,
 }
 
 impl Hooks {
@@ -38,6 +40,18 @@ impl Hooks {
         }
         if let Some(m) = &self.metrics {
             m.outcome(&o);
+        }
+        if let (Some(index), Outcome::Handshake(h)) = (&self.probes, &o) {
+            let mut index = match index.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            index.add(WireHandshake {
+                client: h.client,
+                server: h.server,
+                kind: h.kind.name(),
+                server_think_ns: h.phases.server_think,
+            });
         }
         agg.outcome(o);
     }
@@ -61,6 +75,12 @@ impl Analyzer {
     /// Attributes local endpoints to processes (live capture on this host).
     pub fn attribute_processes(&mut self) {
         self.hooks.processes = Some(Processes::new());
+    }
+
+    /// Gives every completed handshake to the probes, to join with what they saw inside
+    /// the processes.
+    pub fn join_probes(&mut self, index: Arc<Mutex<WireIndex>>) {
+        self.hooks.probes = Some(index);
     }
 
     /// Counts every outcome in `metrics` too.

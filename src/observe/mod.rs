@@ -207,6 +207,7 @@ pub struct LiveOptions {
 pub fn observe_live(
     mut cap: live::LiveCapture,
     opts: &LiveOptions,
+    mut probes: Option<&mut crate::probes::Session>,
     stop: &AtomicBool,
     mut tick: impl FnMut(&Observation),
 ) -> Result<Observation, ObserveError> {
@@ -225,6 +226,9 @@ pub fn observe_live(
     }
     if let Some(m) = &opts.metrics {
         analyzer.export(Arc::clone(m));
+    }
+    if let Some(index) = probes.as_ref().and_then(|p| p.wire_index()) {
+        analyzer.join_probes(index);
     }
     let started = Instant::now();
     let mut last_tick = started;
@@ -249,7 +253,12 @@ pub fn observe_live(
         if last_tick.elapsed() >= live::TICK {
             last_tick = Instant::now();
             analyzer.set_kernel_drops(cap.drops());
-            tick(&analyzer.snapshot());
+            let mut snapshot = analyzer.snapshot();
+            if let Some(p) = probes.as_deref_mut() {
+                p.poll(false);
+                snapshot.probes = Some(p.snapshot());
+            }
+            tick(&snapshot);
         }
     }
     // What the kernel captured before the stop and queued for us is part of the
@@ -269,4 +278,44 @@ pub fn observe_live(
     let mut o = analyzer.finish();
     o.interrupted = interrupted;
     Ok(o)
+}
+
+/// Observes inside processes only (`--probes` without a capture) until `duration` has
+/// passed or `stop` is set, calling `tick` about once a second. The session is the
+/// caller's to finish; the observation has no packets.
+pub fn observe_probes(
+    probes: &mut crate::probes::Session,
+    name: String,
+    duration: Option<Duration>,
+    stop: &AtomicBool,
+    mut tick: impl FnMut(&Observation),
+) -> Observation {
+    let mut o = Observation::new(
+        vec![result::Source {
+            kind: "probes".into(),
+            name,
+        }],
+        Vec::new(),
+    );
+    let started = Instant::now();
+    let mut last_tick = started;
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        if stop.load(Ordering::Relaxed) {
+            o.interrupted = true;
+            break;
+        }
+        if duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if last_tick.elapsed() >= live::TICK {
+            last_tick = Instant::now();
+            probes.poll(false);
+            o.probes = Some(probes.snapshot());
+            o.duration_s = started.elapsed().as_secs_f64();
+            tick(&o);
+        }
+    }
+    o.duration_s = started.elapsed().as_secs_f64();
+    o
 }

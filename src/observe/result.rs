@@ -228,6 +228,10 @@ pub struct Observation {
     pub failures: Failures,
     /// Per phase, what it spans and from which side it is exact.
     pub phases: BTreeMap<String, String>,
+    /// Inside the processes (`--probes`): each handshake's waiting and work, by process
+    /// and kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<crate::probes::ProbeReport>,
 }
 
 /// The most rows a breakdown keeps; the rest are added up in [`OTHER`].
@@ -260,6 +264,7 @@ impl Observation {
                 .iter()
                 .map(|(p, d)| (p.to_string(), d.to_string()))
                 .collect(),
+            probes: None,
         }
     }
 
@@ -401,6 +406,9 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         m.failures.reset = m.failures.reset.saturating_add(o.failures.reset);
         m.failures.closed = m.failures.closed.saturating_add(o.failures.closed);
         m.failures.incomplete = m.failures.incomplete.saturating_add(o.failures.incomplete);
+        if let Some(p) = &o.probes {
+            m.probes.get_or_insert_with(Default::default).merge(p)?;
+        }
     }
     // One observation of every port makes the merge one of every port (an empty list),
     // not one of the ports the others named.

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::observe::result::{Observation, PHASES, Row};
+use crate::probes::report::{PROBE_PHASES, ProbeReport, ProbeRow};
 
 use super::{BAD, BOLD, render, right_align, styled, table};
 
@@ -47,6 +48,12 @@ pub fn observation(o: &Observation) -> String {
             )
         )
     );
+    if !o.sources.is_empty() && o.sources.iter().all(|s| s.kind == "probes") {
+        if let Some(p) = &o.probes {
+            s += &probes(p);
+        }
+        return s;
+    }
     let p = &o.packets;
     s += &format!(
         "frames: {} ({} TCP segments observed, {} on other ports, {} not TCP){}\n",
@@ -166,6 +173,141 @@ pub fn observation(o: &Observation) -> String {
     }
     s += "server_think and server_flight are exact on the server's host, client_think and \
           first_app_byte on the client's (on loopback, all are)\n";
+    if let Some(p) = &o.probes {
+        s += "\n";
+        s += &probes(p);
+    }
+    s
+}
+
+fn p50(d: Option<&crate::stats::histogram::Dist>) -> String {
+    d.filter(|d| d.quantiles.count > 0)
+        .map_or("-".to_string(), |d| ms(d.quantiles.p50_ns))
+}
+
+/// The processes' view (`--probes`).
+fn probes(p: &ProbeReport) -> String {
+    let c = &p.counts;
+    let mut s = format!("{}\n", styled(BOLD, "Inside the processes (eBPF probes)"));
+    s += &format!(
+        "probed handshakes: {} begun, {} reported, {} read; {} matched to captured \
+         connections\n",
+        c.started, c.emitted, c.received, c.matched_wire
+    );
+    if c.lost + c.dropped + c.table_full > 0 {
+        s += &format!(
+            "{} {} lost (ring buffer full), {} dropped by tlsperf, {} not followed (table \
+             full)\n",
+            styled(BAD, "lost events:"),
+            c.lost,
+            c.dropped,
+            c.table_full
+        );
+    } else {
+        s += "lost events: 0\n";
+    }
+    s += "\n";
+    if !p.by_kind.is_empty() {
+        let mut t = table(&["role, kind", "phase (ms)", "n", "p50", "p90", "p99", "max"]);
+        let mut kinds: Vec<&String> = p.by_kind.keys().collect();
+        // `… all` first within each role.
+        kinds.sort_by_key(|k| {
+            (
+                k.split(' ').next().map(str::to_string),
+                !k.ends_with(" all"),
+                k.to_string(),
+            )
+        });
+        for k in kinds {
+            let row = &p.by_kind[k];
+            let mut phases: Vec<(&str, Option<&crate::stats::histogram::Dist>)> = PROBE_PHASES
+                .iter()
+                .map(|(name, _)| (*name, row.phases.get(*name)))
+                .collect();
+            if row.wire_server_think.quantiles.count > 0 {
+                phases.insert(0, ("wire server_think", Some(&row.wire_server_think)));
+            }
+            for (phase, d) in phases {
+                let Some(d) = d.filter(|d| d.quantiles.count > 0) else {
+                    continue;
+                };
+                let q = &d.quantiles;
+                t.add_row(vec![
+                    k.clone(),
+                    phase.to_string(),
+                    q.count.to_string(),
+                    ms(q.p50_ns),
+                    ms(q.p90_ns),
+                    ms(q.p99_ns),
+                    ms(q.max_ns),
+                ]);
+            }
+        }
+        right_align(&mut t, &[2, 3, 4, 5, 6]);
+        s += &render(&t);
+        s += "\n\n";
+    }
+    if !p.by_process.is_empty() {
+        let mut rows: Vec<(&String, &ProbeRow)> = p.by_process.iter().collect();
+        rows.sort_by(|a, b| b.1.handshakes.cmp(&a.1.handshakes).then(a.0.cmp(b.0)));
+        let mut t = table(&[
+            "process, role",
+            "handshakes",
+            "failed",
+            "accept queue p50 ms",
+            "until first call p50 ms",
+            "work p50 ms",
+            "waiting for peer p50 ms",
+        ]);
+        for (k, r) in rows.iter().take(SHOWN_ROWS) {
+            t.add_row(vec![
+                k.to_string(),
+                r.handshakes.to_string(),
+                r.failed.to_string(),
+                p50(r.phases.get("accept_queue")),
+                p50(r.phases.get("until_first_call")),
+                p50(r.phases.get("work")),
+                p50(r.phases.get("waiting_for_peer")),
+            ]);
+        }
+        right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+        s += &render(&t);
+        s += "\n";
+        if rows.len() > SHOWN_ROWS {
+            s += &format!("… and {} more (see --json)\n", rows.len() - SHOWN_ROWS);
+        }
+        s += "\n";
+    }
+    if !p.slowest.is_empty() {
+        s += "slowest server handshakes:\n";
+        let opt = |v: Option<u64>| v.map_or("?".to_string(), ms);
+        for b in &p.slowest {
+            let head = match b.wire_server_think_ns {
+                Some(t) => format!("server think {} ms (wire) ⊂", ms(t)),
+                None => format!("span {} ms:", ms(b.span_ns)),
+            };
+            s += &format!(
+                "  {} {} ← {} {} [{}]: {head} accept queue {} + until first call {} + work {} \
+                 + waiting for peer {} ms ({} calls, thread {})\n",
+                b.process,
+                b.server,
+                b.client,
+                b.kind,
+                if b.wire_server_think_ns.is_some() {
+                    "joined"
+                } else {
+                    "process only"
+                },
+                opt(b.accept_queue_ns),
+                opt(b.until_first_call_ns),
+                ms(b.work_ns),
+                ms(b.waiting_for_peer_ns),
+                b.calls,
+                b.tid,
+            );
+        }
+        s += "\n";
+    }
     s
 }
 

@@ -1,0 +1,904 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+//
+// tlsperf's eBPF probes: one TLS handshake per connection, stitched in the kernel out of
+// the library calls that drive it, tied to its socket and to the kernel's TCP handshake.
+// User space (src/probes/) attaches these programs with aya, fills `targets`, reads the
+// `events` ring buffer (one record per finished handshake) and the `hist` log2 histograms.
+//
+// Timestamps are bpf_ktime_get_ns() (CLOCK_MONOTONIC), each taken at the instant the
+// probe fires:
+//   estab_ns  sock:inet_sock_set_state to TCP_ESTABLISHED (the TCP handshake completed)
+//   sock_ns   accept()/accept4() returned the descriptor (server) or connect() was called
+//             (client): syscall tracepoints
+//   first_ns  the first handshake call was entered (uprobe / Go function entry)
+//   end_ns    the call that finished the handshake returned (uretprobe / Go RET)
+//   work_ns   the sum of time spent inside handshake calls (OpenSSL), or the function's
+//             span less its waits for the peer (Go)
+//   wait_ns   Go only: from a read() on the connection that returned EAGAIN to the next
+//             read() on it (the goroutine parked for the peer's next flight)
+//
+// Rebuild with src/probes/bpf/build.sh (clang -target bpf); the object is committed.
+
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+typedef unsigned long long u64;
+typedef long long s64;
+typedef unsigned int u32;
+typedef int s32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#define AF_INET 2
+#define AF_INET6 10
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_SENT 2
+#define TCP_SYN_RECV 3
+#define TCP_CLOSE 7
+#define EAGAIN 11
+
+#define ROLE_UNKNOWN 0
+#define ROLE_SERVER 1
+#define ROLE_CLIENT 2
+
+#define LIB_OPENSSL 1
+#define LIB_GO 2
+
+#define RESULT_OK 1
+#define RESULT_ERROR 2
+#define RESULT_ABANDONED 3
+
+// Kernel histogram phases (keys of `hist`).
+#define PH_ACCEPT_QUEUE 0
+#define PH_UNTIL_FIRST_CALL 1
+#define PH_WORK 2
+#define PH_WAITING 3
+#define PH_SPAN 4
+
+// Counters (indexes of `counters`).
+#define C_STARTED 0
+#define C_EMITTED 1
+#define C_LOST 2
+#define C_TABLE_FULL 3
+#define C_NCOUNTERS 4
+
+// One finished (or abandoned) handshake. Layout shared with src/probes/event.rs.
+struct hs_event {
+	u64 estab_ns;
+	u64 sock_ns;
+	u64 first_ns;
+	u64 end_ns;
+	u64 work_ns;
+	u64 wait_ns;
+	u32 tgid;
+	u32 tid;
+	u32 calls;
+	s32 fd;
+	u8 laddr[16];
+	u8 raddr[16];
+	u16 lport;
+	u16 rport;
+	u16 family;
+	u8 role;
+	u8 lib;
+	u8 result;
+	u8 pad[7];
+	char comm[16];
+};
+
+// A connection's socket as the kernel saw it, by (process, descriptor).
+struct sock_key {
+	u32 tgid;
+	s32 fd;
+};
+
+struct sock_info {
+	u64 estab_ns;
+	u64 sock_ns;
+	u8 laddr[16];
+	u8 raddr[16];
+	u16 lport;
+	u16 rport;
+	u16 family;
+	u8 role;
+	u8 pad;
+};
+
+// The TCP handshake's completion, by the connection's addresses (written in softirq,
+// where the process is not known). A passive open is keyed with lport 0 (accept() tells
+// the peer's address, not the local port); an active one with its local port.
+struct estab_key {
+	u8 raddr[16];
+	u16 rport;
+	u16 lport;
+	u16 family;
+	u16 pad;
+};
+
+struct estab_val {
+	u64 ns;
+	u8 laddr[16];
+	u16 lport;
+	u16 pad[3];
+};
+
+// A handshake in progress: by (process, SSL* or Go goroutine).
+struct hs_key {
+	u32 tgid;
+	u32 pad;
+	u64 obj;
+};
+
+struct hs_state {
+	u64 first_ns;
+	u64 last_ns;
+	u64 work_ns;
+	u64 wait_ns;
+	u64 wait_start_ns;
+	u32 tid;
+	u32 calls;
+	s32 fd;
+	u8 role;
+	u8 lib;
+	u8 pad[2];
+};
+
+// OpenSSL: the SSL object's descriptor and role, from SSL_set_fd and
+// SSL_set_accept_state/SSL_set_connect_state, until its handshake finishes.
+struct ssl_info {
+	s32 fd;
+	u8 role;
+	u8 pending;
+	u8 pad[2];
+};
+
+// OpenSSL: the call a thread is inside (calls nest: SSL_accept calls SSL_do_handshake).
+struct inflight {
+	u64 ssl;
+	u64 enter_ns;
+	u32 depth;
+	u8 driving;
+	u8 pad[3];
+};
+
+struct connect_args {
+	u64 addr;
+	s32 fd;
+	u32 pad;
+	u64 ns;
+};
+
+struct local_port {
+	u16 lport;
+	u16 pad[3];
+};
+
+struct hist_key {
+	u32 tgid;
+	u8 role;
+	u8 phase;
+	u8 bucket;
+	u8 pad;
+};
+
+// Go: the connection a goroutine's handshake reads, by (process, descriptor).
+struct gofd_val {
+	u64 g;
+};
+
+struct settings {
+	u32 filter; // 1: only processes in `targets`
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct settings);
+} settings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, C_NCOUNTERS);
+	__type(key, u32);
+	__type(value, u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u8);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct hist_key);
+	__type(value, u64);
+} hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct estab_key);
+	__type(value, struct estab_val);
+} estab SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct sock_key);
+	__type(value, struct sock_info);
+} socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct hs_key);
+	__type(value, struct hs_state);
+} hs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct hs_key);
+	__type(value, struct ssl_info);
+} ssls SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, struct inflight);
+} inflights SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, u64);
+} accept_args SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, struct connect_args);
+} connect_args SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, struct local_port);
+} connect_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct sock_key);
+	__type(value, struct gofd_val);
+} gofds SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, s32);
+} read_args SEC(".maps");
+
+static __always_inline void count(u32 which)
+{
+	u64 *v = bpf_map_lookup_elem(&counters, &which);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int wanted(u32 tgid)
+{
+	u32 zero = 0;
+	struct settings *s = bpf_map_lookup_elem(&settings, &zero);
+	if (!s || !s->filter)
+		return 1;
+	return bpf_map_lookup_elem(&targets, &tgid) != 0;
+}
+
+static __always_inline u8 log2_bucket(u64 v)
+{
+	u8 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+static __always_inline void hist_add(u32 tgid, u8 role, u8 phase, u64 ns)
+{
+	struct hist_key k = {.tgid = tgid, .role = role, .phase = phase, .bucket = log2_bucket(ns)};
+	u64 *v = bpf_map_lookup_elem(&hist, &k);
+	if (v) {
+		__sync_fetch_and_add(v, 1);
+	} else {
+		u64 one = 1;
+		if (bpf_map_update_elem(&hist, &k, &one, BPF_NOEXIST) != 0) {
+			v = bpf_map_lookup_elem(&hist, &k);
+			if (v)
+				__sync_fetch_and_add(v, 1);
+		}
+	}
+}
+
+// The TCP handshake's completion for this socket, if the kernel reported it.
+static __always_inline u64 established_at(struct sock_info *si)
+{
+	if (si->estab_ns)
+		return si->estab_ns;
+	struct estab_key k = {};
+	__builtin_memcpy(k.raddr, si->raddr, 16);
+	k.rport = si->rport;
+	k.lport = si->lport;
+	k.family = si->family;
+	struct estab_val *e = bpf_map_lookup_elem(&estab, &k);
+	return e ? e->ns : 0;
+}
+
+// Emits one handshake: the ring-buffer record and the kernel histograms.
+static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 end_ns, u8 result)
+{
+	u32 tgid = key->tgid;
+	struct sock_key sk = {.tgid = tgid, .fd = st->fd};
+	struct sock_info *si = st->fd >= 0 ? bpf_map_lookup_elem(&socks, &sk) : 0;
+	u64 estab_ns = 0, sock_ns = 0;
+	u8 role = st->role;
+	if (si) {
+		estab_ns = established_at(si);
+		sock_ns = si->sock_ns;
+		if (!role)
+			role = si->role;
+	}
+	u64 span = end_ns - st->first_ns;
+	u64 work = st->work_ns;
+	u64 wait = st->wait_ns;
+	if (st->lib == LIB_GO) {
+		work = span > wait ? span - wait : 0;
+	} else {
+		wait = span > work ? span - work : 0;
+	}
+	if (result == RESULT_OK) {
+		if (role == ROLE_SERVER && estab_ns && sock_ns >= estab_ns)
+			hist_add(tgid, role, PH_ACCEPT_QUEUE, sock_ns - estab_ns);
+		if (sock_ns && st->first_ns >= sock_ns)
+			hist_add(tgid, role, PH_UNTIL_FIRST_CALL, st->first_ns - sock_ns);
+		hist_add(tgid, role, PH_WORK, work);
+		hist_add(tgid, role, PH_WAITING, wait);
+		hist_add(tgid, role, PH_SPAN, span);
+	}
+	struct hs_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(C_LOST);
+		return;
+	}
+	ev->estab_ns = estab_ns;
+	ev->sock_ns = sock_ns;
+	ev->first_ns = st->first_ns;
+	ev->end_ns = end_ns;
+	ev->work_ns = work;
+	ev->wait_ns = wait;
+	ev->tgid = tgid;
+	ev->tid = st->tid;
+	ev->calls = st->calls;
+	ev->fd = st->fd;
+	if (si) {
+		__builtin_memcpy(ev->laddr, si->laddr, 16);
+		__builtin_memcpy(ev->raddr, si->raddr, 16);
+		ev->lport = si->lport;
+		ev->rport = si->rport;
+		ev->family = si->family;
+	} else {
+		__builtin_memset(ev->laddr, 0, 16);
+		__builtin_memset(ev->raddr, 0, 16);
+		ev->lport = 0;
+		ev->rport = 0;
+		ev->family = 0;
+	}
+	ev->role = role;
+	ev->lib = st->lib;
+	ev->result = result;
+	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
+	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+	bpf_ringbuf_submit(ev, 0);
+	count(C_EMITTED);
+}
+
+// ---- the kernel: processes, sockets and TCP ----
+
+// A process forked by a target is a target (nginx's master → its workers).
+SEC("tracepoint/sched/sched_process_fork")
+int on_fork(void *ctx)
+{
+	u32 parent = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&targets, &parent))
+		return 0;
+	s32 child = 0;
+	bpf_probe_read_kernel(&child, sizeof(child), (u8 *)ctx + 20);
+	u32 c = child;
+	u8 one = 1;
+	bpf_map_update_elem(&targets, &c, &one, BPF_ANY);
+	return 0;
+}
+
+struct set_state_args {
+	u64 common;
+	const void *skaddr;
+	s32 oldstate;
+	s32 newstate;
+	u16 sport;
+	u16 dport;
+	u16 family;
+	u16 protocol;
+	u8 saddr[4];
+	u8 daddr[4];
+	u8 saddr_v6[16];
+	u8 daddr_v6[16];
+};
+
+SEC("tracepoint/sock/inet_sock_set_state")
+int on_set_state(struct set_state_args *ctx)
+{
+	if (ctx->protocol != 6 /* IPPROTO_TCP */)
+		return 0;
+	s32 old = ctx->oldstate, new = ctx->newstate;
+	if (old == TCP_CLOSE && new == TCP_SYN_SENT) {
+		// connect() in process context: remember the local port the kernel chose.
+		u64 id = bpf_get_current_pid_tgid();
+		if (!bpf_map_lookup_elem(&connect_args, &id))
+			return 0;
+		struct local_port lp = {.lport = ctx->sport};
+		bpf_map_update_elem(&connect_ports, &id, &lp, BPF_ANY);
+		return 0;
+	}
+	if (new != TCP_ESTABLISHED || (old != TCP_SYN_RECV && old != TCP_SYN_SENT))
+		return 0;
+	struct estab_key k = {};
+	struct estab_val v = {};
+	v.ns = bpf_ktime_get_ns();
+	k.family = ctx->family;
+	k.lport = old == TCP_SYN_SENT ? ctx->sport : 0;
+	k.rport = ctx->dport;
+	v.lport = ctx->sport;
+	if (ctx->family == AF_INET) {
+		__builtin_memcpy(k.raddr, ctx->daddr, 4);
+		__builtin_memcpy(v.laddr, ctx->saddr, 4);
+	} else {
+		__builtin_memcpy(k.raddr, ctx->daddr_v6, 16);
+		__builtin_memcpy(v.laddr, ctx->saddr_v6, 16);
+	}
+	bpf_map_update_elem(&estab, &k, &v, BPF_ANY);
+	return 0;
+}
+
+struct sys_enter_accept_args {
+	u64 common;
+	u64 nr;
+	u64 fd;
+	u64 upeer_sockaddr;
+	u64 upeer_addrlen;
+};
+
+struct sys_exit_args {
+	u64 common;
+	u64 nr;
+	s64 ret;
+};
+
+static __always_inline int accept_enter(struct sys_enter_accept_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	if (!wanted(id >> 32))
+		return 0;
+	u64 addr = ctx->upeer_sockaddr;
+	bpf_map_update_elem(&accept_args, &id, &addr, BPF_ANY);
+	return 0;
+}
+
+// Reads a sockaddr_in/sockaddr_in6 from user memory: family, port (host order), address.
+static __always_inline int read_sockaddr(u64 uaddr, u16 *family, u16 *port, u8 addr[16])
+{
+	u8 buf[24] = {};
+	if (!uaddr || bpf_probe_read_user(buf, 16, (void *)uaddr) != 0)
+		return -1;
+	u16 fam = buf[0] | (buf[1] << 8);
+	if (fam == AF_INET6 && bpf_probe_read_user(buf, 24, (void *)uaddr) != 0)
+		return -1;
+	*port = (buf[2] << 8) | buf[3];
+	if (fam == AF_INET) {
+		__builtin_memcpy(addr, buf + 4, 4);
+	} else if (fam == AF_INET6) {
+		__builtin_memcpy(addr, buf + 8, 16);
+	} else {
+		return -1;
+	}
+	*family = fam;
+	return 0;
+}
+
+static __always_inline int accept_exit(struct sys_exit_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u64 *addr = bpf_map_lookup_elem(&accept_args, &id);
+	if (!addr)
+		return 0;
+	u64 uaddr = *addr;
+	bpf_map_delete_elem(&accept_args, &id);
+	if (ctx->ret < 0)
+		return 0;
+	struct sock_key sk = {.tgid = id >> 32, .fd = (s32)ctx->ret};
+	struct sock_info si = {};
+	si.sock_ns = bpf_ktime_get_ns();
+	si.role = ROLE_SERVER;
+	if (read_sockaddr(uaddr, &si.family, &si.rport, si.raddr) == 0) {
+		// The local end and the instant the TCP handshake completed, by the peer.
+		struct estab_key k = {};
+		__builtin_memcpy(k.raddr, si.raddr, 16);
+		k.rport = si.rport;
+		k.family = si.family;
+		struct estab_val *e = bpf_map_lookup_elem(&estab, &k);
+		if (e) {
+			si.estab_ns = e->ns;
+			si.lport = e->lport;
+			__builtin_memcpy(si.laddr, e->laddr, 16);
+			bpf_map_delete_elem(&estab, &k);
+		}
+	}
+	bpf_map_update_elem(&socks, &sk, &si, BPF_ANY);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_accept4")
+int on_accept4_enter(struct sys_enter_accept_args *ctx) { return accept_enter(ctx); }
+
+SEC("tracepoint/syscalls/sys_exit_accept4")
+int on_accept4_exit(struct sys_exit_args *ctx) { return accept_exit(ctx); }
+
+SEC("tracepoint/syscalls/sys_enter_accept")
+int on_accept_enter(struct sys_enter_accept_args *ctx) { return accept_enter(ctx); }
+
+SEC("tracepoint/syscalls/sys_exit_accept")
+int on_accept_exit(struct sys_exit_args *ctx) { return accept_exit(ctx); }
+
+struct sys_enter_connect_args {
+	u64 common;
+	u64 nr;
+	u64 fd;
+	u64 uservaddr;
+	u64 addrlen;
+};
+
+SEC("tracepoint/syscalls/sys_enter_connect")
+int on_connect_enter(struct sys_enter_connect_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	if (!wanted(id >> 32))
+		return 0;
+	struct connect_args a = {.addr = ctx->uservaddr, .fd = (s32)ctx->fd, .ns = bpf_ktime_get_ns()};
+	bpf_map_update_elem(&connect_args, &id, &a, BPF_ANY);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_connect")
+int on_connect_exit(struct sys_exit_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	struct connect_args *a = bpf_map_lookup_elem(&connect_args, &id);
+	if (!a)
+		return 0;
+	struct connect_args args = *a;
+	bpf_map_delete_elem(&connect_args, &id);
+	struct local_port *lp = bpf_map_lookup_elem(&connect_ports, &id);
+	u16 lport = lp ? lp->lport : 0;
+	bpf_map_delete_elem(&connect_ports, &id);
+	// 0, or EINPROGRESS from a non-blocking socket.
+	if (ctx->ret != 0 && ctx->ret != -115)
+		return 0;
+	struct sock_info si = {};
+	if (read_sockaddr(args.addr, &si.family, &si.rport, si.raddr) != 0)
+		return 0;
+	if (!lport)
+		return 0;
+	si.lport = lport;
+	si.sock_ns = args.ns;
+	si.role = ROLE_CLIENT;
+	struct sock_key sk = {.tgid = id >> 32, .fd = args.fd};
+	bpf_map_update_elem(&socks, &sk, &si, BPF_ANY);
+	return 0;
+}
+
+// ---- OpenSSL ----
+
+static __always_inline struct ssl_info *ssl_info_of(u32 tgid, u64 ssl)
+{
+	struct hs_key k = {.tgid = tgid, .obj = ssl};
+	return bpf_map_lookup_elem(&ssls, &k);
+}
+
+SEC("uprobe")
+int ssl_set_fd(struct pt_regs *ctx)
+{
+	u64 ssl = PT_REGS_PARM1(ctx);
+	s32 fd = (s32)PT_REGS_PARM2(ctx);
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!wanted(tgid))
+		return 0;
+	struct hs_key k = {.tgid = tgid, .obj = ssl};
+	struct ssl_info *old = bpf_map_lookup_elem(&ssls, &k);
+	struct ssl_info v = {.fd = fd, .pending = 1};
+	if (old)
+		v.role = old->role;
+	bpf_map_update_elem(&ssls, &k, &v, BPF_ANY);
+	return 0;
+}
+
+static __always_inline int set_role(u64 ssl, u8 role)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!wanted(tgid))
+		return 0;
+	struct hs_key k = {.tgid = tgid, .obj = ssl};
+	struct ssl_info *old = bpf_map_lookup_elem(&ssls, &k);
+	if (old) {
+		old->role = role;
+		old->pending = 1;
+		return 0;
+	}
+	struct ssl_info v = {.fd = -1, .role = role, .pending = 1};
+	bpf_map_update_elem(&ssls, &k, &v, BPF_ANY);
+	return 0;
+}
+
+SEC("uprobe")
+int ssl_set_accept_state(struct pt_regs *ctx) { return set_role(PT_REGS_PARM1(ctx), ROLE_SERVER); }
+
+SEC("uprobe")
+int ssl_set_connect_state(struct pt_regs *ctx) { return set_role(PT_REGS_PARM1(ctx), ROLE_CLIENT); }
+
+// Entry of a call that may drive the handshake. `driving`: SSL_do_handshake, SSL_accept
+// and SSL_connect always do; SSL_read/SSL_write only while the handshake is pending.
+static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	struct inflight *in = bpf_map_lookup_elem(&inflights, &id);
+	if (in) {
+		if (in->ssl == ssl) {
+			in->depth += 1;
+			return 0;
+		}
+	}
+	if (!wanted(tgid))
+		return 0;
+	struct hs_key k = {.tgid = tgid, .obj = ssl};
+	struct ssl_info *info = bpf_map_lookup_elem(&ssls, &k);
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	u64 now = bpf_ktime_get_ns();
+	if (!st) {
+		if (!driving && !(info && info->pending))
+			return 0;
+		struct hs_state fresh = {};
+		fresh.first_ns = now;
+		fresh.tid = (u32)id;
+		fresh.fd = info ? info->fd : -1;
+		fresh.role = info && info->role ? info->role : role;
+		fresh.lib = LIB_OPENSSL;
+		if (bpf_map_update_elem(&hs, &k, &fresh, BPF_ANY) != 0) {
+			count(C_TABLE_FULL);
+			return 0;
+		}
+		count(C_STARTED);
+	}
+	struct inflight f = {.ssl = ssl, .enter_ns = now, .depth = 1, .driving = driving};
+	bpf_map_update_elem(&inflights, &id, &f, BPF_ANY);
+	return 0;
+}
+
+// Return of such a call: success (ret > 0 for read/write, 1 for the others) ends the
+// handshake.
+static __always_inline int call_return(s64 ret)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	struct inflight *in = bpf_map_lookup_elem(&inflights, &id);
+	if (!in)
+		return 0;
+	if (in->depth > 1) {
+		in->depth -= 1;
+		return 0;
+	}
+	struct inflight f = *in;
+	bpf_map_delete_elem(&inflights, &id);
+	u64 now = bpf_ktime_get_ns();
+	struct hs_key k = {.tgid = id >> 32, .obj = f.ssl};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st)
+		return 0;
+	st->work_ns += now - f.enter_ns;
+	st->calls += 1;
+	st->last_ns = now;
+	if (ret != 1 && !(ret > 0 && !f.driving))
+		return 0;
+	struct hs_state done = *st;
+	emit(&k, &done, now, RESULT_OK);
+	bpf_map_delete_elem(&hs, &k);
+	struct ssl_info *info = bpf_map_lookup_elem(&ssls, &k);
+	if (info)
+		info->pending = 0;
+	return 0;
+}
+
+SEC("uprobe")
+int ssl_do_handshake(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 1, ROLE_UNKNOWN); }
+
+SEC("uprobe")
+int ssl_accept(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 1, ROLE_SERVER); }
+
+SEC("uprobe")
+int ssl_connect(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 1, ROLE_CLIENT); }
+
+SEC("uprobe")
+int ssl_read_write(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 0, ROLE_UNKNOWN); }
+
+SEC("uretprobe")
+int ssl_call_return(struct pt_regs *ctx) { return call_return((s32)PT_REGS_RC(ctx)); }
+
+// SSL_free: a handshake still in progress is over without success.
+SEC("uprobe")
+int ssl_free(struct pt_regs *ctx)
+{
+	u64 ssl = PT_REGS_PARM1(ctx);
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct hs_key k = {.tgid = tgid, .obj = ssl};
+	bpf_map_delete_elem(&ssls, &k);
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st)
+		return 0;
+	struct hs_state done = *st;
+	u64 end = done.last_ns ? done.last_ns : done.first_ns;
+	emit(&k, &done, end, RESULT_ABANDONED);
+	bpf_map_delete_elem(&hs, &k);
+	return 0;
+}
+
+// ---- Go crypto/tls (register ABI: receiver in RAX, goroutine in R14) ----
+
+// *tls.Conn → its net.Conn's data word → *net.TCPConn → *netFD → poll.FD.Sysfd.
+static __always_inline s32 go_conn_fd(u64 conn)
+{
+	u64 data = 0, netfd = 0;
+	s64 sysfd = -1;
+	if (bpf_probe_read_user(&data, sizeof(data), (void *)(conn + 8)) != 0 || !data)
+		return -1;
+	if (bpf_probe_read_user(&netfd, sizeof(netfd), (void *)data) != 0 || !netfd)
+		return -1;
+	if (bpf_probe_read_user(&sysfd, sizeof(sysfd), (void *)(netfd + 16)) != 0)
+		return -1;
+	if (sysfd < 0 || sysfd > 0x7fffffff)
+		return -1;
+	return (s32)sysfd;
+}
+
+static __always_inline int go_enter(struct pt_regs *ctx, u8 role)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	if (!wanted(tgid))
+		return 0;
+	u64 g = ctx->r14;
+	struct hs_key k = {.tgid = tgid, .obj = g};
+	struct hs_state st = {};
+	st.first_ns = bpf_ktime_get_ns();
+	st.tid = (u32)id;
+	st.calls = 1;
+	st.fd = go_conn_fd(ctx->rax);
+	st.role = role;
+	st.lib = LIB_GO;
+	if (bpf_map_update_elem(&hs, &k, &st, BPF_ANY) != 0) {
+		count(C_TABLE_FULL);
+		return 0;
+	}
+	count(C_STARTED);
+	if (st.fd >= 0) {
+		struct sock_key sk = {.tgid = tgid, .fd = st.fd};
+		struct gofd_val gv = {.g = g};
+		bpf_map_update_elem(&gofds, &sk, &gv, BPF_ANY);
+	}
+	return 0;
+}
+
+SEC("uprobe")
+int go_server_enter(struct pt_regs *ctx) { return go_enter(ctx, ROLE_SERVER); }
+
+SEC("uprobe")
+int go_client_enter(struct pt_regs *ctx) { return go_enter(ctx, ROLE_CLIENT); }
+
+// At each RET of the handshake function: the error result's type word is RAX.
+SEC("uprobe")
+int go_return(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	struct hs_key k = {.tgid = tgid, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st)
+		return 0;
+	struct hs_state done = *st;
+	bpf_map_delete_elem(&hs, &k);
+	if (done.fd >= 0) {
+		struct sock_key sk = {.tgid = tgid, .fd = done.fd};
+		bpf_map_delete_elem(&gofds, &sk);
+	}
+	emit(&k, &done, bpf_ktime_get_ns(), ctx->rax == 0 ? RESULT_OK : RESULT_ERROR);
+	return 0;
+}
+
+struct sys_enter_read_args {
+	u64 common;
+	u64 nr;
+	u64 fd;
+	u64 buf;
+	u64 count;
+};
+
+// Go: a read on a connection in handshake ends a wait that an EAGAIN began.
+SEC("tracepoint/syscalls/sys_enter_read")
+int on_read_enter(struct sys_enter_read_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	struct sock_key sk = {.tgid = id >> 32, .fd = (s32)ctx->fd};
+	struct gofd_val *gv = bpf_map_lookup_elem(&gofds, &sk);
+	if (!gv)
+		return 0;
+	struct hs_key k = {.tgid = sk.tgid, .obj = gv->g};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st)
+		return 0;
+	if (st->wait_start_ns) {
+		st->wait_ns += bpf_ktime_get_ns() - st->wait_start_ns;
+		st->wait_start_ns = 0;
+	}
+	s32 fd = sk.fd;
+	bpf_map_update_elem(&read_args, &id, &fd, BPF_ANY);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_read")
+int on_read_exit(struct sys_exit_args *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	s32 *fdp = bpf_map_lookup_elem(&read_args, &id);
+	if (!fdp)
+		return 0;
+	struct sock_key sk = {.tgid = id >> 32, .fd = *fdp};
+	bpf_map_delete_elem(&read_args, &id);
+	if (ctx->ret != -EAGAIN)
+		return 0;
+	struct gofd_val *gv = bpf_map_lookup_elem(&gofds, &sk);
+	if (!gv)
+		return 0;
+	struct hs_key k = {.tgid = sk.tgid, .obj = gv->g};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (st)
+		st->wait_start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

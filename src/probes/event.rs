@@ -1,0 +1,294 @@
+//! One handshake as the kernel side of the probes reports it: the ring-buffer record
+//! (`struct hs_event` in `bpf/probes.bpf.c`, decoded field by field, no `unsafe`) and the
+//! [`ProbeRecord`] it becomes, with every phase defined by the probe points that bound it.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// The size of `struct hs_event`.
+pub const RAW_EVENT_LEN: usize = 6 * 8 + 4 * 4 + 16 + 16 + 2 * 3 + 3 + 7 + 16;
+
+/// Which side of the connection the process was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// It accepted the connection (or called SSL_accept).
+    Server,
+    /// It connected (or called SSL_connect).
+    Client,
+    /// Neither was seen (an SSL object without a known socket or state).
+    Unknown,
+}
+
+impl Role {
+    /// `server`, `client` or `unknown`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Server => "server",
+            Role::Client => "client",
+            Role::Unknown => "unknown",
+        }
+    }
+}
+
+/// The TLS library the handshake ran in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Library {
+    /// OpenSSL or an OpenSSL-compatible library (libssl's exported calls).
+    OpenSsl,
+    /// Go's crypto/tls.
+    Go,
+}
+
+impl Library {
+    /// `openssl` or `go`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Library::OpenSsl => "openssl",
+            Library::Go => "go",
+        }
+    }
+}
+
+/// How the handshake ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeResult {
+    /// The library reported success.
+    Ok,
+    /// The handshake function returned an error (Go).
+    Error,
+    /// The connection's SSL object was freed before the handshake succeeded (OpenSSL:
+    /// an alert, a reset, a timeout; the library does not say which).
+    Abandoned,
+}
+
+impl HandshakeResult {
+    /// `ok`, `error` or `abandoned`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HandshakeResult::Ok => "ok",
+            HandshakeResult::Error => "error",
+            HandshakeResult::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// One probed handshake. Instants are CLOCK_MONOTONIC nanoseconds (`bpf_ktime_get_ns`);
+/// durations are nanoseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeRecord {
+    /// Process id (the thread group).
+    pub pid: u32,
+    /// The thread that made the first handshake call.
+    pub tid: u32,
+    /// The process's name (`comm`) when the handshake ended.
+    pub comm: String,
+    /// Server or client.
+    pub role: Role,
+    /// The library.
+    pub library: Library,
+    /// How it ended.
+    pub result: HandshakeResult,
+    /// The socket's descriptor in the process (-1: unknown).
+    pub fd: i32,
+    /// This process's end of the connection, when its socket was seen.
+    pub local: Option<SocketAddr>,
+    /// The peer's end.
+    pub peer: Option<SocketAddr>,
+    /// `sock:inet_sock_set_state` to ESTABLISHED: the TCP handshake completed.
+    pub established_ns: Option<u64>,
+    /// Server: `accept`/`accept4` returned the socket; client: `connect` was called.
+    pub socket_ns: Option<u64>,
+    /// The first handshake call was entered.
+    pub first_call_ns: u64,
+    /// The call that ended the handshake returned.
+    pub end_ns: u64,
+    /// Time inside the handshake calls.
+    pub work_ns: u64,
+    /// Time between them (OpenSSL) or parked for the peer's data (Go).
+    pub waiting_ns: u64,
+    /// Library calls that drove the handshake (Go: 1, its handshake function).
+    pub calls: u32,
+}
+
+impl ProbeRecord {
+    /// Server: the TCP handshake's completion → `accept` returned.
+    pub fn accept_queue_ns(&self) -> Option<u64> {
+        if self.role != Role::Server {
+            return None;
+        }
+        match (self.established_ns, self.socket_ns) {
+            (Some(e), Some(s)) if s >= e => Some(s - e),
+            _ => None,
+        }
+    }
+
+    /// `accept` returned (server) or `connect` was called (client) → the first handshake
+    /// call.
+    pub fn until_first_call_ns(&self) -> Option<u64> {
+        self.socket_ns
+            .filter(|s| self.first_call_ns >= *s)
+            .map(|s| self.first_call_ns - s)
+    }
+
+    /// The first call → the end.
+    pub fn span_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.first_call_ns)
+    }
+
+    /// "comm (pid N)", the key of the per-process rows.
+    pub fn process(&self) -> String {
+        format!("{} (pid {})", self.comm, self.pid)
+    }
+}
+
+/// Why a ring-buffer record could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "a probe record of {0} bytes, expected {RAW_EVENT_LEN}: the BPF object and tlsperf disagree"
+)]
+pub struct BadRecord(pub usize);
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let mut out = [0u8; N];
+        out.copy_from_slice(&self.buf[self.at..self.at + N]);
+        self.at += N;
+        out
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_ne_bytes(self.take())
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_ne_bytes(self.take())
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_ne_bytes(self.take())
+    }
+    fn u8(&mut self) -> u8 {
+        self.take::<1>()[0]
+    }
+}
+
+fn address(family: u16, addr: &[u8; 16], port: u16) -> Option<SocketAddr> {
+    let ip = match family {
+        2 => IpAddr::V4(Ipv4Addr::new(addr[0], addr[1], addr[2], addr[3])),
+        10 => {
+            let v6 = Ipv6Addr::from(*addr);
+            // A v4-mapped peer of a dual-stack socket is the IPv4 address on the wire.
+            match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6(v6),
+            }
+        }
+        _ => return None,
+    };
+    (port != 0).then_some(SocketAddr::new(ip, port))
+}
+
+fn nonzero(v: u64) -> Option<u64> {
+    (v != 0).then_some(v)
+}
+
+/// Decodes one `struct hs_event`.
+pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
+    if buf.len() < RAW_EVENT_LEN {
+        return Err(BadRecord(buf.len()));
+    }
+    let mut c = Cursor { buf, at: 0 };
+    let established_ns = nonzero(c.u64());
+    let socket_ns = nonzero(c.u64());
+    let first_call_ns = c.u64();
+    let end_ns = c.u64();
+    let work_ns = c.u64();
+    let waiting_ns = c.u64();
+    let pid = c.u32();
+    let tid = c.u32();
+    let calls = c.u32();
+    let fd = c.u32() as i32;
+    let laddr: [u8; 16] = c.take();
+    let raddr: [u8; 16] = c.take();
+    let lport = c.u16();
+    let rport = c.u16();
+    let family = c.u16();
+    let role = match c.u8() {
+        1 => Role::Server,
+        2 => Role::Client,
+        _ => Role::Unknown,
+    };
+    let library = match c.u8() {
+        2 => Library::Go,
+        _ => Library::OpenSsl,
+    };
+    let result = match c.u8() {
+        1 => HandshakeResult::Ok,
+        2 => HandshakeResult::Error,
+        _ => HandshakeResult::Abandoned,
+    };
+    let _pad: [u8; 7] = c.take();
+    let comm: [u8; 16] = c.take();
+    let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
+    Ok(ProbeRecord {
+        pid,
+        tid,
+        comm: String::from_utf8_lossy(&comm[..end]).into_owned(),
+        role,
+        library,
+        result,
+        fd,
+        local: address(family, &laddr, lport),
+        peer: address(family, &raddr, rport),
+        established_ns,
+        socket_ns,
+        first_call_ns,
+        end_ns,
+        work_ns,
+        waiting_ns,
+        calls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_decodes_field_by_field() {
+        let mut b = Vec::new();
+        for v in [100u64, 150, 200, 900, 300, 400] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        for v in [42u32, 43, 3, 7] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        let mut l = [0u8; 16];
+        l[..4].copy_from_slice(&[127, 0, 0, 1]);
+        let mut r = [0u8; 16];
+        r[..4].copy_from_slice(&[127, 0, 0, 2]);
+        b.extend_from_slice(&l);
+        b.extend_from_slice(&r);
+        for v in [8443u16, 50000, 2] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b.extend_from_slice(&[1, 1, 1]);
+        b.extend_from_slice(&[0; 7]);
+        let mut comm = [0u8; 16];
+        comm[..5].copy_from_slice(b"nginx");
+        b.extend_from_slice(&comm);
+        assert_eq!(b.len(), RAW_EVENT_LEN);
+        let r = decode(&b).unwrap();
+        assert_eq!(r.pid, 42);
+        assert_eq!(r.comm, "nginx");
+        assert_eq!(r.role, Role::Server);
+        assert_eq!(r.local, Some("127.0.0.1:8443".parse().unwrap()));
+        assert_eq!(r.peer, Some("127.0.0.2:50000".parse().unwrap()));
+        assert_eq!(r.accept_queue_ns(), Some(50));
+        assert_eq!(r.until_first_call_ns(), Some(50));
+        assert_eq!(r.span_ns(), 700);
+        assert_eq!(r.calls, 3);
+        assert_eq!(decode(&b[..10]), Err(BadRecord(10)));
+    }
+}

@@ -1,0 +1,395 @@
+//! Probes inside the process (`tlsperf observe --probes`): eBPF uprobes on OpenSSL's
+//! handshake calls and Go's `crypto/tls` handshake functions, and the kernel's accept,
+//! connect and TCP-state tracepoints, stitched in the kernel into one record per
+//! handshake that splits the process's time into waiting (the accept queue, the event
+//! loop or scheduler before the first call, waiting for the peer) and work (inside the
+//! library), with the process and thread that did it. No kprobes: this needs uprobes,
+//! tracepoints (tracefs) and BPF ring buffers.
+//!
+//! Modules:
+//! - `bpf/`: the BPF programs' C source, the compiled object tlsperf embeds, and the
+//!   script that rebuilds it.
+//! - [`gosym`]: Go binaries → the handshake functions' entry and return offsets.
+//! - [`target`]: processes and files → the libraries to attach to.
+//! - [`loader`]: the object loaded and attached (aya).
+//! - [`event`]: a ring-buffer record → a [`event::ProbeRecord`].
+//! - [`report`]: records → the `probes` part of an observation.
+//!
+//! [`Session`] runs it all: [`Session::start`], then [`Session::poll`] now and then, and
+//! [`Session::finish`].
+
+pub mod event;
+pub mod gosym;
+pub mod loader;
+pub mod report;
+pub mod target;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::error::{Classify, ErrorClass};
+use event::ProbeRecord;
+pub use report::{ProbeReport, WireHandshake};
+
+/// What to probe.
+#[derive(Debug, Clone, Default)]
+pub struct ProbeOptions {
+    /// These processes and their descendants (forked later too).
+    pub pids: Vec<u32>,
+    /// These executables or libraries, in every process that runs them.
+    pub exes: Vec<PathBuf>,
+}
+
+/// Why the probes cannot run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeError {
+    /// The kernel or the permissions lack something the probes need.
+    #[error("{0}")]
+    Unsupported(String),
+    /// What to probe could not be found or used.
+    #[error("{0}")]
+    Target(String),
+    /// The BPF object could not be loaded.
+    #[error("cannot load the BPF probes: {0}")]
+    Load(String),
+    /// A probe could not be attached.
+    #[error("cannot attach a probe to {what}: {reason}")]
+    Attach {
+        /// Where.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Classify for ProbeError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            ProbeError::Unsupported(_) | ProbeError::Target(_) => ErrorClass::Input,
+            ProbeError::Load(_) | ProbeError::Attach { .. } => ErrorClass::Runtime,
+        }
+    }
+}
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Checks what the probes need of this kernel and these permissions, in plain words.
+/// Mounts tracefs when it is missing and this process may (as `perf` and `bpftrace`
+/// users are told to).
+pub fn check_kernel() -> Result<Vec<String>, ProbeError> {
+    let mut notes = Vec::new();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
+    // CAP_SYS_ADMIN 21; CAP_PERFMON 38, CAP_BPF 39 (Linux 5.8+).
+    if !(has(21) || (has(38) && has(39))) {
+        return Err(ProbeError::Unsupported(
+            "--probes needs root, or the capabilities CAP_BPF and CAP_PERFMON (e.g. sudo \
+             setcap cap_bpf,cap_perfmon,cap_dac_read_search+ep $(command -v tlsperf)); \
+             packet observation works without them"
+                .into(),
+        ));
+    }
+    if !Path::new("/sys/bus/event_source/devices/uprobe/type").exists() {
+        return Err(ProbeError::Unsupported(
+            "this kernel has no uprobes (no /sys/bus/event_source/devices/uprobe): it was \
+             built without CONFIG_UPROBE_EVENTS, which --probes needs"
+                .into(),
+        ));
+    }
+    if let Ok(l) = std::fs::read_to_string("/sys/kernel/security/lockdown")
+        && l.contains("[confidentiality]")
+    {
+        return Err(ProbeError::Unsupported(
+            "the kernel is locked down (lockdown=confidentiality): it forbids BPF programs \
+             from reading process memory, which --probes needs"
+                .into(),
+        ));
+    }
+    let events = Path::new(TRACEFS).join("events/syscalls");
+    if !events.exists() {
+        let target =
+            std::ffi::CString::new(TRACEFS).map_err(|e| ProbeError::Unsupported(e.to_string()))?;
+        let fstype = c"tracefs";
+        // SAFETY: all three are valid NUL-terminated strings; no data argument.
+        let rc = unsafe {
+            libc::mount(
+                fstype.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 || !events.exists() {
+            return Err(ProbeError::Unsupported(format!(
+                "the kernel's tracepoints are not reachable: tracefs is not mounted at \
+                 {TRACEFS} and mounting it failed ({}); mount it with `mount -t tracefs \
+                 tracefs {TRACEFS}` (in a container, bind-mount the host's)",
+                std::io::Error::last_os_error()
+            )));
+        }
+        notes.push(format!(
+            "mounted tracefs at {TRACEFS} (the kernel's tracepoints need it)"
+        ));
+    }
+    Ok(notes)
+}
+
+/// The libraries `opts` name; the system's libssl when it names none.
+pub fn targets(opts: &ProbeOptions) -> Result<Vec<target::Target>, ProbeError> {
+    let mut out = Vec::new();
+    for pid in &opts.pids {
+        out.extend(target::pid_targets(*pid)?);
+    }
+    for exe in &opts.exes {
+        out.push(target::exe_target(exe)?);
+    }
+    if opts.pids.is_empty() && opts.exes.is_empty() {
+        out = target::system_targets()?;
+    }
+    // One attachment per file.
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|t| seen.insert(t.path.clone()));
+    Ok(out)
+}
+
+/// Wire handshakes waiting for their probe records, by (client, server).
+#[derive(Debug, Default)]
+pub struct WireIndex {
+    map: HashMap<(SocketAddr, SocketAddr), (WireHandshake, Instant)>,
+    order: VecDeque<((SocketAddr, SocketAddr), Instant)>,
+}
+
+/// The most captured handshakes kept for joining; older ones go first.
+const WIRE_KEPT: usize = 200_000;
+/// How long a record waits for its connection's capture, and a capture for its records.
+const JOIN_WAIT: Duration = Duration::from_secs(5);
+
+impl WireIndex {
+    /// A handshake the packet path completed.
+    pub fn add(&mut self, h: WireHandshake) {
+        let key = (h.client, h.server);
+        let now = Instant::now();
+        self.map.insert(key, (h, now));
+        self.order.push_back((key, now));
+        while self.order.len() > WIRE_KEPT
+            || self
+                .order
+                .front()
+                .is_some_and(|(_, t)| t.elapsed() > JOIN_WAIT * 6)
+        {
+            let Some((k, t)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.get(&k).is_some_and(|(_, at)| *at == t) {
+                self.map.remove(&k);
+            }
+        }
+    }
+
+    fn find(&self, r: &ProbeRecord) -> Option<&WireHandshake> {
+        let (local, peer) = (r.local?, r.peer?);
+        let key = match r.role {
+            event::Role::Server => (peer, local),
+            _ => (local, peer),
+        };
+        self.map.get(&key).map(|(h, _)| h)
+    }
+}
+
+/// The probes, running: attached in the kernel, a thread reading the ring buffer.
+#[derive(Debug)]
+pub struct Session {
+    loaded: loader::Loaded,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
+    rx: Receiver<ProbeRecord>,
+    received: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+    agg: report::ProbeAggregate,
+    pending: VecDeque<(ProbeRecord, Instant)>,
+    wire: Option<Arc<Mutex<WireIndex>>>,
+}
+
+/// The records queued between the reader and [`Session::poll`].
+const QUEUE: usize = 1 << 16;
+
+fn read_events(
+    mut ring: aya::maps::RingBuf<aya::maps::MapData>,
+    tx: SyncSender<ProbeRecord>,
+    stop: Arc<AtomicBool>,
+    received: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+) {
+    let fd = ring.as_raw_fd();
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        while let Some(item) = ring.next() {
+            received.fetch_add(1, Ordering::Relaxed);
+            let Ok(r) = event::decode(&item) else {
+                tracing::warn!("a probe record of {} bytes could not be read", item.len());
+                continue;
+            };
+            match tx.try_send(r) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(TrySendError::Disconnected(_)) => return,
+            }
+        }
+        if stopping {
+            return;
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut pfd, 1, 50) };
+    }
+}
+
+impl Session {
+    /// Checks the kernel, finds the libraries, loads and attaches the probes and starts
+    /// reading. `join`: captured handshakes to join records with (live capture).
+    pub fn start(opts: &ProbeOptions, join: bool) -> Result<(Session, Vec<String>), ProbeError> {
+        let notes = check_kernel()?;
+        let targets = targets(opts)?;
+        let mut filter = Vec::new();
+        for pid in &opts.pids {
+            filter.push(*pid);
+            filter.extend(target::descendants(*pid));
+        }
+        let mut loaded = loader::load(
+            &targets,
+            (!opts.pids.is_empty()).then_some(filter.as_slice()),
+        )?;
+        let ring = loader::take_events(&mut loaded)?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        let received = Arc::new(AtomicU64::new(0));
+        let dropped = Arc::new(AtomicU64::new(0));
+        let reader = {
+            let (stop, received, dropped) = (
+                Arc::clone(&stop),
+                Arc::clone(&received),
+                Arc::clone(&dropped),
+            );
+            std::thread::Builder::new()
+                .name("tlsperf-probes".into())
+                .spawn(move || read_events(ring, tx, stop, received, dropped))
+                .map_err(|e| ProbeError::Load(format!("cannot start the reader thread: {e}")))?
+        };
+        Ok((
+            Session {
+                loaded,
+                stop,
+                reader: Some(reader),
+                rx,
+                received,
+                dropped,
+                agg: report::ProbeAggregate::default(),
+                pending: VecDeque::new(),
+                wire: join.then(|| Arc::new(Mutex::new(WireIndex::default()))),
+            },
+            notes,
+        ))
+    }
+
+    /// Where the packet path puts its completed handshakes (when joining).
+    pub fn wire_index(&self) -> Option<Arc<Mutex<WireIndex>>> {
+        self.wire.clone()
+    }
+
+    /// Takes the records read so far: each joins its captured connection, or waits for it
+    /// up to a few seconds (`all`: not any longer).
+    pub fn poll(&mut self, all: bool) {
+        while let Ok(r) = self.rx.try_recv() {
+            self.pending.push_back((r, Instant::now()));
+        }
+        let Some(wire) = &self.wire else {
+            for (r, _) in self.pending.drain(..) {
+                self.agg.add(&r, None);
+            }
+            return;
+        };
+        let index = match wire.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let mut keep = VecDeque::new();
+        for (r, at) in self.pending.drain(..) {
+            match index.find(&r) {
+                Some(w) => self.agg.add(&r, Some(w)),
+                None if all || at.elapsed() > JOIN_WAIT => self.agg.add(&r, None),
+                None => keep.push_back((r, at)),
+            }
+        }
+        self.pending = keep;
+    }
+
+    /// The report so far.
+    pub fn snapshot(&self) -> ProbeReport {
+        let mut r = self.agg.report();
+        r.attached = self.loaded.attached.clone();
+        if let Ok([started, emitted, lost, table_full]) = loader::counters(&self.loaded) {
+            r.counts.started = started;
+            r.counts.emitted = emitted;
+            r.counts.lost = lost;
+            r.counts.table_full = table_full;
+        }
+        r.counts.received = self.received.load(Ordering::Relaxed);
+        r.counts.dropped = self.dropped.load(Ordering::Relaxed);
+        if let Ok(buckets) = loader::kernel_histograms(&self.loaded) {
+            for (pid, role, phase, _bucket, n) in buckets {
+                // The span phase counts every completed handshake once.
+                if phase == 4 {
+                    let role = match role {
+                        1 => "server",
+                        2 => "client",
+                        _ => "unknown",
+                    };
+                    *r.kernel_counts
+                        .entry(format!("pid {pid} {role}"))
+                        .or_default() += n;
+                }
+            }
+        }
+        r
+    }
+
+    /// Stops reading (what the ring buffer holds is read first), detaches every probe
+    /// and returns the report.
+    pub fn finish(mut self) -> ProbeReport {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+        self.poll(true);
+        self.snapshot()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+    }
+}

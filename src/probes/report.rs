@@ -1,0 +1,412 @@
+//! Probed handshakes → the `probes` part of an observation: per process, per role and
+//! kind (the kind from the wire when the connection was also captured), HDR histograms of
+//! every phase, the wire's server think beside the process's own phases, the slowest
+//! server handshakes broken down, and the counts that say whether anything was lost.
+//! Merges exactly, like the rest of an observation.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::event::{HandshakeResult, ProbeRecord, Role};
+use crate::stats::histogram::Dist;
+use crate::stats::{HistogramError, LatencyHistogram};
+
+/// Every phase of a probed handshake, in order, with where its timestamps are taken.
+pub const PROBE_PHASES: [(&str, &str); 5] = [
+    (
+        "accept_queue",
+        "server: the tracepoint sock:inet_sock_set_state to ESTABLISHED (the TCP handshake \
+         completed) → accept()/accept4() returned the socket (syscall exit tracepoint)",
+    ),
+    (
+        "until_first_call",
+        "server: accept returned → the library's first handshake call entered (uprobe); \
+         client: connect() entered → the first handshake call entered",
+    ),
+    (
+        "work",
+        "time inside the handshake calls: OpenSSL, each call's entry (uprobe) → its return \
+         (uretprobe), summed; Go, the handshake function's entry → its return instruction, \
+         less waiting_for_peer",
+    ),
+    (
+        "waiting_for_peer",
+        "OpenSSL: between the handshake calls (span − work); Go: a read() on the connection \
+         that returned EAGAIN → the next read() on it, summed",
+    ),
+    (
+        "span",
+        "the first handshake call entered → the call that completed the handshake returned",
+    ),
+];
+
+/// The most rows a per-process or per-kind table keeps; the rest are added to `(other)`.
+pub const MAX_ROWS: usize = 1000;
+/// How many of the slowest server handshakes are kept, broken down.
+pub const SLOWEST: usize = 10;
+
+/// One role and kind (or one process): completed handshakes and their phases.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProbeRow {
+    /// Completed handshakes.
+    pub handshakes: u64,
+    /// Handshakes that ended without success (Go: an error returned; OpenSSL: the SSL
+    /// object freed first).
+    pub failed: u64,
+    /// Per phase of [`PROBE_PHASES`]: the completed handshakes where both of its
+    /// boundaries were probed.
+    pub phases: BTreeMap<String, Dist>,
+    /// The wire's server think (ClientHello complete → ServerHello), for the handshakes
+    /// also captured (`observe --interface … --probes`).
+    #[serde(default)]
+    pub wire_server_think: Dist,
+}
+
+/// One slow server handshake, the wire's view beside the process's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// "comm (pid N)".
+    pub process: String,
+    /// The thread that made the first call.
+    pub tid: u32,
+    /// Client address:port.
+    pub client: String,
+    /// Server address:port.
+    pub server: String,
+    /// The kind from the wire (`unknown` when it was not captured).
+    pub kind: String,
+    /// The wire's server think, ns (when captured).
+    pub wire_server_think_ns: Option<u64>,
+    /// ns.
+    pub accept_queue_ns: Option<u64>,
+    /// ns.
+    pub until_first_call_ns: Option<u64>,
+    /// ns.
+    pub work_ns: u64,
+    /// ns.
+    pub waiting_for_peer_ns: u64,
+    /// ns.
+    pub span_ns: u64,
+    /// Library calls.
+    pub calls: u32,
+}
+
+/// What the kernel side counted: compare `emitted` with `received`, and `lost` with 0.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ProbeCounts {
+    /// Handshakes begun (a first call probed).
+    pub started: u64,
+    /// Records written to the ring buffer.
+    pub emitted: u64,
+    /// Records read by tlsperf.
+    pub received: u64,
+    /// Records lost: the ring buffer was full (the kernel histograms still count them).
+    pub lost: u64,
+    /// Records dropped in tlsperf (its queue was full).
+    pub dropped: u64,
+    /// Handshakes not followed: the kernel's table of handshakes in progress was full.
+    pub table_full: u64,
+    /// Probed handshakes matched to a captured connection.
+    pub matched_wire: u64,
+}
+
+/// The `probes` part of an observation.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProbeReport {
+    /// What was attached ("openssl: /lib/…/libssl.so.3 (SSL_do_handshake, …)").
+    pub attached: Vec<String>,
+    /// The counts.
+    pub counts: ProbeCounts,
+    /// By "role kind": `server all`, `server full`, `server resumed`, `client all`…
+    pub by_kind: BTreeMap<String, ProbeRow>,
+    /// By process, "comm (pid N)", with its role: `nginx (pid 12) server`.
+    pub by_process: BTreeMap<String, ProbeRow>,
+    /// The kernel's own count of completed handshakes per "pid N role", from its log2
+    /// histograms (kept even when ring-buffer records are lost).
+    pub kernel_counts: BTreeMap<String, u64>,
+    /// The slowest completed server handshakes (by span, or by the wire's server think
+    /// when captured), broken down.
+    pub slowest: Vec<Breakdown>,
+    /// Per phase, what it spans.
+    pub phases: BTreeMap<String, String>,
+}
+
+/// A handshake the packet path completed, as the probes need it to join (built by
+/// `observe`, which owns the wire vocabulary).
+#[derive(Debug, Clone)]
+pub struct WireHandshake {
+    /// Client address.
+    pub client: SocketAddr,
+    /// Server address.
+    pub server: SocketAddr,
+    /// Its kind (`full`, `full-hrr`, `resumed`, `0rtt`).
+    pub kind: &'static str,
+    /// The wire's server think, ns.
+    pub server_think_ns: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct RowAcc {
+    handshakes: u64,
+    failed: u64,
+    phases: [Option<LatencyHistogram>; 5],
+    wire: Option<LatencyHistogram>,
+}
+
+fn rec(h: &mut Option<LatencyHistogram>, v: Option<u64>) {
+    if let Some(v) = v {
+        // Only a value beyond an auto-resizing histogram's range fails; it is left out.
+        let _ = h.get_or_insert_with(LatencyHistogram::new).record_ns(v);
+    }
+}
+
+impl RowAcc {
+    fn add(&mut self, r: &ProbeRecord, wire: Option<&WireHandshake>) {
+        if r.result != HandshakeResult::Ok {
+            self.failed += 1;
+            return;
+        }
+        self.handshakes += 1;
+        let vals = [
+            r.accept_queue_ns(),
+            r.until_first_call_ns(),
+            Some(r.work_ns),
+            Some(r.waiting_ns),
+            Some(r.span_ns()),
+        ];
+        for (h, v) in self.phases.iter_mut().zip(vals) {
+            rec(h, v);
+        }
+        rec(&mut self.wire, wire.and_then(|w| w.server_think_ns));
+    }
+
+    fn row(&self) -> ProbeRow {
+        let mut phases = BTreeMap::new();
+        for (h, (name, _)) in self.phases.iter().zip(PROBE_PHASES) {
+            if let Some(h) = h {
+                phases.insert(name.to_string(), Dist::of(h.clone()));
+            }
+        }
+        ProbeRow {
+            handshakes: self.handshakes,
+            failed: self.failed,
+            phases,
+            wire_server_think: self.wire.clone().map(Dist::of).unwrap_or_default(),
+        }
+    }
+}
+
+/// Builds a [`ProbeReport`] one probed handshake at a time.
+#[derive(Debug, Default)]
+pub struct ProbeAggregate {
+    by_kind: BTreeMap<String, RowAcc>,
+    by_process: BTreeMap<String, RowAcc>,
+    slowest: Vec<(u64, Breakdown)>,
+    matched_wire: u64,
+}
+
+fn row_of<'a>(map: &'a mut BTreeMap<String, RowAcc>, key: String) -> &'a mut RowAcc {
+    let key = if map.len() >= MAX_ROWS && !map.contains_key(&key) {
+        "(other)".to_string()
+    } else {
+        key
+    };
+    map.entry(key).or_default()
+}
+
+impl ProbeAggregate {
+    /// Adds one probed handshake, with its captured connection when there is one.
+    pub fn add(&mut self, r: &ProbeRecord, wire: Option<&WireHandshake>) {
+        let role = r.role.name();
+        if wire.is_some() {
+            self.matched_wire += 1;
+        }
+        row_of(&mut self.by_kind, format!("{role} all")).add(r, wire);
+        if let Some(w) = wire {
+            row_of(&mut self.by_kind, format!("{role} {}", w.kind)).add(r, wire);
+        }
+        row_of(&mut self.by_process, format!("{} {role}", r.process())).add(r, wire);
+        if r.role == Role::Server && r.result == HandshakeResult::Ok {
+            let think = wire.and_then(|w| w.server_think_ns);
+            let key = think.unwrap_or_else(|| r.span_ns());
+            if self.slowest.len() < SLOWEST || self.slowest.last().is_some_and(|s| s.0 < key) {
+                let addr = |a: Option<SocketAddr>| a.map_or("?".to_string(), |a| a.to_string());
+                self.slowest.push((
+                    key,
+                    Breakdown {
+                        process: r.process(),
+                        tid: r.tid,
+                        client: addr(r.peer),
+                        server: addr(r.local),
+                        kind: wire.map_or("unknown", |w| w.kind).to_string(),
+                        wire_server_think_ns: think,
+                        accept_queue_ns: r.accept_queue_ns(),
+                        until_first_call_ns: r.until_first_call_ns(),
+                        work_ns: r.work_ns,
+                        waiting_for_peer_ns: r.waiting_ns,
+                        span_ns: r.span_ns(),
+                        calls: r.calls,
+                    },
+                ));
+                self.slowest.sort_by(|a, b| b.0.cmp(&a.0));
+                self.slowest.truncate(SLOWEST);
+            }
+        }
+    }
+
+    /// The report so far (`counts`, `attached` and `kernel_counts` are the caller's).
+    pub fn report(&self) -> ProbeReport {
+        ProbeReport {
+            attached: Vec::new(),
+            counts: ProbeCounts {
+                matched_wire: self.matched_wire,
+                ..ProbeCounts::default()
+            },
+            by_kind: self
+                .by_kind
+                .iter()
+                .map(|(k, v)| (k.clone(), v.row()))
+                .collect(),
+            by_process: self
+                .by_process
+                .iter()
+                .map(|(k, v)| (k.clone(), v.row()))
+                .collect(),
+            kernel_counts: BTreeMap::new(),
+            slowest: self.slowest.iter().map(|(_, b)| b.clone()).collect(),
+            phases: phase_texts(),
+        }
+    }
+}
+
+/// [`PROBE_PHASES`] as a map.
+pub fn phase_texts() -> BTreeMap<String, String> {
+    PROBE_PHASES
+        .iter()
+        .map(|(p, d)| (p.to_string(), d.to_string()))
+        .collect()
+}
+
+fn merge_row(a: &mut ProbeRow, b: &ProbeRow) -> Result<(), HistogramError> {
+    a.handshakes = a.handshakes.saturating_add(b.handshakes);
+    a.failed = a.failed.saturating_add(b.failed);
+    for (p, d) in &b.phases {
+        a.phases.entry(p.clone()).or_default().merge(d)?;
+    }
+    a.wire_server_think.merge(&b.wire_server_think)
+}
+
+fn merge_rows(
+    into: &mut BTreeMap<String, ProbeRow>,
+    from: &BTreeMap<String, ProbeRow>,
+) -> Result<(), HistogramError> {
+    for (k, v) in from {
+        let key = if into.len() >= MAX_ROWS && !into.contains_key(k) {
+            "(other)".to_string()
+        } else {
+            k.clone()
+        };
+        merge_row(into.entry(key).or_default(), v)?;
+    }
+    Ok(())
+}
+
+impl ProbeReport {
+    /// Adds `o` exactly: counts add, histograms merge, the slowest stay the slowest.
+    pub fn merge(&mut self, o: &ProbeReport) -> Result<(), HistogramError> {
+        for a in &o.attached {
+            if !self.attached.contains(a) && self.attached.len() < MAX_ROWS {
+                self.attached.push(a.clone());
+            }
+        }
+        let (c, d) = (&mut self.counts, &o.counts);
+        for (x, y) in [
+            (&mut c.started, d.started),
+            (&mut c.emitted, d.emitted),
+            (&mut c.received, d.received),
+            (&mut c.lost, d.lost),
+            (&mut c.dropped, d.dropped),
+            (&mut c.table_full, d.table_full),
+            (&mut c.matched_wire, d.matched_wire),
+        ] {
+            *x = x.saturating_add(y);
+        }
+        merge_rows(&mut self.by_kind, &o.by_kind)?;
+        merge_rows(&mut self.by_process, &o.by_process)?;
+        for (k, v) in &o.kernel_counts {
+            if self.kernel_counts.len() < MAX_ROWS || self.kernel_counts.contains_key(k) {
+                let e = self.kernel_counts.entry(k.clone()).or_default();
+                *e = e.saturating_add(*v);
+            }
+        }
+        self.slowest.extend(o.slowest.iter().take(SLOWEST).cloned());
+        let key = |b: &Breakdown| b.wire_server_think_ns.unwrap_or(b.span_ns);
+        self.slowest.sort_by_key(|b| std::cmp::Reverse(key(b)));
+        self.slowest.truncate(SLOWEST);
+        if self.phases.is_empty() {
+            self.phases = phase_texts();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probes::event::Library;
+
+    fn record(role: Role, first: u64, work: u64, wait: u64) -> ProbeRecord {
+        ProbeRecord {
+            pid: 7,
+            tid: 8,
+            comm: "nginx".into(),
+            role,
+            library: Library::OpenSsl,
+            result: HandshakeResult::Ok,
+            fd: 3,
+            local: Some("127.0.0.1:443".parse().unwrap()),
+            peer: Some("127.0.0.1:5000".parse().unwrap()),
+            established_ns: Some(100),
+            socket_ns: Some(200),
+            first_call_ns: first,
+            end_ns: first + work + wait,
+            work_ns: work,
+            waiting_ns: wait,
+            calls: 2,
+        }
+    }
+
+    #[test]
+    fn phases_land_in_their_rows_and_merge_exactly() {
+        let mut a = ProbeAggregate::default();
+        let w = WireHandshake {
+            client: "127.0.0.1:5000".parse().unwrap(),
+            server: "127.0.0.1:443".parse().unwrap(),
+            kind: "full",
+            server_think_ns: Some(5_000_000),
+        };
+        a.add(
+            &record(Role::Server, 20_000_200, 1_000_000, 40_000_000),
+            Some(&w),
+        );
+        a.add(&record(Role::Server, 300, 2_000_000, 0), None);
+        let r = a.report();
+        let all = &r.by_kind["server all"];
+        assert_eq!(all.handshakes, 2);
+        assert_eq!(r.by_kind["server full"].handshakes, 1);
+        assert_eq!(all.phases["accept_queue"].hdr.len(), 2);
+        let q = &r.by_kind["server full"].phases["until_first_call"];
+        assert_eq!(q.hdr.quantile(0.5).as_micros(), 20_000);
+        assert_eq!(r.by_process["nginx (pid 7) server"].handshakes, 2);
+        assert_eq!(r.slowest.len(), 2);
+        assert_eq!(r.slowest[0].wire_server_think_ns, Some(5_000_000));
+        assert_eq!(r.counts.matched_wire, 1);
+        let mut m = r.clone();
+        m.merge(&r).unwrap();
+        assert_eq!(m.by_kind["server all"].handshakes, 4);
+        assert_eq!(m.by_kind["server all"].phases["work"].hdr.len(), 4);
+        assert_eq!(m.counts.matched_wire, 2);
+    }
+}

@@ -1,0 +1,266 @@
+//! What to probe: the TLS libraries that given processes run (their memory maps and
+//! executables, descendants included) or that given files are, told apart as OpenSSL
+//! (libssl's exported calls, dynamic or static) or Go (`crypto/tls`, see
+//! [`super::gosym`]).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSymbol};
+
+use super::ProbeError;
+use super::gosym::{GoBinary, GoFunction, is_go_binary};
+
+/// The calls tlsperf probes in an OpenSSL-compatible library; `SSL_do_handshake` must be
+/// among a file's symbols for it to count as one.
+pub const OPENSSL_SYMBOLS: [&str; 12] = [
+    "SSL_set_fd",
+    "SSL_set_accept_state",
+    "SSL_set_connect_state",
+    "SSL_do_handshake",
+    "SSL_accept",
+    "SSL_connect",
+    "SSL_read",
+    "SSL_write",
+    "SSL_read_ex",
+    "SSL_write_ex",
+    "SSL_peek",
+    "SSL_free",
+];
+
+/// Go's handshake functions.
+pub const GO_FUNCTIONS: [&str; 2] = [
+    "crypto/tls.(*Conn).serverHandshake",
+    "crypto/tls.(*Conn).clientHandshake",
+];
+
+/// The libssl a dynamically linked program uses on this kind of system, where
+/// `--interface` is given with neither `--pid` nor `--exe`.
+pub const SYSTEM_LIBSSL: [&str; 6] = [
+    "/lib/x86_64-linux-gnu/libssl.so.3",
+    "/usr/lib/x86_64-linux-gnu/libssl.so.3",
+    "/usr/lib64/libssl.so.3",
+    "/usr/lib/libssl.so.3",
+    "/lib/x86_64-linux-gnu/libssl.so.1.1",
+    "/usr/lib64/libssl.so.1.1",
+];
+
+/// What kind of TLS library a target is.
+#[derive(Debug, Clone)]
+pub enum TargetKind {
+    /// OpenSSL-compatible: probed at its exported calls.
+    OpenSsl,
+    /// Go: probed at these functions' entries and return instructions.
+    Go(Vec<GoFunction>),
+}
+
+/// One file to attach to.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The file (a shared library or an executable).
+    pub path: PathBuf,
+    /// What it is.
+    pub kind: TargetKind,
+    /// OpenSSL: which of [`OPENSSL_SYMBOLS`] it exports.
+    pub symbols: Vec<String>,
+}
+
+/// The symbols of [`OPENSSL_SYMBOLS`] that `path` defines (dynamic or static table).
+fn openssl_symbols(path: &Path) -> Vec<String> {
+    let Ok(data) = fs::read(path) else {
+        return Vec::new();
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return Vec::new();
+    };
+    let mut found = BTreeSet::new();
+    for sym in file.dynamic_symbols().chain(file.symbols()) {
+        if sym.is_undefined() {
+            continue;
+        }
+        if let Ok(name) = sym.name()
+            && let Some(s) = OPENSSL_SYMBOLS.iter().find(|s| **s == name)
+        {
+            found.insert(s.to_string());
+        }
+    }
+    OPENSSL_SYMBOLS
+        .iter()
+        .filter(|s| found.contains(**s))
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// `path` as a target, or why not.
+pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
+    if is_go_binary(path) {
+        let bin = GoBinary::open(path).map_err(|e| ProbeError::Target(e.to_string()))?;
+        let functions = bin
+            .functions(&GO_FUNCTIONS)
+            .map_err(|e| ProbeError::Target(e.to_string()))?;
+        if functions.is_empty() {
+            return Ok(None);
+        }
+        return Ok(Some(Target {
+            path: path.to_path_buf(),
+            kind: TargetKind::Go(functions),
+            symbols: Vec::new(),
+        }));
+    }
+    let symbols = openssl_symbols(path);
+    if !symbols.iter().any(|s| s == "SSL_do_handshake") {
+        return Ok(None);
+    }
+    Ok(Some(Target {
+        path: path.to_path_buf(),
+        kind: TargetKind::OpenSsl,
+        symbols,
+    }))
+}
+
+/// `--exe PATH`: the file must be a Go program with crypto/tls or carry OpenSSL.
+pub fn exe_target(path: &Path) -> Result<Target, ProbeError> {
+    let meta = fs::metadata(path)
+        .map_err(|e| ProbeError::Target(format!("--exe {}: {}", path.display(), e)))?;
+    if !meta.is_file() {
+        return Err(ProbeError::Target(format!(
+            "--exe {}: not a regular file",
+            path.display()
+        )));
+    }
+    file_target(path)?.ok_or_else(|| {
+        ProbeError::Target(format!(
+            "--exe {}: no TLS library tlsperf can probe in it (neither Go's crypto/tls nor \
+             OpenSSL's SSL_do_handshake); for a program linked with libssl.so, give the \
+             library's path (e.g. /lib/x86_64-linux-gnu/libssl.so.3) or --pid",
+            path.display()
+        ))
+    })
+}
+
+/// A process's children, grandchildren…, from /proc (for finding their libraries; the
+/// kernel side follows forks itself).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // "pid (comm) state ppid …": comm may hold spaces and parentheses.
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok()) {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for (child, parent) in &parent_of {
+            if *parent == p && !out.contains(child) && out.len() < 65_536 {
+                out.push(*child);
+                frontier.push(*child);
+            }
+        }
+    }
+    out
+}
+
+/// The process's name, for messages.
+pub fn comm(pid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_string())
+}
+
+/// `--pid PID`: the libraries the process and its descendants run.
+pub fn pid_targets(pid: u32) -> Result<Vec<Target>, ProbeError> {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(ProbeError::Target(format!("--pid {pid}: no such process")));
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    for p in std::iter::once(pid).chain(descendants(pid)) {
+        if let Ok(exe) = fs::read_link(format!("/proc/{p}/exe")) {
+            files.push(in_root(p, &exe));
+        }
+        if let Ok(maps) = fs::read_to_string(format!("/proc/{p}/maps")) {
+            for line in maps.lines() {
+                if let Some(path) = line.split_whitespace().nth(5)
+                    && path.starts_with('/')
+                    && Path::new(path)
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("libssl.so"))
+                {
+                    files.push(in_root(p, Path::new(path)));
+                }
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for f in files {
+        let Ok(meta) = fs::metadata(&f) else { continue };
+        if !seen.insert((meta.dev(), meta.ino())) {
+            continue;
+        }
+        if let Some(t) = file_target(&f)? {
+            out.push(t);
+        }
+    }
+    if out.is_empty() {
+        return Err(ProbeError::Target(format!(
+            "--pid {pid} ({}): no TLS library tlsperf can probe: no libssl.so in its memory \
+             map or its children's, and its executable is neither a Go program with \
+             crypto/tls nor linked with OpenSSL statically",
+            comm(pid).unwrap_or_else(|| "?".into())
+        )));
+    }
+    Ok(out)
+}
+
+/// A path from a process's view (its mount namespace) as this process can open it.
+fn in_root(pid: u32, path: &Path) -> PathBuf {
+    let rooted =
+        Path::new(&format!("/proc/{pid}/root")).join(path.strip_prefix("/").unwrap_or(path));
+    if path.exists() {
+        // The same file when both name one inode; else the process's own.
+        match (fs::metadata(path), fs::metadata(&rooted)) {
+            (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino() => path.to_path_buf(),
+            (_, Ok(_)) => rooted,
+            _ => path.to_path_buf(),
+        }
+    } else {
+        rooted
+    }
+}
+
+/// The system's libssl (`--interface` alone): every process using it is probed.
+pub fn system_targets() -> Result<Vec<Target>, ProbeError> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for p in SYSTEM_LIBSSL {
+        let Ok(meta) = fs::metadata(p) else { continue };
+        if !seen.insert((meta.dev(), meta.ino())) {
+            continue;
+        }
+        if let Some(t) = file_target(Path::new(p))? {
+            out.push(t);
+        }
+    }
+    if out.is_empty() {
+        return Err(ProbeError::Target(format!(
+            "no system libssl found ({}); name what to probe with --pid PID or --exe PATH",
+            SYSTEM_LIBSSL[..4].join(", ")
+        )));
+    }
+    Ok(out)
+}

@@ -1,0 +1,3 @@
+module tlsperf-test-peers
+
+go 1.19

@@ -1,0 +1,192 @@
+// Command tlsserver is a minimal HTTPS-ish TLS server used by tlsperf's
+// integration tests as a real TLS peer.
+//
+// It prints exactly one line, "listening on ADDR", to stdout once the
+// listener is bound, then serves until SIGTERM/SIGINT or until -duration
+// elapses. Every connection gets an explicit handshake, one HTTP/1.x request
+// head is read, and a fixed "ok" response is written before closing.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	connDeadline = 10 * time.Second
+	maxHead      = 64 << 10
+	response     = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+)
+
+func parseVersion(s string) (uint16, error) {
+	switch s {
+	case "1.2":
+		return tls.VersionTLS12, nil
+	case "1.3":
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("unsupported -max-version %q (want 1.2 or 1.3)", s)
+}
+
+func main() {
+	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	log.SetPrefix("tlsserver: ")
+	log.SetOutput(os.Stderr)
+
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	certFile := flag.String("cert", "", "certificate chain PEM file (required)")
+	keyFile := flag.String("key", "", "private key PEM file (required)")
+	getcertSleep := flag.Duration("getcert-sleep", 0, "if >0, serve the certificate from GetCertificate after sleeping this long")
+	acceptSleep := flag.Duration("accept-sleep", 0, "sleep this long after Accept before the handshake")
+	tickets := flag.Bool("tickets", true, "enable session tickets")
+	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
+	duration := flag.Duration("duration", 5*time.Minute, "exit after this long")
+	flag.Parse()
+
+	if flag.NArg() != 0 {
+		log.Fatalf("unexpected arguments: %q", flag.Args())
+	}
+	if *certFile == "" || *keyFile == "" {
+		log.Fatal("-cert and -key are required")
+	}
+	maxVer, err := parseVersion(*maxVersion)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+	if err != nil {
+		log.Fatalf("loading key pair: %v", err)
+	}
+
+	cfg := &tls.Config{
+		MinVersion:             tls.VersionTLS12,
+		MaxVersion:             maxVer,
+		SessionTicketsDisabled: !*tickets,
+	}
+	if d := *getcertSleep; d > 0 {
+		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			time.Sleep(d)
+			return &cert, nil
+		}
+	} else {
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		log.Fatalf("listen: %v", err)
+	}
+
+	out := bufio.NewWriter(os.Stdout)
+	fmt.Fprintf(out, "listening on %s\n", ln.Addr())
+	if err := out.Flush(); err != nil {
+		log.Fatalf("writing address line: %v", err)
+	}
+
+	var (
+		stopOnce sync.Once
+		stopping = make(chan struct{})
+	)
+	stop := func(reason string) {
+		stopOnce.Do(func() {
+			log.Printf("stopping: %s", reason)
+			close(stopping)
+			ln.Close()
+		})
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		select {
+		case s := <-sigs:
+			stop("signal " + s.String())
+		case <-time.After(*duration):
+			stop("duration elapsed")
+		}
+	}()
+
+	for {
+		raw, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-stopping:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Most likely a transient error such as EMFILE; back off briefly.
+			log.Printf("accept: %v", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go handle(raw, cfg, *acceptSleep)
+	}
+}
+
+func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration) {
+	defer raw.Close()
+	peer := raw.RemoteAddr()
+	if err := raw.SetDeadline(time.Now().Add(connDeadline)); err != nil {
+		log.Printf("%s: set deadline: %v", peer, err)
+		return
+	}
+	if acceptSleep > 0 {
+		time.Sleep(acceptSleep)
+	}
+
+	tlsConn := tls.Server(raw, cfg)
+	defer tlsConn.Close()
+	if err := tlsConn.Handshake(); err != nil {
+		log.Printf("%s: handshake: %v", peer, err)
+		return
+	}
+
+	if err := readHead(tlsConn); err != nil {
+		log.Printf("%s: reading request head: %v", peer, err)
+		return
+	}
+	if _, err := tlsConn.Write([]byte(response)); err != nil {
+		log.Printf("%s: writing response: %v", peer, err)
+		return
+	}
+}
+
+// readHead reads until the end of an HTTP/1.x request head ("\r\n\r\n"),
+// bounded at maxHead bytes. The connection deadline bounds the time spent.
+func readHead(c net.Conn) error {
+	buf := make([]byte, 0, 4096)
+	tmp := make([]byte, 4096)
+	for {
+		n, err := c.Read(tmp)
+		if n > 0 {
+			// Only the tail can contain a terminator spanning the old/new boundary.
+			start := len(buf) - 3
+			if start < 0 {
+				start = 0
+			}
+			buf = append(buf, tmp[:n]...)
+			if bytes.Contains(buf[start:], []byte("\r\n\r\n")) {
+				return nil
+			}
+			if len(buf) >= maxHead {
+				return fmt.Errorf("request head exceeds %d bytes", maxHead)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
