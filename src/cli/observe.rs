@@ -53,6 +53,11 @@ pub struct ObserveArgs {
     /// libssl.so); repeatable.
     #[arg(long = "exe", value_name = "PATH", requires = "probes")]
     exes: Vec<PathBuf>,
+    /// OpenSSL: also probe SSL_read/SSL_write (and their _ex forms, SSL_peek), for
+    /// programs whose handshake runs inside them rather than in SSL_do_handshake,
+    /// SSL_accept or SSL_connect. Each is a trap on every call, handshake or not.
+    #[arg(long, requires = "probes")]
+    probe_read_write: bool,
     /// Stop a live capture after this long, e.g. 30s (else at Ctrl-C).
     #[arg(long, value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
@@ -166,16 +171,8 @@ fn live(
         move || flag.store(true, Ordering::Relaxed),
         || {},
         async {
-            let result = capture_until_stopped(
-                args,
-                interface,
-                capture,
-                options,
-                metrics,
-                probes.as_mut(),
-                &stop,
-                out,
-            );
+            let result =
+                capture_until_stopped(args, capture, options, metrics, probes.as_mut(), &stop, out);
             let mut result = result?;
             if let Some(p) = probes.take() {
                 result.probes = Some(p.finish());
@@ -193,6 +190,7 @@ fn start_probes(args: &ObserveArgs, join: bool, out: &Output) -> Result<Option<S
     let opts = ProbeOptions {
         pids: args.pids.clone(),
         exes: args.exes.clone(),
+        read_write: args.probe_read_write,
     };
     let (session, notes) = Session::start(&opts, join)?;
     for n in notes {
@@ -246,7 +244,6 @@ fn probes_only(args: &ObserveArgs, out: &Output) -> Result<Observation, CliError
 /// The live capture on this thread: the table redrawn every second on a terminal.
 fn capture_until_stopped(
     args: &ObserveArgs,
-    interface: &str,
     capture: LiveCapture,
     options: Options,
     metrics: Arc<ObserveMetrics>,
@@ -254,6 +251,7 @@ fn capture_until_stopped(
     stop: &AtomicBool,
     out: &Output,
 ) -> Result<Observation, CliError> {
+    let interface = capture.interface().to_string();
     if !out.quiet() {
         let ports: Vec<String> = options.ports.iter().map(u16::to_string).collect();
         out.note(format!(

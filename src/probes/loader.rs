@@ -1,7 +1,7 @@
 //! Loading the committed BPF object (`bpf/probes.bpf.o`) with aya and attaching its
 //! programs: the kernel's tracepoints always, OpenSSL's calls to each library found, Go's
-//! handshake functions at their entry and at every return instruction. Owns nothing
-//! but the attachment; reading is [`super::reader`]'s.
+//! handshake functions at their entry and at every return instruction. Owns the
+//! attachment and the maps' layout; reading the ring buffer is [`super::Session`]'s.
 
 use std::path::Path;
 
@@ -10,7 +10,8 @@ use aya::programs::{TracePoint, UProbe, uprobe::UProbeScope};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
-use super::target::{Target, TargetKind};
+use super::target::{ENTRY_ONLY, Target, TargetKind, cheap_entry_offset};
+use aya::programs::uprobe::UProbeAttachLocation;
 
 /// The BPF object, built by `bpf/build.sh` from `bpf/probes.bpf.c`.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("bpf/probes.bpf.o");
@@ -119,9 +120,34 @@ fn uprobe(
     Ok(())
 }
 
+/// Where `sched_process_fork` keeps `child_pid` on this kernel (its tracefs format).
+fn child_pid_offset() -> Result<u32, ProbeError> {
+    let path = format!("{}/events/sched/sched_process_fork/format", super::TRACEFS);
+    let format = std::fs::read_to_string(&path)
+        .map_err(|e| ProbeError::Unsupported(format!("cannot read {path}: {e}")))?;
+    format
+        .lines()
+        .find(|l| l.contains(" child_pid;"))
+        .and_then(|l| l.split("offset:").nth(1))
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| {
+            ProbeError::Unsupported(format!(
+                "{path} has no child_pid field: this kernel's fork tracepoint is not one \
+                 tlsperf knows"
+            ))
+        })
+}
+
 /// Loads the object and attaches everything `targets` need. `filter`: only these
 /// processes (and what they fork) are probed; `None`: every process using the targets.
-pub fn load(targets: &[Target], filter: Option<&[u32]>) -> Result<Loaded, ProbeError> {
+/// `read_write`: OpenSSL's SSL_read/SSL_write family too (for libraries that drive the
+/// handshake through them; each is a trap on every call, handshake or not).
+pub fn load(
+    targets: &[Target],
+    filter: Option<&[u32]>,
+    read_write: bool,
+) -> Result<Loaded, ProbeError> {
     let mut ebpf = EbpfLoader::new()
         .load(OBJECT)
         .map_err(|e| ProbeError::Load(e.to_string()))?;
@@ -132,8 +158,10 @@ pub fn load(targets: &[Target], filter: Option<&[u32]>) -> Result<Loaded, ProbeE
             .ok_or_else(|| ProbeError::Load("the BPF object has no settings map".into()))?;
         let mut settings: Array<&mut MapData, u64> =
             Array::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
+        // struct settings { u32 filter; u32 child_pid_off; } in host order.
+        let value = u64::from(filter.is_some()) | (u64::from(child_pid_offset()?) << 32);
         settings
-            .set(0, u64::from(filter.is_some()), 0)
+            .set(0, value, 0)
             .map_err(|e| ProbeError::Load(e.to_string()))?;
     }
     if let Some(pids) = filter {
@@ -164,8 +192,19 @@ pub fn load(targets: &[Target], filter: Option<&[u32]>) -> Result<Loaded, ProbeE
                     if !t.symbols.iter().any(|s| s == symbol) {
                         continue;
                     }
+                    if prog == "ssl_read_write" && !read_write {
+                        continue;
+                    }
                     let what = format!("{symbol} in {}", t.path.display());
-                    uprobe(&mut ebpf, prog, &t.path, symbol.into(), &what)?;
+                    let at = if ENTRY_ONLY.contains(&symbol) {
+                        UProbeAttachLocation::SymbolOffset(
+                            symbol,
+                            cheap_entry_offset(&t.path, symbol),
+                        )
+                    } else {
+                        UProbeAttachLocation::Symbol(symbol)
+                    };
+                    uprobe(&mut ebpf, prog, &t.path, at, &what)?;
                     if ret {
                         uprobe(&mut ebpf, "ssl_call_return", &t.path, symbol.into(), &what)?;
                     }
@@ -207,6 +246,19 @@ pub fn load(targets: &[Target], filter: Option<&[u32]>) -> Result<Loaded, ProbeE
         attached.push("kernel: read (Go connections in handshake only)".into());
     }
     Ok(Loaded { ebpf, attached })
+}
+
+/// Detaches and unloads every program: nothing more is written to the ring buffer or
+/// the maps, which stay readable.
+pub fn detach(loaded: &mut Loaded) {
+    for (_, p) in loaded.ebpf.programs_mut() {
+        // A program that fails to unload stays attached until the object is dropped.
+        let _ = match p {
+            aya::programs::Program::UProbe(p) => p.unload(),
+            aya::programs::Program::TracePoint(p) => p.unload(),
+            _ => Ok(()),
+        };
+    }
 }
 
 /// The ring buffer of finished handshakes, taken out of the object for the reader.

@@ -45,6 +45,10 @@ pub struct ProbeOptions {
     pub pids: Vec<u32>,
     /// These executables or libraries, in every process that runs them.
     pub exes: Vec<PathBuf>,
+    /// OpenSSL: probe SSL_read, SSL_write, their `_ex` forms and SSL_peek too, for
+    /// programs that let them drive the handshake (no SSL_do_handshake, SSL_accept or
+    /// SSL_connect). Off by default: they run on every request, not only handshakes.
+    pub read_write: bool,
 }
 
 /// Why the probes cannot run.
@@ -79,7 +83,7 @@ impl Classify for ProbeError {
     }
 }
 
-const TRACEFS: &str = "/sys/kernel/tracing";
+pub(crate) const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Checks what the probes need of this kernel and these permissions, in plain words.
 /// Mounts tracefs when it is missing and this process may (as `perf` and `bpftrace`
@@ -278,6 +282,7 @@ impl Session {
         let mut loaded = loader::load(
             &targets,
             (!opts.pids.is_empty()).then_some(filter.as_slice()),
+            opts.read_write,
         )?;
         let ring = loader::take_events(&mut loaded)?;
         let (tx, rx) = sync_channel(QUEUE);
@@ -376,6 +381,7 @@ impl Session {
     /// Stops reading (what the ring buffer holds is read first), detaches every probe
     /// and returns the report.
     pub fn finish(mut self) -> ProbeReport {
+        loader::detach(&mut self.loaded);
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.reader.take() {
             let _ = h.join();

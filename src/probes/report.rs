@@ -207,7 +207,7 @@ pub struct ProbeAggregate {
     matched_wire: u64,
 }
 
-fn row_of<'a>(map: &'a mut BTreeMap<String, RowAcc>, key: String) -> &'a mut RowAcc {
+fn row_of(map: &mut BTreeMap<String, RowAcc>, key: String) -> &mut RowAcc {
     let key = if map.len() >= MAX_ROWS && !map.contains_key(&key) {
         "(other)".to_string()
     } else {
@@ -250,7 +250,7 @@ impl ProbeAggregate {
                         calls: r.calls,
                     },
                 ));
-                self.slowest.sort_by(|a, b| b.0.cmp(&a.0));
+                self.slowest.sort_by_key(|b| std::cmp::Reverse(b.0));
                 self.slowest.truncate(SLOWEST);
             }
         }

@@ -56,6 +56,67 @@ pub enum TargetKind {
     Go(Vec<GoFunction>),
 }
 
+/// The entry-only calls (no return probe): they may be probed a few instructions in.
+pub const ENTRY_ONLY: [&str; 4] = [
+    "SSL_set_fd",
+    "SSL_set_accept_state",
+    "SSL_set_connect_state",
+    "SSL_free",
+];
+
+/// Where in `symbol` an entry probe is cheap: the kernel emulates a `push`, a jump, a
+/// call or a `nop` at a uprobe, and single-steps anything else, a trap that costs about
+/// 18 µs per hit on this kind of VM against 0.5 µs (docs/benchmarks.md). The first such
+/// instruction of the straight-line prologue is taken when every instruction before it
+/// only sets flags (`test`, `cmp`), so the argument registers are still the call's;
+/// else the entry itself (offset 0).
+pub fn cheap_entry_offset(path: &Path, symbol: &str) -> u64 {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
+    let Ok(data) = fs::read(path) else { return 0 };
+    let Ok(file) = object::File::parse(&*data) else {
+        return 0;
+    };
+    let Some(sym) = file
+        .dynamic_symbols()
+        .chain(file.symbols())
+        .find(|s| !s.is_undefined() && s.name() == Ok(symbol))
+    else {
+        return 0;
+    };
+    let va = sym.address();
+    let Some(bytes) = file.sections().find_map(|sec| {
+        use object::{ObjectSection, SectionKind};
+        if sec.kind() != SectionKind::Text || va < sec.address() || va >= sec.address() + sec.size()
+        {
+            return None;
+        }
+        let d = sec.data().ok()?;
+        let start = usize::try_from(va - sec.address()).ok()?;
+        d.get(start..(start + 64).min(d.len()))
+    }) else {
+        return 0;
+    };
+    let mut decoder = Decoder::with_ip(64, bytes, va, DecoderOptions::NONE);
+    for _ in 0..4 {
+        if !decoder.can_decode() {
+            break;
+        }
+        let insn = decoder.decode();
+        // push reg, nop, and relative jmp/call/jcc: what arch/x86/kernel/uprobes.c
+        // emulates.
+        let emulated = (insn.mnemonic() == Mnemonic::Push && insn.op0_kind() == OpKind::Register)
+            || insn.mnemonic() == Mnemonic::Nop
+            || matches!(insn.op0_kind(), OpKind::NearBranch64 | OpKind::NearBranch32);
+        if emulated {
+            return insn.ip() - va;
+        }
+        if !matches!(insn.mnemonic(), Mnemonic::Test | Mnemonic::Cmp) {
+            break;
+        }
+    }
+    0
+}
+
 /// One file to attach to.
 #[derive(Debug, Clone)]
 pub struct Target {

@@ -189,8 +189,8 @@ struct gofd_val {
 };
 
 struct settings {
-	u32 filter; // 1: only processes in `targets`
-	u32 pad;
+	u32 filter;        // 1: only processes in `targets`
+	u32 child_pid_off; // sched_process_fork's child_pid, from its tracefs format
 };
 
 struct {
@@ -340,9 +340,11 @@ static __always_inline void hist_add(u32 tgid, u8 role, u8 phase, u64 ns)
 	}
 }
 
-// The TCP handshake's completion for this socket, if the kernel reported it.
-static __always_inline u64 established_at(struct sock_info *si)
+// The TCP handshake's completion for this socket, if the kernel reported it; a client
+// socket's local address comes with it (connect() tells only the local port).
+static __always_inline u64 established_at(struct sock_info *si, u8 laddr[16])
 {
+	__builtin_memcpy(laddr, si->laddr, 16);
 	if (si->estab_ns)
 		return si->estab_ns;
 	struct estab_key k = {};
@@ -351,7 +353,10 @@ static __always_inline u64 established_at(struct sock_info *si)
 	k.lport = si->lport;
 	k.family = si->family;
 	struct estab_val *e = bpf_map_lookup_elem(&estab, &k);
-	return e ? e->ns : 0;
+	if (!e)
+		return 0;
+	__builtin_memcpy(laddr, e->laddr, 16);
+	return e->ns;
 }
 
 // Emits one handshake: the ring-buffer record and the kernel histograms.
@@ -361,9 +366,10 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	struct sock_key sk = {.tgid = tgid, .fd = st->fd};
 	struct sock_info *si = st->fd >= 0 ? bpf_map_lookup_elem(&socks, &sk) : 0;
 	u64 estab_ns = 0, sock_ns = 0;
+	u8 laddr[16] = {};
 	u8 role = st->role;
 	if (si) {
-		estab_ns = established_at(si);
+		estab_ns = established_at(si, laddr);
 		sock_ns = si->sock_ns;
 		if (!role)
 			role = si->role;
@@ -401,7 +407,7 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	ev->calls = st->calls;
 	ev->fd = st->fd;
 	if (si) {
-		__builtin_memcpy(ev->laddr, si->laddr, 16);
+		__builtin_memcpy(ev->laddr, laddr, 16);
 		__builtin_memcpy(ev->raddr, si->raddr, 16);
 		ev->lport = si->lport;
 		ev->rport = si->rport;
@@ -418,7 +424,9 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	ev->result = result;
 	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	bpf_ringbuf_submit(ev, 0);
+	// No wake-up per record: the reader polls every 50 ms (a wake-up per handshake
+	// costs the probed process more than the rest of the probe).
+	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	count(C_EMITTED);
 }
 
@@ -431,8 +439,15 @@ int on_fork(void *ctx)
 	u32 parent = bpf_get_current_pid_tgid() >> 32;
 	if (!bpf_map_lookup_elem(&targets, &parent))
 		return 0;
+	// Where child_pid sits depends on the kernel (comm is inline before 6.x, a
+	// __data_loc after); user space reads it from the event's format.
+	u32 zero = 0;
+	struct settings *s = bpf_map_lookup_elem(&settings, &zero);
+	u32 off = s ? s->child_pid_off : 0;
+	if (off == 0 || off > 256)
+		return 0;
 	s32 child = 0;
-	bpf_probe_read_kernel(&child, sizeof(child), (u8 *)ctx + 20);
+	bpf_probe_read_kernel(&child, sizeof(child), (u8 *)ctx + off);
 	u32 c = child;
 	u8 one = 1;
 	bpf_map_update_elem(&targets, &c, &one, BPF_ANY);

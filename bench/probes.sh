@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# What `tlsperf observe --probes` costs nginx: the nginx worker's CPU per full TLS 1.3
+# handshake without the probes (A) and with them attached (B), rounds alternating
+# A B A B …, and whether the probes saw every handshake.
+#
+# - nginx: one worker (on CPU 1 with worker_cpu_affinity when there are two or more
+#   CPUs), TLS 1.2 and 1.3, a test PKI from `tlsperf pki init`, `return 200`, an access
+#   log line per request with $ssl_protocol and $ssl_session_reused.
+# - load per round: `tlsperf load --new-conn --resume off --tls 1.3 -n N -c 4 --threads 1
+#   --cacert root.pem` (every request a new connection and a full TLS 1.3 handshake), on
+#   CPU 0 with taskset when there are two or more CPUs.
+# - B rounds: `tlsperf observe --probes --pid MASTER --json --out FILE` (on CPU 0 too, off
+#   the worker's CPU) started before the load, once it says "probing"; stopped with
+#   SIGINT after it.
+# - per round: the worker's utime+stime from /proc/WORKER/stat (clock ticks, getconf
+#   CLK_TCK) before and after the load, the handshakes nginx did (access-log lines
+#   added); CPU µs per handshake = CPU seconds ÷ handshakes. B rounds: the probes'
+#   counts.received and counts.lost beside nginx's count (they must be equal, lost 0).
+# - at the end: median CPU µs per handshake of A and of B, B ÷ A (target ≤ 1.05).
+# A warm-up load (200 requests, not counted) runs first. Loopback only; everything made
+# goes in a temporary directory, removed on every exit.
+#
+# Exit status 1 when a B round lost records or its received count is not nginx's count.
+#
+# Usage: [BIN=path/to/tlsperf] bench/probes.sh [ROUNDS] [REQUESTS]   (default 6 3000)
+# Needs nginx (built with OpenSSL as a shared library), python3, taskset; root (eBPF).
+# BIN defaults to target/release/tlsperf (build it first: cargo build --release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-6}"
+n="${2:-3000}"
+conns=4
+bin="${BIN:-$PWD/target/release/tlsperf}"
+nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
+[ -x "$bin" ] || { echo "no tlsperf binary at $bin (cargo build --release, or set BIN)" >&2; exit 1; }
+[ -x "$nginx_bin" ] || { echo "missing nginx (apt-get install nginx-light)" >&2; exit 1; }
+command -v python3 > /dev/null || { echo "missing python3" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "run as root (the probes need eBPF)" >&2; exit 1; }
+
+work="$(mktemp -d)"
+nginx_master=""
+observer=""
+cleanup() {
+  if [ -n "$observer" ]; then kill -INT "$observer" 2>/dev/null || true; fi
+  if [ -n "$nginx_master" ]; then kill "$nginx_master" 2>/dev/null || true; fi
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ncpu=$(nproc)
+gen=()
+affinity=""
+if [ "$ncpu" -ge 2 ] && command -v taskset > /dev/null; then
+  gen=(taskset -c 0)
+  affinity="worker_cpu_affinity 10;"
+  pinning="nginx worker on CPU 1 (worker_cpu_affinity), load and observe on CPU 0 (taskset)"
+else
+  pinning="not pinned (fewer than 2 CPUs)"
+fi
+
+"$bin" pki init "$work/pki" --san localhost --san 127.0.0.1 -q
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<NGINX
+worker_processes 1; $affinity daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log;
+events { worker_connections 16384; }
+http {
+  log_format hs '\$remote_addr:\$remote_port \$ssl_protocol \$ssl_session_reused \$status';
+  access_log $work/nginx/access.log hs;
+  server { listen 127.0.0.1:$port ssl backlog=4096;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_certificate $work/pki/server-chain.pem; ssl_certificate_key $work/pki/server.key;
+    location / { return 200 "ok\n"; } } }
+NGINX
+chmod 755 "$work"
+"$nginx_bin" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+nginx_master=$!
+worker=""
+for _ in $(seq 50); do
+  worker="$(pgrep -P "$nginx_master" | head -1 || true)"
+  [ -n "$worker" ] && [ -s "$work/nginx/nginx.pid" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  worker=""
+  sleep 0.1
+done
+[ -n "$worker" ] || { echo "nginx did not start:" >&2; cat "$work/nginx/error.log" >&2 || true; exit 1; }
+master_pid="$(cat "$work/nginx/nginx.pid")"
+url="https://127.0.0.1:$port/"
+log="$work/nginx/access.log"
+tck=$(getconf CLK_TCK)
+
+# The worker's utime + stime, in clock ticks (fields 14 and 15; the command name in
+# parentheses may hold spaces, so count from the last ')').
+cpu_ticks() { sed 's/.*) //' "/proc/$worker/stat" | awk '{print $12 + $13}'; }
+log_lines() { wc -l < "$log"; }
+load() {
+  "${gen[@]}" "$bin" load "$url" --new-conn --resume off --tls 1.3 -n "$1" -c "$conns" --threads 1 \
+    --cacert "$work/pki/root.pem" --json -q
+}
+
+echo "# What \`tlsperf observe --probes\` costs nginx"
+echo
+echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $ncpu cores, $(uname -r); load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- binary: $bin ($("$bin" --version)); $("$nginx_bin" -v 2>&1) with $(ldd "$nginx_bin" | awk '/libssl/ {print $1}'), one worker (pid $worker)"
+echo "- load: tlsperf load --new-conn --resume off --tls 1.3 -n $n -c $conns --threads 1 --cacert root.pem (full TLS 1.3 handshakes); $pinning"
+echo "- B: tlsperf observe --probes --pid $master_pid --json --out FILE, attached before the load, SIGINT after it"
+echo "- worker CPU: utime+stime from /proc/$worker/stat, $tck ticks/s (one tick over $n handshakes = $(python3 -c "print('%.1f' % (1e6 / $tck / $n))") µs per handshake)"
+echo
+
+# Warm-up, not counted.
+load 200 > /dev/null
+
+echo "| round | probes | handshakes (nginx) | resumed / not TLS 1.3 | load failed | handshakes/s | worker CPU s | CPU µs/handshake | probes received | probes lost |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+: > "$work/results"
+bad=0
+for r in $(seq 1 "$rounds"); do
+  if [ $((r % 2)) = 1 ]; then mode=A; else mode=B; fi
+  if [ "$mode" = B ]; then
+    rm -f "$work/obs.json"
+    "${gen[@]}" "$bin" observe --probes --pid "$master_pid" --json --out "$work/obs.json" \
+      > /dev/null 2> "$work/obs.err" &
+    observer=$!
+    for _ in $(seq 300); do
+      grep -q probing "$work/obs.err" && break
+      kill -0 "$observer" 2>/dev/null || break
+      sleep 0.1
+    done
+    grep -q probing "$work/obs.err" || { echo "observe --probes did not start:" >&2; cat "$work/obs.err" >&2; exit 1; }
+  fi
+  lines0=$(log_lines)
+  c0=$(cpu_ticks)
+  load "$n" > "$work/load.json"
+  c1=$(cpu_ticks)
+  lines1=$(log_lines)
+  received=-
+  lost=-
+  if [ "$mode" = B ]; then
+    kill -INT "$observer"
+    wait "$observer" || true
+    observer=""
+    [ -s "$work/obs.json" ] || { echo "observe --probes wrote no result:" >&2; cat "$work/obs.err" >&2; exit 1; }
+    read -r received lost < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["probes"]["counts"]; print(c["received"], c["lost"])' "$work/obs.json")
+  fi
+  hs=$((lines1 - lines0))
+  odd=$(tail -n "$hs" "$log" | awk '$2 != "TLSv1.3" || $3 != "." {k++} END {print k + 0}')
+  read -r failed rate < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["requests"]["failed"], "%.0f" % d["handshakes"]["per_second"])' "$work/load.json")
+  read -r cpu_s us < <(python3 -c 'import sys; t, tck, hs = map(int, sys.argv[1:]); print("%.2f" % (t / tck), "%.1f" % (t / tck * 1e6 / hs if hs else 0))' "$((c1 - c0))" "$tck" "$hs")
+  echo "$mode $us $rate" >> "$work/results"
+  if [ "$mode" = B ] && { [ "$lost" != 0 ] || [ "$received" != "$hs" ]; }; then bad=1; fi
+  echo "| $r | $([ "$mode" = B ] && echo "B (with)" || echo "A (without)") | $hs | $odd | $failed | $rate | $cpu_s | $us | $received | $lost |"
+done
+
+echo
+python3 - "$work/results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+def med(mode, i):
+    v = [float(r[i]) for r in rows if r[0] == mode]
+    return statistics.median(v) if v else None
+a, b = med("A", 1), med("B", 1)
+ra, rb = med("A", 2), med("B", 2)
+print("| | without probes (A) | with probes (B) | B ÷ A |")
+print("|---|---:|---:|---:|")
+ratio = f"{b / a:.3f}" if a and b else "-"
+fmt = lambda x, f: "-" if x is None else f.format(x)
+print(f"| median worker CPU µs per handshake | {fmt(a, '{:.1f}')} | {fmt(b, '{:.1f}')} | {ratio} (target ≤ 1.05) |")
+rr = f"{rb / ra:.3f}" if ra and rb else "-"
+print(f"| median handshakes/s | {fmt(ra, '{:,.0f}')} | {fmt(rb, '{:,.0f}')} | {rr} |")
+PY
+echo
+if [ "$bad" = 0 ]; then
+  echo "probes: every B round received exactly nginx's handshakes, none lost"
+else
+  echo "probes: a B round lost records or received a count other than nginx's (see the table)"
+fi
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$bad"
