@@ -148,6 +148,11 @@ http {{
         format!("https://localhost:{}/", self.port)
     }
 
+    /// Its process (one: `master_process off`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The access log's lines, once there are at least `n` (nginx writes a line after
     /// the response has gone out, so the last may lag behind the client), and after a
     /// short wait for any more.

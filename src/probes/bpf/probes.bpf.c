@@ -708,7 +708,11 @@ static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
 	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
 	u64 now = bpf_ktime_get_ns();
 	if (!st) {
-		if (!driving && !(info && info->pending))
+		// An SSL whose handshake already succeeded is not handshaking again (nginx
+		// calls SSL_do_handshake once more when early data is on).
+		if (info && !info->pending)
+			return 0;
+		if (!driving && !info)
 			return 0;
 		struct hs_state fresh = {};
 		fresh.first_ns = now;
@@ -755,8 +759,12 @@ static __always_inline int call_return(s64 ret)
 	emit(&k, &done, now, RESULT_OK);
 	bpf_map_delete_elem(&hs, &k);
 	struct ssl_info *info = bpf_map_lookup_elem(&ssls, &k);
-	if (info)
+	if (info) {
 		info->pending = 0;
+	} else {
+		struct ssl_info finished = {.fd = done.fd, .role = done.role, .pending = 0};
+		bpf_map_update_elem(&ssls, &k, &finished, BPF_ANY);
+	}
 	return 0;
 }
 

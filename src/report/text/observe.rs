@@ -283,21 +283,16 @@ fn probes(p: &ProbeReport) -> String {
         let opt = |v: Option<u64>| v.map_or("?".to_string(), ms);
         for b in &p.slowest {
             let head = match b.wire_server_think_ns {
-                Some(t) => format!("server think {} ms (wire) ⊂", ms(t)),
-                None => format!("span {} ms:", ms(b.span_ns)),
+                Some(t) => format!("wire server think {} ms; inside:", ms(t)),
+                None => format!("span {} ms (not captured):", ms(b.span_ns)),
             };
             s += &format!(
-                "  {} {} ← {} {} [{}]: {head} accept queue {} + until first call {} + work {} \
-                 + waiting for peer {} ms ({} calls, thread {})\n",
+                "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {}, \
+                 waiting for peer {} ms ({} calls, thread {})\n",
                 b.process,
                 b.server,
                 b.client,
                 b.kind,
-                if b.wire_server_think_ns.is_some() {
-                    "joined"
-                } else {
-                    "process only"
-                },
                 opt(b.accept_queue_ns),
                 opt(b.until_first_call_ns),
                 ms(b.work_ns),

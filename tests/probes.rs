@@ -1,0 +1,503 @@
+//! `tlsperf observe --probes` against real servers and clients: nginx (its log is the
+//! count to match), `openssl s_server`/`s_client`, curl, and a Go server and client built
+//! here from tests/go. Needs root (BPF); a run without it skips with the reason, and fails
+//! under `.ci/run` (TLSPERF_TEST_PEERS=required).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::nginx::{Nginx, reused_counts};
+use common::{bin, interrupt_and_wait, missing, tlsperf};
+use serde_json::Value;
+
+const LIBSSL: &str = "/lib/x86_64-linux-gnu/libssl.so.3";
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        missing("root", "the probes need root (BPF); not checking them");
+        return false;
+    }
+    true
+}
+
+/// Starts `tlsperf observe ARGS --json --out OUT` and returns once it is probing.
+fn observe(args: &[&str], out: &Path) -> Child {
+    let mut child = Command::new(bin())
+        .arg("observe")
+        .args(args)
+        .args(["--json", "--out", out.to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = err.read_line(&mut line).unwrap();
+        assert!(n > 0, "observe ended before it started probing:\n{seen}");
+        seen.push_str(&line);
+        if line.contains("probing ") || line.contains("capturing on ") {
+            break;
+        }
+    }
+    // The rest of stderr is drained so that the child never blocks on it.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while err.read_line(&mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    });
+    child
+}
+
+/// Stops `child` (SIGINT, as Ctrl-C), checks it exited 130 and returns its document.
+fn stop(child: Child, out: &Path) -> Value {
+    let o = interrupt_and_wait(child, Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(130), "observe --probes exit status");
+    serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
+}
+
+fn probes(doc: &Value) -> &Value {
+    let p = &doc["probes"];
+    assert!(p.is_object(), "no probes part in {doc}");
+    assert_eq!(p["counts"]["lost"], 0, "{}", p["counts"]);
+    assert_eq!(p["counts"]["dropped"], 0, "{}", p["counts"]);
+    p
+}
+
+fn count(p: &Value, table: &str, key: &str) -> u64 {
+    p[table][key]["handshakes"].as_u64().unwrap_or(0)
+}
+
+fn p50_ms(p: &Value, table: &str, key: &str, phase: &str) -> f64 {
+    p[table][key]["phases"][phase]["quantiles"]["p50_ns"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {phase} in {table}[{key}]: {}", p[table])) as f64
+        / 1e6
+}
+
+/// The Go test peers, built into `dir`; `None` (with the reason) without Go.
+fn go_peers(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    if !common::have("go", "the Go server and client") {
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
+    let out = Command::new("go")
+        .args(["build", "-o"])
+        .arg(format!("{}/", dir.display()))
+        .arg("./...")
+        .current_dir(&src)
+        .env("CGO_ENABLED", "0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "go build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some((dir.join("tlsserver"), dir.join("tlsclient")))
+}
+
+/// A Go server: (child, address).
+fn go_server(server: &Path, pki: &Path, extra: &[&str]) -> (Child, String) {
+    let mut child = Command::new(server)
+        .args(["-cert", pki.join("server-chain.pem").to_str().unwrap()])
+        .args(["-key", pki.join("server.key").to_str().unwrap()])
+        .args(["-duration", "120s"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    (child, addr)
+}
+
+fn go_client(client: &Path, addr: &str, pki: &Path, n: u32) {
+    let out = Command::new(client)
+        .args([
+            "-addr",
+            addr,
+            "-n",
+            &n.to_string(),
+            "-server-name",
+            "localhost",
+        ])
+        .args(["-ca", pki.join("root.pem").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tlsclient: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn nginx_probed_handshakes_equal_its_log_and_the_wire_gives_their_kind() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    let port = nginx.port.to_string();
+    let pid = nginx.pid().to_string();
+    let child = observe(
+        &[
+            "--interface",
+            "lo",
+            "--port",
+            &port,
+            "--probes",
+            "--pid",
+            &pid,
+        ],
+        &out,
+    );
+    // New connections, resuming by ticket after the first: full and resumed kinds.
+    let run = tlsperf([
+        "load",
+        &nginx.url(),
+        "--new-conn",
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--cacert",
+        &nginx.root,
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = nginx.log_lines(40);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let (fresh, reused) = reused_counts(&lines, None);
+    assert!(reused > 0, "the load resumed nothing; nothing to split");
+    assert_eq!(
+        count(p, "by_kind", "server all"),
+        fresh + reused,
+        "{}",
+        p["by_kind"]
+    );
+    assert_eq!(
+        count(p, "by_kind", "server full"),
+        fresh,
+        "{}",
+        p["by_kind"]
+    );
+    assert_eq!(
+        count(p, "by_kind", "server resumed"),
+        reused,
+        "{}",
+        p["by_kind"]
+    );
+    assert_eq!(p["counts"]["matched_wire"], fresh + reused);
+    // Every handshake is the worker's own, none anybody else's.
+    let rows: Vec<&String> = p["by_process"].as_object().unwrap().keys().collect();
+    assert_eq!(rows, [&format!("nginx (pid {pid}) server")], "{rows:?}");
+    // The kernel's own count agrees.
+    assert_eq!(
+        p["kernel_counts"][format!("pid {pid} server")],
+        fresh + reused
+    );
+    let work = p50_ms(p, "by_kind", "server full", "work");
+    let span = p50_ms(p, "by_kind", "server full", "span");
+    assert!(work > 0.0 && work <= span, "work {work} ms, span {span} ms");
+}
+
+#[test]
+fn go_server_delays_land_in_their_phase() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, client)) = go_peers(dir.path()) else {
+        return;
+    };
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut measured = Vec::new();
+    for extra in [
+        &[][..],
+        &["-getcert-sleep", "20ms"],
+        &["-accept-sleep", "20ms"],
+    ] {
+        let (mut srv, addr) = go_server(&server, &pki, extra);
+        let out = dir.path().join("go.json");
+        let _ = std::fs::remove_file(&out);
+        let pid = srv.id().to_string();
+        let child = observe(&["--probes", "--pid", &pid], &out);
+        go_client(&client, &addr, &pki, 10);
+        std::thread::sleep(Duration::from_millis(300));
+        let doc = stop(child, &out);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        let p = probes(&doc).clone();
+        let row = format!("tlsserver (pid {pid}) server");
+        assert_eq!(count(&p, "by_process", &row), 10, "{}", p["by_process"]);
+        measured.push((
+            p50_ms(&p, "by_process", &row, "until_first_call"),
+            p50_ms(&p, "by_process", &row, "work"),
+        ));
+    }
+    let [
+        (base_wait, base_work),
+        (cert_wait, cert_work),
+        (acc_wait, acc_work),
+    ] = measured[..]
+    else {
+        unreachable!()
+    };
+    // GetCertificate sleeps 20 ms: work grows by it, the wait before the call does not.
+    assert!(
+        (18.0..35.0).contains(&(cert_work - base_work)),
+        "work {base_work} → {cert_work} ms"
+    );
+    assert!(
+        cert_wait - base_wait < 5.0,
+        "until_first_call {base_wait} → {cert_wait} ms"
+    );
+    // 20 ms between Accept and Handshake: the wait grows, the work does not.
+    assert!(
+        (18.0..35.0).contains(&(acc_wait - base_wait)),
+        "until_first_call {base_wait} → {acc_wait} ms"
+    );
+    assert!(
+        acc_work - base_work < 5.0,
+        "work {base_work} → {acc_work} ms"
+    );
+}
+
+#[test]
+fn short_lived_clients_and_servers_each_get_their_own_handshakes() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let go = go_peers(dir.path());
+    let out = dir.path().join("obs.json");
+    let port = nginx.port.to_string();
+    // openssl s_client drives its handshake through SSL_read/SSL_write.
+    let mut args = vec![
+        "--interface",
+        "lo",
+        "--port",
+        &port,
+        "--probes",
+        "--probe-read-write",
+        "--exe",
+        LIBSSL,
+    ];
+    let go_client_path = go.as_ref().map(|(_, c)| c.to_str().unwrap().to_string());
+    if let Some(c) = &go_client_path {
+        args.extend(["--exe", c.as_str()]);
+    }
+    let child = observe(&args, &out);
+    let mut clients = Vec::new();
+    for _ in 0..2 {
+        let c = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "--cacert",
+                &nginx.root,
+                &nginx.url(),
+            ])
+            .spawn()
+            .unwrap();
+        clients.push(("curl", c.id()));
+        assert!(c.wait_with_output().unwrap().status.success());
+    }
+    for _ in 0..2 {
+        // A line on stdin, as `echo | openssl s_client` (at EOF it closes before its
+        // handshake call returns).
+        let mut c = Command::new("openssl")
+            .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+            .args(["-CAfile", &nginx.root, "-servername", "localhost"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        clients.push(("openssl", c.id()));
+        {
+            use std::io::Write;
+            let mut stdin = c.stdin.take().unwrap();
+            stdin.write_all(b"\n").unwrap();
+        }
+        let _ = c.wait_with_output().unwrap();
+    }
+    if let Some(c) = &go_client_path {
+        go_client(
+            Path::new(c),
+            &format!("127.0.0.1:{port}"),
+            Path::new(&nginx.root).parent().unwrap(),
+            2,
+        );
+    }
+    let expected = 4 + if go.is_some() { 2 } else { 0 };
+    nginx.log_lines(expected);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    for (comm, pid) in &clients {
+        let row = format!("{comm} (pid {pid}) client");
+        assert_eq!(
+            count(p, "by_process", &row),
+            1,
+            "{row}: {}",
+            p["by_process"]
+        );
+    }
+    if go.is_some() {
+        let rows = p["by_process"].as_object().unwrap();
+        let go_rows: Vec<_> = rows
+            .keys()
+            .filter(|k| k.starts_with("tlsclient (pid "))
+            .collect();
+        assert_eq!(go_rows.len(), 1, "{go_rows:?}");
+        assert_eq!(count(p, "by_process", go_rows[0]), 2);
+    }
+    let server = format!("nginx (pid {}) server", nginx.pid());
+    assert_eq!(
+        count(p, "by_process", &server),
+        expected as u64,
+        "{}",
+        p["by_process"]
+    );
+    // Client records joined the wire too: their kind is known.
+    assert_eq!(
+        count(p, "by_kind", "client all"),
+        expected as u64,
+        "{}",
+        p["by_kind"]
+    );
+}
+
+#[test]
+fn openssl_s_server_is_probed_through_ssl_accept() {
+    if !root() || !common::have("openssl", "openssl s_server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = Command::new("openssl")
+        .args([
+            "s_server",
+            "-accept",
+            &format!("127.0.0.1:{port}"),
+            "-rev",
+            "-quiet",
+        ])
+        .args(["-cert", pki.join("server-chain.pem").to_str().unwrap()])
+        .args(["-key", pki.join("server.key").to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Ready when it accepts a connection.
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = dir.path().join("s.json");
+    let pid = server.id().to_string();
+    let child = observe(&["--probes", "--pid", &pid], &out);
+    for _ in 0..3 {
+        let _ = Command::new("openssl")
+            .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+            .args(["-CAfile", pki.join("root.pem").to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let _ = server.kill();
+    let _ = server.wait();
+    let p = probes(&doc);
+    assert_eq!(
+        count(p, "by_process", &format!("openssl (pid {pid}) server")),
+        3,
+        "{}",
+        p["by_process"]
+    );
+    assert_eq!(doc["sources"][0]["kind"], "probes");
+}
+
+#[test]
+fn probes_refuse_what_they_cannot_probe_in_words() {
+    let r = tlsperf(["observe", "--probes"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("--probes alone needs --pid PID or --exe PATH"),
+        "{}",
+        r.stderr
+    );
+    let r = tlsperf(["observe", "--probes", "--pcap", "x.pcap"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    if !root() {
+        return;
+    }
+    let r = tlsperf(["observe", "--probes", "--exe", "/bin/true"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no TLS library tlsperf can probe"),
+        "{}",
+        r.stderr
+    );
+    let r = tlsperf(["observe", "--probes", "--pid", "4194304"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("no such process"), "{}", r.stderr);
+    // A process with no TLS library: this test's own `sleep`.
+    let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+    let r = tlsperf(["observe", "--probes", "--pid", &sleep.id().to_string()]);
+    let _ = sleep.kill();
+    let _ = sleep.wait();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no TLS library tlsperf can probe"),
+        "{}",
+        r.stderr
+    );
+}
