@@ -501,3 +501,114 @@ fn probes_refuse_what_they_cannot_probe_in_words() {
         r.stderr
     );
 }
+
+/// `p` of `phase` in `row`, ms.
+fn q_ms(p: &Value, row: &str, phase: &str, q: &str) -> f64 {
+    p["by_kind"][row]["phases"][phase]["quantiles"][q]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {phase} {q} in {row}: {}", p["by_kind"])) as f64
+        / 1e6
+}
+
+#[test]
+fn a_client_behind_a_40ms_link_is_waited_for_not_worked_on() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    let pid = nginx.pid().to_string();
+    let child = observe(&["--probes", "--pid", &pid], &out);
+    let url = format!("https://127.0.0.1:{}/", nginx.port);
+    let run = tlsperf([
+        "handshake",
+        &url,
+        "-n",
+        "6",
+        "--resume",
+        "off",
+        "--link",
+        "rtt=40ms",
+        "--cacert",
+        &nginx.root,
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    assert_eq!(count(p, "by_kind", "server all"), 6, "{}", p["by_kind"]);
+    // After its flight the server waits one round trip for the client's Finished.
+    let waiting = q_ms(p, "server all", "waiting_for_peer", "p50_ns");
+    assert!(
+        (38.0..60.0).contains(&waiting),
+        "waiting_for_peer p50 {waiting} ms"
+    );
+    let work = q_ms(p, "server all", "work", "p50_ns");
+    assert!(work < 5.0, "work p50 {work} ms");
+}
+
+#[test]
+fn a_stopped_nginx_shows_as_waiting_not_as_work() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    let pid = nginx.pid().to_string();
+    let child = observe(&["--probes", "--pid", &pid], &out);
+    let mut load = Command::new(bin())
+        .args([
+            "load",
+            &nginx.url(),
+            "--new-conn",
+            "--resume",
+            "off",
+            "--rate",
+            "100",
+        ])
+        .args(["-d", "2s", "-c", "4", "--cacert", &nginx.root, "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Three 50 ms stops of the server while the load runs.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(400));
+        Command::new("/bin/kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        Command::new("/bin/kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap();
+    }
+    assert!(load.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    assert!(count(p, "by_kind", "server all") >= 150, "{}", p["by_kind"]);
+    // Connections that arrived during a stop waited in the accept queue or for the
+    // first call.
+    let queued = q_ms(p, "server all", "accept_queue", "max_ns").max(q_ms(
+        p,
+        "server all",
+        "until_first_call",
+        "max_ns",
+    ));
+    assert!(
+        queued >= 35.0,
+        "the longest wait before the first call was {queued} ms"
+    );
+    // The work of nine in ten handshakes is untouched (a stop inside a call is rare).
+    let work = q_ms(p, "server all", "work", "p90_ns");
+    assert!(work < 5.0, "work p90 {work} ms");
+}

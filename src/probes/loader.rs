@@ -34,13 +34,15 @@ const GO_TRACEPOINTS: [(&str, &str, &str); 2] = [
 ];
 
 /// OpenSSL's exported calls: (symbol, entry program, with the return probe).
-const OPENSSL_CALLS: [(&str, &str, bool); 12] = [
+const OPENSSL_CALLS: [(&str, &str, bool); 14] = [
     ("SSL_set_fd", "ssl_set_fd", false),
     ("SSL_set_accept_state", "ssl_set_accept_state", false),
     ("SSL_set_connect_state", "ssl_set_connect_state", false),
     ("SSL_do_handshake", "ssl_do_handshake", true),
     ("SSL_accept", "ssl_accept", true),
     ("SSL_connect", "ssl_connect", true),
+    ("SSL_read_early_data", "ssl_early_data", true),
+    ("SSL_write_early_data", "ssl_early_data", true),
     ("SSL_read", "ssl_read_write", true),
     ("SSL_write", "ssl_read_write", true),
     ("SSL_read_ex", "ssl_read_write", true),

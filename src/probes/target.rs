@@ -15,13 +15,15 @@ use super::gosym::{GoBinary, GoFunction, is_go_binary};
 
 /// The calls tlsperf probes in an OpenSSL-compatible library; `SSL_do_handshake` must be
 /// among a file's symbols for it to count as one.
-pub const OPENSSL_SYMBOLS: [&str; 12] = [
+pub const OPENSSL_SYMBOLS: [&str; 14] = [
     "SSL_set_fd",
     "SSL_set_accept_state",
     "SSL_set_connect_state",
     "SSL_do_handshake",
     "SSL_accept",
     "SSL_connect",
+    "SSL_read_early_data",
+    "SSL_write_early_data",
     "SSL_read",
     "SSL_write",
     "SSL_read_ex",

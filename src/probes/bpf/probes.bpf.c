@@ -688,8 +688,12 @@ int ssl_set_accept_state(struct pt_regs *ctx) { return set_role(PT_REGS_PARM1(ct
 SEC("uprobe")
 int ssl_set_connect_state(struct pt_regs *ctx) { return set_role(PT_REGS_PARM1(ctx), ROLE_CLIENT); }
 
-// Entry of a call that may drive the handshake. `driving`: SSL_do_handshake, SSL_accept
-// and SSL_connect always do; SSL_read/SSL_write only while the handshake is pending.
+// Entry of a call that may drive the handshake. `driving`: 1 for SSL_do_handshake,
+// SSL_accept and SSL_connect, which always do (and end it by returning 1); 2 for
+// SSL_read_early_data/SSL_write_early_data, which drive it without ending it (nginx with
+// ssl_early_data on writes the server's flight from SSL_read_early_data); 0 for
+// SSL_read/SSL_write, which drive it only while it is pending (and end it by returning
+// more than 0).
 static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -753,7 +757,8 @@ static __always_inline int call_return(s64 ret)
 	st->work_ns += now - f.enter_ns;
 	st->calls += 1;
 	st->last_ns = now;
-	if (ret != 1 && !(ret > 0 && !f.driving))
+	int finished = f.driving == 1 ? ret == 1 : f.driving == 0 && ret > 0;
+	if (!finished)
 		return 0;
 	struct hs_state done = *st;
 	emit(&k, &done, now, RESULT_OK);
@@ -776,6 +781,9 @@ int ssl_accept(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 1, R
 
 SEC("uprobe")
 int ssl_connect(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 1, ROLE_CLIENT); }
+
+SEC("uprobe")
+int ssl_early_data(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 2, ROLE_UNKNOWN); }
 
 SEC("uprobe")
 int ssl_read_write(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 0, ROLE_UNKNOWN); }
