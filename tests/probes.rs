@@ -489,6 +489,21 @@ fn probes_refuse_what_they_cannot_probe_in_words() {
     let r = tlsperf(["observe", "--probes", "--pid", "4194304"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("no such process"), "{}", r.stderr);
+    // Without the capabilities (root whose bounding set setpriv emptied).
+    if common::have("setpriv", "a run without capabilities") {
+        let out = Command::new("setpriv")
+            .args(["--bounding-set", "-all", "--inh-caps", "-all", "--"])
+            .arg(bin())
+            .args(["observe", "--probes", "--pid", "1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("needs the capabilities CAP_BPF and CAP_PERFMON"),
+            "{err}"
+        );
+    }
     // A process with no TLS library: this test's own `sleep`.
     let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
     let r = tlsperf(["observe", "--probes", "--pid", &sleep.id().to_string()]);

@@ -4,13 +4,17 @@
 //! observation holds one distribution per phase, not rounds, so each row is a percentile
 //! compared by its ratio (A ÷ B, lower being better), without a significance test (a note says so). Only kinds
 //! and phases with at least one handshake in an observation give rows; the ports
-//! observed are the setting.
+//! observed are the setting. With `--probes`, a second section does the same for each
+//! role and kind of the processes' view and each of its phases.
 
 use super::result::{Observation, PHASES};
+use crate::probes::report::PROBE_PHASES;
 use crate::stats::Direction;
 use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
 
 const SECTION: &str = "phases";
+/// Inside the processes (`--probes`): per role and kind, each probe phase.
+const PROBES: &str = "probes";
 
 /// The kinds, in report order.
 const KINDS: [&str; 5] = ["all", "full", "full-hrr", "resumed", "0rtt"];
@@ -45,6 +49,30 @@ impl Comparable for Observation {
                 }
             }
         }
+        if let Some(p) = &self.probes {
+            for (key, row) in &p.by_kind {
+                for (phase, _) in PROBE_PHASES {
+                    let Some(d) = row.phases.get(phase).filter(|d| d.quantiles.count > 0) else {
+                        continue;
+                    };
+                    for (stat, ns) in [("p50", d.quantiles.p50_ns), ("p99", d.quantiles.p99_ns)] {
+                        rows.push(Row {
+                            section: PROBES,
+                            identity: Identity(vec![
+                                ("role, kind", key.clone()),
+                                ("phase", phase.to_string()),
+                                ("statistic", stat.to_string()),
+                            ]),
+                            unit: "ms".into(),
+                            direction: Direction::LowerIsBetter,
+                            rounds: None,
+                            median: Some(ns as f64 / 1e6),
+                            context: None,
+                        });
+                    }
+                }
+            }
+        }
         let ports = if self.ports.is_empty() {
             "every port".to_string()
         } else {
@@ -55,10 +83,16 @@ impl Comparable for Observation {
                 .join(",")
         };
         RowSet {
-            sections: vec![Section {
-                name: SECTION,
-                title: "Handshake phases by kind (percentiles of the capture)",
-            }],
+            sections: vec![
+                Section {
+                    name: SECTION,
+                    title: "Handshake phases by kind (percentiles of the capture)",
+                },
+                Section {
+                    name: PROBES,
+                    title: "Inside the processes, by role and kind (percentiles of --probes)",
+                },
+            ],
             rows,
             settings: vec![("ports".to_string(), ports)],
             notes: vec![format!(
@@ -133,6 +167,33 @@ mod tests {
             .unwrap();
         assert!((connect.ratio.unwrap() - 1.0).abs() < 1e-9);
         assert!(c.warnings.iter().any(|w| w.contains("not rounds")));
+    }
+
+    #[test]
+    fn probe_phases_are_rows_of_their_own() {
+        use crate::probes::report::{ProbeReport, ProbeRow};
+        let mut a = observed(10, 2);
+        let mut b = observed(10, 2);
+        for (o, work_ms) in [(&mut a, 1), (&mut b, 21)] {
+            let mut h = crate::stats::LatencyHistogram::new();
+            h.record_ns(work_ms * 1_000_000).unwrap();
+            let mut row = ProbeRow {
+                handshakes: 1,
+                ..ProbeRow::default()
+            };
+            row.phases
+                .insert("work".into(), crate::stats::histogram::Dist::of(h));
+            let mut p = ProbeReport::default();
+            p.by_kind.insert("server all".into(), row);
+            o.probes = Some(p);
+        }
+        let c = compare_rows(&a.row_set(), &b.row_set(), &RowOptions::default()).unwrap();
+        let work = c
+            .rows
+            .iter()
+            .find(|r| r.label == "server all work p50")
+            .unwrap();
+        assert!(work.ratio.unwrap() < 0.1, "{:?}", work.ratio);
     }
 
     #[test]

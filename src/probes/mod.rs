@@ -100,9 +100,11 @@ pub fn check_kernel() -> Result<Vec<String>, ProbeError> {
     // CAP_SYS_ADMIN 21; CAP_PERFMON 38, CAP_BPF 39 (Linux 5.8+).
     if !(has(21) || (has(38) && has(39))) {
         return Err(ProbeError::Unsupported(
-            "--probes needs root, or the capabilities CAP_BPF and CAP_PERFMON (e.g. sudo \
-             setcap cap_bpf,cap_perfmon,cap_dac_read_search+ep $(command -v tlsperf)); \
-             packet observation works without them"
+            "--probes needs the capabilities CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), \
+             which this process does not have: run it as root (in a container, one given \
+             those capabilities), or grant them with sudo setcap \
+             cap_bpf,cap_perfmon,cap_dac_read_search+ep $(command -v tlsperf); packet \
+             observation works without them"
                 .into(),
         ));
     }
