@@ -16,7 +16,12 @@
 #   CLK_TCK) before and after the load, the handshakes nginx did (access-log lines
 #   added); CPU µs per handshake = CPU seconds ÷ handshakes. B rounds: the probes'
 #   counts.received and counts.lost beside nginx's count (they must be equal, lost 0).
-# - at the end: median CPU µs per handshake of A and of B, B ÷ A (target ≤ 1.05).
+# - F rounds, when bpftrace is installed: the floor. bpftrace attaches empty programs
+#   to the same tracepoints and the same libssl entry and return points as the probes
+#   (not SSL_free, whose probe sits 3 bytes in, an offset bpftrace 0.17 refuses): what
+#   the kernel's uprobes and tracepoints cost before any of tlsperf's own BPF code runs.
+#   Rounds then go A B F A B F …
+# - at the end: median CPU µs per handshake of A, B (and F), B ÷ A (target ≤ 1.05), F ÷ A.
 # A warm-up load (200 requests, not counted) runs first. Loopback only; everything made
 # goes in a temporary directory, removed on every exit.
 #
@@ -112,12 +117,44 @@ echo
 # Warm-up, not counted.
 load 200 > /dev/null
 
-echo "| round | probes | handshakes (nginx) | resumed / not TLS 1.3 | load failed | handshakes/s | worker CPU s | CPU µs/handshake | probes received | probes lost |"
-echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| round | probes | handshakes (nginx) | resumed / not TLS 1.3 | load failed | handshakes/s | worker CPU s | CPU µs/handshake | probes received | probes lost | probed work p50 µs |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 : > "$work/results"
 bad=0
+cycle=2
+command -v bpftrace > /dev/null && cycle=3
 for r in $(seq 1 "$rounds"); do
-  if [ $((r % 2)) = 1 ]; then mode=A; else mode=B; fi
+  case $((r % cycle)) in
+    1) mode=A ;;
+    2) mode=B ;;
+    *) mode=F ;;
+  esac
+  if [ "$mode" = F ]; then
+    libssl=$(awk '$6 ~ /libssl\.so/ {print $6; exit}' "/proc/$worker/maps")
+    {
+      for t in sched:sched_process_fork sock:inet_sock_set_state syscalls:sys_enter_accept4 \
+        syscalls:sys_exit_accept4 syscalls:sys_enter_accept syscalls:sys_exit_accept \
+        syscalls:sys_enter_connect syscalls:sys_exit_connect; do
+        echo "tracepoint:$t {}"
+      done
+      for f in SSL_set_fd SSL_set_accept_state SSL_set_connect_state; do
+        echo "uprobe:$libssl:$f {}"
+      done
+      for f in SSL_do_handshake SSL_accept SSL_connect SSL_read_early_data SSL_write_early_data; do
+        echo "uprobe:$libssl:$f {}"
+        echo "uretprobe:$libssl:$f {}"
+      done
+    } > "$work/floor.bt"
+    "${gen[@]}" bpftrace "$work/floor.bt" > "$work/bt.out" 2>&1 &
+    observer=$!
+    for _ in $(seq 300); do
+      grep -q Attaching "$work/bt.out" && break
+      kill -0 "$observer" 2>/dev/null || break
+      sleep 0.1
+    done
+    grep -q Attaching "$work/bt.out" || { echo "bpftrace did not start:" >&2; cat "$work/bt.out" >&2; exit 1; }
+    sleep 1
+  fi
   if [ "$mode" = B ]; then
     rm -f "$work/obs.json"
     "${gen[@]}" "$bin" observe --probes --pid "$master_pid" --json --out "$work/obs.json" \
@@ -137,12 +174,18 @@ for r in $(seq 1 "$rounds"); do
   lines1=$(log_lines)
   received=-
   lost=-
+  work_p50=-
+  if [ "$mode" = F ]; then
+    kill -INT "$observer"
+    wait "$observer" || true
+    observer=""
+  fi
   if [ "$mode" = B ]; then
     kill -INT "$observer"
     wait "$observer" || true
     observer=""
     [ -s "$work/obs.json" ] || { echo "observe --probes wrote no result:" >&2; cat "$work/obs.err" >&2; exit 1; }
-    read -r received lost < <(python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["probes"]["counts"]; print(c["received"], c["lost"])' "$work/obs.json")
+    read -r received lost work_p50 < <(python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))["probes"]; c = p["counts"]; w = p["by_kind"].get("server all", {}).get("phases", {}).get("work", {}).get("quantiles", {}).get("p50_ns"); print(c["received"], c["lost"], "-" if w is None else round(w / 1000, 1))' "$work/obs.json")
   fi
   hs=$((lines1 - lines0))
   odd=$(tail -n "$hs" "$log" | awk '$2 != "TLSv1.3" || $3 != "." {k++} END {print k + 0}')
@@ -150,7 +193,8 @@ for r in $(seq 1 "$rounds"); do
   read -r cpu_s us < <(python3 -c 'import sys; t, tck, hs = map(int, sys.argv[1:]); print("%.2f" % (t / tck), "%.1f" % (t / tck * 1e6 / hs if hs else 0))' "$((c1 - c0))" "$tck" "$hs")
   echo "$mode $us $rate" >> "$work/results"
   if [ "$mode" = B ] && { [ "$lost" != 0 ] || [ "$received" != "$hs" ]; }; then bad=1; fi
-  echo "| $r | $([ "$mode" = B ] && echo "B (with)" || echo "A (without)") | $hs | $odd | $failed | $rate | $cpu_s | $us | $received | $lost |"
+  case $mode in A) label="A (without)" ;; B) label="B (with)" ;; *) label="F (floor)" ;; esac
+  echo "| $r | $label | $hs | $odd | $failed | $rate | $cpu_s | $us | $received | $lost | $work_p50 |"
 done
 
 echo
@@ -160,15 +204,14 @@ rows = [l.split() for l in open(sys.argv[1])]
 def med(mode, i):
     v = [float(r[i]) for r in rows if r[0] == mode]
     return statistics.median(v) if v else None
-a, b = med("A", 1), med("B", 1)
-ra, rb = med("A", 2), med("B", 2)
-print("| | without probes (A) | with probes (B) | B ÷ A |")
-print("|---|---:|---:|---:|")
-ratio = f"{b / a:.3f}" if a and b else "-"
+a, b, f = med("A", 1), med("B", 1), med("F", 1)
+ra, rb, rf = med("A", 2), med("B", 2), med("F", 2)
+print("| | without probes (A) | with probes (B) | floor (F) | B ÷ A | F ÷ A |")
+print("|---|---:|---:|---:|---:|---:|")
+div = lambda x, y: f"{x / y:.3f}" if x and y else "-"
 fmt = lambda x, f: "-" if x is None else f.format(x)
-print(f"| median worker CPU µs per handshake | {fmt(a, '{:.1f}')} | {fmt(b, '{:.1f}')} | {ratio} (target ≤ 1.05) |")
-rr = f"{rb / ra:.3f}" if ra and rb else "-"
-print(f"| median handshakes/s | {fmt(ra, '{:,.0f}')} | {fmt(rb, '{:,.0f}')} | {rr} |")
+print(f"| median worker CPU µs per handshake | {fmt(a, '{:.1f}')} | {fmt(b, '{:.1f}')} | {fmt(f, '{:.1f}')} | {div(b, a)} (target ≤ 1.05) | {div(f, a)} |")
+print(f"| median handshakes/s | {fmt(ra, '{:,.0f}')} | {fmt(rb, '{:,.0f}')} | {fmt(rf, '{:,.0f}')} | {div(rb, ra)} | {div(rf, ra)} |")
 PY
 echo
 if [ "$bad" = 0 ]; then
