@@ -28,8 +28,9 @@ fn root() -> bool {
     true
 }
 
-/// Starts `tlsperf observe ARGS --json --out OUT` and returns once it is probing.
-fn observe(args: &[&str], out: &Path) -> Child {
+/// Starts `tlsperf observe ARGS --json --out OUT` and returns once it is probing, with
+/// what it said on stderr until then.
+fn observe_said(args: &[&str], out: &Path) -> (Child, String) {
     let mut child = Command::new(bin())
         .arg("observe")
         .args(args)
@@ -51,6 +52,7 @@ fn observe(args: &[&str], out: &Path) -> Child {
             break;
         }
     }
+    let said = seen.clone();
     // The rest of stderr is drained so that the child never blocks on it.
     std::thread::spawn(move || {
         let mut sink = String::new();
@@ -58,7 +60,26 @@ fn observe(args: &[&str], out: &Path) -> Child {
             sink.clear();
         }
     });
-    child
+    (child, said)
+}
+
+fn observe(args: &[&str], out: &Path) -> Child {
+    observe_said(args, out).0
+}
+
+/// GET http://ADDR/metrics, the body.
+fn metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
 }
 
 /// Stops `child` (SIGINT, as Ctrl-C), checks it exited 130 and returns its document.
@@ -439,7 +460,16 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
     }
     let out = dir.path().join("s.json");
     let pid = server.id().to_string();
-    let child = observe(&["--probes", "--pid", &pid], &out);
+    let (child, said) = observe_said(
+        &["--probes", "--pid", &pid, "--metrics", "127.0.0.1:0"],
+        &out,
+    );
+    let addr = said
+        .lines()
+        .find_map(|l| l.split("metrics: http://").nth(1))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("no metrics address in {said}"))
+        .to_string();
     for _ in 0..3 {
         let _ = Command::new("openssl")
             .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
@@ -450,7 +480,9 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
             .output()
             .unwrap();
     }
-    std::thread::sleep(Duration::from_millis(300));
+    // The metrics are updated once a second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let text = metrics(&addr);
     let doc = stop(child, &out);
     let _ = server.kill();
     let _ = server.wait();
@@ -460,6 +492,16 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
         3,
         "{}",
         p["by_process"]
+    );
+    assert!(
+        text.contains(
+            r#"tlsperf_observe_probe_handshakes_total{comm="openssl",role="server",result="ok"} 3"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"tlsperf_observe_probe_phase_seconds_count{role="server",phase="work"} 3"#),
+        "{text}"
     );
     assert_eq!(doc["sources"][0]["kind"], "probes");
 }

@@ -27,7 +27,7 @@ use crate::report::text::observation;
 pub struct ObserveArgs {
     /// A capture file to analyze: pcap or pcapng, as `tcpdump -w FILE` writes it
     /// (Ethernet, Linux cooked, raw IP or loopback link layer).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "interface")]
     pcap: Option<PathBuf>,
     /// Capture live on this interface (e.g. eth0, lo); needs CAP_NET_RAW. A terminal
     /// shows the table refreshed every second; Ctrl-C stops and keeps what was seen
@@ -61,7 +61,8 @@ pub struct ObserveArgs {
     /// Stop a live capture after this long, e.g. 30s (else at Ctrl-C).
     #[arg(long, value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
-    /// Serve Prometheus /metrics here while capturing live (IP:PORT or HOST:PORT).
+    /// Serve Prometheus /metrics here while capturing live or probing (IP:PORT or
+    /// HOST:PORT).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
     /// Write the result document (JSON, atomically), accepted by `tlsperf merge` and
@@ -145,22 +146,7 @@ fn live(
 ) -> Result<Observation, CliError> {
     let capture = LiveCapture::open(interface, &options.ports)?;
     let mut probes = start_probes(args, true, out)?;
-    let metrics = Arc::new(ObserveMetrics::new());
-    let _server = match &args.metrics {
-        Some(addr) => {
-            let listener = std::net::TcpListener::bind(addr.as_str()).map_err(|e| {
-                CliError::input(format!("--metrics {addr}: cannot listen there: {e}"))
-            })?;
-            let local = listener
-                .local_addr()
-                .map_err(|e| CliError::runtime(e.into()))?;
-            let server = MetricsServer::start(listener, Arc::clone(&metrics))
-                .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("--metrics")))?;
-            out.note(format!("metrics: http://{local}/metrics"));
-            Some(server)
-        }
-        None => None,
-    };
+    let (metrics, _server) = start_metrics(args, out)?;
     let stop = Arc::new(AtomicBool::new(false));
     // One worker thread for the signal handlers (registered before the capture starts);
     // the capture itself runs on this thread, blocking, until `stop` or --duration.
@@ -180,6 +166,30 @@ fn live(
             Ok(result)
         },
     )
+}
+
+/// The metrics, and their server when `--metrics` asks for one.
+fn start_metrics(
+    args: &ObserveArgs,
+    out: &Output,
+) -> Result<(Arc<ObserveMetrics>, Option<MetricsServer>), CliError> {
+    let metrics = Arc::new(ObserveMetrics::new());
+    let server = match &args.metrics {
+        Some(addr) => {
+            let listener = std::net::TcpListener::bind(addr.as_str()).map_err(|e| {
+                CliError::input(format!("--metrics {addr}: cannot listen there: {e}"))
+            })?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| CliError::runtime(e.into()))?;
+            let server = MetricsServer::start(listener, Arc::clone(&metrics))
+                .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("--metrics")))?;
+            out.note(format!("metrics: http://{local}/metrics"));
+            Some(server)
+        }
+        None => None,
+    };
+    Ok((metrics, server))
 }
 
 /// Starts the probes when asked for (`join`: with a capture to join them to).
@@ -206,6 +216,7 @@ fn probes_only(args: &ObserveArgs, out: &Output) -> Result<Observation, CliError
             "give --pcap FILE, --interface IF or --probes",
         ));
     };
+    let (metrics, _server) = start_metrics(args, out)?;
     let mut names: Vec<String> = args.pids.iter().map(|p| format!("pid {p}")).collect();
     names.extend(args.exes.iter().map(|e| e.display().to_string()));
     let name = names.join(", ");
@@ -227,11 +238,19 @@ fn probes_only(args: &ObserveArgs, out: &Output) -> Result<Observation, CliError
         move || flag.store(true, Ordering::Relaxed),
         || {},
         async {
-            let mut o = observe_probes(&mut session, name, args.duration, &stop, |snapshot| {
-                if redraw {
-                    let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
-                }
-            });
+            let metrics = args.metrics.is_some().then_some(metrics);
+            let mut o = observe_probes(
+                &mut session,
+                name,
+                args.duration,
+                metrics,
+                &stop,
+                |snapshot| {
+                    if redraw {
+                        let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
+                    }
+                },
+            );
             if redraw {
                 let _ = out.text("\x1b[H\x1b[2J");
             }

@@ -1,6 +1,7 @@
 //! `tlsperf observe --metrics ADDR`: the observation as Prometheus metrics
 //! (prometheus-client), for running next to a production gateway: handshakes by kind,
-//! phase histograms by kind and phase, failures by reason, the kernel's drop counter;
+//! phase histograms by kind and phase, failures by reason, the kernel's drop counter,
+//! and with `--probes` the processes' handshakes and phases and the records lost;
 //! served at `/metrics` by a small hyper server on its own thread.
 
 use std::convert::Infallible;
@@ -19,6 +20,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::timeline::{Failure, Outcome};
+use crate::probes::event::{HandshakeResult, ProbeRecord};
+use crate::probes::report::ProbeCounts;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
@@ -28,6 +31,20 @@ struct KindLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
     kind: String,
+    phase: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProbeLabels {
+    /// The process's name (not its pid: short-lived clients would make a series each).
+    comm: String,
+    role: String,
+    result: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProbePhaseLabels {
+    role: String,
     phase: String,
 }
 
@@ -49,6 +66,10 @@ pub struct ObserveMetrics {
     failures: Family<ReasonLabels, Counter>,
     drops: Counter,
     drops_seen: AtomicU64,
+    probe_handshakes: Family<ProbeLabels, Counter>,
+    probe_phases: Family<ProbePhaseLabels, Histogram, fn() -> Histogram>,
+    probe_lost: Counter,
+    probe_lost_seen: AtomicU64,
 }
 
 impl std::fmt::Debug for ObserveMetrics {
@@ -102,6 +123,26 @@ impl ObserveMetrics {
             "Frames the kernel dropped before tlsperf read them",
             drops.clone(),
         );
+        let probe_handshakes = Family::<ProbeLabels, Counter>::default();
+        let probe_phases: Family<ProbePhaseLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(phase_histogram);
+        let probe_lost = Counter::default();
+        registry.register(
+            "probe_handshakes",
+            "Handshakes seen inside processes by --probes, by process name, role and result",
+            probe_handshakes.clone(),
+        );
+        registry.register(
+            "probe_phase_seconds",
+            "Completed handshakes' phases inside the process (accept_queue, \
+             until_first_call, work, waiting_for_peer, span), by role",
+            probe_phases.clone(),
+        );
+        registry.register(
+            "probe_lost_events",
+            "Probe records lost (ring buffer full) or dropped by tlsperf",
+            probe_lost.clone(),
+        );
         ObserveMetrics {
             registry,
             handshakes,
@@ -109,6 +150,10 @@ impl ObserveMetrics {
             failures,
             drops,
             drops_seen: AtomicU64::new(0),
+            probe_handshakes,
+            probe_phases,
+            probe_lost,
+            probe_lost_seen: AtomicU64::new(0),
         }
     }
 
@@ -154,6 +199,44 @@ impl ObserveMetrics {
             }
             _ => {}
         }
+    }
+
+    /// Counts one probed handshake (`--probes`).
+    pub fn probe(&self, r: &ProbeRecord) {
+        let role = r.role.name();
+        self.probe_handshakes
+            .get_or_create(&ProbeLabels {
+                comm: r.comm.clone(),
+                role: role.into(),
+                result: r.result.name().into(),
+            })
+            .inc();
+        if r.result != HandshakeResult::Ok {
+            return;
+        }
+        for (phase, v) in [
+            ("accept_queue", r.accept_queue_ns()),
+            ("until_first_call", r.until_first_call_ns()),
+            ("work", Some(r.work_ns)),
+            ("waiting_for_peer", Some(r.waiting_ns)),
+            ("span", Some(r.span_ns())),
+        ] {
+            if let Some(ns) = v {
+                self.probe_phases
+                    .get_or_create(&ProbePhaseLabels {
+                        role: role.into(),
+                        phase: phase.into(),
+                    })
+                    .observe(ns as f64 / 1e9);
+            }
+        }
+    }
+
+    /// The probes' lost and dropped records, cumulative.
+    pub fn probe_lost(&self, c: &ProbeCounts) {
+        let total = c.lost.saturating_add(c.dropped);
+        let before = self.probe_lost_seen.swap(total, Ordering::Relaxed);
+        self.probe_lost.inc_by(total.saturating_sub(before));
     }
 
     /// The kernel's drop counter, cumulative.

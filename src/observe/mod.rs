@@ -230,6 +230,9 @@ pub fn observe_live(
     if let Some(index) = probes.as_ref().and_then(|p| p.wire_index()) {
         analyzer.join_probes(index);
     }
+    if let (Some(p), Some(m)) = (probes.as_deref_mut(), &opts.metrics) {
+        export_probes(p, m);
+    }
     let started = Instant::now();
     let mut last_tick = started;
     let mut buf = vec![0u8; live::SNAPLEN];
@@ -256,7 +259,11 @@ pub fn observe_live(
             let mut snapshot = analyzer.snapshot();
             if let Some(p) = probes.as_deref_mut() {
                 p.poll(false);
-                snapshot.probes = Some(p.snapshot());
+                let report = p.snapshot();
+                if let Some(m) = &opts.metrics {
+                    m.probe_lost(&report.counts);
+                }
+                snapshot.probes = Some(report);
             }
             tick(&snapshot);
         }
@@ -280,6 +287,12 @@ pub fn observe_live(
     Ok(o)
 }
 
+/// Counts every probed handshake in `metrics` too.
+fn export_probes(probes: &mut crate::probes::Session, metrics: &Arc<metrics::ObserveMetrics>) {
+    let m = Arc::clone(metrics);
+    probes.on_record(crate::probes::Listener(Box::new(move |r| m.probe(r))));
+}
+
 /// Observes inside processes only (`--probes` without a capture) until `duration` has
 /// passed or `stop` is set, calling `tick` about once a second. The session is the
 /// caller's to finish; the observation has no packets.
@@ -287,9 +300,13 @@ pub fn observe_probes(
     probes: &mut crate::probes::Session,
     name: String,
     duration: Option<Duration>,
+    metrics: Option<Arc<metrics::ObserveMetrics>>,
     stop: &AtomicBool,
     mut tick: impl FnMut(&Observation),
 ) -> Observation {
+    if let Some(m) = &metrics {
+        export_probes(probes, m);
+    }
     let mut o = Observation::new(
         vec![result::Source {
             kind: "probes".into(),
@@ -311,7 +328,11 @@ pub fn observe_probes(
         if last_tick.elapsed() >= live::TICK {
             last_tick = Instant::now();
             probes.poll(false);
-            o.probes = Some(probes.snapshot());
+            let report = probes.snapshot();
+            if let Some(m) = &metrics {
+                m.probe_lost(&report.counts);
+            }
+            o.probes = Some(report);
             o.duration_s = started.elapsed().as_secs_f64();
             tick(&o);
         }

@@ -216,9 +216,19 @@ impl WireIndex {
     }
 }
 
+/// Called with each probed handshake as it is aggregated (e.g. Prometheus metrics).
+pub struct Listener(pub Box<dyn FnMut(&ProbeRecord) + Send>);
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Listener")
+    }
+}
+
 /// The probes, running: attached in the kernel, a thread reading the ring buffer.
 #[derive(Debug)]
 pub struct Session {
+    listener: Option<Listener>,
     loaded: loader::Loaded,
     stop: Arc<AtomicBool>,
     reader: Option<JoinHandle<()>>,
@@ -304,6 +314,7 @@ impl Session {
         };
         Ok((
             Session {
+                listener: None,
                 loaded,
                 stop,
                 reader: Some(reader),
@@ -318,6 +329,11 @@ impl Session {
         ))
     }
 
+    /// Calls `listener` with every probed handshake from now on.
+    pub fn on_record(&mut self, listener: Listener) {
+        self.listener = Some(listener);
+    }
+
     /// Where the packet path puts its completed handshakes (when joining).
     pub fn wire_index(&self) -> Option<Arc<Mutex<WireIndex>>> {
         self.wire.clone()
@@ -327,6 +343,9 @@ impl Session {
     /// up to a few seconds (`all`: not any longer).
     pub fn poll(&mut self, all: bool) {
         while let Ok(r) = self.rx.try_recv() {
+            if let Some(Listener(f)) = &mut self.listener {
+                f(&r);
+            }
             self.pending.push_back((r, Instant::now()));
         }
         let Some(wire) = &self.wire else {
