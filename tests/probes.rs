@@ -236,6 +236,12 @@ fn nginx_probed_handshakes_equal_its_log_and_the_wire_gives_their_kind() {
         p["by_kind"]
     );
     assert_eq!(p["counts"]["matched_wire"], fresh + reused);
+    assert_eq!(
+        count(p, "by_sni", "localhost server"),
+        fresh + reused,
+        "{}",
+        p["by_sni"]
+    );
     // Every handshake is the worker's own, none anybody else's.
     let rows: Vec<&String> = p["by_process"].as_object().unwrap().keys().collect();
     assert_eq!(rows, [&format!("nginx (pid {pid}) server")], "{rows:?}");
@@ -668,4 +674,52 @@ fn a_stopped_nginx_shows_as_waiting_not_as_work() {
     // The work of nine in ten handshakes is untouched (a stop inside a call is rare).
     let work = q_ms(p, "server all", "work", "p90_ns");
     assert!(work < 5.0, "work p90 {work} ms");
+}
+
+#[test]
+fn a_pid_covers_the_processes_it_starts_later() {
+    if !root() || !common::have("curl", "curl started by a probed shell") {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    // A shell that starts two curls after the probes are attached; a third curl, not its
+    // child, must not be counted.
+    let script = format!(
+        "sleep 2; for i in 1 2; do curl -s -o /dev/null --cacert {} {}; done",
+        nginx.root,
+        nginx.url()
+    );
+    let mut shell = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let pid = shell.id().to_string();
+    // The shell has no TLS library of its own: --exe names the one its children load.
+    let child = observe(&["--probes", "--pid", &pid, "--exe", LIBSSL], &out);
+    let stranger = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "--cacert",
+            &nginx.root,
+            &nginx.url(),
+        ])
+        .status()
+        .unwrap();
+    assert!(stranger.success());
+    assert!(shell.wait().unwrap().success());
+    nginx.log_lines(3);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let rows = p["by_process"].as_object().unwrap();
+    let curls: Vec<_> = rows
+        .keys()
+        .filter(|k| k.starts_with("curl (pid "))
+        .collect();
+    assert_eq!(curls.len(), 2, "{rows:?}");
+    assert!(rows.keys().all(|k| !k.starts_with("nginx")), "{rows:?}");
+    assert_eq!(count(p, "by_kind", "client all"), 2, "{}", p["by_kind"]);
 }

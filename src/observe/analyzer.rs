@@ -51,6 +51,7 @@ impl Hooks {
                 server: h.server,
                 kind: h.kind.name(),
                 server_think_ns: h.phases.server_think,
+                sni: h.sni.clone(),
             });
         }
         agg.outcome(o);

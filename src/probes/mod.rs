@@ -158,7 +158,13 @@ pub fn check_kernel() -> Result<Vec<String>, ProbeError> {
 pub fn targets(opts: &ProbeOptions) -> Result<Vec<target::Target>, ProbeError> {
     let mut out = Vec::new();
     for pid in &opts.pids {
-        out.extend(target::pid_targets(*pid)?);
+        let found = target::pid_targets(*pid)?;
+        // A process with no TLS library yet may start some later: fine when --exe
+        // names what they will load.
+        if found.is_empty() && opts.exes.is_empty() {
+            return Err(target::no_library(*pid));
+        }
+        out.extend(found);
     }
     for exe in &opts.exes {
         out.push(target::exe_target(exe)?);
@@ -239,6 +245,9 @@ pub struct Session {
     pending: VecDeque<(ProbeRecord, Instant)>,
     wire: Option<Arc<Mutex<WireIndex>>>,
 }
+
+/// The most records waiting for their captured connection.
+const PENDING_KEPT: usize = 1 << 18;
 
 /// The records queued between the reader and [`Session::poll`].
 const QUEUE: usize = 1 << 16;
@@ -359,10 +368,13 @@ impl Session {
             Err(p) => p.into_inner(),
         };
         let mut keep = VecDeque::new();
-        for (r, at) in self.pending.drain(..) {
+        // Beyond PENDING_KEPT, the oldest wait no longer: memory stays bounded whatever
+        // the rate.
+        let over = self.pending.len().saturating_sub(PENDING_KEPT);
+        for (i, (r, at)) in self.pending.drain(..).enumerate() {
             match index.find(&r) {
                 Some(w) => self.agg.add(&r, Some(w)),
-                None if all || at.elapsed() > JOIN_WAIT => self.agg.add(&r, None),
+                None if all || i < over || at.elapsed() > JOIN_WAIT => self.agg.add(&r, None),
                 None => keep.push_back((r, at)),
             }
         }

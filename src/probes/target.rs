@@ -244,7 +244,7 @@ pub fn comm(pid: u32) -> Option<String> {
         .map(|s| s.trim_end().to_string())
 }
 
-/// `--pid PID`: the libraries the process and its descendants run.
+/// `--pid PID`: the libraries the process and its descendants run (none: an empty list).
 pub fn pid_targets(pid: u32) -> Result<Vec<Target>, ProbeError> {
     if !Path::new(&format!("/proc/{pid}")).exists() {
         return Err(ProbeError::Target(format!("--pid {pid}: no such process")));
@@ -279,15 +279,18 @@ pub fn pid_targets(pid: u32) -> Result<Vec<Target>, ProbeError> {
             out.push(t);
         }
     }
-    if out.is_empty() {
-        return Err(ProbeError::Target(format!(
-            "--pid {pid} ({}): no TLS library tlsperf can probe: no libssl.so in its memory \
-             map or its children's, and its executable is neither a Go program with \
-             crypto/tls nor linked with OpenSSL statically",
-            comm(pid).unwrap_or_else(|| "?".into())
-        )));
-    }
     Ok(out)
+}
+
+/// `--pid PID` names a process without any TLS library (and no `--exe` names one).
+pub fn no_library(pid: u32) -> ProbeError {
+    ProbeError::Target(format!(
+        "--pid {pid} ({}): no TLS library tlsperf can probe: no libssl.so in its memory map \
+         or its children's, and its executable is neither a Go program with crypto/tls nor \
+         linked with OpenSSL statically (for one that starts such programs later, name their \
+         library or executable with --exe too)",
+        comm(pid).unwrap_or_else(|| "?".into())
+    ))
 }
 
 /// A path from a process's view (its mount namespace) as this process can open it.

@@ -185,6 +185,40 @@ fn p50(d: Option<&crate::stats::histogram::Dist>) -> String {
         .map_or("-".to_string(), |d| ms(d.quantiles.p50_ns))
 }
 
+/// One probe breakdown (by process, by SNI): the busiest rows and their p50s.
+fn probe_rows(title: &str, map: &BTreeMap<String, ProbeRow>) -> String {
+    let mut rows: Vec<(&String, &ProbeRow)> = map.iter().collect();
+    rows.sort_by(|a, b| b.1.handshakes.cmp(&a.1.handshakes).then(a.0.cmp(b.0)));
+    let mut t = table(&[
+        title,
+        "handshakes",
+        "failed",
+        "accept queue p50 ms",
+        "until first call p50 ms",
+        "work p50 ms",
+        "waiting for peer p50 ms",
+    ]);
+    for (k, r) in rows.iter().take(SHOWN_ROWS) {
+        t.add_row(vec![
+            k.to_string(),
+            r.handshakes.to_string(),
+            r.failed.to_string(),
+            p50(r.phases.get("accept_queue")),
+            p50(r.phases.get("until_first_call")),
+            p50(r.phases.get("work")),
+            p50(r.phases.get("waiting_for_peer")),
+        ]);
+    }
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+    let mut s = render(&t);
+    s += "\n";
+    if rows.len() > SHOWN_ROWS {
+        s += &format!("… and {} more (see --json)\n", rows.len() - SHOWN_ROWS);
+    }
+    s += "\n";
+    s
+}
+
 /// The processes' view (`--probes`).
 fn probes(p: &ProbeReport) -> String {
     let c = &p.counts;
@@ -247,36 +281,10 @@ fn probes(p: &ProbeReport) -> String {
         s += &render(&t);
         s += "\n\n";
     }
-    if !p.by_process.is_empty() {
-        let mut rows: Vec<(&String, &ProbeRow)> = p.by_process.iter().collect();
-        rows.sort_by(|a, b| b.1.handshakes.cmp(&a.1.handshakes).then(a.0.cmp(b.0)));
-        let mut t = table(&[
-            "process, role",
-            "handshakes",
-            "failed",
-            "accept queue p50 ms",
-            "until first call p50 ms",
-            "work p50 ms",
-            "waiting for peer p50 ms",
-        ]);
-        for (k, r) in rows.iter().take(SHOWN_ROWS) {
-            t.add_row(vec![
-                k.to_string(),
-                r.handshakes.to_string(),
-                r.failed.to_string(),
-                p50(r.phases.get("accept_queue")),
-                p50(r.phases.get("until_first_call")),
-                p50(r.phases.get("work")),
-                p50(r.phases.get("waiting_for_peer")),
-            ]);
+    for (title, map) in [("process, role", &p.by_process), ("SNI, role", &p.by_sni)] {
+        if !map.is_empty() {
+            s += &probe_rows(title, map);
         }
-        right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
-        s += &render(&t);
-        s += "\n";
-        if rows.len() > SHOWN_ROWS {
-            s += &format!("… and {} more (see --json)\n", rows.len() - SHOWN_ROWS);
-        }
-        s += "\n";
     }
     if !p.slowest.is_empty() {
         s += "slowest server handshakes:\n";
