@@ -8,7 +8,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -106,51 +106,6 @@ fn p50_ms(p: &Value, table: &str, key: &str, phase: &str) -> f64 {
         .as_u64()
         .unwrap_or_else(|| panic!("no {phase} in {table}[{key}]: {}", p[table])) as f64
         / 1e6
-}
-
-/// The Go test peers, built into `dir`; `None` (with the reason) without Go.
-fn go_peers(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    if !common::have("go", "the Go server and client") {
-        return None;
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
-    let out = Command::new("go")
-        .args(["build", "-o"])
-        .arg(format!("{}/", dir.display()))
-        .arg("./...")
-        .current_dir(&src)
-        .env("CGO_ENABLED", "0")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "go build: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some((dir.join("tlsserver"), dir.join("tlsclient")))
-}
-
-/// A Go server: (child, address).
-fn go_server(server: &Path, pki: &Path, extra: &[&str]) -> (Child, String) {
-    let mut child = Command::new(server)
-        .args(["-cert", pki.join("server-chain.pem").to_str().unwrap()])
-        .args(["-key", pki.join("server.key").to_str().unwrap()])
-        .args(["-duration", "120s"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    (child, addr)
 }
 
 fn go_client(client: &Path, addr: &str, pki: &Path, n: u32) {
@@ -261,7 +216,7 @@ fn go_server_delays_land_in_their_phase() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, client)) = go_peers(dir.path()) else {
+    let Some((server, client)) = common::go::peers(dir.path()) else {
         return;
     };
     let pki = dir.path().join("pki");
@@ -273,7 +228,7 @@ fn go_server_delays_land_in_their_phase() {
         &["-getcert-sleep", "20ms"],
         &["-accept-sleep", "20ms"],
     ] {
-        let (mut srv, addr) = go_server(&server, &pki, extra);
+        let (mut srv, addr) = common::go::server(&server, &pki, extra);
         let out = dir.path().join("go.json");
         let _ = std::fs::remove_file(&out);
         let pid = srv.id().to_string();
@@ -328,7 +283,7 @@ fn short_lived_clients_and_servers_each_get_their_own_handshakes() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let go = go_peers(dir.path());
+    let go = common::go::peers(dir.path());
     let out = dir.path().join("obs.json");
     let port = nginx.port.to_string();
     // openssl s_client drives its handshake through SSL_read/SSL_write.

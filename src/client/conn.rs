@@ -505,7 +505,27 @@ impl AsyncRead for TlsStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
+        // A peer that never stops sending must not keep this task from yielding: each
+        // read takes from tokio's cooperative budget, so that a timeout or a signal
+        // handler waiting on this thread gets its turn (a `try_read` that always finds
+        // data would otherwise never return Pending).
+        let coop = ready!(tokio::task::coop::poll_proceed(cx));
+        let r = self.get_mut().poll_read_tls(cx, buf);
+        if r.is_ready() {
+            coop.made_progress();
+        }
+        r
+    }
+}
+
+impl TlsStream {
+    /// [`AsyncRead::poll_read`] without the cooperative budget.
+    fn poll_read_tls(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self;
         loop {
             match this.conn.reader().read(buf.initialize_unfilled()) {
                 Ok(n) => {

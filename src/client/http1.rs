@@ -12,6 +12,9 @@ use super::wire::Stamped;
 
 /// Largest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
+/// The most interim (1xx) responses read before the answer (curl and browsers see one
+/// or two: 100 Continue, 103 Early Hints).
+const MAX_INTERIM: usize = 64;
 
 /// A prepared `GET` request.
 pub fn get_request(host: &str, path: &str, close: bool) -> Vec<u8> {
@@ -116,6 +119,7 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
             first_byte = Some(self.last_receive());
         }
         // Head.
+        let mut interim = 0usize;
         let (status, head_len, framing, keep_alive) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut resp = httparse::Response::new(&mut headers);
@@ -125,6 +129,13 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
                     // An interim response (100 Continue, 103 Early Hints…) precedes the
                     // answer: skip it (101 would switch protocols, which we never ask).
                     if (100..200).contains(&status) && status != 101 {
+                        interim += 1;
+                        if interim > MAX_INTERIM {
+                            return Err(http_err(format!(
+                                "more than {MAX_INTERIM} interim (1xx) responses before the \
+                                 answer"
+                            )));
+                        }
                         self.start += n;
                         continue;
                     }
@@ -241,9 +252,20 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
             let size = u64::from_str_radix(size_text, 16)
                 .map_err(|_| http_err(format!("bad chunk size '{size_text}'")))?;
             if size == 0 {
-                // Trailers until an empty line.
-                while !self.line().await?.is_empty() {}
-                return Ok(total);
+                // Trailers until an empty line, MAX_HEAD bytes at most (as a head).
+                let mut trailers = 0usize;
+                loop {
+                    let line = self.line().await?;
+                    if line.is_empty() {
+                        return Ok(total);
+                    }
+                    trailers += line.len() + 2;
+                    if trailers > MAX_HEAD {
+                        return Err(http_err(format!(
+                            "trailer section larger than {MAX_HEAD} bytes"
+                        )));
+                    }
+                }
             }
             self.skip(size).await?;
             if !self.line().await?.is_empty() {
@@ -370,6 +392,27 @@ mod tests {
         );
         // The next response is the 204, not the 200 answering a second request.
         assert_eq!(ok[1].status, 204);
+    }
+
+    #[tokio::test]
+    async fn endless_interim_responses_and_trailers_are_refused_in_words() {
+        let wire = b"HTTP/1.1 103 Early Hints\r\n\r\n".repeat(MAX_INTERIM + 1);
+        let r = read_all(&wire).await;
+        assert!(
+            r[0].as_ref()
+                .unwrap_err()
+                .contains("interim (1xx) responses"),
+            "{r:?}"
+        );
+        let mut wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n".to_vec();
+        wire.extend(b"X-Trailer: 1\r\n".repeat(MAX_HEAD / 10));
+        let r = read_all(&wire).await;
+        assert!(
+            r[0].as_ref()
+                .unwrap_err()
+                .contains("trailer section larger"),
+            "{r:?}"
+        );
     }
 
     #[tokio::test]

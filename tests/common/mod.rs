@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod go;
 pub mod nginx;
 pub mod relay;
 

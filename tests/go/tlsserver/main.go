@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ const (
 	connDeadline = 10 * time.Second
 	maxHead      = 64 << 10
 	response     = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+	streamLimit  = 60 * time.Second
 )
 
 func parseVersion(s string) (uint16, error) {
@@ -52,6 +54,7 @@ func main() {
 	tickets := flag.Bool("tickets", true, "enable session tickets")
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
 	duration := flag.Duration("duration", 5*time.Minute, "exit after this long")
+	stream := flag.String("stream", "", "a hostile answer sent without end (for 60 s at most): early-hints (endless 103 responses), trailers (a chunked body whose trailer never ends) or chunks (endless 1-byte chunks)")
 	flag.Parse()
 
 	if flag.NArg() != 0 {
@@ -132,11 +135,11 @@ func main() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		go handle(raw, cfg, *acceptSleep)
+		go handle(raw, cfg, *acceptSleep, *stream)
 	}
 }
 
-func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration) {
+func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream string) {
 	defer raw.Close()
 	peer := raw.RemoteAddr()
 	if err := raw.SetDeadline(time.Now().Add(connDeadline)); err != nil {
@@ -158,9 +161,43 @@ func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration) {
 		log.Printf("%s: reading request head: %v", peer, err)
 		return
 	}
+	if stream != "" {
+		endless(tlsConn, stream)
+		return
+	}
 	if _, err := tlsConn.Write([]byte(response)); err != nil {
 		log.Printf("%s: writing response: %v", peer, err)
 		return
+	}
+}
+
+// endless sends an answer that never ends, until the peer goes or 60 s pass.
+func endless(c net.Conn, mode string) {
+	if err := c.SetDeadline(time.Now().Add(streamLimit)); err != nil {
+		return
+	}
+	var head, unit string
+	switch mode {
+	case "early-hints":
+		unit = "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+	case "trailers":
+		head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"
+		unit = "X-Trailer: 1\r\n"
+	case "chunks":
+		head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+		unit = "1\r\nx\r\n"
+	default:
+		log.Printf("unknown -stream %q", mode)
+		return
+	}
+	if _, err := c.Write([]byte(head)); err != nil {
+		return
+	}
+	batch := []byte(strings.Repeat(unit, 256))
+	for {
+		if _, err := c.Write(batch); err != nil {
+			return
+		}
 	}
 }
 
