@@ -236,15 +236,22 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8, quiet: bool) {
-    use tracing_subscriber::EnvFilter;
-    let level = match (quiet, verbose) {
+/// The log filter for `-q`/`-v`: rustls's own warnings (an alert received, in its Debug
+/// text) are shown from `-v` on, not by default; what tlsperf makes of them is in its
+/// own messages.
+fn log_filter(verbose: u8, quiet: bool) -> &'static str {
+    match (quiet, verbose) {
         (true, _) => "error",
-        (false, 0) => "warn",
+        (false, 0) => "warn,rustls=error",
         (false, 1) => "info",
         (false, 2) => "debug",
         _ => "trace",
-    };
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let level = log_filter(verbose, quiet);
     let filter = EnvFilter::try_from_env("TLSPERF_LOG").unwrap_or_else(|_| EnvFilter::new(level));
     let ansi = anstream::AutoStream::choice(&std::io::stderr()) != anstream::ColorChoice::Never;
     let _ = tracing_subscriber::fmt()
@@ -259,6 +266,15 @@ fn init_logging(verbose: u8, quiet: bool) {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn rustls_warnings_are_not_shown_by_default() {
+        assert_eq!(log_filter(0, false), "warn,rustls=error");
+        assert_eq!(log_filter(1, false), "info");
+        assert_eq!(log_filter(0, true), "error");
+        // The filter parses.
+        let _ = tracing_subscriber::EnvFilter::new(log_filter(0, false));
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

@@ -319,15 +319,10 @@ pub const PKI_FILE_NAMES: [&str; 8] = [
     "client-chain.pem",
 ];
 
-/// Checks that `dir` can take a PKI: creates it if needed and, unless `overwrite`, fails
-/// naming every PKI file that already exists. Call it before generating keys so a refusal
-/// costs nothing.
-pub fn prepare_dir(dir: &Path, overwrite: bool) -> Result<(), PkiError> {
-    prepare_dir_with(dir, overwrite, &[])
-}
-
-/// [`prepare_dir`] for a PKI written with extra files named `extra` (see
-/// [`write_pki_with`]).
+/// Checks that `dir` can take a PKI (with extra files named `extra`, see
+/// [`write_pki_with`]): creates it if needed and, unless `overwrite`, fails naming every
+/// PKI file that already exists. Call it before generating keys so a refusal costs
+/// nothing.
 pub fn prepare_dir_with(dir: &Path, overwrite: bool, extra: &[&str]) -> Result<(), PkiError> {
     if dir.exists() && !dir.is_dir() {
         return Err(PkiError::BadParam {

@@ -17,7 +17,7 @@ use aya::programs::uprobe::UProbeAttachLocation;
 static OBJECT: &[u8] = aya::include_bytes_aligned!("bpf/probes.bpf.o");
 
 /// The kernel's tracepoints: (program, category, event).
-const TRACEPOINTS: [(&str, &str, &str); 7] = [
+const TRACEPOINTS: [(&str, &str, &str); 8] = [
     ("on_fork", "sched", "sched_process_fork"),
     ("on_set_state", "sock", "inet_sock_set_state"),
     ("on_accept4_enter", "syscalls", "sys_enter_accept4"),
@@ -25,6 +25,7 @@ const TRACEPOINTS: [(&str, &str, &str); 7] = [
     ("on_accept_enter", "syscalls", "sys_enter_accept"),
     ("on_accept_exit", "syscalls", "sys_exit_accept"),
     ("on_connect_enter", "syscalls", "sys_enter_connect"),
+    ("on_connect_exit", "syscalls", "sys_exit_connect"),
 ];
 
 /// Go only: reads on a connection in handshake, to tell waiting from work.
@@ -181,8 +182,6 @@ pub fn load(
     for (prog, category, event) in TRACEPOINTS {
         tracepoint(&mut ebpf, prog, category, event)?;
     }
-    // sys_exit_connect shares the accept exits' context layout.
-    tracepoint(&mut ebpf, "on_connect_exit", "syscalls", "sys_exit_connect")?;
     attached
         .push("kernel: sched_process_fork, inet_sock_set_state, accept, accept4, connect".into());
     let mut go = false;
