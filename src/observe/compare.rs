@@ -7,7 +7,7 @@
 //! observed are the setting. With `--probes`, a second section does the same for each
 //! role and kind of the processes' view and each of its phases.
 
-use super::result::{Observation, PHASES};
+use super::result::{Dist, Observation, PHASES};
 use crate::probes::report::PROBE_PHASES;
 use crate::stats::Direction;
 use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
@@ -18,6 +18,31 @@ const PROBES: &str = "probes";
 
 /// The kinds, in report order.
 const KINDS: [&str; 5] = ["all", "full", "full-hrr", "resumed", "0rtt"];
+
+/// The p50 and p99 rows of one distribution: `group` (its name and value) and `phase`.
+fn percentile_rows(
+    rows: &mut Vec<Row>,
+    section: &'static str,
+    group: (&'static str, String),
+    phase: &str,
+    d: &Dist,
+) {
+    for (stat, ns) in [("p50", d.quantiles.p50_ns), ("p99", d.quantiles.p99_ns)] {
+        rows.push(Row {
+            section,
+            identity: Identity(vec![
+                group.clone(),
+                ("phase", phase.to_string()),
+                ("statistic", stat.to_string()),
+            ]),
+            unit: "ms".into(),
+            direction: Direction::LowerIsBetter,
+            rounds: None,
+            median: Some(ns as f64 / 1e6),
+            context: None,
+        });
+    }
+}
 
 impl Comparable for Observation {
     const KIND: &'static str = "observe";
@@ -32,21 +57,7 @@ impl Comparable for Observation {
                 let Some(d) = ks.phases.get(phase).filter(|d| d.quantiles.count > 0) else {
                     continue;
                 };
-                for (stat, ns) in [("p50", d.quantiles.p50_ns), ("p99", d.quantiles.p99_ns)] {
-                    rows.push(Row {
-                        section: SECTION,
-                        identity: Identity(vec![
-                            ("kind", kind.to_string()),
-                            ("phase", phase.to_string()),
-                            ("statistic", stat.to_string()),
-                        ]),
-                        unit: "ms".into(),
-                        direction: Direction::LowerIsBetter,
-                        rounds: None,
-                        median: Some(ns as f64 / 1e6),
-                        context: None,
-                    });
-                }
+                percentile_rows(&mut rows, SECTION, ("kind", kind.to_string()), phase, d);
             }
         }
         if let Some(p) = &self.probes {
@@ -55,21 +66,7 @@ impl Comparable for Observation {
                     let Some(d) = row.phases.get(phase).filter(|d| d.quantiles.count > 0) else {
                         continue;
                     };
-                    for (stat, ns) in [("p50", d.quantiles.p50_ns), ("p99", d.quantiles.p99_ns)] {
-                        rows.push(Row {
-                            section: PROBES,
-                            identity: Identity(vec![
-                                ("role, kind", key.clone()),
-                                ("phase", phase.to_string()),
-                                ("statistic", stat.to_string()),
-                            ]),
-                            unit: "ms".into(),
-                            direction: Direction::LowerIsBetter,
-                            rounds: None,
-                            median: Some(ns as f64 / 1e6),
-                            context: None,
-                        });
-                    }
+                    percentile_rows(&mut rows, PROBES, ("role, kind", key.clone()), phase, d);
                 }
             }
         }

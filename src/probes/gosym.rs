@@ -211,6 +211,11 @@ impl GoBinary {
             path: path.to_path_buf(),
             source,
         })?;
+        GoBinary::from_data(path, data)
+    }
+
+    /// [`GoBinary::open`] on the bytes of `path`, already read.
+    pub fn from_data(path: &Path, data: Vec<u8>) -> Result<GoBinary, GoSymError> {
         let (go_version, symbols_from) = {
             let img = Image::parse(path, &data)?;
             img.require_x86_64()?;
@@ -283,10 +288,12 @@ impl GoBinary {
 /// build-info blob or pclntab; false for anything else, including a file that cannot be
 /// read. [`GoBinary::open`] then says whether it can be probed.
 pub fn is_go_binary(path: &Path) -> bool {
-    let Ok(data) = std::fs::read(path) else {
-        return false;
-    };
-    let Ok(img) = Image::parse(path, &data) else {
+    std::fs::read(path).is_ok_and(|data| is_go_data(path, &data))
+}
+
+/// [`is_go_binary`] on the bytes of `path`, already read.
+pub fn is_go_data(path: &Path, data: &[u8]) -> bool {
+    let Ok(img) = Image::parse(path, data) else {
         return false;
     };
     has_go_section(&img)

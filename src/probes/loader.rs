@@ -10,7 +10,7 @@ use aya::programs::{TracePoint, UProbe, uprobe::UProbeScope};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
-use super::target::{ENTRY_ONLY, Target, TargetKind, cheap_entry_offset};
+use super::target::{Target, TargetKind};
 use aya::programs::uprobe::UProbeAttachLocation;
 
 /// The BPF object, built by `bpf/build.sh` from `bpf/probes.bpf.c`.
@@ -187,25 +187,18 @@ pub fn load(
     let mut go = false;
     for t in targets {
         match &t.kind {
-            TargetKind::OpenSsl => {
+            TargetKind::OpenSsl(offered) => {
                 let mut symbols = Vec::new();
                 for (symbol, prog, ret) in OPENSSL_CALLS {
-                    if !t.symbols.iter().any(|s| s == symbol) {
+                    let Some(&(_, at)) = offered.iter().find(|(s, _)| *s == symbol) else {
                         continue;
-                    }
+                    };
                     if prog == "ssl_read_write" && !read_write {
                         continue;
                     }
                     let what = format!("{symbol} in {}", t.path.display());
-                    let at = if ENTRY_ONLY.contains(&symbol) {
-                        UProbeAttachLocation::SymbolOffset(
-                            symbol,
-                            cheap_entry_offset(&t.path, symbol),
-                        )
-                    } else {
-                        UProbeAttachLocation::Symbol(symbol)
-                    };
-                    uprobe(&mut ebpf, prog, &t.path, at, &what)?;
+                    let entry = UProbeAttachLocation::SymbolOffset(symbol, at);
+                    uprobe(&mut ebpf, prog, &t.path, entry, &what)?;
                     if ret {
                         uprobe(&mut ebpf, "ssl_call_return", &t.path, symbol.into(), &what)?;
                     }

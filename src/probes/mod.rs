@@ -411,14 +411,19 @@ impl Session {
         r
     }
 
-    /// Stops reading (what the ring buffer holds is read first), detaches every probe
-    /// and returns the report.
-    pub fn finish(mut self) -> ProbeReport {
-        loader::detach(&mut self.loaded);
+    /// Stops the reader thread once it has read what the ring buffer holds.
+    fn stop_reader(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.reader.take() {
             let _ = h.join();
         }
+    }
+
+    /// Stops reading (what the ring buffer holds is read first), detaches every probe
+    /// and returns the report.
+    pub fn finish(mut self) -> ProbeReport {
+        loader::detach(&mut self.loaded);
+        self.stop_reader();
         self.poll(true);
         self.snapshot()
     }
@@ -426,9 +431,6 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.reader.take() {
-            let _ = h.join();
-        }
+        self.stop_reader();
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSymbol};
 
 use super::ProbeError;
-use super::gosym::{GoBinary, GoFunction, is_go_binary};
+use super::gosym::{GoBinary, GoFunction, is_go_data};
 
 /// The calls tlsperf probes in an OpenSSL-compatible library; `SSL_do_handshake` must be
 /// among a file's symbols for it to count as one.
@@ -52,8 +52,10 @@ pub const SYSTEM_LIBSSL: [&str; 6] = [
 /// What kind of TLS library a target is.
 #[derive(Debug, Clone)]
 pub enum TargetKind {
-    /// OpenSSL-compatible: probed at its exported calls.
-    OpenSsl,
+    /// OpenSSL-compatible: probed at these of its exported calls ([`OPENSSL_SYMBOLS`] in
+    /// that order), each with where its entry probe goes, in bytes past the symbol (0 but
+    /// for [`ENTRY_ONLY`] calls, which go on the first instruction the kernel emulates).
+    OpenSsl(Vec<(&'static str, u64)>),
     /// Go: probed at these functions' entries and return instructions.
     Go(Vec<GoFunction>),
 }
@@ -72,12 +74,8 @@ pub const ENTRY_ONLY: [&str; 4] = [
 /// instruction of the straight-line prologue is taken when every instruction before it
 /// only sets flags (`test`, `cmp`), so the argument registers are still the call's;
 /// else the entry itself (offset 0).
-pub fn cheap_entry_offset(path: &Path, symbol: &str) -> u64 {
+fn cheap_entry_offset(file: &object::File<'_>, symbol: &str) -> u64 {
     use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind};
-    let Ok(data) = fs::read(path) else { return 0 };
-    let Ok(file) = object::File::parse(&*data) else {
-        return 0;
-    };
     let Some(sym) = file
         .dynamic_symbols()
         .chain(file.symbols())
@@ -126,18 +124,11 @@ pub struct Target {
     pub path: PathBuf,
     /// What it is.
     pub kind: TargetKind,
-    /// OpenSSL: which of [`OPENSSL_SYMBOLS`] it exports.
-    pub symbols: Vec<String>,
 }
 
-/// The symbols of [`OPENSSL_SYMBOLS`] that `path` defines (dynamic or static table).
-fn openssl_symbols(path: &Path) -> Vec<String> {
-    let Ok(data) = fs::read(path) else {
-        return Vec::new();
-    };
-    let Ok(file) = object::File::parse(&*data) else {
-        return Vec::new();
-    };
+/// The symbols of [`OPENSSL_SYMBOLS`] that `file` defines (dynamic or static table), each
+/// with where its entry probe goes.
+fn openssl_symbols(file: &object::File<'_>) -> Vec<(&'static str, u64)> {
     let mut found = BTreeSet::new();
     for sym in file.dynamic_symbols().chain(file.symbols()) {
         if sym.is_undefined() {
@@ -152,14 +143,25 @@ fn openssl_symbols(path: &Path) -> Vec<String> {
     OPENSSL_SYMBOLS
         .iter()
         .filter(|s| found.contains(**s))
-        .map(|s| s.to_string())
+        .map(|s| {
+            let at = if ENTRY_ONLY.contains(s) {
+                cheap_entry_offset(file, s)
+            } else {
+                0
+            };
+            (*s, at)
+        })
         .collect()
 }
 
-/// `path` as a target, or why not.
+/// `path` as a target, or why not (`None`: no TLS library in it; a file that cannot be
+/// read has none).
 pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
-    if is_go_binary(path) {
-        let bin = GoBinary::open(path).map_err(|e| ProbeError::Target(e.to_string()))?;
+    let Ok(data) = fs::read(path) else {
+        return Ok(None);
+    };
+    if is_go_data(path, &data) {
+        let bin = GoBinary::from_data(path, data).map_err(|e| ProbeError::Target(e.to_string()))?;
         let functions = bin
             .functions(&GO_FUNCTIONS)
             .map_err(|e| ProbeError::Target(e.to_string()))?;
@@ -169,17 +171,18 @@ pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
         return Ok(Some(Target {
             path: path.to_path_buf(),
             kind: TargetKind::Go(functions),
-            symbols: Vec::new(),
         }));
     }
-    let symbols = openssl_symbols(path);
-    if !symbols.iter().any(|s| s == "SSL_do_handshake") {
+    let Ok(file) = object::File::parse(&*data) else {
+        return Ok(None);
+    };
+    let symbols = openssl_symbols(&file);
+    if !symbols.iter().any(|(s, _)| *s == "SSL_do_handshake") {
         return Ok(None);
     }
     Ok(Some(Target {
         path: path.to_path_buf(),
-        kind: TargetKind::OpenSsl,
-        symbols,
+        kind: TargetKind::OpenSsl(symbols),
     }))
 }
 

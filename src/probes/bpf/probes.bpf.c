@@ -642,12 +642,6 @@ int on_connect_exit(struct sys_exit_args *ctx)
 
 // ---- OpenSSL ----
 
-static __always_inline struct ssl_info *ssl_info_of(u32 tgid, u64 ssl)
-{
-	struct hs_key k = {.tgid = tgid, .obj = ssl};
-	return bpf_map_lookup_elem(&ssls, &k);
-}
-
 SEC("uprobe")
 int ssl_set_fd(struct pt_regs *ctx)
 {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::observe::result::{Observation, PHASES, Row};
+use crate::observe::result::{Dist, Observation, PHASES, Row};
 use crate::probes::report::{PROBE_PHASES, ProbeReport, ProbeRow};
 
 use super::{BAD, BOLD, render, right_align, styled, table};
@@ -16,6 +16,20 @@ const SHOWN_ROWS: usize = 10;
 
 fn ms(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// One row of a phase table: group, phase, n, p50, p90, p99, max (ms).
+fn quantile_row(group: &str, phase: &str, d: &Dist) -> Vec<String> {
+    let q = &d.quantiles;
+    vec![
+        group.to_string(),
+        phase.to_string(),
+        q.count.to_string(),
+        ms(q.p50_ns),
+        ms(q.p90_ns),
+        ms(q.p99_ns),
+        ms(q.max_ns),
+    ]
 }
 
 /// The whole observation.
@@ -110,16 +124,7 @@ pub fn observation(o: &Observation) -> String {
                 let Some(d) = ks.phases.get(phase) else {
                     continue;
                 };
-                let q = &d.quantiles;
-                t.add_row(vec![
-                    kind.to_string(),
-                    phase.to_string(),
-                    q.count.to_string(),
-                    ms(q.p50_ns),
-                    ms(q.p90_ns),
-                    ms(q.p99_ns),
-                    ms(q.max_ns),
-                ]);
+                t.add_row(quantile_row(kind, phase, d));
             }
         }
         right_align(&mut t, &[2, 3, 4, 5, 6]);
@@ -180,7 +185,7 @@ pub fn observation(o: &Observation) -> String {
     s
 }
 
-fn p50(d: Option<&crate::stats::histogram::Dist>) -> String {
+fn p50(d: Option<&Dist>) -> String {
     d.filter(|d| d.quantiles.count > 0)
         .map_or("-".to_string(), |d| ms(d.quantiles.p50_ns))
 }
@@ -254,7 +259,7 @@ fn probes(p: &ProbeReport) -> String {
         });
         for k in kinds {
             let row = &p.by_kind[k];
-            let mut phases: Vec<(&str, Option<&crate::stats::histogram::Dist>)> = PROBE_PHASES
+            let mut phases: Vec<(&str, Option<&Dist>)> = PROBE_PHASES
                 .iter()
                 .map(|(name, _)| (*name, row.phases.get(*name)))
                 .collect();
@@ -265,16 +270,7 @@ fn probes(p: &ProbeReport) -> String {
                 let Some(d) = d.filter(|d| d.quantiles.count > 0) else {
                     continue;
                 };
-                let q = &d.quantiles;
-                t.add_row(vec![
-                    k.clone(),
-                    phase.to_string(),
-                    q.count.to_string(),
-                    ms(q.p50_ns),
-                    ms(q.p90_ns),
-                    ms(q.p99_ns),
-                    ms(q.max_ns),
-                ]);
+                t.add_row(quantile_row(k, phase, d));
             }
         }
         right_align(&mut t, &[2, 3, 4, 5, 6]);
