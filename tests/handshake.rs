@@ -512,7 +512,10 @@ fn phase_boundaries_follow_a_known_server_delay() {
         }
         for ours in ["client_hello", "request"] {
             let (p50, max) = (warm_ns(&v, ours, "p50_ns"), warm_ns(&v, ours, "max_ns"));
-            assert!(p50 < 1_000_000, "{ours} p50 {p50} ns ≥ 1 ms; {what}");
+            // A tenth of the delay: the generator's own wake-up on a busy 2-core CI
+            // machine reached 1.2–1.6 ms at p50 (2 of 5 runs), a misplaced boundary
+            // holds all 250 ms.
+            assert!(p50 < D / 10, "{ours} p50 {p50} ns ≥ D/10; {what}");
             assert!(
                 max < D / 2,
                 "{ours} max {max} ns holds the relay's delay; {what}"
