@@ -103,10 +103,21 @@ impl Drop for Served {
     }
 }
 
+/// A plain HTTP/1.0 GET; the body, or nothing when the server closed the connection first
+/// (as the TLS port may, when its handshake timeout passes before a slow CI thread writes).
 fn http_get(addr: &str, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    if let Err(e) = write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n") {
+        assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ),
+            "{e}"
+        );
+        return String::new();
+    }
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out.split_once("\r\n\r\n")
