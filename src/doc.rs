@@ -16,6 +16,7 @@
 //! This module imports no engine: each engine's module implements [`Document`] for its
 //! result type.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -127,6 +128,43 @@ pub fn parse<T: Document>(path: &Path, text: &[u8]) -> Result<T, DocError> {
             .chain(T::READS.iter().copied())
             .collect(),
     })
+}
+
+/// Reads a JSON object into a map of at most `MAX` entries, refusing the next one before
+/// it is decoded (`#[serde(deserialize_with = "crate::doc::at_most::<_, _, 32>")]`). For
+/// every map of a document whose values hold histograms: a document cannot make a
+/// merge or a comparison walk more rows than tlsperf ever writes.
+pub fn at_most<'de, D, V, const MAX: usize>(d: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: serde::Deserialize<'de>,
+{
+    struct Bounded<V, const MAX: usize>(std::marker::PhantomData<V>);
+    impl<'de, V: serde::Deserialize<'de>, const MAX: usize> serde::de::Visitor<'de>
+        for Bounded<V, MAX>
+    {
+        type Value = BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a map of at most {MAX} entries")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                if out.len() == MAX {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX} entries in one map (the most tlsperf writes)"
+                    )));
+                }
+                let v: V = map.next_value()?;
+                out.insert(k, v);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Bounded::<V, MAX>(std::marker::PhantomData))
 }
 
 /// Writes `doc` as pretty JSON and a newline to `path`, atomically (a temporary name,

@@ -189,7 +189,7 @@ pub struct LoadResult {
     pub handshake_resumed: Option<Dist>,
     /// Phase → distribution (connection phases over new connections, request phases
     /// over requests). Read back, at most [`MAX_PHASES`] entries: each holds a histogram.
-    #[serde(deserialize_with = "bounded_phases")]
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_PHASES>")]
     pub phases: BTreeMap<String, Dist>,
     /// HTTP status → count.
     pub status: BTreeMap<String, u64>,
@@ -218,36 +218,6 @@ pub struct LoadResult {
 /// The most phases a load result may hold (tlsperf writes 12): each decoded histogram
 /// takes memory, so a document cannot declare thousands.
 pub const MAX_PHASES: usize = 32;
-
-/// Reads `phases`, refusing more than [`MAX_PHASES`] before decoding the next one.
-fn bounded_phases<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<BTreeMap<String, Dist>, D::Error> {
-    struct Bounded;
-    impl<'de> serde::de::Visitor<'de> for Bounded {
-        type Value = BTreeMap<String, Dist>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            write!(f, "a map of at most {MAX_PHASES} phases")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut out = BTreeMap::new();
-            while let Some(k) = map.next_key::<String>()? {
-                if out.len() == MAX_PHASES {
-                    return Err(serde::de::Error::custom(format!(
-                        "more than {MAX_PHASES} phases"
-                    )));
-                }
-                let v: Dist = map.next_value()?;
-                out.insert(k, v);
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_map(Bounded)
-}
 
 impl Document for LoadResult {
     const SCHEMA: &'static str = "tlsperf-load/1";
@@ -812,7 +782,7 @@ mod tests {
     fn a_document_cannot_declare_thousands_of_phases() {
         #[derive(Deserialize)]
         struct P {
-            #[serde(deserialize_with = "bounded_phases")]
+            #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_PHASES>")]
             phases: BTreeMap<String, Dist>,
         }
         let mut h = LatencyHistogram::new();
@@ -833,7 +803,7 @@ mod tests {
         let e = serde_json::from_value::<P>(doc(MAX_PHASES + 1))
             .err()
             .unwrap();
-        assert!(e.to_string().contains("more than 32 phases"), "{e}");
+        assert!(e.to_string().contains("more than 32 entries"), "{e}");
     }
 
     #[test]

@@ -87,7 +87,8 @@ pub struct KindStats {
     /// Completed handshakes.
     pub count: u64,
     /// Per phase (see [`PHASES`]), the handshakes where both of its boundaries were
-    /// captured.
+    /// captured. Read back, at most [`MAX_KINDS`] entries.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
     pub phases: BTreeMap<String, Dist>,
     /// Size of the server's flight (record headers included).
     pub server_flight_bytes: Bytes,
@@ -207,22 +208,33 @@ pub struct Observation {
     pub connections: Connections,
     /// Completed handshakes by kind: `all`, `full`, `full-hrr`, `resumed`, `0rtt` (the
     /// kinds of `tlsperf serve`'s /stats).
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
     pub handshakes: BTreeMap<String, KindStats>,
     /// Resumption.
     pub resumption: Resumption,
     /// Completed handshakes by SNI (`(none)` without one).
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>")]
     pub by_sni: BTreeMap<String, Row>,
     /// By server address:port.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>")]
     pub by_server: BTreeMap<String, Row>,
     /// By negotiated version.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>")]
     pub by_version: BTreeMap<String, Row>,
     /// By key-exchange group (`none`: a TLS 1.2 resumption).
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>")]
     pub by_group: BTreeMap<String, Row>,
     /// By the local process at the client end, "comm (pid N)" (live capture only).
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"
+    )]
     pub by_client_process: BTreeMap<String, Row>,
     /// By the local process at the server end (live capture only).
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"
+    )]
     pub by_server_process: BTreeMap<String, Row>,
     /// Handshakes that did not complete.
     pub failures: Failures,
@@ -236,6 +248,10 @@ pub struct Observation {
 
 /// The most rows a breakdown keeps; the rest are added up in [`OTHER`].
 pub const MAX_ROWS: usize = 1000;
+
+/// The most handshake kinds, and phases per kind, a document read back may hold
+/// (tlsperf writes at most 6 of each).
+pub const MAX_KINDS: usize = 32;
 
 /// The row holding what is beyond [`MAX_ROWS`].
 pub const OTHER: &str = "(other)";

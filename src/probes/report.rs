@@ -47,6 +47,10 @@ pub const MAX_ROWS: usize = 1000;
 /// How many of the slowest server handshakes are kept, broken down.
 pub const SLOWEST: usize = 10;
 
+/// The most kinds, and phases per row, a report read back may hold (tlsperf writes at
+/// most 6 kinds and 5 phases).
+pub const MAX_KINDS: usize = 32;
+
 /// One role and kind (or one process): completed handshakes and their phases.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProbeRow {
@@ -56,7 +60,8 @@ pub struct ProbeRow {
     /// object freed first).
     pub failed: u64,
     /// Per phase of [`PROBE_PHASES`]: the completed handshakes where both of its
-    /// boundaries were probed.
+    /// boundaries were probed. Read back, at most [`MAX_KINDS`] entries.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
     pub phases: BTreeMap<String, Dist>,
     /// The wire's server think (ClientHello complete → ServerHello), for the handshakes
     /// also captured (`observe --interface … --probes`).
@@ -120,12 +125,17 @@ pub struct ProbeReport {
     /// The counts.
     pub counts: ProbeCounts,
     /// By "role kind": `server all`, `server full`, `server resumed`, `client all`…
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
     pub by_kind: BTreeMap<String, ProbeRow>,
     /// By process, "comm (pid N)", with its role: `nginx (pid 12) server`.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>")]
     pub by_process: BTreeMap<String, ProbeRow>,
     /// By the ClientHello's SNI and role (`localhost server`; `(none)` without one), for
     /// the handshakes joined to a captured connection.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"
+    )]
     pub by_sni: BTreeMap<String, ProbeRow>,
     /// The kernel's own count of completed handshakes per "pid N role", from its log2
     /// histograms (kept even when ring-buffer records are lost).

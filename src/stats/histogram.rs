@@ -3,6 +3,7 @@
 //! JSON serialization as base64 of the HdrHistogram V2 encoding — the same bytes other
 //! HdrHistogram implementations (Java, Go, C) read.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
@@ -42,9 +43,27 @@ impl Classify for HistogramError {
 }
 
 /// A histogram of durations, in nanoseconds, that resizes itself to any value.
-#[derive(Clone, PartialEq)]
+///
+/// Two forms, one behaviour: a histogram being recorded into is held as hdrhistogram's
+/// array of counts (fast to record, tens to hundreds of KiB however few its values); one
+/// read from a document is held as its V2 encoding (the size of what was read, often
+/// a few hundred bytes) and decoded only while a question is answered of it. So a
+/// document's histograms take memory in proportion to the document, not to the range
+/// of their values: a 0.5 MB document of 2,000 histograms with values near 2^62 ns took
+/// 2.9 GB when each was held decoded. [`LatencyHistogram::merge`] keeps the form of the
+/// histogram merged into (an empty one takes the other's).
+#[derive(Clone)]
 pub struct LatencyHistogram {
-    inner: Histogram<u64>,
+    repr: Repr,
+}
+
+#[derive(Clone)]
+enum Repr {
+    /// The counts, recorded into.
+    Counts(Histogram<u64>),
+    /// A validated V2 encoding (uncompressed) of a histogram with our precision, and its
+    /// number of values.
+    Encoded { v2: Box<[u8]>, len: u64 },
 }
 
 impl LatencyHistogram {
@@ -52,7 +71,28 @@ impl LatencyHistogram {
     pub fn new() -> Self {
         // Invariant: 3 significant digits is within hdrhistogram's accepted 0..=5.
         let inner = Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is valid");
-        LatencyHistogram { inner }
+        LatencyHistogram {
+            repr: Repr::Counts(inner),
+        }
+    }
+
+    /// The counts: borrowed when held so, decoded for the moment otherwise.
+    fn counts(&self) -> Cow<'_, Histogram<u64>> {
+        match &self.repr {
+            Repr::Counts(h) => Cow::Borrowed(h),
+            Repr::Encoded { v2, .. } => Cow::Owned(decode_ours(v2)),
+        }
+    }
+
+    /// The counts, held so from now on.
+    fn counts_mut(&mut self) -> &mut Histogram<u64> {
+        if let Repr::Encoded { v2, .. } = &self.repr {
+            self.repr = Repr::Counts(decode_ours(v2));
+        }
+        match &mut self.repr {
+            Repr::Counts(h) => h,
+            Repr::Encoded { .. } => unreachable!("decoded just above"),
+        }
     }
 
     /// Records one duration.
@@ -62,41 +102,62 @@ impl LatencyHistogram {
 
     /// Records one value in nanoseconds.
     pub fn record_ns(&mut self, ns: u64) -> Result<(), HistogramError> {
-        self.inner
+        self.counts_mut()
             .record(ns)
             .map_err(|_| HistogramError::Record(ns))
     }
 
-    /// Adds every value of `other` to this histogram (exact).
+    /// Adds every value of `other` to this histogram (exact). A histogram read from a
+    /// document stays encoded: it is decoded, added to and encoded again.
     pub fn merge(&mut self, other: &LatencyHistogram) -> Result<(), HistogramError> {
-        self.inner
-            .add(&other.inner)
-            .map_err(|e| HistogramError::Merge(format!("{e:?}")))
+        let add = |h: &mut Histogram<u64>| {
+            h.add(&*other.counts())
+                .map_err(|e| HistogramError::Merge(format!("{e:?}")))
+        };
+        match &self.repr {
+            // Into an empty histogram (a merge's accumulator), a copy: one read from a
+            // document stays encoded.
+            Repr::Counts(h) if h.is_empty() && matches!(other.repr, Repr::Encoded { .. }) => {
+                self.repr = other.repr.clone();
+                Ok(())
+            }
+            Repr::Counts(_) => add(self.counts_mut()),
+            Repr::Encoded { v2, .. } => {
+                let mut h = decode_ours(v2);
+                add(&mut h)?;
+                self.repr = encoded(&h)?;
+                Ok(())
+            }
+        }
     }
 
     /// Number of recorded values.
     pub fn len(&self) -> u64 {
-        self.inner.len()
+        match &self.repr {
+            Repr::Counts(h) => h.len(),
+            Repr::Encoded { len, .. } => *len,
+        }
     }
 
     /// True when nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.inner.is_empty()
+        self.len() == 0
     }
 
     /// The value at quantile `q` (0 ≤ q ≤ 1), as a duration.
     pub fn quantile(&self, q: f64) -> Duration {
-        Duration::from_nanos(self.inner.value_at_quantile(q))
+        Duration::from_nanos(self.counts().value_at_quantile(q))
     }
 
     /// How many recorded values are above `d` (to the histogram's precision: values
     /// equivalent to `d` count as not above).
     pub fn count_above(&self, d: Duration) -> u64 {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        if self.inner.is_empty() || ns >= self.inner.max() {
+        let h = self.counts();
+        if h.is_empty() || ns >= h.max() {
             return 0;
         }
-        self.inner.len() - self.inner.count_between(0, ns)
+        h.len() - h.count_between(0, ns)
     }
 
     /// Counts in `bins` equal-width bins from `lo_ns` to `hi_ns` (values above `hi_ns`
@@ -105,8 +166,9 @@ impl LatencyHistogram {
         let bins = bins.max(1);
         let width = (hi_ns.saturating_sub(lo_ns) / bins as u64).max(1);
         let mut out: Vec<(u64, u64)> = (0..bins).map(|i| (lo_ns + i as u64 * width, 0)).collect();
-        for v in self.inner.iter_recorded() {
-            let x = self.inner.median_equivalent(v.value_iterated_to());
+        let h = self.counts();
+        for v in h.iter_recorded() {
+            let x = h.median_equivalent(v.value_iterated_to());
             let i = ((x.saturating_sub(lo_ns)) / width).min(bins as u64 - 1) as usize;
             out[i].1 += v.count_at_value();
         }
@@ -115,7 +177,7 @@ impl LatencyHistogram {
 
     /// The usual percentiles and extremes.
     pub fn quantiles(&self) -> Quantiles {
-        let h = &self.inner;
+        let h = self.counts();
         let empty = h.is_empty();
         let at = |q: f64| if empty { 0 } else { h.value_at_quantile(q) };
         Quantiles {
@@ -133,17 +195,17 @@ impl LatencyHistogram {
 
     /// The HdrHistogram V2 encoding, base64 (standard alphabet, padded).
     pub fn to_base64(&self) -> Result<String, HistogramError> {
-        let mut bytes = Vec::new();
-        V2Serializer::new()
-            .serialize(&self.inner, &mut bytes)
-            .map_err(|e| HistogramError::Merge(format!("serialization failed: {e:?}")))?;
-        Ok(B64.encode(bytes))
+        match &self.repr {
+            Repr::Counts(h) => Ok(B64.encode(v2_bytes(h)?)),
+            Repr::Encoded { v2, .. } => Ok(B64.encode(v2)),
+        }
     }
 
     /// Reads a histogram written by [`LatencyHistogram::to_base64`] (or any uncompressed
     /// V2 encoder), after checking what its header declares: a payload it does not hold,
     /// or a range and precision whose counts would take more than [`MAX_DECODED_COUNTS`]
-    /// slots, are refused before anything is allocated.
+    /// slots, are refused before anything is allocated. It is held encoded (see the
+    /// type's documentation).
     pub fn from_base64(s: &str) -> Result<Self, HistogramError> {
         let bytes = B64
             .decode(s.trim())
@@ -154,14 +216,68 @@ impl LatencyHistogram {
             .map_err(|e| {
                 HistogramError::Decode(format!("not an HdrHistogram V2 encoding: {e:?}"))
             })?;
+        if decoded.sigfig() == SIGNIFICANT_DIGITS && decoded.low() == 1 {
+            // Our precision already (every histogram tlsperf writes): the bytes read are
+            // the encoding to keep, without what may trail the declared payload.
+            let end = 40 + u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
+            return Ok(LatencyHistogram {
+                repr: Repr::Encoded {
+                    len: decoded.len(),
+                    v2: bytes[..end].into(),
+                },
+            });
+        }
         // Re-home the values in an auto-resizing histogram with our precision, so that
         // merging with locally recorded histograms always works.
         let mut h = LatencyHistogram::new();
-        h.inner
+        h.counts_mut()
             .add(&decoded)
             .map_err(|e| HistogramError::Decode(format!("{e:?}")))?;
-        Ok(h)
+        drop(decoded);
+        let Repr::Counts(counts) = &h.repr else {
+            unreachable!("a new histogram holds counts")
+        };
+        Ok(LatencyHistogram {
+            repr: encoded(counts)?,
+        })
     }
+}
+
+/// The V2 encoding of `h`.
+fn v2_bytes(h: &Histogram<u64>) -> Result<Vec<u8>, HistogramError> {
+    let mut bytes = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut bytes)
+        .map_err(|e| HistogramError::Merge(format!("serialization failed: {e:?}")))?;
+    Ok(bytes)
+}
+
+/// `h` held encoded, once its encoding is seen to decode to as many values (so that
+/// [`decode_ours`] never meets one it cannot read).
+fn encoded(h: &Histogram<u64>) -> Result<Repr, HistogramError> {
+    let v2 = v2_bytes(h)?;
+    let back: Result<Histogram<u64>, _> = Deserializer::new().deserialize(&mut v2.as_slice());
+    match back {
+        Ok(b) if b.len() == h.len() => Ok(Repr::Encoded {
+            v2: v2.into_boxed_slice(),
+            len: h.len(),
+        }),
+        _ => Err(HistogramError::Merge(format!(
+            "a histogram of {} values does not survive its own encoding",
+            h.len()
+        ))),
+    }
+}
+
+/// Decodes an encoding this module made (checked when it was read, or written by us).
+fn decode_ours(v2: &[u8]) -> Histogram<u64> {
+    let mut h: Histogram<u64> = Deserializer::new()
+        .deserialize(&mut &v2[..])
+        // Invariant: `Repr::Encoded` only holds what `v2_bytes` wrote.
+        .expect("a histogram encoded by this module decodes");
+    // The decoded one has the bounds it was encoded with; later merges may widen them.
+    h.auto(true);
+    h
 }
 
 /// The most count slots a decoded histogram may need (8 MiB of counts): 3 significant
@@ -236,6 +352,12 @@ fn check_v2_header(b: &[u8]) -> Result<(), HistogramError> {
 impl Default for LatencyHistogram {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+impl PartialEq for LatencyHistogram {
+    fn eq(&self, other: &Self) -> bool {
+        *self.counts() == *other.counts()
     }
 }
 

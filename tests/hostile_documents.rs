@@ -1,0 +1,178 @@
+//! Result documents written to hurt the reader: histograms whose few bytes stand for
+//! hundreds of KiB of counts, and more rows than tlsperf ever writes. `merge` and
+//! `compare` must read them in memory proportional to the file (here under an address-space
+//! limit the dense form would exceed many times over), or refuse them naming the bound.
+
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+/// An HdrHistogram V2 encoding of one value near 2^62 ns at 3 significant digits: 24
+/// bytes that hold 55,296 count slots (432 KiB) when decoded densely.
+fn far_value_histogram() -> String {
+    fn leb(mut n: u64, out: &mut Vec<u8>) {
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    let zigzag = |n: i64| ((n << 1) ^ (n >> 63)) as u64;
+    let mut payload = Vec::new();
+    leb(zigzag(-55_000), &mut payload); // 55,000 empty slots
+    leb(zigzag(1), &mut payload); // then one value
+    let mut b = Vec::new();
+    b.extend_from_slice(&(0x1c84_9303u32 | 0x10).to_be_bytes());
+    b.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    b.extend_from_slice(&0u32.to_be_bytes()); // normalizing offset
+    b.extend_from_slice(&3u32.to_be_bytes()); // significant digits
+    b.extend_from_slice(&1u64.to_be_bytes()); // lowest
+    b.extend_from_slice(&(1u64 << 62).to_be_bytes()); // highest
+    b.extend_from_slice(&1f64.to_bits().to_be_bytes());
+    b.extend_from_slice(&payload);
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+fn dist(hdr: &str) -> Value {
+    json!({
+        "quantiles": {"count": 1, "min_ns": 0, "mean_ns": 0.0, "p50_ns": 0, "p90_ns": 0,
+                      "p95_ns": 0, "p99_ns": 0, "p999_ns": 0, "max_ns": 0},
+        "hdr": hdr,
+    })
+}
+
+/// An observe document whose six breakdowns hold `rows` rows each, every row with two
+/// far-value histograms, and one kind with its six phases.
+fn observe_doc(rows: usize) -> Value {
+    let d = dist(&far_value_histogram());
+    let row = json!({"handshakes": 1, "resumed": 0, "hrr": 0,
+                     "server_think": d, "client_think": d});
+    let table: serde_json::Map<String, Value> =
+        (0..rows).map(|i| (format!("h{i}"), row.clone())).collect();
+    let phases: serde_json::Map<String, Value> = [
+        "connect",
+        "server_think",
+        "server_flight",
+        "client_think",
+        "tls",
+        "first_app_byte",
+    ]
+    .iter()
+    .map(|p| (p.to_string(), d.clone()))
+    .collect();
+    json!({
+        "schema": "tlsperf-observe/1",
+        "sources": [{"kind": "pcap", "name": "crafted.pcap"}],
+        "ports": [], "duration_s": 1.0, "interrupted": false,
+        "packets": {"frames": 0, "tcp_segments": 0, "other_ports": 0, "not_tcp": 0,
+                    "kernel_drops": 0},
+        "connections": {"tracked": 0, "midstream": 0, "handshakes": 1, "failed": 0,
+                        "not_tls": 0, "unparsed": 0, "empty": 0, "evicted_idle": 0,
+                        "evicted_half_open": 0, "over_cap": 0},
+        "handshakes": {"all": {"count": 1, "phases": phases,
+                               "server_flight_bytes": {"count": 0, "total": 0, "min": 0, "max": 0}}},
+        "resumption": {"resumed": 0, "rate": 0.0, "by_method": {}},
+        "by_sni": table, "by_server": table, "by_version": table, "by_group": table,
+        "by_client_process": table, "by_server_process": table,
+        "failures": {"alerts": {}, "reset": 0, "closed": 0, "incomplete": 0},
+        "phases": {},
+    })
+}
+
+/// Runs tlsperf with its address space limited to `mib` MiB (`prlimit --as`).
+fn tlsperf_within(mib: u64, args: &[&str]) -> (i32, String) {
+    let out = Command::new("prlimit")
+        .arg(format!("--as={}", mib << 20))
+        .arg("--")
+        .arg(common::bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write_json(path: &Path, v: &Value) {
+    std::fs::write(path, serde_json::to_vec(v).unwrap()).unwrap();
+}
+
+/// 250 rows × 6 breakdowns × 2 histograms + 6 phases: 3,006 histograms of 432 KiB each
+/// decoded (1.3 GB) in a 0.8 MB file. Under a 512 MiB address space, merge and compare
+/// both finish (held densely, they aborted: "memory allocation … failed").
+#[test]
+fn far_value_histograms_merge_and_compare_in_memory_proportional_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.json");
+    write_json(&a, &observe_doc(250));
+    let size = std::fs::metadata(&a).unwrap().len();
+    assert!(size < 4 << 20, "{size}");
+    let a = a.to_str().unwrap();
+    let out = dir.path().join("merged.json");
+    let (code, err) = tlsperf_within(512, &["merge", a, a, "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let merged: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(merged["by_sni"].as_object().unwrap().len(), 250);
+    assert_eq!(merged["by_sni"]["h7"]["handshakes"], 2);
+    assert_eq!(
+        merged["by_sni"]["h7"]["server_think"]["quantiles"]["count"],
+        2
+    );
+    // The value near 2^62 ns survived both reads and the merge.
+    let max = merged["handshakes"]["all"]["phases"]["tls"]["quantiles"]["max_ns"]
+        .as_u64()
+        .unwrap();
+    assert!(max > 1 << 61, "{max}");
+
+    let (code, err) = tlsperf_within(512, &["compare", a, out.to_str().unwrap()]);
+    assert!(code == 0 || code == 3, "{code}: {err}");
+    assert!(!err.contains("memory allocation"), "{err}");
+}
+
+/// One row more than a breakdown can hold (1000 and `(other)`), or more kinds than 32:
+/// refused before the rest is read, naming the bound and the place.
+#[test]
+fn more_rows_or_kinds_than_tlsperf_writes_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = dir.path().join("rows.json");
+    let mut doc = observe_doc(1);
+    let table: serde_json::Map<String, Value> = (0..1002)
+        .map(|i| (format!("h{i}"), doc["by_sni"]["h0"].clone()))
+        .collect();
+    doc["by_server"] = Value::Object(table);
+    write_json(&rows, &doc);
+    let kinds = dir.path().join("kinds.json");
+    let mut doc = observe_doc(1);
+    let all = doc["handshakes"]["all"].clone();
+    doc["handshakes"] = (0..33).map(|i| (format!("k{i}"), all.clone())).collect();
+    write_json(&kinds, &doc);
+    for (path, bound) in [(&rows, "1001"), (&kinds, "32")] {
+        let p = path.to_str().unwrap();
+        for args in [
+            vec!["merge", p, p, "--out", "/dev/null"],
+            vec!["compare", p, p],
+        ] {
+            let r = common::tlsperf(&args);
+            assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(&format!("more than {bound} entries"))
+                    && r.stderr.contains(p)
+                    && r.stderr.contains("line 1"),
+                "{args:?}: {}",
+                r.stderr
+            );
+        }
+    }
+}
