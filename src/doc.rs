@@ -113,7 +113,10 @@ pub fn parse<T: Document>(path: &Path, text: &[u8]) -> Result<T, DocError> {
     };
     let found = sniff(text);
     match &found {
-        Some(s) if T::reads(s) => return serde_json::from_slice(text).map_err(json_err),
+        Some(s) if T::reads(s) => {
+            check_footprint(path, T::NAME, text)?;
+            return serde_json::from_slice(text).map_err(json_err);
+        }
         Some(_) => {}
         // Not a JSON object with a schema: where its JSON breaks, if it does.
         None => {
@@ -128,6 +131,96 @@ pub fn parse<T: Document>(path: &Path, text: &[u8]) -> Result<T, DocError> {
             .chain(T::READS.iter().copied())
             .collect(),
     })
+}
+
+/// The most memory a document may take once read: [`FOOTPRINT_FACTOR`] times its size
+/// plus this.
+pub const FOOTPRINT_BASE: u64 = 64 << 20;
+
+/// See [`FOOTPRINT_BASE`].
+pub const FOOTPRINT_FACTOR: u64 = 4;
+
+/// An upper estimate of the memory `text` takes once built into Rust values, in bytes,
+/// from its JSON structure alone: every string 32 bytes and its length, every number,
+/// `true`, `false` or `null` 16, every array or object 32, every member of an object its
+/// key as a string, 48 (a map's node, half full) and its value. Many tiny strings or map
+/// entries cost many times their text (`"a1234567":0,` is 13 bytes of text; 15 million
+/// of them in a `BTreeMap<String, u64>` took 1.3 GB, 100 bytes each, estimated 104);
+/// what tlsperf writes (histograms, numbers under named fields) is estimated at 1.7–3.3
+/// times its text. `None` when the text is not JSON (the parser says where, afterwards).
+pub fn footprint(text: &[u8]) -> Option<u64> {
+    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+    use std::fmt;
+
+    struct Cost<'a>(&'a mut u64);
+    impl<'de> DeserializeSeed<'de> for Cost<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Cost<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            *self.0 += 16;
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            *self.0 += 16;
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            *self.0 += 16;
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            *self.0 += 16;
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            *self.0 += 16;
+            Ok(())
+        }
+        fn visit_str<E>(self, v: &str) -> Result<(), E> {
+            *self.0 += 32 + v.len() as u64;
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            *self.0 += 32;
+            while seq.next_element_seed(Cost(self.0))?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            *self.0 += 32;
+            while map.next_key_seed(Cost(self.0))?.is_some() {
+                *self.0 += 48;
+                map.next_value_seed(Cost(self.0))?;
+            }
+            Ok(())
+        }
+    }
+    let mut cost = 0u64;
+    let mut de = serde_json::Deserializer::from_slice(text);
+    Cost(&mut cost).deserialize(&mut de).ok()?;
+    Some(cost)
+}
+
+/// Refuses a document whose [`footprint`] is more than [`FOOTPRINT_FACTOR`] times its
+/// size plus [`FOOTPRINT_BASE`], before anything of it is built.
+fn check_footprint(path: &Path, what: &'static str, text: &[u8]) -> Result<(), DocError> {
+    let limit = FOOTPRINT_FACTOR * text.len() as u64 + FOOTPRINT_BASE;
+    match footprint(text) {
+        Some(cost) if cost > limit => Err(DocError::Footprint {
+            path: path.to_path_buf(),
+            what,
+            cost,
+            limit,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Reads a JSON object into a map of at most `MAX` entries, refusing the next one before
@@ -229,6 +322,24 @@ pub enum DocError {
         /// The schemas read.
         expected: Vec<&'static str>,
     },
+    /// A document whose structure would take far more memory than its size (many tiny
+    /// strings or map entries): not one tlsperf wrote.
+    #[error(
+        "{}: its structure would take about {} MiB of memory once read, more than \
+         {FOOTPRINT_FACTOR} times the file's size and {} MiB: tlsperf writes no {what} \
+         like it",
+        .path.display(), .cost >> 20, FOOTPRINT_BASE >> 20
+    )]
+    Footprint {
+        /// The file.
+        path: PathBuf,
+        /// The kind of document expected ([`Document::NAME`]).
+        what: &'static str,
+        /// Its [`footprint`], bytes.
+        cost: u64,
+        /// The most it may be, bytes.
+        limit: u64,
+    },
     /// The value could not be encoded (a path that is not UTF-8…).
     #[error("cannot encode {} as JSON", .path.display())]
     Encode {
@@ -246,7 +357,9 @@ impl Classify for DocError {
     fn class(&self) -> ErrorClass {
         match self {
             DocError::Read { source, .. } => io_input_class(source),
-            DocError::Json { .. } | DocError::Schema { .. } => ErrorClass::Input,
+            DocError::Json { .. } | DocError::Schema { .. } | DocError::Footprint { .. } => {
+                ErrorClass::Input
+            }
             DocError::Encode { .. } => ErrorClass::Runtime,
             DocError::Write(e) => e.class(),
         }
@@ -256,6 +369,27 @@ impl Classify for DocError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footprints_of_dense_and_plain_structures() {
+        assert_eq!(footprint(b"1"), Some(16));
+        assert_eq!(footprint(br#""abc""#), Some(35));
+        // An object of one member: the object, the key, the entry, the value.
+        assert_eq!(
+            footprint(br#"{"k":[1,2]}"#),
+            Some(32 + 33 + 48 + 32 + 2 * 16)
+        );
+        assert_eq!(footprint(b"[1,"), None);
+        // 100,000 tiny map entries: about 8 times their text.
+        let dense: String = std::iter::once("{".to_string())
+            .chain((0..100_000).map(|i| format!("\"a{i:07}\":0,")))
+            .chain(std::iter::once("\"z\":0}".to_string()))
+            .collect();
+        let f = footprint(dense.as_bytes()).unwrap();
+        assert!(f > 7 * dense.len() as u64, "{f} for {}", dense.len());
+        // Beyond 4 times the text, but within the constant: read.
+        assert!(check_footprint(Path::new("dense.json"), "doc", dense.as_bytes()).is_ok());
+    }
 
     #[test]
     fn sniffs_the_schema_alone() {

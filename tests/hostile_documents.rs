@@ -176,3 +176,31 @@ fn more_rows_or_kinds_than_tlsperf_writes_are_refused() {
         }
     }
 }
+
+/// 3 million tiny alert counts: 39 MB of text that would take some 300 MB as a map.
+/// Refused from its structure alone, before a map is built, in merge and compare alike.
+#[test]
+fn a_document_denser_than_tlsperf_writes_is_refused_before_it_is_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let dense = dir.path().join("dense.json");
+    let mut doc = observe_doc(1);
+    doc["failures"]["alerts"] = (0..3_000_000)
+        .map(|i| (format!("a{i:07}"), Value::from(0)))
+        .collect();
+    write_json(&dense, &doc);
+    let p = dense.to_str().unwrap();
+    for args in [
+        vec!["merge", p, p, "--out", "/dev/null"],
+        vec!["compare", p, p],
+    ] {
+        let r = common::tlsperf(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(p)
+                && r.stderr
+                    .contains("more than 4 times the file's size and 64 MiB"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+}
