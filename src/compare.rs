@@ -16,7 +16,7 @@ use crate::crypto::in_memory::HandshakeReport;
 use crate::crypto::kx::KxReport;
 use crate::crypto::limit::LimitReport;
 use crate::crypto::sign::SignReport;
-use crate::doc::{DocError, Document, Input};
+use crate::doc::{DocError, Document, Head, Input};
 use crate::error::{Classify, ErrorClass};
 use crate::lab::LabResult;
 use crate::load::LoadResult;
@@ -217,9 +217,14 @@ enum What {
 }
 
 impl What {
+    /// A JSON object is a document: one cut short or broken is reported where its JSON
+    /// breaks (and one with its `schema` given twice as such), not taken for a sample
+    /// file. Anything else that is not an object is a sample file.
     fn of(input: &Input) -> Result<What, CompareError> {
-        let Some(schema) = input.schema() else {
-            return Ok(What::Samples);
+        let schema = match crate::doc::head(&input.bytes) {
+            Ok(Head::Schema(s)) => s,
+            Ok(Head::NoSchema | Head::NotAnObject) => return Ok(What::Samples),
+            Err(e) => return Err(e.at(&input.path, "JSON document").into()),
         };
         match kinds().into_iter().find(|k| k.reads(&schema)) {
             Some(k) => Ok(What::Doc(k, schema)),

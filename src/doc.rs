@@ -6,9 +6,10 @@
 //! - [`Document`]: a result type says once which schema it writes and which older ones it
 //!   still reads (a new result kind joins by implementing it);
 //! - [`Input`]: an input read once, bounded, pipes included;
-//! - [`sniff`]: a file's kind from its `schema`, without building the rest;
+//! - [`sniff`]: a file's kind from its `schema`, without building the rest ([`head`]:
+//!   or why it has none: broken JSON, a `schema` given twice);
 //! - [`read`]: a document parsed after its schema is checked, errors naming the file,
-//!   line and column;
+//!   line and column, then its values checked ([`Document::validate`]);
 //! - [`write()`]: a document written atomically (a temporary name, then a rename), an
 //!   existing file replaced only with `force`;
 //! - [`DocError`]: the one error of all of these.
@@ -39,6 +40,16 @@ pub trait Document: Serialize + DeserializeOwned {
     /// [`Self::READS`]).
     fn reads(schema: &str) -> bool {
         schema == Self::SCHEMA || Self::READS.contains(&schema)
+    }
+
+    /// Checks what the JSON types alone cannot: values in range and consistent with each
+    /// other (what the command that writes the document would have refused from its
+    /// flags, or could never have measured). [`parse`] calls it after the document is
+    /// built, so that every reader refuses what no run can have written. `Err` is a
+    /// plain sentence that names the field, e.g. `steps[3]: completed 12 is more than
+    /// the 10 attempted`. The default accepts everything.
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
     }
 }
 
@@ -79,20 +90,94 @@ impl Input {
 }
 
 /// The `schema` string of a JSON object, without building the rest of it; `None` for
-/// anything else (sample files, other JSON, a `schema` that is not a string).
+/// anything else (sample files, other JSON, broken JSON, a `schema` that is not a
+/// string or is given twice). [`head`] says why.
 pub fn sniff(text: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        schema: Option<serde_json::Value>,
-    }
-    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return None;
-    }
-    let head: Head = serde_json::from_slice(text).ok()?;
-    match head.schema? {
-        serde_json::Value::String(s) => Some(s),
+    match head(text) {
+        Ok(Head::Schema(s)) => Some(s),
         _ => None,
     }
+}
+
+/// What the top of an input is, as far as [`head`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Head {
+    /// Not a JSON object: its first character is not `{` (a sample file, an array…).
+    NotAnObject,
+    /// A JSON object without a `schema` key, or whose `schema` is not a string.
+    NoSchema,
+    /// A JSON object with this `schema`.
+    Schema(String),
+}
+
+/// Why [`head`] could not tell an object's schema: where its JSON breaks, or the
+/// `schema` key given twice (which of the two would count is anybody's guess).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// Why, in words (serde_json's own words for broken JSON).
+    pub reason: String,
+}
+
+impl HeadError {
+    /// As a [`DocError::Json`] naming `path` and `what` was expected.
+    pub fn at(self, path: &Path, what: &'static str) -> DocError {
+        DocError::Json {
+            path: path.to_path_buf(),
+            what,
+            line: self.line,
+            column: self.column,
+            reason: self.reason,
+        }
+    }
+}
+
+/// The reason [`head`] gives for a `schema` key given twice.
+const SCHEMA_TWICE: &str = "the key \"schema\" is given twice";
+
+/// Reads the `schema` of a text that starts (after white space) with `{`, checking
+/// that the whole text is JSON, without building the rest of it. Anything else is
+/// [`Head::NotAnObject`].
+pub fn head(text: &[u8]) -> Result<Head, HeadError> {
+    struct Top;
+    impl<'de> serde::de::Visitor<'de> for Top {
+        type Value = Head;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
+            let mut schema: Option<serde_json::Value> = None;
+            while let Some(k) = map.next_key::<String>()? {
+                if k == "schema" {
+                    if schema.is_some() {
+                        return Err(serde::de::Error::custom(SCHEMA_TWICE));
+                    }
+                    schema = Some(map.next_value()?);
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(match schema {
+                Some(serde_json::Value::String(s)) => Head::Schema(s),
+                _ => Head::NoSchema,
+            })
+        }
+    }
+    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Ok(Head::NotAnObject);
+    }
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let err = |e: serde_json::Error| HeadError {
+        line: e.line(),
+        column: e.column(),
+        reason: e.to_string(),
+    };
+    let found = serde::de::Deserializer::deserialize_map(&mut de, Top).map_err(err)?;
+    de.end().map_err(err)?;
+    Ok(found)
 }
 
 /// Reads the document at `path` ([`Input::read`], then [`parse`]).
@@ -100,9 +185,12 @@ pub fn read<T: Document>(path: &Path) -> Result<T, DocError> {
     Input::read(path)?.parse()
 }
 
-/// Parses `text` as a `T` after checking its schema; `path` names it in errors. A text
-/// that is not JSON is reported where its JSON breaks; JSON of another schema (or none)
-/// names the schema found and those expected.
+/// Parses `text` as a `T` after checking its schema, then checks its values
+/// ([`Document::validate`]); `path` names it in errors. A text that is not JSON is
+/// reported where its JSON breaks (as is a `schema` key given twice); JSON of another
+/// schema (or none) names the schema found and those expected; one whose structure would
+/// take too much memory is refused before it is built ([`footprint`]); a value out of
+/// range names the field.
 pub fn parse<T: Document>(path: &Path, text: &[u8]) -> Result<T, DocError> {
     let json_err = |e: serde_json::Error| DocError::Json {
         path: path.to_path_buf(),
@@ -111,18 +199,25 @@ pub fn parse<T: Document>(path: &Path, text: &[u8]) -> Result<T, DocError> {
         column: e.column(),
         reason: e.to_string(),
     };
-    let found = sniff(text);
-    match &found {
-        Some(s) if T::reads(s) => {
+    let found = match head(text).map_err(|e| e.at(path, T::NAME))? {
+        Head::Schema(s) if T::reads(&s) => {
             check_footprint(path, T::NAME, text)?;
-            return serde_json::from_slice(text).map_err(json_err);
+            let doc: T = serde_json::from_slice(text).map_err(json_err)?;
+            doc.validate().map_err(|reason| DocError::Invalid {
+                path: path.to_path_buf(),
+                what: T::NAME,
+                reason,
+            })?;
+            return Ok(doc);
         }
-        Some(_) => {}
-        // Not a JSON object with a schema: where its JSON breaks, if it does.
-        None => {
+        Head::Schema(s) => Some(s),
+        Head::NoSchema => None,
+        // Not a JSON object: where its JSON breaks, if it does.
+        Head::NotAnObject => {
             serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(json_err)?;
+            None
         }
-    }
+    };
     Err(DocError::Schema {
         path: path.to_path_buf(),
         what: T::NAME,
@@ -305,6 +400,18 @@ pub enum DocError {
         /// Why.
         reason: String,
     },
+    /// JSON of the right schema whose values no run can have written (a count, rate,
+    /// share or duration out of range, figures that contradict each other):
+    /// [`Document::validate`].
+    #[error("{}: not a valid {what}: {reason}", .path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The kind of document expected ([`Document::NAME`]).
+        what: &'static str,
+        /// Why, naming the field.
+        reason: String,
+    },
     /// JSON of another schema, or of none.
     #[error(
         "{}: schema {}, not a {what} this version reads ({})",
@@ -357,9 +464,10 @@ impl Classify for DocError {
     fn class(&self) -> ErrorClass {
         match self {
             DocError::Read { source, .. } => io_input_class(source),
-            DocError::Json { .. } | DocError::Schema { .. } | DocError::Footprint { .. } => {
-                ErrorClass::Input
-            }
+            DocError::Json { .. }
+            | DocError::Invalid { .. }
+            | DocError::Schema { .. }
+            | DocError::Footprint { .. } => ErrorClass::Input,
             DocError::Encode { .. } => ErrorClass::Runtime,
             DocError::Write(e) => e.class(),
         }
@@ -401,6 +509,37 @@ mod tests {
         assert_eq!(sniff(br#"{"schema": 3}"#), None);
         assert_eq!(sniff(br#"{"no": "schema"}"#), None);
         assert_eq!(sniff(br#"{"schema": "a", oops"#), None);
+        assert_eq!(sniff(br#"{"schema": "a", "schema": "a"}"#), None);
+    }
+
+    /// A cut or broken object is told as broken JSON, where it breaks; a `schema` given
+    /// twice as such, not as missing.
+    #[test]
+    fn the_head_says_why_there_is_no_schema() {
+        assert_eq!(head(b"1.5\n2.5\n"), Ok(Head::NotAnObject));
+        assert_eq!(head(br#"{"n": 1}"#), Ok(Head::NoSchema));
+        assert_eq!(head(br#"{"schema": 1}"#), Ok(Head::NoSchema));
+        assert_eq!(
+            head(br#" {"schema": "x/1", "n": [1]}"#),
+            Ok(Head::Schema("x/1".into()))
+        );
+        let e = head(b"{\"schema\": \"x/1\",\n \"n\": [1, 2").unwrap_err();
+        assert_eq!(e.line, 2, "{e:?}");
+        assert!(e.reason.contains("EOF"), "{e:?}");
+        let e = head(br#"{"schema": "x/1"} trailing"#).unwrap_err();
+        assert!(e.reason.contains("trailing"), "{e:?}");
+        let e = head(b"{\"schema\": \"x/1\",\n\"schema\": \"x/1\"}").unwrap_err();
+        assert!(e.reason.contains("\"schema\" is given twice"), "{e:?}");
+        assert_eq!(e.line, 2, "{e:?}");
+        let p = Path::new("d.json");
+        let e = parse::<Doc>(
+            p,
+            b"{\"schema\": \"test-doc/2\",\n\"schema\": \"x\", \"n\": 1}",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("d.json:2:"), "{e}");
+        assert!(e.to_string().contains("given twice"), "{e}");
+        assert!(!e.to_string().contains("missing"), "{e}");
     }
 
     #[derive(Debug, Serialize, serde::Deserialize)]
@@ -415,6 +554,13 @@ mod tests {
         const SCHEMA: &'static str = "test-doc/2";
         const READS: &'static [&'static str] = &["test-doc/1"];
         const NAME: &'static str = "test document";
+
+        fn validate(&self) -> Result<(), String> {
+            if self.n == 0 {
+                return Err("n is 0 (at least 1)".into());
+            }
+            Ok(())
+        }
     }
 
     #[test]
@@ -436,6 +582,15 @@ mod tests {
         assert_eq!(e.class(), ErrorClass::Input);
         let e = parse::<Doc>(p, b"[1]").unwrap_err();
         assert!(e.to_string().contains("schema missing"), "{e}");
+        let e = parse::<Doc>(p, br#"{"n": 1}"#).unwrap_err();
+        assert!(e.to_string().contains("schema missing"), "{e}");
+        // Values the document's own check refuses name the field.
+        let e = parse::<Doc>(p, br#"{"schema": "test-doc/2", "n": 0}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "d.json: not a valid test document: n is 0 (at least 1)"
+        );
+        assert_eq!(e.class(), ErrorClass::Input);
     }
 
     #[test]

@@ -1373,3 +1373,328 @@ fn json_report_of_a_non_utf8_path_is_refused_before_writing() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(!out.exists(), "nothing is written");
 }
+
+/// A valid capacity result of one process (`share` of `n`), built as a search writes it:
+/// ramp 100/s pass, 200/s fail, both ends confirmed (capacity 100/s in [100, 200]).
+fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
+    use tlsperf::capacity::result::{Outcome, Rules, Step, StepCpu, StepKind, Verdict, conclude};
+    use tlsperf::capacity::{CapacityResult, Slo};
+    use tlsperf::load::result::Dist;
+    use tlsperf::stats::LatencyHistogram;
+    let slo: Slo = "p90=10ms".parse().unwrap();
+    let rules = Rules {
+        samples_needed: slo.samples_needed(),
+        step_min_s: 1.0,
+        step_max_s: 10.0,
+        generator_cpu_max: 0.9,
+        resolution: 0.05,
+        start_rate: 100.0,
+        factor: 2.0,
+        max_rate: 10_000.0,
+        min_rate: 1.0,
+        confirm_min_s: 2.0,
+    };
+    let part = share.map_or(1.0, |(_, n)| 1.0 / f64::from(n));
+    let step = |index: u32, kind: StepKind, rate: f64, ms: u64| {
+        let n = 200;
+        let mut h = LatencyHistogram::new();
+        for _ in 0..n {
+            h.record_ns(ms * 1_000_000).unwrap();
+        }
+        let mut s = Step {
+            index,
+            kind,
+            started: "2026-01-01T00:00:00Z".into(),
+            offered_per_s: rate,
+            share: part,
+            machines: 1,
+            length_s: 2.0,
+            duration_s: 2.0,
+            connections: 4,
+            attempted: n,
+            unsent: 0,
+            completed: n,
+            failed: 0,
+            achieved_per_s: 0.0,
+            error_rate: 0.0,
+            p50_ms: None,
+            p99_ms: None,
+            p999_ms: None,
+            latency_corrected: Some(Dist::of(h.clone())),
+            pacing_lateness: Some(Dist::of(LatencyHistogram::new())),
+            latency_from_send: Some(Dist::of(h)),
+            generator: StepCpu {
+                threads: 1,
+                cpu_seconds: 0.1,
+                utilization: 0.1,
+                cpus: 1.0,
+            },
+            server_cpu_seconds: None,
+            server_cpu_us_per_request: None,
+            steal: None,
+            verdict: Verdict::Pass,
+            why: String::new(),
+            enough_samples: true,
+        };
+        s.judge(&slo, &rules);
+        s
+    };
+    let steps = vec![
+        step(1, StepKind::Ramp, 100.0, 2),
+        step(2, StepKind::Ramp, 200.0, 50),
+        step(3, StepKind::Confirm, 100.0, 2),
+        step(4, StepKind::Confirm, 200.0, 50),
+    ];
+    let c = conclude(&steps, &rules, Outcome::TimeLimit);
+    assert_eq!(c.outcome, Outcome::Capacity, "{}", c.message);
+    let mut r = CapacityResult {
+        schema: tlsperf::capacity::SCHEMA.into(),
+        target: "https://localhost/".into(),
+        started: "2026-01-01T00:00:00Z".into(),
+        slo,
+        rules,
+        options: Default::default(),
+        rate_share: share.map(|(i, n)| format!("{i}/{n}")),
+        machines: 1,
+        outcome: Outcome::TimeLimit,
+        capacity_per_s: None,
+        interval_per_s: None,
+        best_pass_per_s: None,
+        generator_bound_at_per_s: None,
+        disputed_per_s: None,
+        message: String::new(),
+        steps,
+        warnings: vec![],
+    };
+    r.set_conclusion(c);
+    serde_json::to_value(&r).unwrap()
+}
+
+/// Capacity documents no search can have written (issue 37, item 3), and cut or
+/// ambiguous documents (item 4): `merge` and `compare` refuse each with exit 2, the file
+/// and a plain sentence, instead of wrapping counts, printing "+inf%" or a 300-digit
+/// percentage, or calling a cut document a sample file.
+#[test]
+fn hostile_capacity_documents_are_refused() {
+    use serde_json::{Value, json};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let save = |name: &str, v: &Value| {
+        let p = d.join(name);
+        std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let (a, b) = (capacity_doc(Some((1, 2))), capacity_doc(Some((2, 2))));
+    let (pa, pb) = (save("a.json", &a), save("b.json", &b));
+    let whole = save("whole.json", &capacity_doc(None));
+    let out = d.join("m.json").to_str().unwrap().to_string();
+
+    // The real documents pass: a merge and a comparison.
+    let run = tlsperf(["merge", &pa, &pb, "--out", &out, "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = tlsperf(["compare", &whole, &whole]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("no difference"), "{}", run.stdout);
+    std::fs::remove_file(&out).unwrap();
+
+    // Edits of A: (name, edit, what stderr says).
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let steps = |f: fn(&mut Value)| -> Edit {
+        Box::new(move |v: &mut Value| v["steps"].as_array_mut().unwrap().iter_mut().for_each(f))
+    };
+    let merges: Vec<(&str, Edit, &str)> = vec![
+        (
+            "counts that would wrap",
+            steps(|s| {
+                s["attempted"] = json!(u64::MAX);
+                s["completed"] = json!(u64::MAX);
+            }),
+            "my0.json: the merged requests attempted would be more than a count holds",
+        ),
+        (
+            "machines that would wrap",
+            Box::new(|v| {
+                v["machines"] = json!(u32::MAX);
+                for s in v["steps"].as_array_mut().unwrap() {
+                    s["machines"] = json!(u32::MAX);
+                }
+            }),
+            "my1.json: the merged machines would be more than a count holds",
+        ),
+        (
+            "completed > attempted",
+            Box::new(|v| v["steps"][1]["completed"] = json!(5000)),
+            "step 2 of 4: 5000 completed + 0 failed is not the 200 attempted",
+        ),
+        (
+            "a negative share",
+            steps(|s| s["share"] = json!(-6.5)),
+            "share -6.5 of the offered rate",
+        ),
+        (
+            "a negative duration",
+            Box::new(|v| v["steps"][0]["duration_s"] = json!(-3.0)),
+            "duration_s -3 s is not a duration",
+        ),
+        (
+            "a factor of 0",
+            Box::new(|v| v["rules"]["factor"] = json!(0.0)),
+            "rules: factor 0: must be above 1 and at most 10",
+        ),
+        (
+            "an objective of p250 ≤ −30 ms",
+            Box::new(|v| v["slo"]["latency"][0] = json!({"percentile": 250.0, "max_ms": -30.0})),
+            "slo: percentile 250: a percentile is between p0 and p100",
+        ),
+        (
+            "a bound of −30 ms",
+            Box::new(|v| v["slo"]["latency"][0]["max_ms"] = json!(-30.0)),
+            "slo: p90 ≤ -30 ms: a bound must be above zero",
+        ),
+        (
+            "more steps than a search runs",
+            Box::new(|v| {
+                let one = v["steps"][0].clone();
+                v["steps"] = Value::Array(vec![one; 2001]);
+            }),
+            "more than 2000 steps",
+        ),
+    ];
+    let compares: Vec<(&str, Edit, &str)> = vec![
+        (
+            "capacity 0",
+            Box::new(|v| v["capacity_per_s"] = json!(0.0)),
+            "capacity_per_s 0/s is not a rate a search can have tried",
+        ),
+        (
+            "capacity 1e308",
+            Box::new(|v| v["capacity_per_s"] = json!(1e308)),
+            "capacity_per_s 1e308/s is not a rate",
+        ),
+        (
+            "capacity −500/s",
+            Box::new(|v| v["capacity_per_s"] = json!(-500.0)),
+            "capacity_per_s -500/s is not a rate",
+        ),
+        (
+            "a capacity outside its own interval",
+            Box::new(|v| v["capacity_per_s"] = json!(500.0)),
+            "capacity_per_s 500 is outside its own interval_per_s [100, 200]",
+        ),
+        (
+            "an objective of p250 ≤ −30 ms",
+            Box::new(|v| v["slo"]["latency"][0] = json!({"percentile": 250.0, "max_ms": -30.0})),
+            "slo: percentile 250",
+        ),
+    ];
+    let mut failures = Vec::new();
+    let check = |name: String, run: common::Run, says: &[&str], file: &str| {
+        let mut why = Vec::new();
+        if run.code != 2 {
+            why.push(format!("exit {} (want 2)", run.code));
+        }
+        for s in says.iter().chain([&file]) {
+            if !run.stderr.contains(s) {
+                why.push(format!("stderr lacks {s:?}"));
+            }
+        }
+        for bad in ["panicked", "Some(", "Error {", "inf%", "sample file"] {
+            if run.stderr.contains(bad) || run.stdout.contains(bad) {
+                why.push(format!("output holds {bad:?}"));
+            }
+        }
+        (!why.is_empty()).then(|| {
+            format!(
+                "{name}: {}\n    stdout: {}\n    stderr: {}",
+                why.join("; "),
+                run.stdout.trim(),
+                run.stderr.trim()
+            )
+        })
+    };
+    for (i, (name, edit, says)) in merges.iter().enumerate() {
+        let (mut x, mut y) = (a.clone(), b.clone());
+        edit(&mut x);
+        edit(&mut y);
+        let (px, py) = (
+            save(&format!("mx{i}.json"), &x),
+            save(&format!("my{i}.json"), &y),
+        );
+        let run = tlsperf(["merge", &px, &py, "--out", &out, "-q"]);
+        // A value out of range is the first file's; a sum is refused at the second.
+        let file = if says.starts_with("my") { &py } else { &px };
+        failures.extend(check(format!("merge: {name}"), run, &[says], file));
+        if Path::new(&out).exists() {
+            failures.push(format!("merge: {name}: {out} was written"));
+            std::fs::remove_file(&out).unwrap();
+        }
+    }
+    for (i, (name, edit, says)) in compares.iter().enumerate() {
+        let mut x = capacity_doc(None);
+        edit(&mut x);
+        let px = save(&format!("cx{i}.json"), &x);
+        let run = tlsperf(["compare", &whole, &px]);
+        failures.extend(check(format!("compare: {name}"), run, &[says], &px));
+    }
+
+    // Cut short: not valid JSON, where it breaks, not "a sample file".
+    let text = std::fs::read_to_string(&whole).unwrap();
+    let mut at = text.len() / 2;
+    while !text.is_char_boundary(at) || text[..at].ends_with('\n') {
+        at -= 1;
+    }
+    let cut = write(d, "cut.json", &text[..at]);
+    let line = text[..at].lines().count();
+    let run = tlsperf(["compare", &whole, &cut]);
+    failures.extend(check(
+        "compare: a cut document".into(),
+        run,
+        &[
+            &format!("cut.json:{line}:"),
+            "not a valid JSON document: EOF while parsing",
+        ],
+        &cut,
+    ));
+    let run = tlsperf(["merge", &pa, &cut, "--out", &out]);
+    failures.extend(check(
+        "merge: a cut document".into(),
+        run,
+        &[&format!("cut.json:{line}:"), "EOF while parsing"],
+        &cut,
+    ));
+    // Its schema twice: said so, not "schema missing".
+    let key = "\n  \"schema\": \"tlsperf-capacity/1\",";
+    let at = text.find(key).unwrap();
+    // The second one's line: the first's, plus one.
+    let line = text[..at].lines().count() + 2;
+    let twice = write(
+        d,
+        "twice.json",
+        &format!("{}{key}{}", &text[..at], &text[at..]),
+    );
+    let twice_at = format!("twice.json:{line}:");
+    for args in [
+        vec!["compare", &whole, &twice],
+        vec!["merge", &pa, &twice, "--out", &out],
+    ] {
+        let run = tlsperf(&args);
+        if run.stderr.contains("missing") {
+            failures.push(format!(
+                "{}: says the schema is missing: {}",
+                args[0], run.stderr
+            ));
+        }
+        failures.extend(check(
+            format!("{}: schema given twice", args[0]),
+            run,
+            &[&twice_at, "the key \"schema\" is given twice"],
+            &twice,
+        ));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} capacity documents mishandled:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

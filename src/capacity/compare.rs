@@ -180,6 +180,14 @@ pub enum CompareError {
         /// Its conclusion.
         message: String,
     },
+    /// A side no search can have written ([`CapacityResult::validate`]).
+    #[error("{side}: not a valid capacity result: {why}")]
+    Invalid {
+        /// "A" or "B".
+        side: &'static str,
+        /// What is wrong.
+        why: String,
+    },
     /// Different objectives.
     #[error(
         "A was searched under {a}, B under {b}: capacities at different objectives do not compare"
@@ -199,6 +207,10 @@ impl crate::error::Classify for CompareError {
 }
 
 fn side(name: &'static str, r: &CapacityResult) -> Result<CapacitySide, CompareError> {
+    // What a reader refuses ([`CapacityResult::validate`]) is refused here too, for
+    // results built in memory: a ratio needs a capacity above zero within its bracket.
+    r.validate()
+        .map_err(|why| CompareError::Invalid { side: name, why })?;
     match (r.outcome, r.capacity_per_s, r.interval_per_s) {
         (Outcome::Capacity, Some(c), Some(iv)) => Ok(CapacitySide {
             target: r.target.clone(),
@@ -324,6 +336,37 @@ mod tests {
         none.set_conclusion(c);
         let e = compare(&a, &none).unwrap_err();
         assert!(e.to_string().starts_with("B: no confirmed capacity"), "{e}");
+    }
+
+    /// A side no search can have written is refused, not turned into "+inf%" or a
+    /// 300-digit percentage.
+    #[test]
+    fn refuses_a_side_no_search_can_have_written() {
+        let a = result(1000.0, 1050.0);
+        for (edit, says) in [
+            (
+                (|r: &mut CapacityResult| r.capacity_per_s = Some(0.0)) as fn(&mut CapacityResult),
+                "capacity_per_s 0/s is not a rate",
+            ),
+            (|r| r.capacity_per_s = Some(1e308), "capacity_per_s 1e308/s"),
+            (|r| r.capacity_per_s = Some(-500.0), "capacity_per_s -500/s"),
+            (
+                |r| r.capacity_per_s = Some(5000.0),
+                "capacity_per_s 5000 is outside its own interval_per_s [1000, 1050]",
+            ),
+        ] {
+            let mut b = a.clone();
+            edit(&mut b);
+            let e = compare(&a, &b).unwrap_err();
+            assert!(
+                e.to_string().starts_with("B: not a valid capacity result"),
+                "{e}"
+            );
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        assert_eq!(group(1e15), "1,000,000,000,000,000");
+        assert_eq!(group(-1234.0), "-1,234");
+        assert_eq!(group(f64::INFINITY), "inf");
     }
 
     /// Two searches of one server whose knee decides by chance (pair J of

@@ -430,9 +430,10 @@ pub fn disputed_warning(band: [f64; 2]) -> String {
 
 /// The bracket of a list of steps: (highest pass below the lowest failure, lowest
 /// failure). Invalid steps do not count, nor do the shorter steps at a rate that a valid
-/// confirmation decided ([`superseded`]).
+/// confirmation decided ([`superseded`]). Linear in the steps.
 pub fn bracket(steps: &[Step]) -> (Option<f64>, Option<f64>) {
-    let counted = |s: &&Step| !superseded(steps, s);
+    let decided = confirmed_rates(steps);
+    let counted = |s: &&Step| s.kind == StepKind::Confirm || !decided.contains(&rate_key(s));
     let hi = steps
         .iter()
         .filter(counted)
@@ -446,6 +447,21 @@ pub fn bracket(steps: &[Step]) -> (Option<f64>, Option<f64>) {
         .map(|s| s.offered_per_s)
         .max_by(f64::total_cmp);
     (lo, hi)
+}
+
+/// A step's offered rate as a set key: equal rates (`==`, 0 and −0 alike) give equal
+/// keys.
+fn rate_key(s: &Step) -> u64 {
+    (s.offered_per_s + 0.0).to_bits()
+}
+
+/// The rates a valid confirmation ran at ([`superseded`], for every step at once).
+fn confirmed_rates(steps: &[Step]) -> std::collections::HashSet<u64> {
+    steps
+        .iter()
+        .filter(|t| t.kind == StepKind::Confirm && t.verdict != Verdict::Invalid)
+        .map(rate_key)
+        .collect()
 }
 
 /// True when `s` is a ramp or bisection step at a rate where a valid confirmation ran:
@@ -479,12 +495,20 @@ pub fn confirmed_failure(steps: &[Step], hi: f64) -> bool {
 /// the generator spoiled only by falling behind (not by spending its CPU) is run once
 /// more ([`retry`]), and a valid re-run decides that rate instead.
 fn undecided_invalid(steps: &[Step]) -> Option<&Step> {
-    steps.iter().enumerate().find_map(|(i, s)| {
-        let replaced = steps[i + 1..]
-            .iter()
-            .any(|t| t.offered_per_s == s.offered_per_s && t.verdict != Verdict::Invalid);
-        (s.verdict == Verdict::Invalid && !replaced).then_some(s)
-    })
+    // From the last step back: the rates a valid step ran at so far are those of valid
+    // steps after the one looked at. The earliest such step found last is the first.
+    let mut valid_later = std::collections::HashSet::new();
+    let mut first = None;
+    for s in steps.iter().rev() {
+        if s.verdict == Verdict::Invalid {
+            if !valid_later.contains(&rate_key(s)) {
+                first = Some(s);
+            }
+        } else {
+            valid_later.insert(rate_key(s));
+        }
+    }
+    first
 }
 
 /// Whether the search runs the last step again rather than stop as generator-bound: it
@@ -607,10 +631,14 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
     c
 }
 
-/// `12,345` (rounded to a whole number).
+/// `12,345` (rounded to a whole number; digits grouped however large, a value that is
+/// not a finite number as itself).
 pub fn group(x: f64) -> String {
-    let n = x.round() as u64;
-    let s = n.to_string();
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    let s = format!("{:.0}", x.abs().round());
+    let sign = if x.round() < 0.0 { "-" } else { "" };
     let mut out = String::new();
     for (i, ch) in s.chars().enumerate() {
         if i > 0 && (s.len() - i).is_multiple_of(3) {
@@ -618,7 +646,7 @@ pub fn group(x: f64) -> String {
         }
         out.push(ch);
     }
-    out
+    format!("{sign}{out}")
 }
 
 /// Everything a capacity search found.
@@ -658,14 +686,338 @@ pub struct CapacityResult {
     pub disputed_per_s: Option<[f64; 2]>,
     /// The conclusion in plain words.
     pub message: String,
-    /// Every step, in the order run.
+    /// Every step, in the order run. Read back, at most [`MAX_STEPS`].
+    #[serde(deserialize_with = "bounded_steps")]
     pub steps: Vec<Step>,
     /// What makes figures of this result doubtful, in plain words.
     #[serde(default)]
     pub warnings: Vec<String>,
 }
 
+/// The most steps a capacity result may hold: twice the most a search runs
+/// (`capacity --max-steps` is at most 1,000, and a merge keeps only the steps its
+/// results share). Each step holds three histograms, so a document cannot declare
+/// tens of thousands.
+pub const MAX_STEPS: usize = 2_000;
+
+/// The highest rate (requests per second) a capacity search may try, and a capacity
+/// document may name: a billion a second, far above what any generator sends.
+pub const MAX_RATE_PER_S: f64 = 1e9;
+
+/// Reads `steps`, refusing more than [`MAX_STEPS`] before decoding the next one.
+fn bounded_steps<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Step>, D::Error> {
+    struct Bounded;
+    impl<'de> serde::de::Visitor<'de> for Bounded {
+        type Value = Vec<Step>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX_STEPS} steps")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            loop {
+                if out.len() == MAX_STEPS {
+                    // One more is one too many; the end of the list is fine.
+                    return match seq.next_element::<serde::de::IgnoredAny>()? {
+                        None => Ok(out),
+                        Some(_) => Err(serde::de::Error::custom(format!(
+                            "more than {MAX_STEPS} steps (a search runs at most 1,000)"
+                        ))),
+                    };
+                }
+                match seq.next_element::<Step>()? {
+                    Some(step) => out.push(step),
+                    None => return Ok(out),
+                }
+            }
+        }
+    }
+    d.deserialize_seq(Bounded)
+}
+
+/// A figure for a message: as written (`12.5`) unless very large or very small, then
+/// in scientific notation (`1e308`, not 309 digits).
+pub(crate) fn figure(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-6..1e15).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}
+
+/// `Err(what)` unless `x` is a finite number within `lo ..= hi`.
+fn within(x: f64, lo: f64, hi: f64, what: impl FnOnce() -> String) -> Result<(), String> {
+    if x.is_finite() && (lo..=hi).contains(&x) {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+/// `Err` unless `r` is a rate a search can have tried: 0 ..= [`MAX_RATE_PER_S`] (0 only
+/// where `positive` is false: a tiny start rate rounds to 0/s, a step that can only
+/// fail).
+fn check_rate(name: &str, r: f64, positive: bool) -> Result<(), String> {
+    let ok = r.is_finite() && r <= MAX_RATE_PER_S && if positive { r > 0.0 } else { r >= 0.0 };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} {}/s is not a rate a search can have tried ({} 1,000,000,000/s)",
+            figure(r),
+            if positive {
+                "above 0/s, at most"
+            } else {
+                "0/s ..="
+            }
+        ))
+    }
+}
+
+/// `Err` unless `secs` is a duration: finite, not negative (above zero with
+/// `positive`), and within what a duration holds.
+fn check_secs(name: &str, secs: f64, positive: bool) -> Result<(), String> {
+    let ok = if positive { secs > 0.0 } else { secs >= 0.0 }
+        && std::time::Duration::try_from_secs_f64(secs).is_ok();
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name} {} s is not a duration ({})",
+            figure(secs),
+            if positive {
+                "above zero"
+            } else {
+                "zero or more"
+            }
+        ))
+    }
+}
+
+impl Rules {
+    /// Checks the rules against what `capacity`'s flags accept: rates above zero and at
+    /// most [`MAX_RATE_PER_S`] (lowest ≤ start ≤ highest), a factor above 1 and at most
+    /// 10, a resolution and a CPU limit within (0, 1), step lengths above zero (the
+    /// shortest not above the longest), a step sized for at least one answer.
+    pub fn validate(&self) -> Result<(), String> {
+        check_rate("start_rate", self.start_rate, true)?;
+        check_rate("max_rate", self.max_rate, true)?;
+        check_rate("min_rate", self.min_rate, true)?;
+        if !(self.min_rate <= self.start_rate && self.start_rate <= self.max_rate) {
+            return Err(format!(
+                "the rates are out of order: min_rate {} ≤ start_rate {} ≤ max_rate {} \
+                 does not hold",
+                figure(self.min_rate),
+                figure(self.start_rate),
+                figure(self.max_rate)
+            ));
+        }
+        if !(self.factor.is_finite() && self.factor > 1.0 && self.factor <= 10.0) {
+            return Err(format!(
+                "factor {}: must be above 1 and at most 10",
+                figure(self.factor)
+            ));
+        }
+        if !(self.resolution.is_finite() && self.resolution > 0.0 && self.resolution < 1.0) {
+            return Err(format!(
+                "resolution {}: must be between 0 and 1",
+                figure(self.resolution)
+            ));
+        }
+        let cpu = self.generator_cpu_max;
+        if !(cpu.is_finite() && cpu > 0.0 && cpu <= 1.0) {
+            return Err(format!(
+                "generator_cpu_max {}: must be above 0 and at most 1",
+                figure(cpu)
+            ));
+        }
+        check_secs("step_min_s", self.step_min_s, true)?;
+        check_secs("step_max_s", self.step_max_s, true)?;
+        check_secs("confirm_min_s", self.confirm_min_s, false)?;
+        if self.step_min_s > self.step_max_s {
+            return Err(format!(
+                "step_min_s {} is longer than step_max_s {}",
+                figure(self.step_min_s),
+                figure(self.step_max_s)
+            ));
+        }
+        if self.samples_needed == 0 {
+            return Err("samples_needed is 0 (a step is sized for at least one answer)".into());
+        }
+        Ok(())
+    }
+}
+
+impl Step {
+    /// Checks what one process (or `machines` merged processes, of at most `machines`
+    /// in the document) can have measured: a rate within [`check_rate`]'s range, a
+    /// share above zero and at most one per process, durations that are durations,
+    /// completed + failed = attempted, shares and CPU figures that are not negative.
+    pub fn validate(&self, machines: u32) -> Result<(), String> {
+        check_rate("offered_per_s", self.offered_per_s, false)?;
+        if self.machines == 0 || self.machines > machines {
+            return Err(format!(
+                "machines {} is not within 1 ..= the document's {machines}",
+                self.machines
+            ));
+        }
+        within(
+            self.share,
+            f64::MIN_POSITIVE,
+            f64::from(self.machines),
+            || {
+                format!(
+                    "share {} of the offered rate is not within 0 ..= 1 a process (machines {})",
+                    self.share, self.machines
+                )
+            },
+        )?;
+        check_secs("length_s", self.length_s, true)?;
+        check_secs("duration_s", self.duration_s, false)?;
+        if !(1..=100_000).contains(&self.connections) {
+            return Err(format!(
+                "connections {} is not within 1 ..= 100,000",
+                self.connections
+            ));
+        }
+        if self.completed.checked_add(self.failed) != Some(self.attempted) {
+            return Err(format!(
+                "{} completed + {} failed is not the {} attempted",
+                self.completed, self.failed, self.attempted
+            ));
+        }
+        let not_negative = |name: &str, x: f64| {
+            within(x, 0.0, f64::MAX, || {
+                format!("{name} {} is not a figure ≥ 0", figure(x))
+            })
+        };
+        not_negative("achieved_per_s", self.achieved_per_s)?;
+        within(self.error_rate, 0.0, 1.0, || {
+            format!(
+                "error_rate {} is not within 0 ..= 1",
+                figure(self.error_rate)
+            )
+        })?;
+        for (name, v) in [
+            ("p50_ms", self.p50_ms),
+            ("p99_ms", self.p99_ms),
+            ("p999_ms", self.p999_ms),
+            ("server_cpu_us_per_request", self.server_cpu_us_per_request),
+        ] {
+            if let Some(v) = v {
+                not_negative(name, v)?;
+            }
+        }
+        if let Some(c) = self.server_cpu_seconds {
+            check_secs("server_cpu_seconds", c, false)?;
+        }
+        if let Some(st) = self.steal {
+            within(st, 0.0, 1.0, || {
+                format!("steal {} is not within 0 ..= 1", figure(st))
+            })?;
+        }
+        let g = &self.generator;
+        check_secs("generator.cpu_seconds", g.cpu_seconds, false)?;
+        not_negative("generator.utilization", g.utilization)?;
+        not_negative("generator.cpus", g.cpus)?;
+        Ok(())
+    }
+}
+
 impl CapacityResult {
+    /// Checks a result read from a document against what a search (or a merge of
+    /// searches) can have written: the objective ([`Slo::validate`]), the rules
+    /// ([`Rules::validate`]), each step ([`Step::validate`]), the shares
+    /// (`i/n` as `--rate-share` takes it, each once, no more than the processes), and a
+    /// conclusion that fits its outcome: a capacity only with outcome `capacity`, above
+    /// zero and within its interval `[highest pass, lowest failure]`, which rises. `Err`
+    /// is a plain sentence naming the field.
+    pub fn validate(&self) -> Result<(), String> {
+        self.slo.validate().map_err(|e| format!("slo: {e}"))?;
+        self.rules.validate().map_err(|e| format!("rules: {e}"))?;
+        if self.machines == 0 {
+            return Err("machines is 0 (at least 1)".into());
+        }
+        if let Some(shares) = &self.rate_share {
+            let mut seen = std::collections::HashSet::new();
+            for (n, part) in shares.split(',').enumerate() {
+                if n as u64 >= u64::from(self.machines) {
+                    return Err(format!(
+                        "rate_share lists more shares than the {} processes merged",
+                        self.machines
+                    ));
+                }
+                let share: crate::load::share::RateShare =
+                    part.parse().map_err(|e| format!("rate_share {e}"))?;
+                if !seen.insert((share.i, share.n)) {
+                    return Err(format!("rate_share lists {share} twice"));
+                }
+            }
+        }
+        let rate = |name: &str, r: Option<f64>| r.map_or(Ok(()), |r| check_rate(name, r, true));
+        rate("capacity_per_s", self.capacity_per_s)?;
+        rate("best_pass_per_s", self.best_pass_per_s)?;
+        if let Some(r) = self.generator_bound_at_per_s {
+            check_rate("generator_bound_at_per_s", r, false)?;
+        }
+        if let Some([lo, hi]) = self.interval_per_s {
+            check_rate("interval_per_s", lo, true)?;
+            check_rate("interval_per_s", hi, true)?;
+            if lo >= hi {
+                return Err(format!(
+                    "interval_per_s [{}, {}]: the highest pass is not below the lowest \
+                     failure",
+                    figure(lo),
+                    figure(hi)
+                ));
+            }
+        }
+        if let Some([lo, hi]) = self.disputed_per_s {
+            check_rate("disputed_per_s", lo, false)?;
+            check_rate("disputed_per_s", hi, true)?;
+            if lo >= hi {
+                return Err(format!(
+                    "disputed_per_s [{}, {}]: the highest pass is not above the lowest \
+                     failure",
+                    figure(lo),
+                    figure(hi)
+                ));
+            }
+        }
+        match (self.outcome, self.capacity_per_s, self.interval_per_s) {
+            (Outcome::Capacity, Some(c), Some([lo, hi])) => {
+                if !(lo..=hi).contains(&c) {
+                    return Err(format!(
+                        "capacity_per_s {} is outside its own interval_per_s [{}, {}]",
+                        figure(c),
+                        figure(lo),
+                        figure(hi)
+                    ));
+                }
+            }
+            (Outcome::Capacity, None, _) => {
+                return Err("outcome capacity without a capacity_per_s".into());
+            }
+            (Outcome::Capacity, Some(_), None) => {
+                return Err("outcome capacity without an interval_per_s".into());
+            }
+            (other, Some(_), _) => {
+                return Err(format!(
+                    "capacity_per_s is given but the outcome is {}",
+                    other.name()
+                ));
+            }
+            (_, None, _) => {}
+        }
+        for (i, s) in self.steps.iter().enumerate() {
+            s.validate(self.machines)
+                .map_err(|e| format!("step {} of {}: {e}", i + 1, self.steps.len()))?;
+        }
+        Ok(())
+    }
+
     /// Sets the conclusion fields from `c`.
     pub fn set_conclusion(&mut self, c: Conclusion) {
         self.outcome = c.outcome;
@@ -677,6 +1029,30 @@ impl CapacityResult {
         self.message = c.message;
         if let Some(band) = self.disputed_per_s {
             self.warnings.push(disputed_warning(band));
+        }
+    }
+
+    /// A copy of everything but the steps (left empty): for a merge that copies only
+    /// the steps it keeps.
+    fn clone_without_steps(&self) -> CapacityResult {
+        CapacityResult {
+            schema: self.schema.clone(),
+            target: self.target.clone(),
+            started: self.started.clone(),
+            slo: self.slo.clone(),
+            rules: self.rules.clone(),
+            options: self.options.clone(),
+            rate_share: self.rate_share.clone(),
+            machines: self.machines,
+            outcome: self.outcome,
+            capacity_per_s: self.capacity_per_s,
+            interval_per_s: self.interval_per_s,
+            best_pass_per_s: self.best_pass_per_s,
+            generator_bound_at_per_s: self.generator_bound_at_per_s,
+            disputed_per_s: self.disputed_per_s,
+            message: self.message.clone(),
+            steps: Vec::new(),
+            warnings: self.warnings.clone(),
         }
     }
 
@@ -727,6 +1103,26 @@ pub enum MergeError {
     /// Histograms did not merge.
     #[error(transparent)]
     Histogram(#[from] HistogramError),
+    /// A sum that a count cannot hold: refused rather than wrapped.
+    #[error("the merged {what} would be more than a count holds (adding result {index})")]
+    Overflow {
+        /// The count.
+        what: String,
+        /// 1-based position of the result that overflowed it.
+        index: usize,
+    },
+}
+
+impl MergeError {
+    /// The 1-based position of the result the error is about, when it is about one.
+    pub fn index(&self) -> Option<usize> {
+        match self {
+            MergeError::Mixed { index, .. }
+            | MergeError::SameShare { index, .. }
+            | MergeError::Overflow { index, .. } => Some(*index),
+            _ => None,
+        }
+    }
 }
 
 impl crate::error::Classify for MergeError {
@@ -735,12 +1131,10 @@ impl crate::error::Classify for MergeError {
     }
 }
 
+/// Merges `b` into `a` ([`Dist::merge`]: a total a histogram cannot hold is refused).
 fn merge_dist(a: &mut Option<Dist>, b: &Option<Dist>) -> Result<(), HistogramError> {
     match (a.as_mut(), b) {
-        (Some(x), Some(y)) => {
-            x.hdr.merge(&y.hdr)?;
-            x.quantiles = x.hdr.quantiles();
-        }
+        (Some(x), Some(y)) => x.merge(y)?,
         (None, Some(y)) => *a = Some(y.clone()),
         _ => {}
     }
@@ -753,10 +1147,13 @@ fn merge_dist(a: &mut Option<Dist>, b: &Option<Dist>) -> Result<(), HistogramErr
 /// conclusion drawn again. Each process decided its next step on its own measurements;
 /// where their searches diverged (a step at another rate), only the steps before are
 /// merged, and a warning says so. Results of another URL, objective or search rules,
-/// or two of the same share, are refused.
+/// or two of the same share, are refused, as is a sum a count cannot hold (it is never
+/// wrapped). Time and memory are linear in the results (the results are expected
+/// valid: [`CapacityResult::validate`], as every reader checks).
 pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
     let (first, rest) = results.split_first().ok_or(MergeError::Empty)?;
-    let mut shares: Vec<(usize, String)> = Vec::new();
+    let mut shares: Vec<String> = Vec::new();
+    let mut owner: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (i, r) in results.iter().enumerate() {
         let what = if r.target != first.target {
             Some(format!("target {} vs {}", r.target, first.target))
@@ -772,22 +1169,23 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
         }
         if let Some(s) = &r.rate_share {
             for part in s.split(',') {
-                if let Some((f, _)) = shares.iter().find(|(_, x)| x == part) {
+                if let Some(f) = owner.get(part) {
                     return Err(MergeError::SameShare {
                         first: *f,
                         index: i + 1,
                         share: part.to_string(),
                     });
                 }
-                shares.push((i + 1, part.to_string()));
+                owner.insert(part.to_string(), i + 1);
+                shares.push(part.to_string());
             }
         }
     }
-    let mut m = first.clone();
-    let mut common = m.steps.len();
+    let mut common = first.steps.len();
     for r in rest {
         common = common.min(
-            m.steps
+            first
+                .steps
                 .iter()
                 .zip(&r.steps)
                 .take_while(|(a, b)| a.kind == b.kind && a.offered_per_s == b.offered_per_s)
@@ -798,25 +1196,59 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
         return Err(MergeError::NoCommonStep);
     }
     let longest = results.iter().map(|r| r.steps.len()).max().unwrap_or(0);
-    m.steps.truncate(common);
-    for r in rest {
-        m.machines += r.machines;
-        m.started = m.started.clone().min(r.started.clone());
+    let mut m = CapacityResult {
+        steps: first.steps[..common].to_vec(),
+        ..first.clone_without_steps()
+    };
+    for (i, r) in rest.iter().enumerate() {
+        let index = i + 2;
+        let over = |what: &str| MergeError::Overflow {
+            what: what.to_string(),
+            index,
+        };
+        m.machines = m
+            .machines
+            .checked_add(r.machines)
+            .ok_or_else(|| over("machines"))?;
+        if r.started < m.started {
+            m.started.clone_from(&r.started);
+        }
         for (a, b) in m.steps.iter_mut().zip(&r.steps) {
             a.share += b.share;
-            a.machines += b.machines;
-            a.started = a.started.clone().min(b.started.clone());
+            a.machines = a
+                .machines
+                .checked_add(b.machines)
+                .ok_or_else(|| over("machines of a step"))?;
+            if b.started < a.started {
+                a.started.clone_from(&b.started);
+            }
             a.duration_s = a.duration_s.max(b.duration_s);
             a.connections = a.connections.max(b.connections);
-            a.attempted += b.attempted;
-            a.completed += b.completed;
-            a.failed += b.failed;
+            a.attempted = a
+                .attempted
+                .checked_add(b.attempted)
+                .ok_or_else(|| over("requests attempted"))?;
+            a.completed = a
+                .completed
+                .checked_add(b.completed)
+                .ok_or_else(|| over("requests completed"))?;
+            a.failed = a
+                .failed
+                .checked_add(b.failed)
+                .ok_or_else(|| over("requests failed"))?;
             merge_dist(&mut a.latency_corrected, &b.latency_corrected)?;
             merge_dist(&mut a.pacing_lateness, &b.pacing_lateness)?;
             merge_dist(&mut a.latency_from_send, &b.latency_from_send)?;
-            a.generator.threads += b.generator.threads;
+            a.generator.threads = a
+                .generator
+                .threads
+                .checked_add(b.generator.threads)
+                .ok_or_else(|| over("generator threads"))?;
             a.generator.cpus = a.generator.cpus.max(b.generator.cpus);
             a.generator.cpu_seconds += b.generator.cpu_seconds;
+            if !a.generator.cpu_seconds.is_finite() {
+                return Err(over("generator CPU seconds"));
+            }
             a.generator.utilization = a.generator.utilization.max(b.generator.utilization);
             a.steal = match (a.steal, b.steal) {
                 (Some(x), Some(y)) => Some(x.max(y)),
@@ -829,13 +1261,7 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
             };
         }
     }
-    m.rate_share = (!shares.is_empty()).then(|| {
-        shares
-            .iter()
-            .map(|(_, s)| s.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    });
+    m.rate_share = (!shares.is_empty()).then(|| shares.join(","));
     let share_sum: f64 = m.steps.first().map_or(1.0, |s| s.share);
     m.warnings.clear();
     if (share_sum - 1.0).abs() > 1e-6 {
@@ -868,6 +1294,11 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
 impl crate::doc::Document for CapacityResult {
     const SCHEMA: &'static str = SCHEMA;
     const NAME: &'static str = "tlsperf capacity result";
+
+    /// [`CapacityResult::validate`].
+    fn validate(&self) -> Result<(), String> {
+        CapacityResult::validate(self)
+    }
 }
 
 #[cfg(test)]
@@ -1006,6 +1437,293 @@ pub(crate) mod tests {
         late.verdict = Verdict::Invalid;
         invalid.push(late);
         assert_eq!(disputed(&invalid), None);
+    }
+
+    /// A merged pair of shares (1/2, 2/2) of one search: valid, concluded.
+    fn halves() -> (CapacityResult, CapacityResult) {
+        let steps = vec![
+            step(1, StepKind::Ramp, 100.0, 2, 200),
+            step(2, StepKind::Ramp, 200.0, 50, 200),
+            step(3, StepKind::Confirm, 100.0, 2, 400),
+            step(4, StepKind::Confirm, 200.0, 50, 400),
+        ];
+        let mut a = result_of(steps);
+        for s in &mut a.steps {
+            s.share = 0.5;
+        }
+        let mut b = a.clone();
+        a.rate_share = Some("1/2".into());
+        b.rate_share = Some("2/2".into());
+        (a, b)
+    }
+
+    #[test]
+    fn a_valid_result_validates_and_merges() {
+        let (a, b) = halves();
+        assert_eq!(a.outcome, Outcome::Capacity, "{}", a.message);
+        assert_eq!(a.validate(), Ok(()));
+        let m = merge(&[a, b]).unwrap();
+        assert_eq!(m.validate(), Ok(()));
+        assert_eq!(m.machines, 2);
+        assert_eq!(m.rate_share.as_deref(), Some("1/2,2/2"));
+        assert_eq!(m.steps[0].attempted, 400);
+        assert_eq!(m.steps[0].share, 1.0);
+        assert_eq!(m.capacity_per_s, Some(100.0));
+    }
+
+    /// Every rule of [`CapacityResult::validate`], each on a copy of a valid result.
+    #[test]
+    fn validation_refuses_what_no_search_can_have_written() {
+        let (a, _) = halves();
+        type Edit = fn(&mut CapacityResult);
+        let cases: Vec<(Edit, &str)> = vec![
+            (|r| r.machines = 0, "machines is 0"),
+            (
+                |r| r.steps[1].completed = 500,
+                "step 2 of 4: 500 completed + 0 failed is not the 200 attempted",
+            ),
+            (|r| r.steps[1].failed = u64::MAX, "is not the 200 attempted"),
+            (
+                |r| r.steps[0].share = -6.5,
+                "step 1 of 4: share -6.5 of the offered rate",
+            ),
+            (|r| r.steps[0].share = 0.0, "share 0 of the offered rate"),
+            (|r| r.steps[0].share = 2.0, "share 2 of the offered rate"),
+            (
+                |r| r.steps[0].machines = 2,
+                "machines 2 is not within 1 ..= the document's 1",
+            ),
+            (
+                |r| r.steps[0].duration_s = -3.0,
+                "duration_s -3 s is not a duration",
+            ),
+            (
+                |r| r.steps[0].length_s = 0.0,
+                "length_s 0 s is not a duration (above zero)",
+            ),
+            (|r| r.steps[0].length_s = 1e300, "length_s"),
+            (
+                |r| r.steps[0].offered_per_s = -500.0,
+                "offered_per_s -500/s is not a rate",
+            ),
+            (
+                |r| r.steps[0].offered_per_s = 1e308,
+                "offered_per_s 1e308/s",
+            ),
+            (|r| r.steps[0].connections = 0, "connections 0"),
+            (|r| r.steps[0].error_rate = 2.0, "error_rate 2"),
+            (|r| r.steps[0].p99_ms = Some(-1.0), "p99_ms -1"),
+            (|r| r.steps[0].steal = Some(1.5), "steal 1.5"),
+            (
+                |r| r.steps[0].server_cpu_seconds = Some(-1.0),
+                "server_cpu_seconds -1 s",
+            ),
+            (
+                |r| r.steps[0].generator.cpu_seconds = -1.0,
+                "generator.cpu_seconds -1 s",
+            ),
+            (
+                |r| r.steps[0].generator.utilization = f64::NAN,
+                "generator.utilization NaN",
+            ),
+            (
+                |r| r.rules.factor = 0.0,
+                "rules: factor 0: must be above 1 and at most 10",
+            ),
+            (|r| r.rules.factor = 11.0, "factor 11"),
+            (|r| r.rules.resolution = 1.0, "resolution 1"),
+            (|r| r.rules.start_rate = -1.0, "rules: start_rate -1/s"),
+            (|r| r.rules.max_rate = 1e12, "max_rate 1000000000000/s"),
+            (|r| r.rules.min_rate = 500.0, "the rates are out of order"),
+            (
+                |r| r.rules.step_min_s = 20.0,
+                "step_min_s 20 is longer than step_max_s 10",
+            ),
+            (|r| r.rules.step_max_s = -1.0, "step_max_s -1 s"),
+            (|r| r.rules.confirm_min_s = -1.0, "confirm_min_s -1 s"),
+            (|r| r.rules.generator_cpu_max = 0.0, "generator_cpu_max 0"),
+            (|r| r.rules.samples_needed = 0, "samples_needed is 0"),
+            (
+                |r| r.slo.latency[0].percentile = 250.0,
+                "slo: percentile 250",
+            ),
+            (
+                |r| r.slo.latency[0].max_ms = -30.0,
+                "slo: p90 ≤ -30 ms: a bound must be above zero",
+            ),
+            (|r| r.slo.errors_max = -1.0, "slo: errors"),
+            (
+                |r| r.capacity_per_s = Some(0.0),
+                "capacity_per_s 0/s is not a rate",
+            ),
+            (|r| r.capacity_per_s = Some(-500.0), "capacity_per_s -500/s"),
+            (|r| r.capacity_per_s = Some(1e308), "capacity_per_s 1e308/s"),
+            (
+                |r| r.capacity_per_s = Some(500.0),
+                "capacity_per_s 500 is outside its own interval_per_s [100, 200]",
+            ),
+            (
+                |r| r.capacity_per_s = None,
+                "outcome capacity without a capacity_per_s",
+            ),
+            (
+                |r| r.interval_per_s = None,
+                "outcome capacity without an interval_per_s",
+            ),
+            (
+                |r| r.interval_per_s = Some([200.0, 100.0]),
+                "interval_per_s [200, 100]",
+            ),
+            (
+                |r| r.outcome = Outcome::TimeLimit,
+                "capacity_per_s is given but the outcome is time-limit",
+            ),
+            (
+                |r| r.disputed_per_s = Some([300.0, 300.0]),
+                "disputed_per_s [300, 300]",
+            ),
+            (
+                |r| r.best_pass_per_s = Some(f64::INFINITY),
+                "best_pass_per_s inf/s",
+            ),
+            (
+                |r| r.generator_bound_at_per_s = Some(-1.0),
+                "generator_bound_at_per_s -1/s",
+            ),
+            (
+                |r| r.rate_share = Some("1/2,2/2".into()),
+                "more shares than the 1 processes",
+            ),
+            (
+                |r| r.rate_share = Some("3/2".into()),
+                "rate_share '3/2': i must be within 1..=n",
+            ),
+            (|r| r.rate_share = Some("x".into()), "rate_share 'x'"),
+            (
+                |r| {
+                    r.machines = 2;
+                    r.rate_share = Some("1/2,1/2".into())
+                },
+                "rate_share lists 1/2 twice",
+            ),
+        ];
+        for (edit, says) in cases {
+            let mut r = a.clone();
+            edit(&mut r);
+            let e = r.validate().unwrap_err();
+            assert!(e.contains(says), "want {says:?} in: {e}");
+            assert!(!e.contains("Some(") && !e.contains("{ "), "Debug text: {e}");
+        }
+    }
+
+    /// Counts that would wrap are refused, never wrapped (u64::MAX + u64::MAX was
+    /// 18446744073709551614; 2 × u32::MAX machines 4294967294).
+    #[test]
+    fn merge_refuses_sums_a_count_cannot_hold() {
+        let (a, b) = halves();
+        let big = |r: &CapacityResult, f: fn(&mut Step)| {
+            let mut r = r.clone();
+            r.steps.iter_mut().for_each(f);
+            r
+        };
+        let max = |s: &mut Step| {
+            s.attempted = u64::MAX;
+            s.completed = u64::MAX;
+        };
+        let e = merge(&[big(&a, max), big(&b, max)]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the merged requests attempted would be more than a count holds (adding result 2)"
+        );
+        assert_eq!(
+            crate::error::Classify::class(&e),
+            crate::error::ErrorClass::Input
+        );
+        let many = |r: &CapacityResult| {
+            let mut r = big(r, |s| s.machines = u32::MAX);
+            r.machines = u32::MAX;
+            r
+        };
+        let e = merge(&[many(&a), many(&b)]).unwrap_err();
+        assert!(
+            e.to_string().contains("merged machines would be more"),
+            "{e}"
+        );
+        let threads = |s: &mut Step| s.generator.threads = usize::MAX;
+        let e = merge(&[big(&a, threads), big(&b, threads)]).unwrap_err();
+        assert!(e.to_string().contains("generator threads"), "{e}");
+        let cpu = |s: &mut Step| s.generator.cpu_seconds = f64::MAX;
+        let e = merge(&[big(&a, cpu), big(&b, cpu)]).unwrap_err();
+        assert!(e.to_string().contains("generator CPU seconds"), "{e}");
+    }
+
+    /// The linear [`bracket`] and [`undecided_invalid`] agree with their definitions
+    /// (every step against every other), on steps that repeat rates, confirm some and
+    /// leave others invalid.
+    #[test]
+    fn the_linear_conclusion_agrees_with_its_definition() {
+        let kinds = [StepKind::Ramp, StepKind::Bisect, StepKind::Confirm];
+        let verdicts = [Verdict::Pass, Verdict::Fail, Verdict::Invalid];
+        let template = step(1, StepKind::Ramp, 100.0, 2, 20);
+        for seed in 0..200u64 {
+            let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let mut next = |n: u64| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 33) % n
+            };
+            let steps: Vec<Step> = (0..12)
+                .map(|i| {
+                    let mut s = template.clone();
+                    s.index = i + 1;
+                    s.offered_per_s = 100.0 * (1 + next(6)) as f64;
+                    s.kind = kinds[next(3) as usize];
+                    s.verdict = verdicts[next(3) as usize];
+                    s
+                })
+                .collect();
+            let counted = |s: &&Step| !superseded(&steps, s);
+            let hi = steps
+                .iter()
+                .filter(counted)
+                .filter(|s| s.verdict == Verdict::Fail)
+                .map(|s| s.offered_per_s)
+                .min_by(f64::total_cmp);
+            let lo = steps
+                .iter()
+                .filter(counted)
+                .filter(|s| s.verdict == Verdict::Pass && hi.is_none_or(|h| s.offered_per_s < h))
+                .map(|s| s.offered_per_s)
+                .max_by(f64::total_cmp);
+            assert_eq!(bracket(&steps), (lo, hi), "seed {seed}");
+            let want = steps.iter().enumerate().find_map(|(i, s)| {
+                let replaced = steps[i + 1..]
+                    .iter()
+                    .any(|t| t.offered_per_s == s.offered_per_s && t.verdict != Verdict::Invalid);
+                (s.verdict == Verdict::Invalid && !replaced).then_some(s.index)
+            });
+            assert_eq!(
+                undecided_invalid(&steps).map(|s| s.index),
+                want,
+                "seed {seed}"
+            );
+        }
+    }
+
+    /// A document cannot declare more than [`MAX_STEPS`] steps: refused while reading,
+    /// before the next one is built.
+    #[test]
+    fn a_document_cannot_declare_thousands_of_steps() {
+        let (a, _) = halves();
+        let mut doc = serde_json::to_value(&a).unwrap();
+        let one = doc["steps"][0].clone();
+        doc["steps"] = serde_json::Value::Array(vec![one.clone(); MAX_STEPS]);
+        let r: CapacityResult = serde_json::from_value(doc.clone()).unwrap();
+        assert_eq!(r.steps.len(), MAX_STEPS);
+        doc["steps"] = serde_json::Value::Array(vec![one; MAX_STEPS + 1]);
+        let e = serde_json::from_value::<CapacityResult>(doc).err().unwrap();
+        assert!(e.to_string().contains("more than 2000 steps"), "{e}");
     }
 
     #[test]

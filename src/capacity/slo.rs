@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::result::figure;
 use crate::stats::LatencyHistogram;
 
 /// One latency bound: the `percentile`th percentile at most `max`.
@@ -147,6 +148,50 @@ fn trim(x: f64) -> String {
 }
 
 impl Slo {
+    /// Checks an objective read from a document against what `--slo` accepts: at least
+    /// one latency bound, percentiles strictly between 0 and 100 in increasing order
+    /// (each once), bounds above zero that a duration holds, and a failed share within
+    /// 0 ..< 1. `Err` is a plain sentence naming the bound.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.latency.is_empty() {
+            return Err("no latency percentile (e.g. p99=30ms)".into());
+        }
+        let mut previous: Option<f64> = None;
+        for b in &self.latency {
+            let p = b.percentile;
+            if !(p.is_finite() && p > 0.0 && p < 100.0) {
+                return Err(format!(
+                    "percentile {}: a percentile is between p0 and p100",
+                    figure(p)
+                ));
+            }
+            if previous.is_some_and(|q| q >= p) {
+                return Err(format!(
+                    "p{p}: the percentiles are not in increasing order, each once"
+                ));
+            }
+            previous = Some(p);
+            let ms = b.max_ms;
+            if !(ms.is_finite() && ms > 0.0) {
+                return Err(format!(
+                    "p{p} ≤ {} ms: a bound must be above zero",
+                    figure(ms)
+                ));
+            }
+            if Duration::try_from_secs_f64(ms / 1e3).is_err() {
+                return Err(format!("p{p} ≤ {ms:e} ms: longer than any duration"));
+            }
+        }
+        let e = self.errors_max;
+        if !(e.is_finite() && (0.0..1.0).contains(&e)) {
+            return Err(format!(
+                "errors ≤ {}%: must be within 0% ..< 100%",
+                figure(e * 100.0)
+            ));
+        }
+        Ok(())
+    }
+
     /// The highest percentile of the objective (as a fraction, 0.99 for p99).
     pub fn top_quantile(&self) -> f64 {
         self.latency
@@ -260,6 +305,36 @@ mod tests {
             // clap names the flag and the value; the message does not repeat them.
             assert!(!e.to_string().starts_with("--slo"), "{e}");
         }
+    }
+
+    /// What `--slo` refuses, a document's objective may not hold either.
+    #[test]
+    fn validates_what_the_flag_validates() {
+        for good in ["p99=30ms", "p50=5ms,p99.9=1s,errors=0.1%"] {
+            let s: Slo = good.parse().unwrap();
+            assert_eq!(s.validate(), Ok(()), "{good}");
+        }
+        let base: Slo = "p50=5ms,p99=30ms".parse().unwrap();
+        let with = |f: &dyn Fn(&mut Slo)| {
+            let mut s = base.clone();
+            f(&mut s);
+            s.validate().unwrap_err()
+        };
+        assert!(with(&|s| s.latency.clear()).contains("no latency percentile"));
+        let e = with(&|s| s.latency[1].percentile = 250.0);
+        assert!(e.contains("between p0 and p100"), "{e}");
+        let e = with(&|s| s.latency[1].max_ms = -30.0);
+        assert!(
+            e.contains("p99 ≤ -30 ms: a bound must be above zero"),
+            "{e}"
+        );
+        assert!(with(&|s| s.latency[1].max_ms = 0.0).contains("above zero"));
+        assert!(with(&|s| s.latency[1].max_ms = 1e300).contains("longer than any"));
+        let e = with(&|s| s.latency[1].percentile = 50.0);
+        assert!(e.contains("increasing order"), "{e}");
+        assert!(with(&|s| s.latency.reverse()).contains("increasing order"));
+        assert!(with(&|s| s.errors_max = -0.5).contains("within 0%"));
+        assert!(with(&|s| s.errors_max = 1.0).contains("within 0%"));
     }
 
     #[test]

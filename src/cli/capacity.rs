@@ -267,11 +267,12 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
 /// The search's rules from the flags.
 fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
     let positive = |name: &str, v: f64| {
-        if v.is_finite() && v > 0.0 {
+        if v.is_finite() && v > 0.0 && v <= capacity::result::MAX_RATE_PER_S {
             Ok(v)
         } else {
             Err(CliError::input(format!(
-                "{name} {v}: must be a positive number"
+                "{name} {v}: must be a positive number, at most 1e9 (a billion requests a \
+                 second)"
             )))
         }
     };

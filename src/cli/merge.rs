@@ -97,7 +97,13 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
             .iter()
             .map(|i| i.parse::<crate::capacity::CapacityResult>())
             .collect::<Result<Vec<_>, _>>()?;
-        let merged = crate::capacity::result::merge(&results)?;
+        // An error about one result names its file.
+        let merged = crate::capacity::result::merge(&results).map_err(|e| {
+            match e.index().and_then(|i| args.results.get(i - 1)) {
+                Some(path) => CliError::input(format!("{}: {e}", path.display())),
+                None => e.into(),
+            }
+        })?;
         crate::doc::write(&merged, &args.out, args.force)?;
         return out.summary(&merged, || crate::report::capacity::text(&merged));
     }
