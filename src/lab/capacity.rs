@@ -37,12 +37,15 @@ pub struct CellCapacity {
     pub message: String,
 }
 
+/// The shortest step of the lab's capacity search: `--slo-time` may not be shorter.
+pub const STEP_MIN: Duration = Duration::from_secs(1);
+
 /// The search's rules in the lab: `tlsperf capacity`'s defaults, with steps of at most
 /// 10 s and confirmations of at least 5 s (the search is bounded by `--slo-time`).
 fn rules(slo: &Slo) -> Rules {
     Rules {
         samples_needed: slo.samples_needed(),
-        step_min_s: 1.0,
+        step_min_s: STEP_MIN.as_secs_f64(),
         step_max_s: 10.0,
         generator_cpu_max: capacity::GENERATOR_CPU_MAX,
         resolution: 0.05,
