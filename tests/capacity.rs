@@ -590,3 +590,48 @@ fn bad_input_is_refused_in_plain_words() {
         assert!(!run.stderr.contains("Error {"), "{}", run.stderr);
     }
 }
+
+/// A server that never answers: step 1 fails entirely. The result is still printed and
+/// written to --out and --html (outcome `no-answer`), and the exit code is 1 (it used to
+/// exit 1 with neither file written, against the documented "written in every case").
+#[test]
+fn a_server_that_never_answers_still_gets_its_result_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let out = dir.path().join("cap.json");
+    let html = dir.path().join("cap.html");
+    let url = format!("https://127.0.0.1:{closed}/");
+    let mut args = vec![
+        "capacity",
+        &url,
+        "--slo",
+        "p50=100ms",
+        "--out",
+        out.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ];
+    args.extend(SMALL);
+    let run = tlsperf(&args);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("every request failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    let v = read(&out);
+    assert_eq!(v["outcome"], "no-answer", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("not answering"),
+        "{v}"
+    );
+    assert!(
+        std::fs::read_to_string(&html)
+            .unwrap()
+            .contains("no-answer")
+    );
+}

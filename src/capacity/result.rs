@@ -360,6 +360,9 @@ pub enum Outcome {
     TimeLimit,
     /// Stopped by the user (Ctrl-C, SIGTERM).
     Interrupted,
+    /// Every request of a step failed in a way no rate explains (refused, not TLS, not
+    /// trusted): the server is not answering, so there is no capacity to find.
+    NoAnswer,
 }
 
 impl Outcome {
@@ -372,6 +375,7 @@ impl Outcome {
             Outcome::BelowMinRate => "below-min-rate",
             Outcome::TimeLimit => "time-limit",
             Outcome::Interrupted => "interrupted",
+            Outcome::NoAnswer => "no-answer",
         }
     }
 }

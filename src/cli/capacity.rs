@@ -1,7 +1,7 @@
 //! `tlsperf capacity URL --slo …`: flags → [`crate::capacity::run`] → one line per step
 //! on stderr, the step table (or JSON), the result and HTML files, the exit code of the
-//! outcome (0 capacity found or bounded, 3 generator-bound, 4 unfinished, 130
-//! interrupted).
+//! outcome (0 capacity found or bounded, 1 no answer from the server, 3 generator-bound,
+//! 4 unfinished, 130 interrupted).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,6 +26,13 @@ const STEP_MIN: Duration = Duration::from_secs(4);
 
 /// Arguments of `tlsperf capacity`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 with an answer (a capacity, or above --max-rate / below \
+the lowest rate), 1 when the server does not answer (every request of a step refused, not \
+TLS or not trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time before a \
+confirmed answer), 130 interrupted. The result is printed, and written to --out / --html, \
+in every case but 2."
+)]
 pub struct CapacityArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
@@ -324,14 +331,16 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
 }
 
 /// The exit status of an outcome: 0 with an answer about the server (a capacity, or a
-/// bound: above the highest or below the lowest rate), 3 generator-bound, 4 unfinished,
-/// 130 interrupted.
+/// bound: above the highest or below the lowest rate), 1 when the server does not answer
+/// (every request of a step failed as no rate explains), 3 generator-bound, 4
+/// unfinished, 130 interrupted.
 pub fn outcome_status(r: &capacity::CapacityResult) -> Result<(), CliError> {
     let class = match r.outcome {
         Outcome::Capacity | Outcome::AboveMaxRate | Outcome::BelowMinRate => return Ok(()),
         Outcome::GeneratorBound => ErrorClass::GeneratorBound,
         Outcome::TimeLimit => ErrorClass::Unfinished,
         Outcome::Interrupted => ErrorClass::Interrupted,
+        Outcome::NoAnswer => ErrorClass::Runtime,
     };
     Err(CliError {
         class,

@@ -128,11 +128,19 @@ pub(super) async fn search(
         () = watch => unreachable!("the watcher never ends"),
     };
     let r = r.map_err(|e| LabError::Capacity {
-        cell,
+        cell: cell.clone(),
         reason: e.to_string(),
     })?;
     if r.outcome == Outcome::Interrupted {
         return Ok(None);
+    }
+    // A cell's own server that does not answer stops the lab, as before `capacity` kept
+    // such a result.
+    if r.outcome == Outcome::NoAnswer {
+        return Err(LabError::Capacity {
+            cell,
+            reason: r.message,
+        });
     }
     Ok(Some(CellCapacity {
         outcome: r.outcome,
