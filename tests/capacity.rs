@@ -583,6 +583,30 @@ fn bad_input_is_refused_in_plain_words() {
             ],
             "above --max-rate",
         ),
+        // No rate above 10,000,000/s: `load --rate 1e300` reported "18446744073709472110
+        // due but never sent".
+        (
+            vec![
+                "load",
+                "https://127.0.0.1:9/",
+                "-d",
+                "1s",
+                "--rate",
+                "1e300",
+            ],
+            "at most 10000000 requests/s",
+        ),
+        (
+            vec![
+                "capacity",
+                "https://127.0.0.1:9/",
+                "--slo",
+                "p99=30ms",
+                "--max-rate",
+                "1e300",
+            ],
+            "--max-rate 1e300: at most 10000000 requests/s",
+        ),
     ] {
         let run = tlsperf(&args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);

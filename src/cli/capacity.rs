@@ -53,7 +53,7 @@ pub struct CapacityArgs {
     /// First rate of the ramp (requests/s, all generator processes together).
     #[arg(long, default_value_t = 100.0, value_name = "R")]
     start_rate: f64,
-    /// Highest rate tried (requests/s).
+    /// Highest rate tried (requests/s; at most 10,000,000).
     #[arg(long, default_value_t = 100_000.0, value_name = "R")]
     max_rate: f64,
     /// Ramp factor between steps (greater than 1).
@@ -273,17 +273,8 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
 
 /// The search's rules from the flags.
 fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
-    let positive = |name: &str, v: f64| {
-        if v.is_finite() && v > 0.0 {
-            Ok(v)
-        } else {
-            Err(CliError::input(format!(
-                "{name} {v}: must be a positive number"
-            )))
-        }
-    };
-    let start = positive("--start-rate", args.start_rate)?;
-    let max = positive("--max-rate", args.max_rate)?;
+    let start = super::load::check_rate("--start-rate", args.start_rate)?;
+    let max = super::load::check_rate("--max-rate", args.max_rate)?;
     if start > max {
         return Err(CliError::input(format!(
             "--start-rate {start} is above --max-rate {max}"

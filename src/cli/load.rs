@@ -34,8 +34,8 @@ pub struct LoadArgs {
     /// Connections (slots sending one request at a time each).
     #[arg(short = 'c', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     connections: u64,
-    /// Total requests per second (open loop; latency also reported from the intended send
-    /// times, corrected for coordinated omission).
+    /// Total requests per second, at most 10,000,000 (open loop; latency also reported
+    /// from the intended send times, corrected for coordinated omission).
     #[arg(long, value_name = "R")]
     rate: Option<f64>,
     /// Send the i-th of n equal shares of --rate (several generator processes or
@@ -145,12 +145,8 @@ fn resolve(
     args: &LoadArgs,
     out: &Output,
 ) -> Result<(Target, Arc<rustls::ClientConfig>, LoadGenOptions), CliError> {
-    if let Some(r) = args.rate
-        && !(r.is_finite() && r > 0.0)
-    {
-        return Err(CliError::input(format!(
-            "--rate {r}: must be a positive number"
-        )));
+    if let Some(r) = args.rate {
+        check_rate("--rate", r)?;
     }
     let start_at = args
         .start_at
@@ -223,6 +219,23 @@ fn resolve(
         start_at,
     };
     Ok((target, built.config, load_opts))
+}
+
+/// An open-loop rate: a positive number, at most [`crate::load::MAX_RATE`].
+pub(super) fn check_rate(flag: &str, r: f64) -> Result<f64, CliError> {
+    if !(r.is_finite() && r > 0.0) {
+        return Err(CliError::input(format!(
+            "{flag} {r}: must be a positive number"
+        )));
+    }
+    if r > crate::load::MAX_RATE {
+        // 1e300 as given, not as 301 digits.
+        return Err(CliError::input(format!(
+            "{flag} {r:e}: at most {} requests/s (all generator processes together)",
+            crate::load::MAX_RATE
+        )));
+    }
+    Ok(r)
 }
 
 /// `--start-at`: RFC 3339.

@@ -37,6 +37,12 @@ use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, ServerUsage};
 
 pub use pace::request_short_slice;
 
+/// The highest open-loop rate (`load --rate`, `capacity --max-rate`), in requests per
+/// second, all generator processes together: ten million, beyond what any set of
+/// generators sends, and low enough that every count derived from it (instants due over
+/// the longest `-d`, 365 days) fits in 64 bits.
+pub const MAX_RATE: f64 = 10_000_000.0;
+
 /// Width of the per-interval throughput samples.
 pub const INTERVAL: Duration = Duration::from_millis(250);
 
@@ -334,10 +340,23 @@ impl Shared {
         if end <= first {
             return 0;
         }
-        // Instants k with first + k ÷ rate < end. A slot that took one of them sent it:
-        // it stops only at an instant at or after the end.
-        let due = ((end - first).as_secs_f64() * rate - 1e-9).ceil().max(0.0) as u64;
-        due.saturating_sub(self.next_send.load(Ordering::Relaxed))
+        // A slot that took one of the instants due sent it: it stops only at an instant
+        // at or after the end.
+        due_before(end - first, rate).saturating_sub(self.next_send.load(Ordering::Relaxed))
+    }
+}
+
+/// How many send instants k ≥ 0 of a schedule at `rate` per second fall before `span`
+/// from its start (k ÷ rate < span), saturating at `u64::MAX` instead of wrapping or
+/// turning a non-finite product into a count.
+fn due_before(span: Duration, rate: f64) -> u64 {
+    let due = (span.as_secs_f64() * rate - 1e-9).ceil();
+    if due.is_nan() || due <= 0.0 {
+        0
+    } else if due >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        due as u64
     }
 }
 
@@ -1180,5 +1199,16 @@ mod tests {
         assert_eq!(ms(window(t0, at(700), None, None)), 700);
         assert_eq!(ms(window(t0, None, None, at(300))), 300);
         assert_eq!(ms(window(t0, None, None, None)), 0);
+    }
+
+    /// `--rate 1e300 -d 1s` printed "18446744073709472110 due but never sent".
+    #[test]
+    fn instants_due_saturate() {
+        assert_eq!(due_before(Duration::from_secs(2), 10.0), 20);
+        assert_eq!(due_before(Duration::from_millis(1500), 2.0), 3);
+        assert_eq!(due_before(Duration::ZERO, 10.0), 0);
+        assert_eq!(due_before(Duration::from_secs(1), 1e300), u64::MAX);
+        assert_eq!(due_before(Duration::from_secs(1), f64::INFINITY), u64::MAX);
+        assert_eq!(due_before(Duration::from_secs(1), f64::NAN), 0);
     }
 }
