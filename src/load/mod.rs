@@ -501,6 +501,9 @@ pub async fn run(
             () = progress.stopping() => {}
         }
     }
+    // Stopped while waiting for --start-at: nothing runs, and the generator's figures
+    // (CPU, utilization) cover no time at all rather than its wind-down over 1 µs.
+    let stopped_before_start = progress.stopped();
     // The server's process tree: its first sample.
     let server_tree = match opts.server_pid {
         Some(pid) => Some(Arc::new(std::sync::Mutex::new(usage::TreeCpu::start(pid)?))),
@@ -588,7 +591,11 @@ pub async fn run(
         progress.stopped_at(),
     )
     .max(Duration::from_micros(1));
-    let cpu = usage::self_cpu().saturating_sub(cpu0);
+    let cpu = if stopped_before_start {
+        Duration::ZERO
+    } else {
+        usage::self_cpu().saturating_sub(cpu0)
+    };
     let mut total = Tally::new();
     for t in &tallies {
         merge_tally(&mut total, t);
