@@ -1552,3 +1552,20 @@ fn sigint_during_the_start_at_wait_reports_an_idle_generator() {
     assert_eq!(g["saturated"], false, "{g}");
     assert!(g["utilization"].as_f64().unwrap() <= 1.0, "{g}");
 }
+
+/// `-n 5 -d 10s` done in a fraction of a second reported `duration_s: 10.0` (and 0.5/s):
+/// a run its count ended reports the time it took.
+#[test]
+fn a_run_ended_by_its_count_reports_the_time_it_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let began = Instant::now();
+    let v = load(
+        &s.url(),
+        &["-n", "5", "-c", "1", "-d", "60s", "--cacert", &ca],
+    );
+    let took = began.elapsed().as_secs_f64();
+    assert_eq!(v["requests"]["completed"], 5, "{v}");
+    let d = v["duration_s"].as_f64().unwrap();
+    assert!(d < 30.0 && d <= took, "duration_s {d} after {took} s");
+}
