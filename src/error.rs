@@ -44,10 +44,15 @@ pub trait Classify {
 }
 
 /// Classifies an I/O error met while opening or reading a file the user named: a missing
-/// file, a permission problem or a directory in place of a file is bad input; anything
-/// else (a disk error, an interrupted read) is a run-time failure.
+/// file, a permission problem, a directory in place of a file, a symbolic-link loop
+/// (`ELOOP`) or a name the file system refuses is bad input; anything else (a disk
+/// error, an interrupted read) is a run-time failure.
 pub fn io_input_class(err: &std::io::Error) -> ErrorClass {
     use std::io::ErrorKind::*;
+    // `ErrorKind::FilesystemLoop` is not stable: std reports ELOOP as `Uncategorized`.
+    if matches!(err.raw_os_error(), Some(libc::ELOOP)) {
+        return ErrorClass::Input;
+    }
     match err.kind() {
         NotFound | PermissionDenied | IsADirectory | NotADirectory | InvalidInput | InvalidData
         | AlreadyExists | ReadOnlyFilesystem | InvalidFilename => ErrorClass::Input,
@@ -87,5 +92,10 @@ mod tests {
         assert_eq!(io_input_class(&nf), ErrorClass::Input);
         let other = std::io::Error::other("disk on fire");
         assert_eq!(io_input_class(&other), ErrorClass::Runtime);
+        // A symbolic-link loop is the user's input, as a missing file is.
+        let eloop = std::io::Error::from_raw_os_error(libc::ELOOP);
+        assert_eq!(io_input_class(&eloop), ErrorClass::Input);
+        let eio = std::io::Error::from_raw_os_error(libc::EIO);
+        assert_eq!(io_input_class(&eio), ErrorClass::Runtime);
     }
 }

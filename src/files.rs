@@ -199,11 +199,8 @@ pub fn read_input(path: &Path, kind: InputKind) -> std::io::Result<Vec<u8>> {
     if meta.len() > limit {
         return Err(too_large(kind, Some(meta.len())));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(kind, None));
-    }
+    let bytes = read_bounded(file, meta.len(), limit).ok_or_else(|| too_large(kind, None))?;
+    let bytes = bytes?;
     if is_pipe && bytes.is_empty() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -211,6 +208,61 @@ pub fn read_input(path: &Path, kind: InputKind) -> std::io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// The bytes read at a time while reading a file or pipe.
+const READ_CHUNK: usize = 64 << 10;
+
+/// Up to this much, the buffer of a read of unknown size grows by doubling; past it, it
+/// jumps to the limit at once.
+const READ_SMALL: usize = 1 << 20;
+
+/// Reads `file` to its end in chunks of [`READ_CHUNK`], stopping as soon as more than
+/// `limit` bytes came (`None`). The buffer starts at `size_hint` (the size `stat` gave,
+/// 0 for a pipe). Past [`READ_SMALL`] it is reserved at once for the limit plus a chunk
+/// instead of doubling: the memory not written is only reserved, not resident, and no
+/// copy of a large buffer is ever made, so reading a pipe holds at most about the limit
+/// in memory. (Doubling took the 256 MiB results limit to 512 MiB, with the buffers
+/// before it still resident.) A large reservation holding a short text is given back.
+fn read_bounded(
+    mut file: impl Read,
+    size_hint: u64,
+    limit: u64,
+) -> Option<std::io::Result<Vec<u8>>> {
+    let cap_max = usize::try_from(limit)
+        .unwrap_or(usize::MAX)
+        .saturating_add(READ_CHUNK);
+    let start = usize::try_from(size_hint)
+        .unwrap_or(usize::MAX)
+        .min(cap_max);
+    let mut bytes = Vec::with_capacity(start);
+    let mut chunk = vec![0u8; READ_CHUNK];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Some(Err(e)),
+        };
+        if (bytes.len() + n) as u64 > limit {
+            return None;
+        }
+        if bytes.capacity() - bytes.len() < n {
+            let need = bytes.len() + n;
+            let want = if need <= READ_SMALL {
+                bytes.capacity().saturating_mul(2).clamp(need, READ_SMALL)
+            } else {
+                cap_max
+            };
+            bytes.reserve_exact(want - bytes.len());
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+    }
+    // Copying at most half the limit keeps the peak (both copies) within it.
+    if bytes.len() <= cap_max / 2 && bytes.capacity() > bytes.len().max(READ_SMALL) {
+        bytes.shrink_to_fit();
+    }
+    Some(Ok(bytes))
 }
 
 /// [`read_input`] for text: invalid UTF-8 is an [`std::io::ErrorKind::InvalidData`] error.
@@ -999,6 +1051,80 @@ mod tests {
         assert_eq!(crate::error::io_input_class(&err), ErrorClass::Input);
         assert!(err.to_string().contains("64 KiB limit"), "{err}");
         assert_eq!(read_input(&big, InputKind::Pem).unwrap().len(), 65537);
+    }
+
+    /// An endless stream is refused as soon as it passes the limit, and the buffer never
+    /// grew past the limit plus one chunk on the way (it used to double to the next power
+    /// of two above it: 512 MiB for the 256 MiB results limit).
+    #[test]
+    fn bounded_reads_stop_at_the_limit_without_doubling_past_it() {
+        /// Counts what was read: an endless source of `x`.
+        struct Endless(u64);
+        impl Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                buf.fill(b'x');
+                self.0 += buf.len() as u64;
+                Ok(buf.len())
+            }
+        }
+        let limit = 3 * (READ_CHUNK as u64) + 100;
+        let mut src = Endless(0);
+        assert!(read_bounded(&mut src, 0, limit).is_none());
+        // Stopped within one chunk of the limit, not at the end of a doubled buffer.
+        assert!(src.0 <= limit + READ_CHUNK as u64, "read {} bytes", src.0);
+        // Exactly at the limit: accepted, and the buffer is at most limit + one chunk.
+        let data = vec![b'y'; limit as usize];
+        let got = read_bounded(&data[..], 0, limit).unwrap().unwrap();
+        assert_eq!(got.len(), limit as usize);
+        assert!(
+            got.capacity() <= limit as usize + READ_CHUNK,
+            "{}",
+            got.capacity()
+        );
+        let got = read_bounded(&data[..], 0, limit - 1);
+        assert!(got.is_none());
+    }
+
+    /// A pipe (here a FIFO with its writer) longer than the limit is refused in words.
+    #[cfg(unix)]
+    #[test]
+    fn an_oversize_pipe_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let path = fifo.clone();
+        let writer = std::thread::spawn(move || {
+            // Each open blocks until a reader opens; a reader that looked before this
+            // writer was there hangs up at once (EPIPE), so open again until more than
+            // the limit went through, or the reader hung up after reading past it.
+            let block = vec![b' '; 1 << 20];
+            loop {
+                let mut f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+                let mut sent = 0u64;
+                while sent <= InputKind::Results.limit() {
+                    if f.write_all(&block).is_err() {
+                        break;
+                    }
+                    sent += block.len() as u64;
+                }
+                if sent > InputKind::Results.limit() / 2 {
+                    break;
+                }
+            }
+        });
+        // The reader may open before the writer: retry until the writer is there.
+        let err = loop {
+            match read_input(&fifo, InputKind::Results) {
+                Err(e) if e.to_string().contains("nothing was written") => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                other => break other.unwrap_err(),
+            }
+        };
+        assert_eq!(crate::error::io_input_class(&err), ErrorClass::Input);
+        assert!(err.to_string().contains("256 MiB limit"), "{err}");
+        writer.join().unwrap();
     }
 
     #[test]

@@ -292,6 +292,60 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             2,
             &["loop-a.pem"],
         ),
+        // A symbolic-link loop (ELOOP) is bad input in every command, as it is above.
+        writes(
+            case(
+                "merge: symlink loop",
+                &[
+                    "merge",
+                    &s(&loop_a),
+                    &s(&loop_b),
+                    "--out",
+                    &s(&out("loop-m.json")),
+                ],
+                2,
+                &["loop-a.pem", "symbolic links"],
+            ),
+            &out("loop-m.json"),
+        ),
+        case(
+            "compare: symlink loop",
+            &["compare", &s(&loop_a), &s(&loop_b)],
+            2,
+            &["loop-a.pem", "symbolic links"],
+        ),
+        case(
+            "verify: chain is a symlink loop",
+            &["verify", "--chain", &s(&loop_a), "--host", "localhost"],
+            2,
+            &["loop-a.pem"],
+        ),
+        case(
+            "serve: certificate is a symlink loop",
+            &[
+                "serve",
+                "--cert",
+                &s(&loop_a),
+                "--key",
+                &good_key,
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            2,
+            &["loop-a.pem"],
+        ),
+        case(
+            "tickets show: symlink loop",
+            &["tickets", "show", &s(&loop_a)],
+            2,
+            &["loop-a.pem"],
+        ),
+        case(
+            "observe: capture is a symlink loop",
+            &["observe", "--pcap", &s(&loop_a)],
+            2,
+            &["loop-a.pem"],
+        ),
         case(
             "trust load: a directory as the bundle",
             &["trust", "load", "--bundle", &s(&a_dir)],

@@ -583,10 +583,152 @@ fn bad_input_is_refused_in_plain_words() {
             ],
             "above --max-rate",
         ),
+        // No rate above 10,000,000/s: `load --rate 1e300` reported "18446744073709472110
+        // due but never sent".
+        (
+            vec![
+                "load",
+                "https://127.0.0.1:9/",
+                "-d",
+                "1s",
+                "--rate",
+                "1e300",
+            ],
+            "at most 10000000 requests/s",
+        ),
+        (
+            vec![
+                "capacity",
+                "https://127.0.0.1:9/",
+                "--slo",
+                "p99=30ms",
+                "--max-rate",
+                "1e300",
+            ],
+            "--max-rate 1e300: at most 10000000 requests/s",
+        ),
+        // Share 10000 of 10000 at 1/s sends first 9999 s after the start: after -d 2s.
+        // It used to run 0.05 s, send nothing and report "2.00 s".
+        (
+            vec![
+                "load",
+                "https://127.0.0.1:9/",
+                "-d",
+                "2s",
+                "--rate",
+                "1",
+                "--rate-share",
+                "10000/10000",
+            ],
+            "would send nothing",
+        ),
     ] {
         let run = tlsperf(&args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
         assert!(run.stderr.contains(want), "{args:?}: {}", run.stderr);
         assert!(!run.stderr.contains("Error {"), "{}", run.stderr);
     }
+}
+
+/// A share whose `-n` schedule takes hours (`--rate 1 --rate-share 10000/10000 -n 5`: the
+/// first send 2 h 46 min after the start, 13 h 53 min in all) says so before it waits,
+/// instead of waiting silently; Ctrl-C then ends it at once (exit 130).
+#[test]
+fn a_share_whose_schedule_takes_hours_says_so() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args([
+            "load",
+            "https://127.0.0.1:9/",
+            "-n",
+            "5",
+            "--rate",
+            "1",
+            "--rate-share",
+            "10000/10000",
+            "--json",
+        ])
+        .env_remove("TLSPERF_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read on a thread: a run that never warns must fail the test, not hang it.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut line = String::new();
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(60)) {
+        if l.contains("--rate-share") {
+            line = l;
+            break;
+        }
+    }
+    if line.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        line.contains("this process's 5 requests take 13h 53m")
+            && line.contains("give -d to bound the run"),
+        "{line}"
+    );
+    // The warning comes before the runtime and its signal handler: give it time.
+    std::thread::sleep(Duration::from_secs(2));
+    let output = common::interrupt_and_wait(child, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(130), "{:?}", output);
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["requests"]["attempted"], 0, "{v}");
+}
+
+/// A server that never answers: step 1 fails entirely. The result is still printed and
+/// written to --out and --html (outcome `no-answer`), and the exit code is 1 (it used to
+/// exit 1 with neither file written, against the documented "written in every case").
+#[test]
+fn a_server_that_never_answers_still_gets_its_result_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let out = dir.path().join("cap.json");
+    let html = dir.path().join("cap.html");
+    let url = format!("https://127.0.0.1:{closed}/");
+    let mut args = vec![
+        "capacity",
+        &url,
+        "--slo",
+        "p50=100ms",
+        "--out",
+        out.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ];
+    args.extend(SMALL);
+    let run = tlsperf(&args);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("every request failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    let v = read(&out);
+    assert_eq!(v["outcome"], "no-answer", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("not answering"),
+        "{v}"
+    );
+    assert!(
+        std::fs::read_to_string(&html)
+            .unwrap()
+            .contains("no-answer")
+    );
 }

@@ -543,6 +543,11 @@ fn bad_input_exits_2() {
     for (args, needle) in [
         (vec!["lab", "--rounds", "2", "--out", o], "--rounds"),
         (vec!["lab", "--only", "nonsense", "--out", o], "nonsense"),
+        // As capacity's --max-time: a search shorter than its shortest step (1 s).
+        (
+            vec!["lab", "--slo", "p99=30ms", "--slo-time", "1ns", "--out", o],
+            "--slo-time 1ns is shorter than the shortest step",
+        ),
         (vec!["lab", "--quick", "--full", "--out", o], "--full"),
         (vec!["lab", "--cacert", "x.pem", "--out", o], "--target"),
         (

@@ -1503,3 +1503,69 @@ fn sigint_stops_waiting_slots_and_requests_in_flight() {
     let secs = v["duration_s"].as_f64().unwrap();
     assert!((1.4..5.0).contains(&secs), "{secs}");
 }
+
+/// Ctrl-C during the `--start-at` wait: the run never started, so the generator was not
+/// busy at all. It used to report `utilization: 212.0` ("21200% busy") and
+/// `saturated: true`: its wind-down CPU over a window of 1 µs. Exit 130, the (empty)
+/// result printed.
+#[test]
+fn sigint_during_the_start_at_wait_reports_an_idle_generator() {
+    use std::io::{BufRead, BufReader};
+    let at = (time::OffsetDateTime::now_utc() + time::Duration::seconds(120))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
+        .args([
+            "load",
+            "https://127.0.0.1:9/",
+            "-d",
+            "5s",
+            "--rate",
+            "100",
+            "--start-at",
+            &at,
+            "--json",
+        ])
+        .env_remove("TLSPERF_LOG")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..20 {
+        line.clear();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 || line.contains("waiting until") {
+            break;
+        }
+    }
+    assert!(line.contains("waiting until"), "{line}");
+    // The note comes before the runtime and its signal handler: give it time.
+    std::thread::sleep(Duration::from_secs(2));
+    let output = common::interrupt_and_wait(child, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(130), "{output:?}");
+    let v: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert_eq!(v["requests"]["attempted"], 0, "{v}");
+    let g = &v["generator"];
+    assert_eq!(g["saturated"], false, "{g}");
+    assert!(g["utilization"].as_f64().unwrap() <= 1.0, "{g}");
+}
+
+/// `-n 5 -d 10s` done in a fraction of a second reported `duration_s: 10.0` (and 0.5/s):
+/// a run its count ended reports the time it took.
+#[test]
+fn a_run_ended_by_its_count_reports_the_time_it_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let began = Instant::now();
+    let v = load(
+        &s.url(),
+        &["-n", "5", "-c", "1", "-d", "60s", "--cacert", &ca],
+    );
+    let took = began.elapsed().as_secs_f64();
+    assert_eq!(v["requests"]["completed"], 5, "{v}");
+    let d = v["duration_s"].as_f64().unwrap();
+    assert!(d < 30.0 && d <= took, "duration_s {d} after {took} s");
+}

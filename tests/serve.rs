@@ -1241,6 +1241,12 @@ fn idle_and_slow_clients_cannot_hold_the_server() {
         stats["failures"]["idle-timeout"].as_u64().unwrap_or(0) >= 1,
         "{stats}"
     );
+    // The dribbling client was cut by hyper's header read timeout: counted (it was
+    // counted nowhere).
+    assert!(
+        stats["failures"]["header-timeout"].as_u64().unwrap_or(0) >= 1,
+        "{stats}"
+    );
 
     // The header timeout runs from the handshake's end, also while the server waits for
     // a request's first byte (before HTTP is started): a client silent after its
@@ -1251,8 +1257,19 @@ fn idle_and_slow_clients_cannot_hold_the_server() {
         closed_by_server(&mut tcp, Duration::from_secs(15)),
         "a client silent after its handshake outlived the header timeout"
     );
+    // Counted as a header timeout, in /metrics and /stats alike.
+    let metrics = http_get(s.metrics.as_ref().unwrap(), "/metrics");
+    assert!(
+        metrics.contains("tlsperf_handshake_failures_total{reason=\"header-timeout\"} 1"),
+        "{metrics}"
+    );
     let stats = s.stop();
     assert_eq!(stats["failures"]["idle-timeout"].as_u64(), None, "{stats}");
+    assert_eq!(
+        stats["failures"]["header-timeout"].as_u64(),
+        Some(1),
+        "{stats}"
+    );
 }
 
 /// Out of file descriptors (ulimit -n 64, 100 idle clients): connections idle the longest
@@ -1385,7 +1402,8 @@ fn metrics_export_every_failure_reason_at_zero() {
     let fresh = http_get(s.metrics.as_ref().unwrap(), "/metrics");
     assert!(
         fresh.contains("tlsperf_handshake_failures_total{reason=\"timeout\"} 0")
-            && fresh.contains("tlsperf_handshake_failures_total{reason=\"max-connections\"} 0"),
+            && fresh.contains("tlsperf_handshake_failures_total{reason=\"max-connections\"} 0")
+            && fresh.contains("tlsperf_handshake_failures_total{reason=\"header-timeout\"} 0"),
         "no failure series before the first failure:\n{fresh}"
     );
 }

@@ -271,6 +271,7 @@ pub async fn run(
     let mut confirms = 0u32;
     let mut planned = opts.aligned_from;
     let share = opts.share.map_or(1.0, |(_, n)| 1.0 / f64::from(n));
+    let mut no_answer = None;
     let end = loop {
         if progress.stopped() {
             break Outcome::Interrupted;
@@ -303,10 +304,20 @@ pub async fn run(
                 () = wait_stopped(&progress) => break Outcome::Interrupted,
             }
         }
-        let step = run_step(
+        let step = match run_step(
             &target, &config, &opts, &progress, index, kind, rate, share, length,
         )
-        .await?;
+        .await
+        {
+            Ok(step) => step,
+            // The server is not answering: the result (the steps before, and why) is
+            // still printed and written, with its own outcome.
+            Err(e @ CapacityError::NoAnswer { .. }) => {
+                no_answer = Some(e.to_string());
+                break Outcome::NoAnswer;
+            }
+            Err(e) => return Err(e),
+        };
         let Some(step) = step else {
             break Outcome::Interrupted;
         };
@@ -329,7 +340,14 @@ pub async fn run(
         }
     };
     progress.close();
-    let c = conclude(&steps, &opts.rules, end);
+    let mut c = conclude(&steps, &opts.rules, end);
+    if let Some(why) = no_answer {
+        // Whatever the steps before suggested, the search ended on a server that does
+        // not answer.
+        c.outcome = Outcome::NoAnswer;
+        c.capacity_per_s = None;
+        c.message = why;
+    }
     let mut result = CapacityResult {
         schema: SCHEMA.into(),
         target: target.to_string(),

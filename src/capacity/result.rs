@@ -360,6 +360,9 @@ pub enum Outcome {
     TimeLimit,
     /// Stopped by the user (Ctrl-C, SIGTERM).
     Interrupted,
+    /// Every request of a step failed in a way no rate explains (refused, not TLS, not
+    /// trusted): the server is not answering, so there is no capacity to find.
+    NoAnswer,
 }
 
 impl Outcome {
@@ -372,6 +375,7 @@ impl Outcome {
             Outcome::BelowMinRate => "below-min-rate",
             Outcome::TimeLimit => "time-limit",
             Outcome::Interrupted => "interrupted",
+            Outcome::NoAnswer => "no-answer",
         }
     }
 }
@@ -701,8 +705,8 @@ pub struct CapacityResult {
 pub const MAX_STEPS: usize = 2_000;
 
 /// The highest rate (requests per second) a capacity search may try, and a capacity
-/// document may name: a billion a second, far above what any generator sends.
-pub const MAX_RATE_PER_S: f64 = 1e9;
+/// document may name: the open-loop ceiling of `load --rate` ([`crate::load::MAX_RATE`]).
+pub const MAX_RATE_PER_S: f64 = crate::load::MAX_RATE;
 
 /// Reads `steps`, refusing more than [`MAX_STEPS`] before decoding the next one.
 fn bounded_steps<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Step>, D::Error> {

@@ -1,7 +1,7 @@
 //! `tlsperf capacity URL --slo …`: flags → [`crate::capacity::run`] → one line per step
 //! on stderr, the step table (or JSON), the result and HTML files, the exit code of the
-//! outcome (0 capacity found or bounded, 3 generator-bound, 4 unfinished, 130
-//! interrupted).
+//! outcome (0 capacity found or bounded, 1 no answer from the server, 3 generator-bound,
+//! 4 unfinished, 130 interrupted).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,6 +26,13 @@ const STEP_MIN: Duration = Duration::from_secs(4);
 
 /// Arguments of `tlsperf capacity`.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Exit codes: 0 with an answer (a capacity, or above --max-rate / below \
+the lowest rate), 1 when the server does not answer (every request of a step refused, not \
+TLS or not trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time before a \
+confirmed answer), 130 interrupted. The result is printed, and written to --out / --html, \
+in every case but 2."
+)]
 pub struct CapacityArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
@@ -46,7 +53,7 @@ pub struct CapacityArgs {
     /// First rate of the ramp (requests/s, all generator processes together).
     #[arg(long, default_value_t = 100.0, value_name = "R")]
     start_rate: f64,
-    /// Highest rate tried (requests/s).
+    /// Highest rate tried (requests/s; at most 10,000,000).
     #[arg(long, default_value_t = 100_000.0, value_name = "R")]
     max_rate: f64,
     /// Ramp factor between steps (greater than 1).
@@ -266,18 +273,8 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
 
 /// The search's rules from the flags.
 fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
-    let positive = |name: &str, v: f64| {
-        if v.is_finite() && v > 0.0 && v <= capacity::result::MAX_RATE_PER_S {
-            Ok(v)
-        } else {
-            Err(CliError::input(format!(
-                "{name} {v}: must be a positive number, at most 1e9 (a billion requests a \
-                 second)"
-            )))
-        }
-    };
-    let start = positive("--start-rate", args.start_rate)?;
-    let max = positive("--max-rate", args.max_rate)?;
+    let start = super::load::check_rate("--start-rate", args.start_rate)?;
+    let max = super::load::check_rate("--max-rate", args.max_rate)?;
     if start > max {
         return Err(CliError::input(format!(
             "--start-rate {start} is above --max-rate {max}"
@@ -325,14 +322,16 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
 }
 
 /// The exit status of an outcome: 0 with an answer about the server (a capacity, or a
-/// bound: above the highest or below the lowest rate), 3 generator-bound, 4 unfinished,
-/// 130 interrupted.
+/// bound: above the highest or below the lowest rate), 1 when the server does not answer
+/// (every request of a step failed as no rate explains), 3 generator-bound, 4
+/// unfinished, 130 interrupted.
 pub fn outcome_status(r: &capacity::CapacityResult) -> Result<(), CliError> {
     let class = match r.outcome {
         Outcome::Capacity | Outcome::AboveMaxRate | Outcome::BelowMinRate => return Ok(()),
         Outcome::GeneratorBound => ErrorClass::GeneratorBound,
         Outcome::TimeLimit => ErrorClass::Unfinished,
         Outcome::Interrupted => ErrorClass::Interrupted,
+        Outcome::NoAnswer => ErrorClass::Runtime,
     };
     Err(CliError {
         class,

@@ -47,8 +47,8 @@ pub struct LabArgs {
     /// and what "What to change" compares.
     #[arg(long, value_name = "OBJECTIVE")]
     slo: Option<crate::capacity::Slo>,
-    /// The longest capacity search per configuration (with --slo; an unfinished search
-    /// reports its bracket).
+    /// The longest capacity search per configuration (with --slo; at least 1s, the
+    /// search's shortest step; an unfinished search reports its bracket).
     #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive, requires = "slo")]
     slo_time: std::time::Duration,
     /// `--link`: see the command's long help.
@@ -63,6 +63,15 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         return Err(CliError::input(format!(
             "--only {} needs --link: on loopback a round trip costs nothing, so the group would show nothing",
             g.name()
+        )));
+    }
+    // As `capacity --max-time`: a search shorter than its shortest step runs none.
+    if args.slo.is_some() && args.slo_time < crate::lab::capacity::STEP_MIN {
+        return Err(CliError::input(format!(
+            "--slo-time {} is shorter than the shortest step of the lab's capacity search \
+             ({} s): no step could run",
+            humantime::format_duration(args.slo_time),
+            crate::lab::capacity::STEP_MIN.as_secs_f64()
         )));
     }
     let external = match &args.target {

@@ -34,12 +34,13 @@ pub struct LoadArgs {
     /// Connections (slots sending one request at a time each).
     #[arg(short = 'c', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     connections: u64,
-    /// Total requests per second (open loop; latency also reported from the intended send
-    /// times, corrected for coordinated omission).
+    /// Total requests per second, at most 10,000,000 (open loop; latency also reported
+    /// from the intended send times, corrected for coordinated omission).
     #[arg(long, value_name = "R")]
     rate: Option<f64>,
     /// Send the i-th of n equal shares of --rate (several generator processes or
-    /// machines as one; merge their results with `tlsperf merge`).
+    /// machines as one; merge their results with `tlsperf merge`). A share whose first
+    /// send, (i − 1) ÷ rate after the start, is at or after the end of -d is refused.
     #[arg(long, value_name = "i/n", requires = "rate")]
     rate_share: Option<crate::load::share::RateShare>,
     /// Start at this wall-clock instant (RFC 3339, e.g. 2026-06-01T12:00:00Z), so that
@@ -145,12 +146,11 @@ fn resolve(
     args: &LoadArgs,
     out: &Output,
 ) -> Result<(Target, Arc<rustls::ClientConfig>, LoadGenOptions), CliError> {
-    if let Some(r) = args.rate
-        && !(r.is_finite() && r > 0.0)
-    {
-        return Err(CliError::input(format!(
-            "--rate {r}: must be a positive number"
-        )));
+    if let Some(r) = args.rate {
+        check_rate("--rate", r)?;
+        if let Some(share) = args.rate_share {
+            check_share(share, r, args.requests, args.duration, out)?;
+        }
     }
     let start_at = args
         .start_at
@@ -223,6 +223,77 @@ fn resolve(
         start_at,
     };
     Ok((target, built.config, load_opts))
+}
+
+/// An open-loop rate: a positive number, at most [`crate::load::MAX_RATE`].
+pub(super) fn check_rate(flag: &str, r: f64) -> Result<f64, CliError> {
+    if !(r.is_finite() && r > 0.0) {
+        return Err(CliError::input(format!(
+            "{flag} {r}: must be a positive number"
+        )));
+    }
+    if r > crate::load::MAX_RATE {
+        // 1e300 as given, not as 301 digits.
+        return Err(CliError::input(format!(
+            "{flag} {r:e}: at most {} requests/s (all generator processes together)",
+            crate::load::MAX_RATE
+        )));
+    }
+    Ok(r)
+}
+
+/// `--rate-share i/n` at `--rate r`: this process sends its first request (i − 1) ÷ r
+/// after the start, then one every n ÷ r. A share whose first send falls at or after
+/// the end of `-d` would send nothing, and is refused; a `-n` schedule longer than the
+/// longest `-d` (365 days) is refused, one longer than an hour is announced.
+fn check_share(
+    share: crate::load::share::RateShare,
+    r: f64,
+    requests: Option<u64>,
+    duration: Option<Duration>,
+    out: &Output,
+) -> Result<(), CliError> {
+    let first = share.offset(r);
+    let every = 1.0 / share.of(r);
+    let words = |secs: f64| {
+        humantime::format_duration(Duration::from_secs(secs.min(1e12).round() as u64)).to_string()
+    };
+    if let Some(d) = duration
+        && first >= d
+    {
+        return Err(CliError::input(format!(
+            "--rate-share {share} at --rate {r}: this process's first send is {} s after \
+             the start, at or after the end of -d {} ({} s): it would send nothing (raise \
+             --rate or -d)",
+            first.as_secs_f64(),
+            humantime::format_duration(d),
+            d.as_secs_f64()
+        )));
+    }
+    if duration.is_none()
+        && let Some(n) = requests
+    {
+        let schedule = first.as_secs_f64() + (n - 1) as f64 * every;
+        const LONGEST: f64 = 365.0 * 24.0 * 3600.0;
+        if schedule > LONGEST {
+            return Err(CliError::input(format!(
+                "--rate-share {share} at --rate {r}: this process's {n} requests would take \
+                 {} (one every {}), more than -d's 365 days (raise --rate, or give -d)",
+                words(schedule),
+                words(every)
+            )));
+        }
+        if schedule > 3600.0 {
+            out.warn(format!(
+                "--rate-share {share} at --rate {r}: this process's {n} requests take {} \
+                 (the first {} after the start, then one every {}); give -d to bound the run",
+                words(schedule),
+                words(first.as_secs_f64()),
+                words(every)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `--start-at`: RFC 3339.

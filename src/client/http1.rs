@@ -139,7 +139,7 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
                         self.start += n;
                         continue;
                     }
-                    let (framing, keep_alive) = framing(&resp, status);
+                    let (framing, keep_alive) = framing(&resp, status)?;
                     break (status, n, framing, keep_alive);
                 }
                 Ok(httparse::Status::Partial) => {
@@ -310,21 +310,44 @@ enum Framing {
     Close,
 }
 
-fn framing(resp: &httparse::Response<'_, '_>, status: u16) -> (Framing, bool) {
-    let mut framing = Framing::Close;
+/// The body's framing and whether the connection stays open. A `Content-Length` that is
+/// not a decimal number, or several that differ, make the response unreadable (RFC 9112
+/// §6.3): there is no telling where it ends, so it is refused rather than waited for.
+fn framing(
+    resp: &httparse::Response<'_, '_>,
+    status: u16,
+) -> Result<(Framing, bool), ConnectError> {
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
     let mut keep_alive = true;
     for h in resp.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
-            if let Some(n) = std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                && framing != Framing::Chunked
-            {
-                framing = Framing::Length(n);
+            // `Content-Length: 5, 5` (a list of one value repeated) is allowed; each
+            // member must be 1*DIGIT.
+            for part in h.value.split(|&b| b == b',') {
+                let v = part.trim_ascii();
+                let n = std::str::from_utf8(v)
+                    .ok()
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .ok_or_else(|| {
+                        http_err(format!(
+                            "invalid Content-Length {:?}",
+                            String::from_utf8_lossy(h.value)
+                        ))
+                    })?;
+                match length {
+                    Some(m) if m != n => {
+                        return Err(http_err(format!(
+                            "differing Content-Length values {m} and {n}"
+                        )));
+                    }
+                    _ => length = Some(n),
+                }
             }
         } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
             if h.value.to_ascii_lowercase().ends_with(b"chunked") {
-                framing = Framing::Chunked;
+                chunked = true;
             }
         } else if h.name.eq_ignore_ascii_case("connection")
             && h.value.eq_ignore_ascii_case(b"close")
@@ -332,11 +355,17 @@ fn framing(resp: &httparse::Response<'_, '_>, status: u16) -> (Framing, bool) {
             keep_alive = false;
         }
     }
-    // No body for 1xx, 204 and 304.
-    if status / 100 == 1 || status == 204 || status == 304 {
-        framing = Framing::Length(0);
-    }
-    (framing, keep_alive)
+    // Transfer-Encoding overrides Content-Length; no body for 1xx, 204 and 304.
+    let framing = if status / 100 == 1 || status == 204 || status == 304 {
+        Framing::Length(0)
+    } else if chunked {
+        Framing::Chunked
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else {
+        Framing::Close
+    };
+    Ok((framing, keep_alive))
 }
 
 fn http_err(reason: String) -> ConnectError {
@@ -428,6 +457,27 @@ mod tests {
                 .contains("reading the response body"),
             "{r:?}"
         );
+        // Differing duplicate lengths and an invalid one: an error at once (RFC 9112
+        // §6.3), not a wait for bytes that may never come.
+        for wire in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 100\r\n\r\nhello"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5, 100\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\nhello",
+        ] {
+            let r = read_all(wire).await;
+            let e = r[0].as_ref().unwrap_err();
+            assert!(
+                e.contains("bad HTTP response") && e.contains("Content-Length"),
+                "{r:?}"
+            );
+        }
+        // The same length twice is one length.
+        let r =
+            read_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5, 5\r\n\r\nhello")
+                .await;
+        assert_eq!(r[0].as_ref().unwrap().body_bytes, 5, "{r:?}");
         let r = read_all(b"\x16\x03\x03garbage\r\n\r\n").await;
         assert!(
             r[0].as_ref().unwrap_err().contains("bad HTTP response"),

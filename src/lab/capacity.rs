@@ -37,12 +37,15 @@ pub struct CellCapacity {
     pub message: String,
 }
 
+/// The shortest step of the lab's capacity search: `--slo-time` may not be shorter.
+pub const STEP_MIN: Duration = Duration::from_secs(1);
+
 /// The search's rules in the lab: `tlsperf capacity`'s defaults, with steps of at most
 /// 10 s and confirmations of at least 5 s (the search is bounded by `--slo-time`).
 fn rules(slo: &Slo) -> Rules {
     Rules {
         samples_needed: slo.samples_needed(),
-        step_min_s: 1.0,
+        step_min_s: STEP_MIN.as_secs_f64(),
         step_max_s: 10.0,
         generator_cpu_max: capacity::GENERATOR_CPU_MAX,
         resolution: 0.05,
@@ -125,11 +128,19 @@ pub(super) async fn search(
         () = watch => unreachable!("the watcher never ends"),
     };
     let r = r.map_err(|e| LabError::Capacity {
-        cell,
+        cell: cell.clone(),
         reason: e.to_string(),
     })?;
     if r.outcome == Outcome::Interrupted {
         return Ok(None);
+    }
+    // A cell's own server that does not answer stops the lab, as before `capacity` kept
+    // such a result.
+    if r.outcome == Outcome::NoAnswer {
+        return Err(LabError::Capacity {
+            cell,
+            reason: r.message,
+        });
     }
     Ok(Some(CellCapacity {
         outcome: r.outcome,

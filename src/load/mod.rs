@@ -37,6 +37,12 @@ use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, ServerUsage};
 
 pub use pace::request_short_slice;
 
+/// The highest open-loop rate (`load --rate`, `capacity --max-rate`), in requests per
+/// second, all generator processes together: ten million, beyond what any set of
+/// generators sends, and low enough that every count derived from it (instants due over
+/// the longest `-d`, 365 days) fits in 64 bits.
+pub const MAX_RATE: f64 = 10_000_000.0;
+
 /// Width of the per-interval throughput samples.
 pub const INTERVAL: Duration = Duration::from_millis(250);
 
@@ -334,10 +340,23 @@ impl Shared {
         if end <= first {
             return 0;
         }
-        // Instants k with first + k ÷ rate < end. A slot that took one of them sent it:
-        // it stops only at an instant at or after the end.
-        let due = ((end - first).as_secs_f64() * rate - 1e-9).ceil().max(0.0) as u64;
-        due.saturating_sub(self.next_send.load(Ordering::Relaxed))
+        // A slot that took one of the instants due sent it: it stops only at an instant
+        // at or after the end.
+        due_before(end - first, rate).saturating_sub(self.next_send.load(Ordering::Relaxed))
+    }
+}
+
+/// How many send instants k ≥ 0 of a schedule at `rate` per second fall before `span`
+/// from its start (k ÷ rate < span), saturating at `u64::MAX` instead of wrapping or
+/// turning a non-finite product into a count.
+fn due_before(span: Duration, rate: f64) -> u64 {
+    let due = (span.as_secs_f64() * rate - 1e-9).ceil();
+    if due.is_nan() || due <= 0.0 {
+        0
+    } else if due >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        due as u64
     }
 }
 
@@ -419,19 +438,27 @@ enum Open {
     ),
 }
 
-/// When the run's own schedule ends: the end of `--duration`, or, for an open-loop
-/// `-n N` run, one send interval after its last send (N intervals from the schedule's
-/// start); `None` for a closed-loop `-n` run, which ends when its work is done.
-fn scheduled_end(start: Instant, opts: &LoadGenOptions) -> Option<Instant> {
-    if let Some(d) = opts.duration {
-        return Some(start + d);
-    }
-    match (opts.rate, opts.requests) {
+/// When the run's own schedule ends. A run that its count (`-n N`) ended: for an open
+/// loop, one send interval after its last send (N intervals from the schedule's start,
+/// and no later than `-d`'s end), for a closed loop `None` (it ends with its last
+/// answer), so that `-n 5 -d 10s` done in 0.2 s reports 0.2 s, not 10 s. Otherwise the
+/// end of `--duration`, or, for an open-loop `-n N` run stopped early, the end its count
+/// would have had.
+fn scheduled_end(start: Instant, opts: &LoadGenOptions, count_done: bool) -> Option<Instant> {
+    let by_duration = opts.duration.and_then(|d| start.checked_add(d));
+    let by_count = match (opts.rate, opts.requests) {
         (Some(r), Some(n)) if r > 0.0 => Duration::try_from_secs_f64(n as f64 / r)
             .ok()
-            .map(|d| start + opts.schedule_offset + d),
+            .and_then(|d| start.checked_add(opts.schedule_offset)?.checked_add(d)),
         _ => None,
+    };
+    if count_done {
+        return match (by_count, by_duration) {
+            (Some(c), Some(d)) => Some(c.min(d)),
+            (c, _) => c,
+        };
     }
+    by_duration.or(by_count)
 }
 
 /// The earlier of two instants, either of which may be missing.
@@ -482,6 +509,9 @@ pub async fn run(
             () = progress.stopping() => {}
         }
     }
+    // Stopped while waiting for --start-at: nothing runs, and the generator's figures
+    // (CPU, utilization) cover no time at all rather than its wind-down over 1 µs.
+    let stopped_before_start = progress.stopped();
     // The server's process tree: its first sample.
     let server_tree = match opts.server_pid {
         Some(pid) => Some(Arc::new(std::sync::Mutex::new(usage::TreeCpu::start(pid)?))),
@@ -549,6 +579,22 @@ pub async fn run(
         }
     }
     let gave_up = shared.gave_up.load(Ordering::Relaxed);
+    let attempted = shared.progress.completed.load(Ordering::Relaxed)
+        + shared.progress.failed.load(Ordering::Relaxed);
+    let count_done = opts.requests.is_some_and(|n| attempted >= n);
+    // An open-loop `-d` run whose slots found no send instant left before the deadline
+    // (a --rate-share whose next send falls after it) still lasts until the deadline:
+    // the duration it reports is the time it really took, and the n processes of one
+    // --rate-share run cover one window.
+    if let (Some(_), Some(deadline)) = (opts.rate, shared.deadline)
+        && !gave_up
+        && !count_done
+    {
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline.into()) => {}
+            () = progress.stopping() => {}
+        }
+    }
     let unsent = shared.unsent();
     let tallies: Vec<Tally> = Arc::try_unwrap(shared)
         .map(|s| s.shards)
@@ -565,11 +611,15 @@ pub async fn run(
     let wall = window(
         start,
         last_done,
-        scheduled_end(start, &opts),
+        scheduled_end(start, &opts, count_done),
         progress.stopped_at(),
     )
     .max(Duration::from_micros(1));
-    let cpu = usage::self_cpu().saturating_sub(cpu0);
+    let cpu = if stopped_before_start {
+        Duration::ZERO
+    } else {
+        usage::self_cpu().saturating_sub(cpu0)
+    };
     let mut total = Tally::new();
     for t in &tallies {
         merge_tally(&mut total, t);
@@ -1180,5 +1230,59 @@ mod tests {
         assert_eq!(ms(window(t0, at(700), None, None)), 700);
         assert_eq!(ms(window(t0, None, None, at(300))), 300);
         assert_eq!(ms(window(t0, None, None, None)), 0);
+    }
+
+    fn opts(requests: Option<u64>, duration_ms: Option<u64>, rate: Option<f64>) -> LoadGenOptions {
+        LoadGenOptions {
+            requests,
+            duration: duration_ms.map(Duration::from_millis),
+            connections: 1,
+            rate,
+            requests_per_conn: None,
+            http2: false,
+            timeout: Duration::from_secs(1),
+            threads: 1,
+            server_pid: None,
+            resume: crate::client::config::Resume::Off,
+            echo: BTreeMap::new(),
+            early_data: false,
+            verdicts: None,
+            addrs: Vec::new(),
+            config_per_connection: None,
+            schedule_offset: Duration::ZERO,
+            start_at: None,
+        }
+    }
+
+    /// `-n 5 -d 10s` done in 0.2 s reported 10.00 s: a run its count ended ends with
+    /// its count's schedule (open loop) or its last answer (closed loop).
+    #[test]
+    fn a_run_ended_by_its_count_does_not_report_its_duration_limit() {
+        let t0 = Instant::now();
+        let ms = |e: Option<Instant>| e.map(|e| (e - t0).as_millis());
+        let closed = opts(Some(5), Some(10_000), None);
+        assert_eq!(ms(scheduled_end(t0, &closed, true)), None);
+        assert_eq!(ms(scheduled_end(t0, &closed, false)), Some(10_000));
+        let open = opts(Some(5), Some(10_000), Some(10.0));
+        assert_eq!(ms(scheduled_end(t0, &open, true)), Some(500));
+        assert_eq!(ms(scheduled_end(t0, &open, false)), Some(10_000));
+        // The count's schedule reaches past -d: -d's end.
+        let open = opts(Some(50), Some(1_000), Some(10.0));
+        assert_eq!(ms(scheduled_end(t0, &open, true)), Some(1_000));
+        assert_eq!(
+            ms(scheduled_end(t0, &opts(None, Some(2_000), None), false)),
+            Some(2_000)
+        );
+    }
+
+    /// `--rate 1e300 -d 1s` printed "18446744073709472110 due but never sent".
+    #[test]
+    fn instants_due_saturate() {
+        assert_eq!(due_before(Duration::from_secs(2), 10.0), 20);
+        assert_eq!(due_before(Duration::from_millis(1500), 2.0), 3);
+        assert_eq!(due_before(Duration::ZERO, 10.0), 0);
+        assert_eq!(due_before(Duration::from_secs(1), 1e300), u64::MAX);
+        assert_eq!(due_before(Duration::from_secs(1), f64::INFINITY), u64::MAX);
+        assert_eq!(due_before(Duration::from_secs(1), f64::NAN), 0);
     }
 }

@@ -51,6 +51,7 @@ pub const FAILURE_REASONS: &[&str] = &[
     "io-error",
     "max-connections",
     "idle-timeout",
+    "header-timeout",
     "shed-idle",
 ];
 
@@ -107,7 +108,8 @@ impl Metrics {
         );
         registry.register(
             "handshake_failures",
-            "Failed TLS handshakes by reason",
+            "Failed TLS handshakes, and connections the server closed, by reason \
+             (max-connections, idle-timeout, header-timeout, shed-idle)",
             failures.clone(),
         );
         registry.register("open_connections", "Connections open now", open.clone());

@@ -813,8 +813,13 @@ async fn connection(
         if alpn.as_deref() != Some(b"h2") {
             let waiting = Instant::now();
             match tokio::time::timeout(header_timeout, tls.fill()).await {
-                Err(_) => return Ok(()),
-                Ok(Err(e)) => return Err(e.to_string()),
+                Err(_) => {
+                    return Err(HttpEnd {
+                        text: "no request within the header timeout".into(),
+                        header_timeout: true,
+                    });
+                }
+                Ok(Err(e)) => return Err(HttpEnd::other(e)),
                 Ok(Ok(())) => {}
             }
             header_timeout = header_timeout
@@ -870,7 +875,36 @@ async fn connection(
         r = served => r,
     };
     if let Err(e) = result {
-        tracing::debug!("connection ended: {e}");
+        if e.header_timeout {
+            ctx.metrics.failure("header-timeout");
+        }
+        tracing::debug!("connection ended: {}", e.text);
+    }
+}
+
+/// Why serving HTTP on a connection ended in error.
+struct HttpEnd {
+    /// The error in words (logged at debug level).
+    text: String,
+    /// Closed at `--header-timeout`: no complete request head in time (counted).
+    header_timeout: bool,
+}
+
+impl HttpEnd {
+    /// Any other error.
+    fn other(e: impl std::fmt::Display) -> HttpEnd {
+        HttpEnd {
+            text: e.to_string(),
+            header_timeout: false,
+        }
+    }
+
+    /// A hyper connection's error: hyper's header read timeout is a header timeout.
+    fn hyper(e: &hyper::Error) -> HttpEnd {
+        HttpEnd {
+            text: e.to_string(),
+            header_timeout: e.is_timeout(),
+        }
     }
 }
 
@@ -883,7 +917,7 @@ async fn serve_http<I, S, B>(
     builder: &auto::Builder<TokioExecutor>,
     header_timeout: Duration,
     watcher: hyper_util::server::graceful::Watcher,
-) -> Result<(), String>
+) -> Result<(), HttpEnd>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::Service<
@@ -903,14 +937,14 @@ where
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .serve_connection(io, svc);
-            watcher.watch(conn).await.map_err(|e| e.to_string())
+            watcher.watch(conn).await.map_err(HttpEnd::other)
         }
         Some(b"http/1.1" | b"http/1.0") => {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(header_timeout)
                 .serve_connection(io, svc);
-            watcher.watch(conn).await.map_err(|e| e.to_string())
+            watcher.watch(conn).await.map_err(|e| HttpEnd::hyper(&e))
         }
         _ => {
             let mut builder = builder.clone();
@@ -918,7 +952,10 @@ where
             watcher
                 .watch(builder.serve_connection(io, svc).into_owned())
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| match e.downcast_ref::<hyper::Error>() {
+                    Some(h) => HttpEnd::hyper(h),
+                    None => HttpEnd::other(e),
+                })
         }
     }
 }
