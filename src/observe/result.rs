@@ -366,10 +366,11 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
     }
     let mut m = Observation::new(Vec::new(), Vec::new());
     m.phases = first.phases.clone();
+    let mut ports_seen = std::collections::HashSet::new();
     for o in all {
         m.sources.extend(o.sources.iter().cloned());
         for p in &o.ports {
-            if !m.ports.contains(p) {
+            if ports_seen.insert(*p) {
                 m.ports.push(*p);
             }
         }
