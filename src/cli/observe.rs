@@ -17,6 +17,7 @@ use crate::observe::live::LiveCapture;
 use crate::observe::metrics::{MetricsServer, ObserveMetrics};
 use crate::observe::{
     Limits, LiveOptions, Observation, Options, observe_file, observe_live, observe_probes,
+    process::Processes,
 };
 use crate::probes::{ProbeOptions, Session};
 use crate::report::text::observation;
@@ -271,6 +272,14 @@ fn capture_until_stopped(
     out: &Output,
 ) -> Result<Observation, CliError> {
     let interface = capture.interface().to_string();
+    // Before the capture is announced: a connection opened after it is attributed.
+    let (processes, why) = Processes::new();
+    if let Some(why) = why {
+        out.warn(format!(
+            "processes are attributed from /proc, where a connection shorter than a second \
+             may show as (unknown): the kernel's socket owners could not be traced: {why}"
+        ));
+    }
     if !out.quiet() {
         let ports: Vec<String> = options.ports.iter().map(u16::to_string).collect();
         out.note(format!(
@@ -289,11 +298,10 @@ fn capture_until_stopped(
     let live = LiveOptions {
         limits: options.limits,
         duration: args.duration,
-        processes: true,
         metrics: args.metrics.is_some().then_some(metrics),
     };
     let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
-    let result = observe_live(capture, &live, probes, stop, |snapshot| {
+    let result = observe_live(capture, &live, probes, Some(processes), stop, |snapshot| {
         if redraw {
             // Home, clear, the table so far.
             let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));

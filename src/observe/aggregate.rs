@@ -84,6 +84,11 @@ fn entry<'a, T: Default>(map: &'a mut BTreeMap<String, T>, key: &str) -> &'a mut
 }
 
 impl Aggregate {
+    /// Notes where process attribution comes from (`kernel`, `/proc`).
+    pub fn set_attribution(&mut self, source: &str) {
+        self.obs.attribution = Some(source.to_string());
+    }
+
     /// Nothing seen yet, from `sources` on `ports`.
     pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Aggregate {
         Aggregate {

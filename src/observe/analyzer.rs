@@ -73,9 +73,10 @@ impl Analyzer {
         }
     }
 
-    /// Attributes local endpoints to processes (live capture on this host).
-    pub fn attribute_processes(&mut self) {
-        self.hooks.processes = Some(Processes::new());
+    /// Attributes local endpoints to processes through `p` (live capture on this host).
+    pub fn attribute_processes(&mut self, p: Processes) {
+        self.agg.set_attribution(p.source());
+        self.hooks.processes = Some(p);
     }
 
     /// Gives every completed handshake to the probes, to join with what they saw inside

@@ -195,19 +195,19 @@ pub struct LiveOptions {
     pub limits: Limits,
     /// Stop after this long (else at `stop`).
     pub duration: Option<Duration>,
-    /// Attribute local endpoints to processes.
-    pub processes: bool,
     /// Count outcomes in these metrics too.
     pub metrics: Option<Arc<metrics::ObserveMetrics>>,
 }
 
 /// Observes a live capture (opened with [`live::LiveCapture::open`]) until `duration`
 /// has passed or `stop` is set, calling `tick` with the observation so far about once a
-/// second (from this thread). The result says `interrupted` when `stop` ended it.
+/// second (from this thread), attributing local endpoints through `processes` when given.
+/// The result says `interrupted` when `stop` ended it.
 pub fn observe_live(
     mut cap: live::LiveCapture,
     opts: &LiveOptions,
     mut probes: Option<&mut crate::probes::Session>,
+    processes: Option<process::Processes>,
     stop: &AtomicBool,
     mut tick: impl FnMut(&Observation),
 ) -> Result<Observation, ObserveError> {
@@ -221,8 +221,8 @@ pub fn observe_live(
         cap.ports().to_vec(),
         opts.limits,
     );
-    if opts.processes {
-        analyzer.attribute_processes();
+    if let Some(p) = processes {
+        analyzer.attribute_processes(p);
     }
     if let Some(m) = &opts.metrics {
         analyzer.export(Arc::clone(m));

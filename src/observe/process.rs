@@ -1,12 +1,17 @@
-//! Process attribution of local endpoints during live capture: which process owns the
-//! socket at an address, read from `/proc` — socket inodes and addresses from
-//! `/proc/net/tcp` and `/proc/net/tcp6`, their owners from the `socket:[INODE]` links in
-//! `/proc/PID/fd`, names from `/proc/PID/comm`. Read when a connection opens whose
-//! client socket is not known yet (at most once a second); what was read is remembered, so
-//! that a connection gone by the time its handshake is counted is attributed through its
-//! own socket as seen then, else through the process last found at the client end of a
-//! connection to the same server within 5 s (a client making many short connections,
-//! most of which end between two reads).
+//! Process attribution of local endpoints during live capture: which process owns each
+//! end of a connection on this host. Only exact answers are given; a local end whose
+//! process is not known exactly is [`UNKNOWN`], never a guess.
+//!
+//! Two sources, the first that works:
+//! - **the kernel** ([`crate::probes::owners`]): the connecting process recorded inside
+//!   `connect()`, the accepting one inside `accept()`, for every connection the host
+//!   opens while observe runs (needs BPF capabilities and tracefs);
+//! - **`/proc`**, otherwise: socket inodes and addresses from `/proc/net/tcp{,6}`, their
+//!   owners from the `socket:[INODE]` links in `/proc/PID/fd`, names from
+//!   `/proc/PID/comm`, read when a connection opens (at most once a second). A connection
+//!   that ends between two reads is caught only at the server end, and only when its
+//!   listening socket has a single owner (a listener shared by several processes, such as
+//!   nginx's master and workers, does not say which one accepted).
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -15,32 +20,64 @@ use std::time::{Duration, Instant};
 /// The most addresses remembered.
 pub const MAX_REMEMBERED: usize = 1 << 16;
 
-/// How long a process found at the client end of a connection to a server stands for
-/// that server's next connections whose own socket was not caught.
-pub const RECENT: Duration = Duration::from_secs(5);
+/// The label of a local end whose process is not known exactly.
+pub const UNKNOWN: &str = "(unknown)";
 
 /// The shortest time between two reads of `/proc` (a read takes a few milliseconds in a
 /// release build, tens in a debug one, on the capture's thread).
 pub const RESCAN: Duration = Duration::from_secs(1);
 
-/// Who owns what, as of the last read.
+/// Who owns what: from the kernel as it happens, or from `/proc` as of the last read.
 #[derive(Debug, Default)]
 pub struct Processes {
-    /// A connected socket's (local, remote) addresses → its owner (both addresses: an
-    /// ephemeral port is soon reused by other connections).
+    /// The kernel's socket owners, when they could be traced.
+    tracer: Option<crate::probes::owners::Tracer>,
+    /// From the kernel: (client, server) → the process at the client end.
+    client_ends: Generations,
+    /// From the kernel: (client, server) → the process at the server end.
+    server_ends: Generations,
+    /// From `/proc`: a connected socket's (local, remote) addresses → its owner (both
+    /// addresses: an ephemeral port is soon reused by other connections).
     conns: HashMap<(SocketAddr, SocketAddr), String>,
-    /// Server address → the process last found at the client end of a connection to it,
-    /// and when.
-    clients_of: HashMap<SocketAddr, (String, Instant)>,
-    /// Listening port → owner.
+    /// From `/proc`: listening port → its owner, when one process alone holds it.
     listening: HashMap<u16, String>,
-    /// Socket inode → owner, as found.
-    inodes: HashMap<u64, String>,
+    /// Socket inode → its owners, as found.
+    inodes: HashMap<u64, Owners>,
     /// Processes found owning sockets, looked at first.
     pids: Vec<u32>,
-    /// Local addresses of this host (of every socket seen).
-    local_ips: std::collections::HashSet<IpAddr>,
+    /// This host's addresses.
+    local_ips: HashSet<IpAddr>,
+    /// Process names by pid, and when they were read.
+    names: HashMap<u32, (String, Instant)>,
     scanned: Option<Instant>,
+}
+
+/// The processes holding one socket: the first found, and whether there are more.
+#[derive(Debug, Clone)]
+struct Owners {
+    first: String,
+    shared: bool,
+}
+
+/// A bounded map of connection ends: when the newer generation is full, the older one is
+/// dropped (ends never asked for, of connections without a handshake, go with it).
+#[derive(Debug, Default)]
+struct Generations {
+    new: HashMap<(SocketAddr, SocketAddr), String>,
+    old: HashMap<(SocketAddr, SocketAddr), String>,
+}
+
+impl Generations {
+    fn insert(&mut self, k: (SocketAddr, SocketAddr), v: String) {
+        if self.new.len() >= MAX_REMEMBERED / 2 {
+            self.old = std::mem::take(&mut self.new);
+        }
+        self.new.insert(k, v);
+    }
+
+    fn take(&mut self, k: &(SocketAddr, SocketAddr)) -> Option<String> {
+        self.new.remove(k).or_else(|| self.old.remove(k))
+    }
 }
 
 fn unmap(a: SocketAddr) -> SocketAddr {
@@ -85,10 +122,10 @@ fn parse_line(line: &str) -> Option<(SocketAddr, SocketAddr, bool, u64)> {
     Some((local, remote, listen, inode))
 }
 
-/// Socket inode → (pid, "comm (pid N)") for the inodes in `wanted`: the processes in
-/// `first` are looked at before the others, and the walk stops once every inode is
-/// found.
-fn owners(wanted: &HashSet<u64>, first: &[u32]) -> HashMap<u64, (u32, String)> {
+/// Socket inode → (pid, "comm (pid N)") of every process holding it, for the inodes in
+/// `wanted`: the processes in `first` are looked at before the others (the walk goes on
+/// through every process: a socket may be held by several).
+fn owners(wanted: &HashSet<u64>, first: &[u32]) -> HashMap<u64, Vec<(u32, String)>> {
     let mut out = HashMap::new();
     if wanted.is_empty() {
         return out;
@@ -124,19 +161,124 @@ fn owners(wanted: &HashSet<u64>, first: &[u32]) -> HashMap<u64, (u32, String)> {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
                 format!("{} (pid {pid})", comm.trim())
             });
-            out.insert(inode, (pid, label.clone()));
-        }
-        if out.len() == wanted.len() {
-            break;
+            let holders: &mut Vec<(u32, String)> = out.entry(inode).or_default();
+            if !holders.iter().any(|(p, _)| *p == pid) {
+                holders.push((pid, label.clone()));
+            }
         }
     }
     out
 }
 
+/// This host's IP addresses (every interface's, and the loopback ranges).
+fn local_ips() -> HashSet<IpAddr> {
+    let mut out = HashSet::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list it allocates, freed below; each entry's
+    // ifa_addr is null or points to a sockaddr of the family it names.
+    unsafe {
+        if libc::getifaddrs(&mut head) == 0 {
+            let mut at = head;
+            while !at.is_null() {
+                let a = (*at).ifa_addr;
+                if !a.is_null() {
+                    match i32::from((*a).sa_family) {
+                        libc::AF_INET => {
+                            let sin = &*(a as *const libc::sockaddr_in);
+                            out.insert(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+                                sin.sin_addr.s_addr,
+                            ))));
+                        }
+                        libc::AF_INET6 => {
+                            let sin6 = &*(a as *const libc::sockaddr_in6);
+                            out.insert(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
+                        }
+                        _ => {}
+                    }
+                }
+                at = (*at).ifa_next;
+            }
+            libc::freeifaddrs(head);
+        }
+    }
+    out
+}
+
+fn is_local(ips: &HashSet<IpAddr>, a: SocketAddr) -> bool {
+    a.ip().is_loopback() || ips.contains(&a.ip())
+}
+
 impl Processes {
-    /// Nothing known yet.
-    pub fn new() -> Processes {
-        Processes::default()
+    /// Attribution from the kernel when it can be traced, else from `/proc`; the second
+    /// value says why the kernel could not be used.
+    pub fn new() -> (Processes, Option<String>) {
+        let (tracer, why) = match crate::probes::owners::Tracer::start() {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let p = Processes {
+            tracer,
+            local_ips: local_ips(),
+            ..Processes::default()
+        };
+        (p, why)
+    }
+
+    /// Attribution from `/proc` only.
+    pub fn from_proc() -> Processes {
+        Processes {
+            local_ips: local_ips(),
+            ..Processes::default()
+        }
+    }
+
+    /// Where the answers come from: `kernel` or `/proc`.
+    pub fn source(&self) -> &'static str {
+        if self.tracer.is_some() {
+            "kernel"
+        } else {
+            "/proc"
+        }
+    }
+
+    /// The kernel tracer's counts (None from `/proc`).
+    pub fn kernel_counts(&self) -> Option<crate::probes::owners::OwnerCounts> {
+        self.tracer.as_ref().map(|t| t.counts())
+    }
+
+    /// Takes in what the kernel recorded since the last call, each end labelled with its
+    /// process's name (its `/proc/PID/comm`, read once a second at most per process; the
+    /// thread's name when the process is gone).
+    fn drain(&mut self) {
+        let Some(t) = &mut self.tracer else { return };
+        let (clients, servers, names) = (
+            &mut self.client_ends,
+            &mut self.server_ends,
+            &mut self.names,
+        );
+        t.drain(|o| {
+            let now = Instant::now();
+            if names.len() > MAX_REMEMBERED {
+                names.clear();
+            }
+            let name = match names.get(&o.pid) {
+                Some((name, at)) if now.duration_since(*at) < RESCAN => name.clone(),
+                _ => {
+                    let name = std::fs::read_to_string(format!("/proc/{}/comm", o.pid))
+                        .map(|c| c.trim().to_string())
+                        .unwrap_or_else(|_| o.thread.clone());
+                    names.insert(o.pid, (name.clone(), now));
+                    name
+                }
+            };
+            let label = format!("{name} (pid {})", o.pid);
+            let key = (unmap(o.client), unmap(o.server));
+            if o.client_end {
+                clients.insert(key, label);
+            } else {
+                servers.insert(key, label);
+            }
+        });
     }
 
     /// Reads `/proc` again, unless it was read less than [`RESCAN`] ago.
@@ -156,6 +298,7 @@ impl Processes {
         }
         let wanted: HashSet<u64> = sockets
             .iter()
+            .filter(|s| self.tracer.is_none() || s.2)
             .map(|s| s.3)
             .filter(|i| *i != 0 && !self.inodes.contains_key(i))
             .collect();
@@ -166,91 +309,110 @@ impl Processes {
             found = found.len(),
             "read /proc for socket owners"
         );
-        for (inode, (pid, label)) in found {
-            if !self.pids.contains(&pid) {
-                self.pids.push(pid);
+        for (inode, holders) in found {
+            for (pid, _) in &holders {
+                if !self.pids.contains(pid) {
+                    self.pids.push(*pid);
+                }
             }
-            self.inodes.insert(inode, label);
+            if let Some((_, first)) = holders.first() {
+                let shared = holders.len() > 1;
+                let first = first.clone();
+                self.inodes.insert(inode, Owners { first, shared });
+            }
         }
         if self.inodes.len() > MAX_REMEMBERED {
             self.inodes.clear();
         }
         if self.pids.len() > 64 {
-            self.pids.remove(0);
+            let extra = self.pids.len() - 64;
+            self.pids.drain(..extra);
         }
         if self.conns.len() > MAX_REMEMBERED {
             self.conns.clear();
         }
-        let now = Instant::now();
         for &(local, _, listen, inode) in &sockets {
-            if listen && let Some(owner) = self.inodes.get(&inode) {
-                self.listening.insert(local.port(), owner.clone());
-            }
-        }
-        for (local, remote, listen, inode) in sockets {
-            let Some(owner) = self.inodes.get(&inode) else {
-                continue;
-            };
-            self.local_ips.insert(local.ip());
             if !listen {
-                self.conns.insert((local, remote), owner.clone());
-                // The server end of a local connection is its listener's; the client
-                // end is what is remembered here.
-                if !self.listening.contains_key(&local.port()) {
-                    self.clients_of.insert(remote, (owner.clone(), now));
+                continue;
+            }
+            match self.inodes.get(&inode) {
+                Some(o) if !o.shared => {
+                    self.listening.insert(local.port(), o.first.clone());
+                }
+                _ => {
+                    self.listening.remove(&local.port());
                 }
             }
         }
-        if self.clients_of.len() > MAX_REMEMBERED {
-            self.clients_of
-                .retain(|_, (_, t)| now.duration_since(*t) < RECENT);
+        if self.tracer.is_some() {
+            return;
+        }
+        for (local, remote, listen, inode) in sockets {
+            if listen {
+                continue;
+            }
+            if let Some(o) = self.inodes.get(&inode).filter(|o| !o.shared) {
+                self.conns.insert((local, remote), o.first.clone());
+            }
         }
     }
 
-    /// Notes a connection as it opens (its SYN): its client's socket is looked for in
-    /// `/proc` now, while it exists.
+    /// Notes a connection as it opens (its SYN): from `/proc`, its client's socket is
+    /// looked for now, while it exists.
     pub fn opening(&mut self, client: SocketAddr, server: SocketAddr) {
-        if !self.conns.contains_key(&(unmap(client), unmap(server))) {
+        if self.tracer.is_none() && !self.conns.contains_key(&(unmap(client), unmap(server))) {
             self.refresh();
         }
     }
 
-    /// The process at the client end of `client` → `server`, if it is on this host: the
-    /// owner of its socket as read in `/proc` while it existed, else the process last
-    /// found at the client end of a connection to `server`, within [`RECENT`] (a
-    /// connection too short-lived to be caught in `/proc`, from a client that makes many).
+    /// The process at the client end of `client` → `server` when that end is on this host:
+    /// its owner exactly, else [`UNKNOWN`]. `None` for a remote client.
     pub fn client(&mut self, client: SocketAddr, server: SocketAddr) -> Option<String> {
         let (client, server) = (unmap(client), unmap(server));
-        if !self.conns.contains_key(&(client, server)) {
-            self.refresh();
+        if !is_local(&self.local_ips, client) {
+            return None;
         }
-        if let Some(owner) = self.conns.get(&(client, server)) {
-            self.clients_of
-                .insert(server, (owner.clone(), Instant::now()));
-            return Some(owner.clone());
+        self.drain();
+        if let Some(owner) = self.client_ends.take(&(client, server)) {
+            return Some(owner);
         }
-        self.clients_of
-            .get(&server)
-            .filter(|(_, t)| t.elapsed() < RECENT)
-            .map(|(o, _)| o.clone())
+        if self.tracer.is_none() {
+            if !self.conns.contains_key(&(client, server)) {
+                self.refresh();
+            }
+            if let Some(owner) = self.conns.get(&(client, server)) {
+                return Some(owner.clone());
+            }
+        }
+        Some(UNKNOWN.to_string())
     }
 
-    /// The process at the server end, if it is on this host.
+    /// The process at the server end when it is on this host: its owner exactly (the
+    /// process that accepted it, or the only one holding its listening socket), else
+    /// [`UNKNOWN`]. `None` for a remote server.
     pub fn server(&mut self, client: SocketAddr, server: SocketAddr) -> Option<String> {
         let (client, server) = (unmap(client), unmap(server));
-        if !self.conns.contains_key(&(server, client))
-            && !self.listening.contains_key(&server.port())
+        if !is_local(&self.local_ips, server) {
+            return None;
+        }
+        self.drain();
+        if let Some(owner) = self.server_ends.take(&(client, server)) {
+            return Some(owner);
+        }
+        if self.tracer.is_none()
+            && let Some(owner) = self.conns.get(&(server, client))
         {
+            return Some(owner.clone());
+        }
+        if !self.listening.contains_key(&server.port()) {
             self.refresh();
         }
-        self.conns
-            .get(&(server, client))
-            .or_else(|| {
-                self.listening
-                    .get(&server.port())
-                    .filter(|_| self.local_ips.contains(&server.ip()))
-            })
-            .cloned()
+        Some(
+            self.listening
+                .get(&server.port())
+                .cloned()
+                .unwrap_or_else(|| UNKNOWN.to_string()),
+        )
     }
 }
 
@@ -278,12 +440,34 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_not_caught_is_unknown_not_a_neighbours() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = l.local_addr().unwrap();
+        let c = std::net::TcpStream::connect(server).unwrap();
+        let _s = l.accept().unwrap();
+        let mut p = Processes::from_proc();
+        let me = format!("(pid {})", std::process::id());
+        assert!(
+            p.client(c.local_addr().unwrap(), server)
+                .unwrap()
+                .ends_with(&me)
+        );
+        // Another client port to the same server, never seen: not credited to the process
+        // last found connecting there.
+        let unseen: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        assert_eq!(p.client(unseen, server).as_deref(), Some(UNKNOWN));
+        // A remote end is nobody's here.
+        let remote: SocketAddr = "192.0.2.1:5000".parse().unwrap();
+        assert_eq!(p.client(remote, server), None);
+    }
+
+    #[test]
     fn finds_this_process_listening() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let c = std::net::TcpStream::connect(addr).unwrap();
         let (_s, _) = l.accept().unwrap();
-        let mut p = Processes::new();
+        let mut p = Processes::from_proc();
         let me = format!("(pid {})", std::process::id());
         let server = p.server(c.local_addr().unwrap(), addr).unwrap();
         assert!(server.ends_with(&me), "{server}");

@@ -236,6 +236,11 @@ pub struct Observation {
         deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"
     )]
     pub by_server_process: BTreeMap<String, Row>,
+    /// Where `by_client_process` and `by_server_process` come from: `kernel` (exact, from
+    /// the kernel's socket tracepoints) or `/proc` (exact where given; a local end not
+    /// caught is `(unknown)`); absent when processes were not attributed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<String>,
     /// Handshakes that did not complete.
     pub failures: Failures,
     /// Per phase, what it spans and from which side it is exact.
@@ -275,6 +280,7 @@ impl Observation {
             by_group: BTreeMap::new(),
             by_client_process: BTreeMap::new(),
             by_server_process: BTreeMap::new(),
+            attribution: None,
             failures: Failures::default(),
             phases: PHASES
                 .iter()
@@ -416,6 +422,11 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         merge_map(&mut m.by_group, &o.by_group, merge_row)?;
         merge_map(&mut m.by_client_process, &o.by_client_process, merge_row)?;
         merge_map(&mut m.by_server_process, &o.by_server_process, merge_row)?;
+        m.attribution = match (m.attribution.take(), &o.attribution) {
+            (None, b) => b.clone(),
+            (Some(a), Some(b)) if !a.split(", ").any(|x| x == b) => Some(format!("{a}, {b}")),
+            (a, _) => a,
+        };
         for (k, v) in &o.failures.alerts {
             let e = m.failures.alerts.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);

@@ -14,6 +14,8 @@
 //! - [`loader`]: the object loaded and attached (aya).
 //! - [`event`]: a ring-buffer record → a [`event::ProbeRecord`].
 //! - [`report`]: records → the `probes` part of an observation.
+//! - [`owners`]: the process at each end of every TCP connection, from tracepoints alone
+//!   (observe's process attribution; no TLS library needed).
 //!
 //! [`Session`] runs it all: [`Session::start`], then [`Session::poll`] now and then, and
 //! [`Session::finish`].
@@ -21,6 +23,7 @@
 pub mod event;
 pub mod gosym;
 pub mod loader;
+pub mod owners;
 pub mod report;
 pub mod target;
 
@@ -90,15 +93,7 @@ pub(crate) const TRACEFS: &str = "/sys/kernel/tracing";
 /// users are told to).
 pub fn check_kernel() -> Result<Vec<String>, ProbeError> {
     let mut notes = Vec::new();
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
-    // CAP_SYS_ADMIN 21; CAP_PERFMON 38, CAP_BPF 39 (Linux 5.8+).
-    if !(has(21) || (has(38) && has(39))) {
+    if !bpf_capable() {
         return Err(ProbeError::Unsupported(
             "--probes needs the capabilities CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN), \
              which this process does not have: run it as root (in a container, one given \
@@ -124,6 +119,27 @@ pub fn check_kernel() -> Result<Vec<String>, ProbeError> {
                 .into(),
         ));
     }
+    mount_tracefs(&mut notes)?;
+    Ok(notes)
+}
+
+/// True when this process may load BPF programs that read other processes: CAP_BPF and
+/// CAP_PERFMON, or CAP_SYS_ADMIN.
+pub(crate) fn bpf_capable() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| cap_eff & (1u64 << bit) != 0;
+    // CAP_SYS_ADMIN 21; CAP_PERFMON 38, CAP_BPF 39 (Linux 5.8+).
+    has(21) || (has(38) && has(39))
+}
+
+/// Makes the kernel's tracepoints reachable: mounts tracefs at [`TRACEFS`] when it is not
+/// (a note says so).
+pub(crate) fn mount_tracefs(notes: &mut Vec<String>) -> Result<(), ProbeError> {
     let events = Path::new(TRACEFS).join("events/syscalls");
     if !events.exists() {
         let target =
@@ -151,7 +167,7 @@ pub fn check_kernel() -> Result<Vec<String>, ProbeError> {
             "mounted tracefs at {TRACEFS} (the kernel's tracepoints need it)"
         ));
     }
-    Ok(notes)
+    Ok(())
 }
 
 /// The libraries `opts` name; the system's libssl when it names none.

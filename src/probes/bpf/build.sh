@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Rebuilds probes.bpf.o from probes.bpf.c: the object tlsperf embeds (src/probes/loader.rs),
+# Rebuilds probes.bpf.o from probes.bpf.c and owners.bpf.o from owners.bpf.c: the objects tlsperf
+# embeds (src/probes/loader.rs, src/probes/owners.rs),
 # committed so that building tlsperf needs no BPF compiler. Needs clang and libbpf's headers
 # (Debian: clang, libbpf-dev, linux-libc-dev). The output depends only on the source and the
 # clang version, which is recorded in probes.bpf.clang; `build.sh --check` rebuilds into a
@@ -11,29 +12,31 @@ check=0
 [ "${1:-}" = "--check" ] && check=1
 command -v clang >/dev/null || { echo "build.sh: clang is not installed (apt-get install clang libbpf-dev)" >&2; exit 2; }
 version=$(clang --version | head -1)
-out=probes.bpf.o
-if [ $check = 1 ]; then
-  if [ "$version" != "$(cat probes.bpf.clang)" ]; then
-    echo "build.sh --check: skipped: installed '$version', object built with '$(cat probes.bpf.clang)'"
-    exit 0
-  fi
-  out=$(mktemp --suffix=.bpf.o)
-  trap 'rm -f "$out"' EXIT
+if [ $check = 1 ] && [ "$version" != "$(cat probes.bpf.clang)" ]; then
+  echo "build.sh --check: skipped: installed '$version', objects built with '$(cat probes.bpf.clang)'"
+  exit 0
 fi
-# -g: BTF for the maps; -fdebug-prefix-map keeps the build directory out of the object.
-clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu \
-  -fdebug-prefix-map="$PWD"=. -c probes.bpf.c -o "$out.tmp"
-# DWARF line info is not needed at run time (BTF is); strip it so the object is small.
-llvm-strip -g "$out.tmp" 2>/dev/null || true
-mv "$out.tmp" "$out"
-if [ $check = 1 ]; then
-  if cmp -s "$out" probes.bpf.o; then
-    echo "build.sh --check: probes.bpf.o matches its source"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+status=0
+for name in probes owners; do
+  out=$tmp/$name.bpf.o
+  # -g: BTF for the maps; -fdebug-prefix-map keeps the build directory out of the object.
+  clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu \
+    -fdebug-prefix-map="$PWD"=. -c $name.bpf.c -o "$out"
+  # DWARF line info is not needed at run time (BTF is); strip it so the object is small.
+  llvm-strip -g "$out" 2>/dev/null || true
+  if [ $check = 1 ]; then
+    if cmp -s "$out" $name.bpf.o; then
+      echo "build.sh --check: $name.bpf.o matches its source"
+    else
+      echo "build.sh --check: $name.bpf.o differs from what $name.bpf.c builds; run src/probes/bpf/build.sh and commit" >&2
+      status=1
+    fi
   else
-    echo "build.sh --check: probes.bpf.o differs from what probes.bpf.c builds; run src/probes/bpf/build.sh and commit" >&2
-    exit 1
+    mv "$out" $name.bpf.o
+    echo "wrote $(pwd)/$name.bpf.o ($(stat -c %s $name.bpf.o) bytes)"
   fi
-else
-  echo "$version" > probes.bpf.clang
-  echo "wrote $(pwd)/probes.bpf.o ($(stat -c %s probes.bpf.o) bytes)"
-fi
+done
+[ $check = 1 ] || echo "$version" > probes.bpf.clang
+exit $status

@@ -153,6 +153,18 @@ pub fn observation(o: &Observation) -> String {
             s += &breakdown(title, map);
             s += "\n";
         }
+        match o.attribution.as_deref() {
+            Some("kernel") => {
+                s += "processes: exact, from the kernel (the process inside connect() and \
+                      accept())\n\n"
+            }
+            Some(from) => {
+                s += &format!(
+                    "processes: from {from}; a local end not known exactly is (unknown)\n\n"
+                )
+            }
+            None => {}
+        }
     }
     let f = &o.failures;
     if f.total() > 0 {
