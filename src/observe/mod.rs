@@ -235,15 +235,14 @@ pub fn observe_live(
     }
     let started = Instant::now();
     let mut last_tick = started;
-    let mut buf = vec![0u8; live::SNAPLEN];
     let mut interrupted = false;
     loop {
-        let frame = cap.next(&mut buf).map_err(|source| ObserveError::Live {
+        let frame = cap.next().map_err(|source| ObserveError::Live {
             interface: interface.clone(),
             source,
         })?;
         match frame {
-            Some((ns, len)) => analyzer.frame(ns, link, &buf[..len]),
+            Some((ns, data)) => analyzer.frame(ns, link, data),
             None => analyzer.sweep(live::now_ns()),
         }
         if stop.load(Ordering::Relaxed) {
@@ -272,14 +271,10 @@ pub fn observe_live(
     // observation (bounded: a few seconds of frames at most).
     let end = Instant::now();
     while end.elapsed() < DRAIN_LIMIT {
-        let frame = cap
-            .next_queued(&mut buf)
-            .map_err(|source| ObserveError::Live {
-                interface: interface.clone(),
-                source,
-            })?;
-        let Some((ns, len)) = frame else { break };
-        analyzer.frame(ns, link, &buf[..len]);
+        let Some((ns, data)) = cap.next_queued() else {
+            break;
+        };
+        analyzer.frame(ns, link, data);
     }
     analyzer.set_kernel_drops(cap.drops());
     let mut o = analyzer.finish();
