@@ -459,7 +459,7 @@ impl LiveCapture {
 
     /// The next frame: `(kernel receive time in ns since the epoch, the bytes kept)`, or
     /// `None` after 100 ms without one (or on a signal).
-    pub fn next(&mut self) -> io::Result<Option<(u64, &[u8])>> {
+    pub fn next_frame(&mut self) -> io::Result<Option<(u64, &[u8])>> {
         if !self.ring.ready() {
             let mut pfd = libc::pollfd {
                 fd: self.fd.as_raw_fd(),

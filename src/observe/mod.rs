@@ -237,7 +237,7 @@ pub fn observe_live(
     let mut last_tick = started;
     let mut interrupted = false;
     loop {
-        let frame = cap.next().map_err(|source| ObserveError::Live {
+        let frame = cap.next_frame().map_err(|source| ObserveError::Live {
             interface: interface.clone(),
             source,
         })?;
