@@ -389,6 +389,78 @@ fn small_capture(dir: &Path, name: &str) -> Option<(PathBuf, u16)> {
     Some((cap.stop(), serve.port))
 }
 
+/// `--connections FILE`: one JSON line per handshake, in completion order, with its
+/// addresses, kind and phases; the same handshakes as the document's counts; an existing
+/// file refused without --force.
+#[test]
+fn connections_file_has_one_line_per_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((pcap, port)) = small_capture(dir.path(), "c.pcap") else {
+        return;
+    };
+    let (lines_path, doc) = (dir.path().join("c.jsonl"), dir.path().join("c.json"));
+    let args = [
+        "observe",
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--connections",
+        lines_path.to_str().unwrap(),
+        "--out",
+        doc.to_str().unwrap(),
+        "-q",
+    ];
+    let run = tlsperf(args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_slice(&std::fs::read(&doc).unwrap()).unwrap();
+    let text = std::fs::read_to_string(&lines_path).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len() as u64, count(&v, "all"), "{text}");
+    assert_eq!(lines.len(), 3);
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["full", "resumed", "resumed"], "{text}");
+    let mut starts = Vec::new();
+    for l in &lines {
+        assert_eq!(l["server"], format!("127.0.0.1:{port}"), "{l}");
+        assert!(
+            l["client"].as_str().unwrap().starts_with("127.0.0.1:"),
+            "{l}"
+        );
+        assert_eq!(l["version"], "TLSv1.3");
+        assert!(l["phases_ns"]["server_think"].as_u64().unwrap() > 0, "{l}");
+        assert!(l["phases_ns"]["connect"].as_u64().is_some(), "{l}");
+        starts.push(l["start_ns"].as_u64().unwrap());
+    }
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{starts:?}");
+    // Already there: refused (exit 2, nothing replaced), then replaced with --force.
+    let before = std::fs::read(&lines_path).unwrap();
+    std::fs::remove_file(&doc).unwrap();
+    let run = tlsperf(args);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("c.jsonl"), "{}", run.stderr);
+    assert_eq!(std::fs::read(&lines_path).unwrap(), before);
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    let run = tlsperf(forced);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&lines_path)
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    // No temporary file left beside it.
+    let stray: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".tlsperf-"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
+}
+
 #[test]
 fn merge_adds_two_observations_exactly() {
     let dir = tempfile::tempdir().unwrap();

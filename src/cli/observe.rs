@@ -3,7 +3,7 @@
 //! [`crate::observe::observe_probes`] (with a [`crate::probes::Session`]) → output.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,6 +13,7 @@ use clap::Args;
 use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::error::ErrorClass;
+use crate::observe::connections::ConnectionLog;
 use crate::observe::live::LiveCapture;
 use crate::observe::metrics::{MetricsServer, ObserveMetrics};
 use crate::observe::{
@@ -70,9 +71,15 @@ pub struct ObserveArgs {
     /// `tlsperf compare`.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Replace --out FILE if it exists.
-    #[arg(long, requires = "out")]
+    /// Replace --out FILE (and --connections FILE) if it exists.
+    #[arg(long)]
     force: bool,
+    /// Also write every completed handshake, one JSON object per line (JSON Lines):
+    /// when its connection began, client and server address:port, SNI, kind, version,
+    /// group, suite, every phase, and live the local processes; to join with a server's
+    /// access log. Written under a temporary name, renamed at the end.
+    #[arg(long, value_name = "FILE")]
+    connections: Option<PathBuf>,
     /// Most connections tracked at once; further new connections are counted, not
     /// tracked.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -96,10 +103,28 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             }
         }
     }
-    if let Some(dest) = &args.out {
+    if args.force && args.out.is_none() && args.connections.is_none() {
+        return Err(CliError::input(
+            "--force replaces --out FILE or --connections FILE; neither is given",
+        ));
+    }
+    for dest in [&args.out, &args.connections].into_iter().flatten() {
         crate::files::check_destination(dest, args.force)?;
         crate::files::check_not_input(dest, args.pcap.as_deref())?;
     }
+    if let (Some(a), Some(b)) = (&args.out, &args.connections)
+        && (a == b || crate::files::same_file(a, b))
+    {
+        return Err(CliError::input(format!(
+            "--out and --connections are the same file ({})",
+            a.display()
+        )));
+    }
+    let connections = args
+        .connections
+        .as_deref()
+        .map(ConnectionsFile::create)
+        .transpose()?;
     let opts = Options {
         ports: args.ports.clone(),
         limits: Limits {
@@ -107,6 +132,7 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             idle_ns: u64::try_from(args.idle_timeout.as_nanos()).unwrap_or(u64::MAX),
             ..Limits::default()
         },
+        connections: connections.as_ref().map(|c| Arc::clone(&c.log)),
     };
     if args.probes && args.interface.is_none() && args.pids.is_empty() && args.exes.is_empty() {
         return Err(CliError::input(
@@ -121,6 +147,17 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         // clap's group requires one of them.
         (None, None) => return Err(CliError::input("give --pcap FILE or --interface IF")),
     };
+    if let Some(c) = connections {
+        let n = c.persist()?;
+        out.note(format!(
+            "wrote {n} handshake{} to {}",
+            if n == 1 { "" } else { "s" },
+            args.connections
+                .as_deref()
+                .unwrap_or(Path::new(""))
+                .display()
+        ));
+    }
     match &args.out {
         Some(dest) => {
             crate::doc::write(&result, dest, args.force)?;
@@ -299,6 +336,7 @@ fn capture_until_stopped(
         limits: options.limits,
         duration: args.duration,
         metrics: args.metrics.is_some().then_some(metrics),
+        connections: options.connections.clone(),
     };
     let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
     let result = observe_live(capture, &live, probes, Some(processes), stop, |snapshot| {
@@ -311,4 +349,52 @@ fn capture_until_stopped(
         let _ = out.text("\x1b[H\x1b[2J");
     }
     Ok(result)
+}
+
+/// `--connections FILE` while it is written: a temporary file beside FILE, renamed to it
+/// at the end (removed if the run fails).
+struct ConnectionsFile {
+    log: Arc<std::sync::Mutex<ConnectionLog>>,
+    temp: tempfile::NamedTempFile,
+    dest: PathBuf,
+}
+
+impl ConnectionsFile {
+    fn create(dest: &Path) -> Result<ConnectionsFile, CliError> {
+        let dir = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let cannot = |e: std::io::Error| {
+            CliError::runtime(anyhow::anyhow!("cannot write {}: {e}", dest.display()))
+        };
+        let temp = tempfile::Builder::new()
+            .prefix(".tlsperf-connections-")
+            .tempfile_in(dir)
+            .map_err(cannot)?;
+        let file = temp.as_file().try_clone().map_err(cannot)?;
+        let log = ConnectionLog::new(Box::new(std::io::BufWriter::new(file)));
+        Ok(ConnectionsFile {
+            log: Arc::new(std::sync::Mutex::new(log)),
+            temp,
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// Flushes and renames; the number of handshakes written.
+    fn persist(self) -> Result<u64, CliError> {
+        let cannot = |e: std::io::Error| {
+            CliError::runtime(anyhow::anyhow!("cannot write {}: {e}", self.dest.display()))
+        };
+        let n = match self.log.lock() {
+            Ok(mut g) => g.finish(),
+            Err(p) => p.into_inner().finish(),
+        }
+        .map_err(cannot)?;
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(self.temp.path(), std::fs::Permissions::from_mode(0o644))
+            .map_err(cannot)?;
+        self.temp.persist(&self.dest).map_err(|e| cannot(e.error))?;
+        Ok(n)
+    }
 }

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::aggregate::Aggregate;
+use super::connections::ConnectionLog;
 use super::decode::{Link, decode};
 use super::flow::{FlowTable, Limits};
 use super::metrics::ObserveMetrics;
@@ -30,6 +31,7 @@ struct Hooks {
     processes: Option<Processes>,
     metrics: Option<Arc<ObserveMetrics>>,
     probes: Option<Arc<Mutex<WireIndex>>>,
+    connections: Option<Arc<Mutex<ConnectionLog>>>,
 }
 
 impl Hooks {
@@ -40,6 +42,12 @@ impl Hooks {
         }
         if let Some(m) = &self.metrics {
             m.outcome(&o);
+        }
+        if let (Some(log), Outcome::Handshake(h)) = (&self.connections, &o) {
+            match log.lock() {
+                Ok(mut g) => g.record(h),
+                Err(p) => p.into_inner().record(h),
+            }
         }
         if let (Some(index), Outcome::Handshake(h)) = (&self.probes, &o) {
             let mut index = match index.lock() {
@@ -83,6 +91,11 @@ impl Analyzer {
     /// the processes.
     pub fn join_probes(&mut self, index: Arc<Mutex<WireIndex>>) {
         self.hooks.probes = Some(index);
+    }
+
+    /// Writes every completed handshake to `log` too.
+    pub fn log_connections(&mut self, log: Arc<Mutex<ConnectionLog>>) {
+        self.hooks.connections = Some(log);
     }
 
     /// Counts every outcome in `metrics` too.

@@ -6,7 +6,7 @@
 //!
 //! Modules, in the order a packet goes through them:
 //! - [`source`]: capture files (pcap, pcapng) → timestamped frames.
-//! - [`live`]: live capture (AF_PACKET with a kernel filter) → timestamped frames.
+//! - [`live`]: live capture (AF_PACKET ring with a kernel filter) → timestamped frames.
 //! - [`decode`]: a frame → a TCP segment (`etherparse`).
 //! - [`flow`]: TCP reassembly and the bounded flow table.
 //! - [`tls`]: TLS records and handshake messages (`tls-parser`).
@@ -14,6 +14,7 @@
 //! - [`process`]: local endpoints → processes (live capture).
 //! - [`aggregate`]: outcomes → an [`Observation`].
 //! - [`metrics`]: outcomes → Prometheus metrics (live capture).
+//! - [`connections`]: completed handshakes → JSON Lines (`--connections FILE`).
 //! - [`analyzer`]: the pipeline, frame in, observation out.
 //! - [`result`]: the result document, its merge and its reader.
 //! - [`compare`]: what two observations compare on (`tlsperf compare`).
@@ -21,6 +22,7 @@
 pub mod aggregate;
 pub mod analyzer;
 pub mod compare;
+pub mod connections;
 pub mod decode;
 pub mod flow;
 pub mod live;
@@ -32,8 +34,8 @@ pub mod timeline;
 pub mod tls;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{Classify, ErrorClass, io_input_class};
@@ -48,6 +50,8 @@ pub struct Options {
     pub ports: Vec<u16>,
     /// Flow-table limits.
     pub limits: Limits,
+    /// Every completed handshake written here too, one line each.
+    pub connections: Option<Arc<Mutex<connections::ConnectionLog>>>,
 }
 
 /// A capture that could not be read.
@@ -160,6 +164,9 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
         opts.ports.clone(),
         opts.limits,
     );
+    if let Some(log) = &opts.connections {
+        analyzer.log_connections(Arc::clone(log));
+    }
     let mut frames: u64 = 0;
     let end = file.for_each(|ns, link, data| {
         frames += 1;
@@ -197,6 +204,8 @@ pub struct LiveOptions {
     pub duration: Option<Duration>,
     /// Count outcomes in these metrics too.
     pub metrics: Option<Arc<metrics::ObserveMetrics>>,
+    /// Every completed handshake written here too, one line each.
+    pub connections: Option<Arc<Mutex<connections::ConnectionLog>>>,
 }
 
 /// Observes a live capture (opened with [`live::LiveCapture::open`]) until `duration`
@@ -226,6 +235,9 @@ pub fn observe_live(
     }
     if let Some(m) = &opts.metrics {
         analyzer.export(Arc::clone(m));
+    }
+    if let Some(log) = &opts.connections {
+        analyzer.log_connections(Arc::clone(log));
     }
     if let Some(index) = probes.as_ref().and_then(|p| p.wire_index()) {
         analyzer.join_probes(index);

@@ -92,7 +92,7 @@ impl HandshakeKind {
 }
 
 /// The phases of one handshake (nanoseconds); `None` when a boundary was not captured.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Phases {
     /// SYN → the client's ACK of the SYN-ACK.
     pub connect: Option<u64>,
@@ -133,6 +133,9 @@ pub struct Handshake {
     pub phases: Phases,
     /// Bytes of the server's flight (record headers included, ServerHello to its end).
     pub server_flight_bytes: u64,
+    /// When the connection began: its SYN's capture time (the first ClientHello's when
+    /// the SYN was not captured), ns since the Unix epoch.
+    pub start_ns: Option<u64>,
     /// The local process at the client end, "comm (pid N)" (live capture only).
     pub client_process: Option<String>,
     /// The local process at the server end (live capture only).
@@ -512,6 +515,7 @@ impl Timeline {
             server: self.server,
             phases,
             server_flight_bytes: self.flight_bytes,
+            start_ns: start,
             client_process: None,
             server_process: None,
         }))

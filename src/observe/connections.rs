@@ -1,0 +1,185 @@
+//! Per-connection output (`observe --connections FILE`): one JSON object per completed
+//! handshake, one per line (JSON Lines), in the order the handshakes completed, so that
+//! what observe saw can be joined with a server's access log by address, port and time.
+//! The fields are [`ConnectionRecord`]'s; `docs/json.md` lists them.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use super::timeline::{Handshake, Phases};
+use super::tls;
+
+/// One completed handshake, as a line of the connections file.
+#[derive(Debug, Serialize)]
+pub struct ConnectionRecord<'a> {
+    /// When the connection began (its SYN; the first ClientHello when the SYN was not
+    /// captured), ns since the Unix epoch, as captured.
+    pub start_ns: Option<u64>,
+    /// The client's `address:port`.
+    pub client: String,
+    /// The server's `address:port`.
+    pub server: String,
+    /// The ClientHello's SNI.
+    pub sni: Option<&'a str>,
+    /// `full`, `full-hrr`, `resumed` or `0rtt`.
+    pub kind: &'static str,
+    /// How a resumed session was found (`psk`, `ticket`, `session-id`).
+    pub resumption: Option<&'static str>,
+    /// `TLSv1.3`, `TLSv1.2`…
+    pub version: String,
+    /// The key-exchange group (`none` for a TLS 1.2 resumption).
+    pub group: String,
+    /// The cipher suite's IANA number, `0x1301`.
+    pub suite: String,
+    /// Each phase in ns (null when one of its boundaries was not captured).
+    pub phases_ns: &'a Phases,
+    /// Bytes of the server's flight (record headers included).
+    pub server_flight_bytes: u64,
+    /// The local process at the client end (live capture; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_process: Option<&'a str>,
+    /// The local process at the server end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_process: Option<&'a str>,
+}
+
+impl<'a> ConnectionRecord<'a> {
+    /// The record of `h`.
+    pub fn of(h: &'a Handshake) -> ConnectionRecord<'a> {
+        ConnectionRecord {
+            start_ns: h.start_ns,
+            client: h.client.to_string(),
+            server: h.server.to_string(),
+            sni: h.sni.as_deref(),
+            kind: h.kind.name(),
+            resumption: h.resumption,
+            version: tls::version_label(h.version).into_owned(),
+            group: h
+                .group
+                .map_or("none".into(), |g| tls::group_label(g).into_owned()),
+            suite: format!("{:#06x}", h.suite),
+            phases_ns: &h.phases,
+            server_flight_bytes: h.server_flight_bytes,
+            client_process: h.client_process.as_deref(),
+            server_process: h.server_process.as_deref(),
+        }
+    }
+}
+
+/// Writes records to a stream; the first write error is kept (and the rest skipped) for
+/// [`ConnectionLog::finish`] to return, so the analysis is never stopped by its output.
+pub struct ConnectionLog {
+    out: Box<dyn Write + Send>,
+    written: u64,
+    error: Option<io::Error>,
+}
+
+impl std::fmt::Debug for ConnectionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionLog")
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConnectionLog {
+    /// A log writing to `out` (buffer it: one write per record otherwise).
+    pub fn new(out: Box<dyn Write + Send>) -> ConnectionLog {
+        ConnectionLog {
+            out,
+            written: 0,
+            error: None,
+        }
+    }
+
+    /// Writes the line of `h`.
+    pub fn record(&mut self, h: &Handshake) {
+        if self.error.is_some() {
+            return;
+        }
+        let r = serde_json::to_writer(&mut self.out, &ConnectionRecord::of(h))
+            .map_err(io::Error::from)
+            .and_then(|()| self.out.write_all(b"\n"));
+        match r {
+            Ok(()) => self.written += 1,
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// Flushes; the number of records written, or the first error met.
+    pub fn finish(&mut self) -> io::Result<u64> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()?;
+        Ok(self.written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::timeline::HandshakeKind;
+
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn one_line_per_handshake_with_every_field() {
+        let h = Handshake {
+            kind: HandshakeKind::Resumed,
+            resumption: Some("psk"),
+            version: 0x0304,
+            group: Some(0x1d),
+            suite: 0x1301,
+            sni: Some("example.test".into()),
+            client: "10.0.0.2:50000".parse().unwrap(),
+            server: "[2001:db8::1]:443".parse().unwrap(),
+            phases: Phases {
+                connect: Some(1000),
+                server_think: Some(2000),
+                server_flight: None,
+                client_think: Some(3000),
+                tls: Some(6000),
+                first_app_byte: None,
+            },
+            server_flight_bytes: 4321,
+            start_ns: Some(1_764_633_600_000_000_000),
+            client_process: None,
+            server_process: Some("nginx (pid 7)".into()),
+        };
+        let buf = Shared::default();
+        let mut log = ConnectionLog::new(Box::new(buf.clone()));
+        log.record(&h);
+        log.record(&h);
+        assert_eq!(log.finish().unwrap(), 2);
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["start_ns"], 1_764_633_600_000_000_000u64);
+        assert_eq!(v["client"], "10.0.0.2:50000");
+        assert_eq!(v["server"], "[2001:db8::1]:443");
+        assert_eq!(v["sni"], "example.test");
+        assert_eq!(v["kind"], "resumed");
+        assert_eq!(v["resumption"], "psk");
+        assert_eq!(v["version"], "TLSv1.3");
+        assert_eq!(v["group"], "x25519");
+        assert_eq!(v["suite"], "0x1301");
+        assert_eq!(v["phases_ns"]["server_think"], 2000);
+        assert!(v["phases_ns"]["server_flight"].is_null());
+        assert_eq!(v["server_flight_bytes"], 4321);
+        assert_eq!(v["server_process"], "nginx (pid 7)");
+        assert!(v.get("client_process").is_none());
+    }
+}
