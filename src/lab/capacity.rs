@@ -219,6 +219,7 @@ pub(super) fn recommend(groups: &[GroupResult], slo: &Slo, at_link: bool) -> Vec
                 metric: "capacity_per_s".into(),
                 gain,
                 p: None,
+                p_adjusted: None,
                 also: None,
                 caveat,
                 text,

@@ -2,6 +2,17 @@
 //! configurations worth pairing. At a link, what the user feels comes first: the time to
 //! the first byte, in milliseconds at that round trip, ranks the changes that save it
 //! (then the relative gains, server CPU among them, rank the rest).
+//!
+//! One error rate for the whole run: a win counts only when its p-value, adjusted by
+//! Holm's step-down method over every comparison the recommendations are drawn from (each
+//! metric of each pair of the run), is below α; so the chance that a run recommends
+//! anything when no configuration changes anything stays at most α (5%), however many
+//! groups and metrics it compares. A loss blocks a recommendation at the unadjusted level
+//! (the cautious side).
+//!
+//! A change that weakens security (an older TLS version, a weaker key, post-quantum
+//! protection or client authentication given up) is never a recommendation: it is listed
+//! as a trade-off, with what it costs in round trips.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +26,64 @@ use crate::stats::compare::Direction;
 /// The metric the user feels at a link.
 const FIRST_BYTE: &str = "first_byte_mean_ms";
 
-pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<Recommendation> {
+/// Holm's step-down adjustment of `p` (each adjusted p is at least its own and at most 1;
+/// the order of `p` is kept).
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    let mut out = vec![1.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        let adjusted = ((m - rank) as f64 * p[i]).min(1.0);
+        running = running.max(adjusted);
+        out[i] = running;
+    }
+    out
+}
+
+/// One pair compared: its group, from, to, and the comparisons by metric.
+type Pair<'a> = (
+    &'a GroupResult,
+    Group,
+    &'a CellResult,
+    &'a CellResult,
+    BTreeMap<String, Versus>,
+);
+
+/// A round trip's cost where no link gives one: a typical client's round trip to a
+/// server of its region.
+pub const TYPICAL_RTT_MS: f64 = 50.0;
+
+/// Why changing `from` to `to` in `group` weakens security, and the round trips it adds
+/// to a full handshake; `None` when it does not.
+fn weakens(group: Group, from: &str, to: &str) -> Option<(&'static str, u32)> {
+    match (group, from, to) {
+        (Group::Tls, _, "1.2") => Some((
+            "TLS 1.2 is the older protocol (no encrypted certificate, weaker downgrade \
+             protection, legacy cipher suites)",
+            1,
+        )),
+        (Group::Certificate, f, "rsa-2048") if f != "rsa-2048" => Some((
+            "an RSA-2048 key gives about 112 bits of security, P-256, Ed25519 and RSA-4096 \
+             more",
+            0,
+        )),
+        (Group::Kx, "x25519mlkem768", t) if t != "x25519mlkem768" => Some((
+            "it gives up the post-quantum protection of recorded traffic",
+            0,
+        )),
+        (Group::Mtls, "on", "off") => Some(("it gives up client authentication", 0)),
+        (Group::Ocsp, "on", "off") => Some(("it gives up the stapled revocation status", 0)),
+        _ => None,
+    }
+}
+
+/// The recommendations and the trade-offs (changes that win but weaken security).
+pub(super) fn recommend(
+    groups: &[GroupResult],
+    link: Option<&LabLink>,
+) -> (Vec<Recommendation>, Vec<Recommendation>) {
     let mut metrics = vec![
         (
             "server_cpu_us_per_handshake",
@@ -36,7 +104,8 @@ pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<R
     if link.is_some() {
         metrics.push((FIRST_BYTE, Direction::LowerIsBetter, "time to first byte"));
     }
-    let mut out = Vec::new();
+    // Every pair of the run with its comparisons, before deciding: Holm needs them all.
+    let mut all: Vec<Pair<'_>> = Vec::new();
     for g in groups {
         let Some(group) = Group::ALL
             .into_iter()
@@ -71,22 +140,43 @@ pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<R
             pairs.push((a, b, vs));
         }
         for (from, to, vs) in pairs {
-            // Each metric's gain (positive: better) when significant.
-            let wins: Vec<(&str, &str, f64, f64)> = metrics
-                .iter()
-                .filter_map(|(m, d, what)| {
-                    let v = vs.get(*m)?;
-                    let sign = if *d == Direction::HigherIsBetter {
-                        1.0
-                    } else {
-                        -1.0
-                    };
-                    let gain = v.relative_change? * sign;
-                    v.significant.then_some((*m, *what, gain, v.p))
-                })
-                .collect();
+            all.push((g, group, from, to, vs));
+        }
+    }
+    let family: Vec<f64> = all
+        .iter()
+        .flat_map(|(.., vs)| metrics.iter().filter_map(|(m, ..)| vs.get(*m)).map(|v| v.p))
+        .collect();
+    let adjusted = holm(&family);
+    let tests = family.len();
+    let mut next_adjusted = adjusted.into_iter();
+    let mut out = Vec::new();
+    let mut trade_offs = Vec::new();
+    for (g, group, from, to, vs) in all {
+        {
+            // Each metric's gain (positive: better) when significant after Holm's
+            // adjustment (gain, Welch's p, adjusted p); a loss significant unadjusted.
+            let mut wins: Vec<(&str, &str, f64, f64, f64)> = Vec::new();
+            let mut lost = false;
+            for (m, d, what) in &metrics {
+                let Some(v) = vs.get(*m) else { continue };
+                let adj = next_adjusted.next().unwrap_or(1.0);
+                let sign = if *d == Direction::HigherIsBetter {
+                    1.0
+                } else {
+                    -1.0
+                };
+                let Some(gain) = v.relative_change.map(|c| c * sign) else {
+                    continue;
+                };
+                if gain <= 0.0 && v.significant {
+                    lost = true;
+                } else if gain > 0.0 && adj < super::result::ALPHA {
+                    wins.push((*m, *what, gain, v.p, adj));
+                }
+            }
             // Recommend only when something got better and nothing got worse.
-            if wins.is_empty() || wins.iter().any(|w| w.2 <= 0.0) {
+            if wins.is_empty() || lost {
                 continue;
             }
             // The first byte in milliseconds saved at the link's round trip.
@@ -94,13 +184,20 @@ pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<R
                 let base = from.summary.get(FIRST_BYTE)?.mean;
                 Some(w.2 * base)
             });
-            let say = |w: &(&str, &str, f64, f64)| {
+            let p_text = |w: &(&str, &str, f64, f64, f64)| {
+                format!(
+                    "Welch p = {}, Holm-adjusted over {tests} = {}",
+                    crate::stats::compare::format_p(w.3),
+                    crate::stats::compare::format_p(w.4)
+                )
+            };
+            let say = |w: &(&str, &str, f64, f64, f64)| {
                 if let (FIRST_BYTE, Some(ms), Some(l)) = (w.0, saved_ms, link) {
                     return format!(
-                        "\u{2212}{ms:.1} ms to the first byte at {} ({:.1}% sooner, Welch p = {})",
+                        "\u{2212}{ms:.1} ms to the first byte at {} ({:.1}% sooner, {})",
                         l.spec,
                         w.2 * 100.0,
-                        crate::stats::compare::format_p(w.3)
+                        p_text(w)
                     );
                 }
                 let dir = if w.0 == "handshakes_per_s" {
@@ -108,12 +205,7 @@ pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<R
                 } else {
                     "down"
                 };
-                format!(
-                    "{} {dir} {:.1}% (Welch p = {})",
-                    w.1,
-                    w.2 * 100.0,
-                    crate::stats::compare::format_p(w.3)
-                )
+                format!("{} {dir} {:.1}% ({})", w.1, w.2 * 100.0, p_text(w))
             };
             // At a link the first byte leads when it won; else the largest relative gain.
             let best = wins
@@ -124,7 +216,12 @@ pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<R
                 .unwrap_or(wins[0]);
             let others: Vec<String> = wins.iter().filter(|w| w.0 != best.0).map(say).collect();
             let also = (!others.is_empty()).then(|| others.join(", "));
-            let caveat = matrix::caveat(group, link.is_some()).map(str::to_string);
+            let weak = weakens(group, &from.name, &to.name);
+            let caveat = match weak {
+                // A trade-off's caveat is what it gives up, and its round trips.
+                Some((why, rtts)) => Some(trade_off_cost(why, rtts, link)),
+                None => matrix::caveat(group, link.is_some()).map(str::to_string),
+            };
             let mut text = format!(
                 "{}: {} instead of {} — {}",
                 g.title,
@@ -138,13 +235,19 @@ pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<R
             if let Some(c) = &caveat {
                 text += &format!(" ({c})");
             }
-            out.push(Recommendation {
+            let into = if weak.is_some() {
+                &mut trade_offs
+            } else {
+                &mut out
+            };
+            into.push(Recommendation {
                 group: g.group.clone(),
                 from: from.name.clone(),
                 to: to.name.clone(),
                 metric: best.0.to_string(),
                 gain: best.2,
                 p: Some(best.3),
+                p_adjusted: Some(best.4),
                 also,
                 caveat,
                 text,
@@ -153,13 +256,40 @@ pub(super) fn recommend(groups: &[GroupResult], link: Option<&LabLink>) -> Vec<R
         }
     }
     // Milliseconds to the first byte first (at a link), then the relative gains.
-    out.sort_by(|a, b| {
-        let ms = |r: &Recommendation| r.first_byte_saved_ms.unwrap_or(0.0);
-        ms(b)
-            .total_cmp(&ms(a))
-            .then_with(|| b.gain.total_cmp(&a.gain))
-    });
-    out
+    for list in [&mut out, &mut trade_offs] {
+        list.sort_by(|a, b| {
+            let ms = |r: &Recommendation| r.first_byte_saved_ms.unwrap_or(0.0);
+            ms(b)
+                .total_cmp(&ms(a))
+                .then_with(|| b.gain.total_cmp(&a.gain))
+        });
+    }
+    (out, trade_offs)
+}
+
+/// What a trade-off gives up, and its round trips at the link's RTT (or a typical one).
+fn trade_off_cost(why: &str, rtts: u32, link: Option<&LabLink>) -> String {
+    if rtts == 0 {
+        return format!("a trade-off, not a recommendation: {why}");
+    }
+    let trips = if rtts == 1 {
+        "one more round trip".to_string()
+    } else {
+        format!("{rtts} more round trips")
+    };
+    match link {
+        Some(l) => format!(
+            "a trade-off, not a recommendation: {why}; and {trips} per full handshake, \
+             +{:.0} ms at {}",
+            f64::from(rtts) * l.rtt.as_secs_f64() * 1e3,
+            l.spec
+        ),
+        None => format!(
+            "a trade-off, not a recommendation: {why}; and {trips} per full handshake, which \
+             loopback hides: +{:.0} ms at a typical {TYPICAL_RTT_MS:.0} ms round trip",
+            f64::from(rtts) * TYPICAL_RTT_MS
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -230,7 +360,7 @@ mod tests {
                 cell("tickets-2-shared-keys", mixed, Some(&base)),
             ],
         };
-        let recs = recommend(&[g], None);
+        let (recs, _) = recommend(&[g], None);
         let pairs: Vec<(&str, &str)> = recs
             .iter()
             .map(|r| (r.from.as_str(), r.to.as_str()))
@@ -272,7 +402,7 @@ mod tests {
                 cell("tickets-2-shared-keys", better, Some(&base)),
             ],
         };
-        let recs = recommend(&[g], None);
+        let (recs, _) = recommend(&[g], None);
         assert!(
             recs.iter()
                 .any(|r| r.from == "tickets-2-own-keys" && r.to == "tickets-2-shared-keys"),
@@ -337,7 +467,7 @@ mod tests {
             "{}",
             same.verdict
         );
-        let recs = recommend(std::slice::from_ref(&g), None);
+        let (recs, _) = recommend(std::slice::from_ref(&g), None);
         let to: Vec<&str> = recs.iter().map(|r| r.to.as_str()).collect();
         assert_eq!(to, ["cheaper"], "{recs:#?}");
         assert_eq!(recs[0].metric, "server_cpu_us_per_handshake");
@@ -354,7 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn tls_wins_carry_the_loopback_caveat() {
+    fn a_tls_downgrade_is_a_trade_off_with_its_round_trip_never_a_recommendation() {
         let base = rounds(&[1000.0, 1010.0, 990.0], &[2.0, 2.02, 1.98]);
         let better = rounds(&[1500.0, 1510.0, 1490.0], &[1.5, 1.52, 1.48]);
         let g = GroupResult {
@@ -366,10 +496,91 @@ mod tests {
                 cell("1.2", better, Some(&base)),
             ],
         };
-        let recs = recommend(&[g], None);
-        assert_eq!(recs.len(), 1);
-        assert!(recs[0].caveat.as_deref().unwrap().contains("round trip"));
-        assert!(recs[0].text.contains("loopback"));
+        let (recs, trade_offs) = recommend(std::slice::from_ref(&g), None);
+        assert!(recs.is_empty(), "{recs:#?}");
+        assert_eq!(trade_offs.len(), 1);
+        let c = trade_offs[0].caveat.as_deref().unwrap();
+        assert!(c.starts_with("a trade-off, not a recommendation"), "{c}");
+        assert!(
+            c.contains("one more round trip per full handshake") && c.contains("+50 ms"),
+            "{c}"
+        );
+        // At a link, the round trip at its RTT.
+        let link = LabLink {
+            spec: "rtt=80ms".into(),
+            rtt: std::time::Duration::from_millis(80),
+            server_netns: std::sync::Arc::new(std::fs::File::open("/dev/null").unwrap().into()),
+        };
+        let (recs, trade_offs) = recommend(&[g], Some(&link));
+        assert!(recs.is_empty());
+        assert!(
+            trade_offs[0].text.contains("+80 ms at rtt=80ms"),
+            "{}",
+            trade_offs[0].text
+        );
+        // Weaker keys and lost protections likewise; a stronger or equal change is not.
+        assert!(weakens(Group::Certificate, "ecdsa-p256", "rsa-2048").is_some());
+        assert!(weakens(Group::Certificate, "ecdsa-p256", "ed25519").is_none());
+        assert!(weakens(Group::Kx, "x25519mlkem768", "x25519").is_some());
+        assert!(weakens(Group::Kx, "x25519", "x25519mlkem768").is_none());
+        assert!(weakens(Group::Mtls, "on", "off").is_some());
+        assert!(weakens(Group::Resumption, "off", "stateful").is_none());
+    }
+
+    #[test]
+    fn holm_adjusts_step_down_and_keeps_the_order() {
+        let adj = holm(&[0.01, 0.04, 0.03, 0.005]);
+        // Sorted: 0.005×4 = 0.02, 0.01×3 = 0.03, 0.03×2 = 0.06, 0.04×1 → max so far 0.06.
+        let want = [0.03, 0.06, 0.06, 0.02];
+        for (a, w) in adj.iter().zip(want) {
+            assert!((a - w).abs() < 1e-12, "{adj:?}");
+        }
+        assert!(holm(&[]).is_empty());
+        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
+    }
+
+    /// A win at p ≈ 0.03 alone is recommended; the same win among 24 other comparisons
+    /// that find nothing is not (Holm: 0.03 × 25 > 0.05).
+    #[test]
+    fn one_borderline_win_among_many_null_comparisons_is_not_recommended() {
+        let ms = [2.0, 2.02, 1.98, 2.01, 1.99, 2.0];
+        let base = rounds(&[1000.0, 1020.0, 980.0, 1010.0, 990.0, 1005.0], &ms);
+        let borderline = rounds(&[1025.0, 1045.0, 1005.0, 1035.0, 1015.0, 1030.0], &ms);
+        let v = versus(
+            &base,
+            &borderline,
+            "handshakes_per_s",
+            Direction::HigherIsBetter,
+        )
+        .unwrap();
+        assert!(v.p > 0.002 && v.p < 0.025, "{v:?}");
+        let group = |cells: Vec<CellResult>| GroupResult {
+            group: "resumption".into(),
+            title: "Session resumption".into(),
+            baseline: "off".into(),
+            cells,
+        };
+        let alone = group(vec![
+            cell("off", base.clone(), None),
+            cell("stateful", borderline.clone(), Some(&base)),
+        ]);
+        let (recs, _) = recommend(std::slice::from_ref(&alone), None);
+        assert_eq!(recs.len(), 1, "{recs:#?}");
+        assert!(recs[0].p_adjusted.unwrap() >= recs[0].p.unwrap());
+        assert!(
+            recs[0].text.contains("Holm-adjusted over 2"),
+            "{}",
+            recs[0].text
+        );
+        let mut cells = vec![
+            cell("off", base.clone(), None),
+            cell("stateful", borderline, Some(&base)),
+        ];
+        for i in 0..11 {
+            cells.push(cell(&format!("same-{i}"), base.clone(), Some(&base)));
+        }
+        let (recs, _) = recommend(&[group(cells)], None);
+        assert!(recs.is_empty(), "{recs:#?}");
     }
 
     #[test]
@@ -421,7 +632,7 @@ mod tests {
                 compared("0rtt", zero_rtt, &base),
             ],
         };
-        let recs = recommend(&[g], Some(&link));
+        let (recs, _) = recommend(&[g], Some(&link));
         let to: Vec<&str> = recs.iter().map(|r| r.to.as_str()).collect();
         assert_eq!(to, ["0rtt", "resumed"], "{recs:#?}");
         let r = &recs[0];

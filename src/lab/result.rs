@@ -54,6 +54,10 @@ pub struct LabResult {
     pub groups: Vec<GroupResult>,
     /// Changes that gave a significant win on this machine, largest first.
     pub recommendations: Vec<Recommendation>,
+    /// Changes that won but weaken security (an older TLS version, a weaker key…): never
+    /// recommended, listed with what they give up and the round trips they add.
+    #[serde(default)]
+    pub trade_offs: Vec<Recommendation>,
     /// The server-side crypto limits of the configurations run (`tlsperf crypto limit`,
     /// measured in this run; empty with `--target`).
     pub crypto_limits: Vec<CryptoLimit>,
@@ -307,6 +311,10 @@ pub struct Recommendation {
     /// Welch's p; absent for a capacity recommendation (`metric` `capacity_per_s`:
     /// decided by brackets that do not overlap, not by a test).
     pub p: Option<f64>,
+    /// `p` adjusted by Holm's method over every comparison the run's recommendations
+    /// are drawn from (the one that decided: below 0.05); absent where `p` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p_adjusted: Option<f64>,
     /// The other metric's change when also significant and better (same sign as
     /// `gain`), e.g. latency down as handshakes/s go up.
     pub also: Option<String>,

@@ -195,7 +195,8 @@ pub async fn run(
         None => Vec::new(),
     };
     recommendations.sort_by(|a, b| b.gain.total_cmp(&a.gain));
-    recommendations.extend(recommend(&groups, opts.link.as_ref()));
+    let (recommended, trade_offs) = recommend(&groups, opts.link.as_ref());
+    recommendations.extend(recommended);
     let aa_control = aa_tally(&groups);
     Ok(LabResult {
         schema: <LabResult as crate::doc::Document>::SCHEMA.to_string(),
@@ -217,6 +218,7 @@ pub async fn run(
         interrupted,
         groups,
         recommendations,
+        trade_offs,
         crypto_limits,
         notes,
         aa_control,

@@ -211,6 +211,12 @@ pub fn markdown(r: &LabResult) -> String {
     for rec in &r.recommendations {
         let _ = writeln!(s, "- {}", rec.text);
     }
+    if !r.trade_offs.is_empty() {
+        s.push_str("\n## Trade-offs (faster, but weaker: not recommended)\n\n");
+        for rec in &r.trade_offs {
+            let _ = writeln!(s, "- {}", rec.text);
+        }
+    }
     s.push_str("\n## How far to trust the verdicts\n\n");
     let _ = writeln!(s, "{}", aa_text(r));
     s.push_str("\nEvery comparison states its MDE: the smallest change it would find significant with 80% power at α = 0.05, at the variance observed; \"no significant difference\" means no difference larger than about that.\n");
@@ -341,6 +347,22 @@ pub fn html(r: &LabResult) -> String {
         );
     }
     s.push_str("</ul>");
+    if !r.trade_offs.is_empty() {
+        s.push_str(
+            "<h2 id=\"trade-offs\">Trade-offs (faster, but weaker: not recommended)</h2>\
+             <ul class=\"trade-offs\">",
+        );
+        for rec in &r.trade_offs {
+            let _ = write!(
+                s,
+                "<li data-group=\"{}\" data-to=\"{}\">{}</li>",
+                esc(&rec.group),
+                esc(&rec.to),
+                esc(&rec.text)
+            );
+        }
+        s.push_str("</ul>");
+    }
     let _ = write!(
         s,
         "<h2 id=\"trust\">How far to trust the verdicts</h2><p class=\"aa\" data-compared=\"{}\" data-significant=\"{}\">{}</p><p class=\"muted\">Every comparison states its MDE: the smallest change it would find significant with 80% power at α = 0.05, at the variance observed; “no significant difference” means no difference larger than about that.</p>",
@@ -673,6 +695,12 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
     }
     for rec in &r.recommendations {
         let _ = writeln!(s, "  - {}", rec.text);
+    }
+    if !r.trade_offs.is_empty() {
+        s.push_str("  Trade-offs (faster, but weaker: not recommended):\n");
+        for rec in &r.trade_offs {
+            let _ = writeln!(s, "  - {}", rec.text);
+        }
     }
     if let Some(slo) = &r.slo {
         let _ = writeln!(s, "\nCapacity at {slo} (new connections/s):");
