@@ -31,19 +31,17 @@ struct Capture {
 
 impl Capture {
     fn start(dir: &Path, name: &str, port: u16) -> Capture {
+        Capture::start_with(dir, name, port, &["-i", "lo"])
+    }
+
+    /// [`Capture::start`] with other tcpdump options than `-i lo` (the interface, a link
+    /// type, a snap length).
+    fn start_with(dir: &Path, name: &str, port: u16, options: &[&str]) -> Capture {
         let path = dir.join(name);
         let mut child = Command::new("tcpdump")
+            .args(options)
             // A 64 MiB buffer: no drops on a busy machine.
-            .args([
-                "-i",
-                "lo",
-                "-B",
-                "65536",
-                "--immediate-mode",
-                "-U",
-                "-n",
-                "-w",
-            ])
+            .args(["-B", "65536", "--immediate-mode", "-U", "-n", "-w"])
             .arg(&path)
             .args(["tcp", "port", &port.to_string()])
             .stdin(Stdio::null())
@@ -365,6 +363,55 @@ fn early_data_against_serve_is_0rtt() {
     );
     assert_eq!(count(&v, "0rtt"), accepted, "{}", v["handshakes"]);
     assert_eq!(count(&v, "resumed"), rejected);
+}
+
+/// `tcpdump -i any` writes Linux cooked captures: SLL2 by default, SLL (v1) with
+/// `-y LINUX_SLL`; on loopback their ARPHRD type is 772, which etherparse's SLL reader
+/// refuses (every frame was "not TCP": 0 handshakes, exit 0).
+#[test]
+fn linux_cooked_captures_of_tcpdump_any_are_read() {
+    if !have_tcpdump() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let serve = Serve::ecdsa_writing_ca(&ca, &["--resumption", "tickets"]);
+    let sll = Capture::start_with(
+        dir.path(),
+        "sll.pcap",
+        serve.port,
+        &["-i", "any", "-y", "LINUX_SLL"],
+    );
+    let sll2 = Capture::start_with(dir.path(), "sll2.pcap", serve.port, &["-i", "any"]);
+    let run = tlsperf([
+        "handshake",
+        &serve.url(),
+        "-n",
+        "3",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for (file, linktype) in [(sll.stop(), 113), (sll2.stop(), 276)] {
+        let bytes = std::fs::read(&file).unwrap();
+        assert_eq!(
+            u32::from_le_bytes(bytes[20..24].try_into().unwrap()),
+            linktype,
+            "{}",
+            file.display()
+        );
+        let v = observe(&file, serve.port);
+        assert_eq!(v["packets"]["not_tcp"], 0, "{}", v["packets"]);
+        assert_eq!(
+            count(&v, "all"),
+            3,
+            "{}: {}",
+            file.display(),
+            v["handshakes"]
+        );
+        assert_eq!(count(&v, "resumed"), 2, "{}", v["handshakes"]);
+    }
 }
 
 /// A capture of three handshakes against `tlsperf serve` (for the bad-input and merge

@@ -37,6 +37,10 @@ impl Link {
     }
 }
 
+/// ARPHRD_NETLINK: an SLL frame of a netlink socket (its protocol type is not an
+/// EtherType).
+const ARPHRD_NETLINK: u16 = 824;
+
 /// TCP flags that matter to the flow tracker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flags {
@@ -71,7 +75,19 @@ pub struct Segment<'a> {
 pub fn decode(link: Link, data: &[u8]) -> Option<Segment<'_>> {
     let sliced = match link {
         Link::Ethernet => SlicedPacket::from_ethernet(data).ok()?,
-        Link::LinuxSll => SlicedPacket::from_linux_sll(data).ok()?,
+        Link::LinuxSll => {
+            // SLL: packet type, ARPHRD type, address length, 8 address bytes, then the
+            // protocol type (2 bytes): 16 bytes of header in all. etherparse's own
+            // `from_linux_sll` refuses every ARPHRD type but a handful (loopback, 772, is
+            // not one of them, nor raw-IP tunnels), so the header is read here: for every
+            // device but a netlink one the protocol type is an EtherType.
+            let arphrd = u16::from_be_bytes([*data.get(2)?, *data.get(3)?]);
+            if arphrd == ARPHRD_NETLINK {
+                return None;
+            }
+            let proto = u16::from_be_bytes([*data.get(14)?, *data.get(15)?]);
+            SlicedPacket::from_ether_type(EtherType(proto), data.get(16..)?).ok()?
+        }
         Link::LinuxSll2 => {
             // SLL2: protocol type (2 bytes) first, 20 bytes of header in all.
             let proto = u16::from_be_bytes([*data.first()?, *data.get(1)?]);
@@ -136,6 +152,33 @@ mod tests {
         assert_eq!(s.payload, b"hello");
         // Raw IP: the same frame without its 14-byte Ethernet header.
         assert_eq!(decode(Link::RawIp, &f[14..]).unwrap().payload, b"hello");
+    }
+
+    /// `tcpdump -i any -y LINUX_SLL` on loopback: ARPHRD 772, which etherparse's SLL
+    /// reader refuses; SLL2 (`tcpdump -i any`'s default) likewise.
+    #[test]
+    fn decodes_linux_cooked_frames_of_any_device() {
+        let f = frame(b"hello");
+        let ip = &f[14..];
+        for arphrd in [772u16, 1, 65534] {
+            let mut sll = vec![0, 0];
+            sll.extend(arphrd.to_be_bytes());
+            sll.extend([0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00]);
+            sll.extend(ip);
+            let s = decode(Link::LinuxSll, &sll).unwrap_or_else(|| panic!("SLL, ARPHRD {arphrd}"));
+            assert_eq!(s.payload, b"hello");
+            let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 1];
+            sll2.extend(arphrd.to_be_bytes());
+            sll2.extend([0, 6, 0, 0, 0, 0, 0, 0, 0, 0]);
+            sll2.extend(ip);
+            let s =
+                decode(Link::LinuxSll2, &sll2).unwrap_or_else(|| panic!("SLL2, ARPHRD {arphrd}"));
+            assert_eq!(s.payload, b"hello");
+        }
+        // A netlink frame is not IP, whatever its protocol field.
+        let mut nl = vec![0, 4, 0x03, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
+        nl.extend(ip);
+        assert!(decode(Link::LinuxSll, &nl).is_none());
     }
 
     #[test]
