@@ -68,7 +68,8 @@ struct Stream {
     start: u64,
     /// Per delivered segment: (end offset, capture time, acked every byte of the peer).
     marks: VecDeque<(u64, u64, bool)>,
-    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag).
+    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag). Their bytes
+    /// are timed, once delivered, by the segment that filled the gap before them.
     ahead: BTreeMap<u64, (Vec<u8>, u64, bool)>,
     ahead_bytes: usize,
 }
@@ -135,14 +136,17 @@ impl Stream {
             return Ok(false);
         }
         self.append(off, data, ns, acks);
+        // Segments held ahead become part of the stream now, when the gap before them
+        // filled: their bytes are timed by this segment (the moment the receiver could
+        // read them), not by their own earlier capture.
         while let Some(entry) = self.ahead.first_entry() {
             if *entry.key() > self.next {
                 break;
             }
-            let (off, (bytes, ns, acks)) = entry.remove_entry();
+            let (off, (bytes, held_ns, acks)) = entry.remove_entry();
             self.ahead_bytes -= bytes.len();
             if off + bytes.len() as u64 > self.next {
-                self.append(off, &bytes, ns, acks);
+                self.append(off, &bytes, ns.max(held_ns), acks);
             }
         }
         Ok(true)
@@ -747,6 +751,65 @@ mod tests {
         let (a, b) = (flight[0], flight[flight.len() - 1]);
         reordered[a..=b].reverse();
         assert_eq!(handshake(&reordered), want);
+    }
+
+    /// The ClientHello's first segment is lost before the capture point and
+    /// retransmitted 200 ms later: the hello is complete (and the server can start) at
+    /// the retransmission, not at the earlier capture of its last byte (which put the
+    /// 200 ms in `server_think` and `tls`).
+    #[test]
+    fn a_client_hello_completed_by_a_retransmission_is_timed_by_it() {
+        let delay = 200_000_000;
+        let mut segs = conversation();
+        let ch = segs.remove(3);
+        let half = ch.payload.len() / 2;
+        let tail = Seg {
+            ns: ch.ns,
+            seq: ch.seq.wrapping_add(half as u32),
+            payload: ch.payload[half..].to_vec(),
+            ..ch
+        };
+        let head = Seg {
+            ns: ch.ns + delay,
+            payload: ch.payload[..half].to_vec(),
+            ..ch
+        };
+        for s in &mut segs[3..] {
+            s.ns += delay;
+        }
+        segs.insert(3, head);
+        segs.insert(3, tail);
+        let want = expected();
+        let got = handshake(&segs);
+        assert_eq!(got.phases.server_think, want.phases.server_think);
+        assert_eq!(got.phases.tls, want.phases.tls);
+        assert_eq!(got.phases.connect, want.phases.connect);
+        assert_eq!(got.phases.client_think, want.phases.client_think);
+        assert_eq!(
+            got.phases.first_app_byte,
+            want.phases.first_app_byte.map(|v| v + delay)
+        );
+    }
+
+    /// The middle of the server's flight is lost and retransmitted 5 µs later: the
+    /// flight ends when its last missing byte arrives.
+    #[test]
+    fn a_server_flight_completed_by_a_retransmission_ends_at_it() {
+        let us = 1_000;
+        let mut segs = split(conversation(), 700);
+        let flight: Vec<usize> = (0..segs.len())
+            .filter(|&i| !segs[i].from_client && segs[i].ns == 20 * us)
+            .collect();
+        assert!(flight.len() >= 3, "{}", flight.len());
+        let mut middle = segs.remove(flight[1]);
+        middle.ns = 25 * us;
+        // After the flight's last piece (one index lower now).
+        segs.insert(flight[flight.len() - 1], middle);
+        let h = handshake(&segs);
+        assert_eq!(h.phases.server_think, Some(10 * us));
+        assert_eq!(h.phases.server_flight, Some(5 * us));
+        assert_eq!(h.phases.client_think, Some(5 * us));
+        assert_eq!(h.phases.tls, Some(20 * us));
     }
 
     #[test]

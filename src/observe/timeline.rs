@@ -3,15 +3,19 @@
 //! said, and — once the connection ends — the handshake's kind and phases, or why it
 //! failed.
 //!
-//! Where each timestamp is taken (capture timestamps, nanoseconds):
+//! Where each timestamp is taken (capture timestamps, nanoseconds). A byte's time is that
+//! of the segment that made it readable in its reassembled stream: the segment carrying
+//! it when segments come in order; for bytes captured ahead of a gap (out of order, or
+//! before a lost segment's retransmission), the segment that filled the gap.
 //! - `syn`, `syn_ack`, `ack`: the segments themselves (the client's first ACK of the
 //!   SYN-ACK ends TCP connect).
-//! - ClientHello: the segment that completed it (the server cannot start before).
-//! - ServerHello: the segment carrying its first byte.
+//! - ClientHello: the segment that completed it, i.e. its last byte's time (the server
+//!   cannot start before).
+//! - ServerHello: the segment delivering its first byte.
 //! - end of the server's flight: the segment completing the server's last record before
 //!   the client's reply (TLS 1.2: ServerHelloDone, or the server's Finished when resumed;
 //!   TLS 1.3: the server's Finished).
-//! - client Finished: the segment carrying the first byte of the client's reply record:
+//! - client Finished: the segment delivering the first byte of the client's reply record:
 //!   TLS 1.3 its first encrypted record after the server's flight (0-RTT: the first one
 //!   acknowledging every server byte seen, so early data is not taken for it); TLS 1.2
 //!   its ChangeCipherSpec.
@@ -49,9 +53,10 @@ pub struct Record<'a> {
     pub content_type: u8,
     /// Its body.
     pub body: &'a [u8],
-    /// Capture time of the segment carrying its first byte.
+    /// Capture time of the segment that delivered its first byte (made it readable in
+    /// the reassembled stream: see the module's documentation).
     pub first_ns: u64,
-    /// Capture time of the segment carrying its last byte.
+    /// Capture time of the segment that delivered its last byte (completed it).
     pub last_ns: u64,
     /// For a client record: the segment carrying its first byte acknowledged every
     /// server byte captured so far.
