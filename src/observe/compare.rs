@@ -133,6 +133,7 @@ mod tests {
                     first_app_byte: None,
                 },
                 server_flight_bytes: 1000,
+                hrr: false,
                 client_process: None,
                 server_process: None,
             })));

@@ -516,6 +516,77 @@ mod tests {
         record(22, &handshake_msg(2, &b))
     }
 
+    /// A TLS 1.3 ServerHello of `random` with extensions `exts`.
+    fn server_hello_with(random: [u8; 32], exts: &[u8]) -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend(random);
+        b.push(0);
+        b.extend([0x13, 0x01, 0]);
+        b.extend((exts.len() as u16).to_be_bytes());
+        b.extend(exts);
+        record(22, &handshake_msg(2, &b))
+    }
+
+    /// Segments of one connection from (capture µs, from the client, payload, FIN): the
+    /// SYN, SYN-ACK and ACK at 0, 1 and 2 µs, then these, with their sequence and
+    /// acknowledgment numbers.
+    fn wire(steps: &[(u64, bool, Vec<u8>, bool)]) -> Vec<Seg> {
+        let us = 1_000;
+        let (mut c, mut s) = (1_000u32, 90_000u32);
+        let f = |syn, ack, fin| Flags {
+            syn,
+            ack,
+            fin,
+            rst: false,
+        };
+        let mut out = vec![
+            Seg {
+                ns: 0,
+                from_client: true,
+                flags: f(true, false, false),
+                seq: c,
+                ack: 0,
+                payload: vec![],
+            },
+            Seg {
+                ns: us,
+                from_client: false,
+                flags: f(true, true, false),
+                seq: s,
+                ack: c + 1,
+                payload: vec![],
+            },
+            Seg {
+                ns: 2 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: c + 1,
+                ack: s + 1,
+                payload: vec![],
+            },
+        ];
+        c += 1;
+        s += 1;
+        for (t, from_client, payload, fin) in steps {
+            let (seq, ack) = if *from_client { (c, s) } else { (s, c) };
+            let adv = payload.len() as u32 + u32::from(*fin);
+            if *from_client {
+                c += adv;
+            } else {
+                s += adv;
+            }
+            out.push(Seg {
+                ns: t * us,
+                from_client: *from_client,
+                flags: f(false, true, *fin),
+                seq,
+                ack,
+                payload: payload.clone(),
+            });
+        }
+        out
+    }
+
     struct Seg {
         ns: u64,
         from_client: bool,
@@ -810,6 +881,55 @@ mod tests {
         assert_eq!(h.phases.server_flight, Some(5 * us));
         assert_eq!(h.phases.client_think, Some(5 * us));
         assert_eq!(h.phases.tls, Some(20 * us));
+    }
+
+    /// A HelloRetryRequest, then a PSK resumption: kind `resumed` (as rustls, and so
+    /// `tlsperf serve`'s /stats, has it), counted as after a HelloRetryRequest (it was
+    /// counted nowhere), its server think from the second ClientHello.
+    #[test]
+    fn a_resumption_after_a_hello_retry_request_counts_as_one() {
+        use crate::observe::tls::HRR_RANDOM;
+        let us = 1_000;
+        let mut hrr_exts = ext(43, &[3, 4]);
+        hrr_exts.extend(ext(51, &[0, 0x17]));
+        let mut psk_exts = ext(43, &[3, 4]);
+        let mut ks = vec![0, 0x17, 0, 32];
+        ks.extend([8; 32]);
+        psk_exts.extend(ext(51, &ks));
+        psk_exts.extend(ext(41, &[0, 0]));
+        let mut flight = server_hello_with([5; 32], &psk_exts);
+        flight.extend(record(20, &[1]));
+        flight.extend(record(23, &[0xaa; 100]));
+        let mut fin = record(20, &[1]);
+        fin.extend(record(23, &[0xcc; 53]));
+        let segs = wire(&[
+            (10, true, client_hello(), false),
+            (15, false, server_hello_with(HRR_RANDOM, &hrr_exts), false),
+            (17, true, client_hello(), false),
+            (20, false, flight, false),
+            (30, true, fin, false),
+            (31, true, record(23, &[0xdd; 80]), false),
+            (50, true, vec![], true),
+            (50, false, vec![], true),
+        ]);
+        let h = handshake(&segs);
+        assert_eq!(h.kind, HandshakeKind::Resumed);
+        assert!(h.hrr);
+        assert_eq!(h.resumption, Some("psk"));
+        assert_eq!(h.phases.server_think, Some(3 * us));
+        assert_eq!(h.phases.tls, Some(20 * us));
+        let mut agg = crate::observe::aggregate::Aggregate::new(Vec::new(), Vec::new());
+        agg.outcome(Outcome::Handshake(Box::new(h)));
+        let o = agg.snapshot(
+            Counters::default(),
+            crate::observe::result::Packets::default(),
+            1.0,
+        );
+        assert_eq!((o.count("resumed"), o.count("full-hrr")), (1, 0));
+        assert_eq!(o.handshakes["all"].hrr, 1);
+        assert_eq!(o.handshakes["resumed"].hrr, 1);
+        assert_eq!(o.by_sni["localhost"].hrr, 1);
+        assert_eq!(o.by_group["secp256r1"].hrr, 1);
     }
 
     #[test]

@@ -86,6 +86,11 @@ impl Bytes {
 pub struct KindStats {
     /// Completed handshakes.
     pub count: u64,
+    /// Of which after a HelloRetryRequest: all of `full-hrr`, and resumptions after one
+    /// (counted as `resumed`, as `tlsperf serve`'s /stats does). Absent (0) in documents
+    /// written before it existed.
+    #[serde(default)]
+    pub hrr: u64,
     /// Per phase (see [`PHASES`]), the handshakes where both of its boundaries were
     /// captured. Read back, at most [`MAX_KINDS`] entries.
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
@@ -101,7 +106,7 @@ pub struct Row {
     pub handshakes: u64,
     /// Of which resumed (0-RTT included).
     pub resumed: u64,
-    /// Of which after a HelloRetryRequest.
+    /// Of which after a HelloRetryRequest (full, or resumed after one).
     pub hrr: u64,
     /// Server think time.
     pub server_think: Dist,
@@ -400,6 +405,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         for (kind, ks) in &o.handshakes {
             let into = m.handshakes.entry(kind.clone()).or_default();
             into.count = into.count.saturating_add(ks.count);
+            into.hrr = into.hrr.saturating_add(ks.hrr);
             into.server_flight_bytes.merge(&ks.server_flight_bytes);
             for (phase, dist) in &ks.phases {
                 into.phases.entry(phase.clone()).or_default().merge(dist)?;

@@ -138,6 +138,10 @@ pub struct Handshake {
     pub phases: Phases,
     /// Bytes of the server's flight (record headers included, ServerHello to its end).
     pub server_flight_bytes: u64,
+    /// A HelloRetryRequest came first: kind `full-hrr`, or a resumption after one (kind
+    /// `resumed` or `0rtt`, as `tlsperf serve`'s /stats counts it, which takes rustls's
+    /// kind).
+    pub hrr: bool,
     /// The local process at the client end, "comm (pid N)" (live capture only).
     pub client_process: Option<String>,
     /// The local process at the server end (live capture only).
@@ -517,6 +521,7 @@ impl Timeline {
             server: self.server,
             phases,
             server_flight_bytes: self.flight_bytes,
+            hrr: self.hrr,
             client_process: None,
             server_process: None,
         }))

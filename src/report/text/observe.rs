@@ -103,10 +103,21 @@ pub fn observation(o: &Observation) -> String {
         .iter()
         .map(|(m, n)| format!("{m} {n}"))
         .collect();
+    let hrr = o.handshakes.get("all").map_or(0, |k| k.hrr);
+    let resumed_hrr = ["resumed", "0rtt"]
+        .iter()
+        .filter_map(|k| o.handshakes.get(*k))
+        .map(|k| k.hrr)
+        .sum::<u64>();
     s += &format!(
-        "handshakes: {} — {}; resumption rate {:.1}%{}\n\n",
+        "handshakes: {} — {}{}; resumption rate {:.1}%{}\n\n",
         o.count("all"),
         kinds.join(", "),
+        if hrr > 0 {
+            format!(" ({hrr} after a HelloRetryRequest, {resumed_hrr} of them resumed)")
+        } else {
+            String::new()
+        },
         o.resumption.rate * 100.0,
         if methods.is_empty() {
             String::new()
