@@ -327,13 +327,25 @@ impl FlowTable {
             // The SYN-ACK was not captured: start the server's stream here.
             flow.streams[me].base = Some(seg.seq);
         }
+        if !seg.payload.is_empty() {
+            // Payload, even if it never becomes readable (a gap before it that never
+            // fills): the connection is not one without payload.
+            tl.payload();
+        }
         if !seg.payload.is_empty() && !tl.done() {
+            // A SYN's data (TCP Fast Open: the ClientHello in the SYN) begins after the
+            // SYN's own sequence number.
+            let seq = if seg.flags.syn {
+                seg.seq.wrapping_add(1)
+            } else {
+                seg.seq
+            };
             let acks = seg.flags.ack
                 && flow.streams[peer].base.is_some_and(|b| {
                     i64::from(seg.ack.wrapping_sub(b) as i32) >= flow.streams[peer].next as i64
                 });
             let limit = self.limits.max_out_of_order;
-            match flow.streams[me].push(seg.seq, seg.payload, ns, acks, limit, side, tl) {
+            match flow.streams[me].push(seq, seg.payload, ns, acks, limit, side, tl) {
                 Ok(true) => drain_records(&mut flow.streams[me], side, tl),
                 Ok(false) => {}
                 Err(Gap) => tl.unparsed(),
@@ -930,6 +942,44 @@ mod tests {
         assert_eq!(o.handshakes["resumed"].hrr, 1);
         assert_eq!(o.by_sni["localhost"].hrr, 1);
         assert_eq!(o.by_group["secp256r1"].hrr, 1);
+    }
+
+    /// TCP Fast Open: the ClientHello rides in the SYN (its data begins after the SYN's
+    /// sequence number); it was ignored, and the connection had no handshake.
+    #[test]
+    fn a_client_hello_in_a_fast_open_syn_is_read() {
+        let us = 1_000;
+        let mut segs = conversation();
+        let ch = segs.remove(3);
+        segs[0].payload = ch.payload;
+        let h = handshake(&segs);
+        assert_eq!(h.kind, HandshakeKind::Full);
+        assert_eq!(h.sni.as_deref(), Some("localhost"));
+        assert_eq!(h.phases.server_think, Some(20 * us));
+        assert_eq!(h.phases.tls, Some(30 * us));
+        assert_eq!(h.phases.connect, Some(2 * us));
+    }
+
+    /// The client's first bytes were never captured, so nothing it sent became
+    /// readable: a gap (unparsed), not a connection without payload.
+    #[test]
+    fn data_that_never_becomes_contiguous_is_unparsed_not_empty() {
+        let mut segs = conversation();
+        segs.truncate(4);
+        segs[3].payload.drain(..10);
+        segs[3].seq = segs[3].seq.wrapping_add(10);
+        let mut fins = conversation().split_off(8);
+        for f in &mut fins {
+            f.ack = 0;
+        }
+        segs.extend(fins);
+        let (out, _) = run(&segs);
+        assert_eq!(out, vec![Outcome::Unparsed]);
+        // A bare connection still is one without payload.
+        let mut bare = conversation();
+        bare.truncate(3);
+        let (out, _) = run(&bare);
+        assert_eq!(out, vec![Outcome::Empty]);
     }
 
     #[test]

@@ -173,9 +173,10 @@ pub struct Connections {
     pub failed: u64,
     /// Whose first bytes were not TLS.
     pub not_tls: u64,
-    /// TLS that could not be followed (malformed records or hellos, a capture gap).
+    /// TLS that could not be followed (malformed records or hellos, a capture gap), or
+    /// payload that never became readable (a gap before it that never filled).
     pub unparsed: u64,
-    /// Without any payload.
+    /// Without any payload segment.
     pub empty: u64,
     /// Evicted after being idle (counted above too, by what they had shown).
     pub evicted_idle: u64,

@@ -171,9 +171,10 @@ pub enum Outcome {
     Failed(Failure),
     /// The client's first bytes were not TLS.
     NotTls,
-    /// TLS that could not be followed (a malformed record or hello, a gap).
+    /// TLS that could not be followed (a malformed record or hello, a gap), or payload
+    /// that never became readable.
     Unparsed,
-    /// No payload at all (a bare TCP connection, a refused SYN).
+    /// No payload segment at all (a bare TCP connection, a refused SYN).
     Empty,
 }
 
@@ -272,6 +273,11 @@ impl Timeline {
         } else {
             self.unparsed = true;
         }
+    }
+
+    /// A segment with payload (readable yet or not).
+    pub fn payload(&mut self) {
+        self.any_payload = true;
     }
 
     /// TLS that cannot be followed any more (a gap, a malformed record).
