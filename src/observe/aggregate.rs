@@ -192,6 +192,7 @@ impl Aggregate {
         c.evicted_half_open = flows.evicted_half_open;
         c.over_cap = flows.over_cap;
         o.packets = packets;
+        o.packets.clock_outliers = flows.clock_outliers;
         o.duration_s = duration_s;
         let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
         let mut all: Option<KindAcc> = None;

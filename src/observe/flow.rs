@@ -8,7 +8,9 @@
 //! The table is bounded: connections idle longer than the idle timeout, and half-open
 //! ones (a SYN and nothing more) after the half-open timeout, are evicted; beyond the
 //! cap new connections are not tracked and are counted. Connections whose SYN was not
-//! captured (already open when the capture began) are counted, not analyzed.
+//! captured (already open when the capture began) are counted, not analyzed. Eviction
+//! goes by the table's own clock ([`FlowTable::tick`]), which a single frame with a
+//! wrong timestamp does not move.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -54,7 +56,20 @@ pub struct Counters {
     pub evicted_half_open: u64,
     /// Connections not tracked because the table was full.
     pub over_cap: u64,
+    /// Segments whose timestamp was more than [`JUMP_NS`] away from the table's clock
+    /// and not followed by [`JUMP_CONFIRM`] in a row as far: their time did not move the
+    /// clock that evicts flows.
+    pub clock_outliers: u64,
 }
+
+/// How far from the table's clock (ahead or behind) a segment's timestamp may be and
+/// still move it at once.
+pub const JUMP_NS: u64 = 2_000_000_000;
+
+/// How many segments in a row must be that far, on the same side, for the clock to
+/// jump (to the nearest of them): a capture that resumes after a pause moves it, a
+/// single frame with a wrong timestamp does not.
+pub const JUMP_CONFIRM: u32 = 3;
 
 /// One direction's byte stream.
 #[derive(Debug, Default)]
@@ -214,6 +229,10 @@ pub struct FlowTable {
     limits: Limits,
     counters: Counters,
     last_sweep_ns: u64,
+    /// The capture time eviction goes by (see [`FlowTable::tick`]).
+    clock: Option<u64>,
+    /// Segments in a row far from `clock`: (ahead, the nearest timestamp, how many).
+    far: Option<(bool, u64, u32)>,
 }
 
 impl FlowTable {
@@ -224,7 +243,49 @@ impl FlowTable {
             limits,
             counters: Counters::default(),
             last_sweep_ns: 0,
+            clock: None,
+            far: None,
         }
+    }
+
+    /// Moves the eviction clock by a segment captured at `ns`: forward (never back) when
+    /// `ns` is within [`JUMP_NS`] of it; to a timestamp further away, either way, only
+    /// once [`JUMP_CONFIRM`] segments in a row are as far on the same side. One frame
+    /// with a timestamp in the future used to evict every connection in progress and
+    /// then, the clock being past every later frame, stop evictions for good.
+    fn tick(&mut self, ns: u64) -> u64 {
+        let Some(clock) = self.clock else {
+            self.clock = Some(ns);
+            return ns;
+        };
+        let ahead = ns > clock.saturating_add(JUMP_NS);
+        let behind = ns < clock.saturating_sub(JUMP_NS);
+        if !ahead && !behind {
+            if let Some((_, _, n)) = self.far.take() {
+                self.counters.clock_outliers += u64::from(n);
+            }
+            let now = clock.max(ns);
+            self.clock = Some(now);
+            return now;
+        }
+        let (nearest, n) = match self.far {
+            Some((side, t, n)) if side == ahead => (if ahead { t.min(ns) } else { t.max(ns) }, n),
+            Some((_, _, n)) => {
+                self.counters.clock_outliers += u64::from(n);
+                (ns, 0)
+            }
+            None => (ns, 0),
+        };
+        if n + 1 >= JUMP_CONFIRM {
+            self.far = None;
+            self.clock = Some(nearest);
+            if behind {
+                self.last_sweep_ns = nearest;
+            }
+            return nearest;
+        }
+        self.far = Some((ahead, nearest, n + 1));
+        clock
     }
 
     /// What the table did besides analysis.
@@ -244,8 +305,9 @@ impl FlowTable {
 
     /// One segment captured at `ns`; ended connections go to `sink`.
     pub fn segment(&mut self, ns: u64, seg: &Segment<'_>, sink: &mut impl FnMut(Outcome)) {
-        if ns >= self.last_sweep_ns.saturating_add(1_000_000_000) {
-            self.sweep(ns, sink);
+        let now = self.tick(ns);
+        if now >= self.last_sweep_ns.saturating_add(1_000_000_000) {
+            self.sweep(now, sink);
         }
         let k = key(seg.src, seg.dst);
         // A new SYN (another initial sequence number) on the addresses of a connection
@@ -370,9 +432,11 @@ impl FlowTable {
         }
     }
 
-    /// Evicts idle and half-open connections as of capture time `now_ns`.
+    /// Evicts idle and half-open connections as of capture time `now_ns` (live capture:
+    /// the host's clock, which moves the table's clock forward).
     pub fn sweep(&mut self, now_ns: u64, sink: &mut impl FnMut(Outcome)) {
         self.last_sweep_ns = now_ns;
+        self.clock = Some(self.clock.map_or(now_ns, |c| c.max(now_ns)));
         let limits = self.limits;
         let mut evicted = Vec::new();
         for (k, f) in &self.flows {
@@ -399,6 +463,9 @@ impl FlowTable {
 
     /// Ends every connection still tracked (the capture is over).
     pub fn finish(&mut self, sink: &mut impl FnMut(Outcome)) {
+        if let Some((_, _, n)) = self.far.take() {
+            self.counters.clock_outliers += u64::from(n);
+        }
         for (_, f) in self.flows.drain() {
             if let Some(tl) = f.timeline {
                 sink(tl.outcome());
@@ -1085,6 +1152,91 @@ mod tests {
             out.iter().all(|o| matches!(o, Outcome::Handshake(_))),
             "{out:?}"
         );
+    }
+
+    /// 200 handshakes, one a second, over a background of unanswered SYNs (ten a
+    /// second) in a table of 200 flows, and one segment stamped a year ahead at 5 s: it
+    /// evicted the connections in progress and stopped evictions for the rest of the
+    /// capture, the SYNs filled the table and the later handshakes were not tracked
+    /// (20 of 200 analyzed). Then 300 s of silence: the capture's clock moves on once
+    /// the traffic confirms it, and the half-open SYNs before the pause are evicted.
+    #[test]
+    fn one_future_timestamp_does_not_stop_eviction() {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let sec = 1_000_000_000u64;
+        let mut table = FlowTable::new(Limits {
+            max_flows: 200,
+            ..Limits::default()
+        });
+        let mut handshakes = 0;
+        let mut count = |o: Outcome| {
+            if matches!(o, Outcome::Handshake(_)) {
+                handshakes += 1;
+            }
+        };
+        let mut port = 1000u16;
+        let mut feed = |table: &mut FlowTable, t0: u64, count: &mut dyn FnMut(Outcome)| {
+            port += 1;
+            let client = SocketAddr::new(c.ip(), port);
+            for (i, seg) in conversation().iter().enumerate() {
+                // Ten unanswered SYNs a second, between the conversation's segments.
+                if i < 10 {
+                    port += 1;
+                    let syn = Segment {
+                        src: SocketAddr::new(c.ip(), port),
+                        dst: s,
+                        seq: 7,
+                        ack: 0,
+                        flags: Flags {
+                            syn: true,
+                            ..Flags::default()
+                        },
+                        payload: &[],
+                    };
+                    table.segment(t0 + i as u64 * sec / 10, &syn, &mut |o| count(o));
+                }
+                let (src, dst) = if seg.from_client {
+                    (client, s)
+                } else {
+                    (s, client)
+                };
+                let segment = Segment {
+                    src,
+                    dst,
+                    seq: seg.seq,
+                    ack: seg.ack,
+                    flags: seg.flags,
+                    payload: &seg.payload,
+                };
+                table.segment(t0 + seg.ns, &segment, &mut |o| count(o));
+            }
+        };
+        for i in 0..200 {
+            feed(&mut table, 1_000 * sec + i * sec, &mut count);
+            if i == 5 {
+                let stray = Segment {
+                    src: SocketAddr::new(c.ip(), 9),
+                    dst: s,
+                    seq: 1,
+                    ack: 0,
+                    flags: Flags {
+                        syn: true,
+                        ..Flags::default()
+                    },
+                    payload: &[],
+                };
+                table.segment(1_000 * sec + 365 * 86_400 * sec, &stray, &mut count);
+            }
+        }
+        assert_eq!(table.counters().over_cap, 0, "{:?}", table.counters());
+        assert_eq!(table.counters().clock_outliers, 1);
+        // After a pause, the capture goes on: the clock follows it.
+        let later = 1_000 * sec + 500 * sec;
+        feed(&mut table, later, &mut count);
+        assert!(table.len() <= 12, "{} flows left", table.len());
+        table.finish(&mut count);
+        assert_eq!(handshakes, 201);
+        assert_eq!(table.counters().clock_outliers, 1);
     }
 
     /// What the fuzz target `observe_flow` does, with pseudo-random inputs.

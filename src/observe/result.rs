@@ -158,6 +158,11 @@ pub struct Packets {
     pub not_tcp: u64,
     /// Frames dropped by the kernel before they reached tlsperf (live capture only).
     pub kernel_drops: u64,
+    /// TCP segments whose timestamp jumped more than 2 s from the capture's clock and
+    /// was not confirmed by the next ones: analyzed, but not used to evict flows.
+    /// Absent (0) in documents written before it existed.
+    #[serde(default)]
+    pub clock_outliers: u64,
 }
 
 /// What became of the TCP connections seen.
@@ -388,6 +393,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         p.other_ports = p.other_ports.saturating_add(q.other_ports);
         p.not_tcp = p.not_tcp.saturating_add(q.not_tcp);
         p.kernel_drops = p.kernel_drops.saturating_add(q.kernel_drops);
+        p.clock_outliers = p.clock_outliers.saturating_add(q.clock_outliers);
         let (c, d) = (&mut m.connections, &o.connections);
         for (x, y) in [
             (&mut c.tracked, d.tracked),

@@ -81,6 +81,13 @@ pub fn observation(o: &Observation) -> String {
             String::new()
         }
     );
+    if p.clock_outliers > 0 {
+        s += &format!(
+            "timestamps: {} segments stamped more than 2 s away from their neighbours \
+             (not used to evict flows)\n",
+            p.clock_outliers
+        );
+    }
     let c = &o.connections;
     s += &format!(
         "connections: {} tracked: {} handshakes, {} failed, {} not TLS, {} unparsed, {} \
