@@ -414,6 +414,52 @@ fn linux_cooked_captures_of_tcpdump_any_are_read() {
     }
 }
 
+/// `tcpdump -s 1514` on loopback, whose frames reach 64 KiB: a pcap whose records'
+/// original lengths are beyond its snap length, which was refused as damaged (exit 2).
+/// Its frames are analyzed as far as they go, and the result says how many were cut.
+#[test]
+fn a_capture_with_frames_cut_by_its_snap_length_is_analyzed_and_says_so() {
+    if !have_tcpdump() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let serve = Serve::ecdsa_writing_ca(&ca, &["--resumption", "tickets", "--body-size", "200000"]);
+    let cap = Capture::start_with(
+        dir.path(),
+        "snap.pcap",
+        serve.port,
+        &["-i", "lo", "-s", "1514"],
+    );
+    let run = tlsperf([
+        "handshake",
+        &serve.url(),
+        "-n",
+        "3",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let file = cap.stop();
+    let v = observe(&file, serve.port);
+    assert_eq!(count(&v, "all"), 3, "{}", v["handshakes"]);
+    assert_eq!(count(&v, "resumed"), 2, "{}", v["handshakes"]);
+    assert_eq!(v["packets"]["not_tcp"], 0, "{}", v["packets"]);
+    let cut = v["packets"]["cut_short"].as_u64().unwrap();
+    assert!(cut >= 3, "{}", v["packets"]);
+    assert_phases(&v, "all");
+    let run = tlsperf(["observe", "--pcap", file.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "incomplete: {cut} frames were cut short by the capture's snap length"
+        )),
+        "{}",
+        run.stdout
+    );
+}
+
 /// A capture of three handshakes against `tlsperf serve` (for the bad-input and merge
 /// tests).
 fn small_capture(dir: &Path, name: &str) -> Option<(PathBuf, u16)> {

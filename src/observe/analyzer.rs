@@ -89,12 +89,16 @@ impl Analyzer {
         self.hooks.metrics = Some(metrics);
     }
 
-    /// One frame captured at `ns` (nanoseconds since the Unix epoch).
-    pub fn frame(&mut self, ns: u64, link: Link, data: &[u8]) {
+    /// One frame captured at `ns` (nanoseconds since the Unix epoch), `wire_len` bytes
+    /// long on the wire of which `data` were captured (fewer: cut by the snap length).
+    pub fn frame(&mut self, ns: u64, link: Link, data: &[u8], wire_len: usize) {
         self.packets.frames += 1;
+        if wire_len > data.len() {
+            self.packets.cut_short += 1;
+        }
         self.first_ns.get_or_insert(ns);
         self.last_ns = self.last_ns.max(ns);
-        let Some(seg) = decode(link, data) else {
+        let Some(seg) = decode(link, data, wire_len) else {
             self.packets.not_tcp += 1;
             return;
         };

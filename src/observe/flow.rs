@@ -83,10 +83,14 @@ struct Stream {
     start: u64,
     /// Per delivered segment: (end offset, capture time, acked every byte of the peer).
     marks: VecDeque<(u64, u64, bool)>,
-    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag). Their bytes
-    /// are timed, once delivered, by the segment that filled the gap before them.
-    ahead: BTreeMap<u64, (Vec<u8>, u64, bool)>,
+    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag, bytes
+    /// captured). Their bytes are timed, once delivered, by the segment that filled the
+    /// gap before them.
+    ahead: BTreeMap<u64, (Vec<u8>, u64, bool, usize)>,
     ahead_bytes: usize,
+    /// Delivered ranges of offsets `[from, to)` whose bytes were not captured (frames cut
+    /// by the snap length: zeros in `buf`), in order.
+    holes: Vec<(u64, u64)>,
 }
 
 /// A stream that cannot be followed any more.
@@ -101,33 +105,38 @@ impl Stream {
         u64::try_from(self.next as i64 + delta).ok()
     }
 
-    /// Takes one segment's payload; `Ok(true)` when bytes were delivered in order (to be
-    /// read from `buf`). The common case, a segment that is next in order with nothing
-    /// held before it, gives its whole records to `tl` straight from `data` and keeps
-    /// only a record it leaves unfinished.
+    /// Takes one segment's payload, `len` bytes on the wire of which `data` were
+    /// captured (fewer when the frame was cut by the snap length: the rest is a hole in
+    /// the stream); `Ok(true)` when bytes were delivered in order (to be read from
+    /// `buf`). The common case, a whole segment that is next in order with nothing held
+    /// before it, gives its whole records to `tl` straight from `data` and keeps only a
+    /// record it leaves unfinished.
     #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
         seq: u32,
         data: &[u8],
+        len: usize,
         ns: u64,
         acks: bool,
         limit: usize,
         side: Endpoint,
         tl: &mut Timeline,
     ) -> Result<bool, Gap> {
-        if data.is_empty() {
+        let len = len.max(data.len());
+        if len == 0 {
             return Ok(false);
         }
         let Some(off) = self.offset(seq) else {
             return Ok(false);
         };
-        let end = off + data.len() as u64;
+        let end = off + len as u64;
         if end <= self.next {
             return Ok(false); // a retransmission of what we have
         }
-        if off == self.next && self.buf.is_empty() && self.ahead.is_empty() {
-            let used = records(data, off, |_| (ns, acks), side, tl);
+        let cut = data.len() < len;
+        if !cut && off == self.next && self.buf.is_empty() && self.ahead.is_empty() {
+            let used = records(data, off, |_| (ns, acks), &[], side, tl);
             self.start = off + used as u64;
             self.next = end;
             if used < data.len() {
@@ -136,21 +145,31 @@ impl Stream {
             }
             return Ok(false);
         }
+        // A cut segment's missing bytes are zeros, marked as a hole once delivered.
+        let padded: std::borrow::Cow<'_, [u8]> = if cut {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(data);
+            v.resize(len, 0);
+            v.into()
+        } else {
+            data.into()
+        };
         if off > self.next {
-            if self.ahead_bytes + data.len() > limit {
+            if self.ahead_bytes + len > limit {
                 return Err(Gap);
             }
             let keep = self
                 .ahead
                 .entry(off)
-                .or_insert_with(|| (Vec::new(), ns, acks));
-            if keep.0.len() < data.len() {
-                self.ahead_bytes += data.len() - keep.0.len();
-                *keep = (data.to_vec(), ns, acks);
+                .or_insert_with(|| (Vec::new(), ns, acks, 0));
+            // Keep the longer of two segments at one offset, or the one captured further.
+            if keep.0.len() < len || (keep.0.len() == len && keep.3 < data.len()) {
+                self.ahead_bytes += len - keep.0.len();
+                *keep = (padded.into_owned(), ns, acks, data.len());
             }
             return Ok(false);
         }
-        self.append(off, data, ns, acks);
+        self.append(off, &padded, data.len(), ns, acks);
         // Segments held ahead become part of the stream now, when the gap before them
         // filled: their bytes are timed by this segment (the moment the receiver could
         // read them), not by their own earlier capture.
@@ -158,18 +177,28 @@ impl Stream {
             if *entry.key() > self.next {
                 break;
             }
-            let (off, (bytes, held_ns, acks)) = entry.remove_entry();
+            let (off, (bytes, held_ns, acks, captured)) = entry.remove_entry();
             self.ahead_bytes -= bytes.len();
             if off + bytes.len() as u64 > self.next {
-                self.append(off, &bytes, ns.max(held_ns), acks);
+                self.append(off, &bytes, captured, ns.max(held_ns), acks);
             }
         }
         Ok(true)
     }
 
-    fn append(&mut self, off: u64, data: &[u8], ns: u64, acks: bool) {
+    /// Appends the part of `data` (at offset `off`, its first `captured` bytes
+    /// captured) beyond `next`.
+    fn append(&mut self, off: u64, data: &[u8], captured: usize, ns: u64, acks: bool) {
         // Invariant: off <= next < off + data.len() (checked by the callers).
         let skip = (self.next - off) as usize;
+        if captured < data.len() {
+            let from = off + captured.max(skip) as u64;
+            let to = off + data.len() as u64;
+            match self.holes.last_mut() {
+                Some(h) if h.1 == from => h.1 = to,
+                _ => self.holes.push((from, to)),
+            }
+        }
         self.buf.extend_from_slice(&data[skip..]);
         self.next = off + data.len() as u64;
         self.marks.push_back((self.next, ns, acks));
@@ -190,6 +219,8 @@ impl Stream {
         while self.marks.front().is_some_and(|m| m.0 <= self.start) {
             self.marks.pop_front();
         }
+        let start = self.start;
+        self.holes.retain(|h| h.1 > start);
     }
 
     fn clear(&mut self) {
@@ -197,6 +228,7 @@ impl Stream {
         self.marks = VecDeque::new();
         self.ahead = BTreeMap::new();
         self.ahead_bytes = 0;
+        self.holes = Vec::new();
     }
 }
 
@@ -332,7 +364,7 @@ impl FlowTable {
                     return;
                 }
                 let tracked = seg.flags.syn && !seg.flags.ack;
-                if !tracked && seg.payload.is_empty() {
+                if !tracked && seg.payload_len == 0 {
                     // A bare ACK, FIN or RST of a connection not tracked (often the last
                     // ACK of one just closed): nothing to follow.
                     return;
@@ -355,7 +387,8 @@ impl FlowTable {
             }
         };
         flow.last_ns = ns;
-        if !seg.payload.is_empty() {
+        let has_payload = seg.payload_len > 0 || !seg.payload.is_empty();
+        if has_payload {
             flow.payload_seen = true;
         }
         let side = if seg.src == flow.client {
@@ -385,16 +418,16 @@ impl FlowTable {
         } else if side == Endpoint::Client && seg.flags.ack && flow.syn_ack {
             tl.handshake_ack(ns);
         }
-        if flow.streams[me].base.is_none() && !seg.payload.is_empty() {
+        if flow.streams[me].base.is_none() && has_payload {
             // The SYN-ACK was not captured: start the server's stream here.
             flow.streams[me].base = Some(seg.seq);
         }
-        if !seg.payload.is_empty() {
+        if has_payload {
             // Payload, even if it never becomes readable (a gap before it that never
             // fills): the connection is not one without payload.
             tl.payload();
         }
-        if !seg.payload.is_empty() && !tl.done() {
+        if has_payload && !tl.done() {
             // A SYN's data (TCP Fast Open: the ClientHello in the SYN) begins after the
             // SYN's own sequence number.
             let seq = if seg.flags.syn {
@@ -407,7 +440,8 @@ impl FlowTable {
                     i64::from(seg.ack.wrapping_sub(b) as i32) >= flow.streams[peer].next as i64
                 });
             let limit = self.limits.max_out_of_order;
-            match flow.streams[me].push(seq, seg.payload, ns, acks, limit, side, tl) {
+            let stream = &mut flow.streams[me];
+            match stream.push(seq, seg.payload, seg.payload_len, ns, acks, limit, side, tl) {
                 Ok(true) => drain_records(&mut flow.streams[me], side, tl),
                 Ok(false) => {}
                 Err(Gap) => tl.unparsed(),
@@ -480,24 +514,40 @@ fn drain_records(stream: &mut Stream, side: Endpoint, tl: &mut Timeline) {
         &stream.buf,
         stream.start,
         |off| stream.mark_at(off),
+        &stream.holes,
         side,
         tl,
     );
     stream.consume(used);
 }
 
+/// True when `[from, to)` meets one of `holes`.
+fn in_hole(holes: &[(u64, u64)], from: u64, to: u64) -> bool {
+    holes.iter().any(|&(a, b)| a < to && from < b)
+}
+
 /// Gives the whole records at the start of `buf` (stream offset `start`) to the
 /// timeline, `mark(offset)` telling the capture time and acks flag of the segment that
-/// delivered a byte; the bytes they took.
+/// delivered a byte; the bytes they took. A record whose header was not captured (in
+/// one of `holes`) ends the stream's analysis (unparsed); one whose body was not, is
+/// given as cut short.
 fn records(
     buf: &[u8],
     start: u64,
     mark: impl Fn(u64) -> (u64, bool),
+    holes: &[(u64, u64)],
     side: Endpoint,
     tl: &mut Timeline,
 ) -> usize {
     let mut used = 0;
     loop {
+        let first = start + used as u64;
+        // (Holes are only where bytes were delivered: a header partly delivered and
+        // partly in a hole is not one that more bytes will complete.)
+        if !holes.is_empty() && in_hole(holes, first, first + 5) {
+            tl.unparsed();
+            break;
+        }
         match frame(&buf[used..]) {
             Frame::NeedMore => break,
             Frame::Garbage => {
@@ -505,7 +555,6 @@ fn records(
                 break;
             }
             Frame::Record { content_type, len } => {
-                let first = start + used as u64;
                 let last = first + 5 + len as u64 - 1;
                 let (first_ns, acks_server) = mark(first);
                 let (last_ns, _) = mark(last);
@@ -516,6 +565,7 @@ fn records(
                     first_ns,
                     last_ns,
                     acks_server,
+                    cut: !holes.is_empty() && in_hole(holes, first + 5, last + 1),
                 });
                 used += 5 + len;
                 if tl.done() {
@@ -820,6 +870,7 @@ mod tests {
                 ack: seg.ack,
                 flags: seg.flags,
                 payload: &seg.payload,
+                payload_len: seg.payload.len(),
             };
             table.segment(seg.ns, &segment, &mut |o| out.push(o));
         }
@@ -1011,6 +1062,70 @@ mod tests {
         assert_eq!(o.by_group["secp256r1"].hrr, 1);
     }
 
+    /// Frames cut by the snap length: the missing bytes are a hole in the stream, the
+    /// sequence space still advancing by the segment's length on the wire. A hole inside
+    /// an encrypted record's body does not matter; one over a record header, or inside a
+    /// plaintext handshake message, leaves the connection unparsed.
+    #[test]
+    fn segments_cut_by_the_snap_length_leave_holes_in_their_streams() {
+        let run_cut = |segs: &[Seg], cut: &dyn Fn(usize, &Seg) -> usize| {
+            let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+            let mut table = FlowTable::new(Limits::default());
+            let mut out = Vec::new();
+            for (i, seg) in segs.iter().enumerate() {
+                let (src, dst) = if seg.from_client { (c, s) } else { (s, c) };
+                let keep = cut(i, seg).min(seg.payload.len());
+                let segment = Segment {
+                    src,
+                    dst,
+                    seq: seg.seq,
+                    ack: seg.ack,
+                    flags: seg.flags,
+                    payload: &seg.payload[..keep],
+                    payload_len: seg.payload.len(),
+                };
+                table.segment(seg.ns, &segment, &mut |o| out.push(o));
+            }
+            table.finish(&mut |o| out.push(o));
+            out
+        };
+        let want = expected();
+        let flight = 4;
+        let sh = server_hello().len();
+        // The flight's frame cut inside its last encrypted record's body: the same
+        // handshake, its flight's size included.
+        let last_body = sh + 6 + 1005 + 5 + 100;
+        let out = run_cut(&conversation(), &|i, s| {
+            if i == flight {
+                last_body
+            } else {
+                s.payload.len()
+            }
+        });
+        assert_eq!(out, vec![Outcome::Handshake(Box::new(want.clone()))]);
+        // … and the response cut too (after the handshake: not read).
+        let out = run_cut(&conversation(), &|i, s| match i {
+            4 => last_body,
+            7 => 10,
+            _ => s.payload.len(),
+        });
+        assert_eq!(out, vec![Outcome::Handshake(Box::new(want.clone()))]);
+        // Cut inside the first encrypted record: the second one's header is in the hole.
+        let out = run_cut(&conversation(), &|i, s| {
+            if i == flight {
+                sh + 6 + 5 + 500
+            } else {
+                s.payload.len()
+            }
+        });
+        assert_eq!(out, vec![Outcome::Unparsed]);
+        // The ClientHello cut: its contents are not there.
+        let out = run_cut(&conversation(), &|i, s| {
+            if i == 3 { 40 } else { s.payload.len() }
+        });
+        assert_eq!(out, vec![Outcome::Unparsed]);
+    }
+
     /// TCP Fast Open: the ClientHello rides in the SYN (its data begins after the SYN's
     /// sequence number); it was ignored, and the connection had no handshake.
     #[test]
@@ -1117,6 +1232,7 @@ mod tests {
                     ..Flags::default()
                 },
                 payload: &[],
+                payload_len: 0,
             };
             table.segment(u64::from(i), &syn, &mut |o| out.push(o));
         }
@@ -1192,6 +1308,7 @@ mod tests {
                             ..Flags::default()
                         },
                         payload: &[],
+                        payload_len: 0,
                     };
                     table.segment(t0 + i as u64 * sec / 10, &syn, &mut |o| count(o));
                 }
@@ -1207,6 +1324,7 @@ mod tests {
                     ack: seg.ack,
                     flags: seg.flags,
                     payload: &seg.payload,
+                    payload_len: seg.payload.len(),
                 };
                 table.segment(t0 + seg.ns, &segment, &mut |o| count(o));
             }
@@ -1224,6 +1342,7 @@ mod tests {
                         ..Flags::default()
                     },
                     payload: &[],
+                    payload_len: 0,
                 };
                 table.segment(1_000 * sec + 365 * 86_400 * sec, &stray, &mut count);
             }
@@ -1281,6 +1400,7 @@ mod tests {
                         rst: ctl & 16 != 0,
                     },
                     payload: &payload,
+                    payload_len: payload.len(),
                 };
                 ns += (ctl >> 40) % 3 * 1_000_000_000;
                 table.segment(ns, &seg, &mut |_| outcomes += 1);

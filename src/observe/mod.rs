@@ -161,9 +161,9 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
         opts.limits,
     );
     let mut frames: u64 = 0;
-    let end = file.for_each(|ns, link, data| {
+    let end = file.for_each(|ns, link, data, wire_len| {
         frames += 1;
-        analyzer.frame(ns, link, data)
+        analyzer.frame(ns, link, data, wire_len)
     })?;
     // Cut short before its first whole frame: nothing was read, which is no analysis.
     if end == source::End::Truncated && frames == 0 {
@@ -243,7 +243,7 @@ pub fn observe_live(
             source,
         })?;
         match frame {
-            Some((ns, len)) => analyzer.frame(ns, link, &buf[..len]),
+            Some((ns, len)) => analyzer.frame(ns, link, &buf[..len], len),
             None => analyzer.sweep(live::now_ns()),
         }
         if stop.load(Ordering::Relaxed) {
@@ -279,7 +279,7 @@ pub fn observe_live(
                 source,
             })?;
         let Some((ns, len)) = frame else { break };
-        analyzer.frame(ns, link, &buf[..len]);
+        analyzer.frame(ns, link, &buf[..len], len);
     }
     analyzer.set_kernel_drops(cap.drops());
     let mut o = analyzer.finish();

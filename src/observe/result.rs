@@ -154,10 +154,16 @@ pub struct Packets {
     pub tcp_segments: u64,
     /// TCP segments on other ports.
     pub other_ports: u64,
-    /// Frames that are not a whole TCP segment (other protocols, fragments, cut short).
+    /// Frames that are not a TCP segment (other protocols, fragments, cut short before
+    /// the end of their TCP header).
     pub not_tcp: u64,
     /// Frames dropped by the kernel before they reached tlsperf (live capture only).
     pub kernel_drops: u64,
+    /// Frames cut short by the capture's snap length (analyzed as far as they go; the
+    /// rest of their payload is a gap in its stream). Absent (0) in documents written
+    /// before it existed.
+    #[serde(default)]
+    pub cut_short: u64,
     /// TCP segments whose timestamp jumped more than 2 s from the capture's clock and
     /// was not confirmed by the next ones: analyzed, but not used to evict flows.
     /// Absent (0) in documents written before it existed.
@@ -394,6 +400,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         p.not_tcp = p.not_tcp.saturating_add(q.not_tcp);
         p.kernel_drops = p.kernel_drops.saturating_add(q.kernel_drops);
         p.clock_outliers = p.clock_outliers.saturating_add(q.clock_outliers);
+        p.cut_short = p.cut_short.saturating_add(q.cut_short);
         let (c, d) = (&mut m.connections, &o.connections);
         for (x, y) in [
             (&mut c.tracked, d.tracked),

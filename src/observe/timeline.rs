@@ -58,6 +58,8 @@ pub struct Record<'a> {
     pub first_ns: u64,
     /// Capture time of the segment that delivered its last byte (completed it).
     pub last_ns: u64,
+    /// Part of its body was not captured (a frame cut by the snap length): zeros there.
+    pub cut: bool,
     /// For a client record: the segment carrying its first byte acknowledged every
     /// server byte captured so far.
     pub acks_server: bool,
@@ -304,6 +306,12 @@ impl Timeline {
         }
         match (r.side, r.content_type) {
             (_, content::HANDSHAKE) if !self.encrypted[r.side.index()] => {
+                if r.cut {
+                    // A plaintext handshake message not captured in full: its contents
+                    // cannot be read.
+                    self.unparsed = true;
+                    return;
+                }
                 let mut hs = std::mem::take(&mut self.hs[r.side.index()]);
                 let fed = hs.feed(r.body, |t, body| {
                     self.message(r, t, body);
@@ -321,6 +329,8 @@ impl Timeline {
             (_, content::ALERT) => {
                 let name = if self.encrypted[r.side.index()] {
                     "encrypted".to_string()
+                } else if r.cut {
+                    "cut short by the snap length".to_string()
                 } else {
                     match r.body {
                         [_, desc, ..] => tls::alert_name(*desc),

@@ -81,6 +81,14 @@ pub fn observation(o: &Observation) -> String {
             String::new()
         }
     );
+    if p.cut_short > 0 {
+        s += &format!(
+            "incomplete: {} frames were cut short by the capture's snap length (tcpdump -s): \
+             analyzed as far as they go; a connection whose handshake lay in the missing \
+             bytes counts as unparsed\n",
+            p.cut_short
+        );
+    }
     if p.clock_outliers > 0 {
         s += &format!(
             "timestamps: {} segments stamped more than 2 s away from their neighbours \
