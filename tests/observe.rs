@@ -3,7 +3,9 @@
 //! nginx's own `$ssl_session_reused` log), `openssl s_client -groups` forcing a
 //! HelloRetryRequest from `tlsperf serve --groups`, and 0-RTT against `tlsperf serve
 //! --early-data` — each handshake kind classified as the peers themselves say; bad
-//! capture files; `tlsperf merge` of two observations.
+//! capture files; `tlsperf merge` of two observations; Linux cooked captures and frames
+//! cut by the snap length; server think against tshark's on a real capture rewritten
+//! with retransmitted and reordered segments.
 #![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
@@ -994,4 +996,209 @@ fn a_client_loading_its_roots_in_every_handshake_thinks_much_longer() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("no rounds to test"), "{}", run.stdout);
     assert!(!run.stdout.contains("Welch's t-test on"), "{}", run.stdout);
+}
+
+/// One frame of a pcap: capture time (µs) and bytes.
+struct PcapFrame {
+    us: u64,
+    data: Vec<u8>,
+}
+
+/// The frames of a microsecond pcap as tcpdump writes it, and its 24-byte header.
+fn read_pcap(path: &Path) -> (Vec<u8>, Vec<PcapFrame>) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(
+        bytes[..4],
+        [0xd4, 0xc3, 0xb2, 0xa1],
+        "a little-endian µs pcap"
+    );
+    let u32le = |o: usize| u64::from(u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap()));
+    let mut frames = Vec::new();
+    let mut o = 24;
+    while o + 16 <= bytes.len() {
+        let incl = u32le(o + 8) as usize;
+        frames.push(PcapFrame {
+            us: u32le(o) * 1_000_000 + u32le(o + 4),
+            data: bytes[o + 16..o + 16 + incl].to_vec(),
+        });
+        o += 16 + incl;
+    }
+    (bytes[..24].to_vec(), frames)
+}
+
+fn write_pcap(path: &Path, header: &[u8], frames: &[PcapFrame]) {
+    let mut out = header.to_vec();
+    for f in frames {
+        out.extend(((f.us / 1_000_000) as u32).to_le_bytes());
+        out.extend(((f.us % 1_000_000) as u32).to_le_bytes());
+        out.extend((f.data.len() as u32).to_le_bytes());
+        out.extend((f.data.len() as u32).to_le_bytes());
+        out.extend(&f.data);
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+/// An Ethernet/IPv4/TCP frame's TCP payload (`None` for another frame).
+fn tcp_payload(frame: &[u8]) -> Option<Vec<u8>> {
+    let h = etherparse::PacketHeaders::from_ethernet_slice(frame).ok()?;
+    matches!(h.transport, Some(etherparse::TransportHeader::Tcp(_)))
+        .then(|| h.payload.slice().to_vec())
+}
+
+/// The same Ethernet/IPv4/TCP frame carrying `payload` at its sequence number plus
+/// `skip` instead (lengths and checksums redone).
+fn with_payload(frame: &[u8], skip: usize, payload: &[u8]) -> Vec<u8> {
+    use etherparse::{LinkHeader, NetHeaders, PacketHeaders, TransportHeader};
+    let h = PacketHeaders::from_ethernet_slice(frame).unwrap();
+    let (
+        Some(LinkHeader::Ethernet2(eth)),
+        Some(NetHeaders::Ipv4(mut ip, _)),
+        Some(TransportHeader::Tcp(mut tcp)),
+    ) = (h.link, h.net, h.transport)
+    else {
+        panic!("not Ethernet/IPv4/TCP");
+    };
+    tcp.sequence_number = tcp.sequence_number.wrapping_add(skip as u32);
+    ip.set_payload_len(tcp.header_len() + payload.len())
+        .unwrap();
+    ip.header_checksum = ip.calc_header_checksum();
+    tcp.checksum = tcp.calc_checksum_ipv4(&ip, payload).unwrap();
+    let mut out = Vec::new();
+    eth.write(&mut out).unwrap();
+    ip.write(&mut out).unwrap();
+    tcp.write(&mut out).unwrap();
+    out.extend(payload);
+    out
+}
+
+/// tshark's server think time per TCP stream (its ServerHello's frame time minus its
+/// ClientHello's: each the frame where that message's reassembly completed), in ns.
+fn tshark_server_think(file: &Path) -> Vec<u64> {
+    let out = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-n"])
+        .args(["-o", "tcp.reassemble_out_of_order:TRUE"])
+        .args(["-Y", "tls.handshake.type == 1 || tls.handshake.type == 2"])
+        .args(["-T", "fields", "-e", "tcp.stream", "-e", "frame.time_epoch"])
+        .args(["-e", "tls.handshake.type", "-E", "separator=;"])
+        .output()
+        .expect("tshark runs");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut by_stream: std::collections::BTreeMap<u64, (Option<u64>, Option<u64>)> =
+        Default::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(';').collect();
+        let stream: u64 = f[0].parse().unwrap();
+        let (s, frac) = f[1].split_once('.').unwrap();
+        let ns = s.parse::<u64>().unwrap() * 1_000_000_000
+            + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+        let types: Vec<&str> = f[2].split(',').collect();
+        let e = by_stream.entry(stream).or_default();
+        if types.contains(&"1") {
+            e.0.get_or_insert(ns);
+        }
+        if types.contains(&"2") {
+            e.1.get_or_insert(ns);
+        }
+    }
+    let mut v: Vec<u64> = by_stream
+        .values()
+        .map(|(ch, sh)| sh.unwrap() - ch.unwrap())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A real capture rewritten with what a lossy path gives: each ClientHello in two
+/// segments, the second captured first and the first only 30 ms later (lost before the
+/// capture point, retransmitted; every later frame 30 ms later too), each server flight
+/// in two segments captured in reverse order, and its first segment captured again (a
+/// retransmission of what arrived). observe's server_think agrees with tshark's
+/// (reassembling out-of-order segments), as it did not (by 30 ms) before.
+#[test]
+fn server_think_agrees_with_tshark_on_retransmitted_and_reordered_segments() {
+    if !common::have(
+        "tshark",
+        "the agreement with tshark (apt-get install tshark)",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((real, port)) = small_capture(dir.path(), "real.pcap") else {
+        return;
+    };
+    let (header, frames) = read_pcap(&real);
+    let delay = 30_000;
+    let mut shift = 0;
+    let mut out = Vec::new();
+    let mut after_hello = false;
+    let (mut hellos, mut flights) = (0, 0);
+    for f in frames {
+        let us = f.us + shift;
+        let payload = tcp_payload(&f.data).unwrap_or_default();
+        let from_client = etherparse::SlicedPacket::from_ethernet(&f.data)
+            .ok()
+            .and_then(|p| match p.transport {
+                Some(etherparse::TransportSlice::Tcp(t)) => Some(t.destination_port() == port),
+                _ => None,
+            })
+            .unwrap_or(false);
+        if from_client && payload.len() > 100 && payload[0] == 22 && payload[5] == 1 {
+            let k = payload.len() / 2;
+            out.push(PcapFrame {
+                us,
+                data: with_payload(&f.data, k, &payload[k..]),
+            });
+            shift += delay;
+            out.push(PcapFrame {
+                us: f.us + shift,
+                data: with_payload(&f.data, 0, &payload[..k]),
+            });
+            hellos += 1;
+            after_hello = true;
+        } else if !from_client && after_hello && payload.len() > 100 {
+            let k = payload.len() / 2;
+            let first = with_payload(&f.data, 0, &payload[..k]);
+            out.push(PcapFrame {
+                us,
+                data: with_payload(&f.data, k, &payload[k..]),
+            });
+            out.push(PcapFrame {
+                us,
+                data: first.clone(),
+            });
+            out.push(PcapFrame {
+                us: us + 1,
+                data: first,
+            });
+            flights += 1;
+            after_hello = false;
+        } else {
+            out.push(PcapFrame { us, data: f.data });
+        }
+    }
+    assert_eq!((hellos, flights), (3, 3));
+    let lossy = dir.path().join("lossy.pcap");
+    write_pcap(&lossy, &header, &out);
+    let theirs = tshark_server_think(&lossy);
+    assert_eq!(theirs.len(), 3, "{theirs:?}");
+    let v = observe(&lossy, port);
+    assert_eq!(count(&v, "all"), 3, "{}", v["handshakes"]);
+    let q = &v["handshakes"]["all"]["phases"]["server_think"]["quantiles"];
+    let (min, max) = (q["min_ns"].as_u64().unwrap(), q["max_ns"].as_u64().unwrap());
+    eprintln!("server_think: observe min {min} max {max} ns; tshark {theirs:?}");
+    // The histogram keeps 3 significant digits; tshark's times are the capture's µs.
+    let near = |a: u64, b: u64| a.abs_diff(b) <= b / 500 + 1_000;
+    assert!(
+        near(min, theirs[0]),
+        "observe min {min} vs tshark {theirs:?}"
+    );
+    assert!(
+        near(max, theirs[2]),
+        "observe max {max} vs tshark {theirs:?}"
+    );
+    assert!(
+        max < delay * 1_000,
+        "{max} ns: the retransmission's delay is in it"
+    );
 }
