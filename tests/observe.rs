@@ -326,6 +326,49 @@ fn openssl_offering_the_wrong_key_share_gets_a_hello_retry_request() {
     assert_phases(&v, "full-hrr");
 }
 
+/// A HelloRetryRequest, then a resumption that needs one too (s_client offers X25519
+/// again): kind `resumed`, as `tlsperf serve` counts it, and counted as after a
+/// HelloRetryRequest (it was counted as one nowhere: 2 on the wire, 1 reported).
+#[test]
+fn a_resumption_after_a_hello_retry_request_is_counted_as_one() {
+    if !have_tcpdump() || !common::have("openssl", "a HelloRetryRequest") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let serve = Serve::ecdsa_writing_ca(&ca, &["--groups", "secp256r1", "--resumption", "tickets"]);
+    let cap = Capture::start(dir.path(), "hrr-resumed.pcap", serve.port);
+    let session = dir.path().join("session.pem");
+    let req = common::write(
+        dir.path(),
+        "req",
+        "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    for sess in ["-sess_out", "-sess_in"] {
+        let out = Command::new("openssl")
+            .args(["s_client", "-connect", &format!("127.0.0.1:{}", serve.port)])
+            .args(["-servername", "localhost", "-groups", "X25519:P-256"])
+            .args(["-tls1_3", "-CAfile", ca.to_str().unwrap(), "-quiet"])
+            .args([sess, session.to_str().unwrap()])
+            .stdin(Stdio::from(std::fs::File::open(&req).unwrap()))
+            .output()
+            .expect("openssl runs");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("HTTP/1.1 200"),
+            "{out:?}"
+        );
+    }
+    let file = cap.stop();
+    let v = observe(&file, serve.port);
+    assert_eq!(count(&v, "all"), 2, "{}", v["handshakes"]);
+    assert_eq!(count(&v, "full-hrr"), 1, "{}", v["handshakes"]);
+    assert_eq!(count(&v, "resumed"), 1, "{}", v["handshakes"]);
+    assert_eq!(v["handshakes"]["all"]["hrr"], 2, "{}", v["handshakes"]);
+    assert_eq!(v["handshakes"]["resumed"]["hrr"], 1);
+    assert_eq!(v["by_group"]["secp256r1"]["hrr"], 2, "{}", v["by_group"]);
+    assert_eq!(v["by_sni"]["localhost"]["hrr"], 2, "{}", v["by_sni"]);
+}
+
 #[test]
 fn early_data_against_serve_is_0rtt() {
     if !have_tcpdump() {
