@@ -1245,3 +1245,68 @@ fn server_think_agrees_with_tshark_on_retransmitted_and_reordered_segments() {
         "{max} ns: the retransmission's delay is in it"
     );
 }
+
+/// A SYN from 127.0.0.1:`from` to 127.0.0.1:`to` (an unanswered one).
+fn syn_frame(from: u16, to: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+        .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
+        .tcp(from, to, 1_000, 65_535)
+        .syn();
+    let mut out = Vec::new();
+    b.write(&mut out, &[]).unwrap();
+    out
+}
+
+/// The capture in small: a background of unanswered SYNs, one frame stamped a
+/// year ahead among them, then real handshakes, read with `--max-flows 20`. The frame
+/// evicted what was in progress and stopped evictions for the rest of the file, so the
+/// SYNs filled the table and no handshake was analyzed (0 of 3, as 0 of 480 there).
+#[test]
+fn one_frame_stamped_in_the_future_does_not_stop_eviction() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((real, port)) = small_capture(dir.path(), "real.pcap") else {
+        return;
+    };
+    let (header, frames) = read_pcap(&real);
+    let t0 = frames[0].us;
+    let sec = 1_000_000;
+    let mut out = Vec::new();
+    for i in 0..50u16 {
+        out.push(PcapFrame {
+            us: t0 + u64::from(i) * 1_200_000,
+            data: syn_frame(20_000 + i, port),
+        });
+        if i == 5 {
+            out.push(PcapFrame {
+                us: t0 + 365 * 86_400 * sec,
+                data: syn_frame(19_999, port),
+            });
+        }
+    }
+    out.extend(frames.into_iter().map(|f| PcapFrame {
+        us: f.us + 61 * sec,
+        data: f.data,
+    }));
+    let file = dir.path().join("future.pcap");
+    write_pcap(&file, &header, &out);
+    let run = tlsperf([
+        "observe",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--port",
+        &port.to_string(),
+        "--max-flows",
+        "20",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(count(&v, "all"), 3, "{}", v["connections"]);
+    assert_eq!(v["connections"]["over_cap"], 0, "{}", v["connections"]);
+    assert_eq!(v["packets"]["clock_outliers"], 1, "{}", v["packets"]);
+    assert!(
+        v["connections"]["evicted_half_open"].as_u64().unwrap() >= 40,
+        "{}",
+        v["connections"]
+    );
+}
