@@ -9,8 +9,8 @@
 //! ones (a SYN and nothing more) after the half-open timeout, are evicted; beyond the
 //! cap new connections are not tracked and are counted. Connections whose SYN was not
 //! captured (already open when the capture began) are counted, not analyzed. Eviction
-//! goes by the table's own clock ([`FlowTable::tick`]), which a single frame with a
-//! wrong timestamp does not move.
+//! goes by the table's own [`Clock`], which a single frame with a wrong timestamp does
+//! not move.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -70,6 +70,101 @@ pub const JUMP_NS: u64 = 2_000_000_000;
 /// jump (to the nearest of them): a capture that resumes after a pause moves it, a
 /// single frame with a wrong timestamp does not.
 pub const JUMP_CONFIRM: u32 = 3;
+
+/// A capture clock that one frame with a wrong timestamp cannot move far: it follows
+/// the timestamps within [`JUMP_NS`] of it, forward only; to a timestamp further away,
+/// either way, it jumps only once [`JUMP_CONFIRM`] frames in a row are as far on the
+/// same side (to the nearest of them, or ahead to the last when it is near that one), so a capture resuming after a pause moves it and
+/// a stray frame does not. One frame stamped in the future used to evict every
+/// connection in progress and then, the clock being past every later frame, stop
+/// evictions for good.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Clock {
+    now: Option<u64>,
+    /// Frames in a row far from `now`: (ahead, the nearest timestamp, how many).
+    far: Option<(bool, u64, u32)>,
+    /// How far the clock moved forward in all (the capture time covered).
+    covered: u64,
+}
+
+/// What one [`Clock::tick`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tick {
+    /// The clock's time.
+    pub now: u64,
+    /// Frames found to be outliers by this one (far from the clock, not confirmed).
+    pub outliers: u64,
+    /// The clock jumped back.
+    pub back: bool,
+}
+
+impl Clock {
+    /// A frame captured at `ns`.
+    pub fn tick(&mut self, ns: u64) -> Tick {
+        let mut t = Tick {
+            now: ns,
+            outliers: 0,
+            back: false,
+        };
+        let Some(clock) = self.now else {
+            self.now = Some(ns);
+            return t;
+        };
+        let ahead = ns > clock.saturating_add(JUMP_NS);
+        let behind = ns < clock.saturating_sub(JUMP_NS);
+        if !ahead && !behind {
+            t.outliers = self.finish();
+            t.now = clock.max(ns);
+            self.covered += t.now - clock;
+            self.now = Some(t.now);
+            return t;
+        }
+        let (nearest, n) = match self.far {
+            Some((side, f, n)) if side == ahead => (if ahead { f.min(ns) } else { f.max(ns) }, n),
+            Some(_) => {
+                t.outliers = self.finish();
+                (ns, 0)
+            }
+            None => (ns, 0),
+        };
+        if n + 1 >= JUMP_CONFIRM {
+            self.far = None;
+            // Ahead: up to this frame when it is near the nearest (frames of a capture
+            // that resumed), else the nearest.
+            let nearest = if ahead && ns <= nearest.saturating_add(JUMP_NS) {
+                ns.max(nearest)
+            } else {
+                nearest
+            };
+            self.now = Some(nearest);
+            self.covered += nearest.saturating_sub(clock);
+            t.now = nearest;
+            t.back = behind;
+            return t;
+        }
+        self.far = Some((ahead, nearest, n + 1));
+        t.now = clock;
+        t
+    }
+
+    /// Moves the clock forward to `ns` (a trusted time: the host's clock, live).
+    pub fn advance(&mut self, ns: u64) {
+        let now = self.now.map_or(ns, |c| c.max(ns));
+        self.covered += now - self.now.unwrap_or(now);
+        self.now = Some(now);
+    }
+
+    /// The frames held as far from the clock and not confirmed: outliers (the capture
+    /// is over, or a frame near the clock came).
+    pub fn finish(&mut self) -> u64 {
+        self.far.take().map_or(0, |(_, _, n)| u64::from(n))
+    }
+
+    /// How far the clock moved forward in all, in ns.
+    pub fn covered(&self) -> u64 {
+        self.covered
+    }
+}
 
 /// One direction's byte stream.
 #[derive(Debug, Default)]
@@ -261,10 +356,8 @@ pub struct FlowTable {
     limits: Limits,
     counters: Counters,
     last_sweep_ns: u64,
-    /// The capture time eviction goes by (see [`FlowTable::tick`]).
-    clock: Option<u64>,
-    /// Segments in a row far from `clock`: (ahead, the nearest timestamp, how many).
-    far: Option<(bool, u64, u32)>,
+    /// The capture time eviction goes by.
+    clock: Clock,
 }
 
 impl FlowTable {
@@ -275,49 +368,19 @@ impl FlowTable {
             limits,
             counters: Counters::default(),
             last_sweep_ns: 0,
-            clock: None,
-            far: None,
+            clock: Clock::default(),
         }
     }
 
-    /// Moves the eviction clock by a segment captured at `ns`: forward (never back) when
-    /// `ns` is within [`JUMP_NS`] of it; to a timestamp further away, either way, only
-    /// once [`JUMP_CONFIRM`] segments in a row are as far on the same side. One frame
-    /// with a timestamp in the future used to evict every connection in progress and
-    /// then, the clock being past every later frame, stop evictions for good.
+    /// Moves the eviction clock by a segment captured at `ns` (see [`Clock`]); the
+    /// clock's time.
     fn tick(&mut self, ns: u64) -> u64 {
-        let Some(clock) = self.clock else {
-            self.clock = Some(ns);
-            return ns;
-        };
-        let ahead = ns > clock.saturating_add(JUMP_NS);
-        let behind = ns < clock.saturating_sub(JUMP_NS);
-        if !ahead && !behind {
-            if let Some((_, _, n)) = self.far.take() {
-                self.counters.clock_outliers += u64::from(n);
-            }
-            let now = clock.max(ns);
-            self.clock = Some(now);
-            return now;
+        let t = self.clock.tick(ns);
+        self.counters.clock_outliers += t.outliers;
+        if t.back {
+            self.last_sweep_ns = t.now;
         }
-        let (nearest, n) = match self.far {
-            Some((side, t, n)) if side == ahead => (if ahead { t.min(ns) } else { t.max(ns) }, n),
-            Some((_, _, n)) => {
-                self.counters.clock_outliers += u64::from(n);
-                (ns, 0)
-            }
-            None => (ns, 0),
-        };
-        if n + 1 >= JUMP_CONFIRM {
-            self.far = None;
-            self.clock = Some(nearest);
-            if behind {
-                self.last_sweep_ns = nearest;
-            }
-            return nearest;
-        }
-        self.far = Some((ahead, nearest, n + 1));
-        clock
+        t.now
     }
 
     /// What the table did besides analysis.
@@ -470,7 +533,7 @@ impl FlowTable {
     /// the host's clock, which moves the table's clock forward).
     pub fn sweep(&mut self, now_ns: u64, sink: &mut impl FnMut(Outcome)) {
         self.last_sweep_ns = now_ns;
-        self.clock = Some(self.clock.map_or(now_ns, |c| c.max(now_ns)));
+        self.clock.advance(now_ns);
         let limits = self.limits;
         let mut evicted = Vec::new();
         for (k, f) in &self.flows {
@@ -497,9 +560,7 @@ impl FlowTable {
 
     /// Ends every connection still tracked (the capture is over).
     pub fn finish(&mut self, sink: &mut impl FnMut(Outcome)) {
-        if let Some((_, _, n)) = self.far.take() {
-            self.counters.clock_outliers += u64::from(n);
-        }
+        self.counters.clock_outliers += self.clock.finish();
         for (_, f) in self.flows.drain() {
             if let Some(tl) = f.timeline {
                 sink(tl.outcome());
@@ -1356,6 +1417,42 @@ mod tests {
         table.finish(&mut count);
         assert_eq!(handshakes, 201);
         assert_eq!(table.counters().clock_outliers, 1);
+    }
+
+    #[test]
+    fn the_clock_skips_a_stray_timestamp_and_follows_a_pause() {
+        let sec = 1_000_000_000u64;
+        let year = 365 * 86_400 * sec;
+        let mut c = Clock::default();
+        let mut outliers = 0;
+        let mut tick = |c: &mut Clock, ns| {
+            let t = c.tick(ns);
+            outliers += t.outliers;
+            t.now
+        };
+        assert_eq!(tick(&mut c, 100 * sec), 100 * sec);
+        assert_eq!(tick(&mut c, 101 * sec), 101 * sec);
+        // A stray frame a year ahead, and one a year back: the clock stays.
+        assert_eq!(tick(&mut c, 101 * sec + year), 101 * sec);
+        assert_eq!(tick(&mut c, 102 * sec), 102 * sec);
+        assert_eq!(tick(&mut c, 1), 102 * sec);
+        // Slightly out of order: never back.
+        assert_eq!(tick(&mut c, 101 * sec), 102 * sec);
+        // A pause of 300 s: three frames confirm it.
+        assert_eq!(tick(&mut c, 402 * sec), 102 * sec);
+        assert_eq!(tick(&mut c, 403 * sec), 102 * sec);
+        assert_eq!(tick(&mut c, 404 * sec), 404 * sec);
+        assert_eq!(tick(&mut c, 405 * sec), 405 * sec);
+        assert_eq!(outliers, 2);
+        assert_eq!(c.covered(), 305 * sec);
+        // A first frame a year ahead: the clock comes back once three frames agree.
+        let mut c = Clock::default();
+        let _ = c.tick(year);
+        for i in 0..3 {
+            let _ = c.tick(100 * sec + i);
+        }
+        assert_eq!(c.tick(101 * sec).now, 101 * sec);
+        assert_eq!(c.covered(), sec - 2);
     }
 
     /// What the fuzz target `observe_flow` does, with pseudo-random inputs.

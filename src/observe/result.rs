@@ -215,7 +215,8 @@ pub struct Observation {
     pub sources: Vec<Source>,
     /// The TCP ports observed (empty: every port).
     pub ports: Vec<u16>,
-    /// Capture time covered, seconds (first to last frame; the longest when merged).
+    /// Capture time covered, seconds (first to last frame, a frame stamped far from its
+    /// neighbours left out; the longest when merged).
     pub duration_s: f64,
     /// The run was interrupted: a partial result.
     pub interrupted: bool,
