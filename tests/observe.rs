@@ -503,6 +503,13 @@ fn a_capture_with_frames_cut_by_its_snap_length_is_analyzed_and_says_so() {
         "{}",
         run.stdout
     );
+    // The same capture as pcapng: the same handshakes and cut frames.
+    let (_, frames) = read_pcap(&file);
+    let ng = dir.path().join("snap.pcapng");
+    write_pcapng(&ng, 1514, &frames, &pcap_wire_lengths(&file));
+    let w = observe(&ng, serve.port);
+    assert_eq!(count(&w, "all"), 3, "{}", w["handshakes"]);
+    assert_eq!(w["packets"]["cut_short"], cut, "{}", w["packets"]);
 }
 
 /// A capture of three handshakes against `tlsperf serve` (for the bad-input and merge
@@ -1045,6 +1052,45 @@ fn a_client_loading_its_roots_in_every_handshake_thinks_much_longer() {
 struct PcapFrame {
     us: u64,
     data: Vec<u8>,
+}
+
+/// The original (wire) lengths of a µs pcap's frames.
+fn pcap_wire_lengths(path: &Path) -> Vec<u32> {
+    let bytes = std::fs::read(path).unwrap();
+    let u32le = |o: usize| u32::from_le_bytes(bytes[o..o + 4].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut o = 24;
+    while o + 16 <= bytes.len() {
+        out.push(u32le(o + 12));
+        o += 16 + u32le(o + 8) as usize;
+    }
+    out
+}
+
+/// The same frames as pcapng (one Ethernet interface of snap length `snaplen`, each
+/// packet with its original length).
+fn write_pcapng(path: &Path, snaplen: u32, frames: &[PcapFrame], wire: &[u32]) {
+    use pcap_file::DataLink;
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    let mut w = PcapNgWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock {
+        linktype: DataLink::ETHERNET,
+        snaplen,
+        options: vec![],
+    })
+    .unwrap();
+    for (f, len) in frames.iter().zip(wire) {
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: Duration::from_micros(f.us),
+            original_len: *len,
+            data: std::borrow::Cow::Borrowed(&f.data),
+            options: vec![],
+        })
+        .unwrap();
+    }
 }
 
 /// The frames of a microsecond pcap as tcpdump writes it, and its 24-byte header.
