@@ -175,13 +175,18 @@ fn decode_cut(link: Link, data: &[u8], missing: usize) -> Option<Segment<'_>> {
     let TransportSlice::Tcp(tcp) = sliced.transport.as_ref()? else {
         return None;
     };
-    Some(segment(
-        src_ip,
-        dst_ip,
-        tcp,
-        if incomplete { missing } else { 0 },
-    ))
+    // An IP packet is at most 64 KiB: a record header claiming more (a damaged or
+    // crafted file) does not make a stream hole of gigabytes.
+    let missing = if incomplete {
+        missing.min(MAX_MISSING)
+    } else {
+        0
+    };
+    Some(segment(src_ip, dst_ip, tcp, missing))
 }
+
+/// The most payload bytes a cut frame is taken to miss (an IP packet's largest size).
+const MAX_MISSING: usize = 65_535;
 
 fn segment<'a>(src: IpAddr, dst: IpAddr, tcp: &TcpSlice<'a>, missing: usize) -> Segment<'a> {
     let payload = tcp.payload();
@@ -274,6 +279,9 @@ mod tests {
             let s = decode(Link::RawIp, &f[14..keep], f.len() - 14).unwrap();
             assert_eq!(s.payload_len, 1000);
         }
+        // A record claiming a frame of 4 GiB: no more than an IP packet missing.
+        let s = decode(Link::Ethernet, &f[..100], u32::MAX as usize).unwrap();
+        assert_eq!(s.payload_len, 46 + 65_535);
         // Cut inside its TCP header: nothing to read.
         assert!(decode(Link::Ethernet, &f[..50], f.len()).is_none());
         // Only a link trailer cut: the payload is whole.

@@ -74,8 +74,8 @@ pub const JUMP_CONFIRM: u32 = 3;
 /// A capture clock that one frame with a wrong timestamp cannot move far: it follows
 /// the timestamps within [`JUMP_NS`] of it, forward only; to a timestamp further away,
 /// either way, it jumps only once [`JUMP_CONFIRM`] frames in a row are as far on the
-/// same side (to the nearest of them, or ahead to the last when it is near that one), so a capture resuming after a pause moves it and
-/// a stray frame does not. One frame stamped in the future used to evict every
+/// same side (to the nearest of them, or ahead to the last when it is near that one),
+/// so a capture resuming after a pause moves it and a stray frame does not. One frame stamped in the future used to evict every
 /// connection in progress and then, the clock being past every later frame, stop
 /// evictions for good.
 #[derive(Debug, Default, Clone, Copy)]
