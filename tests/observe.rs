@@ -512,6 +512,41 @@ fn a_capture_with_frames_cut_by_its_snap_length_is_analyzed_and_says_so() {
     assert_eq!(w["packets"]["cut_short"], cut, "{}", w["packets"]);
 }
 
+/// A capture whose frames hold no TCP segment tlsperf can read (here UDP only): the
+/// result is printed, and a warning names the link layer rather than letting 0
+/// handshakes pass for a quiet capture.
+#[test]
+fn a_capture_without_a_readable_tcp_segment_is_said_to_be_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut header = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    header.extend([0; 8]);
+    header.extend(65535u32.to_le_bytes());
+    header.extend(1u32.to_le_bytes());
+    let frames: Vec<PcapFrame> = (0..3)
+        .map(|i| {
+            let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+                .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
+                .udp(5353, 5353);
+            let mut data = Vec::new();
+            b.write(&mut data, b"hello").unwrap();
+            PcapFrame {
+                us: 1_000_000 + i,
+                data,
+            }
+        })
+        .collect();
+    let file = dir.path().join("udp.pcap");
+    write_pcap(&file, &header, &frames);
+    let run = tlsperf(["observe", "--pcap", file.to_str().unwrap(), "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("none of its 3 frames (Ethernet (link type 1)) held a TCP segment"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// A capture of three handshakes against `tlsperf serve` (for the bad-input and merge
 /// tests).
 fn small_capture(dir: &Path, name: &str) -> Option<(PathBuf, u16)> {

@@ -26,6 +26,17 @@ pub enum Link {
 }
 
 impl Link {
+    /// Its name and pcap `LINKTYPE_*` number (the main one of those it covers).
+    pub fn name(self) -> &'static str {
+        match self {
+            Link::Ethernet => "Ethernet (link type 1)",
+            Link::LinuxSll => "Linux cooked v1 (link type 113)",
+            Link::LinuxSll2 => "Linux cooked v2 (link type 276)",
+            Link::RawIp => "raw IP (link type 101)",
+            Link::Null => "BSD loopback (link type 0)",
+        }
+    }
+
     /// The link layer of a pcap `LINKTYPE_*` number; `None` for one tlsperf does not read.
     pub fn from_linktype(n: u32) -> Option<Link> {
         match n {

@@ -161,8 +161,12 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
         opts.limits,
     );
     let mut frames: u64 = 0;
+    let mut links: Vec<decode::Link> = Vec::new();
     let end = file.for_each(|ns, link, data, wire_len| {
         frames += 1;
+        if !links.contains(&link) {
+            links.push(link);
+        }
         analyzer.frame(ns, link, data, wire_len)
     })?;
     // Cut short before its first whole frame: nothing was read, which is no analysis.
@@ -181,7 +185,19 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
             path.display()
         );
     }
-    Ok(analyzer.finish())
+    let o = analyzer.finish();
+    // Frames, and not one TCP segment among them: say so rather than print a result of
+    // nothing as if there had been nothing to see.
+    if o.packets.frames > 0 && o.packets.tcp_segments + o.packets.other_ports == 0 {
+        let names: Vec<&str> = links.iter().map(|l| l.name()).collect();
+        tracing::warn!(
+            "{}: none of its {} frames ({}) held a TCP segment that tlsperf could read",
+            path.display(),
+            o.packets.frames,
+            names.join(", ")
+        );
+    }
+    Ok(o)
 }
 
 /// The longest a live capture spends, after its stop, reading the frames captured
