@@ -39,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
                 rst: ctl & 16 != 0,
             },
             payload,
+            payload_len: payload.len(),
         };
         ns += u64::from(ctl >> 5) * 1_000_000_000;
         table.segment(ns, &seg, &mut |_| outcomes += 1);

@@ -33,6 +33,7 @@ pub struct Aggregate {
 #[derive(Debug, Clone, Default)]
 struct KindAcc {
     count: u64,
+    hrr: u64,
     server_flight_bytes: Bytes,
     /// Per phase of [`PHASES`], in its order: `None` until a handshake had it.
     phases: [Option<Dist>; 6],
@@ -138,6 +139,7 @@ impl Aggregate {
         {
             let ks = self.kinds[kind_index(h.kind)].get_or_insert_with(KindAcc::default);
             ks.count += 1;
+            ks.hrr += u64::from(h.hrr);
             ks.server_flight_bytes.add(h.server_flight_bytes);
             for (d, v) in ks.phases.iter_mut().zip(phases) {
                 if v.is_some() {
@@ -150,7 +152,9 @@ impl Aggregate {
             self.obs.resumption.resumed += 1;
             *entry(&mut self.obs.resumption.by_method, m) += 1;
         }
-        let hrr = h.kind == super::timeline::HandshakeKind::FullHrr;
+        // Every handshake after a HelloRetryRequest: `full-hrr`, and a resumption after
+        // one (kind `resumed`, as `tlsperf serve` counts it).
+        let hrr = h.hrr;
         // The keys are looked up as borrowed text: a String is made only for a row's
         // first handshake (the server's address is written into a buffer kept for it).
         if self.last_server != Some(h.server) {
@@ -193,12 +197,14 @@ impl Aggregate {
         c.evicted_half_open = flows.evicted_half_open;
         c.over_cap = flows.over_cap;
         o.packets = packets;
+        o.packets.clock_outliers = flows.clock_outliers;
         o.duration_s = duration_s;
         let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
         let mut all: Option<KindAcc> = None;
         for k in self.kinds[1..].iter().flatten() {
             let a = all.get_or_insert_with(KindAcc::default);
             a.count += k.count;
+            a.hrr += k.hrr;
             a.server_flight_bytes.merge(&k.server_flight_bytes);
             for (d, kd) in a.phases.iter_mut().zip(&k.phases) {
                 if let Some(kd) = kd {
@@ -224,6 +230,7 @@ impl Aggregate {
                 kind_name(i).to_string(),
                 KindStats {
                     count: k.count,
+                    hrr: k.hrr,
                     phases,
                     server_flight_bytes: k.server_flight_bytes,
                 },

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use super::aggregate::Aggregate;
 use super::connections::ConnectionLog;
 use super::decode::{Link, decode};
-use super::flow::{FlowTable, Limits};
+use super::flow::{Clock, FlowTable, Limits};
 use super::metrics::ObserveMetrics;
 use super::process::Processes;
 use super::result::{Observation, Packets, Source};
@@ -20,8 +20,8 @@ pub struct Analyzer {
     table: FlowTable,
     agg: Aggregate,
     packets: Packets,
-    first_ns: Option<u64>,
-    last_ns: u64,
+    /// The capture time covered, as a clock that stray timestamps do not move.
+    clock: Clock,
     hooks: Hooks,
 }
 
@@ -75,8 +75,7 @@ impl Analyzer {
             ports,
             table: FlowTable::new(limits),
             packets: Packets::default(),
-            first_ns: None,
-            last_ns: 0,
+            clock: Clock::default(),
             hooks: Hooks::default(),
         }
     }
@@ -103,12 +102,16 @@ impl Analyzer {
         self.hooks.metrics = Some(metrics);
     }
 
-    /// One frame captured at `ns` (nanoseconds since the Unix epoch).
-    pub fn frame(&mut self, ns: u64, link: Link, data: &[u8]) {
+    /// One frame captured at `ns` (nanoseconds since the Unix epoch), `wire_len` bytes
+    /// long on the wire of which `data` were captured (fewer: cut by the snap length).
+    pub fn frame(&mut self, ns: u64, link: Link, data: &[u8], wire_len: usize) {
         self.packets.frames += 1;
-        self.first_ns.get_or_insert(ns);
-        self.last_ns = self.last_ns.max(ns);
-        let Some(seg) = decode(link, data) else {
+        if wire_len > data.len() {
+            self.packets.cut_short += 1;
+        }
+        // Its outliers are counted by the flow table (TCP segments on the ports).
+        let _ = self.clock.tick(ns);
+        let Some(seg) = decode(link, data, wire_len) else {
             self.packets.not_tcp += 1;
             return;
         };
@@ -145,9 +148,9 @@ impl Analyzer {
         self.table.sweep(now_ns, &mut |o| hooks.apply(o, agg));
     }
 
+    /// First to last frame, seconds, a frame stamped far from its neighbours left out.
     fn duration_s(&self) -> f64 {
-        self.first_ns
-            .map_or(0.0, |f| self.last_ns.saturating_sub(f) as f64 / 1e9)
+        self.clock.covered() as f64 / 1e9
     }
 
     /// What is known so far (connections still open are not in it).

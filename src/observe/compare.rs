@@ -134,6 +134,7 @@ mod tests {
                 },
                 server_flight_bytes: 1000,
                 start_ns: None,
+                hrr: false,
                 client_process: None,
                 server_process: None,
             })));

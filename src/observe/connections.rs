@@ -24,6 +24,8 @@ pub struct ConnectionRecord<'a> {
     pub sni: Option<&'a str>,
     /// `full`, `full-hrr`, `resumed` or `0rtt`.
     pub kind: &'static str,
+    /// A HelloRetryRequest came first (a `full-hrr`, or a resumption after one).
+    pub hrr: bool,
     /// How a resumed session was found (`psk`, `ticket`, `session-id`).
     pub resumption: Option<&'static str>,
     /// `TLSv1.3`, `TLSv1.2`…
@@ -53,6 +55,7 @@ impl<'a> ConnectionRecord<'a> {
             server: h.server.to_string(),
             sni: h.sni.as_deref(),
             kind: h.kind.name(),
+            hrr: h.hrr,
             resumption: h.resumption,
             version: tls::version_label(h.version).into_owned(),
             group: h
@@ -155,6 +158,7 @@ mod tests {
             },
             server_flight_bytes: 4321,
             start_ns: Some(1_764_633_600_000_000_000),
+            hrr: true,
             client_process: None,
             server_process: Some("nginx (pid 7)".into()),
         };
@@ -173,6 +177,7 @@ mod tests {
         assert_eq!(v["sni"], "example.test");
         assert_eq!(v["kind"], "resumed");
         assert_eq!(v["resumption"], "psk");
+        assert_eq!(v["hrr"], true);
         assert_eq!(v["version"], "TLSv1.3");
         assert_eq!(v["group"], "x25519");
         assert_eq!(v["suite"], "0x1301");

@@ -1,11 +1,14 @@
 //! Packet decode: one captured frame (link layer, IPv4/IPv6, TCP) → a TCP segment with
 //! its addresses, sequence numbers, flags and payload. Headers are read by `etherparse`;
-//! anything that is not a whole TCP segment (ARP, UDP, IP fragments, a frame cut short)
-//! is `None`, counted by the caller.
+//! anything that is not a TCP segment (ARP, UDP, IP fragments, a frame cut short before
+//! the end of its TCP header) is `None`, counted by the caller. A frame cut short by the
+//! snap length after its TCP header is a segment with part of its payload.
 
 use std::net::{IpAddr, SocketAddr};
 
-use etherparse::{EtherType, NetSlice, SlicedPacket, TransportSlice};
+use etherparse::{
+    EtherType, LaxNetSlice, LaxSlicedPacket, NetSlice, SlicedPacket, TcpSlice, TransportSlice,
+};
 
 /// The link layers tlsperf reads (pcap `LINKTYPE_*` values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +26,17 @@ pub enum Link {
 }
 
 impl Link {
+    /// Its name and pcap `LINKTYPE_*` number (the main one of those it covers).
+    pub fn name(self) -> &'static str {
+        match self {
+            Link::Ethernet => "Ethernet (link type 1)",
+            Link::LinuxSll => "Linux cooked v1 (link type 113)",
+            Link::LinuxSll2 => "Linux cooked v2 (link type 276)",
+            Link::RawIp => "raw IP (link type 101)",
+            Link::Null => "BSD loopback (link type 0)",
+        }
+    }
+
     /// The link layer of a pcap `LINKTYPE_*` number; `None` for one tlsperf does not read.
     pub fn from_linktype(n: u32) -> Option<Link> {
         match n {
@@ -36,6 +50,10 @@ impl Link {
         }
     }
 }
+
+/// ARPHRD_NETLINK: an SLL frame of a netlink socket (its protocol type is not an
+/// EtherType).
+const ARPHRD_NETLINK: u16 = 824;
 
 /// TCP flags that matter to the flow tracker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,20 +83,60 @@ pub struct Segment<'a> {
     pub flags: Flags,
     /// The TCP payload (as captured).
     pub payload: &'a [u8],
+    /// The TCP payload's length on the wire: beyond `payload.len()` when the frame was
+    /// cut short by the capture's snap length (the sequence space still covers it).
+    pub payload_len: usize,
 }
 
-/// Decodes a frame of link layer `link`; `None` when it is not a whole TCP segment.
-pub fn decode(link: Link, data: &[u8]) -> Option<Segment<'_>> {
-    let sliced = match link {
-        Link::Ethernet => SlicedPacket::from_ethernet(data).ok()?,
-        Link::LinuxSll => SlicedPacket::from_linux_sll(data).ok()?,
+/// Where a frame's network layer starts, past its link header.
+enum Net<'a> {
+    /// An Ethernet II frame (etherparse reads its header, VLAN tags included).
+    Ethernet(&'a [u8]),
+    /// A frame of this EtherType after a cooked header.
+    EtherType(EtherType, &'a [u8]),
+    /// IPv4 or IPv6 straight away.
+    Ip(&'a [u8]),
+}
+
+fn net(link: Link, data: &[u8]) -> Option<Net<'_>> {
+    Some(match link {
+        Link::Ethernet => Net::Ethernet(data),
+        Link::LinuxSll => {
+            // SLL: packet type, ARPHRD type, address length, 8 address bytes, then the
+            // protocol type (2 bytes): 16 bytes of header in all. etherparse's own
+            // `from_linux_sll` refuses every ARPHRD type but a handful (loopback, 772, is
+            // not one of them, nor raw-IP tunnels), so the header is read here: for every
+            // device but a netlink one the protocol type is an EtherType.
+            let arphrd = u16::from_be_bytes([*data.get(2)?, *data.get(3)?]);
+            if arphrd == ARPHRD_NETLINK {
+                return None;
+            }
+            let proto = u16::from_be_bytes([*data.get(14)?, *data.get(15)?]);
+            Net::EtherType(EtherType(proto), data.get(16..)?)
+        }
         Link::LinuxSll2 => {
             // SLL2: protocol type (2 bytes) first, 20 bytes of header in all.
             let proto = u16::from_be_bytes([*data.first()?, *data.get(1)?]);
-            SlicedPacket::from_ether_type(EtherType(proto), data.get(20..)?).ok()?
+            Net::EtherType(EtherType(proto), data.get(20..)?)
         }
-        Link::RawIp => SlicedPacket::from_ip(data).ok()?,
-        Link::Null => SlicedPacket::from_ip(data.get(4..)?).ok()?,
+        Link::RawIp => Net::Ip(data),
+        Link::Null => Net::Ip(data.get(4..)?),
+    })
+}
+
+/// Decodes a frame of link layer `link` that was `wire_len` bytes long on the wire;
+/// `None` when it is not a TCP segment. A frame captured whole must be a whole segment;
+/// one cut short by the capture's snap length (`wire_len` beyond `data`) is decoded as
+/// far as it goes: its TCP header must be there, its payload is what was captured and
+/// [`Segment::payload_len`] says how long it was.
+pub fn decode(link: Link, data: &[u8], wire_len: usize) -> Option<Segment<'_>> {
+    if wire_len > data.len() {
+        return decode_cut(link, data, wire_len - data.len());
+    }
+    let sliced = match net(link, data)? {
+        Net::Ethernet(d) => SlicedPacket::from_ethernet(d).ok()?,
+        Net::EtherType(t, d) => SlicedPacket::from_ether_type(t, d).ok()?,
+        Net::Ip(d) => SlicedPacket::from_ip(d).ok()?,
     };
     let (src_ip, dst_ip): (IpAddr, IpAddr) = match sliced.net.as_ref()? {
         NetSlice::Ipv4(v4) => {
@@ -94,9 +152,58 @@ pub fn decode(link: Link, data: &[u8]) -> Option<Segment<'_>> {
     let TransportSlice::Tcp(tcp) = sliced.transport.as_ref()? else {
         return None;
     };
-    Some(Segment {
-        src: SocketAddr::new(src_ip, tcp.source_port()),
-        dst: SocketAddr::new(dst_ip, tcp.destination_port()),
+    Some(segment(src_ip, dst_ip, tcp, 0))
+}
+
+/// [`decode`] of a frame whose last `missing` bytes were not captured.
+fn decode_cut(link: Link, data: &[u8], missing: usize) -> Option<Segment<'_>> {
+    let sliced = match net(link, data)? {
+        Net::Ethernet(d) => LaxSlicedPacket::from_ethernet(d).ok()?,
+        Net::EtherType(t, d) => LaxSlicedPacket::from_ether_type(t, d),
+        Net::Ip(d) => LaxSlicedPacket::from_ip(d).ok()?,
+    };
+    // Bytes missing from the IP payload: the frame's missing tail, unless the IP packet
+    // was captured whole (only a link trailer was cut).
+    let (src_ip, dst_ip, incomplete): (IpAddr, IpAddr, bool) = match sliced.net.as_ref()? {
+        LaxNetSlice::Ipv4(v4) => {
+            let h = v4.header();
+            (
+                h.source_addr().into(),
+                h.destination_addr().into(),
+                v4.payload().incomplete,
+            )
+        }
+        LaxNetSlice::Ipv6(v6) => {
+            let h = v6.header();
+            (
+                h.source_addr().into(),
+                h.destination_addr().into(),
+                v6.payload().incomplete,
+            )
+        }
+        LaxNetSlice::Arp(_) => return None,
+    };
+    let TransportSlice::Tcp(tcp) = sliced.transport.as_ref()? else {
+        return None;
+    };
+    // An IP packet is at most 64 KiB: a record header claiming more (a damaged or
+    // crafted file) does not make a stream hole of gigabytes.
+    let missing = if incomplete {
+        missing.min(MAX_MISSING)
+    } else {
+        0
+    };
+    Some(segment(src_ip, dst_ip, tcp, missing))
+}
+
+/// The most payload bytes a cut frame is taken to miss (an IP packet's largest size).
+const MAX_MISSING: usize = 65_535;
+
+fn segment<'a>(src: IpAddr, dst: IpAddr, tcp: &TcpSlice<'a>, missing: usize) -> Segment<'a> {
+    let payload = tcp.payload();
+    Segment {
+        src: SocketAddr::new(src, tcp.source_port()),
+        dst: SocketAddr::new(dst, tcp.destination_port()),
         seq: tcp.sequence_number(),
         ack: tcp.acknowledgment_number(),
         flags: Flags {
@@ -105,8 +212,9 @@ pub fn decode(link: Link, data: &[u8]) -> Option<Segment<'_>> {
             fin: tcp.fin(),
             rst: tcp.rst(),
         },
-        payload: tcp.payload(),
-    })
+        payload,
+        payload_len: payload.len().saturating_add(missing),
+    }
 }
 
 #[cfg(test)]
@@ -128,21 +236,77 @@ mod tests {
     #[test]
     fn decodes_an_ethernet_tcp_segment() {
         let f = frame(b"hello");
-        let s = decode(Link::Ethernet, &f).unwrap();
+        let s = decode(Link::Ethernet, &f, f.len()).unwrap();
         assert_eq!(s.src, "127.0.0.1:40000".parse().unwrap());
         assert_eq!(s.dst, "127.0.0.2:443".parse().unwrap());
         assert_eq!((s.seq, s.ack), (1000, 77));
         assert!(s.flags.ack && !s.flags.syn);
         assert_eq!(s.payload, b"hello");
         // Raw IP: the same frame without its 14-byte Ethernet header.
-        assert_eq!(decode(Link::RawIp, &f[14..]).unwrap().payload, b"hello");
+        assert_eq!(
+            decode(Link::RawIp, &f[14..], f.len() - 14).unwrap().payload,
+            b"hello"
+        );
+    }
+
+    /// `tcpdump -i any -y LINUX_SLL` on loopback: ARPHRD 772, which etherparse's SLL
+    /// reader refuses; SLL2 (`tcpdump -i any`'s default) likewise.
+    #[test]
+    fn decodes_linux_cooked_frames_of_any_device() {
+        let f = frame(b"hello");
+        let ip = &f[14..];
+        for arphrd in [772u16, 1, 65534] {
+            let mut sll = vec![0, 0];
+            sll.extend(arphrd.to_be_bytes());
+            sll.extend([0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00]);
+            sll.extend(ip);
+            let s = decode(Link::LinuxSll, &sll, sll.len())
+                .unwrap_or_else(|| panic!("SLL, ARPHRD {arphrd}"));
+            assert_eq!(s.payload, b"hello");
+            let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 1];
+            sll2.extend(arphrd.to_be_bytes());
+            sll2.extend([0, 6, 0, 0, 0, 0, 0, 0, 0, 0]);
+            sll2.extend(ip);
+            let s = decode(Link::LinuxSll2, &sll2, sll2.len())
+                .unwrap_or_else(|| panic!("SLL2, ARPHRD {arphrd}"));
+            assert_eq!(s.payload, b"hello");
+        }
+        // A netlink frame is not IP, whatever its protocol field.
+        let mut nl = vec![0, 4, 0x03, 0x38, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00];
+        nl.extend(ip);
+        assert!(decode(Link::LinuxSll, &nl, nl.len()).is_none());
+    }
+
+    /// A frame cut by the snap length after its TCP header: the captured part of its
+    /// payload and the length it had (it was "not TCP").
+    #[test]
+    fn a_frame_cut_by_the_snap_length_is_a_segment_with_part_of_its_payload() {
+        let f = frame(&[7; 1000]);
+        for keep in [54, 100, 500] {
+            let s = decode(Link::Ethernet, &f[..keep], f.len()).unwrap();
+            assert_eq!(s.payload, &[7; 1000][..keep - 54]);
+            assert_eq!(s.payload_len, 1000);
+            assert_eq!(s.seq, 1000);
+            let s = decode(Link::RawIp, &f[14..keep], f.len() - 14).unwrap();
+            assert_eq!(s.payload_len, 1000);
+        }
+        // A record claiming a frame of 4 GiB: no more than an IP packet missing.
+        let s = decode(Link::Ethernet, &f[..100], u32::MAX as usize).unwrap();
+        assert_eq!(s.payload_len, 46 + 65_535);
+        // Cut inside its TCP header: nothing to read.
+        assert!(decode(Link::Ethernet, &f[..50], f.len()).is_none());
+        // Only a link trailer cut: the payload is whole.
+        let mut padded = f.clone();
+        padded.extend([0; 4]);
+        let s = decode(Link::Ethernet, &f, padded.len()).unwrap();
+        assert_eq!((s.payload.len(), s.payload_len), (1000, 1000));
     }
 
     #[test]
     fn cut_and_random_frames_are_none_never_a_panic() {
         let f = frame(b"hello");
         for n in 0..f.len() - 5 {
-            assert!(decode(Link::Ethernet, &f[..n]).is_none(), "{n}");
+            assert!(decode(Link::Ethernet, &f[..n], n).is_none(), "{n}");
         }
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for len in 0..300 {
@@ -161,7 +325,8 @@ mod tests {
                 Link::RawIp,
                 Link::Null,
             ] {
-                let _ = decode(link, &bytes);
+                let _ = decode(link, &bytes, bytes.len());
+                let _ = decode(link, &bytes, bytes.len() + 100);
             }
         }
     }

@@ -8,7 +8,9 @@
 //! The table is bounded: connections idle longer than the idle timeout, and half-open
 //! ones (a SYN and nothing more) after the half-open timeout, are evicted; beyond the
 //! cap new connections are not tracked and are counted. Connections whose SYN was not
-//! captured (already open when the capture began) are counted, not analyzed.
+//! captured (already open when the capture began) are counted, not analyzed. Eviction
+//! goes by the table's own [`Clock`], which a single frame with a wrong timestamp does
+//! not move.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -54,6 +56,114 @@ pub struct Counters {
     pub evicted_half_open: u64,
     /// Connections not tracked because the table was full.
     pub over_cap: u64,
+    /// Segments whose timestamp was more than [`JUMP_NS`] away from the table's clock
+    /// and not followed by [`JUMP_CONFIRM`] in a row as far: their time did not move the
+    /// clock that evicts flows.
+    pub clock_outliers: u64,
+}
+
+/// How far from the table's clock (ahead or behind) a segment's timestamp may be and
+/// still move it at once.
+pub const JUMP_NS: u64 = 2_000_000_000;
+
+/// How many segments in a row must be that far, on the same side, for the clock to
+/// jump (to the nearest of them): a capture that resumes after a pause moves it, a
+/// single frame with a wrong timestamp does not.
+pub const JUMP_CONFIRM: u32 = 3;
+
+/// A capture clock that one frame with a wrong timestamp cannot move far: it follows
+/// the timestamps within [`JUMP_NS`] of it, forward only; to a timestamp further away,
+/// either way, it jumps only once [`JUMP_CONFIRM`] frames in a row are as far on the
+/// same side (to the nearest of them, or ahead to the last when it is near that one),
+/// so a capture resuming after a pause moves it and a stray frame does not. One frame stamped in the future used to evict every
+/// connection in progress and then, the clock being past every later frame, stop
+/// evictions for good.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Clock {
+    now: Option<u64>,
+    /// Frames in a row far from `now`: (ahead, the nearest timestamp, how many).
+    far: Option<(bool, u64, u32)>,
+    /// How far the clock moved forward in all (the capture time covered).
+    covered: u64,
+}
+
+/// What one [`Clock::tick`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tick {
+    /// The clock's time.
+    pub now: u64,
+    /// Frames found to be outliers by this one (far from the clock, not confirmed).
+    pub outliers: u64,
+    /// The clock jumped back.
+    pub back: bool,
+}
+
+impl Clock {
+    /// A frame captured at `ns`.
+    pub fn tick(&mut self, ns: u64) -> Tick {
+        let mut t = Tick {
+            now: ns,
+            outliers: 0,
+            back: false,
+        };
+        let Some(clock) = self.now else {
+            self.now = Some(ns);
+            return t;
+        };
+        let ahead = ns > clock.saturating_add(JUMP_NS);
+        let behind = ns < clock.saturating_sub(JUMP_NS);
+        if !ahead && !behind {
+            t.outliers = self.finish();
+            t.now = clock.max(ns);
+            self.covered += t.now - clock;
+            self.now = Some(t.now);
+            return t;
+        }
+        let (nearest, n) = match self.far {
+            Some((side, f, n)) if side == ahead => (if ahead { f.min(ns) } else { f.max(ns) }, n),
+            Some(_) => {
+                t.outliers = self.finish();
+                (ns, 0)
+            }
+            None => (ns, 0),
+        };
+        if n + 1 >= JUMP_CONFIRM {
+            self.far = None;
+            // Ahead: up to this frame when it is near the nearest (frames of a capture
+            // that resumed), else the nearest.
+            let nearest = if ahead && ns <= nearest.saturating_add(JUMP_NS) {
+                ns.max(nearest)
+            } else {
+                nearest
+            };
+            self.now = Some(nearest);
+            self.covered += nearest.saturating_sub(clock);
+            t.now = nearest;
+            t.back = behind;
+            return t;
+        }
+        self.far = Some((ahead, nearest, n + 1));
+        t.now = clock;
+        t
+    }
+
+    /// Moves the clock forward to `ns` (a trusted time: the host's clock, live).
+    pub fn advance(&mut self, ns: u64) {
+        let now = self.now.map_or(ns, |c| c.max(ns));
+        self.covered += now - self.now.unwrap_or(now);
+        self.now = Some(now);
+    }
+
+    /// The frames held as far from the clock and not confirmed: outliers (the capture
+    /// is over, or a frame near the clock came).
+    pub fn finish(&mut self) -> u64 {
+        self.far.take().map_or(0, |(_, _, n)| u64::from(n))
+    }
+
+    /// How far the clock moved forward in all, in ns.
+    pub fn covered(&self) -> u64 {
+        self.covered
+    }
 }
 
 /// One direction's byte stream.
@@ -68,9 +178,14 @@ struct Stream {
     start: u64,
     /// Per delivered segment: (end offset, capture time, acked every byte of the peer).
     marks: VecDeque<(u64, u64, bool)>,
-    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag).
-    ahead: BTreeMap<u64, (Vec<u8>, u64, bool)>,
+    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag, bytes
+    /// captured). Their bytes are timed, once delivered, by the segment that filled the
+    /// gap before them.
+    ahead: BTreeMap<u64, (Vec<u8>, u64, bool, usize)>,
     ahead_bytes: usize,
+    /// Delivered ranges of offsets `[from, to)` whose bytes were not captured (frames cut
+    /// by the snap length: zeros in `buf`), in order.
+    holes: Vec<(u64, u64)>,
 }
 
 /// A stream that cannot be followed any more.
@@ -85,33 +200,38 @@ impl Stream {
         u64::try_from(self.next as i64 + delta).ok()
     }
 
-    /// Takes one segment's payload; `Ok(true)` when bytes were delivered in order (to be
-    /// read from `buf`). The common case, a segment that is next in order with nothing
-    /// held before it, gives its whole records to `tl` straight from `data` and keeps
-    /// only a record it leaves unfinished.
+    /// Takes one segment's payload, `len` bytes on the wire of which `data` were
+    /// captured (fewer when the frame was cut by the snap length: the rest is a hole in
+    /// the stream); `Ok(true)` when bytes were delivered in order (to be read from
+    /// `buf`). The common case, a whole segment that is next in order with nothing held
+    /// before it, gives its whole records to `tl` straight from `data` and keeps only a
+    /// record it leaves unfinished.
     #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
         seq: u32,
         data: &[u8],
+        len: usize,
         ns: u64,
         acks: bool,
         limit: usize,
         side: Endpoint,
         tl: &mut Timeline,
     ) -> Result<bool, Gap> {
-        if data.is_empty() {
+        let len = len.max(data.len());
+        if len == 0 {
             return Ok(false);
         }
         let Some(off) = self.offset(seq) else {
             return Ok(false);
         };
-        let end = off + data.len() as u64;
+        let end = off + len as u64;
         if end <= self.next {
             return Ok(false); // a retransmission of what we have
         }
-        if off == self.next && self.buf.is_empty() && self.ahead.is_empty() {
-            let used = records(data, off, |_| (ns, acks), side, tl);
+        let cut = data.len() < len;
+        if !cut && off == self.next && self.buf.is_empty() && self.ahead.is_empty() {
+            let used = records(data, off, |_| (ns, acks), &[], side, tl);
             self.start = off + used as u64;
             self.next = end;
             if used < data.len() {
@@ -120,37 +240,60 @@ impl Stream {
             }
             return Ok(false);
         }
+        // A cut segment's missing bytes are zeros, marked as a hole once delivered.
+        let padded: std::borrow::Cow<'_, [u8]> = if cut {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(data);
+            v.resize(len, 0);
+            v.into()
+        } else {
+            data.into()
+        };
         if off > self.next {
-            if self.ahead_bytes + data.len() > limit {
+            if self.ahead_bytes + len > limit {
                 return Err(Gap);
             }
             let keep = self
                 .ahead
                 .entry(off)
-                .or_insert_with(|| (Vec::new(), ns, acks));
-            if keep.0.len() < data.len() {
-                self.ahead_bytes += data.len() - keep.0.len();
-                *keep = (data.to_vec(), ns, acks);
+                .or_insert_with(|| (Vec::new(), ns, acks, 0));
+            // Keep the longer of two segments at one offset, or the one captured further.
+            if keep.0.len() < len || (keep.0.len() == len && keep.3 < data.len()) {
+                self.ahead_bytes += len - keep.0.len();
+                *keep = (padded.into_owned(), ns, acks, data.len());
             }
             return Ok(false);
         }
-        self.append(off, data, ns, acks);
+        self.append(off, &padded, data.len(), ns, acks);
+        // Segments held ahead become part of the stream now, when the gap before them
+        // filled: their bytes are timed by this segment (the moment the receiver could
+        // read them), not by their own earlier capture.
         while let Some(entry) = self.ahead.first_entry() {
             if *entry.key() > self.next {
                 break;
             }
-            let (off, (bytes, ns, acks)) = entry.remove_entry();
+            let (off, (bytes, held_ns, acks, captured)) = entry.remove_entry();
             self.ahead_bytes -= bytes.len();
             if off + bytes.len() as u64 > self.next {
-                self.append(off, &bytes, ns, acks);
+                self.append(off, &bytes, captured, ns.max(held_ns), acks);
             }
         }
         Ok(true)
     }
 
-    fn append(&mut self, off: u64, data: &[u8], ns: u64, acks: bool) {
+    /// Appends the part of `data` (at offset `off`, its first `captured` bytes
+    /// captured) beyond `next`.
+    fn append(&mut self, off: u64, data: &[u8], captured: usize, ns: u64, acks: bool) {
         // Invariant: off <= next < off + data.len() (checked by the callers).
         let skip = (self.next - off) as usize;
+        if captured < data.len() {
+            let from = off + captured.max(skip) as u64;
+            let to = off + data.len() as u64;
+            match self.holes.last_mut() {
+                Some(h) if h.1 == from => h.1 = to,
+                _ => self.holes.push((from, to)),
+            }
+        }
         self.buf.extend_from_slice(&data[skip..]);
         self.next = off + data.len() as u64;
         self.marks.push_back((self.next, ns, acks));
@@ -171,6 +314,8 @@ impl Stream {
         while self.marks.front().is_some_and(|m| m.0 <= self.start) {
             self.marks.pop_front();
         }
+        let start = self.start;
+        self.holes.retain(|h| h.1 > start);
     }
 
     fn clear(&mut self) {
@@ -178,6 +323,7 @@ impl Stream {
         self.marks = VecDeque::new();
         self.ahead = BTreeMap::new();
         self.ahead_bytes = 0;
+        self.holes = Vec::new();
     }
 }
 
@@ -210,6 +356,8 @@ pub struct FlowTable {
     limits: Limits,
     counters: Counters,
     last_sweep_ns: u64,
+    /// The capture time eviction goes by.
+    clock: Clock,
 }
 
 impl FlowTable {
@@ -220,7 +368,19 @@ impl FlowTable {
             limits,
             counters: Counters::default(),
             last_sweep_ns: 0,
+            clock: Clock::default(),
         }
+    }
+
+    /// Moves the eviction clock by a segment captured at `ns` (see [`Clock`]); the
+    /// clock's time.
+    fn tick(&mut self, ns: u64) -> u64 {
+        let t = self.clock.tick(ns);
+        self.counters.clock_outliers += t.outliers;
+        if t.back {
+            self.last_sweep_ns = t.now;
+        }
+        t.now
     }
 
     /// What the table did besides analysis.
@@ -240,8 +400,9 @@ impl FlowTable {
 
     /// One segment captured at `ns`; ended connections go to `sink`.
     pub fn segment(&mut self, ns: u64, seg: &Segment<'_>, sink: &mut impl FnMut(Outcome)) {
-        if ns >= self.last_sweep_ns.saturating_add(1_000_000_000) {
-            self.sweep(ns, sink);
+        let now = self.tick(ns);
+        if now >= self.last_sweep_ns.saturating_add(1_000_000_000) {
+            self.sweep(now, sink);
         }
         let k = key(seg.src, seg.dst);
         // A new SYN (another initial sequence number) on the addresses of a connection
@@ -266,7 +427,7 @@ impl FlowTable {
                     return;
                 }
                 let tracked = seg.flags.syn && !seg.flags.ack;
-                if !tracked && seg.payload.is_empty() {
+                if !tracked && seg.payload_len == 0 {
                     // A bare ACK, FIN or RST of a connection not tracked (often the last
                     // ACK of one just closed): nothing to follow.
                     return;
@@ -289,7 +450,8 @@ impl FlowTable {
             }
         };
         flow.last_ns = ns;
-        if !seg.payload.is_empty() {
+        let has_payload = seg.payload_len > 0 || !seg.payload.is_empty();
+        if has_payload {
             flow.payload_seen = true;
         }
         let side = if seg.src == flow.client {
@@ -319,17 +481,30 @@ impl FlowTable {
         } else if side == Endpoint::Client && seg.flags.ack && flow.syn_ack {
             tl.handshake_ack(ns);
         }
-        if flow.streams[me].base.is_none() && !seg.payload.is_empty() {
+        if flow.streams[me].base.is_none() && has_payload {
             // The SYN-ACK was not captured: start the server's stream here.
             flow.streams[me].base = Some(seg.seq);
         }
-        if !seg.payload.is_empty() && !tl.done() {
+        if has_payload {
+            // Payload, even if it never becomes readable (a gap before it that never
+            // fills): the connection is not one without payload.
+            tl.payload();
+        }
+        if has_payload && !tl.done() {
+            // A SYN's data (TCP Fast Open: the ClientHello in the SYN) begins after the
+            // SYN's own sequence number.
+            let seq = if seg.flags.syn {
+                seg.seq.wrapping_add(1)
+            } else {
+                seg.seq
+            };
             let acks = seg.flags.ack
                 && flow.streams[peer].base.is_some_and(|b| {
                     i64::from(seg.ack.wrapping_sub(b) as i32) >= flow.streams[peer].next as i64
                 });
             let limit = self.limits.max_out_of_order;
-            match flow.streams[me].push(seg.seq, seg.payload, ns, acks, limit, side, tl) {
+            let stream = &mut flow.streams[me];
+            match stream.push(seq, seg.payload, seg.payload_len, ns, acks, limit, side, tl) {
                 Ok(true) => drain_records(&mut flow.streams[me], side, tl),
                 Ok(false) => {}
                 Err(Gap) => tl.unparsed(),
@@ -354,9 +529,11 @@ impl FlowTable {
         }
     }
 
-    /// Evicts idle and half-open connections as of capture time `now_ns`.
+    /// Evicts idle and half-open connections as of capture time `now_ns` (live capture:
+    /// the host's clock, which moves the table's clock forward).
     pub fn sweep(&mut self, now_ns: u64, sink: &mut impl FnMut(Outcome)) {
         self.last_sweep_ns = now_ns;
+        self.clock.advance(now_ns);
         let limits = self.limits;
         let mut evicted = Vec::new();
         for (k, f) in &self.flows {
@@ -383,6 +560,7 @@ impl FlowTable {
 
     /// Ends every connection still tracked (the capture is over).
     pub fn finish(&mut self, sink: &mut impl FnMut(Outcome)) {
+        self.counters.clock_outliers += self.clock.finish();
         for (_, f) in self.flows.drain() {
             if let Some(tl) = f.timeline {
                 sink(tl.outcome());
@@ -397,24 +575,40 @@ fn drain_records(stream: &mut Stream, side: Endpoint, tl: &mut Timeline) {
         &stream.buf,
         stream.start,
         |off| stream.mark_at(off),
+        &stream.holes,
         side,
         tl,
     );
     stream.consume(used);
 }
 
+/// True when `[from, to)` meets one of `holes`.
+fn in_hole(holes: &[(u64, u64)], from: u64, to: u64) -> bool {
+    holes.iter().any(|&(a, b)| a < to && from < b)
+}
+
 /// Gives the whole records at the start of `buf` (stream offset `start`) to the
 /// timeline, `mark(offset)` telling the capture time and acks flag of the segment that
-/// delivered a byte; the bytes they took.
+/// delivered a byte; the bytes they took. A record whose header was not captured (in
+/// one of `holes`) ends the stream's analysis (unparsed); one whose body was not, is
+/// given as cut short.
 fn records(
     buf: &[u8],
     start: u64,
     mark: impl Fn(u64) -> (u64, bool),
+    holes: &[(u64, u64)],
     side: Endpoint,
     tl: &mut Timeline,
 ) -> usize {
     let mut used = 0;
     loop {
+        let first = start + used as u64;
+        // (Holes are only where bytes were delivered: a header partly delivered and
+        // partly in a hole is not one that more bytes will complete.)
+        if !holes.is_empty() && in_hole(holes, first, first + 5) {
+            tl.unparsed();
+            break;
+        }
         match frame(&buf[used..]) {
             Frame::NeedMore => break,
             Frame::Garbage => {
@@ -422,7 +616,6 @@ fn records(
                 break;
             }
             Frame::Record { content_type, len } => {
-                let first = start + used as u64;
                 let last = first + 5 + len as u64 - 1;
                 let (first_ns, acks_server) = mark(first);
                 let (last_ns, _) = mark(last);
@@ -433,6 +626,7 @@ fn records(
                     first_ns,
                     last_ns,
                     acks_server,
+                    cut: !holes.is_empty() && in_hole(holes, first + 5, last + 1),
                 });
                 used += 5 + len;
                 if tl.done() {
@@ -510,6 +704,77 @@ mod tests {
         b.extend((exts.len() as u16).to_be_bytes());
         b.extend(exts);
         record(22, &handshake_msg(2, &b))
+    }
+
+    /// A TLS 1.3 ServerHello of `random` with extensions `exts`.
+    fn server_hello_with(random: [u8; 32], exts: &[u8]) -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend(random);
+        b.push(0);
+        b.extend([0x13, 0x01, 0]);
+        b.extend((exts.len() as u16).to_be_bytes());
+        b.extend(exts);
+        record(22, &handshake_msg(2, &b))
+    }
+
+    /// Segments of one connection from (capture µs, from the client, payload, FIN): the
+    /// SYN, SYN-ACK and ACK at 0, 1 and 2 µs, then these, with their sequence and
+    /// acknowledgment numbers.
+    fn wire(steps: &[(u64, bool, Vec<u8>, bool)]) -> Vec<Seg> {
+        let us = 1_000;
+        let (mut c, mut s) = (1_000u32, 90_000u32);
+        let f = |syn, ack, fin| Flags {
+            syn,
+            ack,
+            fin,
+            rst: false,
+        };
+        let mut out = vec![
+            Seg {
+                ns: 0,
+                from_client: true,
+                flags: f(true, false, false),
+                seq: c,
+                ack: 0,
+                payload: vec![],
+            },
+            Seg {
+                ns: us,
+                from_client: false,
+                flags: f(true, true, false),
+                seq: s,
+                ack: c + 1,
+                payload: vec![],
+            },
+            Seg {
+                ns: 2 * us,
+                from_client: true,
+                flags: f(false, true, false),
+                seq: c + 1,
+                ack: s + 1,
+                payload: vec![],
+            },
+        ];
+        c += 1;
+        s += 1;
+        for (t, from_client, payload, fin) in steps {
+            let (seq, ack) = if *from_client { (c, s) } else { (s, c) };
+            let adv = payload.len() as u32 + u32::from(*fin);
+            if *from_client {
+                c += adv;
+            } else {
+                s += adv;
+            }
+            out.push(Seg {
+                ns: t * us,
+                from_client: *from_client,
+                flags: f(false, true, *fin),
+                seq,
+                ack,
+                payload: payload.clone(),
+            });
+        }
+        out
     }
 
     struct Seg {
@@ -666,6 +931,7 @@ mod tests {
                 ack: seg.ack,
                 flags: seg.flags,
                 payload: &seg.payload,
+                payload_len: seg.payload.len(),
             };
             table.segment(seg.ns, &segment, &mut |o| out.push(o));
         }
@@ -749,6 +1015,216 @@ mod tests {
         assert_eq!(handshake(&reordered), want);
     }
 
+    /// The ClientHello's first segment is lost before the capture point and
+    /// retransmitted 200 ms later: the hello is complete (and the server can start) at
+    /// the retransmission, not at the earlier capture of its last byte (which put the
+    /// 200 ms in `server_think` and `tls`).
+    #[test]
+    fn a_client_hello_completed_by_a_retransmission_is_timed_by_it() {
+        let delay = 200_000_000;
+        let mut segs = conversation();
+        let ch = segs.remove(3);
+        let half = ch.payload.len() / 2;
+        let tail = Seg {
+            ns: ch.ns,
+            seq: ch.seq.wrapping_add(half as u32),
+            payload: ch.payload[half..].to_vec(),
+            ..ch
+        };
+        let head = Seg {
+            ns: ch.ns + delay,
+            payload: ch.payload[..half].to_vec(),
+            ..ch
+        };
+        for s in &mut segs[3..] {
+            s.ns += delay;
+        }
+        segs.insert(3, head);
+        segs.insert(3, tail);
+        let want = expected();
+        let got = handshake(&segs);
+        assert_eq!(got.phases.server_think, want.phases.server_think);
+        assert_eq!(got.phases.tls, want.phases.tls);
+        assert_eq!(got.phases.connect, want.phases.connect);
+        assert_eq!(got.phases.client_think, want.phases.client_think);
+        assert_eq!(
+            got.phases.first_app_byte,
+            want.phases.first_app_byte.map(|v| v + delay)
+        );
+    }
+
+    /// The middle of the server's flight is lost and retransmitted 5 µs later: the
+    /// flight ends when its last missing byte arrives.
+    #[test]
+    fn a_server_flight_completed_by_a_retransmission_ends_at_it() {
+        let us = 1_000;
+        let mut segs = split(conversation(), 700);
+        let flight: Vec<usize> = (0..segs.len())
+            .filter(|&i| !segs[i].from_client && segs[i].ns == 20 * us)
+            .collect();
+        assert!(flight.len() >= 3, "{}", flight.len());
+        let mut middle = segs.remove(flight[1]);
+        middle.ns = 25 * us;
+        // After the flight's last piece (one index lower now).
+        segs.insert(flight[flight.len() - 1], middle);
+        let h = handshake(&segs);
+        assert_eq!(h.phases.server_think, Some(10 * us));
+        assert_eq!(h.phases.server_flight, Some(5 * us));
+        assert_eq!(h.phases.client_think, Some(5 * us));
+        assert_eq!(h.phases.tls, Some(20 * us));
+    }
+
+    /// A HelloRetryRequest, then a PSK resumption: kind `resumed` (as rustls, and so
+    /// `tlsperf serve`'s /stats, has it), counted as after a HelloRetryRequest (it was
+    /// counted nowhere), its server think from the second ClientHello.
+    #[test]
+    fn a_resumption_after_a_hello_retry_request_counts_as_one() {
+        use crate::observe::tls::HRR_RANDOM;
+        let us = 1_000;
+        let mut hrr_exts = ext(43, &[3, 4]);
+        hrr_exts.extend(ext(51, &[0, 0x17]));
+        let mut psk_exts = ext(43, &[3, 4]);
+        let mut ks = vec![0, 0x17, 0, 32];
+        ks.extend([8; 32]);
+        psk_exts.extend(ext(51, &ks));
+        psk_exts.extend(ext(41, &[0, 0]));
+        let mut flight = server_hello_with([5; 32], &psk_exts);
+        flight.extend(record(20, &[1]));
+        flight.extend(record(23, &[0xaa; 100]));
+        let mut fin = record(20, &[1]);
+        fin.extend(record(23, &[0xcc; 53]));
+        let segs = wire(&[
+            (10, true, client_hello(), false),
+            (15, false, server_hello_with(HRR_RANDOM, &hrr_exts), false),
+            (17, true, client_hello(), false),
+            (20, false, flight, false),
+            (30, true, fin, false),
+            (31, true, record(23, &[0xdd; 80]), false),
+            (50, true, vec![], true),
+            (50, false, vec![], true),
+        ]);
+        let h = handshake(&segs);
+        assert_eq!(h.kind, HandshakeKind::Resumed);
+        assert!(h.hrr);
+        assert_eq!(h.resumption, Some("psk"));
+        assert_eq!(h.phases.server_think, Some(3 * us));
+        assert_eq!(h.phases.tls, Some(20 * us));
+        let mut agg = crate::observe::aggregate::Aggregate::new(Vec::new(), Vec::new());
+        agg.outcome(Outcome::Handshake(Box::new(h)));
+        let o = agg.snapshot(
+            Counters::default(),
+            crate::observe::result::Packets::default(),
+            1.0,
+        );
+        assert_eq!((o.count("resumed"), o.count("full-hrr")), (1, 0));
+        assert_eq!(o.handshakes["all"].hrr, 1);
+        assert_eq!(o.handshakes["resumed"].hrr, 1);
+        assert_eq!(o.by_sni["localhost"].hrr, 1);
+        assert_eq!(o.by_group["secp256r1"].hrr, 1);
+    }
+
+    /// Frames cut by the snap length: the missing bytes are a hole in the stream, the
+    /// sequence space still advancing by the segment's length on the wire. A hole inside
+    /// an encrypted record's body does not matter; one over a record header, or inside a
+    /// plaintext handshake message, leaves the connection unparsed.
+    #[test]
+    fn segments_cut_by_the_snap_length_leave_holes_in_their_streams() {
+        let run_cut = |segs: &[Seg], cut: &dyn Fn(usize, &Seg) -> usize| {
+            let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+            let mut table = FlowTable::new(Limits::default());
+            let mut out = Vec::new();
+            for (i, seg) in segs.iter().enumerate() {
+                let (src, dst) = if seg.from_client { (c, s) } else { (s, c) };
+                let keep = cut(i, seg).min(seg.payload.len());
+                let segment = Segment {
+                    src,
+                    dst,
+                    seq: seg.seq,
+                    ack: seg.ack,
+                    flags: seg.flags,
+                    payload: &seg.payload[..keep],
+                    payload_len: seg.payload.len(),
+                };
+                table.segment(seg.ns, &segment, &mut |o| out.push(o));
+            }
+            table.finish(&mut |o| out.push(o));
+            out
+        };
+        let want = expected();
+        let flight = 4;
+        let sh = server_hello().len();
+        // The flight's frame cut inside its last encrypted record's body: the same
+        // handshake, its flight's size included.
+        let last_body = sh + 6 + 1005 + 5 + 100;
+        let out = run_cut(&conversation(), &|i, s| {
+            if i == flight {
+                last_body
+            } else {
+                s.payload.len()
+            }
+        });
+        assert_eq!(out, vec![Outcome::Handshake(Box::new(want.clone()))]);
+        // … and the response cut too (after the handshake: not read).
+        let out = run_cut(&conversation(), &|i, s| match i {
+            4 => last_body,
+            7 => 10,
+            _ => s.payload.len(),
+        });
+        assert_eq!(out, vec![Outcome::Handshake(Box::new(want.clone()))]);
+        // Cut inside the first encrypted record: the second one's header is in the hole.
+        let out = run_cut(&conversation(), &|i, s| {
+            if i == flight {
+                sh + 6 + 5 + 500
+            } else {
+                s.payload.len()
+            }
+        });
+        assert_eq!(out, vec![Outcome::Unparsed]);
+        // The ClientHello cut: its contents are not there.
+        let out = run_cut(&conversation(), &|i, s| {
+            if i == 3 { 40 } else { s.payload.len() }
+        });
+        assert_eq!(out, vec![Outcome::Unparsed]);
+    }
+
+    /// TCP Fast Open: the ClientHello rides in the SYN (its data begins after the SYN's
+    /// sequence number); it was ignored, and the connection had no handshake.
+    #[test]
+    fn a_client_hello_in_a_fast_open_syn_is_read() {
+        let us = 1_000;
+        let mut segs = conversation();
+        let ch = segs.remove(3);
+        segs[0].payload = ch.payload;
+        let h = handshake(&segs);
+        assert_eq!(h.kind, HandshakeKind::Full);
+        assert_eq!(h.sni.as_deref(), Some("localhost"));
+        assert_eq!(h.phases.server_think, Some(20 * us));
+        assert_eq!(h.phases.tls, Some(30 * us));
+        assert_eq!(h.phases.connect, Some(2 * us));
+    }
+
+    /// The client's first bytes were never captured, so nothing it sent became
+    /// readable: a gap (unparsed), not a connection without payload.
+    #[test]
+    fn data_that_never_becomes_contiguous_is_unparsed_not_empty() {
+        let mut segs = conversation();
+        segs.truncate(4);
+        segs[3].payload.drain(..10);
+        segs[3].seq = segs[3].seq.wrapping_add(10);
+        let mut fins = conversation().split_off(8);
+        for f in &mut fins {
+            f.ack = 0;
+        }
+        segs.extend(fins);
+        let (out, _) = run(&segs);
+        assert_eq!(out, vec![Outcome::Unparsed]);
+        // A bare connection still is one without payload.
+        let mut bare = conversation();
+        bare.truncate(3);
+        let (out, _) = run(&bare);
+        assert_eq!(out, vec![Outcome::Empty]);
+    }
+
     #[test]
     fn garbage_in_a_stream_is_not_tls_or_unparsed_never_a_panic() {
         let mut segs = conversation();
@@ -817,6 +1293,7 @@ mod tests {
                     ..Flags::default()
                 },
                 payload: &[],
+                payload_len: 0,
             };
             table.segment(u64::from(i), &syn, &mut |o| out.push(o));
         }
@@ -852,6 +1329,130 @@ mod tests {
             out.iter().all(|o| matches!(o, Outcome::Handshake(_))),
             "{out:?}"
         );
+    }
+
+    /// 200 handshakes, one a second, over a background of unanswered SYNs (ten a
+    /// second) in a table of 200 flows, and one segment stamped a year ahead at 5 s: it
+    /// evicted the connections in progress and stopped evictions for the rest of the
+    /// capture, the SYNs filled the table and the later handshakes were not tracked
+    /// (20 of 200 analyzed). Then 300 s of silence: the capture's clock moves on once
+    /// the traffic confirms it, and the half-open SYNs before the pause are evicted.
+    #[test]
+    fn one_future_timestamp_does_not_stop_eviction() {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let sec = 1_000_000_000u64;
+        let mut table = FlowTable::new(Limits {
+            max_flows: 200,
+            ..Limits::default()
+        });
+        let mut handshakes = 0;
+        let mut count = |o: Outcome| {
+            if matches!(o, Outcome::Handshake(_)) {
+                handshakes += 1;
+            }
+        };
+        let mut port = 1000u16;
+        let mut feed = |table: &mut FlowTable, t0: u64, count: &mut dyn FnMut(Outcome)| {
+            port += 1;
+            let client = SocketAddr::new(c.ip(), port);
+            for (i, seg) in conversation().iter().enumerate() {
+                // Ten unanswered SYNs a second, between the conversation's segments.
+                if i < 10 {
+                    port += 1;
+                    let syn = Segment {
+                        src: SocketAddr::new(c.ip(), port),
+                        dst: s,
+                        seq: 7,
+                        ack: 0,
+                        flags: Flags {
+                            syn: true,
+                            ..Flags::default()
+                        },
+                        payload: &[],
+                        payload_len: 0,
+                    };
+                    table.segment(t0 + i as u64 * sec / 10, &syn, &mut |o| count(o));
+                }
+                let (src, dst) = if seg.from_client {
+                    (client, s)
+                } else {
+                    (s, client)
+                };
+                let segment = Segment {
+                    src,
+                    dst,
+                    seq: seg.seq,
+                    ack: seg.ack,
+                    flags: seg.flags,
+                    payload: &seg.payload,
+                    payload_len: seg.payload.len(),
+                };
+                table.segment(t0 + seg.ns, &segment, &mut |o| count(o));
+            }
+        };
+        for i in 0..200 {
+            feed(&mut table, 1_000 * sec + i * sec, &mut count);
+            if i == 5 {
+                let stray = Segment {
+                    src: SocketAddr::new(c.ip(), 9),
+                    dst: s,
+                    seq: 1,
+                    ack: 0,
+                    flags: Flags {
+                        syn: true,
+                        ..Flags::default()
+                    },
+                    payload: &[],
+                    payload_len: 0,
+                };
+                table.segment(1_000 * sec + 365 * 86_400 * sec, &stray, &mut count);
+            }
+        }
+        assert_eq!(table.counters().over_cap, 0, "{:?}", table.counters());
+        assert_eq!(table.counters().clock_outliers, 1);
+        // After a pause, the capture goes on: the clock follows it.
+        let later = 1_000 * sec + 500 * sec;
+        feed(&mut table, later, &mut count);
+        assert!(table.len() <= 12, "{} flows left", table.len());
+        table.finish(&mut count);
+        assert_eq!(handshakes, 201);
+        assert_eq!(table.counters().clock_outliers, 1);
+    }
+
+    #[test]
+    fn the_clock_skips_a_stray_timestamp_and_follows_a_pause() {
+        let sec = 1_000_000_000u64;
+        let year = 365 * 86_400 * sec;
+        let mut c = Clock::default();
+        let mut outliers = 0;
+        let mut tick = |c: &mut Clock, ns| {
+            let t = c.tick(ns);
+            outliers += t.outliers;
+            t.now
+        };
+        assert_eq!(tick(&mut c, 100 * sec), 100 * sec);
+        assert_eq!(tick(&mut c, 101 * sec), 101 * sec);
+        // A stray frame a year ahead, and one a year back: the clock stays.
+        assert_eq!(tick(&mut c, 101 * sec + year), 101 * sec);
+        assert_eq!(tick(&mut c, 102 * sec), 102 * sec);
+        assert_eq!(tick(&mut c, 1), 102 * sec);
+        // Slightly out of order: never back.
+        assert_eq!(tick(&mut c, 101 * sec), 102 * sec);
+        // A pause of 300 s: three frames confirm it.
+        assert_eq!(tick(&mut c, 402 * sec), 102 * sec);
+        assert_eq!(tick(&mut c, 403 * sec), 102 * sec);
+        assert_eq!(tick(&mut c, 404 * sec), 404 * sec);
+        assert_eq!(tick(&mut c, 405 * sec), 405 * sec);
+        assert_eq!(outliers, 2);
+        assert_eq!(c.covered(), 305 * sec);
+        // A first frame a year ahead: the clock comes back once three frames agree.
+        let mut c = Clock::default();
+        let _ = c.tick(year);
+        for i in 0..3 {
+            let _ = c.tick(100 * sec + i);
+        }
+        assert_eq!(c.tick(101 * sec).now, 101 * sec);
+        assert_eq!(c.covered(), sec - 2);
     }
 
     /// What the fuzz target `observe_flow` does, with pseudo-random inputs.
@@ -896,6 +1497,7 @@ mod tests {
                         rst: ctl & 16 != 0,
                     },
                     payload: &payload,
+                    payload_len: payload.len(),
                 };
                 ns += (ctl >> 40) % 3 * 1_000_000_000;
                 table.segment(ns, &seg, &mut |_| outcomes += 1);

@@ -90,8 +90,9 @@ impl Ring {
         self.status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
     }
 
-    /// The next frame of a block handed over: (ns, bytes), or `None` when no block is.
-    fn next(&mut self) -> Option<(u64, &[u8])> {
+    /// The next frame of a block handed over: (ns, the bytes kept, its length on the
+    /// wire), or `None` when no block is.
+    fn next(&mut self) -> Option<(u64, &[u8], usize)> {
         loop {
             match self.cursor {
                 Some((_, 0)) => {
@@ -107,6 +108,7 @@ impl Ring {
                     let next = self.u32_at(at) as usize;
                     let (sec, nsec) = (self.u32_at(at + 4), self.u32_at(at + 8));
                     let snaplen = self.u32_at(at + 12) as usize;
+                    let wire_len = self.u32_at(at + 16) as usize;
                     let mac = self.u16_at(at + 24) as usize;
                     // The kernel's offsets keep a frame inside its block; a frame that
                     // would not is not read (and the rest of the block is skipped).
@@ -120,7 +122,7 @@ impl Ring {
                     // SAFETY: `data..data + snaplen` is inside this block, which is ours
                     // until it is handed back (on the call after the last frame).
                     let frame = unsafe { std::slice::from_raw_parts(self.base.add(data), snaplen) };
-                    return Some((ns, frame));
+                    return Some((ns, frame, wire_len.max(snaplen)));
                 }
                 None => {
                     let status = self.status(self.block).load(Ordering::Acquire);
@@ -457,9 +459,9 @@ impl LiveCapture {
         self.link
     }
 
-    /// The next frame: `(kernel receive time in ns since the epoch, the bytes kept)`, or
-    /// `None` after 100 ms without one (or on a signal).
-    pub fn next_frame(&mut self) -> io::Result<Option<(u64, &[u8])>> {
+    /// The next frame: `(kernel receive time in ns since the epoch, the bytes kept, its
+    /// length on the wire)`, or `None` after 100 ms without one (or on a signal).
+    pub fn next_frame(&mut self) -> io::Result<Option<(u64, &[u8], usize)>> {
         if !self.ring.ready() {
             let mut pfd = libc::pollfd {
                 fd: self.fd.as_raw_fd(),
@@ -481,7 +483,7 @@ impl LiveCapture {
 
     /// The next frame already captured, without waiting: `None` when there is none (to
     /// read what was captured before a stop).
-    pub fn next_queued(&mut self) -> Option<(u64, &[u8])> {
+    pub fn next_queued(&mut self) -> Option<(u64, &[u8], usize)> {
         self.ring.next()
     }
 

@@ -168,9 +168,13 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
         analyzer.log_connections(Arc::clone(log));
     }
     let mut frames: u64 = 0;
-    let end = file.for_each(|ns, link, data| {
+    let mut links: Vec<decode::Link> = Vec::new();
+    let end = file.for_each(|ns, link, data, wire_len| {
         frames += 1;
-        analyzer.frame(ns, link, data)
+        if !links.contains(&link) {
+            links.push(link);
+        }
+        analyzer.frame(ns, link, data, wire_len)
     })?;
     // Cut short before its first whole frame: nothing was read, which is no analysis.
     if end == source::End::Truncated && frames == 0 {
@@ -188,7 +192,19 @@ pub fn observe_file(path: &Path, opts: &Options) -> Result<Observation, ObserveE
             path.display()
         );
     }
-    Ok(analyzer.finish())
+    let o = analyzer.finish();
+    // Frames, and not one TCP segment among them: say so rather than print a result of
+    // nothing as if there had been nothing to see.
+    if o.packets.frames > 0 && o.packets.tcp_segments + o.packets.other_ports == 0 {
+        let names: Vec<&str> = links.iter().map(|l| l.name()).collect();
+        tracing::warn!(
+            "{}: none of its {} frames ({}) held a TCP segment that tlsperf could read",
+            path.display(),
+            o.packets.frames,
+            names.join(", ")
+        );
+    }
+    Ok(o)
 }
 
 /// The longest a live capture spends, after its stop, reading the frames captured
@@ -254,7 +270,7 @@ pub fn observe_live(
             source,
         })?;
         match frame {
-            Some((ns, data)) => analyzer.frame(ns, link, data),
+            Some((ns, data, wire_len)) => analyzer.frame(ns, link, data, wire_len),
             None => analyzer.sweep(live::now_ns()),
         }
         if stop.load(Ordering::Relaxed) {
@@ -283,10 +299,10 @@ pub fn observe_live(
     // observation (bounded: a few seconds of frames at most).
     let end = Instant::now();
     while end.elapsed() < DRAIN_LIMIT {
-        let Some((ns, data)) = cap.next_queued() else {
+        let Some((ns, data, wire_len)) = cap.next_queued() else {
             break;
         };
-        analyzer.frame(ns, link, data);
+        analyzer.frame(ns, link, data, wire_len);
     }
     analyzer.set_kernel_drops(cap.drops());
     let mut o = analyzer.finish();

@@ -86,6 +86,11 @@ impl Bytes {
 pub struct KindStats {
     /// Completed handshakes.
     pub count: u64,
+    /// Of which after a HelloRetryRequest: all of `full-hrr`, and resumptions after one
+    /// (counted as `resumed`, as `tlsperf serve`'s /stats does). Absent (0) in documents
+    /// written before it existed.
+    #[serde(default)]
+    pub hrr: u64,
     /// Per phase (see [`PHASES`]), the handshakes where both of its boundaries were
     /// captured. Read back, at most [`MAX_KINDS`] entries.
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
@@ -101,7 +106,7 @@ pub struct Row {
     pub handshakes: u64,
     /// Of which resumed (0-RTT included).
     pub resumed: u64,
-    /// Of which after a HelloRetryRequest.
+    /// Of which after a HelloRetryRequest (full, or resumed after one).
     pub hrr: u64,
     /// Server think time.
     pub server_think: Dist,
@@ -149,10 +154,21 @@ pub struct Packets {
     pub tcp_segments: u64,
     /// TCP segments on other ports.
     pub other_ports: u64,
-    /// Frames that are not a whole TCP segment (other protocols, fragments, cut short).
+    /// Frames that are not a TCP segment (other protocols, fragments, cut short before
+    /// the end of their TCP header).
     pub not_tcp: u64,
     /// Frames dropped by the kernel before they reached tlsperf (live capture only).
     pub kernel_drops: u64,
+    /// Frames cut short by the capture's snap length (analyzed as far as they go; the
+    /// rest of their payload is a gap in its stream). Absent (0) in documents written
+    /// before it existed.
+    #[serde(default)]
+    pub cut_short: u64,
+    /// TCP segments whose timestamp jumped more than 2 s from the capture's clock and
+    /// was not confirmed by the next ones: analyzed, but not used to evict flows.
+    /// Absent (0) in documents written before it existed.
+    #[serde(default)]
+    pub clock_outliers: u64,
 }
 
 /// What became of the TCP connections seen.
@@ -168,9 +184,10 @@ pub struct Connections {
     pub failed: u64,
     /// Whose first bytes were not TLS.
     pub not_tls: u64,
-    /// TLS that could not be followed (malformed records or hellos, a capture gap).
+    /// TLS that could not be followed (malformed records or hellos, a capture gap), or
+    /// payload that never became readable (a gap before it that never filled).
     pub unparsed: u64,
-    /// Without any payload.
+    /// Without any payload segment.
     pub empty: u64,
     /// Evicted after being idle (counted above too, by what they had shown).
     pub evicted_idle: u64,
@@ -198,7 +215,8 @@ pub struct Observation {
     pub sources: Vec<Source>,
     /// The TCP ports observed (empty: every port).
     pub ports: Vec<u16>,
-    /// Capture time covered, seconds (first to last frame; the longest when merged).
+    /// Capture time covered, seconds (first to last frame, a frame stamped far from its
+    /// neighbours left out; the longest when merged).
     pub duration_s: f64,
     /// The run was interrupted: a partial result.
     pub interrupted: bool,
@@ -388,6 +406,8 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         p.other_ports = p.other_ports.saturating_add(q.other_ports);
         p.not_tcp = p.not_tcp.saturating_add(q.not_tcp);
         p.kernel_drops = p.kernel_drops.saturating_add(q.kernel_drops);
+        p.clock_outliers = p.clock_outliers.saturating_add(q.clock_outliers);
+        p.cut_short = p.cut_short.saturating_add(q.cut_short);
         let (c, d) = (&mut m.connections, &o.connections);
         for (x, y) in [
             (&mut c.tracked, d.tracked),
@@ -406,6 +426,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         for (kind, ks) in &o.handshakes {
             let into = m.handshakes.entry(kind.clone()).or_default();
             into.count = into.count.saturating_add(ks.count);
+            into.hrr = into.hrr.saturating_add(ks.hrr);
             into.server_flight_bytes.merge(&ks.server_flight_bytes);
             for (phase, dist) in &ks.phases {
                 into.phases.entry(phase.clone()).or_default().merge(dist)?;

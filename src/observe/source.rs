@@ -6,11 +6,11 @@ use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use pcap_file::PcapError;
 use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::PcapNgReader;
 use pcap_file::pcapng::blocks::Block;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
+use pcap_file::{PcapError, TsResolution};
 
 use super::ObserveError;
 use super::decode::Link;
@@ -155,8 +155,15 @@ impl CaptureFile {
         })
     }
 
-    /// Calls `f(capture ns, link, frame bytes)` for every frame, in file order.
-    pub fn for_each(&mut self, mut f: impl FnMut(u64, Link, &[u8])) -> Result<End, ObserveError> {
+    /// Calls `f(capture ns, link, frame bytes, frame length on the wire)` for every
+    /// frame, in file order. A frame longer on the wire than the capture's snap length
+    /// (`tcpdump -s`) is given cut short, as captured: pcap-file refuses a pcap record
+    /// whose original length is beyond the snap length ("damaged"), so pcap records are
+    /// read raw and checked here.
+    pub fn for_each(
+        &mut self,
+        mut f: impl FnMut(u64, Link, &[u8], usize),
+    ) -> Result<End, ObserveError> {
         let mut index: u64 = 0;
         let path = self.path.clone();
         let corrupt = |index: u64, e: PcapError| match e {
@@ -176,14 +183,37 @@ impl CaptureFile {
         };
         match &mut self.reader {
             Reader::Pcap(r, link) => {
-                while let Some(p) = r.next_packet() {
-                    match p {
-                        Ok(p) => {
-                            let ns = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
-                            f(ns, *link, &p.data);
-                        }
+                let header = r.header();
+                let nanos = header.ts_resolution == TsResolution::NanoSecond;
+                while let Some(p) = r.next_raw_packet() {
+                    let p = match p {
+                        Ok(p) => p,
                         Err(e) => return corrupt(index, e),
+                    };
+                    // What pcap-file checks, but the original length against the snap
+                    // length: a frame cut by the snap length is what a snap length is for.
+                    let frac_ns = if nanos {
+                        Some(p.ts_frac)
+                    } else {
+                        p.ts_frac.checked_mul(1000)
+                    };
+                    let bad = match frac_ns {
+                        Some(ns) if ns < 1_000_000_000 => {
+                            if p.incl_len > header.snaplen {
+                                Some("PacketHeader incl_len > snap_len")
+                            } else if p.incl_len > p.orig_len {
+                                Some("PacketHeader incl_len > orig_len")
+                            } else {
+                                None
+                            }
+                        }
+                        _ => Some("PacketHeader ts_nanosecond is invalid"),
+                    };
+                    if let Some(field) = bad {
+                        return corrupt(index, PcapError::InvalidField(field));
                     }
+                    let ns = u64::from(p.ts_sec) * 1_000_000_000 + u64::from(frac_ns.unwrap_or(0));
+                    f(ns, *link, &p.data, p.orig_len as usize);
                     index += 1;
                 }
             }
@@ -226,7 +256,8 @@ impl CaptureFile {
                             };
                             let units = epb.timestamp.as_nanos();
                             let ns = units.saturating_mul(u128::from(*num)) / u128::from(*den);
-                            f(u64::try_from(ns).unwrap_or(u64::MAX), link, &epb.data);
+                            let wire = (epb.original_len as usize).max(epb.data.len());
+                            f(u64::try_from(ns).unwrap_or(u64::MAX), link, &epb.data, wire);
                         }
                         _ => {}
                     }

@@ -3,15 +3,19 @@
 //! said, and — once the connection ends — the handshake's kind and phases, or why it
 //! failed.
 //!
-//! Where each timestamp is taken (capture timestamps, nanoseconds):
+//! Where each timestamp is taken (capture timestamps, nanoseconds). A byte's time is that
+//! of the segment that made it readable in its reassembled stream: the segment carrying
+//! it when segments come in order; for bytes captured ahead of a gap (out of order, or
+//! before a lost segment's retransmission), the segment that filled the gap.
 //! - `syn`, `syn_ack`, `ack`: the segments themselves (the client's first ACK of the
 //!   SYN-ACK ends TCP connect).
-//! - ClientHello: the segment that completed it (the server cannot start before).
-//! - ServerHello: the segment carrying its first byte.
+//! - ClientHello: the segment that completed it, i.e. its last byte's time (the server
+//!   cannot start before).
+//! - ServerHello: the segment delivering its first byte.
 //! - end of the server's flight: the segment completing the server's last record before
 //!   the client's reply (TLS 1.2: ServerHelloDone, or the server's Finished when resumed;
 //!   TLS 1.3: the server's Finished).
-//! - client Finished: the segment carrying the first byte of the client's reply record:
+//! - client Finished: the segment delivering the first byte of the client's reply record:
 //!   TLS 1.3 its first encrypted record after the server's flight (0-RTT: the first one
 //!   acknowledging every server byte seen, so early data is not taken for it); TLS 1.2
 //!   its ChangeCipherSpec.
@@ -49,10 +53,13 @@ pub struct Record<'a> {
     pub content_type: u8,
     /// Its body.
     pub body: &'a [u8],
-    /// Capture time of the segment carrying its first byte.
+    /// Capture time of the segment that delivered its first byte (made it readable in
+    /// the reassembled stream: see the module's documentation).
     pub first_ns: u64,
-    /// Capture time of the segment carrying its last byte.
+    /// Capture time of the segment that delivered its last byte (completed it).
     pub last_ns: u64,
+    /// Part of its body was not captured (a frame cut by the snap length): zeros there.
+    pub cut: bool,
     /// For a client record: the segment carrying its first byte acknowledged every
     /// server byte captured so far.
     pub acks_server: bool,
@@ -136,6 +143,10 @@ pub struct Handshake {
     /// When the connection began: its SYN's capture time (the first ClientHello's when
     /// the SYN was not captured), ns since the Unix epoch.
     pub start_ns: Option<u64>,
+    /// A HelloRetryRequest came first: kind `full-hrr`, or a resumption after one (kind
+    /// `resumed` or `0rtt`, as `tlsperf serve`'s /stats counts it, which takes rustls's
+    /// kind).
+    pub hrr: bool,
     /// The local process at the client end, "comm (pid N)" (live capture only).
     pub client_process: Option<String>,
     /// The local process at the server end (live capture only).
@@ -165,9 +176,10 @@ pub enum Outcome {
     Failed(Failure),
     /// The client's first bytes were not TLS.
     NotTls,
-    /// TLS that could not be followed (a malformed record or hello, a gap).
+    /// TLS that could not be followed (a malformed record or hello, a gap), or payload
+    /// that never became readable.
     Unparsed,
-    /// No payload at all (a bare TCP connection, a refused SYN).
+    /// No payload segment at all (a bare TCP connection, a refused SYN).
     Empty,
 }
 
@@ -268,6 +280,11 @@ impl Timeline {
         }
     }
 
+    /// A segment with payload (readable yet or not).
+    pub fn payload(&mut self) {
+        self.any_payload = true;
+    }
+
     /// TLS that cannot be followed any more (a gap, a malformed record).
     pub fn unparsed(&mut self) {
         self.unparsed = true;
@@ -292,6 +309,12 @@ impl Timeline {
         }
         match (r.side, r.content_type) {
             (_, content::HANDSHAKE) if !self.encrypted[r.side.index()] => {
+                if r.cut {
+                    // A plaintext handshake message not captured in full: its contents
+                    // cannot be read.
+                    self.unparsed = true;
+                    return;
+                }
                 let mut hs = std::mem::take(&mut self.hs[r.side.index()]);
                 let fed = hs.feed(r.body, |t, body| {
                     self.message(r, t, body);
@@ -309,6 +332,8 @@ impl Timeline {
             (_, content::ALERT) => {
                 let name = if self.encrypted[r.side.index()] {
                     "encrypted".to_string()
+                } else if r.cut {
+                    "cut short by the snap length".to_string()
                 } else {
                     match r.body {
                         [_, desc, ..] => tls::alert_name(*desc),
@@ -516,6 +541,7 @@ impl Timeline {
             phases,
             server_flight_bytes: self.flight_bytes,
             start_ns: start,
+            hrr: self.hrr,
             client_process: None,
             server_process: None,
         }))

@@ -81,6 +81,21 @@ pub fn observation(o: &Observation) -> String {
             String::new()
         }
     );
+    if p.cut_short > 0 {
+        s += &format!(
+            "incomplete: {} frames were cut short by the capture's snap length (tcpdump -s): \
+             analyzed as far as they go; a connection whose handshake lay in the missing \
+             bytes counts as unparsed\n",
+            p.cut_short
+        );
+    }
+    if p.clock_outliers > 0 {
+        s += &format!(
+            "timestamps: {} segments stamped more than 2 s away from their neighbours \
+             (not used to evict flows)\n",
+            p.clock_outliers
+        );
+    }
     let c = &o.connections;
     s += &format!(
         "connections: {} tracked: {} handshakes, {} failed, {} not TLS, {} unparsed, {} \
@@ -103,10 +118,21 @@ pub fn observation(o: &Observation) -> String {
         .iter()
         .map(|(m, n)| format!("{m} {n}"))
         .collect();
+    let hrr = o.handshakes.get("all").map_or(0, |k| k.hrr);
+    let resumed_hrr = ["resumed", "0rtt"]
+        .iter()
+        .filter_map(|k| o.handshakes.get(*k))
+        .map(|k| k.hrr)
+        .sum::<u64>();
     s += &format!(
-        "handshakes: {} — {}; resumption rate {:.1}%{}\n\n",
+        "handshakes: {} — {}{}; resumption rate {:.1}%{}\n\n",
         o.count("all"),
         kinds.join(", "),
+        if hrr > 0 {
+            format!(" ({hrr} after a HelloRetryRequest, {resumed_hrr} of them resumed)")
+        } else {
+            String::new()
+        },
         o.resumption.rate * 100.0,
         if methods.is_empty() {
             String::new()
