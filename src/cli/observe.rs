@@ -84,6 +84,11 @@ pub struct ObserveArgs {
     /// tracked.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_flows: u64,
+    /// Most memory the connections being analyzed may hold, in MiB (their table and the
+    /// bytes reassembled or held out of order); beyond it a connection's reassembly is
+    /// given up, counted and reported as incomplete.
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
+    max_memory: u64,
     /// A connection with no segment for this long (capture time) is evicted, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive)]
     idle_timeout: Duration,
@@ -130,6 +135,7 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         limits: Limits {
             max_flows: usize::try_from(args.max_flows).unwrap_or(usize::MAX),
             idle_ns: u64::try_from(args.idle_timeout.as_nanos()).unwrap_or(u64::MAX),
+            max_memory: usize::try_from(args.max_memory << 20).unwrap_or(usize::MAX),
             ..Limits::default()
         },
         connections: connections.as_ref().map(|c| Arc::clone(&c.log)),

@@ -196,6 +196,8 @@ impl Aggregate {
         c.evicted_idle = flows.evicted_idle;
         c.evicted_half_open = flows.evicted_half_open;
         c.over_cap = flows.over_cap;
+        c.shed = flows.shed;
+        c.shed_bytes = flows.shed_bytes;
         o.packets = packets;
         o.packets.clock_outliers = flows.clock_outliers;
         o.duration_s = duration_s;

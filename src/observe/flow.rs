@@ -30,7 +30,19 @@ pub struct Limits {
     pub half_open_ns: u64,
     /// Most bytes held out of order per direction before the stream is given up.
     pub max_out_of_order: usize,
+    /// Most memory the table may hold in all, half for the connections' fixed parts
+    /// ([`FLOW_COST`] each), half for the bytes their streams hold (in order, awaiting a
+    /// record's end, and out of order): a new connection beyond the first half is not
+    /// tracked, and a segment that takes the streams past the second gives up its own
+    /// connection's reassembly (both counted in [`Counters::shed`]). So connections
+    /// holding data out of order never keep new ones from being tracked.
+    pub max_memory: usize,
 }
+
+/// The memory one tracked connection takes besides the bytes its streams hold: the
+/// table's entry, its two streams and its timeline.
+pub const FLOW_COST: usize =
+    std::mem::size_of::<(Key, Flow)>() + std::mem::size_of::<Timeline>() + 64;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -39,6 +51,7 @@ impl Default for Limits {
             idle_ns: 60_000_000_000,
             half_open_ns: 10_000_000_000,
             max_out_of_order: 256 * 1024,
+            max_memory: 1 << 30,
         }
     }
 }
@@ -56,6 +69,11 @@ pub struct Counters {
     pub evicted_half_open: u64,
     /// Connections not tracked because the table was full.
     pub over_cap: u64,
+    /// Connections given up (or not tracked) to keep the table within
+    /// [`Limits::max_memory`].
+    pub shed: u64,
+    /// Bytes those connections held when they were given up.
+    pub shed_bytes: u64,
     /// Segments whose timestamp was more than [`JUMP_NS`] away from the table's clock
     /// and not followed by [`JUMP_CONFIRM`] in a row as far: their time did not move the
     /// clock that evicts flows.
@@ -318,6 +336,11 @@ impl Stream {
         self.holes.retain(|h| h.1 > start);
     }
 
+    /// Bytes this stream holds.
+    fn held(&self) -> usize {
+        self.buf.capacity() + self.ahead_bytes
+    }
+
     fn clear(&mut self) {
         self.buf = Vec::new();
         self.marks = VecDeque::new();
@@ -338,6 +361,8 @@ struct Flow {
     payload_seen: bool,
     first_ns: u64,
     last_ns: u64,
+    /// Bytes its streams held after its last segment (counted in the table's `held`).
+    held: usize,
 }
 
 type Key = (SocketAddr, SocketAddr);
@@ -358,6 +383,8 @@ pub struct FlowTable {
     last_sweep_ns: u64,
     /// The capture time eviction goes by.
     clock: Clock,
+    /// Bytes the flows' streams hold (each flow's `held`, summed).
+    held: usize,
 }
 
 impl FlowTable {
@@ -369,6 +396,7 @@ impl FlowTable {
             counters: Counters::default(),
             last_sweep_ns: 0,
             clock: Clock::default(),
+            held: 0,
         }
     }
 
@@ -398,6 +426,13 @@ impl FlowTable {
         self.flows.is_empty()
     }
 
+    /// Removes a flow, and what its streams held from the table's count.
+    fn remove(&mut self, k: &Key) -> Option<Flow> {
+        let f = self.flows.remove(k)?;
+        self.held -= f.held;
+        Some(f)
+    }
+
     /// One segment captured at `ns`; ended connections go to `sink`.
     pub fn segment(&mut self, ns: u64, seg: &Segment<'_>, sink: &mut impl FnMut(Outcome)) {
         let now = self.tick(ns);
@@ -412,7 +447,7 @@ impl FlowTable {
             && self.flows.get(&k).is_some_and(|f| {
                 f.client != seg.src || f.streams[0].base != Some(seg.seq.wrapping_add(1))
             })
-            && let Some(old) = self.flows.remove(&k)
+            && let Some(old) = self.remove(&k)
             && let Some(tl) = old.timeline
         {
             sink(tl.outcome());
@@ -432,6 +467,12 @@ impl FlowTable {
                     // ACK of one just closed): nothing to follow.
                     return;
                 }
+                if (self.flows.len() + 1) * FLOW_COST > self.limits.max_memory / 2 {
+                    if tracked {
+                        self.counters.shed += 1;
+                    }
+                    return;
+                }
                 if tracked {
                     self.counters.tracked += 1;
                 } else {
@@ -446,6 +487,7 @@ impl FlowTable {
                     payload_seen: false,
                     first_ns: ns,
                     last_ns: ns,
+                    held: 0,
                 })
             }
         };
@@ -462,7 +504,7 @@ impl FlowTable {
         let Some(tl) = flow.timeline.as_mut() else {
             // Not analyzed: forget it once it closes.
             if seg.flags.rst || seg.flags.fin {
-                self.flows.remove(&k);
+                self.remove(&k);
             }
             return;
         };
@@ -513,6 +555,20 @@ impl FlowTable {
                 flow.streams[0].clear();
                 flow.streams[1].clear();
             }
+            // The table's memory: this flow's streams as they are now.
+            let held = flow.streams[0].held() + flow.streams[1].held();
+            self.held = self.held - flow.held + held;
+            flow.held = held;
+            if self.held > self.limits.max_memory / 2 && held > 0 {
+                // Over the budget: this connection's reassembly is given up.
+                tl.unparsed();
+                flow.streams[0].clear();
+                flow.streams[1].clear();
+                self.held -= held;
+                flow.held = 0;
+                self.counters.shed += 1;
+                self.counters.shed_bytes += held as u64;
+            }
         }
         if seg.flags.rst {
             tl.reset();
@@ -522,7 +578,7 @@ impl FlowTable {
             flow.fin[me] = true;
         }
         if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
-            && let Some(f) = self.flows.remove(&k)
+            && let Some(f) = self.remove(&k)
             && let Some(tl) = f.timeline
         {
             sink(tl.outcome());
@@ -550,7 +606,7 @@ impl FlowTable {
             } else {
                 self.counters.evicted_idle += 1;
             }
-            if let Some(f) = self.flows.remove(&k)
+            if let Some(f) = self.remove(&k)
                 && let Some(tl) = f.timeline
             {
                 sink(tl.outcome());
@@ -561,6 +617,7 @@ impl FlowTable {
     /// Ends every connection still tracked (the capture is over).
     pub fn finish(&mut self, sink: &mut impl FnMut(Outcome)) {
         self.counters.clock_outliers += self.clock.finish();
+        self.held = 0;
         for (_, f) in self.flows.drain() {
             if let Some(tl) = f.timeline {
                 sink(tl.outcome());
@@ -1337,6 +1394,63 @@ mod tests {
     /// capture, the SYNs filled the table and the later handshakes were not tracked
     /// (20 of 200 analyzed). Then 300 s of silence: the capture's clock moves on once
     /// the traffic confirms it, and the half-open SYNs before the pause are evicted.
+    /// 1,000 connections, each holding 200 KiB out of order (a segment past a gap that
+    /// never fills): 200 MB held without a budget. With a 16 MiB budget the table holds
+    /// at most that, the rest are shed and counted; the bytes held go back to zero as
+    /// the connections end.
+    #[test]
+    fn the_memory_budget_holds_across_connections_and_sheds_the_rest() {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        let budget = 16 << 20;
+        let mut table = FlowTable::new(Limits {
+            max_memory: budget,
+            ..Limits::default()
+        });
+        let ahead = vec![0x16u8; 200 * 1024];
+        let mut peak = 0;
+        let mut outcomes = 0;
+        for i in 0..1000u16 {
+            let client = SocketAddr::new(c.ip(), 2000 + i);
+            let syn = Segment {
+                src: client,
+                dst: s,
+                seq: 99,
+                ack: 0,
+                flags: Flags {
+                    syn: true,
+                    ..Flags::default()
+                },
+                payload: &[],
+                payload_len: 0,
+            };
+            table.segment(u64::from(i), &syn, &mut |_| outcomes += 1);
+            // Data 1,000 bytes past the first byte expected: held out of order.
+            let data = Segment {
+                src: client,
+                dst: s,
+                seq: 100 + 1000,
+                ack: 0,
+                flags: Flags {
+                    ack: true,
+                    ..Flags::default()
+                },
+                payload: &ahead,
+                payload_len: ahead.len(),
+            };
+            table.segment(u64::from(i) + 1, &data, &mut |_| outcomes += 1);
+            peak = peak.max(table.flows.len() * FLOW_COST + table.held);
+        }
+        let counters = table.counters();
+        assert!(peak <= budget, "{peak} > {budget}");
+        assert!(counters.shed > 900, "{counters:?}");
+        assert!(counters.shed_bytes > 900 * 200 * 1024, "{counters:?}");
+        // Every connection tracked: those holding data never crowd out new ones.
+        assert_eq!(counters.tracked, 1000, "{counters:?}");
+        table.finish(&mut |_| outcomes += 1);
+        assert_eq!(table.held, 0);
+        assert_eq!(outcomes, 1000);
+    }
+
     #[test]
     fn one_future_timestamp_does_not_stop_eviction() {
         let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());

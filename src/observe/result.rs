@@ -195,6 +195,13 @@ pub struct Connections {
     pub evicted_half_open: u64,
     /// Not tracked: the flow table was full.
     pub over_cap: u64,
+    /// Given up, or not tracked, to keep the analysis within its memory budget
+    /// (`--max-memory`).
+    #[serde(default)]
+    pub shed: u64,
+    /// Bytes the connections given up held.
+    #[serde(default)]
+    pub shed_bytes: u64,
 }
 
 /// Where an observation came from.
@@ -420,6 +427,8 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
             (&mut c.evicted_idle, d.evicted_idle),
             (&mut c.evicted_half_open, d.evicted_half_open),
             (&mut c.over_cap, d.over_cap),
+            (&mut c.shed, d.shed),
+            (&mut c.shed_bytes, d.shed_bytes),
         ] {
             *x = x.saturating_add(y);
         }

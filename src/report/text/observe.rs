@@ -102,6 +102,15 @@ pub fn observation(o: &Observation) -> String {
          without payload; {} already open at the start (not analyzed)\n",
         c.tracked, c.handshakes, c.failed, c.not_tls, c.unparsed, c.empty, c.midstream
     );
+    if c.shed > 0 {
+        s += &format!(
+            "{} {} connections given up or not tracked to stay within the memory budget \
+             (--max-memory; they held {} bytes)\n",
+            styled(BAD, "incomplete:"),
+            c.shed,
+            c.shed_bytes
+        );
+    }
     if c.evicted_idle + c.evicted_half_open + c.over_cap > 0 {
         s += &format!(
             "flow table: {} evicted idle, {} evicted half-open, {} not tracked (table full)\n",
