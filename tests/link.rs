@@ -825,3 +825,100 @@ fn the_lab_at_a_link_times_the_first_byte_of_full_resumed_0rtt_and_both_chains()
     assert!(md.contains("Link: rtt=40ms."), "{md}");
     assert!(md.contains("time to first byte vs baseline"), "{md}");
 }
+
+/// A server of ours for the counter tests: its URL and CA file (kept in `dir`).
+fn serve_with_ca(dir: &Path, extra: &[&str]) -> (Serve, String, String) {
+    let ca = dir.join("ca.pem");
+    let mut args = vec![
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let server = Serve::start(&args);
+    let url = server.url();
+    (server, url, ca.to_str().unwrap().to_string())
+}
+
+#[test]
+fn the_counters_show_the_model_loss_and_a_full_queue() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url, ca) = serve_with_ca(dir.path(), &["--body-size", "100000"]);
+    // 5% loss each way: the model's drops over the packets it was given.
+    let v = json_run(&[
+        "load",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "400",
+        "-c",
+        "8",
+        "--link",
+        "rtt=2ms,loss=5%",
+    ]);
+    let c = &v["link_counters"];
+    assert_eq!(c["spec"], "rtt=2ms,loss=5%", "{c}");
+    let mut packets = 0;
+    let mut lost = 0;
+    for dir in ["up", "down"] {
+        let d = &c[dir];
+        let n = d["packets"].as_u64().unwrap();
+        assert!(n > 0, "{dir}: {d}");
+        assert!(d["bytes"].as_u64().unwrap() > 0, "{dir}: {d}");
+        assert!(d["delivered"].as_u64().unwrap() > 0, "{dir}: {d}");
+        assert!(d["late_max_us"].as_f64().unwrap() > 0.0, "{dir}: {d}");
+        assert_eq!(d["queue_drops"], 0, "{dir}: no rate, no queue: {d}");
+        packets += n;
+        lost += d["model_loss"].as_u64().unwrap();
+    }
+    // Binomial: 5 standard deviations either side of 5%.
+    let expected = packets as f64 * 0.05;
+    let sd = (packets as f64 * 0.05 * 0.95).sqrt();
+    assert!(
+        (lost as f64 - expected).abs() <= 5.0 * sd,
+        "{lost} of {packets} packets lost by the model, expected about {expected:.0}: {c}"
+    );
+    for end in ["client", "server"] {
+        let cc = c["congestion_control"][end].as_str().unwrap();
+        assert!(!cc.is_empty() && cc != "unknown", "{end}: {c}");
+    }
+
+    // A 5-packet queue in front of 8 Mbit/s overflows under a 100 kB response.
+    let v = json_run(&[
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "2",
+        "--link",
+        "rtt=10ms,down=8mbit,queue=5pkt",
+    ]);
+    let down = &v["link_counters"]["down"];
+    assert!(down["queue_drops"].as_u64().unwrap() > 0, "{down}");
+    assert_eq!(down["queue_peak_packets"], 5, "{down}");
+    assert_eq!(down["model_loss"], 0, "{down}");
+    let run = tlsperf([
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "1",
+        "--link",
+        "rtt=10ms",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("link rtt=10ms, what it carried:")
+            && run.stdout.contains("TCP congestion control: client "),
+        "{}",
+        run.stdout
+    );
+}

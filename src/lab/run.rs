@@ -221,6 +221,7 @@ pub async fn run(
         notes,
         aa_control,
         slo: opts.slo.clone(),
+        link_counters: None,
     })
 }
 

@@ -22,8 +22,30 @@ const MAX_PACKET: usize = 65_536;
 /// Below this, the thread spins instead of sleeping.
 const SPIN: Duration = Duration::from_micros(50);
 
+/// Buckets of the lateness histogram: log-linear, 8 per power of two (12.5% wide).
+const LATE_BUCKETS: usize = 16 + 60 * 8;
+
+/// The bucket of a lateness of `ns` nanoseconds.
+fn late_bucket(ns: u64) -> usize {
+    if ns < 16 {
+        return ns as usize;
+    }
+    let e = 63 - ns.leading_zeros() as usize;
+    (16 + (e - 4) * 8 + ((ns >> (e - 3)) & 7) as usize).min(LATE_BUCKETS - 1)
+}
+
+/// The largest lateness (ns) that falls in bucket `i`.
+fn late_bucket_top(i: usize) -> u64 {
+    if i < 16 {
+        return i as u64;
+    }
+    let e = (i - 16) / 8 + 4;
+    let sub = ((i - 16) % 8) as u64;
+    ((8 + sub + 1) << (e - 3)).saturating_sub(1)
+}
+
 /// What happened to the packets of one direction.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     /// Packets read from the sending side.
     pub packets: AtomicU64,
@@ -42,6 +64,34 @@ pub struct Counters {
     pub lost: AtomicU64,
     /// Packets dropped because the queue was full.
     pub overflow: AtomicU64,
+    /// Packets the receiving device refused (its `write` failed): dropped outside the
+    /// model.
+    pub write_failed: AtomicU64,
+    /// The most packets the queue held at once (waiting or being serialized).
+    pub queue_peak_packets: AtomicU64,
+    /// The most IP bytes it held at once.
+    pub queue_peak_bytes: AtomicU64,
+    /// Histogram of each delivered packet's lateness (see [`late_bucket`]).
+    late: Box<[AtomicU64]>,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            packets: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            delivered_bytes: AtomicU64::new(0),
+            late_ns_sum: AtomicU64::new(0),
+            late_ns_max: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            overflow: AtomicU64::new(0),
+            write_failed: AtomicU64::new(0),
+            queue_peak_packets: AtomicU64::new(0),
+            queue_peak_bytes: AtomicU64::new(0),
+            late: (0..LATE_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
 }
 
 /// A copy of [`Counters`] at one moment.
@@ -59,24 +109,67 @@ pub struct CounterSnapshot {
     pub late_ns_sum: u64,
     /// Its largest lateness (ns).
     pub late_ns_max: u64,
+    /// Its median lateness (ns, the top of its histogram bucket: within 12.5%).
+    pub late_ns_p50: u64,
+    /// Its 99th percentile lateness (ns, likewise).
+    pub late_ns_p99: u64,
     /// Packets dropped by the random loss.
     pub lost: u64,
     /// Packets dropped because the queue was full.
     pub overflow: u64,
+    /// Packets the receiving device refused.
+    pub write_failed: u64,
+    /// The most packets the queue held at once.
+    pub queue_peak_packets: u64,
+    /// The most IP bytes it held at once.
+    pub queue_peak_bytes: u64,
 }
 
 impl Counters {
+    /// Records one delivered packet's lateness.
+    fn record_late(&self, ns: u64) {
+        self.late_ns_sum.fetch_add(ns, Ordering::Relaxed);
+        self.late_ns_max.fetch_max(ns, Ordering::Relaxed);
+        self.late[late_bucket(ns)].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counts now.
     pub fn snapshot(&self) -> CounterSnapshot {
+        let late: Vec<u64> = self
+            .late
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let max = self.late_ns_max.load(Ordering::Relaxed);
+        let total: u64 = late.iter().sum();
+        let quantile = |q: f64| -> u64 {
+            if total == 0 {
+                return 0;
+            }
+            let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+            let mut seen = 0;
+            for (i, n) in late.iter().enumerate() {
+                seen += n;
+                if seen >= rank {
+                    return late_bucket_top(i).min(max);
+                }
+            }
+            max
+        };
         CounterSnapshot {
             packets: self.packets.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             delivered: self.delivered.load(Ordering::Relaxed),
             delivered_bytes: self.delivered_bytes.load(Ordering::Relaxed),
             late_ns_sum: self.late_ns_sum.load(Ordering::Relaxed),
-            late_ns_max: self.late_ns_max.load(Ordering::Relaxed),
+            late_ns_max: max,
+            late_ns_p50: quantile(0.5),
+            late_ns_p99: quantile(0.99),
             lost: self.lost.load(Ordering::Relaxed),
             overflow: self.overflow.load(Ordering::Relaxed),
+            write_failed: self.write_failed.load(Ordering::Relaxed),
+            queue_peak_packets: self.queue_peak_packets.load(Ordering::Relaxed),
+            queue_peak_bytes: self.queue_peak_bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -120,6 +213,11 @@ impl Shaper {
             last_delivery: None,
             rng: SmallRng::seed_from_u64(seed),
         }
+    }
+
+    /// Packets and IP bytes in the queue after the last [`Shaper::admit`].
+    pub fn depth(&self) -> (usize, usize) {
+        (self.backlog.len(), self.backlog_bytes)
     }
 
     /// Decides the fate of a packet of `len` IP bytes that arrived at `now` (arrivals
@@ -208,8 +306,9 @@ pub fn run(
                     counters
                         .delivered_bytes
                         .fetch_add(len as u64, Ordering::Relaxed);
-                    counters.late_ns_sum.fetch_add(late, Ordering::Relaxed);
-                    counters.late_ns_max.fetch_max(late, Ordering::Relaxed);
+                    counters.record_late(late);
+                } else {
+                    counters.write_failed.fetch_add(1, Ordering::Relaxed);
                 }
                 spare.push(pkt);
             }
@@ -244,7 +343,16 @@ pub fn run(
             counters.packets.fetch_add(1, Ordering::Relaxed);
             counters.bytes.fetch_add(n as u64, Ordering::Relaxed);
             match shaper.admit(at, len) {
-                Fate::Deliver(due) => pending.push_back((due, buf, len)),
+                Fate::Deliver(due) => {
+                    let (p, b) = shaper.depth();
+                    counters
+                        .queue_peak_packets
+                        .fetch_max(p as u64, Ordering::Relaxed);
+                    counters
+                        .queue_peak_bytes
+                        .fetch_max(b as u64, Ordering::Relaxed);
+                    pending.push_back((due, buf, len));
+                }
                 Fate::Lost => {
                     counters.lost.fetch_add(1, Ordering::Relaxed);
                     spare.push(buf);
@@ -298,6 +406,34 @@ fn readable(fd: &OwnedFd) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lateness_buckets_hold_their_values() {
+        for ns in [
+            0u64,
+            1,
+            15,
+            16,
+            17,
+            100,
+            1_000,
+            49_999,
+            1 << 40,
+            u64::MAX / 2,
+        ] {
+            let i = late_bucket(ns);
+            assert!(late_bucket_top(i) >= ns, "{ns} in {i}");
+            assert!(i == 0 || late_bucket_top(i - 1) < ns, "{ns} in {i}");
+        }
+        let c = Counters::default();
+        for ns in 1..=1000u64 {
+            c.record_late(ns * 1000);
+        }
+        let s = c.snapshot();
+        assert!((500_000..=570_000).contains(&s.late_ns_p50), "{s:?}");
+        assert!((990_000..=1_000_000).contains(&s.late_ns_p99), "{s:?}");
+        assert_eq!(s.late_ns_max, 1_000_000);
+    }
 
     fn spec(s: &str) -> LinkSpec {
         s.parse().unwrap()
