@@ -188,7 +188,7 @@ impl LinkCounters {
                 p => n as f64 * 100.0 / p as f64,
             };
             s += &format!(
-                "  {dir:<4}  {} packets ({} bytes), {} delivered; dropped: {} by the model's loss ({:.2}%), {} by the queue, {} by the devices; queue peak {} packets; line lateness p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs\n",
+                "  {dir:<4}  {} packets ({} bytes), {} delivered; dropped: {} by the model's loss ({:.2}%), {} by the queue, {} by the devices; queue peak {} pkt; line lateness p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs\n",
                 d.packets,
                 d.bytes,
                 d.delivered,
