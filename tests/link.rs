@@ -319,28 +319,14 @@ fn assert_gone(fp: &Footprint) {
         );
     }
     for ns in &fp.namespaces {
-        let mut holders = Vec::new();
-        for p in std::fs::read_dir("/proc").unwrap().flatten() {
-            let pid = p.file_name();
-            if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-                continue;
+        // A process killed with its parent (PR_SET_PDEATHSIG) may take a moment to die.
+        let holders = loop {
+            let h = ns_holders(ns);
+            if h.is_empty() || Instant::now() >= deadline {
+                break h;
             }
-            for sub in ["task", "fd"] {
-                let Ok(entries) = std::fs::read_dir(p.path().join(sub)) else {
-                    continue;
-                };
-                for e in entries.flatten() {
-                    let link = if sub == "task" {
-                        std::fs::read_link(e.path().join("ns/net"))
-                    } else {
-                        std::fs::read_link(e.path())
-                    };
-                    if link.is_ok_and(|l| l.to_string_lossy() == *ns) {
-                        holders.push(format!("{}/{sub}", pid.to_string_lossy()));
-                    }
-                }
-            }
-        }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert!(
             holders.is_empty(),
             "namespace {ns} still held by {holders:?}"
@@ -354,11 +340,51 @@ fn assert_gone(fp: &Footprint) {
             "namespace {ns} is mounted"
         );
     }
-    let named = Command::new("ip").args(["netns", "list"]).output();
-    if let Ok(out) = named {
-        let list = String::from_utf8_lossy(&out.stdout);
-        assert!(!list.contains("tlsperf"), "a named namespace: {list}");
+    // No name in /run/netns holds it (other programs' named namespaces, other tests'
+    // among them, may come and go meanwhile: only ours count).
+    if let Ok(named) = std::fs::read_dir("/run/netns") {
+        use std::os::unix::fs::MetadataExt;
+        for e in named.flatten() {
+            let Ok(ino) = e.metadata().map(|m| m.ino()) else {
+                continue;
+            };
+            for ns in &fp.namespaces {
+                assert_ne!(
+                    format!("net:[{ino}]"),
+                    *ns,
+                    "namespace {ns} is named {:?}",
+                    e.file_name()
+                );
+            }
+        }
     }
+}
+
+/// The processes (`PID/task` or `PID/fd`) that hold network namespace `ns`.
+fn ns_holders(ns: &str) -> Vec<String> {
+    let mut holders = Vec::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = p.file_name();
+        if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        for sub in ["task", "fd"] {
+            let Ok(entries) = std::fs::read_dir(p.path().join(sub)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let link = if sub == "task" {
+                    std::fs::read_link(e.path().join("ns/net"))
+                } else {
+                    std::fs::read_link(e.path())
+                };
+                if link.is_ok_and(|l| l.to_string_lossy() == *ns) {
+                    holders.push(format!("{}/{sub}", pid.to_string_lossy()));
+                }
+            }
+        }
+    }
+    holders
 }
 
 fn spawn(args: &[&str]) -> std::process::Child {
@@ -1003,4 +1029,178 @@ fn jitter_leaves_the_mean_round_trip_at_the_rtt() {
     );
     assert!((10.0..12.0).contains(&lo), "fastest round trip {lo:.3} ms");
     eprintln!("mean round trip {mean:.3} ms, min {lo:.3}, max {hi:.3}");
+}
+
+/// `tlsperf link SPEC -- PROGRAM`: the program runs behind the link and reaches the host's
+/// servers at 127.0.0.1, one RTT away.
+#[test]
+fn link_runs_any_program_behind_the_link() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _, ca) = serve_with_ca(dir.path(), &[]);
+    let url = format!("https://127.0.0.1:{}/", server.port);
+
+    // tlsperf's own client as the program: its TCP connect is the link's round trip.
+    let run = tlsperf([
+        "link",
+        "rtt=40ms",
+        "--",
+        common::bin().to_str().unwrap(),
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "6",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let connect = p50_ms(&v, "connect");
+    assert!(
+        (39.5..=40.0 * 1.05 + 3.0).contains(&connect),
+        "TCP connect p50 {connect:.2} ms behind rtt=40ms"
+    );
+    assert!(
+        run.stderr.contains("exited with 0")
+            && run.stderr.contains("link rtt=40ms, what it carried:"),
+        "{}",
+        run.stderr
+    );
+
+    // curl, where there is one: time_connect is one round trip.
+    let curl = Command::new("curl").arg("--version").output();
+    if curl.is_ok_and(|o| o.status.success()) {
+        let run = tlsperf([
+            "link",
+            "rtt=40ms",
+            "--",
+            "curl",
+            "-sS",
+            "--cacert",
+            &ca,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{time_connect}",
+            &format!("https://localhost:{}/", server.port),
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let secs: f64 = run.stdout.trim().parse().unwrap();
+        assert!(
+            (0.0395..=0.045).contains(&secs),
+            "curl time_connect {secs} s behind rtt=40ms"
+        );
+    } else {
+        eprintln!("no curl: its part skipped");
+    }
+
+    // The program's exit code (or 128 + its signal) is tlsperf's; --json puts the
+    // counters on stderr, as one document.
+    let run = tlsperf(["link", "rtt=1ms", "--json", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(run.code, 7, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stderr).unwrap();
+    assert_eq!(v["exit_code"], 7);
+    assert_eq!(v["link_counters"]["spec"], "rtt=1ms");
+    let run = tlsperf(["link", "rtt=1ms", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(run.code, 143, "{}", run.stderr);
+
+    // Bad input: exit 2, a plain sentence.
+    for (args, says) in [
+        (
+            vec!["link", "rtt=1ms", "--", "no-such-program-tlsperf"],
+            "cannot run 'no-such-program-tlsperf' behind the link: no such program",
+        ),
+        (vec!["link", "wifi", "--", "true"], "not a profile"),
+        (vec!["link", "rtt=1ms"], "PROGRAM"),
+    ] {
+        let run = tlsperf(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert!(
+            !run.stderr.contains("panicked") && !run.stderr.contains("Os {"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+/// Starts `tlsperf link rtt=20ms -- sh -c 'readlink /proc/self/ns/net; exec sleep 30'` and
+/// returns it with what it made: tlsperf's devices and the program's namespace.
+fn spawn_link_program(own_group: bool) -> (std::process::Child, Footprint) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(common::bin());
+    cmd.args([
+        "link",
+        "rtt=20ms",
+        "--",
+        "sh",
+        "-c",
+        "readlink /proc/self/ns/net; exec sleep 30",
+    ])
+    .env("NO_COLOR", "1")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if own_group {
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut fp = footprint(child.id());
+    assert!(!fp.devices.is_empty(), "no device seen: {fp:?}");
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_ne!(line.trim(), host_ns.to_string_lossy(), "not in a namespace");
+    fp.namespaces = vec![line.trim().to_string()];
+    (child, fp)
+}
+
+#[test]
+fn nothing_remains_after_link_s_program_ends_fails_or_is_interrupted() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    // Ctrl-C at a terminal: SIGINT to the whole group, tlsperf and the program.
+    let (child, fp) = spawn_link_program(true);
+    let group = child.id() as i32;
+    // SAFETY: signals the test's own child process group.
+    unsafe {
+        libc::kill(-group, libc::SIGINT);
+    }
+    let (code, err) = finish(child);
+    assert_eq!(code, 130, "{err}");
+    assert!(
+        err.contains("sleep exited with 130") || err.contains("exited with 130"),
+        "{err}"
+    );
+    assert_gone(&fp);
+
+    // SIGTERM to tlsperf alone: passed on to the program.
+    let (child, fp) = spawn_link_program(false);
+    // SAFETY: signals the test's own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let (code, err) = finish(child);
+    assert_eq!(code, 143, "{err}");
+    assert_gone(&fp);
+
+    // SIGKILL to tlsperf: the program is killed with it (no destructor runs).
+    let (mut child, fp) = spawn_link_program(false);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_gone(&fp);
+
+    // A program that fails at once.
+    let child = spawn(&["link", "rtt=20ms", "--", "sh", "-c", "exit 3"]);
+    let (code, _) = finish(child);
+    assert_eq!(code, 3);
 }

@@ -221,7 +221,19 @@ impl Link {
 
     /// What the link did so far, for a result document: the delay line's counts, the
     /// devices' drops and the congestion control of both ends (read in each namespace).
+    /// Called at the end of a run: first waits (at most one one-way delay and 20 ms) for
+    /// the packets still in flight to be delivered.
     pub fn counters(&self) -> LinkCounters {
+        let settled =
+            |c: &CounterSnapshot| c.delivered + c.lost + c.overflow + c.write_failed >= c.packets;
+        let deadline = std::time::Instant::now()
+            + (self.spec.rtt / 2 + self.spec.jitter / 2 + std::time::Duration::from_millis(20))
+                .min(std::time::Duration::from_secs(1));
+        while !(settled(&self.up.snapshot()) && settled(&self.down.snapshot()))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         // Each side is read from a thread inside its namespace (the caller may be in
         // either).
         let read = |ns: &OwnedFd, dev: &str| {
