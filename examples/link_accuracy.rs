@@ -11,10 +11,10 @@
 //! - `rate MBIT...`: one TCP bulk transfer server → client at rtt=20ms, sized for about
 //!   3 s; the rate is the link's count of IP bytes delivered downstream between the
 //!   client's receipt of 25% and of 100% of the body, over that time.
-//! - `goodput MBIT RTT_MS`: a TCP bulk transfer server → client (CUBIC on both sockets),
+//! - `goodput MBIT RTT_MS [FIELDS]`: a TCP bulk transfer server → client (CUBIC on both sockets),
 //!   about 3 s at the rate, twice in the same run: on plain loopback with the sender paced
 //!   at MBIT (`SO_MAX_PACING_RATE`: TCP's own pacing, no qdisc needed), then through a link
-//!   `rtt=RTT_MS,down=MBIT`; goodput over the last 75% of the body, their ratio, and the
+//!   `rtt=RTT_MS,down=MBIT[,FIELDS]`; goodput over the last 75% of the body, their ratio, and the
 //!   delay line's CPU per packet (both threads, `/proc/self/task/TID/stat`), its drops and
 //!   lateness.
 //! - `saturate`: rtt=0, no rate: 64-byte UDP datagrams client → host as fast as one thread
@@ -40,10 +40,10 @@ fn main() {
         "loss" => rest.iter().for_each(|p| loss(p)),
         "rate" => rest.iter().for_each(|m| rate(m)),
         "saturate" => saturate(),
-        "goodput" => goodput(&rest[0], &rest[1]),
+        "goodput" => goodput(&rest[0], &rest[1], rest.get(2).map(String::as_str)),
         _ => {
             eprintln!(
-                "usage: link_accuracy rtt MS... | loss PCT... | rate MBIT... | goodput MBIT RTT_MS | saturate"
+                "usage: link_accuracy rtt MS... | loss PCT... | rate MBIT... | goodput MBIT RTT_MS [FIELDS] | saturate"
             );
             std::process::exit(2);
         }
@@ -318,7 +318,12 @@ fn congestion(fd: &impl std::os::fd::AsRawFd, name: &str) {
             name.len() as libc::socklen_t,
         )
     };
-    assert_eq!(r, 0, "TCP_CONGESTION {name}: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        r,
+        0,
+        "TCP_CONGESTION {name}: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 /// CPU seconds used so far by the threads named `names` of this process.
@@ -358,7 +363,12 @@ fn bulk(total: usize, pace: Option<u64>, connect: impl FnOnce(SocketAddr) -> Tcp
                     8,
                 )
             };
-            assert_eq!(r, 0, "SO_MAX_PACING_RATE: {}", std::io::Error::last_os_error());
+            assert_eq!(
+                r,
+                0,
+                "SO_MAX_PACING_RATE: {}",
+                std::io::Error::last_os_error()
+            );
         }
         let chunk = vec![7u8; 1 << 16];
         let mut left = total;
@@ -388,12 +398,18 @@ fn bulk(total: usize, pace: Option<u64>, connect: impl FnOnce(SocketAddr) -> Tcp
     (got - total / 4) as f64 * 8.0 / (end - mark.unwrap()).as_secs_f64()
 }
 
-fn goodput(mbit: &str, rtt_ms: &str) {
+fn goodput(mbit: &str, rtt_ms: &str, extra: Option<&str>) {
     let bps: f64 = mbit.parse::<f64>().unwrap() * 1e6;
     let total = ((bps / 8.0 * 3.0) as usize).max(1 << 20);
     // TCP's pacing rate counts the bytes of the packets it sends (headers included).
-    let plain = bulk(total, Some((bps / 8.0) as u64), |a| TcpStream::connect(a).unwrap());
-    let link = start(&format!("rtt={rtt_ms}ms,down={mbit}mbit"));
+    let plain = bulk(total, Some((bps / 8.0) as u64), |a| {
+        TcpStream::connect(a).unwrap()
+    });
+    let spec = match extra {
+        Some(x) => format!("rtt={rtt_ms}ms,down={mbit}mbit,{x}"),
+        None => format!("rtt={rtt_ms}ms,down={mbit}mbit"),
+    };
+    let link = start(&spec);
     let names = ["tlsperf-link-up", "tlsperf-link-down"];
     let c0 = threads_cpu(&names);
     let (u0, d0) = (link.up().packets, link.down().packets);
@@ -405,7 +421,7 @@ fn goodput(mbit: &str, rtt_ms: &str) {
     let counters = link.counters();
     let packets = (counters.up.packets - u0) + (counters.down.packets - d0);
     println!(
-        "goodput={mbit}mbit rtt_ms={rtt_ms} plain_mbit={:.1} link_mbit={:.1} ratio={:.3} of_rate={:.3} \
+        "goodput={mbit}mbit rtt_ms={rtt_ms} spec={spec} plain_mbit={:.1} link_mbit={:.1} ratio={:.3} of_rate={:.3} \
          line_cpu_s={:.2} packets={packets} cpu_us_per_packet={:.2} queue_drops={} device_drops={} \
          late_p50_us={:.0} late_p99_us={:.0} late_max_us={:.0}",
         plain / 1e6,

@@ -4,7 +4,8 @@
 //!
 //! Times are `CLOCK_MONOTONIC` ([`Instant`]). A packet's arrival is stamped right after
 //! the `read` that returned it; it is written by a `write` issued at its due time or just
-//! after (the thread sleeps in `ppoll` with 1 ns timer slack, then spins the last 50 µs).
+//! after (the thread sleeps in `ppoll` with 1 ns timer slack until its own recent wake-up
+//! lateness before the due time, and spins at most the last 5 µs: see [`run`]).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -20,8 +21,10 @@ use super::spec::{LinkSpec, Queue, Rate};
 
 /// Largest IP packet read from a TUN device (its MTU is 1500; room for a bigger one).
 const MAX_PACKET: usize = 65_536;
-/// Below this, the thread spins instead of sleeping.
-const SPIN: Duration = Duration::from_micros(50);
+/// Below this much before a due time, the thread spins instead of sleeping.
+const SPIN: Duration = Duration::from_micros(5);
+/// The most the thread asks to wake before a due time (see [`Lead`]).
+const MAX_LEAD: Duration = Duration::from_micros(100);
 
 /// Buckets of the lateness histogram: log-linear, 8 per power of two (12.5% wide).
 const LATE_BUCKETS: usize = 16 + 60 * 8;
@@ -278,7 +281,6 @@ struct Pending {
     due: Instant,
     seq: u64,
     pkt: Vec<u8>,
-    len: usize,
 }
 
 impl PartialEq for Pending {
@@ -304,6 +306,12 @@ impl Ord for Pending {
 /// Runs one direction until `stop` (an eventfd) becomes readable: reads from `from`,
 /// writes to `to`. Returns when stopped; I/O errors other than a full or empty device
 /// end the direction (the TCP connections over it then time out, they do not hang).
+///
+/// Timing: the thread sleeps in `ppoll` (1 ns timer slack) until [`Lead`] before the
+/// next packet's due time, `Lead` being its own recent wake-up lateness, so that it
+/// wakes about on time without spinning; it spins only the last [`SPIN`]. Whatever is
+/// due when it wakes goes out at once (at high packet rates, several packets per wake-up);
+/// whatever is readable is read until the device is empty.
 pub fn run(
     from: &OwnedFd,
     to: &OwnedFd,
@@ -321,26 +329,27 @@ pub fn run(
         libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param);
     }
     // Packets waiting for their due time, earliest first (jitter may draw a packet an
-    // earlier time than the one before it). Buffers are MAX_PACKET long and reused,
-    // never cleared.
+    // earlier time than the one before it), each in a buffer of its own size, reused.
     let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
     let mut seq: u64 = 0;
     let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut scratch = vec![0u8; MAX_PACKET];
+    let mut lead = Lead::default();
     loop {
         let mut now = Instant::now();
         while let Some(Reverse(p)) = pending.peek() {
             if p.due > now {
                 break;
             }
-            if let Some(Reverse(Pending { due, pkt, len, .. })) = pending.pop() {
+            if let Some(Reverse(Pending { due, pkt, .. })) = pending.pop() {
                 let late = now.saturating_duration_since(due).as_nanos() as u64;
-                // SAFETY: writes `len` (at most `pkt.len()`) bytes from a live buffer.
-                let n = unsafe { libc::write(to.as_raw_fd(), pkt.as_ptr().cast(), len) };
+                // SAFETY: writes `pkt.len()` bytes from a live buffer.
+                let n = unsafe { libc::write(to.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
                 if n >= 0 {
                     counters.delivered.fetch_add(1, Ordering::Relaxed);
                     counters
                         .delivered_bytes
-                        .fetch_add(len as u64, Ordering::Relaxed);
+                        .fetch_add(pkt.len() as u64, Ordering::Relaxed);
                     counters.record_late(late);
                 } else {
                     counters.write_failed.fetch_add(1, Ordering::Relaxed);
@@ -352,25 +361,29 @@ pub fn run(
         let wait = pending
             .peek()
             .map(|Reverse(p)| p.due.saturating_duration_since(now));
-        if let Some(w) = wait
-            && w < SPIN
-        {
+        let ready = match wait {
             // Close to the due time: check the devices without sleeping.
-            if !poll(from, stop, Some(Duration::ZERO)) {
-                continue;
+            Some(w) if w <= SPIN => poll(from, stop, Some(Duration::ZERO)),
+            Some(w) => {
+                let ask = w.saturating_sub(lead.get()).max(Duration::from_micros(1));
+                let ready = poll(from, stop, Some(ask));
+                if ready == Ready::Timeout {
+                    lead.woke(Instant::now().saturating_duration_since(now + ask));
+                }
+                ready
             }
-        } else if !poll(from, stop, wait.map(|w| w - SPIN)) {
-            continue;
-        }
-        if readable(stop) {
-            return;
+            None => poll(from, stop, None),
+        };
+        match ready {
+            Ready::Stop => return,
+            Ready::Timeout => continue,
+            Ready::Input => {}
         }
         loop {
-            let mut buf = spare.pop().unwrap_or_else(|| vec![0; MAX_PACKET]);
-            // SAFETY: reads into a live buffer of `buf.len()` bytes.
-            let n = unsafe { libc::read(from.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            // SAFETY: reads into a live buffer of `scratch.len()` bytes.
+            let n =
+                unsafe { libc::read(from.as_raw_fd(), scratch.as_mut_ptr().cast(), scratch.len()) };
             if n <= 0 {
-                spare.push(buf);
                 break;
             }
             let at = Instant::now();
@@ -386,30 +399,56 @@ pub fn run(
                     counters
                         .queue_peak_bytes
                         .fetch_max(b as u64, Ordering::Relaxed);
+                    let mut pkt = spare.pop().unwrap_or_default();
+                    pkt.clear();
+                    pkt.extend_from_slice(&scratch[..len]);
                     seq += 1;
-                    pending.push(Reverse(Pending {
-                        due,
-                        seq,
-                        pkt: buf,
-                        len,
-                    }));
+                    pending.push(Reverse(Pending { due, seq, pkt }));
                 }
                 Fate::Lost => {
                     counters.lost.fetch_add(1, Ordering::Relaxed);
-                    spare.push(buf);
                 }
                 Fate::Overflow => {
                     counters.overflow.fetch_add(1, Ordering::Relaxed);
-                    spare.push(buf);
                 }
             }
         }
     }
 }
 
+/// How long before a due time the thread asks to wake: a running mean of how late its
+/// timed sleeps ended (at most [`MAX_LEAD`]).
+#[derive(Default)]
+struct Lead {
+    ns: u64,
+}
+
+impl Lead {
+    fn get(&self) -> Duration {
+        Duration::from_nanos(self.ns)
+    }
+
+    /// A timed sleep ended `over` after the time asked.
+    fn woke(&mut self, over: Duration) {
+        let over = (over.as_nanos() as u64).min(MAX_LEAD.as_nanos() as u64);
+        // Mean over the last ~8 wake-ups.
+        self.ns = self.ns - self.ns / 8 + over / 8;
+    }
+}
+
+/// What ended a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ready {
+    /// The device has packets.
+    Input,
+    /// The stop eventfd.
+    Stop,
+    /// The time asked passed.
+    Timeout,
+}
+
 /// Waits until `from` or `stop` is readable or `timeout` passes (none: no limit).
-/// True when something is readable.
-fn poll(from: &OwnedFd, stop: &OwnedFd, timeout: Option<Duration>) -> bool {
+fn poll(from: &OwnedFd, stop: &OwnedFd, timeout: Option<Duration>) -> Ready {
     let mut fds = [
         libc::pollfd {
             fd: from.as_raw_fd(),
@@ -431,17 +470,15 @@ fn poll(from: &OwnedFd, stop: &OwnedFd, timeout: Option<Duration>) -> bool {
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: two valid pollfds; `tsp` is null or points at a live timespec.
     let n = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
-    n > 0
-}
-
-fn readable(fd: &OwnedFd) -> bool {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, no wait.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 }
+    if n <= 0 {
+        // A signal (EINTR) counts as the time passing: the caller looks again.
+        return Ready::Timeout;
+    }
+    if fds[1].revents != 0 {
+        Ready::Stop
+    } else {
+        Ready::Input
+    }
 }
 
 #[cfg(test)]

@@ -108,6 +108,7 @@ impl Link {
         let (client_ns, client_tun) = netns::client_side(CLIENT_DEV, client_addr, host_addr)?;
         let host_tun = netns::open_tun(HOST_DEV)?;
         let host_dev = tun_name(&host_tun)?;
+        netns::txqueuelen(&host_dev)?;
         netns::address(&host_dev, host_addr, client_addr)?;
         netns::route_localnet(&host_dev)?;
         drop(lock);
