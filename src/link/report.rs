@@ -262,6 +262,38 @@ tlsperf-l0: 5000 40 0 3 0 0 0 0 9000 60 0 940 0 0 0 0\n";
     }
 
     #[test]
+    fn merged_counters_add_up_and_keep_the_largest_peaks() {
+        let one = |packets, late, cc: &str| LinkCounters {
+            spec: "rtt=10ms".into(),
+            up: DirectionCounters {
+                packets,
+                delivered: packets,
+                device_drops: 1,
+                queue_peak_packets: packets / 10,
+                late_p50_us: late,
+                late_p99_us: late,
+                late_max_us: late,
+                ..DirectionCounters::default()
+            },
+            down: DirectionCounters::default(),
+            congestion_control: CongestionControl {
+                client: cc.into(),
+                server: "cubic".into(),
+            },
+        };
+        let mut a = one(100, 5.0, "bbr");
+        a.merge(&one(300, 2.0, "cubic"));
+        assert_eq!(a.up.packets, 400);
+        assert_eq!(a.up.device_drops, 2);
+        assert_eq!(a.up.queue_peak_packets, 30);
+        assert_eq!(a.up.late_max_us, 5.0);
+        assert_eq!(a.congestion_control.client, "bbr/cubic");
+        assert_eq!(a.congestion_control.server, "cubic");
+        assert!(a.check().is_ok());
+        assert_eq!(a.warnings().len(), 1, "{:?}", a.warnings());
+    }
+
+    #[test]
     fn a_document_cannot_deliver_more_than_it_was_given() {
         let mut c = LinkCounters::default();
         assert!(c.check().is_ok());
