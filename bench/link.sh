@@ -47,6 +47,10 @@ for line in sys.stdin:
         lo, hi = d["ci95_pct"].split("..")
         cells = [conf, d["dir"], d["packets"], d["lost"], d["rate_pct"] + "%", lo + "% .. " + hi + "%",
                  "yes" if d["inside"] == "true" else "NO"]
+    elif section == "goodput":
+        cells = [conf + " rtt=" + d["rtt_ms"] + "ms", d["plain_mbit"], d["link_mbit"], d["ratio"], d["of_rate"],
+                 d["cpu_us_per_packet"], d["queue_drops"], d["device_drops"],
+                 d["late_p50_us"] + " / " + d["late_p99_us"] + " / " + d["late_max_us"]]
     elif section == "rate":
         cells = [conf, d["bytes"], d["ip_mbit"] + " Mbit/s", d["error_pct"] + "%", d["goodput_mbit"] + " Mbit/s", d["overflow"]]
     else:
@@ -72,6 +76,12 @@ echo
 echo "| configured | bytes | measured IP rate | error | TCP goodput | queue drops |"
 echo "|---:|---:|---:|---:|---:|---:|"
 "$acc" rate 1 8 50 200 | python3 "$work/fmt.py" rate
+echo
+echo "## Goodput (CUBIC bulk transfer server → client, ~3 s: plain loopback paced at the rate with SO_MAX_PACING_RATE, then through the link, same run; goodput over the last 75% of the body)"
+echo
+echo "| link | plain Mbit/s | link Mbit/s | link ÷ plain | link ÷ rate | line CPU µs/packet | queue drops | device drops | line lateness p50 / p99 / max µs (down) |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for r in 200 1000; do "$acc" goodput "$r" 10 | python3 "$work/fmt.py" goodput; done
 echo
 echo "## Saturation (rtt=0, no rate; 64-byte UDP packets client → host from one thread, 2 s)"
 echo

@@ -11,6 +11,12 @@
 //! - `rate MBIT...`: one TCP bulk transfer server → client at rtt=20ms, sized for about
 //!   3 s; the rate is the link's count of IP bytes delivered downstream between the
 //!   client's receipt of 25% and of 100% of the body, over that time.
+//! - `goodput MBIT RTT_MS [FIELDS]`: a TCP bulk transfer server → client (CUBIC on both sockets),
+//!   about 3 s at the rate, twice in the same run: on plain loopback with the sender paced
+//!   at MBIT (`SO_MAX_PACING_RATE`: TCP's own pacing, no qdisc needed), then through a link
+//!   `rtt=RTT_MS,down=MBIT[,FIELDS]`; goodput over the last 75% of the body, their ratio, and the
+//!   delay line's CPU per packet (both threads, `/proc/self/task/TID/stat`), its drops and
+//!   lateness.
 //! - `saturate`: rtt=0, no rate: 64-byte UDP datagrams client → host as fast as one thread
 //!   sends them for 2 s; packets delivered by the upstream delay-line thread per second
 //!   of its own CPU time (`/proc/self/task/TID/stat`), i.e. on one core.
@@ -34,8 +40,11 @@ fn main() {
         "loss" => rest.iter().for_each(|p| loss(p)),
         "rate" => rest.iter().for_each(|m| rate(m)),
         "saturate" => saturate(),
+        "goodput" => goodput(&rest[0], &rest[1], rest.get(2).map(String::as_str)),
         _ => {
-            eprintln!("usage: link_accuracy rtt MS... | loss PCT... | rate MBIT... | saturate");
+            eprintln!(
+                "usage: link_accuracy rtt MS... | loss PCT... | rate MBIT... | goodput MBIT RTT_MS [FIELDS] | saturate"
+            );
             std::process::exit(2);
         }
     }
@@ -294,5 +303,137 @@ fn saturate() {
         delivered as f64 / wall,
         c1 - c0,
         delivered as f64 / (c1 - c0)
+    );
+}
+
+/// Sets a socket's congestion control (`cubic`).
+fn congestion(fd: &impl std::os::fd::AsRawFd, name: &str) {
+    // SAFETY: a live socket and a buffer of the given length.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "TCP_CONGESTION {name}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// CPU seconds used so far by the threads named `names` of this process.
+fn threads_cpu(names: &[&str]) -> f64 {
+    let mut total = 0.0;
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !names.contains(&comm.trim()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf has no preconditions.
+        total += ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    }
+    total
+}
+
+/// One bulk transfer of `total` bytes to a client made by `connect`; the sender paced at
+/// `pace` bytes/s when given. Returns the goodput (bit/s) over the last 75% of the body.
+fn bulk(total: usize, pace: Option<u64>, connect: impl FnOnce(SocketAddr) -> TcpStream) -> f64 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        congestion(&c, "cubic");
+        if let Some(p) = pace {
+            // SAFETY: a live socket and a u64 option value.
+            let r = unsafe {
+                libc::setsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&c),
+                    libc::SOL_SOCKET,
+                    libc::SO_MAX_PACING_RATE,
+                    (&p as *const u64).cast(),
+                    8,
+                )
+            };
+            assert_eq!(
+                r,
+                0,
+                "SO_MAX_PACING_RATE: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        let chunk = vec![7u8; 1 << 16];
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            c.write_all(&chunk[..n]).unwrap();
+            left -= n;
+        }
+    });
+    let mut c = connect(addr);
+    congestion(&c, "cubic");
+    let mut buf = vec![0u8; 1 << 16];
+    let mut got = 0usize;
+    let mut mark: Option<Instant> = None;
+    loop {
+        let n = c.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got += n;
+        if mark.is_none() && got >= total / 4 {
+            mark = Some(Instant::now());
+        }
+    }
+    let end = Instant::now();
+    server.join().unwrap();
+    (got - total / 4) as f64 * 8.0 / (end - mark.unwrap()).as_secs_f64()
+}
+
+fn goodput(mbit: &str, rtt_ms: &str, extra: Option<&str>) {
+    let bps: f64 = mbit.parse::<f64>().unwrap() * 1e6;
+    let total = ((bps / 8.0 * 3.0) as usize).max(1 << 20);
+    // TCP's pacing rate counts the bytes of the packets it sends (headers included).
+    let plain = bulk(total, Some((bps / 8.0) as u64), |a| {
+        TcpStream::connect(a).unwrap()
+    });
+    let spec = match extra {
+        Some(x) => format!("rtt={rtt_ms}ms,down={mbit}mbit,{x}"),
+        None => format!("rtt={rtt_ms}ms,down={mbit}mbit"),
+    };
+    let link = start(&spec);
+    let names = ["tlsperf-link-up", "tlsperf-link-down"];
+    let c0 = threads_cpu(&names);
+    let (u0, d0) = (link.up().packets, link.down().packets);
+    let linked = bulk(total, None, |a| {
+        let _inside = link.enter().unwrap();
+        TcpStream::connect(a).unwrap()
+    });
+    let c1 = threads_cpu(&names);
+    let counters = link.counters();
+    let packets = (counters.up.packets - u0) + (counters.down.packets - d0);
+    println!(
+        "goodput={mbit}mbit rtt_ms={rtt_ms} spec={spec} plain_mbit={:.1} link_mbit={:.1} ratio={:.3} of_rate={:.3} \
+         line_cpu_s={:.2} packets={packets} cpu_us_per_packet={:.2} queue_drops={} device_drops={} \
+         late_p50_us={:.0} late_p99_us={:.0} late_max_us={:.0}",
+        plain / 1e6,
+        linked / 1e6,
+        linked / plain,
+        linked / bps,
+        c1 - c0,
+        (c1 - c0) * 1e6 / packets as f64,
+        counters.down.queue_drops,
+        counters.up.device_drops + counters.down.device_drops,
+        counters.down.late_p50_us,
+        counters.down.late_p99_us,
+        counters.down.late_max_us,
     );
 }

@@ -22,6 +22,9 @@ pub enum ErrorClass {
     /// The run worked but ended (its time limit) before it could answer (`capacity`
     /// without a confirmed capacity). Exit code 4.
     Unfinished,
+    /// The program run behind a link (`tlsperf link`) ended with this exit code (128 + N
+    /// for signal N), passed through as tlsperf's own.
+    Program(u8),
 }
 
 impl ErrorClass {
@@ -32,6 +35,7 @@ impl ErrorClass {
             ErrorClass::Interrupted => 130,
             ErrorClass::GeneratorBound => 3,
             ErrorClass::Unfinished => 4,
+            ErrorClass::Program(code) => code,
             ErrorClass::Runtime => 1,
         }
     }

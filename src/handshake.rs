@@ -139,6 +139,9 @@ pub struct HandshakeRun {
     /// Stopped before all connections were made (Ctrl-C): the report covers those that
     /// were.
     pub interrupted: bool,
+    /// `--link`: what the link did during the run (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_counters: Option<crate::link::LinkCounters>,
 }
 
 /// The link a run went over, in round trips.
@@ -283,6 +286,7 @@ pub async fn run(
         }
     });
     Ok(HandshakeRun {
+        link_counters: None,
         target: target.to_string(),
         roots: client.roots.clone(),
         roots_ms: client.roots_time.as_secs_f64() * 1e3,

@@ -1519,6 +1519,7 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
         message: String::new(),
         steps,
         warnings: vec![],
+        link_counters: None,
     };
     r.set_conclusion(c);
     serde_json::to_value(&r).unwrap()

@@ -21,6 +21,9 @@ fn documented() -> BTreeMap<String, BTreeMap<String, String>> {
         if let Some(h) = line.strip_prefix("## `tlsperf ") {
             current = Some(h.trim_end_matches('`').to_string());
             out.entry(current.clone().unwrap()).or_default();
+        } else if line.starts_with("## ") {
+            // A section of its own (shared fields, e.g. Link counters), not a command's.
+            current = None;
         } else if let (Some(cmd), Some(row)) = (&current, line.strip_prefix("| `")) {
             let (path, rest) = row.split_once('`').unwrap();
             let ty = rest.split('|').nth(1).unwrap_or("").trim().to_string();

@@ -319,28 +319,14 @@ fn assert_gone(fp: &Footprint) {
         );
     }
     for ns in &fp.namespaces {
-        let mut holders = Vec::new();
-        for p in std::fs::read_dir("/proc").unwrap().flatten() {
-            let pid = p.file_name();
-            if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-                continue;
+        // A process killed with its parent (PR_SET_PDEATHSIG) may take a moment to die.
+        let holders = loop {
+            let h = ns_holders(ns);
+            if h.is_empty() || Instant::now() >= deadline {
+                break h;
             }
-            for sub in ["task", "fd"] {
-                let Ok(entries) = std::fs::read_dir(p.path().join(sub)) else {
-                    continue;
-                };
-                for e in entries.flatten() {
-                    let link = if sub == "task" {
-                        std::fs::read_link(e.path().join("ns/net"))
-                    } else {
-                        std::fs::read_link(e.path())
-                    };
-                    if link.is_ok_and(|l| l.to_string_lossy() == *ns) {
-                        holders.push(format!("{}/{sub}", pid.to_string_lossy()));
-                    }
-                }
-            }
-        }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert!(
             holders.is_empty(),
             "namespace {ns} still held by {holders:?}"
@@ -354,11 +340,51 @@ fn assert_gone(fp: &Footprint) {
             "namespace {ns} is mounted"
         );
     }
-    let named = Command::new("ip").args(["netns", "list"]).output();
-    if let Ok(out) = named {
-        let list = String::from_utf8_lossy(&out.stdout);
-        assert!(!list.contains("tlsperf"), "a named namespace: {list}");
+    // No name in /run/netns holds it (other programs' named namespaces, other tests'
+    // among them, may come and go meanwhile: only ours count).
+    if let Ok(named) = std::fs::read_dir("/run/netns") {
+        use std::os::unix::fs::MetadataExt;
+        for e in named.flatten() {
+            let Ok(ino) = e.metadata().map(|m| m.ino()) else {
+                continue;
+            };
+            for ns in &fp.namespaces {
+                assert_ne!(
+                    format!("net:[{ino}]"),
+                    *ns,
+                    "namespace {ns} is named {:?}",
+                    e.file_name()
+                );
+            }
+        }
     }
+}
+
+/// The processes (`PID/task` or `PID/fd`) that hold network namespace `ns`.
+fn ns_holders(ns: &str) -> Vec<String> {
+    let mut holders = Vec::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = p.file_name();
+        if !pid.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        for sub in ["task", "fd"] {
+            let Ok(entries) = std::fs::read_dir(p.path().join(sub)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let link = if sub == "task" {
+                    std::fs::read_link(e.path().join("ns/net"))
+                } else {
+                    std::fs::read_link(e.path())
+                };
+                if link.is_ok_and(|l| l.to_string_lossy() == *ns) {
+                    holders.push(format!("{}/{sub}", pid.to_string_lossy()));
+                }
+            }
+        }
+    }
+    holders
 }
 
 fn spawn(args: &[&str]) -> std::process::Child {
@@ -824,4 +850,357 @@ fn the_lab_at_a_link_times_the_first_byte_of_full_resumed_0rtt_and_both_chains()
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("Link: rtt=40ms."), "{md}");
     assert!(md.contains("time to first byte vs baseline"), "{md}");
+}
+
+/// A server of ours for the counter tests: its URL and CA file (kept in `dir`).
+fn serve_with_ca(dir: &Path, extra: &[&str]) -> (Serve, String, String) {
+    let ca = dir.join("ca.pem");
+    let mut args = vec![
+        "--gen-cert",
+        "ecdsa-p256",
+        "--write-ca",
+        ca.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let server = Serve::start(&args);
+    let url = server.url();
+    (server, url, ca.to_str().unwrap().to_string())
+}
+
+#[test]
+fn the_counters_show_the_model_loss_and_a_full_queue() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url, ca) = serve_with_ca(dir.path(), &["--body-size", "100000"]);
+    // 5% loss each way: the model's drops over the packets it was given.
+    let v = json_run(&[
+        "load",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "400",
+        "-c",
+        "8",
+        "--link",
+        "rtt=2ms,loss=5%",
+    ]);
+    let c = &v["link_counters"];
+    assert_eq!(c["spec"], "rtt=2ms,loss=5%", "{c}");
+    let mut packets = 0;
+    let mut lost = 0;
+    for dir in ["up", "down"] {
+        let d = &c[dir];
+        let n = d["packets"].as_u64().unwrap();
+        assert!(n > 0, "{dir}: {d}");
+        assert!(d["bytes"].as_u64().unwrap() > 0, "{dir}: {d}");
+        assert!(d["delivered"].as_u64().unwrap() > 0, "{dir}: {d}");
+        assert!(d["late_max_us"].as_f64().unwrap() > 0.0, "{dir}: {d}");
+        assert_eq!(d["queue_drops"], 0, "{dir}: no rate, no queue: {d}");
+        packets += n;
+        lost += d["model_loss"].as_u64().unwrap();
+    }
+    // Binomial: 5 standard deviations either side of 5%.
+    let expected = packets as f64 * 0.05;
+    let sd = (packets as f64 * 0.05 * 0.95).sqrt();
+    assert!(
+        (lost as f64 - expected).abs() <= 5.0 * sd,
+        "{lost} of {packets} packets lost by the model, expected about {expected:.0}: {c}"
+    );
+    for end in ["client", "server"] {
+        let cc = c["congestion_control"][end].as_str().unwrap();
+        assert!(!cc.is_empty() && cc != "unknown", "{end}: {c}");
+    }
+
+    // A 5-packet queue in front of 8 Mbit/s overflows under a 100 kB response.
+    let v = json_run(&[
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "2",
+        "--link",
+        "rtt=10ms,down=8mbit,queue=5pkt",
+    ]);
+    let down = &v["link_counters"]["down"];
+    assert!(down["queue_drops"].as_u64().unwrap() > 0, "{down}");
+    assert_eq!(down["queue_peak_packets"], 5, "{down}");
+    assert_eq!(down["model_loss"], 0, "{down}");
+    let run = tlsperf([
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "1",
+        "--link",
+        "rtt=10ms",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("link rtt=10ms, what it carried:")
+            && run.stdout.contains("TCP congestion control: client "),
+        "{}",
+        run.stdout
+    );
+}
+
+/// Jitter draws each packet's delay on its own: the mean round trip stays the RTT even for
+/// packets sent much closer together than the jitter (kept in order, each would wait for
+/// the slowest before it: +45% here).
+#[test]
+fn jitter_leaves_the_mean_round_trip_at_the_rtt() {
+    use std::net::UdpSocket;
+    use tlsperf::link::{Link, LinkSpec};
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+    echo.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let to = echo.local_addr().unwrap();
+    let echoer = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = echo.recv_from(&mut buf) {
+            let _ = echo.send_to(&buf[..n], from);
+        }
+    });
+    let spec: LinkSpec = "rtt=20ms,jitter=10ms".parse().unwrap();
+    let link = Link::start(&spec).unwrap();
+    let sock = {
+        let _inside = link.enter().unwrap();
+        UdpSocket::bind("0.0.0.0:0").unwrap()
+    };
+    sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let rx = sock.try_clone().unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        while let Ok(n) = rx.recv(&mut buf) {
+            if n >= 8 {
+                got.push((
+                    u64::from_be_bytes(buf[..8].try_into().unwrap()),
+                    Instant::now(),
+                ));
+            }
+        }
+        got
+    });
+    // 2,000 probes 0.25 ms apart: about 80 in flight each way, 40 per jitter's width.
+    let n = 2000u64;
+    let t0 = Instant::now();
+    let mut sent = Vec::new();
+    for i in 0..n {
+        let due = t0 + Duration::from_micros(250 * i);
+        while Instant::now() < due {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        let mut probe = [0u8; 100];
+        probe[..8].copy_from_slice(&i.to_be_bytes());
+        sent.push(Instant::now());
+        sock.send_to(&probe, to).unwrap();
+    }
+    let got = receiver.join().unwrap();
+    let counters = link.counters();
+    drop(link);
+    echoer.join().unwrap();
+    assert!(
+        got.len() as u64 > n * 95 / 100,
+        "{} of {n} echoes",
+        got.len()
+    );
+    let rtts: Vec<f64> = got
+        .iter()
+        .map(|(i, t)| (*t - sent[*i as usize]).as_secs_f64() * 1e3)
+        .collect();
+    let mean = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    let (lo, hi) = rtts
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
+    // The sum of two uniform draws over 5..15 ms: sd 4.1 ms, the mean of ~2,000 within
+    // 0.1 ms of 20 ms (3 sd 0.3 ms); above it, the stack's and the line's own lateness.
+    assert!(
+        (19.6..=20.8).contains(&mean),
+        "mean round trip {mean:.3} ms at rtt=20ms,jitter=10ms (min {lo:.3}, max {hi:.3}); {counters:?}"
+    );
+    assert!((10.0..12.0).contains(&lo), "fastest round trip {lo:.3} ms");
+    eprintln!("mean round trip {mean:.3} ms, min {lo:.3}, max {hi:.3}");
+}
+
+/// `tlsperf link SPEC -- PROGRAM`: the program runs behind the link and reaches the host's
+/// servers at 127.0.0.1, one RTT away.
+#[test]
+fn link_runs_any_program_behind_the_link() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _, ca) = serve_with_ca(dir.path(), &[]);
+    let url = format!("https://127.0.0.1:{}/", server.port);
+
+    // tlsperf's own client as the program: its TCP connect is the link's round trip.
+    let run = tlsperf([
+        "link",
+        "rtt=40ms",
+        "--",
+        common::bin().to_str().unwrap(),
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "6",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let connect = p50_ms(&v, "connect");
+    assert!(
+        (39.5..=40.0 * 1.05 + 3.0).contains(&connect),
+        "TCP connect p50 {connect:.2} ms behind rtt=40ms"
+    );
+    assert!(
+        run.stderr.contains("exited with 0")
+            && run.stderr.contains("link rtt=40ms, what it carried:"),
+        "{}",
+        run.stderr
+    );
+
+    // curl, where there is one: time_connect is one round trip.
+    let curl = Command::new("curl").arg("--version").output();
+    if curl.is_ok_and(|o| o.status.success()) {
+        let run = tlsperf([
+            "link",
+            "rtt=40ms",
+            "--",
+            "curl",
+            "-sS",
+            "--cacert",
+            &ca,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{time_connect}",
+            &format!("https://localhost:{}/", server.port),
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let secs: f64 = run.stdout.trim().parse().unwrap();
+        assert!(
+            (0.0395..=0.045).contains(&secs),
+            "curl time_connect {secs} s behind rtt=40ms"
+        );
+    } else {
+        eprintln!("no curl: its part skipped");
+    }
+
+    // The program's exit code (or 128 + its signal) is tlsperf's; --json puts the
+    // counters on stderr, as one document.
+    let run = tlsperf(["link", "rtt=1ms", "--json", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(run.code, 7, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stderr).unwrap();
+    assert_eq!(v["exit_code"], 7);
+    assert_eq!(v["link_counters"]["spec"], "rtt=1ms");
+    let run = tlsperf(["link", "rtt=1ms", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(run.code, 143, "{}", run.stderr);
+
+    // Bad input: exit 2, a plain sentence.
+    for (args, says) in [
+        (
+            vec!["link", "rtt=1ms", "--", "no-such-program-tlsperf"],
+            "cannot run 'no-such-program-tlsperf' behind the link: no such program",
+        ),
+        (vec!["link", "wifi", "--", "true"], "not a profile"),
+        (vec!["link", "rtt=1ms"], "PROGRAM"),
+    ] {
+        let run = tlsperf(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+        assert!(
+            !run.stderr.contains("panicked") && !run.stderr.contains("Os {"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+/// Starts `tlsperf link rtt=20ms -- sh -c 'readlink /proc/self/ns/net; exec sleep 30'` and
+/// returns it with what it made: tlsperf's devices and the program's namespace.
+fn spawn_link_program(own_group: bool) -> (std::process::Child, Footprint) {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(common::bin());
+    cmd.args([
+        "link",
+        "rtt=20ms",
+        "--",
+        "sh",
+        "-c",
+        "readlink /proc/self/ns/net; exec sleep 30",
+    ])
+    .env("NO_COLOR", "1")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if own_group {
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let mut fp = footprint(child.id());
+    assert!(!fp.devices.is_empty(), "no device seen: {fp:?}");
+    let host_ns = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_ne!(line.trim(), host_ns.to_string_lossy(), "not in a namespace");
+    fp.namespaces = vec![line.trim().to_string()];
+    (child, fp)
+}
+
+#[test]
+fn nothing_remains_after_link_s_program_ends_fails_or_is_interrupted() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    // Ctrl-C at a terminal: SIGINT to the whole group, tlsperf and the program.
+    let (child, fp) = spawn_link_program(true);
+    let group = child.id() as i32;
+    // SAFETY: signals the test's own child process group.
+    unsafe {
+        libc::kill(-group, libc::SIGINT);
+    }
+    let (code, err) = finish(child);
+    assert_eq!(code, 130, "{err}");
+    assert!(
+        err.contains("sleep exited with 130") || err.contains("exited with 130"),
+        "{err}"
+    );
+    assert_gone(&fp);
+
+    // SIGTERM to tlsperf alone: passed on to the program.
+    let (child, fp) = spawn_link_program(false);
+    // SAFETY: signals the test's own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let (code, err) = finish(child);
+    assert_eq!(code, 143, "{err}");
+    assert_gone(&fp);
+
+    // SIGKILL to tlsperf: the program is killed with it (no destructor runs).
+    let (mut child, fp) = spawn_link_program(false);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_gone(&fp);
+
+    // A program that fails at once.
+    let child = spawn(&["link", "rtt=20ms", "--", "sh", "-c", "exit 3"]);
+    let (code, _) = finish(child);
+    assert_eq!(code, 3);
 }

@@ -369,6 +369,7 @@ pub async fn run(
         message: String::new(),
         steps,
         warnings: Vec::new(),
+        link_counters: None,
     };
     result.set_conclusion(c);
     if result.steps.iter().any(|s| !s.enough_samples) {

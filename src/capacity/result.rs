@@ -696,6 +696,9 @@ pub struct CapacityResult {
     /// What makes figures of this result doubtful, in plain words.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// `--link`: what the link did during the run (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_counters: Option<crate::link::LinkCounters>,
 }
 
 /// The most steps a capacity result may hold: twice the most a search runs
@@ -944,6 +947,9 @@ impl CapacityResult {
         if self.machines == 0 {
             return Err("machines is 0 (at least 1)".into());
         }
+        if let Some(l) = &self.link_counters {
+            l.check()?;
+        }
         if let Some(shares) = &self.rate_share {
             let mut seen = std::collections::HashSet::new();
             for (n, part) in shares.split(',').enumerate() {
@@ -1057,6 +1063,7 @@ impl CapacityResult {
             message: self.message.clone(),
             steps: Vec::new(),
             warnings: self.warnings.clone(),
+            link_counters: self.link_counters.clone(),
         }
     }
 
@@ -1214,6 +1221,13 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
             .machines
             .checked_add(r.machines)
             .ok_or_else(|| over("machines"))?;
+        m.link_counters = match (m.link_counters.take(), &r.link_counters) {
+            (Some(mut a), Some(b)) => {
+                a.merge(b);
+                Some(a)
+            }
+            (a, b) => a.or_else(|| b.clone()),
+        };
         if r.started < m.started {
             m.started.clone_from(&r.started);
         }
@@ -1348,6 +1362,7 @@ pub(crate) mod tests {
             message: String::new(),
             steps,
             warnings: vec![],
+            link_counters: None,
         };
         r.set_conclusion(c);
         r

@@ -214,7 +214,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     let (progress, mut events) = Progress::with_events();
     let show = !(out.json() || out.quiet());
     let stop = Arc::clone(&progress);
-    let result = block_on_interruptible(&rt, move || stop.stop(), || {}, async {
+    let mut result = block_on_interruptible(&rt, move || stop.stop(), || {}, async {
         let print = |e: capacity::Event| {
             if !show {
                 return;
@@ -256,6 +256,11 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         r
     })?;
     rt.shutdown_timeout(Duration::from_millis(100));
+    if let Some(l) = &link {
+        let c = l.counters();
+        result.warnings.extend(c.warnings());
+        result.link_counters = Some(c);
+    }
     out.summary(&result, || report::text(&result))?;
     if let Some(path) = &args.out {
         crate::doc::write(&result, path, args.force)?;

@@ -72,13 +72,14 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         run(&target, &built, &run_opts, &control).await
     });
     bar.finish_and_clear();
-    let report = report.map_err(|e| {
+    let mut report = report.map_err(|e| {
         let class = e.class();
         CliError {
             class,
             error: anyhow::Error::new(e).context(format!("{target}")),
         }
     })?;
+    report.link_counters = link.as_ref().map(|l| l.counters());
     out.result(&report, || text::handshake_run(&report))?;
     if report.interrupted {
         return Err(CliError::interrupted(format!(

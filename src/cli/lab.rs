@@ -197,11 +197,12 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         lab::run(&opts, &on_event, &control),
     );
     bar.finish_and_clear();
-    let result = result.inspect_err(|_| {
+    let mut result = result.inspect_err(|_| {
         if made_out {
             let _ = std::fs::remove_dir(&args.out);
         }
     })?;
+    result.link_counters = link.as_ref().map(|l| l.counters());
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     crate::doc::write(&result, &args.out.join("results.json"), true)?;
     write_atomic(

@@ -116,10 +116,13 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     let progress = Arc::new(Progress::default());
     let bar = progress_bar(&args, out);
     let stop = Arc::clone(&progress);
-    let result = block_on_interruptible(&rt, move || stop.stop(), || {}, async {
+    let mut result = block_on_interruptible(&rt, move || stop.stop(), || {}, async {
         let _ticker = ticker(&bar, &args, Arc::clone(&progress));
         load::run(target, config, opts, Arc::clone(&progress)).await
     })?;
+    if let Some(l) = &link {
+        result.set_link_counters(l.counters());
+    }
     bar.finish_and_clear();
     // Don't wait for tasks still blocked on a dead connection.
     rt.shutdown_timeout(Duration::from_millis(100));

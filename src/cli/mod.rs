@@ -8,7 +8,7 @@
 //! - `--color auto|always|never` (auto honours `NO_COLOR` and whether stdout is a tty).
 //! - Exit codes: 0 success, 1 run-time failure, 2 usage or bad input, 130 interrupted;
 //!   `capacity` also 3 (the generator, not the server, saturated) and 4 (the search
-//!   ended before an answer). Errors print their cause chain on one line on stderr.
+//!   ended before an answer); `link` the exit code of the program it ran. Errors print their cause chain on one line on stderr.
 
 mod capacity;
 mod client_args;
@@ -20,6 +20,7 @@ mod duration;
 mod handshake;
 mod lab;
 mod link_args;
+mod link_run;
 mod load;
 mod merge;
 mod observe;
@@ -122,6 +123,10 @@ pub enum Command {
     Crypto(crypto::CryptoArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
+    /// Run any program behind an emulated link (as mahimahi's mm-delay): `tlsperf link
+    /// rtt=60ms -- curl https://127.0.0.1:8443/`; its exit code passed through, the link's
+    /// counters printed at its end.
+    Link(Box<link_run::LinkRunArgs>),
 }
 
 /// A failure on its way to the user: the error chain and its class (exit code).
@@ -204,6 +209,7 @@ fn run_with(cli: Cli, out: &Output) -> Result<(), CliError> {
         Command::Compare(args) => compare::exec(args, out),
         Command::Crypto(args) => crypto::exec(args, out),
         Command::Completions(args) => completions::exec(args, out),
+        Command::Link(args) => link_run::exec(*args, out),
     }
 }
 
@@ -226,6 +232,8 @@ pub fn main() -> ExitCode {
     init_logging(cli.global.verbose, cli.global.quiet);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // The program behind `tlsperf link` said what it had to say.
+        Err(e) if matches!(e.class, ErrorClass::Program(_)) => ExitCode::from(e.class.exit_code()),
         Err(e) => {
             let label = anstyle::Style::new()
                 .fg_color(Some(anstyle::AnsiColor::Red.into()))

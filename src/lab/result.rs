@@ -33,6 +33,13 @@ impl crate::doc::Document for LabResult {
     const SCHEMA: &'static str = "tlsperf-lab/2";
     const READS: &'static [&'static str] = &["tlsperf-lab/1"];
     const NAME: &'static str = "tlsperf lab result";
+
+    fn validate(&self) -> Result<(), String> {
+        match &self.link_counters {
+            Some(l) => l.check(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Everything one lab run measured.
@@ -70,6 +77,9 @@ pub struct LabResult {
     /// (`groups[].cells[].capacity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<crate::capacity::Slo>,
+    /// `--link`: what the link did during the run (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_counters: Option<crate::link::LinkCounters>,
 }
 
 impl LabResult {

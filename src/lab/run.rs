@@ -223,6 +223,7 @@ pub async fn run(
         notes,
         aa_control,
         slo: opts.slo.clone(),
+        link_counters: None,
     })
 }
 

@@ -18,6 +18,7 @@
 
 pub mod line;
 pub mod netns;
+pub mod report;
 pub mod spec;
 pub mod trips;
 
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 pub use line::{CounterSnapshot, Counters};
+pub use report::LinkCounters;
 pub use spec::{LinkSpec, PROFILES, Profile, Queue, Rate};
 
 /// Name of the TUN device in the client's namespace.
@@ -87,6 +89,7 @@ impl crate::error::Classify for LinkError {
 pub struct Link {
     spec: LinkSpec,
     client_ns: OwnedFd,
+    host_ns: OwnedFd,
     client_addr: Ipv4Addr,
     host_dev: String,
     stop: Arc<OwnedFd>,
@@ -98,12 +101,14 @@ pub struct Link {
 impl Link {
     /// Sets up the namespace, both devices and the delay line for `spec`.
     pub fn start(spec: &LinkSpec) -> Result<Link, LinkError> {
+        let host_ns = netns::open_ns()?;
         let lock = netns::SetupLock::take()?;
         let index = netns::free_index()?;
         let (client_addr, host_addr) = netns::addresses(index);
         let (client_ns, client_tun) = netns::client_side(CLIENT_DEV, client_addr, host_addr)?;
         let host_tun = netns::open_tun(HOST_DEV)?;
         let host_dev = tun_name(&host_tun)?;
+        netns::txqueuelen(&host_dev)?;
         netns::address(&host_dev, host_addr, client_addr)?;
         netns::route_localnet(&host_dev)?;
         drop(lock);
@@ -117,6 +122,7 @@ impl Link {
         let mut link = Link {
             spec: spec.clone(),
             client_ns,
+            host_ns,
             client_addr,
             host_dev,
             stop,
@@ -213,6 +219,47 @@ impl Link {
     pub fn down(&self) -> CounterSnapshot {
         self.down.snapshot()
     }
+
+    /// What the link did so far, for a result document: the delay line's counts, the
+    /// devices' drops and the congestion control of both ends (read in each namespace).
+    /// Called at the end of a run: first waits (at most one one-way delay and 20 ms) for
+    /// the packets still in flight to be delivered.
+    pub fn counters(&self) -> LinkCounters {
+        let settled =
+            |c: &CounterSnapshot| c.delivered + c.lost + c.overflow + c.write_failed >= c.packets;
+        let deadline = std::time::Instant::now()
+            + (self.spec.rtt / 2 + self.spec.jitter / 2 + std::time::Duration::from_millis(20))
+                .min(std::time::Duration::from_secs(1));
+        while !(settled(&self.up.snapshot()) && settled(&self.down.snapshot()))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Each side is read from a thread inside its namespace (the caller may be in
+        // either).
+        let read = |ns: &OwnedFd, dev: &str| {
+            in_ns(ns, || {
+                (
+                    report::device_drops(dev).unwrap_or((0, 0)),
+                    report::congestion_control(),
+                )
+            })
+            .unwrap_or(((0, 0), "unknown".to_string()))
+        };
+        let ((host_rx, host_tx), server) = read(&self.host_ns, &self.host_dev);
+        let ((client_rx, client_tx), client_cc) = read(&self.client_ns, CLIENT_DEV);
+        LinkCounters {
+            spec: self.spec.to_string(),
+            // Up: the client's device could not queue it for the line, or the host's
+            // refused it from the line; down the other way round.
+            up: report::DirectionCounters::new(&self.up.snapshot(), client_tx + host_rx),
+            down: report::DirectionCounters::new(&self.down.snapshot(), host_tx + client_rx),
+            congestion_control: report::CongestionControl {
+                client: client_cc,
+                server,
+            },
+        }
+    }
 }
 
 impl Drop for Link {
@@ -246,6 +293,23 @@ impl Drop for Inside<'_> {
         // namespace lives on only as long as the process.
         let _ = netns::set_ns(&self.home);
     }
+}
+
+/// Runs `f` on a thread of its own inside namespace `ns` (`None` when the thread could
+/// not start or enter it).
+fn in_ns<T: Send>(ns: &OwnedFd, f: impl FnOnce() -> T + Send) -> Option<T> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("tlsperf-link-read".into())
+            .spawn_scoped(s, || {
+                netns::set_ns(ns).ok()?;
+                Some(f())
+            })
+            .ok()?
+            .join()
+            .ok()
+            .flatten()
+    })
 }
 
 fn tun_name(fd: &OwnedFd) -> Result<String, LinkError> {

@@ -106,6 +106,26 @@ pub fn open_tun(name: &str) -> Result<OwnedFd, LinkError> {
     Ok(fd)
 }
 
+/// Packets a TUN device of the link may hold for the delay line to read (the kernel's
+/// default is 500): a sender's burst (a window's worth of segments after one ACK, at
+/// 1 Gbit/s and more) then waits there the few microseconds the line takes to read it,
+/// instead of being dropped outside the model.
+pub const TXQUEUELEN: i32 = 10_000;
+
+/// Sets device `name`'s transmit queue to [`TXQUEUELEN`] packets (calling thread's
+/// namespace).
+pub fn txqueuelen(name: &str) -> Result<(), LinkError> {
+    let sock = inet_socket()?;
+    let mut req = ifreq(name);
+    req.ifr_ifru.ifru_metric = TXQUEUELEN;
+    ioctl(
+        &sock,
+        libc::SIOCSIFTXQLEN,
+        &mut req,
+        "size the TUN device's queue",
+    )
+}
+
 /// Gives device `name` the point-to-point address `local` ↔ `peer` and brings it up
 /// (ioctls on a socket of the calling thread's namespace).
 pub fn address(name: &str, local: Ipv4Addr, peer: Ipv4Addr) -> Result<(), LinkError> {
@@ -225,6 +245,7 @@ pub fn client_side(
             }
             let ns = open_ns()?;
             let tun = open_tun(&name)?;
+            txqueuelen(&name)?;
             address(&name, local, peer)?;
             route_localnet(&name)?;
             std::fs::write("/proc/sys/net/ipv4/conf/all/route_localnet", b"1")

@@ -1,5 +1,6 @@
 //! What link to emulate: the `--link SPEC` grammar
-//! (`rtt=DUR[,jitter=DUR][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE]`) and the named
+//! (`rtt=DUR[,jitter=DUR][,reorder=on|off][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE]`)
+//! and the named
 //! profiles, each with the source of its figures.
 
 use std::fmt;
@@ -18,14 +19,22 @@ pub const DEFAULT_QUEUE: Queue = Queue::Packets(1000);
 /// Each direction is modelled alike: a packet is lost with probability `loss`; else it
 /// joins a drop-tail queue, is serialized at the direction's rate (IP bytes; no rate
 /// means no serialization delay), then travels for half the round trip, plus or minus
-/// half the jitter (uniform), never overtaking the packet before it.
+/// half the jitter (uniform, drawn for each packet independently), so that the mean
+/// one-way delay is half the round trip whatever the traffic. A packet may then overtake
+/// the one before it, as on a path whose packets take different routes (netem does the
+/// same). With `reorder=off` it never does: a packet drawn to arrive before the one
+/// ahead of it waits for it, which raises the mean one-way delay of packets sent closer
+/// together than the jitter, by up to half the jitter for packets sent back to back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkSpec {
     /// Round-trip propagation delay (half on the way out, half on the way back).
     pub rtt: Duration,
     /// Spread of the round trip: each packet's one-way delay is drawn uniformly from
-    /// `rtt/2 ± jitter/2` (packets are not reordered).
+    /// `rtt/2 ± jitter/2`, independently.
     pub jitter: Duration,
+    /// Whether a packet may overtake the one before it (when jitter draws it a shorter
+    /// delay). Default true; false keeps the order at the cost of a higher mean delay.
+    pub reorder: bool,
     /// Server → client rate.
     pub down: Option<Rate>,
     /// Client → server rate.
@@ -137,7 +146,7 @@ impl FromStr for LinkSpec {
         if !s.contains('=') {
             let names: Vec<&str> = PROFILES.iter().map(|p| p.name).collect();
             return Err(bad(format!(
-                "not a profile ({}) nor KEY=VALUE fields (rtt=DUR[,jitter=DUR][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE])",
+                "not a profile ({}) nor KEY=VALUE fields (rtt=DUR[,jitter=DUR][,reorder=on|off][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE])",
                 names.join(", ")
             )));
         }
@@ -150,6 +159,7 @@ fn parse_fields(s: &str) -> Result<LinkSpec, String> {
     let mut spec = LinkSpec {
         rtt: Duration::ZERO,
         jitter: Duration::ZERO,
+        reorder: true,
         down: None,
         up: None,
         loss: 0.0,
@@ -170,13 +180,20 @@ fn parse_fields(s: &str) -> Result<LinkSpec, String> {
         match key {
             "rtt" => rtt = Some(duration(value)?),
             "jitter" => spec.jitter = duration(value)?,
+            "reorder" => {
+                spec.reorder = match value.to_ascii_lowercase().as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("reorder '{value}' is not on or off")),
+                }
+            }
             "down" => spec.down = rate_or_none(value)?,
             "up" => spec.up = rate_or_none(value)?,
             "loss" => spec.loss = loss(value)?,
             "queue" => spec.queue = queue(value)?,
             other => {
                 return Err(format!(
-                    "unknown field '{other}' (expected rtt, jitter, down, up, loss, queue)"
+                    "unknown field '{other}' (expected rtt, jitter, reorder, down, up, loss, queue)"
                 ));
             }
         }
@@ -346,6 +363,9 @@ impl fmt::Display for LinkSpec {
         if !self.jitter.is_zero() {
             write!(f, ",jitter={}", fmt_dur(self.jitter))?;
         }
+        if !self.reorder {
+            write!(f, ",reorder=off")?;
+        }
         if let Some(r) = self.down {
             write!(f, ",down={r}")?;
         }
@@ -395,6 +415,10 @@ mod tests {
         // `none`: no limit, as the help says.
         let s: LinkSpec = "rtt=60ms,down=none,up=2mbit".parse().unwrap();
         assert_eq!((s.down, s.up), (None, Some(Rate(2_000_000))));
+        let s: LinkSpec = "rtt=60ms,jitter=20ms,reorder=off".parse().unwrap();
+        assert!(!s.reorder);
+        assert_eq!(s.to_string(), "rtt=60ms,jitter=20ms,reorder=off");
+        assert!("rtt=60ms,reorder=ON".parse::<LinkSpec>().unwrap().reorder);
     }
 
     #[test]
@@ -426,6 +450,7 @@ mod tests {
             ("rtt=10ms,queue=0pkt", "outside"),
             ("rtt=10ms,queue=10", "no unit"),
             ("rtt=10ms,speed=1", "unknown field"),
+            ("rtt=10ms,reorder=maybe", "not on or off"),
             ("rtt=10ms,,", "not KEY=VALUE"),
         ] {
             let e = bad.parse::<LinkSpec>().unwrap_err().to_string();

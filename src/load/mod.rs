@@ -650,6 +650,7 @@ pub async fn run(
     };
     let dist = |h: &LatencyHistogram| (!h.is_empty()).then(|| Dist::of(h.clone()));
     let mut result = LoadResult {
+        link_counters: None,
         schema: <LoadResult as crate::doc::Document>::SCHEMA.into(),
         target: target_name,
         started: started_wall

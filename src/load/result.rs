@@ -213,6 +213,9 @@ pub struct LoadResult {
     /// figures; recomputed after a merge).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// `--link`: what the link did during the run (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_counters: Option<crate::link::LinkCounters>,
 }
 
 /// The most phases a load result may hold (tlsperf writes 12): each decoded histogram
@@ -381,6 +384,9 @@ fn check_possible(index: usize, r: &LoadResult) -> Result<(), MergeError> {
     }
     if r.machines == 0 {
         return bad("machines is 0".into());
+    }
+    if let Some(l) = &r.link_counters {
+        l.check().or_else(bad)?;
     }
     if r.interval_ms == 0 {
         return bad("interval_ms is 0".into());
@@ -618,6 +624,13 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
         };
+        m.link_counters = match (m.link_counters.take(), &r.link_counters) {
+            (Some(mut a), Some(b)) => {
+                a.merge(b);
+                Some(a)
+            }
+            (a, b) => a.or_else(|| b.clone()),
+        };
         m.server = match (m.server.take(), &r.server) {
             (Some(s), None) => Some(s),
             (None, Some(s)) => Some(s.clone()),
@@ -761,7 +774,16 @@ impl LoadResult {
                 if s.processes == 1 { "" } else { "es" }
             ));
         }
+        if let Some(l) = &self.link_counters {
+            w.extend(l.warnings());
+        }
         w
+    }
+
+    /// Adds what the link did (`--link`) and its warnings.
+    pub fn set_link_counters(&mut self, counters: crate::link::LinkCounters) {
+        self.link_counters = Some(counters);
+        self.warnings = self.derived_warnings();
     }
 }
 

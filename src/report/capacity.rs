@@ -139,6 +139,9 @@ pub fn text(r: &CapacityResult) -> String {
             let _ = writeln!(s, "{}: {}", other.name(), r.message);
         }
     }
+    if let Some(c) = &r.link_counters {
+        s += &c.text();
+    }
     for w in &r.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

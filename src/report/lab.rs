@@ -736,6 +736,12 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
             }
         }
     }
+    if let Some(c) = &r.link_counters {
+        let _ = write!(s, "\n{}", c.text());
+        for w in c.warnings() {
+            let _ = writeln!(s, "warning: {w}");
+        }
+    }
     let _ = writeln!(s, "\n{}", aa_text(r));
     let _ = writeln!(s, "CPU pinning: {}.", r.machine.pinning.note);
     let failures = failure_lines(r);

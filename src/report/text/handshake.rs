@@ -115,6 +115,13 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
     if let Some(l) = &r.link {
         s += &handshake_link(r, l);
     }
+    if let Some(c) = &r.link_counters {
+        s += "\n";
+        s += &c.text();
+        for w in c.warnings() {
+            s += &format!("{} {w}\n", styled(BAD, "warning:"));
+        }
+    }
     s
 }
 

@@ -157,6 +157,9 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
             sv.rss_end_kib
         );
     }
+    if let Some(c) = &r.link_counters {
+        s += &c.text();
+    }
     for w in &r.warnings {
         s += &format!("{} {w}\n", styled(BAD, "warning:"));
     }
