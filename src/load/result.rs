@@ -613,9 +613,19 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
             add(a, *b, "requests of an interval", index)?;
         }
         m.connections.extend(r.connections.iter().cloned());
-        m.generator.threads += r.generator.threads;
+        m.generator.threads = m
+            .generator
+            .threads
+            .checked_add(r.generator.threads)
+            .ok_or_else(|| MergeError::Overflow {
+                what: "generator threads".into(),
+                index,
+            })?;
         m.generator.cpus_allowed = match (m.generator.cpus_allowed, r.generator.cpus_allowed) {
-            (Some(a), Some(b)) => Some(a + b),
+            (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| MergeError::Overflow {
+                what: "CPUs allowed".into(),
+                index,
+            })?),
             _ => None,
         };
         m.generator.cpu_seconds += r.generator.cpu_seconds;
