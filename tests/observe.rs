@@ -84,9 +84,8 @@ impl Capture {
         let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
         let mut last = size(&self.path);
         let mut still = 0;
-        // A second without growth: tcpdump, starved on a busy CI machine, may not have
-        // written the last packets yet after half of one (early_data_against_serve_is_0rtt
-        // then saw 4 of its 5 handshakes, 2 CI runs in about 8).
+        // A second without growth (a starved tcpdump may not have written the last
+        // packets after half of one).
         while still < 4 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(250));
             let now = size(&self.path);
@@ -399,14 +398,14 @@ fn early_data_against_serve_is_0rtt() {
     let rejected = h["warm"]["early_data_rejected"].as_u64().unwrap();
     assert!(accepted >= 1, "{}", h["warm"]);
     let v = observe(&file, serve.port);
-    assert_eq!(
-        count(&v, "all"),
-        5,
-        "{} {} {}",
-        v["connections"],
-        v["failures"],
-        v["handshakes"]
-    );
+    // A 0-RTT connection can end on the wire before its handshake does: the server has
+    // answered the early request and closes, and a reset crosses the client's Finished
+    // (seen in CI, 3 runs in about 9: "failed 1, reset 1"). Observe counts what the wire
+    // shows: that connection is a failure (reset), not a 0-RTT handshake.
+    let reset = v["failures"]["reset"].as_u64().unwrap();
+    let why = format!("{} {} {}", v["connections"], v["failures"], v["handshakes"]);
+    assert!(reset <= 1, "{why}");
+    assert_eq!(count(&v, "all") + reset, 5, "{why}");
     // The server answers a 0-RTT request before the client's Finished and so before its
     // new tickets: a connection that closes after that answer leaves without them, and
     // once the tickets of a full handshake are used up the next handshake is full.
@@ -416,7 +415,7 @@ fn early_data_against_serve_is_0rtt() {
         "{}",
         v["handshakes"]
     );
-    assert_eq!(count(&v, "0rtt"), accepted, "{}", v["handshakes"]);
+    assert_eq!(count(&v, "0rtt") + reset, accepted, "{why}");
     assert_eq!(count(&v, "resumed"), rejected);
 }
 
