@@ -142,22 +142,36 @@ const SCHEMA_TWICE: &str = "the key \"schema\" is given twice";
 /// that the whole text is JSON, without building the rest of it. Anything else is
 /// [`Head::NotAnObject`].
 pub fn head(text: &[u8]) -> Result<Head, HeadError> {
-    struct Top;
-    impl<'de> serde::de::Visitor<'de> for Top {
+    head_costed(text).map(|(h, _)| h)
+}
+
+/// [`head`], and the document's [`footprint`] from the same pass (0 when it is not an
+/// object).
+fn head_costed(text: &[u8]) -> Result<(Head, u64), HeadError> {
+    struct Top<'a>(&'a mut u64);
+    impl<'de> serde::de::Visitor<'de> for Top<'_> {
         type Value = Head;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a JSON object")
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
             let mut schema: Option<serde_json::Value> = None;
+            // The object itself, then each member as [`Cost`] counts one.
+            *self.0 += 32;
             while let Some(k) = map.next_key::<String>()? {
+                *self.0 += 32 + k.len() as u64 + 48;
                 if k == "schema" {
                     if schema.is_some() {
                         return Err(serde::de::Error::custom(SCHEMA_TWICE));
                     }
-                    schema = Some(map.next_value()?);
+                    let v: serde_json::Value = map.next_value()?;
+                    *self.0 += match &v {
+                        serde_json::Value::String(t) => 32 + t.len() as u64,
+                        _ => 16,
+                    };
+                    schema = Some(v);
                 } else {
-                    map.next_value::<serde::de::IgnoredAny>()?;
+                    map.next_value_seed(Cost(&mut *self.0))?;
                 }
             }
             Ok(match schema {
@@ -167,7 +181,7 @@ pub fn head(text: &[u8]) -> Result<Head, HeadError> {
         }
     }
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Ok(Head::NotAnObject);
+        return Ok((Head::NotAnObject, 0));
     }
     let mut de = serde_json::Deserializer::from_slice(text);
     let err = |e: serde_json::Error| HeadError {
@@ -175,9 +189,10 @@ pub fn head(text: &[u8]) -> Result<Head, HeadError> {
         column: e.column(),
         reason: e.to_string(),
     };
-    let found = serde::de::Deserializer::deserialize_map(&mut de, Top).map_err(err)?;
+    let mut cost = 0;
+    let found = serde::de::Deserializer::deserialize_map(&mut de, Top(&mut cost)).map_err(err)?;
     de.end().map_err(err)?;
-    Ok(found)
+    Ok((found, cost))
 }
 
 /// Reads the document at `path` ([`Input::read`], then [`parse`]).
@@ -199,9 +214,10 @@ pub fn parse<T: Document>(path: &Path, text: &[u8]) -> Result<T, DocError> {
         column: e.column(),
         reason: e.to_string(),
     };
-    let found = match head(text).map_err(|e| e.at(path, T::NAME))? {
+    let (head, cost) = head_costed(text).map_err(|e| e.at(path, T::NAME))?;
+    let found = match head {
         Head::Schema(s) if T::reads(&s) => {
-            check_footprint(path, T::NAME, text)?;
+            check_footprint(path, T::NAME, text.len(), cost)?;
             let doc: T = serde_json::from_slice(text).map_err(json_err)?;
             doc.validate().map_err(|reason| DocError::Invalid {
                 path: path.to_path_buf(),
@@ -244,78 +260,79 @@ pub const FOOTPRINT_FACTOR: u64 = 4;
 /// what tlsperf writes (histograms, numbers under named fields) is estimated at 1.7–3.3
 /// times its text. `None` when the text is not JSON (the parser says where, afterwards).
 pub fn footprint(text: &[u8]) -> Option<u64> {
-    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
-    use std::fmt;
-
-    struct Cost<'a>(&'a mut u64);
-    impl<'de> DeserializeSeed<'de> for Cost<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Cost<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("any JSON value")
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-            *self.0 += 16;
-            Ok(())
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-            *self.0 += 16;
-            Ok(())
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-            *self.0 += 16;
-            Ok(())
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-            *self.0 += 16;
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> Result<(), E> {
-            *self.0 += 16;
-            Ok(())
-        }
-        fn visit_str<E>(self, v: &str) -> Result<(), E> {
-            *self.0 += 32 + v.len() as u64;
-            Ok(())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            *self.0 += 32;
-            while seq.next_element_seed(Cost(self.0))?.is_some() {}
-            Ok(())
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            *self.0 += 32;
-            while map.next_key_seed(Cost(self.0))?.is_some() {
-                *self.0 += 48;
-                map.next_value_seed(Cost(self.0))?;
-            }
-            Ok(())
-        }
-    }
+    use serde::de::DeserializeSeed as _;
     let mut cost = 0u64;
     let mut de = serde_json::Deserializer::from_slice(text);
     Cost(&mut cost).deserialize(&mut de).ok()?;
     Some(cost)
 }
 
-/// Refuses a document whose [`footprint`] is more than [`FOOTPRINT_FACTOR`] times its
-/// size plus [`FOOTPRINT_BASE`], before anything of it is built.
-fn check_footprint(path: &Path, what: &'static str, text: &[u8]) -> Result<(), DocError> {
-    let limit = FOOTPRINT_FACTOR * text.len() as u64 + FOOTPRINT_BASE;
-    match footprint(text) {
-        Some(cost) if cost > limit => Err(DocError::Footprint {
+/// A JSON value's [`footprint`], added to the count it holds.
+struct Cost<'a>(&'a mut u64);
+impl<'de> serde::de::DeserializeSeed<'de> for Cost<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+impl<'de> serde::de::Visitor<'de> for Cost<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        *self.0 += 16;
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        *self.0 += 16;
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        *self.0 += 16;
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        *self.0 += 16;
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        *self.0 += 16;
+        Ok(())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        *self.0 += 32 + v.len() as u64;
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        *self.0 += 32;
+        while seq.next_element_seed(Cost(self.0))?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        *self.0 += 32;
+        while map.next_key_seed(Cost(self.0))?.is_some() {
+            *self.0 += 48;
+            map.next_value_seed(Cost(self.0))?;
+        }
+        Ok(())
+    }
+}
+
+/// Refuses a document of `len` bytes whose [`footprint`] `cost` is more than
+/// [`FOOTPRINT_FACTOR`] times its size plus [`FOOTPRINT_BASE`], before anything of it is
+/// built.
+fn check_footprint(path: &Path, what: &'static str, len: usize, cost: u64) -> Result<(), DocError> {
+    let limit = FOOTPRINT_FACTOR * len as u64 + FOOTPRINT_BASE;
+    if cost > limit {
+        return Err(DocError::Footprint {
             path: path.to_path_buf(),
             what,
             cost,
             limit,
-        }),
-        _ => Ok(()),
+        });
     }
+    Ok(())
 }
 
 /// Reads a JSON object into a map of at most `MAX` entries, refusing the next one before
@@ -496,7 +513,11 @@ mod tests {
         let f = footprint(dense.as_bytes()).unwrap();
         assert!(f > 7 * dense.len() as u64, "{f} for {}", dense.len());
         // Beyond 4 times the text, but within the constant: read.
-        assert!(check_footprint(Path::new("dense.json"), "doc", dense.as_bytes()).is_ok());
+        assert!(check_footprint(Path::new("dense.json"), "doc", dense.len(), f).is_ok());
+        // The pass that reads the schema counts the same.
+        let doc = format!("{{\"schema\":\"x\",\"m\":{dense}}}");
+        let (_, costed) = head_costed(doc.as_bytes()).unwrap();
+        assert_eq!(costed, footprint(doc.as_bytes()).unwrap());
     }
 
     #[test]

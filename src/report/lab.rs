@@ -318,6 +318,19 @@ fn errors_md(s: &mut String, g: &GroupResult) {
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}.sig{font-weight:bold;color:#006400}.worse{color:#a00}.scroll{overflow-x:auto}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{background:#fff;border:1px solid #eee;width:49%;min-width:420px;height:auto}td .muted{font-size:11px;display:block}li{margin:.3em 0}.muted{color:#666}";
 
+/// One `<li>` per recommendation (or trade-off), its group and cell as data attributes.
+fn html_items(s: &mut String, recs: &[crate::lab::result::Recommendation]) {
+    for rec in recs {
+        let _ = write!(
+            s,
+            "<li data-group=\"{}\" data-to=\"{}\">{}</li>",
+            esc(&rec.group),
+            esc(&rec.to),
+            esc(&rec.text)
+        );
+    }
+}
+
 /// `index.html`: self-contained, no scripts, readable offline.
 pub fn html(r: &LabResult) -> String {
     let mut s = String::from(
@@ -337,30 +350,14 @@ pub fn html(r: &LabResult) -> String {
     if r.recommendations.is_empty() {
         s.push_str("<li>No configuration beat its group's baseline significantly (Welch p &lt; 0.05) in this run.</li>");
     }
-    for rec in &r.recommendations {
-        let _ = write!(
-            s,
-            "<li data-group=\"{}\" data-to=\"{}\">{}</li>",
-            esc(&rec.group),
-            esc(&rec.to),
-            esc(&rec.text)
-        );
-    }
+    html_items(&mut s, &r.recommendations);
     s.push_str("</ul>");
     if !r.trade_offs.is_empty() {
         s.push_str(
             "<h2 id=\"trade-offs\">Trade-offs (faster, but weaker: not recommended)</h2>\
              <ul class=\"trade-offs\">",
         );
-        for rec in &r.trade_offs {
-            let _ = write!(
-                s,
-                "<li data-group=\"{}\" data-to=\"{}\">{}</li>",
-                esc(&rec.group),
-                esc(&rec.to),
-                esc(&rec.text)
-            );
-        }
+        html_items(&mut s, &r.trade_offs);
         s.push_str("</ul>");
     }
     let _ = write!(
