@@ -50,7 +50,15 @@ fn kind<T: Document + Comparable>() -> DocKind {
         what: T::NAME,
         schema: T::SCHEMA,
         older: T::READS,
-        rows: |input| Ok(input.parse::<T>()?.row_set()),
+        rows: |input| {
+            let set = input.parse::<T>()?.row_set();
+            set.check().map_err(|reason| DocError::Invalid {
+                path: input.path.clone(),
+                what: T::NAME,
+                reason,
+            })?;
+            Ok(set)
+        },
     }
 }
 

@@ -204,3 +204,126 @@ fn a_document_denser_than_tlsperf_writes_is_refused_before_it_is_built() {
         );
     }
 }
+
+/// Documents no run can have written, each refused by `merge` and `compare` with exit 2,
+/// the file and the field named (both used to accept them: a percentile table that
+/// disagreed with its histogram, more resumed handshakes than handshakes, handshake
+/// kinds adding up past the total, negative latencies and crypto rounds).
+#[test]
+fn impossible_values_are_refused_by_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut cases: Vec<(String, &str, bool)> = Vec::new();
+    let mut obs = |name: &str, edit: &dyn Fn(&mut Value), why: &'static str| {
+        let mut doc = observe_doc(1);
+        edit(&mut doc);
+        let p = d.join(name);
+        write_json(&p, &doc);
+        cases.push((p.to_str().unwrap().to_string(), why, true));
+    };
+    obs(
+        "quantiles.json",
+        &|v| v["handshakes"]["all"]["phases"]["tls"]["quantiles"]["p50_ns"] = json!(5),
+        "handshakes.all.phases.tls: its p50 (5 ns) is above its p90",
+    );
+    obs(
+        "count.json",
+        &|v| v["by_sni"]["h0"]["server_think"]["quantiles"]["count"] = json!(7),
+        "its percentiles count 7 values but its histogram holds 1",
+    );
+    obs(
+        "resumed.json",
+        &|v| v["by_group"]["h0"]["resumed"] = json!(2),
+        "by_group[\"h0\"].resumed 2 is more than its 1 handshakes",
+    );
+    obs(
+        "rate.json",
+        &|v| v["resumption"]["rate"] = json!(-6.5),
+        "resumption.rate -6.5 is not within 0..=1",
+    );
+    obs(
+        "duration.json",
+        &|v| v["duration_s"] = json!(-1.0),
+        "duration_s -1e0 is not within 0 s ..= 1 year",
+    );
+
+    // A load result and a crypto report of real runs, then made impossible.
+    let ca = d.join("ca.pem");
+    let serve = common::Serve::ecdsa_writing_ca(&ca, &[]);
+    let load = d.join("load.json");
+    let run = common::tlsperf([
+        "load",
+        &serve.url(),
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--out",
+        load.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let real: Value = serde_json::from_slice(&std::fs::read(&load).unwrap()).unwrap();
+    let mut load_case = |name: &str, edit: &dyn Fn(&mut Value), why: &'static str| {
+        let mut doc = real.clone();
+        edit(&mut doc);
+        let p = d.join(name);
+        write_json(&p, &doc);
+        cases.push((p.to_str().unwrap().to_string(), why, true));
+    };
+    load_case(
+        "kinds.json",
+        &|v| v["handshakes"]["kinds"]["full"] = json!(u64::MAX),
+        "handshakes.kinds add up to more than the",
+    );
+    load_case(
+        "negative.json",
+        &|v| v["connections"][0]["mean_latency_ms"] = json!(-3.0),
+        "connections[0]: mean_latency_ms -3 is not a latency",
+    );
+    load_case(
+        "phase.json",
+        &|v| {
+            let q = &mut v["latency"]["quantiles"];
+            q["max_ns"] = json!(1);
+        },
+        "latency: its",
+    );
+    let sign = d.join("sign.json");
+    let run = common::tlsperf([
+        "crypto",
+        "sign",
+        "--alg",
+        "ed25519",
+        "--seconds",
+        "0.1",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    doc["rows"][0]["rounds_ns"][0] = json!(-12.5);
+    write_json(&sign, &doc);
+    cases.push((
+        sign.to_str().unwrap().to_string(),
+        "-12.5 ns/op is not a measurement",
+        false,
+    ));
+
+    for (p, why, merges) in &cases {
+        let mut runs = vec![vec!["compare", p.as_str(), p.as_str()]];
+        if *merges {
+            runs.push(vec!["merge", p.as_str(), p.as_str(), "--out", "/dev/null"]);
+        }
+        for args in runs {
+            let r = common::tlsperf(&args);
+            assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(p.as_str()) && r.stderr.contains(why),
+                "{args:?}: wanted {why:?} in {}",
+                r.stderr
+            );
+        }
+    }
+}

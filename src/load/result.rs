@@ -225,6 +225,10 @@ pub const MAX_PHASES: usize = 32;
 impl Document for LoadResult {
     const SCHEMA: &'static str = "tlsperf-load/1";
     const NAME: &'static str = "tlsperf load result";
+
+    fn validate(&self) -> Result<(), String> {
+        possible(self)
+    }
 }
 
 /// Two load results compare on two rows: the mean latency of each connection that
@@ -375,7 +379,13 @@ const MAX_DURATION_S: f64 = 366.0 * 86_400.0;
 
 /// Refuses what no run can have written.
 fn check_possible(index: usize, r: &LoadResult) -> Result<(), MergeError> {
-    let bad = |why: String| Err(MergeError::Impossible { index, why });
+    possible(r).map_err(|why| MergeError::Impossible { index, why })
+}
+
+/// What no run can have written, in words: times out of range, counts that disagree,
+/// distributions that do not hold what they say.
+fn possible(r: &LoadResult) -> Result<(), String> {
+    let bad = |why: String| Err(why);
     if !(r.duration_s.is_finite() && (0.0..=MAX_DURATION_S).contains(&r.duration_s)) {
         return bad(format!(
             "duration_s {:e} is not within 0 s ..= 1 year",
@@ -408,6 +418,78 @@ fn check_possible(index: usize, r: &LoadResult) -> Result<(), MergeError> {
         return bad(format!(
             "server.cpu_seconds {} is not a time",
             s.cpu_seconds
+        ));
+    }
+    if let Some(l) = r.generator.cpu_limit
+        && !(l.is_finite() && l > 0.0)
+    {
+        return bad(format!("generator.cpu_limit {l} is not a number of CPUs"));
+    }
+    let h = &r.handshakes;
+    for (what, map) in [("kinds", &h.kinds), ("early_data", &h.early_data)] {
+        let sum = map.values().try_fold(0u64, |a, b| a.checked_add(*b));
+        if sum.is_none_or(|n| n > h.total) {
+            return bad(format!(
+                "handshakes.{what} add up to more than the {} handshakes",
+                h.total
+            ));
+        }
+    }
+    let completed = q.completed;
+    let sums = [
+        (
+            "status",
+            r.status.values().try_fold(0u64, |a, b| a.checked_add(*b)),
+        ),
+        (
+            "interval_requests",
+            r.interval_requests
+                .iter()
+                .try_fold(0u64, |a, b| a.checked_add(*b)),
+        ),
+        (
+            "connections",
+            r.connections
+                .iter()
+                .try_fold(0u64, |a, c| a.checked_add(c.requests)),
+        ),
+    ];
+    for (what, sum) in sums {
+        if sum.is_none_or(|n| n > completed) {
+            return bad(format!(
+                "{what} add up to more requests than the {completed} completed"
+            ));
+        }
+    }
+    if let Some((i, c)) = r
+        .connections
+        .iter()
+        .enumerate()
+        .find(|(_, c)| !(c.mean_latency_ms.is_finite() && c.mean_latency_ms >= 0.0))
+    {
+        return bad(format!(
+            "connections[{i}]: mean_latency_ms {} is not a latency",
+            c.mean_latency_ms
+        ));
+    }
+    let dists = [
+        ("latency", Some(&r.latency)),
+        ("latency_corrected", r.latency_corrected.as_ref()),
+        ("send_lateness", r.send_lateness.as_ref()),
+        ("pacing_lateness", r.pacing_lateness.as_ref()),
+        ("handshake_full", r.handshake_full.as_ref()),
+        ("handshake_resumed", r.handshake_resumed.as_ref()),
+    ];
+    let phases = r.phases.iter().map(|(k, d)| (k.as_str(), Some(d)));
+    for (what, d) in dists.into_iter().chain(phases) {
+        if let Some(d) = d {
+            d.check().or_else(|why| bad(format!("{what}: {why}")))?;
+        }
+    }
+    if r.latency.quantiles.count > completed {
+        return bad(format!(
+            "latency holds {} requests, more than the {completed} completed",
+            r.latency.quantiles.count
         ));
     }
     Ok(())

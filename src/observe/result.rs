@@ -480,6 +480,116 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
 impl crate::doc::Document for Observation {
     const SCHEMA: &'static str = SCHEMA;
     const NAME: &'static str = "tlsperf observe result";
+
+    /// Refuses what no capture can have given: a duration out of range, more resumed or
+    /// HelloRetryRequest handshakes than handshakes, distributions that do not hold what
+    /// they say or hold more handshakes than their row, a rate outside 0..=1.
+    fn validate(&self) -> Result<(), String> {
+        const MAX_DURATION_S: f64 = 366.0 * 86_400.0;
+        if !(self.duration_s.is_finite() && (0.0..=MAX_DURATION_S).contains(&self.duration_s)) {
+            return Err(format!(
+                "duration_s {:e} is not within 0 s ..= 1 year",
+                self.duration_s
+            ));
+        }
+        let dist = |what: &str, d: &Dist, most: u64| -> Result<(), String> {
+            d.check().map_err(|why| format!("{what}: {why}"))?;
+            if d.quantiles.count > most {
+                return Err(format!(
+                    "{what} holds {} values, more than its {most} handshakes",
+                    d.quantiles.count
+                ));
+            }
+            Ok(())
+        };
+        let part = |what: String, n: u64, of: u64| -> Result<(), String> {
+            if n > of {
+                return Err(format!("{what} {n} is more than its {of} handshakes"));
+            }
+            Ok(())
+        };
+        for (kind, k) in &self.handshakes {
+            part(format!("handshakes.{kind}.hrr"), k.hrr, k.count)?;
+            let b = &k.server_flight_bytes;
+            part(
+                format!("handshakes.{kind}.server_flight_bytes.count"),
+                b.count,
+                k.count,
+            )?;
+            if b.count > 0 && b.min > b.max {
+                return Err(format!(
+                    "handshakes.{kind}.server_flight_bytes: min {} is above max {}",
+                    b.min, b.max
+                ));
+            }
+            for (phase, d) in &k.phases {
+                dist(&format!("handshakes.{kind}.phases.{phase}"), d, k.count)?;
+            }
+        }
+        let tables = [
+            ("by_sni", &self.by_sni),
+            ("by_server", &self.by_server),
+            ("by_version", &self.by_version),
+            ("by_group", &self.by_group),
+            ("by_client_process", &self.by_client_process),
+            ("by_server_process", &self.by_server_process),
+        ];
+        for (table, rows) in tables {
+            for (key, r) in rows {
+                part(format!("{table}[{key:?}].resumed"), r.resumed, r.handshakes)?;
+                part(format!("{table}[{key:?}].hrr"), r.hrr, r.handshakes)?;
+                dist(
+                    &format!("{table}[{key:?}].server_think"),
+                    &r.server_think,
+                    r.handshakes,
+                )?;
+                dist(
+                    &format!("{table}[{key:?}].client_think"),
+                    &r.client_think,
+                    r.handshakes,
+                )?;
+            }
+        }
+        let all = self.count("all");
+        part("resumption.resumed".into(), self.resumption.resumed, all)?;
+        let methods = self
+            .resumption
+            .by_method
+            .values()
+            .try_fold(0u64, |a, b| a.checked_add(*b));
+        if methods.is_none_or(|n| n > self.resumption.resumed) {
+            return Err(format!(
+                "resumption.by_method adds up to more than the {} resumed",
+                self.resumption.resumed
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.resumption.rate) {
+            return Err(format!(
+                "resumption.rate {} is not within 0..=1",
+                self.resumption.rate
+            ));
+        }
+        if let Some(p) = &self.probes {
+            for (table, rows) in [
+                ("probes.by_kind", &p.by_kind),
+                ("probes.by_process", &p.by_process),
+                ("probes.by_sni", &p.by_sni),
+            ] {
+                for (key, r) in rows {
+                    let most = r.handshakes.saturating_add(r.failed);
+                    for (phase, d) in &r.phases {
+                        dist(&format!("{table}[{key:?}].phases.{phase}"), d, most)?;
+                    }
+                    dist(
+                        &format!("{table}[{key:?}].wire_server_think"),
+                        &r.wire_server_think,
+                        most,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

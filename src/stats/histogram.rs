@@ -430,6 +430,50 @@ impl Dist {
         }
     }
 
+    /// Checks a distribution read from a document: its percentiles are in order, its
+    /// mean lies between its smallest and largest value, and it counts the values its
+    /// histogram holds (what [`Dist::of`] always writes). `Err` says which does not hold.
+    pub fn check(&self) -> Result<(), String> {
+        let q = &self.quantiles;
+        if q.count != self.hdr.len() {
+            return Err(format!(
+                "its percentiles count {} values but its histogram holds {}",
+                q.count,
+                self.hdr.len()
+            ));
+        }
+        if q.count == 0 {
+            return Ok(());
+        }
+        let order = [
+            ("min", q.min_ns),
+            ("p50", q.p50_ns),
+            ("p90", q.p90_ns),
+            ("p95", q.p95_ns),
+            ("p99", q.p99_ns),
+            ("p99.9", q.p999_ns),
+            ("max", q.max_ns),
+        ];
+        if let Some(w) = order.windows(2).find(|w| w[0].1 > w[1].1) {
+            return Err(format!(
+                "its {} ({} ns) is above its {} ({} ns)",
+                w[0].0, w[0].1, w[1].0, w[1].1
+            ));
+        }
+        // The mean is a float: allow its rounding at the ends.
+        let (lo, hi) = (q.min_ns as f64, q.max_ns as f64);
+        if !(q.mean_ns.is_finite()
+            && q.mean_ns >= lo * (1.0 - 1e-9)
+            && q.mean_ns <= hi * (1.0 + 1e-9))
+        {
+            return Err(format!(
+                "its mean ({} ns) is not between its min ({} ns) and max ({} ns)",
+                q.mean_ns, q.min_ns, q.max_ns
+            ));
+        }
+        Ok(())
+    }
+
     /// Adds `other`'s values (exactly: the histograms merge) and re-reads the
     /// percentiles; refuses a total a histogram cannot hold.
     pub fn merge(&mut self, other: &Dist) -> Result<(), HistogramError> {

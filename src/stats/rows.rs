@@ -107,6 +107,32 @@ pub struct RowSet {
     pub notes: Vec<String>,
 }
 
+impl RowSet {
+    /// Checks the figures of a document's rows: every round and median is a finite
+    /// measurement, not negative (every document kind's rows are times, rates or sizes).
+    /// `Err` names the first row that is not.
+    pub fn check(&self) -> Result<(), String> {
+        for r in &self.rows {
+            let bad = r
+                .rounds
+                .iter()
+                .flatten()
+                .chain(r.median.iter())
+                .find(|v| !(v.is_finite() && **v >= 0.0));
+            if let Some(v) = bad {
+                let label = r.identity.label();
+                let what = if label.is_empty() {
+                    r.section.to_string()
+                } else {
+                    label
+                };
+                return Err(format!("{what}: {v} {} is not a measurement", r.unit));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A result whose rows can be compared: the one thing a document kind implements to
 /// join `tlsperf compare`.
 pub trait Comparable {
