@@ -159,14 +159,14 @@ fn head_costed(text: &[u8]) -> Result<(Head, u64), HeadError> {
             // The object itself, then each member as [`Cost`] counts one.
             *self.0 += 32;
             while let Some(k) = map.next_key::<String>()? {
-                *self.0 += 32 + k.len() as u64 + 48;
+                *self.0 += string_cost(k.len()) + 48;
                 if k == "schema" {
                     if schema.is_some() {
                         return Err(serde::de::Error::custom(SCHEMA_TWICE));
                     }
                     let v: serde_json::Value = map.next_value()?;
                     *self.0 += match &v {
-                        serde_json::Value::String(t) => 32 + t.len() as u64,
+                        serde_json::Value::String(t) => string_cost(t.len()),
                         _ => 16,
                     };
                     schema = Some(v);
@@ -267,6 +267,24 @@ pub fn footprint(text: &[u8]) -> Option<u64> {
     Some(cost)
 }
 
+/// The longest list any document may hold: a load run's intervals of 250 ms over 29 days.
+/// Checked while the structure is costed, so that no list is ever built (or, under a
+/// flattened field, buffered item by item) beyond it.
+pub const MAX_LIST_ITEMS: usize = 10_000_000;
+
+/// What a string of `len` bytes takes once built: its 24-byte handle and, unless empty,
+/// the allocator's chunk for its bytes (16-byte granules with 8 bytes of header, 32 at
+/// least, as glibc's malloc gives on 64-bit Linux). Short strings cost several times
+/// their text; counting less let a list of short strings take twice its estimate.
+fn string_cost(len: usize) -> u64 {
+    let chunk = if len == 0 {
+        0
+    } else {
+        ((len as u64 + 8 + 15) & !15).max(32)
+    };
+    24 + chunk
+}
+
 /// A JSON value's [`footprint`], added to the count it holds.
 struct Cost<'a>(&'a mut u64);
 impl<'de> serde::de::DeserializeSeed<'de> for Cost<'_> {
@@ -301,12 +319,20 @@ impl<'de> serde::de::Visitor<'de> for Cost<'_> {
         Ok(())
     }
     fn visit_str<E>(self, v: &str) -> Result<(), E> {
-        *self.0 += 32 + v.len() as u64;
+        *self.0 += string_cost(v.len());
         Ok(())
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         *self.0 += 32;
-        while seq.next_element_seed(Cost(self.0))?.is_some() {}
+        let mut items = 0usize;
+        while seq.next_element_seed(Cost(self.0))?.is_some() {
+            items += 1;
+            if items > MAX_LIST_ITEMS {
+                return Err(serde::de::Error::custom(format!(
+                    "a list of more than {MAX_LIST_ITEMS} items (tlsperf writes none so long)"
+                )));
+            }
+        }
         Ok(())
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
@@ -372,16 +398,65 @@ where
     d.deserialize_map(Bounded::<V, MAX>(std::marker::PhantomData))
 }
 
+/// Reads a JSON array into a list of at most `MAX` items, refusing the next one before it
+/// is decoded (`#[serde(deserialize_with = "crate::doc::at_most_items::<_, _, 1000>")]`):
+/// for the lists of a document whose items hold text, which cost several times their
+/// JSON once built.
+pub fn at_most_items<'de, D, T, const MAX: usize>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    struct Bounded<T, const MAX: usize>(std::marker::PhantomData<T>);
+    impl<'de, T: serde::Deserialize<'de>, const MAX: usize> serde::de::Visitor<'de>
+        for Bounded<T, MAX>
+    {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of at most {MAX} items")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                if out.len() == MAX {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {MAX} items in one list (the most tlsperf writes)"
+                    )));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Bounded::<T, MAX>(std::marker::PhantomData))
+}
+
 /// Writes `doc` as pretty JSON and a newline to `path`, atomically (a temporary name,
 /// then a rename); an existing file only with `force`.
 pub fn write<T: Serialize>(doc: &T, path: &Path, force: bool) -> Result<(), DocError> {
-    let mut json = serde_json::to_vec_pretty(doc).map_err(|source| DocError::Encode {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    json.push(b'\n');
-    crate::files::write_atomic(path, &json, FileMode::Public, force)?;
-    Ok(())
+    // Streamed to the file: a merged document is never held twice, as a value and as text.
+    let mut encode = None;
+    let written = crate::files::write_atomic_with(path, FileMode::Public, force, |w| {
+        match serde_json::to_writer_pretty(&mut *w, doc) {
+            Ok(()) => w.write_all(b"\n"),
+            Err(e) if e.is_io() => Err(e.into()),
+            Err(e) => {
+                let io = std::io::Error::other(e.to_string());
+                encode = Some(e);
+                Err(io)
+            }
+        }
+    });
+    match (written, encode) {
+        (_, Some(source)) => Err(DocError::Encode {
+            path: path.to_path_buf(),
+            source,
+        }),
+        (r, None) => Ok(r?),
+    }
 }
 
 /// Deserializes an `f64` that serde_json wrote as `null` (a NaN or an infinity) back to
@@ -498,11 +573,15 @@ mod tests {
     #[test]
     fn footprints_of_dense_and_plain_structures() {
         assert_eq!(footprint(b"1"), Some(16));
-        assert_eq!(footprint(br#""abc""#), Some(35));
+        // A string: its handle and its bytes' smallest allocator chunk.
+        assert_eq!(footprint(br#""abc""#), Some(24 + 32));
+        assert_eq!(footprint(b"\"\""), Some(24));
+        let long = format!("\"{}\"", "x".repeat(40));
+        assert_eq!(footprint(long.as_bytes()), Some(24 + 48));
         // An object of one member: the object, the key, the entry, the value.
         assert_eq!(
             footprint(br#"{"k":[1,2]}"#),
-            Some(32 + 33 + 48 + 32 + 2 * 16)
+            Some(32 + 56 + 48 + 32 + 2 * 16)
         );
         assert_eq!(footprint(b"[1,"), None);
         // 100,000 tiny map entries: about 8 times their text.

@@ -496,12 +496,28 @@ impl Staging {
     /// `dest` points to) with the given mode, synced to disk; for a FIFO or a character
     /// device, keeps `contents` to write at commit.
     pub fn add(&mut self, dest: &Path, contents: &[u8], mode: FileMode) -> Result<(), FileError> {
+        self.add_with(dest, mode, |w| w.write_all(contents))
+    }
+
+    /// [`Staging::add`] with the contents written by `write` as they are produced (through
+    /// a buffer, so a large document is never held whole in memory on its way to a file).
+    pub fn add_with(
+        &mut self,
+        dest: &Path,
+        mode: FileMode,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<(), FileError> {
         let path = match target(dest)? {
             Target::File(path) => path,
             Target::Stream => {
+                let mut contents = Vec::new();
+                write(&mut contents).map_err(|source| FileError::Write {
+                    path: dest.to_path_buf(),
+                    source,
+                })?;
                 self.files.push(Staged::Stream {
                     dest: dest.to_path_buf(),
-                    contents: contents.to_vec(),
+                    contents,
                 });
                 return Ok(());
             }
@@ -530,7 +546,10 @@ impl Staging {
             })
             .map_err(write_err)?;
         let file = &mut temp.as_file_mut().0;
-        file.write_all(contents).map_err(write_err)?;
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut *file);
+        write(&mut buffered).map_err(write_err)?;
+        buffered.flush().map_err(write_err)?;
+        drop(buffered);
         if mode != FileMode::Private {
             set_mode(file, mode).map_err(write_err)?;
         }
@@ -693,6 +712,19 @@ fn write_stream(dest: &Path, contents: &[u8]) -> Result<(), FileError> {
         .map_err(write_err)?;
     f.write_all(contents).map_err(write_err)?;
     f.flush().map_err(write_err)
+}
+
+/// Writes one file atomically (temporary file + rename), its contents produced by
+/// `write` as they are written ([`Staging::add_with`]).
+pub fn write_atomic_with(
+    dest: &Path,
+    mode: FileMode,
+    overwrite: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), FileError> {
+    let mut staging = Staging::new(overwrite);
+    staging.add_with(dest, mode, write)?;
+    staging.commit()
 }
 
 /// Writes one file atomically (temporary file + rename).

@@ -284,6 +284,14 @@ fn impossible_values_are_refused_by_every_reader() {
         "connections[0]: mean_latency_ms -3 is not a latency",
     );
     load_case(
+        "intervals.json",
+        &|v| {
+            v["duration_s"] = json!(1.0);
+            v["interval_requests"] = Value::Array(vec![json!(0); 100]);
+        },
+        "interval_requests holds 100 intervals of 250 ms, more than a 1 s run has",
+    );
+    load_case(
         "phase.json",
         &|v| {
             let q = &mut v["latency"]["quantiles"];
@@ -321,6 +329,64 @@ fn impossible_values_are_refused_by_every_reader() {
             assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
             assert!(
                 r.stderr.contains(p.as_str()) && r.stderr.contains(why),
+                "{args:?}: wanted {why:?} in {}",
+                r.stderr
+            );
+        }
+    }
+}
+
+/// Lists and maps of text beyond what tlsperf writes (258 alert descriptions, 10,001
+/// sources), a crypto row of more than a million rounds, any list of more than ten
+/// million items, and a load result with more intervals than its duration holds: each
+/// refused by the readers, naming the file and the bound. Before, each was built in full
+/// (a 250 MB list of rounds took 3.7 GB to compare).
+#[test]
+fn long_lists_and_text_maps_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut cases: Vec<(String, String)> = Vec::new();
+    let mut add = |name: &str, doc: &Value, why: &str| {
+        let p = d.join(name);
+        write_json(&p, doc);
+        cases.push((p.to_str().unwrap().to_string(), why.to_string()));
+    };
+    let mut doc = observe_doc(1);
+    doc["failures"]["alerts"] = (0..258).map(|i| (format!("a{i}"), json!(0))).collect();
+    add("alerts.json", &doc, "more than 257 entries");
+    let mut doc = observe_doc(1);
+    doc["sources"] = (0..10_001)
+        .map(|i| json!({"kind": "pcap", "name": format!("{i}.pcap")}))
+        .collect();
+    add("sources.json", &doc, "more than 10000 items");
+    let mut doc = observe_doc(1);
+    doc["ports"] = Value::Array(vec![json!(443); 10_000_001]);
+    add("ports.json", &doc, "a list of more than 10000000 items");
+
+    let run = common::tlsperf([
+        "crypto",
+        "sign",
+        "--alg",
+        "ed25519",
+        "--seconds",
+        "0.1",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut sign: Value = serde_json::from_str(&run.stdout).unwrap();
+    sign["rows"][0]["rounds_ns"] = Value::Array(vec![json!(1.5); 1_000_001]);
+    add("rounds.json", &sign, "more than 1000000 items");
+
+    for (p, why) in &cases {
+        let mut runs = vec![vec!["compare", p.as_str(), p.as_str()]];
+        if !p.ends_with("rounds.json") {
+            runs.push(vec!["merge", p.as_str(), p.as_str(), "--out", "/dev/null"]);
+        }
+        for args in runs {
+            let r = common::tlsperf(&args);
+            assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(p.as_str()) && r.stderr.contains(why.as_str()),
                 "{args:?}: wanted {why:?} in {}",
                 r.stderr
             );

@@ -72,7 +72,7 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
             )));
         }
         let all = inputs
-            .iter()
+            .into_iter()
             .map(|i| i.parse::<crate::observe::Observation>())
             .collect::<Result<Vec<_>, _>>()?;
         let merged = crate::observe::result::merge(&all)?;
@@ -94,7 +94,7 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
             )));
         }
         let results = inputs
-            .iter()
+            .into_iter()
             .map(|i| i.parse::<crate::capacity::CapacityResult>())
             .collect::<Result<Vec<_>, _>>()?;
         // An error about one result names its file.
@@ -108,7 +108,7 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
         return out.summary(&merged, || crate::report::capacity::text(&merged));
     }
     let results = inputs
-        .iter()
+        .into_iter()
         .map(|i| i.parse::<crate::load::LoadResult>())
         .collect::<Result<Vec<_>, _>>()?;
     let merged = merge(&results, args.allow_mixed)?;

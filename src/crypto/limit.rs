@@ -119,6 +119,9 @@ pub struct CategoryTime {
     #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub ns: f64,
     /// Every round's time per handshake, ns, bias subtracted.
+    #[serde(
+        deserialize_with = "crate::doc::at_most_items::<_, _, { crate::stats::rows::MAX_ROUNDS }>"
+    )]
     pub rounds_ns: Vec<f64>,
 }
 
@@ -165,7 +168,10 @@ pub struct Limit {
     pub measured_ns: f64,
     /// Every round of that measurement, ns per handshake of this side (the samples
     /// `tlsperf compare` tests).
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most_items::<_, _, { crate::stats::rows::MAX_ROUNDS }>"
+    )]
     pub measured_rounds_ns: Vec<f64>,
     /// measured / limit × 100; null without a limit.
     pub percent_of_limit: Option<f64>,

@@ -107,6 +107,9 @@ pub struct Measurement {
     #[serde(deserialize_with = "crate::doc::f64_or_nan")]
     pub q3_ns: f64,
     /// Every round's ns/op, in order.
+    #[serde(
+        deserialize_with = "crate::doc::at_most_items::<_, _, { crate::stats::rows::MAX_ROUNDS }>"
+    )]
     pub rounds_ns: Vec<f64>,
     /// How many rounds Tukey's filter dropped.
     pub outlier_rounds: usize,

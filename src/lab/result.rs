@@ -260,6 +260,9 @@ pub struct CellResult {
     #[serde(default)]
     pub failure_rate: f64,
     /// Every round.
+    #[serde(
+        deserialize_with = "crate::doc::at_most_items::<_, _, { crate::stats::rows::MAX_ROUNDS }>"
+    )]
     pub rounds: Vec<RoundMetrics>,
     /// Mean and spread of each metric over the rounds, by metric name.
     pub summary: BTreeMap<String, MeanSd>,

@@ -52,6 +52,7 @@ pub struct Handshakes {
     /// Completed handshakes.
     pub total: u64,
     /// By kind: full, full-hrr, resumed-ticket, resumed-session-id.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_PHASES>")]
     pub kinds: BTreeMap<String, u64>,
     /// Resumed ÷ total.
     pub resumption_rate: f64,
@@ -69,6 +70,7 @@ pub struct Handshakes {
     /// handshake), "not-sent" (no session allowing early data: a full handshake, or the
     /// server's tickets allow none).
     #[serde(default)]
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_PHASES>")]
     pub early_data: BTreeMap<String, u64>,
 }
 
@@ -160,6 +162,7 @@ pub struct LoadResult {
     #[serde(default)]
     pub gave_up: bool,
     /// The options, as given.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_OPTIONS>")]
     pub options: BTreeMap<String, serde_json::Value>,
     /// Requests.
     pub requests: Requests,
@@ -192,10 +195,13 @@ pub struct LoadResult {
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_PHASES>")]
     pub phases: BTreeMap<String, Dist>,
     /// HTTP status → count.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_STATUSES>")]
     pub status: BTreeMap<String, u64>,
     /// Error kind → count.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_ERROR_KINDS>")]
     pub errors: BTreeMap<String, u64>,
     /// Error kind → the first message seen.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_ERROR_KINDS>")]
     pub error_examples: BTreeMap<String, String>,
     /// Body bytes received.
     pub body_bytes: u64,
@@ -211,12 +217,22 @@ pub struct LoadResult {
     pub server: Option<ServerUsage>,
     /// What makes figures of this result doubtful, in plain words (derived from the
     /// figures; recomputed after a merge).
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most_items::<_, _, MAX_OPTIONS>"
+    )]
     pub warnings: Vec<String>,
     /// `--link`: what the link did during the run (absent without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_counters: Option<crate::link::LinkCounters>,
 }
+
+/// The most options a load result may record (tlsperf writes about 20).
+pub const MAX_OPTIONS: usize = 128;
+/// The most HTTP statuses a load result may count: every three-digit code.
+pub const MAX_STATUSES: usize = 1000;
+/// The most kinds of error a load result may count (tlsperf has about 20).
+pub const MAX_ERROR_KINDS: usize = 256;
 
 /// The most phases a load result may hold (tlsperf writes 12): each decoded histogram
 /// takes memory, so a document cannot declare thousands.
@@ -231,9 +247,14 @@ impl Document for LoadResult {
     }
 }
 
+/// The most rounds the throughput row of a comparison holds: longer runs have their
+/// intervals taken in consecutive groups (each group's requests/s one round).
+pub const MAX_INTERVAL_ROUNDS: usize = 10_000;
+
 /// Two load results compare on two rows: the mean latency of each connection that
 /// completed a request (lower is better) and the requests/s of each interval (higher is
-/// better; the partial first and last intervals left out when more than four remain).
+/// better; the partial first and last intervals left out when more than four remain;
+/// beyond [`MAX_INTERVAL_ROUNDS`] intervals, consecutive ones grouped into wider ones).
 /// Their target and the options that [`merge`] requires equal are the settings.
 impl Comparable for LoadResult {
     const KIND: &'static str = "load";
@@ -247,6 +268,14 @@ impl Comparable for LoadResult {
         } else {
             &self.interval_requests[..]
         };
+        let group = inner.len().div_ceil(MAX_INTERVAL_ROUNDS).max(1);
+        let width_ms = self.interval_ms.saturating_mul(group as u64);
+        let per_s = per_s / group as f64;
+        let throughput: Vec<f64> = inner
+            .chunks(group)
+            .filter(|c| c.len() == group)
+            .map(|c| c.iter().map(|&r| r as f64).sum::<f64>() * per_s)
+            .collect();
         let row = |metric: &str, unit: String, direction, rounds| Row {
             section: SECTION,
             identity: Identity(vec![("metric", metric.to_string())]),
@@ -284,9 +313,9 @@ impl Comparable for LoadResult {
                 ),
                 row(
                     "throughput per interval",
-                    format!("requests/s per {} ms interval", self.interval_ms),
+                    format!("requests/s per {width_ms} ms interval"),
                     Direction::HigherIsBetter,
-                    inner.iter().map(|&c| c as f64 * per_s).collect(),
+                    throughput,
                 ),
             ],
             settings,
@@ -434,6 +463,17 @@ fn possible(r: &LoadResult) -> Result<(), String> {
                 h.total
             ));
         }
+    }
+    // Intervals are counted from the run's start by each response's time, which is
+    // never after the run's end (with a margin for the two clocks' rounding).
+    let most = (r.duration_s * 1010.0 / r.interval_ms as f64).floor() + 2.0;
+    if r.interval_requests.len() as f64 > most {
+        return bad(format!(
+            "interval_requests holds {} intervals of {} ms, more than a {} s run has",
+            r.interval_requests.len(),
+            r.interval_ms,
+            r.duration_s
+        ));
     }
     let completed = q.completed;
     let sums = [

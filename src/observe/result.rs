@@ -122,13 +122,27 @@ pub struct Resumption {
     /// Resumed ÷ completed handshakes (0 when there are none).
     pub rate: f64,
     /// By how the session was found: `psk` (TLS 1.3), `ticket`, `session-id` (TLS 1.2).
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, 32>")]
     pub by_method: BTreeMap<String, u64>,
 }
+
+/// The most sources an observation lists (a merge of more counts the rest).
+pub const MAX_SOURCES: usize = 10_000;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The most alert descriptions a failure table holds: every one a byte can name, and
+/// `encrypted`.
+pub const MAX_ALERTS: usize = 257;
 
 /// Handshakes that began (a ClientHello) and did not complete.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Failures {
     /// By the first alert seen (its description; `encrypted` when it was).
+    /// Read back, at most [`MAX_ALERTS`] entries.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_ALERTS>")]
     pub alerts: BTreeMap<String, u64>,
     /// Reset mid-handshake.
     pub reset: u64,
@@ -218,8 +232,13 @@ pub struct Source {
 pub struct Observation {
     /// [`SCHEMA`].
     pub schema: String,
-    /// What was observed.
+    /// What was observed. Read back, at most [`MAX_SOURCES`] (a merge keeps the first
+    /// ones and counts the rest in [`Observation::sources_left_out`]).
+    #[serde(deserialize_with = "crate::doc::at_most_items::<_, _, MAX_SOURCES>")]
     pub sources: Vec<Source>,
+    /// Sources merged in beyond [`MAX_SOURCES`], not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sources_left_out: u64,
     /// The TCP ports observed (empty: every port).
     pub ports: Vec<u16>,
     /// Capture time covered, seconds (first to last frame, a frame stamped far from its
@@ -269,6 +288,7 @@ pub struct Observation {
     /// Handshakes that did not complete.
     pub failures: Failures,
     /// Per phase, what it spans and from which side it is exact.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
     pub phases: BTreeMap<String, String>,
     /// Inside the processes (`--probes`): each handshake's waiting and work, by process
     /// and kind.
@@ -292,6 +312,7 @@ impl Observation {
         Observation {
             schema: SCHEMA.to_string(),
             sources,
+            sources_left_out: 0,
             ports,
             duration_s: 0.0,
             interrupted: false,
@@ -399,7 +420,14 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
     m.phases = first.phases.clone();
     let mut ports_seen = std::collections::HashSet::new();
     for o in all {
-        m.sources.extend(o.sources.iter().cloned());
+        for s in &o.sources {
+            if m.sources.len() < MAX_SOURCES {
+                m.sources.push(s.clone());
+            } else {
+                m.sources_left_out = m.sources_left_out.saturating_add(1);
+            }
+        }
+        m.sources_left_out = m.sources_left_out.saturating_add(o.sources_left_out);
         for p in &o.ports {
             if ports_seen.insert(*p) {
                 m.ports.push(*p);

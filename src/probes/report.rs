@@ -121,6 +121,7 @@ pub struct ProbeCounts {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ProbeReport {
     /// What was attached ("openssl: /lib/…/libssl.so.3 (SSL_do_handshake, …)").
+    #[serde(deserialize_with = "crate::doc::at_most_items::<_, _, MAX_ROWS>")]
     pub attached: Vec<String>,
     /// The counts.
     pub counts: ProbeCounts,
@@ -139,11 +140,14 @@ pub struct ProbeReport {
     pub by_sni: BTreeMap<String, ProbeRow>,
     /// The kernel's own count of completed handshakes per "pid N role", from its log2
     /// histograms (kept even when ring-buffer records are lost).
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_ROWS>")]
     pub kernel_counts: BTreeMap<String, u64>,
     /// The slowest completed server handshakes (by span, or by the wire's server think
     /// when captured), broken down.
+    #[serde(deserialize_with = "crate::doc::at_most_items::<_, _, SLOWEST>")]
     pub slowest: Vec<Breakdown>,
     /// Per phase, what it spans.
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
     pub phases: BTreeMap<String, String>,
 }
 

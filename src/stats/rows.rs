@@ -107,12 +107,23 @@ pub struct RowSet {
     pub notes: Vec<String>,
 }
 
+/// The most rounds one row of a document may bring to a comparison.
+pub const MAX_ROUNDS: usize = 1_000_000;
+
 impl RowSet {
     /// Checks the figures of a document's rows: every round and median is a finite
-    /// measurement, not negative (every document kind's rows are times, rates or sizes).
+    /// measurement, not negative (every document kind's rows are times, rates or sizes),
+    /// and no row brings more than [`MAX_ROUNDS`] rounds.
     /// `Err` names the first row that is not.
     pub fn check(&self) -> Result<(), String> {
         for r in &self.rows {
+            let n = r.rounds.as_ref().map_or(0, Vec::len);
+            if n > MAX_ROUNDS {
+                return Err(format!(
+                    "{}: {n} rounds, more than the {MAX_ROUNDS} a comparison takes",
+                    r.identity.label()
+                ));
+            }
             let bad = r
                 .rounds
                 .iter()

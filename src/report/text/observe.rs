@@ -34,11 +34,14 @@ fn quantile_row(group: &str, phase: &str, d: &Dist) -> Vec<String> {
 
 /// The whole observation.
 pub fn observation(o: &Observation) -> String {
-    let sources: Vec<String> = o
+    let mut sources: Vec<String> = o
         .sources
         .iter()
         .map(|s| format!("{} {}", s.kind, s.name))
         .collect();
+    if o.sources_left_out > 0 {
+        sources.push(format!("{} more sources", o.sources_left_out));
+    }
     let ports = if o.ports.is_empty() {
         "every TCP port".to_string()
     } else {
