@@ -90,16 +90,17 @@ impl DirectionCounters {
         Ok(())
     }
 
-    /// Adds `o`'s counts; peaks and lateness take the larger (after a merge they are an
+    /// Adds `o`'s counts (saturating: a document's counts are never wrapped); peaks and
+    /// lateness take the larger (after a merge they are an
     /// upper bound for the percentiles).
     fn merge(&mut self, o: &DirectionCounters) {
-        self.packets += o.packets;
-        self.bytes += o.bytes;
-        self.delivered += o.delivered;
-        self.delivered_bytes += o.delivered_bytes;
-        self.model_loss += o.model_loss;
-        self.queue_drops += o.queue_drops;
-        self.device_drops += o.device_drops;
+        self.packets = self.packets.saturating_add(o.packets);
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.delivered = self.delivered.saturating_add(o.delivered);
+        self.delivered_bytes = self.delivered_bytes.saturating_add(o.delivered_bytes);
+        self.model_loss = self.model_loss.saturating_add(o.model_loss);
+        self.queue_drops = self.queue_drops.saturating_add(o.queue_drops);
+        self.device_drops = self.device_drops.saturating_add(o.device_drops);
         self.queue_peak_packets = self.queue_peak_packets.max(o.queue_peak_packets);
         self.queue_peak_bytes = self.queue_peak_bytes.max(o.queue_peak_bytes);
         self.late_p50_us = self.late_p50_us.max(o.late_p50_us);
@@ -291,6 +292,11 @@ tlsperf-l0: 5000 40 0 3 0 0 0 0 9000 60 0 940 0 0 0 0\n";
         assert_eq!(a.congestion_control.server, "cubic");
         assert!(a.check().is_ok());
         assert_eq!(a.warnings().len(), 1, "{:?}", a.warnings());
+        // Counts of hostile documents saturate, never wrap (nor panic).
+        let mut big = one(u64::MAX, 1.0, "cubic");
+        big.merge(&one(u64::MAX, 1.0, "cubic"));
+        assert_eq!(big.up.packets, u64::MAX);
+        assert_eq!(big.up.delivered, u64::MAX);
     }
 
     #[test]
