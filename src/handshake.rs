@@ -108,6 +108,13 @@ pub struct WarmReport {
     pub errors: BTreeMap<&'static str, usize>,
     /// Kind → the first message seen.
     pub error_examples: BTreeMap<&'static str, String>,
+    /// tlsperf's own wake-up delay (nanoseconds), over the connections whose handshake
+    /// reads the kernel stamped: each one's longest time from the arrival of a read's
+    /// last byte to the return of tlsperf's read. Receive stamps are the arrivals
+    /// ([`HandshakeRun::receive_stamps`]), so this delay is in no phase; it shows how late
+    /// the client ran (a busy client machine). `None` when no read was stamped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_wakeup: Option<Quantiles>,
 }
 
 /// The result of `tlsperf handshake`.
@@ -117,6 +124,10 @@ pub struct HandshakeRun {
     pub target: String,
     /// Where the roots came from.
     pub roots: String,
+    /// Where receive stamps come from: `kernel` (each read dated at the arrival of its
+    /// last byte, from the socket's software receive timestamps) or `read` (after the
+    /// read returned: the kernel stamped none of the first connection's reads).
+    pub receive_stamps: &'static str,
     /// Time to load them (before the first connection).
     pub roots_ms: f64,
     /// First use of the crypto provider in this process (before the first connection).
@@ -174,6 +185,7 @@ pub async fn run(
     let request = get_request(&target.authority, &target.path, true);
     let mut first: Option<Exchange> = None;
     let mut hists: BTreeMap<Phase, LatencyHistogram> = BTreeMap::new();
+    let mut wakeup = LatencyHistogram::new();
     let mut kinds: BTreeMap<&'static str, usize> = BTreeMap::new();
     let (mut accepted, mut rejected, mut resumed) = (0, 0, 0);
     let mut errors: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -227,6 +239,9 @@ pub async fn run(
         for p in Phase::ALL {
             // Durations beyond the histogram's range are not possible within the timeout.
             let _ = hists.entry(p).or_default().record(ex.timeline.get(p));
+        }
+        if let Some(w) = ex.handshake.stamps.wakeup {
+            let _ = wakeup.record(w);
         }
         *kinds.entry(ex.handshake.kind.name()).or_default() += 1;
         resumed += usize::from(ex.handshake.kind.resumed());
@@ -289,6 +304,11 @@ pub async fn run(
         link_counters: None,
         target: target.to_string(),
         roots: client.roots.clone(),
+        receive_stamps: if h.stamps.wakeup.is_some() {
+            "kernel"
+        } else {
+            "read"
+        },
         roots_ms: client.roots_time.as_secs_f64() * 1e3,
         provider_init_ms: client.provider_init.as_secs_f64() * 1e3,
         negotiated: Negotiated {
@@ -325,6 +345,7 @@ pub async fn run(
                 .collect(),
             errors,
             error_examples: examples,
+            client_wakeup: (!wakeup.is_empty()).then(|| wakeup.quantiles()),
         }),
         interrupted,
     })

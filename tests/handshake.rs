@@ -711,3 +711,103 @@ fn interrupted_runs_keep_what_was_measured() {
     );
     drop(silent);
 }
+
+/// A relay that freezes the client (SIGSTOP) as soon as its ClientHello arrives,
+/// forwards it, hands the server's first answer to the client's socket, and only
+/// `frozen` later lets the client run again (SIGCONT): the answer sat in the client's
+/// socket for that long before the client could read it. Returns the relay's port; the
+/// client's pid is read from `pid` when the ClientHello arrives.
+fn freezing_relay(
+    server_port: u16,
+    pid: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    frozen: Duration,
+) -> u16 {
+    use std::io::Read;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let pid = std::sync::Arc::clone(&pid);
+            std::thread::spawn(move || {
+                let mut server = std::net::TcpStream::connect(("127.0.0.1", server_port)).unwrap();
+                let mut buf = vec![0u8; 1 << 16];
+                let Ok(n) = client.read(&mut buf) else { return };
+                if n == 0 {
+                    return;
+                }
+                let p = pid.load(std::sync::atomic::Ordering::SeqCst) as i32;
+                // SAFETY: signals to the tlsperf child this test started.
+                unsafe { libc::kill(p, libc::SIGSTOP) };
+                server.write_all(&buf[..n]).unwrap();
+                let m = server.read(&mut buf).unwrap_or(0);
+                let _ = client.write_all(&buf[..m]);
+                std::thread::sleep(frozen);
+                unsafe { libc::kill(p, libc::SIGCONT) };
+                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let up = std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c2, &mut s2);
+                    let _ = s2.shutdown(std::net::Shutdown::Write);
+                });
+                let _ = std::io::copy(&mut server, &mut client);
+                let _ = client.shutdown(std::net::Shutdown::Write);
+                let _ = up.join();
+            });
+        }
+    });
+    port
+}
+
+/// The skeptic's case: a client that runs late. Its ClientHello sent, the client is
+/// frozen while the server answers, and runs again 300 ms after the answer reached its
+/// socket. Receives are dated by the kernel at arrival, so `server_hello` holds the
+/// server's answer and not the client's 300 ms (dated after the read, it held all of
+/// them); the 300 ms show as the client's own wake-up delay, in no phase.
+#[test]
+fn a_client_that_runs_late_does_not_charge_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = tickets_server(dir.path());
+    let pid = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let frozen = Duration::from_millis(300);
+    let port = freezing_relay(s.port, std::sync::Arc::clone(&pid), frozen);
+    let child = std::process::Command::new(common::bin())
+        .args([
+            "handshake",
+            &format!("https://localhost:{port}/"),
+            "-n",
+            "3",
+            "--resume",
+            "off",
+            "--cacert",
+            &ca,
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    pid.store(child.id(), std::sync::atomic::Ordering::SeqCst);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["receive_stamps"], "kernel", "{v}");
+    let ms = |ns: &Value| ns.as_f64().unwrap() / 1e6;
+    let cold = v["cold"]["phases_ms"]["server_hello"].as_f64().unwrap();
+    let warm = &v["warm"];
+    let sh_max = ms(&warm["phases"]["server_hello"]["max_ns"]);
+    assert!(
+        cold < 150.0 && sh_max < 150.0,
+        "server_hello cold {cold} ms, warm max {sh_max} ms: the client's frozen 300 ms were charged to the server"
+    );
+    let wake_min = ms(&warm["client_wakeup"]["min_ns"]);
+    assert!(
+        wake_min >= 290.0,
+        "the client's wake-up delay {wake_min} ms should hold the 300 ms it was frozen"
+    );
+    // The phases still add up: the 300 ms went to the client's own next phase.
+    assert_cold_phases_add_up(&v);
+}

@@ -131,6 +131,8 @@ pub struct BuiltClient {
 
 /// Builds the configuration.
 pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
+    // Before the first connection, so that its first segments are stamped too.
+    super::wire::keep_kernel_stamping();
     let provider = Arc::new(choices::customized_provider(
         opts.provider,
         &opts.groups,

@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use super::error::ConnectError;
 use super::hello::{self, Offered};
 use super::verifier::{self, VerifyRecord};
-use super::wire::{Stamped, WireStamps};
+use super::wire::{self, Stamped, WireStamps};
 
 /// How a handshake went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -96,6 +96,10 @@ pub struct Stamps {
     /// of our last flight (the client Finished), or right after the `read` of the
     /// server's last flight when we send nothing after it.
     pub handshake_done: Duration,
+    /// Our own wake-up delay: over the handshake's reads that the kernel stamped, the
+    /// longest time from the arrival of a read's last byte to the return of our read
+    /// (`None` when no read was stamped). Never part of a phase.
+    pub wakeup: Option<Duration>,
 }
 
 /// Everything known about a completed handshake.
@@ -215,6 +219,10 @@ pub async fn handshake(
         early_sent = true;
     }
     let wire = WireStamps::new();
+    {
+        use std::os::fd::AsRawFd;
+        wire.use_kernel_stamps(tcp.as_raw_fd());
+    }
     let since = |at: Option<Instant>| at.map_or_else(|| t0.elapsed(), |at| at.duration_since(t0));
     let mut rec = VerifyRecord::default();
     let mut offered = None;
@@ -271,6 +279,9 @@ pub async fn handshake(
             }
         };
         let read_at = since(wire.last_receive());
+        if let Some(d) = wire.last_receive_delay() {
+            stamps.wakeup = Some(stamps.wakeup.map_or(d, |w| w.max(d)));
+        }
         if n == 0 {
             return Err(ConnectError::ClosedMidHandshake);
         }
@@ -396,11 +407,23 @@ impl<'a> SyncIo<'a> {
 
 impl Read for SyncIo<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = self.tcp.try_read(buf);
-        if r.is_ok() {
-            self.wire.received(Instant::now());
+        if !self.wire.kernel_stamps() {
+            let r = self.tcp.try_read(buf);
+            if r.is_ok() {
+                self.wire.received(Instant::now());
+            }
+            return r;
         }
-        r
+        use std::os::fd::AsRawFd;
+        let fd = self.tcp.as_raw_fd();
+        let (n, stamp) = self.tcp.try_io(tokio::io::Interest::READABLE, || {
+            wire::recv_stamped(fd, buf)
+        })?;
+        match stamp.and_then(wire::age_of) {
+            Some((returned, delay)) => self.wire.received_stamped(returned, delay),
+            None => self.wire.received(Instant::now()),
+        }
+        Ok(n)
     }
 }
 

@@ -170,6 +170,7 @@ mod tests {
                 server_hello: ms(7),
                 certificate: Some(ms(8)),
                 handshake_done: ms(10),
+                wakeup: None,
             },
             verify: ms(1),
             request_sent: ms(11),

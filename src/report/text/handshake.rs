@@ -104,6 +104,14 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
             );
         }
         s.push('\n');
+        if let Some(q) = &w.client_wakeup {
+            s += &format!(
+                "receives dated by the kernel at arrival; tlsperf's own wake-up delay (in no phase): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms\n",
+                q.p50_ns as f64 / 1e6,
+                q.p99_ns as f64 / 1e6,
+                q.max_ns as f64 / 1e6
+            );
+        }
         for (k, n) in &w.errors {
             s += &format!(
                 "{} {k}: {n} (e.g. {})\n",
