@@ -40,12 +40,15 @@ pub struct Response {
     pub body_bytes: u64,
     /// The server keeps the connection open for another request.
     pub keep_alive: bool,
-    /// When the first byte of the response arrived: right after the `read` that returned
-    /// the TLS record carrying it (see [`super::wire`]).
+    /// When the first byte of the response arrived: the arrival of the last byte of the
+    /// `read` that returned the TLS record carrying it (see [`super::wire`]).
     pub first_byte: Instant,
-    /// When the response was complete: right after the `read` that returned its last
-    /// byte (the end of the stream for a body delimited by closing).
+    /// When the response was complete: the arrival of the last byte of the `read` that
+    /// returned its last byte (the end of the stream for a body delimited by closing).
     pub done: Instant,
+    /// How long after that arrival our `read` returned it: our own wake-up delay (`None`
+    /// when the kernel did not stamp it).
+    pub wakeup: Option<std::time::Duration>,
 }
 
 /// An HTTP/1.1 connection over any byte stream.
@@ -192,6 +195,7 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
             keep_alive: keep_alive && framing != Framing::Close,
             first_byte,
             done: self.last_receive(),
+            wakeup: self.io.wire_stamps().and_then(|w| w.last_receive_delay()),
         })
     }
 

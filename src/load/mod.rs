@@ -370,6 +370,8 @@ struct Tally {
     /// slot was free to wait for it: the generator's own delay alone (timer wake-up,
     /// scheduling), without the wait for a slot still busy with its previous request.
     pacing: LatencyHistogram,
+    /// tlsperf's own wake-up delay at each response's last read (kernel-stamped ones).
+    wakeup: LatencyHistogram,
     hs_full: LatencyHistogram,
     hs_resumed: LatencyHistogram,
     phases: BTreeMap<Phase, LatencyHistogram>,
@@ -392,6 +394,7 @@ impl Tally {
             corrected: LatencyHistogram::new(),
             lateness: LatencyHistogram::new(),
             pacing: LatencyHistogram::new(),
+            wakeup: LatencyHistogram::new(),
             hs_full: LatencyHistogram::new(),
             hs_resumed: LatencyHistogram::new(),
             phases: BTreeMap::new(),
@@ -689,6 +692,7 @@ pub async fn run(
         latency_corrected: opts.rate.and_then(|_| dist(&total.corrected)),
         send_lateness: opts.rate.and_then(|_| dist(&total.lateness)),
         pacing_lateness: opts.rate.and_then(|_| dist(&total.pacing)),
+        client_wakeup: dist(&total.wakeup),
         handshake_full: dist(&total.hs_full),
         handshake_resumed: dist(&total.hs_resumed),
         phases: total
@@ -743,6 +747,7 @@ fn merge_tally(total: &mut Tally, t: &Tally) {
     let _ = total.corrected.merge(&t.corrected);
     let _ = total.lateness.merge(&t.lateness);
     let _ = total.pacing.merge(&t.pacing);
+    let _ = total.wakeup.merge(&t.wakeup);
     let _ = total.hs_full.merge(&t.hs_full);
     let _ = total.hs_resumed.merge(&t.hs_resumed);
     for (p, h) in &t.phases {
@@ -784,6 +789,8 @@ struct Obs {
     early: Option<&'static str>,
     status: Option<u16>,
     body_bytes: u64,
+    /// How long after the kernel stamped the response's last byte our read returned it.
+    wakeup: Option<Duration>,
 }
 
 impl Obs {
@@ -812,6 +819,9 @@ impl Tally {
             *self.status.entry(status).or_default() += 1;
         }
         self.body_bytes += obs.body_bytes;
+        if let Some(w) = obs.wakeup {
+            let _ = self.wakeup.record(w);
+        }
     }
 }
 
@@ -871,6 +881,7 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         obs.early = None;
         obs.status = None;
         obs.body_bytes = 0;
+        obs.wakeup = None;
         let step = StepCell::default();
         let outcome = tokio::select! {
             o = tokio::time::timeout(
@@ -1085,6 +1096,7 @@ async fn request(
             );
             tally.status = Some(resp.status);
             tally.body_bytes = resp.body_bytes;
+            tally.wakeup = resp.wakeup;
             Ok(resp.keep_alive)
         }
         Some(Open::H2(send, wire)) => {
@@ -1121,6 +1133,7 @@ async fn request(
             tally.phase(Phase::Body, done - first);
             tally.status = Some(status);
             tally.body_bytes = body_bytes;
+            tally.wakeup = wire.last_receive_delay();
             Ok(true)
         }
         None => Err(ConnectError::ClosedMidHandshake),

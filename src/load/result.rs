@@ -186,6 +186,12 @@ pub struct LoadResult {
     /// generator that cannot keep up.
     #[serde(default)]
     pub pacing_lateness: Option<Dist>,
+    /// tlsperf's own wake-up delay: for each response whose last read the kernel stamped,
+    /// the time from the arrival of that read's last byte to the return of the read.
+    /// Receives are dated at their arrival, so this delay is in no latency or phase; it
+    /// shows how late the generator ran. `None` when the kernel stamped no read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_wakeup: Option<Dist>,
     /// TLS handshake time of full handshakes.
     pub handshake_full: Option<Dist>,
     /// TLS handshake time of resumed handshakes.
@@ -517,6 +523,7 @@ fn possible(r: &LoadResult) -> Result<(), String> {
         ("latency_corrected", r.latency_corrected.as_ref()),
         ("send_lateness", r.send_lateness.as_ref()),
         ("pacing_lateness", r.pacing_lateness.as_ref()),
+        ("client_wakeup", r.client_wakeup.as_ref()),
         ("handshake_full", r.handshake_full.as_ref()),
         ("handshake_resumed", r.handshake_resumed.as_ref()),
     ];
@@ -710,6 +717,7 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
         merge_opt(&mut m.latency_corrected, &r.latency_corrected).map_err(hist)?;
         merge_opt(&mut m.send_lateness, &r.send_lateness).map_err(hist)?;
         merge_opt(&mut m.pacing_lateness, &r.pacing_lateness).map_err(hist)?;
+        merge_opt(&mut m.client_wakeup, &r.client_wakeup).map_err(hist)?;
         merge_opt(&mut m.handshake_full, &r.handshake_full).map_err(hist)?;
         merge_opt(&mut m.handshake_resumed, &r.handshake_resumed).map_err(hist)?;
         for (k, d) in &r.phases {
