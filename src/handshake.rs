@@ -58,6 +58,9 @@ pub struct HandshakeOptions {
     /// The emulated link the run goes over (`--link`): the report then counts round
     /// trips.
     pub link: Option<LinkSpec>,
+    /// The HTTP statuses that count as a success: any other fails its connection (the
+    /// first one's, the run).
+    pub ok_status: crate::client::status::OkStatus,
 }
 
 /// One certificate of the server's chain.
@@ -216,6 +219,16 @@ pub async fn run(
         };
         attempted += 1;
         control.done.fetch_add(1, Ordering::Relaxed);
+        let outcome = outcome.and_then(|(ex, open)| {
+            if opts.ok_status.ok(ex.response.status) {
+                Ok((ex, open))
+            } else {
+                Err(ConnectError::Status {
+                    status: ex.response.status,
+                    ok: opts.ok_status.to_string(),
+                })
+            }
+        });
         let (ex, open) = match outcome {
             Ok(x) => x,
             // The first connection must work: everything reported comes from it.

@@ -1569,3 +1569,92 @@ fn a_run_ended_by_its_count_reports_the_time_it_took() {
     let d = v["duration_s"].as_f64().unwrap();
     assert!(d < 30.0 && d <= took, "duration_s {d} after {took} s");
 }
+
+/// A server answering 404 (a path it does not have): every request fails as `http-4xx`
+/// (the status still counted), the run stops as a set-up that cannot work, and
+/// `handshake` and `capacity` fail alike; `--ok-status` makes 404 a success. Before,
+/// every 4xx/5xx answer counted as a completed request ("10 completed, 0 failed").
+#[test]
+fn error_statuses_fail_their_requests_unless_ok_status_says_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let s = Serve::ecdsa_writing_ca(&ca, &[]);
+    let ca = ca.to_str().unwrap();
+    let url = format!("https://localhost:{}/nope", s.port);
+    let run = load_run(&[&url, "-n", "10", "-c", "1", "--cacert", ca, "--json"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["requests"]["completed"], 0, "{v}");
+    assert_eq!(v["requests"]["failed"], v["requests"]["attempted"], "{v}");
+    assert_eq!(v["status"]["404"], v["requests"]["attempted"], "{v}");
+    assert_eq!(v["errors"]["http-4xx"], v["requests"]["attempted"], "{v}");
+    assert!(
+        run.stderr
+            .contains("HTTP 404, not a success (--ok-status 100-399)"),
+        "{}",
+        run.stderr
+    );
+    let v = load(
+        &url,
+        &[
+            "-n",
+            "10",
+            "-c",
+            "1",
+            "--cacert",
+            ca,
+            "--ok-status",
+            "2xx,404",
+        ],
+    );
+    assert_eq!(v["requests"]["completed"], 10, "{v}");
+    assert_eq!(v["requests"]["failed"], 0, "{v}");
+    assert_eq!(v["options"]["ok_status"], "200-299,404", "{v}");
+
+    let hs = tlsperf(["handshake", &url, "-n", "2", "--cacert", ca]);
+    assert_eq!(hs.code, 1, "{}", hs.stderr);
+    assert!(hs.stderr.contains("HTTP 404"), "{}", hs.stderr);
+    let hs = tlsperf([
+        "handshake",
+        &url,
+        "-n",
+        "2",
+        "--cacert",
+        ca,
+        "--ok-status",
+        "404",
+    ]);
+    assert_eq!(hs.code, 0, "{}", hs.stderr);
+
+    let cap = tlsperf([
+        "capacity",
+        &url,
+        "--cacert",
+        ca,
+        "--slo",
+        "p50=100ms",
+        "--new-conn",
+        "--step-min",
+        "500ms",
+        "--step-max",
+        "1s",
+        "--timeout",
+        "2s",
+        "--max-time",
+        "20s",
+        "-q",
+    ]);
+    assert_eq!(cap.code, 1, "{}", cap.stderr);
+    assert!(
+        cap.stderr.contains("http-4xx") && cap.stderr.contains("not answering with a success"),
+        "{}",
+        cap.stderr
+    );
+    let bad = tlsperf(["load", &url, "-n", "1", "--ok-status", "7xx"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("'7xx' is not a status class"),
+        "{}",
+        bad.stderr
+    );
+}

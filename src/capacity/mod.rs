@@ -192,7 +192,9 @@ pub enum CapacityError {
     Load(#[from] LoadError),
     /// Every request of a step failed the same way at once (a setup that cannot work:
     /// wrong roots, no server): not a capacity.
-    #[error("step {index} at {rate}/s: every request failed ({why}); the server is not answering")]
+    #[error(
+        "step {index} at {rate}/s: every request failed ({why}); the server is not answering with a success"
+    )]
     NoAnswer {
         /// 1-based step.
         index: u32,

@@ -196,6 +196,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             timeout,
             threads,
             server_pid: args.server_pid,
+            ok_status: args.client.ok_status.clone(),
             resume: tls.resume,
             echo,
             early_data: false,

@@ -58,6 +58,12 @@ pub struct ClientArgs {
     /// Server name for SNI and verification (default: the URL's host).
     #[arg(long, value_name = "NAME")]
     pub sni: Option<String>,
+    /// HTTP statuses that count as a success, comma-separated: 200, 200-299 or 2xx. Any
+    /// other answer fails its request (counted as http-4xx or http-5xx, its latency left
+    /// out): a server refusing the client or shedding load with fast 503s never passes
+    /// for a fast one.
+    #[arg(long, value_name = "STATUSES", default_value = "100-399")]
+    pub ok_status: crate::client::status::OkStatus,
 }
 
 impl ClientArgs {
@@ -160,7 +166,7 @@ pub fn generator_settings(
 ) -> Vec<(&'static str, serde_json::Value)> {
     use serde_json::json;
     let versions: Vec<&str> = client.versions.iter().map(|v| v.name()).collect();
-    vec![
+    let mut settings = vec![
         ("requests_per_conn", json!(per_conn)),
         ("http", json!(if http2 { "2" } else { "1.1" })),
         ("resume", json!(opts.resume)),
@@ -174,7 +180,13 @@ pub fn generator_settings(
             json!(!no_verify_cache && !client.insecure && client.roots_load == RootsLoad::Once),
         ),
         ("threads", json!(threads)),
-    ]
+    ];
+    // Recorded when not the default, so that results of earlier versions (which counted
+    // every status as a success) still merge with those of the default.
+    if client.ok_status != crate::client::status::OkStatus::default() {
+        settings.push(("ok_status", json!(client.ok_status.to_string())));
+    }
+    settings
 }
 
 /// `--threads`, else one worker thread per CPU.

@@ -58,6 +58,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         early_data: args.early_data,
         timeout: args.timeout,
         link: args.link.link.clone(),
+        ok_status: args.client.ok_status.clone(),
     };
     let control = Arc::new(Control::default());
     let bar = progress::bar(

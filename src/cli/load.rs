@@ -213,6 +213,7 @@ fn resolve(
         timeout: args.timeout,
         threads,
         server_pid: args.server_pid,
+        ok_status: args.client.ok_status.clone(),
         resume: opts.resume,
         echo,
         early_data: args.early_data,

@@ -66,6 +66,15 @@ pub enum ConnectError {
         /// Why.
         reason: String,
     },
+    /// The server answered with a status that does not count as a success
+    /// ([`super::status::OkStatus`]).
+    #[error("the server answered HTTP {status}, not a success (--ok-status {ok})")]
+    Status {
+        /// The status.
+        status: u16,
+        /// The statuses that count as a success.
+        ok: String,
+    },
     /// Stopped by the user (Ctrl-C) before anything was measured.
     #[error("interrupted before the first connection completed")]
     Interrupted,
@@ -225,6 +234,9 @@ impl ConnectError {
             },
             ConnectError::Timeout { .. } => "timeout",
             ConnectError::Http { .. } => "http",
+            ConnectError::Status { status, .. } if *status >= 500 => "http-5xx",
+            ConnectError::Status { status, .. } if *status >= 400 => "http-4xx",
+            ConnectError::Status { .. } => "http-status",
             ConnectError::Config { .. } => "client-config",
             ConnectError::Interrupted => "interrupted",
         }

@@ -6,7 +6,8 @@
 //! ([`target`]), the phases of a connection ([`timeline`]) with their boundaries stamped at
 //! the system calls that moved the bytes ([`wire`]), a verifier that loads its roots in
 //! every handshake, as slow clients do ([`reload`]), and a connector other Rust HTTP
-//! clients can use to record the same phases for their own traffic ([`connector`]).
+//! clients can use to record the same phases for their own traffic ([`connector`]), and
+//! which HTTP statuses count as a success ([`status`]).
 
 pub mod config;
 pub mod conn;
@@ -16,6 +17,7 @@ pub mod exchange;
 pub mod hello;
 pub mod http1;
 pub mod reload;
+pub mod status;
 pub mod target;
 pub mod timeline;
 pub mod verdict_cache;

@@ -102,6 +102,7 @@ pub(super) async fn search(
             timeout: (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)),
             threads: 1,
             server_pid: None,
+            ok_status: Default::default(),
             resume: l.cell.resume,
             echo: BTreeMap::new(),
             early_data: false,

@@ -339,6 +339,7 @@ async fn run_round(
         timeout: Duration::from_secs(5),
         threads: 1,
         server_pid: l.servers.first().map(LabServer::pid),
+        ok_status: Default::default(),
         resume: l.cell.resume,
         echo: BTreeMap::new(),
         early_data: l.cell.early_data,

@@ -64,6 +64,9 @@ pub struct LoadGenOptions {
     pub http2: bool,
     /// Limit per request (including a new connection's set-up).
     pub timeout: Duration,
+    /// The HTTP statuses that count as a success; any other fails its request (counted
+    /// under `http-4xx`/`http-5xx`, its latency left out; the connection is kept).
+    pub ok_status: crate::client::status::OkStatus,
     /// Worker threads of the runtime the run is on (reported).
     pub threads: usize,
     /// Sample this process's CPU and memory.
@@ -900,9 +903,18 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             }
         };
         let done = Instant::now();
-        // What to do with the connection, or Err(failed): recorded under the lock, no
-        // await.
-        let next: Result<After, &'static str> = {
+        // What to do with the connection, or Err(failed, and what to do with the
+        // connection when its state is known): recorded under the lock, no await.
+        let after = |keep: bool| {
+            if !keep {
+                After::Drop
+            } else if last_on_conn {
+                After::Close
+            } else {
+                After::Keep
+            }
+        };
+        let next: Result<After, (&'static str, Option<After>)> = {
             let mut tally = match shard.lock() {
                 Ok(t) => t,
                 Err(poisoned) => poisoned.into_inner(),
@@ -917,6 +929,16 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                     .record(sent.saturating_duration_since(p.max(ready)));
             }
             match outcome {
+                // Answered with a status that is not a success: a failed request on a
+                // connection that still works.
+                Ok(keep) if obs.status.is_some_and(|s| !shared.opts.ok_status.ok(s)) => {
+                    let e = ConnectError::Status {
+                        status: obs.status.unwrap_or_default(),
+                        ok: shared.opts.ok_status.to_string(),
+                    };
+                    tally.error(&e);
+                    Err((e.kind(), Some(after(keep))))
+                }
                 Ok(keep) => {
                     tally.completed += 1;
                     let _ = tally.latency.record(done - sent);
@@ -929,42 +951,40 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                         tally.intervals.resize(i + 1, 0);
                     }
                     tally.intervals[i] += 1;
-                    Ok(if !keep {
-                        After::Drop
-                    } else if last_on_conn {
-                        After::Close
-                    } else {
-                        After::Keep
-                    })
+                    Ok(after(keep))
                 }
                 Err(e) => {
                     tally.error(&e);
-                    Err(e.kind())
+                    Err((e.kind(), None))
                 }
             }
         };
-        match next {
+        let next_on_conn = match next {
             Ok(after) => {
                 shared.progress.completed.fetch_add(1, Ordering::Relaxed);
                 completed += 1;
                 latency_sum += done - sent;
-                on_conn += 1;
-                match after {
-                    After::Keep => {}
-                    After::Close => {
-                        close(open.take()).await;
-                        on_conn = 0;
-                    }
-                    After::Drop => {
-                        open = None;
-                        on_conn = 0;
-                    }
-                }
+                Some(after)
             }
-            Err(kind) => {
+            Err((kind, after)) => {
                 shared.progress.failed.fetch_add(1, Ordering::Relaxed);
                 shared.failed(kind);
-                // The connection's state is unknown: never reuse it.
+                after
+            }
+        };
+        on_conn += 1;
+        match next_on_conn {
+            Some(After::Keep) => {}
+            Some(After::Close) => {
+                close(open.take()).await;
+                on_conn = 0;
+            }
+            Some(After::Drop) => {
+                open = None;
+                on_conn = 0;
+            }
+            // The connection's state is unknown: never reuse it.
+            None => {
                 open = None;
                 on_conn = 0;
             }
@@ -1257,6 +1277,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             threads: 1,
             server_pid: None,
+            ok_status: Default::default(),
             resume: crate::client::config::Resume::Off,
             echo: BTreeMap::new(),
             early_data: false,

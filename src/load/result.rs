@@ -18,9 +18,11 @@ pub use crate::stats::histogram::Dist;
 pub struct Requests {
     /// Requests started.
     pub attempted: u64,
-    /// Requests answered (any HTTP status).
+    /// Requests answered with a status that counts as a success (`--ok-status`, by
+    /// default 100–399).
     pub completed: u64,
-    /// Requests that failed (no response).
+    /// Requests that failed: no response, or a status that is not a success (counted in
+    /// `errors` as `http-4xx`/`http-5xx`, and in `status`).
     pub failed: u64,
     /// Completed per second of the run.
     pub per_second: f64,
@@ -482,11 +484,16 @@ fn possible(r: &LoadResult) -> Result<(), String> {
         ));
     }
     let completed = q.completed;
+    // Every answered request has a status, a failed one too (a status that is not a
+    // success): at most every attempt.
+    let statuses = r.status.values().try_fold(0u64, |a, b| a.checked_add(*b));
+    if statuses.is_none_or(|n| n > q.attempted) {
+        return bad(format!(
+            "status adds up to more requests than the {} attempted",
+            q.attempted
+        ));
+    }
     let sums = [
-        (
-            "status",
-            r.status.values().try_fold(0u64, |a, b| a.checked_add(*b)),
-        ),
         (
             "interval_requests",
             r.interval_requests
