@@ -1482,6 +1482,8 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
                 cpu_seconds: 0.1,
                 utilization: 0.1,
                 cpus: 1.0,
+                runqueue_wait_s: None,
+                apart_from_server: None,
             },
             server_cpu_seconds: None,
             server_cpu_us_per_request: None,

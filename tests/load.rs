@@ -35,6 +35,17 @@ fn load(url: &str, args: &[&str]) -> Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
 }
 
+/// A result's warnings but the one saying the generator was starved of CPU: true on a
+/// machine that runs many tests at once, and not what these tests are about.
+fn not_starved(warnings: &Value) -> Vec<&Value> {
+    warnings
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| !w.as_str().unwrap_or("").contains("generator was starved"))
+        .collect()
+}
+
 /// `handshakes.kinds[kind]`, 0 when absent.
 fn kind(v: &Value, kind: &str) -> u64 {
     v["handshakes"]["kinds"][kind].as_u64().unwrap_or(0)
@@ -739,11 +750,7 @@ fn server_pid_reports_the_servers_cpu_and_memory() {
     assert!(srv["rss_max_kib"].as_u64() >= srv["rss_end_kib"].as_u64());
 
     assert_eq!(srv["processes"], 1, "{srv}");
-    assert!(
-        v["warnings"].as_array().unwrap().is_empty(),
-        "{}",
-        v["warnings"]
-    );
+    assert!(not_starved(&v["warnings"]).is_empty(), "{}", v["warnings"]);
 
     // A process that is not there is an input error.
     let run = load_run(&[
@@ -803,11 +810,7 @@ fn server_pid_counts_the_whole_process_tree() {
     // machine's load).
     assert!(srv["cpu_seconds"].as_f64().unwrap() > 0.0, "{srv}");
     assert!(srv["rss_max_kib"].as_u64().unwrap() > 0, "{srv}");
-    assert!(
-        v["warnings"].as_array().unwrap().is_empty(),
-        "{}",
-        v["warnings"]
-    );
+    assert!(not_starved(&v["warnings"]).is_empty(), "{}", v["warnings"]);
     drop(busy);
 
     // A tree that used no CPU: said in the result and under the summary.

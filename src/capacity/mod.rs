@@ -18,7 +18,8 @@
 //! The objective is checked on the corrected latency (from each request's intended send
 //! instant), failed requests (and requests due but never sent) counting as slower than
 //! any bound. A failing step is invalid when the generator was the bottleneck — its CPU
-//! near what it may use, or the objective holding on the latency from each request's
+//! near what it may use, its threads starved of CPU by other processes (run-queue wait
+//! from `/proc/self/task/*/schedstat`), or the objective holding on the latency from each request's
 //! actual send instant (the failure is then the generator's send lateness alone; see
 //! [`Step::judge`]). A step invalid only by the generator's lateness, its CPU to spare,
 //! is run once more at the same rate ([`result::retry`]); otherwise, or when the re-run
@@ -449,7 +450,18 @@ fn generator_cpu(r: &load::LoadResult) -> StepCpu {
         cpu_seconds: g.cpu_seconds,
         utilization: g.cpu_seconds / (r.duration_s.max(1e-9) * cpus),
         cpus,
+        runqueue_wait_s: g.runqueue_wait_s,
+        apart_from_server: None,
     }
+}
+
+/// Whether the generator's CPUs and the server's (`--server-pid`) are apart (their
+/// affinities share no CPU): then whatever kept the generator waiting for a CPU was not
+/// the server. `None` without `--server-pid` or where an affinity cannot be read.
+fn cpus_apart(server_pid: Option<u32>) -> Option<bool> {
+    let own = load::usage::cpus_allowed(None)?;
+    let server = load::usage::cpus_allowed(Some(server_pid?))?;
+    Some(!own.iter().any(|c| server.contains(c)))
 }
 
 /// A warning when the generator and the server (`--server-pid`) may run on the same
@@ -592,7 +604,10 @@ async fn run_step(
         latency_corrected: r.latency_corrected.clone(),
         pacing_lateness: r.pacing_lateness.clone(),
         latency_from_send: (!r.latency.hdr.is_empty()).then(|| r.latency.clone()),
-        generator: generator_cpu(&r),
+        generator: StepCpu {
+            apart_from_server: cpus_apart(opts.load.server_pid),
+            ..generator_cpu(&r)
+        },
 
         server_cpu_seconds: r.server.as_ref().map(|s| s.cpu_seconds),
         server_cpu_us_per_request: None,

@@ -108,6 +108,38 @@ pub struct StepCpu {
     /// processes'; 0 in documents written before it was recorded).
     #[serde(default)]
     pub cpus: f64,
+    /// Seconds its threads waited for a CPU another task held
+    /// ([`crate::load::result::GeneratorCpu::runqueue_wait_s`]; summed; absent where
+    /// the kernel keeps no such figure and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runqueue_wait_s: Option<f64>,
+    /// True when the generator's CPUs and the server's (`--server-pid`) share none
+    /// (`taskset`), so that the server cannot be what kept the generator waiting; `None`
+    /// without `--server-pid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apart_from_server: Option<bool>,
+}
+
+impl StepCpu {
+    /// Of the time the generator wanted a CPU, the share it waited for one (`None`
+    /// without the figure).
+    pub fn waiting_share(&self) -> Option<f64> {
+        let w = self.runqueue_wait_s?;
+        let wanted = w + self.cpu_seconds;
+        (wanted > 0.0).then(|| w / wanted)
+    }
+
+    /// True when the generator was starved by a third process: it waited for a CPU at
+    /// least [`crate::load::result::STARVED_WAIT_SHARE`] of the time it wanted one, on
+    /// CPUs the server does not use ([`StepCpu::apart_from_server`]). A generator that
+    /// waits for a CPU it shares with a saturating server is the server saturating, and
+    /// without `--server-pid` the two cannot be told apart: not starved then.
+    pub fn starved(&self) -> bool {
+        self.apart_from_server == Some(true)
+            && self
+                .waiting_share()
+                .is_some_and(|s| s >= crate::load::result::STARVED_WAIT_SHARE)
+    }
 }
 
 /// One measured step.
@@ -196,7 +228,9 @@ impl Step {
     ///   whatever the generator did (its delay only adds to that latency);
     /// - **invalid** (the generator was the bottleneck): the objective breaks and either
     ///   the generator's CPU reached [`Rules::generator_cpu_max`] of the CPUs it may use
-    ///   ([`StepCpu::cpus`]), or the objective *holds* on the latency from each
+    ///   ([`StepCpu::cpus`]), or it was starved ([`StepCpu::starved`]: its threads waited
+    ///   for a CPU at least a fifth of the time they wanted one, however little CPU they
+    ///   used), or the objective *holds* on the latency from each
     ///   request's actual send instant (the same percentiles, failed and unsent
     ///   requests counted the same way): the server answered in time what it was sent,
     ///   and the failure is the generator's send lateness alone;
@@ -232,6 +266,7 @@ impl Step {
             self.unsent,
         );
         let busy = self.generator.utilization >= rules.generator_cpu_max;
+        let starved = self.generator.starved();
         let late = self.late_note(slo);
         (self.verdict, self.why) = match verdict {
             // A late or busy generator only adds to the corrected latency (and sends in
@@ -253,6 +288,12 @@ impl Step {
             // The generator's own CPU was near what it may use: its sends, and its
             // handling of the answers, may have been the slow part.
             Some(_) if busy => (Verdict::Invalid, self.busy_note()),
+            // Another process held the generator's CPUs: its sends and reads were late
+            // however little CPU it used.
+            Some(why) if starved => (
+                Verdict::Invalid,
+                format!("{why}, but {}", self.starved_note()),
+            ),
             Some(why) => {
                 // The same objective on the latency from each request's actual send
                 // instant: the generator's send lateness taken out.
@@ -284,6 +325,14 @@ impl Step {
                 }
             }
         };
+    }
+
+    /// "the generator was starved: it waited for a CPU 64% of the time it wanted one".
+    fn starved_note(&self) -> String {
+        format!(
+            "the generator was starved: its threads waited for a CPU {:.0}% of the time they wanted one (other processes held its CPUs)",
+            self.generator.waiting_share().unwrap_or_default() * 100.0
+        )
     }
 
     /// "the generator's CPU was busy 93% of the 1 CPU it may use".
@@ -551,11 +600,18 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
         c.outcome = Outcome::GeneratorBound;
         c.generator_bound_at_per_s = Some(bad.offered_per_s);
         let busy = bad.generator.utilization >= rules.generator_cpu_max;
+        let starved = !busy && bad.generator.starved();
         c.message = format!(
             "the generator, not the server, {} at {} ({}): no server capacity is \
              reported{}; run more generator processes or machines (--rate-share i/n, \
              --start-at) and merge their results{}",
-            if busy { "saturated" } else { "fell behind" },
+            if busy {
+                "saturated"
+            } else if starved {
+                "was starved of CPU"
+            } else {
+                "fell behind"
+            },
             rate(bad.offered_per_s),
             bad.why,
             lo.map_or(String::new(), |l| format!(
@@ -929,6 +985,9 @@ impl Step {
         check_secs("generator.cpu_seconds", g.cpu_seconds, false)?;
         not_negative("generator.utilization", g.utilization)?;
         not_negative("generator.cpus", g.cpus)?;
+        if let Some(w) = g.runqueue_wait_s {
+            check_secs("generator.runqueue_wait_s", w, false)?;
+        }
         Ok(())
     }
 }
@@ -1268,6 +1327,11 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
                 return Err(over("generator CPU seconds"));
             }
             a.generator.utilization = a.generator.utilization.max(b.generator.utilization);
+            a.generator.runqueue_wait_s =
+                match (a.generator.runqueue_wait_s, b.generator.runqueue_wait_s) {
+                    (Some(x), Some(y)) => Some(x + y),
+                    _ => None,
+                };
             a.steal = match (a.steal, b.steal) {
                 (Some(x), Some(y)) => Some(x.max(y)),
                 (x, y) => x.or(y),
@@ -1403,6 +1467,8 @@ pub(crate) mod tests {
                 cpu_seconds: 0.1,
                 utilization: 0.1,
                 cpus: 1.0,
+                runqueue_wait_s: None,
+                apart_from_server: None,
             },
             server_cpu_seconds: None,
             server_cpu_us_per_request: None,
@@ -1808,6 +1874,38 @@ pub(crate) mod tests {
         busy.judge(&slo, &r);
         assert_eq!(busy.verdict, Verdict::Invalid);
         assert!(busy.why.contains("busy 95% of the 1 CPU"), "{}", busy.why);
+        // A starved generator (little CPU used, much of its wanted time on a run queue:
+        // another process on its CPUs) spoils a failure too, as the generator's…
+        let mut starved = slow.clone();
+        starved.generator.cpu_seconds = 0.1;
+        starved.generator.runqueue_wait_s = Some(0.3);
+        // On CPUs it may share with the server, the wait may be the server's: a failure.
+        for apart in [None, Some(false)] {
+            starved.generator.apart_from_server = apart;
+            starved.judge(&slo, &r);
+            assert_eq!(starved.verdict, Verdict::Fail, "{apart:?}: {}", starved.why);
+        }
+        starved.generator.apart_from_server = Some(true);
+        starved.judge(&slo, &r);
+        assert_eq!(starved.verdict, Verdict::Invalid, "{}", starved.why);
+        assert!(
+            starved
+                .why
+                .contains("starved: its threads waited for a CPU 75%"),
+            "{}",
+            starved.why
+        );
+        let c = conclude(&[starved.clone()], &r, Outcome::TimeLimit);
+        assert_eq!(c.outcome, Outcome::GeneratorBound);
+        assert!(
+            c.message.contains("was starved of CPU at 800/s"),
+            "{}",
+            c.message
+        );
+        // …and a little waiting does not.
+        starved.generator.runqueue_wait_s = Some(0.01);
+        starved.judge(&slo, &r);
+        assert_eq!(starved.verdict, Verdict::Fail, "{}", starved.why);
         // …but not a pass.
         let mut fine = step(8, StepKind::Ramp, 100.0, 2, 200);
         fine.generator.utilization = 0.95;

@@ -525,6 +525,7 @@ pub async fn run(
     };
     let started_wall = time::OffsetDateTime::now_utc();
     let cpu0 = usage::self_cpu();
+    let wait0 = usage::self_runqueue_wait();
     let start = Instant::now();
     let uri: http::Uri = format!("https://{}{}", target.authority, target.path)
         .parse()
@@ -625,6 +626,10 @@ pub async fn run(
         Duration::ZERO
     } else {
         usage::self_cpu().saturating_sub(cpu0)
+    };
+    let runqueue_wait = match (stopped_before_start, wait0, usage::self_runqueue_wait()) {
+        (false, Some(a), Some(b)) => Some(b.saturating_sub(a).as_secs_f64()),
+        _ => None,
     };
     let mut total = Tally::new();
     for t in &tallies {
@@ -731,6 +736,7 @@ pub async fn run(
             cpu_us_per_request: None,
             cpu_us_per_handshake: None,
             saturated: false,
+            runqueue_wait_s: runqueue_wait,
         },
         server,
         warnings: Vec::new(),

@@ -33,7 +33,20 @@ pub struct Requests {
     pub unsent: u64,
 }
 
+/// The share of the time the generator wanted a CPU that it spent waiting for one, from
+/// which it is called starved: another process on its CPUs delayed its sends and reads.
+pub const STARVED_WAIT_SHARE: f64 = 0.2;
+
 impl GeneratorCpu {
+    /// Of the time the generator's threads wanted a CPU (ran or waited to run), the
+    /// share they waited: near 0 on a machine of its own, high when another process
+    /// takes its CPUs (whatever its own CPU use says). `None` without the figure.
+    pub fn waiting_share(&self) -> Option<f64> {
+        let w = self.runqueue_wait_s?;
+        let wanted = w + self.cpu_seconds;
+        (wanted > 0.0).then(|| w / wanted)
+    }
+
     /// The CPUs the generator could use: the least of its threads, the CPUs its affinity
     /// allows and its cgroup quota.
     pub fn cpus(&self) -> f64 {
@@ -107,6 +120,11 @@ pub struct GeneratorCpu {
     /// True when the generator was busy ≥ 90% of its threads' time: it may be the
     /// bottleneck.
     pub saturated: bool,
+    /// Seconds the process's threads spent during the run ready to run but waiting for
+    /// a CPU another task held (`/proc/self/task/*/schedstat`; merged: added). `None`
+    /// where the kernel keeps no such figure (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runqueue_wait_s: Option<f64>,
 }
 
 /// The server's CPU and memory, sampled from /proc with `--server-pid`: the process and
@@ -449,6 +467,11 @@ fn possible(r: &LoadResult) -> Result<(), String> {
     if !(cpu.is_finite() && cpu >= 0.0) {
         return bad(format!("generator.cpu_seconds {cpu} is not a time"));
     }
+    if let Some(w) = r.generator.runqueue_wait_s
+        && !(w.is_finite() && w >= 0.0)
+    {
+        return bad(format!("generator.runqueue_wait_s {w} is not a time"));
+    }
     if let Some(s) = &r.server
         && !(s.cpu_seconds.is_finite() && s.cpu_seconds >= 0.0)
     {
@@ -766,6 +789,11 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
             _ => None,
         };
         m.generator.cpu_seconds += r.generator.cpu_seconds;
+        m.generator.runqueue_wait_s =
+            match (m.generator.runqueue_wait_s, r.generator.runqueue_wait_s) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
         m.generator.saturated |= r.generator.saturated;
         m.generator.cpu_limit = match (m.generator.cpu_limit, r.generator.cpu_limit) {
             (Some(a), Some(b)) => Some(a + b),
@@ -919,6 +947,16 @@ impl LoadResult {
                 s.pid,
                 s.processes,
                 if s.processes == 1 { "" } else { "es" }
+            ));
+        }
+        if let Some(share) = self.generator.waiting_share()
+            && share >= STARVED_WAIT_SHARE
+            && self.duration_s >= 0.5
+        {
+            w.push(format!(
+                "the generator was starved: its threads waited for a CPU {:.0}% of the time they wanted one ({:.2} s on a run queue: other processes held its CPUs, the server too if it runs on them), so its sends were late and its figures doubtful (give it CPUs of its own, taskset)",
+                share * 100.0,
+                self.generator.runqueue_wait_s.unwrap_or_default()
             ));
         }
         if let Some(l) = &self.link_counters {

@@ -18,6 +18,29 @@ pub fn self_cpu() -> Duration {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// Time this process's threads have spent so far waiting on a run queue — ready to run,
+/// but another task had their CPU — summed over its live threads (the second field of
+/// `/proc/self/task/*/schedstat`); `None` where the kernel keeps no such figure. A
+/// starved process uses little CPU, so its CPU use cannot tell it is starved; this can.
+pub fn self_runqueue_wait() -> Option<Duration> {
+    let mut total = 0u64;
+    let mut any = false;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(wait) = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|w| w.parse::<u64>().ok())
+        {
+            total = total.saturating_add(wait);
+            any = true;
+        }
+    }
+    any.then_some(Duration::from_nanos(total))
+}
+
 /// The CPUs this process may use under its cgroup's CPU quota (cgroup v2 `cpu.max`, v1
 /// `cpu.cfs_quota_us` ÷ `cpu.cfs_period_us`; the tightest of its cgroup and the
 /// cgroups above it), `None` without a quota or where none can be read. A container
