@@ -1486,6 +1486,7 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
                 apart_from_server: None,
             },
             server_cpu_seconds: None,
+            server_runqueue_wait_s: None,
             server_cpu_us_per_request: None,
             steal: None,
             verdict: Verdict::Pass,

@@ -385,6 +385,10 @@ pub async fn run(
     result
         .warnings
         .extend(shared_cpus_warning(opts.load.server_pid));
+    result.warnings.extend(server_starved_warning(
+        &result.steps,
+        opts.load.server_pid.is_some(),
+    ));
     result.warnings.extend(steal_warning(
         &result.steps,
         if opts.load.server_pid.is_some() {
@@ -482,6 +486,35 @@ fn shared_cpus_warning(server_pid: Option<u32>) -> Option<String> {
              (e.g. taskset -c 0 for the server, taskset -c 1 for tlsperf) so that neither \
              delays the other",
             shared.join(",")
+        )
+    })
+}
+
+/// A warning when the server was starved in failing steps (its threads waited for a CPU
+/// another process held), which then say more about its neighbours than its capacity;
+/// without `--server-pid`, that this cannot be checked, when a capacity was found.
+fn server_starved_warning(steps: &[Step], server_pid: bool) -> Option<String> {
+    if !server_pid {
+        let found = steps.iter().any(|s| s.verdict == result::Verdict::Fail);
+        return found.then(|| {
+            "whether another process starved the server in the failing steps cannot be \
+             checked without --server-pid (its threads' run-queue wait)"
+                .to_string()
+        });
+    }
+    let starved: Vec<String> = steps
+        .iter()
+        .filter(|s| s.verdict == result::Verdict::Fail && s.server_starved())
+        .map(|s| format!("{} ({}/s)", s.index, result::group(s.offered_per_s)))
+        .collect();
+    (!starved.is_empty()).then(|| {
+        format!(
+            "the server was starved in failing step{} {}: its threads waited for a CPU at \
+             least {:.0}% of the time they wanted one (another process on its CPUs), so the \
+             capacity found is this machine's now, not the server's alone",
+            if starved.len() == 1 { "" } else { "s" },
+            starved.join(", "),
+            crate::load::result::STARVED_WAIT_SHARE * 100.0
         )
     })
 }
@@ -610,6 +643,7 @@ async fn run_step(
         },
 
         server_cpu_seconds: r.server.as_ref().map(|s| s.cpu_seconds),
+        server_runqueue_wait_s: r.server.as_ref().and_then(|s| s.runqueue_wait_s),
         server_cpu_us_per_request: None,
         steal: stolen
             .zip(load::usage::cpu_ticks(watched.as_deref()))

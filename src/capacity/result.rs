@@ -202,6 +202,10 @@ pub struct Step {
     pub generator: StepCpu,
     /// The server's CPU seconds during the step (`--server-pid`).
     pub server_cpu_seconds: Option<f64>,
+    /// Seconds the server's threads waited for a CPU during the step (`--server-pid`;
+    /// [`crate::load::result::ServerUsage::runqueue_wait_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_runqueue_wait_s: Option<f64>,
     /// The server's CPU microseconds per answered request (`--server-pid`).
     pub server_cpu_us_per_request: Option<f64>,
     /// The share of the watched CPUs' time that the hypervisor gave to other guests
@@ -221,6 +225,23 @@ pub struct Step {
 }
 
 impl Step {
+    /// Of the time the server's threads wanted a CPU during the step, the share they
+    /// waited for one (`--server-pid`; `None` without the figures).
+    pub fn server_waiting_share(&self) -> Option<f64> {
+        let w = self.server_runqueue_wait_s?;
+        let wanted = w + self.server_cpu_seconds?;
+        (wanted > 0.0).then(|| w / wanted)
+    }
+
+    /// True when the server was starved during the step: its threads waited for a CPU
+    /// at least [`crate::load::result::STARVED_WAIT_SHARE`] of the time they wanted one
+    /// (another process held its CPUs: the generator, if they share them, or a
+    /// neighbour).
+    pub fn server_starved(&self) -> bool {
+        self.server_waiting_share()
+            .is_some_and(|s| s >= crate::load::result::STARVED_WAIT_SHARE)
+    }
+
     /// Recomputes what derives from the counts and histograms, then the verdict:
     ///
     /// - **pass**: the objective holds on the corrected latency (from each request's
@@ -310,7 +331,7 @@ impl Step {
                             format!("{why}; from the actual send instants too: {server_why}")
                         } else {
                             why
-                        },
+                        } + &self.server_starved_note(),
                     ),
                     None => (
                         Verdict::Invalid,
@@ -325,6 +346,20 @@ impl Step {
                 }
             }
         };
+    }
+
+    /// "; the server was starved: …" when it was, else nothing.
+    fn server_starved_note(&self) -> String {
+        if !self.server_starved() {
+            return String::new();
+        }
+        format!(
+            "; the server was starved: its threads waited for a CPU {:.0}% of the time they \
+             wanted one ({:.2} s on a run queue: another process held its CPUs), so this \
+             failure may be its neighbour's, not its capacity",
+            self.server_waiting_share().unwrap_or_default() * 100.0,
+            self.server_runqueue_wait_s.unwrap_or_default()
+        )
     }
 
     /// "the generator was starved: it waited for a CPU 64% of the time it wanted one".
@@ -973,6 +1008,9 @@ impl Step {
                 not_negative(name, v)?;
             }
         }
+        if let Some(w) = self.server_runqueue_wait_s {
+            check_secs("server_runqueue_wait_s", w, false)?;
+        }
         if let Some(c) = self.server_cpu_seconds {
             check_secs("server_cpu_seconds", c, false)?;
         }
@@ -1341,6 +1379,10 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
                 (Some(x), None) | (None, Some(x)) => Some(x),
                 _ => None,
             };
+            a.server_runqueue_wait_s = match (a.server_runqueue_wait_s, b.server_runqueue_wait_s) {
+                (Some(x), None) | (None, Some(x)) => Some(x),
+                _ => None,
+            };
         }
     }
     m.rate_share = (!shares.is_empty()).then(|| shares.join(","));
@@ -1471,6 +1513,7 @@ pub(crate) mod tests {
                 apart_from_server: None,
             },
             server_cpu_seconds: None,
+            server_runqueue_wait_s: None,
             server_cpu_us_per_request: None,
             steal: None,
             verdict: Verdict::Pass,
@@ -1906,6 +1949,24 @@ pub(crate) mod tests {
         starved.generator.runqueue_wait_s = Some(0.01);
         starved.judge(&slo, &r);
         assert_eq!(starved.verdict, Verdict::Fail, "{}", starved.why);
+        assert!(
+            !starved.why.contains("server was starved"),
+            "{}",
+            starved.why
+        );
+        // A failure whose server waited for its CPUs says so (still a failure: the
+        // capacity on this machine, now).
+        starved.server_cpu_seconds = Some(0.2);
+        starved.server_runqueue_wait_s = Some(0.6);
+        starved.judge(&slo, &r);
+        assert_eq!(starved.verdict, Verdict::Fail, "{}", starved.why);
+        assert!(
+            starved
+                .why
+                .contains("the server was starved: its threads waited for a CPU 75%"),
+            "{}",
+            starved.why
+        );
         // …but not a pass.
         let mut fine = step(8, StepKind::Ramp, 100.0, 2, 200);
         fine.generator.utilization = 0.95;

@@ -655,6 +655,7 @@ pub async fn run(
                 cpu_us_per_handshake: None,
                 rss_max_kib: rss_max.load(Ordering::Relaxed).max(rss_end),
                 rss_end_kib: rss_end,
+                runqueue_wait_s: tree.runqueue_wait().map(|d| d.as_secs_f64()),
             })
         }
         _ => None,

@@ -148,6 +148,12 @@ pub struct ServerUsage {
     pub rss_max_kib: u64,
     /// Resident memory of the tree at the end (KiB, summed over its processes).
     pub rss_end_kib: u64,
+    /// Seconds the tree's threads waited on a run queue during the run: ready to run
+    /// while another task held their CPU (`/proc/PID/task/*/schedstat`). A server that
+    /// another tenant starves uses little CPU and waits much. `None` where the kernel
+    /// keeps no such figure (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runqueue_wait_s: Option<f64>,
 }
 
 /// Per-connection sample, for comparisons.
@@ -471,6 +477,11 @@ fn possible(r: &LoadResult) -> Result<(), String> {
         && !(w.is_finite() && w >= 0.0)
     {
         return bad(format!("generator.runqueue_wait_s {w} is not a time"));
+    }
+    if let Some(w) = r.server.as_ref().and_then(|s| s.runqueue_wait_s)
+        && !(w.is_finite() && w >= 0.0)
+    {
+        return bad(format!("server.runqueue_wait_s {w} is not a time"));
     }
     if let Some(s) = &r.server
         && !(s.cpu_seconds.is_finite() && s.cpu_seconds >= 0.0)

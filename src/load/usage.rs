@@ -23,22 +23,30 @@ pub fn self_cpu() -> Duration {
 /// `/proc/self/task/*/schedstat`); `None` where the kernel keeps no such figure. A
 /// starved process uses little CPU, so its CPU use cannot tell it is starved; this can.
 pub fn self_runqueue_wait() -> Option<Duration> {
+    runqueue_wait_in("/proc/self/task").map(Duration::from_nanos)
+}
+
+/// A process's run-queue wait so far (ns), summed over its threads
+/// (`/proc/PID/task/*/schedstat`).
+fn runqueue_wait_of(pid: u32) -> Option<u64> {
+    runqueue_wait_in(&format!("/proc/{pid}/task"))
+}
+
+/// The run-queue wait (ns) of the threads listed in `tasks` (a `/proc/…/task`
+/// directory), summed: the second field of each one's `schedstat`.
+fn runqueue_wait_in(tasks: &str) -> Option<u64> {
     let mut total = 0u64;
     let mut any = false;
-    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
-            continue;
-        };
-        if let Some(wait) = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|w| w.parse::<u64>().ok())
+    for task in std::fs::read_dir(tasks).ok()?.flatten() {
+        if let Some(w) = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
         {
-            total = total.saturating_add(wait);
+            total = total.saturating_add(w);
             any = true;
         }
     }
-    any.then_some(Duration::from_nanos(total))
+    any.then_some(total)
 }
 
 /// The CPUs this process may use under its cgroup's CPU quota (cgroup v2 `cpu.max`, v1
@@ -357,6 +365,8 @@ pub struct TreeCpu {
     root: u32,
     /// (pid, start) → (CPU ticks at the start, CPU ticks at the last sample seen).
     seen: HashMap<(u32, u64), (u64, u64)>,
+    /// (pid, start) → (run-queue wait at the start, at the last sample seen), ns.
+    waits: HashMap<(u32, u64), (u64, u64)>,
     /// The processes the last sample found.
     alive: Vec<(u32, u64)>,
     samples: u32,
@@ -369,6 +379,7 @@ impl TreeCpu {
         let mut t = TreeCpu {
             root,
             seen: HashMap::new(),
+            waits: HashMap::new(),
             alive: Vec::new(),
             samples: 0,
         };
@@ -401,8 +412,25 @@ impl TreeCpu {
                 (0, 0)
             });
             e.1 = s.cpu_ticks;
+            if let Some(w) = runqueue_wait_of(s.pid) {
+                let e = self.waits.entry((s.pid, s.start)).or_insert(if first {
+                    (w, w)
+                } else {
+                    (0, 0)
+                });
+                e.1 = w;
+            }
         }
         rss_pages * page_kib()
+    }
+
+    /// Time the tree's threads waited on a run queue (ready, another task on their CPU)
+    /// between the first sample and the last, counted as its CPU is; `None` where the
+    /// kernel keeps no such figure.
+    pub fn runqueue_wait(&self) -> Option<Duration> {
+        (!self.waits.is_empty()).then(|| {
+            Duration::from_nanos(self.waits.values().map(|(a, b)| b.saturating_sub(*a)).sum())
+        })
     }
 
     /// CPU used by the tree between the first sample and the last.
