@@ -727,6 +727,11 @@ mod tests {
 
     /// A TLS 1.3 ClientHello for `localhost` with an x25519 key share.
     fn client_hello() -> Vec<u8> {
+        client_hello_with(&[])
+    }
+
+    /// [`client_hello`] with the extensions `extra` too.
+    fn client_hello_with(extra: &[u8]) -> Vec<u8> {
         let mut b = vec![3, 3];
         b.extend([7; 32]);
         b.push(0); // session id
@@ -743,6 +748,7 @@ mod tests {
         let mut ks = vec![0, 36, 0, 0x1d, 0, 32];
         ks.extend([9; 32]);
         exts.extend(ext(51, &ks));
+        exts.extend(extra);
         b.extend((exts.len() as u16).to_be_bytes());
         b.extend(exts);
         record(22, &handshake_msg(1, &b))
@@ -1018,7 +1024,101 @@ mod tests {
         assert_eq!(p.client_think, Some(10 * us));
         assert_eq!(p.tls, Some(20 * us));
         assert_eq!(p.first_app_byte, Some(31 * us));
+        // The request's record completes at 31 µs, the answer's first byte comes at 40.
+        assert_eq!(p.server_first_byte, Some(9 * us));
         h
+    }
+
+    /// The server's first byte after the request, the server answering `delay_us` after
+    /// it: `tickets` are the server's records sent at 32 and 33 µs (after the client's
+    /// Finished at 30 and its request at 31), each segment a list of record lengths.
+    fn time_to_first_byte(
+        takes_tickets: bool,
+        tickets: &[&[usize]],
+        request_at: u64,
+        delay_us: u64,
+    ) -> Handshake {
+        let ch = if takes_tickets {
+            // psk_key_exchange_modes: psk_dhe_ke.
+            client_hello_with(&ext(45, &[1, 1]))
+        } else {
+            client_hello()
+        };
+        let mut flight = server_hello();
+        flight.extend(record(20, &[1]));
+        flight.extend(record(23, &[0xaa; 1000]));
+        let mut steps = vec![
+            (10, true, ch, false),
+            (20, false, flight, false),
+            (30, true, record(23, &[0xcc; 53]), false),
+        ];
+        for (i, segment) in tickets.iter().enumerate() {
+            let mut bytes = Vec::new();
+            for len in *segment {
+                bytes.extend(record(23, &vec![0x77; *len]));
+            }
+            steps.push((32 + i as u64, false, bytes, false));
+        }
+        steps.push((request_at, true, record(23, &[0xdd; 80]), false));
+        steps.push((
+            request_at + delay_us,
+            false,
+            record(23, &[0xee; 300]),
+            false,
+        ));
+        steps.push((
+            request_at + delay_us + 1,
+            false,
+            record(23, &[0xef; 300]),
+            false,
+        ));
+        steps.sort_by_key(|s| s.0);
+        let end = request_at + delay_us + 10;
+        steps.extend([(end, true, vec![], true), (end, false, vec![], true)]);
+        handshake(&wire(&steps))
+    }
+
+    /// Time to first byte: from the request complete to the answer's first byte, the
+    /// server's TLS 1.3 NewSessionTickets (sent after the client's Finished, here after
+    /// the request too) left out, whether in one record (rustls), one record each in one
+    /// segment or in two (OpenSSL), or sent before the request.
+    #[test]
+    fn the_server_first_byte_is_the_answer_not_a_ticket() {
+        let us = 1_000;
+        // (A server answers after its tickets: it sends them on the client's Finished,
+        // before it reads the request.)
+        for delay in [5, 200_000] {
+            for tickets in [&[&[250][..]][..], &[&[120, 120]], &[&[120], &[120]]] {
+                let h = time_to_first_byte(true, tickets, 31, delay);
+                assert_eq!(
+                    h.phases.server_first_byte,
+                    Some(delay * us),
+                    "tickets {tickets:?}, delay {delay} µs"
+                );
+                // Tickets sent before the request (at 32 and 33, the request at 40).
+                let h = time_to_first_byte(true, tickets, 40, delay);
+                assert_eq!(h.phases.server_first_byte, Some(delay * us), "{tickets:?}");
+            }
+            // A client that takes no tickets gets none: the first record is the answer.
+            let h = time_to_first_byte(false, &[], 31, delay);
+            assert_eq!(h.phases.server_first_byte, Some(delay * us));
+        }
+        // Not an answer before the request: no time to first byte without one after it.
+        let mut steps = vec![
+            (10, true, client_hello(), false),
+            (
+                20,
+                false,
+                [server_hello(), record(20, &[1]), record(23, &[1; 90])].concat(),
+                false,
+            ),
+            (30, true, record(23, &[0xcc; 53]), false),
+            (31, true, record(23, &[0xdd; 80]), false),
+        ];
+        steps.extend([(50, true, vec![], true), (50, false, vec![], true)]);
+        let h = handshake(&wire(&steps));
+        assert_eq!(h.phases.first_app_byte, Some(31 * us));
+        assert_eq!(h.phases.server_first_byte, None);
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl ObserveMetrics {
         registry.register(
             "handshake_phase_seconds",
             "Handshake phases seen on the wire (connect, server_think, server_flight, \
-             client_think, tls, first_app_byte), by kind",
+             client_think, tls, first_app_byte, server_first_byte), by kind",
             phases.clone(),
         );
         registry.register(
@@ -173,6 +173,7 @@ impl ObserveMetrics {
                     ("client_think", p.client_think),
                     ("tls", p.tls),
                     ("first_app_byte", p.first_app_byte),
+                    ("server_first_byte", p.server_first_byte),
                 ] {
                     if let Some(ns) = v {
                         self.phases

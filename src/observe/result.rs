@@ -14,7 +14,7 @@ use crate::stats::HistogramError;
 pub const SCHEMA: &str = "tlsperf-observe/1";
 
 /// Every phase, in timeline order, with where its timestamps are exact.
-pub const PHASES: [(&str, &str); 6] = [
+pub const PHASES: [(&str, &str); 7] = [
     (
         "connect",
         "either host: SYN → the client's ACK of the SYN-ACK, as seen from the capture point",
@@ -38,6 +38,13 @@ pub const PHASES: [(&str, &str); 6] = [
     (
         "first_app_byte",
         "exact on the client host: SYN → the client's first application-data byte",
+    ),
+    (
+        "server_first_byte",
+        "exact on the server host: the client's first application-data record after its \
+         Finished complete → the server's first application-data byte after it, TLS 1.3 \
+         tickets left out (time to first byte; not with 0-RTT; absent from documents \
+         written before it existed)",
     ),
 ];
 
@@ -280,7 +287,7 @@ pub struct Observation {
 pub const MAX_ROWS: usize = 1000;
 
 /// The most handshake kinds, and phases per kind, a document read back may hold
-/// (tlsperf writes at most 6 of each).
+/// (tlsperf writes at most 7 of each).
 pub const MAX_KINDS: usize = 32;
 
 /// The row holding what is beyond [`MAX_ROWS`].
@@ -396,7 +403,16 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         }
     }
     let mut m = Observation::new(Vec::new(), Vec::new());
+    // Every phase any of them describes (a document written before a phase existed does
+    // not list it), the first one's wording kept.
     m.phases = first.phases.clone();
+    for o in &all[1..] {
+        for (k, v) in &o.phases {
+            if !m.phases.contains_key(k) && m.phases.len() < MAX_KINDS {
+                m.phases.insert(k.clone(), v.clone());
+            }
+        }
+    }
     let mut ports_seen = std::collections::HashSet::new();
     for o in all {
         m.sources.extend(o.sources.iter().cloned());

@@ -223,8 +223,10 @@ pub fn observation(o: &Observation) -> String {
             parts.join(", ")
         );
     }
-    s += "server_think and server_flight are exact on the server's host, client_think and \
-          first_app_byte on the client's (on loopback, all are)\n";
+    s += "server_think, server_flight and server_first_byte are exact on the server's host, \
+          client_think and first_app_byte on the client's (on loopback, all are); \
+          server_first_byte is the request's last record → the answer's first byte, TLS 1.3 \
+          tickets left out\n";
     if let Some(p) = &o.probes {
         s += "\n";
         s += &probes(p);
