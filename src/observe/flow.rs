@@ -11,6 +11,14 @@
 //! captured (already open when the capture began) are counted, not analyzed. Eviction
 //! goes by the table's own [`Clock`], which a single frame with a wrong timestamp does
 //! not move.
+//!
+//! Live, with the eBPF capture filter, the table tells the kernel ([`KernelFlows`]) which
+//! connections it reads no more payload of: one whose analysis is over (its timeline is
+//! done: each side's first application record seen, or a connection that cannot be
+//! followed) and one not analyzed (its SYN not captured) is added when it becomes so and
+//! removed when it ends or is evicted; meanwhile the kernel drops its segments that carry
+//! no SYN, FIN or RST. Such a connection is evicted as idle only when the kernel has not
+//! dropped a segment of it for the idle timeout either.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -54,6 +62,18 @@ impl Default for Limits {
             max_memory: 1 << 30,
         }
     }
+}
+
+/// The kernel's side of the capture filter (live, eBPF): the connections whose segments
+/// without SYN, FIN or RST it drops, by their two addresses (either order).
+pub trait KernelFlows: Send + std::fmt::Debug {
+    /// The table reads no more payload of the connection between `a` and `b`.
+    fn done(&mut self, a: SocketAddr, b: SocketAddr);
+    /// The connection ended or was evicted: all its segments pass again.
+    fn ended(&mut self, a: SocketAddr, b: SocketAddr);
+    /// When the kernel last dropped one of its segments, ns since the Unix epoch; `None`
+    /// when it has dropped none (or forgot the connection).
+    fn last_dropped(&self, a: SocketAddr, b: SocketAddr) -> Option<u64>;
 }
 
 /// What the table did besides analyzing connections (see [`FlowTable::counters`]).
@@ -363,6 +383,8 @@ struct Flow {
     last_ns: u64,
     /// Bytes its streams held after its last segment (counted in the table's `held`).
     held: usize,
+    /// In the kernel's map of connections whose payload is dropped ([`KernelFlows`]).
+    in_kernel: bool,
 }
 
 type Key = (SocketAddr, SocketAddr);
@@ -385,6 +407,8 @@ pub struct FlowTable {
     clock: Clock,
     /// Bytes the flows' streams hold (each flow's `held`, summed).
     held: usize,
+    /// The kernel filter's map of connections whose payload is dropped (live, eBPF).
+    kernel: Option<Box<dyn KernelFlows>>,
 }
 
 impl FlowTable {
@@ -397,7 +421,14 @@ impl FlowTable {
             last_sweep_ns: 0,
             clock: Clock::default(),
             held: 0,
+            kernel: None,
         }
+    }
+
+    /// Tells `kernel` which connections' payload is no longer read, so that it drops
+    /// their segments without SYN, FIN or RST (live capture with the eBPF filter).
+    pub fn drop_in_kernel(&mut self, kernel: Box<dyn KernelFlows>) {
+        self.kernel = Some(kernel);
     }
 
     /// Moves the eviction clock by a segment captured at `ns` (see [`Clock`]); the
@@ -430,6 +461,11 @@ impl FlowTable {
     fn remove(&mut self, k: &Key) -> Option<Flow> {
         let f = self.flows.remove(k)?;
         self.held -= f.held;
+        if f.in_kernel
+            && let Some(kernel) = self.kernel.as_mut()
+        {
+            kernel.ended(k.0, k.1);
+        }
         Some(f)
     }
 
@@ -488,6 +524,7 @@ impl FlowTable {
                     first_ns: ns,
                     last_ns: ns,
                     held: 0,
+                    in_kernel: false,
                 })
             }
         };
@@ -502,7 +539,14 @@ impl FlowTable {
             Endpoint::Server
         };
         let Some(tl) = flow.timeline.as_mut() else {
-            // Not analyzed: forget it once it closes.
+            // Not analyzed: none of its payload is read.
+            if !flow.in_kernel
+                && let Some(kernel) = self.kernel.as_mut()
+            {
+                kernel.done(seg.src, seg.dst);
+                flow.in_kernel = true;
+            }
+            // Forget it once it closes.
             if seg.flags.rst || seg.flags.fin {
                 self.remove(&k);
             }
@@ -577,6 +621,13 @@ impl FlowTable {
             tl.fin();
             flow.fin[me] = true;
         }
+        if !flow.in_kernel
+            && tl.done()
+            && let Some(kernel) = self.kernel.as_mut()
+        {
+            kernel.done(seg.src, seg.dst);
+            flow.in_kernel = true;
+        }
         if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
             && let Some(f) = self.remove(&k)
             && let Some(tl) = f.timeline
@@ -592,7 +643,17 @@ impl FlowTable {
         self.clock.advance(now_ns);
         let limits = self.limits;
         let mut evicted = Vec::new();
-        for (k, f) in &self.flows {
+        for (k, f) in &mut self.flows {
+            if f.in_kernel
+                && now_ns.saturating_sub(f.last_ns) > limits.idle_ns
+                && let Some(t) = self
+                    .kernel
+                    .as_ref()
+                    .and_then(|kf| kf.last_dropped(k.0, k.1))
+            {
+                // Its segments are dropped in the kernel: idle only if they stopped.
+                f.last_ns = f.last_ns.max(t);
+            }
             let idle = now_ns.saturating_sub(f.last_ns);
             if !f.payload_seen && now_ns.saturating_sub(f.first_ns) > limits.half_open_ns {
                 evicted.push((*k, true));
@@ -1119,6 +1180,107 @@ mod tests {
         let h = handshake(&wire(&steps));
         assert_eq!(h.phases.first_app_byte, Some(31 * us));
         assert_eq!(h.phases.server_first_byte, None);
+    }
+
+    /// What the flow table told the kernel filter, and what the kernel says it dropped.
+    #[derive(Debug, Clone, Default)]
+    struct FakeKernel {
+        calls: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+        last_dropped: Option<u64>,
+    }
+
+    impl KernelFlows for FakeKernel {
+        fn done(&mut self, a: SocketAddr, b: SocketAddr) {
+            assert_eq!(key(a, b), key(C.parse().unwrap(), S.parse().unwrap()));
+            self.calls.lock().unwrap().push("done");
+        }
+        fn ended(&mut self, a: SocketAddr, b: SocketAddr) {
+            assert_eq!(key(a, b), key(C.parse().unwrap(), S.parse().unwrap()));
+            self.calls.lock().unwrap().push("ended");
+        }
+        fn last_dropped(&self, _: SocketAddr, _: SocketAddr) -> Option<u64> {
+            self.last_dropped
+        }
+    }
+
+    /// Feeds `segs` to `table`, calling `after(i)` after the i-th.
+    fn feed(
+        table: &mut FlowTable,
+        segs: &[Seg],
+        out: &mut Vec<Outcome>,
+        mut after: impl FnMut(usize),
+    ) {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        for (i, seg) in segs.iter().enumerate() {
+            let (src, dst) = if seg.from_client { (c, s) } else { (s, c) };
+            let segment = Segment {
+                src,
+                dst,
+                seq: seg.seq,
+                ack: seg.ack,
+                flags: seg.flags,
+                payload: &seg.payload,
+                payload_len: seg.payload.len(),
+            };
+            table.segment(seg.ns, &segment, &mut |o| out.push(o));
+            after(i);
+        }
+    }
+
+    /// The kernel is told to drop a connection's payload once its analysis is over —
+    /// at the server's first application record, not before — and to let it all pass
+    /// again when it ends; the handshake is the same as without the kernel filter.
+    #[test]
+    fn the_kernel_drops_a_connection_once_its_analysis_is_over() {
+        let kernel = FakeKernel::default();
+        let calls = std::sync::Arc::clone(&kernel.calls);
+        let mut table = FlowTable::new(Limits::default());
+        table.drop_in_kernel(Box::new(kernel));
+        let segs = conversation();
+        let answer = segs.iter().position(|s| s.ns == 40_000).unwrap();
+        let mut out = Vec::new();
+        feed(&mut table, &segs, &mut out, |i| {
+            // Done at the answer; ended at the last FIN (the last segment).
+            let n = calls.lock().unwrap().len();
+            let want = usize::from(i >= answer) + usize::from(i == segs.len() - 1);
+            assert_eq!(n, want, "after segment {i}");
+        });
+        assert_eq!(*calls.lock().unwrap(), ["done", "ended"]);
+        assert_eq!(out, vec![Outcome::Handshake(Box::new(expected()))]);
+    }
+
+    /// A connection whose segments the kernel drops looks idle to the table: it is
+    /// evicted only when the kernel has not dropped one for the idle timeout either.
+    #[test]
+    fn a_connection_dropped_in_the_kernel_is_idle_only_when_the_kernel_says_so() {
+        let limits = Limits {
+            idle_ns: 5_000_000_000,
+            ..Limits::default()
+        };
+        let mut segs = conversation();
+        segs.truncate(8); // no FINs: the download goes on
+        for recent in [true, false] {
+            let mut kernel = FakeKernel::default();
+            let calls = std::sync::Arc::clone(&kernel.calls);
+            // Segments captured at 0..40 µs; the sweep at 10 s.
+            let now = 10_000_000_000;
+            kernel.last_dropped = recent.then_some(now - 1_000_000_000);
+            let mut table = FlowTable::new(limits);
+            table.drop_in_kernel(Box::new(kernel));
+            let mut out = Vec::new();
+            feed(&mut table, &segs, &mut out, |_| {});
+            table.sweep(now, &mut |o| out.push(o));
+            if recent {
+                assert_eq!(table.len(), 1);
+                assert!(out.is_empty());
+                assert_eq!(*calls.lock().unwrap(), ["done"]);
+            } else {
+                assert_eq!(table.len(), 0);
+                assert_eq!(out.len(), 1);
+                assert_eq!(table.counters().evicted_idle, 1);
+                assert_eq!(*calls.lock().unwrap(), ["done", "ended"]);
+            }
+        }
     }
 
     #[test]

@@ -176,6 +176,12 @@ pub struct Packets {
     /// Absent (0) in documents written before it existed.
     #[serde(default)]
     pub clock_outliers: u64,
+    /// TCP segments the eBPF capture filter dropped in the kernel: those without SYN,
+    /// FIN or RST of connections whose analysis read no more payload (live capture with
+    /// the eBPF filter only; not in `frames`). Absent (0) in documents written before it
+    /// existed.
+    #[serde(default)]
+    pub kernel_filtered: u64,
 }
 
 /// What became of the TCP connections seen.
@@ -273,6 +279,10 @@ pub struct Observation {
     /// caught is `(unknown)`); absent when processes were not attributed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<String>,
+    /// Live capture: the kernel filter attached — `eBPF: …`, or `classic …` and why the
+    /// eBPF one was not (merged: each different one, joined by ` | `); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_filter: Option<String>,
     /// Handshakes that did not complete.
     pub failures: Failures,
     /// Per phase, what it spans and from which side it is exact.
@@ -313,6 +323,7 @@ impl Observation {
             by_client_process: BTreeMap::new(),
             by_server_process: BTreeMap::new(),
             attribution: None,
+            kernel_filter: None,
             failures: Failures::default(),
             phases: PHASES
                 .iter()
@@ -431,6 +442,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         p.kernel_drops = p.kernel_drops.saturating_add(q.kernel_drops);
         p.clock_outliers = p.clock_outliers.saturating_add(q.clock_outliers);
         p.cut_short = p.cut_short.saturating_add(q.cut_short);
+        p.kernel_filtered = p.kernel_filtered.saturating_add(q.kernel_filtered);
         let (c, d) = (&mut m.connections, &o.connections);
         for (x, y) in [
             (&mut c.tracked, d.tracked),
@@ -471,6 +483,11 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         m.attribution = match (m.attribution.take(), &o.attribution) {
             (None, b) => b.clone(),
             (Some(a), Some(b)) if !a.split(", ").any(|x| x == b) => Some(format!("{a}, {b}")),
+            (a, _) => a,
+        };
+        m.kernel_filter = match (m.kernel_filter.take(), &o.kernel_filter) {
+            (None, b) => b.clone(),
+            (Some(a), Some(b)) if !a.split(" | ").any(|x| x == b) => Some(format!("{a} | {b}")),
             (a, _) => a,
         };
         for (k, v) in &o.failures.alerts {

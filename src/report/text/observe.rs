@@ -81,6 +81,16 @@ pub fn observation(o: &Observation) -> String {
             String::new()
         }
     );
+    if let Some(f) = &o.kernel_filter {
+        s += &format!("kernel filter: {f}");
+        if p.kernel_filtered > 0 {
+            s += &format!(
+                "; {} segments of connections whose analysis was over dropped there",
+                p.kernel_filtered
+            );
+        }
+        s += "\n";
+    }
     if p.cut_short > 0 {
         s += &format!(
             "incomplete: {} frames were cut short by the capture's snap length (tcpdump -s): \
