@@ -1099,6 +1099,13 @@ fn live_metrics_are_served_while_capturing() {
                 text.contains("tlsperf_observe_handshake_phase_seconds_bucket"),
                 "{text}"
             );
+            // The handshakes' requests are answered: time to first byte too; and the
+            // eBPF filter's counter.
+            assert!(text.contains("phase=\"server_first_byte\""), "{text}");
+            assert!(
+                text.contains("tlsperf_observe_kernel_filtered_segments_total"),
+                "{text}"
+            );
             break total;
         }
         std::thread::sleep(Duration::from_millis(100));
