@@ -238,10 +238,17 @@ fn curl_and_nginx_tls13_and_tls12_resumption_agree_with_nginx_log() {
         "{}",
         v["handshakes"]
     );
-    // Every request follows its handshake.
+    // Every request follows its handshake, and nginx answers each (its TLS 1.3 tickets,
+    // OpenSSL's, one record each, not taken for the answer).
     assert_eq!(
         v["handshakes"]["all"]["phases"]["first_app_byte"]["quantiles"]["count"],
         11
+    );
+    assert_eq!(
+        v["handshakes"]["all"]["phases"]["server_first_byte"]["quantiles"]["count"],
+        11,
+        "{}",
+        v["handshakes"]["all"]["phases"]
     );
 
     // The human report names the kinds and the resumption rate.
@@ -259,6 +266,7 @@ fn curl_and_nginx_tls13_and_tls12_resumption_agree_with_nginx_log() {
         run.stdout
     );
     assert!(run.stdout.contains("client_think"), "{}", run.stdout);
+    assert!(run.stdout.contains("server_first_byte"), "{}", run.stdout);
 }
 
 #[test]
