@@ -245,8 +245,7 @@ fn curl_and_nginx_tls13_and_tls12_resumption_agree_with_nginx_log() {
         11
     );
     assert_eq!(
-        v["handshakes"]["all"]["phases"]["server_first_byte"]["quantiles"]["count"],
-        11,
+        v["handshakes"]["all"]["phases"]["server_first_byte"]["quantiles"]["count"], 11,
         "{}",
         v["handshakes"]["all"]["phases"]
     );

@@ -29,8 +29,8 @@ use super::flow::KernelFlows;
 /// The compiled filter (src/probes/bpf/capture.bpf.c, rebuilt by build.sh).
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../probes/bpf/capture.bpf.o");
 
-/// Most connection directions the kernel map holds (two per connection); beyond it the
-/// oldest are forgotten (their segments pass again).
+/// Most connection directions the kernel map holds (two per connection); a connection
+/// beyond it is not added (its segments pass).
 pub const MAX_DONE_ENTRIES: u32 = 1 << 20;
 
 /// `struct flow_key` of capture.bpf.c: one direction of a connection.
@@ -203,8 +203,9 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 impl KernelFlows for KernelDrop {
     fn done(&mut self, a: SocketAddr, b: SocketAddr) {
         for k in [FlowKey::of(a, b), FlowKey::of(b, a)] {
-            // Refused only for want of kernel memory (a full LRU map makes room): the
-            // connection's segments keep coming, and are not read.
+            // Refused when the map is full (it holds two entries per connection of the
+            // table: not without a leak) or for want of kernel memory: the connection's
+            // segments keep coming, and are not read.
             if let Err(e) = self.map.insert(k, 0, 0) {
                 tracing::debug!("the kernel filter did not take {a} ↔ {b}: {}", chain(&e));
             }
@@ -213,7 +214,7 @@ impl KernelFlows for KernelDrop {
 
     fn ended(&mut self, a: SocketAddr, b: SocketAddr) {
         for k in [FlowKey::of(a, b), FlowKey::of(b, a)] {
-            // Not there any more (the LRU map forgot it): nothing to do.
+            // Not there (the map was full when it was added): nothing to do.
             let _ = self.map.remove(&k);
         }
     }

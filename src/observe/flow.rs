@@ -72,7 +72,7 @@ pub trait KernelFlows: Send + std::fmt::Debug {
     /// The connection ended or was evicted: all its segments pass again.
     fn ended(&mut self, a: SocketAddr, b: SocketAddr);
     /// When the kernel last dropped one of its segments, ns since the Unix epoch; `None`
-    /// when it has dropped none (or forgot the connection).
+    /// when it has dropped none (or does not hold the connection).
     fn last_dropped(&self, a: SocketAddr, b: SocketAddr) -> Option<u64>;
 }
 

@@ -58,10 +58,13 @@ struct {
 } ports SEC(".maps");
 
 // Connections whose payload observe no longer reads → when the last segment was dropped
-// (bpf_ktime_get_ns, 0 before the first). LRU: a full map forgets the oldest, whose
-// segments then pass again. User space sets the size at load time.
+// (bpf_ktime_get_ns, 0 before the first). User space sizes it at load time for two
+// entries per connection its flow table tracks, and removes a connection's when it
+// leaves the table, so it does not fill; if it did, an entry refused would only let that
+// connection's segments pass. Not preallocated: creating it costs nothing per entry.
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 262144);
 	__type(key, struct flow_key);
 	__type(value, u64);
