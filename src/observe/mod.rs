@@ -1,6 +1,7 @@
 //! `tlsperf observe`: passive handshake analysis of any TLS stack from its packets,
 //! without decrypting anything. Per TCP connection, the handshake's timeline (TCP
-//! connect, server think, the server's flight, client think, first application byte),
+//! connect, server think, the server's flight, client think, first application byte, the
+//! server's first byte after the request),
 //! its kind (`full`, `full-hrr`, `resumed`, `0rtt`) and parameters; aggregated into HDR
 //! histograms per phase per kind with breakdowns and failures.
 //!
