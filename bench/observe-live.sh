@@ -75,6 +75,7 @@ if [ "$bulk_mb" != 0 ]; then
     ip netns exec "$bulk_ns" "$bin" serve --listen "127.0.0.1:$port" --body-size "$body" -q > /dev/null &
     serve_pid=$!
     sleep 1
+    : > "$work/bulk-td.err"
     ip netns exec "$bulk_ns" tcpdump -i lo -B 65536 -n -w "$bulk" "tcp port $port" 2> "$work/bulk-td.err" &
     td=$!
     until grep -q "listening on" "$work/bulk-td.err"; do sleep 0.1; done
@@ -125,8 +126,8 @@ ip -n "$ns" link add va type veth peer name vb
 for d in va vb; do ip -n "$ns" link set "$d" mtu 65535 up; done
 in_ns() { ip netns exec "$ns" "$@"; }
 replay() { in_ns tcpreplay -i va --topspeed "$1" 2>&1 | grep -Eo "Rated: [0-9.]+ Bps, [0-9.]+ Mbps, [0-9.]+ pps" | head -1; }
-# A process's CPU so far (all its threads, user + system), in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# A process's CPU so far (all its threads), user and system, in clock ticks.
+cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
 # Frames the veth device itself dropped (before any capture sees them): its RX drops.
 dev_drops() { ip -n "$ns" -s -j link show vb | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['rx']['dropped'])"; }
 : > "$work/cpu"
@@ -134,6 +135,8 @@ for r in $(seq "$rounds"); do
   for c in "${captures[@]}"; do
     name=handshakes; [ "$c" = "${mixed:-}" ] && name=mixed
     total=$(count_frames "$c")
+    # (Emptied first: a previous run's line is not this one's.)
+    : > "$work/td.err"
     # Started without the helper function: its pid is then tcpdump's (ip netns exec execs).
     ip netns exec "$ns" tcpdump -i vb -w /dev/null -B 65536 -n "tcp port $port" 2> "$work/td.err" &
     td=$!
@@ -148,28 +151,32 @@ for r in $(seq "$rounds"); do
     [ "$bulk_mb" != 0 ] && filters+=(classic)
     for f in "${filters[@]}"; do
       extra=(); [ "$f" = classic ] && extra=(--classic-filter)
+      : > "$work/obs.err"
       ip netns exec "$ns" /usr/bin/time -f "%U %S" -o "$work/time" "$bin" observe --interface vb --port "$port" --json "${extra[@]}" > "$work/obs.json" 2> "$work/obs.err" &
       ob=$!
       until grep -q "capturing on" "$work/obs.err"; do sleep 0.1; done
       # $ob is GNU time (ip netns exec execs it); observe is its child.
-      obs_pid=$(pgrep -P "$ob")
-      c0=$(cpu_ticks "$obs_pid")
+      until obs_pid=$(pgrep -P "$ob"); do sleep 0.1; done
+      read -r u0 s0 < <(cpu_ticks "$obs_pid")
       d0=$(dev_drops); rate=$(replay "$c"); sleep 1; dd=$(( $(dev_drops) - d0 ))
-      c1=$(cpu_ticks "$obs_pid")
+      read -r u1 s1 < <(cpu_ticks "$obs_pid")
       kill -INT "$obs_pid" || true; wait "$ob" || true
-      python3 - "$work/obs.json" "$work/time" "$total" "$rate" "$r" "$dd" "$name" "$f" "$work/cpu" "$(( c1 - c0 ))" "$(getconf CLK_TCK)" <<'PY'
+      python3 - "$work/obs.json" "$work/time" "$total" "$rate" "$r" "$dd" "$name" "$f" "$work/cpu" "$(( u1 - u0 ))" "$(( s1 - s0 ))" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1])); u, s = map(float, open(sys.argv[2]).read().split()[-2:])
 hs = v["handshakes"].get("all", {}).get("count", 0)
 p = v["packets"]
-replay_cpu = int(sys.argv[10]) / int(sys.argv[11])
+tck = int(sys.argv[12])
+user, system = int(sys.argv[10]) / tck, int(sys.argv[11]) / tck
+replay_cpu = user + system
 per = replay_cpu / max(hs, 1) * 1e6
 filt = v.get("kernel_filter", "?").split(":")[0]
 print(f"round {sys.argv[5]} {sys.argv[7]} observe ({filt}): replay {sys.argv[4]}; frames {p['frames']}, "
       f"dropped {p['kernel_drops']} of {sys.argv[3]}; {p.get('kernel_filtered', 0)} dropped by the "
-      f"filter; {hs} handshakes; CPU {replay_cpu:.2f} s while the replay ran ({per:.1f} µs per "
-      f"handshake), {u+s:.2f} s in all; the device dropped {sys.argv[6]}")
-open(sys.argv[9], "a").write(f"{sys.argv[5]} {sys.argv[7]} {sys.argv[8]} {per}\n")
+      f"filter; {hs} handshakes; CPU {replay_cpu:.2f} s while the replay ran (user {user:.2f}, "
+      f"system {system:.2f}; {per:.1f} µs per handshake), {u+s:.2f} s in all; the device "
+      f"dropped {sys.argv[6]}")
+open(sys.argv[9], "a").write(f"{sys.argv[5]} {sys.argv[7]} {sys.argv[8]} {per} {user / max(hs, 1) * 1e6}\n")
 PY
     done
   done
@@ -178,14 +185,17 @@ if [ "$bulk_mb" != 0 ]; then
   python3 - "$work/cpu" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-per = {}
-for r, name, f, us in rows:
-    per.setdefault((r, name, f), float(us))
+per, user = {}, {}
+for r, name, f, us, user_us in rows:
+    per[(r, name, f)] = float(us)
+    user[(r, name, f)] = float(user_us)
+rounds = sorted({k[0] for k in per})
 for f in ("ebpf", "classic"):
-    ratios = [per[(r, "mixed", f)] / per[(r, "handshakes", f)]
-              for r in sorted({k[0] for k in per}) if (r, "mixed", f) in per and (r, "handshakes", f) in per]
-    if ratios:
-        print(f"CPU per handshake with bulk ÷ without, {f} filter: "
-              f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f})")
+    for what, d in (("CPU", per), ("user CPU", user)):
+        ratios = [d[(r, "mixed", f)] / d[(r, "handshakes", f)] for r in rounds
+                  if (r, "mixed", f) in d and d.get((r, "handshakes", f))]
+        if ratios:
+            print(f"{what} per handshake with bulk ÷ without, {f} filter: "
+                  f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f})")
 PY
 fi

@@ -5,9 +5,10 @@
 //! outgoing copy) and drops in the kernel the segments of connections in its
 //! `done_flows` map that carry no SYN, FIN or RST: the flow table adds a connection
 //! there ([`KernelDrop`], through [`super::flow::KernelFlows`]) once its analysis reads
-//! no more payload — after each side's first application record, or at once for a
-//! connection that is not analyzed — and removes it when the connection ends or is
-//! evicted. The program counts what it dropped (a per-CPU array) and stamps each
+//! no more payload — after each side's first application record, or for a connection
+//! that is not analyzed — and it goes on ([`super::flow::KERNEL_AFTER`] segments later:
+//! a short connection is not worth the system calls), and removes it when the
+//! connection ends or is evicted. The program counts what it dropped (a per-CPU array) and stamps each
 //! connection's entry with the time of its last dropped segment, which the flow table
 //! asks for before evicting a connection it has not seen for a while.
 //!

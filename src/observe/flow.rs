@@ -15,8 +15,8 @@
 //! Live, with the eBPF capture filter, the table tells the kernel ([`KernelFlows`]) which
 //! connections it reads no more payload of: one whose analysis is over (its timeline is
 //! done: each side's first application record seen, or a connection that cannot be
-//! followed) and one not analyzed (its SYN not captured) is added when it becomes so and
-//! removed when it ends or is evicted; meanwhile the kernel drops its segments that carry
+//! followed) and one not analyzed (its SYN not captured) is added once it goes on
+//! ([`KERNEL_AFTER`] segments after that) and removed when it ends or is evicted; meanwhile the kernel drops its segments that carry
 //! no SYN, FIN or RST. Such a connection is evicted as idle only when the kernel has not
 //! dropped a segment of it for the idle timeout either.
 
@@ -75,6 +75,14 @@ pub trait KernelFlows: Send + std::fmt::Debug {
     /// when it has dropped none (or does not hold the connection).
     fn last_dropped(&self, a: SocketAddr, b: SocketAddr) -> Option<u64>;
 }
+
+/// How many segments a connection shows after its analysis is over (not analyzed: after
+/// it is tracked), the one that ended it included, before it is put in the kernel's map:
+/// adding it and removing it are two system calls each (one per direction), about
+/// 2 µs of CPU in all, which a short request and answer followed by the close would
+/// spend to save a few segments' reading; a connection that goes on (a download, a
+/// stream) is dropped in the kernel after these.
+pub const KERNEL_AFTER: u32 = 16;
 
 /// What the table did besides analyzing connections (see [`FlowTable::counters`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -385,6 +393,9 @@ struct Flow {
     held: usize,
     /// In the kernel's map of connections whose payload is dropped ([`KernelFlows`]).
     in_kernel: bool,
+    /// Segments seen since its analysis was over (or, not analyzed, since it was
+    /// tracked), until it is put in the kernel's map ([`KERNEL_AFTER`]).
+    unread: u32,
 }
 
 type Key = (SocketAddr, SocketAddr);
@@ -525,6 +536,7 @@ impl FlowTable {
                     last_ns: ns,
                     held: 0,
                     in_kernel: false,
+                    unread: 0,
                 })
             }
         };
@@ -543,8 +555,11 @@ impl FlowTable {
             if !flow.in_kernel
                 && let Some(kernel) = self.kernel.as_mut()
             {
-                kernel.done(seg.src, seg.dst);
-                flow.in_kernel = true;
+                flow.unread += 1;
+                if flow.unread >= KERNEL_AFTER {
+                    kernel.done(seg.src, seg.dst);
+                    flow.in_kernel = true;
+                }
             }
             // Forget it once it closes.
             if seg.flags.rst || seg.flags.fin {
@@ -625,8 +640,11 @@ impl FlowTable {
             && tl.done()
             && let Some(kernel) = self.kernel.as_mut()
         {
-            kernel.done(seg.src, seg.dst);
-            flow.in_kernel = true;
+            flow.unread += 1;
+            if flow.unread >= KERNEL_AFTER {
+                kernel.done(seg.src, seg.dst);
+                flow.in_kernel = true;
+            }
         }
         if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
             && let Some(f) = self.remove(&k)
@@ -1227,26 +1245,68 @@ mod tests {
         }
     }
 
-    /// The kernel is told to drop a connection's payload once its analysis is over —
-    /// at the server's first application record, not before — and to let it all pass
-    /// again when it ends; the handshake is the same as without the kernel filter.
+    /// [`conversation`] with `more` segments of the server's answer after its first one.
+    fn longer_conversation(more: usize) -> Vec<Seg> {
+        let mut segs = conversation();
+        let fins = segs.split_off(8);
+        let answer = &segs[7];
+        let (flags, ack) = (answer.flags, answer.ack);
+        let mut seq = answer.seq.wrapping_add(answer.payload.len() as u32);
+        for i in 0..more {
+            let payload = record(23, &[0xe0; 100]);
+            let len = payload.len() as u32;
+            segs.push(Seg {
+                ns: 41_000 + i as u64,
+                from_client: false,
+                flags,
+                seq,
+                ack,
+                payload,
+            });
+            seq = seq.wrapping_add(len);
+        }
+        for mut f in fins {
+            if !f.from_client {
+                f.seq = seq;
+            } else {
+                f.ack = seq;
+            }
+            segs.push(f);
+        }
+        segs
+    }
+
+    /// The kernel is told to drop a connection's payload once its analysis is over — at
+    /// the server's first application record, not before — and the connection goes on
+    /// ([`KERNEL_AFTER`] segments from then), and to let it all pass again when it ends;
+    /// a connection that ends soon after is not worth it; the handshake is the same as
+    /// without the kernel filter.
     #[test]
     fn the_kernel_drops_a_connection_once_its_analysis_is_over() {
-        let kernel = FakeKernel::default();
-        let calls = std::sync::Arc::clone(&kernel.calls);
-        let mut table = FlowTable::new(Limits::default());
-        table.drop_in_kernel(Box::new(kernel));
-        let segs = conversation();
-        let answer = segs.iter().position(|s| s.ns == 40_000).unwrap();
-        let mut out = Vec::new();
-        feed(&mut table, &segs, &mut out, |i| {
-            // Done at the answer; ended at the last FIN (the last segment).
-            let n = calls.lock().unwrap().len();
-            let want = usize::from(i >= answer) + usize::from(i == segs.len() - 1);
-            assert_eq!(n, want, "after segment {i}");
-        });
-        assert_eq!(*calls.lock().unwrap(), ["done", "ended"]);
-        assert_eq!(out, vec![Outcome::Handshake(Box::new(expected()))]);
+        for (more, told) in [(40, true), (0, false)] {
+            let kernel = FakeKernel::default();
+            let calls = std::sync::Arc::clone(&kernel.calls);
+            let mut table = FlowTable::new(Limits::default());
+            table.drop_in_kernel(Box::new(kernel));
+            let segs = longer_conversation(more);
+            let answer = segs.iter().position(|s| s.ns == 40_000).unwrap();
+            let put = answer + KERNEL_AFTER as usize - 1;
+            let mut out = Vec::new();
+            feed(&mut table, &segs, &mut out, |i| {
+                // Put in the kernel's map after KERNEL_AFTER segments from the answer on;
+                // taken out at the last FIN (the last segment).
+                let n = calls.lock().unwrap().len();
+                let want = if told {
+                    usize::from(i >= put) + usize::from(i == segs.len() - 1)
+                } else {
+                    0
+                };
+                assert_eq!(n, want, "{more} more: after segment {i}");
+            });
+            let want: &[&str] = if told { &["done", "ended"] } else { &[] };
+            assert_eq!(*calls.lock().unwrap(), want);
+            assert_eq!(out, vec![Outcome::Handshake(Box::new(expected()))]);
+        }
     }
 
     /// A connection whose segments the kernel drops looks idle to the table: it is
@@ -1257,8 +1317,8 @@ mod tests {
             idle_ns: 5_000_000_000,
             ..Limits::default()
         };
-        let mut segs = conversation();
-        segs.truncate(8); // no FINs: the download goes on
+        let mut segs = longer_conversation(40);
+        segs.truncate(48); // no FINs: the download goes on
         for recent in [true, false] {
             let mut kernel = FakeKernel::default();
             let calls = std::sync::Arc::clone(&kernel.calls);
