@@ -167,14 +167,21 @@ impl Filter {
     }
 }
 
-/// An error and its sources, in words.
+/// An error and its sources, in words (a source that repeats what is said already left
+/// out), with what to do when the kernel refused for want of privilege.
 fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(c) = source {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
         source = c.source();
+    }
+    if s.contains("(os error 1)") {
+        s.push_str(" (eBPF needs CAP_BPF, or root)");
     }
     s
 }
@@ -234,6 +241,38 @@ impl KernelFlows for KernelDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error of `text` caused by `source`.
+    #[derive(Debug)]
+    struct Layer(&'static str, Box<dyn std::error::Error + 'static>);
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(self.1.as_ref())
+        }
+    }
+
+    /// As aya's load errors nest: the map's name said twice was said twice.
+    #[test]
+    fn errors_are_said_once_with_what_to_do() {
+        let io = std::io::Error::from_raw_os_error(libc::EPERM);
+        let e = Layer(
+            "map error: failed to create map `done_flows`",
+            Box::new(Layer("failed to create map `done_flows`", Box::new(io))),
+        );
+        let text = chain(&e);
+        assert_eq!(text.matches("done_flows").count(), 1, "{text}");
+        assert!(
+            text.ends_with(
+                "`done_flows`: Operation not permitted (os error 1) (eBPF needs CAP_BPF, or root)"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn keys_are_the_kernel_programs_directions() {
