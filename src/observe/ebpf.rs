@@ -2,13 +2,14 @@
 //! the probes' in `src/probes/bpf/`, built by the same `build.sh`, committed) loaded with
 //! aya and attached to the `AF_PACKET` socket with `SO_ATTACH_BPF`. It keeps what the
 //! classic filter of [`super::live`] keeps (TCP on the ports; on loopback, not the
-//! outgoing copy) and drops in the kernel the segments of connections in its
-//! `done_flows` map that carry no SYN, FIN or RST: the flow table adds a connection
+//! outgoing copy) and drops in the kernel the segments of the connection directions in
+//! its `done_flows` map that carry no SYN, FIN or RST: the flow table adds a direction
 //! there ([`KernelDrop`], through [`super::flow::KernelFlows`]) once its analysis reads
-//! no more payload — after each side's first application record, or for a connection
-//! that is not analyzed — and it goes on ([`super::flow::KERNEL_AFTER`] segments later:
-//! a short connection is not worth the system calls), and removes it when the
-//! connection ends or is evicted. The program counts what it dropped (a per-CPU array) and stamps each
+//! no more of it — after that side's first application record (the client's request,
+//! the server's first byte after it), or at once for a connection that is not analyzed
+//! — and it goes on ([`super::flow::KERNEL_AFTER`] segments later: a short connection is
+//! not worth the system calls), and removes both when the connection ends or is
+//! evicted. The program counts what it dropped (a per-CPU array) and stamps each
 //! connection's entry with the time of its last dropped segment, which the flow table
 //! asks for before evicting a connection it has not seen for a while.
 //!
@@ -209,14 +210,15 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 impl KernelFlows for KernelDrop {
-    fn done(&mut self, a: SocketAddr, b: SocketAddr) {
-        for k in [FlowKey::of(a, b), FlowKey::of(b, a)] {
-            // Refused when the map is full (it holds two entries per connection of the
-            // table: not without a leak) or for want of kernel memory: the connection's
-            // segments keep coming, and are not read.
-            if let Err(e) = self.map.insert(k, 0, 0) {
-                tracing::debug!("the kernel filter did not take {a} ↔ {b}: {}", chain(&e));
-            }
+    fn done(&mut self, from: SocketAddr, to: SocketAddr) {
+        // Refused when the map is full (it holds two entries per connection of the
+        // table: not without a leak) or for want of kernel memory: the direction's
+        // segments keep coming, and are not read.
+        if let Err(e) = self.map.insert(FlowKey::of(from, to), 0, 0) {
+            tracing::debug!(
+                "the kernel filter did not take {from} → {to}: {}",
+                chain(&e)
+            );
         }
     }
 

@@ -2,8 +2,7 @@
 //! SYN; its two byte streams are put back in order (retransmissions trimmed, segments
 //! that arrive early held until the gap before them fills), and TLS records are cut out
 //! of them as soon as they are whole and handed to the connection's
-//! [`Timeline`]. Once a connection's handshake and first
-//! application byte are in, its payload is no longer kept.
+//! [`Timeline`].
 //!
 //! The table is bounded: connections idle longer than the idle timeout, and half-open
 //! ones (a SYN and nothing more) after the half-open timeout, are evicted; beyond the
@@ -12,13 +11,15 @@
 //! goes by the table's own [`Clock`], which a single frame with a wrong timestamp does
 //! not move.
 //!
-//! Live, with the eBPF capture filter, the table tells the kernel ([`KernelFlows`]) which
-//! connections it reads no more payload of: one whose analysis is over (its timeline is
-//! done: each side's first application record seen, or a connection that cannot be
-//! followed) and one not analyzed (its SYN not captured) is added once it goes on
-//! ([`KERNEL_AFTER`] segments after that) and removed when it ends or is evicted; meanwhile the kernel drops its segments that carry
-//! no SYN, FIN or RST. Such a connection is evicted as idle only when the kernel has not
-//! dropped a segment of it for the idle timeout either.
+//! Each direction's stream is read until its side's part of the analysis is in
+//! ([`Timeline::done_with`]: the client's up to its request, the server's up to its first
+//! byte after it); then its payload is no longer kept. Live, with the eBPF capture
+//! filter, the table tells the kernel ([`KernelFlows`]) which directions it reads no
+//! more payload of — those, once they go on ([`KERNEL_AFTER`] segments later), and both
+//! directions of a connection not analyzed (its SYN not captured) — and removes a
+//! connection's when it ends or is evicted; meanwhile the kernel drops their segments
+//! that carry no SYN, FIN or RST. Such a connection is evicted as idle only when the
+//! kernel has not dropped a segment of it for the idle timeout either.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -64,24 +65,25 @@ impl Default for Limits {
     }
 }
 
-/// The kernel's side of the capture filter (live, eBPF): the connections whose segments
-/// without SYN, FIN or RST it drops, by their two addresses (either order).
+/// The kernel's side of the capture filter (live, eBPF): the directions of connections
+/// whose segments without SYN, FIN or RST it drops.
 pub trait KernelFlows: Send + std::fmt::Debug {
-    /// The table reads no more payload of the connection between `a` and `b`.
-    fn done(&mut self, a: SocketAddr, b: SocketAddr);
-    /// The connection ended or was evicted: all its segments pass again.
+    /// The table reads no more payload sent from `from` to `to`.
+    fn done(&mut self, from: SocketAddr, to: SocketAddr);
+    /// The connection between `a` and `b` (either order) ended or was evicted: all its
+    /// segments pass again, both ways.
     fn ended(&mut self, a: SocketAddr, b: SocketAddr);
     /// When the kernel last dropped one of its segments, ns since the Unix epoch; `None`
     /// when it has dropped none (or does not hold the connection).
     fn last_dropped(&self, a: SocketAddr, b: SocketAddr) -> Option<u64>;
 }
 
-/// How many segments a connection shows after its analysis is over (not analyzed: after
-/// it is tracked), the one that ended it included, before it is put in the kernel's map:
-/// adding it and removing it are two system calls each (one per direction), about
-/// 2 µs of CPU in all, which a short request and answer followed by the close would
-/// spend to save a few segments' reading; a connection that goes on (a download, a
-/// stream) is dropped in the kernel after these.
+/// How many segments one side of a connection sends after its part of the analysis is
+/// over (not analyzed: after the connection is tracked), the one that ended it included,
+/// before that direction is put in the kernel's map: adding it and removing it are a
+/// system call each, about 0.5 µs of CPU apiece, which a short request and answer
+/// followed by the close would spend to save a few segments' reading; a direction that
+/// goes on (a download, an upload, a stream) is dropped in the kernel after these.
 pub const KERNEL_AFTER: u32 = 16;
 
 /// What the table did besides analyzing connections (see [`FlowTable::counters`]).
@@ -391,11 +393,12 @@ struct Flow {
     last_ns: u64,
     /// Bytes its streams held after its last segment (counted in the table's `held`).
     held: usize,
-    /// In the kernel's map of connections whose payload is dropped ([`KernelFlows`]).
-    in_kernel: bool,
-    /// Segments seen since its analysis was over (or, not analyzed, since it was
-    /// tracked), until it is put in the kernel's map ([`KERNEL_AFTER`]).
-    unread: u32,
+    /// Client → server, server → client: in the kernel's map of directions whose payload
+    /// is dropped ([`KernelFlows`]).
+    in_kernel: [bool; 2],
+    /// Per direction, segments seen since its side's analysis was over (not analyzed:
+    /// since it was tracked), until it is put in the kernel's map ([`KERNEL_AFTER`]).
+    unread: [u32; 2],
 }
 
 type Key = (SocketAddr, SocketAddr);
@@ -472,7 +475,7 @@ impl FlowTable {
     fn remove(&mut self, k: &Key) -> Option<Flow> {
         let f = self.flows.remove(k)?;
         self.held -= f.held;
-        if f.in_kernel
+        if f.in_kernel.contains(&true)
             && let Some(kernel) = self.kernel.as_mut()
         {
             kernel.ended(k.0, k.1);
@@ -535,8 +538,8 @@ impl FlowTable {
                     first_ns: ns,
                     last_ns: ns,
                     held: 0,
-                    in_kernel: false,
-                    unread: 0,
+                    in_kernel: [false; 2],
+                    unread: [0; 2],
                 })
             }
         };
@@ -550,15 +553,19 @@ impl FlowTable {
         } else {
             Endpoint::Server
         };
+        let me = match side {
+            Endpoint::Client => 0,
+            Endpoint::Server => 1,
+        };
         let Some(tl) = flow.timeline.as_mut() else {
             // Not analyzed: none of its payload is read.
-            if !flow.in_kernel
+            if !flow.in_kernel[me]
                 && let Some(kernel) = self.kernel.as_mut()
             {
-                flow.unread += 1;
-                if flow.unread >= KERNEL_AFTER {
+                flow.unread[me] += 1;
+                if flow.unread[me] >= KERNEL_AFTER {
                     kernel.done(seg.src, seg.dst);
-                    flow.in_kernel = true;
+                    flow.in_kernel[me] = true;
                 }
             }
             // Forget it once it closes.
@@ -567,10 +574,7 @@ impl FlowTable {
             }
             return;
         };
-        let (me, peer) = match side {
-            Endpoint::Client => (0, 1),
-            Endpoint::Server => (1, 0),
-        };
+        let peer = 1 - me;
         if seg.flags.syn {
             if side == Endpoint::Client && !seg.flags.ack {
                 tl.syn(ns);
@@ -591,7 +595,7 @@ impl FlowTable {
             // fills): the connection is not one without payload.
             tl.payload();
         }
-        if has_payload && !tl.done() {
+        if has_payload && !tl.done_with(side) {
             // A SYN's data (TCP Fast Open: the ClientHello in the SYN) begins after the
             // SYN's own sequence number.
             let seq = if seg.flags.syn {
@@ -610,9 +614,10 @@ impl FlowTable {
                 Ok(false) => {}
                 Err(Gap) => tl.unparsed(),
             }
-            if tl.done() {
-                flow.streams[0].clear();
-                flow.streams[1].clear();
+            for (i, end) in [Endpoint::Client, Endpoint::Server].into_iter().enumerate() {
+                if tl.done_with(end) {
+                    flow.streams[i].clear();
+                }
             }
             // The table's memory: this flow's streams as they are now.
             let held = flow.streams[0].held() + flow.streams[1].held();
@@ -636,14 +641,14 @@ impl FlowTable {
             tl.fin();
             flow.fin[me] = true;
         }
-        if !flow.in_kernel
-            && tl.done()
+        if !flow.in_kernel[me]
+            && tl.done_with(side)
             && let Some(kernel) = self.kernel.as_mut()
         {
-            flow.unread += 1;
-            if flow.unread >= KERNEL_AFTER {
+            flow.unread[me] += 1;
+            if flow.unread[me] >= KERNEL_AFTER {
                 kernel.done(seg.src, seg.dst);
-                flow.in_kernel = true;
+                flow.in_kernel[me] = true;
             }
         }
         if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
@@ -662,7 +667,7 @@ impl FlowTable {
         let limits = self.limits;
         let mut evicted = Vec::new();
         for (k, f) in &mut self.flows {
-            if f.in_kernel
+            if f.in_kernel.contains(&true)
                 && now_ns.saturating_sub(f.last_ns) > limits.idle_ns
                 && let Some(t) = self
                     .kernel
@@ -765,7 +770,7 @@ fn records(
                     cut: !holes.is_empty() && in_hole(holes, first + 5, last + 1),
                 });
                 used += 5 + len;
-                if tl.done() {
+                if tl.done_with(side) {
                     break;
                 }
             }
@@ -1208,9 +1213,14 @@ mod tests {
     }
 
     impl KernelFlows for FakeKernel {
-        fn done(&mut self, a: SocketAddr, b: SocketAddr) {
-            assert_eq!(key(a, b), key(C.parse().unwrap(), S.parse().unwrap()));
-            self.calls.lock().unwrap().push("done");
+        fn done(&mut self, from: SocketAddr, to: SocketAddr) {
+            let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+            let call = match (from, to) {
+                (f, t) if f == c && t == s => "done client → server",
+                (f, t) if f == s && t == c => "done server → client",
+                other => panic!("{other:?}"),
+            };
+            self.calls.lock().unwrap().push(call);
         }
         fn ended(&mut self, a: SocketAddr, b: SocketAddr) {
             assert_eq!(key(a, b), key(C.parse().unwrap(), S.parse().unwrap()));
@@ -1276,11 +1286,12 @@ mod tests {
         segs
     }
 
-    /// The kernel is told to drop a connection's payload once its analysis is over — at
-    /// the server's first application record, not before — and the connection goes on
-    /// ([`KERNEL_AFTER`] segments from then), and to let it all pass again when it ends;
-    /// a connection that ends soon after is not worth it; the handshake is the same as
-    /// without the kernel filter.
+    /// The kernel is told to drop the server's payload once its part of the analysis is
+    /// over — at its first application record after the request, not before — and it
+    /// goes on ([`KERNEL_AFTER`] segments from then), and to let it all pass again when
+    /// the connection ends; a direction that ends soon after is not worth it (here the
+    /// client's: its FIN follows its request); the handshake is the same as without the
+    /// kernel filter.
     #[test]
     fn the_kernel_drops_a_connection_once_its_analysis_is_over() {
         for (more, told) in [(40, true), (0, false)] {
@@ -1303,10 +1314,59 @@ mod tests {
                 };
                 assert_eq!(n, want, "{more} more: after segment {i}");
             });
-            let want: &[&str] = if told { &["done", "ended"] } else { &[] };
+            let want: &[&str] = if told {
+                &["done server → client", "ended"]
+            } else {
+                &[]
+            };
             assert_eq!(*calls.lock().unwrap(), want);
             assert_eq!(out, vec![Outcome::Handshake(Box::new(expected()))]);
         }
+    }
+
+    /// An upload: the client's stream is read up to its request (its first application
+    /// record), then no more, and that direction is dropped in the kernel once it goes
+    /// on, while the server's is read until its answer, which is still timed.
+    #[test]
+    fn an_upload_is_dropped_in_the_kernel_after_its_first_record() {
+        let us = 1_000;
+        let mut steps = vec![
+            (10, true, client_hello(), false),
+            (
+                20,
+                false,
+                [server_hello(), record(20, &[1]), record(23, &[1; 90])].concat(),
+                false,
+            ),
+            (30, true, record(23, &[0xcc; 53]), false),
+            (31, true, record(23, &[0xdd; 80]), false),
+        ];
+        // The body: 40 segments.
+        let body: Vec<u8> = (0..20).flat_map(|_| record(23, &[0xbb; 1000])).collect();
+        for (i, piece) in body.chunks(body.len() / 40).enumerate() {
+            steps.push((32 + i as u64, true, piece.to_vec(), false));
+        }
+        steps.push((500, false, record(23, &[0xee; 300]), false));
+        steps.extend([(600, true, vec![], true), (600, false, vec![], true)]);
+        let kernel = FakeKernel::default();
+        let calls = std::sync::Arc::clone(&kernel.calls);
+        let mut table = FlowTable::new(Limits::default());
+        table.drop_in_kernel(Box::new(kernel));
+        let segs = wire(&steps);
+        let mut out = Vec::new();
+        let mut before_answer = 0;
+        feed(&mut table, &segs, &mut out, |i| {
+            if segs[i].ns < 500 * us {
+                before_answer = calls.lock().unwrap().len();
+            }
+        });
+        assert_eq!(before_answer, 1);
+        assert_eq!(*calls.lock().unwrap(), ["done client → server", "ended"]);
+        let [Outcome::Handshake(h)] = &out[..] else {
+            panic!("{out:?}")
+        };
+        // The request complete at 31 µs, the answer at 500.
+        assert_eq!(h.phases.server_first_byte, Some(469 * us));
     }
 
     /// A connection whose segments the kernel drops looks idle to the table: it is
@@ -1333,12 +1393,12 @@ mod tests {
             if recent {
                 assert_eq!(table.len(), 1);
                 assert!(out.is_empty());
-                assert_eq!(*calls.lock().unwrap(), ["done"]);
+                assert_eq!(*calls.lock().unwrap(), ["done server → client"]);
             } else {
                 assert_eq!(table.len(), 0);
                 assert_eq!(out.len(), 1);
                 assert_eq!(table.counters().evicted_idle, 1);
-                assert_eq!(*calls.lock().unwrap(), ["done", "ended"]);
+                assert_eq!(*calls.lock().unwrap(), ["done server → client", "ended"]);
             }
         }
     }

@@ -322,15 +322,30 @@ impl Timeline {
         self.unparsed = true;
     }
 
-    /// True once nothing more needs to be read from the streams: the handshake, the
-    /// client's first application byte and (but with 0-RTT) the server's first one after
-    /// it are in, or the connection cannot be followed.
+    /// True once nothing more needs to be read from either stream (see
+    /// [`Timeline::done_with`]).
     pub fn done(&self) -> bool {
-        self.not_tls
-            || self.unparsed
-            || (self.finished_ns.is_some()
-                && self.first_app_ns.is_some()
-                && (self.early_data_sent || self.response_ns.is_some()))
+        self.done_with(Endpoint::Client) && self.done_with(Endpoint::Server)
+    }
+
+    /// True once nothing more needs to be read from `side`'s stream: the client's once
+    /// its Finished and its first application record after it (the request; with 0-RTT,
+    /// its early data) are in, the server's once its first application byte after that
+    /// request is (with 0-RTT, once the client's Finished is); either when the
+    /// connection cannot be followed.
+    pub fn done_with(&self, side: Endpoint) -> bool {
+        if self.not_tls || self.unparsed {
+            return true;
+        }
+        let finished = self.finished_ns.is_some();
+        match side {
+            Endpoint::Client => {
+                finished
+                    && self.first_app_ns.is_some()
+                    && (self.early_data_sent || self.request_ns.is_some())
+            }
+            Endpoint::Server => finished && (self.early_data_sent || self.response_ns.is_some()),
+        }
     }
 
     /// True when a ClientHello was seen and the handshake has not completed.

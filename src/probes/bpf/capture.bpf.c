@@ -5,9 +5,10 @@
 // It keeps what the classic filter of src/observe/live.rs keeps — TCP over IPv4 (not a
 // non-first fragment) or IPv6 (TCP as the first next header), to or from one of the ports,
 // on loopback not the outgoing copy — and drops in the kernel, before they are copied to
-// the ring, the segments observe would not read: those of a connection in `done_flows`
-// (user space adds a connection's two directions once its analysis needs no more payload,
-// and removes them when it ends or is evicted) that carry no SYN, FIN or RST. Segments
+// the ring, the segments observe would not read: those of a connection's direction in
+// `done_flows` (user space adds a direction once its side's part of the analysis needs no
+// more payload, and removes both when the connection ends or is evicted) that carry no
+// SYN, FIN or RST. Segments
 // with SYN, FIN or RST always pass whole, so connection ends and the TCP counters still
 // work. Each drop is counted (per CPU) and stamps the connection's entry with the time,
 // so that user space does not take a connection whose segments it no longer sees for an
