@@ -238,10 +238,16 @@ fn curl_and_nginx_tls13_and_tls12_resumption_agree_with_nginx_log() {
         "{}",
         v["handshakes"]
     );
-    // Every request follows its handshake.
+    // Every request follows its handshake, and nginx answers each (its TLS 1.3 tickets,
+    // OpenSSL's, one record each, not taken for the answer).
     assert_eq!(
         v["handshakes"]["all"]["phases"]["first_app_byte"]["quantiles"]["count"],
         11
+    );
+    assert_eq!(
+        v["handshakes"]["all"]["phases"]["server_first_byte"]["quantiles"]["count"], 11,
+        "{}",
+        v["handshakes"]["all"]["phases"]
     );
 
     // The human report names the kinds and the resumption rate.
@@ -259,6 +265,7 @@ fn curl_and_nginx_tls13_and_tls12_resumption_agree_with_nginx_log() {
         run.stdout
     );
     assert!(run.stdout.contains("client_think"), "{}", run.stdout);
+    assert!(run.stdout.contains("server_first_byte"), "{}", run.stdout);
 }
 
 #[test]
@@ -1099,6 +1106,13 @@ fn live_metrics_are_served_while_capturing() {
                 text.contains("tlsperf_observe_handshake_phase_seconds_bucket"),
                 "{text}"
             );
+            // The handshakes' requests are answered: time to first byte too; and the
+            // eBPF filter's counter.
+            assert!(text.contains("phase=\"server_first_byte\""), "{text}");
+            assert!(
+                text.contains("tlsperf_observe_kernel_filtered_segments_total"),
+                "{text}"
+            );
             break total;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -1579,5 +1593,275 @@ fn one_frame_stamped_in_the_future_does_not_stop_eviction() {
         v["connections"]["evicted_half_open"].as_u64().unwrap() >= 40,
         "{}",
         v["connections"]
+    );
+}
+
+/// A TLS server on 127.0.0.1 (rustls: TLS 1.3 and 1.2, two TLS 1.3 tickets sent on the
+/// client's Finished) answering `GET /delay/MS` MS milliseconds after it has read the
+/// request, its tickets flushed before the wait (as OpenSSL and tokio-rustls servers send
+/// them: on the wire between the request and the answer). One thread per connection.
+fn delaying_server() -> (u16, String) {
+    use std::io::{Read, Write};
+    use std::sync::Arc;
+    let pki = tlsperf::pki::TestPki::generate(&tlsperf::pki::PkiOptions::default()).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(pki.server_chain(), pki.server.private_key_der())
+        .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(tcp) = stream else { continue };
+            let config = Arc::clone(&config);
+            std::thread::spawn(move || {
+                let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = tcp.set_nodelay(true);
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, tcp);
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                // The tickets rustls queued on the client's Finished go out now.
+                let _ = tls.flush();
+                let text = String::from_utf8_lossy(&request);
+                let ms: u64 = text
+                    .strip_prefix("GET /delay/")
+                    .and_then(|t| t.split(' ').next())
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(0);
+                std::thread::sleep(Duration::from_millis(ms));
+                let _ = tls.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    (port, pki.root.pem)
+}
+
+/// Time to first byte: live on lo, each connection's `server_first_byte` is the server's
+/// delay (and a little more), for TLS 1.3 (full and resumed, the server's tickets on the
+/// wire between the request and the answer) and TLS 1.2; in the document, the text
+/// summary and the connections file. (Before, tickets were the "first byte" in TLS 1.3:
+/// 0.1 ms whatever the delay.)
+#[test]
+fn the_server_first_byte_tracks_the_servers_delay() {
+    if !common::have(
+        "curl",
+        "requests to a delaying server (apt-get install curl)",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (port, root_pem) = delaying_server();
+    let root = common::write(dir.path(), "root.pem", &root_pem);
+    let lines_path = dir.path().join("c.jsonl");
+    let (child, _err) = observe_live(&[
+        "--port",
+        &port.to_string(),
+        "--connections",
+        lines_path.to_str().unwrap(),
+    ]);
+    // (delay ms, connections, curl options), one curl each, in this order.
+    let batches: [(u64, usize, &[&str]); 3] =
+        [(30, 3, &[]), (250, 3, &[]), (120, 2, &["--tls-max", "1.2"])];
+    for (ms, n, extra) in batches {
+        let url = format!("https://localhost:{port}/delay/{ms}");
+        let mut cmd = Command::new("curl");
+        cmd.args(["-s", "-o", "/dev/null", "--cacert", &root])
+            .args(["-H", "Connection: close"])
+            .args(["--resolve", &format!("localhost:{port}:127.0.0.1")])
+            .args(extra);
+        for _ in 0..n {
+            cmd.arg(&url);
+        }
+        let out = cmd.output().expect("curl runs");
+        assert!(out.status.success(), "curl: {out:?}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let v = stop_live(child);
+    assert_eq!(count(&v, "all"), 8, "{}", v["connections"]);
+    let text = std::fs::read_to_string(&lines_path).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 8, "{text}");
+    let mut at = 0;
+    for (ms, n, extra) in batches {
+        for l in &lines[at..at + n] {
+            let want = if extra.is_empty() {
+                "TLSv1.3"
+            } else {
+                "TLSv1.2"
+            };
+            assert_eq!(l["version"], want, "{l}");
+            let got = l["phases_ns"]["server_first_byte"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no server_first_byte: {l}"));
+            let delay = ms * 1_000_000;
+            // The delay, plus the server's own time to read and write (debug build, two
+            // shared cores): well under the 90 ms between the batches' delays.
+            assert!(
+                got >= delay && got < delay + 60_000_000,
+                "{ms} ms delay, server_first_byte {got} ns: {l}"
+            );
+        }
+        at += n;
+    }
+    assert!(
+        lines[1..3].iter().all(|l| l["kind"] == "resumed"),
+        "curl resumes its TLS 1.3 sessions: {text}"
+    );
+    let q = &v["handshakes"]["all"]["phases"]["server_first_byte"]["quantiles"];
+    assert_eq!(q["count"], 8, "{q}");
+    assert!(
+        v["phases"]["server_first_byte"].is_string(),
+        "{}",
+        v["phases"]
+    );
+}
+
+/// `tlsperf observe --interface lo --port PORT --duration 6s ARGS --json` (through
+/// `prefix`, e.g. setpriv, when given) while curl downloads `n` bodies of `tlsperf serve
+/// --body-size` from `serve`; the result and stderr.
+fn observe_downloads(prefix: &[&str], serve: &Serve, n: usize, args: &[&str]) -> (Value, String) {
+    let port = serve.port.to_string();
+    let mut cmd = if let Some((first, rest)) = prefix.split_first() {
+        let mut c = Command::new(first);
+        c.args(rest).arg(common::bin());
+        c
+    } else {
+        Command::new(common::bin())
+    };
+    let mut child = cmd
+        .args(["observe", "--interface", "lo", "--port", &port])
+        .args(["--duration", "6s", "--json"])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut before = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "observe exited: {before}"
+        );
+        if line.starts_with("capturing on lo") {
+            break;
+        }
+        before += &line;
+    }
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-s",
+        "-o",
+        "/dev/null",
+        "-k",
+        "--http1.1",
+        "-H",
+        "Connection: close",
+    ])
+    .args(["--resolve", &format!("localhost:{port}:127.0.0.1")]);
+    for _ in 0..n {
+        cmd.arg(serve.url());
+    }
+    let out = cmd.output().expect("curl runs");
+    assert!(out.status.success(), "curl: {out:?}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{before}{rest}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (v, before + &rest)
+}
+
+/// The eBPF capture filter: with three 20 MB downloads on the port, the kernel drops the
+/// segments after each connection's first application records (counted; far more than
+/// reach tlsperf) and the handshakes and their phases are all there; asked for the
+/// classic filter, or without CAP_BPF (the classic one then, the reason said in the
+/// result and on stderr), every segment reaches tlsperf and the handshakes are the same.
+#[test]
+fn live_drops_in_the_kernel_the_payload_it_never_reads() {
+    if !common::have("curl", "downloads to observe (apt-get install curl)") {
+        return;
+    }
+    let serve = Serve::start(&["--body-size", "20000000"]);
+    let (v, _) = observe_downloads(&[], &serve, 3, &[]);
+    let p = &v["packets"];
+    assert_eq!(count(&v, "all"), 3, "{}", v["connections"]);
+    assert!(
+        v["kernel_filter"].as_str().unwrap().starts_with("eBPF"),
+        "{}",
+        v["kernel_filter"]
+    );
+    let (frames, filtered) = (
+        p["frames"].as_u64().unwrap(),
+        p["kernel_filtered"].as_u64().unwrap(),
+    );
+    // 60 MB in segments of at most 64 KiB on lo: at least 915 carry the bodies.
+    assert!(
+        frames + filtered >= 915 && filtered > frames,
+        "frames {frames}, dropped in the kernel {filtered}"
+    );
+    let q = &v["handshakes"]["all"]["phases"]["server_first_byte"]["quantiles"];
+    assert_eq!(q["count"], 3, "{q}");
+
+    let (v, _) = observe_downloads(&[], &serve, 3, &["--classic-filter"]);
+    assert_eq!(count(&v, "all"), 3, "{}", v["connections"]);
+    assert_eq!(v["packets"]["kernel_filtered"], 0);
+    assert!(
+        v["packets"]["frames"].as_u64().unwrap() >= 915,
+        "{}",
+        v["packets"]
+    );
+    assert!(
+        v["kernel_filter"]
+            .as_str()
+            .unwrap()
+            .contains("--classic-filter"),
+        "{}",
+        v["kernel_filter"]
+    );
+
+    // Root without CAP_BPF (nor CAP_SYS_ADMIN, which would stand for it) after exec.
+    let drop = "--bounding-set=-bpf,-sys_admin,-perfmon";
+    let ok = Command::new("setpriv")
+        .args([drop, "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED (the fallback part): setpriv cannot drop CAP_BPF here");
+        return;
+    }
+    let (v, err) = observe_downloads(&["setpriv", drop], &serve, 3, &[]);
+    assert_eq!(count(&v, "all"), 3, "{}", v["connections"]);
+    assert_eq!(v["packets"]["kernel_filtered"], 0);
+    let filter = v["kernel_filter"].as_str().unwrap();
+    assert!(
+        filter.starts_with("classic (the ports only): the eBPF filter could not be used"),
+        "{filter}"
+    );
+    assert!(
+        err.contains("every segment on the ports is copied to tlsperf"),
+        "{err}"
     );
 }

@@ -14,7 +14,7 @@ use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::error::ErrorClass;
 use crate::observe::connections::ConnectionLog;
-use crate::observe::live::LiveCapture;
+use crate::observe::live::{FilterChoice, LiveCapture};
 use crate::observe::metrics::{MetricsServer, ObserveMetrics};
 use crate::observe::{
     Limits, LiveOptions, Observation, Options, observe_file, observe_live, observe_probes,
@@ -92,6 +92,12 @@ pub struct ObserveArgs {
     /// A connection with no segment for this long (capture time) is evicted, e.g. 60s.
     #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive)]
     idle_timeout: Duration,
+    /// Live: filter in the kernel with the classic BPF port filter only. By default an
+    /// eBPF filter (needs CAP_BPF; the classic one when it cannot be loaded, said in the
+    /// result) also drops there the segments of connections whose analysis reads no more
+    /// payload (after each side's first application record).
+    #[arg(long)]
+    classic_filter: bool,
 }
 
 /// Runs `tlsperf observe`.
@@ -100,6 +106,7 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         for (flag, given) in [
             ("--duration", args.duration.is_some()),
             ("--metrics", args.metrics.is_some()),
+            ("--classic-filter", args.classic_filter),
         ] {
             if given {
                 return Err(CliError::input(format!(
@@ -188,7 +195,22 @@ fn live(
     options: Options,
     out: &Output,
 ) -> Result<Observation, CliError> {
-    let capture = LiveCapture::open(interface, &options.ports)?;
+    let choice = if args.classic_filter {
+        FilterChoice::Classic
+    } else {
+        FilterChoice::Ebpf {
+            max_flows: options.limits.max_flows,
+        }
+    };
+    let capture = LiveCapture::open(interface, &options.ports, choice)?;
+    if let Some(why) = capture
+        .kernel_filter()
+        .strip_prefix("classic (the ports only): ")
+    {
+        out.warn(format!(
+            "every segment on the ports is copied to tlsperf (classic kernel filter): {why}"
+        ));
+    }
     let mut probes = start_probes(args, true, out)?;
     let (metrics, _server) = start_metrics(args, out)?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -36,7 +36,7 @@ struct KindAcc {
     hrr: u64,
     server_flight_bytes: Bytes,
     /// Per phase of [`PHASES`], in its order: `None` until a handshake had it.
-    phases: [Option<Dist>; 6],
+    phases: [Option<Dist>; PHASES.len()],
 }
 
 /// Where `kind` is in [`Aggregate::kinds`].
@@ -134,6 +134,7 @@ impl Aggregate {
             p.client_think,
             p.tls,
             p.first_app_byte,
+            p.server_first_byte,
         ];
         // Recorded under its kind only: `all` is the kinds merged, by the snapshot.
         {

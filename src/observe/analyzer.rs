@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use super::aggregate::Aggregate;
 use super::connections::ConnectionLog;
 use super::decode::{Link, decode};
-use super::flow::{Clock, FlowTable, Limits};
+use super::flow::{Clock, FlowTable, KernelFlows, Limits};
 use super::metrics::ObserveMetrics;
 use super::process::Processes;
 use super::result::{Observation, Packets, Source};
@@ -97,6 +97,11 @@ impl Analyzer {
         self.hooks.connections = Some(log);
     }
 
+    /// Tells the kernel filter which connections' payload is no longer read (live, eBPF).
+    pub fn drop_in_kernel(&mut self, kernel: Box<dyn KernelFlows>) {
+        self.table.drop_in_kernel(kernel);
+    }
+
     /// Counts every outcome in `metrics` too.
     pub fn export(&mut self, metrics: Arc<ObserveMetrics>) {
         self.hooks.metrics = Some(metrics);
@@ -138,6 +143,15 @@ impl Analyzer {
         self.packets.kernel_drops = drops;
         if let Some(m) = &self.hooks.metrics {
             m.kernel_drops(drops);
+        }
+    }
+
+    /// Segments the kernel filter dropped, of connections whose analysis was over (live,
+    /// eBPF).
+    pub fn set_kernel_filtered(&mut self, segments: u64) {
+        self.packets.kernel_filtered = segments;
+        if let Some(m) = &self.hooks.metrics {
+            m.kernel_filtered(segments);
         }
     }
 

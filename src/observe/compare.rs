@@ -131,6 +131,7 @@ mod tests {
                     client_think: Some(think_ms * ms + i * 1000),
                     tls: Some((think_ms + 1) * ms),
                     first_app_byte: None,
+                    server_first_byte: Some(3 * ms),
                 },
                 server_flight_bytes: 1000,
                 start_ns: None,
@@ -146,8 +147,8 @@ mod tests {
     fn rows_are_percentiles_per_kind_and_phase_compared_by_ratio() {
         let (a, b) = (observed(100, 2), observed(100, 40));
         let set = a.row_set();
-        // all + full, five phases with values each (no first_app_byte), p50 and p99.
-        assert_eq!(set.rows.len(), 2 * 5 * 2);
+        // all + full, six phases with values each (no first_app_byte), p50 and p99.
+        assert_eq!(set.rows.len(), 2 * 6 * 2);
         let c = compare_rows(&set, &b.row_set(), &RowOptions::default()).unwrap();
         assert!(c.only_in_a.is_empty() && c.only_in_b.is_empty());
         let think = c
@@ -195,13 +196,58 @@ mod tests {
         assert!(work.ratio.unwrap() < 0.1, "{:?}", work.ratio);
     }
 
+    /// An observation as written before `server_first_byte` existed: read back from
+    /// JSON without the phase anywhere.
+    fn older(o: &Observation) -> Observation {
+        let mut v = serde_json::to_value(o).unwrap();
+        v["phases"]
+            .as_object_mut()
+            .unwrap()
+            .remove("server_first_byte");
+        for ks in v["handshakes"].as_object_mut().unwrap().values_mut() {
+            ks["phases"]
+                .as_object_mut()
+                .unwrap()
+                .remove("server_first_byte");
+        }
+        let old: Observation = serde_json::from_value(v).unwrap();
+        assert!(!old.phases.contains_key("server_first_byte"));
+        old
+    }
+
+    #[test]
+    fn an_older_observation_without_the_server_first_byte_merges_and_compares() {
+        let new = observed(10, 2);
+        let old = older(&observed(30, 2));
+        // Merged either way round: the phase is described, and its distribution is the
+        // newer document's handshakes only.
+        for pair in [[old.clone(), new.clone()], [new.clone(), old.clone()]] {
+            let m = crate::observe::result::merge(&pair).unwrap();
+            assert_eq!(m.count("all"), 40);
+            assert!(m.phases.contains_key("server_first_byte"));
+            let d = &m.handshakes["all"].phases["server_first_byte"];
+            assert_eq!(d.hdr.len(), 10);
+            assert_eq!(m.handshakes["all"].phases["tls"].hdr.len(), 40);
+        }
+        // Compared: its rows are in the newer document only, listed apart.
+        let c = compare_rows(&new.row_set(), &old.row_set(), &RowOptions::default()).unwrap();
+        assert_eq!(c.only_in_a.len(), 2 * 2, "{:?}", c.only_in_a);
+        assert!(
+            c.only_in_a
+                .iter()
+                .all(|r| r.label.contains("server_first_byte"))
+        );
+        assert!(c.only_in_b.is_empty());
+        assert_eq!(c.rows.len(), 2 * 5 * 2);
+    }
+
     #[test]
     fn kinds_in_one_observation_only_are_listed_apart() {
         let a = observed(10, 2);
         let mut b = observed(10, 2);
         b.handshakes.remove("full");
         let c = compare_rows(&a.row_set(), &b.row_set(), &RowOptions::default()).unwrap();
-        assert_eq!(c.only_in_a.len(), 10);
-        assert_eq!(c.rows.len(), 10);
+        assert_eq!(c.only_in_a.len(), 12);
+        assert_eq!(c.rows.len(), 12);
     }
 }

@@ -155,6 +155,7 @@ mod tests {
                 client_think: Some(3000),
                 tls: Some(6000),
                 first_app_byte: None,
+                server_first_byte: Some(9000),
             },
             server_flight_bytes: 4321,
             start_ns: Some(1_764_633_600_000_000_000),
@@ -183,6 +184,7 @@ mod tests {
         assert_eq!(v["suite"], "0x1301");
         assert_eq!(v["phases_ns"]["server_think"], 2000);
         assert!(v["phases_ns"]["server_flight"].is_null());
+        assert_eq!(v["phases_ns"]["server_first_byte"], 9000);
         assert_eq!(v["server_flight_bytes"], 4321);
         assert_eq!(v["server_process"], "nginx (pid 7)");
         assert!(v.get("client_process").is_none());

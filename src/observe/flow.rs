@@ -2,8 +2,7 @@
 //! SYN; its two byte streams are put back in order (retransmissions trimmed, segments
 //! that arrive early held until the gap before them fills), and TLS records are cut out
 //! of them as soon as they are whole and handed to the connection's
-//! [`Timeline`]. Once a connection's handshake and first
-//! application byte are in, its payload is no longer kept.
+//! [`Timeline`].
 //!
 //! The table is bounded: connections idle longer than the idle timeout, and half-open
 //! ones (a SYN and nothing more) after the half-open timeout, are evicted; beyond the
@@ -11,6 +10,16 @@
 //! captured (already open when the capture began) are counted, not analyzed. Eviction
 //! goes by the table's own [`Clock`], which a single frame with a wrong timestamp does
 //! not move.
+//!
+//! Each direction's stream is read until its side's part of the analysis is in
+//! ([`Timeline::done_with`]: the client's up to its request, the server's up to its first
+//! byte after it); then its payload is no longer kept. Live, with the eBPF capture
+//! filter, the table tells the kernel ([`KernelFlows`]) which directions it reads no
+//! more payload of — those, once they go on ([`KERNEL_AFTER`] segments later), and both
+//! directions of a connection not analyzed (its SYN not captured) — and removes a
+//! connection's when it ends or is evicted; meanwhile the kernel drops their segments
+//! that carry no SYN, FIN or RST. Such a connection is evicted as idle only when the
+//! kernel has not dropped a segment of it for the idle timeout either.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -55,6 +64,27 @@ impl Default for Limits {
         }
     }
 }
+
+/// The kernel's side of the capture filter (live, eBPF): the directions of connections
+/// whose segments without SYN, FIN or RST it drops.
+pub trait KernelFlows: Send + std::fmt::Debug {
+    /// The table reads no more payload sent from `from` to `to`.
+    fn done(&mut self, from: SocketAddr, to: SocketAddr);
+    /// The connection between `a` and `b` (either order) ended or was evicted: all its
+    /// segments pass again, both ways.
+    fn ended(&mut self, a: SocketAddr, b: SocketAddr);
+    /// When the kernel last dropped one of its segments, ns since the Unix epoch; `None`
+    /// when it has dropped none (or does not hold the connection).
+    fn last_dropped(&self, a: SocketAddr, b: SocketAddr) -> Option<u64>;
+}
+
+/// How many segments one side of a connection sends after its part of the analysis is
+/// over (not analyzed: after the connection is tracked), the one that ended it included,
+/// before that direction is put in the kernel's map: adding it and removing it are a
+/// system call each, about 0.5 µs of CPU apiece, which a short request and answer
+/// followed by the close would spend to save a few segments' reading; a direction that
+/// goes on (a download, an upload, a stream) is dropped in the kernel after these.
+pub const KERNEL_AFTER: u32 = 16;
 
 /// What the table did besides analyzing connections (see [`FlowTable::counters`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -363,6 +393,12 @@ struct Flow {
     last_ns: u64,
     /// Bytes its streams held after its last segment (counted in the table's `held`).
     held: usize,
+    /// Client → server, server → client: in the kernel's map of directions whose payload
+    /// is dropped ([`KernelFlows`]).
+    in_kernel: [bool; 2],
+    /// Per direction, segments seen since its side's analysis was over (not analyzed:
+    /// since it was tracked), until it is put in the kernel's map ([`KERNEL_AFTER`]).
+    unread: [u32; 2],
 }
 
 type Key = (SocketAddr, SocketAddr);
@@ -385,6 +421,8 @@ pub struct FlowTable {
     clock: Clock,
     /// Bytes the flows' streams hold (each flow's `held`, summed).
     held: usize,
+    /// The kernel filter's map of connections whose payload is dropped (live, eBPF).
+    kernel: Option<Box<dyn KernelFlows>>,
 }
 
 impl FlowTable {
@@ -397,7 +435,14 @@ impl FlowTable {
             last_sweep_ns: 0,
             clock: Clock::default(),
             held: 0,
+            kernel: None,
         }
+    }
+
+    /// Tells `kernel` which connections' payload is no longer read, so that it drops
+    /// their segments without SYN, FIN or RST (live capture with the eBPF filter).
+    pub fn drop_in_kernel(&mut self, kernel: Box<dyn KernelFlows>) {
+        self.kernel = Some(kernel);
     }
 
     /// Moves the eviction clock by a segment captured at `ns` (see [`Clock`]); the
@@ -430,6 +475,11 @@ impl FlowTable {
     fn remove(&mut self, k: &Key) -> Option<Flow> {
         let f = self.flows.remove(k)?;
         self.held -= f.held;
+        if f.in_kernel.contains(&true)
+            && let Some(kernel) = self.kernel.as_mut()
+        {
+            kernel.ended(k.0, k.1);
+        }
         Some(f)
     }
 
@@ -488,6 +538,8 @@ impl FlowTable {
                     first_ns: ns,
                     last_ns: ns,
                     held: 0,
+                    in_kernel: [false; 2],
+                    unread: [0; 2],
                 })
             }
         };
@@ -501,17 +553,28 @@ impl FlowTable {
         } else {
             Endpoint::Server
         };
+        let me = match side {
+            Endpoint::Client => 0,
+            Endpoint::Server => 1,
+        };
         let Some(tl) = flow.timeline.as_mut() else {
-            // Not analyzed: forget it once it closes.
+            // Not analyzed: none of its payload is read.
+            if !flow.in_kernel[me]
+                && let Some(kernel) = self.kernel.as_mut()
+            {
+                flow.unread[me] += 1;
+                if flow.unread[me] >= KERNEL_AFTER {
+                    kernel.done(seg.src, seg.dst);
+                    flow.in_kernel[me] = true;
+                }
+            }
+            // Forget it once it closes.
             if seg.flags.rst || seg.flags.fin {
                 self.remove(&k);
             }
             return;
         };
-        let (me, peer) = match side {
-            Endpoint::Client => (0, 1),
-            Endpoint::Server => (1, 0),
-        };
+        let peer = 1 - me;
         if seg.flags.syn {
             if side == Endpoint::Client && !seg.flags.ack {
                 tl.syn(ns);
@@ -532,7 +595,7 @@ impl FlowTable {
             // fills): the connection is not one without payload.
             tl.payload();
         }
-        if has_payload && !tl.done() {
+        if has_payload && !tl.done_with(side) {
             // A SYN's data (TCP Fast Open: the ClientHello in the SYN) begins after the
             // SYN's own sequence number.
             let seq = if seg.flags.syn {
@@ -551,9 +614,10 @@ impl FlowTable {
                 Ok(false) => {}
                 Err(Gap) => tl.unparsed(),
             }
-            if tl.done() {
-                flow.streams[0].clear();
-                flow.streams[1].clear();
+            for (i, end) in [Endpoint::Client, Endpoint::Server].into_iter().enumerate() {
+                if tl.done_with(end) {
+                    flow.streams[i].clear();
+                }
             }
             // The table's memory: this flow's streams as they are now.
             let held = flow.streams[0].held() + flow.streams[1].held();
@@ -577,6 +641,16 @@ impl FlowTable {
             tl.fin();
             flow.fin[me] = true;
         }
+        if !flow.in_kernel[me]
+            && tl.done_with(side)
+            && let Some(kernel) = self.kernel.as_mut()
+        {
+            flow.unread[me] += 1;
+            if flow.unread[me] >= KERNEL_AFTER {
+                kernel.done(seg.src, seg.dst);
+                flow.in_kernel[me] = true;
+            }
+        }
         if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
             && let Some(f) = self.remove(&k)
             && let Some(tl) = f.timeline
@@ -592,7 +666,17 @@ impl FlowTable {
         self.clock.advance(now_ns);
         let limits = self.limits;
         let mut evicted = Vec::new();
-        for (k, f) in &self.flows {
+        for (k, f) in &mut self.flows {
+            if f.in_kernel.contains(&true)
+                && now_ns.saturating_sub(f.last_ns) > limits.idle_ns
+                && let Some(t) = self
+                    .kernel
+                    .as_ref()
+                    .and_then(|kf| kf.last_dropped(k.0, k.1))
+            {
+                // Its segments are dropped in the kernel: idle only if they stopped.
+                f.last_ns = f.last_ns.max(t);
+            }
             let idle = now_ns.saturating_sub(f.last_ns);
             if !f.payload_seen && now_ns.saturating_sub(f.first_ns) > limits.half_open_ns {
                 evicted.push((*k, true));
@@ -686,7 +770,7 @@ fn records(
                     cut: !holes.is_empty() && in_hole(holes, first + 5, last + 1),
                 });
                 used += 5 + len;
-                if tl.done() {
+                if tl.done_with(side) {
                     break;
                 }
             }
@@ -727,6 +811,11 @@ mod tests {
 
     /// A TLS 1.3 ClientHello for `localhost` with an x25519 key share.
     fn client_hello() -> Vec<u8> {
+        client_hello_with(&[])
+    }
+
+    /// [`client_hello`] with the extensions `extra` too.
+    fn client_hello_with(extra: &[u8]) -> Vec<u8> {
         let mut b = vec![3, 3];
         b.extend([7; 32]);
         b.push(0); // session id
@@ -743,6 +832,7 @@ mod tests {
         let mut ks = vec![0, 36, 0, 0x1d, 0, 32];
         ks.extend([9; 32]);
         exts.extend(ext(51, &ks));
+        exts.extend(extra);
         b.extend((exts.len() as u16).to_be_bytes());
         b.extend(exts);
         record(22, &handshake_msg(1, &b))
@@ -1018,7 +1108,299 @@ mod tests {
         assert_eq!(p.client_think, Some(10 * us));
         assert_eq!(p.tls, Some(20 * us));
         assert_eq!(p.first_app_byte, Some(31 * us));
+        // The request's record completes at 31 µs, the answer's first byte comes at 40.
+        assert_eq!(p.server_first_byte, Some(9 * us));
         h
+    }
+
+    /// The server's first byte after the request, the server answering `delay_us` after
+    /// it: `tickets` are the server's records sent at 32 and 33 µs (after the client's
+    /// Finished at 30 and its request at 31), each segment a list of record lengths.
+    fn time_to_first_byte(
+        takes_tickets: bool,
+        tickets: &[&[usize]],
+        request_at: u64,
+        delay_us: u64,
+    ) -> Handshake {
+        let ch = if takes_tickets {
+            // psk_key_exchange_modes: psk_dhe_ke.
+            client_hello_with(&ext(45, &[1, 1]))
+        } else {
+            client_hello()
+        };
+        let mut flight = server_hello();
+        flight.extend(record(20, &[1]));
+        flight.extend(record(23, &[0xaa; 1000]));
+        let mut steps = vec![
+            (10, true, ch, false),
+            (20, false, flight, false),
+            (30, true, record(23, &[0xcc; 53]), false),
+        ];
+        for (i, segment) in tickets.iter().enumerate() {
+            let mut bytes = Vec::new();
+            for len in *segment {
+                bytes.extend(record(23, &vec![0x77; *len]));
+            }
+            steps.push((32 + i as u64, false, bytes, false));
+        }
+        steps.push((request_at, true, record(23, &[0xdd; 80]), false));
+        steps.push((
+            request_at + delay_us,
+            false,
+            record(23, &[0xee; 300]),
+            false,
+        ));
+        steps.push((
+            request_at + delay_us + 1,
+            false,
+            record(23, &[0xef; 300]),
+            false,
+        ));
+        steps.sort_by_key(|s| s.0);
+        let end = request_at + delay_us + 10;
+        steps.extend([(end, true, vec![], true), (end, false, vec![], true)]);
+        handshake(&wire(&steps))
+    }
+
+    /// Time to first byte: from the request complete to the answer's first byte, the
+    /// server's TLS 1.3 NewSessionTickets (sent after the client's Finished, here after
+    /// the request too) left out, whether in one record (rustls), one record each in one
+    /// segment or in two (OpenSSL), or sent before the request.
+    #[test]
+    fn the_server_first_byte_is_the_answer_not_a_ticket() {
+        let us = 1_000;
+        // (A server answers after its tickets: it sends them on the client's Finished,
+        // before it reads the request.)
+        for delay in [5, 200_000] {
+            for tickets in [&[&[250][..]][..], &[&[120, 120]], &[&[120], &[120]]] {
+                let h = time_to_first_byte(true, tickets, 31, delay);
+                assert_eq!(
+                    h.phases.server_first_byte,
+                    Some(delay * us),
+                    "tickets {tickets:?}, delay {delay} µs"
+                );
+                // Tickets sent before the request (at 32 and 33, the request at 40).
+                let h = time_to_first_byte(true, tickets, 40, delay);
+                assert_eq!(h.phases.server_first_byte, Some(delay * us), "{tickets:?}");
+            }
+            // A client that takes no tickets gets none: the first record is the answer.
+            let h = time_to_first_byte(false, &[], 31, delay);
+            assert_eq!(h.phases.server_first_byte, Some(delay * us));
+        }
+        // Not an answer before the request: no time to first byte without one after it.
+        let mut steps = vec![
+            (10, true, client_hello(), false),
+            (
+                20,
+                false,
+                [server_hello(), record(20, &[1]), record(23, &[1; 90])].concat(),
+                false,
+            ),
+            (30, true, record(23, &[0xcc; 53]), false),
+            (31, true, record(23, &[0xdd; 80]), false),
+        ];
+        steps.extend([(50, true, vec![], true), (50, false, vec![], true)]);
+        let h = handshake(&wire(&steps));
+        assert_eq!(h.phases.first_app_byte, Some(31 * us));
+        assert_eq!(h.phases.server_first_byte, None);
+    }
+
+    /// What the flow table told the kernel filter, and what the kernel says it dropped.
+    #[derive(Debug, Clone, Default)]
+    struct FakeKernel {
+        calls: std::sync::Arc<std::sync::Mutex<Vec<&'static str>>>,
+        last_dropped: Option<u64>,
+    }
+
+    impl KernelFlows for FakeKernel {
+        fn done(&mut self, from: SocketAddr, to: SocketAddr) {
+            let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+            let call = match (from, to) {
+                (f, t) if f == c && t == s => "done client → server",
+                (f, t) if f == s && t == c => "done server → client",
+                other => panic!("{other:?}"),
+            };
+            self.calls.lock().unwrap().push(call);
+        }
+        fn ended(&mut self, a: SocketAddr, b: SocketAddr) {
+            assert_eq!(key(a, b), key(C.parse().unwrap(), S.parse().unwrap()));
+            self.calls.lock().unwrap().push("ended");
+        }
+        fn last_dropped(&self, _: SocketAddr, _: SocketAddr) -> Option<u64> {
+            self.last_dropped
+        }
+    }
+
+    /// Feeds `segs` to `table`, calling `after(i)` after the i-th.
+    fn feed(
+        table: &mut FlowTable,
+        segs: &[Seg],
+        out: &mut Vec<Outcome>,
+        mut after: impl FnMut(usize),
+    ) {
+        let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
+        for (i, seg) in segs.iter().enumerate() {
+            let (src, dst) = if seg.from_client { (c, s) } else { (s, c) };
+            let segment = Segment {
+                src,
+                dst,
+                seq: seg.seq,
+                ack: seg.ack,
+                flags: seg.flags,
+                payload: &seg.payload,
+                payload_len: seg.payload.len(),
+            };
+            table.segment(seg.ns, &segment, &mut |o| out.push(o));
+            after(i);
+        }
+    }
+
+    /// [`conversation`] with `more` segments of the server's answer after its first one.
+    fn longer_conversation(more: usize) -> Vec<Seg> {
+        let mut segs = conversation();
+        let fins = segs.split_off(8);
+        let answer = &segs[7];
+        let (flags, ack) = (answer.flags, answer.ack);
+        let mut seq = answer.seq.wrapping_add(answer.payload.len() as u32);
+        for i in 0..more {
+            let payload = record(23, &[0xe0; 100]);
+            let len = payload.len() as u32;
+            segs.push(Seg {
+                ns: 41_000 + i as u64,
+                from_client: false,
+                flags,
+                seq,
+                ack,
+                payload,
+            });
+            seq = seq.wrapping_add(len);
+        }
+        for mut f in fins {
+            if !f.from_client {
+                f.seq = seq;
+            } else {
+                f.ack = seq;
+            }
+            segs.push(f);
+        }
+        segs
+    }
+
+    /// The kernel is told to drop the server's payload once its part of the analysis is
+    /// over — at its first application record after the request, not before — and it
+    /// goes on ([`KERNEL_AFTER`] segments from then), and to let it all pass again when
+    /// the connection ends; a direction that ends soon after is not worth it (here the
+    /// client's: its FIN follows its request); the handshake is the same as without the
+    /// kernel filter.
+    #[test]
+    fn the_kernel_drops_a_connection_once_its_analysis_is_over() {
+        for (more, told) in [(40, true), (0, false)] {
+            let kernel = FakeKernel::default();
+            let calls = std::sync::Arc::clone(&kernel.calls);
+            let mut table = FlowTable::new(Limits::default());
+            table.drop_in_kernel(Box::new(kernel));
+            let segs = longer_conversation(more);
+            let answer = segs.iter().position(|s| s.ns == 40_000).unwrap();
+            let put = answer + KERNEL_AFTER as usize - 1;
+            let mut out = Vec::new();
+            feed(&mut table, &segs, &mut out, |i| {
+                // Put in the kernel's map after KERNEL_AFTER segments from the answer on;
+                // taken out at the last FIN (the last segment).
+                let n = calls.lock().unwrap().len();
+                let want = if told {
+                    usize::from(i >= put) + usize::from(i == segs.len() - 1)
+                } else {
+                    0
+                };
+                assert_eq!(n, want, "{more} more: after segment {i}");
+            });
+            let want: &[&str] = if told {
+                &["done server → client", "ended"]
+            } else {
+                &[]
+            };
+            assert_eq!(*calls.lock().unwrap(), want);
+            assert_eq!(out, vec![Outcome::Handshake(Box::new(expected()))]);
+        }
+    }
+
+    /// An upload: the client's stream is read up to its request (its first application
+    /// record), then no more, and that direction is dropped in the kernel once it goes
+    /// on, while the server's is read until its answer, which is still timed.
+    #[test]
+    fn an_upload_is_dropped_in_the_kernel_after_its_first_record() {
+        let us = 1_000;
+        let mut steps = vec![
+            (10, true, client_hello(), false),
+            (
+                20,
+                false,
+                [server_hello(), record(20, &[1]), record(23, &[1; 90])].concat(),
+                false,
+            ),
+            (30, true, record(23, &[0xcc; 53]), false),
+            (31, true, record(23, &[0xdd; 80]), false),
+        ];
+        // The body: 40 segments.
+        let body: Vec<u8> = (0..20).flat_map(|_| record(23, &[0xbb; 1000])).collect();
+        for (i, piece) in body.chunks(body.len() / 40).enumerate() {
+            steps.push((32 + i as u64, true, piece.to_vec(), false));
+        }
+        steps.push((500, false, record(23, &[0xee; 300]), false));
+        steps.extend([(600, true, vec![], true), (600, false, vec![], true)]);
+        let kernel = FakeKernel::default();
+        let calls = std::sync::Arc::clone(&kernel.calls);
+        let mut table = FlowTable::new(Limits::default());
+        table.drop_in_kernel(Box::new(kernel));
+        let segs = wire(&steps);
+        let mut out = Vec::new();
+        let mut before_answer = 0;
+        feed(&mut table, &segs, &mut out, |i| {
+            if segs[i].ns < 500 * us {
+                before_answer = calls.lock().unwrap().len();
+            }
+        });
+        assert_eq!(before_answer, 1);
+        assert_eq!(*calls.lock().unwrap(), ["done client → server", "ended"]);
+        let [Outcome::Handshake(h)] = &out[..] else {
+            panic!("{out:?}")
+        };
+        // The request complete at 31 µs, the answer at 500.
+        assert_eq!(h.phases.server_first_byte, Some(469 * us));
+    }
+
+    /// A connection whose segments the kernel drops looks idle to the table: it is
+    /// evicted only when the kernel has not dropped one for the idle timeout either.
+    #[test]
+    fn a_connection_dropped_in_the_kernel_is_idle_only_when_the_kernel_says_so() {
+        let limits = Limits {
+            idle_ns: 5_000_000_000,
+            ..Limits::default()
+        };
+        let mut segs = longer_conversation(40);
+        segs.truncate(48); // no FINs: the download goes on
+        for recent in [true, false] {
+            let mut kernel = FakeKernel::default();
+            let calls = std::sync::Arc::clone(&kernel.calls);
+            // Segments captured at 0..40 µs; the sweep at 10 s.
+            let now = 10_000_000_000;
+            kernel.last_dropped = recent.then_some(now - 1_000_000_000);
+            let mut table = FlowTable::new(limits);
+            table.drop_in_kernel(Box::new(kernel));
+            let mut out = Vec::new();
+            feed(&mut table, &segs, &mut out, |_| {});
+            table.sweep(now, &mut |o| out.push(o));
+            if recent {
+                assert_eq!(table.len(), 1);
+                assert!(out.is_empty());
+                assert_eq!(*calls.lock().unwrap(), ["done server → client"]);
+            } else {
+                assert_eq!(table.len(), 0);
+                assert_eq!(out.len(), 1);
+                assert_eq!(table.counters().evicted_idle, 1);
+                assert_eq!(*calls.lock().unwrap(), ["done server → client", "ended"]);
+            }
+        }
     }
 
     #[test]

@@ -8,9 +8,15 @@
 //! timestamp (the ring's `tp_sec`/`tp_nsec`, taken as the frame was queued), not the time
 //! tlsperf read it. The kernel's drop counter (frames that found the ring full) comes from
 //! `PACKET_STATISTICS`. Needs `CAP_NET_RAW`.
+//!
+//! By default the filter is the eBPF one of [`super::ebpf`] (`SO_ATTACH_BPF`; needs
+//! `CAP_BPF`): the same ports, and besides, the segments of connections whose analysis
+//! reads no more payload dropped in the kernel. When it cannot be loaded, or when asked
+//! ([`FilterChoice::Classic`]), the classic filter is attached instead, and
+//! [`LiveCapture::kernel_filter`] says which and why.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -34,6 +40,19 @@ pub const RING_BLOCKS: usize = 64;
 /// waits in the kernel before tlsperf sees it (its timestamp is taken before).
 const RING_RETIRE_MS: u32 = 10;
 
+/// Which kernel filter a live capture asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterChoice {
+    /// The eBPF filter, its map sized for this many connections (the flow table's cap);
+    /// the classic filter when it cannot be loaded.
+    Ebpf {
+        /// Most connections tracked at once.
+        max_flows: usize,
+    },
+    /// The classic BPF port filter: every segment on the ports reaches tlsperf.
+    Classic,
+}
+
 /// An open live capture.
 #[derive(Debug)]
 pub struct LiveCapture {
@@ -43,6 +62,10 @@ pub struct LiveCapture {
     drops: u64,
     interface: String,
     ports: Vec<u16>,
+    /// The eBPF filter, when it is the one attached.
+    ebpf: Option<super::ebpf::Filter>,
+    /// Which filter is attached, and why the classic one when it is.
+    filter: String,
 }
 
 /// The memory-mapped `TPACKET_V3` ring and where reading is in it.
@@ -313,8 +336,12 @@ fn setsockopt<T>(fd: i32, level: i32, name: i32, value: &T) -> io::Result<()> {
 
 impl LiveCapture {
     /// Opens a capture on `interface` of TCP segments to or from `ports` (every port
-    /// when empty).
-    pub fn open(interface: &str, ports: &[u16]) -> Result<LiveCapture, ObserveError> {
+    /// when empty), filtered in the kernel as `choice` asks.
+    pub fn open(
+        interface: &str,
+        ports: &[u16],
+        choice: FilterChoice,
+    ) -> Result<LiveCapture, ObserveError> {
         if interface.is_empty()
             || interface.len() >= libc::IFNAMSIZ
             || interface.contains(['/', '\0'])
@@ -358,12 +385,41 @@ impl LiveCapture {
         }
         // SAFETY: `raw` is a descriptor we own from here on.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut program = filter(link, loopback, ports);
-        let prog = libc::sock_fprog {
-            len: program.len() as u16,
-            filter: program.as_mut_ptr(),
+        let (ebpf, filter_text) = match choice {
+            FilterChoice::Ebpf { max_flows } => {
+                match super::ebpf::Filter::attach(
+                    fd.as_fd(),
+                    link,
+                    loopback,
+                    ports,
+                    SNAPLEN as u32,
+                    max_flows,
+                ) {
+                    Ok(f) => (
+                        Some(f),
+                        "eBPF: the ports, and the segments of connections whose analysis \
+                         reads no more payload dropped in the kernel"
+                            .to_string(),
+                    ),
+                    Err(e) => (
+                        None,
+                        format!("classic (the ports only): the eBPF filter could not be used: {e}"),
+                    ),
+                }
+            }
+            FilterChoice::Classic => (
+                None,
+                "classic (the ports only), as asked (--classic-filter)".to_string(),
+            ),
         };
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(live)?;
+        if ebpf.is_none() {
+            let mut program = filter(link, loopback, ports);
+            let prog = libc::sock_fprog {
+                len: program.len() as u16,
+                filter: program.as_mut_ptr(),
+            };
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(live)?;
+        }
         let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
         setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &version).map_err(live)?;
         const FRAME: usize = 2048;
@@ -437,6 +493,8 @@ impl LiveCapture {
             drops: 0,
             interface: interface.to_string(),
             ports: ports.to_vec(),
+            ebpf,
+            filter: filter_text,
         };
         // Counters start now.
         let _ = cap.read_stats();
@@ -457,6 +515,25 @@ impl LiveCapture {
     /// The interface's link layer.
     pub fn link(&self) -> Link {
         self.link
+    }
+
+    /// Which kernel filter is attached: eBPF, or classic and why.
+    pub fn kernel_filter(&self) -> &str {
+        &self.filter
+    }
+
+    /// The eBPF filter's map of connections whose payload the kernel drops, for the flow
+    /// table (once; `None` with the classic filter).
+    pub fn take_kernel_drop(&mut self) -> Option<super::ebpf::KernelDrop> {
+        self.ebpf.as_mut()?.take_kernel_drop()
+    }
+
+    /// Segments (and their bytes) the eBPF filter dropped so far: those of connections
+    /// whose analysis reads no more payload; (0, 0) with the classic filter.
+    pub fn kernel_filtered(&self) -> (u64, u64) {
+        self.ebpf
+            .as_ref()
+            .map_or((0, 0), super::ebpf::Filter::dropped)
     }
 
     /// The next frame: `(kernel receive time in ns since the epoch, the bytes kept, its

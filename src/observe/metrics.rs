@@ -66,6 +66,8 @@ pub struct ObserveMetrics {
     failures: Family<ReasonLabels, Counter>,
     drops: Counter,
     drops_seen: AtomicU64,
+    filtered: Counter,
+    filtered_seen: AtomicU64,
     probe_handshakes: Family<ProbeLabels, Counter>,
     probe_phases: Family<ProbePhaseLabels, Histogram, fn() -> Histogram>,
     probe_lost: Counter,
@@ -110,7 +112,7 @@ impl ObserveMetrics {
         registry.register(
             "handshake_phase_seconds",
             "Handshake phases seen on the wire (connect, server_think, server_flight, \
-             client_think, tls, first_app_byte), by kind",
+             client_think, tls, first_app_byte, server_first_byte), by kind",
             phases.clone(),
         );
         registry.register(
@@ -122,6 +124,13 @@ impl ObserveMetrics {
             "kernel_drops",
             "Frames the kernel dropped before tlsperf read them",
             drops.clone(),
+        );
+        let filtered = Counter::default();
+        registry.register(
+            "kernel_filtered_segments",
+            "Segments of connections whose analysis was over, dropped by the eBPF capture \
+             filter in the kernel",
+            filtered.clone(),
         );
         let probe_handshakes = Family::<ProbeLabels, Counter>::default();
         let probe_phases: Family<ProbePhaseLabels, Histogram, fn() -> Histogram> =
@@ -150,6 +159,8 @@ impl ObserveMetrics {
             failures,
             drops,
             drops_seen: AtomicU64::new(0),
+            filtered,
+            filtered_seen: AtomicU64::new(0),
             probe_handshakes,
             probe_phases,
             probe_lost,
@@ -173,6 +184,7 @@ impl ObserveMetrics {
                     ("client_think", p.client_think),
                     ("tls", p.tls),
                     ("first_app_byte", p.first_app_byte),
+                    ("server_first_byte", p.server_first_byte),
                 ] {
                     if let Some(ns) = v {
                         self.phases
@@ -243,6 +255,12 @@ impl ObserveMetrics {
     pub fn kernel_drops(&self, total: u64) {
         let before = self.drops_seen.swap(total, Ordering::Relaxed);
         self.drops.inc_by(total.saturating_sub(before));
+    }
+
+    /// The eBPF filter's dropped segments, cumulative.
+    pub fn kernel_filtered(&self, total: u64) {
+        let before = self.filtered_seen.swap(total, Ordering::Relaxed);
+        self.filtered.inc_by(total.saturating_sub(before));
     }
 
     /// Prometheus text exposition.

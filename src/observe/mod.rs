@@ -1,12 +1,15 @@
 //! `tlsperf observe`: passive handshake analysis of any TLS stack from its packets,
 //! without decrypting anything. Per TCP connection, the handshake's timeline (TCP
-//! connect, server think, the server's flight, client think, first application byte),
+//! connect, server think, the server's flight, client think, first application byte, the
+//! server's first byte after the request),
 //! its kind (`full`, `full-hrr`, `resumed`, `0rtt`) and parameters; aggregated into HDR
 //! histograms per phase per kind with breakdowns and failures.
 //!
 //! Modules, in the order a packet goes through them:
 //! - [`source`]: capture files (pcap, pcapng) → timestamped frames.
 //! - [`live`]: live capture (AF_PACKET ring with a kernel filter) → timestamped frames.
+//! - [`ebpf`]: the eBPF kernel filter (ports; segments of connections whose analysis is
+//!   over dropped in the kernel).
 //! - [`decode`]: a frame → a TCP segment (`etherparse`).
 //! - [`flow`]: TCP reassembly and the bounded flow table.
 //! - [`tls`]: TLS records and handshake messages (`tls-parser`).
@@ -24,6 +27,7 @@ pub mod analyzer;
 pub mod compare;
 pub mod connections;
 pub mod decode;
+pub mod ebpf;
 pub mod flow;
 pub mod live;
 pub mod metrics;
@@ -258,6 +262,9 @@ pub fn observe_live(
     if let Some(index) = probes.as_ref().and_then(|p| p.wire_index()) {
         analyzer.join_probes(index);
     }
+    if let Some(kernel) = cap.take_kernel_drop() {
+        analyzer.drop_in_kernel(Box::new(kernel));
+    }
     if let (Some(p), Some(m)) = (probes.as_deref_mut(), &opts.metrics) {
         export_probes(p, m);
     }
@@ -283,6 +290,7 @@ pub fn observe_live(
         if last_tick.elapsed() >= live::TICK {
             last_tick = Instant::now();
             analyzer.set_kernel_drops(cap.drops());
+            analyzer.set_kernel_filtered(cap.kernel_filtered().0);
             let mut snapshot = analyzer.snapshot();
             if let Some(p) = probes.as_deref_mut() {
                 p.poll(false);
@@ -305,8 +313,10 @@ pub fn observe_live(
         analyzer.frame(ns, link, data, wire_len);
     }
     analyzer.set_kernel_drops(cap.drops());
+    analyzer.set_kernel_filtered(cap.kernel_filtered().0);
     let mut o = analyzer.finish();
     o.interrupted = interrupted;
+    o.kernel_filter = Some(cap.kernel_filter().to_string());
     Ok(o)
 }
 

@@ -14,7 +14,7 @@ use crate::stats::HistogramError;
 pub const SCHEMA: &str = "tlsperf-observe/1";
 
 /// Every phase, in timeline order, with where its timestamps are exact.
-pub const PHASES: [(&str, &str); 6] = [
+pub const PHASES: [(&str, &str); 7] = [
     (
         "connect",
         "either host: SYN → the client's ACK of the SYN-ACK, as seen from the capture point",
@@ -38,6 +38,13 @@ pub const PHASES: [(&str, &str); 6] = [
     (
         "first_app_byte",
         "exact on the client host: SYN → the client's first application-data byte",
+    ),
+    (
+        "server_first_byte",
+        "exact on the server host: the client's first application-data record after its \
+         Finished complete → the server's first application-data byte after it, TLS 1.3 \
+         tickets left out (time to first byte; not with 0-RTT; absent from documents \
+         written before it existed)",
     ),
 ];
 
@@ -183,6 +190,12 @@ pub struct Packets {
     /// Absent (0) in documents written before it existed.
     #[serde(default)]
     pub clock_outliers: u64,
+    /// TCP segments the eBPF capture filter dropped in the kernel: those without SYN,
+    /// FIN or RST of connections whose analysis read no more payload (live capture with
+    /// the eBPF filter only; not in `frames`). Absent (0) in documents written before it
+    /// existed.
+    #[serde(default)]
+    pub kernel_filtered: u64,
 }
 
 /// What became of the TCP connections seen.
@@ -285,6 +298,10 @@ pub struct Observation {
     /// caught is `(unknown)`); absent when processes were not attributed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<String>,
+    /// Live capture: the kernel filter attached — `eBPF: …`, or `classic …` and why the
+    /// eBPF one was not (merged: each different one, joined by ` | `); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_filter: Option<String>,
     /// Handshakes that did not complete.
     pub failures: Failures,
     /// Per phase, what it spans and from which side it is exact.
@@ -300,7 +317,7 @@ pub struct Observation {
 pub const MAX_ROWS: usize = 1000;
 
 /// The most handshake kinds, and phases per kind, a document read back may hold
-/// (tlsperf writes at most 6 of each).
+/// (tlsperf writes at most 7 of each).
 pub const MAX_KINDS: usize = 32;
 
 /// The row holding what is beyond [`MAX_ROWS`].
@@ -327,6 +344,7 @@ impl Observation {
             by_client_process: BTreeMap::new(),
             by_server_process: BTreeMap::new(),
             attribution: None,
+            kernel_filter: None,
             failures: Failures::default(),
             phases: PHASES
                 .iter()
@@ -417,7 +435,16 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         }
     }
     let mut m = Observation::new(Vec::new(), Vec::new());
+    // Every phase any of them describes (a document written before a phase existed does
+    // not list it), the first one's wording kept.
     m.phases = first.phases.clone();
+    for o in &all[1..] {
+        for (k, v) in &o.phases {
+            if !m.phases.contains_key(k) && m.phases.len() < MAX_KINDS {
+                m.phases.insert(k.clone(), v.clone());
+            }
+        }
+    }
     let mut ports_seen = std::collections::HashSet::new();
     for o in all {
         for s in &o.sources {
@@ -443,6 +470,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         p.kernel_drops = p.kernel_drops.saturating_add(q.kernel_drops);
         p.clock_outliers = p.clock_outliers.saturating_add(q.clock_outliers);
         p.cut_short = p.cut_short.saturating_add(q.cut_short);
+        p.kernel_filtered = p.kernel_filtered.saturating_add(q.kernel_filtered);
         let (c, d) = (&mut m.connections, &o.connections);
         for (x, y) in [
             (&mut c.tracked, d.tracked),
@@ -483,6 +511,11 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         m.attribution = match (m.attribution.take(), &o.attribution) {
             (None, b) => b.clone(),
             (Some(a), Some(b)) if !a.split(", ").any(|x| x == b) => Some(format!("{a}, {b}")),
+            (a, _) => a,
+        };
+        m.kernel_filter = match (m.kernel_filter.take(), &o.kernel_filter) {
+            (None, b) => b.clone(),
+            (Some(a), Some(b)) if !a.split(" | ").any(|x| x == b) => Some(format!("{a} | {b}")),
             (a, _) => a,
         };
         for (k, v) in &o.failures.alerts {

@@ -21,6 +21,22 @@
 //!   its ChangeCipherSpec.
 //! - first application byte: the client's first application-data record (its request;
 //!   with 0-RTT, its early data).
+//! - the request: the segment that completed the client's first application-data record
+//!   after its Finished (as the ClientHello for `server_think`: the server cannot answer
+//!   before). Not taken with 0-RTT: the early data is the request, and the server may
+//!   answer it inside its own flight (half-RTT data), where its records cannot be told
+//!   from the handshake's.
+//! - the server's first byte: the segment delivering the first byte of the server's
+//!   first application-data record after the request (as the ServerHello for
+//!   `server_think`), its NewSessionTickets left out. In TLS 1.3 a ticket is an
+//!   encrypted record like any other, sent after the client's Finished, so often after
+//!   the request is on the wire and before the answer. When the client offered
+//!   psk_key_exchange_modes (without it servers send no tickets), the server's first
+//!   application-data record after the client's Finished is taken to be a ticket, and so
+//!   is each following record of exactly its length (OpenSSL sends each ticket in a
+//!   record of its own, rustls all in one); the first record of another length is the
+//!   answer. A server that sends no ticket although the client took them has its first
+//!   answer record skipped (its second one, if any, is timed).
 
 use std::net::SocketAddr;
 
@@ -114,6 +130,10 @@ pub struct Phases {
     /// SYN (or the first ClientHello when the SYN was not captured) → the client's first
     /// application-data byte.
     pub first_app_byte: Option<u64>,
+    /// The client's first application-data record after its Finished complete → the
+    /// server's first application-data byte after it, tickets left out (time to first
+    /// byte; not with 0-RTT).
+    pub server_first_byte: Option<u64>,
 }
 
 /// A completed handshake.
@@ -207,6 +227,14 @@ pub struct Timeline {
     finished_ns: Option<u64>,
     early_data_sent: bool,
     first_app_ns: Option<u64>,
+    /// The client's first application-data record after its Finished was complete.
+    request_ns: Option<u64>,
+    /// TLS 1.3: the length of the server's records taken as NewSessionTickets (its first
+    /// application-data record after the client's Finished), and whether they are over.
+    ticket_len: Option<usize>,
+    tickets_over: bool,
+    /// The server's first application-data byte after the request.
+    response_ns: Option<u64>,
     alert: Option<String>,
     reset: bool,
     closed: bool,
@@ -239,6 +267,10 @@ impl Timeline {
             finished_ns: None,
             early_data_sent: false,
             first_app_ns: None,
+            request_ns: None,
+            ticket_len: None,
+            tickets_over: false,
+            response_ns: None,
             alert: None,
             reset: false,
             closed: false,
@@ -290,10 +322,30 @@ impl Timeline {
         self.unparsed = true;
     }
 
-    /// True once nothing more needs to be read from the streams: the handshake and the
-    /// first application byte are in, or the connection cannot be followed.
+    /// True once nothing more needs to be read from either stream (see
+    /// [`Timeline::done_with`]).
     pub fn done(&self) -> bool {
-        self.not_tls || self.unparsed || (self.finished_ns.is_some() && self.first_app_ns.is_some())
+        self.done_with(Endpoint::Client) && self.done_with(Endpoint::Server)
+    }
+
+    /// True once nothing more needs to be read from `side`'s stream: the client's once
+    /// its Finished and its first application record after it (the request; with 0-RTT,
+    /// its early data) are in, the server's once its first application byte after that
+    /// request is (with 0-RTT, once the client's Finished is); either when the
+    /// connection cannot be followed.
+    pub fn done_with(&self, side: Endpoint) -> bool {
+        if self.not_tls || self.unparsed {
+            return true;
+        }
+        let finished = self.finished_ns.is_some();
+        match side {
+            Endpoint::Client => {
+                finished
+                    && self.first_app_ns.is_some()
+                    && (self.early_data_sent || self.request_ns.is_some())
+            }
+            Endpoint::Server => finished && (self.early_data_sent || self.response_ns.is_some()),
+        }
     }
 
     /// True when a ClientHello was seen and the handshake has not completed.
@@ -391,12 +443,17 @@ impl Timeline {
             Endpoint::Server => {
                 if !self.client_replied {
                     self.flight(r);
+                } else if r.content_type == content::APP_DATA && self.finished_ns.is_some() {
+                    self.server_app_record(r, tls13);
                 }
             }
             Endpoint::Client => {
                 if self.finished_ns.is_some() {
                     if r.content_type == content::APP_DATA {
                         self.first_app_ns.get_or_insert(r.first_ns);
+                        if !self.early_data_sent {
+                            self.request_ns.get_or_insert(r.last_ns);
+                        }
                     }
                     return;
                 }
@@ -412,6 +469,25 @@ impl Timeline {
                     self.client_replied = true;
                 }
             }
+        }
+    }
+
+    /// A server application-data record after the client's Finished: a TLS 1.3 ticket,
+    /// or the server's first byte after the request (see the module's documentation).
+    fn server_app_record(&mut self, r: &Record<'_>, tls13: bool) {
+        let takes_tickets = tls13 && self.hello.as_ref().is_some_and(|h| h.psk_modes);
+        if takes_tickets && !self.tickets_over {
+            match self.ticket_len {
+                None => {
+                    self.ticket_len = Some(r.body.len());
+                    return;
+                }
+                Some(len) if len == r.body.len() => return,
+                Some(_) => self.tickets_over = true,
+            }
+        }
+        if self.request_ns.is_some() {
+            self.response_ns.get_or_insert(r.first_ns);
         }
     }
 
@@ -528,6 +604,7 @@ impl Timeline {
             client_think: span(self.flight_end_ns, Some(finished)),
             tls: span(self.first_hello_ns, Some(finished)),
             first_app_byte: span(start, self.first_app_ns),
+            server_first_byte: span(self.request_ns, self.response_ns),
         };
         Outcome::Handshake(Box::new(Handshake {
             kind,

@@ -174,6 +174,9 @@ pub struct ClientHello {
     pub psk: bool,
     /// An early_data extension (0-RTT offered).
     pub early_data: bool,
+    /// A psk_key_exchange_modes extension (TLS 1.3: the client takes session tickets;
+    /// servers send none without it).
+    pub psk_modes: bool,
     /// A non-empty session_ticket extension (TLS 1.2 ticket resumption offered).
     pub ticket: bool,
     /// The legacy session id's length.
@@ -197,8 +200,9 @@ pub struct ServerHello {
 }
 
 /// The ClientHello extensions read: server_name, supported_groups, session_ticket,
-/// ALPN, pre_shared_key, early_data, supported_versions, key_share.
-const CLIENT_EXTENSIONS: [u16; 8] = [0, 10, 35, 16, 41, 42, 43, 51];
+/// ALPN, pre_shared_key, early_data, supported_versions, psk_key_exchange_modes,
+/// key_share.
+const CLIENT_EXTENSIONS: [u16; 9] = [0, 10, 35, 16, 41, 42, 43, 45, 51];
 /// The ServerHello extensions read: pre_shared_key, supported_versions, key_share.
 const SERVER_EXTENSIONS: [u16; 3] = [41, 43, 51];
 
@@ -272,6 +276,7 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
             }
             TlsExtension::PreSharedKey(_) => out.psk = true,
             TlsExtension::EarlyData(_) => out.early_data = true,
+            TlsExtension::PskExchangeModes(_) => out.psk_modes = true,
             TlsExtension::SessionTicket(t) => out.ticket = !t.is_empty(),
             _ => {}
         }

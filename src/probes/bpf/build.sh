@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Rebuilds probes.bpf.o from probes.bpf.c and owners.bpf.o from owners.bpf.c: the objects tlsperf
-# embeds (src/probes/loader.rs, src/probes/owners.rs),
+# Rebuilds probes.bpf.o from probes.bpf.c, owners.bpf.o from owners.bpf.c and capture.bpf.o
+# from capture.bpf.c: the objects tlsperf embeds (src/probes/loader.rs, src/probes/owners.rs,
+# src/observe/ebpf.rs),
 # committed so that building tlsperf needs no BPF compiler. Needs clang and libbpf's headers
 # (Debian: clang, libbpf-dev, linux-libc-dev). The output depends only on the source and the
 # clang version, which is recorded in probes.bpf.clang; `build.sh --check` rebuilds into a
@@ -19,7 +20,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
-for name in probes owners; do
+for name in probes owners capture; do
   out=$tmp/$name.bpf.o
   # -g: BTF for the maps; -fdebug-prefix-map keeps the build directory out of the object.
   clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu \

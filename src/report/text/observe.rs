@@ -84,6 +84,16 @@ pub fn observation(o: &Observation) -> String {
             String::new()
         }
     );
+    if let Some(f) = &o.kernel_filter {
+        s += &format!("kernel filter: {f}");
+        if p.kernel_filtered > 0 {
+            s += &format!(
+                "; {} segments of connections whose analysis was over dropped there",
+                p.kernel_filtered
+            );
+        }
+        s += "\n";
+    }
     if p.cut_short > 0 {
         s += &format!(
             "incomplete: {} frames were cut short by the capture's snap length (tcpdump -s): \
@@ -226,8 +236,10 @@ pub fn observation(o: &Observation) -> String {
             parts.join(", ")
         );
     }
-    s += "server_think and server_flight are exact on the server's host, client_think and \
-          first_app_byte on the client's (on loopback, all are)\n";
+    s += "server_think, server_flight and server_first_byte are exact on the server's host, \
+          client_think and first_app_byte on the client's (on loopback, all are); \
+          server_first_byte is the request's last record → the answer's first byte, TLS 1.3 \
+          tickets left out\n";
     if let Some(p) = &o.probes {
         s += "\n";
         s += &probes(p);
