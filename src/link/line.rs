@@ -213,7 +213,7 @@ impl Shaper {
             jitter: spec.jitter,
             reorder: spec.reorder,
             loss: spec.loss,
-            queue: spec.queue,
+            queue: spec.queue.at_rate(rate),
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             last_delivery: None,
@@ -242,6 +242,8 @@ impl Shaper {
         let full = match self.queue {
             Queue::Packets(p) => self.backlog.len() as u64 >= p,
             Queue::Bytes(b) => (self.backlog_bytes + len) as u64 > b,
+            // Only without a rate (`at_rate` made bytes of it otherwise): nothing queues.
+            Queue::Time(_) => false,
         };
         if full {
             return Fate::Overflow;
@@ -566,6 +568,17 @@ mod tests {
         assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
         assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
         assert_eq!(sh.admit(t0, 100), Fate::Overflow);
+        // 3 ms at 8 Mbit/s is 3,000 bytes: two packets of 1,500.
+        let s = spec("rtt=0,down=8mbit,queue=3ms");
+        let mut sh = Shaper::new(&s, s.down, 1);
+        assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
+        assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
+        assert_eq!(sh.admit(t0, 100), Fate::Overflow);
+        // The direction without a rate has no queue.
+        let mut sh = Shaper::new(&s, s.up, 1);
+        for _ in 0..10 {
+            assert_eq!(sh.admit(t0, 1500), Fate::Deliver(t0));
+        }
     }
 
     /// Mean one-way delay (ms) of 100,000 packets 10 µs apart (back to back next to

@@ -129,11 +129,8 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
 /// window and the round trips to the first byte, expected and measured.
 fn handshake_link(r: &crate::handshake::HandshakeRun, l: &crate::handshake::LinkReport) -> String {
     let mut s = format!(
-        "\nlink: {}{} (the client in its own network namespace, an emulated path to the server)\n",
+        "\nlink: {} (the client in its own network namespace, an emulated path to the server)\n",
         l.spec,
-        l.profile
-            .map(|p| format!(" (profile {p})"))
-            .unwrap_or_default()
     );
     let f = &l.server_flight;
     s += &format!(
