@@ -1349,3 +1349,71 @@ fn a_profile_with_overrides_and_a_queue_in_milliseconds() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("needs a rate"), "{}", run.stderr);
 }
+
+/// Uploads over a link (`load --body-size`): the upload goodput is what the `up=` rate
+/// leaves after TCP's and TLS's overhead and slow start, never more; `--timeout` still
+/// ends an upload that the rate makes too slow, naming the step it interrupted.
+#[test]
+fn uploads_over_a_link_are_limited_by_its_up_rate_and_by_the_timeout() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url, ca) = serve_with_ca(dir.path(), &[]);
+    // 20 Mbit/s up: 2.5 MB/s of IP bytes at most.
+    let v = json_run(&[
+        "load",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "6",
+        "-c",
+        "1",
+        "--body-size",
+        "1000000",
+        "--link",
+        "rtt=10ms,up=20mbit",
+    ]);
+    assert_eq!(v["requests"]["completed"], 6, "{}", v["errors"]);
+    assert_eq!(v["upload_bytes"], 6_000_000);
+    let up = v["goodput"]["up_bytes_per_s"].as_f64().unwrap();
+    let wire = 20e6 / 8.0;
+    assert!(
+        (0.6 * wire..wire).contains(&up),
+        "upload goodput {up:.0} B/s at up=20mbit ({wire:.0} B/s of IP bytes)"
+    );
+    let carried = v["link_counters"]["up"]["delivered_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(carried > 6_000_000, "the link carried {carried} bytes up");
+
+    // 4 MB at 8 Mbit/s take 4 s: a 1 s timeout ends each upload while it is written.
+    let t0 = Instant::now();
+    let run = tlsperf([
+        "load",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--body-size",
+        "4000000",
+        "--timeout",
+        "1s",
+        "--link",
+        "rtt=10ms,up=8mbit",
+        "--json",
+    ]);
+    let took = t0.elapsed();
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("timed out") && run.stderr.contains("writing the request"),
+        "{}",
+        run.stderr
+    );
+    assert!(took < Duration::from_secs(6), "the run took {took:?}");
+}

@@ -29,6 +29,12 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
         r.provider_init_ms,
         r.client_hello_bytes
     );
+    if r.request_body_bytes > 0 {
+        s += &format!(
+            "request: POST with a body of {} bytes (an upload: its sending is in `request`, the server's reading of it in `first_byte`)\n\n",
+            r.request_body_bytes
+        );
+    }
     let mut t = table(&["depth", "bytes", "subject", "not after"]);
     for c in &r.chain {
         t.add_row(vec![
