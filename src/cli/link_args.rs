@@ -45,8 +45,8 @@ pkt, b/kb/kib/mb/mib, or a time (50ms: the bytes the direction's rate sends in t
 a time needs a rate, and a direction without a rate has no queue) (default 1000pkt). \
 cc: the TCP congestion control of the client's namespace (cubic, bbr, reno, or another \
 this kernel has; a namespace may only default to one in \
-net.ipv4.tcp_allowed_congestion_control); it governs what the client sends (uploads), \
-the server's (the host's default) what it receives; both are in the link's counters.\n\n\
+net.ipv4.tcp_allowed_congestion_control); it governs what the client sends (uploads); \
+downloads are sent with the server's, the host's default; both are in the link's counters.\n\n\
 A profile may be followed by fields that override it: lte,loss=1% or \
 cable,rtt=40ms,queue=100ms.\n\nProfiles:\n{}",
         profiles.join("\n")

@@ -304,7 +304,9 @@ fn parse_fields(s: &str, base: Option<LinkSpec>) -> Result<LinkSpec, String> {
 fn check_queue_time(d: Duration, down: Option<Rate>, up: Option<Rate>) -> Result<(), String> {
     if down.is_none() && up.is_none() {
         return Err(format!(
-            "queue={} needs a rate to be turned into bytes, and this link has none: give              down=RATE or up=RATE, or the queue in pkt or bytes (without a rate nothing              queues)",
+            "queue={} needs a rate to be turned into bytes, and this link has none: give \
+             down=RATE or up=RATE, or the queue in pkt or bytes (without a rate nothing \
+             queues)",
             fmt_dur(d)
         ));
     }
@@ -713,6 +715,7 @@ mod tests {
         ] {
             let e = bad.parse::<LinkSpec>().unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
+            assert!(!e.contains("  ") && !e.contains('\n'), "{bad}: {e}");
         }
     }
 }
