@@ -12,7 +12,7 @@ use crate::client::config::BuiltClient;
 use serde::Serialize;
 
 use crate::client::exchange::{Exchange, exchange};
-use crate::client::http1::get_request;
+use crate::client::http1::request as http_request;
 use crate::client::target::Target;
 use crate::client::{ConnectError, EarlyData, Phase};
 use crate::link::LinkSpec;
@@ -55,6 +55,9 @@ pub struct HandshakeOptions {
     pub early_data: bool,
     /// Limit for each connection (connect, handshake and response).
     pub timeout: Duration,
+    /// Bytes of each request's body: 0 sends `GET`, more a `POST` of that many bytes
+    /// (never as early data: the request then waits for the handshake).
+    pub body_size: usize,
     /// The emulated link the run goes over (`--link`): the report then counts round
     /// trips.
     pub link: Option<LinkSpec>,
@@ -144,6 +147,8 @@ pub struct HandshakeRun {
     /// TLS bytes of the server's first flight on the first connection (see
     /// [`crate::client::conn::Handshake::server_flight_bytes`]).
     pub server_flight_bytes: usize,
+    /// Bytes of each request's body (`--body-size`; 0: the requests were GETs).
+    pub request_body_bytes: u64,
     /// The emulated link and the round trips it costs (`--link` only).
     pub link: Option<LinkReport>,
     /// The first connection.
@@ -185,7 +190,9 @@ pub async fn run(
     opts: &HandshakeOptions,
     control: &Control,
 ) -> Result<HandshakeRun, ConnectError> {
-    let request = get_request(&target.authority, &target.path, true);
+    let request = http_request(&target.authority, &target.path, true, opts.body_size);
+    // An upload is not replay-safe: never sent as 0-RTT data.
+    let early_data = opts.early_data && opts.body_size == 0;
     let mut first: Option<Exchange> = None;
     let mut hists: BTreeMap<Phase, LatencyHistogram> = BTreeMap::new();
     let mut wakeup = LatencyHistogram::new();
@@ -209,7 +216,7 @@ pub async fn run(
                 target,
                 Arc::clone(&client.config),
                 &request,
-                opts.early_data,
+                early_data,
                 opts.timeout,
             ) => o,
             () = &mut stopping => {
@@ -336,6 +343,7 @@ pub async fn run(
             .collect(),
         client_hello_bytes: h.offered.hello_len,
         server_flight_bytes: h.server_flight_bytes,
+        request_body_bytes: opts.body_size as u64,
         link,
         cold: ConnReport {
             kind: h.kind.name(),

@@ -1204,3 +1204,216 @@ fn nothing_remains_after_link_s_program_ends_fails_or_is_interrupted() {
     let (code, _) = finish(child);
     assert_eq!(code, 3);
 }
+
+/// `cc=NAME`: the link's namespace defaults to the congestion control asked for (what a
+/// program behind the link reads from its sysctl), the counters record it beside the
+/// host's, and a name the kernel lacks or does not allow a namespace is refused in words.
+#[test]
+fn cc_sets_the_congestion_control_behind_the_link_and_the_counters_record_it() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let sysctl = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let host = sysctl("tcp_congestion_control");
+    let allowed = sysctl("tcp_allowed_congestion_control");
+    if !allowed.split_whitespace().any(|c| c == "reno") {
+        eprintln!("SKIPPED: reno is not in tcp_allowed_congestion_control ({allowed})");
+        return;
+    }
+    let run = tlsperf([
+        "link",
+        "cc=reno,rtt=10ms",
+        "--json",
+        "--",
+        "cat",
+        "/proc/sys/net/ipv4/tcp_congestion_control",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout.trim(), "reno", "behind the link");
+    let v: Value = serde_json::from_str(&run.stderr).unwrap();
+    let c = &v["link_counters"];
+    assert_eq!(c["spec"], "rtt=10ms,cc=reno", "{c}");
+    assert_eq!(c["congestion_control"]["client"], "reno", "{c}");
+    assert_eq!(c["congestion_control"]["server"], host.as_str(), "{c}");
+    // The host's own default is untouched.
+    assert_eq!(sysctl("tcp_congestion_control"), host);
+
+    // tlsperf's own client behind such a link: the result records it.
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url, ca) = serve_with_ca(dir.path(), &[]);
+    let v = json_run(&[
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "1",
+        "--link",
+        "rtt=4ms,cc=reno",
+    ]);
+    let cc = &v["link_counters"]["congestion_control"];
+    assert_eq!(cc["client"], "reno", "{cc}");
+    assert_eq!(cc["server"], host.as_str(), "{cc}");
+
+    // A name this kernel lacks: exit 2, saying what it has.
+    let run = tlsperf(["link", "rtt=1ms,cc=nosuchcc", "--", "true"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("cc=nosuchcc: this kernel has no TCP congestion control 'nosuchcc'")
+            && run.stderr.contains("available: "),
+        "{}",
+        run.stderr
+    );
+    // One the kernel has but does not let a namespace default to: exit 2, saying how to
+    // allow it; allowed, it is set.
+    let available = sysctl("tcp_available_congestion_control");
+    if let Some(other) = available
+        .split_whitespace()
+        .find(|c| !allowed.split_whitespace().any(|a| a == *c))
+    {
+        let spec = format!("rtt=1ms,cc={other}");
+        let run = tlsperf(["link", &spec, "--", "true"]);
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(
+            run.stderr
+                .contains("net.ipv4.tcp_allowed_congestion_control"),
+            "{}",
+            run.stderr
+        );
+    }
+    for other in allowed.split_whitespace() {
+        let spec = format!("rtt=1ms,cc={other}");
+        let run = tlsperf([
+            "link",
+            &spec,
+            "--",
+            "cat",
+            "/proc/sys/net/ipv4/tcp_congestion_control",
+        ]);
+        assert_eq!(run.code, 0, "{spec}: {}", run.stderr);
+        assert_eq!(run.stdout.trim(), other);
+    }
+}
+
+/// A profile with a field overriding it, and a queue given in milliseconds, through the
+/// command line: the counters show the profile's figures with the override, and a queue
+/// of 6 ms at 8 Mbit/s (6,000 bytes: four full packets) overflows under a 100 kB answer.
+#[test]
+fn a_profile_with_overrides_and_a_queue_in_milliseconds() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let run = tlsperf([
+        "link",
+        "transatlantic,rtt=2ms,loss=1%",
+        "--json",
+        "--",
+        "true",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stderr).unwrap();
+    assert_eq!(
+        v["link_counters"]["spec"], "transatlantic,rtt=2ms,loss=1%",
+        "{v}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url, ca) = serve_with_ca(dir.path(), &["--body-size", "100000"]);
+    let v = json_run(&[
+        "handshake",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "2",
+        "--link",
+        "rtt=10ms,down=8mbit,queue=6ms",
+    ]);
+    let down = &v["link_counters"]["down"];
+    assert!(down["queue_drops"].as_u64().unwrap() > 0, "{down}");
+    let peak = down["queue_peak_bytes"].as_u64().unwrap();
+    assert!(
+        (4500..=6000).contains(&peak),
+        "queue peak {peak} bytes: {down}"
+    );
+    assert_eq!(v["link_counters"]["spec"], "rtt=10ms,down=8mbit,queue=6ms");
+    // No rate to turn milliseconds into bytes: exit 2, saying why.
+    let run = tlsperf(["link", "rtt=10ms,queue=6ms", "--", "true"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("needs a rate"), "{}", run.stderr);
+}
+
+/// Uploads over a link (`load --body-size`): the upload goodput is what the `up=` rate
+/// leaves after TCP's and TLS's overhead and slow start, never more; `--timeout` still
+/// ends an upload that the rate makes too slow, naming the step it interrupted.
+#[test]
+fn uploads_over_a_link_are_limited_by_its_up_rate_and_by_the_timeout() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url, ca) = serve_with_ca(dir.path(), &[]);
+    // 20 Mbit/s up: 2.5 MB/s of IP bytes at most.
+    let v = json_run(&[
+        "load",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "6",
+        "-c",
+        "1",
+        "--body-size",
+        "1000000",
+        "--link",
+        "rtt=10ms,up=20mbit",
+    ]);
+    assert_eq!(v["requests"]["completed"], 6, "{}", v["errors"]);
+    assert_eq!(v["upload_bytes"], 6_000_000);
+    let up = v["goodput"]["up_bytes_per_s"].as_f64().unwrap();
+    let wire = 20e6 / 8.0;
+    assert!(
+        (0.6 * wire..wire).contains(&up),
+        "upload goodput {up:.0} B/s at up=20mbit ({wire:.0} B/s of IP bytes)"
+    );
+    let carried = v["link_counters"]["up"]["delivered_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(carried > 6_000_000, "the link carried {carried} bytes up");
+
+    // 4 MB at 8 Mbit/s take 4 s: a 1 s timeout ends each upload while it is written.
+    let t0 = Instant::now();
+    let run = tlsperf([
+        "load",
+        &url,
+        "--roots",
+        &ca,
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--body-size",
+        "4000000",
+        "--timeout",
+        "1s",
+        "--link",
+        "rtt=10ms,up=8mbit",
+        "--json",
+    ]);
+    let took = t0.elapsed();
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("timed out") && run.stderr.contains("writing the request"),
+        "{}",
+        run.stderr
+    );
+    assert!(took < Duration::from_secs(6), "the run took {took:?}");
+}

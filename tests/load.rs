@@ -1109,6 +1109,9 @@ fn usage_errors_exit_2() {
         &[url, "-n", "5", "--new-conn", "--requests-per-conn", "3"],
         &[url, "-n", "5", "--http1", "--http2"],
         &[url, "-d", "soon"],
+        &[url, "-n", "5", "--body-size", "67108865"],
+        &[url, "-n", "5", "--body-size", "-1"],
+        &[url, "-n", "5", "--body-size", "100", "--early-data"],
     ] {
         let run = load_run(args);
         assert_eq!(run.code, 2, "{args:?}: {}{}", run.stdout, run.stderr);
@@ -1119,6 +1122,14 @@ fn usage_errors_exit_2() {
     assert!(run.stderr.contains("notaurl"), "{}", run.stderr);
     let run = load_run(&[url, "-n", "5", "--rate", "0"]);
     assert!(run.stderr.contains("--rate"), "{}", run.stderr);
+    let run = load_run(&[url, "-n", "5", "--body-size", "100", "--early-data"]);
+    assert!(
+        run.stderr.contains("--body-size") && run.stderr.contains("--early-data"),
+        "{}",
+        run.stderr
+    );
+    let run = tlsperf(["handshake", url, "--body-size", "100", "--early-data"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
 }
 
 #[test]

@@ -1020,13 +1020,22 @@ fn every_stack_serves_the_same_bodies_over_tls_1_3_and_1_2() {
                 resp.ends_with(r#"{"error":"not found"}"#),
                 "{stack}: {resp}"
             );
-            let (_, resp) = fetch_tls(&s.addr, &ca, version, "POST", "/");
+            let (_, resp) = fetch_tls(&s.addr, &ca, version, "PUT", "/");
             assert!(resp.starts_with("HTTP/1.1 405"), "{stack}: {resp}");
             assert!(
                 resp.ends_with(r#"{"error":"method not allowed"}"#),
                 "{stack}: {resp}"
             );
-            requests += 4;
+            let (_, resp) = fetch_tls(&s.addr, &ca, version, "POST", "/health");
+            assert!(resp.starts_with("HTTP/1.1 405"), "{stack}: {resp}");
+            // An upload to `/` is answered as a GET (here an empty one).
+            let (_, resp) = fetch_tls(&s.addr, &ca, version, "POST", "/");
+            assert!(resp.starts_with("HTTP/1.1 200"), "{stack}: {resp}");
+            assert!(
+                resp.ends_with(&format!("\r\n\r\n{expected_root}")),
+                "{stack} {want:?} POST /: {resp}"
+            );
+            requests += 6;
             for h2 in [false, true] {
                 let v = load20(
                     s.port(),
@@ -1045,9 +1054,79 @@ fn every_stack_serves_the_same_bodies_over_tls_1_3_and_1_2() {
                 requests += 20;
             }
         }
+        // Uploads (`load --body-size`) over HTTP/1.1 and HTTP/2: every POST answered as a
+        // GET, its body read to the end (the kept-alive connections serve all 20: one
+        // handshake per slot), the bytes counted on both sides, the goodput both ways.
+        let mut uploaded = 0u64;
+        for h2 in [false, true] {
+            let url = format!("https://localhost:{}/", s.port());
+            let mut args = vec![
+                "load",
+                &url,
+                "-n",
+                "20",
+                "-c",
+                "2",
+                "--body-size",
+                "100000",
+                "--cacert",
+                ca.to_str().unwrap(),
+                "--json",
+            ];
+            if h2 {
+                args.push("--http2");
+            }
+            let run = tlsperf(&args);
+            assert_eq!(run.code, 0, "{stack} h2={h2}: {}", run.stderr);
+            let v: Value = serde_json::from_str(&run.stdout).unwrap();
+            assert_eq!(v["requests"]["completed"], 20, "{stack} h2={h2}: {v}");
+            assert_eq!(v["status"]["200"], 20, "{stack} h2={h2}: {}", v["status"]);
+            assert_eq!(
+                v["handshakes"]["total"], 2,
+                "{stack} h2={h2}: {}",
+                v["handshakes"]
+            );
+            assert_eq!(v["upload_bytes"], 20 * 100_000, "{stack} h2={h2}");
+            assert_eq!(v["body_bytes"], 20 * 300, "{stack} h2={h2}");
+            assert_eq!(v["options"]["body_size"], 100_000, "{stack} h2={h2}");
+            let secs = v["duration_s"].as_f64().unwrap();
+            for (way, bytes) in [("up", 2_000_000.0), ("down", 6_000.0)] {
+                let rate = v["goodput"][format!("{way}_bytes_per_s")].as_f64().unwrap();
+                assert!(
+                    (rate * secs - bytes).abs() <= bytes * 1e-9,
+                    "{stack} h2={h2}: goodput {way} {rate} B/s over {secs} s: {}",
+                    v["goodput"]
+                );
+            }
+            uploaded += 20 * 100_000;
+            requests += 20;
+        }
+        // `handshake --body-size`: each connection's request a POST of that size.
+        let url = format!("https://localhost:{}/", s.port());
+        let run = tlsperf([
+            "handshake",
+            &url,
+            "-n",
+            "2",
+            "--body-size",
+            "5000",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "{stack}: {}", run.stderr);
+        let v: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(v["request_body_bytes"], 5000, "{stack}");
+        assert_eq!(v["cold"]["status"], 200, "{stack}: {}", v["cold"]);
+        uploaded += 2 * 5000;
+        requests += 2;
         let summary = s.stop();
         assert_eq!(summary["stack"], stack, "{summary}");
         assert_eq!(summary["requests"], requests, "{stack}: {summary}");
+        assert_eq!(
+            summary["request_body_bytes"], uploaded,
+            "{stack}: {summary}"
+        );
         if stack == "actix" {
             // What it cannot measure is named, never reported as zeros.
             let na: Vec<&str> = summary["not_available"]

@@ -193,6 +193,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             rate: None,
             requests_per_conn: per_conn,
             http2: args.http2,
+            body_size: 0,
             timeout,
             threads,
             server_pid: args.server_pid,

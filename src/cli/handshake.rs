@@ -34,6 +34,12 @@ pub struct HandshakeArgs {
     /// stateful`).
     #[arg(long)]
     early_data: bool,
+    /// Send each request as a POST with a body of N bytes (at most 67108864, 64 MiB;
+    /// `tlsperf serve` reads it and answers as to GET): an upload, timed in the
+    /// `request` phase (to its last byte handed to the kernel) and `first_byte` (until
+    /// the server has read it and answers). Not with --early-data.
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "early_data", value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    body_size: u64,
     #[command(flatten)]
     client: ClientArgs,
     #[command(flatten)]
@@ -57,6 +63,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         count: args.count as usize,
         early_data: args.early_data,
         timeout: args.timeout,
+        body_size: usize::try_from(args.body_size).unwrap_or(usize::MAX),
         link: args.link.link.clone(),
         ok_status: args.client.ok_status.clone(),
     };

@@ -157,10 +157,8 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
     if let (Some(l), Some(ns)) = (&link, host_ns) {
         opts.at_link(LabLink {
-            spec: match l.spec().profile {
-                Some(p) => format!("{p} ({})", l.spec()),
-                None => l.spec().to_string(),
-            },
+            // A profile's name comes first in the spec, then its figures.
+            spec: l.spec().to_string(),
             rtt: l.spec().rtt,
             server_netns: ns,
         });

@@ -36,8 +36,9 @@ Example: tlsperf link rtt=60ms -- curl -sk -o /dev/null -w '%{time_connect}\\n' 
 https://127.0.0.1:8443/"
 )]
 pub struct LinkRunArgs {
-    /// The link: rtt=DUR[,jitter=DUR][,reorder=on|off][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE]
-    /// or a profile, as --link takes it (see `tlsperf handshake --help`).
+    /// The link: rtt=DUR[,jitter=DUR][,reorder=on|off][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE][,cc=NAME]
+    /// or a profile (with fields overriding it: lte,loss=1%), as --link takes it (see
+    /// `tlsperf handshake --help`).
     #[arg(value_name = "SPEC", value_parser = parse_spec)]
     spec: LinkSpec,
     /// The program to run behind the link, and its arguments (after `--`).

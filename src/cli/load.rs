@@ -64,6 +64,12 @@ pub struct LoadArgs {
     /// allows it (HTTP/1.1; needs resumption): counts of accepted and rejected 0-RTT.
     #[arg(long, conflicts_with = "http2")]
     early_data: bool,
+    /// Upload: send each request as a POST with a body of N bytes (at most 67108864,
+    /// 64 MiB; `tlsperf serve` reads it and answers as to GET). The result gives the
+    /// bodies' goodput both ways (bytes per second of the run). Not with --early-data: a
+    /// POST is not safe to replay.
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "early_data", value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    body_size: u64,
     /// Worker threads (default: the number of CPUs).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: Option<u64>,
@@ -201,6 +207,10 @@ fn resolve(
             json!(args.link.link.as_ref().map(|l| l.to_string())),
         ),
     ]);
+    // Uploads only: the documents of GET runs stay as they were.
+    if args.body_size > 0 {
+        echo.push(("body_size", json!(args.body_size)));
+    }
     let echo: BTreeMap<String, serde_json::Value> =
         echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let load_opts = LoadGenOptions {
@@ -210,6 +220,7 @@ fn resolve(
         rate: args.rate.map(|r| args.rate_share.map_or(r, |s| s.of(r))),
         requests_per_conn: per_conn,
         http2: args.http2,
+        body_size: args.body_size,
         timeout: args.timeout,
         threads,
         server_pid: args.server_pid,

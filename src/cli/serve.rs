@@ -30,7 +30,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_addr)]
     listen: SocketAddr,
     /// Bytes of the `GET /` response body (a JSON document of exactly that size; at most
-    /// 67108864, 64 MiB, built once at start).
+    /// 67108864, 64 MiB, built once at start). A `POST /` (an upload, `load --body-size`)
+    /// is read to its end, counted, and answered with the same body.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_BODY_SIZE))]
     body_size: u64,
     /// Certificate chain (PEM, leaf first; a regular file of at most 16 MiB).

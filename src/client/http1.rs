@@ -16,17 +16,35 @@ const MAX_HEAD: usize = 64 << 10;
 /// or two: 100 Continue, 103 Early Hints).
 const MAX_INTERIM: usize = 64;
 
+/// The largest request body (`--body-size`): 64 MiB, as `serve --body-size`.
+pub const MAX_BODY: u64 = 64 << 20;
+
 /// A prepared `GET` request.
 pub fn get_request(host: &str, path: &str, close: bool) -> Vec<u8> {
+    request(host, path, close, 0)
+}
+
+/// A prepared request: a `GET` when `body_size` is 0, else a `POST` of `body_size` bytes
+/// (`application/octet-stream`, `Content-Length`), the body right after the head in the
+/// same buffer so that both leave in one write (a small body in the head's packet).
+pub fn request(host: &str, path: &str, close: bool, body_size: usize) -> Vec<u8> {
+    let method = if body_size == 0 { "GET" } else { "POST" };
     let mut r = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tlsperf/{}\r\nAccept: */*\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tlsperf/{}\r\nAccept: */*\r\n",
         env!("CARGO_PKG_VERSION")
     );
+    if body_size > 0 {
+        r.push_str(&format!(
+            "Content-Type: application/octet-stream\r\nContent-Length: {body_size}\r\n"
+        ));
+    }
     if close {
         r.push_str("Connection: close\r\n");
     }
     r.push_str("\r\n");
-    r.into_bytes()
+    let mut r = r.into_bytes();
+    r.resize(r.len() + body_size, b'x');
+    r
 }
 
 /// A response, read completely.
@@ -399,6 +417,21 @@ mod tests {
         }
         writer.abort();
         out
+    }
+
+    #[test]
+    fn a_body_makes_a_post_of_that_many_bytes() {
+        let get = get_request("h", "/p", true);
+        assert!(
+            get.starts_with(b"GET /p HTTP/1.1\r\n") && get.ends_with(b"Connection: close\r\n\r\n")
+        );
+        let post = request("h", "/", false, 1000);
+        let head_end = memchr::memmem::find(&post, b"\r\n\r\n").unwrap() + 4;
+        let head = std::str::from_utf8(&post[..head_end]).unwrap();
+        assert!(head.starts_with("POST / HTTP/1.1\r\n"), "{head}");
+        assert!(head.contains("\r\nContent-Length: 1000\r\n"), "{head}");
+        assert!(!head.contains("Connection: close"), "{head}");
+        assert_eq!(post.len() - head_end, 1000);
     }
 
     #[tokio::test]

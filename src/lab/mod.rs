@@ -71,7 +71,8 @@ pub struct LabOptions {
 /// The emulated link a lab runs over (`tlsperf lab --link`).
 #[derive(Debug, Clone)]
 pub struct LabLink {
-    /// The link in words for the report: the profile's name and its settings.
+    /// The link for the report: its canonical spec (a profile's name first, then the
+    /// settings).
     pub spec: String,
     /// Its round-trip time.
     pub rtt: Duration,

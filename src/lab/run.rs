@@ -336,6 +336,7 @@ async fn run_round(
         rate: None,
         requests_per_conn: Some(1),
         http2: false,
+        body_size: 0,
         timeout: Duration::from_secs(5),
         threads: 1,
         server_pid: l.servers.first().map(LabServer::pid),

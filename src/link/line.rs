@@ -5,7 +5,9 @@
 //! Times are `CLOCK_MONOTONIC` ([`Instant`]). A packet's arrival is stamped right after
 //! the `read` that returned it; it is written by a `write` issued at its due time or just
 //! after (the thread sleeps in `ppoll` with 1 ns timer slack until its own recent wake-up
-//! lateness before the due time, and spins at most the last 5 µs: see [`run`]).
+//! lateness before the due time, and spins at most the last 5 µs: see [`run`]), or, when
+//! a round of writes began less than [`MIN_GAP`] before, with the next round, at most
+//! that much later. The lateness counters include both.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -23,6 +25,14 @@ use super::spec::{LinkSpec, Queue, Rate};
 const MAX_PACKET: usize = 65_536;
 /// Below this much before a due time, the thread spins instead of sleeping.
 const SPIN: Duration = Duration::from_micros(5);
+/// The least time between the starts of two rounds of writes of one direction: packets
+/// due sooner after a round began wait for the next one (at most this late) and go out
+/// together, as a NIC's interrupt moderation hands the receiving stack its packets in
+/// batches (50 µs is a common `rx-usecs`). It only acts above ~20,000 packets per second:
+/// at 1 Gbit/s (a segment every 12 µs) one wake-up per segment kept the line and the
+/// receiving stack too busy to carry more than 0.70–0.93 of the rate on a 2-vCPU machine;
+/// rounds of about four segments carry 0.96 (docs/benchmarks.md).
+pub const MIN_GAP: Duration = Duration::from_micros(50);
 /// The most the thread asks to wake before a due time (see [`Lead`]).
 const MAX_LEAD: Duration = Duration::from_micros(100);
 
@@ -213,7 +223,7 @@ impl Shaper {
             jitter: spec.jitter,
             reorder: spec.reorder,
             loss: spec.loss,
-            queue: spec.queue,
+            queue: spec.queue.at_rate(rate),
             backlog: VecDeque::new(),
             backlog_bytes: 0,
             last_delivery: None,
@@ -242,6 +252,8 @@ impl Shaper {
         let full = match self.queue {
             Queue::Packets(p) => self.backlog.len() as u64 >= p,
             Queue::Bytes(b) => (self.backlog_bytes + len) as u64 > b,
+            // Only without a rate (`at_rate` made bytes of it otherwise): nothing queues.
+            Queue::Time(_) => false,
         };
         if full {
             return Fate::Overflow;
@@ -308,10 +320,11 @@ impl Ord for Pending {
 /// end the direction (the TCP connections over it then time out, they do not hang).
 ///
 /// Timing: the thread sleeps in `ppoll` (1 ns timer slack) until [`Lead`] before the
-/// next packet's due time, `Lead` being its own recent wake-up lateness, so that it
-/// wakes about on time without spinning; it spins only the last [`SPIN`]. Whatever is
-/// due when it wakes goes out at once (at high packet rates, several packets per wake-up);
-/// whatever is readable is read until the device is empty.
+/// next packet's due time (or [`MIN_GAP`] after the start of its last round of writes,
+/// if later), `Lead` being its own recent wake-up lateness, so that it wakes about on
+/// time without spinning; it spins only the last [`SPIN`]. Whatever is due when it wakes
+/// goes out at once (at high packet rates, several packets per wake-up); whatever is
+/// readable is read until the device is empty.
 pub fn run(
     from: &OwnedFd,
     to: &OwnedFd,
@@ -335,10 +348,16 @@ pub fn run(
     let mut spare: Vec<Vec<u8>> = Vec::new();
     let mut scratch = vec![0u8; MAX_PACKET];
     let mut lead = Lead::default();
+    // When the last round of writes began: the next waits until MIN_GAP after it.
+    let mut last_round: Option<Instant> = None;
     loop {
         let mut now = Instant::now();
+        let open = last_round.is_none_or(|t| now >= t + MIN_GAP);
+        if open && pending.peek().is_some_and(|Reverse(p)| p.due <= now) {
+            last_round = Some(now);
+        }
         while let Some(Reverse(p)) = pending.peek() {
-            if p.due > now {
+            if !open || p.due > now {
                 break;
             }
             if let Some(Reverse(Pending { due, pkt, .. })) = pending.pop() {
@@ -358,9 +377,13 @@ pub fn run(
             }
             now = Instant::now();
         }
-        let wait = pending
-            .peek()
-            .map(|Reverse(p)| p.due.saturating_duration_since(now));
+        let wait = pending.peek().map(|Reverse(p)| {
+            let at = match last_round {
+                Some(t) => p.due.max(t + MIN_GAP),
+                None => p.due,
+            };
+            at.saturating_duration_since(now)
+        });
         let ready = match wait {
             // Close to the due time: check the devices without sleeping.
             Some(w) if w <= SPIN => poll(from, stop, Some(Duration::ZERO)),
@@ -566,6 +589,17 @@ mod tests {
         assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
         assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
         assert_eq!(sh.admit(t0, 100), Fate::Overflow);
+        // 3 ms at 8 Mbit/s is 3,000 bytes: two packets of 1,500.
+        let s = spec("rtt=0,down=8mbit,queue=3ms");
+        let mut sh = Shaper::new(&s, s.down, 1);
+        assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
+        assert!(matches!(sh.admit(t0, 1500), Fate::Deliver(_)));
+        assert_eq!(sh.admit(t0, 100), Fate::Overflow);
+        // The direction without a rate has no queue.
+        let mut sh = Shaper::new(&s, s.up, 1);
+        for _ in 0..10 {
+            assert_eq!(sh.admit(t0, 1500), Fate::Deliver(t0));
+        }
     }
 
     /// Mean one-way delay (ms) of 100,000 packets 10 µs apart (back to back next to

@@ -53,6 +53,15 @@ pub enum LinkError {
     /// A server the link cannot carry traffic to.
     #[error("--link reaches servers on this machine only: {0}")]
     Unreachable(String),
+    /// The congestion control asked for (`cc=`) cannot be the default of the link's
+    /// namespace on this kernel.
+    #[error("cc={name}: {why}")]
+    CongestionControl {
+        /// The name given.
+        name: String,
+        /// Why not, with what the kernel offers.
+        why: String,
+    },
     /// A set-up step failed.
     #[error("cannot {step} for --link")]
     Setup {
@@ -76,9 +85,9 @@ impl LinkError {
 impl crate::error::Classify for LinkError {
     fn class(&self) -> crate::error::ErrorClass {
         match self {
-            LinkError::Missing { .. } | LinkError::Unreachable(_) => {
-                crate::error::ErrorClass::Input
-            }
+            LinkError::Missing { .. }
+            | LinkError::Unreachable(_)
+            | LinkError::CongestionControl { .. } => crate::error::ErrorClass::Input,
             LinkError::Setup { .. } => crate::error::ErrorClass::Runtime,
         }
     }
@@ -99,13 +108,15 @@ pub struct Link {
 }
 
 impl Link {
-    /// Sets up the namespace, both devices and the delay line for `spec`.
+    /// Sets up the namespace (with `spec.cc` as its TCP congestion control), both devices
+    /// and the delay line for `spec`.
     pub fn start(spec: &LinkSpec) -> Result<Link, LinkError> {
         let host_ns = netns::open_ns()?;
         let lock = netns::SetupLock::take()?;
         let index = netns::free_index()?;
         let (client_addr, host_addr) = netns::addresses(index);
-        let (client_ns, client_tun) = netns::client_side(CLIENT_DEV, client_addr, host_addr)?;
+        let (client_ns, client_tun) =
+            netns::client_side(CLIENT_DEV, client_addr, host_addr, spec.cc.as_deref())?;
         let host_tun = netns::open_tun(HOST_DEV)?;
         let host_dev = tun_name(&host_tun)?;
         netns::txqueuelen(&host_dev)?;

@@ -220,14 +220,17 @@ pub fn route_localnet(dev: &str) -> Result<(), LinkError> {
 
 /// Creates the client's namespace on a thread of its own, which also makes the TUN
 /// device `name` there (addressed `local` ↔ `peer`, default route through it, loopback
-/// left down so that 127.0.0.0/8 goes over the link). Returns the namespace and the
-/// device; the thread ends, nothing else holds them.
+/// left down so that 127.0.0.0/8 goes over the link) and, given `cc`, makes it the
+/// namespace's TCP congestion control. Returns the namespace and the device; the thread
+/// ends, nothing else holds them.
 pub fn client_side(
     name: &str,
     local: Ipv4Addr,
     peer: Ipv4Addr,
+    cc: Option<&str>,
 ) -> Result<(OwnedFd, OwnedFd), LinkError> {
     let name = name.to_string();
+    let cc = cc.map(str::to_string);
     let t = std::thread::Builder::new()
         .name("tlsperf-link-netns".into())
         .spawn(move || -> Result<(OwnedFd, OwnedFd), LinkError> {
@@ -244,6 +247,9 @@ pub fn client_side(
                 });
             }
             let ns = open_ns()?;
+            if let Some(cc) = &cc {
+                congestion_control(cc)?;
+            }
             let tun = open_tun(&name)?;
             txqueuelen(&name)?;
             address(&name, local, peer)?;
@@ -260,6 +266,47 @@ pub fn client_side(
             io::Error::other("the thread panicked"),
         )
     })?
+}
+
+/// The calling thread's namespace's default TCP congestion control.
+const CC: &str = "/proc/sys/net/ipv4/tcp_congestion_control";
+
+/// Makes `name` the default TCP congestion control of the calling thread's namespace (a
+/// new namespace's default is the first namespace's). The kernel loads the algorithm's
+/// module itself when it can; a namespace other than the first may only default to one
+/// listed in `net.ipv4.tcp_allowed_congestion_control`.
+pub fn congestion_control(name: &str) -> Result<(), LinkError> {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
+    match std::fs::write(CC, name) {
+        Ok(()) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(LinkError::CongestionControl {
+            name: name.to_string(),
+            why: format!(
+                "this kernel has no TCP congestion control '{name}', nor a module tcp_{name} \
+                 it could load (available: {})",
+                read("/proc/sys/net/ipv4/tcp_available_congestion_control")
+            ),
+        }),
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(LinkError::CongestionControl {
+            name: name.to_string(),
+            why: format!(
+                "the kernel lets a network namespace default only to a congestion control in \
+                 net.ipv4.tcp_allowed_congestion_control, which is '{}' here; to allow it, \
+                 add it to that machine-wide list (sysctl -w \
+                 net.ipv4.tcp_allowed_congestion_control='{} {name}')",
+                read("/proc/sys/net/ipv4/tcp_allowed_congestion_control"),
+                read("/proc/sys/net/ipv4/tcp_allowed_congestion_control"),
+            ),
+        }),
+        Err(e) => Err(LinkError::setup(
+            "set the TCP congestion control of the link's namespace",
+            e,
+        )),
+    }
 }
 
 /// The calling thread's network namespace.

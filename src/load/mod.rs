@@ -21,19 +21,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ClientConfig;
 
 use crate::client::conn::{self, EarlyData, Stamps};
-use crate::client::http1::{Http1, get_request};
+use crate::client::http1::{Http1, request as http_request};
 use crate::client::target::Target;
 use crate::client::verdict_cache::VerdictCache;
 use crate::client::wire::WireStamps;
 use crate::client::{ConnectError, Phase, TlsStream};
 use crate::stats::LatencyHistogram;
 pub use result::LoadResult;
-use result::{ConnSample, Dist, GeneratorCpu, Handshakes, Requests, ServerUsage};
+use result::{ConnSample, Dist, GeneratorCpu, Goodput, Handshakes, Requests, ServerUsage};
 
 pub use pace::request_short_slice;
 
@@ -62,6 +62,9 @@ pub struct LoadGenOptions {
     pub requests_per_conn: Option<u64>,
     /// HTTP/2 instead of HTTP/1.1.
     pub http2: bool,
+    /// Bytes of the body of each request: 0 sends `GET`, more a `POST` of that many
+    /// bytes (an upload; at most [`crate::client::http1::MAX_BODY`]).
+    pub body_size: u64,
     /// Limit per request (including a new connection's set-up).
     pub timeout: Duration,
     /// The HTTP statuses that count as a success; any other fails its request (counted
@@ -76,7 +79,7 @@ pub struct LoadGenOptions {
     /// The options as the user gave them (copied into the result).
     pub echo: BTreeMap<String, serde_json::Value>,
     /// Send each new connection's first request as 0-RTT data when the session allows it
-    /// (HTTP/1.1; the client configuration must enable early data).
+    /// (HTTP/1.1, GET only; the client configuration must enable early data).
     pub early_data: bool,
     /// The client configuration's verdict cache, when it has one (its counts are
     /// reported).
@@ -254,8 +257,11 @@ struct Shared {
     preferred: AtomicUsize,
     config: Arc<ClientConfig>,
     opts: LoadGenOptions,
+    /// The HTTP/1.1 request, whole (head and body), kept alive or closing.
     request_keep: Vec<u8>,
     request_close: Vec<u8>,
+    /// The HTTP/2 request's body (empty: a GET), shared by every request.
+    upload: Bytes,
     uri: http::Uri,
     issued: AtomicU64,
     /// Open loop: the index of the next instant of the run's one send schedule that no
@@ -439,7 +445,7 @@ enum Open {
     H1(Box<Http1<TlsStream>>),
     /// hyper's connection task owns the stream: its stamps are read through the handle.
     H2(
-        hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+        hyper::client::conn::http2::SendRequest<Full<Bytes>>,
         WireStamps,
     ),
 }
@@ -533,9 +539,12 @@ pub async fn run(
             reason: format!("cannot build the request URI: {e}"),
         })?;
     let target_name = target.to_string();
+    let body_size =
+        usize::try_from(opts.body_size.min(crate::client::http1::MAX_BODY)).unwrap_or(usize::MAX);
     let shared = Arc::new(Shared {
-        request_keep: get_request(&target.authority, &target.path, false),
-        request_close: get_request(&target.authority, &target.path, true),
+        request_keep: http_request(&target.authority, &target.path, false, body_size),
+        request_close: http_request(&target.authority, &target.path, true, body_size),
+        upload: Bytes::from(vec![b'x'; body_size]),
         uri,
         resolved,
         preferred: AtomicUsize::new(0),
@@ -725,6 +734,8 @@ pub async fn run(
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         body_bytes: total.body_bytes,
+        upload_bytes: total.completed.saturating_mul(body_size as u64),
+        goodput: Goodput::default(),
         interval_ms: INTERVAL.as_millis() as u64,
         interval_requests: total.intervals.clone(),
         connections,
@@ -1087,7 +1098,9 @@ async fn request(
     // where the request phase starts.
     let mut opened_at = None;
     if open.is_none() {
-        let early = (shared.opts.early_data && !shared.opts.http2).then_some(req.as_slice());
+        // A GET only: an upload is not replay-safe, so it never goes as early data.
+        let early = (shared.opts.early_data && !shared.opts.http2 && shared.upload.is_empty())
+            .then_some(req.as_slice());
         let (o, early_data, done) = connect(shared, config, tally, early, step).await?;
         match early_data {
             EarlyData::Accepted => {
@@ -1127,11 +1140,17 @@ async fn request(
             Ok(resp.keep_alive)
         }
         Some(Open::H2(send, wire)) => {
-            let req = http::Request::get(shared.uri.clone())
-                .body(Empty::<Bytes>::new())
-                .map_err(|e| ConnectError::Http {
-                    reason: e.to_string(),
-                })?;
+            // A GET, or a POST of the upload (an empty `Full` ends the stream with the
+            // headers, as `Empty` does).
+            let req = match shared.upload.is_empty() {
+                true => http::Request::get(shared.uri.clone()),
+                false => http::Request::post(shared.uri.clone())
+                    .header(http::header::CONTENT_TYPE, "application/octet-stream"),
+            }
+            .body(Full::new(shared.upload.clone()))
+            .map_err(|e| ConnectError::Http {
+                reason: e.to_string(),
+            })?;
             let t = opened_at.unwrap_or_else(Instant::now);
             step.set(Step::Waiting);
             let resp = send
@@ -1281,6 +1300,7 @@ mod tests {
             rate,
             requests_per_conn: None,
             http2: false,
+            body_size: 0,
             timeout: Duration::from_secs(1),
             threads: 1,
             server_pid: None,

@@ -165,6 +165,16 @@ pub struct ConnSample {
     pub mean_latency_ms: f64,
 }
 
+/// Bytes of bodies per second of the run (`duration_s`), all connections together: what
+/// the run moved for the application, handshakes, headers and waits counted in the time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    /// Response bodies received (`body_bytes` ÷ `duration_s`).
+    pub down_bytes_per_s: f64,
+    /// Request bodies sent (`upload_bytes` ÷ `duration_s`).
+    pub up_bytes_per_s: f64,
+}
+
 /// Everything a load run measured.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadResult {
@@ -235,8 +245,15 @@ pub struct LoadResult {
     /// Error kind → the first message seen.
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_ERROR_KINDS>")]
     pub error_examples: BTreeMap<String, String>,
-    /// Body bytes received.
+    /// Response body bytes received.
     pub body_bytes: u64,
+    /// Request body bytes sent: `--body-size` bytes for each completed request (0 for
+    /// GETs).
+    #[serde(default)]
+    pub upload_bytes: u64,
+    /// The bodies' goodput over the run, both ways (derived: recomputed after a merge).
+    #[serde(default)]
+    pub goodput: Goodput,
     /// Width of the intervals of `interval_requests` (ms).
     pub interval_ms: u64,
     /// Requests completed in each interval.
@@ -777,6 +794,7 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
                 .or_insert_with(|| v.clone());
         }
         add(&mut m.body_bytes, r.body_bytes, "body bytes", index)?;
+        add(&mut m.upload_bytes, r.upload_bytes, "upload bytes", index)?;
         if m.interval_requests.len() < r.interval_requests.len() {
             m.interval_requests.resize(r.interval_requests.len(), 0);
         }
@@ -878,6 +896,10 @@ impl LoadResult {
         let secs = self.duration_s.max(1e-9);
         self.requests.per_second = self.requests.completed as f64 / secs;
         self.handshakes.per_second = self.handshakes.total as f64 / secs;
+        self.goodput = Goodput {
+            down_bytes_per_s: self.body_bytes as f64 / secs,
+            up_bytes_per_s: self.upload_bytes as f64 / secs,
+        };
         let resumed: u64 = self
             .handshakes
             .kinds

@@ -18,12 +18,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use actix_web::http::{Method, StatusCode, header};
+use actix_web::http::{StatusCode, header};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use super::http::Bodies;
+use super::http::{Bodies, Verb};
 use super::{Rotation, ServeError, Stack};
 
 /// What an actix server cannot report (our accept loop measures these for the others).
@@ -73,6 +73,8 @@ pub struct ActixSummary {
     pub seconds: f64,
     /// Requests answered by the handlers.
     pub requests: u64,
+    /// Bytes of request bodies read (`POST /` uploads).
+    pub request_body_bytes: u64,
     /// Summary fields of the other stacks this one cannot measure ([`NOT_AVAILABLE`]).
     pub not_available: Vec<&'static str>,
     /// Key-share pool use (with `--kx-pool`).
@@ -89,6 +91,7 @@ pub struct ActixServer {
 struct AppState {
     bodies: Bodies,
     requests: AtomicU64,
+    request_body_bytes: AtomicU64,
 }
 
 impl ActixServer {
@@ -115,6 +118,7 @@ impl ActixServer {
         let state = web::Data::new(AppState {
             bodies: Bodies::new(self.opts.body_size),
             requests: AtomicU64::new(0),
+            request_body_bytes: AtomicU64::new(0),
         });
         let workers = self.opts.workers.max(1);
         let per_worker = self.opts.max_connections.max(1).div_ceil(workers);
@@ -169,17 +173,33 @@ impl ActixServer {
             stack: Stack::Actix,
             seconds: started.elapsed().as_secs_f64(),
             requests: state.requests.load(Ordering::Relaxed),
+            request_body_bytes: state.request_body_bytes.load(Ordering::Relaxed),
             not_available: NOT_AVAILABLE.to_vec(),
             kx_pool: self.opts.kx_pools.as_ref().map(|p| p.stats()),
         })
     }
 }
 
-/// Every route's handler: the same status and body as the hyper stack for the path.
-async fn answer(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+/// Every route's handler: the same status and body as the hyper stack for the path; an
+/// upload (`POST /`) is read to its end and counted first.
+async fn answer(
+    req: HttpRequest,
+    mut payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    use futures_core::Stream;
     state.requests.fetch_add(1, Ordering::Relaxed);
-    let get_or_head = req.method() == Method::GET || req.method() == Method::HEAD;
-    let (status, body) = state.bodies.answer(get_or_head, req.path());
+    let verb = Verb::of(req.method().as_str());
+    let (status, body) = state.bodies.answer(verb, req.path());
+    if verb == Verb::Post && status == 200 {
+        while let Some(Ok(chunk)) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut payload).poll_next(cx)).await
+        {
+            state
+                .request_body_bytes
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+    }
     HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .insert_header((header::CONTENT_TYPE, "application/json"))
         .body(body)

@@ -2,7 +2,8 @@
 //! connection limit and graceful shutdown as the hyper stack ([`super::Server`]), with an
 //! axum 0.8 [`Router`] answering the requests instead of a bare hyper `service_fn`. The
 //! router serves the same routes and bodies as [`super::http::serve`] (`GET /`: the
-//! `--body-size` JSON document, `GET /health`, a JSON 404 and 405 otherwise) and is handed
+//! `--body-size` JSON document, `POST /`: the upload read and counted, then the same
+//! document, `GET /health`, a JSON 404 and 405 otherwise) and is handed
 //! to hyper-util's HTTP/1.1 and HTTP/2 connections through
 //! [`hyper_util::service::TowerToHyperService`], so only the HTTP layer differs.
 
@@ -12,7 +13,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use bytes::Bytes;
 
 use super::http::{self, Bodies};
@@ -24,12 +25,12 @@ struct AppState {
     metrics: Arc<Metrics>,
 }
 
-/// The router: `/` and `/health` (GET, and HEAD through axum's `get`), JSON 404 and 405
-/// bodies otherwise. Every request, answered or not, counts as one served request, as
+/// The router: `/` and `/health` (GET, and HEAD through axum's `get`), `POST /`, JSON
+/// 404 and 405 bodies otherwise. Every request, answered or not, counts as one served request, as
 /// with the hyper stack.
 pub fn router(bodies: Bodies, metrics: Arc<Metrics>) -> Router {
     Router::new()
-        .route("/", get(root))
+        .route("/", get(root).merge(post(upload)))
         .route("/health", get(health))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
@@ -42,13 +43,20 @@ fn json(status: StatusCode, body: Bytes) -> Response {
 
 async fn root(State(s): State<AppState>) -> Response {
     s.metrics.request();
-    let (_, body) = s.bodies.answer(true, "/");
+    let (_, body) = s.bodies.answer(http::Verb::Read, "/");
+    json(StatusCode::OK, body)
+}
+
+async fn upload(State(s): State<AppState>, body: axum::body::Body) -> Response {
+    s.metrics.request();
+    http::drain(body, &s.metrics).await;
+    let (_, body) = s.bodies.answer(http::Verb::Post, "/");
     json(StatusCode::OK, body)
 }
 
 async fn health(State(s): State<AppState>) -> Response {
     s.metrics.request();
-    let (_, body) = s.bodies.answer(true, "/health");
+    let (_, body) = s.bodies.answer(http::Verb::Read, "/health");
     json(StatusCode::OK, body)
 }
 

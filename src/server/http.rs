@@ -1,13 +1,15 @@
 //! The HTTP side: `GET /` and `/health` answer a small JSON body (or `--body-size` bytes
-//! of JSON for `/`); the metrics listener answers `/metrics` (Prometheus) and `/stats`.
+//! of JSON for `/`); `POST /` (an upload: `load --body-size`) is read to its end, its
+//! body counted and thrown away, and answered as `GET /` is; the metrics listener answers
+//! `/metrics` (Prometheus) and `/stats`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Request, Response, StatusCode};
 
 use super::metrics::Metrics;
 
@@ -38,16 +40,53 @@ impl Bodies {
         }
     }
 
-    /// The answer to a request for `path` (every stack serves the same): status and JSON
-    /// body. `get_or_head` is whether the method is GET or HEAD.
-    pub fn answer(&self, get_or_head: bool, path: &str) -> (u16, Bytes) {
-        if !get_or_head {
-            return (405, Bytes::from_static(METHOD_NOT_ALLOWED));
+    /// The answer to a `method` request for `path` (every stack serves the same): status
+    /// and JSON body. A `POST /` (its body read by the stack first) is answered as
+    /// `GET /`.
+    pub fn answer(&self, method: Verb, path: &str) -> (u16, Bytes) {
+        match (method, path) {
+            (Verb::Read, "/") | (Verb::Post, "/") => (200, self.root.clone()),
+            (Verb::Read, "/health") => (200, self.health.clone()),
+            (Verb::Read, _) => (404, Bytes::from_static(NOT_FOUND)),
+            (Verb::Post | Verb::Other, _) => (405, Bytes::from_static(METHOD_NOT_ALLOWED)),
         }
-        match path {
-            "/" => (200, self.root.clone()),
-            "/health" => (200, self.health.clone()),
-            _ => (404, Bytes::from_static(NOT_FOUND)),
+    }
+}
+
+/// What a request's method asks, as far as the answers differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// GET or HEAD.
+    Read,
+    /// POST: an upload, accepted on `/` only.
+    Post,
+    /// Anything else: 405.
+    Other,
+}
+
+impl Verb {
+    /// The verb of the method named `method` (`GET`: every stack's method type has
+    /// `as_str`).
+    pub fn of(method: &str) -> Verb {
+        match method {
+            "GET" | "HEAD" => Verb::Read,
+            "POST" => Verb::Post,
+            _ => Verb::Other,
+        }
+    }
+}
+
+/// Reads an upload's body to its end, counting its bytes into `metrics` as they come
+/// (never held: a body may be larger than memory). A body cut short (the client gone)
+/// leaves the bytes read counted.
+pub async fn drain<B>(body: B, metrics: &Metrics)
+where
+    B: hyper::body::Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(data) = frame.data_ref() {
+            metrics.request_body(data.len() as u64);
         }
     }
 }
@@ -74,8 +113,11 @@ pub async fn serve(
     metrics: Arc<Metrics>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     metrics.request();
-    let get_or_head = req.method() == Method::GET || req.method() == Method::HEAD;
-    let (status, body) = bodies.answer(get_or_head, req.uri().path());
+    let verb = Verb::of(req.method().as_str());
+    let (status, body) = bodies.answer(verb, req.uri().path());
+    if verb == Verb::Post && status == 200 {
+        drain(req.into_body(), &metrics).await;
+    }
     Ok(json(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         body,
@@ -117,5 +159,26 @@ mod tests {
         assert_eq!(b.len(), 1000);
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["status"], "ok");
+    }
+
+    #[test]
+    fn a_post_to_the_root_is_answered_as_a_get_and_elsewhere_refused() {
+        let b = Bodies::new(1000);
+        assert_eq!(b.answer(Verb::Post, "/"), (200, b.root.clone()));
+        assert_eq!(b.answer(Verb::Post, "/health").0, 405);
+        assert_eq!(b.answer(Verb::Post, "/nowhere").0, 405);
+        assert_eq!(b.answer(Verb::Other, "/").0, 405);
+        assert_eq!(b.answer(Verb::Read, "/nowhere").0, 404);
+        assert_eq!(Verb::of(hyper::Method::HEAD.as_str()), Verb::Read);
+        assert_eq!(Verb::of(hyper::Method::POST.as_str()), Verb::Post);
+        assert_eq!(Verb::of(hyper::Method::PUT.as_str()), Verb::Other);
+    }
+
+    #[tokio::test]
+    async fn an_upload_is_drained_and_counted() {
+        let m = Metrics::new();
+        drain(Full::new(Bytes::from(vec![7u8; 3000])), &m).await;
+        drain(Full::new(Bytes::from(vec![7u8; 1000])), &m).await;
+        assert_eq!(m.snapshot().request_body_bytes, 4000);
     }
 }

@@ -76,6 +76,7 @@ pub struct Metrics {
     hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
     open_now: AtomicI64,
     requests_total: AtomicU64,
+    request_body_bytes: AtomicU64,
     failures_by_reason: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -129,6 +130,7 @@ impl Metrics {
             hdr: Mutex::new(BTreeMap::new()),
             open_now: AtomicI64::new(0),
             requests_total: AtomicU64::new(0),
+            request_body_bytes: AtomicU64::new(0),
             failures_by_reason: Mutex::new(BTreeMap::new()),
         }
     }
@@ -178,6 +180,11 @@ impl Metrics {
         self.requests_total.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// `n` more bytes of request bodies (uploads) read.
+    pub fn request_body(&self, n: u64) {
+        self.request_body_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// One connection refused at the limit.
     pub fn rejected(&self) {
         self.rejected.inc();
@@ -203,6 +210,7 @@ impl Metrics {
         StatsSnapshot {
             handshakes,
             requests: self.requests_total.load(Ordering::Relaxed),
+            request_body_bytes: self.request_body_bytes.load(Ordering::Relaxed),
             open_connections: self.open_now.load(Ordering::Relaxed),
             failures: self
                 .failures_by_reason
@@ -220,6 +228,8 @@ pub struct StatsSnapshot {
     pub handshakes: BTreeMap<String, Quantiles>,
     /// Requests served.
     pub requests: u64,
+    /// Bytes of request bodies read (`POST /` uploads).
+    pub request_body_bytes: u64,
     /// Connections open now.
     pub open_connections: i64,
     /// Failed handshakes (and refused connections) by reason.

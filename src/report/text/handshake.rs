@@ -29,6 +29,12 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
         r.provider_init_ms,
         r.client_hello_bytes
     );
+    if r.request_body_bytes > 0 {
+        s += &format!(
+            "request: POST with a body of {} bytes (an upload: its sending is in `request`, the server's reading of it in `first_byte`)\n\n",
+            r.request_body_bytes
+        );
+    }
     let mut t = table(&["depth", "bytes", "subject", "not after"]);
     for c in &r.chain {
         t.add_row(vec![
@@ -137,11 +143,8 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
 /// window and the round trips to the first byte, expected and measured.
 fn handshake_link(r: &crate::handshake::HandshakeRun, l: &crate::handshake::LinkReport) -> String {
     let mut s = format!(
-        "\nlink: {}{} (the client in its own network namespace, an emulated path to the server)\n",
+        "\nlink: {} (the client in its own network namespace, an emulated path to the server)\n",
         l.spec,
-        l.profile
-            .map(|p| format!(" (profile {p})"))
-            .unwrap_or_default()
     );
     let f = &l.server_flight;
     s += &format!(

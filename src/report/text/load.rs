@@ -31,12 +31,24 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
         n => format!(", {n} due but never sent"),
     };
     s += &format!(
-        "requests: {} completed, {} failed{unsent} — {} req/s; body {} bytes\n",
+        "requests: {} completed, {} failed{unsent} — {} req/s\n",
         r.requests.completed,
         r.requests.failed,
         num(r.requests.per_second),
-        r.body_bytes
     );
+    s += &format!(
+        "bodies: received {} bytes, goodput {}",
+        r.body_bytes,
+        byte_rate(r.goodput.down_bytes_per_s)
+    );
+    if r.upload_bytes > 0 {
+        s += &format!(
+            "; sent {} bytes (POST), goodput {}",
+            r.upload_bytes,
+            byte_rate(r.goodput.up_bytes_per_s)
+        );
+    }
+    s += "\n";
     let kinds: Vec<String> = r
         .handshakes
         .kinds
@@ -175,4 +187,22 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
         s += &format!("{} {w}\n", styled(BAD, "warning:"));
     }
     s
+}
+
+/// Bytes per second, with the bit rate a network is sized in: `1.25 MB/s (10.0 Mbit/s)`.
+fn byte_rate(bytes_per_s: f64) -> String {
+    let (v, unit) = match bytes_per_s {
+        b if b >= 1e9 => (b / 1e9, "GB/s"),
+        b if b >= 1e6 => (b / 1e6, "MB/s"),
+        b if b >= 1e3 => (b / 1e3, "kB/s"),
+        b => (b, "B/s"),
+    };
+    let bits = bytes_per_s * 8.0;
+    let (bv, bunit) = match bits {
+        b if b >= 1e9 => (b / 1e9, "Gbit/s"),
+        b if b >= 1e6 => (b / 1e6, "Mbit/s"),
+        b if b >= 1e3 => (b / 1e3, "kbit/s"),
+        b => (b, "bit/s"),
+    };
+    format!("{v:.3} {unit} ({bv:.3} {bunit})")
 }

@@ -32,7 +32,11 @@ pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
     }
     right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
     out.push_str(&render(&t));
-    out.push_str(&format!("\nrequests: {}\n", s.stats.requests));
+    out.push_str(&format!(
+        "\nrequests: {}{}\n",
+        s.stats.requests,
+        uploads(s.stats.request_body_bytes)
+    ));
     if !s.stats.failures.is_empty() {
         let f: Vec<String> = s
             .stats
@@ -65,7 +69,11 @@ pub fn serve_summary_actix(s: &crate::server::actix_stack::ActixSummary) -> Stri
         styled(BOLD, "stopped"),
         s.seconds
     );
-    out.push_str(&format!("requests: {}\n", s.requests));
+    out.push_str(&format!(
+        "requests: {}{}\n",
+        s.requests,
+        uploads(s.request_body_bytes)
+    ));
     if let Some(k) = &s.kx_pool {
         out.push_str(&format!(
             "key-share pool: {} handshakes used a pre-generated share, {} generated one\n",
@@ -77,4 +85,12 @@ pub fn serve_summary_actix(s: &crate::server::actix_stack::ActixSummary) -> Stri
         s.not_available.join(", ").replace('_', " ")
     ));
     out
+}
+
+/// `; uploads: N bytes read` when POST bodies were read.
+fn uploads(bytes: u64) -> String {
+    match bytes {
+        0 => String::new(),
+        n => format!("; uploads: {n} bytes of request bodies read"),
+    }
 }
