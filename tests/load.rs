@@ -1404,8 +1404,11 @@ fn phase_boundaries_follow_a_known_server_delay() {
                 v["phases"][waits]
             );
         }
+        // Ours: far under the delay at the median (a fiftieth of it: a machine running
+        // many tests at once stalls a thread for a millisecond or more; 1 ms failed
+        // there at 1.04 ms).
         assert!(
-            q("client_hello", "p50_ns") < 1_000_000,
+            q("client_hello", "p50_ns") < D / 50,
             "{http}: {}",
             v["phases"]
         );
@@ -1415,7 +1418,7 @@ fn phase_boundaries_follow_a_known_server_delay() {
             v["phases"]
         );
         if http == "--http1" {
-            assert!(q("request", "p50_ns") < 1_000_000, "{}", v["phases"]);
+            assert!(q("request", "p50_ns") < D / 50, "{}", v["phases"]);
             assert!(q("request", "max_ns") < D / 2, "{}", v["phases"]);
         }
     }
