@@ -1069,3 +1069,49 @@ fn slo_gives_every_configuration_its_capacity() {
         bad.stderr
     );
 }
+
+/// A null lab (`--null`: every configuration its group's baseline again) run 20 times
+/// with short rounds: "What to change" controls its error rate over each run (Holm), so
+/// it should recommend something in at most 5% of runs. Tallied: at most 4 of 20 runs may
+/// (were the rate 5%, 5 or more would happen in 0.26% of tallies; unadjusted, the run's 9
+/// comparisons at 0.05 each could recommend in up to 1 − 0.95⁹ ≈ 37% of runs).
+#[test]
+fn a_null_lab_recommends_nothing_in_nineteen_runs_of_twenty() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut recommending = Vec::new();
+    for i in 0..20 {
+        let out = dir.path().join(format!("null-{i}"));
+        let run = tlsperf([
+            "lab",
+            "--null",
+            "--only",
+            "kx,tls",
+            "--rounds",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "run {i}: {}", run.stderr);
+        let v: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(v["options"]["null"], true, "{}", v["options"]);
+        for g in v["groups"].as_array().unwrap() {
+            for c in g["cells"].as_array().unwrap().iter().skip(1) {
+                let name = c["name"].as_str().unwrap();
+                assert!(
+                    name.starts_with("null-") || name == "baseline-again",
+                    "run {i}: {name} is not a copy of the baseline"
+                );
+            }
+        }
+        let recs = v["recommendations"].as_array().unwrap();
+        if !recs.is_empty() {
+            recommending.push((i, recs.clone()));
+        }
+    }
+    assert!(
+        recommending.len() <= 4,
+        "{} of 20 null runs recommended something: {recommending:?}",
+        recommending.len()
+    );
+}

@@ -51,6 +51,12 @@ pub struct LabArgs {
     /// search's shortest step; an unfinished search reports its bracket).
     #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive, requires = "slo")]
     slo_time: std::time::Duration,
+    /// A null lab: every configuration of each group replaced by the group's baseline,
+    /// so that every comparison compares the same thing. "What to change" should then
+    /// be empty in at least 95 runs of 100 (its error rate is controlled over the run:
+    /// Holm): a check of the lab itself.
+    #[arg(long)]
+    null: bool,
     /// `--link`: see the command's long help.
     #[command(flatten)]
     link: LinkArgs,
@@ -132,6 +138,7 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     }
     opts.slo = args.slo.clone();
     opts.slo_time = args.slo_time;
+    opts.null = args.null;
     // Before the runtime starts, so that every thread of the load generator inherits it.
     opts.pinning = match &external {
         Some(_) => lab::pin::not_pinned("--target: the server is not the lab's"),

@@ -66,6 +66,10 @@ pub struct LabOptions {
     /// `--link`: the lab's own thread (the load generator) runs in the link's client
     /// namespace, the servers on the far side of the link.
     pub link: Option<LabLink>,
+    /// `--null`: every configuration of a group replaced by the group's baseline (under
+    /// its own name): a run whose comparisons all compare the same thing, so that it
+    /// should recommend nothing. It checks the error rate of "What to change".
+    pub null: bool,
 }
 
 /// The emulated link a lab runs over (`tlsperf lab --link`).
@@ -118,6 +122,7 @@ impl LabOptions {
             slo: None,
             slo_time: Duration::from_secs(60),
             link: None,
+            null: false,
         }
     }
 }

@@ -155,6 +155,10 @@ pub struct RunOptions {
     /// The link's round-trip time (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_rtt_ms: Option<f64>,
+    /// `--null`: every configuration was its group's baseline again (a check of the
+    /// lab's error rate: nothing should be recommended).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub null: bool,
 }
 
 /// One group.

@@ -52,6 +52,7 @@ pub async fn run(
         .iter()
         .filter(|g| external.is_none() || g.client_side())
         .map(|&g| (g, runnable(g, opts.full, external)))
+        .map(|(g, cells)| (g, if opts.null { null_cells(cells) } else { cells }))
         .filter(|(_, cells)| cells.len() >= 2)
         .map(|(g, mut cells)| {
             // The A/A control: the baseline again, compared like any other cell.
@@ -207,6 +208,7 @@ pub async fn run(
         machine: machine(opts.pinning.clone()),
         options: RunOptions {
             mode: if opts.full { "full" } else { "quick" }.into(),
+            null: opts.null,
             rounds: opts.rounds,
             round_s: opts.round_time.as_secs_f64(),
             warmup_s: opts.warmup.as_secs_f64(),
@@ -406,4 +408,18 @@ pub(super) fn machine(pinning: Pinning) -> Machine {
         kernel,
         pinning,
     }
+}
+
+/// `--null`: the group's baseline, then as many copies of it as the group has other
+/// configurations, each under its own name: every comparison of the run is A against A.
+fn null_cells(cells: Vec<Cell>) -> Vec<Cell> {
+    let Some(base) = cells.first().cloned() else {
+        return cells;
+    };
+    let copies = (1..cells.len()).map(|i| Cell {
+        name: format!("null-{i}"),
+        label: format!("the baseline ({}) again, null copy {i}", base.label),
+        ..base.clone()
+    });
+    std::iter::once(base.clone()).chain(copies).collect()
 }

@@ -174,6 +174,11 @@ fn header_lines(r: &LabResult) -> Vec<String> {
             r.machine.cores, r.machine.cpu, r.machine.kernel
         ),
         format!("CPU pinning: {}.", r.machine.pinning.note),
+        if o.null {
+            "Null lab (`--null`): every configuration is its group's baseline again, so every comparison compares the same thing; anything under \"What to change\" is a false discovery.".into()
+        } else {
+            String::new()
+        },
         match &r.slo {
             Some(slo) => format!(
                 "Capacity (`--slo`): after its rounds, each configuration's highest rate of new connections/s within {slo}, found by a `tlsperf capacity` search against its own servers (ramp, bisection to 5%, confirmation; the generator checked at every step) — the capacity, with the bracket [highest pass – lowest failure] in brackets, or how the search ended."
@@ -206,7 +211,7 @@ pub fn markdown(r: &LabResult) -> String {
     }
     s.push_str("\n## What to change\n\n");
     if r.recommendations.is_empty() {
-        s.push_str("No configuration beat its group's baseline significantly (Welch p < 0.05) in this run.\n");
+        s.push_str("No configuration beat its group's baseline significantly (Welch p < 0.05 after Holm's adjustment over every comparison of the run) in this run.\n");
     }
     for rec in &r.recommendations {
         let _ = writeln!(s, "- {}", rec.text);
@@ -348,7 +353,7 @@ pub fn html(r: &LabResult) -> String {
     }
     s.push_str("<h2 id=\"what-to-change\">What to change</h2><ul class=\"recommendations\">");
     if r.recommendations.is_empty() {
-        s.push_str("<li>No configuration beat its group's baseline significantly (Welch p &lt; 0.05) in this run.</li>");
+        s.push_str("<li>No configuration beat its group's baseline significantly (Welch p &lt; 0.05 after Holm's adjustment over every comparison of the run) in this run.</li>");
     }
     html_items(&mut s, &r.recommendations);
     s.push_str("</ul>");
