@@ -124,9 +124,7 @@ impl StepCpu {
     /// Of the time the generator wanted a CPU, the share it waited for one (`None`
     /// without the figure).
     pub fn waiting_share(&self) -> Option<f64> {
-        let w = self.runqueue_wait_s?;
-        let wanted = w + self.cpu_seconds;
-        (wanted > 0.0).then(|| w / wanted)
+        crate::load::result::waiting_share(self.runqueue_wait_s, self.cpu_seconds)
     }
 
     /// True when the generator was starved by a third process: it waited for a CPU at
@@ -228,9 +226,7 @@ impl Step {
     /// Of the time the server's threads wanted a CPU during the step, the share they
     /// waited for one (`--server-pid`; `None` without the figures).
     pub fn server_waiting_share(&self) -> Option<f64> {
-        let w = self.server_runqueue_wait_s?;
-        let wanted = w + self.server_cpu_seconds?;
-        (wanted > 0.0).then(|| w / wanted)
+        crate::load::result::waiting_share(self.server_runqueue_wait_s, self.server_cpu_seconds?)
     }
 
     /// True when the server was starved during the step: its threads waited for a CPU

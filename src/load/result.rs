@@ -37,14 +37,20 @@ pub struct Requests {
 /// which it is called starved: another process on its CPUs delayed its sends and reads.
 pub const STARVED_WAIT_SHARE: f64 = 0.2;
 
+/// Of the time threads wanted a CPU (ran, `cpu_s`, or waited on a run queue, `wait_s`),
+/// the share they waited: near 0 on CPUs of their own, high when another process takes
+/// them (whatever their own CPU use says). `None` without the wait.
+pub fn waiting_share(wait_s: Option<f64>, cpu_s: f64) -> Option<f64> {
+    let w = wait_s?;
+    let wanted = w + cpu_s;
+    (wanted > 0.0).then(|| w / wanted)
+}
+
 impl GeneratorCpu {
-    /// Of the time the generator's threads wanted a CPU (ran or waited to run), the
-    /// share they waited: near 0 on a machine of its own, high when another process
-    /// takes its CPUs (whatever its own CPU use says). `None` without the figure.
+    /// Of the time the generator's threads wanted a CPU, the share they waited
+    /// ([`waiting_share`]).
     pub fn waiting_share(&self) -> Option<f64> {
-        let w = self.runqueue_wait_s?;
-        let wanted = w + self.cpu_seconds;
-        (wanted > 0.0).then(|| w / wanted)
+        waiting_share(self.runqueue_wait_s, self.cpu_seconds)
     }
 
     /// The CPUs the generator could use: the least of its threads, the CPUs its affinity

@@ -412,7 +412,9 @@ impl TreeCpu {
                 (0, 0)
             });
             e.1 = s.cpu_ticks;
-            if let Some(w) = runqueue_wait_of(s.pid) {
+            // Only on walks (the first sample, the last, some between): a process's
+            // threads' files are read then, not every 100 ms.
+            if let Some(w) = discover.then(|| runqueue_wait_of(s.pid)).flatten() {
                 let e = self.waits.entry((s.pid, s.start)).or_insert(if first {
                     (w, w)
                 } else {
@@ -425,8 +427,9 @@ impl TreeCpu {
     }
 
     /// Time the tree's threads waited on a run queue (ready, another task on their CPU)
-    /// between the first sample and the last, counted as its CPU is; `None` where the
-    /// kernel keeps no such figure.
+    /// between the first sample and the last, read at the walks (a process counts from
+    /// the first walk that saw it to the last); `None` where the kernel keeps no such
+    /// figure.
     pub fn runqueue_wait(&self) -> Option<Duration> {
         (!self.waits.is_empty()).then(|| {
             Duration::from_nanos(self.waits.values().map(|(a, b)| b.saturating_sub(*a)).sum())

@@ -117,26 +117,33 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
     right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
     s += &render(&t);
     s.push('\n');
-    if let Some(d) = &r.send_lateness {
+    // The generator's own delays, in microseconds: `what (how, N things): p50 … µs`.
+    let own = |what: &str, d: &crate::stats::histogram::Dist| {
         let q = &d.quantiles;
         let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
-        s += &format!(
-            "generator send lateness (actual − intended send instant, {} requests): p50 {} µs, p99 {} µs, max {} µs\n",
-            q.count,
+        format!(
+            "{what}: p50 {} µs, p99 {} µs, max {} µs\n",
             us(q.p50_ns),
             us(q.p99_ns),
             us(q.max_ns)
+        )
+    };
+    if let Some(d) = &r.send_lateness {
+        s += &own(
+            &format!(
+                "generator send lateness (actual − intended send instant, {} requests)",
+                d.quantiles.count
+            ),
+            d,
         );
     }
     if let Some(d) = &r.client_wakeup {
-        let q = &d.quantiles;
-        let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
-        s += &format!(
-            "generator wake-up delay (response's last byte in the kernel → tlsperf read it; in no latency, {} responses): p50 {} µs, p99 {} µs, max {} µs\n",
-            q.count,
-            us(q.p50_ns),
-            us(q.p99_ns),
-            us(q.max_ns)
+        s += &own(
+            &format!(
+                "generator wake-up delay (response's last byte in the kernel → tlsperf read it; in no latency, {} responses)",
+                d.quantiles.count
+            ),
+            d,
         );
     }
     if !r.errors.is_empty() {
