@@ -4,7 +4,7 @@
 # cache and tickets on), a new connection per request: the client never resuming
 # (`--resume off`: every handshake full) and resuming by ticket (`--resume tickets`),
 # in alternating order over ROUNDS pairs; then `tlsperf compare` of each pair (the change
-# on the confirmation runs, with its range over the two brackets). To set beside the
+# on what each side's steps show, with its range over the two 90% intervals). To set beside the
 # lab's resumption group (`tlsperf lab --only resumption`: handshakes/s of a closed
 # loop, tickets against off).
 #

@@ -1429,7 +1429,8 @@ fn json_report_of_a_non_utf8_path_is_refused_before_writing() {
 }
 
 /// A valid capacity result of one process (`share` of `n`), built as a search writes it:
-/// ramp 100/s pass, 200/s fail, both ends confirmed (capacity 100/s in [100, 200]).
+/// a ramp step at 50/s, then steps passing up to 100/s and failing from 105/s, twice
+/// each (a capacity near 100/s).
 fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
     use tlsperf::capacity::result::{Outcome, Rules, Step, StepCpu, StepKind, Verdict, conclude};
     use tlsperf::capacity::{CapacityResult, Slo};
@@ -1441,12 +1442,11 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
         step_min_s: 1.0,
         step_max_s: 10.0,
         generator_cpu_max: 0.9,
-        resolution: 0.05,
+        resolution: 0.2,
         start_rate: 100.0,
         factor: 2.0,
         max_rate: 10_000.0,
         min_rate: 1.0,
-        confirm_min_s: 2.0,
     };
     let part = share.map_or(1.0, |(_, n)| 1.0 / f64::from(n));
     let step = |index: u32, kind: StepKind, rate: f64, ms: u64| {
@@ -1489,6 +1489,7 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
             server_runqueue_wait_s: None,
             server_cpu_us_per_request: None,
             steal: None,
+            late_start_s: None,
             verdict: Verdict::Pass,
             why: String::new(),
             enough_samples: true,
@@ -1496,12 +1497,14 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
         s.judge(&slo, &rules);
         s
     };
-    let steps = vec![
-        step(1, StepKind::Ramp, 100.0, 2),
-        step(2, StepKind::Ramp, 200.0, 50),
-        step(3, StepKind::Confirm, 100.0, 2),
-        step(4, StepKind::Confirm, 200.0, 50),
-    ];
+    let mut steps = vec![step(1, StepKind::Ramp, 50.0, 2)];
+    for _ in 0..2 {
+        for f in [0.8, 0.9, 0.95, 1.0] {
+            let i = steps.len() as u32 + 1;
+            steps.push(step(i, StepKind::Probe, 100.0 * f, 2));
+            steps.push(step(i + 1, StepKind::Probe, 105.0 / f, 50));
+        }
+    }
     let c = conclude(&steps, &rules, Outcome::TimeLimit);
     assert_eq!(c.outcome, Outcome::Capacity, "{}", c.message);
     let mut r = CapacityResult {
@@ -1582,7 +1585,7 @@ fn hostile_capacity_documents_are_refused() {
         (
             "completed > attempted",
             Box::new(|v| v["steps"][1]["completed"] = json!(5000)),
-            "step 2 of 4: 5000 completed + 0 failed is not the 200 attempted",
+            "step 2 of 17: 5000 completed + 0 failed is not the 200 attempted",
         ),
         (
             "a negative share",
@@ -1637,7 +1640,7 @@ fn hostile_capacity_documents_are_refused() {
         (
             "a capacity outside its own interval",
             Box::new(|v| v["capacity_per_s"] = json!(500.0)),
-            "capacity_per_s 500 is outside its own interval_per_s [100, 200]",
+            "capacity_per_s 500 is outside its own interval_per_s",
         ),
         (
             "an objective of p250 ≤ −30 ms",

@@ -40,10 +40,8 @@ fn read(path: &Path) -> Value {
 /// The search options shared by the tests: a p50 objective (20 samples a step, so
 /// short steps; on a 2-core machine shared with builds a p99 objective's tail would
 /// be the machine's, not the server's), half-second steps, bounded in time.
-const SMALL: [&str; 16] = [
+const SMALL: [&str; 14] = [
     "--new-conn",
-    "--confirm-min",
-    "1s",
     "--step-min",
     "500ms",
     "--step-max",
@@ -134,26 +132,22 @@ fn a_search_finishes_with_a_consistent_result() {
             v["interval_per_s"][0].as_f64().unwrap(),
             v["interval_per_s"][1].as_f64().unwrap(),
         ];
-        assert_eq!(cap, lo);
+        assert!(lo <= cap && cap <= hi, "{lo} {cap} {hi}");
         assert!(hi > lo && hi / lo - 1.0 <= 0.25 + 1e-9, "{lo}..{hi}");
-        // The answer rests on two confirmation runs: one that passed at the capacity and
-        // one that failed at the lowest failure; the search ends with one of them.
-        let confirm = |verdict: &str, rate: f64| {
-            steps.iter().any(|s| {
-                s["kind"] == "confirm"
-                    && s["verdict"] == verdict
-                    && s["offered_per_s"].as_f64() == Some(rate)
-            })
-        };
-        assert!(confirm("pass", cap), "{steps:?}");
-        assert!(confirm("fail", hi), "{steps:?}");
-        assert_eq!(steps.last().unwrap()["kind"], "confirm");
+        // After the ramp, the design placed the steps: a pass and a failure at least.
+        assert!(steps.iter().any(|s| s["verdict"] == "pass"), "{steps:?}");
+        assert!(steps.iter().any(|s| s["verdict"] == "fail"), "{steps:?}");
+        assert!(
+            steps
+                .iter()
+                .all(|s| s["kind"] == "ramp" || s["kind"] == "probe"),
+            "{steps:?}"
+        );
     } else {
         eprintln!(
             "NOTE: no capacity on this machine now ({outcome}): {}",
             v["message"]
         );
-        assert!(v["capacity_per_s"].is_null());
     }
     // Every field is documented in docs/json.md, and every documented one is there.
     let documented = documented_fields();
@@ -181,7 +175,7 @@ fn a_search_finishes_with_a_consistent_result() {
         out.to_str().unwrap(),
         "--json",
     ]);
-    if outcome == "capacity" {
+    if v["capacity_per_s"].is_f64() {
         assert_eq!(cmp.code, 0, "{}", cmp.stderr);
         let c: Value = serde_json::from_str(&cmp.stdout).unwrap();
         assert_eq!(c["schema"], "tlsperf-compare/1");
@@ -191,7 +185,7 @@ fn a_search_finishes_with_a_consistent_result() {
     } else {
         assert_eq!(cmp.code, 2, "{}", cmp.stderr);
         assert!(
-            cmp.stderr.contains("no confirmed capacity"),
+            cmp.stderr.contains("its steps bound no capacity"),
             "{}",
             cmp.stderr
         );
@@ -434,8 +428,8 @@ fn two_processes_share_a_rate_start_together_and_merge() {
             + vb["requests"]["attempted"].as_u64().unwrap()
     );
 
-    // A capacity search in two shares: a loose objective and a low --max-rate, so both
-    // processes pass every step and their step tables line up.
+    // A capacity plan in two shares: a loose objective and a low --max-rate, so both
+    // processes pass every step, at the same instants.
     let at = in_secs(3);
     let cap = |share: &str, out: &Path| {
         let mut args: Vec<String> = vec![
@@ -453,6 +447,8 @@ fn two_processes_share_a_rate_start_together_and_merge() {
                 "100",
                 "--threads",
                 "1",
+                "--plan",
+                "25,50,100",
                 "--rate-share",
                 share,
                 "--start-at",
@@ -731,4 +727,137 @@ fn a_server_that_never_answers_still_gets_its_result_written() {
             .unwrap()
             .contains("no-answer")
     );
+}
+
+/// Two `load --new-conn --rate 200 --rate-share i/2 --start-at` processes interleave
+/// exactly: the gaps between consecutive SYNs to the server (tcpdump on lo, both
+/// processes' together) are 1/R = 5 ms at the quartiles, within ±25% (±10% on a quiet
+/// machine, 4.92–5.06 ms measured; this test runs beside others in a debug build; the
+/// gaps came out 2.05 and 7.92 ms at the quartiles before the fix). Before each
+/// process anchored its schedule at `--start-at` itself, it anchored at its own wake-up
+/// (tokio's millisecond timer): the two schedules were offset at random, and the gaps
+/// alternated short and long (p25 0.647 ms, p75 2.685 ms against 1.667 ms in the issue).
+#[test]
+fn shared_rates_interleave_exactly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    if !common::have(
+        "tcpdump",
+        "SYN gaps of shared rates (apt-get install tcpdump)",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let s = Serve::ecdsa_writing_ca(&ca, &[]);
+    let port = s.port.to_string();
+    // Its lines go to a file: a pipe read only at the end would fill and block it.
+    let lines = dir.path().join("syn.txt");
+    let mut dump = Command::new("tcpdump")
+        .args([
+            "-i",
+            "lo",
+            "-n",
+            "-tt",
+            "-l",
+            "--immediate-mode",
+            "-B",
+            "65536",
+        ])
+        .args(["tcp[tcpflags] == tcp-syn and dst port", &port])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&lines).unwrap())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(dump.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("listening on") {
+        line.clear();
+    }
+    let at = in_secs(2);
+    let spawn = |share: &str| {
+        Command::new(common::bin())
+            .args(["load", &s.url(), "--cacert", ca.to_str().unwrap()])
+            .args(["--new-conn", "--rate", "200", "-d", "3s", "-c", "16"])
+            .args(["--rate-share", share, "--start-at", &at, "-q"])
+            .env("NO_COLOR", "1")
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn("1/2"), spawn("2/2"));
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = Command::new("kill")
+        .args(["-INT", &dump.id().to_string()])
+        .status();
+    dump.wait().unwrap();
+    let mut t: Vec<f64> = std::fs::read_to_string(&lines)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    t.sort_by(f64::total_cmp);
+    assert!(t.len() >= 540, "{} SYNs", t.len());
+    let mut gaps: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]) * 1e3).collect();
+    gaps.sort_by(f64::total_cmp);
+    let q = |p: f64| gaps[((gaps.len() - 1) as f64 * p) as usize];
+    let (p25, p75) = (q(0.25), q(0.75));
+    assert!(
+        (3.75..=6.25).contains(&p25) && (3.75..=6.25).contains(&p75),
+        "SYN gaps p25 {p25:.3} ms, p75 {p75:.3} ms, against 5 ms"
+    );
+}
+
+/// A process of a `--plan` that is stopped (SIGSTOP) past a step's instant notices it
+/// fell behind the shared schedule: it skips the steps it reached late (invalid, with
+/// their `late_start_s`), says so, and runs the rest of the plan at their instants, so
+/// that its steps stay in step with the other processes'.
+#[test]
+fn a_plan_process_that_falls_behind_skips_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let s = Serve::ecdsa_writing_ca(&ca, &[]);
+    let out = dir.path().join("plan.json");
+    let at = in_secs(2);
+    let child = std::process::Command::new(common::bin())
+        .args(["capacity", &s.url(), "--cacert", ca.to_str().unwrap()])
+        .args(["--slo", "p50=1s", "--plan", "40,40,40,40", "--new-conn"])
+        .args(["--step-min", "500ms", "--step-max", "1s", "--timeout", "1s"])
+        .args(["--start-at", &at, "-q", "--out", out.to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    // Steps are 2 s apart (1 s step at most, 1 s timeout, 0.5 s cooldown); stopped 2.2 s
+    // into the plan, for 3 s: it wakes past at least one step's instant.
+    std::thread::sleep(Duration::from_millis(4200));
+    let signal = |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+    };
+    assert!(signal("-STOP").success());
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(signal("-CONT").success());
+    let run = child.wait_with_output().unwrap();
+    let v = read(&out);
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4, "{steps:?}: {:?}", run.status);
+    let skipped: Vec<&Value> = steps
+        .iter()
+        .filter(|s| s["late_start_s"].as_f64().is_some_and(|l| l > 0.1))
+        .collect();
+    assert!(!skipped.is_empty(), "{steps:?}");
+    for s in &skipped {
+        assert_eq!(s["verdict"], "invalid", "{s}");
+        assert_eq!(s["attempted"], 0, "{s}");
+        assert!(s["why"].as_str().unwrap().starts_with("skipped"), "{s}");
+    }
+    // The steps after it ran again at their instants.
+    assert_eq!(steps[3]["verdict"], "pass", "{}", steps[3]);
+    let w = v["warnings"].to_string();
+    assert!(w.contains("fell behind the shared schedule"), "{w}");
 }

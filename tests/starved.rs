@@ -13,15 +13,13 @@ use common::Serve;
 static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A short capacity search at p99 ≤ 20 ms from 50/s, new connections, at most 40 s.
-const SEARCH: [&str; 15] = [
+const SEARCH: [&str; 13] = [
     "--slo",
     "p99=20ms",
     "--new-conn",
     "--step-min",
     "500ms",
     "--step-max",
-    "1s",
-    "--confirm-min",
     "1s",
     "--timeout",
     "2s",

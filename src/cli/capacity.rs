@@ -29,8 +29,8 @@ const STEP_MIN: Duration = Duration::from_secs(4);
 #[command(
     after_help = "Exit codes: 0 with an answer (a capacity, or above --max-rate / below \
 the lowest rate), 1 when the server does not answer (every request of a step refused, not \
-TLS or not trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time before a \
-confirmed answer), 130 interrupted. The result is printed, and written to --out / --html, \
+TLS or not trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time, --max-steps or \
+the end of a --plan before an interval within --resolution), 130 interrupted. The result is printed, and written to --out / --html, \
 in every case but 2."
 )]
 pub struct CapacityArgs {
@@ -59,10 +59,17 @@ pub struct CapacityArgs {
     /// Ramp factor between steps (greater than 1).
     #[arg(long, default_value_t = 2.0)]
     factor: f64,
-    /// Stop the bisection when the lowest failing rate is within this fraction above the
-    /// highest passing one (e.g. 0.05 for 5%).
-    #[arg(long, default_value_t = 0.05)]
+    /// Stop when the capacity's 90% credible interval is this narrow: its high end
+    /// within this fraction above its low end (0.2 for 20%). The capacity is the rate at
+    /// which a step meets the objective with probability 0.9.
+    #[arg(long, default_value_t = 0.2)]
     resolution: f64,
+    /// Run these rates (requests/s, all generator processes together; comma-separated,
+    /// in this order, at most 1,000) instead of searching, each step at a fixed instant,
+    /// and estimate the capacity from them. Generator processes sharing a rate
+    /// (--rate-share) need one: they cannot see each other's steps.
+    #[arg(long, value_name = "RATES", value_delimiter = ',')]
+    plan: Option<Vec<f64>>,
     /// Shortest step (each is sized for enough answers at its rate) [default: 4s, or
     /// --step-max when that is shorter]. Near the knee a server's queue takes seconds
     /// to reach its steady state: a step of a second or two starts from an empty queue
@@ -72,13 +79,9 @@ pub struct CapacityArgs {
     /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
     #[arg(long, default_value = "30s", value_parser = super::duration::parse_positive)]
     step_max: Duration,
-    /// Shortest confirmation run at the answer (a step of a second or two near the knee
-    /// can pass by luck; the answer rests on a run at least this long).
-    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
-    confirm_min: Duration,
-    /// Start no step that would end after this long (the search then reports what it
-    /// bracketed, unconfirmed).
-    #[arg(long, default_value = "5m", value_parser = super::duration::parse_positive)]
+    /// Start no step that would end after this long (the search then reports its
+    /// estimate with the interval it reached).
+    #[arg(long, default_value = "3m", value_parser = super::duration::parse_positive)]
     max_time: Duration,
     /// At most this many steps.
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -97,8 +100,8 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "PID")]
     server_pid: Option<u32>,
     /// Send the i-th of n equal shares of each step's rate (several generator processes
-    /// or machines as one search; start them with one --start-at and merge their
-    /// results with `tlsperf merge`).
+    /// or machines as one search; give them one --plan and one --start-at, and merge
+    /// their results with `tlsperf merge`).
     #[arg(long, value_name = "i/n")]
     rate_share: Option<RateShare>,
     /// Start at this wall-clock instant (RFC 3339); every step then starts at a fixed
@@ -128,6 +131,7 @@ pub struct CapacityArgs {
 /// Runs `tlsperf capacity`.
 pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     let rules = rules(&args)?;
+    let plan = plan(&args)?;
     let aligned_from = args
         .start_at
         .map(crate::load::share::start_instant)
@@ -185,6 +189,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         connections: args.connections.map(|c| c as usize),
         cooldown: Duration::from_millis(500),
         share: args.rate_share.map(|s| (s.i, s.n)),
+        plan,
         aligned_from,
         load: LoadGenOptions {
             requests: None,
@@ -278,6 +283,31 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     outcome_status(&result)
 }
 
+/// `--plan`'s rates, each one `load --rate` accepts; `--rate-share` needs a plan.
+fn plan(args: &CapacityArgs) -> Result<Option<Vec<f64>>, CliError> {
+    if args.rate_share.is_some() && args.plan.is_none() {
+        return Err(CliError::input(
+            "--rate-share needs --plan: processes that cannot see each other's steps would \
+             each steer a search by their own share's measurements and part ways; give every \
+             process the same --plan RATES (and one --start-at), then merge their results",
+        ));
+    }
+    let Some(rates) = &args.plan else {
+        return Ok(None);
+    };
+    if rates.is_empty() || rates.len() > 1000 {
+        return Err(CliError::input(format!(
+            "--plan has {} rates: give 1 to 1000",
+            rates.len()
+        )));
+    }
+    let rates = rates
+        .iter()
+        .map(|&r| super::load::check_rate("--plan", r))
+        .collect::<Result<Vec<f64>, CliError>>()?;
+    Ok(Some(rates))
+}
+
 /// The search's rules from the flags.
 fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
     let start = super::load::check_rate("--start-rate", args.start_rate)?;
@@ -324,7 +354,6 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         factor: args.factor,
         max_rate: max,
         min_rate: 1.0_f64.min(start),
-        confirm_min_s: args.confirm_min.as_secs_f64(),
     })
 }
 

@@ -97,7 +97,8 @@ pub struct LoadGenOptions {
     pub schedule_offset: Duration,
     /// Start at this instant (`--start-at`: several processes start together): the
     /// target is resolved and the server's CPU sampling started before, then the run
-    /// waits; `None`: at once.
+    /// waits, and its send schedule is anchored at this instant, not at its wake-up;
+    /// `None`: at once.
     pub start_at: Option<Instant>,
 }
 
@@ -516,8 +517,11 @@ pub async fn run(
     let resolved = conn::resolve(&target.host, target.port).await?;
     let dns = t_dns.elapsed();
     if let Some(t) = opts.start_at {
+        // On a timerfd, not tokio's millisecond timer: processes started together wake
+        // within microseconds of the instant, not up to a tick after it.
+        let mut pacer = pace::Pacer::new();
         tokio::select! {
-            () = tokio::time::sleep_until(t.into()) => {}
+            () = pacer.wait_until(t) => {}
             () = progress.stopping() => {}
         }
     }
@@ -532,7 +536,14 @@ pub async fn run(
     let started_wall = time::OffsetDateTime::now_utc();
     let cpu0 = usage::self_cpu();
     let wait0 = usage::self_runqueue_wait();
-    let start = Instant::now();
+    // The schedule is anchored at --start-at itself, whenever this process woke: every
+    // process sharing a rate computes the same send instants, so their sends interleave
+    // exactly (a process that woke late sends what fell due at once, and its pacing
+    // lateness says by how much).
+    let start = opts
+        .start_at
+        .filter(|_| !stopped_before_start)
+        .unwrap_or_else(Instant::now);
     let uri: http::Uri = format!("https://{}{}", target.authority, target.path)
         .parse()
         .map_err(|e| ConnectError::Http {

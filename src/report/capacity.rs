@@ -100,7 +100,8 @@ pub fn text(r: &CapacityResult) -> String {
         "rule: each step sized for {} answers (10 above the highest percentile), {}–{} s; a \
          failing step is invalid when the generator was busy ({:.0}% of the CPUs it may use) \
          or the objective held from each request's actual send instant (the failure was the \
-         generator's lateness){}",
+         generator's lateness); the capacity is the rate at which a step meets the objective \
+         with probability 90%, estimated from every valid step{}",
         group(r.rules.samples_needed as f64),
         r.rules.step_min_s,
         r.rules.step_max_s,
@@ -130,7 +131,7 @@ pub fn text(r: &CapacityResult) -> String {
     for l in t.lines() {
         let _ = writeln!(s, "{}", l.trim_end());
     }
-    // A confirmed capacity's message names it already ("capacity 750/s (confirmed; …)").
+    // A capacity's message names it already ("capacity 750/s: the rate at which…").
     match r.outcome {
         Outcome::Capacity => {
             let _ = writeln!(s, "{}", r.message);
@@ -149,12 +150,12 @@ pub fn text(r: &CapacityResult) -> String {
 }
 
 /// A comparison of two capacity results (a `tlsperf-compare/1` document of kind
-/// `capacity`): the capacities, the change and the brackets' verdict.
+/// `capacity`): the capacities, the change and the intervals' verdict.
 pub fn comparison(c: &CompareDocument) -> String {
     let mut s = format!(
-        "capacity results compared, B against A, on their confirmation runs (B is higher \
-         only where it met the objective at a rate A failed at, above every rate a step of A \
-         passed at)\nA: {}\nB: {}\n",
+        "capacity results compared, B against A, on what their steps show (each side's \
+         capacity estimated again from its steps; B is higher only where its 90% interval \
+         lies wholly above A's)\nA: {}\nB: {}\n",
         c.a.path, c.b.path
     );
     for r in &c.compared.rows {
@@ -306,21 +307,17 @@ pub fn html(r: &CapacityResult) -> String {
 mod tests {
     use super::*;
     use crate::capacity::StepKind::{Bisect, Confirm, Ramp};
-    use crate::capacity::result::tests::{result_of, step};
+    use crate::capacity::result::tests::{knee_steps, result_of, step};
 
-    /// The last line says how the search ended, once: "capacity 300/s (confirmed; …)",
+    /// The last line says how the search ended, once: "capacity 300/s: the rate…",
     /// not "capacity: capacity 300/s"; other outcomes are named before their message.
     #[test]
     fn the_text_names_the_outcome_once() {
-        let confirmed = result_of(vec![
-            step(1, Ramp, 100.0, 2, 200),
-            step(2, Ramp, 400.0, 50, 200),
-            step(3, Confirm, 300.0, 2, 2000),
-            step(4, Confirm, 400.0, 50, 2000),
-        ]);
-        assert_eq!(confirmed.outcome, Outcome::Capacity);
-        let t = text(&confirmed);
-        assert!(t.contains("\ncapacity 300/s (confirmed"), "{t}");
+        let found = result_of(knee_steps(300.0, 315.0));
+        assert_eq!(found.outcome, Outcome::Capacity, "{}", found.message);
+        let t = text(&found);
+        assert!(t.contains("\ncapacity 29"), "{t}");
+        assert!(t.contains("probability 90% (90% credible interval"), "{t}");
         assert!(!t.contains("capacity: capacity"), "{t}");
         let open = result_of(vec![step(1, Ramp, 100.0, 2, 200)]);
         assert!(
@@ -330,7 +327,8 @@ mod tests {
         );
     }
 
-    /// The knee chart draws the band where the steps disagreed as a box, and only then.
+    /// The knee chart draws the band where the steps disagreed as a box, and only then
+    /// (documents of the bisecting search too).
     #[test]
     fn the_knee_chart_boxes_a_disputed_band() {
         // A 2-ms (passing) bisection step at 375/s above a failed confirmation at 350/s.
