@@ -861,3 +861,133 @@ fn a_plan_process_that_falls_behind_skips_and_says_so() {
     let w = v["warnings"].to_string();
     assert!(w.contains("fell behind the shared schedule"), "{w}");
 }
+
+/// A server that sheds load with fast 503s above 150 requests/s (a token bucket) passes
+/// no objective above that rate: its capacity is found where it starts shedding, not
+/// at the rate its fast error answers would allow. Each connection carries one request
+/// (`--new-conn`), answered on a thread of its own.
+#[test]
+fn a_server_shedding_with_503_gets_the_capacity_where_it_sheds() {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+    use tlsperf::pki::{PkiOptions, TestPki};
+    const RATE: f64 = 150.0;
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::generate(&PkiOptions::default()).unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, &pki.root.pem).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(pki.server_chain(), pki.server.private_key_der())
+            .unwrap(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // (tokens, when last filled): at most RATE a second, bursts of a tenth of a second.
+    let bucket = Arc::new(Mutex::new((RATE / 10.0, Instant::now())));
+    let shed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = Arc::clone(&shed);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(200_000) {
+            let Ok(tcp) = stream else { continue };
+            let (config, bucket, shed) = (
+                Arc::clone(&config),
+                Arc::clone(&bucket),
+                Arc::clone(&counted),
+            );
+            std::thread::spawn(move || {
+                let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+                let Ok(conn) = rustls::ServerConnection::new(config) else {
+                    return;
+                };
+                let mut tls = rustls::StreamOwned::new(conn, tcp);
+                let mut req = Vec::new();
+                let mut buf = [0u8; 2048];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut buf) {
+                        Ok(n) if n > 0 => req.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                let allowed = {
+                    let mut b = bucket.lock().unwrap();
+                    let now = Instant::now();
+                    b.0 = (b.0 + (now - b.1).as_secs_f64() * RATE).min(RATE / 10.0);
+                    b.1 = now;
+                    if b.0 >= 1.0 {
+                        b.0 -= 1.0;
+                        true
+                    } else {
+                        false
+                    }
+                };
+                let status = if allowed {
+                    "200 OK"
+                } else {
+                    shed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    "503 Service Unavailable"
+                };
+                let _ = write!(
+                    tls,
+                    "HTTP/1.1 {status}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                );
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+            });
+        }
+    });
+    let out = dir.path().join("shed.json");
+    let url = format!("https://localhost:{port}/");
+    let run = tlsperf([
+        "capacity",
+        &url,
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--slo",
+        "p50=200ms",
+        "--new-conn",
+        "--start-rate",
+        "40",
+        "--step-min",
+        "2s",
+        "--step-max",
+        "3s",
+        "--timeout",
+        "2s",
+        "--resolution",
+        "0.3",
+        "--max-time",
+        "100s",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let v = read(&out);
+    assert!(
+        shed.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the server never shed: {}",
+        v["message"]
+    );
+    // Every step above the shedding rate failed on its 503s, counted as errors.
+    for s in v["steps"].as_array().unwrap() {
+        let rate = s["offered_per_s"].as_f64().unwrap();
+        if rate >= 1.3 * RATE && s["verdict"] != "invalid" {
+            assert_eq!(s["verdict"], "fail", "{s}");
+            assert!(s["failed"].as_u64().unwrap() > 0, "{s}");
+        }
+    }
+    let cap = v["capacity_per_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no capacity (exit {}): {}", run.code, v["message"]));
+    assert!(
+        (0.6 * RATE..=1.3 * RATE).contains(&cap),
+        "capacity {cap}/s against shedding from {RATE}/s: {}",
+        v["message"]
+    );
+    eprintln!("shedding from {RATE}/s: {}", v["message"]);
+}
