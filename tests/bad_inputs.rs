@@ -1447,6 +1447,7 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
         factor: 2.0,
         max_rate: 10_000.0,
         min_rate: 1.0,
+        warmup_s: 0.0,
     };
     let part = share.map_or(1.0, |(_, n)| 1.0 / f64::from(n));
     let step = |index: u32, kind: StepKind, rate: f64, ms: u64| {
@@ -1463,6 +1464,7 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
             share: part,
             machines: 1,
             length_s: 2.0,
+            warmup_s: 0.0,
             duration_s: 2.0,
             connections: 4,
             attempted: n,

@@ -116,6 +116,14 @@ fn a_search_finishes_with_a_consistent_result() {
         let attempted = st["attempted"].as_u64().unwrap();
         let done = st["completed"].as_u64().unwrap() + st["failed"].as_u64().unwrap();
         assert_eq!(attempted, done, "{st}");
+        // A warm-up of 1 s (the default) came first, and its requests count in no
+        // figure: the step holds those due within its measured length only.
+        assert!(st["warmup_s"].as_f64().unwrap() >= 1.0, "{st}");
+        let due = st["offered_per_s"].as_f64().unwrap() * st["length_s"].as_f64().unwrap();
+        assert!(
+            attempted as f64 <= due.ceil() + 1.0,
+            "{attempted} > {due}: {st}"
+        );
         // Every answer's corrected latency is in the step's histogram.
         assert_eq!(
             st["latency_corrected"]["quantiles"]["count"]
@@ -825,6 +833,7 @@ fn a_plan_process_that_falls_behind_skips_and_says_so() {
         .args(["capacity", &s.url(), "--cacert", ca.to_str().unwrap()])
         .args(["--slo", "p50=1s", "--plan", "40,40,40,40", "--new-conn"])
         .args(["--step-min", "500ms", "--step-max", "1s", "--timeout", "1s"])
+        .args(["--warmup", "0s"])
         .args(["--start-at", &at, "-q", "--out", out.to_str().unwrap()])
         .env("NO_COLOR", "1")
         .spawn()

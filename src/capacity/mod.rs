@@ -101,6 +101,20 @@ pub fn slots_for(rate: f64, slo: &Slo) -> usize {
     ((rate * largest * 2.0).ceil() as usize).clamp(4, 10_000)
 }
 
+/// The connection slots of one process's step at `own_rate`: `-c`, or [`slots_for`].
+fn slots(opts: &CapacityOptions, own_rate: f64) -> usize {
+    opts.connections
+        .unwrap_or_else(|| slots_for(own_rate, &opts.slo))
+}
+
+/// A step's warm-up: [`Rules::warmup_s`], at most 10 s. (The slots a step uses open
+/// their connections as they take their first send instants: at a rate within the
+/// objective, far fewer than the slots sized for the worst case, in a fraction of the
+/// warm-up.)
+pub fn warmup(opts: &CapacityOptions) -> Duration {
+    Duration::from_secs_f64(opts.rules.warmup_s.clamp(0.0, 10.0))
+}
+
 /// A step's length for `rate`: 1.1 × the time [`Rules::samples_needed`] answers take at
 /// that rate, within `step_min_s ..= step_max_s`.
 pub fn step_length(rate: f64, rules: &Rules) -> Duration {
@@ -290,8 +304,9 @@ pub async fn run(
             Err(outcome) => break outcome,
         };
         let length = step_length(rate, &opts.rules);
+        let warm = warmup(&opts);
         let start_at = planned.unwrap_or_else(Instant::now);
-        if start_at + length > began + opts.max_time {
+        if start_at + warm + length > began + opts.max_time {
             break Outcome::TimeLimit;
         }
         let index = steps.len() as u32 + 1;
@@ -347,7 +362,7 @@ pub async fn run(
         {
             break Outcome::GeneratorBound;
         }
-        planned = planned.map(|t| t + length + opts.load.timeout + opts.cooldown);
+        planned = planned.map(|t| t + warm + length + opts.load.timeout + opts.cooldown);
         if planned.is_none() {
             tokio::select! {
                 () = tokio::time::sleep(opts.cooldown) => {}
@@ -585,16 +600,16 @@ async fn run_step(
         planned,
     } = plan;
     let own_rate = rate * share;
-    let connections = opts
-        .connections
-        .unwrap_or_else(|| slots_for(own_rate, &opts.slo));
+    let connections = slots(opts, own_rate);
+    let warm = warmup(opts);
     // Process i of n starts (i − 1)/rate after the first: their sends interleave.
     let offset = opts.share.map_or(Duration::ZERO, |(i, _)| {
         Duration::from_secs_f64(f64::from(i - 1) / rate.max(1e-9))
     });
     let mut load_opts = opts.load.clone();
     load_opts.rate = Some(own_rate);
-    load_opts.duration = Some(length);
+    load_opts.duration = Some(warm + length);
+    load_opts.warmup = warm;
     load_opts.requests = None;
     load_opts.connections = connections;
     load_opts.schedule_offset = offset;
@@ -647,6 +662,7 @@ async fn run_step(
         share,
         machines: 1,
         length_s: length.as_secs_f64(),
+        warmup_s: warm.as_secs_f64(),
         duration_s: r.duration_s,
         connections: connections as u64,
         attempted: r.requests.attempted,
@@ -743,6 +759,7 @@ fn skipped_step(
         share,
         machines: 1,
         length_s: length.as_secs_f64(),
+        warmup_s: 0.0,
         duration_s: 0.0,
         connections: 0,
         attempted: 0,

@@ -94,6 +94,11 @@ pub struct Rules {
     pub max_rate: f64,
     /// Lowest rate tried (the ramp down stops there).
     pub min_rate: f64,
+    /// Each step's warm-up (seconds, at least; [`Step::warmup_s`]): requests due in it
+    /// open the connection slots and gather their resumption state, and count in no
+    /// figure. 0 in documents written before it existed.
+    #[serde(default)]
+    pub warmup_s: f64,
 }
 
 /// The generator's CPU during a step.
@@ -163,8 +168,14 @@ pub struct Step {
     pub share: f64,
     /// Processes whose measurements this step holds.
     pub machines: u32,
-    /// The planned length (seconds): requests were due within it.
+    /// The planned length (seconds): requests were due within it, after the warm-up.
     pub length_s: f64,
+    /// The warm-up before it (seconds): the step sent at its rate for this long first,
+    /// opening its connection slots and their resumption state, and left those requests
+    /// out of every figure ([`Rules::warmup_s`]). 0 in documents written before it
+    /// existed.
+    #[serde(default)]
+    pub warmup_s: f64,
     /// Wall seconds from the step's start to the later of its end and its last response
     /// (the load result's `duration_s`; the longest of merged processes').
     pub duration_s: f64,
@@ -944,6 +955,7 @@ impl Rules {
         }
         check_secs("step_min_s", self.step_min_s, true)?;
         check_secs("step_max_s", self.step_max_s, true)?;
+        check_secs("warmup_s", self.warmup_s, false)?;
         if self.step_min_s > self.step_max_s {
             return Err(format!(
                 "step_min_s {} is longer than step_max_s {}",
@@ -1027,6 +1039,7 @@ impl Step {
         if let Some(l) = self.late_start_s {
             check_secs("late_start_s", l, false)?;
         }
+        check_secs("warmup_s", self.warmup_s, false)?;
         if let Some(st) = self.steal {
             within(st, 0.0, 1.0, || {
                 format!("steal {} is not within 0 ..= 1", figure(st))
@@ -1456,6 +1469,7 @@ pub(crate) mod tests {
             factor: 2.0,
             max_rate: 10_000.0,
             min_rate: 1.0,
+            warmup_s: 0.0,
         }
     }
 
@@ -1518,6 +1532,7 @@ pub(crate) mod tests {
             share: 1.0,
             machines: 1,
             length_s: n as f64 / rate,
+            warmup_s: 0.0,
             duration_s: n as f64 / rate,
             connections: 4,
             attempted: n,

@@ -76,6 +76,12 @@ pub struct CapacityArgs {
     /// and passes by luck.
     #[arg(long, value_parser = super::duration::parse_positive)]
     step_min: Option<Duration>,
+    /// Warm-up before each step's measured window: requests due in it open the
+    /// connection slots and gather their resumption state, and count in no figure (at
+    /// most 10 s). A step that opened all its connections at once would measure that
+    /// burst, not the server's steady state.
+    #[arg(long, default_value = "1s", value_parser = super::duration::parse)]
+    warmup: Duration,
     /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
     #[arg(long, default_value = "30s", value_parser = super::duration::parse_positive)]
     step_max: Duration,
@@ -210,6 +216,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             addrs: Vec::new(),
             config_per_connection: None,
             schedule_offset: Duration::ZERO,
+            warmup: Duration::ZERO,
             start_at: None,
         },
     };
@@ -354,6 +361,7 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         factor: args.factor,
         max_rate: max,
         min_rate: 1.0_f64.min(start),
+        warmup_s: args.warmup.min(Duration::from_secs(10)).as_secs_f64(),
     })
 }
 

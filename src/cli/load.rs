@@ -235,6 +235,7 @@ fn resolve(
             (Some(s), Some(r)) => s.offset(r),
             _ => Duration::ZERO,
         },
+        warmup: Duration::ZERO,
         start_at,
     };
     Ok((target, built.config, load_opts))

@@ -42,7 +42,7 @@ pub struct CellCapacity {
 pub const STEP_MIN: Duration = Duration::from_secs(1);
 
 /// The search's rules in the lab: `tlsperf capacity`'s defaults, with steps of at most
-/// 10 s (the search is bounded by `--slo-time`).
+/// 10 s and warm-ups of at least 0.5 s (the search is bounded by `--slo-time`).
 fn rules(slo: &Slo) -> Rules {
     Rules {
         samples_needed: slo.samples_needed(),
@@ -54,6 +54,7 @@ fn rules(slo: &Slo) -> Rules {
         factor: 2.0,
         max_rate: 100_000.0,
         min_rate: 1.0,
+        warmup_s: 0.5,
     }
 }
 
@@ -112,6 +113,7 @@ pub(super) async fn search(
             addrs: l.addrs.clone(),
             config_per_connection: l.factory.clone(),
             schedule_offset: Duration::ZERO,
+            warmup: Duration::ZERO,
             start_at: None,
         },
     };

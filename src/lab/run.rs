@@ -350,6 +350,7 @@ async fn run_round(
         addrs: l.addrs.clone(),
         config_per_connection: l.factory.clone(),
         schedule_offset: Duration::ZERO,
+        warmup: Duration::ZERO,
         start_at: None,
     };
     let cpu0: Vec<Option<Duration>> = l

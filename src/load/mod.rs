@@ -95,6 +95,11 @@ pub struct LoadGenOptions {
     /// `--rate-share i/n`, process i starts (i − 1) ÷ rate after the first, so that the
     /// n processes' sends interleave evenly instead of arriving in bursts of n.
     pub schedule_offset: Duration,
+    /// Open loop with `-d`: requests due in the first `warmup` of the run are sent (they
+    /// open the connection slots and gather their resumption state) but left out of
+    /// every figure, which covers the run after it (its CPU and the server's too); the
+    /// duration includes it. Zero: everything counts.
+    pub warmup: Duration,
     /// Start at this instant (`--start-at`: several processes start together): the
     /// target is resolved and the server's CPU sampling started before, then the run
     /// waits, and its send schedule is anchored at this instant, not at its wake-up;
@@ -272,6 +277,9 @@ struct Shared {
     opened: AtomicU64,
     start: Instant,
     deadline: Option<Instant>,
+    /// Requests due before this instant are the warm-up ([`LoadGenOptions::warmup`]):
+    /// sent, left out of every figure.
+    measured_from: Instant,
     progress: Arc<Progress>,
     /// Tallies shared by slots (a few per worker thread): HDR histograms are large, one
     /// set per connection slot would cost megabytes each.
@@ -544,6 +552,12 @@ pub async fn run(
         .start_at
         .filter(|_| !stopped_before_start)
         .unwrap_or_else(Instant::now);
+    // The measured window begins after the warm-up (open loop with -d only).
+    let warmup = match (opts.rate, opts.duration) {
+        (Some(_), Some(d)) => opts.warmup.min(d),
+        _ => Duration::ZERO,
+    };
+    let measured_from = start + warmup;
     let uri: http::Uri = format!("https://{}{}", target.authority, target.path)
         .parse()
         .map_err(|e| ConnectError::Http {
@@ -561,6 +575,7 @@ pub async fn run(
         preferred: AtomicUsize::new(0),
         config,
         deadline: opts.duration.map(|d| start + d),
+        measured_from,
         opts: opts.clone(),
         target,
         issued: AtomicU64::new(0),
@@ -595,6 +610,22 @@ pub async fn run(
                 }
             })
             .ok()
+    });
+    // Where the measured window begins after a warm-up: the generator's CPU and
+    // run-queue wait, and the server tree's first sample, taken again (the walk on a
+    // blocking thread, off the workers that carry connections).
+    let at_window = (!warmup.is_zero()).then(|| {
+        let (tree, pid) = (server_tree.clone(), opts.server_pid);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measured_from.into()).await;
+            if let (Some(tree), Some(pid)) = (tree, pid) {
+                let fresh = tokio::task::spawn_blocking(move || usage::TreeCpu::start(pid)).await;
+                if let Ok(Ok(t)) = fresh {
+                    *lock(&tree) = t;
+                }
+            }
+            (usage::self_cpu(), usage::self_runqueue_wait())
+        })
     });
     let slots: Vec<_> = (0..opts.connections.max(1))
         .map(|slot| tokio::spawn(slot_loop(slot, Arc::clone(&shared))))
@@ -634,9 +665,18 @@ pub async fn run(
         // It stops within one sample of the signal.
         let _ = tokio::task::spawn_blocking(move || s.join()).await;
     }
+    // The generator's figures from the measured window's start, when it began.
+    let (cpu0, wait0) = match at_window {
+        Some(h) if h.is_finished() => h.await.unwrap_or((cpu0, wait0)),
+        Some(h) => {
+            h.abort();
+            (cpu0, wait0)
+        }
+        None => (cpu0, wait0),
+    };
     let last_done = tallies.iter().filter_map(|t| t.last_done).max();
     let wall = window(
-        start,
+        measured_from,
         last_done,
         scheduled_end(start, &opts, count_done),
         progress.stopped_at(),
@@ -685,7 +725,7 @@ pub async fn run(
         link_counters: None,
         schema: <LoadResult as crate::doc::Document>::SCHEMA.into(),
         target: target_name,
-        started: started_wall
+        started: (started_wall + warmup)
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),
         duration_s: wall.as_secs_f64(),
@@ -943,7 +983,15 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                 After::Keep
             }
         };
-        let next: Result<After, (&'static str, Option<After>)> = {
+        // Due within the warm-up: it opened the connection (and its resumption
+        // state) for the measured window; it counts in no figure.
+        let warming = planned.is_some_and(|p| p < shared.measured_from);
+        let next: Result<After, (&'static str, Option<After>)> = if warming {
+            match outcome {
+                Ok(keep) => Ok(after(keep)),
+                Err(e) => Err((e.kind(), None)),
+            }
+        } else {
             let mut tally = match shard.lock() {
                 Ok(t) => t,
                 Err(poisoned) => poisoned.into_inner(),
@@ -974,7 +1022,9 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                     if let Some(p) = planned {
                         let _ = tally.corrected.record(done.saturating_duration_since(p));
                     }
-                    let i = (done.saturating_duration_since(shared.start).as_millis()
+                    let i = (done
+                        .saturating_duration_since(shared.measured_from)
+                        .as_millis()
                         / INTERVAL.as_millis()) as usize;
                     if tally.intervals.len() <= i {
                         tally.intervals.resize(i + 1, 0);
@@ -989,6 +1039,7 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             }
         };
         let next_on_conn = match next {
+            Ok(after) if warming => Some(after),
             Ok(after) => {
                 shared.progress.completed.fetch_add(1, Ordering::Relaxed);
                 completed += 1;
@@ -1323,6 +1374,7 @@ mod tests {
             addrs: Vec::new(),
             config_per_connection: None,
             schedule_offset: Duration::ZERO,
+            warmup: Duration::ZERO,
             start_at: None,
         }
     }
