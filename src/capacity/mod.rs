@@ -484,7 +484,8 @@ fn generator_cpu(r: &load::LoadResult) -> StepCpu {
     StepCpu {
         threads: g.threads,
         cpu_seconds: g.cpu_seconds,
-        utilization: g.cpu_seconds / (r.duration_s.max(1e-9) * cpus),
+        // Work, not the pacer's spin before send instants.
+        utilization: g.work_seconds() / (r.duration_s.max(1e-9) * cpus),
         cpus,
         runqueue_wait_s: g.runqueue_wait_s,
         apart_from_server: None,

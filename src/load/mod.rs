@@ -524,6 +524,14 @@ pub async fn run(
     let t_dns = Instant::now();
     let resolved = conn::resolve(&target.host, target.port).await?;
     let dns = t_dns.elapsed();
+    // One spin look's cost, measured once per process (before any wait or clock).
+    let spin_cost = match opts.rate {
+        Some(_) => tokio::task::spawn_blocking(pace::spin_look_cost)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
     if let Some(t) = opts.start_at {
         // On a timerfd, not tokio's millisecond timer: processes started together wake
         // within microseconds of the instant, not up to a tick after it.
@@ -544,6 +552,7 @@ pub async fn run(
     let started_wall = time::OffsetDateTime::now_utc();
     let cpu0 = usage::self_cpu();
     let wait0 = usage::self_runqueue_wait();
+    let spins0 = pace::spin_looks();
     // The schedule is anchored at --start-at itself, whenever this process woke: every
     // process sharing a rate computes the same send instants, so their sends interleave
     // exactly (a process that woke late sends what fell due at once, and its pacing
@@ -624,7 +633,11 @@ pub async fn run(
                     *lock(&tree) = t;
                 }
             }
-            (usage::self_cpu(), usage::self_runqueue_wait())
+            (
+                usage::self_cpu(),
+                usage::self_runqueue_wait(),
+                pace::spin_looks(),
+            )
         })
     });
     let slots: Vec<_> = (0..opts.connections.max(1))
@@ -666,14 +679,19 @@ pub async fn run(
         let _ = tokio::task::spawn_blocking(move || s.join()).await;
     }
     // The generator's figures from the measured window's start, when it began.
-    let (cpu0, wait0) = match at_window {
-        Some(h) if h.is_finished() => h.await.unwrap_or((cpu0, wait0)),
+    let (cpu0, wait0, spins0) = match at_window {
+        Some(h) if h.is_finished() => h.await.unwrap_or((cpu0, wait0, spins0)),
         Some(h) => {
             h.abort();
-            (cpu0, wait0)
+            (cpu0, wait0, spins0)
         }
-        None => (cpu0, wait0),
+        None => (cpu0, wait0, spins0),
     };
+    // The pacer's spin, estimated (open loop only: `spin_cost` is measured only for
+    // one): its looks at the clock × one look's cost.
+    let pacing_spin = spin_cost
+        .filter(|_| !stopped_before_start)
+        .map(|c| c.as_secs_f64() * pace::spin_looks().saturating_sub(spins0) as f64);
     let last_done = tallies.iter().filter_map(|t| t.last_done).max();
     let wall = window(
         measured_from,
@@ -799,6 +817,7 @@ pub async fn run(
             cpu_us_per_request: None,
             cpu_us_per_handshake: None,
             saturated: false,
+            pacing_spin_s: pacing_spin.map(|s| s.min(cpu.as_secs_f64())),
             runqueue_wait_s: runqueue_wait,
         },
         server,

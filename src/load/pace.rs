@@ -22,11 +22,19 @@
 //! When a timerfd cannot be created (out of file descriptors), the slot uses tokio's
 //! timer for step 1; the lateness that adds is measured and reported like any other.
 //!
+//! The spin's looks at the clock are counted ([`spin_looks`]), and one look's CPU cost is
+//! measured once per process ([`spin_look_cost`]), so that the generator's CPU can be
+//! reported without its spinning: at high rates, with sends due closer together than the
+//! lead, every slot spins and a thread that could send three times as fast shows ~100%
+//! busy.
+//!
 //! On a machine busy with other processes, a woken thread may also wait for the running
 //! task's scheduler slice to end: [`request_short_slice`] asks the kernel for short
 //! slices for the threads that send, which lets their wake-ups preempt.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
@@ -89,9 +97,66 @@ impl Pacer {
             self.wake_ns += (late.as_nanos() as f64 - self.wake_ns) / 8.0;
         }
         while Instant::now() < t {
+            SPIN_LOOKS.fetch_add(1, Ordering::Relaxed);
             tokio::task::yield_now().await;
         }
     }
+}
+
+/// Looks at the clock in the spin that found the instant still ahead, process-wide.
+static SPIN_LOOKS: AtomicU64 = AtomicU64::new(0);
+
+/// The spin's looks at the clock so far, in this process (every pacer's).
+pub(crate) fn spin_looks() -> u64 {
+    SPIN_LOOKS.load(Ordering::Relaxed)
+}
+
+/// The CPU one look of the spin costs when nothing else is ready to run (a clock read
+/// and a `yield_now` through the scheduler): measured once per process, on a thread of
+/// its own with a one-worker runtime of the kind the generator runs, as the thread CPU
+/// time of 20,000 looks. When other tasks are ready, a look takes longer (they run in
+/// between) but the spin's own part of it stays this: looks × this estimates the CPU
+/// the spin took, never the other tasks' work. `None` where it cannot be measured.
+pub(crate) fn spin_look_cost() -> Option<Duration> {
+    static COST: OnceLock<Option<Duration>> = OnceLock::new();
+    *COST.get_or_init(|| {
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                tokio::spawn(async {
+                    const LOOKS: u32 = 20_000;
+                    let far = Instant::now() + Duration::from_secs(3600);
+                    let t0 = thread_cpu();
+                    for _ in 0..LOOKS {
+                        if Instant::now() >= far {
+                            break;
+                        }
+                        tokio::task::yield_now().await;
+                    }
+                    Some(thread_cpu().saturating_sub(t0) / LOOKS)
+                })
+                .await
+                .ok()
+                .flatten()
+            })
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+}
+
+/// The calling thread's CPU time.
+fn thread_cpu() -> Duration {
+    // SAFETY: clock_gettime only writes the timespec we pass.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid clock id and pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The scheduler time slice the open loop's threads ask for (the kernel's minimum).
@@ -218,5 +283,25 @@ mod tests {
         }
         // An instant already past returns at once.
         p.wait_until(start).await;
+    }
+
+    /// The spin is counted, and one look's cost is measured: above zero, below what a
+    /// look that did more than read the clock and yield would cost.
+    #[tokio::test]
+    async fn the_spin_is_counted_and_costed() {
+        let mut p = Pacer::new();
+        let before = spin_looks();
+        // Sooner than the lead: all of it is spin.
+        p.wait_until(Instant::now() + Duration::from_micros(15))
+            .await;
+        assert!(spin_looks() > before);
+        let cost = tokio::task::spawn_blocking(spin_look_cost)
+            .await
+            .unwrap()
+            .expect("measured");
+        assert!(
+            cost > Duration::ZERO && cost < Duration::from_micros(50),
+            "{cost:?}"
+        );
     }
 }

@@ -53,6 +53,11 @@ impl GeneratorCpu {
         waiting_share(self.runqueue_wait_s, self.cpu_seconds)
     }
 
+    /// CPU seconds of work: `cpu_seconds` without the pacer's spin ([`Self::pacing_spin_s`]).
+    pub fn work_seconds(&self) -> f64 {
+        (self.cpu_seconds - self.pacing_spin_s.unwrap_or(0.0)).max(0.0)
+    }
+
     /// The CPUs the generator could use: the least of its threads, the CPUs its affinity
     /// allows and its cgroup quota.
     pub fn cpus(&self) -> f64 {
@@ -126,6 +131,13 @@ pub struct GeneratorCpu {
     /// True when the generator was busy ≥ 90% of its threads' time: it may be the
     /// bottleneck.
     pub saturated: bool,
+    /// Of `cpu_seconds`, the CPU the open loop's pacer spent spinning for the last
+    /// microseconds before send instants (its looks at the clock × one look's cost,
+    /// measured at start): waiting, not work. `utilization` and `saturated` leave it
+    /// out. Absent in a closed loop, where it cannot be measured, and in older files;
+    /// merged: added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_spin_s: Option<f64>,
     /// Seconds the process's threads spent during the run ready to run but waiting for
     /// a CPU another task held (`/proc/self/task/*/schedstat`; merged: added). `None`
     /// where the kernel keeps no such figure (and in older files).
@@ -824,6 +836,10 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
             _ => None,
         };
         m.generator.cpu_seconds += r.generator.cpu_seconds;
+        m.generator.pacing_spin_s = match (m.generator.pacing_spin_s, r.generator.pacing_spin_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         m.generator.runqueue_wait_s =
             match (m.generator.runqueue_wait_s, r.generator.runqueue_wait_s) {
                 (Some(a), Some(b)) => Some(a + b),
@@ -923,7 +939,7 @@ impl LoadResult {
         let (completed, hs) = (self.requests.completed, self.handshakes.total);
         let hs_per_request = hs >= completed;
         let g = &mut self.generator;
-        g.utilization = g.cpu_seconds / (secs * g.cpus());
+        g.utilization = g.work_seconds() / (secs * g.cpus());
         g.cpu_us_per_request = per(g.cpu_seconds, completed);
         g.cpu_us_per_handshake = per(g.cpu_seconds, hs).filter(|_| hs_per_request);
         if let Some(s) = &mut self.server {

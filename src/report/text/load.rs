@@ -168,8 +168,15 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
         p
     };
     let g = &r.generator;
+    // The pacer's spin before send instants is waiting, not work: said apart.
+    let spin = g
+        .pacing_spin_s
+        .filter(|&x| x >= 0.001)
+        .map_or(String::new(), |x| {
+            format!(", of which {x:.3} s the pacer's spin before send instants")
+        });
     s += &format!(
-        "\ngenerator: {:.3} CPU s on {} threads ({:.0}% busy){}\n",
+        "\ngenerator: {:.3} CPU s on {} threads{spin} ({:.0}% busy with work){}\n",
         g.cpu_seconds,
         g.threads,
         g.utilization * 100.0,
