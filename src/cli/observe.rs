@@ -369,12 +369,12 @@ fn capture_until_stopped(
         connections: options.connections.clone(),
     };
     let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
-    let result = observe_live(capture, &live, probes, Some(processes), stop, |snapshot| {
-        if redraw {
-            // Home, clear, the table so far.
-            let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
-        }
-    })?;
+    // The table so far is made (a copy of the histograms) only when it is shown.
+    let tick = redraw.then_some(|snapshot: &Observation| {
+        // Home, clear, the table so far.
+        let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
+    });
+    let result = observe_live(capture, &live, probes, Some(processes), stop, tick)?;
     if redraw {
         let _ = out.text("\x1b[H\x1b[2J");
     }
