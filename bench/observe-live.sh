@@ -26,6 +26,11 @@
 # What the filter costs in the kernel is spent in the sender's softirq, not in observe.
 # The namespaces (and the veth pair) are removed on every exit.
 #
+# With ANCHOR_BIN=PATH (another tlsperf binary, e.g. the previous commit's release build):
+# each observe run is followed by the same run of it, on the same replay, and the last
+# lines give its ratios too (label "anchor"). FILTERS="ebpf" leaves out the classic
+# filter's runs (default with BULK_MB: "ebpf classic").
+#
 # Usage: bench/observe-live.sh [N] [COPIES] [ROUNDS]   (default 20000, 5, 3)
 # OBSERVE_PCAP=FILE and RATE=R as for bench/observe.sh (a capture kept and reused; the
 # load paced, for a busy machine where tcpdump would drop packets making it); BULK_PCAP=FILE
@@ -128,6 +133,8 @@ in_ns() { ip netns exec "$ns" "$@"; }
 replay() { in_ns tcpreplay -i va --topspeed "$1" 2>&1 | grep -Eo "Rated: [0-9.]+ Bps, [0-9.]+ Mbps, [0-9.]+ pps" | head -1; }
 # A process's CPU so far (all its threads), user and system, in clock ticks.
 cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
+# A process's voluntary context switches so far (its sleeps: one per wait for the ring).
+sleeps() { awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$1/status"; }
 # Frames the veth device itself dropped (before any capture sees them): its RX drops.
 dev_drops() { ip -n "$ns" -s -j link show vb | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['rx']['dropped'])"; }
 : > "$work/cpu"
@@ -149,19 +156,24 @@ for r in $(seq "$rounds"); do
     echo "round $r $name tcpdump: replay $rate; captured $td_rx, dropped $td_drop of $total; the device dropped $dd"
     filters=(ebpf)
     [ "$bulk_mb" != 0 ] && filters+=(classic)
+    [ -n "${FILTERS:-}" ] && read -r -a filters <<< "$FILTERS"
+    bins=("this=$bin")
+    [ -n "${ANCHOR_BIN:-}" ] && bins+=("anchor=$ANCHOR_BIN")
     for f in "${filters[@]}"; do
+    for b in "${bins[@]}"; do
+      label="${b%%=*}"; exe="${b#*=}"
       extra=(); [ "$f" = classic ] && extra=(--classic-filter)
       : > "$work/obs.err"
-      ip netns exec "$ns" /usr/bin/time -f "%U %S" -o "$work/time" "$bin" observe --interface vb --port "$port" --json "${extra[@]}" > "$work/obs.json" 2> "$work/obs.err" &
+      ip netns exec "$ns" /usr/bin/time -f "%U %S" -o "$work/time" "$exe" observe --interface vb --port "$port" --json "${extra[@]}" > "$work/obs.json" 2> "$work/obs.err" &
       ob=$!
       until grep -q "capturing on" "$work/obs.err"; do sleep 0.1; done
       # $ob is GNU time (ip netns exec execs it); observe is its child.
       until obs_pid=$(pgrep -P "$ob"); do sleep 0.1; done
-      read -r u0 s0 < <(cpu_ticks "$obs_pid")
+      read -r u0 s0 < <(cpu_ticks "$obs_pid"); w0=$(sleeps "$obs_pid")
       d0=$(dev_drops); rate=$(replay "$c"); sleep 1; dd=$(( $(dev_drops) - d0 ))
-      read -r u1 s1 < <(cpu_ticks "$obs_pid")
+      read -r u1 s1 < <(cpu_ticks "$obs_pid"); w1=$(sleeps "$obs_pid")
       kill -INT "$obs_pid" || true; wait "$ob" || true
-      python3 - "$work/obs.json" "$work/time" "$total" "$rate" "$r" "$dd" "$name" "$f" "$work/cpu" "$(( u1 - u0 ))" "$(( s1 - s0 ))" "$(getconf CLK_TCK)" <<'PY'
+      python3 - "$work/obs.json" "$work/time" "$total" "$rate" "$r" "$dd" "$name" "$f" "$work/cpu" "$(( u1 - u0 ))" "$(( s1 - s0 ))" "$(getconf CLK_TCK)" "$label" "$(( w1 - w0 ))" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1])); u, s = map(float, open(sys.argv[2]).read().split()[-2:])
 hs = v["handshakes"].get("all", {}).get("count", 0)
@@ -171,15 +183,17 @@ user, system = int(sys.argv[10]) / tck, int(sys.argv[11]) / tck
 replay_cpu = user + system
 per = replay_cpu / max(hs, 1) * 1e6
 filt = v.get("kernel_filter", "?").split(":")[0]
-print(f"round {sys.argv[5]} {sys.argv[7]} observe ({filt}): replay {sys.argv[4]}; frames {p['frames']}, "
+print(f"round {sys.argv[5]} {sys.argv[7]} observe {sys.argv[13]} ({filt}): replay {sys.argv[4]}; frames {p['frames']}, "
       f"dropped {p['kernel_drops']} of {sys.argv[3]}; {p.get('kernel_filtered', 0)} dropped by the "
       f"filter; {hs} handshakes; CPU {replay_cpu:.2f} s while the replay ran (user {user:.2f}, "
-      f"system {system:.2f}; {per:.1f} µs per handshake), {u+s:.2f} s in all; the device "
-      f"dropped {sys.argv[6]}")
-open(sys.argv[9], "a").write(f"{sys.argv[5]} {sys.argv[7]} {sys.argv[8]} {per} {user / max(hs, 1) * 1e6}\n")
+      f"system {system:.2f}; {per:.1f} µs per handshake; {sys.argv[14]} sleeps), {u+s:.2f} s "
+      f"in all; the device dropped {sys.argv[6]}")
+open(sys.argv[9], "a").write(f"{sys.argv[5]} {sys.argv[7]} {sys.argv[13]}-{sys.argv[8]} {per} {user / max(hs, 1) * 1e6}\n")
 PY
     done
+    done
   done
+  echo "round $r done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 if [ "$bulk_mb" != 0 ]; then
   python3 - "$work/cpu" <<'PY'
@@ -190,7 +204,7 @@ for r, name, f, us, user_us in rows:
     per[(r, name, f)] = float(us)
     user[(r, name, f)] = float(user_us)
 rounds = sorted({k[0] for k in per})
-for f in ("ebpf", "classic"):
+for f in sorted({k[2] for k in per}, key=lambda x: (x.startswith("anchor"), x)):
     for what, d in (("CPU", per), ("user CPU", user)):
         ratios = [d[(r, "mixed", f)] / d[(r, "handshakes", f)] for r in rounds
                   if (r, "mixed", f) in d and d.get((r, "handshakes", f))]

@@ -84,9 +84,11 @@ pub struct ObserveArgs {
     /// tracked.
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_flows: u64,
-    /// Most memory the connections being analyzed may hold, in MiB (their table and the
-    /// bytes reassembled or held out of order); beyond it a connection's reassembly is
-    /// given up, counted and reported as incomplete.
+    /// Most memory the analysis may hold, in MiB: 3/8 for the connections' table, 3/8
+    /// for the bytes reassembled or held out of order, 1/4 for the histograms. Beyond
+    /// its share a connection's reassembly is given up, a breakdown row goes to
+    /// (other), a histogram's value is left out; each counted and reported as
+    /// incomplete.
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     max_memory: u64,
     /// A connection with no segment for this long (capture time) is evicted, e.g. 60s.
@@ -367,12 +369,12 @@ fn capture_until_stopped(
         connections: options.connections.clone(),
     };
     let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
-    let result = observe_live(capture, &live, probes, Some(processes), stop, |snapshot| {
-        if redraw {
-            // Home, clear, the table so far.
-            let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
-        }
-    })?;
+    // The table so far is made (a copy of the histograms) only when it is shown.
+    let tick = redraw.then_some(|snapshot: &Observation| {
+        // Home, clear, the table so far.
+        let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
+    });
+    let result = observe_live(capture, &live, probes, Some(processes), stop, tick)?;
     if redraw {
         let _ = out.text("\x1b[H\x1b[2J");
     }

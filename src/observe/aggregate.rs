@@ -1,6 +1,14 @@
 //! Aggregation: connection outcomes → an [`Observation`]: handshake counts and HDR
 //! histograms per phase per kind (`all` holds every kind), breakdowns by SNI, server,
 //! version and group (bounded to [`MAX_ROWS`] rows each), resumption, failures.
+//!
+//! The histograms are held within their share of the memory budget
+//! ([`super::flow::Limits::histogram_budget`]): each one's array of counts, and each
+//! breakdown row's key and entry, are counted as they are made or grow. A handshake
+//! whose row would take the histograms past it is counted in its breakdown's `(other)`
+//! row instead (in none of it when even that does not fit), and a value that would make
+//! a histogram grow past it is left out of that histogram; both are counted
+//! ([`HistogramsShed`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -9,7 +17,8 @@ use std::net::SocketAddr;
 
 use super::flow::Counters;
 use super::result::{
-    Bytes, Dist, KindStats, MAX_ROWS, OTHER, Observation, PHASES, Packets, Row, Source,
+    Bytes, Dist, HistogramsShed, KindStats, MAX_ROWS, OTHER, Observation, PHASES, Packets, Row,
+    Source,
 };
 use super::timeline::{Failure, Handshake, HandshakeKind, Outcome};
 use super::tls;
@@ -27,6 +36,92 @@ pub struct Aggregate {
     last_server: Option<SocketAddr>,
     /// A buffer for the text of a breakdown key.
     scratch: String,
+    /// The histograms' memory and what was kept out of it.
+    mem: Memory,
+}
+
+/// The histograms' memory: what they hold, their budget, what was shed. The breakdown
+/// rows may take at most half of the budget, so the kinds' histograms (the result's
+/// main figures) always have the other half; room for each breakdown's `(other)` row is
+/// kept from the start, so a handshake that finds no room for its own row is still
+/// counted in its breakdown.
+#[derive(Debug, Clone, Copy, Default)]
+struct Memory {
+    /// Bytes held: the histograms' arrays, the breakdown rows' keys and entries.
+    held: usize,
+    /// Of which by the breakdown rows.
+    rows_held: usize,
+    /// Bytes kept for the `(other)` rows not made yet.
+    reserve: usize,
+    /// The most they may hold.
+    budget: usize,
+    /// What was left out.
+    shed: HistogramsShed,
+}
+
+/// Who takes memory: a kind's histogram, or a breakdown row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum For {
+    Kind,
+    Row,
+}
+
+/// What a breakdown row takes besides its histograms' arrays: its entry in the map and
+/// the map's node around it (its key's text is counted apart).
+const ROW_COST: usize = std::mem::size_of::<(String, Row)>() + 64;
+
+/// How many breakdowns there are (SNI, server, version, group, the two processes).
+const BREAKDOWNS: usize = 6;
+
+/// What a new row of `key` takes.
+fn row_cost(key: &str) -> usize {
+    ROW_COST + key.len() + 2 * empty_dist_bytes()
+}
+
+impl Memory {
+    /// Nothing held, `budget` bytes to hold.
+    fn new(budget: usize) -> Memory {
+        Memory {
+            reserve: (BREAKDOWNS * row_cost(OTHER)).min(budget / 2),
+            budget,
+            ..Memory::default()
+        }
+    }
+
+    /// Takes `bytes` more for `who` when they fit.
+    fn take(&mut self, bytes: usize, who: For) -> bool {
+        let within = |held: usize, limit: usize| {
+            held.saturating_add(self.reserve).saturating_add(bytes) <= limit
+        };
+        if !within(self.held, self.budget)
+            || (who == For::Row && !within(self.rows_held, self.budget / 2))
+        {
+            return false;
+        }
+        self.held += bytes;
+        if who == For::Row {
+            self.rows_held += bytes;
+        }
+        true
+    }
+
+    /// Takes an `(other)` row's bytes from the room kept for it (once that is spent, as
+    /// any row's).
+    fn take_other(&mut self) -> bool {
+        let cost = row_cost(OTHER);
+        if self.reserve >= cost {
+            self.reserve -= cost;
+            self.held += cost;
+            self.rows_held += cost;
+            return true;
+        }
+        self.take(cost, For::Row)
+    }
+}
+
+/// The memory of an empty histogram's array.
+fn empty_dist_bytes() -> usize {
+    crate::stats::histogram::LatencyHistogram::EMPTY_HEAP_BYTES
 }
 
 /// The handshakes of one kind so far.
@@ -58,21 +153,46 @@ fn kind_name(i: usize) -> &'static str {
     }
 }
 
-fn record(d: &mut Dist, v: Option<u64>) {
+/// Records `v` in `d` (`who`'s) when its growth, if any, fits in `mem` (else counts it
+/// shed).
+fn record(d: &mut Dist, v: Option<u64>, mem: &mut Memory, who: For) {
     if let Some(v) = v {
+        let grows = d.hdr.growth_for(v);
+        if grows > 0 && !mem.take(grows, who) {
+            mem.shed.values += 1;
+            return;
+        }
         // Recording fails only for a value beyond the histogram's range, which an
         // auto-resizing histogram does not have; such a value is left out.
         let _ = d.hdr.record_ns(v);
     }
 }
 
-fn row<'a>(map: &'a mut BTreeMap<String, Row>, key: &str) -> &'a mut Row {
-    let key = if map.len() >= MAX_ROWS && !map.contains_key(key) {
-        OTHER
-    } else {
-        key
-    };
-    entry(map, key)
+/// The row of `key`: made when it fits (within [`MAX_ROWS`] and the memory), else
+/// [`OTHER`] (made when it fits), else none; a handshake kept out of its own row, or out
+/// of the breakdown, for want of memory is counted shed.
+fn row<'a>(map: &'a mut BTreeMap<String, Row>, key: &str, mem: &mut Memory) -> Option<&'a mut Row> {
+    if map.contains_key(key) {
+        return map.get_mut(key);
+    }
+    let full = map.len() >= MAX_ROWS;
+    if !full {
+        if mem.take(row_cost(key), For::Row) {
+            return Some(entry(map, key));
+        }
+        mem.shed.rows += 1;
+    }
+    if map.contains_key(OTHER) {
+        return map.get_mut(OTHER);
+    }
+    if mem.take_other() {
+        return Some(entry(map, OTHER));
+    }
+    if full {
+        // Beyond MAX_ROWS, and (other) does not fit: out of the breakdown.
+        mem.shed.rows += 1;
+    }
+    None
 }
 
 /// The entry of `key`, allocating the key only the first time.
@@ -90,14 +210,22 @@ impl Aggregate {
         self.obs.attribution = Some(source.to_string());
     }
 
-    /// Nothing seen yet, from `sources` on `ports`.
-    pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Aggregate {
+    /// Nothing seen yet, from `sources` on `ports`, the histograms holding at most
+    /// `budget` bytes.
+    pub fn new(sources: Vec<Source>, ports: Vec<u16>, budget: usize) -> Aggregate {
         Aggregate {
             obs: Observation::new(sources, ports),
             kinds: Default::default(),
             last_server: None,
             scratch: String::new(),
+            mem: Memory::new(budget),
         }
+    }
+
+    /// The bytes the histograms hold now (their arrays, the breakdown rows' keys and
+    /// entries), as counted against their budget.
+    pub fn held(&self) -> usize {
+        self.mem.held
     }
 
     /// Adds what became of one connection.
@@ -143,8 +271,18 @@ impl Aggregate {
             ks.hrr += u64::from(h.hrr);
             ks.server_flight_bytes.add(h.server_flight_bytes);
             for (d, v) in ks.phases.iter_mut().zip(phases) {
-                if v.is_some() {
-                    record(d.get_or_insert_with(Dist::default), v);
+                if v.is_none() {
+                    continue;
+                }
+                if d.is_none() {
+                    if !self.mem.take(empty_dist_bytes(), For::Kind) {
+                        self.mem.shed.values += 1;
+                        continue;
+                    }
+                    *d = Some(Dist::default());
+                }
+                if let Some(d) = d {
+                    record(d, v, &mut self.mem, For::Kind);
                 }
             }
         }
@@ -179,18 +317,43 @@ impl Aggregate {
         ];
         for (map, key) in keys {
             let Some(key) = key else { continue };
-            let r = row(map, key);
+            let Some(r) = row(map, key, &mut self.mem) else {
+                continue;
+            };
             r.handshakes += 1;
             r.resumed += u64::from(resumed);
             r.hrr += u64::from(hrr);
-            record(&mut r.server_think, p.server_think);
-            record(&mut r.client_think, p.client_think);
+            record(&mut r.server_think, p.server_think, &mut self.mem, For::Row);
+            record(&mut r.client_think, p.client_think, &mut self.mem, For::Row);
         }
     }
 
-    /// The observation so far, with the flow table's and the capture's counters.
+    /// The observation so far, with the flow table's and the capture's counters (a
+    /// copy: the breakdowns' histograms are held twice while it lives).
     pub fn snapshot(&self, flows: Counters, packets: Packets, duration_s: f64) -> Observation {
-        let mut o = self.obs.clone();
+        self.complete(self.obs.clone(), flows, packets, duration_s)
+    }
+
+    /// The observation, with the flow table's and the capture's counters (the
+    /// breakdowns moved into it, not copied).
+    pub fn into_observation(
+        mut self,
+        flows: Counters,
+        packets: Packets,
+        duration_s: f64,
+    ) -> Observation {
+        let obs = std::mem::replace(&mut self.obs, Observation::new(Vec::new(), Vec::new()));
+        self.complete(obs, flows, packets, duration_s)
+    }
+
+    /// `o` (this aggregate's observation) with the counters, the kinds and percentiles.
+    fn complete(
+        &self,
+        mut o: Observation,
+        flows: Counters,
+        packets: Packets,
+        duration_s: f64,
+    ) -> Observation {
         let c = &mut o.connections;
         c.tracked = flows.tracked;
         c.midstream = flows.midstream;
@@ -202,6 +365,7 @@ impl Aggregate {
         o.packets = packets;
         o.packets.clock_outliers = flows.clock_outliers;
         o.duration_s = duration_s;
+        o.histograms_shed = self.mem.shed;
         let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
         let mut all: Option<KindAcc> = None;
         for k in self.kinds[1..].iter().flatten() {
@@ -254,5 +418,159 @@ impl Aggregate {
         }
         o.refresh();
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::timeline::Phases;
+
+    /// A full TLS 1.3 handshake with SNI `sni` to `server`, its thinking times `think_ns`.
+    fn handshake(sni: String, server: SocketAddr, think_ns: u64) -> Outcome {
+        Outcome::Handshake(Box::new(Handshake {
+            kind: HandshakeKind::Full,
+            resumption: None,
+            version: 0x0304,
+            group: Some(0x1d),
+            suite: 0x1301,
+            sni: Some(sni),
+            client: "10.0.0.1:40000".parse().unwrap(),
+            server,
+            phases: Phases {
+                connect: Some(100_000),
+                server_think: Some(think_ns),
+                server_flight: Some(10_000),
+                client_think: Some(think_ns * 2),
+                tls: Some(think_ns * 4),
+                first_app_byte: Some(think_ns * 5),
+                server_first_byte: Some(think_ns * 3),
+            },
+            server_flight_bytes: 1000,
+            start_ns: None,
+            hrr: false,
+            client_process: None,
+            server_process: None,
+        }))
+    }
+
+    /// Every byte the observation's histograms and rows hold, counted as the budget
+    /// counts them, from the histograms themselves.
+    fn held_by(o: &Observation) -> usize {
+        let mut bytes = 0;
+        for map in [&o.by_sni, &o.by_server, &o.by_version, &o.by_group] {
+            for (key, r) in map {
+                bytes += ROW_COST + key.len();
+                bytes += r.server_think.hdr.heap_bytes() + r.client_think.hdr.heap_bytes();
+            }
+        }
+        // The kind's own histograms (`all` is made by the snapshot, not held).
+        for d in o.handshakes["full"].phases.values() {
+            bytes += d.hdr.heap_bytes();
+        }
+        bytes
+    }
+
+    /// 3,000 handshakes, each with its own SNI and server (6,000 rows wanted, 2,000
+    /// within the row limit): unbounded, their histograms take hundreds of MiB — in a
+    /// live capture, a breakdown row for every SNI a gateway sees. Within a 4 MiB budget
+    /// the histograms hold at most that (measured from the histograms themselves); the
+    /// handshakes that found no room are in `(other)`, counted shed; every handshake is
+    /// still counted in its kind, and in each breakdown once.
+    #[test]
+    fn many_rows_stay_within_the_histograms_budget_and_the_rest_is_counted() {
+        let n = 3_000u64;
+        let run = |budget: usize| {
+            let mut agg = Aggregate::new(Vec::new(), Vec::new(), budget);
+            for i in 0..n {
+                let server = SocketAddr::from(([10, 1, (i / 250) as u8, (i % 250) as u8], 443));
+                // 0.2 ms to ~0.5 s: the arrays grow as larger values come.
+                let think = 200_000 + i * i * 50;
+                agg.outcome(handshake(format!("host-{i}.example"), server, think));
+                assert!(agg.held() <= budget, "{} > {budget}", agg.held());
+            }
+            let held = agg.held();
+            (
+                agg.snapshot(Counters::default(), Packets::default(), 1.0),
+                held,
+            )
+        };
+        // Unbounded, the 2,000 SNI and server rows alone would take at least their first
+        // arrays: 64 MiB, and several times that as they grow.
+        let budget = 4 << 20;
+        assert!(2_000 * 2 * empty_dist_bytes() > 15 * budget);
+
+        let (o, held) = run(budget);
+        assert_eq!(held_by(&o), held, "the count is what the histograms hold");
+        assert!(held <= budget, "{held} > {budget}");
+        let shed = o.histograms_shed;
+        assert!(shed.rows > 2 * 1000, "{shed:?}");
+        assert_eq!(o.count("full"), n);
+        for map in [&o.by_sni, &o.by_server] {
+            let kept = map.len() as u64 - 1;
+            assert!(kept > 1 && kept < 100, "{kept}");
+            let counted: u64 = map.values().map(|r| r.handshakes).sum();
+            assert_eq!(counted, n);
+            assert_eq!(map[OTHER].handshakes, n - kept);
+        }
+        let kept = (o.by_sni.len() + o.by_server.len()) as u64 - 2;
+        assert_eq!(shed.rows, 2 * n - kept);
+        // The kind's histograms took the values first: every one is in.
+        assert_eq!(
+            o.handshakes["full"].phases["server_think"].quantiles.count,
+            n
+        );
+        // The result and the summary say so.
+        let text = crate::report::text::observation(&o);
+        assert!(
+            text.contains(&format!(
+                "{} handshakes counted in a breakdown's (other)",
+                shed.rows
+            )),
+            "{text}"
+        );
+    }
+
+    /// A budget that holds the histograms' first arrays but not their growth: the values
+    /// that would grow them are left out and counted, and the handshakes still counted.
+    #[test]
+    fn a_value_that_would_grow_a_histogram_past_the_budget_is_left_out_and_counted() {
+        let server: SocketAddr = "10.0.0.2:443".parse().unwrap();
+        let first = |budget: usize| {
+            let mut agg = Aggregate::new(Vec::new(), Vec::new(), budget);
+            agg.outcome(handshake("a".into(), server, 1_000));
+            agg
+        };
+        // What the first handshake takes, twice (the rows have half), and no more.
+        let probe = first(usize::MAX).mem;
+        let budget = 2 * (probe.held + probe.reserve);
+        let mut agg = first(budget);
+        assert!(agg.mem.shed.is_empty(), "{:?}", agg.mem.shed);
+        // 10 s: every array would have to grow to hold it.
+        agg.outcome(handshake("a".into(), server, 10_000_000_000));
+        assert!(agg.held() <= budget);
+        let o = agg.snapshot(Counters::default(), Packets::default(), 1.0);
+        assert_eq!(o.count("full"), 2);
+        let shed = o.histograms_shed;
+        assert!(shed.values > 0, "{shed:?}");
+        assert_eq!(shed.rows, 0);
+        assert_eq!(o.by_sni["a"].handshakes, 2);
+        // Each handshake has 7 phase values and 2 per row of 4 breakdowns: each one is
+        // in its histogram or counted shed.
+        let recorded: u64 = o.handshakes["full"]
+            .phases
+            .values()
+            .map(|d| d.quantiles.count)
+            .sum::<u64>()
+            + [&o.by_sni, &o.by_server, &o.by_version, &o.by_group]
+                .iter()
+                .flat_map(|m| m.values())
+                .map(|r| r.server_think.quantiles.count + r.client_think.quantiles.count)
+                .sum::<u64>();
+        assert_eq!(recorded + shed.values, 2 * (7 + 2 * 4));
+        // Merged, the counts add.
+        let single = o.histograms_shed;
+        let m = crate::observe::result::merge(&[o.clone(), o]).unwrap();
+        assert_eq!(m.histograms_shed.values, 2 * single.values);
     }
 }

@@ -71,7 +71,7 @@ impl Analyzer {
     /// empty).
     pub fn new(sources: Vec<Source>, ports: Vec<u16>, limits: Limits) -> Analyzer {
         Analyzer {
-            agg: Aggregate::new(sources, ports.clone()),
+            agg: Aggregate::new(sources, ports.clone(), limits.histogram_budget()),
             ports,
             table: FlowTable::new(limits),
             packets: Packets::default(),
@@ -177,6 +177,8 @@ impl Analyzer {
     pub fn finish(mut self) -> Observation {
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
         self.table.finish(&mut |o| hooks.apply(o, agg));
-        self.snapshot()
+        let duration_s = self.duration_s();
+        self.agg
+            .into_observation(self.table.counters(), self.packets, duration_s)
     }
 }

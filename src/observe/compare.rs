@@ -112,7 +112,7 @@ mod tests {
 
     /// An observation of `n` full handshakes whose client think is `think_ms`.
     fn observed(n: u64, think_ms: u64) -> Observation {
-        let mut agg = Aggregate::new(Vec::new(), vec![443]);
+        let mut agg = Aggregate::new(Vec::new(), vec![443], usize::MAX);
         for i in 0..n {
             let ms = 1_000_000;
             agg.outcome(Outcome::Handshake(Box::new(Handshake {

@@ -39,13 +39,33 @@ pub struct Limits {
     pub half_open_ns: u64,
     /// Most bytes held out of order per direction before the stream is given up.
     pub max_out_of_order: usize,
-    /// Most memory the table may hold in all, half for the connections' fixed parts
-    /// ([`FLOW_COST`] each), half for the bytes their streams hold (in order, awaiting a
-    /// record's end, and out of order): a new connection beyond the first half is not
-    /// tracked, and a segment that takes the streams past the second gives up its own
-    /// connection's reassembly (both counted in [`Counters::shed`]). So connections
-    /// holding data out of order never keep new ones from being tracked.
+    /// Most memory the whole analysis may hold, in three shares: 3/8 for the
+    /// connections' fixed parts ([`FLOW_COST`] each), 3/8 for the bytes their streams
+    /// hold (in order, awaiting a record's end, and out of order), 1/4 for the
+    /// histograms ([`Limits::histogram_budget`]). A new connection beyond the first share
+    /// is not tracked, and a segment that takes the streams past the second gives up its
+    /// own connection's reassembly (both counted in [`Counters::shed`]); what the third
+    /// cannot hold is left out of the histograms and counted (see
+    /// [`super::aggregate::Aggregate`]). So connections holding data out of order never
+    /// keep new ones from being tracked, nor many breakdown rows either.
     pub max_memory: usize,
+}
+
+impl Limits {
+    /// The connections' fixed parts' share of [`Limits::max_memory`].
+    pub fn flow_budget(&self) -> usize {
+        self.max_memory / 8 * 3
+    }
+
+    /// The streams' share of [`Limits::max_memory`].
+    pub fn stream_budget(&self) -> usize {
+        self.max_memory / 8 * 3
+    }
+
+    /// The histograms' share of [`Limits::max_memory`].
+    pub fn histogram_budget(&self) -> usize {
+        self.max_memory / 4
+    }
 }
 
 /// The memory one tracked connection takes besides the bytes its streams hold: the
@@ -517,7 +537,7 @@ impl FlowTable {
                     // ACK of one just closed): nothing to follow.
                     return;
                 }
-                if (self.flows.len() + 1) * FLOW_COST > self.limits.max_memory / 2 {
+                if (self.flows.len() + 1) * FLOW_COST > self.limits.flow_budget() {
                     if tracked {
                         self.counters.shed += 1;
                     }
@@ -623,7 +643,7 @@ impl FlowTable {
             let held = flow.streams[0].held() + flow.streams[1].held();
             self.held = self.held - flow.held + held;
             flow.held = held;
-            if self.held > self.limits.max_memory / 2 && held > 0 {
+            if self.held > self.limits.stream_budget() && held > 0 {
                 // Over the budget: this connection's reassembly is given up.
                 tl.unparsed();
                 flow.streams[0].clear();
@@ -1548,7 +1568,7 @@ mod tests {
         assert_eq!(h.resumption, Some("psk"));
         assert_eq!(h.phases.server_think, Some(3 * us));
         assert_eq!(h.phases.tls, Some(20 * us));
-        let mut agg = crate::observe::aggregate::Aggregate::new(Vec::new(), Vec::new());
+        let mut agg = crate::observe::aggregate::Aggregate::new(Vec::new(), Vec::new(), usize::MAX);
         agg.outcome(Outcome::Handshake(Box::new(h)));
         let o = agg.snapshot(
             Counters::default(),

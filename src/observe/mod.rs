@@ -229,16 +229,17 @@ pub struct LiveOptions {
 }
 
 /// Observes a live capture (opened with [`live::LiveCapture::open`]) until `duration`
-/// has passed or `stop` is set, calling `tick` with the observation so far about once a
-/// second (from this thread), attributing local endpoints through `processes` when given.
-/// The result says `interrupted` when `stop` ended it.
+/// has passed or `stop` is set, calling `tick`, when given, with the observation so far
+/// about once a second (from this thread: a copy of it is made for each call, so pass
+/// none when nothing shows it), attributing local endpoints through `processes` when
+/// given. The result says `interrupted` when `stop` ended it.
 pub fn observe_live(
     mut cap: live::LiveCapture,
     opts: &LiveOptions,
     mut probes: Option<&mut crate::probes::Session>,
     processes: Option<process::Processes>,
     stop: &AtomicBool,
-    mut tick: impl FnMut(&Observation),
+    mut tick: Option<impl FnMut(&Observation)>,
 ) -> Result<Observation, ObserveError> {
     let link = cap.link();
     let interface = cap.interface().to_string();
@@ -291,16 +292,20 @@ pub fn observe_live(
             last_tick = Instant::now();
             analyzer.set_kernel_drops(cap.drops());
             analyzer.set_kernel_filtered(cap.kernel_filtered().0);
-            let mut snapshot = analyzer.snapshot();
+            let mut report = None;
             if let Some(p) = probes.as_deref_mut() {
                 p.poll(false);
-                let report = p.snapshot();
+                let r = p.snapshot();
                 if let Some(m) = &opts.metrics {
-                    m.probe_lost(&report.counts);
+                    m.probe_lost(&r.counts);
                 }
-                snapshot.probes = Some(report);
+                report = Some(r);
             }
-            tick(&snapshot);
+            if let Some(tick) = tick.as_mut() {
+                let mut snapshot = analyzer.snapshot();
+                snapshot.probes = report;
+                tick(&snapshot);
+            }
         }
     }
     // What the kernel captured before the stop and queued for us is part of the

@@ -11,7 +11,9 @@
 //!   `/proc/PID/comm`, read when a connection opens (at most once a second). A connection
 //!   that ends between two reads is caught only at the server end, and only when its
 //!   listening socket has a single owner (a listener shared by several processes, such as
-//!   nginx's master and workers, does not say which one accepted).
+//!   nginx's master and workers, does not say which one accepted). With the kernel's
+//!   owners, `/proc` is read only for a server end they did not report, at most every
+//!   [`RESCAN_WITH_KERNEL`].
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -26,6 +28,15 @@ pub const UNKNOWN: &str = "(unknown)";
 /// The shortest time between two reads of `/proc` (a read takes a few milliseconds in a
 /// release build, tens in a debug one, on the capture's thread).
 pub const RESCAN: Duration = Duration::from_secs(1);
+
+/// The same with the kernel's socket owners: `/proc` then only names the owner of a
+/// listening port for a server end the kernel did not report (every connection analyzed
+/// opened after the tracer started, so only one whose record was lost, or one not on
+/// this host's sockets, such as replayed traffic). Reading `/proc/net/tcp` walks the
+/// kernel's whole established-connection table (262,144 buckets here: about 10 ms of CPU
+/// per read of both files), which once a second was a fifth of observe's CPU on a
+/// replayed capture whose server port no local process listens on.
+pub const RESCAN_WITH_KERNEL: Duration = Duration::from_secs(30);
 
 /// Who owns what: from the kernel as it happens, or from `/proc` as of the last read.
 #[derive(Debug, Default)]
@@ -281,9 +292,15 @@ impl Processes {
         });
     }
 
-    /// Reads `/proc` again, unless it was read less than [`RESCAN`] ago.
+    /// Reads `/proc` again, unless it was read less than [`RESCAN`] ago
+    /// ([`RESCAN_WITH_KERNEL`] with the kernel's socket owners).
     pub fn refresh(&mut self) {
-        if self.scanned.is_some_and(|t| t.elapsed() < RESCAN) {
+        let every = if self.tracer.is_some() {
+            RESCAN_WITH_KERNEL
+        } else {
+            RESCAN
+        };
+        if self.scanned.is_some_and(|t| t.elapsed() < every) {
             return;
         }
         self.scanned = Some(Instant::now());

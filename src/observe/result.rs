@@ -231,6 +231,26 @@ pub struct Connections {
     pub shed_bytes: u64,
 }
 
+/// What the memory budget kept out of the histograms (`--max-memory`: a quarter of it
+/// is theirs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistogramsShed {
+    /// Handshakes kept out of their own breakdown row, once per breakdown (SNI, server,
+    /// version, group, processes): counted in its `(other)` row instead, or in none of
+    /// it when even that did not fit.
+    pub rows: u64,
+    /// Phase values left out of a histogram that would have had to grow beyond the
+    /// budget to hold them (the handshake is still counted).
+    pub values: u64,
+}
+
+impl HistogramsShed {
+    /// Nothing was shed.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0 && self.values == 0
+    }
+}
+
 /// Where an observation came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Source {
@@ -263,6 +283,10 @@ pub struct Observation {
     pub packets: Packets,
     /// Connections.
     pub connections: Connections,
+    /// What the memory budget kept out of the histograms. Absent (nothing) in documents
+    /// written before it existed.
+    #[serde(default)]
+    pub histograms_shed: HistogramsShed,
     /// Completed handshakes by kind: `all`, `full`, `full-hrr`, `resumed`, `0rtt` (the
     /// kinds of `tlsperf serve`'s /stats).
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
@@ -335,6 +359,7 @@ impl Observation {
             interrupted: false,
             packets: Packets::default(),
             connections: Connections::default(),
+            histograms_shed: HistogramsShed::default(),
             handshakes: BTreeMap::new(),
             resumption: Resumption::default(),
             by_sni: BTreeMap::new(),
@@ -488,6 +513,9 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         ] {
             *x = x.saturating_add(y);
         }
+        let (h, g) = (&mut m.histograms_shed, &o.histograms_shed);
+        h.rows = h.rows.saturating_add(g.rows);
+        h.values = h.values.saturating_add(g.values);
         for (kind, ks) in &o.handshakes {
             let into = m.handshakes.entry(kind.clone()).or_default();
             into.count = into.count.saturating_add(ks.count);

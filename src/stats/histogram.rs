@@ -102,16 +102,55 @@ impl LatencyHistogram {
 
     /// Records one value in nanoseconds.
     pub fn record_ns(&mut self, ns: u64) -> Result<(), HistogramError> {
-        self.counts_mut()
-            .record(ns)
-            .map_err(|_| HistogramError::Record(ns))
+        let h = self.counts_mut();
+        if ns > h.high() && counts_to_cover(ns) > h.distinct_values() {
+            grow(h, ns)?;
+        }
+        h.record(ns).map_err(|_| HistogramError::Record(ns))
+    }
+
+    /// [`LatencyHistogram::heap_bytes`] of a new histogram (its first array of counts).
+    pub const EMPTY_HEAP_BYTES: usize = 2048 * COUNT_BYTES;
+
+    /// The heap memory it holds, in bytes: its array of counts (exactly as long as its
+    /// values need: it grows to the size they need, not by doubling), or its encoding.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.repr {
+            Repr::Counts(h) => h.distinct_values() * COUNT_BYTES,
+            Repr::Encoded { v2, .. } => v2.len(),
+        }
+    }
+
+    /// How many bytes [`LatencyHistogram::heap_bytes`] grows by when `ns` is recorded
+    /// (0 for a value within its range, the usual case).
+    pub fn growth_for(&self, ns: u64) -> usize {
+        match &self.repr {
+            Repr::Counts(h) if ns <= h.high() => 0,
+            Repr::Counts(h) => counts_to_cover(ns)
+                .saturating_sub(h.distinct_values())
+                .saturating_mul(COUNT_BYTES),
+            // Decoded to be recorded into: a whole array of counts.
+            Repr::Encoded { .. } => {
+                let h = self.counts();
+                counts_to_cover(ns.max(h.high()))
+                    .saturating_mul(COUNT_BYTES)
+                    .saturating_sub(self.heap_bytes())
+            }
+        }
     }
 
     /// Adds every value of `other` to this histogram (exact). A histogram read from a
     /// document stays encoded: it is decoded, added to and encoded again.
     pub fn merge(&mut self, other: &LatencyHistogram) -> Result<(), HistogramError> {
         let add = |h: &mut Histogram<u64>| {
-            h.add(&*other.counts())
+            let other = other.counts();
+            if !other.is_empty()
+                && other.max() > h.high()
+                && counts_to_cover(other.max()) > h.distinct_values()
+            {
+                grow(h, other.max())?;
+            }
+            h.add(&*other)
                 .map_err(|e| HistogramError::Merge(format!("{e:?}")))
         };
         match &self.repr {
@@ -267,6 +306,44 @@ fn encoded(h: &Histogram<u64>) -> Result<Repr, HistogramError> {
             h.len()
         ))),
     }
+}
+
+/// The bytes of one count.
+const COUNT_BYTES: usize = std::mem::size_of::<u64>();
+
+/// The length of the array of counts that covers values up to `high` (hdrhistogram's
+/// layout at [`SIGNIFICANT_DIGITS`], lowest value 1: buckets of 2,048 sub-buckets that
+/// double until `high` fits, half of each but the first held).
+fn counts_to_cover(high: u64) -> usize {
+    let sub_bucket_count = (2 * 10u64.pow(u32::from(SIGNIFICANT_DIGITS))).next_power_of_two();
+    let mut smallest_untrackable = u128::from(sub_bucket_count);
+    let mut buckets = 1usize;
+    while smallest_untrackable <= u128::from(high) {
+        smallest_untrackable <<= 1;
+        buckets += 1;
+    }
+    (buckets + 1) * (sub_bucket_count as usize / 2)
+}
+
+/// Replaces `h` by a histogram with the same values whose counts cover `high` exactly
+/// (a new array of that length): hdrhistogram's own resize grows its array as a `Vec`
+/// does, to up to twice the length it needs, which no one could account for.
+fn grow(h: &mut Histogram<u64>, high: u64) -> Result<(), HistogramError> {
+    // The top of the last bucket that covering `high` takes: the bound hdrhistogram's
+    // own resize would give it (so the encoding's header is the same).
+    let sub_bucket_count = (2 * 10u64.pow(u32::from(SIGNIFICANT_DIGITS))).next_power_of_two();
+    let mut top = u128::from(sub_bucket_count);
+    while top <= u128::from(high) {
+        top <<= 1;
+    }
+    let top = u64::try_from(top - 1).unwrap_or(u64::MAX).max(2);
+    let mut g = Histogram::new_with_bounds(1, top, SIGNIFICANT_DIGITS)
+        .map_err(|e| HistogramError::Merge(format!("{e:?}")))?;
+    g.auto(true);
+    g.add(&*h)
+        .map_err(|e| HistogramError::Merge(format!("{e:?}")))?;
+    *h = g;
+    Ok(())
 }
 
 /// Decodes an encoding this module made (checked when it was read, or written by us).
@@ -499,6 +576,42 @@ impl Dist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The memory a histogram holds is its values' need, predicted before each value
+    /// ([`LatencyHistogram::growth_for`]) and no more after it: hdrhistogram's own
+    /// resize left arrays up to twice that long. The values, their percentiles and the
+    /// encoding are those of hdrhistogram's own growth.
+    #[test]
+    fn a_histogram_grows_to_what_its_values_need_as_predicted() {
+        let mut h = LatencyHistogram::new();
+        assert_eq!(h.heap_bytes(), LatencyHistogram::EMPTY_HEAP_BYTES);
+        let mut plain: Histogram<u64> = Histogram::new(SIGNIFICANT_DIGITS).unwrap();
+        plain.auto(true);
+        let mut v = 1u64;
+        for i in 0..200u64 {
+            v = v.saturating_mul(5) / 4 + i;
+            let before = h.heap_bytes();
+            let grows = h.growth_for(v);
+            h.record_ns(v).unwrap();
+            plain.record(v).unwrap();
+            assert_eq!(h.heap_bytes(), before + grows, "at {v}");
+            assert_eq!(h.heap_bytes(), counts_to_cover(v.max(h.counts().max())) * 8);
+        }
+        let mut back = plain.clone();
+        assert_eq!(*h.counts(), plain);
+        assert_eq!(h.counts().high(), plain.high());
+        assert_eq!(
+            h.to_base64().unwrap(),
+            B64.encode(v2_bytes(&plain).unwrap())
+        );
+        // A merge into a smaller one grows it the same way.
+        let mut small = LatencyHistogram::new();
+        small.record_ns(10).unwrap();
+        small.merge(&h).unwrap();
+        back.record(10).unwrap();
+        assert_eq!(*small.counts(), back);
+        assert_eq!(small.heap_bytes(), h.heap_bytes());
+    }
 
     /// A V2 header with these fields and `payload` bytes after it.
     fn v2(declared: u32, digits: u32, low: u64, high: u64, payload: usize) -> String {

@@ -124,6 +124,17 @@ pub fn observation(o: &Observation) -> String {
             c.shed_bytes
         );
     }
+    let h = &o.histograms_shed;
+    if !h.is_empty() {
+        s += &format!(
+            "{} the histograms' share of the memory budget (--max-memory) was full: {} \
+             handshakes counted in a breakdown's (other) row or in none (once per \
+             breakdown), {} phase values left out of a histogram\n",
+            styled(BAD, "incomplete:"),
+            h.rows,
+            h.values
+        );
+    }
     if c.evicted_idle + c.evicted_half_open + c.over_cap > 0 {
         s += &format!(
             "flow table: {} evicted idle, {} evicted half-open, {} not tracked (table full)\n",
