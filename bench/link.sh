@@ -49,7 +49,9 @@ for line in sys.stdin:
                  "yes" if d["inside"] == "true" else "NO"]
     elif section == "goodput":
         cells = [conf + " rtt=" + d["rtt_ms"] + "ms", d["plain_mbit"], d["link_mbit"], d["ratio"], d["of_rate"],
-                 d["cpu_us_per_packet"], d["queue_drops"], d["device_drops"],
+                 d["cpu_us_per_packet"], d["sleeps_per_packet"], d["floor_cpu_us_per_packet"],
+                 d["floor_sleeps_per_packet"], d["line_minus_floor_us"], d["line_over_floor"],
+                 d["queue_drops"], d["device_drops"],
                  d["late_p50_us"] + " / " + d["late_p99_us"] + " / " + d["late_max_us"]]
     elif section == "rate":
         cells = [conf, d["bytes"], d["ip_mbit"] + " Mbit/s", d["error_pct"] + "%", d["goodput_mbit"] + " Mbit/s", d["overflow"]]
@@ -77,10 +79,10 @@ echo "| configured | bytes | measured IP rate | error | TCP goodput | queue drop
 echo "|---:|---:|---:|---:|---:|---:|"
 "$acc" rate 1 8 50 200 | python3 "$work/fmt.py" rate
 echo
-echo "## Goodput (CUBIC bulk transfer server → client, ~3 s: plain loopback paced at the rate with SO_MAX_PACING_RATE, then through the link, same run; goodput over the last 75% of the body)"
+echo "## Goodput (CUBIC bulk transfer server → client, ~3 s: plain loopback paced at the rate with SO_MAX_PACING_RATE, then through a bare forwarder between the same devices (the floor, paced likewise), then through the link, same run; goodput over the last 75% of the body; CPU and sleeps of both line threads per packet both ways)"
 echo
-echo "| link | plain Mbit/s | link Mbit/s | link ÷ plain | link ÷ rate | line CPU µs/packet | queue drops | device drops | line lateness p50 / p99 / max µs (down) |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| link | plain Mbit/s | link Mbit/s | link ÷ plain | link ÷ rate | line CPU µs/packet | line sleeps/packet | floor CPU µs/packet | floor sleeps/packet | line − floor µs | line ÷ floor | queue drops | device drops | line lateness p50 / p99 / max µs (down) |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for r in 200 1000; do "$acc" goodput "$r" 10 | python3 "$work/fmt.py" goodput; done
 echo
 echo "## Saturation (rtt=0, no rate; 64-byte UDP packets client → host from one thread, 2 s)"

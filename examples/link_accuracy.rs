@@ -15,8 +15,15 @@
 //!   about 3 s at the rate, twice in the same run: on plain loopback with the sender paced
 //!   at MBIT (`SO_MAX_PACING_RATE`: TCP's own pacing, no qdisc needed), then through a link
 //!   `rtt=RTT_MS,down=MBIT[,FIELDS]`; goodput over the last 75% of the body, their ratio, and the
-//!   delay line's CPU per packet (both threads, `/proc/self/task/TID/stat`), its drops and
-//!   lateness.
+//!   delay line's CPU per packet (both threads, `/proc/self/task/TID/schedstat`) and its
+//!   sleeps per packet (voluntary context switches), its drops and lateness. Between the
+//!   two, the floor: the same transfer, paced at the rate, through the same devices with a
+//!   bare forwarder instead of the delay line ([`Link::start_bare`]: each packet written as
+//!   soon as it is read); its CPU per packet is what writing into a TUN device costs the
+//!   writing thread by itself (the receiving stack's work runs there). Last, the link
+//!   again with the sender paced at the rate as for the floor: an unpaced sender transmits
+//!   from its ACK processing, on the thread that wrote the ACK, a paced one from its pacing
+//!   timer, so the line's own cost is the paced link's CPU per packet minus the floor's.
 //! - `saturate`: rtt=0, no rate: 64-byte UDP datagrams client → host as fast as one thread
 //!   sends them for 2 s; packets delivered by the upstream delay-line thread per second
 //!   of its own CPU time (`/proc/self/task/TID/stat`), i.e. on one core.
@@ -326,22 +333,32 @@ fn congestion(fd: &impl std::os::fd::AsRawFd, name: &str) {
     );
 }
 
-/// CPU seconds used so far by the threads named `names` of this process.
-fn threads_cpu(names: &[&str]) -> f64 {
-    let mut total = 0.0;
+/// CPU seconds (user + system, the kernel's nanosecond clock of each thread:
+/// `/proc/self/task/TID/schedstat`) and voluntary context switches (the thread's
+/// sleeps: `voluntary_ctxt_switches` in its `status`) so far of the threads named
+/// `names` of this process.
+fn threads_usage(names: &[&str]) -> (f64, u64) {
+    let (mut cpu, mut sleeps) = (0.0, 0);
     for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
         if !names.contains(&comm.trim()) {
             continue;
         }
-        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let f: Vec<&str> = after.split_whitespace().collect();
-        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-        // SAFETY: sysconf has no preconditions.
-        total += ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let sched = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        cpu += sched
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1e9;
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        sleeps += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
     }
-    total
+    (cpu, sleeps)
 }
 
 /// One bulk transfer of `total` bytes to a client made by `connect`; the sender paced at
@@ -398,38 +415,82 @@ fn bulk(total: usize, pace: Option<u64>, connect: impl FnOnce(SocketAddr) -> Tcp
     (got - total / 4) as f64 * 8.0 / (end - mark.unwrap()).as_secs_f64()
 }
 
+/// Through one link (`bare`: [`Link::start_bare`]'s forwarder, the sender then paced at
+/// the rate), one bulk transfer: its goodput (bit/s), the line threads' CPU seconds and
+/// sleeps, the packets both ways, and the link's counters.
+fn through(
+    spec: &str,
+    total: usize,
+    pace: Option<u64>,
+    bare: bool,
+) -> (f64, f64, u64, u64, tlsperf::link::LinkCounters) {
+    let parsed: LinkSpec = spec.parse().unwrap_or_else(|e| panic!("{e}"));
+    let link = if bare {
+        Link::start_bare(&parsed).unwrap()
+    } else {
+        start(spec)
+    };
+    let names = if bare {
+        ["tlsperf-fwd-up", "tlsperf-fwd-down"]
+    } else {
+        ["tlsperf-link-up", "tlsperf-link-down"]
+    };
+    let (c0, s0) = threads_usage(&names);
+    let (u0, d0) = (link.up().packets, link.down().packets);
+    let got = bulk(total, pace, |a| {
+        let _inside = link.enter().unwrap();
+        TcpStream::connect(a).unwrap()
+    });
+    let (c1, s1) = threads_usage(&names);
+    let counters = link.counters();
+    let packets = (counters.up.packets - u0) + (counters.down.packets - d0);
+    (got, c1 - c0, s1 - s0, packets, counters)
+}
+
 fn goodput(mbit: &str, rtt_ms: &str, extra: Option<&str>) {
     let bps: f64 = mbit.parse::<f64>().unwrap() * 1e6;
     let total = ((bps / 8.0 * 3.0) as usize).max(1 << 20);
     // TCP's pacing rate counts the bytes of the packets it sends (headers included).
-    let plain = bulk(total, Some((bps / 8.0) as u64), |a| {
-        TcpStream::connect(a).unwrap()
-    });
+    let pace = Some((bps / 8.0) as u64);
+    let plain = bulk(total, pace, |a| TcpStream::connect(a).unwrap());
     let spec = match extra {
         Some(x) => format!("rtt={rtt_ms}ms,down={mbit}mbit,{x}"),
         None => format!("rtt={rtt_ms}ms,down={mbit}mbit"),
     };
-    let link = start(&spec);
-    let names = ["tlsperf-link-up", "tlsperf-link-down"];
-    let c0 = threads_cpu(&names);
-    let (u0, d0) = (link.up().packets, link.down().packets);
-    let linked = bulk(total, None, |a| {
-        let _inside = link.enter().unwrap();
-        TcpStream::connect(a).unwrap()
-    });
-    let c1 = threads_cpu(&names);
-    let counters = link.counters();
-    let packets = (counters.up.packets - u0) + (counters.down.packets - d0);
+    // The floor: the same transfer through the same devices with a bare forwarder, the
+    // sender paced at the rate as on loopback (no model to limit it).
+    let (floor, floor_cpu, floor_sleeps, floor_packets, _) = through("rtt=0", total, pace, true);
+    let (linked, cpu, sleeps, packets, counters) = through(&spec, total, None, false);
+    // The link again with the sender paced at the rate as for the floor: a paced sender
+    // transmits from its pacing timer, an unpaced one from its ACK processing, which runs
+    // on the thread that wrote the ACK (the line's, the floor's): only paced against
+    // paced is the difference the line's own.
+    let (paced, paced_cpu, paced_sleeps, paced_packets, _) = through(&spec, total, pace, false);
+    let per = |cpu: f64, n: u64| cpu * 1e6 / n.max(1) as f64;
+    let (line_us, floor_us) = (per(cpu, packets), per(floor_cpu, floor_packets));
+    let paced_us = per(paced_cpu, paced_packets);
     println!(
         "goodput={mbit}mbit rtt_ms={rtt_ms} spec={spec} plain_mbit={:.1} link_mbit={:.1} ratio={:.3} of_rate={:.3} \
-         line_cpu_s={:.2} packets={packets} cpu_us_per_packet={:.2} queue_drops={} device_drops={} \
-         late_p50_us={:.0} late_p99_us={:.0} late_max_us={:.0}",
+         line_cpu_s={:.2} packets={packets} cpu_us_per_packet={line_us:.2} sleeps_per_packet={:.2} \
+         floor_mbit={:.1} floor_packets={floor_packets} floor_cpu_us_per_packet={floor_us:.2} \
+         floor_sleeps_per_packet={:.2} line_minus_floor_us={:.2} line_over_floor={:.2} \
+         paced_link_mbit={:.1} paced_packets={paced_packets} paced_cpu_us_per_packet={paced_us:.2} \
+         paced_sleeps_per_packet={:.2} paced_minus_floor_us={:.2} paced_over_floor={:.2} \
+         queue_drops={} device_drops={} late_p50_us={:.0} late_p99_us={:.0} late_max_us={:.0}",
         plain / 1e6,
         linked / 1e6,
         linked / plain,
         linked / bps,
-        c1 - c0,
-        (c1 - c0) * 1e6 / packets as f64,
+        cpu,
+        sleeps as f64 / packets.max(1) as f64,
+        floor / 1e6,
+        floor_sleeps as f64 / floor_packets.max(1) as f64,
+        line_us - floor_us,
+        line_us / floor_us,
+        paced / 1e6,
+        paced_sleeps as f64 / paced_packets.max(1) as f64,
+        paced_us - floor_us,
+        paced_us / floor_us,
         counters.down.queue_drops,
         counters.up.device_drops + counters.down.device_drops,
         counters.down.late_p50_us,

@@ -1479,6 +1479,9 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
             latency_corrected: Some(Dist::of(h.clone())),
             pacing_lateness: Some(Dist::of(LatencyHistogram::new())),
             latency_from_send: Some(Dist::of(h)),
+            body_bytes: 0,
+            upload_bytes: 0,
+            goodput: Default::default(),
             generator: StepCpu {
                 threads: 1,
                 cpu_seconds: 0.1,

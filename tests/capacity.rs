@@ -200,6 +200,65 @@ fn a_search_finishes_with_a_consistent_result() {
     }
 }
 
+/// `--body-size`: every request a POST of that many bytes; each step counts what it sent
+/// and gives the goodput of its bodies both ways, and the table shows the uploads'
+/// column.
+#[test]
+fn uploads_are_counted_per_step_with_their_goodput() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let out = dir.path().join("cap.json");
+    let url = s.url();
+    let mut args = vec!["capacity", &url[..], "--cacert", &ca, "--slo", "p50=100ms"];
+    // Not -q: the table is checked too.
+    args.extend(&SMALL[..SMALL.len() - 1]);
+    args.extend([
+        "--max-rate",
+        "50",
+        "--body-size",
+        "20000",
+        "--threads",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let run = tlsperf(&args);
+    let v = read(&out);
+    assert_eq!(v["options"]["body_size"], 20000, "{}", v["options"]);
+    let steps = v["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "{}", run.stderr);
+    let mut sent = 0;
+    for st in steps {
+        let completed = st["completed"].as_u64().unwrap();
+        let up = st["upload_bytes"].as_u64().unwrap();
+        assert_eq!(up, completed * 20000, "{st}");
+        sent += up;
+        let secs = st["duration_s"].as_f64().unwrap();
+        let rate = st["goodput"]["up_bytes_per_s"].as_f64().unwrap();
+        assert!(
+            (rate - up as f64 / secs).abs() <= 1e-6 * rate.max(1.0),
+            "{st}"
+        );
+        // The answers' bodies came back too (serve's small JSON document).
+        let down = st["body_bytes"].as_u64().unwrap();
+        assert!(completed == 0 || down >= completed, "{st}");
+    }
+    assert!(sent > 0, "{steps:?}");
+    assert!(run.stdout.contains("upload MB/s"), "{}", run.stdout);
+    // Without --body-size the column is not there, nor the option.
+    let get = dir.path().join("get.json");
+    let mut args = vec!["capacity", &url[..], "--cacert", &ca, "--slo", "p50=100ms"];
+    args.extend(&SMALL[..SMALL.len() - 1]);
+    args.extend(["--max-rate", "25", "--out", get.to_str().unwrap()]);
+    let run = tlsperf(&args);
+    let v = read(&get);
+    assert!(v["options"].get("body_size").is_none(), "{}", v["options"]);
+    assert!(!run.stdout.contains("upload MB/s"), "{}", run.stdout);
+    for st in v["steps"].as_array().unwrap() {
+        assert_eq!(st["upload_bytes"], 0, "{st}");
+    }
+}
+
 /// The field paths of docs/json.md's `tlsperf capacity` table, with their types.
 fn documented_fields() -> std::collections::BTreeMap<String, String> {
     let text =

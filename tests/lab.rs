@@ -484,10 +484,51 @@ fn stack_group_runs_hyper_axum_and_actix_on_one_server_config() {
             assert!(r["completed"].as_u64().unwrap() > 0, "{name}: {r}");
             assert_eq!(r["failed"], 0, "{name}: {r} {}", c["errors"]);
             assert!(r["handshakes_per_s"].as_f64().unwrap() > 0.0, "{name}: {r}");
+            // GETs: no upload figure.
+            assert!(r.get("upload_bytes_per_s").is_none(), "{name}: {r}");
         }
     }
     let notes = v["notes"].to_string();
     assert!(!notes.contains("stacks"), "{notes}");
+}
+
+/// `lab --body-size`: every request a POST (each of the three stacks reads it), each
+/// round's upload goodput in the result and in the report, the size in the options.
+#[test]
+fn uploads_run_through_every_stack_with_their_goodput() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--only",
+        "stack",
+        "--rounds",
+        "3",
+        "--body-size",
+        "10000",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["options"]["body_size"], 10000, "{}", v["options"]);
+    for c in v["groups"][0]["cells"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        for r in c["rounds"].as_array().unwrap() {
+            assert_eq!(r["failed"], 0, "{name}: {r} {}", c["errors"]);
+            let up = r["upload_bytes_per_s"].as_f64().unwrap();
+            // Both over the round's duration: 10,000 bytes per answered request.
+            let expected = r["requests_per_s"].as_f64().unwrap() * 10_000.0;
+            assert!(
+                up > 0.0 && (up - expected).abs() <= 1e-6 * up,
+                "{name}: {r}"
+            );
+        }
+        assert!(c["summary"]["upload_bytes_per_s"]["mean"].as_f64().unwrap() > 0.0);
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("upload bytes/s"), "{md}");
 }
 
 #[test]

@@ -1417,3 +1417,58 @@ fn uploads_over_a_link_are_limited_by_its_up_rate_and_by_the_timeout() {
     );
     assert!(took < Duration::from_secs(6), "the run took {took:?}");
 }
+
+/// `Link::start_bare` (the floor `examples/link_accuracy goodput` measures the delay line
+/// against): the same namespace and devices with a forwarder that writes each packet as
+/// soon as it reads it, whatever the spec says: no delay (a probe comes back well within
+/// the 400 ms the spec asks for), no loss (50% asked), every packet counted both ways.
+#[test]
+fn a_bare_forwarder_carries_every_packet_at_once_whatever_the_spec() {
+    use std::net::UdpSocket;
+    use tlsperf::link::{Link, LinkSpec};
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+    echo.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let to = echo.local_addr().unwrap();
+    let echoer = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = echo.recv_from(&mut buf) {
+            let _ = echo.send_to(&buf[..n], from);
+        }
+    });
+    let spec: LinkSpec = "rtt=400ms,loss=50%".parse().unwrap();
+    let link = Link::start_bare(&spec).unwrap();
+    let sock = {
+        let _inside = link.enter().unwrap();
+        UdpSocket::bind("0.0.0.0:0").unwrap()
+    };
+    sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let n = 40;
+    let mut buf = [0u8; 64];
+    for i in 0..n {
+        let t = Instant::now();
+        sock.send_to(&[i as u8; 32], to).unwrap();
+        let got = sock
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("probe {i} lost: {e}"));
+        assert_eq!(got, 32);
+        // Half the spec's round trip: the forwarder applies none of it.
+        assert!(
+            t.elapsed() < Duration::from_millis(200),
+            "probe {i}: {:?}",
+            t.elapsed()
+        );
+    }
+    let (up, down) = (link.up(), link.down());
+    drop(link);
+    echoer.join().unwrap();
+    for c in [up, down] {
+        assert!(c.packets >= n, "{c:?}");
+        assert_eq!(c.delivered, c.packets, "{c:?}");
+        assert_eq!(c.lost + c.overflow + c.write_failed, 0, "{c:?}");
+        assert_eq!(c.late_ns_max, 0, "{c:?}");
+    }
+}

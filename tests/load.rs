@@ -998,10 +998,26 @@ fn out_file_merge_and_compare() {
         .iter()
         .map(|r| &r["identity"]["metric"])
         .collect();
+    // GETs: the response bodies' goodput, by value (one figure per run), and no
+    // upload row.
     assert_eq!(
         metrics,
-        ["mean latency per connection", "throughput per interval"],
+        [
+            "mean latency per connection",
+            "throughput per interval",
+            "goodput down (response bodies)"
+        ],
         "{cv}"
+    );
+    let down = &cv["rows"][2];
+    assert_eq!(down["unit"], "bytes/s", "{down}");
+    assert_eq!(
+        down["a"]["median"], av["goodput"]["down_bytes_per_s"],
+        "{down}"
+    );
+    assert_eq!(
+        down["b"]["median"], bv["goodput"]["down_bytes_per_s"],
+        "{down}"
     );
     let run = tlsperf(["compare", a_s, b_s]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -1674,4 +1690,66 @@ fn error_statuses_fail_their_requests_unless_ok_status_says_otherwise() {
         "{}",
         bad.stderr
     );
+}
+
+/// Uploads compare: two `--body-size` runs give an upload goodput row (and a download
+/// one), each side's figure the result's own; against a run of GETs the upload row is in
+/// one input only, not compared with nothing.
+#[test]
+fn compare_shows_the_goodput_of_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let url = s.url();
+    let d = dir.path();
+    let run_to = |name: &str, extra: &[&str]| -> (String, Value) {
+        let path = d.join(name).to_str().unwrap().to_string();
+        let mut args = vec![&url[..], "-d", "1s", "-c", "2", "--cacert", &ca, "-q"];
+        args.extend_from_slice(extra);
+        args.extend(["--out", &path]);
+        let run = load_run(&args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        (path, v)
+    };
+    let (a, av) = run_to("a.json", &["--body-size", "30000"]);
+    let (b, bv) = run_to("b.json", &["--body-size", "60000"]);
+    let (get, _) = run_to("get.json", &[]);
+    assert!(
+        av["goodput"]["up_bytes_per_s"].as_f64().unwrap() > 0.0,
+        "{av}"
+    );
+    let run = tlsperf(["compare", &a, &b, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let cv: Value = serde_json::from_str(&run.stdout).unwrap();
+    let row = |metric: &str| {
+        cv["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["identity"]["metric"] == metric)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row {metric}: {cv}"))
+    };
+    let up = row("goodput up (request bodies)");
+    assert_eq!(up["unit"], "bytes/s");
+    assert_eq!(up["a"]["median"], av["goodput"]["up_bytes_per_s"], "{up}");
+    assert_eq!(up["b"]["median"], bv["goodput"]["up_bytes_per_s"], "{up}");
+    let ratio = bv["goodput"]["up_bytes_per_s"].as_f64().unwrap()
+        / av["goodput"]["up_bytes_per_s"].as_f64().unwrap();
+    assert!((up["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9, "{up}");
+    row("goodput down (response bodies)");
+    // The text names them too.
+    let run = tlsperf(["compare", &a, &b]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("goodput up (request bodies)"),
+        "{}",
+        run.stdout
+    );
+    // Against GETs: the upload row is A's alone.
+    let run = tlsperf(["compare", &a, &get, "--json"]);
+    let cv: Value = serde_json::from_str(&run.stdout).unwrap();
+    let only_a = cv["only_in_a"].to_string();
+    assert!(only_a.contains("goodput up (request bodies)"), "{cv}");
+    assert!(!cv["rows"].to_string().contains("goodput up"), "{cv}");
 }

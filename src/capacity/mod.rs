@@ -678,6 +678,9 @@ async fn run_step(
         latency_corrected: r.latency_corrected.clone(),
         pacing_lateness: r.pacing_lateness.clone(),
         latency_from_send: (!r.latency.hdr.is_empty()).then(|| r.latency.clone()),
+        body_bytes: r.body_bytes,
+        upload_bytes: r.upload_bytes,
+        goodput: Default::default(),
         generator: StepCpu {
             apart_from_server: cpus_apart(opts.load.server_pid),
             ..generator_cpu(&r)

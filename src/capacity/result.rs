@@ -214,6 +214,17 @@ pub struct Step {
     /// was late.
     #[serde(default)]
     pub latency_from_send: Option<Dist>,
+    /// Response body bytes received during the step.
+    #[serde(default)]
+    pub body_bytes: u64,
+    /// Request body bytes sent during the step: `--body-size` bytes for each answered
+    /// request (0 for GETs and in older files).
+    #[serde(default)]
+    pub upload_bytes: u64,
+    /// The bodies' goodput over the step, both ways (`body_bytes` and `upload_bytes` ÷
+    /// `duration_s`; derived, recomputed after a merge).
+    #[serde(default)]
+    pub goodput: crate::load::result::Goodput,
     /// The generator's CPU.
     pub generator: StepCpu,
     /// The server's CPU seconds during the step (`--server-pid`).
@@ -288,6 +299,10 @@ impl Step {
     pub fn judge(&mut self, slo: &Slo, rules: &Rules) {
         let secs = self.duration_s.max(1e-9);
         self.achieved_per_s = self.completed as f64 / secs;
+        self.goodput = crate::load::result::Goodput {
+            down_bytes_per_s: self.body_bytes as f64 / secs,
+            up_bytes_per_s: self.upload_bytes as f64 / secs,
+        };
         self.error_rate = if self.attempted == 0 {
             0.0
         } else {
@@ -1375,6 +1390,14 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
                 .failed
                 .checked_add(b.failed)
                 .ok_or_else(|| over("requests failed"))?;
+            a.body_bytes = a
+                .body_bytes
+                .checked_add(b.body_bytes)
+                .ok_or_else(|| over("body bytes"))?;
+            a.upload_bytes = a
+                .upload_bytes
+                .checked_add(b.upload_bytes)
+                .ok_or_else(|| over("upload bytes"))?;
             merge_dist(&mut a.latency_corrected, &b.latency_corrected)?;
             merge_dist(&mut a.pacing_lateness, &b.pacing_lateness)?;
             merge_dist(&mut a.latency_from_send, &b.latency_from_send)?;
@@ -1547,6 +1570,9 @@ pub(crate) mod tests {
             latency_corrected: Some(Dist::of(h.clone())),
             pacing_lateness: Some(Dist::of(late)),
             latency_from_send: Some(Dist::of(h)),
+            body_bytes: 0,
+            upload_bytes: 0,
+            goodput: Default::default(),
             generator: StepCpu {
                 threads: 1,
                 cpu_seconds: 0.1,

@@ -92,6 +92,10 @@ pub struct CapacityArgs {
     /// At most this many steps.
     #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_steps: u32,
+    /// Upload: send each request as a POST with a body of N bytes (at most 67108864,
+    /// 64 MiB; as `load --body-size`). Each step gives its bodies' goodput both ways.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    body_size: u64,
     /// Connection slots per step (default: twice the rate × the largest latency bound,
     /// at least 4).
     #[arg(short = 'c', long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -185,6 +189,10 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             json!(args.link.link.as_ref().map(|l| l.to_string())),
         ),
     ]);
+    // Uploads only: the documents of GET searches stay as they were.
+    if args.body_size > 0 {
+        echo.push(("body_size", json!(args.body_size)));
+    }
     let echo: BTreeMap<String, serde_json::Value> =
         echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let opts = CapacityOptions {
@@ -204,7 +212,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
             rate: None,
             requests_per_conn: per_conn,
             http2: args.http2,
-            body_size: 0,
+            body_size: args.body_size,
             timeout,
             threads,
             server_pid: args.server_pid,

@@ -57,6 +57,11 @@ pub struct LabArgs {
     /// Holm): a check of the lab itself.
     #[arg(long)]
     null: bool,
+    /// Upload: send each request as a POST with a body of N bytes (at most 67108864,
+    /// 64 MiB; as `load --body-size`), in the rounds and the --slo searches. Each round
+    /// gives the uploads' goodput (bytes/s). With --target the server must accept a POST.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    body_size: u64,
     /// `--link`: see the command's long help.
     #[command(flatten)]
     link: LinkArgs,
@@ -139,6 +144,7 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     opts.slo = args.slo.clone();
     opts.slo_time = args.slo_time;
     opts.null = args.null;
+    opts.body_size = args.body_size;
     // Before the runtime starts, so that every thread of the load generator inherits it.
     opts.pinning = match &external {
         Some(_) => lab::pin::not_pinned("--target: the server is not the lab's"),

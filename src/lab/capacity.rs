@@ -101,7 +101,7 @@ pub(super) async fn search(
             rate: None,
             requests_per_conn: Some(1),
             http2: false,
-            body_size: 0,
+            body_size: opts.body_size,
             timeout: (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)),
             threads: 1,
             server_pid: None,

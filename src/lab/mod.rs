@@ -70,6 +70,9 @@ pub struct LabOptions {
     /// its own name): a run whose comparisons all compare the same thing, so that it
     /// should recommend nothing. It checks the error rate of "What to change".
     pub null: bool,
+    /// `--body-size`: every request a POST with a body of this many bytes (0: GETs),
+    /// in the rounds and the capacity searches alike.
+    pub body_size: u64,
 }
 
 /// The emulated link a lab runs over (`tlsperf lab --link`).
@@ -123,6 +126,7 @@ impl LabOptions {
             slo_time: Duration::from_secs(60),
             link: None,
             null: false,
+            body_size: 0,
         }
     }
 }

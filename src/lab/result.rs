@@ -159,6 +159,9 @@ pub struct RunOptions {
     /// lab's error rate: nothing should be recommended).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub null: bool,
+    /// `--body-size`: bytes of each request's body, sent as a POST (absent: GETs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_size: Option<u64>,
 }
 
 /// One group.
@@ -212,6 +215,10 @@ pub struct RoundMetrics {
     /// first-byte phases' means (each request opens its own connection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_byte_mean_ms: Option<f64>,
+    /// With `--body-size`: request body bytes sent per second of the round (the load
+    /// result's `goodput.up_bytes_per_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_bytes_per_s: Option<f64>,
 }
 
 /// Mean and standard deviation over rounds.

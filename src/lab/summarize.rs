@@ -74,6 +74,7 @@ pub(super) fn round_metrics(
             .map(|p| r.phases.get(*p).map(|d| ms(d.quantiles.mean_ns)))
             .sum::<Option<f64>>()
             .filter(|_| at_link && r.requests.completed > 0),
+        upload_bytes_per_s: (r.upload_bytes > 0).then_some(r.goodput.up_bytes_per_s),
     }
 }
 
@@ -94,6 +95,7 @@ pub(super) fn metric_values(m: &RoundMetrics) -> Vec<(&'static str, Option<f64>)
         ("server_rss_kib", m.server_rss_kib.map(|k| k as f64)),
         ("client_cpu_us_per_handshake", m.client_cpu_us_per_handshake),
         ("first_byte_mean_ms", m.first_byte_mean_ms),
+        ("upload_bytes_per_s", m.upload_bytes_per_s),
     ]
 }
 

@@ -8,6 +8,9 @@
 //! lateness before the due time, and spins at most the last 5 µs: see [`run`]), or, when
 //! a round of writes began less than [`MIN_GAP`] before, with the next round, at most
 //! that much later. The lateness counters include both.
+//!
+//! Also [`forward`]: the same threads' bare forwarder ([`super::Link::start_bare`]), each
+//! packet written as soon as it is read, the floor the line's CPU is measured against.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -332,15 +335,7 @@ pub fn run(
     mut shaper: Shaper,
     counters: &Arc<Counters>,
 ) {
-    // Wake up on time even when every core is busy: real-time priority 1 (the lowest;
-    // it only goes ahead of normal threads), with no timer slack. Without the right to
-    // it, the thread stays a normal one and its lateness shows in the accuracy figures.
-    // SAFETY: both calls only change this thread's scheduling.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
-        let param = libc::sched_param { sched_priority: 1 };
-        libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param);
-    }
+    real_time();
     // Packets waiting for their due time, earliest first (jitter may draw a packet an
     // earlier time than the one before it), each in a buffer of its own size, reused.
     let mut pending: BinaryHeap<Reverse<Pending>> = BinaryHeap::new();
@@ -434,6 +429,55 @@ pub fn run(
                 Fate::Overflow => {
                     counters.overflow.fetch_add(1, Ordering::Relaxed);
                 }
+            }
+        }
+    }
+}
+
+/// Wake up on time even when every core is busy: real-time priority 1 (the lowest; it
+/// only goes ahead of normal threads), with no timer slack. Without the right to it, the
+/// thread stays a normal one and its lateness shows in the accuracy figures.
+fn real_time() {
+    // SAFETY: both calls only change this thread's scheduling.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+        let param = libc::sched_param { sched_priority: 1 };
+        libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param);
+    }
+}
+
+/// A bare forwarder ([`super::Link::start_bare`]): until `stop` becomes readable, waits
+/// for `from` to be readable, then reads each packet and writes it to `to` at once, until
+/// the device is empty. No model, no timers, the scheduling of [`run`]: what carrying
+/// the packets costs by itself, the floor of the delay line's CPU. `counters` get the
+/// packets and bytes read and delivered (lateness 0) and the refused writes.
+pub fn forward(from: &OwnedFd, to: &OwnedFd, stop: &OwnedFd, counters: &Arc<Counters>) {
+    real_time();
+    let mut buf = vec![0u8; MAX_PACKET];
+    loop {
+        match poll(from, stop, None) {
+            Ready::Stop => return,
+            Ready::Timeout => continue,
+            Ready::Input => {}
+        }
+        loop {
+            // SAFETY: reads into a live buffer of `buf.len()` bytes.
+            let n = unsafe { libc::read(from.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            counters.packets.fetch_add(1, Ordering::Relaxed);
+            counters.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            // SAFETY: writes `n` bytes from the live buffer just read into.
+            let w = unsafe { libc::write(to.as_raw_fd(), buf.as_ptr().cast(), n as usize) };
+            if w >= 0 {
+                counters.delivered.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .delivered_bytes
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                counters.record_late(0);
+            } else {
+                counters.write_failed.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

@@ -111,6 +111,20 @@ impl Link {
     /// Sets up the namespace (with `spec.cc` as its TCP congestion control), both devices
     /// and the delay line for `spec`.
     pub fn start(spec: &LinkSpec) -> Result<Link, LinkError> {
+        Link::start_with(spec, false)
+    }
+
+    /// The same namespace and devices as [`Link::start`], with a bare forwarder in place
+    /// of the delay line ([`line::forward`]: each packet written as soon as it is read; no
+    /// delay, rate, queue or loss, whatever `spec` says but `cc=`). What carrying packets
+    /// between the two devices costs by itself: the floor the delay line's CPU is
+    /// measured against (`examples/link_accuracy.rs goodput`). Its threads are named
+    /// `tlsperf-fwd-up` and `tlsperf-fwd-down`.
+    pub fn start_bare(spec: &LinkSpec) -> Result<Link, LinkError> {
+        Link::start_with(spec, true)
+    }
+
+    fn start_with(spec: &LinkSpec, bare: bool) -> Result<Link, LinkError> {
         let host_ns = netns::open_ns()?;
         let lock = netns::SetupLock::take()?;
         let index = netns::free_index()?;
@@ -142,10 +156,10 @@ impl Link {
             down,
         };
         let seed: u64 = rand::random();
-        for (name, from, to, rate, seed) in [
-            ("tlsperf-link-up", &client_tun, &host_tun, spec.up, seed),
+        for (up, from, to, rate, seed) in [
+            (true, &client_tun, &host_tun, spec.up, seed),
             (
-                "tlsperf-link-down",
+                false,
                 &host_tun,
                 &client_tun,
                 spec.down,
@@ -153,15 +167,23 @@ impl Link {
             ),
         ] {
             let shaper = line::Shaper::new(spec, rate, seed);
-            let counters = if name == "tlsperf-link-up" {
-                Arc::clone(&link.up)
-            } else {
-                Arc::clone(&link.down)
+            let counters = Arc::clone(if up { &link.up } else { &link.down });
+            let name = match (bare, up) {
+                (false, true) => "tlsperf-link-up",
+                (false, false) => "tlsperf-link-down",
+                (true, true) => "tlsperf-fwd-up",
+                (true, false) => "tlsperf-fwd-down",
             };
             let (from, to, stop) = (Arc::clone(from), Arc::clone(to), Arc::clone(&link.stop));
             let t = std::thread::Builder::new()
                 .name(name.into())
-                .spawn(move || line::run(&from, &to, &stop, shaper, &counters))
+                .spawn(move || {
+                    if bare {
+                        line::forward(&from, &to, &stop, &counters)
+                    } else {
+                        line::run(&from, &to, &stop, shaper, &counters)
+                    }
+                })
                 .map_err(|e| LinkError::setup("start the delay line", e))?;
             link.threads.push(t);
         }

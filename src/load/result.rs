@@ -362,29 +362,52 @@ impl Comparable for LoadResult {
                 .filter(|(k, _)| !COMPARE_MAY_DIFFER.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.to_string())),
         );
+        let mut rows = vec![
+            row(
+                "mean latency per connection",
+                "ms".into(),
+                Direction::LowerIsBetter,
+                self.connections
+                    .iter()
+                    .filter(|c| c.requests > 0)
+                    .map(|c| c.mean_latency_ms)
+                    .collect(),
+            ),
+            row(
+                "throughput per interval",
+                format!("requests/s per {width_ms} ms interval"),
+                Direction::HigherIsBetter,
+                throughput,
+            ),
+        ];
+        // The bodies' goodput, each way the run moved bodies (older files: none): one
+        // figure per run, so compared by its value alone, without a test.
+        for (metric, bytes_per_s) in [
+            (
+                "goodput down (response bodies)",
+                self.goodput.down_bytes_per_s,
+            ),
+            ("goodput up (request bodies)", self.goodput.up_bytes_per_s),
+        ] {
+            if bytes_per_s > 0.0 {
+                rows.push(Row {
+                    rounds: None,
+                    median: Some(bytes_per_s),
+                    ..row(
+                        metric,
+                        "bytes/s".into(),
+                        Direction::HigherIsBetter,
+                        Vec::new(),
+                    )
+                });
+            }
+        }
         RowSet {
             sections: vec![Section {
                 name: SECTION,
                 title: "",
             }],
-            rows: vec![
-                row(
-                    "mean latency per connection",
-                    "ms".into(),
-                    Direction::LowerIsBetter,
-                    self.connections
-                        .iter()
-                        .filter(|c| c.requests > 0)
-                        .map(|c| c.mean_latency_ms)
-                        .collect(),
-                ),
-                row(
-                    "throughput per interval",
-                    format!("requests/s per {width_ms} ms interval"),
-                    Direction::HigherIsBetter,
-                    throughput,
-                ),
-            ],
+            rows,
             settings,
             notes: Vec::new(),
         }

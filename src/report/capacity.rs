@@ -29,7 +29,7 @@ fn pct(x: f64) -> String {
 }
 
 /// The columns of the step table, in order.
-const COLUMNS: [&str; 13] = [
+const COLUMNS: [&str; 14] = [
     "step",
     "kind",
     "offered/s",
@@ -41,9 +41,14 @@ const COLUMNS: [&str; 13] = [
     "server CPU µs/req",
     "gen CPU",
     "pacing p99 ms",
+    UPLOAD,
     "verdict",
     "why",
 ];
+
+/// The column of the uploads' goodput, shown when a step sent request bodies
+/// (`--body-size`).
+const UPLOAD: &str = "upload MB/s";
 
 fn cells(s: &Step) -> Vec<String> {
     let late = s
@@ -64,6 +69,7 @@ fn cells(s: &Step) -> Vec<String> {
             .map_or("-".into(), |v| format!("{v:.0}")),
         format!("{:.0}%", s.generator.utilization * 100.0),
         late.map_or("-".into(), |v| format!("{v:.2}")),
+        format!("{:.2}", s.goodput.up_bytes_per_s / 1e6),
         s.verdict.name().to_string(),
         s.why.clone(),
     ]
@@ -73,7 +79,7 @@ fn cells(s: &Step) -> Vec<String> {
 pub fn step_line(s: &Step) -> String {
     let c = cells(s);
     format!(
-        "step {} ({}) {}/s: achieved {}/s, p50 {} ms, p99 {} ms, errors {}, generator CPU {} → {}{}",
+        "step {} ({}) {}/s: achieved {}/s, p50 {} ms, p99 {} ms, errors {}, generator CPU {}{} → {}{}",
         c[0],
         c[1],
         c[2],
@@ -82,7 +88,12 @@ pub fn step_line(s: &Step) -> String {
         c[5],
         c[7],
         c[9],
-        c[11],
+        if s.upload_bytes > 0 {
+            format!(", upload {} MB/s", c[11])
+        } else {
+            String::new()
+        },
+        c[12],
         if s.why.is_empty() {
             String::new()
         } else {
@@ -115,8 +126,10 @@ pub fn text(r: &CapacityResult) -> String {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
     let server = r.steps.iter().any(|s| s.server_cpu_seconds.is_some());
+    let upload = r.steps.iter().any(|s| s.upload_bytes > 0);
     let keep: Vec<usize> = (0..COLUMNS.len())
         .filter(|&i| server || COLUMNS[i] != "server CPU µs/req")
+        .filter(|&i| upload || COLUMNS[i] != UPLOAD)
         .collect();
     t.set_header(keep.iter().map(|&i| COLUMNS[i]));
     for step in &r.steps {
@@ -288,14 +301,18 @@ pub fn html(r: &CapacityResult) -> String {
     );
     s.push_str(&knee_charts(r));
     s.push_str("<table class=\"steps\"><thead><tr>");
-    for c in COLUMNS {
+    // The uploads' column only when a step sent request bodies.
+    let upload = r.steps.iter().any(|s| s.upload_bytes > 0);
+    let keep = |i: &usize| upload || COLUMNS[*i] != UPLOAD;
+    for c in (0..COLUMNS.len()).filter(keep).map(|i| COLUMNS[i]) {
         let _ = write!(s, "<th>{}</th>", e(c));
     }
     s.push_str("</tr></thead><tbody>");
     for step in &r.steps {
         let _ = write!(s, "<tr class=\"{}\">", step.verdict.name());
-        for c in cells(step) {
-            let _ = write!(s, "<td>{}</td>", e(&c));
+        let c = cells(step);
+        for i in (0..c.len()).filter(keep) {
+            let _ = write!(s, "<td>{}</td>", e(&c[i]));
         }
         s.push_str("</tr>");
     }

@@ -9,7 +9,7 @@ use super::svg::{self, esc};
 use crate::lab::result::{COMPARED, CellResult, GroupResult, LabResult, MeanSd};
 
 /// Columns of the tables: metric name, heading, decimals.
-const COLUMNS: [(&str, &str, usize); 13] = [
+const COLUMNS: [(&str, &str, usize); 14] = [
     ("first_byte_mean_ms", "first byte ms", 1),
     ("requests_per_s", "req/s", 0),
     ("handshakes_per_s", "handshakes/s", 0),
@@ -23,6 +23,7 @@ const COLUMNS: [(&str, &str, usize); 13] = [
     ("server_cpu_us_per_handshake", "server CPU µs/handshake", 0),
     ("server_rss_kib", "server RSS KiB", 0),
     ("client_cpu_us_per_handshake", "client CPU µs/handshake", 0),
+    ("upload_bytes_per_s", "upload bytes/s", 0),
 ];
 
 fn figure(m: &MeanSd, decimals: usize) -> String {
