@@ -200,10 +200,15 @@ impl Posterior {
     }
 }
 
+/// True when the trials bound r*: a pass and a failure among them.
+fn bounded(trials: &[Trial]) -> bool {
+    trials.iter().any(|t| t.passed) && trials.iter().any(|t| !t.passed)
+}
+
 /// The capacity and its interval from the trials, or `None` when they do not bound it
 /// (no pass, or no failure: the curve's middle could then be anywhere beyond them).
 pub fn estimate(trials: &[Trial]) -> Option<Knee> {
-    if !trials.iter().any(|t| t.passed) || !trials.iter().any(|t| !t.passed) {
+    if !bounded(trials) {
         return None;
     }
     let post = posterior(trials)?;
@@ -219,7 +224,9 @@ pub fn estimate(trials: &[Trial]) -> Option<Knee> {
 /// interval and clamped to `[min, max]`, the one after which r*'s posterior is expected
 /// to have the least entropy. `None` when the trials do not bound r* ([`estimate`]).
 pub fn next_rate(trials: &[Trial], min: f64, max: f64) -> Option<f64> {
-    estimate(trials)?;
+    if !bounded(trials) {
+        return None;
+    }
     let post = posterior(trials)?;
     let q = post.quantiles(&[0.0, 0.025, 0.975, 1.0]);
     let (all_lo, all_hi) = (q[0], q[3]);

@@ -319,26 +319,20 @@ pub async fn run(
         // A process that reaches a step of the shared schedule too late (stopped,
         // starved) skips it, so that its next steps still run with the others'.
         let late = planned.map(|t| Instant::now().saturating_duration_since(t));
+        let plan_of_step = StepPlan {
+            index,
+            kind,
+            rate,
+            share,
+            length,
+            planned: planned.zip(late),
+        };
         let step = if let Some(late) = late.filter(|l| l.as_secs_f64() > LATE_START_MAX) {
-            let mut s = skipped_step(index, kind, rate, share, length, late);
+            let mut s = skipped_step(&plan_of_step, late);
             s.judge(&opts.slo, &opts.rules);
             Ok(Some(s))
         } else {
-            run_step(
-                &target,
-                &config,
-                &opts,
-                &progress,
-                StepPlan {
-                    index,
-                    kind,
-                    rate,
-                    share,
-                    length,
-                    planned: planned.zip(late),
-                },
-            )
-            .await
+            run_step(&target, &config, &opts, &progress, plan_of_step).await
         };
         let step = match step {
             Ok(step) => step,
@@ -747,22 +741,15 @@ struct StepPlan {
 
 /// The step a process skipped because it reached the step's instant `late` (more than
 /// [`LATE_START_MAX`]): nothing sent, judged invalid ([`Step::judge`]).
-fn skipped_step(
-    index: u32,
-    kind: StepKind,
-    rate: f64,
-    share: f64,
-    length: Duration,
-    late: Duration,
-) -> Step {
+fn skipped_step(plan: &StepPlan, late: Duration) -> Step {
     Step {
-        index,
-        kind,
+        index: plan.index,
+        kind: plan.kind,
         started: crate::when::format_rfc3339(time::OffsetDateTime::now_utc()),
-        offered_per_s: rate,
-        share,
+        offered_per_s: plan.rate,
+        share: plan.share,
         machines: 1,
-        length_s: length.as_secs_f64(),
+        length_s: plan.length.as_secs_f64(),
         warmup_s: 0.0,
         duration_s: 0.0,
         connections: 0,

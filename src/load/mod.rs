@@ -680,7 +680,8 @@ pub async fn run(
     }
     // The generator's figures from the measured window's start, when it began.
     let (cpu0, wait0, spins0) = match at_window {
-        Some(h) if h.is_finished() => h.await.unwrap_or((cpu0, wait0, spins0)),
+        // The window began (its figures are being taken, or were): wait for them.
+        Some(h) if Instant::now() >= measured_from => h.await.unwrap_or((cpu0, wait0, spins0)),
         Some(h) => {
             h.abort();
             (cpu0, wait0, spins0)
