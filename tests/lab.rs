@@ -1066,18 +1066,22 @@ fn slo_gives_every_configuration_its_capacity() {
         let outcome = cap["outcome"].as_str().unwrap_or_else(|| panic!("{c}"));
         assert!(cap["steps"].as_u64().unwrap() >= 1, "{cap}");
         assert!(!cap["message"].as_str().unwrap().is_empty(), "{cap}");
-        if outcome == "capacity" {
-            // A confirmed capacity lies at the low end of its bracket.
-            let v = cap["capacity_per_s"].as_f64().unwrap();
-            assert_eq!(cap["interval_per_s"][0].as_f64().unwrap(), v, "{cap}");
-            assert!(cap["interval_per_s"][1].as_f64().unwrap() > v, "{cap}");
-            concluded += 1;
+        // A capacity, whenever the steps bound one, lies within its 90% interval; the
+        // outcome is `capacity` when that interval is within the lab's 20%.
+        if let Some(v) = cap["capacity_per_s"].as_f64() {
+            let lo = cap["interval_per_s"][0].as_f64().unwrap();
+            let hi = cap["interval_per_s"][1].as_f64().unwrap();
+            assert!(lo <= v && v <= hi, "{cap}");
+            if outcome == "capacity" {
+                assert!(hi / lo - 1.0 <= 0.2 + 1e-9, "{cap}");
+                concluded += 1;
+            }
         } else {
-            assert!(cap["capacity_per_s"].is_null(), "{cap}");
+            assert_ne!(outcome, "capacity", "{cap}");
         }
     }
     eprintln!(
-        "{concluded} of {} searches confirmed a capacity",
+        "{concluded} of {} searches found a capacity within 20%",
         cells.len()
     );
     // Capacity recommendations say what they compare, in the objective's words.
