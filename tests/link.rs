@@ -1022,9 +1022,13 @@ fn jitter_leaves_the_mean_round_trip_at_the_rtt() {
         .iter()
         .fold((f64::MAX, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
     // The sum of two uniform draws over 5..15 ms: sd 4.1 ms, the mean of ~2,000 within
-    // 0.1 ms of 20 ms (3 sd 0.3 ms); above it, the stack's and the line's own lateness.
+    // 0.1 ms of 20 ms (3 sd 0.3 ms); above it, the stack's and the line's own lateness:
+    // 21.36 ms once in CI with the line's p99 lateness at 2.9-4.2 ms (tests running
+    // beside it). A line whose packets never overtake each other gives each packet the
+    // latest of the delays drawn around it: at probes 0.25 ms apart, near 15 ms each
+    // way, a mean near 30 ms, far above this bound.
     assert!(
-        (19.6..=20.8).contains(&mean),
+        (19.6..=22.0).contains(&mean),
         "mean round trip {mean:.3} ms at rtt=20ms,jitter=10ms (min {lo:.3}, max {hi:.3}); {counters:?}"
     );
     assert!((10.0..12.0).contains(&lo), "fastest round trip {lo:.3} ms");
