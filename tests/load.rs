@@ -1534,7 +1534,9 @@ fn sigint_stops_waiting_slots_and_requests_in_flight() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["requests"]["completed"], 1, "{}", v["requests"]);
     let secs = v["duration_s"].as_f64().unwrap();
-    assert!((1.4..5.0).contains(&secs), "{secs}");
+    // From the run's start (after the process started and measured its pacer's spin
+    // cost: 1.36 s once in CI) to the stop, not to the answer (a few ms).
+    assert!((1.0..5.0).contains(&secs), "{secs}");
 }
 
 /// Ctrl-C during the `--start-at` wait: the run never started, so the generator was not

@@ -114,7 +114,7 @@ pub(crate) fn spin_looks() -> u64 {
 /// The CPU one look of the spin costs when nothing else is ready to run (a clock read
 /// and a `yield_now` through the scheduler): measured once per process, on a thread of
 /// its own with a one-worker runtime of the kind the generator runs, as the thread CPU
-/// time of 20,000 looks. When other tasks are ready, a look takes longer (they run in
+/// time of 5,000 looks. When other tasks are ready, a look takes longer (they run in
 /// between) but the spin's own part of it stays this: looks × this estimates the CPU
 /// the spin took, never the other tasks' work. `None` where it cannot be measured.
 pub(crate) fn spin_look_cost() -> Option<Duration> {
@@ -128,7 +128,7 @@ pub(crate) fn spin_look_cost() -> Option<Duration> {
                 .ok()?;
             rt.block_on(async {
                 tokio::spawn(async {
-                    const LOOKS: u32 = 20_000;
+                    const LOOKS: u32 = 5_000;
                     let far = Instant::now() + Duration::from_secs(3600);
                     let t0 = thread_cpu();
                     for _ in 0..LOOKS {
