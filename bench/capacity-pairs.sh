@@ -10,7 +10,7 @@
 # first, and a starved generator or server is reported by the search itself).
 #
 # With two or more CPUs the server runs on the last one and the generator on the first
-# (taskset).
+# (taskset; bench/capacity-setup.sh).
 #
 # Usage: [PAIRS=10] [SLO=p99=30ms] [BIN=path/to/tlsperf] [CERT=ecdsa-p256] [NICE=-10]
 #        bench/capacity-pairs.sh
@@ -20,30 +20,9 @@ cd "$(dirname "$0")/.."
 pairs="${PAIRS:-10}"
 slo="${SLO:-p99=30ms}"
 cert="${CERT:-ecdsa-p256}"
-if [ -z "${BIN:-}" ]; then
-  cargo build --release --locked --quiet --bin tlsperf
-  BIN="$PWD/target/release/tlsperf"
-fi
-bin="$BIN"
-work="$(mktemp -d)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+# shellcheck source=bench/capacity-setup.sh
+. bench/capacity-setup.sh
 port=18472
-srv=()
-gen=()
-if [ -n "${NICE:-}" ]; then
-  srv=(nice -n "$NICE")
-  gen=(nice -n "$NICE")
-fi
-ncpu=$(nproc)
-pinning="not pinned"
-if [ "$ncpu" -ge 2 ] && command -v taskset > /dev/null; then
-  srv+=(taskset -c "$((ncpu - 1))")
-  gen+=(taskset -c 0)
-  pinning="server on CPU $((ncpu - 1)), generator on CPU 0 (taskset)"
-fi
-[ -n "${NICE:-}" ] && pinning="$pinning; both at nice $NICE"
 "${srv[@]}" "$bin" serve --listen "127.0.0.1:$port" --threads 1 --resumption off --gen-cert "$cert" \
   --write-ca "$work/ca.pem" --duration 3h -q > /dev/null &
 spid=$!

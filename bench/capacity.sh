@@ -19,40 +19,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 slo="${SLO:-p99=30ms}"
 cert="${CERT:-ecdsa-p256}"
-pin="${PIN:-1}"
-if [ -z "${BIN:-}" ]; then
-  cargo build --release --locked --quiet --bin tlsperf
-  BIN="$PWD/target/release/tlsperf"
-fi
-bin="$BIN"
-work="$(mktemp -d)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+# shellcheck source=bench/capacity-setup.sh
+. bench/capacity-setup.sh
 port=18471
-srv=()
-gen=()
-if [ -n "${NICE:-}" ]; then
-  # A higher scheduling priority for server and generator than other processes (e.g.
-  # NICE=-10, as root): on a machine shared with builds, their CPU time then hardly
-  # depends on the builds'. Recorded in the report.
-  srv=(nice -n "$NICE")
-  gen=(nice -n "$NICE")
-fi
-ncpu=$(nproc)
-if [ "$pin" = 1 ] && [ "$ncpu" -ge 2 ] && command -v taskset > /dev/null; then
-  srv+=(taskset -c "$((ncpu - 1))")
-  gen+=(taskset -c 0)
-  pinning="server on CPU $((ncpu - 1)), generator on CPU 0 (taskset)"
-  stat_cpu="cpu$((ncpu - 1))"
-else
-  stat_cpu=cpu
-  pinning="not pinned"
-  stat_cpu=cpu
-fi
+stat_cpu=cpu${server_cpu}
 # "steal total" jiffies of the server's CPU (the machine's when not pinned), from /proc/stat.
 steal_ticks() { awk -v c="$stat_cpu" '$1 == c {print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
-[ -n "${NICE:-}" ] && pinning="$pinning; both at nice $NICE"
 if [ -n "${WAIT_LOAD:-}" ]; then
   for _ in $(seq 180); do
     python3 -c "import sys; sys.exit(0 if float(open('/proc/loadavg').read().split()[0]) < float('$WAIT_LOAD') else 1)" && break
@@ -70,7 +42,7 @@ echo "# tlsperf capacity: agreement of two searches, and load at 0.8× / 1.5×"
 echo
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $(nproc) cores, $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "- binary: $bin ($("$bin" --version)); server: tlsperf serve --threads 1 --resumption off --gen-cert $cert (same binary)"
-echo "- search: tlsperf capacity URL --slo $slo --new-conn --server-pid (defaults otherwise: start 100/s, ×2, 5% resolution); $pinning"
+echo "- search: tlsperf capacity URL --slo $slo --new-conn --server-pid (defaults otherwise: start 100/s, ×2, a 90% interval within 20%); $pinning"
 echo
 echo "| run | outcome | capacity/s | interval/s | steps | wall s | load avg after |"
 echo "|---:|---|---:|---|---:|---:|---|"
@@ -137,5 +109,5 @@ print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['requests']['completed']} | {d['req
 PY
   done
 else
-  echo "No confirmed capacity in both runs: no agreement or 0.8×/1.5× check to report."
+  echo "No capacity estimated in both runs: no agreement or 0.8×/1.5× check to report."
 fi

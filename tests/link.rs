@@ -949,18 +949,10 @@ fn the_counters_show_the_model_loss_and_a_full_queue() {
     );
 }
 
-/// Jitter draws each packet's delay on its own: the mean round trip stays the RTT even for
-/// packets sent much closer together than the jitter (kept in order, each would wait for
-/// the slowest before it: +45% here).
-#[test]
-fn jitter_leaves_the_mean_round_trip_at_the_rtt() {
-    use std::net::UdpSocket;
-    use tlsperf::link::{Link, LinkSpec};
-    let _serial = serial();
-    if !can_link() {
-        return;
-    }
-    let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+/// A UDP echo on 127.0.0.1 (the host's side of a link): its address, and its thread,
+/// which ends 2 s after the last datagram.
+fn udp_echo() -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    let echo = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     echo.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
     let to = echo.local_addr().unwrap();
     let echoer = std::thread::spawn(move || {
@@ -969,12 +961,29 @@ fn jitter_leaves_the_mean_round_trip_at_the_rtt() {
             let _ = echo.send_to(&buf[..n], from);
         }
     });
+    (to, echoer)
+}
+
+/// A UDP socket opened inside `link`'s namespace (the client's side).
+fn udp_socket_inside(link: &tlsperf::link::Link) -> std::net::UdpSocket {
+    let _inside = link.enter().unwrap();
+    std::net::UdpSocket::bind("0.0.0.0:0").unwrap()
+}
+
+/// Jitter draws each packet's delay on its own: the mean round trip stays the RTT even for
+/// packets sent much closer together than the jitter (kept in order, each would wait for
+/// the slowest before it: +45% here).
+#[test]
+fn jitter_leaves_the_mean_round_trip_at_the_rtt() {
+    use tlsperf::link::{Link, LinkSpec};
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let (to, echoer) = udp_echo();
     let spec: LinkSpec = "rtt=20ms,jitter=10ms".parse().unwrap();
     let link = Link::start(&spec).unwrap();
-    let sock = {
-        let _inside = link.enter().unwrap();
-        UdpSocket::bind("0.0.0.0:0").unwrap()
-    };
+    let sock = udp_socket_inside(&link);
     sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     let rx = sock.try_clone().unwrap();
     let receiver = std::thread::spawn(move || {
@@ -1428,27 +1437,15 @@ fn uploads_over_a_link_are_limited_by_its_up_rate_and_by_the_timeout() {
 /// the 400 ms the spec asks for), no loss (50% asked), every packet counted both ways.
 #[test]
 fn a_bare_forwarder_carries_every_packet_at_once_whatever_the_spec() {
-    use std::net::UdpSocket;
     use tlsperf::link::{Link, LinkSpec};
     let _serial = serial();
     if !can_link() {
         return;
     }
-    let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
-    echo.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let to = echo.local_addr().unwrap();
-    let echoer = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while let Ok((n, from)) = echo.recv_from(&mut buf) {
-            let _ = echo.send_to(&buf[..n], from);
-        }
-    });
+    let (to, echoer) = udp_echo();
     let spec: LinkSpec = "rtt=400ms,loss=50%".parse().unwrap();
     let link = Link::start_bare(&spec).unwrap();
-    let sock = {
-        let _inside = link.enter().unwrap();
-        UdpSocket::bind("0.0.0.0:0").unwrap()
-    };
+    let sock = udp_socket_inside(&link);
     sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     let n = 40;
     let mut buf = [0u8; 64];
