@@ -7,7 +7,8 @@
 //! after (the thread sleeps in `ppoll` with 1 ns timer slack until its own recent wake-up
 //! lateness before the due time, and spins at most the last 5 µs: see [`run`]), or, when
 //! a round of writes began less than [`MIN_GAP`] before, with the next round, at most
-//! that much later. The lateness counters include both.
+//! that much later; or, while packets stream in, with the next arrival's wake-up, at
+//! most [`coalesce_limit`] later. The lateness counters include all of these.
 //!
 //! Also [`forward`]: the same threads' bare forwarder ([`super::Link::start_bare`]), each
 //! packet written as soon as it is read, the floor the line's CPU is measured against.
@@ -38,6 +39,17 @@ const SPIN: Duration = Duration::from_micros(5);
 pub const MIN_GAP: Duration = Duration::from_micros(50);
 /// The most the thread asks to wake before a due time (see [`Lead`]).
 const MAX_LEAD: Duration = Duration::from_micros(100);
+/// The longest a packet may wait past its due time for the wake-up of the next arrival
+/// ([`coalesce_limit`]), as a NIC's adaptive interrupt moderation waits for the next
+/// packet only while packets keep coming.
+pub const COALESCE_MAX: Duration = Duration::from_micros(200);
+
+/// How long past its due time a packet of a direction whose one-way delay is `one_way`
+/// may wait for the next arrival's wake-up rather than a timer of its own: 5% of the
+/// one-way delay, at most [`COALESCE_MAX`] (200 µs from rtt=8ms up; 25 µs at rtt=1ms).
+pub fn coalesce_limit(one_way: Duration) -> Duration {
+    (one_way / 20).min(COALESCE_MAX)
+}
 
 /// Buckets of the lateness histogram: log-linear, 8 per power of two (12.5% wide).
 const LATE_BUCKETS: usize = 16 + 60 * 8;
@@ -234,6 +246,11 @@ impl Shaper {
         }
     }
 
+    /// The one-way delay before jitter.
+    pub fn one_way(&self) -> Duration {
+        self.base
+    }
+
     /// Packets and IP bytes in the queue after the last [`Shaper::admit`].
     pub fn depth(&self) -> (usize, usize) {
         (self.backlog.len(), self.backlog_bytes)
@@ -325,9 +342,15 @@ impl Ord for Pending {
 /// Timing: the thread sleeps in `ppoll` (1 ns timer slack) until [`Lead`] before the
 /// next packet's due time (or [`MIN_GAP`] after the start of its last round of writes,
 /// if later), `Lead` being its own recent wake-up lateness, so that it wakes about on
-/// time without spinning; it spins only the last [`SPIN`]. Whatever is due when it wakes
-/// goes out at once (at high packet rates, several packets per wake-up); whatever is
-/// readable is read until the device is empty.
+/// time without spinning; it spins only the last [`SPIN`]. While packets arrive at most
+/// [`coalesce_limit`] apart (and the last came within it), a packet due before the next
+/// arrival is expected (one inter-arrival gap after the last) needs no timer of its own:
+/// it goes out at the next arrival's wake-up, or by a timer one gap past its due time; so
+/// under a stream the writes ride on the reads' wake-ups and are at most one
+/// inter-arrival gap late, while isolated packets (a handshake's, a slow stream's) still
+/// go out on time. Whatever is due when it wakes goes out at once
+/// (at high packet rates, several packets per wake-up); whatever is readable is read
+/// until the device is empty.
 pub fn run(
     from: &OwnedFd,
     to: &OwnedFd,
@@ -345,6 +368,12 @@ pub fn run(
     let mut lead = Lead::default();
     // When the last round of writes began: the next waits until MIN_GAP after it.
     let mut last_round: Option<Instant> = None;
+    // While packets keep arriving at most `coalesce` apart, a packet due before the next
+    // arrival is expected waits for that arrival's wake-up (at most `coalesce` past its
+    // due time) instead of waking the thread by a timer of its own.
+    let coalesce = coalesce_limit(shaper.one_way());
+    let mut last_input: Option<Instant> = None;
+    let mut input_gap = Duration::MAX;
     loop {
         let mut now = Instant::now();
         let open = last_round.is_none_or(|t| now >= t + MIN_GAP);
@@ -379,7 +408,13 @@ pub fn run(
             };
             at.saturating_duration_since(now)
         });
+        let streaming = input_gap <= coalesce
+            && last_input.is_some_and(|t| now.saturating_duration_since(t) <= coalesce);
         let ready = match wait {
+            // Packets are arriving at most `coalesce` apart and this one is due before
+            // the next is expected: it goes out with the next arrival's wake-up, or by a
+            // timer one inter-arrival gap after its due time if none comes.
+            Some(w) if streaming && w <= input_gap => poll(from, stop, Some(w + input_gap)),
             // Close to the due time: check the devices without sleeping.
             Some(w) if w <= SPIN => poll(from, stop, Some(Duration::ZERO)),
             Some(w) => {
@@ -397,6 +432,11 @@ pub fn run(
             Ready::Timeout => continue,
             Ready::Input => {}
         }
+        let woke = Instant::now();
+        if let Some(t) = last_input {
+            input_gap = woke.saturating_duration_since(t);
+        }
+        last_input = Some(woke);
         loop {
             // SAFETY: reads into a live buffer of `scratch.len()` bytes.
             let n =
@@ -551,6 +591,17 @@ fn poll(from: &OwnedFd, stop: &OwnedFd, timeout: Option<Duration>) -> Ready {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coalescing_waits_at_most_5_percent_of_the_one_way_delay_and_200_us() {
+        assert_eq!(coalesce_limit(Duration::from_millis(10)), COALESCE_MAX);
+        assert_eq!(coalesce_limit(Duration::from_millis(4)), COALESCE_MAX);
+        assert_eq!(
+            coalesce_limit(Duration::from_micros(500)),
+            Duration::from_micros(25)
+        );
+        assert_eq!(coalesce_limit(Duration::ZERO), Duration::ZERO);
+    }
 
     #[test]
     fn lateness_buckets_hold_their_values() {
