@@ -19,6 +19,8 @@
 # With OBSERVE_PCAP=FILE: the capture of steps 1-2 is kept there (made when FILE does not
 # exist, else reused as it is: N and COPIES are then the ones it was made with), e.g.
 # to profile `tlsperf observe --pcap FILE --port 18463` on the same file.
+# With TSHARK_FRAMES=N: before the rounds, tshark (the issue's anchor) dissects the first N
+# frames of the same file on the same core; its handshakes (ServerHellos) per CPU second.
 # With ANCHOR_BIN=PATH (another tlsperf binary, e.g. the previous commit's release
 # build): each round runs it too, on the same file, alternating with this one (anchor
 # first), and the last lines give its figures and this build's ÷ the anchor's.
@@ -111,6 +113,16 @@ run() {
   echo "$hs $wall $user $sys" >> "$2"
 }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "${TSHARK_FRAMES:-}" ]; then
+  # The issue's anchor, in the same run: tshark dissecting the first TSHARK_FRAMES frames
+  # of the same file on the same core, its handshakes counted as the ServerHellos it
+  # finds; per CPU second of its process (GNU time, user + system).
+  /usr/bin/time -f "%e %U %S" -o "$work/ttime" taskset -c 0 tshark -r "$big" -c "$TSHARK_FRAMES" \
+    -d "tcp.port==$port,tls" -Y "tls.handshake.type == 2" -T fields -e frame.number > "$work/tshark.out" 2> /dev/null
+  read -r twall tuser tsys < "$work/ttime"
+  ths=$(wc -l < "$work/tshark.out")
+  echo "tshark (anchor): $ths handshakes in the first $TSHARK_FRAMES frames, $twall s wall, $(python3 -c "print(f'{$tuser + $tsys:.2f}')") CPU s: $(python3 -c "print(f'{$ths / ($tuser + $tsys):,.0f}')") handshakes per CPU second"
+fi
 for _ in $(seq "$rounds"); do
   [ -n "${ANCHOR_BIN:-}" ] && run "$ANCHOR_BIN" "$work/anchor"
   run "$bin" "$work/runs"
