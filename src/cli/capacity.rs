@@ -26,13 +26,17 @@ const STEP_MIN: Duration = Duration::from_secs(4);
 
 /// Arguments of `tlsperf capacity`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Exit codes: 0 with an answer (a capacity, or above --max-rate / below \
-the lowest rate), 1 when the server does not answer (every request of a step refused, not \
-TLS or not trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time, --max-steps or \
-the end of a --plan before an interval within --resolution), 130 interrupted. The result is printed, and written to --out / --html, \
-in every case but 2."
-)]
+#[command(after_help = super::examples::after(
+    "Exit codes: 0 with an answer (a capacity, or above --max-rate / below the lowest \
+rate), 1 when the server does not answer (every request of a step refused, not TLS or not \
+trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time, --max-steps or the end \
+of a --plan before an interval within --resolution), 130 interrupted. The result is \
+printed, and written to --out / --html, in every case but 2.",
+    &[
+        "tlsperf capacity https://localhost:8443/ --slo p99=30ms --cacert ca.pem --html knee.html",
+        "tlsperf capacity https://localhost:8443/ --slo p99=30ms,errors=0.1% --new-conn --out cap.json",
+    ],
+))]
 pub struct CapacityArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
@@ -44,8 +48,8 @@ pub struct CapacityArgs {
     /// A new connection (and handshake) for every request.
     #[arg(long, conflicts_with = "requests_per_conn")]
     new_conn: bool,
-    /// Close each connection after K requests (default: keep it while the server does).
-    #[arg(long, value_name = "K", value_parser = super::count::at_least_one)]
+    /// Close each connection after N requests (default: keep it while the server does).
+    #[arg(long, value_name = "N", value_parser = super::count::at_least_one)]
     requests_per_conn: Option<u64>,
     /// HTTP/2 (ALPN h2) instead of HTTP/1.1.
     #[arg(long)]
@@ -60,9 +64,9 @@ pub struct CapacityArgs {
     #[arg(long, default_value_t = 2.0)]
     factor: f64,
     /// Stop when the capacity's 90% credible interval is this narrow: its high end
-    /// within this fraction above its low end (0.2 for 20%). The capacity is the rate at
+    /// within this percent above its low end (20%, or 0.2). The capacity is the rate at
     /// which a step meets the objective with probability 0.9.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = super::ratio::parse)]
     resolution: f64,
     /// Run these rates (requests/s, all generator processes together; comma-separated,
     /// in this order, at most 1,000) instead of searching, each step at a fixed instant,
@@ -74,37 +78,37 @@ pub struct CapacityArgs {
     /// --step-max when that is shorter]. Near the knee a server's queue takes seconds
     /// to reach its steady state: a step of a second or two starts from an empty queue
     /// and passes by luck.
-    #[arg(long, value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     step_min: Option<Duration>,
     /// Warm-up before each step's measured window: requests due in it open the
     /// connection slots and gather their resumption state, and count in no figure (at
     /// most 10 s). A step that opened all its connections at once would measure that
     /// burst, not the server's steady state.
-    #[arg(long, default_value = "1s", value_parser = super::duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::duration::parse)]
     warmup: Duration,
     /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
-    #[arg(long, default_value = "30s", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::duration::parse_positive)]
     step_max: Duration,
     /// Start no step that would end after this long (the search then reports its
     /// estimate with the interval it reached).
-    #[arg(long, default_value = "3m", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = super::duration::parse_positive)]
     max_time: Duration,
     /// At most this many steps.
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_name = "N", default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_steps: u32,
-    /// Upload: send each request as a POST with a body of N bytes (at most 67108864,
+    /// Upload: send each request as a POST with a body of this many bytes (at most 67108864,
     /// 64 MiB; as `load --body-size`). Each step gives its bodies' goodput both ways.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
     body_size: u64,
     /// Connection slots per step (default: twice the rate × the largest latency bound,
     /// at least 4).
-    #[arg(short = 'c', long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     connections: Option<u64>,
     /// Worker threads (default: the number of CPUs).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: Option<u64>,
     /// Limit per request (default: 10× the largest latency bound, within 1s..10s).
-    #[arg(long, value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     timeout: Option<Duration>,
     /// Sample this process's CPU from /proc at every step (the server under test).
     #[arg(long, value_name = "PID")]
@@ -340,8 +344,8 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
     }
     if !(args.resolution.is_finite() && args.resolution > 0.0 && args.resolution < 1.0) {
         return Err(CliError::input(format!(
-            "--resolution {}: must be between 0 and 1 (e.g. 0.05 for 5%)",
-            args.resolution
+            "--resolution {}: must be above 0% and below 100% (e.g. 5%)",
+            super::ratio::format(args.resolution)
         )));
     }
     let step_min = match args.step_min {
