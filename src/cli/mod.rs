@@ -107,11 +107,11 @@ pub enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Session-ticket keys shared by server instances: create, rotate, show.
     Tickets(tickets::TicketsArgs),
-    /// N sequential handshakes to one server, phase by phase: parameters, chain, full vs resumed.
+    /// N sequential handshakes, phase by phase: parameters, chain, full vs resumed.
     Handshake(Box<handshake::HandshakeArgs>),
     /// Load generator: requests/s, handshakes/s, per-phase percentiles, errors by kind, CPU.
     Load(Box<load::LoadArgs>),
-    /// The highest request rate within a latency objective (p99=30ms…), with its 90% interval.
+    /// The highest rate within a latency objective (p99=30ms…), with its 90% interval.
     ///
     /// Open-loop steps, each rate chosen by a Bayesian sequential design (psi-marginal) on a
     /// logistic curve of the chance that a step meets the objective; the capacity is the rate
@@ -129,15 +129,14 @@ pub enum Command {
     /// chain: RSA-4096 chain with an OCSP staple vs ECDSA), each round lasts at least 25
     /// round trips, and "what to change" ranks by the time to first byte at that link.
     Lab(Box<lab::LabArgs>),
-    /// Passive handshake analysis of any TLS stack: a capture file, a live interface, eBPF probes.
+    /// Passive handshake analysis of any TLS stack: a capture, a live interface, eBPF probes.
     ///
     /// Phases per handshake kind, resumption, HelloRetryRequests, groups, failures; with
     /// --probes also the time spent inside the processes (OpenSSL, Go's crypto/tls).
     Observe(Box<observe::ObserveArgs>),
     /// Combine load, capacity or observe results of several processes into one, exactly.
     Merge(merge::MergeArgs),
-    /// Is B really faster than A? Two sample files, or two load, lab, capacity, crypto or
-    /// observe results.
+    /// Is B faster than A? Two sample files or results: load, lab, capacity, crypto, observe.
     Compare(compare::CompareArgs),
     /// Signature and key-exchange speed per implementation, on the wall clock.
     Crypto(crypto::CryptoArgs),
@@ -145,7 +144,7 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Write man pages, one per command and subcommand (tlsperf.1, tlsperf-load.1, …).
     Man(man::ManArgs),
-    /// Run any program behind an emulated link (as mahimahi's mm-delay), its exit code passed on.
+    /// Run a program behind an emulated link, as mahimahi's mm-delay, with its exit code.
     ///
     /// The link's counters are printed at the program's end.
     Link(Box<link_run::LinkRunArgs>),
@@ -427,6 +426,21 @@ mod tests {
                 ]
                 .contains(&shown.as_str()),
                 "{name} <{shown}>"
+            );
+        }
+    }
+
+    /// Each command's one-liner fits on one line of `tlsperf --help` at 100 columns (the
+    /// name column takes 15).
+    #[test]
+    fn command_one_liners_fit_on_one_line() {
+        for sub in Cli::command().get_subcommands() {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{} has no one-liner", sub.get_name());
+            assert!(
+                about.chars().count() <= 85 && !about.contains('\n'),
+                "{}: {about}",
+                sub.get_name()
             );
         }
     }
