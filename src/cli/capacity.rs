@@ -16,6 +16,7 @@ use super::link_args::LinkArgs;
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
 use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo};
+use crate::client::config::{BuiltClient, ClientTlsOptions};
 use crate::error::ErrorClass;
 use crate::load::LoadGenOptions;
 use crate::load::share::RateShare;
@@ -163,80 +164,15 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     let (target, tls, built) =
         args.client
             .generator(&args.url, args.http2, false, args.no_verify_cache, out)?;
-    let threads = worker_threads(args.threads);
-    let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
-    let largest = args
-        .slo
-        .latency
-        .iter()
-        .map(|b| b.max())
-        .max()
-        .unwrap_or(Duration::from_secs(1));
-    let timeout = args
-        .timeout
-        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
-    let mut echo = generator_settings(
-        &args.client,
-        &tls,
-        &built,
-        args.http2,
-        args.no_verify_cache,
-        threads,
-        per_conn,
-    );
-    echo.extend([
-        ("timeout_s", json!(timeout.as_secs_f64())),
-        ("connections", json!(args.connections)),
-        ("max_time_s", json!(args.max_time.as_secs_f64())),
-        (
-            "link",
-            json!(args.link.link.as_ref().map(|l| l.to_string())),
-        ),
-    ]);
-    // Uploads only: the documents of GET searches stay as they were.
-    if args.body_size > 0 {
-        echo.push(("body_size", json!(args.body_size)));
-    }
-    let echo: BTreeMap<String, serde_json::Value> =
-        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    let opts = CapacityOptions {
-        slo: args.slo.clone(),
-        rules,
-        max_time: args.max_time,
-        max_steps: args.max_steps,
-        connections: args.connections.map(|c| c as usize),
-        cooldown: Duration::from_millis(500),
-        share: args.rate_share.map(|s| (s.i, s.n)),
-        plan,
-        aligned_from,
-        load: LoadGenOptions {
-            requests: None,
-            duration: None,
-            connections: 1,
-            rate: None,
-            requests_per_conn: per_conn,
-            http2: args.http2,
-            body_size: args.body_size,
-            timeout,
-            threads,
-            server_pid: args.server_pid,
-            ok_status: args.client.ok_status.clone(),
-            resume: tls.resume,
-            echo,
-            early_data: false,
-            verdicts: built.verdicts.clone(),
-            addrs: Vec::new(),
-            config_per_connection: None,
-            schedule_offset: Duration::ZERO,
-            warmup: Duration::ZERO,
-            start_at: None,
-        },
-    };
+    let opts = options(&args, rules, plan, aligned_from, &tls, &built);
     let link = args.link.start(&target)?;
     // The runtime's threads start here, in the client's namespace, and open their
     // sockets there.
     let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
-    let rt = runtime(Threads::from_flag(Some(threads)), Some(short_slices))?;
+    let rt = runtime(
+        Threads::from_flag(Some(opts.load.threads)),
+        Some(short_slices),
+    )?;
     let (progress, mut events) = Progress::with_events();
     let show = !(out.json() || out.quiet());
     let stop = Arc::clone(&progress);
@@ -300,6 +236,87 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         )?;
     }
     outcome_status(&result)
+}
+
+/// The search's options from the flags: the objective and rules, and the load
+/// generator's settings shared by every step (with the `options` its result records).
+fn options(
+    args: &CapacityArgs,
+    rules: Rules,
+    plan: Option<Vec<f64>>,
+    aligned_from: Option<std::time::Instant>,
+    tls: &ClientTlsOptions,
+    built: &BuiltClient,
+) -> CapacityOptions {
+    let threads = worker_threads(args.threads);
+    let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
+    let largest = args
+        .slo
+        .latency
+        .iter()
+        .map(|b| b.max())
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    let timeout = args
+        .timeout
+        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
+    let mut echo = generator_settings(
+        &args.client,
+        tls,
+        built,
+        args.http2,
+        args.no_verify_cache,
+        threads,
+        per_conn,
+    );
+    echo.extend([
+        ("timeout_s", json!(timeout.as_secs_f64())),
+        ("connections", json!(args.connections)),
+        ("max_time_s", json!(args.max_time.as_secs_f64())),
+        (
+            "link",
+            json!(args.link.link.as_ref().map(|l| l.to_string())),
+        ),
+    ]);
+    // Uploads only: the documents of GET searches stay as they were.
+    if args.body_size > 0 {
+        echo.push(("body_size", json!(args.body_size)));
+    }
+    let echo: BTreeMap<String, serde_json::Value> =
+        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    CapacityOptions {
+        slo: args.slo.clone(),
+        rules,
+        max_time: args.max_time,
+        max_steps: args.max_steps,
+        connections: args.connections.map(|c| c as usize),
+        cooldown: Duration::from_millis(500),
+        share: args.rate_share.map(|s| (s.i, s.n)),
+        plan,
+        aligned_from,
+        load: LoadGenOptions {
+            requests: None,
+            duration: None,
+            connections: 1,
+            rate: None,
+            requests_per_conn: per_conn,
+            http2: args.http2,
+            body_size: args.body_size,
+            timeout,
+            threads,
+            server_pid: args.server_pid,
+            ok_status: args.client.ok_status.clone(),
+            resume: tls.resume,
+            echo,
+            early_data: false,
+            verdicts: built.verdicts.clone(),
+            addrs: Vec::new(),
+            config_per_connection: None,
+            schedule_offset: Duration::ZERO,
+            warmup: Duration::ZERO,
+            start_at: None,
+        },
+    }
 }
 
 /// `--plan`'s rates, each one `load --rate` accepts; `--rate-share` needs a plan.
