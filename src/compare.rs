@@ -1,5 +1,5 @@
 //! `tlsperf compare A B` on any two inputs of one kind: two results of the same command
-//! (load, lab, each `tlsperf crypto` command) or two sample files. Each input is told by
+//! (load, lab, capacity, each `tlsperf crypto` command, observe) or two sample files. Each input is told by
 //! its `schema` ([`crate::doc::sniff`]), read through the document layer, turned into
 //! rows by its kind ([`Comparable`]) and compared by the one engine,
 //! [`crate::stats::rows::compare_rows`]. Every kind gives the same document,

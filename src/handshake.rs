@@ -194,12 +194,7 @@ pub async fn run(
     // An upload is not replay-safe: never sent as 0-RTT data.
     let early_data = opts.early_data && opts.body_size == 0;
     let mut first: Option<Exchange> = None;
-    let mut hists: BTreeMap<Phase, LatencyHistogram> = BTreeMap::new();
-    let mut wakeup = LatencyHistogram::new();
-    let mut kinds: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let (mut accepted, mut rejected, mut resumed) = (0, 0, 0);
-    let mut errors: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut examples: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut warm = WarmTally::default();
     let mut interrupted = false;
     let mut attempted = 0;
     for i in 0..opts.count.max(1) {
@@ -241,11 +236,7 @@ pub async fn run(
             // The first connection must work: everything reported comes from it.
             Err(e) if i == 0 => return Err(e),
             Err(e) => {
-                let kind = e.kind();
-                *errors.entry(kind).or_default() += 1;
-                examples
-                    .entry(kind)
-                    .or_insert_with(|| format!("{:#}", anyhow::Error::new(e)));
+                warm.failed(e);
                 continue;
             }
         };
@@ -254,21 +245,8 @@ pub async fn run(
         }
         if i == 0 {
             first = Some(ex);
-            continue;
-        }
-        for p in Phase::ALL {
-            // Durations beyond the histogram's range are not possible within the timeout.
-            let _ = hists.entry(p).or_default().record(ex.timeline.get(p));
-        }
-        if let Some(w) = ex.handshake.stamps.wakeup {
-            let _ = wakeup.record(w);
-        }
-        *kinds.entry(ex.handshake.kind.name()).or_default() += 1;
-        resumed += usize::from(ex.handshake.kind.resumed());
-        match ex.handshake.early_data {
-            EarlyData::Accepted => accepted += 1,
-            EarlyData::Rejected => rejected += 1,
-            EarlyData::NotSent => {}
+        } else {
+            warm.completed(&ex);
         }
     }
     let Some(first) = first else {
@@ -280,46 +258,13 @@ pub async fn run(
             }
         });
     };
-    let failed: usize = errors.values().sum();
+    let failed: usize = warm.errors.values().sum();
     let warm_count = attempted - 1 - failed;
     let h = &first.handshake;
-    let link = opts.link.as_ref().map(|spec| {
-        let rtt_ms = spec.rtt.as_secs_f64() * 1e3;
-        let flight = Flight::new(h.server_flight_bytes);
-        let cold = trips::critical_path(
-            &h.negotiated.version,
-            h.kind.name(),
-            h.early_data == EarlyData::Accepted,
-            &flight,
-            rtt_ms,
-        );
-        // The most common warm kind (ties: the first by name).
-        let warm_kind = kinds
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-            .map(|(k, _)| *k);
-        let warm = warm_kind.map(|k| {
-            trips::critical_path(
-                &h.negotiated.version,
-                k,
-                accepted * 2 > warm_count,
-                &flight,
-                rtt_ms,
-            )
-        });
-        let chain_bytes = h.chain.iter().map(|c| c.len()).sum();
-        LinkReport {
-            spec: spec.to_string(),
-            profile: spec.profile,
-            rtt_ms,
-            warnings: trips::flight_warning(&flight, h.chain.len(), chain_bytes, h.ocsp_len)
-                .into_iter()
-                .collect(),
-            server_flight: flight,
-            cold,
-            warm,
-        }
-    });
+    let link = opts
+        .link
+        .as_ref()
+        .map(|spec| link_report(spec, h, &warm, warm_count));
     Ok(HandshakeRun {
         link_counters: None,
         target: target.to_string(),
@@ -354,22 +299,116 @@ pub async fn run(
                 .map(|&p| (p.name(), first.timeline.get(p).as_secs_f64() * 1e3))
                 .collect(),
         },
-        warm: (warm_count + failed > 0).then(|| WarmReport {
-            count: warm_count,
-            kinds,
-            resumption_rate: resumed as f64 / warm_count.max(1) as f64,
-            early_data_accepted: accepted,
-            early_data_rejected: rejected,
-            phases: hists
+        warm: (warm_count + failed > 0).then(|| warm.report(warm_count)),
+        interrupted,
+    })
+}
+
+/// What the warm connections (all but the first) gave, as they come.
+#[derive(Default)]
+struct WarmTally {
+    hists: BTreeMap<Phase, LatencyHistogram>,
+    wakeup: LatencyHistogram,
+    kinds: BTreeMap<&'static str, usize>,
+    accepted: usize,
+    rejected: usize,
+    resumed: usize,
+    errors: BTreeMap<&'static str, usize>,
+    examples: BTreeMap<&'static str, String>,
+}
+
+impl WarmTally {
+    /// A connection that completed: its phases, kind and 0-RTT outcome.
+    fn completed(&mut self, ex: &Exchange) {
+        for p in Phase::ALL {
+            // Durations beyond the histogram's range are not possible within the timeout.
+            let _ = self.hists.entry(p).or_default().record(ex.timeline.get(p));
+        }
+        if let Some(w) = ex.handshake.stamps.wakeup {
+            let _ = self.wakeup.record(w);
+        }
+        *self.kinds.entry(ex.handshake.kind.name()).or_default() += 1;
+        self.resumed += usize::from(ex.handshake.kind.resumed());
+        match ex.handshake.early_data {
+            EarlyData::Accepted => self.accepted += 1,
+            EarlyData::Rejected => self.rejected += 1,
+            EarlyData::NotSent => {}
+        }
+    }
+
+    /// A connection that failed: counted by kind, the first message of each kind kept.
+    fn failed(&mut self, e: ConnectError) {
+        let kind = e.kind();
+        *self.errors.entry(kind).or_default() += 1;
+        self.examples
+            .entry(kind)
+            .or_insert_with(|| format!("{:#}", anyhow::Error::new(e)));
+    }
+
+    /// The report over `count` completed connections.
+    fn report(self, count: usize) -> WarmReport {
+        WarmReport {
+            count,
+            kinds: self.kinds,
+            resumption_rate: self.resumed as f64 / count.max(1) as f64,
+            early_data_accepted: self.accepted,
+            early_data_rejected: self.rejected,
+            phases: self
+                .hists
                 .iter()
                 .map(|(p, h)| (p.name(), h.quantiles()))
                 .collect(),
-            errors,
-            error_examples: examples,
-            client_wakeup: (!wakeup.is_empty()).then(|| wakeup.quantiles()),
-        }),
-        interrupted,
-    })
+            errors: self.errors,
+            error_examples: self.examples,
+            client_wakeup: (!self.wakeup.is_empty()).then(|| self.wakeup.quantiles()),
+        }
+    }
+}
+
+/// The run's link in round trips: the first connection's critical path and that of the
+/// most common warm kind, and the server's first flight against the initial window.
+fn link_report(
+    spec: &LinkSpec,
+    h: &crate::client::Handshake,
+    warm: &WarmTally,
+    warm_count: usize,
+) -> LinkReport {
+    let rtt_ms = spec.rtt.as_secs_f64() * 1e3;
+    let flight = Flight::new(h.server_flight_bytes);
+    let cold = trips::critical_path(
+        &h.negotiated.version,
+        h.kind.name(),
+        h.early_data == EarlyData::Accepted,
+        &flight,
+        rtt_ms,
+    );
+    // The most common warm kind (ties: the first by name).
+    let warm_kind = warm
+        .kinds
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(k, _)| *k);
+    let warm_path = warm_kind.map(|k| {
+        trips::critical_path(
+            &h.negotiated.version,
+            k,
+            warm.accepted * 2 > warm_count,
+            &flight,
+            rtt_ms,
+        )
+    });
+    let chain_bytes = h.chain.iter().map(|c| c.len()).sum();
+    LinkReport {
+        spec: spec.to_string(),
+        profile: spec.profile,
+        rtt_ms,
+        warnings: trips::flight_warning(&flight, h.chain.len(), chain_bytes, h.ocsp_len)
+            .into_iter()
+            .collect(),
+        server_flight: flight,
+        cold,
+        warm: warm_path,
+    }
 }
 
 fn chain_cert(depth: usize, der: &[u8]) -> ChainCert {

@@ -48,6 +48,8 @@
 //!   one bounded reader of every file the user names.
 //! - [`error`]: how failures are classified (input, run-time, interrupted) into exit codes.
 //! - [`when`]: user-given points in time (RFC 3339).
+//! - [`duration`] and [`ratio`]: the one syntax of every duration (`500ms`, `10s`, `1h`)
+//!   and every ratio (`5%` or `0.05`) a flag or a spec field (`--link`, `--slo`) takes.
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - `cli` (hidden): the command-line front end, one file per command.
 
@@ -55,6 +57,7 @@ pub mod capacity;
 pub mod compare;
 pub mod crypto;
 pub mod doc;
+pub mod duration;
 pub mod error;
 pub mod files;
 pub mod handshake;
@@ -64,6 +67,7 @@ pub mod load;
 pub mod observe;
 pub mod pki;
 pub mod probes;
+pub mod ratio;
 pub mod report;
 pub mod server;
 pub mod stats;

@@ -594,7 +594,7 @@ fn bad_input_is_refused_in_plain_words() {
         ),
         (
             vec!["capacity", "https://127.0.0.1:9/", "--slo", "p99=30"],
-            "give a unit",
+            "has no unit",
         ),
         (
             vec![

@@ -132,3 +132,74 @@ fn commands_run_in_process_with_their_output_captured() {
     assert_eq!(e.class, tlsperf::ErrorClass::Input, "{:#}", e.error);
     assert!(stdout.is_empty(), "{stdout}");
 }
+
+#[test]
+fn man_writes_one_page_per_command_that_man_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    // DIR is created when missing, parents too.
+    let pages = dir.path().join("share/man/man1");
+    let run = tlsperf(["man", pages.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for name in [
+        "tlsperf.1",
+        "tlsperf-load.1",
+        "tlsperf-handshake.1",
+        "tlsperf-pki-init.1",
+    ] {
+        assert!(pages.join(name).is_file(), "{name} not written");
+    }
+    let load = pages.join("tlsperf-load.1");
+    let roff = std::fs::read_to_string(&load).unwrap();
+    for flag in ["rate", "duration", "connections"] {
+        assert!(
+            roff.contains(&format!("\\-\\-{flag}")),
+            "no --{flag}:\n{roff}"
+        );
+    }
+    // No temporary file left behind.
+    for entry in std::fs::read_dir(&pages).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(name.ends_with(".1"), "stray file {name}");
+    }
+    // Rendered as a reader sees it: by man, else by groff, else the roff above is all.
+    let render = |program: &str, args: &[&str]| {
+        std::process::Command::new(program)
+            .args(args)
+            .arg(&load)
+            .env("LC_ALL", "C")
+            .env("MANWIDTH", "100")
+            .env("MANPAGER", "cat")
+            .output()
+            .ok()
+    };
+    let rendered = match render("man", &["-l"]) {
+        Some(o) => Some(o),
+        None => render("groff", &["-man", "-Tascii"]),
+    };
+    match rendered {
+        Some(o) => {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let text = String::from_utf8_lossy(&o.stdout);
+            assert!(text.contains("--rate"), "{text}");
+            assert!(text.contains("tlsperf-load"), "{text}");
+        }
+        None => eprintln!("SKIPPED: neither man nor groff is installed; checked the roff only"),
+    }
+
+    // A DIR that is a file: bad input, nothing written.
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let run = tlsperf(["man", file.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("not a directory"), "{}", run.stderr);
+    assert!(!run.stderr.contains("Os {"), "Debug text: {}", run.stderr);
+    // One that cannot be created (under a file): bad input too, said plainly.
+    let under = file.join("man1");
+    let run = tlsperf(["man", under.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot create directory"),
+        "{}",
+        run.stderr
+    );
+}

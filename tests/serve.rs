@@ -1506,7 +1506,7 @@ fn tls12_resumptions_say_how_they_resumed() {
             .lines()
             .filter(|l| {
                 l.starts_with("tlsperf_handshake_duration_seconds_count{kind=\"resumed\"")
-                    && l.contains("version=\"TLSv1_2\"")
+                    && l.contains("version=\"TLSv1.2\"")
             })
             .collect();
         assert_eq!(resumed.len(), 1, "{resumption}:\n{text}");

@@ -77,19 +77,11 @@ impl std::str::FromStr for Slo {
                 if errors_max.is_some() {
                     return Err(err("errors is given twice".into()));
                 }
-                let number = value.strip_suffix('%').ok_or_else(|| {
-                    err(format!(
-                        "errors={value}: give a percentage, e.g. errors=0.1%"
-                    ))
-                })?;
-                let pct: f64 = number
-                    .trim()
-                    .parse()
-                    .map_err(|_| err(format!("errors={value}: not a percentage")))?;
-                if !(0.0..100.0).contains(&pct) {
+                let share = crate::ratio::parse(value).map_err(|e| err(format!("errors: {e}")))?;
+                if share >= 1.0 {
                     return Err(err(format!("errors={value}: must be within 0% ..< 100%")));
                 }
-                errors_max = Some(pct / 100.0);
+                errors_max = Some(share);
                 continue;
             }
             let pct: f64 = key
@@ -106,11 +98,7 @@ impl std::str::FromStr for Slo {
             if latency.iter().any(|b| b.percentile == pct) {
                 return Err(err(format!("{key} is given twice")));
             }
-            if value.chars().all(|c| c.is_ascii_digit() || c == '.') {
-                return Err(err(format!("{key}={value}: give a unit, e.g. {value}ms")));
-            }
-            let max = humantime::parse_duration(value)
-                .map_err(|e| err(format!("{key}={value}: not a duration ({e})")))?;
+            let max = crate::duration::parse(value).map_err(|e| err(format!("{key}: {e}")))?;
             if max.is_zero() {
                 return Err(err(format!("{key}={value}: a bound must be above zero")));
             }

@@ -16,6 +16,7 @@ use super::link_args::LinkArgs;
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
 use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo};
+use crate::client::config::{BuiltClient, ClientTlsOptions};
 use crate::error::ErrorClass;
 use crate::load::LoadGenOptions;
 use crate::load::share::RateShare;
@@ -26,13 +27,17 @@ const STEP_MIN: Duration = Duration::from_secs(4);
 
 /// Arguments of `tlsperf capacity`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Exit codes: 0 with an answer (a capacity, or above --max-rate / below \
-the lowest rate), 1 when the server does not answer (every request of a step refused, not \
-TLS or not trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time, --max-steps or \
-the end of a --plan before an interval within --resolution), 130 interrupted. The result is printed, and written to --out / --html, \
-in every case but 2."
-)]
+#[command(after_help = super::examples::after(
+    "Exit codes: 0 with an answer (a capacity, or above --max-rate / below the lowest \
+rate), 1 when the server does not answer (every request of a step refused, not TLS or not \
+trusted), 2 bad input, 3 generator-bound, 4 unfinished (--max-time, --max-steps or the end \
+of a --plan before an interval within --resolution), 130 interrupted. The result is \
+printed, and written to --out / --html, in every case but 2.",
+    &[
+        "tlsperf capacity https://localhost:8443/ --slo p99=30ms --cacert ca.pem --html knee.html",
+        "tlsperf capacity https://localhost:8443/ --slo p99=30ms,errors=0.1% --new-conn --out cap.json",
+    ],
+))]
 pub struct CapacityArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
@@ -44,8 +49,8 @@ pub struct CapacityArgs {
     /// A new connection (and handshake) for every request.
     #[arg(long, conflicts_with = "requests_per_conn")]
     new_conn: bool,
-    /// Close each connection after K requests (default: keep it while the server does).
-    #[arg(long, value_name = "K", value_parser = super::count::at_least_one)]
+    /// Close each connection after N requests (default: keep it while the server does).
+    #[arg(long, value_name = "N", value_parser = super::count::at_least_one)]
     requests_per_conn: Option<u64>,
     /// HTTP/2 (ALPN h2) instead of HTTP/1.1.
     #[arg(long)]
@@ -60,9 +65,9 @@ pub struct CapacityArgs {
     #[arg(long, default_value_t = 2.0)]
     factor: f64,
     /// Stop when the capacity's 90% credible interval is this narrow: its high end
-    /// within this fraction above its low end (0.2 for 20%). The capacity is the rate at
+    /// within this percent above its low end (20%, or 0.2). The capacity is the rate at
     /// which a step meets the objective with probability 0.9.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = super::ratio::parse)]
     resolution: f64,
     /// Run these rates (requests/s, all generator processes together; comma-separated,
     /// in this order, at most 1,000) instead of searching, each step at a fixed instant,
@@ -74,37 +79,37 @@ pub struct CapacityArgs {
     /// --step-max when that is shorter]. Near the knee a server's queue takes seconds
     /// to reach its steady state: a step of a second or two starts from an empty queue
     /// and passes by luck.
-    #[arg(long, value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     step_min: Option<Duration>,
     /// Warm-up before each step's measured window: requests due in it open the
     /// connection slots and gather their resumption state, and count in no figure (at
     /// most 10 s). A step that opened all its connections at once would measure that
     /// burst, not the server's steady state.
-    #[arg(long, default_value = "1s", value_parser = super::duration::parse)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::duration::parse)]
     warmup: Duration,
     /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
-    #[arg(long, default_value = "30s", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::duration::parse_positive)]
     step_max: Duration,
     /// Start no step that would end after this long (the search then reports its
     /// estimate with the interval it reached).
-    #[arg(long, default_value = "3m", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = super::duration::parse_positive)]
     max_time: Duration,
     /// At most this many steps.
-    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, value_name = "N", default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_steps: u32,
-    /// Upload: send each request as a POST with a body of N bytes (at most 67108864,
+    /// Upload: send each request as a POST with a body of this many bytes (at most 67108864,
     /// 64 MiB; as `load --body-size`). Each step gives its bodies' goodput both ways.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
     body_size: u64,
     /// Connection slots per step (default: twice the rate × the largest latency bound,
     /// at least 4).
-    #[arg(short = 'c', long, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     connections: Option<u64>,
     /// Worker threads (default: the number of CPUs).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: Option<u64>,
     /// Limit per request (default: 10× the largest latency bound, within 1s..10s).
-    #[arg(long, value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     timeout: Option<Duration>,
     /// Sample this process's CPU from /proc at every step (the server under test).
     #[arg(long, value_name = "PID")]
@@ -159,80 +164,15 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     let (target, tls, built) =
         args.client
             .generator(&args.url, args.http2, false, args.no_verify_cache, out)?;
-    let threads = worker_threads(args.threads);
-    let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
-    let largest = args
-        .slo
-        .latency
-        .iter()
-        .map(|b| b.max())
-        .max()
-        .unwrap_or(Duration::from_secs(1));
-    let timeout = args
-        .timeout
-        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
-    let mut echo = generator_settings(
-        &args.client,
-        &tls,
-        &built,
-        args.http2,
-        args.no_verify_cache,
-        threads,
-        per_conn,
-    );
-    echo.extend([
-        ("timeout_s", json!(timeout.as_secs_f64())),
-        ("connections", json!(args.connections)),
-        ("max_time_s", json!(args.max_time.as_secs_f64())),
-        (
-            "link",
-            json!(args.link.link.as_ref().map(|l| l.to_string())),
-        ),
-    ]);
-    // Uploads only: the documents of GET searches stay as they were.
-    if args.body_size > 0 {
-        echo.push(("body_size", json!(args.body_size)));
-    }
-    let echo: BTreeMap<String, serde_json::Value> =
-        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
-    let opts = CapacityOptions {
-        slo: args.slo.clone(),
-        rules,
-        max_time: args.max_time,
-        max_steps: args.max_steps,
-        connections: args.connections.map(|c| c as usize),
-        cooldown: Duration::from_millis(500),
-        share: args.rate_share.map(|s| (s.i, s.n)),
-        plan,
-        aligned_from,
-        load: LoadGenOptions {
-            requests: None,
-            duration: None,
-            connections: 1,
-            rate: None,
-            requests_per_conn: per_conn,
-            http2: args.http2,
-            body_size: args.body_size,
-            timeout,
-            threads,
-            server_pid: args.server_pid,
-            ok_status: args.client.ok_status.clone(),
-            resume: tls.resume,
-            echo,
-            early_data: false,
-            verdicts: built.verdicts.clone(),
-            addrs: Vec::new(),
-            config_per_connection: None,
-            schedule_offset: Duration::ZERO,
-            warmup: Duration::ZERO,
-            start_at: None,
-        },
-    };
+    let opts = options(&args, rules, plan, aligned_from, &tls, &built);
     let link = args.link.start(&target)?;
     // The runtime's threads start here, in the client's namespace, and open their
     // sockets there.
     let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
-    let rt = runtime(Threads::from_flag(Some(threads)), Some(short_slices))?;
+    let rt = runtime(
+        Threads::from_flag(Some(opts.load.threads)),
+        Some(short_slices),
+    )?;
     let (progress, mut events) = Progress::with_events();
     let show = !(out.json() || out.quiet());
     let stop = Arc::clone(&progress);
@@ -298,6 +238,87 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     outcome_status(&result)
 }
 
+/// The search's options from the flags: the objective and rules, and the load
+/// generator's settings shared by every step (with the `options` its result records).
+fn options(
+    args: &CapacityArgs,
+    rules: Rules,
+    plan: Option<Vec<f64>>,
+    aligned_from: Option<std::time::Instant>,
+    tls: &ClientTlsOptions,
+    built: &BuiltClient,
+) -> CapacityOptions {
+    let threads = worker_threads(args.threads);
+    let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
+    let largest = args
+        .slo
+        .latency
+        .iter()
+        .map(|b| b.max())
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    let timeout = args
+        .timeout
+        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
+    let mut echo = generator_settings(
+        &args.client,
+        tls,
+        built,
+        args.http2,
+        args.no_verify_cache,
+        threads,
+        per_conn,
+    );
+    echo.extend([
+        ("timeout_s", json!(timeout.as_secs_f64())),
+        ("connections", json!(args.connections)),
+        ("max_time_s", json!(args.max_time.as_secs_f64())),
+        (
+            "link",
+            json!(args.link.link.as_ref().map(|l| l.to_string())),
+        ),
+    ]);
+    // Uploads only: the documents of GET searches stay as they were.
+    if args.body_size > 0 {
+        echo.push(("body_size", json!(args.body_size)));
+    }
+    let echo: BTreeMap<String, serde_json::Value> =
+        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    CapacityOptions {
+        slo: args.slo.clone(),
+        rules,
+        max_time: args.max_time,
+        max_steps: args.max_steps,
+        connections: args.connections.map(|c| c as usize),
+        cooldown: Duration::from_millis(500),
+        share: args.rate_share.map(|s| (s.i, s.n)),
+        plan,
+        aligned_from,
+        load: LoadGenOptions {
+            requests: None,
+            duration: None,
+            connections: 1,
+            rate: None,
+            requests_per_conn: per_conn,
+            http2: args.http2,
+            body_size: args.body_size,
+            timeout,
+            threads,
+            server_pid: args.server_pid,
+            ok_status: args.client.ok_status.clone(),
+            resume: tls.resume,
+            echo,
+            early_data: false,
+            verdicts: built.verdicts.clone(),
+            addrs: Vec::new(),
+            config_per_connection: None,
+            schedule_offset: Duration::ZERO,
+            warmup: Duration::ZERO,
+            start_at: None,
+        },
+    }
+}
+
 /// `--plan`'s rates, each one `load --rate` accepts; `--rate-share` needs a plan.
 fn plan(args: &CapacityArgs) -> Result<Option<Vec<f64>>, CliError> {
     if args.rate_share.is_some() && args.plan.is_none() {
@@ -340,8 +361,8 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
     }
     if !(args.resolution.is_finite() && args.resolution > 0.0 && args.resolution < 1.0) {
         return Err(CliError::input(format!(
-            "--resolution {}: must be between 0 and 1 (e.g. 0.05 for 5%)",
-            args.resolution
+            "--resolution {}: must be above 0% and below 100% (e.g. 5%)",
+            super::ratio::format(args.resolution)
         )));
     }
     let step_min = match args.step_min {

@@ -12,6 +12,10 @@ use crate::doc::Input;
 
 /// Arguments of `tlsperf compare`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf compare before.json after.json",
+    "tlsperf compare a.txt b.txt --higher-is-better",
+]))]
 pub struct CompareArgs {
     /// Baseline samples: one number a line; blank lines and `#` comments are ignored. Or
     /// a JSON result of `tlsperf load`, `tlsperf lab`, `tlsperf capacity`, `tlsperf
@@ -19,8 +23,9 @@ pub struct CompareArgs {
     a: PathBuf,
     /// Candidate samples, same format (a result of the same kind as A).
     b: PathBuf,
-    /// Significance level (the confidence interval is at 1 − alpha).
-    #[arg(long, default_value_t = 0.05)]
+    /// Significance level, above 0% and below 100%: 5% or 0.05 (the confidence interval
+    /// is at 1 − alpha, 95%).
+    #[arg(long, value_name = "PERCENT", default_value = "5%", value_parser = super::ratio::parse)]
     alpha: f64,
     /// Keep all samples (no Tukey 1.5×IQR outlier filter).
     #[arg(long)]
@@ -41,8 +46,8 @@ pub fn exec(args: CompareArgs, out: &Output) -> Result<(), CliError> {
     };
     crate::stats::rows::check_alpha(opts.alpha).map_err(|_| {
         CliError::input(format!(
-            "--alpha {}: must be between 0 and 1 (e.g. 0.05)",
-            args.alpha
+            "--alpha {}: must be above 0% and below 100% (e.g. 5%)",
+            super::ratio::format(args.alpha)
         ))
     })?;
     let result = compare(&Input::read(&args.a)?, &Input::read(&args.b)?, &opts)?;

@@ -7,6 +7,9 @@ use super::{Cli, CliError, Output};
 
 /// Arguments of `tlsperf completions`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf completions bash > ~/.local/share/bash-completion/completions/tlsperf",
+]))]
 pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]

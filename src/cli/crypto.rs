@@ -18,6 +18,10 @@ use crate::tls::choices::TlsVersion;
 
 /// Arguments of `tlsperf crypto`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf crypto sign --alg ecdsa-p256,ed25519",
+    "tlsperf crypto limit --cert rsa-2048",
+]))]
 pub struct CryptoArgs {
     #[command(subcommand)]
     command: CryptoCommand,
@@ -46,11 +50,11 @@ struct MeasureArgs {
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     seconds: f64,
     /// Rounds per row; the result is the median of the rounds kept by a 1.5×IQR filter.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = 5)]
     rounds: u32,
     /// Also sample the CPU during the whole run (key generation, warm-ups, rounds) and
     /// write a flame graph there (SVG; replaced if it exists).
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE")]
     flamegraph: Option<PathBuf>,
 }
 
@@ -114,6 +118,9 @@ fn flag<T: ValueEnum>(name: &str, chosen: &[T]) -> Option<String> {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf crypto sign --alg ecdsa-p256,ed25519 --seconds 2",
+]))]
 struct SignArgs {
     /// Implementations to measure (comma-separated or repeated; all by default).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -126,6 +133,9 @@ struct SignArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf crypto kx --group x25519,x25519mlkem768",
+]))]
 struct KxArgs {
     /// Providers to measure (comma-separated or repeated; all by default).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -139,6 +149,9 @@ struct KxArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf crypto handshake --cert ecdsa-p256 --tls 1.3 --kind full",
+]))]
 struct HandshakeArgs {
     /// Providers to measure (comma-separated or repeated; all by default).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -160,6 +173,9 @@ struct HandshakeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf crypto limit --cert rsa-2048 --flamegraph limit.svg",
+]))]
 struct LimitArgs {
     /// Key type of the certificate chain.
     #[arg(long, value_enum, default_value = "ecdsa-p256")]

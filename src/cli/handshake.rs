@@ -17,28 +17,32 @@ use crate::report::text;
 
 /// Arguments of `tlsperf handshake`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf handshake https://localhost:8443/ -n 20 --cacert ca.pem",
+    "tlsperf handshake https://example.com/ --resume off --tls 1.2",
+]))]
 pub struct HandshakeArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
     /// Requests to send, as in `tlsperf load`: each on a new connection of its own, one
     /// after the other, so also the number of handshakes (the first is reported apart, as
     /// cold; at most 1,000,000). `--count` is the old name.
-    #[arg(short = 'n', long = "requests", visible_alias = "count", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(short = 'n', long = "requests", value_name = "N", visible_alias = "count", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     count: u64,
     /// Limit per connection (connect, handshake and response), e.g. 10s (at most 365
     /// days).
-    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::duration::parse_positive)]
     timeout: Duration,
     /// Send the request as TLS 1.3 0-RTT early data when a resumed session allows it
     /// (needs a server accepting early data, e.g. `serve --early-data N --resumption
     /// stateful`).
     #[arg(long)]
     early_data: bool,
-    /// Send each request as a POST with a body of N bytes (at most 67108864, 64 MiB;
+    /// Send each request as a POST with a body of this many bytes (at most 67108864, 64 MiB;
     /// `tlsperf serve` reads it and answers as to GET): an upload, timed in the
     /// `request` phase (to its last byte handed to the kernel) and `first_byte` (until
     /// the server has read it and answers). Not with --early-data.
-    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "early_data", value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, conflicts_with = "early_data", value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
     body_size: u64,
     #[command(flatten)]
     client: ClientArgs,

@@ -18,6 +18,10 @@ use crate::report::lab as report;
 
 /// Arguments of `tlsperf lab`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf lab --quick --out report",
+    "tlsperf lab --only resumption,kx --slo p99=30ms",
+]))]
 pub struct LabArgs {
     /// 8 rounds of 0.25 s per configuration (≈ 80 s on 2 cores; the default).
     #[arg(long, conflicts_with = "full")]
@@ -26,13 +30,13 @@ pub struct LabArgs {
     #[arg(long)]
     full: bool,
     /// The report directory (created; its report files are replaced).
-    #[arg(long, default_value = "tlsperf-report")]
+    #[arg(long, value_name = "DIR", default_value = "tlsperf-report")]
     out: PathBuf,
     /// Only these groups (comma-separated or repeated).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "GROUP")]
     only: Vec<Group>,
     /// Rounds per configuration (at least 3: Welch's test needs spread to work with).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(3..=50))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(3..=50))]
     rounds: Option<u64>,
     /// Run the client-side groups against this server instead of the lab's own
     /// (https://HOST[:PORT][/PATH]).
@@ -49,7 +53,7 @@ pub struct LabArgs {
     slo: Option<crate::capacity::Slo>,
     /// The longest capacity search per configuration (with --slo; at least 1s, the
     /// search's shortest step; an unfinished search reports its bracket).
-    #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive, requires = "slo")]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::duration::parse_positive, requires = "slo")]
     slo_time: std::time::Duration,
     /// A null lab: every configuration of each group replaced by the group's baseline,
     /// so that every comparison compares the same thing. "What to change" should then
@@ -57,10 +61,10 @@ pub struct LabArgs {
     /// Holm): a check of the lab itself.
     #[arg(long)]
     null: bool,
-    /// Upload: send each request as a POST with a body of N bytes (at most 67108864,
+    /// Upload: send each request as a POST with a body of this many bytes (at most 67108864,
     /// 64 MiB; as `load --body-size`), in the rounds and the --slo searches. Each round
     /// gives the uploads' goodput (bytes/s). With --target the server must accept a POST.
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
     body_size: u64,
     /// `--link`: see the command's long help.
     #[command(flatten)]

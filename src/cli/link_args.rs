@@ -35,8 +35,8 @@ TUN devices (root and /dev/net/tun needed; all of it goes when the process ends)
 must be at an IPv4 address of this machine (127.0.0.1 included).\n\n\
 SPEC: rtt=DUR[,jitter=DUR][,reorder=on|off][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE][,cc=NAME], e.g. \
 rtt=60ms or \
-rtt=20ms,down=8mbit,up=2mbit,loss=0.5%. DUR: 250us, 60ms, 0.3s. RATE: kbit, mbit, gbit (IP \
-bytes; none: no limit). loss: per packet, each direction. jitter: each packet's one-way \
+rtt=20ms,down=8mbit,up=2mbit,loss=0.5%. DUR: 250us, 60ms, 0.3s (every duration's syntax; at most 10s). RATE: kbit, mbit, gbit (IP \
+bytes; none: no limit). loss: per packet, each direction, a percent (0.5%, or 0.005; at most 50%). jitter: each packet's one-way \
 delay is drawn on its own, uniform over rtt/2 ± jitter/2, so the mean stays rtt/2; a packet \
 may then overtake the one before it. reorder=off keeps the order: a packet waits for any \
 slower one ahead of it, which raises the mean delay of packets sent closer together than the \

@@ -32,8 +32,13 @@ the program cannot be run, or root and /dev/net/tun are missing; 1 when the link
 set up. Ctrl-C reaches the program (as the terminal's foreground group); a SIGTERM, SIGINT \
 or SIGHUP sent to tlsperf alone is passed on to it, and tlsperf waits for it to end. If \
 tlsperf itself is killed, the program gets SIGKILL.\n\n\
-Example: tlsperf link rtt=60ms -- curl -sk -o /dev/null -w '%{time_connect}\\n' \
-https://127.0.0.1:8443/"
+Examples:\n  \
+tlsperf link rtt=60ms -- curl -sko /dev/null -w '%{time_connect}\\n' https://127.0.0.1:8443/\n  \
+tlsperf link lte,loss=1% -- tlsperf handshake https://127.0.0.1:8443/ --cacert ca.pem",
+    after_help = super::examples::block(&[
+        "tlsperf link rtt=60ms -- curl -sko /dev/null -w '%{time_connect}\\n' https://127.0.0.1:8443/",
+        "tlsperf link lte,loss=1% -- tlsperf handshake https://127.0.0.1:8443/ --cacert ca.pem",
+    ])
 )]
 pub struct LinkRunArgs {
     /// The link: rtt=DUR[,jitter=DUR][,reorder=on|off][,down=RATE][,up=RATE][,loss=PCT][,queue=SIZE][,cc=NAME]

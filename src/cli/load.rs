@@ -21,18 +21,22 @@ use crate::report::text;
 /// Arguments of `tlsperf load`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("bound").required(true).multiple(true).args(["requests", "duration"])))]
+#[command(after_help = super::examples::block(&[
+    "tlsperf load https://localhost:8443/ -d 10s -c 50 --cacert ca.pem",
+    "tlsperf load https://localhost:8443/ -d 30s --rate 2000 --new-conn --out run.json",
+]))]
 pub struct LoadArgs {
     /// The server: https://HOST[:PORT][/PATH].
     url: String,
     /// Requests to send (started; failures count).
-    #[arg(short = 'n', long = "requests", value_parser = super::count::at_least_one)]
+    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = super::count::at_least_one)]
     requests: Option<u64>,
     /// How long to send requests, e.g. 10s (at most 365 days); with -n too, the run ends
     /// at whichever comes first.
-    #[arg(short = 'd', long, value_parser = super::duration::parse_positive)]
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
     /// Connections (slots sending one request at a time each).
-    #[arg(short = 'c', long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     connections: u64,
     /// Total requests per second, at most 10,000,000 (open loop; latency also reported
     /// from the intended send times, corrected for coordinated omission).
@@ -51,8 +55,8 @@ pub struct LoadArgs {
     /// A new connection (and handshake) for every request.
     #[arg(long, conflicts_with = "requests_per_conn")]
     new_conn: bool,
-    /// Close each connection after K requests (default: keep it while the server does).
-    #[arg(long, value_name = "K", value_parser = super::count::at_least_one)]
+    /// Close each connection after N requests (default: keep it while the server does).
+    #[arg(long, value_name = "N", value_parser = super::count::at_least_one)]
     requests_per_conn: Option<u64>,
     /// HTTP/1.1 (the default).
     #[arg(long, conflicts_with = "http2")]
@@ -64,18 +68,18 @@ pub struct LoadArgs {
     /// allows it (HTTP/1.1; needs resumption): counts of accepted and rejected 0-RTT.
     #[arg(long, conflicts_with = "http2")]
     early_data: bool,
-    /// Upload: send each request as a POST with a body of N bytes (at most 67108864,
+    /// Upload: send each request as a POST with a body of this many bytes (at most 67108864,
     /// 64 MiB; `tlsperf serve` reads it and answers as to GET). The result gives the
     /// bodies' goodput both ways (bytes per second of the run). Not with --early-data: a
     /// POST is not safe to replay.
-    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with = "early_data", value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, conflicts_with = "early_data", value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
     body_size: u64,
     /// Worker threads (default: the number of CPUs).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
     threads: Option<u64>,
     /// Limit per request, including a new connection's set-up (e.g. 10s; at most 365
     /// days).
-    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::duration::parse_positive)]
     timeout: Duration,
     /// Sample this process's CPU and resident memory from /proc (the server under test).
     #[arg(long, value_name = "PID")]

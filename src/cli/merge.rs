@@ -14,12 +14,15 @@ use crate::report::text;
 
 /// Arguments of `tlsperf merge`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf merge a.json b.json --out all.json",
+]))]
 pub struct MergeArgs {
     /// Results written by `tlsperf load --out` (runs made at the same time from several
     /// machines against one server), or all by `tlsperf capacity --out` (the processes
     /// of one search with --rate-share), or all by `tlsperf observe --out` (capture points
     /// or time windows); regular files of at most 256 MiB each.
-    #[arg(required = true, num_args = 2..)]
+    #[arg(value_name = "FILE", required = true, num_args = 2..)]
     results: Vec<PathBuf>,
     /// Where to write the combined result (JSON, atomically).
     #[arg(long, value_name = "FILE")]

@@ -16,12 +16,13 @@ mod compare;
 mod completions;
 mod count;
 mod crypto;
-mod duration;
+mod examples;
 mod handshake;
 mod lab;
 mod link_args;
 mod link_run;
 mod load;
+mod man;
 mod merge;
 mod observe;
 mod output;
@@ -39,11 +40,23 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::error::{Classify, ErrorClass};
+// The shared syntaxes, as `super::duration::parse` and `super::ratio::parse` to the
+// commands' files.
+use crate::{duration, ratio};
 pub use output::Output;
 
 /// tlsperf: find out why TLS handshakes are slow, phase by phase, and prove the fix.
 #[derive(Debug, Parser)]
-#[command(name = "tlsperf", version, about, propagate_version = true)]
+#[command(
+    name = "tlsperf",
+    version,
+    about,
+    propagate_version = true,
+    after_help = examples::block(&[
+        "tlsperf serve --gen-cert ecdsa-p256 --write-ca ca.pem",
+        "tlsperf handshake https://localhost:8443/ -n 20 --cacert ca.pem",
+    ])
+)]
 pub struct Cli {
     /// Options every command takes.
     #[command(flatten)]
@@ -94,38 +107,46 @@ pub enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Session-ticket keys shared by server instances: create, rotate, show.
     Tickets(tickets::TicketsArgs),
-    /// N sequential handshakes to one server, phase by phase: negotiated parameters, the
-    /// chain, the phase table, full vs resumed.
+    /// N sequential handshakes, phase by phase: parameters, chain, full vs resumed.
     Handshake(Box<handshake::HandshakeArgs>),
-    /// Load generator: requests/s, handshakes/s, full vs resumed handshakes, per-phase
-    /// percentiles, errors by kind, generator and server CPU.
+    /// Load generator: requests/s, handshakes/s, per-phase percentiles, errors by kind, CPU.
     Load(Box<load::LoadArgs>),
-    /// The highest request rate a server sustains within a latency objective (p99=30ms…),
-    /// found by open-loop steps: ramp, bisection, confirmation; a knee chart.
+    /// The highest rate within a latency objective (p99=30ms…), with its 90% interval.
+    ///
+    /// Open-loop steps, each rate chosen by a Bayesian sequential design (psi-marginal) on a
+    /// logistic curve of the chance that a step meets the objective; the capacity is the rate
+    /// a step meets it with probability 0.9, given with its 90% credible interval and a knee
+    /// chart.
     Capacity(Box<capacity::CapacityArgs>),
-    /// The TLS performance lab: a matrix of server and client configurations on this
-    /// machine, compared with Welch's t-test, in an HTML and Markdown report.
+    /// The TLS performance lab: server and client configurations compared, in a report.
+    ///
+    /// A matrix of server and client configurations on this machine, each pair compared
+    /// with Welch's t-test and the recommendations adjusted for the run's many tests
+    /// (Holm), in an HTML and Markdown report.
     ///
     /// With --link the load generator runs behind an emulated link and the servers on its
     /// far side; two groups are added (first-byte: full vs resumed vs 0-RTT resumed;
     /// chain: RSA-4096 chain with an OCSP staple vs ECDSA), each round lasts at least 25
     /// round trips, and "what to change" ranks by the time to first byte at that link.
     Lab(Box<lab::LabArgs>),
-    /// Passive handshake analysis of any TLS stack from a capture file: phases per
-    /// handshake kind, resumption, HelloRetryRequests, groups, failures.
+    /// Passive handshake analysis of any TLS stack: a capture, a live interface, eBPF probes.
+    ///
+    /// Phases per handshake kind, resumption, HelloRetryRequests, groups, failures; with
+    /// --probes also the time spent inside the processes (OpenSSL, Go's crypto/tls).
     Observe(Box<observe::ObserveArgs>),
-    /// Combine load results from several machines into one, exactly (HDR histograms).
+    /// Combine load, capacity or observe results of several processes into one, exactly.
     Merge(merge::MergeArgs),
-    /// Is B really faster than A? Welch's t-test on two sample files, or on two load, lab
-    /// or crypto results.
+    /// Is B faster than A? Two sample files or results: load, lab, capacity, crypto, observe.
     Compare(compare::CompareArgs),
     /// Signature and key-exchange speed per implementation, on the wall clock.
     Crypto(crypto::CryptoArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
-    /// Run any program behind an emulated link (as mahimahi's mm-delay): `tlsperf link
-    /// rtt=60ms -- curl https://127.0.0.1:8443/`; its exit code passed through, the link's
-    /// counters printed at its end.
+    /// Write man pages, one per command and subcommand (tlsperf.1, tlsperf-load.1, …).
+    Man(man::ManArgs),
+    /// Run a program behind an emulated link, as mahimahi's mm-delay, with its exit code.
+    ///
+    /// The link's counters are printed at the program's end.
     Link(Box<link_run::LinkRunArgs>),
 }
 
@@ -209,6 +230,7 @@ fn run_with(cli: Cli, out: &Output) -> Result<(), CliError> {
         Command::Compare(args) => compare::exec(args, out),
         Command::Crypto(args) => crypto::exec(args, out),
         Command::Completions(args) => completions::exec(args, out),
+        Command::Man(args) => man::exec(args, out),
         Command::Link(args) => link_run::exec(*args, out),
     }
 }
@@ -287,5 +309,149 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Every value-taking argument of the whole tree: (`tlsperf load --timeout`, the arg).
+    fn value_args() -> Vec<(String, clap::Arg)> {
+        fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
+            for arg in cmd.get_arguments() {
+                if arg.get_action().takes_values() {
+                    let name = match arg.get_long() {
+                        Some(long) => format!("{path} --{long}"),
+                        None => format!("{path} {}", arg.get_id()),
+                    };
+                    out.push((name, arg.clone()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), "tlsperf", &mut out);
+        out
+    }
+
+    /// The name `--help` shows for an argument's value.
+    fn value_name(arg: &clap::Arg) -> String {
+        arg.get_value_names()
+            .and_then(|v| v.first())
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| arg.get_id().as_str().to_uppercase())
+    }
+
+    /// What `--LONG=text` gives through `arg`'s own parser (`None`: refused, or not an
+    /// `f64`, or not a `--long` flag).
+    fn parse_f64(arg: &clap::Arg, text: &str) -> Option<f64> {
+        let long = arg.get_long()?;
+        let probe = clap::Command::new("probe").arg(
+            clap::Arg::new(arg.get_id().clone())
+                .long(&*long.to_string().leak())
+                .value_parser(arg.get_value_parser().clone()),
+        );
+        let m = probe
+            .try_get_matches_from(["probe", &format!("--{long}={text}")])
+            .ok()?;
+        m.try_get_one::<f64>(arg.get_id().as_str())
+            .ok()
+            .flatten()
+            .copied()
+    }
+
+    /// One value name per kind of value: every duration is `<DURATION>`, every ratio
+    /// `<PERCENT>` (and takes both 5% and 0.05), every count `<N>`, every file `<FILE>`
+    /// and every directory `<DIR>`, every socket address `<ADDR>`, every instant `<TIME>`.
+    #[test]
+    fn one_value_name_per_kind_of_value() {
+        use std::any::TypeId;
+        let mut wrong = Vec::new();
+        let args = value_args();
+        assert!(args.len() > 100, "{}", args.len());
+        for (name, arg) in &args {
+            let shown = value_name(arg);
+            let parser = arg.get_value_parser();
+            let ty = parser.type_id();
+            let allowed: &[&str] = if ty == TypeId::of::<std::time::Duration>() {
+                &["DURATION"]
+            } else if ty == TypeId::of::<std::path::PathBuf>() {
+                // compare's two positional inputs are A and B, as its help names them.
+                &["FILE", "DIR", "PATH", "A", "B"]
+            } else if ty == TypeId::of::<std::net::SocketAddr>() {
+                &["ADDR"]
+            } else if ty == TypeId::of::<time::OffsetDateTime>() {
+                &["TIME"]
+            } else if [
+                TypeId::of::<u64>(),
+                TypeId::of::<u32>(),
+                TypeId::of::<u16>(),
+                TypeId::of::<usize>(),
+            ]
+            .iter()
+            .any(|t| ty == *t)
+            {
+                // Counts are N; a size, a port, a process or a span of days says so.
+                &["N", "BYTES", "MIB", "PORT", "PID", "DAYS", "MS"]
+            } else if ty == TypeId::of::<f64>() {
+                if parse_f64(arg, "5%").is_some() {
+                    &["PERCENT"]
+                } else {
+                    &["R", "RATES", "FACTOR", "SECONDS"]
+                }
+            } else {
+                continue;
+            };
+            if !allowed.contains(&shown.as_str()) {
+                wrong.push(format!("{name} <{shown}>: expected one of {allowed:?}"));
+            }
+            if shown == "PERCENT" {
+                let at = |text: &str| parse_f64(arg, text);
+                assert_eq!(at("5%"), Some(0.05), "{name}: 5%");
+                assert_eq!(at("0.05"), Some(0.05), "{name}: 0.05");
+            }
+        }
+        assert!(wrong.is_empty(), "value names:\n{}", wrong.join("\n"));
+        // Names a reader would take for different kinds, once seen here.
+        for (name, arg) in &args {
+            let shown = value_name(arg);
+            assert!(
+                ![
+                    "COUNT",
+                    "REQUESTS",
+                    "K",
+                    "TIMEOUT",
+                    "SHUTDOWN_TIMEOUT",
+                    "STEP_MIN",
+                    "OUT",
+                    "FILE.svg",
+                ]
+                .contains(&shown.as_str()),
+                "{name} <{shown}>"
+            );
+        }
+    }
+
+    /// Each command's one-liner fits on one line of `tlsperf --help` at 100 columns (the
+    /// name column takes 15).
+    #[test]
+    fn command_one_liners_fit_on_one_line() {
+        for sub in Cli::command().get_subcommands() {
+            let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+            assert!(!about.is_empty(), "{} has no one-liner", sub.get_name());
+            assert!(
+                about.chars().count() <= 85 && !about.contains('\n'),
+                "{}: {about}",
+                sub.get_name()
+            );
+        }
+    }
+
+    /// `-d` is `--duration` wherever a command has one: the length of its run.
+    #[test]
+    fn every_duration_flag_has_its_short_d() {
+        for (name, arg) in value_args() {
+            if arg.get_long() == Some("duration") {
+                assert_eq!(arg.get_short(), Some('d'), "{name}");
+            }
+        }
     }
 }

@@ -26,6 +26,11 @@ use crate::report::text::observation;
 /// Arguments of `tlsperf observe`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["pcap", "interface", "probes"]).multiple(true)))]
+#[command(after_help = super::examples::block(&[
+    "tlsperf observe --pcap capture.pcap --port 443",
+    "tlsperf observe --interface eth0 --port 443 --duration 30s --out seen.json",
+    "tlsperf observe --probes --pid 1234",
+]))]
 pub struct ObserveArgs {
     /// A capture file to analyze: pcap or pcapng, as `tcpdump -w FILE` writes it
     /// (Ethernet, Linux cooked, raw IP or loopback link layer).
@@ -39,7 +44,7 @@ pub struct ObserveArgs {
     /// Observe TCP connections to or from this port (repeatable; at most 32 live); every
     /// port when not given (connections whose first bytes are not TLS are counted and
     /// skipped).
-    #[arg(long = "port", value_name = "N")]
+    #[arg(long = "port", value_name = "PORT")]
     ports: Vec<u16>,
     /// Look inside the processes too (eBPF; root or CAP_BPF+CAP_PERFMON): each handshake's
     /// accept queue, wait until the first library call, work inside OpenSSL or Go's
@@ -61,7 +66,7 @@ pub struct ObserveArgs {
     #[arg(long, requires = "probes")]
     probe_read_write: bool,
     /// Stop a live capture after this long, e.g. 30s (else at Ctrl-C).
-    #[arg(long, value_parser = super::duration::parse_positive)]
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
     /// Serve Prometheus /metrics here while capturing live or probing (IP:PORT or
     /// HOST:PORT).
@@ -82,7 +87,7 @@ pub struct ObserveArgs {
     connections: Option<PathBuf>,
     /// Most connections tracked at once; further new connections are counted, not
     /// tracked.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     max_flows: u64,
     /// Most memory the analysis may hold, in MiB: 3/8 for the connections' table, 3/8
     /// for the bytes reassembled or held out of order, 1/4 for the histograms. Beyond
@@ -92,7 +97,7 @@ pub struct ObserveArgs {
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..=1_048_576))]
     max_memory: u64,
     /// A connection with no segment for this long (capture time) is evicted, e.g. 60s.
-    #[arg(long, default_value = "60s", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::duration::parse_positive)]
     idle_timeout: Duration,
     /// Live: filter in the kernel with the classic BPF port filter only. By default an
     /// eBPF filter (needs CAP_BPF; the classic one when it cannot be loaded, said in the

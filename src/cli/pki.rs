@@ -12,6 +12,10 @@ use crate::report::text;
 
 /// Arguments of `tlsperf pki`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf pki init pki",
+    "tlsperf pki bundle --count 150 --cross-signed 10 --out bundle.pem",
+]))]
 pub struct PkiArgs {
     #[command(subcommand)]
     command: PkiCommand,
@@ -25,7 +29,8 @@ enum PkiCommand {
     /// (leaf + intermediate), client.pem, client.key, client-chain.pem, and with --ocsp
     /// ocsp.der. Keys are PKCS#8, mode 0600.
     Init(InitArgs),
-    /// Write a synthetic trust bundle of N CA certificates, K with cross-signed twins.
+    /// Write a synthetic trust bundle: --count CA certificates, --cross-signed of them with
+    /// cross-signed twins.
     ///
     /// Keys are drawn round-robin from a pool of distinct keys (--key-pool); every CA
     /// still has its own subject, serial and key identifier. A twin has the same subject,
@@ -34,6 +39,10 @@ enum PkiCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf pki init pki",
+    "tlsperf pki init pki --key rsa-2048 --ocsp --force",
+]))]
 struct InitArgs {
     /// Directory to write into (created if missing).
     dir: PathBuf,
@@ -51,7 +60,7 @@ struct InitArgs {
     #[arg(long = "san", value_name = "NAME")]
     sans: Vec<String>,
     /// Validity of every certificate, in days.
-    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
+    #[arg(long, value_name = "DAYS", default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
     days: u32,
     /// Also write ocsp.der: a DER OCSP response saying the server leaf is good, signed by
     /// the intermediate, valid for 7 days from now, for `tlsperf serve --ocsp` (needs an
@@ -67,24 +76,27 @@ struct InitArgs {
 const OCSP_VALID: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf pki bundle --count 150 --cross-signed 10 --out bundle.pem",
+]))]
 struct BundleArgs {
-    /// Number of distinct CA certificates (N).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=pki::bundle::MAX_BUNDLE as u64))]
+    /// Number of distinct CA certificates.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=pki::bundle::MAX_BUNDLE as u64))]
     count: u64,
-    /// How many of them get a cross-signed twin (K ≤ N).
-    #[arg(long, default_value_t = 0)]
+    /// How many of them get a cross-signed twin (at most --count).
+    #[arg(long, value_name = "N", default_value_t = 0)]
     cross_signed: u64,
     /// Key type of every CA.
     #[arg(long, value_enum, default_value_t = KeyType::EcdsaP256)]
     key: KeyType,
     /// Distinct keys to generate and share round-robin (default: 1024, or 8 for RSA).
-    #[arg(long, value_parser = super::count::at_least_one)]
+    #[arg(long, value_name = "N", value_parser = super::count::at_least_one)]
     key_pool: Option<u64>,
     /// Validity in days.
-    #[arg(long, default_value_t = 3650, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
+    #[arg(long, value_name = "DAYS", default_value_t = 3650, value_parser = clap::value_parser!(u32).range(1..=i64::from(pki::chain::MAX_DAYS)))]
     days: u32,
     /// Output PEM file.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     out: PathBuf,
     /// Overwrite an existing output file.
     #[arg(long)]

@@ -24,15 +24,19 @@ use crate::trust::TrustStore;
 
 /// Arguments of `tlsperf serve`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf serve --gen-cert ecdsa-p256 --write-ca ca.pem",
+    "tlsperf serve --cert pki/server-chain.pem --key pki/server.key --metrics 127.0.0.1:9090",
+]))]
 pub struct ServeArgs {
     /// Address to listen on: IP:PORT or HOST:PORT (a host name listens on its first IPv4
     /// address, else its first address; port 0: any free port, printed at start).
-    #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_addr)]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443", value_parser = parse_addr)]
     listen: SocketAddr,
     /// Bytes of the `GET /` response body (a JSON document of exactly that size; at most
     /// 67108864, 64 MiB, built once at start). A `POST /` (an upload, `load --body-size`)
     /// is read to its end, counted, and answered with the same body.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_BODY_SIZE))]
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_BODY_SIZE))]
     body_size: u64,
     /// Certificate chain (PEM, leaf first; a regular file of at most 16 MiB).
     #[arg(
@@ -78,11 +82,11 @@ pub struct ServeArgs {
     resumption: Resumption,
     /// Entries of the stateful session cache (1 to 1000000; about 100 bytes each are
     /// reserved at start).
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     session_cache: u64,
     /// TLS 1.3 tickets sent after each full handshake (0 to 16; each costs an encryption
     /// and about 200 bytes on the wire).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=16))]
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u64).range(0..=16))]
     tickets_per_handshake: u64,
     /// Ticket key ring shared with other instances (needs --resumption tickets; see
     /// `tlsperf tickets`; a regular file of at most 64 KiB, mode 0600: readable by its
@@ -134,19 +138,19 @@ pub struct ServeArgs {
     idle_timeout: Duration,
     /// Connections served at once; at the limit the connection idle the longest (for at
     /// least 1 s) is closed to make room, else the new one is closed at accept.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
     max_connections: usize,
     /// Runtime worker threads (default: one per core; at most 1024).
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
     threads: Option<usize>,
     /// Listeners on the address, with SO_REUSEPORT when more than one.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     reuseport: u64,
     /// Serve Prometheus /metrics and a JSON /stats here (IP:PORT or HOST:PORT, as --listen).
     #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
     metrics: Option<SocketAddr>,
     /// Time in-flight requests get at shutdown.
-    #[arg(long, value_parser = super::duration::parse, default_value = "5s")]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::parse, default_value = "5s")]
     shutdown_timeout: Duration,
     /// Keep up to N pre-generated key shares per Diffie-Hellman group (each used once).
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100_000))]
@@ -156,8 +160,8 @@ pub struct ServeArgs {
     /// no --early-data, and no handshake statistics in the summary).
     #[arg(long, value_enum, default_value_t = Stack::Hyper)]
     stack: Stack,
-    /// Stop by itself after this long (default: run until SIGINT or SIGTERM).
-    #[arg(long, value_parser = super::duration::parse_positive)]
+    /// Stop by itself after this long, e.g. 60s (default: run until SIGINT or SIGTERM).
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
 }
 

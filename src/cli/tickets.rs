@@ -11,6 +11,10 @@ use crate::tls::tickets;
 
 /// Arguments of `tlsperf tickets`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf tickets init keys.bin",
+    "tlsperf tickets rotate keys.bin",
+]))]
 pub struct TicketsArgs {
     #[command(subcommand)]
     command: TicketsCommand,
@@ -19,6 +23,10 @@ pub struct TicketsArgs {
 #[derive(Debug, Subcommand)]
 enum TicketsCommand {
     /// Create a key ring: an active key and a standby key (file mode 0600).
+    #[command(after_help = super::examples::block(&[
+        "tlsperf tickets init keys.bin",
+        "tlsperf serve --resumption tickets --ticket-keys keys.bin",
+    ]))]
     Init {
         /// The key ring file.
         file: PathBuf,
@@ -28,11 +36,17 @@ enum TicketsCommand {
         force: bool,
     },
     /// Rotate: destroy the decrypt-only key, active → decrypt-only, standby → active, new standby.
+    #[command(after_help = super::examples::block(&[
+        "tlsperf tickets rotate keys.bin",
+    ]))]
     Rotate {
         /// The key ring file (a regular file of at most 64 KiB).
         file: PathBuf,
     },
     /// Show key ids and states (never the secrets).
+    #[command(after_help = super::examples::block(&[
+        "tlsperf tickets show keys.bin",
+    ]))]
     Show {
         /// The key ring file (a regular file of at most 64 KiB).
         file: PathBuf,

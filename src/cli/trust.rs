@@ -12,6 +12,10 @@ use crate::trust::{self, ProbeEnv, Source};
 
 /// Arguments of `tlsperf trust`.
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf trust probe",
+    "tlsperf trust analyze --list",
+]))]
 pub struct TrustArgs {
     #[command(subcommand)]
     command: TrustCommand,
@@ -71,6 +75,10 @@ impl SourceArg {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf trust analyze --list",
+    "tlsperf trust analyze webpki",
+]))]
 struct AnalyzeArgs {
     /// system (default), webpki, a bundle file (at most 128 MiB) or a directory (files that
     /// are not regular files, such as FIFOs, are skipped with a warning).
@@ -88,6 +96,9 @@ struct AnalyzeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf trust trim --keep-for example.com:443 --out trimmed.pem",
+]))]
 struct TrimArgs {
     /// Chain files (PEM: leaf, then intermediates; regular files of at most 16 MiB) or
     /// host:port servers to keep working.
@@ -113,7 +124,7 @@ struct TrimArgs {
     provider: Provider,
     /// Connect and handshake timeout for host:port chains (e.g. 500ms, 10s; at most 365
     /// days).
-    #[arg(long, default_value = "10s", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::duration::parse_positive)]
     timeout: std::time::Duration,
 }
 
@@ -122,6 +133,10 @@ fn parse_time(s: &str) -> Result<time::OffsetDateTime, String> {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf trust probe",
+    "tlsperf trust probe --root /srv/image-rootfs",
+]))]
 struct ProbeArgs {
     /// Probe inside this filesystem root (an extracted container image) instead of `/`.
     #[arg(long, value_name = "DIR")]
@@ -129,6 +144,10 @@ struct ProbeArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf trust load",
+    "tlsperf trust load --bundle /etc/ssl/certs/ca-certificates.crt --x509",
+]))]
 struct LoadArgs {
     /// Load the system store as a client finds it (the default).
     #[arg(long, conflicts_with_all = ["bundle", "dir"])]
@@ -144,7 +163,7 @@ struct LoadArgs {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["bundle", "dir"])]
     root: Option<PathBuf>,
     /// Loads to time: the first is cold, the median of the others is warm.
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(2..=100_000))]
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(2..=100_000))]
     iterations: u64,
     /// Also time a full X.509 parse of every certificate (layer 4, as analysis needs).
     #[arg(long)]

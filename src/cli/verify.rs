@@ -20,6 +20,10 @@ use crate::when::{format_rfc3339, parse_rfc3339, to_unix_time};
 /// Arguments of `tlsperf verify`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf verify --chain pki/server-chain.pem --host localhost --roots pki/root.pem",
+    "tlsperf verify bench --sizes 1,100,system,10000",
+]))]
 pub struct VerifyArgs {
     #[command(subcommand)]
     command: Option<VerifyCommand>,
@@ -50,6 +54,10 @@ enum VerifyCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = super::examples::block(&[
+    "tlsperf verify bench",
+    "tlsperf verify bench --sizes 1,100,system,10000 --threads 1,2,4",
+]))]
 struct BenchArgs {
     /// A chain to use (PEM, leaf first); default: a generated ECDSA P-256 test chain.
     #[arg(long, value_name = "FILE", requires = "host")]
@@ -61,13 +69,13 @@ struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,10,system,1000,10000", value_parser = parse_size)]
     sizes: Vec<SizeArg>,
     /// At most this many verifications per variant and size.
-    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(3..=1_000_000))]
+    #[arg(long, value_name = "N", default_value_t = 400, value_parser = clap::value_parser!(u64).range(3..=1_000_000))]
     iterations: u64,
     /// At most this long per variant and size, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     max_time_ms: u64,
     /// Thread counts for the shared-verifier throughput test.
-    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u64).range(1..=256))]
+    #[arg(long, value_name = "N", value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u64).range(1..=256))]
     threads: Vec<u64>,
     /// Validation time (RFC 3339; default now).
     #[arg(long, value_name = "TIME", value_parser = parse_time)]

@@ -238,11 +238,6 @@ impl Link {
         self.client_addr
     }
 
-    /// The host's device name.
-    pub fn host_device(&self) -> &str {
-        &self.host_dev
-    }
-
     /// Packets client → server so far.
     pub fn up(&self) -> CounterSnapshot {
         self.up.snapshot()

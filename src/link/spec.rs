@@ -347,29 +347,17 @@ fn cc(v: &str) -> Result<String, String> {
     Ok(name)
 }
 
-/// `60ms`, `1.5ms`, `250us`, `0.3s`, or `0`.
+/// `60ms`, `1.5ms`, `250us`, `0.3s` (every duration's syntax, [`crate::duration`]), or
+/// `0`; at most 10 s.
 fn duration(v: &str) -> Result<Duration, String> {
     if v == "0" {
         return Ok(Duration::ZERO);
     }
-    let split = v
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("'{v}' has no unit (us, ms or s)"))?;
-    let (num, unit) = v.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{v}' is not a duration (e.g. 60ms)"))?;
-    let scale = match unit {
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        _ => return Err(format!("'{v}': unknown unit '{unit}' (us, ms or s)")),
-    };
-    let secs = n * scale;
-    if !secs.is_finite() || secs > MAX_RTT.as_secs_f64() {
+    let d = crate::duration::parse(v)?;
+    if d > MAX_RTT {
         return Err(format!("'{v}' is above the limit of 10s"));
     }
-    Ok(Duration::from_nanos((secs * 1e9).round() as u64))
+    Ok(d)
 }
 
 /// A rate, or `none` for no limit (as the help says).
@@ -404,16 +392,10 @@ fn rate(v: &str) -> Result<Rate, String> {
     Ok(Rate(bps.round() as u64))
 }
 
-/// `2%` or `0.5%`.
+/// `2%`, `0.5%` or `0.005` (every ratio's syntax, [`crate::ratio`]); at most 50%.
 fn loss(v: &str) -> Result<f64, String> {
-    let num = v
-        .strip_suffix('%')
-        .ok_or_else(|| format!("loss '{v}' needs a % sign (e.g. loss=1%)"))?;
-    let p: f64 = num
-        .parse()
-        .map_err(|_| format!("loss '{v}' is not a percentage"))?;
-    let p = p / 100.0;
-    if !(0.0..=MAX_LOSS).contains(&p) {
+    let p = crate::ratio::parse(v).map_err(|e| format!("loss {e}"))?;
+    if p > MAX_LOSS {
         return Err(format!("loss '{v}' is outside 0%..50%"));
     }
     Ok(p)
@@ -423,13 +405,14 @@ fn loss(v: &str) -> Result<f64, String> {
 /// `0.5s`, `800us` (time at the direction's rate).
 fn queue(v: &str) -> Result<Queue, String> {
     let lower = v.to_ascii_lowercase();
-    const UNITS: &str = "pkt, b, kb, kib, mb, mib, or a time: us, ms, s";
+    const UNITS: &str = "pkt, b, kb, kib, mb, mib, or a time such as 50ms";
     let split = lower
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("queue '{v}' has no unit ({UNITS})"))?;
     let (num, unit) = lower.split_at(split);
-    if matches!(unit, "us" | "µs" | "ms" | "s") {
-        let d = duration(&lower).map_err(|e| format!("queue {e}"))?;
+    const SIZES: [&str; 7] = ["pkt", "packets", "b", "kb", "kib", "mb", "mib"];
+    if !SIZES.contains(&unit) && crate::duration::parse(v).is_ok() {
+        let d = duration(v).map_err(|e| format!("queue {e}"))?;
         if d.is_zero() {
             return Err(format!("queue '{v}' is no time at all"));
         }
@@ -554,15 +537,6 @@ impl fmt::Display for LinkSpec {
     }
 }
 
-/// The profiles as help text: one line each, with the source.
-pub fn profiles_help() -> String {
-    PROFILES
-        .iter()
-        .map(|p| format!("{}: {} ({})", p.name, p.spec, p.source))
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -679,13 +653,15 @@ mod tests {
             ("wifi", "not a profile"),
             ("down=8mbit", "rtt=DUR is required"),
             ("rtt=60", "no unit"),
-            ("rtt=60min", "unknown unit"),
+            ("rtt=60min", "above the limit of 10s"),
+            ("rtt=1h", "above the limit of 10s"),
+            ("rtt=60parsecs", "not a duration"),
             ("rtt=11s", "above the limit"),
             ("rtt=60ms,rtt=70ms", "twice"),
             ("rtt=10ms,jitter=20ms", "larger than the rtt"),
             ("rtt=10ms,down=8mbps", "unknown unit"),
             ("rtt=10ms,down=1kbit", "outside"),
-            ("rtt=10ms,loss=2", "% sign"),
+            ("rtt=10ms,loss=2", "write 2% for a percent"),
             ("rtt=10ms,loss=60%", "outside"),
             ("rtt=10ms,queue=0pkt", "outside"),
             ("rtt=10ms,queue=10", "no unit"),
@@ -699,7 +675,8 @@ mod tests {
                 "125 bytes, less than one 1500-byte packet",
             ),
             ("rtt=10ms,down=100gbit,queue=1s", "above the limit of 1 GiB"),
-            ("rtt=10ms,queue=5min,down=1mbit", "unknown unit"),
+            ("rtt=10ms,queue=5furlongs,down=1mbit", "unknown unit"),
+            ("rtt=10ms,queue=1h,down=1gbit", "above the limit of 10s"),
             ("rtt=10ms,cc=", "not a TCP congestion control"),
             ("rtt=10ms,cc=new reno", "not a TCP congestion control"),
             (

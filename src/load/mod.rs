@@ -533,13 +533,7 @@ pub async fn run(
         None => None,
     };
     if let Some(t) = opts.start_at {
-        // On a timerfd, not tokio's millisecond timer: processes started together wake
-        // within microseconds of the instant, not up to a tick after it.
-        let mut pacer = pace::Pacer::new();
-        tokio::select! {
-            () = pacer.wait_until(t) => {}
-            () = progress.stopping() => {}
-        }
+        wait_for_start(t, &progress).await;
     }
     // Stopped while waiting for --start-at: nothing runs, and the generator's figures
     // (CPU, utilization) cover no time at all rather than its wind-down over 1 µs.
@@ -567,79 +561,18 @@ pub async fn run(
         _ => Duration::ZERO,
     };
     let measured_from = start + warmup;
-    let uri: http::Uri = format!("https://{}{}", target.authority, target.path)
-        .parse()
-        .map_err(|e| ConnectError::Http {
-            reason: format!("cannot build the request URI: {e}"),
-        })?;
     let target_name = target.to_string();
-    let body_size =
-        usize::try_from(opts.body_size.min(crate::client::http1::MAX_BODY)).unwrap_or(usize::MAX);
-    let shared = Arc::new(Shared {
-        request_keep: http_request(&target.authority, &target.path, false, body_size),
-        request_close: http_request(&target.authority, &target.path, true, body_size),
-        upload: Bytes::from(vec![b'x'; body_size]),
-        uri,
-        resolved,
-        preferred: AtomicUsize::new(0),
-        config,
-        deadline: opts.duration.map(|d| start + d),
-        measured_from,
-        opts: opts.clone(),
+    let shared = Arc::new(Shared::new(
         target,
-        issued: AtomicU64::new(0),
-        next_send: AtomicU64::new(0),
-        opened: AtomicU64::new(0),
-        start,
-        progress: Arc::clone(&progress),
-        shards: (0..(opts.threads.max(1) * 2).min(opts.connections.max(1)))
-            .map(|_| std::sync::Mutex::new(Tally::new()))
-            .collect(),
-        failing: std::sync::Mutex::new(None),
-        gave_up: AtomicBool::new(false),
-    });
-    // The server's tree, sampled every 100 ms while the run lasts (CPU of processes that
-    // exit, memory), looking for new processes once a second (a walk over /proc reads
-    // every process on the machine), on a thread of its own: a walk takes a millisecond
-    // or more, which would delay the I/O of a runtime worker's connections.
-    let rss_max = Arc::new(AtomicU64::new(0));
-    let (stop_sampler, stopped) = std::sync::mpsc::channel::<()>();
-    let sampler = server_tree.as_ref().and_then(|tree| {
-        let (tree, rss_max) = (Arc::clone(tree), Arc::clone(&rss_max));
-        std::thread::Builder::new()
-            .name("server-sampler".into())
-            .spawn(move || {
-                let mut n = 0u32;
-                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(Duration::from_millis(100))
-                {
-                    n += 1;
-                    let kib = lock(&tree).sample(n.is_multiple_of(10));
-                    rss_max.fetch_max(kib, Ordering::Relaxed);
-                }
-            })
-            .ok()
-    });
-    // Where the measured window begins after a warm-up: the generator's CPU and
-    // run-queue wait, and the server tree's first sample, taken again (the walk on a
-    // blocking thread, off the workers that carry connections).
-    let at_window = (!warmup.is_zero()).then(|| {
-        let (tree, pid) = (server_tree.clone(), opts.server_pid);
-        tokio::spawn(async move {
-            tokio::time::sleep_until(measured_from.into()).await;
-            if let (Some(tree), Some(pid)) = (tree, pid) {
-                let fresh = tokio::task::spawn_blocking(move || usage::TreeCpu::start(pid)).await;
-                if let Ok(Ok(t)) = fresh {
-                    *lock(&tree) = t;
-                }
-            }
-            (
-                usage::self_cpu(),
-                usage::self_runqueue_wait(),
-                pace::spin_looks(),
-            )
-        })
-    });
+        config,
+        resolved,
+        &opts,
+        (start, measured_from),
+        &progress,
+    )?);
+    let sampler = ServerSampler::start(server_tree.as_ref());
+    let at_window = (!warmup.is_zero())
+        .then(|| figures_at_window(measured_from, server_tree.clone(), opts.server_pid));
     let slots: Vec<_> = (0..opts.connections.max(1))
         .map(|slot| tokio::spawn(slot_loop(slot, Arc::clone(&shared))))
         .collect();
@@ -673,11 +606,7 @@ pub async fn run(
         .into_iter()
         .filter_map(|m| m.into_inner().ok())
         .collect();
-    drop(stop_sampler);
-    if let Some(s) = sampler {
-        // It stops within one sample of the signal.
-        let _ = tokio::task::spawn_blocking(move || s.join()).await;
-    }
+    let rss_max = sampler.stop().await;
     // The generator's figures from the measured window's start, when it began.
     let (cpu0, wait0, spins0) = match at_window {
         // The window began (its figures are being taken, or were): wait for them.
@@ -715,49 +644,77 @@ pub async fn run(
         merge_tally(&mut total, t);
     }
     let _ = total.phases.entry(Phase::Dns).or_default().record(dns);
+    let server = match (opts.server_pid, server_tree) {
+        (Some(pid), Some(tree)) => Some(server_usage(pid, &tree, rss_max)),
+        _ => None,
+    };
+    let figures = RunFigures {
+        target: target_name,
+        started: started_wall + warmup,
+        wall,
+        interrupted: progress.stopped() && !gave_up,
+        gave_up,
+        unsent,
+        connections,
+        cpu,
+        pacing_spin,
+        runqueue_wait,
+        server,
+    };
+    Ok(load_result(total, figures, &opts))
+}
+
+/// Locks, whether or not another holder panicked (the data stay usable).
+/// What a run measured besides its tallies, on its way into a [`LoadResult`].
+struct RunFigures {
+    /// The target, as the result names it.
+    target: String,
+    /// When the measured window began (wall clock).
+    started: time::OffsetDateTime,
+    /// The measured window's length.
+    wall: Duration,
+    interrupted: bool,
+    gave_up: bool,
+    /// Open loop: sends the schedule had due that never went out.
+    unsent: u64,
+    connections: Vec<ConnSample>,
+    /// The generator's CPU time over the window.
+    cpu: Duration,
+    /// The pacer's estimated spin, seconds.
+    pacing_spin: Option<f64>,
+    /// The generator threads' run-queue wait, seconds.
+    runqueue_wait: Option<f64>,
+    server: Option<ServerUsage>,
+}
+
+/// The result of a run: its tallies merged into `total`, and its other figures.
+fn load_result(total: Tally, run: RunFigures, opts: &LoadGenOptions) -> LoadResult {
     let handshakes: u64 = total.kinds.values().sum();
     let counts = opts
         .verdicts
         .as_ref()
         .map(|v| v.counts())
         .unwrap_or_default();
-    let server = match (opts.server_pid, server_tree) {
-        (Some(pid), Some(tree)) => {
-            let mut tree = lock(&tree);
-            let rss_end = tree.sample(true);
-            Some(ServerUsage {
-                pid,
-                processes: tree.processes(),
-                cpu_seconds: tree.cpu().as_secs_f64(),
-                // Per request and per handshake: finish_rates.
-                cpu_us_per_request: None,
-                cpu_us_per_handshake: None,
-                rss_max_kib: rss_max.load(Ordering::Relaxed).max(rss_end),
-                rss_end_kib: rss_end,
-                runqueue_wait_s: tree.runqueue_wait().map(|d| d.as_secs_f64()),
-            })
-        }
-        _ => None,
-    };
     let dist = |h: &LatencyHistogram| (!h.is_empty()).then(|| Dist::of(h.clone()));
     let mut result = LoadResult {
         link_counters: None,
         schema: <LoadResult as crate::doc::Document>::SCHEMA.into(),
-        target: target_name,
-        started: (started_wall + warmup)
+        target: run.target,
+        started: run
+            .started
             .format(&time::format_description::well_known::Rfc3339)
             .unwrap_or_default(),
-        duration_s: wall.as_secs_f64(),
+        duration_s: run.wall.as_secs_f64(),
         machines: 1,
-        interrupted: progress.stopped() && !gave_up,
-        gave_up,
+        interrupted: run.interrupted,
+        gave_up: run.gave_up,
         options: opts.echo.clone(),
         requests: Requests {
             attempted: total.completed + total.failed,
             completed: total.completed,
             failed: total.failed,
             per_second: 0.0,
-            unsent,
+            unsent: run.unsent,
         },
         handshakes: Handshakes {
             total: handshakes,
@@ -804,32 +761,183 @@ pub async fn run(
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         body_bytes: total.body_bytes,
-        upload_bytes: total.completed.saturating_mul(body_size as u64),
+        upload_bytes: total.completed.saturating_mul(body_len(opts) as u64),
         goodput: Goodput::default(),
         interval_ms: INTERVAL.as_millis() as u64,
         interval_requests: total.intervals.clone(),
-        connections,
+        connections: run.connections,
         generator: GeneratorCpu {
             threads: opts.threads,
-            cpu_seconds: cpu.as_secs_f64(),
+            cpu_seconds: run.cpu.as_secs_f64(),
             utilization: 0.0,
             cpus_allowed: usage::cpus_allowed(None).map(|c| c.len() as u64),
             cpu_limit: usage::cgroup_cpu_limit(),
             cpu_us_per_request: None,
             cpu_us_per_handshake: None,
             saturated: false,
-            pacing_spin_s: pacing_spin.map(|s| s.min(cpu.as_secs_f64())),
-            runqueue_wait_s: runqueue_wait,
+            pacing_spin_s: run.pacing_spin.map(|s| s.min(run.cpu.as_secs_f64())),
+            runqueue_wait_s: run.runqueue_wait,
         },
-        server,
+        server: run.server,
         warnings: Vec::new(),
     };
     result.finish_rates();
     result.generator.saturated = result.generator.utilization >= 0.9;
-    Ok(result)
+    result
 }
 
-/// Locks, whether or not another holder panicked (the data stay usable).
+/// Waits for `--start-at` (or a stop), on a timerfd, not tokio's millisecond timer:
+/// processes started together wake within microseconds of the instant, not up to a tick
+/// after it.
+async fn wait_for_start(at: Instant, progress: &Progress) {
+    let mut pacer = pace::Pacer::new();
+    tokio::select! {
+        () = pacer.wait_until(at) => {}
+        () = progress.stopping() => {}
+    }
+}
+
+/// Each request's body size, within the upload limit.
+fn body_len(opts: &LoadGenOptions) -> usize {
+    usize::try_from(opts.body_size.min(crate::client::http1::MAX_BODY)).unwrap_or(usize::MAX)
+}
+
+impl Shared {
+    /// What the slots share for a run starting at `start` whose measured window begins
+    /// at `measured_from`: the requests, the schedule's state and the tallies.
+    fn new(
+        target: Target,
+        config: Arc<ClientConfig>,
+        resolved: Vec<SocketAddr>,
+        opts: &LoadGenOptions,
+        (start, measured_from): (Instant, Instant),
+        progress: &Arc<Progress>,
+    ) -> Result<Shared, ConnectError> {
+        let uri: http::Uri = format!("https://{}{}", target.authority, target.path)
+            .parse()
+            .map_err(|e| ConnectError::Http {
+                reason: format!("cannot build the request URI: {e}"),
+            })?;
+        let body_size = body_len(opts);
+        Ok(Shared {
+            request_keep: http_request(&target.authority, &target.path, false, body_size),
+            request_close: http_request(&target.authority, &target.path, true, body_size),
+            upload: Bytes::from(vec![b'x'; body_size]),
+            uri,
+            resolved,
+            preferred: AtomicUsize::new(0),
+            config,
+            deadline: opts.duration.map(|d| start + d),
+            measured_from,
+            opts: opts.clone(),
+            target,
+            issued: AtomicU64::new(0),
+            next_send: AtomicU64::new(0),
+            opened: AtomicU64::new(0),
+            start,
+            progress: Arc::clone(progress),
+            shards: (0..(opts.threads.max(1) * 2).min(opts.connections.max(1)))
+                .map(|_| std::sync::Mutex::new(Tally::new()))
+                .collect(),
+            failing: std::sync::Mutex::new(None),
+            gave_up: AtomicBool::new(false),
+        })
+    }
+}
+
+/// The server's process tree, sampled every 100 ms while the run lasts (CPU of processes
+/// that exit, memory), looking for new processes once a second (a walk over /proc reads
+/// every process on the machine), on a thread of its own: a walk takes a millisecond or
+/// more, which would delay the I/O of a runtime worker's connections.
+struct ServerSampler {
+    /// The largest resident memory sampled, KiB.
+    rss_max: Arc<AtomicU64>,
+    /// Dropped to stop the thread.
+    stop: std::sync::mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ServerSampler {
+    /// Starts sampling `tree` (nothing to sample without one).
+    fn start(tree: Option<&Arc<std::sync::Mutex<usage::TreeCpu>>>) -> ServerSampler {
+        let rss_max = Arc::new(AtomicU64::new(0));
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = tree.and_then(|tree| {
+            let (tree, rss_max) = (Arc::clone(tree), Arc::clone(&rss_max));
+            std::thread::Builder::new()
+                .name("server-sampler".into())
+                .spawn(move || {
+                    let mut n = 0u32;
+                    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                        stopped.recv_timeout(Duration::from_millis(100))
+                    {
+                        n += 1;
+                        let kib = lock(&tree).sample(n.is_multiple_of(10));
+                        rss_max.fetch_max(kib, Ordering::Relaxed);
+                    }
+                })
+                .ok()
+        });
+        ServerSampler {
+            rss_max,
+            stop,
+            thread,
+        }
+    }
+
+    /// Stops the thread (within one sample) and gives the largest resident memory seen,
+    /// KiB.
+    async fn stop(self) -> u64 {
+        drop(self.stop);
+        if let Some(t) = self.thread {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+        self.rss_max.load(Ordering::Relaxed)
+    }
+}
+
+/// Where the measured window begins after a warm-up: the generator's CPU, run-queue wait
+/// and pacer looks, and the server tree's first sample, taken again (the walk on a
+/// blocking thread, off the workers that carry connections).
+fn figures_at_window(
+    measured_from: Instant,
+    tree: Option<Arc<std::sync::Mutex<usage::TreeCpu>>>,
+    pid: Option<u32>,
+) -> tokio::task::JoinHandle<(Duration, Option<Duration>, u64)> {
+    tokio::spawn(async move {
+        tokio::time::sleep_until(measured_from.into()).await;
+        if let (Some(tree), Some(pid)) = (tree, pid) {
+            let fresh = tokio::task::spawn_blocking(move || usage::TreeCpu::start(pid)).await;
+            if let Ok(Ok(t)) = fresh {
+                *lock(&tree) = t;
+            }
+        }
+        (
+            usage::self_cpu(),
+            usage::self_runqueue_wait(),
+            pace::spin_looks(),
+        )
+    })
+}
+
+/// The server's figures at the run's end: its tree's CPU and memory (`rss_max`: the
+/// largest the sampler saw, KiB).
+fn server_usage(pid: u32, tree: &std::sync::Mutex<usage::TreeCpu>, rss_max: u64) -> ServerUsage {
+    let mut tree = lock(tree);
+    let rss_end = tree.sample(true);
+    ServerUsage {
+        pid,
+        processes: tree.processes(),
+        cpu_seconds: tree.cpu().as_secs_f64(),
+        // Per request and per handshake: finish_rates.
+        cpu_us_per_request: None,
+        cpu_us_per_handshake: None,
+        rss_max_kib: rss_max.max(rss_end),
+        rss_end_kib: rss_end,
+        runqueue_wait_s: tree.runqueue_wait().map(|d| d.as_secs_f64()),
+    }
+}
+
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

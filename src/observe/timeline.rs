@@ -348,11 +348,6 @@ impl Timeline {
         }
     }
 
-    /// True when a ClientHello was seen and the handshake has not completed.
-    pub fn mid_handshake(&self) -> bool {
-        self.hello.is_some() && self.finished_ns.is_none()
-    }
-
     /// One record.
     pub fn record(&mut self, r: &Record<'_>) {
         self.any_payload = true;

@@ -364,13 +364,6 @@ pub fn group_label(g: u16) -> Cow<'static, str> {
     }
 }
 
-/// A cipher suite's IANA name, or its number.
-pub fn suite_name(s: u16) -> String {
-    tls_parser::TlsCipherSuiteID(s)
-        .get_ciphersuite()
-        .map_or_else(|| format!("0x{s:04x}"), |c| c.name.to_string())
-}
-
 /// An alert description's name (RFC 8446 §6).
 pub fn alert_name(d: u8) -> String {
     match d {

@@ -182,7 +182,7 @@ fn header_lines(r: &LabResult) -> Vec<String> {
         },
         match &r.slo {
             Some(slo) => format!(
-                "Capacity (`--slo`): after its rounds, each configuration's highest rate of new connections/s within {slo}, found by a `tlsperf capacity` search against its own servers (ramp, bisection to 5%, confirmation; the generator checked at every step) — the capacity, with the bracket [highest pass – lowest failure] in brackets, or how the search ended."
+                "Capacity (`--slo`): after its rounds, each configuration's highest rate of new connections/s within {slo}, found by a `tlsperf capacity` search against its own servers (steps chosen by a Bayesian sequential design until the 90% credible interval is within 20%; the generator checked at every step) — the capacity (the rate a step meets the objective at with probability 0.9), with its 90% interval in brackets, or how the search ended."
             ),
             None => String::new(),
         },

@@ -23,7 +23,7 @@ use crate::stats::{LatencyHistogram, Quantiles};
 pub struct HandshakeLabels {
     /// `full`, `resumed`, `full-hrr` or `0rtt`.
     pub kind: Cow<'static, str>,
-    /// `TLSv1_2` or `TLSv1_3`.
+    /// `TLSv1.2` or `TLSv1.3`, as every text and document names them.
     pub version: Cow<'static, str>,
     /// Key-exchange group; `none` for a TLS 1.2 resumption, which exchanges no key.
     pub group: Cow<'static, str>,

@@ -774,10 +774,7 @@ async fn connection(
                 kind: kind.into(),
                 version: conn
                     .protocol_version()
-                    .map(|v| match v.as_str() {
-                        Some(name) => Cow::Borrowed(name),
-                        None => Cow::Owned(format!("{v:?}")),
-                    })
+                    .map(crate::tls::version_label)
                     .unwrap_or_default(),
                 group: conn
                     .negotiated_key_exchange_group()

@@ -188,17 +188,6 @@ impl LatencyHistogram {
         Duration::from_nanos(self.counts().value_at_quantile(q))
     }
 
-    /// How many recorded values are above `d` (to the histogram's precision: values
-    /// equivalent to `d` count as not above).
-    pub fn count_above(&self, d: Duration) -> u64 {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        let h = self.counts();
-        if h.is_empty() || ns >= h.max() {
-            return 0;
-        }
-        h.len() - h.count_between(0, ns)
-    }
-
     /// Counts in `bins` equal-width bins from `lo_ns` to `hi_ns` (values above `hi_ns`
     /// land in the last bin, below `lo_ns` in the first): `(bin start ns, count)`.
     pub fn bins(&self, lo_ns: u64, hi_ns: u64, bins: usize) -> Vec<(u64, u64)> {

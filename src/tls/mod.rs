@@ -14,6 +14,6 @@ mod provider;
 mod signatures;
 pub mod tickets;
 
-pub use negotiated::{Negotiated, version_name};
+pub use negotiated::{Negotiated, version_label, version_name};
 pub use provider::Provider;
 pub(crate) use signatures::handshake_signature_checks;

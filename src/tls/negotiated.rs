@@ -66,10 +66,16 @@ fn dotted_version<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::E
 
 /// `TLSv1_3` → `TLSv1.3`.
 pub fn version_name(v: ProtocolVersion) -> String {
+    version_label(v).into_owned()
+}
+
+/// [`version_name`], allocating only for a version without a dotted name (the label of
+/// `serve`'s handshake metrics).
+pub fn version_label(v: ProtocolVersion) -> std::borrow::Cow<'static, str> {
     match v {
         ProtocolVersion::TLSv1_2 => "TLSv1.2".into(),
         ProtocolVersion::TLSv1_3 => "TLSv1.3".into(),
-        other => format!("{other:?}"),
+        other => format!("{other:?}").into(),
     }
 }
 

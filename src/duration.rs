@@ -1,7 +1,8 @@
-//! The one syntax of every duration flag: a number with a unit (`500ms`, `10s`, `1h`,
-//! `1h30m`; humantime's units), within the bounds the flag states in its help. A bare
-//! number is refused (seconds or milliseconds? the user says), as is anything that would
-//! overflow the clock arithmetic of a run.
+//! The one syntax of every duration, in a flag (`-d 10s`) or a spec's field (`--link
+//! rtt=60ms`, `--slo p99=30ms`): a number with a unit (`250us`, `1.5ms`, `10s`, `1h`,
+//! `1h30m`; humantime's units), within the bounds the flag or field states in its help.
+//! A bare number is refused (seconds or milliseconds? the user says), as is anything that
+//! would overflow the clock arithmetic of a run.
 
 use std::time::Duration;
 
