@@ -14,7 +14,7 @@
 //! glued to a number stay: `12.5ms` is `Nms`), runs of spaces collapse to one, lines are
 //! trimmed, trailing blank lines dropped. A line `...` in the expected output matches any
 //! number of lines, none included. The command must exit 0, or the code of a last
-//! expected line `[exit status: N]`.
+//! expected line `[exit status: N]` (`[exit status: 3 or 4]`: either).
 //!
 //! Other fences: ```` ```console,no-run ```` is a recorded run shown, not run (minutes
 //! long, another machine, Kubernetes); ```` ```console,root ```` runs only as root with
@@ -362,7 +362,8 @@ fn run(step: &Step, dir: &Path, path: &str, label: &str) -> (i32, String) {
 /// Whether this process can run the `console,root` blocks.
 fn can_run_root_blocks() -> bool {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 } && Path::new("/dev/net/tun").exists()
+    let root = unsafe { libc::geteuid() } == 0;
+    root && Path::new("/dev/net/tun").exists()
 }
 
 /// Runs every console block of one page; returns the number of commands run.
@@ -395,22 +396,22 @@ fn run_page(file: &Path, path: &str) -> usize {
             let (code, output) = run(step, page.dir.path(), path, &label);
             ran += 1;
             let mut expected = step.expected.clone();
-            let mut want_code = 0;
+            let mut want_codes = vec![0];
             if let Some(last) = expected.iter().rposition(|l| !l.trim().is_empty()) {
                 if let Some(n) = expected[last]
                     .trim()
                     .strip_prefix("[exit status: ")
                     .and_then(|s| s.strip_suffix(']'))
                 {
-                    want_code = n.parse().unwrap();
+                    want_codes = n.split(" or ").map(|c| c.parse().unwrap()).collect();
                     expected.truncate(last);
                 }
             }
             let want = normalise(&expected.join("\n"));
             let got = normalise(&output);
             assert!(
-                code == want_code && matches(&want, &got),
-                "{label}:{}: `{}` (exit {code}, expected {want_code}, {:.1} s) printed:\n{output}\n\
+                want_codes.contains(&code) && matches(&want, &got),
+                "{label}:{}: `{}` (exit {code}, expected {want_codes:?}, {:.1} s) printed:\n{output}\n\
                  --- normalised, expected:\n{}\n--- normalised, got:\n{}\n",
                 step.line,
                 step.command,
