@@ -471,7 +471,9 @@ fn the_examples_of_the_readme_and_the_guide_print_what_they_show() {
 #[test]
 fn normalising_makes_numbers_one_token_and_dots_match_lines() {
     assert_eq!(
-        normalise("  dns    0.341   1,234.5 ms  12ms  CA 7a86b3 fbdcea  x25519 p = 3.4e-09 -0.004\n\n"),
+        normalise(
+            "  dns    0.341   1,234.5 ms  12ms  CA 7a86b3 fbdcea  x25519 p = 3.4e-09 -0.004\n\n"
+        ),
         vec!["dns N N s Nms CA N N xN p = N N"]
     );
     let want = normalise("a 1\n...\nz 2");
@@ -578,7 +580,10 @@ fn the_links_of_the_readme_and_the_guide_lead_somewhere() {
             if let Some(anchor) = anchor {
                 let heads = anchors(&std::fs::read_to_string(&to).unwrap_or_default());
                 if !heads.iter().any(|h| h == anchor) {
-                    broken.push(format!("{}:{line}: {target}: no such heading", file.display()));
+                    broken.push(format!(
+                        "{}:{line}: {target}: no such heading",
+                        file.display()
+                    ));
                 }
             }
         }
