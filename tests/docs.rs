@@ -397,15 +397,14 @@ fn run_page(file: &Path, path: &str) -> usize {
             ran += 1;
             let mut expected = step.expected.clone();
             let mut want_codes = vec![0];
-            if let Some(last) = expected.iter().rposition(|l| !l.trim().is_empty()) {
-                if let Some(n) = expected[last]
+            if let Some(last) = expected.iter().rposition(|l| !l.trim().is_empty())
+                && let Some(n) = expected[last]
                     .trim()
                     .strip_prefix("[exit status: ")
                     .and_then(|s| s.strip_suffix(']'))
-                {
-                    want_codes = n.split(" or ").map(|c| c.parse().unwrap()).collect();
-                    expected.truncate(last);
-                }
+            {
+                want_codes = n.split(" or ").map(|c| c.parse().unwrap()).collect();
+                expected.truncate(last);
             }
             let want = normalise(&expected.join("\n"));
             let got = normalise(&output);
