@@ -26,9 +26,13 @@
 //! from `/proc/self/task/*/schedstat`), or the objective holding on the latency from each request's
 //! actual send instant (the failure is then the generator's send lateness alone; see
 //! [`Step::judge`]). A step invalid only by the generator's lateness, its CPU to spare,
-//! is run once more at the same rate ([`result::retry`]); otherwise, or when the re-run
-//! is invalid too, the search stops there and says the generator, not the server,
-//! saturated or fell behind. (A step that passes despite a late generator is a pass: the delay only
+//! is run once more at the same rate ([`result::retry`]). A step whose generator
+//! saturated (its CPU at the limit) above a passing step sets a ceiling, 0.8 of its rate
+//! ([`result::generator_ceiling`]), and the search goes on below it; a step invalid at or
+//! above a rate that already failed validly decides nothing
+//! ([`result::goes_on_past_invalid`]). Otherwise, or when the re-run is invalid too, the
+//! search stops there and says the generator, not the server, saturated or fell behind
+//! (so too when the server passes at the ceiling). (A step that passes despite a late generator is a pass: the delay only
 //! adds to the corrected latency.) After a failed step the search waits until the server
 //! answers one request within the tightest bound again (at most [`SETTLE_MAX`]), so that
 //! no step inherits the previous one's backlog.
@@ -244,8 +248,15 @@ fn round_rate(r: f64) -> f64 {
 /// failed, then where the sequential design puts it, until the capacity's interval is
 /// within the resolution.
 fn next_step(steps: &[Step], rules: &Rules) -> Result<(f64, StepKind), Outcome> {
+    // Above the generator's ceiling, if it saturated somewhere, no step is judged.
+    let ceiling = result::generator_ceiling(steps, rules).filter(|&c| c < rules.max_rate);
+    let rules = &Rules {
+        max_rate: ceiling.unwrap_or(rules.max_rate),
+        ..rules.clone()
+    };
     match bracket(steps) {
         (None, None) => Ok((round_rate(rules.start_rate), StepKind::Ramp)),
+        (Some(l), None) if l >= rules.max_rate && ceiling.is_some() => Err(Outcome::GeneratorBound),
         (Some(l), None) if l >= rules.max_rate => Err(Outcome::AboveMaxRate),
         (Some(l), None) => Ok((
             round_rate((l * rules.factor).min(rules.max_rate)),
@@ -353,6 +364,7 @@ pub async fn run(
         if plan.is_none()
             && steps.last().is_some_and(|s| s.verdict == Verdict::Invalid)
             && !result::retry(&steps, &opts.rules)
+            && !result::goes_on_past_invalid(&steps, &opts.rules)
         {
             break Outcome::GeneratorBound;
         }
@@ -843,6 +855,63 @@ mod tests {
         assert_eq!(next_step(&floor, &r), Err(Outcome::BelowMinRate));
         let top = vec![step(1, StepKind::Ramp, 10_000.0, 2, 200)];
         assert_eq!(next_step(&top, &r), Err(Outcome::AboveMaxRate));
+    }
+
+    /// A generator that saturates on a doubling of the ramp, above the server's knee: the
+    /// search goes on below its ceiling (0.8 of that rate) and reports the server's
+    /// capacity; only a server passing at the ceiling leaves it generator-bound.
+    #[test]
+    fn a_generator_saturated_above_the_knee_searches_below_its_ceiling() {
+        let r = rules();
+        let mut steps: Vec<Step> = [100.0, 200.0, 400.0, 800.0, 1600.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &rate)| step(i as u32 + 1, StepKind::Ramp, rate, 2, 200))
+            .collect();
+        let mut saturated = step(6, StepKind::Ramp, 3200.0, 50, 200);
+        saturated.verdict = Verdict::Invalid;
+        saturated.generator.utilization = 0.98;
+        steps.push(saturated);
+        assert!(!result::retry(&steps, &r));
+        assert!(result::goes_on_past_invalid(&steps, &r));
+        assert_eq!(next_step(&steps, &r), Ok((2560.0, StepKind::Ramp)));
+        // The server passes at the ceiling too: nothing left this generator can judge.
+        let mut passing = steps.clone();
+        passing.push(step(7, StepKind::Ramp, 2560.0, 2, 200));
+        assert_eq!(next_step(&passing, &r), Err(Outcome::GeneratorBound));
+        assert_eq!(
+            conclude(&passing, &r, Outcome::GeneratorBound).outcome,
+            Outcome::GeneratorBound
+        );
+        // It fails there: probes between 1,600/s and 2,560/s, never above the ceiling,
+        // and a capacity, the saturated step deciding nothing above a valid failure.
+        steps.push(step(7, StepKind::Ramp, 2560.0, 50, 200));
+        for i in 8..40 {
+            match next_step(&steps, &r) {
+                Ok((rate, kind)) => {
+                    assert!(rate <= 2560.0, "step {i} at {rate}");
+                    let ms = if rate <= 2000.0 { 2 } else { 50 };
+                    steps.push(step(i, kind, rate, ms, 200));
+                }
+                Err(o) => {
+                    assert_eq!(o, Outcome::Capacity);
+                    break;
+                }
+            }
+        }
+        let c = conclude(&steps, &r, Outcome::TimeLimit);
+        assert_eq!(c.outcome, Outcome::Capacity);
+        let cap = c.capacity_per_s.unwrap();
+        assert!(cap > 1600.0 && cap < 2560.0, "{cap}");
+        // Without the ceiling rule (the step invalid by starvation, the generator's CPU
+        // to spare) the search stops as before.
+        let mut starved = steps[..5].to_vec();
+        let mut s = step(6, StepKind::Ramp, 3200.0, 50, 200);
+        s.verdict = Verdict::Invalid;
+        s.generator.utilization = 0.3;
+        starved.push(s.clone());
+        starved.push(s);
+        assert!(!result::goes_on_past_invalid(&starved, &r));
     }
 
     #[test]

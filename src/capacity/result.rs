@@ -603,18 +603,26 @@ fn rate_key(s: &Step) -> u64 {
     (s.offered_per_s + 0.0).to_bits()
 }
 
-/// The first invalid step that no later valid step at the same rate replaced: a step
-/// the generator spoiled only by falling behind (not by spending its CPU) is run once
-/// more ([`retry`]), and a valid re-run decides that rate instead.
+/// The first invalid step that no later valid step at the same rate replaced, leaving
+/// out those at or above the lowest rate that failed validly (the server broke the
+/// objective below them: they decide nothing): a step the generator spoiled only by
+/// falling behind (not by spending its CPU) is run once more ([`retry`]), and a valid
+/// re-run decides that rate instead.
 fn undecided_invalid(steps: &[Step]) -> Option<&Step> {
     // From the last step back: the rates a valid step ran at so far are those of valid
     // steps after the one looked at. The earliest such step found last is the first.
     let mut valid_later = std::collections::HashSet::new();
     let mut first = None;
+    let lowest_fail = bracket(steps).1;
     for s in steps.iter().rev() {
         if s.skipped() {
             // A step skipped to keep a shared schedule says nothing of the generator's
             // capacity (its warning says why).
+            continue;
+        }
+        if s.verdict == Verdict::Invalid && lowest_fail.is_some_and(|h| s.offered_per_s >= h) {
+            // The server already broke the objective, validly, at a rate no higher: a
+            // step the generator could not judge up there decides nothing.
             continue;
         }
         if s.verdict == Verdict::Invalid {
@@ -626,6 +634,44 @@ fn undecided_invalid(steps: &[Step]) -> Option<&Step> {
         }
     }
     first
+}
+
+/// Of the lowest rate at which the generator saturated, the fraction the search still
+/// runs steps at ([`generator_ceiling`]).
+pub const GENERATOR_CEILING: f64 = 0.8;
+
+/// The highest rate this generator can judge: [`GENERATOR_CEILING`] of the lowest rate of
+/// a step made invalid by the generator's CPU reaching [`Rules::generator_cpu_max`]
+/// (none such: no ceiling). Below it the search goes on, so that a server whose knee lies
+/// between its last pass and the rate that saturated the generator still gets its
+/// capacity.
+pub fn generator_ceiling(steps: &[Step], rules: &Rules) -> Option<f64> {
+    steps
+        .iter()
+        .filter(|s| {
+            s.verdict == Verdict::Invalid
+                && !s.skipped()
+                && s.generator.utilization >= rules.generator_cpu_max
+        })
+        .map(|s| s.offered_per_s * GENERATOR_CEILING)
+        .min_by(f64::total_cmp)
+}
+
+/// Whether the search goes on past its last step, an invalid one: that step's rate is at
+/// or above a valid failure (it decides nothing), or the generator saturated there with
+/// a passing step below its ceiling ([`generator_ceiling`]) left to search from.
+pub fn goes_on_past_invalid(steps: &[Step], rules: &Rules) -> bool {
+    let Some(last) = steps.last() else {
+        return false;
+    };
+    let (pass, fail) = bracket(steps);
+    if fail.is_some_and(|h| last.offered_per_s >= h) {
+        return true;
+    }
+    last.generator.utilization >= rules.generator_cpu_max
+        && generator_ceiling(steps, rules)
+            .zip(pass)
+            .is_some_and(|(ceiling, p)| p < ceiling)
 }
 
 /// Whether the search runs the last step again rather than stop as generator-bound: it
@@ -1872,11 +1918,17 @@ pub(crate) mod tests {
                     s
                 })
                 .collect();
+            let lowest_fail = steps
+                .iter()
+                .filter(|s| s.verdict == Verdict::Fail)
+                .map(|s| s.offered_per_s)
+                .min_by(f64::total_cmp);
             let want = steps.iter().enumerate().find_map(|(i, s)| {
                 let replaced = steps[i + 1..]
                     .iter()
                     .any(|t| t.offered_per_s == s.offered_per_s && t.verdict != Verdict::Invalid);
-                (s.verdict == Verdict::Invalid && !replaced).then_some(s.index)
+                let above_a_failure = lowest_fail.is_some_and(|h| s.offered_per_s >= h);
+                (s.verdict == Verdict::Invalid && !replaced && !above_a_failure).then_some(s.index)
             });
             assert_eq!(
                 undecided_invalid(&steps).map(|s| s.index),
@@ -1945,7 +1997,7 @@ pub(crate) mod tests {
             }
             Some(Dist::of(h))
         };
-        let mut late = step(7, StepKind::Ramp, 800.0, 50, 200);
+        let mut late = step(7, StepKind::Ramp, 310.0, 50, 200);
         late.pacing_lateness = hist(45);
         late.latency_from_send = hist(5);
         late.judge(&slo, &r);
@@ -1996,7 +2048,7 @@ pub(crate) mod tests {
         let c = conclude(&[starved.clone()], &r, Outcome::TimeLimit);
         assert_eq!(c.outcome, Outcome::GeneratorBound);
         assert!(
-            c.message.contains("was starved of CPU at 800/s"),
+            c.message.contains("was starved of CPU at 310/s"),
             "{}",
             c.message
         );
@@ -2032,14 +2084,14 @@ pub(crate) mod tests {
         assert_eq!(c.outcome, Outcome::GeneratorBound);
         assert_eq!(c.capacity_per_s, None);
         assert!(
-            c.message.contains("not the server, fell behind at 800/s"),
+            c.message.contains("not the server, fell behind at 310/s"),
             "{}",
             c.message
         );
         // Fallen behind with CPU to spare: the search runs that step once more…
         assert!(retry(&steps, &r));
         // …and a valid re-run at that rate decides it instead.
-        let mut again = step(9, StepKind::Ramp, 800.0, 50, 200);
+        let mut again = step(9, StepKind::Ramp, 310.0, 50, 200);
         again.judge(&slo, &r);
         assert_eq!(again.verdict, Verdict::Fail);
         let mut retried = steps.clone();
@@ -2060,6 +2112,16 @@ pub(crate) mod tests {
         let mut spent = steps[..steps.len() - 1].to_vec();
         spent.push(busy.clone());
         assert!(!retry(&spent, &r));
+        // Invalid at or above a rate that already failed validly: it decides nothing.
+        let mut above = steps[..steps.len() - 1].to_vec();
+        let mut high = late.clone();
+        high.offered_per_s = 800.0;
+        above.push(high);
+        assert!(goes_on_past_invalid(&above, &r));
+        assert_ne!(
+            conclude(&above, &r, Outcome::TimeLimit).outcome,
+            Outcome::GeneratorBound
+        );
         assert_eq!(group(3100.4), "3,100");
         assert_eq!(group(1_234_567.0), "1,234,567");
     }
