@@ -249,7 +249,9 @@ fn round_rate(r: f64) -> f64 {
 /// within the resolution.
 fn next_step(steps: &[Step], rules: &Rules) -> Result<(f64, StepKind), Outcome> {
     // Above the generator's ceiling, if it saturated somewhere, no step is judged.
-    let ceiling = result::generator_ceiling(steps, rules).filter(|&c| c < rules.max_rate);
+    let ceiling = result::generator_ceiling(steps, rules)
+        .map(round_rate)
+        .filter(|&c| c < rules.max_rate);
     let rules = &Rules {
         max_rate: ceiling.unwrap_or(rules.max_rate),
         ..rules.clone()
@@ -879,6 +881,17 @@ mod tests {
         let mut passing = steps.clone();
         passing.push(step(7, StepKind::Ramp, 2560.0, 2, 200));
         assert_eq!(next_step(&passing, &r), Err(Outcome::GeneratorBound));
+        // So too at a ceiling that is not a whole rate (0.8 × 2,048 = 1,638.4; steps run at
+        // whole rates): the step at 1,638/s is at the ceiling, not one below it to ramp
+        // from again (a search on this VM ran 23 steps at 1,638/s before this).
+        let mut odd = steps[..5].to_vec();
+        let mut s = step(6, StepKind::Ramp, 2048.0, 50, 200);
+        s.verdict = Verdict::Invalid;
+        s.generator.utilization = 0.95;
+        odd.push(s);
+        assert_eq!(next_step(&odd, &r), Ok((1638.0, StepKind::Ramp)));
+        odd.push(step(7, StepKind::Ramp, 1638.0, 2, 200));
+        assert_eq!(next_step(&odd, &r), Err(Outcome::GeneratorBound));
         assert_eq!(
             conclude(&passing, &r, Outcome::GeneratorBound).outcome,
             Outcome::GeneratorBound
