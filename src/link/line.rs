@@ -369,8 +369,9 @@ pub fn run(
     // When the last round of writes began: the next waits until MIN_GAP after it.
     let mut last_round: Option<Instant> = None;
     // While packets keep arriving at most `coalesce` apart, a packet due before the next
-    // arrival is expected waits for that arrival's wake-up (at most `coalesce` past its
-    // due time) instead of waking the thread by a timer of its own.
+    // arrival is expected waits for that arrival's wake-up (at most one inter-arrival gap,
+    // so at most `coalesce`, past its due time) instead of waking the thread by a timer of
+    // its own.
     let coalesce = coalesce_limit(shaper.one_way());
     let mut last_input: Option<Instant> = None;
     let mut input_gap = Duration::MAX;
