@@ -3,7 +3,6 @@
 //! outcome (0 capacity found or bounded, 1 no answer from the server, 3 generator-bound,
 //! 4 unfinished, 130 interrupted).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +10,9 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::client_args::{ClientArgs, generator_settings, requests_per_conn, worker_threads};
+use super::client_args::{
+    ClientArgs, generator_settings, requests_per_conn, settings_document, worker_threads,
+};
 use super::link_args::LinkArgs;
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
@@ -273,17 +274,8 @@ fn options(
         ("timeout_s", json!(timeout.as_secs_f64())),
         ("connections", json!(args.connections)),
         ("max_time_s", json!(args.max_time.as_secs_f64())),
-        (
-            "link",
-            json!(args.link.link.as_ref().map(|l| l.to_string())),
-        ),
     ]);
-    // Uploads only: the documents of GET searches stay as they were.
-    if args.body_size > 0 {
-        echo.push(("body_size", json!(args.body_size)));
-    }
-    let echo: BTreeMap<String, serde_json::Value> =
-        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let echo = settings_document(echo, args.link.link.as_ref(), args.body_size);
     CapacityOptions {
         slo: args.slo.clone(),
         rules,

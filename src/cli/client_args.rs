@@ -189,6 +189,25 @@ pub fn generator_settings(
     settings
 }
 
+/// The settings a generator's result records (its `options`): `settings` from
+/// [`generator_settings`] and the command's own, then the link, and the body size of
+/// uploads only (the documents of GET runs stay as they were).
+pub fn settings_document(
+    mut settings: Vec<(&'static str, serde_json::Value)>,
+    link: Option<&crate::link::LinkSpec>,
+    body_size: u64,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    use serde_json::json;
+    settings.push(("link", json!(link.map(|l| l.to_string()))));
+    if body_size > 0 {
+        settings.push(("body_size", json!(body_size)));
+    }
+    settings
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
 /// `--threads`, else one worker thread per CPU.
 pub fn worker_threads(threads: Option<u64>) -> usize {
     threads

@@ -1,6 +1,5 @@
 //! `tlsperf load URL`: flags → [`crate::load`] → progress bar, output and result file.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,7 +8,9 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::client_args::{ClientArgs, generator_settings, requests_per_conn, worker_threads};
+use super::client_args::{
+    ClientArgs, generator_settings, requests_per_conn, settings_document, worker_threads,
+};
 use super::link_args::LinkArgs;
 use super::progress::{self, Ticker};
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
@@ -206,17 +207,8 @@ fn resolve(
         ("rate_share", json!(args.rate_share.map(|s| s.to_string()))),
         ("early_data", json!(args.early_data)),
         ("timeout_s", json!(args.timeout.as_secs_f64())),
-        (
-            "link",
-            json!(args.link.link.as_ref().map(|l| l.to_string())),
-        ),
     ]);
-    // Uploads only: the documents of GET runs stay as they were.
-    if args.body_size > 0 {
-        echo.push(("body_size", json!(args.body_size)));
-    }
-    let echo: BTreeMap<String, serde_json::Value> =
-        echo.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let echo = settings_document(echo, args.link.link.as_ref(), args.body_size);
     let load_opts = LoadGenOptions {
         requests: args.requests,
         duration: args.duration,
