@@ -12,7 +12,7 @@
 # With two or more CPUs the server runs on the last one and the generator on the first
 # (taskset; bench/capacity-setup.sh).
 #
-# Usage: [PAIRS=10] [SLO=p99=30ms] [BIN=path/to/tlsperf] [CERT=ecdsa-p256] [NICE=-10]
+# Usage: [PAIRS=10] [SLO=p99=30ms] [BIN=path/to/tlsperf] [CERT=ecdsa-p256] [NICE=-10] [KEEP=1]
 #        bench/capacity-pairs.sh
 # BIN defaults to a release build (built here). Prints a markdown report on stdout.
 set -euo pipefail

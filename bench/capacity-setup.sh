@@ -1,6 +1,7 @@
 # Sourced by bench/capacity.sh and bench/capacity-pairs.sh (not run on its own): the
 # binary (`BIN`, or a release build made here) as `bin`; a work directory `work`
-# removed at exit with the processes listed in `pids`; and the command prefixes `srv`
+# removed at exit (kept, and its path printed on stderr, with KEEP=1) with the processes
+# listed in `pids`; and the command prefixes `srv`
 # and `gen` that pin the server to the last CPU and the generator to the first (with two
 # or more CPUs and taskset, unless PIN=0) and run both at nice NICE when it is set (e.g.
 # NICE=-10, as root: on a machine shared with builds their CPU time then hardly depends
@@ -13,7 +14,11 @@ fi
 bin="$BIN"
 work="$(mktemp -d)"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "${KEEP:-0}" = 1 ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
+}
 trap cleanup EXIT
 srv=()
 gen=()

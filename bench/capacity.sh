@@ -12,7 +12,7 @@
 # them unpinned. WAIT_LOAD=X first waits (at most 15 minutes) for the 1-minute load
 # average to fall below X.
 #
-# Usage: [SLO=p99=30ms] [BIN=path/to/tlsperf] [CERT=ecdsa-p256] [PIN=1] [WAIT_LOAD=1.5] [NICE=-10]
+# Usage: [SLO=p99=30ms] [BIN=path/to/tlsperf] [CERT=ecdsa-p256] [PIN=1] [WAIT_LOAD=1.5] [NICE=-10] [KEEP=1]
 #        bench/capacity.sh
 # BIN defaults to a release build (built here). Prints a markdown report on stdout.
 set -euo pipefail

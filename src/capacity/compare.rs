@@ -6,13 +6,19 @@
 //! distinguishable when the two intervals overlap. The gain comes with the range the
 //! two intervals allow.
 //!
+//! With `--server-pid` on both sides, the server's CPU time per answered request in the
+//! passing steps near each capacity is compared too: on a shared machine another tenant
+//! can slow the CPU without taking it (no steal, no run-queue wait), and the same server
+//! then has a lower capacity. A difference over [`COST_CHANGE`] is named in a note,
+//! so that a "higher" or "lower" it explains is not taken for the server's own doing.
+//!
 //! One comparison, one [`CapacityRow`], given to `tlsperf compare` as the one row of a
 //! `tlsperf-compare/1` document ([`rows`]): no Welch test (a search gives one answer
 //! per run, not rounds), the verdict is the brackets'.
 
 use serde::Serialize;
 
-use super::result::{CapacityResult, Outcome, conclude, group};
+use super::result::{CapacityResult, Outcome, Step, Verdict, conclude, group};
 use crate::stats::compare::Direction;
 use crate::stats::rows::{
     Comparable, Identity, Outcome as RowOutcome, Row, RowComparison, RowSet, RowSide, RowsCompared,
@@ -128,6 +134,36 @@ pub struct CapacitySide {
     /// The capacity the document states, when it differs from what its steps show.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stated_per_s: Option<f64>,
+    /// The server's CPU microseconds per answered request, the median of its passing
+    /// steps at half the capacity or more (`--server-pid`; [`server_cost_us`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us_per_request: Option<f64>,
+}
+
+/// The relative difference in the server's CPU per request ([`server_cost_us`]) from
+/// which a comparison names it.
+pub const COST_CHANGE: f64 = 0.10;
+
+/// The server's CPU microseconds per answered request in the judged `steps` that passed
+/// at half of `capacity` or more (busy enough for its per-request cost to show, not
+/// overloaded): their median; `None` without `--server-pid` or such steps.
+pub fn server_cost_us(steps: &[Step], capacity: f64) -> Option<f64> {
+    let mut costs: Vec<f64> = steps
+        .iter()
+        .filter(|s| s.verdict == Verdict::Pass && s.offered_per_s >= capacity / 2.0)
+        .filter_map(|s| s.server_cpu_us_per_request)
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .collect();
+    if costs.is_empty() {
+        return None;
+    }
+    costs.sort_by(f64::total_cmp);
+    let n = costs.len();
+    Some(if n % 2 == 1 {
+        costs[n / 2]
+    } else {
+        (costs[n / 2 - 1] + costs[n / 2]) / 2.0
+    })
 }
 
 /// The comparison, as one row.
@@ -236,6 +272,7 @@ fn side(
             interval_per_s: interval,
             outcome: c.outcome,
             stated_per_s: r.capacity_per_s.filter(|_| differs),
+            server_cpu_us_per_request: server_cost_us(&steps, capacity),
         },
         note,
     ))
@@ -291,6 +328,18 @@ pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, Co
             span(b_lo, b_hi)
         ),
     };
+    let cost_note = match (sa.server_cpu_us_per_request, sb.server_cpu_us_per_request) {
+        (Some(ca), Some(cb)) if (cb / ca - 1.0).abs() > COST_CHANGE => Some(format!(
+            "the server's CPU time per answered request differs: A {ca:.0} µs, B {cb:.0} µs \
+             ({}), in the passing steps near each capacity. The same work cost B's server \
+             {} CPU time: another tenant can slow a shared CPU without taking it (no \
+             steal, no run-queue wait), so a change in capacity of about that size may be \
+             the machine's, not the server's",
+            pct(cb / ca - 1.0),
+            if cb > ca { "more" } else { "less" }
+        )),
+        _ => None,
+    };
     Ok(CapacityRow {
         metric: format!("capacity at {}", a.slo),
         a: sa,
@@ -299,7 +348,7 @@ pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, Co
         change_range,
         verdict,
         message,
-        notes: note_a.into_iter().chain(note_b).collect(),
+        notes: note_a.into_iter().chain(note_b).chain(cost_note).collect(),
     })
 }
 
@@ -311,6 +360,45 @@ mod tests {
     /// A search whose steps passed at `lo` and failed at `hi`, four times each.
     fn result(lo: f64, hi: f64) -> CapacityResult {
         result_of(knee_steps(lo, hi))
+    }
+
+    /// `r` with the server's CPU seconds set so that each step cost `us` per request.
+    fn with_server_cost(mut r: CapacityResult, us: f64) -> CapacityResult {
+        for s in &mut r.steps {
+            s.server_cpu_seconds = Some(s.completed as f64 * us / 1e6);
+        }
+        r
+    }
+
+    /// Two runs whose server took 30% more CPU per request in one: named, with both
+    /// figures; 5% apart, or without the figures: nothing said.
+    #[test]
+    fn a_changed_cost_per_request_is_named() {
+        let a = with_server_cost(result(1000.0, 1050.0), 900.0);
+        let b = with_server_cost(result(1200.0, 1260.0), 1170.0);
+        let row = compare(&a, &b).unwrap();
+        assert_eq!(row.a.server_cpu_us_per_request, Some(900.0));
+        assert_eq!(row.b.server_cpu_us_per_request, Some(1170.0));
+        let note = row
+            .notes
+            .iter()
+            .find(|n| n.contains("CPU time per answered request"))
+            .unwrap_or_else(|| panic!("{:?}", row.notes));
+        assert!(note.contains("A 900 µs, B 1170 µs (+30%)"), "{note}");
+        let near = with_server_cost(result(1200.0, 1260.0), 945.0);
+        let row = compare(&a, &near).unwrap();
+        assert!(
+            row.notes
+                .iter()
+                .all(|n| !n.contains("per answered request"))
+        );
+        let row = compare(&result(1000.0, 1050.0), &b).unwrap();
+        assert_eq!(row.a.server_cpu_us_per_request, None);
+        assert!(
+            row.notes
+                .iter()
+                .all(|n| !n.contains("per answered request"))
+        );
     }
 
     #[test]

@@ -429,6 +429,10 @@ pub async fn run(
         &result.steps,
         opts.load.server_pid.is_some(),
     ));
+    result.warnings.extend(server_cost_warning(
+        &result.steps,
+        result.capacity_per_s.or(result.best_pass_per_s),
+    ));
     result.warnings.extend(steal_warning(
         &result.steps,
         if opts.load.server_pid.is_some() {
@@ -556,6 +560,45 @@ fn server_starved_warning(steps: &[Step], server_pid: bool) -> Option<String> {
             if starved.len() == 1 { "" } else { "s" },
             starved.join(", "),
             crate::load::result::STARVED_WAIT_SHARE * 100.0
+        )
+    })
+}
+
+/// How far the server's CPU time per answered request may vary across the passing
+/// steps near the capacity (90th percentile ÷ 10th − 1) before a search says so.
+pub const COST_DRIFT: f64 = 0.15;
+
+/// A warning when the server's CPU time per answered request (`--server-pid`) varied
+/// more than [`COST_DRIFT`] across the passing steps at half of `capacity` or more (at
+/// least four): the same work took the CPU longer in some steps than in others, which
+/// on a shared machine is another tenant slowing the CPU without taking it (no steal, no
+/// run-queue wait shows it). The knee moved during the search, and its interval is
+/// wider for it. On this VM the figure drifted from 885 to 1,250 µs within one
+/// 3-minute search (docs/benchmarks/history/2026-12-02-capacity-pairs-ten.md).
+fn server_cost_warning(steps: &[Step], capacity: Option<f64>) -> Option<String> {
+    let capacity = capacity?;
+    let mut costs: Vec<f64> = steps
+        .iter()
+        .filter(|s| s.verdict == result::Verdict::Pass && s.offered_per_s >= capacity / 2.0)
+        .filter_map(|s| s.server_cpu_us_per_request)
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .collect();
+    if costs.len() < 4 {
+        return None;
+    }
+    costs.sort_by(f64::total_cmp);
+    // Nearest rank.
+    let at = |q: f64| costs[((q * costs.len() as f64).ceil() as usize).clamp(1, costs.len()) - 1];
+    let (p10, p90) = (at(0.1), at(0.9));
+    (p90 / p10 - 1.0 > COST_DRIFT).then(|| {
+        format!(
+            "the server's CPU time per answered request varied from {p10:.0} to {p90:.0} µs \
+             (10th to 90th percentile of {} passing steps near the capacity): the same work \
+             took its CPU {:.0}% longer in some steps, which on a shared machine is another \
+             tenant slowing the CPU without taking it (no steal, no run-queue wait shows \
+             it). The capacity moved during the search, and the interval is wider for it",
+            costs.len(),
+            (p90 / p10 - 1.0) * 100.0
         )
     })
 }
@@ -925,6 +968,40 @@ mod tests {
         starved.push(s.clone());
         starved.push(s);
         assert!(!result::goes_on_past_invalid(&starved, &r));
+    }
+
+    /// Passing steps near the capacity whose server cost 885 to 1,250 µs per request
+    /// (as in one search on this VM): named; within 5%, or below half the capacity, or
+    /// failing: nothing said.
+    #[test]
+    fn a_drifting_cost_per_request_is_warned_about() {
+        let with_cost = |i: u32, rate: f64, us: f64| {
+            let mut s = step(i, StepKind::Probe, rate, 2, 200);
+            s.server_cpu_us_per_request = Some(us);
+            s
+        };
+        let costs = [885.0, 1212.0, 1250.0, 961.0, 994.0, 1008.0];
+        let steps: Vec<Step> = costs
+            .iter()
+            .enumerate()
+            .map(|(i, &us)| with_cost(i as u32 + 1, 780.0, us))
+            .collect();
+        let w = server_cost_warning(&steps, Some(760.0)).unwrap();
+        assert!(w.starts_with("the server's CPU time per answered request varied from 885 to 1250 µs (10th to 90th percentile of 6 passing steps"), "{w}");
+        assert_eq!(server_cost_warning(&steps, None), None);
+        // Below half the capacity: not near it.
+        assert_eq!(server_cost_warning(&steps, Some(2000.0)), None);
+        let steady: Vec<Step> = [880.0, 890.0, 900.0, 912.0, 905.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &us)| with_cost(i as u32 + 1, 780.0, us))
+            .collect();
+        assert_eq!(server_cost_warning(&steady, Some(760.0)), None);
+        let mut failing = steps.clone();
+        for s in &mut failing[..3] {
+            s.verdict = Verdict::Fail;
+        }
+        assert_eq!(server_cost_warning(&failing, Some(760.0)), None);
     }
 
     #[test]
