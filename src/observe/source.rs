@@ -3,10 +3,10 @@
 //! since the Unix epoch and its link layer.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use pcap_file::pcap::PcapReader;
+use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::PcapNgReader;
 use pcap_file::pcapng::blocks::Block;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
@@ -25,8 +25,104 @@ pub enum End {
 }
 
 enum Reader {
-    Pcap(Box<PcapReader<BufReader<File>>>, Link),
-    Ng(Box<PcapNgReader<BufReader<File>>>),
+    /// A pcap file: its parser (the header read), the bytes read and not parsed yet,
+    /// its link layer.
+    Pcap(PcapParser, Box<Window>, Link),
+    /// A pcapng file, through pcap-file's reader.
+    Ng(Box<PcapNgReader<Chunks>>),
+}
+
+/// How much of the file one read brings in: small enough that the frames it holds are
+/// still in the CPU's cache when they are analyzed. pcap-file's readers ask for as much
+/// as their 8 MB buffer holds: filled 8 MB at a time, the buffer's bytes had left the
+/// cache by the time their frames were decoded, and the first look at each frame was a
+/// cache miss (measured: docs/benchmarks/history/2026-12-02-observe-reading.md).
+const CHUNK: usize = 128 * 1024;
+
+/// A file read at most [`CHUNK`] bytes at a time (for pcap-file's pcapng reader, whose
+/// 8 MB buffer is still allocated, but only its start used).
+struct Chunks(File);
+
+impl Read for Chunks {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(CHUNK);
+        self.0.read(&mut buf[..n])
+    }
+}
+
+/// The bytes of a pcap file read and not parsed yet, read [`CHUNK`] at a time into a
+/// buffer of twice that, which grows only for a record longer than it (up to
+/// [`MAX_RECORD`]). pcap-file's parser reads the records from it in place.
+struct Window {
+    file: File,
+    buf: Vec<u8>,
+    /// `buf[pos..len]` is read and not parsed.
+    pos: usize,
+    len: usize,
+}
+
+/// The longest pcap record read (pcap-file's reader took no longer ones either: its
+/// buffer was 8 MB). A record claiming more ends the reading as a cut-short file does.
+const MAX_RECORD: usize = 8_000_000;
+
+/// What [`Window::more`] did.
+enum More {
+    /// Read more bytes.
+    Read,
+    /// The file ended.
+    End,
+    /// The unparsed bytes fill [`MAX_RECORD`]: no room for more.
+    Full,
+}
+
+impl Window {
+    fn new(file: File) -> Window {
+        Window {
+            file,
+            buf: vec![0; 2 * CHUNK],
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    /// The bytes read and not parsed.
+    fn unparsed(&self) -> &[u8] {
+        &self.buf[self.pos..self.len]
+    }
+
+    /// Marks `n` bytes parsed.
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+    }
+
+    /// Reads up to [`CHUNK`] more bytes after the unparsed ones, which are moved to the
+    /// buffer's start first (the buffer doubles when they fill it).
+    fn more(&mut self) -> std::io::Result<More> {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.len, 0);
+            self.len -= self.pos;
+            self.pos = 0;
+        }
+        if self.len == self.buf.len() {
+            if self.len >= MAX_RECORD {
+                return Ok(More::Full);
+            }
+            let grown = (self.buf.len() * 2).min(MAX_RECORD);
+            self.buf.resize(grown, 0);
+        }
+        let end = (self.len + CHUNK).min(self.buf.len());
+        loop {
+            match self.file.read(&mut self.buf[self.len..end]) {
+                Ok(0) => return Ok(More::End),
+                Ok(n) => {
+                    self.len += n;
+                    return Ok(More::Read);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
 }
 
 /// An open capture file.
@@ -127,7 +223,7 @@ impl CaptureFile {
         file.seek(SeekFrom::Start(0)).map_err(open_err)?;
         let reader = match magic {
             [0x0a, 0x0d, 0x0d, 0x0a] => {
-                let r = PcapNgReader::new(BufReader::new(file))
+                let r = PcapNgReader::new(Chunks(file))
                     .map_err(|e| not_capture(header_reason("pcapng section header", e)))?;
                 Reader::Ng(Box::new(r))
             }
@@ -135,11 +231,28 @@ impl CaptureFile {
             | [0xa1, 0xb2, 0xc3, 0xd4]
             | [0x4d, 0x3c, 0xb2, 0xa1]
             | [0xa1, 0xb2, 0x3c, 0x4d] => {
-                let r = PcapReader::new(BufReader::new(file))
-                    .map_err(|e| not_capture(header_reason("pcap header", e)))?;
-                let h = r.header();
-                let link = link_of(path, u32::from(h.datalink))?;
-                Reader::Pcap(Box::new(r), link)
+                let mut w = Box::new(Window::new(file));
+                let parser = loop {
+                    match PcapParser::new(w.unparsed()) {
+                        Ok((rem, parser)) => {
+                            let used = w.unparsed().len() - rem.len();
+                            w.consume(used);
+                            break parser;
+                        }
+                        Err(PcapError::IncompleteBuffer) => match w.more().map_err(open_err)? {
+                            More::Read => {}
+                            More::End | More::Full => {
+                                return Err(not_capture(header_reason(
+                                    "pcap header",
+                                    PcapError::IncompleteBuffer,
+                                )));
+                            }
+                        },
+                        Err(e) => return Err(not_capture(header_reason("pcap header", e))),
+                    }
+                };
+                let link = link_of(path, u32::from(parser.header().datalink))?;
+                Reader::Pcap(parser, w, link)
             }
             m => {
                 return Err(not_capture(format!(
@@ -182,39 +295,58 @@ impl CaptureFile {
             }),
         };
         match &mut self.reader {
-            Reader::Pcap(r, link) => {
-                let header = r.header();
+            Reader::Pcap(parser, w, link) => {
+                let header = parser.header();
                 let nanos = header.ts_resolution == TsResolution::NanoSecond;
-                while let Some(p) = r.next_raw_packet() {
-                    let p = match p {
-                        Ok(p) => p,
-                        Err(e) => return corrupt(index, e),
-                    };
-                    // What pcap-file checks, but the original length against the snap
-                    // length: a frame cut by the snap length is what a snap length is for.
-                    let frac_ns = if nanos {
-                        Some(p.ts_frac)
-                    } else {
-                        p.ts_frac.checked_mul(1000)
-                    };
-                    let bad = match frac_ns {
-                        Some(ns) if ns < 1_000_000_000 => {
-                            if p.incl_len > header.snaplen {
-                                Some("PacketHeader incl_len > snap_len")
-                            } else if p.incl_len > p.orig_len {
-                                Some("PacketHeader incl_len > orig_len")
+                loop {
+                    let used = match parser.next_raw_packet(w.unparsed()) {
+                        Ok((rem, p)) => {
+                            // What pcap-file checks, but the original length against the
+                            // snap length: a frame cut by the snap length is what a snap
+                            // length is for.
+                            let frac_ns = if nanos {
+                                Some(p.ts_frac)
                             } else {
-                                None
+                                p.ts_frac.checked_mul(1000)
+                            };
+                            let bad = match frac_ns {
+                                Some(ns) if ns < 1_000_000_000 => {
+                                    if p.incl_len > header.snaplen {
+                                        Some("PacketHeader incl_len > snap_len")
+                                    } else if p.incl_len > p.orig_len {
+                                        Some("PacketHeader incl_len > orig_len")
+                                    } else {
+                                        None
+                                    }
+                                }
+                                _ => Some("PacketHeader ts_nanosecond is invalid"),
+                            };
+                            if let Some(field) = bad {
+                                return corrupt(index, PcapError::InvalidField(field));
+                            }
+                            let ns = u64::from(p.ts_sec) * 1_000_000_000
+                                + u64::from(frac_ns.unwrap_or(0));
+                            f(ns, *link, &p.data, p.orig_len as usize);
+                            index += 1;
+                            w.unparsed().len() - rem.len()
+                        }
+                        Err(PcapError::IncompleteBuffer) => {
+                            match w.more() {
+                                Ok(More::Read) => continue,
+                                // The file ends at a record's boundary, or inside one.
+                                Ok(More::End) if w.unparsed().is_empty() => break,
+                                Ok(More::End | More::Full) => return Ok(End::Truncated),
+                                Err(source) => {
+                                    return Err(ObserveError::Open {
+                                        path: path.clone(),
+                                        source,
+                                    });
+                                }
                             }
                         }
-                        _ => Some("PacketHeader ts_nanosecond is invalid"),
+                        Err(e) => return corrupt(index, e),
                     };
-                    if let Some(field) = bad {
-                        return corrupt(index, PcapError::InvalidField(field));
-                    }
-                    let ns = u64::from(p.ts_sec) * 1_000_000_000 + u64::from(frac_ns.unwrap_or(0));
-                    f(ns, *link, &p.data, p.orig_len as usize);
-                    index += 1;
+                    w.consume(used);
                 }
             }
             Reader::Ng(r) => {

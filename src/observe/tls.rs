@@ -1,9 +1,9 @@
 //! TLS message extraction from one direction's reassembled byte stream: record framing
 //! (5-byte headers checked for sanity, so a stream that is not TLS is told apart at once),
 //! handshake messages reassembled across records, and the two messages whose contents
-//! matter read with `tls-parser`: the ClientHello (SNI, ALPN, versions, groups, key
-//! shares, PSK, early data, session id and ticket) and the ServerHello (version, suite,
-//! group, PSK accepted, HelloRetryRequest by its fixed random).
+//! matter read with `tls-parser`: the ClientHello (SNI, early data, PSK modes, session
+//! ticket) and the ServerHello (version, suite, group, PSK accepted, HelloRetryRequest
+//! by its fixed random).
 
 use std::borrow::Cow;
 
@@ -155,23 +155,11 @@ fn messages(buf: &[u8], f: &mut impl FnMut(u8, &[u8]) -> bool) -> Result<usize, 
     Ok(used)
 }
 
-/// What a ClientHello offers.
+/// What a ClientHello offers, of what the analysis uses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ClientHello {
     /// server_name (host name), if sent and valid UTF-8.
     pub sni: Option<String>,
-    /// The first ALPN protocol offered.
-    pub alpn: Option<String>,
-    /// The highest version offered (supported_versions, else the legacy version).
-    pub max_version: u16,
-    /// The first key share's group (TLS 1.3).
-    pub key_share: Option<u16>,
-    /// Number of groups in supported_groups.
-    pub groups: usize,
-    /// Number of cipher suites offered.
-    pub suites: usize,
-    /// A pre_shared_key extension (TLS 1.3 resumption offered).
-    pub psk: bool,
     /// An early_data extension (0-RTT offered).
     pub early_data: bool,
     /// A psk_key_exchange_modes extension (TLS 1.3: the client takes session tickets;
@@ -179,8 +167,6 @@ pub struct ClientHello {
     pub psk_modes: bool,
     /// A non-empty session_ticket extension (TLS 1.2 ticket resumption offered).
     pub ticket: bool,
-    /// The legacy session id's length.
-    pub session_id_len: usize,
 }
 
 /// What a ServerHello (or HelloRetryRequest) says.
@@ -199,10 +185,10 @@ pub struct ServerHello {
     pub psk: bool,
 }
 
-/// The ClientHello extensions read: server_name, supported_groups, session_ticket,
-/// ALPN, pre_shared_key, early_data, supported_versions, psk_key_exchange_modes,
-/// key_share.
-const CLIENT_EXTENSIONS: [u16; 9] = [0, 10, 35, 16, 41, 42, 43, 45, 51];
+/// The ClientHello extensions read: server_name, session_ticket, early_data,
+/// psk_key_exchange_modes (the others are skipped by their length: each one parsed is
+/// work and often an allocation, per connection).
+const CLIENT_EXTENSIONS: [u16; 4] = [0, 35, 42, 45];
 /// The ServerHello extensions read: pre_shared_key, supported_versions, key_share.
 const SERVER_EXTENSIONS: [u16; 3] = [41, 43, 51];
 
@@ -232,12 +218,7 @@ fn extensions<'a>(
 /// Reads a ClientHello's body; `None` when it does not parse.
 pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let (_, ch) = parse_tls_handshake_client_hello(body).ok()?;
-    let mut out = ClientHello {
-        max_version: ch.version.0,
-        suites: ch.ciphers.len(),
-        session_id_len: ch.session_id.map_or(0, <[u8]>::len),
-        ..ClientHello::default()
-    };
+    let mut out = ClientHello::default();
     let Some(ext) = ch.ext else {
         return Some(out);
     };
@@ -250,31 +231,6 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
                     .and_then(|(_, n)| std::str::from_utf8(n).ok())
                     .map(str::to_string);
             }
-            TlsExtension::ALPN(protos) => {
-                out.alpn = protos
-                    .first()
-                    .map(|p| String::from_utf8_lossy(p).into_owned());
-            }
-            TlsExtension::SupportedVersions(vs) => {
-                // GREASE values (0x?a?a) are not versions.
-                if let Some(v) = vs
-                    .iter()
-                    .map(|v| v.0)
-                    .filter(|v| v & 0x0f0f != 0x0a0a)
-                    .max()
-                {
-                    out.max_version = v;
-                }
-            }
-            TlsExtension::EllipticCurves(groups) => out.groups = groups.len(),
-            TlsExtension::KeyShare(ks) => {
-                // client_shares<0..2^16-1>: a 2-byte length, then group, length, key.
-                out.key_share = ks
-                    .get(2..4)
-                    .map(|g| u16::from_be_bytes([g[0], g[1]]))
-                    .filter(|g| g & 0x0f0f != 0x0a0a);
-            }
-            TlsExtension::PreSharedKey(_) => out.psk = true,
             TlsExtension::EarlyData(_) => out.early_data = true,
             TlsExtension::PskExchangeModes(_) => out.psk_modes = true,
             TlsExtension::SessionTicket(t) => out.ticket = !t.is_empty(),
