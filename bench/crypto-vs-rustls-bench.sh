@@ -59,7 +59,7 @@ for r in $(seq 1 "$rounds"); do
     s="$(awk -F'\t' '$5 == "server" { print $8 }' <<<"$out")"
     printf '%s\t%s\trustls-bench\t%s\t%s\n' "$r" "$name" "$c" "$s"
     # shellcheck disable=SC2086
-    "$bin" --json crypto handshake --provider aws-lc-rs $ourargs --seconds "$secs" --rounds 5 |
+    "$bin" --json crypto handshake --provider aws-lc-rs $ourargs --duration "${secs}s" --rounds 5 |
       python3 -c "$summary" "$r" "$name"
   done
 done

@@ -15,7 +15,7 @@
 #           TLS 1.3 server handshake measured inside real handshakes (`limits[full,server]
 #           .crypto_ns`, each call timed on the thread's CPU clock, so a busy machine
 #           inflates it about as much as it inflates the servers' CPU figures). TLS 1.3's
-#           is taken in serve's slices (below, --seconds 0.25 each, their mean): this VM's
+#           is taken in serve's slices (below, --duration 250ms each, their mean): this VM's
 #           CPUs run the same code at one speed for some seconds and up to 1.4× slower for
 #           the next (`crypto limit` alone: 86, 88 and 114 µs in three runs a minute apart),
 #           so a term measured minutes away from serve's run moves the ratio by as much.
@@ -398,7 +398,7 @@ for r in $(seq "$rounds"); do
           add serve "$sx" "$sm"; add serve-h2 "$sy" "$sm"
           read -r px py <<< "$(h2conn "$nginx_pid" http://127.0.0.1:19480/ "$sm")"
           add plain "$px" "$sm"; add plain-h2 "$py" "$sm"
-          "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 --seconds 0.25 > "$work/limit.json"
+          "${srv[@]}" "$bin" crypto limit --json --tls 1.3 --group x25519 --cert ecdsa-p256 --duration 250ms > "$work/limit.json"
           for kind in full resumed; do
             add "crypto-$kind" "$(limit_server_us "$work/limit.json" "$kind" %.3f)" 1
             add "hs-$kind" "$(limit_server_us "$work/limit.json" "$kind" %.3f measured_ns)" 1

@@ -896,10 +896,10 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
         ),
         // crypto and lab
         case(
-            "crypto: zero seconds",
-            &["crypto", "sign", "--seconds", "0"],
+            "crypto: zero duration",
+            &["crypto", "sign", "--duration", "0s"],
             2,
-            &["--seconds"],
+            &["--duration", "longer than zero"],
         ),
         case(
             "crypto: group a provider lacks",

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tlsperf::crypto::Implementation;
 use tlsperf::crypto::sign::{self, SigAlg, TestKey};
 
-const QUICK: [&str; 4] = ["--seconds", "0.05", "--rounds", "2"];
+const QUICK: [&str; 4] = ["--duration", "50ms", "--rounds", "2"];
 
 fn json(args: &[&str]) -> Value {
     let mut all = vec!["--json"];
@@ -402,15 +402,18 @@ fn limit_times_the_crypto_inside_handshakes() {
 #[test]
 fn bad_input_exits_2() {
     for args in [
-        &["crypto", "sign", "--seconds", "0"][..],
-        &["crypto", "sign", "--seconds", "-1"],
-        &["crypto", "sign", "--seconds", "abc"],
+        &["crypto", "sign", "--duration", "0"][..],
+        &["crypto", "sign", "--duration=-1s"],
+        &["crypto", "sign", "--duration", "abc"],
+        &["crypto", "sign", "--duration", "2"],
+        &["crypto", "sign", "--duration", "25h"],
+        &["crypto", "sign", "--seconds", "2"],
         &["crypto", "sign", "--rounds", "0"],
         &["crypto", "sign", "--alg", "dsa-1024"],
         &["crypto", "sign", "--provider", "openssl"],
         &["crypto", "kx", "--group", "x448"],
         &["crypto", "kx", "--provider", "rustcrypto"],
-        &["crypto", "kx", "--seconds", "0"],
+        &["crypto", "kx", "-d", "0s"],
         &[
             "crypto",
             "kx",

@@ -120,8 +120,8 @@ fn two_real_sign_runs_compare_row_by_row() {
         "aws-lc-rs",
         "--alg",
         "ed25519",
-        "--seconds",
-        "0.2",
+        "--duration",
+        "200ms",
         "--rounds",
         "4",
     ];
@@ -181,7 +181,7 @@ fn two_real_sign_runs_compare_row_by_row() {
 #[test]
 fn real_limit_runs_compare_operations_and_measured_rounds() {
     let dir = tempfile::tempdir().unwrap();
-    let args = ["limit", "--seconds", "0.06", "--rounds", "3"];
+    let args = ["limit", "--duration", "60ms", "--rounds", "3"];
     let a = real_run(dir.path(), "a.json", &args);
     let b = real_run(dir.path(), "b.json", &args);
     let v = compare_json(&a, &b, &[]);

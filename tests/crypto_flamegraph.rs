@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use common::tlsperf;
 
-/// Runs `tlsperf crypto ARGS --seconds 0.2 --rounds 1 --flamegraph PATH`; returns the
+/// Runs `tlsperf crypto ARGS --duration 200ms --rounds 1 --flamegraph PATH`; returns the
 /// SVG and the run's stderr.
-fn flamegraph(args: &[&str], seconds: &str, path: &Path) -> (String, String) {
+fn flamegraph(args: &[&str], duration: &str, path: &Path) -> (String, String) {
     let mut all = vec!["crypto"];
     all.extend_from_slice(args);
     let p = path.to_str().unwrap();
-    all.extend_from_slice(&["--seconds", seconds, "--rounds", "1", "--flamegraph", p]);
+    all.extend_from_slice(&["--duration", duration, "--rounds", "1", "--flamegraph", p]);
     let run = tlsperf(&all);
     assert_eq!(run.code, 0, "{all:?}: {}", run.stderr);
     assert!(
@@ -70,11 +70,11 @@ fn sign_flamegraph_reaches_from_tlsperf_into_aws_lc() {
     let path = dir.path().join("f.svg");
     let (svg, _) = flamegraph(
         &["sign", "--provider", "aws-lc-rs", "--alg", "ed25519"],
-        "0.3",
+        "300ms",
         &path,
     );
     assert!(
-        svg.contains("tlsperf crypto sign --provider aws-lc-rs --alg ed25519 --seconds 0.3"),
+        svg.contains("tlsperf crypto sign --provider aws-lc-rs --alg ed25519 --duration 300ms"),
         "the title says what was profiled"
     );
     assert!(
@@ -107,7 +107,7 @@ fn kx_and_handshake_write_flamegraphs() {
     let kx = dir.path().join("kx.svg");
     let (svg, _) = flamegraph(
         &["kx", "--provider", "ring", "--group", "x25519"],
-        "0.2",
+        "200ms",
         &kx,
     );
     assert!(has_frame(&svg, |f| f.starts_with("tlsperf::crypto::kx::")));
@@ -131,7 +131,7 @@ fn kx_and_handshake_write_flamegraphs() {
             "--kind",
             "full",
         ],
-        "0.2",
+        "200ms",
         &hs,
     );
     assert!(svg.contains("tlsperf crypto handshake --provider aws-lc-rs --cert ecdsa-p256"));
@@ -152,7 +152,7 @@ fn an_existing_flamegraph_is_replaced() {
     std::fs::write(&path, "old").unwrap();
     let (svg, _) = flamegraph(
         &["kx", "--provider", "ring", "--group", "x25519"],
-        "0.2",
+        "200ms",
         &path,
     );
     assert_ne!(svg, "old");
@@ -166,7 +166,7 @@ fn a_bad_path_fails_before_measuring() {
     let path = dir.path().join("missing").join("f.svg");
     // Hours of measurement if the path were checked only at the end.
     let mut child = Command::new(env!("CARGO_BIN_EXE_tlsperf"))
-        .args(["crypto", "sign", "--seconds", "3600", "--flamegraph"])
+        .args(["crypto", "sign", "--duration", "1h", "--flamegraph"])
         .arg(&path)
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())

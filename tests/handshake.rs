@@ -541,8 +541,8 @@ fn server_key_exchange_ns() -> [f64; 2] {
         "--json",
         "crypto",
         "limit",
-        "--seconds",
-        "0.4",
+        "--duration",
+        "400ms",
         "--rounds",
         "8",
     ]);

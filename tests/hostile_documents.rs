@@ -305,8 +305,8 @@ fn impossible_values_are_refused_by_every_reader() {
         "sign",
         "--alg",
         "ed25519",
-        "--seconds",
-        "0.1",
+        "--duration",
+        "100ms",
         "--json",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -372,8 +372,8 @@ fn long_lists_and_text_maps_are_refused() {
         "sign",
         "--alg",
         "ed25519",
-        "--seconds",
-        "0.1",
+        "--duration",
+        "100ms",
         "--json",
     ]);
     assert_eq!(run.code, 0, "{}", run.stderr);

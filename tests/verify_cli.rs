@@ -205,8 +205,8 @@ fn bench_reports_every_variant() {
         "1,10,300",
         "--iterations",
         "20",
-        "--max-time-ms",
-        "50",
+        "--max-time",
+        "50ms",
         "--threads",
         "1,2",
         "--json",
@@ -229,5 +229,15 @@ fn bench_reports_every_variant() {
     assert_eq!(run.code, 2);
     let run = tlsperf(["verify", "bench", "--sizes", "ten"]);
     assert_eq!(run.code, 2);
+    // --max-time takes the one duration syntax, from 10ms to 10m.
+    for bad in ["50", "5ms", "11m", "soon"] {
+        let run = tlsperf(["verify", "bench", "--max-time", bad]);
+        assert_eq!(run.code, 2, "--max-time {bad}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("--max-time <DURATION>"),
+            "{}",
+            run.stderr
+        );
+    }
     let _ = fs::metadata(".");
 }

@@ -382,6 +382,19 @@ pub async fn run(
         }
     };
     progress.close();
+    Ok(finish(&target, &opts, steps, end, no_answer, started_wall))
+}
+
+/// The result of a search that ended on `end` (`no_answer`: why the server stopped
+/// answering), concluded from its steps, with its warnings.
+fn finish(
+    target: &Target,
+    opts: &CapacityOptions,
+    steps: Vec<Step>,
+    end: Outcome,
+    no_answer: Option<String>,
+    started_wall: time::OffsetDateTime,
+) -> CapacityResult {
     let mut c = conclude(&steps, &opts.rules, end);
     if let Some(why) = no_answer {
         // Whatever the steps before suggested, the search ended on a server that does
@@ -414,34 +427,43 @@ pub async fn run(
         link_counters: None,
     };
     result.set_conclusion(c);
-    if result.steps.iter().any(|s| !s.enough_samples) {
-        result.warnings.push(format!(
+    let warnings = warnings(
+        &result.steps,
+        result.capacity_per_s.or(result.best_pass_per_s),
+        opts,
+    );
+    result.warnings.extend(warnings);
+    result
+}
+
+/// What the steps' figures and the machine say about the result's reliability: steps
+/// short of samples or skipped, CPUs shared with the server, a starved server, a server
+/// whose CPU slowed (near `capacity`), steal.
+fn warnings(steps: &[Step], capacity: Option<f64>, opts: &CapacityOptions) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if steps.iter().any(|s| !s.enough_samples) {
+        warnings.push(format!(
             "some steps had fewer than the {} answers the rule asks for (a low rate capped by \
              --step-max): their percentiles rest on fewer samples",
             opts.rules.samples_needed
         ));
     }
-    result.warnings.extend(skipped_warning(&result.steps));
-    result
-        .warnings
-        .extend(shared_cpus_warning(opts.load.server_pid));
-    result.warnings.extend(server_starved_warning(
-        &result.steps,
+    warnings.extend(skipped_warning(steps));
+    warnings.extend(shared_cpus_warning(opts.load.server_pid));
+    warnings.extend(server_starved_warning(
+        steps,
         opts.load.server_pid.is_some(),
     ));
-    result.warnings.extend(server_cost_warning(
-        &result.steps,
-        result.capacity_per_s.or(result.best_pass_per_s),
-    ));
-    result.warnings.extend(steal_warning(
-        &result.steps,
+    warnings.extend(server_cost_warning(steps, capacity));
+    warnings.extend(steal_warning(
+        steps,
         if opts.load.server_pid.is_some() {
             "the server's CPUs"
         } else {
             "this machine's CPUs"
         },
     ));
-    Ok(result)
+    warnings
 }
 
 /// After a failed step, until the server answers one request (closed loop, one

@@ -1345,46 +1345,8 @@ fn merge_dist(a: &mut Option<Dist>, b: &Option<Dist>) -> Result<(), HistogramErr
 /// valid: [`CapacityResult::validate`], as every reader checks).
 pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
     let (first, rest) = results.split_first().ok_or(MergeError::Empty)?;
-    let mut shares: Vec<String> = Vec::new();
-    let mut owner: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for (i, r) in results.iter().enumerate() {
-        let what = if r.target != first.target {
-            Some(format!("target {} vs {}", r.target, first.target))
-        } else if r.slo != first.slo {
-            Some(format!("--slo {} vs {}", r.slo, first.slo))
-        } else if r.rules != first.rules {
-            Some("search rules (--start-rate, --max-rate, --step-min…)".into())
-        } else {
-            None
-        };
-        if let Some(what) = what {
-            return Err(MergeError::Mixed { index: i + 1, what });
-        }
-        if let Some(s) = &r.rate_share {
-            for part in s.split(',') {
-                if let Some(f) = owner.get(part) {
-                    return Err(MergeError::SameShare {
-                        first: *f,
-                        index: i + 1,
-                        share: part.to_string(),
-                    });
-                }
-                owner.insert(part.to_string(), i + 1);
-                shares.push(part.to_string());
-            }
-        }
-    }
-    let mut common = first.steps.len();
-    for r in rest {
-        common = common.min(
-            first
-                .steps
-                .iter()
-                .zip(&r.steps)
-                .take_while(|(a, b)| a.kind == b.kind && a.offered_per_s == b.offered_per_s)
-                .count(),
-        );
-    }
+    let shares = shares(first, results)?;
+    let common = common_steps(first, rest);
     if common == 0 {
         return Err(MergeError::NoCommonStep);
     }
@@ -1395,14 +1357,10 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
     };
     for (i, r) in rest.iter().enumerate() {
         let index = i + 2;
-        let over = |what: &str| MergeError::Overflow {
-            what: what.to_string(),
-            index,
-        };
         m.machines = m
             .machines
             .checked_add(r.machines)
-            .ok_or_else(|| over("machines"))?;
+            .ok_or_else(|| overflow("machines", index))?;
         m.link_counters = match (m.link_counters.take(), &r.link_counters) {
             (Some(mut a), Some(b)) => {
                 a.merge(b);
@@ -1414,72 +1372,7 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
             m.started.clone_from(&r.started);
         }
         for (a, b) in m.steps.iter_mut().zip(&r.steps) {
-            a.share += b.share;
-            a.machines = a
-                .machines
-                .checked_add(b.machines)
-                .ok_or_else(|| over("machines of a step"))?;
-            if b.started < a.started {
-                a.started.clone_from(&b.started);
-            }
-            a.duration_s = a.duration_s.max(b.duration_s);
-            a.connections = a.connections.max(b.connections);
-            a.attempted = a
-                .attempted
-                .checked_add(b.attempted)
-                .ok_or_else(|| over("requests attempted"))?;
-            a.completed = a
-                .completed
-                .checked_add(b.completed)
-                .ok_or_else(|| over("requests completed"))?;
-            a.failed = a
-                .failed
-                .checked_add(b.failed)
-                .ok_or_else(|| over("requests failed"))?;
-            a.body_bytes = a
-                .body_bytes
-                .checked_add(b.body_bytes)
-                .ok_or_else(|| over("body bytes"))?;
-            a.upload_bytes = a
-                .upload_bytes
-                .checked_add(b.upload_bytes)
-                .ok_or_else(|| over("upload bytes"))?;
-            merge_dist(&mut a.latency_corrected, &b.latency_corrected)?;
-            merge_dist(&mut a.pacing_lateness, &b.pacing_lateness)?;
-            merge_dist(&mut a.latency_from_send, &b.latency_from_send)?;
-            a.generator.threads = a
-                .generator
-                .threads
-                .checked_add(b.generator.threads)
-                .ok_or_else(|| over("generator threads"))?;
-            a.generator.cpus = a.generator.cpus.max(b.generator.cpus);
-            a.generator.cpu_seconds += b.generator.cpu_seconds;
-            if !a.generator.cpu_seconds.is_finite() {
-                return Err(over("generator CPU seconds"));
-            }
-            a.generator.utilization = a.generator.utilization.max(b.generator.utilization);
-            a.generator.runqueue_wait_s =
-                match (a.generator.runqueue_wait_s, b.generator.runqueue_wait_s) {
-                    (Some(x), Some(y)) => Some(x + y),
-                    _ => None,
-                };
-            a.late_start_s = match (a.late_start_s, b.late_start_s) {
-                (Some(x), Some(y)) => Some(x.max(y)),
-                (x, y) => x.or(y),
-            };
-            a.steal = match (a.steal, b.steal) {
-                (Some(x), Some(y)) => Some(x.max(y)),
-                (x, y) => x.or(y),
-            };
-            // One server's CPU: kept when a single process sampled it.
-            a.server_cpu_seconds = match (a.server_cpu_seconds, b.server_cpu_seconds) {
-                (Some(x), None) | (None, Some(x)) => Some(x),
-                _ => None,
-            };
-            a.server_runqueue_wait_s = match (a.server_runqueue_wait_s, b.server_runqueue_wait_s) {
-                (Some(x), None) | (None, Some(x)) => Some(x),
-                _ => None,
-            };
+            add_step(a, b, index)?;
         }
     }
     m.rate_share = (!shares.is_empty()).then(|| shares.join(","));
@@ -1510,6 +1403,138 @@ pub fn merge(results: &[CapacityResult]) -> Result<CapacityResult, MergeError> {
     let c = conclude(&m.steps, &m.rules, unfinished);
     m.set_conclusion(c);
     Ok(m)
+}
+
+/// The `--rate-share` parts of the results, in order, once all are known to be of one
+/// search (URL, objective, rules) and no part is taken twice.
+fn shares(first: &CapacityResult, results: &[CapacityResult]) -> Result<Vec<String>, MergeError> {
+    let mut shares: Vec<String> = Vec::new();
+    let mut owner: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (i, r) in results.iter().enumerate() {
+        let what = if r.target != first.target {
+            Some(format!("target {} vs {}", r.target, first.target))
+        } else if r.slo != first.slo {
+            Some(format!("--slo {} vs {}", r.slo, first.slo))
+        } else if r.rules != first.rules {
+            Some("search rules (--start-rate, --max-rate, --step-min…)".into())
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(MergeError::Mixed { index: i + 1, what });
+        }
+        if let Some(s) = &r.rate_share {
+            for part in s.split(',') {
+                if let Some(f) = owner.get(part) {
+                    return Err(MergeError::SameShare {
+                        first: *f,
+                        index: i + 1,
+                        share: part.to_string(),
+                    });
+                }
+                owner.insert(part.to_string(), i + 1);
+                shares.push(part.to_string());
+            }
+        }
+    }
+    Ok(shares)
+}
+
+/// How many first steps every search took alike (same kind, same offered rate).
+fn common_steps(first: &CapacityResult, rest: &[CapacityResult]) -> usize {
+    let mut common = first.steps.len();
+    for r in rest {
+        common = common.min(
+            first
+                .steps
+                .iter()
+                .zip(&r.steps)
+                .take_while(|(a, b)| a.kind == b.kind && a.offered_per_s == b.offered_per_s)
+                .count(),
+        );
+    }
+    common
+}
+
+/// A count of the `index`th result (from 1) that the merged one cannot hold.
+fn overflow(what: &str, index: usize) -> MergeError {
+    MergeError::Overflow {
+        what: what.to_string(),
+        index,
+    }
+}
+
+/// Adds step `b` of the `index`th result (from 1) to the merged step `a`: shares,
+/// counts and CPU seconds add up, histograms merge, the longest duration and the worst
+/// delays are kept, a server's figures only when one process sampled them.
+fn add_step(a: &mut Step, b: &Step, index: usize) -> Result<(), MergeError> {
+    let over = |what: &str| overflow(what, index);
+    a.share += b.share;
+    a.machines = a
+        .machines
+        .checked_add(b.machines)
+        .ok_or_else(|| over("machines of a step"))?;
+    if b.started < a.started {
+        a.started.clone_from(&b.started);
+    }
+    a.duration_s = a.duration_s.max(b.duration_s);
+    a.connections = a.connections.max(b.connections);
+    a.attempted = a
+        .attempted
+        .checked_add(b.attempted)
+        .ok_or_else(|| over("requests attempted"))?;
+    a.completed = a
+        .completed
+        .checked_add(b.completed)
+        .ok_or_else(|| over("requests completed"))?;
+    a.failed = a
+        .failed
+        .checked_add(b.failed)
+        .ok_or_else(|| over("requests failed"))?;
+    a.body_bytes = a
+        .body_bytes
+        .checked_add(b.body_bytes)
+        .ok_or_else(|| over("body bytes"))?;
+    a.upload_bytes = a
+        .upload_bytes
+        .checked_add(b.upload_bytes)
+        .ok_or_else(|| over("upload bytes"))?;
+    merge_dist(&mut a.latency_corrected, &b.latency_corrected)?;
+    merge_dist(&mut a.pacing_lateness, &b.pacing_lateness)?;
+    merge_dist(&mut a.latency_from_send, &b.latency_from_send)?;
+    a.generator.threads = a
+        .generator
+        .threads
+        .checked_add(b.generator.threads)
+        .ok_or_else(|| over("generator threads"))?;
+    a.generator.cpus = a.generator.cpus.max(b.generator.cpus);
+    a.generator.cpu_seconds += b.generator.cpu_seconds;
+    if !a.generator.cpu_seconds.is_finite() {
+        return Err(over("generator CPU seconds"));
+    }
+    a.generator.utilization = a.generator.utilization.max(b.generator.utilization);
+    a.generator.runqueue_wait_s = match (a.generator.runqueue_wait_s, b.generator.runqueue_wait_s) {
+        (Some(x), Some(y)) => Some(x + y),
+        _ => None,
+    };
+    a.late_start_s = match (a.late_start_s, b.late_start_s) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    a.steal = match (a.steal, b.steal) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    // One server's CPU: kept when a single process sampled it.
+    a.server_cpu_seconds = match (a.server_cpu_seconds, b.server_cpu_seconds) {
+        (Some(x), None) | (None, Some(x)) => Some(x),
+        _ => None,
+    };
+    a.server_runqueue_wait_s = match (a.server_runqueue_wait_s, b.server_runqueue_wait_s) {
+        (Some(x), None) | (None, Some(x)) => Some(x),
+        _ => None,
+    };
+    Ok(())
 }
 
 impl crate::doc::Document for CapacityResult {
@@ -1953,15 +1978,79 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("more than 2000 steps"), "{e}");
     }
 
-    #[test]
-    fn concludes_from_the_steps() {
-        let r = rules();
-        let mut steps = vec![
+    /// Ramp steps at 100 and 200/s (pass) and 400/s (fail), a bisection at 300/s
+    /// (pass).
+    fn bracketing_steps() -> Vec<Step> {
+        vec![
             step(1, StepKind::Ramp, 100.0, 2, 200),
             step(2, StepKind::Ramp, 200.0, 2, 200),
             step(3, StepKind::Ramp, 400.0, 50, 200),
             step(4, StepKind::Bisect, 300.0, 2, 200),
-        ];
+        ]
+    }
+
+    /// [`bracketing_steps`], then six probes each at 300/s (pass) and 320/s (fail).
+    fn narrowed_steps() -> Vec<Step> {
+        let mut steps = bracketing_steps();
+        for i in 0..6 {
+            steps.push(step(5 + 2 * i, StepKind::Probe, 300.0, 2, 200));
+            steps.push(step(6 + 2 * i, StepKind::Probe, 320.0, 50, 200));
+        }
+        steps
+    }
+
+    /// The objective of the generator's tests: p90 within 10 ms.
+    fn p90_10ms() -> Slo {
+        "p90=10ms".parse().unwrap()
+    }
+
+    /// 200 answers of `ms` each.
+    fn hist(ms: u64) -> Option<Dist> {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..200 {
+            h.record_ns(ms * 1_000_000).unwrap();
+        }
+        Some(Dist::of(h))
+    }
+
+    /// A step at 310/s whose generator fell behind: 50 ms corrected against a 10 ms
+    /// bound, but 5 ms from the actual send (45 ms late); judged.
+    fn late_step() -> Step {
+        let mut late = step(7, StepKind::Ramp, 310.0, 50, 200);
+        late.pacing_lateness = hist(45);
+        late.latency_from_send = hist(5);
+        late.judge(&p90_10ms(), &rules());
+        late
+    }
+
+    /// [`late_step`] with the server slow on what it was sent too; judged.
+    fn slow_step() -> Step {
+        let mut slow = late_step();
+        slow.latency_corrected = hist(100);
+        slow.latency_from_send = hist(55);
+        slow.judge(&p90_10ms(), &rules());
+        slow
+    }
+
+    /// [`slow_step`] with its generator busy 95% of its CPU; judged.
+    fn busy_step() -> Step {
+        let mut busy = slow_step();
+        busy.generator.utilization = 0.95;
+        busy.judge(&p90_10ms(), &rules());
+        busy
+    }
+
+    /// [`narrowed_steps`], then [`late_step`].
+    fn steps_ending_late() -> Vec<Step> {
+        let mut steps = narrowed_steps();
+        steps.push(late_step());
+        steps
+    }
+
+    #[test]
+    fn concludes_from_the_steps() {
+        let r = rules();
+        let steps = bracketing_steps();
         assert_eq!(steps[2].verdict, Verdict::Fail);
         assert_eq!(bracket(&steps), (Some(300.0), Some(400.0)));
         let c = conclude(&steps, &r, Outcome::TimeLimit);
@@ -1975,11 +2064,7 @@ pub(crate) mod tests {
             c.message
         );
         // Repeated steps at 300/s (pass) and 320/s (fail) narrow it.
-        for i in 0..6 {
-            steps.push(step(5 + 2 * i, StepKind::Probe, 300.0, 2, 200));
-            steps.push(step(6 + 2 * i, StepKind::Probe, 320.0, 50, 200));
-        }
-        let c = conclude(&steps, &r, Outcome::TimeLimit);
+        let c = conclude(&narrowed_steps(), &r, Outcome::TimeLimit);
         let cap = c.capacity_per_s.unwrap();
         let [lo, hi] = c.interval_per_s.unwrap();
         assert!(
@@ -1987,30 +2072,18 @@ pub(crate) mod tests {
             "{lo} {cap} {hi}"
         );
         assert!(c.message.contains("probability 90%"), "{}", c.message);
-        // A late generator spoils the search, whatever else passed: 50 ms corrected
-        // against a 10 ms bound, but 5 ms from the actual send (45 ms late).
-        let slo: Slo = "p90=10ms".parse().unwrap();
-        let hist = |ms: u64| {
-            let mut h = LatencyHistogram::new();
-            for _ in 0..200 {
-                h.record_ns(ms * 1_000_000).unwrap();
-            }
-            Some(Dist::of(h))
-        };
-        let mut late = step(7, StepKind::Ramp, 310.0, 50, 200);
-        late.pacing_lateness = hist(45);
-        late.latency_from_send = hist(5);
-        late.judge(&slo, &r);
+    }
+
+    #[test]
+    fn a_late_generator_spoils_a_step_unless_the_server_was_slow_too() {
+        // A late generator spoils the search, whatever else passed.
+        let late = late_step();
         assert_eq!(late.verdict, Verdict::Invalid);
         assert!(late.why.contains("fell behind"), "{}", late.why);
         assert!(late.why.contains("pacing lateness p90 45"), "{}", late.why);
-        steps.push(late.clone());
         // The same lateness while the server was slow on what it was sent: the server's,
         // even with a late generator (it shares the CPU the server saturates).
-        let mut slow = late.clone();
-        slow.latency_corrected = hist(100);
-        slow.latency_from_send = hist(55);
-        slow.judge(&slo, &r);
+        let slow = slow_step();
         assert_eq!(slow.verdict, Verdict::Fail, "{}", slow.why);
         assert!(
             slow.why
@@ -2018,15 +2091,18 @@ pub(crate) mod tests {
             "{}",
             slow.why
         );
+    }
+
+    #[test]
+    fn a_busy_or_starved_generator_spoils_a_failure_not_a_pass() {
+        let (slo, r) = (p90_10ms(), rules());
         // A busy generator spoils a failure whatever the latencies say…
-        let mut busy = slow.clone();
-        busy.generator.utilization = 0.95;
-        busy.judge(&slo, &r);
+        let busy = busy_step();
         assert_eq!(busy.verdict, Verdict::Invalid);
         assert!(busy.why.contains("busy 95% of the 1 CPU"), "{}", busy.why);
         // A starved generator (little CPU used, much of its wanted time on a run queue:
         // another process on its CPUs) spoils a failure too, as the generator's…
-        let mut starved = slow.clone();
+        let mut starved = slow_step();
         starved.generator.cpu_seconds = 0.1;
         starved.generator.runqueue_wait_s = Some(0.3);
         // On CPUs it may share with the server, the wait may be the server's: a failure.
@@ -2080,6 +2156,12 @@ pub(crate) mod tests {
         fine.judge(&slo, &r);
         assert_eq!(fine.verdict, Verdict::Pass);
         assert!(fine.why.contains("passed although"), "{}", fine.why);
+    }
+
+    #[test]
+    fn a_generator_that_fell_behind_is_retried_once() {
+        let (slo, r) = (p90_10ms(), rules());
+        let steps = steps_ending_late();
         let c = conclude(&steps, &r, Outcome::TimeLimit);
         assert_eq!(c.outcome, Outcome::GeneratorBound);
         assert_eq!(c.capacity_per_s, None);
@@ -2102,7 +2184,7 @@ pub(crate) mod tests {
         assert!(c.interval_per_s.is_some());
         // Invalid twice at one rate: generator-bound, no third try.
         let mut twice = steps.clone();
-        twice.push(late.clone());
+        twice.push(late_step());
         assert!(!retry(&twice, &r));
         assert_eq!(
             conclude(&twice, &r, Outcome::TimeLimit).outcome,
@@ -2110,11 +2192,11 @@ pub(crate) mod tests {
         );
         // A busy generator is not retried.
         let mut spent = steps[..steps.len() - 1].to_vec();
-        spent.push(busy.clone());
+        spent.push(busy_step());
         assert!(!retry(&spent, &r));
         // Invalid at or above a rate that already failed validly: it decides nothing.
         let mut above = steps[..steps.len() - 1].to_vec();
-        let mut high = late.clone();
+        let mut high = late_step();
         high.offered_per_s = 800.0;
         above.push(high);
         assert!(goes_on_past_invalid(&above, &r));
@@ -2122,6 +2204,10 @@ pub(crate) mod tests {
             conclude(&above, &r, Outcome::TimeLimit).outcome,
             Outcome::GeneratorBound
         );
+    }
+
+    #[test]
+    fn rates_are_grouped_by_thousands() {
         assert_eq!(group(3100.4), "3,100");
         assert_eq!(group(1_234_567.0), "1,234,567");
     }

@@ -1,6 +1,7 @@
 //! `tlsperf crypto …`: flags → [`crate::crypto`] → output.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -46,9 +47,10 @@ enum CryptoCommand {
 /// How long to measure each row.
 #[derive(Debug, Args)]
 struct MeasureArgs {
-    /// Timed seconds per row, split into --rounds rounds (after an untimed warm-up).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    seconds: f64,
+    /// How long to measure each row, e.g. 500ms or 2s (at most 24h), split into --rounds
+    /// rounds (after an untimed warm-up).
+    #[arg(short = 'd', long, value_name = "DURATION", default_value = "1s", value_parser = parse_measure_time)]
+    duration: Duration,
     /// Rounds per row; the result is the median of the rounds kept by a 1.5×IQR filter.
     #[arg(long, value_name = "N", default_value_t = 5)]
     rounds: u32,
@@ -60,11 +62,11 @@ struct MeasureArgs {
 
 impl MeasureArgs {
     fn options(&self) -> Result<MeasureOptions, CliError> {
-        Ok(MeasureOptions::new(self.seconds, self.rounds)?)
+        Ok(MeasureOptions::new(self.duration, self.rounds)?)
     }
 
     /// The command as the flame graph's title: `tlsperf crypto NAME` with the selection
-    /// flags given and the measurement flags.
+    /// flags given and the measurement flags (the duration as one word, `1s500ms`).
     fn title(&self, name: &str, flags: &[Option<String>]) -> String {
         let mut t = format!("tlsperf crypto {name}");
         for f in flags.iter().flatten() {
@@ -72,8 +74,11 @@ impl MeasureArgs {
             t.push_str(f);
         }
         t.push_str(&format!(
-            " --seconds {} --rounds {}",
-            self.seconds, self.rounds
+            " --duration {} --rounds {}",
+            humantime::format_duration(self.duration)
+                .to_string()
+                .replace(' ', ""),
+            self.rounds
         ));
         t
     }
@@ -108,6 +113,15 @@ impl MeasureArgs {
     }
 }
 
+/// `-d/--duration`: a duration longer than zero, at most [`MeasureOptions::MAX_TIME`].
+fn parse_measure_time(s: &str) -> Result<Duration, String> {
+    let d = super::duration::parse_positive(s)?;
+    if d > MeasureOptions::MAX_TIME {
+        return Err(format!("'{s}' is longer than the limit of 24h"));
+    }
+    Ok(d)
+}
+
 /// `--name a,b` for the values chosen, nothing when none were (all of them).
 fn flag<T: ValueEnum>(name: &str, chosen: &[T]) -> Option<String> {
     let values: Vec<String> = chosen
@@ -119,7 +133,7 @@ fn flag<T: ValueEnum>(name: &str, chosen: &[T]) -> Option<String> {
 
 #[derive(Debug, Args)]
 #[command(after_help = super::examples::block(&[
-    "tlsperf crypto sign --alg ecdsa-p256,ed25519 --seconds 2",
+    "tlsperf crypto sign --alg ecdsa-p256,ed25519 --duration 2s",
 ]))]
 struct SignArgs {
     /// Implementations to measure (comma-separated or repeated; all by default).

@@ -34,7 +34,7 @@ pub struct HandshakeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::duration::parse_positive)]
     timeout: Duration,
     /// Send the request as TLS 1.3 0-RTT early data when a resumed session allows it
-    /// (needs a server accepting early data, e.g. `serve --early-data N --resumption
+    /// (needs a server accepting early data, e.g. `serve --early-data BYTES --resumption
     /// stateful`).
     #[arg(long)]
     early_data: bool,

@@ -1,10 +1,11 @@
 //! `tlsperf lab`: flags → [`crate::lab`] → progress bar → the report directory
 //! (`report.md`, `results.json`, `index.html`, each written atomically).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
+use tokio::runtime::Runtime;
 
 use super::link_args::LinkArgs;
 use super::progress;
@@ -12,7 +13,7 @@ use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::client::target::Target;
 use crate::files::{FileMode, write_atomic};
-use crate::lab::{self, Control, Event, External, Group, LabLink, LabOptions};
+use crate::lab::{self, Control, Event, External, Group, LabLink, LabOptions, LabResult};
 use crate::link::Link;
 use crate::report::lab as report;
 
@@ -73,6 +74,60 @@ pub struct LabArgs {
 
 /// Runs `tlsperf lab`.
 pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
+    let external = check(&args)?;
+    // Made now so that a bad --out stops the run before it starts; removed again (when
+    // this run made it and it is still empty) if nothing gets measured.
+    let out_dir = OutDir::prepare(&args.out)?;
+    let work = tempfile::Builder::new()
+        .prefix("tlsperf-lab-")
+        .tempdir()
+        .map_err(|e| {
+            CliError::runtime(anyhow::Error::new(e).context("creating a work directory"))
+        })?;
+    let exe = std::env::current_exe().map_err(|e| {
+        CliError::runtime(anyhow::Error::new(e).context("finding the tlsperf executable"))
+    })?;
+    let mut opts = options(&args, exe, work.path().to_path_buf());
+    // Before the runtime starts, so that every thread of the load generator inherits it.
+    opts.pinning = match &external {
+        Some(_) => lab::pin::not_pinned("--target: the server is not the lab's"),
+        None => lab::pin::pin_client(),
+    };
+    // The link, once nothing else can fail on bad input: the servers go on its far side
+    // (the host's namespace), this thread and the load generator's runtime on its near
+    // side. Started after pinning, so its delay line shares the client's CPU.
+    let link = match (&args.link.link, &external) {
+        (None, _) => Ok(None),
+        (Some(_), Some(ext)) => args.link.start(&ext.target),
+        (Some(spec), None) => Link::start(spec).map(Some).map_err(CliError::from),
+    };
+    let link = link.inspect_err(|_| out_dir.discard())?;
+    let host_ns = match &link {
+        Some(_) => Some(Arc::new(crate::link::netns::open_ns()?)),
+        None => None,
+    };
+    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
+    if let (Some(l), Some(ns)) = (&link, host_ns) {
+        opts.at_link(LabLink {
+            // A profile's name comes first in the spec, then its figures.
+            spec: l.spec().to_string(),
+            rtt: l.spec().rtt,
+            server_netns: ns,
+        });
+    }
+    opts.target = external;
+    let rt = runtime(Threads::One, None)?;
+    let result = run_with_progress(&rt, &opts, out, work.path());
+    let mut result = result.inspect_err(|_| out_dir.discard())?;
+    result.link_counters = link.as_ref().map(|l| l.counters());
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    write_report(&result, &args.out)?;
+    out.summary(&result, || report::summary(&result, &args.out))?;
+    outcome(&result, &args.out)
+}
+
+/// The checks of flags clap cannot make; the `--target` server, if any.
+fn check(args: &LabArgs) -> Result<Option<External>, CliError> {
     let at_link = args.link.link.is_some();
     if !at_link && let Some(g) = args.only.iter().find(|g| g.link_only()) {
         return Err(CliError::input(format!(
@@ -104,30 +159,48 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
             p.display()
         )));
     }
-    // Made now so that a bad --out stops the run before it starts; removed again (when
-    // this run made it and it is still empty) if nothing gets measured.
-    let made_out = !args.out.exists();
-    crate::files::create_dir_all(&args.out)?;
-    for name in ["results.json", "report.md", "index.html"] {
-        if let Err(e) = crate::files::check_writable(&args.out.join(name)) {
-            if made_out {
-                let _ = std::fs::remove_dir(&args.out);
+    Ok(external)
+}
+
+/// The report directory, and whether this run created it.
+struct OutDir<'a> {
+    path: &'a Path,
+    made: bool,
+}
+
+impl<'a> OutDir<'a> {
+    /// Creates `path` when missing and checks that the report files can be written there
+    /// (a directory made for nothing is removed again).
+    fn prepare(path: &'a Path) -> Result<Self, CliError> {
+        let dir = OutDir {
+            path,
+            made: !path.exists(),
+        };
+        crate::files::create_dir_all(path)?;
+        for name in ["results.json", "report.md", "index.html"] {
+            if let Err(e) = crate::files::check_writable(&path.join(name)) {
+                dir.discard();
+                return Err(e.into());
             }
-            return Err(e.into());
+        }
+        Ok(dir)
+    }
+
+    /// Removes the directory if this run made it and it is still empty: nothing was
+    /// measured.
+    fn discard(&self) {
+        if self.made {
+            let _ = std::fs::remove_dir(self.path);
         }
     }
-    let work = tempfile::Builder::new()
-        .prefix("tlsperf-lab-")
-        .tempdir()
-        .map_err(|e| {
-            CliError::runtime(anyhow::Error::new(e).context("creating a work directory"))
-        })?;
-    let exe = std::env::current_exe().map_err(|e| {
-        CliError::runtime(anyhow::Error::new(e).context("finding the tlsperf executable"))
-    })?;
+}
+
+/// The lab's options from the flags: the preset, the groups, and what the flags change
+/// (pinning, the link and the target are the caller's).
+fn options(args: &LabArgs, exe: PathBuf, work: PathBuf) -> LabOptions {
     let groups = if args.only.is_empty() {
         let mut g = Group::ALL.to_vec();
-        if at_link {
+        if args.link.link.is_some() {
             g.extend(Group::LINK_ONLY);
         }
         g
@@ -141,7 +214,7 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
         }
         g
     };
-    let mut opts = LabOptions::preset(args.full, groups, exe, work.path().to_path_buf());
+    let mut opts = LabOptions::preset(args.full, groups, exe, work);
     if let Some(r) = args.rounds {
         opts.rounds = r as usize;
     }
@@ -149,41 +222,19 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     opts.slo_time = args.slo_time;
     opts.null = args.null;
     opts.body_size = args.body_size;
-    // Before the runtime starts, so that every thread of the load generator inherits it.
-    opts.pinning = match &external {
-        Some(_) => lab::pin::not_pinned("--target: the server is not the lab's"),
-        None => lab::pin::pin_client(),
-    };
-    // The link, once nothing else can fail on bad input: the servers go on its far side
-    // (the host's namespace), this thread and the load generator's runtime on its near
-    // side. Started after pinning, so its delay line shares the client's CPU.
-    let link = match (&args.link.link, &external) {
-        (None, _) => Ok(None),
-        (Some(_), Some(ext)) => args.link.start(&ext.target),
-        (Some(spec), None) => Link::start(spec).map(Some).map_err(CliError::from),
-    };
-    let link = link.inspect_err(|_| {
-        if made_out {
-            let _ = std::fs::remove_dir(&args.out);
-        }
-    })?;
-    let host_ns = match &link {
-        Some(_) => Some(Arc::new(crate::link::netns::open_ns()?)),
-        None => None,
-    };
-    let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
-    if let (Some(l), Some(ns)) = (&link, host_ns) {
-        opts.at_link(LabLink {
-            // A profile's name comes first in the spec, then its figures.
-            spec: l.spec().to_string(),
-            rtt: l.spec().rtt,
-            server_netns: ns,
-        });
-    }
-    opts.target = external;
+    opts
+}
+
+/// Runs the lab on `rt` under a progress bar; the first signal stops it between rounds,
+/// a second one exits at once.
+fn run_with_progress(
+    rt: &Runtime,
+    opts: &LabOptions,
+    out: &Output,
+    work: &Path,
+) -> Result<LabResult, CliError> {
     let bar = progress::bar(out, 1, "{bar:40} {pos}/{len} rounds {msg} [{elapsed}]");
     let control = Arc::new(Control::default());
-    let rt = runtime(Threads::One, None)?;
     let b = bar.clone();
     let on_event = move |e: Event| match e {
         Event::Preparing(what) => b.set_message(what),
@@ -201,42 +252,44 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
     };
     // A second signal exits at once: the servers die with us (PR_SET_PDEATHSIG), the work
     // directory and its private keys are removed first.
-    let work_dir = work.path().to_path_buf();
+    let work_dir = work.to_path_buf();
     let stop = Arc::clone(&control);
     let result = block_on_interruptible(
-        &rt,
+        rt,
         move || stop.stop(),
         move || {
             let _ = std::fs::remove_dir_all(&work_dir);
         },
-        lab::run(&opts, &on_event, &control),
+        lab::run(opts, &on_event, &control),
     );
     bar.finish_and_clear();
-    let mut result = result.inspect_err(|_| {
-        if made_out {
-            let _ = std::fs::remove_dir(&args.out);
-        }
-    })?;
-    result.link_counters = link.as_ref().map(|l| l.counters());
-    rt.shutdown_timeout(std::time::Duration::from_millis(100));
-    crate::doc::write(&result, &args.out.join("results.json"), true)?;
+    Ok(result?)
+}
+
+/// Writes `results.json`, `report.md` and `index.html` to `dir`, each atomically.
+fn write_report(result: &LabResult, dir: &Path) -> Result<(), CliError> {
+    crate::doc::write(result, &dir.join("results.json"), true)?;
     write_atomic(
-        &args.out.join("report.md"),
-        report::markdown(&result).as_bytes(),
+        &dir.join("report.md"),
+        report::markdown(result).as_bytes(),
         FileMode::Public,
         true,
     )?;
     write_atomic(
-        &args.out.join("index.html"),
-        report::html(&result).as_bytes(),
+        &dir.join("index.html"),
+        report::html(result).as_bytes(),
         FileMode::Public,
         true,
     )?;
-    out.summary(&result, || report::summary(&result, &args.out))?;
+    Ok(())
+}
+
+/// Exit 0, or why not: an interrupted run, or a group whose baseline failed.
+fn outcome(result: &LabResult, dir: &Path) -> Result<(), CliError> {
     if result.interrupted {
         return Err(CliError::interrupted(format!(
             "interrupted: the report in {} holds the groups that finished",
-            args.out.display()
+            dir.display()
         )));
     }
     let failed = result.failed_baselines();
@@ -248,7 +301,7 @@ pub fn exec(args: LabArgs, out: &Output) -> Result<(), CliError> {
                 .map(|g| report::failure_text(g, &g.cells[0]))
                 .collect::<Vec<_>>()
                 .join("; "),
-            args.out.display()
+            dir.display()
         )));
     }
     Ok(())

@@ -71,9 +71,9 @@ struct BenchArgs {
     /// At most this many verifications per variant and size.
     #[arg(long, value_name = "N", default_value_t = 400, value_parser = clap::value_parser!(u64).range(3..=1_000_000))]
     iterations: u64,
-    /// At most this long per variant and size, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
-    max_time_ms: u64,
+    /// At most this long per variant and size, e.g. 500ms or 2s (from 10ms to 10m).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_max_time)]
+    max_time: Duration,
     /// Thread counts for the shared-verifier throughput test.
     #[arg(long, value_name = "N", value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u64).range(1..=256))]
     threads: Vec<u64>,
@@ -98,6 +98,15 @@ fn parse_size(s: &str) -> Result<SizeArg, String> {
             )),
         },
     }
+}
+
+/// `--max-time`: from 10 ms (a few verifications) to 10 min.
+fn parse_max_time(s: &str) -> Result<Duration, String> {
+    let d = super::duration::parse(s)?;
+    if d < Duration::from_millis(10) || d > Duration::from_secs(600) {
+        return Err(format!("'{s}' must be from 10ms to 10m"));
+    }
+    Ok(d)
 }
 
 fn parse_time(s: &str) -> Result<time::OffsetDateTime, String> {
@@ -214,7 +223,7 @@ fn bench(a: BenchArgs, out: &Output) -> Result<(), CliError> {
         at,
         sizes: a.sizes.iter().map(|s| s.0).collect(),
         iterations: usize::try_from(a.iterations).unwrap_or(usize::MAX),
-        max_time: Duration::from_millis(a.max_time_ms),
+        max_time: a.max_time,
         threads: a.threads.iter().map(|&t| t as usize).collect(),
         provider: a.provider,
         work_dir: work.path().to_path_buf(),

@@ -205,19 +205,7 @@ pub async fn handshake(
     t0: Instant,
     mut stamps: Stamps,
 ) -> Result<(TlsStream, Handshake), ConnectError> {
-    let mut conn =
-        ClientConnection::new(config, name).map_err(|error| ConnectError::Tls { error })?;
-    let mut early_sent = false;
-    if let Some(data) = early
-        && let Some(mut w) = conn.early_data()
-        && w.bytes_left() >= data.len()
-    {
-        w.write_all(data).map_err(|source| ConnectError::Io {
-            during: "writing early data",
-            source,
-        })?;
-        early_sent = true;
-    }
+    let (mut conn, early_sent) = client_connection(config, name, early)?;
     let wire = WireStamps::new();
     {
         use std::os::fd::AsRawFd;
@@ -290,18 +278,7 @@ pub async fn handshake(
         let processed = conn.process_new_packets();
         rec = verifier::take();
         if let Err(source) = processed {
-            // Send our alert, best effort.
-            out.clear();
-            let _ = conn.write_tls(&mut out);
-            let _ = tcp.try_write(&out);
-            // A first record of no TLS type, before anything TLS was negotiated: the
-            // server does not speak TLS on this port.
-            if source == rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
-                && conn.negotiated_cipher_suite().is_none()
-            {
-                return Err(ConnectError::NotTls);
-            }
-            return Err(ConnectError::Tls { error: source });
+            return Err(refused(&mut conn, &tcp, &mut out, source));
         }
         // rustls knows the suite from a HelloRetryRequest already: the ServerHello is the
         // answer to the second ClientHello.
@@ -318,7 +295,67 @@ pub async fn handshake(
     }
     // The later of our last send and our last receive: the handshake's last crossing.
     stamps.handshake_done = since(wire.last_send().max(wire.last_receive()));
-    let offered = offered.unwrap_or_default();
+    let info = Handshake {
+        stamps,
+        server_flight_bytes: server_flight.unwrap_or(read_since_hello),
+        ..summary(&conn, rec, offered.unwrap_or_default(), early_sent)
+    };
+    Ok((TlsStream::new(tcp, conn, wire), info))
+}
+
+/// A client connection to `name`; with `early`, those bytes are written as 0-RTT data
+/// when the session allows all of them (`true`: they were).
+fn client_connection(
+    config: Arc<ClientConfig>,
+    name: ServerName<'static>,
+    early: Option<&[u8]>,
+) -> Result<(ClientConnection, bool), ConnectError> {
+    let mut conn =
+        ClientConnection::new(config, name).map_err(|error| ConnectError::Tls { error })?;
+    let mut early_sent = false;
+    if let Some(data) = early
+        && let Some(mut w) = conn.early_data()
+        && w.bytes_left() >= data.len()
+    {
+        w.write_all(data).map_err(|source| ConnectError::Io {
+            during: "writing early data",
+            source,
+        })?;
+        early_sent = true;
+    }
+    Ok((conn, early_sent))
+}
+
+/// The error of a handshake rustls refused with `source`, after sending our alert (best
+/// effort): the server does not speak TLS when its first record has no TLS type.
+fn refused(
+    conn: &mut ClientConnection,
+    tcp: &TcpStream,
+    out: &mut Vec<u8>,
+    source: rustls::Error,
+) -> ConnectError {
+    // Send our alert, best effort.
+    out.clear();
+    let _ = conn.write_tls(out);
+    let _ = tcp.try_write(out);
+    // A first record of no TLS type, before anything TLS was negotiated: the
+    // server does not speak TLS on this port.
+    if source == rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+        && conn.negotiated_cipher_suite().is_none()
+    {
+        return ConnectError::NotTls;
+    }
+    ConnectError::Tls { error: source }
+}
+
+/// What a completed handshake was (its kind, early data, what was negotiated, the
+/// chain), the stamps and the server's flight left at zero for the caller.
+fn summary(
+    conn: &ClientConnection,
+    rec: VerifyRecord,
+    offered: Offered,
+    early_sent: bool,
+) -> Handshake {
     let kind = match conn.handshake_kind() {
         Some(HandshakeKind::Resumed) => {
             if conn.protocol_version() == Some(ProtocolVersion::TLSv1_2) && !offered.tls12_ticket {
@@ -335,24 +372,23 @@ pub async fn handshake(
         (true, true) => EarlyData::Accepted,
         (true, false) => EarlyData::Rejected,
     };
-    let info = Handshake {
-        stamps,
+    Handshake {
+        stamps: Stamps::default(),
         verify: rec.cpu,
         kind,
         early_data,
         offered,
         negotiated: Negotiated {
             signature_scheme: rec.scheme.map(|s| format!("{s:?}")),
-            ..Negotiated::of(&conn)
+            ..Negotiated::of(conn)
         },
         chain: conn
             .peer_certificates()
             .map(|c| c.to_vec())
             .unwrap_or_default(),
         ocsp_len: rec.ocsp_len,
-        server_flight_bytes: server_flight.unwrap_or(read_since_hello),
-    };
-    Ok((TlsStream::new(tcp, conn, wire), info))
+        server_flight_bytes: 0,
+    }
 }
 
 /// A ChangeCipherSpec record on its own (TLS 1.3 sends one for middlebox compatibility).

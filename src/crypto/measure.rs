@@ -26,7 +26,7 @@ use crate::stats::{IqrFilter, quantile_linear};
 /// How long to measure and in how many rounds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeasureOptions {
-    seconds: f64,
+    time: Duration,
     rounds: u32,
 }
 
@@ -39,14 +39,19 @@ impl MeasureOptions {
     /// The most rounds a row may be split into (each keeps one figure per measured item).
     pub const MAX_ROUNDS: u32 = 10_000;
 
-    /// `seconds` of timed measurement per measured item, split into `rounds` rounds.
-    /// Both must be positive and finite (at most a day; at most [`Self::MAX_ROUNDS`]
-    /// rounds).
-    pub fn new(seconds: f64, rounds: u32) -> Result<Self, CryptoError> {
-        if !seconds.is_finite() || seconds <= 0.0 || seconds > 86_400.0 {
+    /// The longest timed measurement per measured item: a day.
+    pub const MAX_TIME: Duration = Duration::from_secs(86_400);
+
+    /// `time` of timed measurement per measured item, split into `rounds` rounds. Both
+    /// must be positive (at most [`Self::MAX_TIME`]; at most [`Self::MAX_ROUNDS`] rounds).
+    pub fn new(time: Duration, rounds: u32) -> Result<Self, CryptoError> {
+        if time.is_zero() || time > Self::MAX_TIME {
             return Err(CryptoError::BadOption {
-                name: "--seconds",
-                reason: format!("{seconds} is not a duration in (0, 86400] seconds"),
+                name: "--duration",
+                reason: format!(
+                    "'{}' must be longer than zero and at most 24h",
+                    humantime::format_duration(time)
+                ),
             });
         }
         if rounds == 0 {
@@ -61,12 +66,17 @@ impl MeasureOptions {
                 reason: format!("{rounds} is more than the {} allowed", Self::MAX_ROUNDS),
             });
         }
-        Ok(MeasureOptions { seconds, rounds })
+        Ok(MeasureOptions { time, rounds })
     }
 
-    /// Timed seconds per measured item.
+    /// Timed measurement per measured item.
+    pub fn time(&self) -> Duration {
+        self.time
+    }
+
+    /// Timed seconds per measured item (the `seconds` of a result).
     pub fn seconds(&self) -> f64 {
-        self.seconds
+        self.time.as_secs_f64()
     }
 
     /// Rounds per measured item.
@@ -76,7 +86,7 @@ impl MeasureOptions {
 
     /// The length of one round.
     pub fn round_time(&self) -> Duration {
-        Duration::from_secs_f64(self.seconds / f64::from(self.rounds))
+        self.time / self.rounds
     }
 
     /// The warm-up: one round, at most [`Self::MAX_WARMUP`].
@@ -304,16 +314,20 @@ mod tests {
 
     #[test]
     fn options_are_checked() {
-        assert!(MeasureOptions::new(0.0, 3).is_err());
-        assert!(MeasureOptions::new(-1.0, 3).is_err());
-        assert!(MeasureOptions::new(f64::NAN, 3).is_err());
-        assert!(MeasureOptions::new(1.0, 0).is_err());
-        assert!(MeasureOptions::new(1.0, MeasureOptions::MAX_ROUNDS).is_ok());
-        let err = MeasureOptions::new(0.001, u32::MAX)
+        let secs = Duration::from_secs;
+        assert!(MeasureOptions::new(Duration::ZERO, 3).is_err());
+        let err = MeasureOptions::new(secs(86_401), 3)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--duration") && err.contains("24h"), "{err}");
+        assert!(MeasureOptions::new(MeasureOptions::MAX_TIME, 3).is_ok());
+        assert!(MeasureOptions::new(secs(1), 0).is_err());
+        assert!(MeasureOptions::new(secs(1), MeasureOptions::MAX_ROUNDS).is_ok());
+        let err = MeasureOptions::new(Duration::from_millis(1), u32::MAX)
             .unwrap_err()
             .to_string();
         assert!(err.contains("more than the 10000 allowed"), "{err}");
-        let o = MeasureOptions::new(1.0, 4).unwrap();
+        let o = MeasureOptions::new(secs(1), 4).unwrap();
         assert_eq!(o.round_time(), Duration::from_millis(250));
         assert_eq!(o.warmup(), MeasureOptions::MAX_WARMUP);
     }
@@ -329,7 +343,7 @@ mod tests {
 
     #[test]
     fn measures_a_closure() {
-        let opts = MeasureOptions::new(0.02, 2).unwrap();
+        let opts = MeasureOptions::new(Duration::from_millis(20), 2).unwrap();
         let mut n = 0u64;
         let m = measure(&opts, || {
             n += 1;
@@ -344,7 +358,7 @@ mod tests {
 
     #[test]
     fn parts_are_charged_separately() {
-        let opts = MeasureOptions::new(0.02, 2).unwrap();
+        let opts = MeasureOptions::new(Duration::from_millis(20), 2).unwrap();
         let mut n = 0u64;
         let [a, b] = measure_parts(
             &opts,
@@ -374,7 +388,7 @@ mod tests {
 
     #[test]
     fn error_stops_the_run() {
-        let opts = MeasureOptions::new(0.02, 2).unwrap();
+        let opts = MeasureOptions::new(Duration::from_millis(20), 2).unwrap();
         let r = measure(&opts, || Err::<(), _>("broken"));
         assert_eq!(r.unwrap_err(), "broken");
     }

@@ -57,7 +57,7 @@ pub enum ProfileError {
     Collect(String),
     /// Not a single sample was taken: nothing to draw.
     #[error(
-        "no CPU samples were taken in {:.3} s at {} Hz: the run was too short to profile (raise --seconds)",
+        "no CPU samples were taken in {:.3} s at {} Hz: the run was too short to profile (raise --duration)",
         .duration.as_secs_f64(), .frequency
     )]
     NoSamples {

@@ -14,7 +14,7 @@ pub(super) fn crypto_limits(groups: &mut [GroupResult]) -> Vec<result::CryptoLim
     use crate::crypto::measure::MeasureOptions;
     use crate::tls::choices::TlsVersion as V;
     use clap::ValueEnum;
-    let Ok(measure) = MeasureOptions::new(0.05, 3) else {
+    let Ok(measure) = MeasureOptions::new(std::time::Duration::from_millis(50), 3) else {
         return Vec::new();
     };
     let mut limits: Vec<result::CryptoLimit> = Vec::new();

@@ -257,63 +257,8 @@ pub fn caveat(group: Group, at_link: bool) -> Option<&'static str> {
 pub fn cells(group: Group, full: bool) -> Vec<Cell> {
     let c = |name: &str, label: &str| Cell::base(group, name, label);
     match group {
-        Group::Resumption => {
-            let tickets = |name, label, instances, keys| Cell {
-                server_resumption: "tickets",
-                resume: Resume::Tickets,
-                instances,
-                ticket_keys: keys,
-                ..c(name, label)
-            };
-            vec![
-                Cell {
-                    server_resumption: "off",
-                    ..c("off", "no resumption: every handshake full")
-                },
-                Cell {
-                    resume: Resume::Tickets,
-                    ..c("stateful", "server session cache (stateful tickets)")
-                },
-                tickets(
-                    "tickets",
-                    "stateless tickets, one instance",
-                    1,
-                    TicketKeys::Own,
-                ),
-                tickets(
-                    "tickets-2-own-keys",
-                    "tickets, two instances with their own keys",
-                    2,
-                    TicketKeys::Own,
-                ),
-                tickets(
-                    "tickets-2-shared-keys",
-                    "tickets, two instances sharing one key ring",
-                    2,
-                    TicketKeys::Shared,
-                ),
-            ]
-        }
-        Group::Certificate => {
-            let mut v = vec![
-                c("ecdsa-p256", "ECDSA P-256"),
-                Cell {
-                    cert: KeyType::Ed25519,
-                    ..c("ed25519", "Ed25519")
-                },
-                Cell {
-                    cert: KeyType::Rsa2048,
-                    ..c("rsa-2048", "RSA-2048")
-                },
-            ];
-            if full {
-                v.push(Cell {
-                    cert: KeyType::Rsa4096,
-                    ..c("rsa-4096", "RSA-4096")
-                });
-            }
-            v
-        }
+        Group::Resumption => resumption_cells(),
+        Group::Certificate => certificate_cells(full),
         Group::Kx => vec![
             Cell {
                 kx: Some("x25519"),
@@ -373,23 +318,7 @@ pub fn cells(group: Group, full: bool) -> Vec<Cell> {
                 ..c("trimmed", "store trimmed to the one root this server needs")
             },
         ],
-        Group::FirstByte => {
-            let resumed = |name, label| Cell {
-                resume: Resume::Tickets,
-                ..c(name, label)
-            };
-            vec![
-                c("full", "full handshake every time"),
-                resumed("resumed", "resumed (TLS 1.3 PSK from a ticket)"),
-                Cell {
-                    early_data: true,
-                    ..resumed(
-                        "0rtt",
-                        "resumed, the request sent as 0-RTT early data and answered with the server's flight",
-                    )
-                },
-            ]
-        }
+        Group::FirstByte => first_byte_cells(),
         // The big chain is the baseline: the question is what a small one saves.
         Group::Chain => vec![
             Cell {
@@ -415,4 +344,89 @@ pub fn cells(group: Group, full: bool) -> Vec<Cell> {
             },
         ],
     }
+}
+
+/// The resumption group: none, the server's session cache, stateless tickets on one
+/// instance, and on two instances with their own keys or sharing a key ring.
+fn resumption_cells() -> Vec<Cell> {
+    let c = |name: &str, label: &str| Cell::base(Group::Resumption, name, label);
+    let tickets = |name, label, instances, keys| Cell {
+        server_resumption: "tickets",
+        resume: Resume::Tickets,
+        instances,
+        ticket_keys: keys,
+        ..c(name, label)
+    };
+    vec![
+        Cell {
+            server_resumption: "off",
+            ..c("off", "no resumption: every handshake full")
+        },
+        Cell {
+            resume: Resume::Tickets,
+            ..c("stateful", "server session cache (stateful tickets)")
+        },
+        tickets(
+            "tickets",
+            "stateless tickets, one instance",
+            1,
+            TicketKeys::Own,
+        ),
+        tickets(
+            "tickets-2-own-keys",
+            "tickets, two instances with their own keys",
+            2,
+            TicketKeys::Own,
+        ),
+        tickets(
+            "tickets-2-shared-keys",
+            "tickets, two instances sharing one key ring",
+            2,
+            TicketKeys::Shared,
+        ),
+    ]
+}
+
+/// The certificate group: ECDSA P-256, Ed25519, RSA-2048, and with `full` RSA-4096.
+fn certificate_cells(full: bool) -> Vec<Cell> {
+    let c = |name: &str, label: &str| Cell::base(Group::Certificate, name, label);
+    let mut v = vec![
+        c("ecdsa-p256", "ECDSA P-256"),
+        Cell {
+            cert: KeyType::Ed25519,
+            ..c("ed25519", "Ed25519")
+        },
+        Cell {
+            cert: KeyType::Rsa2048,
+            ..c("rsa-2048", "RSA-2048")
+        },
+    ];
+    if full {
+        v.push(Cell {
+            cert: KeyType::Rsa4096,
+            ..c("rsa-4096", "RSA-4096")
+        });
+    }
+    v
+}
+
+/// The first-byte group: a full handshake, a resumed one, and a resumed one whose
+/// request goes as 0-RTT early data.
+fn first_byte_cells() -> Vec<Cell> {
+    let c = |name: &str, label: &str| Cell::base(Group::FirstByte, name, label);
+    let resumed = |name, label| Cell {
+        resume: Resume::Tickets,
+        ..c(name, label)
+    };
+    vec![
+        c("full", "full handshake every time"),
+        resumed("resumed", "resumed (TLS 1.3 PSK from a ticket)"),
+        Cell {
+            early_data: true,
+            ..resumed(
+                "0rtt",
+                "resumed, the request sent as 0-RTT early data and answered with the server's flight",
+            )
+        },
+    ]
 }

@@ -79,11 +79,59 @@ fn weakens(group: Group, from: &str, to: &str) -> Option<(&'static str, u32)> {
     }
 }
 
+/// A metric the recommendations compare: its name in the results, which way is better,
+/// and its name in words.
+type Metric = (&'static str, Direction, &'static str);
+
+/// A metric that won: (metric, its name in words, the gain (positive: better), Welch's p,
+/// Holm's adjusted p).
+type Win = (&'static str, &'static str, f64, f64, f64);
+
 /// The recommendations and the trade-offs (changes that win but weaken security).
 pub(super) fn recommend(
     groups: &[GroupResult],
     link: Option<&LabLink>,
 ) -> (Vec<Recommendation>, Vec<Recommendation>) {
+    let metrics = metrics(link);
+    // Every pair of the run with its comparisons, before deciding: Holm needs them all.
+    let all = pairs(groups, &metrics);
+    let family: Vec<f64> = all
+        .iter()
+        .flat_map(|(.., vs)| metrics.iter().filter_map(|(m, ..)| vs.get(*m)).map(|v| v.p))
+        .collect();
+    let adjusted = holm(&family);
+    let tests = family.len();
+    let mut next_adjusted = adjusted.into_iter();
+    let mut out = Vec::new();
+    let mut trade_offs = Vec::new();
+    for (g, group, from, to, vs) in all {
+        // Recommend only when something got better and nothing got worse.
+        let Some(wins) = wins(&vs, &metrics, &mut next_adjusted) else {
+            continue;
+        };
+        let weak = weakens(group, &from.name, &to.name);
+        let r = recommendation(g, group, (from, to), &wins, weak, tests, link);
+        if weak.is_some() {
+            trade_offs.push(r);
+        } else {
+            out.push(r);
+        }
+    }
+    // Milliseconds to the first byte first (at a link), then the relative gains.
+    for list in [&mut out, &mut trade_offs] {
+        list.sort_by(|a, b| {
+            let ms = |r: &Recommendation| r.first_byte_saved_ms.unwrap_or(0.0);
+            ms(b)
+                .total_cmp(&ms(a))
+                .then_with(|| b.gain.total_cmp(&a.gain))
+        });
+    }
+    (out, trade_offs)
+}
+
+/// The metrics compared: server CPU, handshakes/s, mean latency, and at a link the time
+/// to the first byte.
+fn metrics(link: Option<&LabLink>) -> Vec<Metric> {
     let mut metrics = vec![
         (
             "server_cpu_us_per_handshake",
@@ -104,7 +152,12 @@ pub(super) fn recommend(
     if link.is_some() {
         metrics.push((FIRST_BYTE, Direction::LowerIsBetter, "time to first byte"));
     }
-    // Every pair of the run with its comparisons, before deciding: Holm needs them all.
+    metrics
+}
+
+/// Every pair of the run worth recommending: each group's cells against its baseline
+/// (neither the A/A control nor a failed cell), then the group's extra pairs.
+fn pairs<'a>(groups: &'a [GroupResult], metrics: &[Metric]) -> Vec<Pair<'a>> {
     let mut all: Vec<Pair<'_>> = Vec::new();
     for g in groups {
         let Some(group) = Group::ALL
@@ -143,128 +196,119 @@ pub(super) fn recommend(
             all.push((g, group, from, to, vs));
         }
     }
-    let family: Vec<f64> = all
-        .iter()
-        .flat_map(|(.., vs)| metrics.iter().filter_map(|(m, ..)| vs.get(*m)).map(|v| v.p))
-        .collect();
-    let adjusted = holm(&family);
-    let tests = family.len();
-    let mut next_adjusted = adjusted.into_iter();
-    let mut out = Vec::new();
-    let mut trade_offs = Vec::new();
-    for (g, group, from, to, vs) in all {
-        {
-            // Each metric's gain (positive: better) when significant after Holm's
-            // adjustment (gain, Welch's p, adjusted p); a loss significant unadjusted.
-            let mut wins: Vec<(&str, &str, f64, f64, f64)> = Vec::new();
-            let mut lost = false;
-            for (m, d, what) in &metrics {
-                let Some(v) = vs.get(*m) else { continue };
-                let adj = next_adjusted.next().unwrap_or(1.0);
-                let sign = if *d == Direction::HigherIsBetter {
-                    1.0
-                } else {
-                    -1.0
-                };
-                let Some(gain) = v.relative_change.map(|c| c * sign) else {
-                    continue;
-                };
-                if gain <= 0.0 && v.significant {
-                    lost = true;
-                } else if gain > 0.0 && adj < super::result::ALPHA {
-                    wins.push((*m, *what, gain, v.p, adj));
-                }
-            }
-            // Recommend only when something got better and nothing got worse.
-            if wins.is_empty() || lost {
-                continue;
-            }
-            // The first byte in milliseconds saved at the link's round trip.
-            let saved_ms = wins.iter().find(|w| w.0 == FIRST_BYTE).and_then(|w| {
-                let base = from.summary.get(FIRST_BYTE)?.mean;
-                Some(w.2 * base)
-            });
-            let p_text = |w: &(&str, &str, f64, f64, f64)| {
-                format!(
-                    "Welch p = {}, Holm-adjusted over {tests} = {}",
-                    crate::stats::compare::format_p(w.3),
-                    crate::stats::compare::format_p(w.4)
-                )
-            };
-            let say = |w: &(&str, &str, f64, f64, f64)| {
-                if let (FIRST_BYTE, Some(ms), Some(l)) = (w.0, saved_ms, link) {
-                    return format!(
-                        "\u{2212}{ms:.1} ms to the first byte at {} ({:.1}% sooner, {})",
-                        l.spec,
-                        w.2 * 100.0,
-                        p_text(w)
-                    );
-                }
-                let dir = if w.0 == "handshakes_per_s" {
-                    "up"
-                } else {
-                    "down"
-                };
-                format!("{} {dir} {:.1}% ({})", w.1, w.2 * 100.0, p_text(w))
-            };
-            // At a link the first byte leads when it won; else the largest relative gain.
-            let best = wins
-                .iter()
-                .copied()
-                .find(|w| w.0 == FIRST_BYTE)
-                .or_else(|| wins.iter().copied().max_by(|a, b| a.2.total_cmp(&b.2)))
-                .unwrap_or(wins[0]);
-            let others: Vec<String> = wins.iter().filter(|w| w.0 != best.0).map(say).collect();
-            let also = (!others.is_empty()).then(|| others.join(", "));
-            let weak = weakens(group, &from.name, &to.name);
-            let caveat = match weak {
-                // A trade-off's caveat is what it gives up, and its round trips.
-                Some((why, rtts)) => Some(trade_off_cost(why, rtts, link)),
-                None => matrix::caveat(group, link.is_some()).map(str::to_string),
-            };
-            let mut text = format!(
-                "{}: {} instead of {} — {}",
-                g.title,
-                to.label,
-                from.label,
-                say(&best)
-            );
-            if let Some(a) = &also {
-                text += &format!(", {a}");
-            }
-            if let Some(c) = &caveat {
-                text += &format!(" ({c})");
-            }
-            let into = if weak.is_some() {
-                &mut trade_offs
-            } else {
-                &mut out
-            };
-            into.push(Recommendation {
-                group: g.group.clone(),
-                from: from.name.clone(),
-                to: to.name.clone(),
-                metric: best.0.to_string(),
-                gain: best.2,
-                p: Some(best.3),
-                p_adjusted: Some(best.4),
-                also,
-                caveat,
-                text,
-                first_byte_saved_ms: saved_ms,
-            });
+    all
+}
+
+/// The metrics of one pair that won: each one's gain when significant after Holm's
+/// adjustment (`adjusted` holds the adjusted p of every comparison of the run, in order:
+/// this pair's are taken from it). `None` when none won, or when one lost (significant
+/// unadjusted).
+fn wins(
+    vs: &BTreeMap<String, Versus>,
+    metrics: &[Metric],
+    adjusted: &mut impl Iterator<Item = f64>,
+) -> Option<Vec<Win>> {
+    let mut wins: Vec<Win> = Vec::new();
+    let mut lost = false;
+    for (m, d, what) in metrics {
+        let Some(v) = vs.get(*m) else { continue };
+        let adj = adjusted.next().unwrap_or(1.0);
+        let sign = if *d == Direction::HigherIsBetter {
+            1.0
+        } else {
+            -1.0
+        };
+        let Some(gain) = v.relative_change.map(|c| c * sign) else {
+            continue;
+        };
+        if gain <= 0.0 && v.significant {
+            lost = true;
+        } else if gain > 0.0 && adj < super::result::ALPHA {
+            wins.push((*m, *what, gain, v.p, adj));
         }
     }
-    // Milliseconds to the first byte first (at a link), then the relative gains.
-    for list in [&mut out, &mut trade_offs] {
-        list.sort_by(|a, b| {
-            let ms = |r: &Recommendation| r.first_byte_saved_ms.unwrap_or(0.0);
-            ms(b)
-                .total_cmp(&ms(a))
-                .then_with(|| b.gain.total_cmp(&a.gain))
-        });
+    (!wins.is_empty() && !lost).then_some(wins)
+}
+
+/// The recommendation (or trade-off, when `weak`) of changing `from` to `to`, led by its
+/// best win: at a link the first byte, else the largest relative gain.
+fn recommendation(
+    g: &GroupResult,
+    group: Group,
+    (from, to): (&CellResult, &CellResult),
+    wins: &[Win],
+    weak: Option<(&str, u32)>,
+    tests: usize,
+    link: Option<&LabLink>,
+) -> Recommendation {
+    // The first byte in milliseconds saved at the link's round trip.
+    let saved_ms = wins.iter().find(|w| w.0 == FIRST_BYTE).and_then(|w| {
+        let base = from.summary.get(FIRST_BYTE)?.mean;
+        Some(w.2 * base)
+    });
+    let p_text = |w: &Win| {
+        format!(
+            "Welch p = {}, Holm-adjusted over {tests} = {}",
+            crate::stats::compare::format_p(w.3),
+            crate::stats::compare::format_p(w.4)
+        )
+    };
+    let say = |w: &Win| {
+        if let (FIRST_BYTE, Some(ms), Some(l)) = (w.0, saved_ms, link) {
+            return format!(
+                "\u{2212}{ms:.1} ms to the first byte at {} ({:.1}% sooner, {})",
+                l.spec,
+                w.2 * 100.0,
+                p_text(w)
+            );
+        }
+        let dir = if w.0 == "handshakes_per_s" {
+            "up"
+        } else {
+            "down"
+        };
+        format!("{} {dir} {:.1}% ({})", w.1, w.2 * 100.0, p_text(w))
+    };
+    // At a link the first byte leads when it won; else the largest relative gain.
+    let best = wins
+        .iter()
+        .copied()
+        .find(|w| w.0 == FIRST_BYTE)
+        .or_else(|| wins.iter().copied().max_by(|a, b| a.2.total_cmp(&b.2)))
+        .unwrap_or(wins[0]);
+    let others: Vec<String> = wins.iter().filter(|w| w.0 != best.0).map(say).collect();
+    let also = (!others.is_empty()).then(|| others.join(", "));
+    let caveat = match weak {
+        // A trade-off's caveat is what it gives up, and its round trips.
+        Some((why, rtts)) => Some(trade_off_cost(why, rtts, link)),
+        None => matrix::caveat(group, link.is_some()).map(str::to_string),
+    };
+    let mut text = format!(
+        "{}: {} instead of {} — {}",
+        g.title,
+        to.label,
+        from.label,
+        say(&best)
+    );
+    if let Some(a) = &also {
+        text += &format!(", {a}");
     }
-    (out, trade_offs)
+    if let Some(c) = &caveat {
+        text += &format!(" ({c})");
+    }
+    Recommendation {
+        group: g.group.clone(),
+        from: from.name.clone(),
+        to: to.name.clone(),
+        metric: best.0.to_string(),
+        gain: best.2,
+        p: Some(best.3),
+        p_adjusted: Some(best.4),
+        also,
+        caveat,
+        text,
+        first_byte_saved_ms: saved_ms,
+    }
 }
 
 /// What a trade-off gives up, and its round trips at the link's RTT (or a typical one).

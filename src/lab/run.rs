@@ -11,14 +11,14 @@ use rand::seq::SliceRandom;
 
 use rustls::ClientConfig;
 
-use super::capacity;
+use super::capacity::{self, CellCapacity};
 use super::limits::crypto_limits;
 use super::matrix::{Cell, Group, Trust};
 use super::pin::Pinning;
 use super::prepare::{Prepared, client_options, prepare, reloaded_config, runnable, server_args};
 use super::recommend::recommend;
 use super::result::LabResult;
-use super::result::{Machine, RunOptions};
+use super::result::{GroupResult, Machine, RunOptions};
 use super::server::LabServer;
 use super::summarize::{CellRounds, aa_tally, finish_group};
 use super::{Control, Event, External, LabError, LabOptions};
@@ -47,20 +47,7 @@ pub async fn run(
     let started_wall = time::OffsetDateTime::now_utc();
     let t0 = Instant::now();
     let external = opts.target.as_ref();
-    let plan: Vec<(Group, Vec<Cell>)> = opts
-        .groups
-        .iter()
-        .filter(|g| external.is_none() || g.client_side())
-        .map(|&g| (g, runnable(g, opts.full, external)))
-        .map(|(g, cells)| (g, if opts.null { null_cells(cells) } else { cells }))
-        .filter(|(_, cells)| cells.len() >= 2)
-        .map(|(g, mut cells)| {
-            // The A/A control: the baseline again, compared like any other cell.
-            let control = cells[0].control_of();
-            cells.push(control);
-            (g, cells)
-        })
-        .collect();
+    let plan = plan(opts, external);
     if let (Some(ext), Some((_, cells))) = (external, plan.first()) {
         on_event(Event::Preparing(format!("connecting to {}", ext.target)));
         preflight(ext, &cells[0]).await?;
@@ -69,120 +56,26 @@ pub async fn run(
         Some(_) => None,
         None => Some(prepare(opts, on_event)?),
     };
-    let mut notes: Vec<String> = Vec::new();
-    if let Some(p) = &prep {
-        notes.push(format!("Client trust bundle: {}.", p.bundle_note));
-    }
-    if external.is_some() {
-        let skipped: Vec<&str> = opts
-            .groups
-            .iter()
-            .filter(|g| !g.client_side())
-            .map(|g| g.name())
-            .collect();
-        if !skipped.is_empty() {
-            notes.push(format!(
-                "Against an external server only client-side groups run; skipped: {}.",
-                skipped.join(", ")
-            ));
-        }
-    }
-    let steps: usize = plan.iter().map(|(_, c)| c.len() * opts.rounds).sum();
-    let mut step = 0;
+    let notes = notes(opts, prep.as_ref(), external);
+    let mut runner = GroupRunner {
+        opts,
+        external,
+        prep: prep.as_ref(),
+        on_event,
+        control,
+        step: 0,
+        steps: plan.iter().map(|(_, c)| c.len() * opts.rounds).sum(),
+    };
     let mut groups = Vec::new();
     let mut interrupted = false;
-    'groups: for (group, cells) in plan {
-        let mut live = Vec::new();
-        for cell in cells {
-            on_event(Event::Preparing(format!(
-                "{} / {}: {}",
-                group.name(),
-                cell.name,
-                if external.is_some() {
-                    "preparing the client"
-                } else {
-                    "starting servers"
-                }
-            )));
-            live.push(start_cell(cell, prep.as_ref(), external, opts)?);
-        }
-        if !opts.warmup.is_zero() {
-            for l in &mut live {
-                if control.stopped() {
-                    interrupted = true;
-                    break 'groups;
-                }
-                on_event(Event::Preparing(format!(
-                    "{} / {}: warming up",
-                    group.name(),
-                    l.cell.name
-                )));
-                if !run_round(l, opts, external, control, opts.warmup, false).await? {
-                    interrupted = true;
-                    break 'groups;
-                }
+    for (group, cells) in plan {
+        match runner.run(group, cells).await? {
+            Some(finished) => groups.push(finished),
+            None => {
+                interrupted = true;
+                break;
             }
         }
-        // Each round runs every cell once, in a new random order: drift of the machine
-        // spreads over the cells instead of following their position.
-        let mut order: Vec<usize> = (0..live.len()).collect();
-        for round in 1..=opts.rounds {
-            order.shuffle(&mut rand::rng());
-            for &i in &order {
-                let l = &mut live[i];
-                if control.stopped() {
-                    interrupted = true;
-                    break 'groups;
-                }
-                step += 1;
-                on_event(Event::Round {
-                    group,
-                    cell: l.cell.name.clone(),
-                    round,
-                    step,
-                    steps,
-                });
-                let done = run_round(l, opts, external, control, opts.round_time, true).await?;
-                if !done {
-                    interrupted = true;
-                    break 'groups;
-                }
-            }
-        }
-        // `--slo`: each configuration's capacity, after the rounds (its servers still
-        // up).
-        let mut capacities = Vec::new();
-        if let Some(slo) = &opts.slo {
-            for l in &live {
-                on_event(Event::Preparing(format!(
-                    "{} / {}: capacity at {slo} (at most {} s)",
-                    group.name(),
-                    l.cell.name,
-                    opts.slo_time.as_secs()
-                )));
-                match capacity::search(l, opts, slo, opts.slo_time, external, control).await? {
-                    Some(c) => capacities.push(c),
-                    None => {
-                        interrupted = true;
-                        break 'groups;
-                    }
-                }
-            }
-        }
-        let cells = live
-            .into_iter()
-            .map(|l| CellRounds {
-                cell: l.cell,
-                rounds: l.rounds,
-                server_cpu: l.server_cpu,
-            })
-            .collect();
-        let mut finished = finish_group(group, cells, opts.link.is_some());
-        // One capacity per cell, in the cells' order (finish_group keeps it).
-        for (c, cap) in finished.cells.iter_mut().zip(capacities) {
-            c.capacity = Some(cap);
-        }
-        groups.push(finished);
     }
     let crypto_limits = if external.is_none() && !groups.is_empty() && !control.stopped() {
         on_event(Event::Preparing("crypto limits".into()));
@@ -206,18 +99,7 @@ pub async fn run(
             .unwrap_or_default(),
         duration_s: t0.elapsed().as_secs_f64(),
         machine: machine(opts.pinning.clone()),
-        options: RunOptions {
-            mode: if opts.full { "full" } else { "quick" }.into(),
-            null: opts.null,
-            rounds: opts.rounds,
-            round_s: opts.round_time.as_secs_f64(),
-            warmup_s: opts.warmup.as_secs_f64(),
-            connections: opts.connections,
-            target: external.map(|e| e.target.to_string()),
-            link: opts.link.as_ref().map(|l| l.spec.clone()),
-            link_rtt_ms: opts.link.as_ref().map(|l| l.rtt.as_secs_f64() * 1e3),
-            body_size: (opts.body_size > 0).then_some(opts.body_size),
-        },
+        options: run_options(opts, external),
         interrupted,
         groups,
         recommendations,
@@ -228,6 +110,217 @@ pub async fn run(
         slo: opts.slo.clone(),
         link_counters: None,
     })
+}
+
+/// The groups to run and their cells, baseline first and the A/A control last (`--null`:
+/// copies of the baseline); against an external server, the client-side groups only.
+fn plan(opts: &LabOptions, external: Option<&External>) -> Vec<(Group, Vec<Cell>)> {
+    opts.groups
+        .iter()
+        .filter(|g| external.is_none() || g.client_side())
+        .map(|&g| (g, runnable(g, opts.full, external)))
+        .map(|(g, cells)| (g, if opts.null { null_cells(cells) } else { cells }))
+        .filter(|(_, cells)| cells.len() >= 2)
+        .map(|(g, mut cells)| {
+            // The A/A control: the baseline again, compared like any other cell.
+            let control = cells[0].control_of();
+            cells.push(control);
+            (g, cells)
+        })
+        .collect()
+}
+
+/// The report's notes: the client's trust bundle, the groups an external server skips.
+fn notes(opts: &LabOptions, prep: Option<&Prepared>, external: Option<&External>) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    if let Some(p) = prep {
+        notes.push(format!("Client trust bundle: {}.", p.bundle_note));
+    }
+    if external.is_some() {
+        let skipped: Vec<&str> = opts
+            .groups
+            .iter()
+            .filter(|g| !g.client_side())
+            .map(|g| g.name())
+            .collect();
+        if !skipped.is_empty() {
+            notes.push(format!(
+                "Against an external server only client-side groups run; skipped: {}.",
+                skipped.join(", ")
+            ));
+        }
+    }
+    notes
+}
+
+/// The options a result records.
+fn run_options(opts: &LabOptions, external: Option<&External>) -> RunOptions {
+    RunOptions {
+        mode: if opts.full { "full" } else { "quick" }.into(),
+        null: opts.null,
+        rounds: opts.rounds,
+        round_s: opts.round_time.as_secs_f64(),
+        warmup_s: opts.warmup.as_secs_f64(),
+        connections: opts.connections,
+        target: external.map(|e| e.target.to_string()),
+        link: opts.link.as_ref().map(|l| l.spec.clone()),
+        link_rtt_ms: opts.link.as_ref().map(|l| l.rtt.as_secs_f64() * 1e3),
+        body_size: (opts.body_size > 0).then_some(opts.body_size),
+    }
+}
+
+/// Runs the groups of the plan one after the other, counting the rounds for the
+/// progress events.
+struct GroupRunner<'a> {
+    opts: &'a LabOptions,
+    external: Option<&'a External>,
+    prep: Option<&'a Prepared>,
+    on_event: &'a (dyn Fn(Event) + Sync),
+    control: &'a Control,
+    /// Rounds run so far, of `steps` in all.
+    step: usize,
+    steps: usize,
+}
+
+impl GroupRunner<'_> {
+    /// One group: its cells started, warmed up, their rounds, with `--slo` their
+    /// capacities; `None` when stopped (the group is then left out).
+    async fn run(
+        &mut self,
+        group: Group,
+        cells: Vec<Cell>,
+    ) -> Result<Option<GroupResult>, LabError> {
+        let mut live = self.start(group, cells)?;
+        if !self.warm_up(group, &mut live).await? || !self.rounds(group, &mut live).await? {
+            return Ok(None);
+        }
+        // `--slo`: each configuration's capacity, after the rounds (its servers still
+        // up).
+        let Some(capacities) = self.capacities(group, &live).await? else {
+            return Ok(None);
+        };
+        let cells = live
+            .into_iter()
+            .map(|l| CellRounds {
+                cell: l.cell,
+                rounds: l.rounds,
+                server_cpu: l.server_cpu,
+            })
+            .collect();
+        let mut finished = finish_group(group, cells, self.opts.link.is_some());
+        // One capacity per cell, in the cells' order (finish_group keeps it).
+        for (c, cap) in finished.cells.iter_mut().zip(capacities) {
+            c.capacity = Some(cap);
+        }
+        Ok(Some(finished))
+    }
+
+    /// Starts every cell of `group`: its servers (or, against an external server, its
+    /// client).
+    fn start(&self, group: Group, cells: Vec<Cell>) -> Result<Vec<Live>, LabError> {
+        let mut live = Vec::new();
+        for cell in cells {
+            (self.on_event)(Event::Preparing(format!(
+                "{} / {}: {}",
+                group.name(),
+                cell.name,
+                if self.external.is_some() {
+                    "preparing the client"
+                } else {
+                    "starting servers"
+                }
+            )));
+            live.push(start_cell(cell, self.prep, self.external, self.opts)?);
+        }
+        Ok(live)
+    }
+
+    /// One unrecorded round per cell (none without a warm-up); `false` when stopped.
+    async fn warm_up(&self, group: Group, live: &mut [Live]) -> Result<bool, LabError> {
+        let (opts, control) = (self.opts, self.control);
+        if opts.warmup.is_zero() {
+            return Ok(true);
+        }
+        for l in live {
+            if control.stopped() {
+                return Ok(false);
+            }
+            (self.on_event)(Event::Preparing(format!(
+                "{} / {}: warming up",
+                group.name(),
+                l.cell.name
+            )));
+            if !run_round(l, opts, self.external, control, opts.warmup, false).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The recorded rounds; `false` when stopped.
+    async fn rounds(&mut self, group: Group, live: &mut [Live]) -> Result<bool, LabError> {
+        let (opts, control) = (self.opts, self.control);
+        // Each round runs every cell once, in a new random order: drift of the machine
+        // spreads over the cells instead of following their position.
+        let mut order: Vec<usize> = (0..live.len()).collect();
+        for round in 1..=opts.rounds {
+            order.shuffle(&mut rand::rng());
+            for &i in &order {
+                let l = &mut live[i];
+                if control.stopped() {
+                    return Ok(false);
+                }
+                self.step += 1;
+                (self.on_event)(Event::Round {
+                    group,
+                    cell: l.cell.name.clone(),
+                    round,
+                    step: self.step,
+                    steps: self.steps,
+                });
+                let done =
+                    run_round(l, opts, self.external, control, opts.round_time, true).await?;
+                if !done {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// With `--slo`, each cell's capacity (none without); `None` when stopped.
+    async fn capacities(
+        &self,
+        group: Group,
+        live: &[Live],
+    ) -> Result<Option<Vec<CellCapacity>>, LabError> {
+        let mut capacities = Vec::new();
+        let Some(slo) = &self.opts.slo else {
+            return Ok(Some(capacities));
+        };
+        for l in live {
+            (self.on_event)(Event::Preparing(format!(
+                "{} / {}: capacity at {slo} (at most {} s)",
+                group.name(),
+                l.cell.name,
+                self.opts.slo_time.as_secs()
+            )));
+            let found = capacity::search(
+                l,
+                self.opts,
+                slo,
+                self.opts.slo_time,
+                self.external,
+                self.control,
+            )
+            .await?;
+            match found {
+                Some(c) => capacities.push(c),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(capacities))
+    }
 }
 
 /// One request to the external server with the first cell's client configuration,

@@ -341,6 +341,17 @@ impl Shared {
             .checked_add(after)
     }
 
+    /// Open loop: takes the next send instant of the schedule that no slot has taken;
+    /// `None` past any clock or at the run's deadline.
+    fn take_send_instant(&self, rate: f64) -> Option<Instant> {
+        let k = self.next_send.fetch_add(1, Ordering::Relaxed);
+        let t = self.send_instant(k, rate)?;
+        if self.deadline.is_some_and(|d| t >= d) {
+            return None;
+        }
+        Some(t)
+    }
+
     /// Open loop with `-d`: the send instants due before the run's end (its deadline,
     /// or its stop when earlier) that no slot took, every one still waiting for an
     /// answer. None in a `-n` run (it sends its N in the end) or one that gave up.
@@ -514,24 +525,7 @@ pub async fn run(
     opts: LoadGenOptions,
     progress: Arc<Progress>,
 ) -> Result<LoadResult, LoadError> {
-    if opts.requests.is_none() && opts.duration.is_none() {
-        return Err(LoadError::Unbounded);
-    }
-    if let Some(pid) = opts.server_pid {
-        // A pid that cannot be sampled is refused before any wait.
-        usage::TreeCpu::start(pid)?;
-    }
-    let t_dns = Instant::now();
-    let resolved = conn::resolve(&target.host, target.port).await?;
-    let dns = t_dns.elapsed();
-    // One spin look's cost, measured once per process (before any wait or clock).
-    let spin_cost = match opts.rate {
-        Some(_) => tokio::task::spawn_blocking(pace::spin_look_cost)
-            .await
-            .ok()
-            .flatten(),
-        None => None,
-    };
+    let (resolved, dns, spin_cost) = before_start(&target, &opts).await?;
     if let Some(t) = opts.start_at {
         wait_for_start(t, &progress).await;
     }
@@ -573,32 +567,7 @@ pub async fn run(
     let sampler = ServerSampler::start(server_tree.as_ref());
     let at_window = (!warmup.is_zero())
         .then(|| figures_at_window(measured_from, server_tree.clone(), opts.server_pid));
-    let slots: Vec<_> = (0..opts.connections.max(1))
-        .map(|slot| tokio::spawn(slot_loop(slot, Arc::clone(&shared))))
-        .collect();
-    let mut connections = Vec::with_capacity(slots.len());
-    for s in slots {
-        if let Ok(c) = s.await {
-            connections.push(c);
-        }
-    }
-    let gave_up = shared.gave_up.load(Ordering::Relaxed);
-    let attempted = shared.progress.completed.load(Ordering::Relaxed)
-        + shared.progress.failed.load(Ordering::Relaxed);
-    let count_done = opts.requests.is_some_and(|n| attempted >= n);
-    // An open-loop `-d` run whose slots found no send instant left before the deadline
-    // (a --rate-share whose next send falls after it) still lasts until the deadline:
-    // the duration it reports is the time it really took, and the n processes of one
-    // --rate-share run cover one window.
-    if let (Some(_), Some(deadline)) = (opts.rate, shared.deadline)
-        && !gave_up
-        && !count_done
-    {
-        tokio::select! {
-            () = tokio::time::sleep_until(deadline.into()) => {}
-            () = progress.stopping() => {}
-        }
-    }
+    let (connections, gave_up, count_done) = run_slots(&shared, &opts, &progress).await;
     let unsent = shared.unsent();
     let tallies: Vec<Tally> = Arc::try_unwrap(shared)
         .map(|s| s.shards)
@@ -617,11 +586,8 @@ pub async fn run(
         }
         None => (cpu0, wait0, spins0),
     };
-    // The pacer's spin, estimated (open loop only: `spin_cost` is measured only for
-    // one): its looks at the clock × one look's cost.
-    let pacing_spin = spin_cost
-        .filter(|_| !stopped_before_start)
-        .map(|c| c.as_secs_f64() * pace::spin_looks().saturating_sub(spins0) as f64);
+    let (pacing_spin, cpu, runqueue_wait) =
+        generator_usage((cpu0, wait0, spins0), spin_cost, stopped_before_start);
     let last_done = tallies.iter().filter_map(|t| t.last_done).max();
     let wall = window(
         measured_from,
@@ -630,15 +596,6 @@ pub async fn run(
         progress.stopped_at(),
     )
     .max(Duration::from_micros(1));
-    let cpu = if stopped_before_start {
-        Duration::ZERO
-    } else {
-        usage::self_cpu().saturating_sub(cpu0)
-    };
-    let runqueue_wait = match (stopped_before_start, wait0, usage::self_runqueue_wait()) {
-        (false, Some(a), Some(b)) => Some(b.saturating_sub(a).as_secs_f64()),
-        _ => None,
-    };
     let mut total = Tally::new();
     for t in &tallies {
         merge_tally(&mut total, t);
@@ -664,7 +621,95 @@ pub async fn run(
     Ok(load_result(total, figures, &opts))
 }
 
-/// Locks, whether or not another holder panicked (the data stay usable).
+/// Before the run: the checks, the target's addresses and how long resolving them took,
+/// and (open loop) one spin look's cost.
+async fn before_start(
+    target: &Target,
+    opts: &LoadGenOptions,
+) -> Result<(Vec<SocketAddr>, Duration, Option<Duration>), LoadError> {
+    if opts.requests.is_none() && opts.duration.is_none() {
+        return Err(LoadError::Unbounded);
+    }
+    if let Some(pid) = opts.server_pid {
+        // A pid that cannot be sampled is refused before any wait.
+        usage::TreeCpu::start(pid)?;
+    }
+    let t_dns = Instant::now();
+    let resolved = conn::resolve(&target.host, target.port).await?;
+    let dns = t_dns.elapsed();
+    // One spin look's cost, measured once per process (before any wait or clock).
+    let spin_cost = match opts.rate {
+        Some(_) => tokio::task::spawn_blocking(pace::spin_look_cost)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    Ok((resolved, dns, spin_cost))
+}
+
+/// Runs every connection slot to its end: the slots' samples, whether the run gave up
+/// (every attempt failed alike), whether its `-n` count was reached.
+async fn run_slots(
+    shared: &Arc<Shared>,
+    opts: &LoadGenOptions,
+    progress: &Progress,
+) -> (Vec<ConnSample>, bool, bool) {
+    let slots: Vec<_> = (0..opts.connections.max(1))
+        .map(|slot| tokio::spawn(slot_loop(slot, Arc::clone(shared))))
+        .collect();
+    let mut connections = Vec::with_capacity(slots.len());
+    for s in slots {
+        if let Ok(c) = s.await {
+            connections.push(c);
+        }
+    }
+    let gave_up = shared.gave_up.load(Ordering::Relaxed);
+    let attempted = shared.progress.completed.load(Ordering::Relaxed)
+        + shared.progress.failed.load(Ordering::Relaxed);
+    let count_done = opts.requests.is_some_and(|n| attempted >= n);
+    // An open-loop `-d` run whose slots found no send instant left before the deadline
+    // (a --rate-share whose next send falls after it) still lasts until the deadline:
+    // the duration it reports is the time it really took, and the n processes of one
+    // --rate-share run cover one window.
+    if let (Some(_), Some(deadline)) = (opts.rate, shared.deadline)
+        && !gave_up
+        && !count_done
+    {
+        tokio::select! {
+            () = tokio::time::sleep_until(deadline.into()) => {}
+            () = progress.stopping() => {}
+        }
+    }
+    (connections, gave_up, count_done)
+}
+
+/// The generator's own figures since the measured window's start (`mark`: its CPU,
+/// run-queue wait and pacer looks then): the pacer's spin (s), CPU, run-queue wait (s);
+/// nothing when stopped before the start.
+fn generator_usage(
+    mark: (Duration, Option<Duration>, u64),
+    spin_cost: Option<Duration>,
+    stopped_before_start: bool,
+) -> (Option<f64>, Duration, Option<f64>) {
+    let (cpu0, wait0, spins0) = mark;
+    // The pacer's spin, estimated (open loop only: `spin_cost` is measured only for
+    // one): its looks at the clock × one look's cost.
+    let pacing_spin = spin_cost
+        .filter(|_| !stopped_before_start)
+        .map(|c| c.as_secs_f64() * pace::spin_looks().saturating_sub(spins0) as f64);
+    let cpu = if stopped_before_start {
+        Duration::ZERO
+    } else {
+        usage::self_cpu().saturating_sub(cpu0)
+    };
+    let runqueue_wait = match (stopped_before_start, wait0, usage::self_runqueue_wait()) {
+        (false, Some(a), Some(b)) => Some(b.saturating_sub(a).as_secs_f64()),
+        _ => None,
+    };
+    (pacing_spin, cpu, runqueue_wait)
+}
+
 /// What a run measured besides its tallies, on its way into a [`LoadResult`].
 struct RunFigures {
     /// The target, as the result names it.
@@ -938,6 +983,7 @@ fn server_usage(pid: u32, tree: &std::sync::Mutex<usage::TreeCpu>, rss_max: u64)
     }
 }
 
+/// Locks, whether or not another holder panicked (the data stay usable).
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -997,6 +1043,16 @@ impl Obs {
     fn phase(&mut self, p: Phase, d: Duration) {
         self.phases.push((p, d));
     }
+
+    /// Empty again for the next request (the phases keep their allocation).
+    fn clear(&mut self) {
+        self.phases.clear();
+        self.handshake = None;
+        self.early = None;
+        self.status = None;
+        self.body_bytes = 0;
+        self.wakeup = None;
+    }
 }
 
 impl Tally {
@@ -1025,6 +1081,9 @@ impl Tally {
     }
 }
 
+/// One connection slot: requests one after the other until the run ends (open loop: each
+/// at the next send instant of the schedule), on a connection kept as the options and
+/// the server say; the slot's count and mean latency.
 async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     let shard = &shared.shards[slot % shared.shards.len()];
     // Its own session cache, as a separate client would have.
@@ -1048,19 +1107,13 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     let mut ready = shared.start;
     while shared.ticket() {
         let planned = match rate {
-            Some(r) => {
-                let k = shared.next_send.fetch_add(1, Ordering::Relaxed);
-                let Some(t) = shared.send_instant(k, r) else {
-                    break;
-                };
-                Some(t)
-            }
+            Some(r) => match shared.take_send_instant(r) {
+                Some(t) => Some(t),
+                None => break,
+            },
             None => None,
         };
         if let Some(t) = planned {
-            if shared.deadline.is_some_and(|d| t >= d) {
-                break;
-            }
             ready = Instant::now();
             if let Some(p) = pacer.as_mut() {
                 tokio::select! {
@@ -1076,12 +1129,7 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             .opts
             .requests_per_conn
             .is_some_and(|k| on_conn + 1 >= k);
-        obs.phases.clear();
-        obs.handshake = None;
-        obs.early = None;
-        obs.status = None;
-        obs.body_bytes = 0;
-        obs.wakeup = None;
+        obs.clear();
         let step = StepCell::default();
         let outcome = tokio::select! {
             o = tokio::time::timeout(
@@ -1099,79 +1147,29 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
                 break;
             }
         };
-        let done = Instant::now();
-        // What to do with the connection, or Err(failed, and what to do with the
-        // connection when its state is known): recorded under the lock, no await.
-        let after = |keep: bool| {
-            if !keep {
-                After::Drop
-            } else if last_on_conn {
-                After::Close
-            } else {
-                After::Keep
-            }
+        let times = Times {
+            planned,
+            ready,
+            sent,
+            done: Instant::now(),
         };
         // Due within the warm-up: it opened the connection (and its resumption
         // state) for the measured window; it counts in no figure.
         let warming = planned.is_some_and(|p| p < shared.measured_from);
-        let next: Result<After, (&'static str, Option<After>)> = if warming {
+        let next = if warming {
             match outcome {
-                Ok(keep) => Ok(after(keep)),
+                Ok(keep) => Ok(after(keep, last_on_conn)),
                 Err(e) => Err((e.kind(), None)),
             }
         } else {
-            let mut tally = match shard.lock() {
-                Ok(t) => t,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            tally.apply(&obs);
-            tally.last_done = tally.last_done.max(Some(done));
-            if let Some(p) = planned {
-                // `wait_until` never returns before `p`.
-                let _ = tally.lateness.record(sent.saturating_duration_since(p));
-                let _ = tally
-                    .pacing
-                    .record(sent.saturating_duration_since(p.max(ready)));
-            }
-            match outcome {
-                // Answered with a status that is not a success: a failed request on a
-                // connection that still works.
-                Ok(keep) if obs.status.is_some_and(|s| !shared.opts.ok_status.ok(s)) => {
-                    let e = ConnectError::Status {
-                        status: obs.status.unwrap_or_default(),
-                        ok: shared.opts.ok_status.to_string(),
-                    };
-                    tally.error(&e);
-                    Err((e.kind(), Some(after(keep))))
-                }
-                Ok(keep) => {
-                    tally.completed += 1;
-                    let _ = tally.latency.record(done - sent);
-                    if let Some(p) = planned {
-                        let _ = tally.corrected.record(done.saturating_duration_since(p));
-                    }
-                    let i = (done
-                        .saturating_duration_since(shared.measured_from)
-                        .as_millis()
-                        / INTERVAL.as_millis()) as usize;
-                    if tally.intervals.len() <= i {
-                        tally.intervals.resize(i + 1, 0);
-                    }
-                    tally.intervals[i] += 1;
-                    Ok(after(keep))
-                }
-                Err(e) => {
-                    tally.error(&e);
-                    Err((e.kind(), None))
-                }
-            }
+            record(&shared, shard, &obs, outcome, &times, last_on_conn)
         };
         let next_on_conn = match next {
             Ok(after) if warming => Some(after),
             Ok(after) => {
                 shared.progress.completed.fetch_add(1, Ordering::Relaxed);
                 completed += 1;
-                latency_sum += done - sent;
+                latency_sum += times.done - times.sent;
                 Some(after)
             }
             Err((kind, after)) => {
@@ -1181,21 +1179,9 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             }
         };
         on_conn += 1;
-        match next_on_conn {
-            Some(After::Keep) => {}
-            Some(After::Close) => {
-                close(open.take()).await;
-                on_conn = 0;
-            }
-            Some(After::Drop) => {
-                open = None;
-                on_conn = 0;
-            }
-            // The connection's state is unknown: never reuse it.
-            None => {
-                open = None;
-                on_conn = 0;
-            }
+        if !matches!(next_on_conn, Some(After::Keep)) {
+            finish_connection(&mut open, next_on_conn).await;
+            on_conn = 0;
         }
     }
     close(open.take()).await;
@@ -1206,6 +1192,99 @@ async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         } else {
             latency_sum.as_secs_f64() * 1e3 / completed as f64
         },
+    }
+}
+
+/// Ends the slot's connection after a request: closed (close_notify first) when done
+/// with it, dropped when the server closes it or its state is unknown (never reused).
+async fn finish_connection(open: &mut Option<Open>, next: Option<After>) {
+    match next {
+        Some(After::Close) => close(open.take()).await,
+        Some(After::Keep) => {}
+        Some(After::Drop) | None => *open = None,
+    }
+}
+
+/// The instants of one request.
+struct Times {
+    /// Open loop: its send instant in the schedule.
+    planned: Option<Instant>,
+    /// When its slot was free to wait for that instant.
+    ready: Instant,
+    /// When it was sent.
+    sent: Instant,
+    /// When its answer (or failure) was complete.
+    done: Instant,
+}
+
+/// What to do with the connection after a request: drop it when the server closes it,
+/// close it after the last request `--requests-per-conn` allows, else keep it.
+fn after(keep: bool, last_on_conn: bool) -> After {
+    if !keep {
+        After::Drop
+    } else if last_on_conn {
+        After::Close
+    } else {
+        After::Keep
+    }
+}
+
+/// Records one measured request in the slot's shard of the tallies, under its lock (no
+/// await): what to do with the connection, or `Err` (the failure's kind, and what to do
+/// with the connection when its state is known).
+fn record(
+    shared: &Shared,
+    shard: &std::sync::Mutex<Tally>,
+    obs: &Obs,
+    outcome: Result<bool, ConnectError>,
+    t: &Times,
+    last_on_conn: bool,
+) -> Result<After, (&'static str, Option<After>)> {
+    let mut tally = match shard.lock() {
+        Ok(t) => t,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    tally.apply(obs);
+    tally.last_done = tally.last_done.max(Some(t.done));
+    if let Some(p) = t.planned {
+        // `wait_until` never returns before `p`.
+        let _ = tally.lateness.record(t.sent.saturating_duration_since(p));
+        let _ = tally
+            .pacing
+            .record(t.sent.saturating_duration_since(p.max(t.ready)));
+    }
+    match outcome {
+        // Answered with a status that is not a success: a failed request on a
+        // connection that still works.
+        Ok(keep) if obs.status.is_some_and(|s| !shared.opts.ok_status.ok(s)) => {
+            let e = ConnectError::Status {
+                status: obs.status.unwrap_or_default(),
+                ok: shared.opts.ok_status.to_string(),
+            };
+            tally.error(&e);
+            Err((e.kind(), Some(after(keep, last_on_conn))))
+        }
+        Ok(keep) => {
+            tally.completed += 1;
+            let _ = tally.latency.record(t.done - t.sent);
+            if let Some(p) = t.planned {
+                let _ = tally.corrected.record(t.done.saturating_duration_since(p));
+            }
+            let i = (t
+                .done
+                .saturating_duration_since(shared.measured_from)
+                .as_millis()
+                / INTERVAL.as_millis()) as usize;
+            if tally.intervals.len() <= i {
+                tally.intervals.resize(i + 1, 0);
+            }
+            tally.intervals[i] += 1;
+            Ok(after(keep, last_on_conn))
+        }
+        Err(e) => {
+            tally.error(&e);
+            Err((e.kind(), None))
+        }
     }
 }
 

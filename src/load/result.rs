@@ -718,161 +718,16 @@ fn add_counts(
 pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, MergeError> {
     let (first, rest) = results.split_first().ok_or(MergeError::Empty)?;
     for (i, r) in results.iter().enumerate() {
-        check_possible(i + 1, r)?;
-        let differ = differences(first, r);
-        if !allow_mixed && !differ.is_empty() {
-            return Err(MergeError::Mixed {
-                index: i + 1,
-                differences: differ,
-            });
-        }
-        if r.schema != LoadResult::SCHEMA {
-            return Err(MergeError::Schema {
-                index: i + 1,
-                found: r.schema.clone(),
-            });
-        }
-        if r.interval_ms != first.interval_ms {
-            return Err(MergeError::Interval {
-                index: i + 1,
-                found: r.interval_ms,
-                expected: first.interval_ms,
-            });
-        }
+        check_mergeable(first, i + 1, r, allow_mixed)?;
     }
     let mut m = first.clone();
     for (i, r) in rest.iter().enumerate() {
         let index = i + 2;
-        m.duration_s = m.duration_s.max(r.duration_s);
-        m.machines = m
-            .machines
-            .checked_add(r.machines)
-            .ok_or(MergeError::Overflow {
-                what: "machines".into(),
-                index,
-            })?;
-        m.interrupted |= r.interrupted;
-        m.gave_up |= r.gave_up;
-        m.started = m.started.clone().min(r.started.clone());
-        add(
-            &mut m.requests.attempted,
-            r.requests.attempted,
-            "requests attempted",
-            index,
-        )?;
-        add(
-            &mut m.requests.completed,
-            r.requests.completed,
-            "requests completed",
-            index,
-        )?;
-        add(
-            &mut m.requests.unsent,
-            r.requests.unsent,
-            "requests unsent",
-            index,
-        )?;
-        add(
-            &mut m.requests.failed,
-            r.requests.failed,
-            "requests failed",
-            index,
-        )?;
-        add(
-            &mut m.handshakes.total,
-            r.handshakes.total,
-            "handshakes",
-            index,
-        )?;
-        add_counts(
-            &mut m.handshakes.kinds,
-            &r.handshakes.kinds,
-            "handshakes",
-            index,
-        )?;
-        add(
-            &mut m.handshakes.chains_verified,
-            r.handshakes.chains_verified,
-            "chains verified",
-            index,
-        )?;
-        add(
-            &mut m.handshakes.chains_from_cache,
-            r.handshakes.chains_from_cache,
-            "chains from cache",
-            index,
-        )?;
-        add_counts(
-            &mut m.handshakes.early_data,
-            &r.handshakes.early_data,
-            "0-RTT",
-            index,
-        )?;
-        let hist = |e: HistogramError| MergeError::Overflow {
-            what: format!("histograms ({e})"),
-            index,
-        };
-        m.latency.merge(&r.latency).map_err(hist)?;
-        merge_opt(&mut m.latency_corrected, &r.latency_corrected).map_err(hist)?;
-        merge_opt(&mut m.send_lateness, &r.send_lateness).map_err(hist)?;
-        merge_opt(&mut m.pacing_lateness, &r.pacing_lateness).map_err(hist)?;
-        merge_opt(&mut m.client_wakeup, &r.client_wakeup).map_err(hist)?;
-        merge_opt(&mut m.handshake_full, &r.handshake_full).map_err(hist)?;
-        merge_opt(&mut m.handshake_resumed, &r.handshake_resumed).map_err(hist)?;
-        for (k, d) in &r.phases {
-            match m.phases.get_mut(k) {
-                Some(x) => x.merge(d).map_err(hist)?,
-                None => {
-                    m.phases.insert(k.clone(), d.clone());
-                }
-            }
-        }
-        add_counts(&mut m.status, &r.status, "status", index)?;
-        add_counts(&mut m.errors, &r.errors, "errors", index)?;
-        for (k, v) in &r.error_examples {
-            m.error_examples
-                .entry(k.clone())
-                .or_insert_with(|| v.clone());
-        }
-        add(&mut m.body_bytes, r.body_bytes, "body bytes", index)?;
-        add(&mut m.upload_bytes, r.upload_bytes, "upload bytes", index)?;
-        if m.interval_requests.len() < r.interval_requests.len() {
-            m.interval_requests.resize(r.interval_requests.len(), 0);
-        }
-        for (a, b) in m.interval_requests.iter_mut().zip(&r.interval_requests) {
-            add(a, *b, "requests of an interval", index)?;
-        }
-        m.connections.extend(r.connections.iter().cloned());
-        m.generator.threads = m
-            .generator
-            .threads
-            .checked_add(r.generator.threads)
-            .ok_or_else(|| MergeError::Overflow {
-                what: "generator threads".into(),
-                index,
-            })?;
-        m.generator.cpus_allowed = match (m.generator.cpus_allowed, r.generator.cpus_allowed) {
-            (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| MergeError::Overflow {
-                what: "CPUs allowed".into(),
-                index,
-            })?),
-            _ => None,
-        };
-        m.generator.cpu_seconds += r.generator.cpu_seconds;
-        m.generator.pacing_spin_s = match (m.generator.pacing_spin_s, r.generator.pacing_spin_s) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-        m.generator.runqueue_wait_s =
-            match (m.generator.runqueue_wait_s, r.generator.runqueue_wait_s) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
-        m.generator.saturated |= r.generator.saturated;
-        m.generator.cpu_limit = match (m.generator.cpu_limit, r.generator.cpu_limit) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
+        add_run(&mut m, r, index)?;
+        add_requests_and_handshakes(&mut m, r, index)?;
+        merge_histograms(&mut m, r, index)?;
+        add_outcomes(&mut m, r, index)?;
+        add_generator(&mut m.generator, &r.generator, index)?;
         m.link_counters = match (m.link_counters.take(), &r.link_counters) {
             (Some(mut a), Some(b)) => {
                 a.merge(b);
@@ -888,6 +743,197 @@ pub fn merge(results: &[LoadResult], allow_mixed: bool) -> Result<LoadResult, Me
     }
     m.finish_rates();
     Ok(m)
+}
+
+/// Whether `r` (the `index`th, from 1) can merge with `first`: possible, of this schema
+/// and interval, and (unless `allow_mixed`) made with the same settings.
+fn check_mergeable(
+    first: &LoadResult,
+    index: usize,
+    r: &LoadResult,
+    allow_mixed: bool,
+) -> Result<(), MergeError> {
+    check_possible(index, r)?;
+    let differ = differences(first, r);
+    if !allow_mixed && !differ.is_empty() {
+        return Err(MergeError::Mixed {
+            index,
+            differences: differ,
+        });
+    }
+    if r.schema != LoadResult::SCHEMA {
+        return Err(MergeError::Schema {
+            index,
+            found: r.schema.clone(),
+        });
+    }
+    if r.interval_ms != first.interval_ms {
+        return Err(MergeError::Interval {
+            index,
+            found: r.interval_ms,
+            expected: first.interval_ms,
+        });
+    }
+    Ok(())
+}
+
+/// The run's extent: the longest duration, the machines, the earliest start, either
+/// run's interruption.
+fn add_run(m: &mut LoadResult, r: &LoadResult, index: usize) -> Result<(), MergeError> {
+    m.duration_s = m.duration_s.max(r.duration_s);
+    m.machines = m
+        .machines
+        .checked_add(r.machines)
+        .ok_or(MergeError::Overflow {
+            what: "machines".into(),
+            index,
+        })?;
+    m.interrupted |= r.interrupted;
+    m.gave_up |= r.gave_up;
+    m.started = m.started.clone().min(r.started.clone());
+    Ok(())
+}
+
+/// The request and handshake counts, added up.
+fn add_requests_and_handshakes(
+    m: &mut LoadResult,
+    r: &LoadResult,
+    index: usize,
+) -> Result<(), MergeError> {
+    add(
+        &mut m.requests.attempted,
+        r.requests.attempted,
+        "requests attempted",
+        index,
+    )?;
+    add(
+        &mut m.requests.completed,
+        r.requests.completed,
+        "requests completed",
+        index,
+    )?;
+    add(
+        &mut m.requests.unsent,
+        r.requests.unsent,
+        "requests unsent",
+        index,
+    )?;
+    add(
+        &mut m.requests.failed,
+        r.requests.failed,
+        "requests failed",
+        index,
+    )?;
+    add(
+        &mut m.handshakes.total,
+        r.handshakes.total,
+        "handshakes",
+        index,
+    )?;
+    add_counts(
+        &mut m.handshakes.kinds,
+        &r.handshakes.kinds,
+        "handshakes",
+        index,
+    )?;
+    add(
+        &mut m.handshakes.chains_verified,
+        r.handshakes.chains_verified,
+        "chains verified",
+        index,
+    )?;
+    add(
+        &mut m.handshakes.chains_from_cache,
+        r.handshakes.chains_from_cache,
+        "chains from cache",
+        index,
+    )?;
+    add_counts(
+        &mut m.handshakes.early_data,
+        &r.handshakes.early_data,
+        "0-RTT",
+        index,
+    )
+}
+
+/// Every histogram (latencies, lateness, wake-up, handshakes, phases), merged exactly.
+fn merge_histograms(m: &mut LoadResult, r: &LoadResult, index: usize) -> Result<(), MergeError> {
+    let hist = |e: HistogramError| MergeError::Overflow {
+        what: format!("histograms ({e})"),
+        index,
+    };
+    m.latency.merge(&r.latency).map_err(hist)?;
+    merge_opt(&mut m.latency_corrected, &r.latency_corrected).map_err(hist)?;
+    merge_opt(&mut m.send_lateness, &r.send_lateness).map_err(hist)?;
+    merge_opt(&mut m.pacing_lateness, &r.pacing_lateness).map_err(hist)?;
+    merge_opt(&mut m.client_wakeup, &r.client_wakeup).map_err(hist)?;
+    merge_opt(&mut m.handshake_full, &r.handshake_full).map_err(hist)?;
+    merge_opt(&mut m.handshake_resumed, &r.handshake_resumed).map_err(hist)?;
+    for (k, d) in &r.phases {
+        match m.phases.get_mut(k) {
+            Some(x) => x.merge(d).map_err(hist)?,
+            None => {
+                m.phases.insert(k.clone(), d.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Statuses, errors (with the first example of each), bytes, the requests of each
+/// interval, and the connections' samples.
+fn add_outcomes(m: &mut LoadResult, r: &LoadResult, index: usize) -> Result<(), MergeError> {
+    add_counts(&mut m.status, &r.status, "status", index)?;
+    add_counts(&mut m.errors, &r.errors, "errors", index)?;
+    for (k, v) in &r.error_examples {
+        m.error_examples
+            .entry(k.clone())
+            .or_insert_with(|| v.clone());
+    }
+    add(&mut m.body_bytes, r.body_bytes, "body bytes", index)?;
+    add(&mut m.upload_bytes, r.upload_bytes, "upload bytes", index)?;
+    if m.interval_requests.len() < r.interval_requests.len() {
+        m.interval_requests.resize(r.interval_requests.len(), 0);
+    }
+    for (a, b) in m.interval_requests.iter_mut().zip(&r.interval_requests) {
+        add(a, *b, "requests of an interval", index)?;
+    }
+    m.connections.extend(r.connections.iter().cloned());
+    Ok(())
+}
+
+/// The generators' threads, CPUs and CPU seconds added up (a figure one of them lacks
+/// is lacking), saturated when either was.
+fn add_generator(m: &mut GeneratorCpu, r: &GeneratorCpu, index: usize) -> Result<(), MergeError> {
+    m.threads = m
+        .threads
+        .checked_add(r.threads)
+        .ok_or_else(|| MergeError::Overflow {
+            what: "generator threads".into(),
+            index,
+        })?;
+    m.cpus_allowed = match (m.cpus_allowed, r.cpus_allowed) {
+        (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| MergeError::Overflow {
+            what: "CPUs allowed".into(),
+            index,
+        })?),
+        _ => None,
+    };
+    m.cpu_seconds += r.cpu_seconds;
+    m.pacing_spin_s = match (m.pacing_spin_s, r.pacing_spin_s) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    m.runqueue_wait_s = match (m.runqueue_wait_s, r.runqueue_wait_s) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+    m.saturated |= r.saturated;
+    m.cpu_limit = match (m.cpu_limit, r.cpu_limit) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+    Ok(())
 }
 
 /// The send lateness p99 above which a result is flagged, as a fraction of the request

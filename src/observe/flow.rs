@@ -421,6 +421,48 @@ struct Flow {
     unread: [u32; 2],
 }
 
+impl Flow {
+    /// The flow of a connection whose first segment seen is `seg`, captured at `ns`,
+    /// with a timeline when it is `tracked` (it began with its SYN).
+    fn new(ns: u64, seg: &Segment<'_>, tracked: bool) -> Flow {
+        Flow {
+            client: seg.src,
+            streams: [Stream::default(), Stream::default()],
+            timeline: tracked.then(|| Timeline::new(seg.src, seg.dst)),
+            syn_ack: false,
+            fin: [false; 2],
+            payload_seen: false,
+            first_ns: ns,
+            last_ns: ns,
+            held: 0,
+            in_kernel: [false; 2],
+            unread: [0; 2],
+        }
+    }
+
+    /// One more segment from side `me` (0: the client) whose payload is not read: after
+    /// [`KERNEL_AFTER`] of them, the kernel filter (when there is one) drops that side's
+    /// payload.
+    fn note_unread(
+        &mut self,
+        me: usize,
+        kernel: &mut Option<Box<dyn KernelFlows>>,
+        seg: &Segment<'_>,
+    ) {
+        if self.in_kernel[me] {
+            return;
+        }
+        let Some(kernel) = kernel.as_mut() else {
+            return;
+        };
+        self.unread[me] += 1;
+        if self.unread[me] >= KERNEL_AFTER {
+            kernel.done(seg.src, seg.dst);
+            self.in_kernel[me] = true;
+        }
+    }
+}
+
 /// A connection's two addresses, the lower first (either direction's segments find it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key(SocketAddr, SocketAddr);
@@ -551,42 +593,14 @@ impl FlowTable {
         let flow = match self.flows.get_mut(&k) {
             Some(f) => f,
             None => {
-                if self.flows.len() >= self.limits.max_flows {
-                    if seg.flags.syn && !seg.flags.ack {
-                        self.counters.over_cap += 1;
-                    }
+                let Some(tracked) = self.admit(seg) else {
                     return;
-                }
-                let tracked = seg.flags.syn && !seg.flags.ack;
-                if !tracked && seg.payload_len == 0 {
-                    // A bare ACK, FIN or RST of a connection not tracked (often the last
-                    // ACK of one just closed): nothing to follow.
-                    return;
-                }
-                if (self.flows.len() + 1) * FLOW_COST > self.limits.flow_budget() {
-                    if tracked {
-                        self.counters.shed += 1;
-                    }
-                    return;
-                }
-                if tracked {
-                    self.counters.tracked += 1;
-                } else {
-                    self.counters.midstream += 1;
-                }
-                self.flows.entry(k).or_insert_with(|| Flow {
-                    client: seg.src,
-                    streams: [Stream::default(), Stream::default()],
-                    timeline: tracked.then(|| Timeline::new(seg.src, seg.dst)),
-                    syn_ack: false,
-                    fin: [false; 2],
-                    payload_seen: false,
-                    first_ns: ns,
-                    last_ns: ns,
-                    held: 0,
-                    in_kernel: [false; 2],
-                    unread: [0; 2],
-                })
+                };
+                // Made in place: a flow is about a kilobyte, and one made beforehand
+                // and moved in made `observe --pcap` 3% slower (0.30 against 0.29 CPU s).
+                self.flows
+                    .entry(k)
+                    .or_insert_with(|| Flow::new(ns, seg, tracked))
             }
         };
         flow.last_ns = ns;
@@ -605,15 +619,7 @@ impl FlowTable {
         };
         let Some(tl) = flow.timeline.as_mut() else {
             // Not analyzed: none of its payload is read.
-            if !flow.in_kernel[me]
-                && let Some(kernel) = self.kernel.as_mut()
-            {
-                flow.unread[me] += 1;
-                if flow.unread[me] >= KERNEL_AFTER {
-                    kernel.done(seg.src, seg.dst);
-                    flow.in_kernel[me] = true;
-                }
-            }
+            flow.note_unread(me, &mut self.kernel, seg);
             // Forget it once it closes.
             if seg.flags.rst || seg.flags.fin {
                 self.remove(&k);
@@ -687,15 +693,8 @@ impl FlowTable {
             tl.fin();
             flow.fin[me] = true;
         }
-        if !flow.in_kernel[me]
-            && tl.done_with(side)
-            && let Some(kernel) = self.kernel.as_mut()
-        {
-            flow.unread[me] += 1;
-            if flow.unread[me] >= KERNEL_AFTER {
-                kernel.done(seg.src, seg.dst);
-                flow.in_kernel[me] = true;
-            }
+        if tl.done_with(side) {
+            flow.note_unread(me, &mut self.kernel, seg);
         }
         if (seg.flags.rst || (flow.fin[0] && flow.fin[1]))
             && let Some(f) = self.remove(&k)
@@ -703,6 +702,37 @@ impl FlowTable {
         {
             sink(tl.outcome());
         }
+    }
+
+    /// Whether a segment of no tracked connection starts a flow: `Some(true)` for a
+    /// SYN's (analyzed), `Some(false)` for one with payload (followed, not analyzed: it
+    /// began before the capture); `None` for anything else, or when the table is full
+    /// or over its memory budget (counted).
+    fn admit(&mut self, seg: &Segment<'_>) -> Option<bool> {
+        if self.flows.len() >= self.limits.max_flows {
+            if seg.flags.syn && !seg.flags.ack {
+                self.counters.over_cap += 1;
+            }
+            return None;
+        }
+        let tracked = seg.flags.syn && !seg.flags.ack;
+        if !tracked && seg.payload_len == 0 {
+            // A bare ACK, FIN or RST of a connection not tracked (often the last
+            // ACK of one just closed): nothing to follow.
+            return None;
+        }
+        if (self.flows.len() + 1) * FLOW_COST > self.limits.flow_budget() {
+            if tracked {
+                self.counters.shed += 1;
+            }
+            return None;
+        }
+        if tracked {
+            self.counters.tracked += 1;
+        } else {
+            self.counters.midstream += 1;
+        }
+        Some(tracked)
     }
 
     /// Evicts idle and half-open connections as of capture time `now_ns` (live capture:

@@ -334,6 +334,125 @@ fn setsockopt<T>(fd: i32, level: i32, name: i32, value: &T) -> io::Result<()> {
     if r < 0 { Err(errno()) } else { Ok(()) }
 }
 
+/// A failure of the capture socket on `interface`.
+fn live_error(interface: &str) -> impl Fn(io::Error) -> ObserveError + '_ {
+    move |source| ObserveError::Live {
+        interface: interface.to_string(),
+        source,
+    }
+}
+
+/// The eBPF filter when `choice` asks for it and it attaches, and the attached filter
+/// in words (the classic one, to attach when there is no eBPF filter, and why).
+fn attach_filter(
+    fd: &OwnedFd,
+    link: Link,
+    loopback: bool,
+    ports: &[u16],
+    choice: FilterChoice,
+) -> (Option<super::ebpf::Filter>, String) {
+    match choice {
+        FilterChoice::Ebpf { max_flows } => {
+            match super::ebpf::Filter::attach(
+                fd.as_fd(),
+                link,
+                loopback,
+                ports,
+                SNAPLEN as u32,
+                max_flows,
+            ) {
+                Ok(f) => (
+                    Some(f),
+                    "eBPF: the ports, and the segments of connections whose analysis \
+                     reads no more payload dropped in the kernel"
+                        .to_string(),
+                ),
+                Err(e) => (
+                    None,
+                    format!("classic (the ports only): the eBPF filter could not be used: {e}"),
+                ),
+            }
+        }
+        FilterChoice::Classic => (
+            None,
+            "classic (the ports only), as asked (--classic-filter)".to_string(),
+        ),
+    }
+}
+
+/// Sets socket `raw` to `TPACKET_V3` and maps its receive ring (locked in memory when
+/// the memlock limit allows).
+fn map_ring(raw: i32) -> io::Result<Ring> {
+    let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+    setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &version)?;
+    const FRAME: usize = 2048;
+    let req = libc::tpacket_req3 {
+        tp_block_size: RING_BLOCK as u32,
+        tp_block_nr: RING_BLOCKS as u32,
+        tp_frame_size: FRAME as u32,
+        tp_frame_nr: (RING_BLOCK / FRAME * RING_BLOCKS) as u32,
+        tp_retire_blk_tov: RING_RETIRE_MS,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req)?;
+    let len = RING_BLOCK * RING_BLOCKS;
+    // SAFETY: mapping the ring the kernel just made for this socket, shared.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_LOCKED,
+            raw,
+            0,
+        )
+    };
+    // MAP_LOCKED can fail under a memlock limit: the ring works unlocked too.
+    // SAFETY: as above, without MAP_LOCKED.
+    let base = if base == libc::MAP_FAILED {
+        unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                raw,
+                0,
+            )
+        }
+    } else {
+        base
+    };
+    if base == libc::MAP_FAILED {
+        return Err(errno());
+    }
+    Ok(Ring {
+        base: base.cast(),
+        len,
+        block: 0,
+        cursor: None,
+    })
+}
+
+/// Binds socket `raw` to the interface of `index`, every protocol: the capture starts.
+fn bind_to_interface(raw: i32, index: u32) -> io::Result<()> {
+    // SAFETY: zeroed sockaddr_ll is valid; the fields set are its documented ones.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = index as i32;
+    // SAFETY: a valid sockaddr_ll of the size passed.
+    let r = unsafe {
+        libc::bind(
+            raw,
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 { Err(errno()) } else { Ok(()) }
+}
+
 impl LiveCapture {
     /// Opens a capture on `interface` of TCP segments to or from `ports` (every port
     /// when empty), filtered in the kernel as `choice` asks.
@@ -366,10 +485,7 @@ impl LiveCapture {
                 interface: interface.to_string(),
             });
         }
-        let live = |source: io::Error| ObserveError::Live {
-            interface: interface.to_string(),
-            source,
-        };
+        let live = live_error(interface);
         // Protocol 0: nothing is received until the filter is in place and the socket is
         // bound with ETH_P_ALL.
         // SAFETY: plain socket(2).
@@ -385,107 +501,17 @@ impl LiveCapture {
         }
         // SAFETY: `raw` is a descriptor we own from here on.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let (ebpf, filter_text) = match choice {
-            FilterChoice::Ebpf { max_flows } => {
-                match super::ebpf::Filter::attach(
-                    fd.as_fd(),
-                    link,
-                    loopback,
-                    ports,
-                    SNAPLEN as u32,
-                    max_flows,
-                ) {
-                    Ok(f) => (
-                        Some(f),
-                        "eBPF: the ports, and the segments of connections whose analysis \
-                         reads no more payload dropped in the kernel"
-                            .to_string(),
-                    ),
-                    Err(e) => (
-                        None,
-                        format!("classic (the ports only): the eBPF filter could not be used: {e}"),
-                    ),
-                }
-            }
-            FilterChoice::Classic => (
-                None,
-                "classic (the ports only), as asked (--classic-filter)".to_string(),
-            ),
-        };
+        let (ebpf, filter_text) = attach_filter(&fd, link, loopback, ports, choice);
         if ebpf.is_none() {
             let mut program = filter(link, loopback, ports);
             let prog = libc::sock_fprog {
                 len: program.len() as u16,
                 filter: program.as_mut_ptr(),
             };
-            setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(live)?;
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &prog).map_err(&live)?;
         }
-        let version = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_VERSION, &version).map_err(live)?;
-        const FRAME: usize = 2048;
-        let req = libc::tpacket_req3 {
-            tp_block_size: RING_BLOCK as u32,
-            tp_block_nr: RING_BLOCKS as u32,
-            tp_frame_size: FRAME as u32,
-            tp_frame_nr: (RING_BLOCK / FRAME * RING_BLOCKS) as u32,
-            tp_retire_blk_tov: RING_RETIRE_MS,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
-        };
-        setsockopt(raw, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(live)?;
-        let len = RING_BLOCK * RING_BLOCKS;
-        // SAFETY: mapping the ring the kernel just made for this socket, shared.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED,
-                raw,
-                0,
-            )
-        };
-        // MAP_LOCKED can fail under a memlock limit: the ring works unlocked too.
-        // SAFETY: as above, without MAP_LOCKED.
-        let base = if base == libc::MAP_FAILED {
-            unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    raw,
-                    0,
-                )
-            }
-        } else {
-            base
-        };
-        if base == libc::MAP_FAILED {
-            return Err(live(errno()));
-        }
-        let ring = Ring {
-            base: base.cast(),
-            len,
-            block: 0,
-            cursor: None,
-        };
-        // SAFETY: zeroed sockaddr_ll is valid; the fields set are its documented ones.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
-        sll.sll_ifindex = index as i32;
-        // SAFETY: a valid sockaddr_ll of the size passed.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(live(errno()));
-        }
+        let ring = map_ring(raw).map_err(&live)?;
+        bind_to_interface(raw, index).map_err(&live)?;
         let mut cap = LiveCapture {
             fd,
             ring,

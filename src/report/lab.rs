@@ -504,6 +504,8 @@ fn compact_table(s: &mut String, g: &GroupResult) {
     s.push_str("</tbody></table>");
 }
 
+/// One group's section: its compact table, every figure (folded), its charts and its
+/// failures.
 fn group_html(s: &mut String, g: &GroupResult) {
     let _ = write!(
         s,
@@ -514,6 +516,30 @@ fn group_html(s: &mut String, g: &GroupResult) {
     );
     compact_table(s, g);
     s.push_str("<details><summary>All figures of this group</summary>");
+    full_table(s, g);
+    s.push_str("</details><div class=\"charts\">");
+    charts(s, g);
+    s.push_str("</div>");
+    for c in &g.cells {
+        if !c.errors.is_empty() || c.failed {
+            let _ = write!(
+                s,
+                "<p class=\"worse\">Failures in {}{}</p>",
+                esc(&failure_text(g, c)),
+                if c.failed {
+                    " — failed (more than 1%): not compared"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    s.push_str("</section>");
+}
+
+/// Every figure of every configuration of the group, and each comparison with the
+/// baseline.
+fn full_table(s: &mut String, g: &GroupResult) {
     // Columns no cell has a figure for (server CPU and memory with --target) are left out.
     let columns = columns_in(g);
     let compared = compared_in(g);
@@ -527,73 +553,89 @@ fn group_html(s: &mut String, g: &GroupResult) {
     }
     s.push_str("</tr></thead><tbody>");
     for c in &g.cells {
-        let _ = write!(
-            s,
-            "<tr data-cell=\"{}\"{}{}><td>{} <span class=\"muted\">({})</span>{}</td>",
-            esc(&c.name),
-            if c.control {
-                " data-control=\"true\""
-            } else {
-                ""
-            },
-            if c.failed {
-                " data-failed=\"true\""
-            } else {
-                ""
-            },
-            esc(&c.name),
-            esc(&c.label),
-            if c.failed {
-                " <strong class=\"worse\">failed</strong>"
-            } else {
-                ""
-            }
-        );
-        for &(metric, _, d) in &columns {
-            match c.summary.get(metric) {
-                Some(m) => {
-                    let _ = write!(
-                        s,
-                        "<td data-metric=\"{metric}\" data-value=\"{:.*}\">{}</td>",
-                        d,
-                        m.mean,
-                        esc(&figure(m, d)),
-                    );
-                }
-                None => s.push_str("<td>–</td>"),
-            }
+        full_row(s, g, c, &columns, &compared);
+    }
+    s.push_str("</tbody></table></div>");
+}
+
+/// One configuration's row of [`full_table`].
+fn full_row(
+    s: &mut String,
+    g: &GroupResult,
+    c: &CellResult,
+    columns: &[(&'static str, &'static str, usize)],
+    compared: &[(&'static str, bool)],
+) {
+    let _ = write!(
+        s,
+        "<tr data-cell=\"{}\"{}{}><td>{} <span class=\"muted\">({})</span>{}</td>",
+        esc(&c.name),
+        if c.control {
+            " data-control=\"true\""
+        } else {
+            ""
+        },
+        if c.failed {
+            " data-failed=\"true\""
+        } else {
+            ""
+        },
+        esc(&c.name),
+        esc(&c.label),
+        if c.failed {
+            " <strong class=\"worse\">failed</strong>"
+        } else {
+            ""
         }
-        match c.crypto_limit_pct {
-            Some(p) => {
+    );
+    for &(metric, _, d) in columns {
+        match c.summary.get(metric) {
+            Some(m) => {
                 let _ = write!(
                     s,
-                    "<td data-metric=\"crypto_limit_pct\" data-value=\"{p:.0}\">{p:.0}%</td>"
+                    "<td data-metric=\"{metric}\" data-value=\"{:.*}\">{}</td>",
+                    d,
+                    m.mean,
+                    esc(&figure(m, d)),
                 );
             }
             None => s.push_str("<td>–</td>"),
         }
-        for &(metric, higher) in &compared {
-            let v = c.vs_baseline.get(metric);
-            let class = verdict_class(v, higher);
-            let data = v.map_or(String::new(), |v| {
-                format!(
-                    " data-vs=\"{metric}\" data-p=\"{}\" data-significant=\"{}\"{}",
-                    v.p,
-                    v.significant,
-                    v.mde
-                        .map_or(String::new(), |m| format!(" data-mde=\"{m}\""))
-                )
-            });
+    }
+    match c.crypto_limit_pct {
+        Some(p) => {
             let _ = write!(
                 s,
-                "<td class=\"{class}\"{data} title=\"{}\">{}</td>",
-                esc(v.map_or("", |v| v.verdict.as_str())),
-                esc(&versus_text(g, c, metric))
+                "<td data-metric=\"crypto_limit_pct\" data-value=\"{p:.0}\">{p:.0}%</td>"
             );
         }
-        s.push_str("</tr>");
+        None => s.push_str("<td>–</td>"),
     }
-    s.push_str("</tbody></table></div></details><div class=\"charts\">");
+    for &(metric, higher) in compared {
+        let v = c.vs_baseline.get(metric);
+        let class = verdict_class(v, higher);
+        let data = v.map_or(String::new(), |v| {
+            format!(
+                " data-vs=\"{metric}\" data-p=\"{}\" data-significant=\"{}\"{}",
+                v.p,
+                v.significant,
+                v.mde
+                    .map_or(String::new(), |m| format!(" data-mde=\"{m}\""))
+            )
+        });
+        let _ = write!(
+            s,
+            "<td class=\"{class}\"{data} title=\"{}\">{}</td>",
+            esc(v.map_or("", |v| v.verdict.as_str())),
+            esc(&versus_text(g, c, metric))
+        );
+    }
+    s.push_str("</tr>");
+}
+
+/// The group's charts: handshakes/s, the request latency CDF and (when the group has
+/// both kinds) full against resumed handshake times.
+fn charts(s: &mut String, g: &GroupResult) {
     let bars: Vec<(String, f64, f64)> = g
         .cells
         .iter()
@@ -660,22 +702,6 @@ fn group_html(s: &mut String, g: &GroupResult) {
             &series,
         ));
     }
-    s.push_str("</div>");
-    for c in &g.cells {
-        if !c.errors.is_empty() || c.failed {
-            let _ = write!(
-                s,
-                "<p class=\"worse\">Failures in {}{}</p>",
-                esc(&failure_text(g, c)),
-                if c.failed {
-                    " — failed (more than 1%): not compared"
-                } else {
-                    ""
-                }
-            );
-        }
-    }
-    s.push_str("</section>");
 }
 
 /// What `tlsperf lab` prints when it is done: where the report is and what to change.

@@ -748,114 +748,8 @@ async fn connection(
     if early {
         tracing::debug!("0-RTT data accepted: answered before the client's Finished");
     }
-    {
-        let (_, conn) = tls.get_ref();
-        let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-        let tls12 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
-        // rustls resumes TLS 1.2 by ticket whenever the client offers one (it then never
-        // looks the session id up), else by session id; TLS 1.3 always by a PSK.
-        let resumption = match (resumed, tls12) {
-            (false, _) => "none",
-            (true, false) => "ticket",
-            (true, true) => match hello.as_deref().and_then(offers_session_ticket) {
-                Some(true) => "ticket",
-                Some(false) => "session-id",
-                None => "unknown",
-            },
-        };
-        let kind = match conn.handshake_kind() {
-            Some(rustls::HandshakeKind::Resumed) if early => "0rtt",
-            Some(rustls::HandshakeKind::Resumed) => "resumed",
-            Some(rustls::HandshakeKind::FullWithHelloRetryRequest) => "full-hrr",
-            _ => "full",
-        };
-        ctx.metrics.handshake(
-            HandshakeLabels {
-                kind: kind.into(),
-                version: conn
-                    .protocol_version()
-                    .map(crate::tls::version_label)
-                    .unwrap_or_default(),
-                group: conn
-                    .negotiated_key_exchange_group()
-                    .map(|g| crate::tls::choices::group_label(g.name()))
-                    .unwrap_or(Cow::Borrowed("none")),
-                suite: conn
-                    .negotiated_cipher_suite()
-                    .map(|s| match s.suite().as_str() {
-                        Some(name) => Cow::Borrowed(name),
-                        None => Cow::Owned(format!("{:?}", s.suite())),
-                    })
-                    .unwrap_or_default(),
-                client_auth: if conn.peer_certificates().is_some() {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .into(),
-                resumption: resumption.into(),
-            },
-            took,
-        );
-    }
-    // ALPN decided the protocol; without ALPN, hyper looks at the first bytes.
-    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-    let served = async {
-        // HTTP/1 starts with the request's first bytes: until then an idle connection
-        // holds no HTTP state (hyper allocates 16 KiB of buffers as it starts, and its
-        // connection future, ~8 KiB, is boxed below instead of sitting in every
-        // connection's task). The header timeout runs from the handshake's end, as it
-        // would in hyper. HTTP/2 starts at once: its server preface goes first.
-        let mut header_timeout = ctx.header_timeout;
-        if alpn.as_deref() != Some(b"h2") {
-            let waiting = Instant::now();
-            match tokio::time::timeout(header_timeout, tls.fill()).await {
-                Err(_) => {
-                    return Err(HttpEnd {
-                        text: "no request within the header timeout".into(),
-                        header_timeout: true,
-                    });
-                }
-                Ok(Err(e)) => return Err(HttpEnd::other(e)),
-                Ok(Ok(())) => {}
-            }
-            header_timeout = header_timeout
-                .saturating_sub(waiting.elapsed())
-                .max(Duration::from_millis(1));
-        }
-        let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
-        match &ctx.axum {
-            Some(router) => {
-                let svc = hyper_util::service::TowerToHyperService::new(router.clone());
-                Box::pin(serve_http(
-                    io,
-                    alpn.as_deref(),
-                    svc,
-                    &ctx.builder,
-                    header_timeout,
-                    watcher,
-                ))
-                .await
-            }
-            None => {
-                let metrics = Arc::clone(&ctx.metrics);
-                let bodies = ctx.bodies.clone();
-                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    last.mark_if_closing(&req);
-                    http::serve(req, bodies.clone(), Arc::clone(&metrics))
-                });
-                Box::pin(serve_http(
-                    io,
-                    alpn.as_deref(),
-                    svc,
-                    &ctx.builder,
-                    header_timeout,
-                    watcher,
-                ))
-                .await
-            }
-        }
-    };
+    record_handshake(&ctx.metrics, tls.get_ref().1, hello.as_deref(), early, took);
+    let served = serve_requests(&ctx, tls, last, watcher);
     // Dropping the connection closes it: when it has been idle too long, or when it is shed.
     // Idle first: a connection silent since its handshake meets the idle timeout no later
     // than the header timeout (its last byte came before the handshake's end), and when
@@ -876,6 +770,131 @@ async fn connection(
             ctx.metrics.failure("header-timeout");
         }
         tracing::debug!("connection ended: {}", e.text);
+    }
+}
+
+/// Counts a completed handshake in the metrics with its labels (kind, version, group,
+/// suite, client authentication, resumption) and the time it `took`; `hello`: the
+/// ClientHello, when captured (it tells a TLS 1.2 resumption by ticket from one by
+/// session id).
+fn record_handshake(
+    metrics: &Metrics,
+    conn: &rustls::ServerConnection,
+    hello: Option<&[u8]>,
+    early: bool,
+    took: Duration,
+) {
+    let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    let tls12 = conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
+    // rustls resumes TLS 1.2 by ticket whenever the client offers one (it then never
+    // looks the session id up), else by session id; TLS 1.3 always by a PSK.
+    let resumption = match (resumed, tls12) {
+        (false, _) => "none",
+        (true, false) => "ticket",
+        (true, true) => match hello.and_then(offers_session_ticket) {
+            Some(true) => "ticket",
+            Some(false) => "session-id",
+            None => "unknown",
+        },
+    };
+    let kind = match conn.handshake_kind() {
+        Some(rustls::HandshakeKind::Resumed) if early => "0rtt",
+        Some(rustls::HandshakeKind::Resumed) => "resumed",
+        Some(rustls::HandshakeKind::FullWithHelloRetryRequest) => "full-hrr",
+        _ => "full",
+    };
+    metrics.handshake(
+        HandshakeLabels {
+            kind: kind.into(),
+            version: conn
+                .protocol_version()
+                .map(crate::tls::version_label)
+                .unwrap_or_default(),
+            group: conn
+                .negotiated_key_exchange_group()
+                .map(|g| crate::tls::choices::group_label(g.name()))
+                .unwrap_or(Cow::Borrowed("none")),
+            suite: conn
+                .negotiated_cipher_suite()
+                .map(|s| match s.suite().as_str() {
+                    Some(name) => Cow::Borrowed(name),
+                    None => Cow::Owned(format!("{:?}", s.suite())),
+                })
+                .unwrap_or_default(),
+            client_auth: if conn.peer_certificates().is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+            resumption: resumption.into(),
+        },
+        took,
+    );
+}
+
+/// Serves HTTP on a connection whose handshake is done, as ALPN decided (without ALPN,
+/// hyper looks at the first bytes), until it ends.
+async fn serve_requests(
+    ctx: &Ctx,
+    mut tls: Box<tls_stream::ServerTls<Tracked<TcpStream>>>,
+    last: last_response::LastFlag,
+    watcher: hyper_util::server::graceful::Watcher,
+) -> Result<(), HttpEnd> {
+    let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    // HTTP/1 starts with the request's first bytes: until then an idle connection
+    // holds no HTTP state (hyper allocates 16 KiB of buffers as it starts, and its
+    // connection future, ~8 KiB, is boxed below instead of sitting in every
+    // connection's task). The header timeout runs from the handshake's end, as it
+    // would in hyper. HTTP/2 starts at once: its server preface goes first.
+    let mut header_timeout = ctx.header_timeout;
+    if alpn.as_deref() != Some(b"h2") {
+        let waiting = Instant::now();
+        match tokio::time::timeout(header_timeout, tls.fill()).await {
+            Err(_) => {
+                return Err(HttpEnd {
+                    text: "no request within the header timeout".into(),
+                    header_timeout: true,
+                });
+            }
+            Ok(Err(e)) => return Err(HttpEnd::other(e)),
+            Ok(Ok(())) => {}
+        }
+        header_timeout = header_timeout
+            .saturating_sub(waiting.elapsed())
+            .max(Duration::from_millis(1));
+    }
+    let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
+    match &ctx.axum {
+        Some(router) => {
+            let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+            Box::pin(serve_http(
+                io,
+                alpn.as_deref(),
+                svc,
+                &ctx.builder,
+                header_timeout,
+                watcher,
+            ))
+            .await
+        }
+        None => {
+            let metrics = Arc::clone(&ctx.metrics);
+            let bodies = ctx.bodies.clone();
+            let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                last.mark_if_closing(&req);
+                http::serve(req, bodies.clone(), Arc::clone(&metrics))
+            });
+            Box::pin(serve_http(
+                io,
+                alpn.as_deref(),
+                svc,
+                &ctx.builder,
+                header_timeout,
+                watcher,
+            ))
+            .await
+        }
     }
 }
 

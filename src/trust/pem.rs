@@ -108,6 +108,19 @@ pub struct PemStream {
     certs: usize,
 }
 
+/// Where [`PemStream::feed`] goes on after one block.
+enum Next {
+    /// The block is incomplete: wait for more data, consuming nothing from its BEGIN.
+    Wait,
+    /// The rest of the buffer is consumed.
+    Rest,
+    /// Go on at the next BEGIN marker (if any), this much of the buffer consumed.
+    At {
+        begin: Option<usize>,
+        consumed: usize,
+    },
+}
+
 impl Default for PemStream {
     fn default() -> Self {
         Self::new()
@@ -139,156 +152,16 @@ impl PemStream {
         let mut consumed = 0;
         let mut next_begin = find_begin(buf);
         while let Some(start) = next_begin {
-            let label_start = start + BEGIN.len();
-            let Some(label_len) = find_marker(&buf[label_start..], DASHES) else {
-                if !eof {
-                    return self.stop(&mut lines, start);
+            match self.one_block(buf, start, eof, &mut lines, on_cert) {
+                Next::Wait => return self.stop(&mut lines, start),
+                Next::Rest => {
+                    consumed = buf.len();
+                    break;
                 }
-                self.block += 1;
-                let line = lines.line_at(start);
-                self.problems.push(damage(
-                    line,
-                    self.block,
-                    "BEGIN marker without closing dashes",
-                ));
-                consumed = buf.len();
-                break;
-            };
-            let label = &buf[label_start..label_start + label_len];
-            let body_start = label_start + label_len + DASHES.len();
-            if label.contains(&b'\n') {
-                self.block += 1;
-                let line = lines.line_at(start);
-                self.problems
-                    .push(damage(line, self.block, "BEGIN marker broken across lines"));
-                next_begin = find_begin(&buf[label_start..]).map(|p| label_start + p);
-                consumed = next_begin.unwrap_or(label_start);
-                continue;
-            }
-            let label_text = || String::from_utf8_lossy(label).into_owned();
-            if let Some(label_kind) = certificate_label(label)
-                && let Some(clean) = clean_block(buf, body_start, label, &mut self.scratch)
-            {
-                self.block += 1;
-                let line = lines.line_at(start);
-                lines.skip_to(clean.end_marker, line + clean.newlines);
-                consumed = clean.end_marker + END.len() + label.len() + DASHES.len();
-                next_begin = find_begin(&buf[consumed..]).map(|p| consumed + p);
-                match certificate_prefix(&self.scratch[..clean.der_len], label_kind) {
-                    Ok(len) => {
-                        on_cert(&self.scratch[..len], line, self.block);
-                        self.certs += 1;
-                    }
-                    Err(why) => self.problems.push(damage(line, self.block, why)),
+                Next::At { begin, consumed: c } => {
+                    next_begin = begin;
+                    consumed = c;
                 }
-                continue;
-            }
-            let end = find_marker(&buf[body_start..], END).map(|p| body_start + p);
-            let complete =
-                end.is_some_and(|e| e + END.len() + label.len() + DASHES.len() <= buf.len());
-            let Some(end) = end.filter(|_| complete) else {
-                let following = find_begin(&buf[body_start..]).map(|p| body_start + p);
-                if !eof && following.is_none() {
-                    return self.stop(&mut lines, start);
-                }
-                self.block += 1;
-                let line = lines.line_at(start);
-                let why = match following {
-                    Some(_) => format!(
-                        "truncated: a new BEGIN starts before '-----END {}-----'",
-                        label_text()
-                    ),
-                    None => format!(
-                        "truncated: no '-----END {}-----' after this BEGIN",
-                        label_text()
-                    ),
-                };
-                self.problems.push(damage(line, self.block, &why));
-                next_begin = following;
-                consumed = following.unwrap_or(buf.len());
-                continue;
-            };
-            self.block += 1;
-            let block = self.block;
-            let line = lines.line_at(start);
-            let body = &buf[body_start..end];
-            let end_label_start = end + END.len();
-            next_begin = find_begin(&buf[end_label_start..]).map(|p| end_label_start + p);
-            consumed = end_label_start;
-            let end_matches = buf[end_label_start..].starts_with(label)
-                && buf[end_label_start + label.len()..].starts_with(DASHES);
-            // A BEGIN inside the body: this block lost its END (only looked for when
-            // something is already wrong, so good bundles are scanned once).
-            let truncated =
-                |this: &mut Self, next: &mut Option<usize>, consumed: &mut usize| -> bool {
-                    match find_begin(body) {
-                        Some(p) => {
-                            this.problems.push(damage(
-                                line,
-                                block,
-                                &format!(
-                                    "truncated: a new BEGIN starts before '-----END {}-----'",
-                                    label_text()
-                                ),
-                            ));
-                            *next = Some(body_start + p);
-                            *consumed = body_start + p;
-                            true
-                        }
-                        None => false,
-                    }
-                };
-            if !end_matches {
-                if !truncated(self, &mut next_begin, &mut consumed) {
-                    self.problems.push(damage(
-                        line,
-                        block,
-                        &format!(
-                            "the END marker after this BEGIN does not match '-----END {}-----'",
-                            label_text()
-                        ),
-                    ));
-                }
-                continue;
-            }
-            consumed = end_label_start + label.len() + DASHES.len();
-            let Some(trusted) = certificate_label(label) else {
-                // A BEGIN inside a skipped block means it lost its END, as for a
-                // certificate block (and as a streamed decode sees it when the END has not
-                // arrived yet).
-                if truncated(self, &mut next_begin, &mut consumed) {
-                    continue;
-                }
-                self.problems.push(BlockProblem {
-                    line,
-                    block: Some(block),
-                    reason: format!("not a certificate block ({}), ignored", label_text()),
-                    ignored: true,
-                });
-                continue;
-            };
-            let Some(der) = decode_body(body, &mut self.scratch) else {
-                if truncated(self, &mut next_begin, &mut consumed) {
-                    continue;
-                }
-                let bad = first_bad_base64_line(body).map_or(line, |l| line + l);
-                self.problems.push(BlockProblem {
-                    line: bad,
-                    block: Some(block),
-                    reason: format!(
-                        "invalid base64 in the {} block starting at line {line}",
-                        label_text()
-                    ),
-                    ignored: false,
-                });
-                continue;
-            };
-            match certificate_prefix(der, trusted) {
-                Ok(len) => {
-                    on_cert(&der[..len], line, block);
-                    self.certs += 1;
-                }
-                Err(why) => self.problems.push(damage(line, block, why)),
             }
         }
         if eof {
@@ -299,6 +172,194 @@ impl PemStream {
         }
         self.line = lines.line_at(consumed);
         consumed
+    }
+
+    /// Decodes the block whose BEGIN marker is at `start` in `buf`: a clean certificate
+    /// block on the fast path, a damaged or incomplete one reported here, the rest by
+    /// [`Self::careful_block`].
+    fn one_block(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        eof: bool,
+        lines: &mut LineCounter<'_>,
+        on_cert: &mut dyn FnMut(&[u8], usize, usize),
+    ) -> Next {
+        let label_start = start + BEGIN.len();
+        let Some(label_len) = find_marker(&buf[label_start..], DASHES) else {
+            if !eof {
+                return Next::Wait;
+            }
+            self.block += 1;
+            let line = lines.line_at(start);
+            self.problems.push(damage(
+                line,
+                self.block,
+                "BEGIN marker without closing dashes",
+            ));
+            return Next::Rest;
+        };
+        let label = &buf[label_start..label_start + label_len];
+        let body_start = label_start + label_len + DASHES.len();
+        if label.contains(&b'\n') {
+            self.block += 1;
+            let line = lines.line_at(start);
+            self.problems
+                .push(damage(line, self.block, "BEGIN marker broken across lines"));
+            let begin = find_begin(&buf[label_start..]).map(|p| label_start + p);
+            return Next::At {
+                begin,
+                consumed: begin.unwrap_or(label_start),
+            };
+        }
+        if let Some(label_kind) = certificate_label(label)
+            && let Some(clean) = clean_block(buf, body_start, label, &mut self.scratch)
+        {
+            self.block += 1;
+            let line = lines.line_at(start);
+            lines.skip_to(clean.end_marker, line + clean.newlines);
+            let consumed = clean.end_marker + END.len() + label.len() + DASHES.len();
+            let begin = find_begin(&buf[consumed..]).map(|p| consumed + p);
+            match certificate_prefix(&self.scratch[..clean.der_len], label_kind) {
+                Ok(len) => {
+                    on_cert(&self.scratch[..len], line, self.block);
+                    self.certs += 1;
+                }
+                Err(why) => self.problems.push(damage(line, self.block, why)),
+            }
+            return Next::At { begin, consumed };
+        }
+        let end = find_marker(&buf[body_start..], END).map(|p| body_start + p);
+        let complete = end.is_some_and(|e| e + END.len() + label.len() + DASHES.len() <= buf.len());
+        let Some(end) = end.filter(|_| complete) else {
+            let following = find_begin(&buf[body_start..]).map(|p| body_start + p);
+            if !eof && following.is_none() {
+                return Next::Wait;
+            }
+            self.block += 1;
+            let line = lines.line_at(start);
+            let label_text = String::from_utf8_lossy(label);
+            let why = match following {
+                Some(_) => {
+                    format!("truncated: a new BEGIN starts before '-----END {label_text}-----'")
+                }
+                None => format!("truncated: no '-----END {label_text}-----' after this BEGIN"),
+            };
+            self.problems.push(damage(line, self.block, &why));
+            return Next::At {
+                begin: following,
+                consumed: following.unwrap_or(buf.len()),
+            };
+        };
+        self.block += 1;
+        let line = lines.line_at(start);
+        self.careful_block(buf, line, label, body_start..end, on_cert)
+    }
+
+    /// A complete block off the fast path, starting at `line`, its body at `body` in
+    /// `buf` up to its END marker: an END that does not match, a label that is not a
+    /// certificate's (ignored), base64 the fast path left, or a BEGIN inside (the block
+    /// lost its END).
+    fn careful_block(
+        &mut self,
+        buf: &[u8],
+        line: usize,
+        label: &[u8],
+        body: std::ops::Range<usize>,
+        on_cert: &mut dyn FnMut(&[u8], usize, usize),
+    ) -> Next {
+        let block = self.block;
+        let (body_start, end) = (body.start, body.end);
+        let body = &buf[body_start..end];
+        let label_text = || String::from_utf8_lossy(label).into_owned();
+        let end_label_start = end + END.len();
+        let mut next_begin = find_begin(&buf[end_label_start..]).map(|p| end_label_start + p);
+        let mut consumed = end_label_start;
+        let end_matches = buf[end_label_start..].starts_with(label)
+            && buf[end_label_start + label.len()..].starts_with(DASHES);
+        // A BEGIN inside the body: this block lost its END (only looked for when
+        // something is already wrong, so good bundles are scanned once).
+        let truncated = |this: &mut Self, next: &mut Option<usize>, consumed: &mut usize| -> bool {
+            match find_begin(body) {
+                Some(p) => {
+                    this.problems.push(damage(
+                        line,
+                        block,
+                        &format!(
+                            "truncated: a new BEGIN starts before '-----END {}-----'",
+                            label_text()
+                        ),
+                    ));
+                    *next = Some(body_start + p);
+                    *consumed = body_start + p;
+                    true
+                }
+                None => false,
+            }
+        };
+        if !end_matches {
+            if !truncated(self, &mut next_begin, &mut consumed) {
+                self.problems.push(damage(
+                    line,
+                    block,
+                    &format!(
+                        "the END marker after this BEGIN does not match '-----END {}-----'",
+                        label_text()
+                    ),
+                ));
+            }
+            return Next::At {
+                begin: next_begin,
+                consumed,
+            };
+        }
+        consumed = end_label_start + label.len() + DASHES.len();
+        let Some(trusted) = certificate_label(label) else {
+            // A BEGIN inside a skipped block means it lost its END, as for a
+            // certificate block (and as a streamed decode sees it when the END has not
+            // arrived yet).
+            if !truncated(self, &mut next_begin, &mut consumed) {
+                self.problems.push(BlockProblem {
+                    line,
+                    block: Some(block),
+                    reason: format!("not a certificate block ({}), ignored", label_text()),
+                    ignored: true,
+                });
+            }
+            return Next::At {
+                begin: next_begin,
+                consumed,
+            };
+        };
+        let Some(der) = decode_body(body, &mut self.scratch) else {
+            if !truncated(self, &mut next_begin, &mut consumed) {
+                let bad = first_bad_base64_line(body).map_or(line, |l| line + l);
+                self.problems.push(BlockProblem {
+                    line: bad,
+                    block: Some(block),
+                    reason: format!(
+                        "invalid base64 in the {} block starting at line {line}",
+                        label_text()
+                    ),
+                    ignored: false,
+                });
+            }
+            return Next::At {
+                begin: next_begin,
+                consumed,
+            };
+        };
+        match certificate_prefix(der, trusted) {
+            Ok(len) => {
+                on_cert(&der[..len], line, block);
+                self.certs += 1;
+            }
+            Err(why) => self.problems.push(damage(line, block, why)),
+        }
+        Next::At {
+            begin: next_begin,
+            consumed,
+        }
     }
 
     fn stop(&mut self, lines: &mut LineCounter<'_>, at: usize) -> usize {

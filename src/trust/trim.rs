@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rustls::RootCertStore;
 use rustls::client::verify_server_cert_signed_by_trust_anchor;
+use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::server::ParsedCertificate;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use serde::Serialize;
@@ -260,50 +261,7 @@ pub fn trim(
     let mut rows = Vec::with_capacity(chains.len());
     let mut coverers: Vec<BTreeSet<usize>> = Vec::with_capacity(chains.len());
     for chain in chains {
-        let leaf =
-            ParsedCertificate::try_from(&chain.certs[0]).map_err(|e| TrustError::BadChain {
-                name: chain.name.clone(),
-                reason: format!("the leaf is not a usable certificate: {e}"),
-            })?;
-        let rest = &chain.certs[1..];
-        // Every anchor whose subject names the issuer of a presented certificate is a
-        // candidate; each is tried alone with rustls's path validation.
-        let issuers: Vec<&[u8]> = chain
-            .certs
-            .iter()
-            .filter_map(|c| crate::der::cert_names(c).map(|n| n.issuer))
-            .collect();
-        let mut ok = BTreeSet::new();
-        for (i, anchor) in anchors.iter().enumerate() {
-            if !issuers.iter().any(|iss| *iss == anchor.subject.as_ref()) {
-                continue;
-            }
-            let single = RootCertStore {
-                roots: vec![anchor.clone()],
-            };
-            if verify_server_cert_signed_by_trust_anchor(&leaf, &single, rest, opts.at, algs.all)
-                .is_ok()
-            {
-                ok.insert(i);
-            }
-        }
-        if ok.is_empty() {
-            let full = store.root_cert_store();
-            let reason = match verify_server_cert_signed_by_trust_anchor(
-                &leaf, &full, rest, opts.at, algs.all,
-            ) {
-                Err(e) => e.to_string(),
-                Ok(()) => {
-                    "verified by the whole store only through a path no single anchor completes"
-                        .into()
-                }
-            };
-            return Err(TrustError::Unverifiable {
-                name: chain.name.clone(),
-                origin: store.origin().to_string(),
-                reason,
-            });
-        }
+        let ok = anchors_verifying(store, chain, opts.at, algs)?;
         rows.push(ChainRow {
             name: chain.name.clone(),
             leaf: leaf_cn(&chain.certs[0]),
@@ -312,71 +270,15 @@ pub fn trim(
         });
         coverers.push(ok);
     }
-
-    // Greedy set cover: the anchor verifying most uncovered chains first.
-    let mut kept: BTreeSet<usize> = BTreeSet::new();
-    let mut uncovered: BTreeSet<usize> = (0..chains.len()).collect();
-    while !uncovered.is_empty() {
-        let mut best: Option<(usize, usize)> = None;
-        for &c in &uncovered {
-            for &a in &coverers[c] {
-                let n = uncovered
-                    .iter()
-                    .filter(|&&u| coverers[u].contains(&a))
-                    .count();
-                if best.is_none_or(|(bn, ba)| n > bn || (n == bn && a < ba)) {
-                    best = Some((n, a));
-                }
-            }
-        }
-        let Some((_, a)) = best else { break };
-        kept.insert(a);
-        uncovered.retain(|&u| !coverers[u].contains(&a));
-    }
-    let mut also = BTreeSet::new();
-    for fp in &opts.also_keep {
-        let want: String = fp
-            .chars()
-            .filter(|c| *c != ':')
-            .collect::<String>()
-            .to_ascii_lowercase();
-        match fingerprints.iter().position(|f| *f == want) {
-            Some(i) => {
-                also.insert(i);
-            }
-            None => {
-                return Err(TrustError::UnknownFingerprint {
-                    fingerprint: fp.clone(),
-                    origin: store.origin().to_string(),
-                });
-            }
-        }
-    }
+    let mut kept = greedy_cover(&coverers);
+    let also = also_keep(store, &fingerprints, &opts.also_keep)?;
     kept.extend(also.iter().copied());
 
     // Check every chain against the trimmed set with the real verifier.
     let trimmed = RootCertStore {
         roots: kept.iter().map(|&i| anchors[i].clone()).collect(),
     };
-    for chain in chains {
-        let leaf =
-            ParsedCertificate::try_from(&chain.certs[0]).map_err(|e| TrustError::BadChain {
-                name: chain.name.clone(),
-                reason: e.to_string(),
-            })?;
-        verify_server_cert_signed_by_trust_anchor(
-            &leaf,
-            &trimmed,
-            &chain.certs[1..],
-            opts.at,
-            algs.all,
-        )
-        .map_err(|e| TrustError::Unverifiable {
-            name: chain.name.clone(),
-            origin: "the trimmed store".into(),
-            reason: e.to_string(),
-        })?;
-    }
+    check_trimmed(chains, &trimmed, opts.at, algs)?;
 
     let row = |i: usize, verifies: Vec<String>| AnchorRow {
         subject_cn: leaf_cn(&store.certs()[i]),
@@ -421,6 +323,134 @@ pub fn trim(
         chains: rows,
         pem,
     })
+}
+
+/// The anchors of `store` (their indexes) that each verify `chain` alone; none is an
+/// error that says why the whole store does not verify it either.
+fn anchors_verifying(
+    store: &TrustStore,
+    chain: &Chain,
+    at: UnixTime,
+    algs: WebPkiSupportedAlgorithms,
+) -> Result<BTreeSet<usize>, TrustError> {
+    let leaf = ParsedCertificate::try_from(&chain.certs[0]).map_err(|e| TrustError::BadChain {
+        name: chain.name.clone(),
+        reason: format!("the leaf is not a usable certificate: {e}"),
+    })?;
+    let rest = &chain.certs[1..];
+    // Every anchor whose subject names the issuer of a presented certificate is a
+    // candidate; each is tried alone with rustls's path validation.
+    let issuers: Vec<&[u8]> = chain
+        .certs
+        .iter()
+        .filter_map(|c| crate::der::cert_names(c).map(|n| n.issuer))
+        .collect();
+    let mut ok = BTreeSet::new();
+    for (i, anchor) in store.anchors().iter().enumerate() {
+        if !issuers.iter().any(|iss| *iss == anchor.subject.as_ref()) {
+            continue;
+        }
+        let single = RootCertStore {
+            roots: vec![anchor.clone()],
+        };
+        if verify_server_cert_signed_by_trust_anchor(&leaf, &single, rest, at, algs.all).is_ok() {
+            ok.insert(i);
+        }
+    }
+    if ok.is_empty() {
+        let full = store.root_cert_store();
+        let reason =
+            match verify_server_cert_signed_by_trust_anchor(&leaf, &full, rest, at, algs.all) {
+                Err(e) => e.to_string(),
+                Ok(()) => {
+                    "verified by the whole store only through a path no single anchor completes"
+                        .into()
+                }
+            };
+        return Err(TrustError::Unverifiable {
+            name: chain.name.clone(),
+            origin: store.origin().to_string(),
+            reason,
+        });
+    }
+    Ok(ok)
+}
+
+/// Greedy set cover of the chains (`coverers[c]`: the anchors that verify chain `c`):
+/// the anchor verifying most uncovered chains first, the lowest index on a tie.
+fn greedy_cover(coverers: &[BTreeSet<usize>]) -> BTreeSet<usize> {
+    let mut kept: BTreeSet<usize> = BTreeSet::new();
+    let mut uncovered: BTreeSet<usize> = (0..coverers.len()).collect();
+    while !uncovered.is_empty() {
+        let mut best: Option<(usize, usize)> = None;
+        for &c in &uncovered {
+            for &a in &coverers[c] {
+                let n = uncovered
+                    .iter()
+                    .filter(|&&u| coverers[u].contains(&a))
+                    .count();
+                if best.is_none_or(|(bn, ba)| n > bn || (n == bn && a < ba)) {
+                    best = Some((n, a));
+                }
+            }
+        }
+        let Some((_, a)) = best else { break };
+        kept.insert(a);
+        uncovered.retain(|&u| !coverers[u].contains(&a));
+    }
+    kept
+}
+
+/// The anchors named by `--also-keep` (SHA-256 fingerprints, colons allowed, any case),
+/// by index; one the store lacks is an error.
+fn also_keep(
+    store: &TrustStore,
+    fingerprints: &[String],
+    also_keep: &[String],
+) -> Result<BTreeSet<usize>, TrustError> {
+    let mut also = BTreeSet::new();
+    for fp in also_keep {
+        let want: String = fp
+            .chars()
+            .filter(|c| *c != ':')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        match fingerprints.iter().position(|f| *f == want) {
+            Some(i) => {
+                also.insert(i);
+            }
+            None => {
+                return Err(TrustError::UnknownFingerprint {
+                    fingerprint: fp.clone(),
+                    origin: store.origin().to_string(),
+                });
+            }
+        }
+    }
+    Ok(also)
+}
+
+/// Verifies every chain against the trimmed anchors with rustls's path validation.
+fn check_trimmed(
+    chains: &[Chain],
+    trimmed: &RootCertStore,
+    at: UnixTime,
+    algs: WebPkiSupportedAlgorithms,
+) -> Result<(), TrustError> {
+    for chain in chains {
+        let leaf =
+            ParsedCertificate::try_from(&chain.certs[0]).map_err(|e| TrustError::BadChain {
+                name: chain.name.clone(),
+                reason: e.to_string(),
+            })?;
+        verify_server_cert_signed_by_trust_anchor(&leaf, trimmed, &chain.certs[1..], at, algs.all)
+            .map_err(|e| TrustError::Unverifiable {
+                name: chain.name.clone(),
+                origin: "the trimmed store".into(),
+                reason: e.to_string(),
+            })?;
+    }
+    Ok(())
 }
 
 /// The chains named on the command line: existing files are chain files, anything else

@@ -129,17 +129,7 @@ pub struct Exponents {
 
 /// Runs the benchmark.
 pub fn run(opts: &BenchOptions) -> Result<BenchResult, TrustError> {
-    let name = ServerName::try_from(opts.host.clone()).map_err(|_| TrustError::BadChain {
-        name: opts.host.clone(),
-        reason: "not a valid host name or IP address".into(),
-    })?;
-    let (end_entity, intermediates) =
-        opts.chain
-            .split_first()
-            .ok_or_else(|| TrustError::BadChain {
-                name: "chain".into(),
-                reason: "empty".into(),
-            })?;
+    let subject = Subject::new(opts)?;
     if opts.sizes.contains(&StoreSize::System) {
         crate::trust::discover::check_ssl_cert_file()?;
     }
@@ -147,209 +137,50 @@ pub fn run(opts: &BenchOptions) -> Result<BenchResult, TrustError> {
     let mut rows = Vec::new();
     let mut largest_indexed: Option<Arc<IndexedVerifier>> = None;
     for &size in &opts.sizes {
-        let (path, label) = match size {
-            StoreSize::Synthetic(n) => {
-                let path = opts.work_dir.join(format!("store-{n}.pem"));
-                let mut pem = String::new();
-                if n > 1 {
-                    let filler = n - 1;
-                    let twins = (filler / 10).min(filler.saturating_sub(1));
-                    let cross = if filler >= 2 { twins } else { 0 };
-                    // Twins are anchors too: N − 1 certificates in all.
-                    let cas = filler - cross;
-                    let b = generate_bundle(&BundleOptions {
-                        count: cas.max(1),
-                        cross_signed: cross.min(cas.max(1)),
-                        key: KeyType::EcdsaP256,
-                        key_pool: Some(64),
-                        days: 3650,
-                    })
-                    .map_err(|e| TrustError::BadChain {
-                        name: "synthetic store".into(),
-                        reason: e.to_string(),
-                    })?;
-                    pem.push_str(&b.pem);
-                }
-                pem.push_str(&opts.anchors_pem);
-                std::fs::write(&path, pem).map_err(|e| TrustError::Read {
-                    path: path.clone(),
-                    source: Arc::new(e),
-                })?;
-                (path, n.to_string())
-            }
-            StoreSize::System => {
-                let sys = load(&Source::System { root: None }, &StoreLoadOptions::CERTS)?;
-                let path = opts.work_dir.join("store-system.pem");
-                let mut pem = String::new();
-                for c in sys.store.certs() {
-                    pem.push_str(&crate::trust::trim::to_pem(c));
-                }
-                pem.push_str(&opts.anchors_pem);
-                std::fs::write(&path, pem).map_err(|e| TrustError::Read {
-                    path: path.clone(),
-                    source: Arc::new(e),
-                })?;
-                (path, "system".to_string())
-            }
-        };
+        let (path, label) = write_store(opts, size)?;
         let store = TrustStore::from_pem_file(&path)?;
-        let indexed = Arc::new(IndexedVerifier::with_index(
-            Arc::new(AnchorIndex::new(&store)),
-            opts.provider,
-        ));
-        let default = store.verifier(opts.provider)?;
-        let trimmed = trim(
-            &store,
-            &[Chain {
-                name: "chain".into(),
-                certs: opts.chain.clone(),
-            }],
-            &TrimOptions {
-                at: opts.at,
-                provider: opts.provider,
-                also_keep: Vec::new(),
-            },
-        )?;
-        let trimmed_store = {
-            let tpath = opts.work_dir.join(format!("trimmed-{label}.pem"));
-            std::fs::write(&tpath, &trimmed.pem).map_err(|e| TrustError::Read {
-                path: tpath.clone(),
-                source: Arc::new(e),
-            })?;
-            TrustStore::from_pem_file(&tpath)?
-        };
-        let trimmed_verifier = trimmed_store.verifier(opts.provider)?;
-
+        let verifiers = Verifiers::new(opts, &store, &label)?;
         // Sanity: every variant accepts the chain before anything is timed.
-        for (what, v) in [
-            ("indexed", indexed.as_ref() as &dyn ServerCertVerifier),
-            ("default", default.as_ref()),
-            ("trimmed", trimmed_verifier.as_ref()),
-        ] {
-            v.verify_server_cert(end_entity, intermediates, &name, &[], opts.at)
-                .map_err(|e| TrustError::Unverifiable {
-                    name: format!("chain ({what} verifier)"),
-                    origin: format!("the {label} store"),
-                    reason: e.to_string(),
-                })?;
-        }
-
-        let verify = |v: &dyn ServerCertVerifier| {
-            let t = Instant::now();
-            let ok = v
-                .verify_server_cert(end_entity, intermediates, &name, &[], opts.at)
-                .is_ok();
-            std::hint::black_box(ok);
-            t.elapsed()
-        };
-        // Warm-up (caches, branch predictors, CPU clock), untimed.
-        let warm_until = Instant::now() + (opts.max_time / 5).min(Duration::from_millis(300));
-        let mut warm = 0;
-        while warm < 20 || (Instant::now() < warm_until && warm < opts.iterations) {
-            for v in [
-                indexed.as_ref() as &dyn ServerCertVerifier,
-                default.as_ref(),
-                trimmed_verifier.as_ref(),
-            ] {
-                std::hint::black_box(
-                    v.verify_server_cert(end_entity, intermediates, &name, &[], opts.at)
-                        .is_ok(),
-                );
-            }
-            warm += 1;
-        }
-        // (a) and (b) alternate, sample by sample.
-        let mut a = Vec::new();
-        let mut b = Vec::new();
-        let started = Instant::now();
-        while a.len() < opts.iterations.max(3) && (a.len() < 3 || started.elapsed() < opts.max_time)
-        {
-            a.push(verify(indexed.as_ref()));
-            b.push(verify(default.as_ref()));
-        }
-        let mut d = Vec::new();
-        let started = Instant::now();
-        while d.len() < opts.iterations.max(3) && (d.len() < 3 || started.elapsed() < opts.max_time)
-        {
-            d.push(verify(trimmed_verifier.as_ref()));
-        }
-        let mut c = Vec::new();
-        let started = Instant::now();
-        while c.len() < opts.iterations.max(3) && (c.len() < 3 || started.elapsed() < opts.max_time)
-        {
-            let t = Instant::now();
-            let roots = reload(size, &path, &opts.anchors_pem);
-            let v =
-                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
-                    .build();
-            if let Ok(v) = v {
-                std::hint::black_box(
-                    v.verify_server_cert(end_entity, intermediates, &name, &[], opts.at)
-                        .is_ok(),
-                );
-            }
-            c.push(t.elapsed());
-        }
+        verifiers.check(&subject, &label)?;
+        let samples = time_variants(opts, &subject, &verifiers, |s| {
+            s.reload(size, &path, &opts.anchors_pem, &provider)
+        });
         rows.push(SizeRow {
             size: label,
             anchors: store.len(),
-            indexed_ns: median_ns(&a),
-            default_ns: median_ns(&b),
-            reload_ns: median_ns(&c),
-            trimmed_ns: median_ns(&d),
-            trimmed_anchors: trimmed_store.len(),
-            indexed_signature_checks: indexed
-                .verify_detailed(end_entity, intermediates, &name, opts.at)
+            indexed_ns: median_ns(&samples.indexed),
+            default_ns: median_ns(&samples.default),
+            reload_ns: median_ns(&samples.reload),
+            trimmed_ns: median_ns(&samples.trimmed),
+            trimmed_anchors: verifiers.trimmed_anchors,
+            indexed_signature_checks: verifiers
+                .indexed
+                .verify_detailed(
+                    subject.end_entity,
+                    subject.intermediates,
+                    &subject.name,
+                    opts.at,
+                )
                 .signature_checks,
             default_signature_checks: count_signature_checks(
                 opts.provider,
                 &store.root_cert_store(),
-                end_entity,
-                intermediates,
+                subject.end_entity,
+                subject.intermediates,
                 opts.at,
             ),
-            samples: a.len(),
+            samples: samples.indexed.len(),
         });
-        largest_indexed = Some(indexed);
+        largest_indexed = Some(verifiers.indexed);
     }
 
-    let slope = |f: &dyn Fn(&SizeRow) -> u64| {
-        let pts: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|r| r.anchors > 0 && f(r) > 0)
-            .map(|r| ((r.anchors as f64).ln(), (f(r) as f64).ln()))
-            .collect();
-        crate::stats::least_squares_slope(&pts)
-    };
-    let growth_exponent = Exponents {
-        indexed: slope(&|r| r.indexed_ns),
-        default: slope(&|r| r.default_ns),
-        reload: slope(&|r| r.reload_ns),
-        trimmed: slope(&|r| r.trimmed_ns),
-    };
-    let by_anchors = {
-        let mut r: Vec<&SizeRow> = rows.iter().collect();
-        r.sort_by_key(|r| r.anchors);
-        r
-    };
-    let indexed_largest_over_smallest = match (by_anchors.first(), by_anchors.last()) {
-        (Some(s), Some(l)) if s.indexed_ns > 0 => l.indexed_ns as f64 / s.indexed_ns as f64,
-        _ => 0.0,
-    };
-
+    let growth_exponent = growth_exponents(&rows);
+    let indexed_largest_over_smallest = indexed_largest_over_smallest(&rows);
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let mut threads = Vec::new();
     if let Some(v) = largest_indexed {
         for &t in &opts.threads {
-            threads.push(throughput(
-                &v,
-                t,
-                end_entity,
-                intermediates,
-                &name,
-                opts.at,
-                opts.max_time,
-            ));
+            threads.push(throughput(&v, t, &subject, opts.max_time));
         }
     }
     Ok(BenchResult {
@@ -361,6 +192,281 @@ pub fn run(opts: &BenchOptions) -> Result<BenchResult, TrustError> {
         threads,
         cores,
     })
+}
+
+/// The chain under test as a verifier takes it: leaf, intermediates, the name and the
+/// validation time.
+struct Subject<'a> {
+    end_entity: &'a CertificateDer<'static>,
+    intermediates: &'a [CertificateDer<'static>],
+    name: ServerName<'static>,
+    at: UnixTime,
+}
+
+impl<'a> Subject<'a> {
+    /// The chain and name of `opts`; an empty chain or a bad name is refused.
+    fn new(opts: &'a BenchOptions) -> Result<Self, TrustError> {
+        let name = ServerName::try_from(opts.host.clone()).map_err(|_| TrustError::BadChain {
+            name: opts.host.clone(),
+            reason: "not a valid host name or IP address".into(),
+        })?;
+        let (end_entity, intermediates) =
+            opts.chain
+                .split_first()
+                .ok_or_else(|| TrustError::BadChain {
+                    name: "chain".into(),
+                    reason: "empty".into(),
+                })?;
+        Ok(Subject {
+            end_entity,
+            intermediates,
+            name,
+            at: opts.at,
+        })
+    }
+
+    /// One verification by `v`.
+    fn verify(&self, v: &dyn ServerCertVerifier) -> Result<(), rustls::Error> {
+        v.verify_server_cert(
+            self.end_entity,
+            self.intermediates,
+            &self.name,
+            &[],
+            self.at,
+        )
+        .map(|_| ())
+    }
+
+    /// One verification by `v`, timed.
+    fn timed(&self, v: &dyn ServerCertVerifier) -> Duration {
+        let t = Instant::now();
+        std::hint::black_box(self.verify(v).is_ok());
+        t.elapsed()
+    }
+
+    /// (c): a fresh root store and verifier for one verification, timed.
+    fn reload(
+        &self,
+        size: StoreSize,
+        path: &Path,
+        anchors_pem: &str,
+        provider: &Arc<rustls::crypto::CryptoProvider>,
+    ) -> Duration {
+        let t = Instant::now();
+        let roots = reload(size, path, anchors_pem);
+        let v = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(provider))
+            .build();
+        if let Ok(v) = v {
+            std::hint::black_box(self.verify(&*v).is_ok());
+        }
+        t.elapsed()
+    }
+}
+
+/// Writes the store of one size to the work directory: (its path, its label in the
+/// result).
+fn write_store(opts: &BenchOptions, size: StoreSize) -> Result<(PathBuf, String), TrustError> {
+    let (path, label, mut pem) = match size {
+        StoreSize::Synthetic(n) => (
+            opts.work_dir.join(format!("store-{n}.pem")),
+            n.to_string(),
+            synthetic_anchors(n)?,
+        ),
+        StoreSize::System => {
+            let sys = load(&Source::System { root: None }, &StoreLoadOptions::CERTS)?;
+            let mut pem = String::new();
+            for c in sys.store.certs() {
+                pem.push_str(&crate::trust::trim::to_pem(c));
+            }
+            (
+                opts.work_dir.join("store-system.pem"),
+                "system".to_string(),
+                pem,
+            )
+        }
+    };
+    pem.push_str(&opts.anchors_pem);
+    write_pem(&path, pem)?;
+    Ok((path, label))
+}
+
+/// The PEM of the N − 1 synthetic anchors of a store of `n` (10% of them cross-signed
+/// twins of the others); empty for a store of one.
+fn synthetic_anchors(n: usize) -> Result<String, TrustError> {
+    if n <= 1 {
+        return Ok(String::new());
+    }
+    let filler = n - 1;
+    let twins = (filler / 10).min(filler.saturating_sub(1));
+    let cross = if filler >= 2 { twins } else { 0 };
+    // Twins are anchors too: N − 1 certificates in all.
+    let cas = filler - cross;
+    let b = generate_bundle(&BundleOptions {
+        count: cas.max(1),
+        cross_signed: cross.min(cas.max(1)),
+        key: KeyType::EcdsaP256,
+        key_pool: Some(64),
+        days: 3650,
+    })
+    .map_err(|e| TrustError::BadChain {
+        name: "synthetic store".into(),
+        reason: e.to_string(),
+    })?;
+    Ok(b.pem)
+}
+
+/// Writes a store file of the work directory.
+fn write_pem(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), TrustError> {
+    std::fs::write(path, contents).map_err(|e| TrustError::Read {
+        path: path.to_path_buf(),
+        source: Arc::new(e),
+    })
+}
+
+/// The verifiers of one store that are built once: (a), (b) and (d).
+struct Verifiers {
+    /// (a) the indexed verifier.
+    indexed: Arc<IndexedVerifier>,
+    /// (b) rustls's default verifier.
+    default: Arc<WebPkiServerVerifier>,
+    /// (d) rustls's default verifier over the trimmed store.
+    trimmed: Arc<WebPkiServerVerifier>,
+    /// Anchors in the trimmed store.
+    trimmed_anchors: usize,
+}
+
+impl Verifiers {
+    /// Builds the verifiers of `store`, trimming it to the chain's anchors (the trimmed
+    /// store is written beside it, labelled `label`, and read back).
+    fn new(opts: &BenchOptions, store: &TrustStore, label: &str) -> Result<Self, TrustError> {
+        let indexed = Arc::new(IndexedVerifier::with_index(
+            Arc::new(AnchorIndex::new(store)),
+            opts.provider,
+        ));
+        let default = store.verifier(opts.provider)?;
+        let trimmed = trim(
+            store,
+            &[Chain {
+                name: "chain".into(),
+                certs: opts.chain.clone(),
+            }],
+            &TrimOptions {
+                at: opts.at,
+                provider: opts.provider,
+                also_keep: Vec::new(),
+            },
+        )?;
+        let tpath = opts.work_dir.join(format!("trimmed-{label}.pem"));
+        write_pem(&tpath, &trimmed.pem)?;
+        let trimmed_store = TrustStore::from_pem_file(&tpath)?;
+        Ok(Verifiers {
+            indexed,
+            default,
+            trimmed: trimmed_store.verifier(opts.provider)?,
+            trimmed_anchors: trimmed_store.len(),
+        })
+    }
+
+    /// (a), (b) and (d), in that order.
+    fn all(&self) -> [&dyn ServerCertVerifier; 3] {
+        [&*self.indexed, &*self.default, &*self.trimmed]
+    }
+
+    /// Whether every variant accepts the chain: the first refusal, said plainly.
+    fn check(&self, subject: &Subject<'_>, label: &str) -> Result<(), TrustError> {
+        for (what, v) in ["indexed", "default", "trimmed"]
+            .into_iter()
+            .zip(self.all())
+        {
+            subject.verify(v).map_err(|e| TrustError::Unverifiable {
+                name: format!("chain ({what} verifier)"),
+                origin: format!("the {label} store"),
+                reason: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// The timed verifications of one store size, per variant.
+struct Samples {
+    indexed: Vec<Duration>,
+    default: Vec<Duration>,
+    reload: Vec<Duration>,
+    trimmed: Vec<Duration>,
+}
+
+/// Warms the verifiers up (untimed), then times each variant: at most
+/// `opts.iterations` verifications or `opts.max_time`, whichever ends first, at least 3.
+/// (a) and (b) alternate, sample by sample; then (d); then (c), one `reload` each.
+fn time_variants(
+    opts: &BenchOptions,
+    subject: &Subject<'_>,
+    verifiers: &Verifiers,
+    reload: impl Fn(&Subject<'_>) -> Duration,
+) -> Samples {
+    // Warm-up (caches, branch predictors, CPU clock), untimed.
+    let warm_until = Instant::now() + (opts.max_time / 5).min(Duration::from_millis(300));
+    let mut warm = 0;
+    while warm < 20 || (Instant::now() < warm_until && warm < opts.iterations) {
+        for v in verifiers.all() {
+            std::hint::black_box(subject.verify(v).is_ok());
+        }
+        warm += 1;
+    }
+    let more = |taken: usize, started: Instant| {
+        taken < opts.iterations.max(3) && (taken < 3 || started.elapsed() < opts.max_time)
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    while more(a.len(), started) {
+        a.push(subject.timed(&*verifiers.indexed));
+        b.push(subject.timed(&*verifiers.default));
+    }
+    let mut d = Vec::new();
+    let started = Instant::now();
+    while more(d.len(), started) {
+        d.push(subject.timed(&*verifiers.trimmed));
+    }
+    let mut c = Vec::new();
+    let started = Instant::now();
+    while more(c.len(), started) {
+        c.push(reload(subject));
+    }
+    Samples {
+        indexed: a,
+        default: b,
+        reload: c,
+        trimmed: d,
+    }
+}
+
+/// The slope of log(time) over log(anchors) of each variant.
+fn growth_exponents(rows: &[SizeRow]) -> Exponents {
+    let slope = |f: &dyn Fn(&SizeRow) -> u64| {
+        let pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.anchors > 0 && f(r) > 0)
+            .map(|r| ((r.anchors as f64).ln(), (f(r) as f64).ln()))
+            .collect();
+        crate::stats::least_squares_slope(&pts)
+    };
+    Exponents {
+        indexed: slope(&|r| r.indexed_ns),
+        default: slope(&|r| r.default_ns),
+        reload: slope(&|r| r.reload_ns),
+        trimmed: slope(&|r| r.trimmed_ns),
+    }
+}
+
+/// The indexed time at the largest store ÷ at the smallest (0 without a time).
+fn indexed_largest_over_smallest(rows: &[SizeRow]) -> f64 {
+    let mut by_anchors: Vec<&SizeRow> = rows.iter().collect();
+    by_anchors.sort_by_key(|r| r.anchors);
+    match (by_anchors.first(), by_anchors.last()) {
+        (Some(s), Some(l)) if s.indexed_ns > 0 => l.indexed_ns as f64 / s.indexed_ns as f64,
+        _ => 0.0,
+    }
 }
 
 /// The anti-pattern: a fresh root store for one verification.
@@ -383,13 +489,11 @@ fn reload(size: StoreSize, path: &Path, anchors_pem: &str) -> RootCertStore {
     roots
 }
 
+/// Verifications per second of `threads` threads sharing `v` for `duration`.
 fn throughput(
     v: &Arc<IndexedVerifier>,
     threads: usize,
-    end_entity: &CertificateDer<'_>,
-    intermediates: &[CertificateDer<'_>],
-    name: &ServerName<'_>,
-    at: UnixTime,
+    subject: &Subject<'_>,
     duration: Duration,
 ) -> ThreadRow {
     let counts: Vec<u64> = std::thread::scope(|s| {
@@ -400,10 +504,7 @@ fn throughput(
                     let started = Instant::now();
                     let mut n = 0u64;
                     while started.elapsed() < duration && n < 10_000_000 {
-                        std::hint::black_box(
-                            v.verify_server_cert(end_entity, intermediates, name, &[], at)
-                                .is_ok(),
-                        );
+                        std::hint::black_box(subject.verify(&*v).is_ok());
                         n += 1;
                     }
                     (n, started.elapsed())

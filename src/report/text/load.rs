@@ -1,36 +1,54 @@
 //! `load` (and `merge`): throughput, latency percentiles, phases and failures.
 
 use super::{BAD, BOLD, num, render, right_align, styled, table};
+use crate::load::LoadResult;
 
 /// `tlsperf load` (and `merge`).
-pub fn load_result(r: &crate::load::LoadResult) -> String {
-    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
-    let mut s = format!(
-        "{}\n\n",
-        styled(
-            BOLD,
-            &format!(
-                "Load on {}: {:.2} s{}{}",
-                r.target,
-                r.duration_s,
-                if r.machines > 1 {
-                    format!(", {} machines", r.machines)
-                } else {
-                    String::new()
-                },
-                if r.interrupted {
-                    " (interrupted: partial result)"
-                } else {
-                    ""
-                }
-            )
-        )
-    );
+pub fn load_result(r: &LoadResult) -> String {
+    let mut s = format!("{}\n\n", styled(BOLD, &heading(r)));
+    s += &counts(r);
+    s.push('\n');
+    s += &latency_table(r);
+    s.push('\n');
+    s += &generator_delays(r);
+    s += &errors(r);
+    s += &cpu(r);
+    if let Some(c) = &r.link_counters {
+        s += &c.text();
+    }
+    for w in &r.warnings {
+        s += &format!("{} {w}\n", styled(BAD, "warning:"));
+    }
+    s
+}
+
+/// The title: target, length, machines.
+fn heading(r: &LoadResult) -> String {
+    format!(
+        "Load on {}: {:.2} s{}{}",
+        r.target,
+        r.duration_s,
+        if r.machines > 1 {
+            format!(", {} machines", r.machines)
+        } else {
+            String::new()
+        },
+        if r.interrupted {
+            " (interrupted: partial result)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Requests, bodies, handshakes (their kinds, 0-RTT, chains verified) and statuses, a
+/// line each.
+fn counts(r: &LoadResult) -> String {
     let unsent = match r.requests.unsent {
         0 => String::new(),
         n => format!(", {n} due but never sent"),
     };
-    s += &format!(
+    let mut s = format!(
         "requests: {} completed, {} failed{unsent} — {} req/s\n",
         r.requests.completed,
         r.requests.failed,
@@ -85,7 +103,12 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
     if !status.is_empty() {
         s += &format!("status: {}\n", status.join(", "));
     }
-    s.push('\n');
+    s
+}
+
+/// The latency percentiles (ms) of requests, handshakes and phases.
+fn latency_table(r: &LoadResult) -> String {
+    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
     let mut t = table(&["latency (ms)", "count", "p50", "p90", "p99", "p99.9", "max"]);
     let mut row = |name: &str, d: &crate::load::result::Dist| {
         let q = &d.quantiles;
@@ -115,9 +138,11 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
         }
     }
     right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
-    s += &render(&t);
-    s.push('\n');
-    // The generator's own delays, in microseconds: `what (how, N things): p50 … µs`.
+    render(&t)
+}
+
+/// The generator's own delays, in microseconds: `what (how, N things): p50 … µs`.
+fn generator_delays(r: &LoadResult) -> String {
     let own = |what: &str, d: &crate::stats::histogram::Dist| {
         let q = &d.quantiles;
         let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
@@ -128,6 +153,7 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
             us(q.max_ns)
         )
     };
+    let mut s = String::new();
     if let Some(d) = &r.send_lateness {
         s += &own(
             &format!(
@@ -146,15 +172,26 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
             d,
         );
     }
-    if !r.errors.is_empty() {
-        s += &format!("\n{}\n", styled(BAD, "errors:"));
-        for (k, n) in &r.errors {
-            s += &format!(
-                "  {k}: {n} (e.g. {})\n",
-                r.error_examples.get(k).map(String::as_str).unwrap_or("")
-            );
-        }
+    s
+}
+
+/// The errors by kind, with an example of each (nothing without errors).
+fn errors(r: &LoadResult) -> String {
+    if r.errors.is_empty() {
+        return String::new();
     }
+    let mut s = format!("\n{}\n", styled(BAD, "errors:"));
+    for (k, n) in &r.errors {
+        s += &format!(
+            "  {k}: {n} (e.g. {})\n",
+            r.error_examples.get(k).map(String::as_str).unwrap_or("")
+        );
+    }
+    s
+}
+
+/// The CPU of the generator and, with `--server-pid`, of the server.
+fn cpu(r: &LoadResult) -> String {
     // CPU per request always; per handshake only when every request opened its own
     // connection (finish_rates leaves it out otherwise).
     let per = |req: Option<f64>, hs: Option<f64>| {
@@ -175,7 +212,7 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
         .map_or(String::new(), |x| {
             format!(", of which {x:.3} s the pacer's spin before send instants")
         });
-    s += &format!(
+    let mut s = format!(
         "\ngenerator: {:.3} CPU s on {} threads{spin} ({:.0}% busy with work){}\n",
         g.cpu_seconds,
         g.threads,
@@ -193,12 +230,6 @@ pub fn load_result(r: &crate::load::LoadResult) -> String {
             sv.rss_max_kib,
             sv.rss_end_kib
         );
-    }
-    if let Some(c) = &r.link_counters {
-        s += &c.text();
-    }
-    for w in &r.warnings {
-        s += &format!("{} {w}\n", styled(BAD, "warning:"));
     }
     s
 }

@@ -34,6 +34,36 @@ fn quantile_row(group: &str, phase: &str, d: &Dist) -> Vec<String> {
 
 /// The whole observation.
 pub fn observation(o: &Observation) -> String {
+    let mut s = format!("{}\n\n", styled(BOLD, &heading(o)));
+    if !o.sources.is_empty() && o.sources.iter().all(|s| s.kind == "probes") {
+        if let Some(p) = &o.probes {
+            s += &probes(p);
+        }
+        return s;
+    }
+    s += &packet_notes(o);
+    s += &connection_notes(o);
+    s += &handshake_counts(o);
+    if o.count("all") > 0 {
+        s += &phases_and_breakdowns(o);
+    }
+    s += &failures(o);
+    s += PHASE_NOTE;
+    if let Some(p) = &o.probes {
+        s += "\n";
+        s += &probes(p);
+    }
+    s
+}
+
+/// Where each phase is exact, printed under every observation of packets.
+const PHASE_NOTE: &str = "server_think, server_flight and server_first_byte are exact on the \
+    server's host, client_think and first_app_byte on the client's (on loopback, all are); \
+    server_first_byte is the request's last record → the answer's first byte, TLS 1.3 \
+    tickets left out\n";
+
+/// The title: the sources, the ports, the capture's length.
+fn heading(o: &Observation) -> String {
     let mut sources: Vec<String> = o
         .sources
         .iter()
@@ -48,31 +78,23 @@ pub fn observation(o: &Observation) -> String {
         let p: Vec<String> = o.ports.iter().map(u16::to_string).collect();
         format!("TCP port {}", p.join(", "))
     };
-    let mut s = format!(
-        "{}\n\n",
-        styled(
-            BOLD,
-            &format!(
-                "Handshakes observed in {} on {}: {:.3} s of capture{}",
-                sources.join(" + "),
-                ports,
-                o.duration_s,
-                if o.interrupted {
-                    " (interrupted: partial result)"
-                } else {
-                    ""
-                }
-            )
-        )
-    );
-    if !o.sources.is_empty() && o.sources.iter().all(|s| s.kind == "probes") {
-        if let Some(p) = &o.probes {
-            s += &probes(p);
+    format!(
+        "Handshakes observed in {} on {}: {:.3} s of capture{}",
+        sources.join(" + "),
+        ports,
+        o.duration_s,
+        if o.interrupted {
+            " (interrupted: partial result)"
+        } else {
+            ""
         }
-        return s;
-    }
+    )
+}
+
+/// The frames read, then what the kernel filter, the snap length and the clock left out.
+fn packet_notes(o: &Observation) -> String {
     let p = &o.packets;
-    s += &format!(
+    let mut s = format!(
         "frames: {} ({} TCP segments observed, {} on other ports, {} not TCP){}\n",
         p.frames,
         p.tcp_segments,
@@ -109,8 +131,13 @@ pub fn observation(o: &Observation) -> String {
             p.clock_outliers
         );
     }
+    s
+}
+
+/// The connections tracked, then what the memory budget and the flow table left out.
+fn connection_notes(o: &Observation) -> String {
     let c = &o.connections;
-    s += &format!(
+    let mut s = format!(
         "connections: {} tracked: {} handshakes, {} failed, {} not TLS, {} unparsed, {} \
          without payload; {} already open at the start (not analyzed)\n",
         c.tracked, c.handshakes, c.failed, c.not_tls, c.unparsed, c.empty, c.midstream
@@ -141,6 +168,11 @@ pub fn observation(o: &Observation) -> String {
             c.evicted_idle, c.evicted_half_open, c.over_cap
         );
     }
+    s
+}
+
+/// The handshakes per kind, the HelloRetryRequests and the resumption rate.
+fn handshake_counts(o: &Observation) -> String {
     let kinds: Vec<String> = KINDS[1..]
         .iter()
         .map(|k| format!("{k} {}", o.count(k)))
@@ -157,7 +189,7 @@ pub fn observation(o: &Observation) -> String {
         .filter_map(|k| o.handshakes.get(*k))
         .map(|k| k.hrr)
         .sum::<u64>();
-    s += &format!(
+    format!(
         "handshakes: {} — {}{}; resumption rate {:.1}%{}\n\n",
         o.count("all"),
         kinds.join(", "),
@@ -172,90 +204,88 @@ pub fn observation(o: &Observation) -> String {
         } else {
             format!(" ({})", methods.join(", "))
         }
-    );
-    if o.count("all") > 0 {
-        let mut t = table(&["kind", "phase (ms)", "n", "p50", "p90", "p99", "max"]);
-        for kind in KINDS {
-            let Some(ks) = o.handshakes.get(kind).filter(|k| k.count > 0) else {
+    )
+}
+
+/// The phase percentiles per kind, the server flight's size, the breakdowns (SNI,
+/// server, version, group, processes) and where the processes came from.
+fn phases_and_breakdowns(o: &Observation) -> String {
+    let mut t = table(&["kind", "phase (ms)", "n", "p50", "p90", "p99", "max"]);
+    for kind in KINDS {
+        let Some(ks) = o.handshakes.get(kind).filter(|k| k.count > 0) else {
+            continue;
+        };
+        for (phase, _) in PHASES {
+            let Some(d) = ks.phases.get(phase) else {
                 continue;
             };
-            for (phase, _) in PHASES {
-                let Some(d) = ks.phases.get(phase) else {
-                    continue;
-                };
-                t.add_row(quantile_row(kind, phase, d));
-            }
-        }
-        right_align(&mut t, &[2, 3, 4, 5, 6]);
-        s += &render(&t);
-        s += "\n\n";
-        let flights: Vec<String> = KINDS[1..]
-            .iter()
-            .filter_map(|k| {
-                let b = o.handshakes.get(*k)?.server_flight_bytes;
-                (b.count > 0)
-                    .then(|| format!("{k} {} (min {}, max {})", b.total / b.count, b.min, b.max))
-            })
-            .collect();
-        s += &format!("server flight, mean bytes: {}\n\n", flights.join("; "));
-        for (title, map) in [
-            ("SNI", &o.by_sni),
-            ("server", &o.by_server),
-            ("version", &o.by_version),
-            ("group", &o.by_group),
-            ("client process", &o.by_client_process),
-            ("server process", &o.by_server_process),
-        ] {
-            if map.is_empty() {
-                continue;
-            }
-            s += &breakdown(title, map);
-            s += "\n";
-        }
-        match o.attribution.as_deref() {
-            Some("kernel") => {
-                s += "processes: exact, from the kernel (the process inside connect() and \
-                      accept())\n\n"
-            }
-            Some(from) => {
-                s += &format!(
-                    "processes: from {from}; a local end not known exactly is (unknown)\n\n"
-                )
-            }
-            None => {}
+            t.add_row(quantile_row(kind, phase, d));
         }
     }
-    let f = &o.failures;
-    if f.total() > 0 {
-        let mut parts: Vec<String> = f
-            .alerts
-            .iter()
-            .map(|(a, n)| format!("alert {a} {n}"))
-            .collect();
-        for (what, n) in [
-            ("reset", f.reset),
-            ("closed", f.closed),
-            ("incomplete", f.incomplete),
-        ] {
-            if n > 0 {
-                parts.push(format!("{what} {n}"));
-            }
+    right_align(&mut t, &[2, 3, 4, 5, 6]);
+    let mut s = render(&t);
+    s += "\n\n";
+    let flights: Vec<String> = KINDS[1..]
+        .iter()
+        .filter_map(|k| {
+            let b = o.handshakes.get(*k)?.server_flight_bytes;
+            (b.count > 0)
+                .then(|| format!("{k} {} (min {}, max {})", b.total / b.count, b.min, b.max))
+        })
+        .collect();
+    s += &format!("server flight, mean bytes: {}\n\n", flights.join("; "));
+    for (title, map) in [
+        ("SNI", &o.by_sni),
+        ("server", &o.by_server),
+        ("version", &o.by_version),
+        ("group", &o.by_group),
+        ("client process", &o.by_client_process),
+        ("server process", &o.by_server_process),
+    ] {
+        if map.is_empty() {
+            continue;
         }
-        s += &format!(
-            "{} {}\n\n",
-            styled(BAD, "failed handshakes:"),
-            parts.join(", ")
-        );
-    }
-    s += "server_think, server_flight and server_first_byte are exact on the server's host, \
-          client_think and first_app_byte on the client's (on loopback, all are); \
-          server_first_byte is the request's last record → the answer's first byte, TLS 1.3 \
-          tickets left out\n";
-    if let Some(p) = &o.probes {
+        s += &breakdown(title, map);
         s += "\n";
-        s += &probes(p);
+    }
+    match o.attribution.as_deref() {
+        Some("kernel") => {
+            s += "processes: exact, from the kernel (the process inside connect() and \
+                  accept())\n\n"
+        }
+        Some(from) => {
+            s += &format!("processes: from {from}; a local end not known exactly is (unknown)\n\n")
+        }
+        None => {}
     }
     s
+}
+
+/// The failed handshakes by alert and by how the connection ended (nothing without one).
+fn failures(o: &Observation) -> String {
+    let f = &o.failures;
+    if f.total() == 0 {
+        return String::new();
+    }
+    let mut parts: Vec<String> = f
+        .alerts
+        .iter()
+        .map(|(a, n)| format!("alert {a} {n}"))
+        .collect();
+    for (what, n) in [
+        ("reset", f.reset),
+        ("closed", f.closed),
+        ("incomplete", f.incomplete),
+    ] {
+        if n > 0 {
+            parts.push(format!("{what} {n}"));
+        }
+    }
+    format!(
+        "{} {}\n\n",
+        styled(BAD, "failed handshakes:"),
+        parts.join(", ")
+    )
 }
 
 fn p50(d: Option<&Dist>) -> String {
