@@ -50,7 +50,13 @@ pub struct ClientArgs {
     /// (read and decoded again inside every certificate verification, between the
     /// server's flight and the client's Finished: what a client that loads its CA bundle
     /// for each connection costs; no verdict cache then).
-    #[arg(long, value_enum, default_value_t = RootsLoad::Once, conflicts_with = "insecure")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value_t = RootsLoad::Once,
+        conflicts_with = "insecure"
+    )]
     pub roots_load: RootsLoad,
     /// Do not verify the server's certificate (handshake signatures are still checked).
     #[arg(long, conflicts_with = "roots")]

@@ -50,10 +50,10 @@ struct InitArgs {
     #[arg(long, value_enum, default_value_t = KeyType::EcdsaP256)]
     key: KeyType,
     /// Key type of the root and intermediate CAs (overrides --key).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "KEY")]
     ca_key: Option<KeyType>,
     /// Key type of the server and client leaves (overrides --key).
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "KEY")]
     leaf_key: Option<KeyType>,
     /// Subject alternative name of the server leaf: DNS name or IP address (repeatable;
     /// default: localhost, 127.0.0.1, ::1).
