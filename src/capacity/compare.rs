@@ -18,7 +18,7 @@
 
 use serde::Serialize;
 
-use super::result::{CapacityResult, Outcome, Step, Verdict, conclude, group};
+use super::result::{CapacityResult, Outcome, Step, conclude, group};
 use crate::stats::compare::Direction;
 use crate::stats::rows::{
     Comparable, Identity, Outcome as RowOutcome, Row, RowComparison, RowSet, RowSide, RowsCompared,
@@ -144,26 +144,17 @@ pub struct CapacitySide {
 /// which a comparison names it.
 pub const COST_CHANGE: f64 = 0.10;
 
-/// The server's CPU microseconds per answered request in the judged `steps` that passed
-/// at half of `capacity` or more (busy enough for its per-request cost to show, not
-/// overloaded): their median; `None` without `--server-pid` or such steps.
+/// The server's CPU microseconds per answered request in the judged `steps` near
+/// `capacity` ([`super::result::costs_near`]): their median; `None` without
+/// `--server-pid` or such steps.
 pub fn server_cost_us(steps: &[Step], capacity: f64) -> Option<f64> {
-    let mut costs: Vec<f64> = steps
-        .iter()
-        .filter(|s| s.verdict == Verdict::Pass && s.offered_per_s >= capacity / 2.0)
-        .filter_map(|s| s.server_cpu_us_per_request)
-        .filter(|c| c.is_finite() && *c > 0.0)
-        .collect();
-    if costs.is_empty() {
-        return None;
-    }
-    costs.sort_by(f64::total_cmp);
+    let costs = super::result::costs_near(steps, capacity);
     let n = costs.len();
-    Some(if n % 2 == 1 {
-        costs[n / 2]
-    } else {
-        (costs[n / 2 - 1] + costs[n / 2]) / 2.0
-    })
+    match n {
+        0 => None,
+        n if n % 2 == 1 => Some(costs[n / 2]),
+        n => Some((costs[n / 2 - 1] + costs[n / 2]) / 2.0),
+    }
 }
 
 /// The comparison, as one row.

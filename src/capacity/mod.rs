@@ -598,17 +598,10 @@ pub const COST_DRIFT: f64 = 0.15;
 /// wider for it. On this VM the figure drifted from 885 to 1,250 µs within one
 /// 3-minute search (docs/benchmarks/history/2026-12-02-capacity-pairs-ten.md).
 fn server_cost_warning(steps: &[Step], capacity: Option<f64>) -> Option<String> {
-    let capacity = capacity?;
-    let mut costs: Vec<f64> = steps
-        .iter()
-        .filter(|s| s.verdict == result::Verdict::Pass && s.offered_per_s >= capacity / 2.0)
-        .filter_map(|s| s.server_cpu_us_per_request)
-        .filter(|c| c.is_finite() && *c > 0.0)
-        .collect();
+    let costs = result::costs_near(steps, capacity?);
     if costs.len() < 4 {
         return None;
     }
-    costs.sort_by(f64::total_cmp);
     // Nearest rank.
     let at = |q: f64| costs[((q * costs.len() as f64).ceil() as usize).clamp(1, costs.len()) - 1];
     let (p10, p90) = (at(0.1), at(0.9));

@@ -148,6 +148,20 @@ impl StepCpu {
     }
 }
 
+/// The server's CPU microseconds per answered request (`--server-pid`) in the judged
+/// `steps` that passed at half of `capacity` or more (busy enough for its per-request
+/// cost to show, not overloaded), in increasing order.
+pub fn costs_near(steps: &[Step], capacity: f64) -> Vec<f64> {
+    let mut costs: Vec<f64> = steps
+        .iter()
+        .filter(|s| s.verdict == Verdict::Pass && s.offered_per_s >= capacity / 2.0)
+        .filter_map(|s| s.server_cpu_us_per_request)
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .collect();
+    costs.sort_by(f64::total_cmp);
+    costs
+}
+
 /// With a shared schedule, a process that reaches a step's instant later than this
 /// (seconds) skips the step: its sends would not interleave with the other processes'.
 pub const LATE_START_MAX: f64 = 0.1;
