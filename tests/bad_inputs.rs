@@ -1493,6 +1493,7 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
             server_cpu_seconds: None,
             server_runqueue_wait_s: None,
             server_cpu_us_per_request: None,
+            server_cpus: None,
             steal: None,
             late_start_s: None,
             verdict: Verdict::Pass,

@@ -755,6 +755,11 @@ async fn run_step(
         server_cpu_seconds: r.server.as_ref().map(|s| s.cpu_seconds),
         server_runqueue_wait_s: r.server.as_ref().and_then(|s| s.runqueue_wait_s),
         server_cpu_us_per_request: None,
+        server_cpus: opts
+            .load
+            .server_pid
+            .and_then(|pid| load::usage::cpus_allowed(Some(pid)))
+            .map(|c| c.len() as f64),
         steal: stolen
             .zip(load::usage::cpu_ticks(watched.as_deref()))
             .and_then(|(before, after)| after.steal_since(&before)),
@@ -841,6 +846,7 @@ fn skipped_step(plan: &StepPlan, late: Duration) -> Step {
         server_cpu_seconds: None,
         server_runqueue_wait_s: None,
         server_cpu_us_per_request: None,
+        server_cpus: None,
         steal: None,
         body_bytes: 0,
         upload_bytes: 0,

@@ -162,6 +162,14 @@ pub fn costs_near(steps: &[Step], capacity: f64) -> Vec<f64> {
     costs
 }
 
+/// The share of its CPUs from which the server counts as saturated during a step
+/// ([`Step::server_saturated`]): a failing step whose generator was starved is then the
+/// server's failure, not the generator's. A server that busy for a whole step has no
+/// room left: the rate is at or past its knee, however late the generator sent. (One of
+/// twenty searches on this VM ended generator-bound at 1,318/s with the server at 99% of
+/// its CPU: docs/benchmarks/history/2026-12-02-capacity-pairs-ten.md.)
+pub const SERVER_SATURATED: f64 = 0.97;
+
 /// With a shared schedule, a process that reaches a step's instant later than this
 /// (seconds) skips the step: its sends would not interleave with the other processes'.
 pub const LATE_START_MAX: f64 = 0.1;
@@ -249,6 +257,10 @@ pub struct Step {
     pub server_runqueue_wait_s: Option<f64>,
     /// The server's CPU microseconds per answered request (`--server-pid`).
     pub server_cpu_us_per_request: Option<f64>,
+    /// The CPUs the server may use (`--server-pid`: its affinity, `Cpus_allowed_list`);
+    /// `None` without it and in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpus: Option<f64>,
     /// The share of the watched CPUs' time that the hypervisor gave to other guests
     /// during the step (`steal` in `/proc/stat`): the CPUs the server may use with
     /// `--server-pid`, else the whole machine; after a merge, the highest of the
@@ -284,6 +296,19 @@ impl Step {
         self.late_start_s.is_some_and(|l| l > LATE_START_MAX)
     }
 
+    /// The share of the CPUs the server may use that it used during the step
+    /// (`server_cpu_seconds` ÷ (`duration_s` × `server_cpus`); `--server-pid`).
+    pub fn server_busy(&self) -> Option<f64> {
+        let cpus = self.server_cpus.filter(|c| *c > 0.0)?;
+        Some(self.server_cpu_seconds? / (self.duration_s.max(1e-9) * cpus))
+    }
+
+    /// True when the server used at least [`SERVER_SATURATED`] of the CPUs it may use
+    /// during the step: it was at its limit, whatever the generator did.
+    pub fn server_saturated(&self) -> bool {
+        self.server_busy().is_some_and(|b| b >= SERVER_SATURATED)
+    }
+
     /// True when the server was starved during the step: its threads waited for a CPU
     /// at least [`crate::load::result::STARVED_WAIT_SHARE`] of the time they wanted one
     /// (another process held its CPUs: the generator, if they share them, or a
@@ -302,14 +327,16 @@ impl Step {
     ///   the generator's CPU reached [`Rules::generator_cpu_max`] of the CPUs it may use
     ///   ([`StepCpu::cpus`]), or it was starved ([`StepCpu::starved`]: its threads waited
     ///   for a CPU at least a fifth of the time they wanted one, however little CPU they
-    ///   used), or the objective *holds* on the latency from each
+    ///   used) while the server had room ([`Step::server_saturated`] false), or the
+    ///   objective *holds* on the latency from each
     ///   request's actual send instant (the same percentiles, failed and unsent
     ///   requests counted the same way): the server answered in time what it was sent,
     ///   and the failure is the generator's send lateness alone;
     /// - **fail**: the objective breaks on both latencies while the generator's CPU had
     ///   room: the server (or the path to it) was slow on the requests as they were
     ///   actually sent. A generator delayed because the server took the CPU they share
-    ///   lands here, as the server saturating, not as the generator.
+    ///   lands here, as the server saturating, not as the generator; so does a starved
+    ///   generator's step whose server used at least [`SERVER_SATURATED`] of its CPUs.
     pub fn judge(&mut self, slo: &Slo, rules: &Rules) {
         let secs = self.duration_s.max(1e-9);
         self.achieved_per_s = self.completed as f64 / secs;
@@ -375,6 +402,17 @@ impl Step {
             Some(_) if busy => (Verdict::Invalid, self.busy_note()),
             // Another process held the generator's CPUs: its sends and reads were late
             // however little CPU it used.
+            // Starved, but the server had no room left: its failure.
+            Some(why) if starved && self.server_saturated() => (
+                Verdict::Fail,
+                format!(
+                    "{why}; the generator was starved (its threads waited for a CPU {:.0}% \
+                     of the time they wanted one), but the server used {:.0}% of its CPUs: \
+                     the server was at its limit",
+                    self.generator.waiting_share().unwrap_or(0.0) * 100.0,
+                    self.server_busy().unwrap_or(0.0) * 100.0
+                ),
+            ),
             Some(why) if starved => (
                 Verdict::Invalid,
                 format!("{why}, but {}", self.starved_note()),
@@ -1115,6 +1153,11 @@ impl Step {
             check_secs("late_start_s", l, false)?;
         }
         check_secs("warmup_s", self.warmup_s, false)?;
+        if let Some(c) = self.server_cpus {
+            within(c, 1.0, 65_536.0, || {
+                format!("server_cpus {} is not within 1 ..= 65536", figure(c))
+            })?;
+        }
         if let Some(st) = self.steal {
             within(st, 0.0, 1.0, || {
                 format!("steal {} is not within 0 ..= 1", figure(st))
@@ -1548,6 +1591,10 @@ fn add_step(a: &mut Step, b: &Step, index: usize) -> Result<(), MergeError> {
         (Some(x), None) | (None, Some(x)) => Some(x),
         _ => None,
     };
+    a.server_cpus = match (a.server_cpus, b.server_cpus) {
+        (Some(x), None) | (None, Some(x)) => Some(x),
+        _ => None,
+    };
     Ok(())
 }
 
@@ -1668,6 +1715,7 @@ pub(crate) mod tests {
             },
             server_cpu_seconds: None,
             server_runqueue_wait_s: None,
+            server_cpus: None,
             server_cpu_us_per_request: None,
             steal: None,
             late_start_s: None,
@@ -2142,6 +2190,31 @@ pub(crate) mod tests {
             "{}",
             c.message
         );
+        // …unless the server had no room left (97% of its CPUs and more): its failure.
+        // (Search 4-1 of the ten pairs: the generator waited 26% of its time at 1,318/s,
+        // the server used 99% of its one CPU.)
+        for (busy, verdict) in [
+            (0.99, Verdict::Fail),
+            (0.97, Verdict::Fail),
+            (0.9, Verdict::Invalid),
+        ] {
+            let mut s = starved.clone();
+            s.server_cpus = Some(1.0);
+            s.server_cpu_seconds = Some(busy * s.duration_s);
+            s.judge(&slo, &r);
+            assert_eq!(s.verdict, verdict, "{busy}: {}", s.why);
+            if verdict == Verdict::Fail {
+                assert!(
+                    s.why.contains("the generator was starved (its threads waited for a CPU 75% of the time they wanted one), but the server used"),
+                    "{}",
+                    s.why
+                );
+            }
+            // Without the server's CPUs, it cannot be told: the generator's.
+            s.server_cpus = None;
+            s.judge(&slo, &r);
+            assert_eq!(s.verdict, Verdict::Invalid);
+        }
         // …and a little waiting does not.
         starved.generator.runqueue_wait_s = Some(0.01);
         starved.judge(&slo, &r);
