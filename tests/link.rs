@@ -1141,8 +1141,12 @@ fn link_runs_any_program_behind_the_link() {
     }
 }
 
-/// Starts `tlsperf link rtt=20ms -- sh -c 'readlink /proc/self/ns/net; exec sleep 30'` and
-/// returns it with what it made: tlsperf's devices and the program's namespace.
+/// Starts `tlsperf link rtt=20ms -- sh -c 'echo "$(readlink /proc/self/ns/net)"; exec
+/// sleep 30'` and returns it with what it made: tlsperf's devices and the program's
+/// namespace. The line is printed by the shell itself once readlink is over: printed by
+/// readlink, it could reach the test while the shell still waited for readlink, and a
+/// SIGINT then is deferred by the shell (its child did not die of it), which went on to
+/// `sleep 30` and exited 0 (CI failed so once).
 fn spawn_link_program(own_group: bool) -> (std::process::Child, Footprint) {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
@@ -1153,7 +1157,7 @@ fn spawn_link_program(own_group: bool) -> (std::process::Child, Footprint) {
         "--",
         "sh",
         "-c",
-        "readlink /proc/self/ns/net; exec sleep 30",
+        "echo \"$(readlink /proc/self/ns/net)\"; exec sleep 30",
     ])
     .env("NO_COLOR", "1")
     .stdin(Stdio::null())
