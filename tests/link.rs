@@ -1143,10 +1143,11 @@ fn link_runs_any_program_behind_the_link() {
 
 /// Starts `tlsperf link rtt=20ms -- sh -c 'echo "$(readlink /proc/self/ns/net)"; exec
 /// sleep 30'` and returns it with what it made: tlsperf's devices and the program's
-/// namespace. The line is printed by the shell itself once readlink is over: printed by
-/// readlink, it could reach the test while the shell still waited for readlink, and a
-/// SIGINT then is deferred by the shell (its child did not die of it), which went on to
-/// `sleep 30` and exited 0 (CI failed so once).
+/// namespace. tlsperf starts with SIGINT and SIGTERM at their default actions, as a
+/// command at a terminal does: a test harness started in the background of a script
+/// inherits them ignored (SigIgn 0x7 under `nohup setsid bash -c … &`), the program
+/// inherits that from tlsperf, and a SIGINT then left `sleep 30` running to exit 0
+/// (CI failed so twice).
 fn spawn_link_program(own_group: bool) -> (std::process::Child, Footprint) {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
@@ -1165,6 +1166,14 @@ fn spawn_link_program(own_group: bool) -> (std::process::Child, Footprint) {
     .stderr(Stdio::piped());
     if own_group {
         cmd.process_group(0);
+    }
+    // SAFETY: between fork and exec, only signal(2), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
     }
     let mut child = cmd.spawn().unwrap();
     let mut line = String::new();
