@@ -31,6 +31,12 @@
 # lines give its ratios too (label "anchor"). FILTERS="ebpf" leaves out the classic
 # filter's runs (default with BULK_MB: "ebpf classic").
 #
+# With PPS="R1 R2 … top" each round replays at each of these rates in turn (tcpreplay
+# --pps=R, the same for tcpdump and observe; "top" is --topspeed, the default alone): the
+# drop-free rates of the two tools compared at rates both replays reach, not only at top
+# speed, where the replay beside observe's filter runs slower (the filter runs in the
+# sender's softirq on a veth pair).
+#
 # Usage: bench/observe-live.sh [N] [COPIES] [ROUNDS]   (default 20000, 5, 3)
 # OBSERVE_PCAP=FILE and RATE=R as for bench/observe.sh (a capture kept and reused; the
 # load paced, for a busy machine where tcpdump would drop packets making it); BULK_PCAP=FILE
@@ -130,7 +136,12 @@ ip netns add "$ns"
 ip -n "$ns" link add va type veth peer name vb
 for d in va vb; do ip -n "$ns" link set "$d" mtu 65535 up; done
 in_ns() { ip netns exec "$ns" "$@"; }
-replay() { in_ns tcpreplay -i va --topspeed "$1" 2>&1 | grep -Eo "Rated: [0-9.]+ Bps, [0-9.]+ Mbps, [0-9.]+ pps" | head -1; }
+read -r -a pps_list <<< "${PPS:-top}"
+# Replays capture $1 at the round's rate ($speed: "top" or packets per second).
+replay() {
+  local how=(--topspeed); [ "$speed" != top ] && how=("--pps=$speed")
+  in_ns tcpreplay -i va "${how[@]}" "$1" 2>&1 | grep -Eo "Rated: [0-9.]+ Bps, [0-9.]+ Mbps, [0-9.]+ pps" | head -1
+}
 # A process's CPU so far (all its threads), user and system, in clock ticks.
 cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
 # A process's voluntary context switches so far (its sleeps: one per wait for the ring).
@@ -139,6 +150,10 @@ sleeps() { awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$1/status"; }
 dev_drops() { ip -n "$ns" -s -j link show vb | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['rx']['dropped'])"; }
 : > "$work/cpu"
 for r in $(seq "$rounds"); do
+  for speed in "${pps_list[@]}"; do
+  # The round's label: its number, and its rate when not top speed (the bulk ratios
+  # pair the runs of one label).
+  rl="$r"; [ "$speed" != top ] && rl="$r@$speed"
   for c in "${captures[@]}"; do
     name=handshakes; [ "$c" = "${mixed:-}" ] && name=mixed
     total=$(count_frames "$c")
@@ -153,7 +168,7 @@ for r in $(seq "$rounds"); do
     kill -TERM "$td"; wait "$td" || true
     td_rx=$(grep -Eo "^[0-9]+ packets captured" "$work/td.err" | grep -Eo "^[0-9]+")
     td_drop=$(grep -Eo "^[0-9]+ packets dropped by kernel" "$work/td.err" | grep -Eo "^[0-9]+")
-    echo "round $r $name tcpdump: replay $rate; captured $td_rx, dropped $td_drop of $total; the device dropped $dd"
+    echo "round $r $name tcpdump: replay ($speed) $rate; captured $td_rx, dropped $td_drop of $total; the device dropped $dd"
     filters=(ebpf)
     [ "$bulk_mb" != 0 ] && filters+=(classic)
     [ -n "${FILTERS:-}" ] && read -r -a filters <<< "$FILTERS"
@@ -173,7 +188,7 @@ for r in $(seq "$rounds"); do
       d0=$(dev_drops); rate=$(replay "$c"); sleep 1; dd=$(( $(dev_drops) - d0 ))
       read -r u1 s1 < <(cpu_ticks "$obs_pid"); w1=$(sleeps "$obs_pid")
       kill -INT "$obs_pid" || true; wait "$ob" || true
-      python3 - "$work/obs.json" "$work/time" "$total" "$rate" "$r" "$dd" "$name" "$f" "$work/cpu" "$(( u1 - u0 ))" "$(( s1 - s0 ))" "$(getconf CLK_TCK)" "$label" "$(( w1 - w0 ))" <<'PY'
+      python3 - "$work/obs.json" "$work/time" "$total" "($speed) $rate" "$rl" "$dd" "$name" "$f" "$work/cpu" "$(( u1 - u0 ))" "$(( s1 - s0 ))" "$(getconf CLK_TCK)" "$label" "$(( w1 - w0 ))" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1])); u, s = map(float, open(sys.argv[2]).read().split()[-2:])
 hs = v["handshakes"].get("all", {}).get("count", 0)
@@ -192,6 +207,7 @@ open(sys.argv[9], "a").write(f"{sys.argv[5]} {sys.argv[7]} {sys.argv[13]}-{sys.a
 PY
     done
     done
+  done
   done
   echo "round $r done; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 done

@@ -20,6 +20,12 @@
 //! failures) widens the interval by itself; a sharp knee leaves about the gap between
 //! the highest pass and the lowest failure.
 //!
+//! **How gradual the knee is**: the posterior median of s, given as the factor of rate
+//! over which a step's chance to pass falls from 90% to 10% (e^(2·s·logit((0.9 − ε) ÷
+//! (1 − 2ε))), [`Knee::spread`]): near 1 a sharp knee, which a few steps bound; ×1.3 or
+//! more one where steps pass and fail by chance over a wide band of rates, and the 0.9
+//! point, on the curve's shoulder, needs many steps to pin down.
+//!
 //! **Where to measure next** (the sequential design): the rate, among candidates spread
 //! over r*'s current 95% interval, that minimises the expected entropy of r*'s posterior
 //! after one more step: the psi-marginal method (Prins, "The psi-marginal adaptive
@@ -63,6 +69,9 @@ pub struct Knee {
     pub capacity: f64,
     /// Its 90% credible interval (per second).
     pub interval: [f64; 2],
+    /// How gradual the knee is: the factor of rate (≥ 1) over which a step's chance to
+    /// pass falls from 90% to 10%, at the posterior median of the curve's slope.
+    pub spread: f64,
 }
 
 impl Knee {
@@ -95,6 +104,14 @@ fn p_pass(x: f64, m: f64, s: f64) -> f64 {
 fn offset() -> f64 {
     let q = (PASS_PROBABILITY - LAPSE) / (1.0 - 2.0 * LAPSE);
     (q / (1.0 - q)).ln()
+}
+
+/// The factor of rate over which P falls from 90% to 10% for slope `s` (the curve is
+/// symmetric in log rate, so the 10% point lies as far above its middle as the 90% point
+/// below).
+fn spread_of(s: f64) -> f64 {
+    let q = (0.9 - LAPSE) / (1.0 - 2.0 * LAPSE);
+    (2.0 * s * (q / (1.0 - q)).ln()).exp()
 }
 
 fn posterior(trials: &[Trial]) -> Option<Posterior> {
@@ -175,6 +192,22 @@ impl Posterior {
         out
     }
 
+    /// The posterior median of the slope s (its marginal over m).
+    fn median_slope(&self) -> f64 {
+        let mut marginal = vec![0.0; self.s.len()];
+        for (idx, w) in self.weight.iter().enumerate() {
+            marginal[idx % self.s.len()] += w;
+        }
+        let mut acc = 0.0;
+        for (j, w) in marginal.iter().enumerate() {
+            acc += w;
+            if acc >= 0.5 {
+                return self.s[j];
+            }
+        }
+        self.s[self.s.len() - 1]
+    }
+
     /// The entropy (nats) of ln r* binned over `[lo, hi]`, under the weights `w`
     /// (unnormalised).
     fn entropy(&self, w: &[f64], lo: f64, hi: f64) -> f64 {
@@ -217,6 +250,7 @@ pub fn estimate(trials: &[Trial]) -> Option<Knee> {
     Some(Knee {
         capacity: q[1].exp(),
         interval: [q[0].exp(), q[2].exp()],
+        spread: spread_of(post.median_slope()),
     })
 }
 
@@ -288,6 +322,7 @@ mod tests {
         ];
         let k = estimate(&trials).unwrap();
         assert!(k.capacity > 600.0 && k.capacity < 700.0, "{k:?}");
+        assert!(k.spread >= 1.0 && k.spread < 1.2, "{k:?}");
         assert!(k.interval[0] >= 400.0 && k.interval[1] <= 720.0, "{k:?}");
         // The next step bisects what is left, more or less.
         let next = next_rate(&trials, 10.0, 1e5).unwrap();
@@ -313,6 +348,7 @@ mod tests {
         ];
         let (a, b) = (estimate(&sharp).unwrap(), estimate(&noisy).unwrap());
         assert!(b.width() > a.width(), "{a:?} {b:?}");
+        assert!(b.spread > a.spread, "{a:?} {b:?}");
     }
 
     /// Steps drawn from a known curve (90% to 10% over 9% of rate): the estimate's
@@ -330,6 +366,7 @@ mod tests {
             (seed >> 11) as f64 / (1u64 << 53) as f64
         };
         let (mut covered, mut narrow) = (0, 0);
+        let mut spreads = Vec::new();
         let runs = 12;
         for _ in 0..runs {
             let mut trials = Vec::new();
@@ -345,6 +382,7 @@ mod tests {
                 };
             }
             let k = estimate(&trials).unwrap();
+            spreads.push(k.spread);
             if k.width() <= 0.25 {
                 narrow += 1;
             }
@@ -357,5 +395,12 @@ mod tests {
             "{covered} of {runs} intervals held r* = {truth:.0}"
         );
         assert!(narrow >= 9, "{narrow} of {runs} intervals within 25%");
+        // The curve falls from 90% to 10% over e^(2 × 0.02 × ln 9) ≈ ×1.092 of rate.
+        spreads.sort_by(f64::total_cmp);
+        let median = spreads[runs / 2];
+        assert!(
+            median > 1.04 && median < 1.16,
+            "median spread {median} ({spreads:?})"
+        );
     }
 }

@@ -421,6 +421,7 @@ fn finish(
         best_pass_per_s: None,
         generator_bound_at_per_s: None,
         disputed_per_s: None,
+        knee_spread: None,
         message: String::new(),
         steps,
         warnings: Vec::new(),

@@ -587,6 +587,8 @@ pub struct Conclusion {
     pub generator_bound_at_per_s: Option<f64>,
     /// `[lowest failure, highest pass]` when the steps contradict each other ([`disputed`]).
     pub disputed_per_s: Option<[f64; 2]>,
+    /// How gradual the knee is ([`knee::Knee::spread`]), whenever the steps bound it.
+    pub knee_spread: Option<f64>,
     /// The conclusion in plain words.
     pub message: String,
 }
@@ -755,6 +757,7 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
         best_pass_per_s: lo,
         generator_bound_at_per_s: None,
         disputed_per_s: disputed(steps),
+        knee_spread: estimate.map(|k| k.spread),
         message: String::new(),
     };
     if let Some(bad) = undecided_invalid(steps) {
@@ -833,10 +836,11 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
                 (_, _, _, Some(k)) => format!(
                     "the steps run leave the capacity at about {} with a {}, wider than \
                      --resolution {:.0}%: a longer search (--max-time, --max-steps) or more \
-                     steps near it would narrow it",
+                     steps near it would narrow it{}",
                     rate(k.capacity),
                     interval(&k),
-                    rules.resolution * 100.0
+                    rules.resolution * 100.0,
+                    gradual(k.spread)
                 ),
                 (_, Some(l), None, None) => format!(
                     "the search ended before the objective broke (--max-time or --max-steps): \
@@ -855,6 +859,22 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
     }
     c
 }
+
+/// The knee's gradualness as a clause of the message when it explains a wide interval
+/// ([`GRADUAL`] or more), else nothing.
+fn gradual(spread: f64) -> String {
+    if spread < GRADUAL {
+        return String::new();
+    }
+    format!(
+        " (the knee is gradual: a step's chance to meet the objective falls from 90% to 10% \
+         over ×{spread:.2} of rate, so its 90% point takes many steps to pin down)"
+    )
+}
+
+/// A knee spread ([`knee::Knee::spread`]) from which the message names the knee as
+/// gradual: its 90%-to-10% band then spans 15% of rate or more.
+pub const GRADUAL: f64 = 1.15;
 
 /// `12,345` (rounded to a whole number; digits grouped however large, a value that is
 /// not a finite number as itself).
@@ -914,6 +934,12 @@ pub struct CapacityResult {
     /// failed ([`disputed`]); absent when the steps agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disputed_per_s: Option<[f64; 2]>,
+    /// How gradual the knee is, whenever the steps bound it: the factor of rate (≥ 1)
+    /// over which a step's chance to meet the objective falls from 90% to 10%, at the
+    /// posterior median of the curve's slope ([`knee::Knee::spread`]). Absent from
+    /// documents written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knee_spread: Option<f64>,
     /// The conclusion in plain words.
     pub message: String,
     /// Every step, in the order run. Read back, at most [`MAX_STEPS`].
@@ -926,6 +952,10 @@ pub struct CapacityResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_counters: Option<crate::link::LinkCounters>,
 }
+
+/// The largest knee spread a document may state: the model's gradual end (s = 0.2)
+/// spreads over ×2.61; a little room above it.
+pub const MAX_SPREAD: f64 = 3.0;
 
 /// The most steps a capacity result may hold: twice the most a search runs
 /// (`capacity --max-steps` is at most 1,000, and a merge keeps only the steps its
@@ -1237,6 +1267,14 @@ impl CapacityResult {
                 ));
             }
         }
+        if let Some(x) = self.knee_spread
+            && !(x.is_finite() && (1.0..=MAX_SPREAD).contains(&x))
+        {
+            return Err(format!(
+                "knee_spread {}: not a factor between 1 and {MAX_SPREAD}",
+                figure(x)
+            ));
+        }
         match (self.outcome, self.capacity_per_s, self.interval_per_s) {
             (
                 Outcome::Capacity | Outcome::TimeLimit | Outcome::Interrupted,
@@ -1284,6 +1322,7 @@ impl CapacityResult {
         self.best_pass_per_s = c.best_pass_per_s;
         self.generator_bound_at_per_s = c.generator_bound_at_per_s;
         self.disputed_per_s = c.disputed_per_s;
+        self.knee_spread = c.knee_spread;
         self.message = c.message;
         if let Some(band) = self.disputed_per_s {
             self.warnings.push(disputed_warning(band));
@@ -1308,6 +1347,7 @@ impl CapacityResult {
             best_pass_per_s: self.best_pass_per_s,
             generator_bound_at_per_s: self.generator_bound_at_per_s,
             disputed_per_s: self.disputed_per_s,
+            knee_spread: self.knee_spread,
             message: self.message.clone(),
             steps: Vec::new(),
             warnings: self.warnings.clone(),
@@ -1648,6 +1688,7 @@ pub(crate) mod tests {
             best_pass_per_s: None,
             generator_bound_at_per_s: None,
             disputed_per_s: None,
+            knee_spread: None,
             message: String::new(),
             steps,
             warnings: vec![],
@@ -1725,6 +1766,82 @@ pub(crate) mod tests {
         };
         s.judge(&"p90=10ms".parse().unwrap(), &rules());
         s
+    }
+
+    /// A search whose steps pass and fail by chance over a wide band (the rates and
+    /// verdicts of a recorded search against `tlsperf serve`, 2026-12-02, pair 1-1)
+    /// ends wide and names the knee as gradual, with its spread; a sharp knee's message
+    /// does not.
+    #[test]
+    fn a_wide_interval_from_a_gradual_knee_says_so() {
+        let r = rules();
+        let recorded: [(f64, bool); 30] = [
+            (100.0, true),
+            (200.0, true),
+            (400.0, true),
+            (800.0, true),
+            (1600.0, false),
+            (1130.0, true),
+            (1318.0, false),
+            (1137.0, false),
+            (1043.0, true),
+            (1039.0, true),
+            (1048.0, true),
+            (1123.0, true),
+            (1125.0, true),
+            (1231.0, false),
+            (1108.0, true),
+            (1121.0, true),
+            (1118.0, false),
+            (1072.0, true),
+            (1096.0, true),
+            (1117.0, false),
+            (1055.0, false),
+            (1019.0, true),
+            (1025.0, true),
+            (1030.0, true),
+            (1024.0, true),
+            (1032.0, false),
+            (997.0, true),
+            (1001.0, true),
+            (1008.0, true),
+            (1012.0, false),
+        ];
+        let steps: Vec<Step> = recorded
+            .iter()
+            .enumerate()
+            .map(|(i, &(rate, pass))| {
+                step(
+                    i as u32 + 1,
+                    StepKind::Probe,
+                    rate,
+                    if pass { 2 } else { 50 },
+                    200,
+                )
+            })
+            .collect();
+        let c = conclude(&steps, &r, Outcome::TimeLimit);
+        assert_eq!(c.outcome, Outcome::TimeLimit, "{}", c.message);
+        let spread = c.knee_spread.unwrap();
+        assert!(spread > 1.2, "{spread}");
+        assert!(c.message.contains("the knee is gradual"), "{}", c.message);
+        assert!(
+            c.message.contains(&format!("over ×{spread:.2} of rate")),
+            "{}",
+            c.message
+        );
+        // Sharp: passes up to 600/s, failures from 650/s.
+        let sharp: Vec<Step> = [100.0, 200.0, 400.0, 800.0, 600.0, 700.0, 650.0, 620.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &rate)| {
+                let ms = if rate <= 620.0 { 2 } else { 50 };
+                step(i as u32 + 1, StepKind::Probe, rate, ms, 200)
+            })
+            .collect();
+        let c = conclude(&sharp, &r, Outcome::TimeLimit);
+        assert!(c.knee_spread.unwrap() < GRADUAL, "{:?}", c.knee_spread);
+        assert!(!c.message.contains("gradual"), "{}", c.message);
     }
 
     /// Steps that rise with the rate dispute nothing; a pass above a failure (a short
@@ -1904,6 +2021,14 @@ pub(crate) mod tests {
             (
                 |r| r.disputed_per_s = Some([300.0, 300.0]),
                 "disputed_per_s [300, 300]",
+            ),
+            (
+                |r| r.knee_spread = Some(0.5),
+                "knee_spread 0.5: not a factor between 1 and 3",
+            ),
+            (
+                |r| r.knee_spread = Some(f64::NAN),
+                "knee_spread NaN: not a factor",
             ),
             (
                 |r| r.best_pass_per_s = Some(f64::INFINITY),
