@@ -37,6 +37,8 @@
 # speed, where the replay beside observe's filter runs slower (the filter runs in the
 # sender's softirq on a veth pair).
 #
+# With RPS_CPUS=MASK the veth's receive side runs on those CPUs (see below).
+#
 # Usage: bench/observe-live.sh [N] [COPIES] [ROUNDS]   (default 20000, 5, 3)
 # OBSERVE_PCAP=FILE and RATE=R as for bench/observe.sh (a capture kept and reused; the
 # load paced, for a busy machine where tcpdump would drop packets making it); BULK_PCAP=FILE
@@ -135,6 +137,10 @@ fi
 ip netns add "$ns"
 ip -n "$ns" link add va type veth peer name vb
 for d in va vb; do ip -n "$ns" link set "$d" mtu 65535 up; done
+# RPS_CPUS=MASK: vb's receive processing (the capture's filter and its copy to the ring
+# among it) on these CPUs instead of the sender's (receive packet steering, as a gateway
+# spreads its NICs' queues); "2" puts it on CPU 1, away from tcpreplay's.
+[ -n "${RPS_CPUS:-}" ] && ip netns exec "$ns" sh -c "echo $RPS_CPUS > /sys/class/net/vb/queues/rx-0/rps_cpus"
 in_ns() { ip netns exec "$ns" "$@"; }
 read -r -a pps_list <<< "${PPS:-top}"
 # Replays capture $1 at the round's rate ($speed: "top" or packets per second).

@@ -254,6 +254,29 @@ pub fn estimate(trials: &[Trial]) -> Option<Knee> {
     })
 }
 
+/// The posterior of the knee's spread ([`Knee::spread`]) given the trials, marginal over
+/// the curve's middle: each grid slope's spread and its probability (summing to 1), in
+/// ascending order. `None` when the trials do not bound r* ([`estimate`]). Under the flat
+/// prior in log slope, the product of several searches' posteriors is proportional to
+/// the posterior of a spread they share (each with its own middle).
+pub fn spread_posterior(trials: &[Trial]) -> Option<Vec<(f64, f64)>> {
+    if !bounded(trials) {
+        return None;
+    }
+    let post = posterior(trials)?;
+    let mut marginal = vec![0.0; post.s.len()];
+    for (idx, w) in post.weight.iter().enumerate() {
+        marginal[idx % post.s.len()] += w;
+    }
+    Some(
+        post.s
+            .iter()
+            .map(|&s| spread_of(s))
+            .zip(marginal)
+            .collect(),
+    )
+}
+
 /// The rate to run next: among [`CANDIDATES`] rates spread (in log) over r*'s 95%
 /// interval and clamped to `[min, max]`, the one after which r*'s posterior is expected
 /// to have the least entropy. `None` when the trials do not bound r* ([`estimate`]).
