@@ -1528,6 +1528,7 @@ fn capacity_doc(share: Option<(u32, u32)>) -> serde_json::Value {
         best_pass_per_s: None,
         generator_bound_at_per_s: None,
         disputed_per_s: None,
+        knee_spread: None,
         message: String::new(),
         steps,
         warnings: vec![],

@@ -192,14 +192,19 @@ impl Posterior {
         out
     }
 
-    /// The posterior median of the slope s (its marginal over m).
-    fn median_slope(&self) -> f64 {
+    /// The posterior of the slope s, marginal over m: one weight per grid slope.
+    fn slope_marginal(&self) -> Vec<f64> {
         let mut marginal = vec![0.0; self.s.len()];
         for (idx, w) in self.weight.iter().enumerate() {
             marginal[idx % self.s.len()] += w;
         }
+        marginal
+    }
+
+    /// The posterior median of the slope s.
+    fn median_slope(&self) -> f64 {
         let mut acc = 0.0;
-        for (j, w) in marginal.iter().enumerate() {
+        for (j, w) in self.slope_marginal().iter().enumerate() {
             acc += w;
             if acc >= 0.5 {
                 return self.s[j];
@@ -264,17 +269,8 @@ pub fn spread_posterior(trials: &[Trial]) -> Option<Vec<(f64, f64)>> {
         return None;
     }
     let post = posterior(trials)?;
-    let mut marginal = vec![0.0; post.s.len()];
-    for (idx, w) in post.weight.iter().enumerate() {
-        marginal[idx % post.s.len()] += w;
-    }
-    Some(
-        post.s
-            .iter()
-            .map(|&s| spread_of(s))
-            .zip(marginal)
-            .collect(),
-    )
+    let marginal = post.slope_marginal();
+    Some(post.s.iter().map(|&s| spread_of(s)).zip(marginal).collect())
 }
 
 /// The rate to run next: among [`CANDIDATES`] rates spread (in log) over r*'s 95%
