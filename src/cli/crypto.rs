@@ -171,10 +171,10 @@ struct HandshakeArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     provider: Vec<Provider>,
     /// Key types of the certificate chain (default: ecdsa-p256, ed25519, rsa-2048).
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "TYPES")]
     cert: Vec<KeyType>,
     /// Protocol versions (default: both).
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "VERSIONS")]
     tls: Vec<TlsVersion>,
     /// Full handshakes, resumptions by ticket, or both (the default).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -192,13 +192,13 @@ struct HandshakeArgs {
 ]))]
 struct LimitArgs {
     /// Key type of the certificate chain.
-    #[arg(long, value_enum, default_value = "ecdsa-p256")]
+    #[arg(long, value_enum, default_value = "ecdsa-p256", value_name = "TYPE")]
     cert: KeyType,
     /// Key-exchange group.
     #[arg(long, value_enum, default_value = "x25519")]
     group: KxGroup,
     /// Protocol version.
-    #[arg(long, value_enum, default_value = "1.3")]
+    #[arg(long, value_enum, default_value = "1.3", value_name = "VERSION")]
     tls: TlsVersion,
     /// The provider of both sides.
     #[arg(long, value_enum, default_value = "aws-lc-rs")]

@@ -374,7 +374,7 @@ fn measure_alternately(
         }
         calls[k] = found.ok_or_else(|| none_counted(shape))?;
     }
-    let both = MeasureOptions::new(m.time() * 2, m.rounds())?;
+    let both = m.doubled();
     let parts: [Measurement; SLOTS] = measure_parts(
         &both,
         |slots: &mut [Duration; SLOTS]| {
