@@ -1,16 +1,25 @@
 //! Capture sources: the frames of a capture file (pcap or pcapng, told apart by their
 //! first four bytes and read by `pcap-file`), each with its capture time in nanoseconds
 //! since the Unix epoch and its link layer.
+//!
+//! Both formats are parsed in place from a small window of the file ([`CHUNK`]):
+//! `pcap-file`'s parsers frame the records and read the headers (pcap's file header,
+//! pcapng's section headers and interface descriptions); the fields of a pcap record and
+//! of a pcapng enhanced packet block are read here, which is what lets a pcap frame longer
+//! than the snap length through, and skips the option lists of packet blocks that
+//! `pcap-file`'s typed blocks collect in a vector per packet.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use pcap_file::pcap::PcapParser;
-use pcap_file::pcapng::PcapNgReader;
-use pcap_file::pcapng::blocks::Block;
+use pcap_file::pcapng::PcapNgParser;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
-use pcap_file::{PcapError, TsResolution};
+use pcap_file::pcapng::blocks::{
+    ENHANCED_PACKET_BLOCK, INTERFACE_DESCRIPTION_BLOCK, SECTION_HEADER_BLOCK,
+};
+use pcap_file::{Endianness, PcapError, TsResolution};
 
 use super::ObserveError;
 use super::decode::Link;
@@ -28,8 +37,9 @@ enum Reader {
     /// A pcap file: its parser (the header read), the bytes read and not parsed yet,
     /// its link layer.
     Pcap(PcapParser, Box<Window>, Link),
-    /// A pcapng file, through pcap-file's reader.
-    Ng(Box<PcapNgReader<Chunks>>),
+    /// A pcapng file: its parser (the first section header read; it keeps the current
+    /// section's byte order and interfaces), the bytes read and not parsed yet.
+    Ng(PcapNgParser, Box<Window>),
 }
 
 /// How much of the file one read brings in: small enough that the frames it holds are
@@ -39,18 +49,7 @@ enum Reader {
 /// cache miss (measured: docs/benchmarks/history/2026-12-02-observe-reading.md).
 const CHUNK: usize = 128 * 1024;
 
-/// A file read at most [`CHUNK`] bytes at a time (for pcap-file's pcapng reader, whose
-/// 8 MB buffer is still allocated, but only its start used).
-struct Chunks(File);
-
-impl Read for Chunks {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = buf.len().min(CHUNK);
-        self.0.read(&mut buf[..n])
-    }
-}
-
-/// The bytes of a pcap file read and not parsed yet, read [`CHUNK`] at a time into a
+/// The bytes of a capture file read and not parsed yet, read [`CHUNK`] at a time into a
 /// buffer of twice that, which grows only for a record longer than it (up to
 /// [`MAX_RECORD`]). pcap-file's parser reads the records from it in place.
 struct Window {
@@ -61,8 +60,9 @@ struct Window {
     len: usize,
 }
 
-/// The longest pcap record read (pcap-file's reader took no longer ones either: its
-/// buffer was 8 MB). A record claiming more ends the reading as a cut-short file does.
+/// The longest pcap record or pcapng block read (pcap-file's readers took no longer ones
+/// either: their buffer was 8 MB). One claiming more ends the reading as a cut-short
+/// file does.
 const MAX_RECORD: usize = 8_000_000;
 
 /// What [`Window::more`] did.
@@ -136,6 +136,62 @@ fn link_of(path: &Path, linktype: u32) -> Result<Link, ObserveError> {
         path: path.to_path_buf(),
         linktype,
     })
+}
+
+/// A pcapng interface as its packets need it: its link layer (or its unsupported
+/// linktype) and its clock (nanoseconds per unit, as a fraction).
+type Interface = (Result<Link, u32>, (u64, u64));
+
+/// The interfaces of the parser's current section, in the order their packets name them.
+fn interfaces(parser: &PcapNgParser) -> Vec<Interface> {
+    parser
+        .interfaces()
+        .iter()
+        .map(|idb| {
+            let lt = u32::from(idb.linktype);
+            (Link::from_linktype(lt).ok_or(lt), ng_units(&idb.options))
+        })
+        .collect()
+}
+
+/// Nanoseconds since the epoch of a pcapng timestamp of `units`, `(num, den)` the
+/// interface's nanoseconds per unit (saturating).
+fn ng_nanos(units: u64, (num, den): (u64, u64)) -> u64 {
+    if den == 1 {
+        units.saturating_mul(num)
+    } else {
+        u64::try_from(u128::from(units) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
+    }
+}
+
+/// The fields of an enhanced packet block's body that a frame needs: the interface, the
+/// timestamp (units), the captured bytes and the length on the wire. The options after
+/// the data are not read.
+fn enhanced_packet(body: &[u8], big: bool) -> Result<(u32, u64, &[u8], u32), PcapError> {
+    let word = |i: usize| {
+        let b = [body[i], body[i + 1], body[i + 2], body[i + 3]];
+        if big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    };
+    if body.len() < 20 {
+        return Err(PcapError::InvalidField(
+            "EnhancedPacketBlock: block length < 20",
+        ));
+    }
+    let interface = word(0);
+    let units = (u64::from(word(4)) << 32) | u64::from(word(8));
+    let captured = word(12) as usize;
+    let original = word(16);
+    // The data, padded to 32 bits, must fit in the block.
+    if captured.div_ceil(4) * 4 > body.len() - 20 {
+        return Err(PcapError::InvalidField(
+            "EnhancedPacketBlock: captured_len + padding > block length",
+        ));
+    }
+    Ok((interface, units, &body[20..20 + captured], original))
 }
 
 /// Nanoseconds per unit for a pcapng `if_tsresol` (default: microseconds).
@@ -223,9 +279,28 @@ impl CaptureFile {
         file.seek(SeekFrom::Start(0)).map_err(open_err)?;
         let reader = match magic {
             [0x0a, 0x0d, 0x0d, 0x0a] => {
-                let r = PcapNgReader::new(Chunks(file))
-                    .map_err(|e| not_capture(header_reason("pcapng section header", e)))?;
-                Reader::Ng(Box::new(r))
+                let mut w = Box::new(Window::new(file));
+                let what = "pcapng section header";
+                let parser = loop {
+                    match PcapNgParser::new(w.unparsed()) {
+                        Ok((rem, parser)) => {
+                            let used = w.unparsed().len() - rem.len();
+                            w.consume(used);
+                            break parser;
+                        }
+                        Err(PcapError::IncompleteBuffer) => match w.more().map_err(open_err)? {
+                            More::Read => {}
+                            More::End | More::Full => {
+                                return Err(not_capture(header_reason(
+                                    what,
+                                    PcapError::IncompleteBuffer,
+                                )));
+                            }
+                        },
+                        Err(e) => return Err(not_capture(header_reason(what, e))),
+                    }
+                };
+                Reader::Ng(parser, w)
             }
             [0xd4, 0xc3, 0xb2, 0xa1]
             | [0xa1, 0xb2, 0xc3, 0xd4]
@@ -349,50 +424,67 @@ impl CaptureFile {
                     w.consume(used);
                 }
             }
-            Reader::Ng(r) => {
-                // Per interface: its link layer (or its unsupported linktype) and clock.
-                let mut ifaces: Vec<(Result<Link, u32>, (u64, u64))> = Vec::new();
-                while let Some(b) = r.next_block() {
-                    let block = match b {
-                        Ok(b) => b,
+            Reader::Ng(parser, w) => {
+                let mut ifaces = interfaces(parser);
+                let mut big = parser.section().endianness == Endianness::Big;
+                loop {
+                    let used = match parser.next_raw_block(w.unparsed()) {
+                        Ok((rem, block)) => {
+                            match block.type_ {
+                                // The parser has taken the section's byte order and
+                                // interfaces from it.
+                                SECTION_HEADER_BLOCK | INTERFACE_DESCRIPTION_BLOCK => {
+                                    ifaces = interfaces(parser);
+                                    big = parser.section().endianness == Endianness::Big;
+                                }
+                                ENHANCED_PACKET_BLOCK => {
+                                    let (id, units, data, original) =
+                                        match enhanced_packet(&block.body, big) {
+                                            Ok(p) => p,
+                                            Err(e) => return corrupt(index, e),
+                                        };
+                                    index += 1;
+                                    let Some((link, clock)) = ifaces.get(id as usize) else {
+                                        return Err(ObserveError::Corrupt {
+                                            path: path.clone(),
+                                            frame: index,
+                                            reason: format!(
+                                                "packet of interface {id} that was not described"
+                                            ),
+                                        });
+                                    };
+                                    let link = match link {
+                                        Ok(l) => *l,
+                                        Err(lt) => {
+                                            return Err(ObserveError::UnsupportedLink {
+                                                path: path.clone(),
+                                                linktype: *lt,
+                                            });
+                                        }
+                                    };
+                                    let wire = (original as usize).max(data.len());
+                                    f(ng_nanos(units, *clock), link, data, wire);
+                                }
+                                // Packet blocks without an interface's clock (simple,
+                                // obsolete), statistics, names: nothing a flow needs.
+                                _ => {}
+                            }
+                            w.unparsed().len() - rem.len()
+                        }
+                        Err(PcapError::IncompleteBuffer) => match w.more() {
+                            Ok(More::Read) => continue,
+                            Ok(More::End) if w.unparsed().is_empty() => break,
+                            Ok(More::End | More::Full) => return Ok(End::Truncated),
+                            Err(source) => {
+                                return Err(ObserveError::Open {
+                                    path: path.clone(),
+                                    source,
+                                });
+                            }
+                        },
                         Err(e) => return corrupt(index, e),
                     };
-                    match block {
-                        Block::SectionHeader(_) => ifaces.clear(),
-                        Block::InterfaceDescription(idb) => {
-                            let lt = u32::from(idb.linktype);
-                            ifaces
-                                .push((Link::from_linktype(lt).ok_or(lt), ng_units(&idb.options)));
-                        }
-                        Block::EnhancedPacket(epb) => {
-                            index += 1;
-                            let Some((link, (num, den))) = ifaces.get(epb.interface_id as usize)
-                            else {
-                                return Err(ObserveError::Corrupt {
-                                    path: path.clone(),
-                                    frame: index,
-                                    reason: format!(
-                                        "packet of interface {} that was not described",
-                                        epb.interface_id
-                                    ),
-                                });
-                            };
-                            let link = match link {
-                                Ok(l) => *l,
-                                Err(lt) => {
-                                    return Err(ObserveError::UnsupportedLink {
-                                        path: path.clone(),
-                                        linktype: *lt,
-                                    });
-                                }
-                            };
-                            let units = epb.timestamp.as_nanos();
-                            let ns = units.saturating_mul(u128::from(*num)) / u128::from(*den);
-                            let wire = (epb.original_len as usize).max(epb.data.len());
-                            f(u64::try_from(ns).unwrap_or(u64::MAX), link, &epb.data, wire);
-                        }
-                        _ => {}
-                    }
+                    w.consume(used);
                 }
             }
         }
@@ -411,4 +503,176 @@ fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pcap_file::DataLink;
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    use pcap_file::pcapng::blocks::interface_statistics::InterfaceStatisticsBlock;
+    use pcap_file::pcapng::blocks::section_header::SectionHeaderBlock;
+    use std::borrow::Cow;
+    use std::time::Duration;
+
+    /// A pcapng file in `order`: one Ethernet interface counting nanoseconds (then
+    /// `extra` more, microseconds), then packets `(interface, units, data, wire length)`
+    /// with an option each, a statistics block between them.
+    fn pcapng(
+        order: Endianness,
+        extra: usize,
+        packets: &[(u32, u64, &[u8], u32)],
+    ) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let section = SectionHeaderBlock {
+            endianness: order,
+            ..SectionHeaderBlock::default()
+        };
+        let mut w = PcapNgWriter::with_section_header(file.reopen().unwrap(), section).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 65535,
+            options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+        })
+        .unwrap();
+        for _ in 0..extra {
+            w.write_pcapng_block(InterfaceDescriptionBlock {
+                linktype: DataLink::ETHERNET,
+                snaplen: 65535,
+                options: vec![],
+            })
+            .unwrap();
+        }
+        for &(interface_id, units, data, wire) in packets {
+            w.write_pcapng_block(EnhancedPacketBlock {
+                interface_id,
+                timestamp: Duration::from_nanos(units),
+                original_len: wire,
+                data: Cow::Borrowed(data),
+                options: vec![EnhancedPacketOption::Flags(1)],
+            })
+            .unwrap();
+            w.write_pcapng_block(InterfaceStatisticsBlock {
+                interface_id: 0,
+                timestamp: 0,
+                options: vec![],
+            })
+            .unwrap();
+        }
+        drop(w);
+        file
+    }
+
+    /// A frame as read: capture ns, bytes, length on the wire.
+    type Frame = (u64, Vec<u8>, usize);
+
+    fn frames(path: &Path) -> Result<(Vec<Frame>, End), ObserveError> {
+        let mut out = Vec::new();
+        let end = CaptureFile::open(path)?.for_each(|ns, link, data, wire| {
+            assert_eq!(link, Link::Ethernet);
+            out.push((ns, data.to_vec(), wire));
+        })?;
+        Ok((out, end))
+    }
+
+    #[test]
+    fn pcapng_packets_read_in_either_byte_order() {
+        let ns = 1_700_000_000_123_456_789;
+        for order in [Endianness::Little, Endianness::Big] {
+            // Lengths that need padding (5) and none (8); one cut by the snap length.
+            let file = pcapng(
+                order,
+                1,
+                &[(0, ns, b"abcde", 5), (1, 7_000_001, b"12345678", 60)],
+            );
+            let (got, end) = frames(file.path()).unwrap();
+            assert_eq!(end, End::Complete);
+            assert_eq!(
+                got,
+                vec![
+                    (ns, b"abcde".to_vec(), 5),
+                    // Interface 1 counts microseconds (no if_tsresol).
+                    (7_000_001_000, b"12345678".to_vec(), 60),
+                ],
+                "{order:?}"
+            );
+        }
+    }
+
+    /// Each block's offset and type in a pcapng file of byte order `order`.
+    fn blocks(bytes: &[u8], order: Endianness) -> Vec<(usize, u32)> {
+        let word = |o: usize| {
+            let b: [u8; 4] = bytes[o..o + 4].try_into().unwrap();
+            match order {
+                Endianness::Big => u32::from_be_bytes(b),
+                Endianness::Little => u32::from_le_bytes(b),
+            }
+        };
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            out.push((at, word(at)));
+            at += word(at + 4) as usize;
+        }
+        out
+    }
+
+    /// The offset of the last enhanced packet block.
+    fn last_packet(bytes: &[u8], order: Endianness) -> usize {
+        blocks(bytes, order)
+            .into_iter()
+            .rev()
+            .find(|b| b.1 == ENHANCED_PACKET_BLOCK)
+            .unwrap()
+            .0
+    }
+
+    fn rewritten(bytes: &[u8]) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), bytes).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_damaged_or_cut_pcapng_packet_is_said_to_be_one() {
+        let le = Endianness::Little;
+        let two = pcapng(le, 0, &[(0, 1, b"ab", 2), (0, 2, b"cd", 2)]);
+        let bytes = std::fs::read(two.path()).unwrap();
+        let at = last_packet(&bytes, le);
+
+        // The second packet names interface 3, which was never described.
+        let mut undescribed = bytes.clone();
+        undescribed[at + 8..at + 12].copy_from_slice(&3u32.to_le_bytes());
+        let err = frames(rewritten(&undescribed).path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("frame 2") && err.contains("packet of interface 3 that was not described"),
+            "{err}"
+        );
+
+        // Its captured length runs past its block: damaged.
+        let mut damaged = bytes.clone();
+        damaged[at + 20..at + 24].copy_from_slice(&400u32.to_le_bytes());
+        let err = frames(rewritten(&damaged).path()).unwrap_err().to_string();
+        assert!(
+            err.contains("frame 2") && err.contains("a packet block's length field is invalid"),
+            "{err}"
+        );
+
+        // Cut inside the second packet block: the first frame, and "truncated".
+        for order in [Endianness::Little, Endianness::Big] {
+            let two = pcapng(order, 0, &[(0, 1, b"ab", 2), (0, 2, b"cd", 2)]);
+            let bytes = std::fs::read(two.path()).unwrap();
+            let at = last_packet(&bytes, order);
+            let (got, end) = frames(rewritten(&bytes[..at + 20]).path()).unwrap();
+            assert_eq!(end, End::Truncated, "{order:?}");
+            assert_eq!(got, vec![(1, b"ab".to_vec(), 2)], "{order:?}");
+        }
+
+        assert!(enhanced_packet(&[0; 19], false).is_err());
+        assert!(enhanced_packet(&[0; 20], true).is_ok());
+    }
 }
