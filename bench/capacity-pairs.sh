@@ -4,8 +4,9 @@
 # loopback, each with capacity's defaults (the rate a step passes at with probability
 # 0.9, the interval within 20%, at most 3 minutes). Per pair: do the two 90% intervals
 # overlap? Per search: the interval's width (target ≤ 25%) and the wall time (target
-# ≤ 180 s). Targets: overlap in ≥ 9 of 10 pairs, every width and wall time within its
-# target. Every figure comes from the runs printed; the load average is recorded with
+# ≤ 180 s). The issue's target, "two searches' intervals overlap in ≥ 9 of 10 pairs, each
+# ≤ 25% wide, each ≤ 3 minutes", is counted both ways it reads: pairs meeting all three
+# (≥ 9 of 10), and overlaps, widths and wall times each on their own (every search). Every figure comes from the runs printed; the load average is recorded with
 # them (on a machine shared with builds, NICE=-10 gives server and generator the CPU
 # first, and a starved generator or server is reported by the search itself).
 #
@@ -60,20 +61,26 @@ echo
 python3 - "$work" "$pairs" <<'PY'
 import json, sys, os
 work, pairs = sys.argv[1], int(sys.argv[2])
-overlap = narrow = quick = searches = 0
+overlap = narrow = quick = searches = whole = 0
 for p in range(1, pairs + 1):
     ivs = []
+    good = True
     for r in (1, 2):
         d = json.load(open(os.path.join(work, f"p{p}-{r}.json")))
         wall = int(open(os.path.join(work, f"p{p}-{r}.wall")).read())
         iv = d.get("interval_per_s")
         searches += 1
+        ok = bool(iv and iv[1] / iv[0] - 1 <= 0.25) and d.get("capacity_per_s") is not None
         narrow += bool(iv and iv[1] / iv[0] - 1 <= 0.25)
         quick += wall <= 180
+        good = good and ok and wall <= 180
         ivs.append(iv)
     a, b = ivs
-    overlap += bool(a and b and a[0] <= b[1] and b[0] <= a[1])
+    met = bool(a and b and a[0] <= b[1] and b[0] <= a[1])
+    overlap += met
+    whole += met and good
 print(f"Pairs whose 90% intervals overlap: {overlap} of {pairs} (target ≥ 9 of 10). "
-      f"Searches with an interval within 25%: {narrow} of {searches}; within 180 s: {quick} of {searches}.")
+      f"Searches with an interval within 25%: {narrow} of {searches}; within 180 s: {quick} of {searches}. "
+      f"Pairs meeting all three (overlap, both capacities within 25%, both within 180 s): {whole} of {pairs}.")
 PY
 echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
