@@ -259,6 +259,42 @@ fn damage(e: &PcapError) -> String {
     }
 }
 
+/// A capture's header (`what`, for messages) parsed by `parse` from the start of the
+/// window, reading more of the file while it is incomplete; the window is left after it.
+fn header<T>(
+    w: &mut Window,
+    path: &Path,
+    what: &str,
+    parse: impl Fn(&[u8]) -> Result<(&[u8], T), PcapError>,
+) -> Result<T, ObserveError> {
+    let not_capture = |e: PcapError| ObserveError::NotACapture {
+        path: path.to_path_buf(),
+        reason: header_reason(what, e),
+    };
+    loop {
+        match parse(w.unparsed()) {
+            Ok((rem, parsed)) => {
+                let used = w.unparsed().len() - rem.len();
+                w.consume(used);
+                return Ok(parsed);
+            }
+            Err(PcapError::IncompleteBuffer) => match w.more() {
+                Ok(More::Read) => {}
+                Ok(More::End | More::Full) => {
+                    return Err(not_capture(PcapError::IncompleteBuffer));
+                }
+                Err(source) => {
+                    return Err(ObserveError::Open {
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
+            },
+            Err(e) => return Err(not_capture(e)),
+        }
+    }
+}
+
 impl CaptureFile {
     /// Opens `path` and reads its header.
     pub fn open(path: &Path) -> Result<CaptureFile, ObserveError> {
@@ -280,26 +316,7 @@ impl CaptureFile {
         let reader = match magic {
             [0x0a, 0x0d, 0x0d, 0x0a] => {
                 let mut w = Box::new(Window::new(file));
-                let what = "pcapng section header";
-                let parser = loop {
-                    match PcapNgParser::new(w.unparsed()) {
-                        Ok((rem, parser)) => {
-                            let used = w.unparsed().len() - rem.len();
-                            w.consume(used);
-                            break parser;
-                        }
-                        Err(PcapError::IncompleteBuffer) => match w.more().map_err(open_err)? {
-                            More::Read => {}
-                            More::End | More::Full => {
-                                return Err(not_capture(header_reason(
-                                    what,
-                                    PcapError::IncompleteBuffer,
-                                )));
-                            }
-                        },
-                        Err(e) => return Err(not_capture(header_reason(what, e))),
-                    }
-                };
+                let parser = header(&mut w, path, "pcapng section header", PcapNgParser::new)?;
                 Reader::Ng(parser, w)
             }
             [0xd4, 0xc3, 0xb2, 0xa1]
@@ -307,25 +324,7 @@ impl CaptureFile {
             | [0x4d, 0x3c, 0xb2, 0xa1]
             | [0xa1, 0xb2, 0x3c, 0x4d] => {
                 let mut w = Box::new(Window::new(file));
-                let parser = loop {
-                    match PcapParser::new(w.unparsed()) {
-                        Ok((rem, parser)) => {
-                            let used = w.unparsed().len() - rem.len();
-                            w.consume(used);
-                            break parser;
-                        }
-                        Err(PcapError::IncompleteBuffer) => match w.more().map_err(open_err)? {
-                            More::Read => {}
-                            More::End | More::Full => {
-                                return Err(not_capture(header_reason(
-                                    "pcap header",
-                                    PcapError::IncompleteBuffer,
-                                )));
-                            }
-                        },
-                        Err(e) => return Err(not_capture(header_reason("pcap header", e))),
-                    }
-                };
+                let parser = header(&mut w, path, "pcap header", PcapParser::new)?;
                 let link = link_of(path, u32::from(parser.header().datalink))?;
                 Reader::Pcap(parser, w, link)
             }
