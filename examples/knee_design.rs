@@ -18,6 +18,21 @@
 //!   within 25%. SEED (a number, default 1) seeds the simulated verdicts; the share that
 //!   held the capacity moves by several points from seed to seed at 400 searches.
 //!
+//!   `knee_design floor SPREAD STEPS [RUNS] [SEED]` — the floor (`knee::floor_width`):
+//!   the narrowest 90% interval any design of STEPS steps can give on a knee of that
+//!   spread (the Cramér–Rao bound), the fewest steps for 25% and for 20%, and RUNS
+//!   (default 200) searches whose steps the design that reaches the floor places, knowing
+//!   the curve (no ramp, no search): the estimate's width on them, median and 10th
+//!   percentile, and how often it held the true capacity.
+//!   `knee_design floor [--steps N] FILE...` — for each capacity document: its knee spread
+//!   (posterior median, and its 5th percentile), its valid steps, its interval's width,
+//!   and the floor for that spread and step count (at the median and at the 5th
+//!   percentile of the spread): how much of the width the knee itself forces; and the
+//!   posterior probability that its knee was so gradual that no design of its steps
+//!   could have narrowed the interval to 25%. With `--steps N`, the floors are those of N
+//!   steps rather than the document's own count (what a search allowed N steps could
+//!   have reached on that knee).
+//!
 //! The simulated search leaves out what the real one adds (a generator ceiling, invalid
 //! steps, a time limit rather than a step count): a step count stands for the time
 //! limit (`capacity` ran 27–31 steps in its 3 minutes at 4-s steps on 2026-12-02).
@@ -33,8 +48,18 @@ fn main() -> ExitCode {
     let run = match args.first().map(String::as_str) {
         Some("pooled") if args.len() > 1 => pooled(&args[1..]),
         Some("simulate") if (3..=5).contains(&args.len()) => simulate(&args[1..]),
+        Some("floor") if args.len() > 3 && args[1] == "--steps" => match args[2].parse() {
+            Ok(n) if n > 0 => floor_of_documents(&args[3..], Some(n)),
+            _ => Err(format!("--steps '{}': not a count above 0", args[2])),
+        },
+        Some("floor") if args.len() > 1 && args[1].parse::<f64>().is_err() => {
+            floor_of_documents(&args[1..], None)
+        }
+        Some("floor") if (3..=5).contains(&args.len()) => floor(&args[1..]),
         _ => Err(
-            "usage: knee_design pooled FILE... | knee_design simulate SPREAD STEPS [RUNS] [SEED]"
+            "usage: knee_design pooled FILE... | knee_design simulate SPREAD STEPS \
+             [RUNS] [SEED] | knee_design floor SPREAD STEPS [RUNS] [SEED] | knee_design floor \
+             [--steps N] FILE..."
                 .to_string(),
         ),
     };
@@ -97,6 +122,150 @@ fn quantile(post: &[(f64, f64)], q: f64) -> f64 {
         }
     }
     post.last().map_or(f64::NAN, |p| p.0)
+}
+
+/// A capacity document's valid steps as trials.
+fn read_trials(f: &str) -> Result<(CapacityResult, Vec<Trial>), String> {
+    let text = std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?;
+    let r: CapacityResult =
+        serde_json::from_str(&text).map_err(|e| format!("{f}: not a capacity result: {e}"))?;
+    let t = trials(&r.steps);
+    Ok((r, t))
+}
+
+fn floor_of_documents(files: &[String], steps: Option<usize>) -> Result<(), String> {
+    let of = steps.map_or("its valid steps".to_string(), |n| format!("{n} steps"));
+    println!(
+        "document\tvalid steps\tspread (median, p5)\twidth\tfloor of {of} at median spread\t\
+         at p5 spread\twidth ÷ floor\tP(floor > 25%)"
+    );
+    for f in files {
+        let (_, t) = read_trials(f)?;
+        let (Some(post), Some(k)) = (knee::spread_posterior(&t), knee::estimate(&t)) else {
+            println!("{f}\t{}\tthe steps do not bound the capacity", t.len());
+            continue;
+        };
+        let (median, p5) = (quantile(&post, 0.5), quantile(&post, 0.05));
+        let n = steps.unwrap_or(t.len());
+        let (fm, f5) = (knee::floor_width(median, n), knee::floor_width(p5, n));
+        let beyond: f64 = post
+            .iter()
+            .filter(|&&(spread, _)| knee::floor_width(spread, n) > 0.25)
+            .map(|&(_, p)| p)
+            .sum();
+        println!(
+            "{f}\t{}\t×{median:.2}, ×{p5:.2}\t{:.1}%\t{:.1}%\t{:.1}%\t{:.2}\t{beyond:.3}",
+            t.len(),
+            k.width() * 100.0,
+            fm * 100.0,
+            f5 * 100.0,
+            k.width() / fm
+        );
+    }
+    Ok(())
+}
+
+/// A seeded uniform draw in [0, 1) (xorshift; any seed, 0 included).
+fn uniform_from(seed_arg: u64) -> impl FnMut() -> f64 {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64 ^ seed_arg.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    if seed == 0 {
+        seed = 1;
+    }
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// P(pass) at `rate` on the curve with middle 1000/s and slope `s` (`knee`'s model, its
+/// lapse included).
+fn p_true(rate: f64, s: f64) -> f64 {
+    let m = 1000f64.ln();
+    knee::LAPSE + (1.0 - 2.0 * knee::LAPSE) / (1.0 + ((rate.ln() - m) / s).exp())
+}
+
+fn floor(args: &[String]) -> Result<(), String> {
+    let spread: f64 = args[0]
+        .parse()
+        .map_err(|_| format!("SPREAD '{}': not a number", args[0]))?;
+    let steps: usize = args[1]
+        .parse()
+        .map_err(|_| format!("STEPS '{}': not a count", args[1]))?;
+    let runs: usize = match args.get(2) {
+        Some(a) => a.parse().map_err(|_| format!("RUNS '{a}': not a count"))?,
+        None => 200,
+    };
+    let seed: u64 = match args.get(3) {
+        Some(a) => a.parse().map_err(|_| format!("SEED '{a}': not a number"))?,
+        None => 1,
+    };
+    if !(1.001..=3.0).contains(&spread)
+        || !(2..=1000).contains(&steps)
+        || !(1..=100_000).contains(&runs)
+    {
+        return Err(
+            "SPREAD must be within 1.001..=3, STEPS within 2..=1000, RUNS within 1..=100000".into(),
+        );
+    }
+    let design = knee::floor_design();
+    let s = knee::slope_of(spread);
+    let m = 1000f64.ln();
+    let truth = (m - s * knee::offset()).exp();
+    let rates = design.points.map(|(z, share)| ((m - z * s).exp(), share));
+    let mut uniform = uniform_from(seed);
+    let (mut widths, mut covered) = (Vec::new(), 0);
+    for _ in 0..runs {
+        let mut t: Vec<Trial> = Vec::with_capacity(steps);
+        let mut at_first = 0.0;
+        for k in 0..steps {
+            // Each point gets its share of the steps so far, as nearly as whole steps can.
+            let rate = if at_first < rates[0].1 * (k + 1) as f64 - 0.5 {
+                at_first += 1.0;
+                rates[0].0
+            } else {
+                rates[1].0
+            };
+            t.push(Trial {
+                rate,
+                passed: uniform() < p_true(rate, s),
+            });
+        }
+        match knee::estimate(&t) {
+            Some(est) => {
+                widths.push(est.width());
+                if (est.interval[0]..=est.interval[1]).contains(&truth) {
+                    covered += 1;
+                }
+            }
+            None => widths.push(f64::INFINITY),
+        }
+    }
+    widths.sort_by(f64::total_cmp);
+    println!(
+        "knee spread ×{spread} (capacity {truth:.0}/s), {steps} steps: floor {:.1}% (variance \
+         {:.2}·s² a step; design z = {:.2} for {:.0}% of steps, {:.2} for {:.0}%); fewest steps \
+         for 25%: {}, for 20%: {}",
+        knee::floor_width(spread, steps) * 100.0,
+        design.variance,
+        design.points[0].0,
+        design.points[0].1 * 100.0,
+        design.points[1].0,
+        design.points[1].1 * 100.0,
+        knee::floor_steps(spread, 0.25),
+        knee::floor_steps(spread, 0.20)
+    );
+    println!(
+        "{runs} searches on that design at {:.0}/s and {:.0}/s: width median {:.1}%, p10 {:.1}%; \
+         the interval held the capacity in {covered} ({:.0}%)",
+        rates[0].0,
+        rates[1].0,
+        widths[runs / 2] * 100.0,
+        widths[runs / 10] * 100.0,
+        100.0 * covered as f64 / runs as f64
+    );
+    Ok(())
 }
 
 fn simulate(args: &[String]) -> Result<(), String> {

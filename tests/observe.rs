@@ -526,6 +526,8 @@ fn a_capture_with_frames_cut_by_its_snap_length_is_analyzed_and_says_so() {
     let w = observe(&ng, serve.port);
     assert_eq!(count(&w, "all"), 3, "{}", w["handshakes"]);
     assert_eq!(w["packets"]["cut_short"], cut, "{}", w["packets"]);
+    // Its times too: every phase's figures as the pcap's.
+    assert_eq!(w["handshakes"], v["handshakes"]);
 }
 
 /// A capture whose frames hold no TCP segment tlsperf can read (here UDP only): the
@@ -1309,12 +1311,17 @@ fn write_pcapng(path: &Path, snaplen: u32, frames: &[PcapFrame], wire: &[u32]) {
     use pcap_file::DataLink;
     use pcap_file::pcapng::PcapNgWriter;
     use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+    use pcap_file::pcapng::blocks::interface_description::{
+        InterfaceDescriptionBlock, InterfaceDescriptionOption,
+    };
     let mut w = PcapNgWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    // pcap-file writes an enhanced packet block's time in nanoseconds whatever the
+    // interface says; the interface says so (if_tsresol 9), or a reader would take them
+    // for the default microseconds.
     w.write_pcapng_block(InterfaceDescriptionBlock {
         linktype: DataLink::ETHERNET,
         snaplen,
-        options: vec![],
+        options: vec![InterfaceDescriptionOption::IfTsResol(9)],
     })
     .unwrap();
     for (f, len) in frames.iter().zip(wire) {

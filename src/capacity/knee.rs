@@ -34,6 +34,20 @@
 //! Research 39:2729–2737, 1999) with the slope treated as a nuisance parameter. Near a
 //! noisy knee it spends repeated short steps at and around r*; at a sharp one it
 //! bisects.
+//!
+//! **The floor** ([`floor_width`], [`floor_steps`]): how narrow any search of N steps can
+//! make r*'s interval on a knee of a given spread, whatever its design. By the
+//! Cramér–Rao bound, no unbiased estimate of ln r* from N pass/fail steps has a variance
+//! below s²·V/N, where V is the least variance one step can leave in units of s²: the
+//! c-optimal design for ln r* = m − s·c (Elfving's theorem; Wu, "Optimal design for
+//! percentile estimation of a quantal response curve", 1988), steps at the two rates where
+//! the curve stands at z = (m − ln r) ÷ s = ±2.14, most of them at the upper one: V ≈ 16.3
+//! (all steps at r* itself: 16.7). The floor is the normal interval of that variance, in
+//! rate: a designer who already knew the curve could not do better in the limit of many
+//! steps, and the posterior interval of a real search, which must also find the curve, is
+//! wider. (A prior can narrow a posterior below the bound with few steps; this one is
+//! flat in the curve's middle, and the bound held against the estimator on simulated
+//! steps: `tests::the_floor_holds_for_the_estimate`.)
 
 /// The pass probability that defines the capacity.
 pub const PASS_PROBABILITY: f64 = 0.9;
@@ -43,6 +57,10 @@ pub const LAPSE: f64 = 0.02;
 
 /// The credible interval reported: 90% (from the 5th to the 95th percentile).
 pub const INTERVAL: f64 = 0.90;
+
+/// The standard normal's 95th percentile: a normal 90% interval ([`INTERVAL`]) spans
+/// ± this many standard deviations.
+const Z_INTERVAL: f64 = 1.644_853_626_951_472_2;
 
 const M_POINTS: usize = 240;
 const S_POINTS: usize = 32;
@@ -72,6 +90,9 @@ pub struct Knee {
     /// How gradual the knee is: the factor of rate (≥ 1) over which a step's chance to
     /// pass falls from 90% to 10%, at the posterior median of the curve's slope.
     pub spread: f64,
+    /// The spread's 5th percentile: the knee is at least this gradual with 95%
+    /// probability (what [`floor_steps`] is taken at when a search ends wide).
+    pub spread_low: f64,
 }
 
 impl Knee {
@@ -101,7 +122,7 @@ fn p_pass(x: f64, m: f64, s: f64) -> f64 {
 }
 
 /// logit((p − ε) ÷ (1 − 2ε)): ln r* = m − s × this.
-fn offset() -> f64 {
+pub fn offset() -> f64 {
     let q = (PASS_PROBABILITY - LAPSE) / (1.0 - 2.0 * LAPSE);
     (q / (1.0 - q)).ln()
 }
@@ -201,12 +222,12 @@ impl Posterior {
         marginal
     }
 
-    /// The posterior median of the slope s.
-    fn median_slope(&self) -> f64 {
+    /// The q-quantile (0..=1) of the slope s's posterior.
+    fn slope_quantile(&self, q: f64) -> f64 {
         let mut acc = 0.0;
         for (j, w) in self.slope_marginal().iter().enumerate() {
             acc += w;
-            if acc >= 0.5 {
+            if acc >= q {
                 return self.s[j];
             }
         }
@@ -255,7 +276,8 @@ pub fn estimate(trials: &[Trial]) -> Option<Knee> {
     Some(Knee {
         capacity: q[1].exp(),
         interval: [q[0].exp(), q[2].exp()],
-        spread: spread_of(post.median_slope()),
+        spread: spread_of(post.slope_quantile(0.5)),
+        spread_low: spread_of(post.slope_quantile(tail)),
     })
 }
 
@@ -271,6 +293,86 @@ pub fn spread_posterior(trials: &[Trial]) -> Option<Vec<(f64, f64)>> {
     let post = posterior(trials)?;
     let marginal = post.slope_marginal();
     Some(post.s.iter().map(|&s| spread_of(s)).zip(marginal).collect())
+}
+
+/// The best design for r* when the curve is known, and what it leaves (the module's
+/// **floor**; [`floor_design`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FloorDesign {
+    /// The least variance of ln r* one step can leave, in units of s² (V).
+    pub variance: f64,
+    /// Where to put the steps: each point's z = (m − ln r) ÷ s (positive below the
+    /// curve's middle, where steps mostly pass) and the share of steps run there.
+    pub points: [(f64, f64); 2],
+}
+
+/// The c-optimal design for ln r* = m − s·c among every design of one rate or two, on a
+/// grid of z = (m − ln r) ÷ s from −8 to 8 by 0.02. One step at z informs (m, s) by
+/// k(z)·v·vᵀ, v = (1, −z), k(z) = P′(z)² ÷ (P(1 − P)); a two-point design (z₁, z₂) needs
+/// (a, b) with a·v₁ + b·v₂ = (1, −c) and leaves (|a| ÷ √k₁ + |b| ÷ √k₂)² when the steps
+/// are split in proportion to |a| ÷ √k₁ and |b| ÷ √k₂ (Elfving); one point at z = c
+/// leaves 1 ÷ k(c).
+pub fn floor_design() -> FloorDesign {
+    static DESIGN: std::sync::OnceLock<FloorDesign> = std::sync::OnceLock::new();
+    *DESIGN.get_or_init(|| {
+        let c = offset();
+        let k = |z: f64| {
+            let f = logistic(z);
+            let slope = (1.0 - 2.0 * LAPSE) * f * (1.0 - f);
+            let p = LAPSE + (1.0 - 2.0 * LAPSE) * f;
+            slope * slope / (p * (1.0 - p))
+        };
+        let zs: Vec<(f64, f64)> = (0..=800)
+            .map(|i| {
+                let z = -8.0 + 0.02 * f64::from(i);
+                (z, k(z).sqrt())
+            })
+            .collect();
+        let mut best = FloorDesign {
+            variance: 1.0 / k(c),
+            points: [(c, 1.0), (c, 0.0)],
+        };
+        for (i, &(z1, r1)) in zs.iter().enumerate() {
+            for &(z2, r2) in &zs[i + 1..] {
+                let a = (z2 - c) / (z2 - z1);
+                let b = (c - z1) / (z2 - z1);
+                let (u1, u2) = (a.abs() / r1, b.abs() / r2);
+                let v = (u1 + u2).powi(2);
+                if v < best.variance {
+                    let share = u1 / (u1 + u2);
+                    best = FloorDesign {
+                        variance: v,
+                        points: [(z1, share), (z2, 1.0 - share)],
+                    };
+                }
+            }
+        }
+        best
+    })
+}
+
+/// The slope s of a knee of this spread ([`Knee::spread`], at least 1).
+pub fn slope_of(spread: f64) -> f64 {
+    spread.max(1.0).ln() / (2.0 * offset())
+}
+
+/// The floor: the narrowest 90% interval for r* (as `high ÷ low − 1`, like
+/// [`Knee::width`]) that `steps` pass/fail steps can give on a knee of this spread,
+/// whatever the design (the module's **floor**). `steps` 0 gives infinity.
+pub fn floor_width(spread: f64, steps: usize) -> f64 {
+    if steps == 0 {
+        return f64::INFINITY;
+    }
+    let sd = slope_of(spread) * (floor_design().variance / steps as f64).sqrt();
+    (2.0 * Z_INTERVAL * sd).exp() - 1.0
+}
+
+/// The fewest steps whose floor ([`floor_width`]) is within `width` (above 0) on a knee
+/// of this spread: no search reaches that width in fewer.
+pub fn floor_steps(spread: f64, width: f64) -> usize {
+    let half = (1.0 + width.max(1e-9)).ln() / (2.0 * Z_INTERVAL);
+    let n = floor_design().variance * (slope_of(spread) / half).powi(2);
+    (n.ceil() as usize).max(1)
 }
 
 /// The rate to run next: among [`CANDIDATES`] rates spread (in log) over r*'s 95%
@@ -420,6 +522,98 @@ mod tests {
         assert!(
             median > 1.04 && median < 1.16,
             "median spread {median} ({spreads:?})"
+        );
+    }
+
+    /// The floor's design: about V = 16.3 (below the 16.7 of every step at r* itself,
+    /// 1 ÷ k(c), computed here on its own), at the curve's z = ±2.14, most steps at the
+    /// upper one.
+    #[test]
+    fn the_floor_design_is_the_c_optimal_one() {
+        let d = floor_design();
+        let c = offset();
+        let f = logistic(c);
+        let slope = (1.0 - 2.0 * LAPSE) * f * (1.0 - f);
+        let one_point = PASS_PROBABILITY * (1.0 - PASS_PROBABILITY) / (slope * slope);
+        assert!((one_point - 16.7355).abs() < 1e-3, "{one_point}");
+        assert!(d.variance < one_point && d.variance > 16.0, "{d:?}");
+        assert!((d.points[0].0 + 2.14).abs() < 0.05, "{d:?}");
+        assert!((d.points[1].0 - 2.14).abs() < 0.05, "{d:?}");
+        assert!(d.points[0].1 > 0.03 && d.points[0].1 < 0.08, "{d:?}");
+        assert!((d.points[0].1 + d.points[1].1 - 1.0).abs() < 1e-12, "{d:?}");
+    }
+
+    /// The floor widens with the spread and narrows with the steps (as 1 ÷ √N in log
+    /// rate), and the fewest steps for a width are exactly where it gets there.
+    #[test]
+    fn floor_width_and_steps_agree() {
+        assert_eq!(floor_width(1.0, 10), 0.0);
+        assert_eq!(floor_width(1.5, 0), f64::INFINITY);
+        assert!(floor_width(1.3, 31) < floor_width(1.5, 31));
+        assert!(floor_width(1.5, 62) < floor_width(1.5, 31));
+        // Quadruple the steps, half the log width.
+        let (a, b) = (floor_width(1.5, 20), floor_width(1.5, 80));
+        assert!(
+            ((1.0 + a).ln() / (1.0 + b).ln() - 2.0).abs() < 1e-9,
+            "{a} {b}"
+        );
+        // ×1.57 (the pooled spread of 2026-12-03 06:49Z): 31 steps cannot reach 25%.
+        assert!(floor_width(1.57, 31) > 0.25, "{}", floor_width(1.57, 31));
+        for spread in [1.05, 1.2, 1.36, 1.57, 1.93, 2.4] {
+            for width in [0.1, 0.2, 0.25] {
+                let n = floor_steps(spread, width);
+                assert!(
+                    floor_width(spread, n) <= width + 1e-12,
+                    "{spread} {width} {n}"
+                );
+                if n > 1 {
+                    assert!(floor_width(spread, n - 1) > width, "{spread} {width} {n}");
+                }
+            }
+        }
+    }
+
+    /// The floor holds for the estimate: searches of 40 steps on a known knee (×1.3),
+    /// placed by the floor's own design, which knows the curve, never give an interval
+    /// narrower than the floor; their median is wider still (the estimate must find
+    /// the slope too).
+    #[test]
+    fn the_floor_holds_for_the_estimate() {
+        let spread = 1.3;
+        let s = slope_of(spread);
+        let m = 1000f64.ln();
+        let d = floor_design();
+        let rates = d.points.map(|(z, share)| ((m - z * s).exp(), share));
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut uniform = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (steps, runs) = (40, 16);
+        let floor = floor_width(spread, steps);
+        let mut widths = Vec::new();
+        for _ in 0..runs {
+            let mut trials = Vec::new();
+            let mut at_first = 0.0;
+            for k in 0..steps {
+                let rate = if at_first < rates[0].1 * (k + 1) as f64 - 0.5 {
+                    at_first += 1.0;
+                    rates[0].0
+                } else {
+                    rates[1].0
+                };
+                let passed = uniform() < p_pass(rate.ln(), m, s);
+                trials.push(t(rate, passed));
+            }
+            widths.push(estimate(&trials).map_or(f64::INFINITY, |k| k.width()));
+        }
+        widths.sort_by(f64::total_cmp);
+        assert!(widths[0] >= floor, "floor {floor}, widths {widths:?}");
+        assert!(
+            widths[runs / 2] > 1.1 * floor,
+            "floor {floor}, widths {widths:?}"
         );
     }
 }

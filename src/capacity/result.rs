@@ -840,7 +840,7 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
                     rate(k.capacity),
                     interval(&k),
                     rules.resolution * 100.0,
-                    gradual(k.spread)
+                    gradual(&k, valid, rules.resolution)
                 ),
                 (_, Some(l), None, None) => format!(
                     "the search ended before the objective broke (--max-time or --max-steps): \
@@ -861,14 +861,23 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
 }
 
 /// The knee's gradualness as a clause of the message when it explains a wide interval
-/// ([`GRADUAL`] or more), else nothing.
-fn gradual(spread: f64) -> String {
-    if spread < GRADUAL {
+/// (a spread of [`GRADUAL`] or more), else nothing: its spread, and the fewest steps any
+/// design needs for an interval within `resolution` on a knee as gradual as the spread's
+/// 5th percentile ([`knee::floor_steps`]), beside the `valid` steps the search ran.
+fn gradual(k: &knee::Knee, valid: usize, resolution: f64) -> String {
+    if k.spread < GRADUAL {
         return String::new();
     }
     format!(
         " (the knee is gradual: a step's chance to meet the objective falls from 90% to 10% \
-         over ×{spread:.2} of rate, so its 90% point takes many steps to pin down)"
+         over ×{:.2} of rate, so its 90% point takes many steps to pin down; the spread is \
+         ×{:.2} or more with 95% probability, and on such a knee an interval within {:.0}% \
+         takes at least {} steps whatever the design, by the Cramér–Rao bound: this search \
+         ran {valid})",
+        k.spread,
+        k.spread_low,
+        resolution * 100.0,
+        knee::floor_steps(k.spread_low, resolution)
     )
 }
 
@@ -1830,6 +1839,16 @@ pub(crate) mod tests {
             "{}",
             c.message
         );
+        // What no design could beat, at the spread's 5th percentile, beside the 30 steps.
+        let low = knee::estimate(&trials(&steps)).unwrap().spread_low;
+        assert!(low > 1.0 && low < spread, "{low} {spread}");
+        let floor = format!(
+            "the spread is ×{low:.2} or more with 95% probability, and on such a knee an \
+             interval within 20% takes at least {} steps whatever the design, by the \
+             Cramér–Rao bound: this search ran 30",
+            knee::floor_steps(low, 0.2)
+        );
+        assert!(c.message.contains(&floor), "{}", c.message);
         // Sharp: passes up to 600/s, failures from 650/s.
         let sharp: Vec<Step> = [100.0, 200.0, 400.0, 800.0, 600.0, 700.0, 650.0, 620.0]
             .iter()
