@@ -861,23 +861,30 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
 }
 
 /// The knee's gradualness as a clause of the message when it explains a wide interval
-/// (a spread of [`GRADUAL`] or more), else nothing: its spread, and the fewest steps any
-/// design needs for an interval within `resolution` on a knee as gradual as the spread's
-/// 5th percentile ([`knee::floor_steps`]), beside the `valid` steps the search ran.
+/// (a spread of [`GRADUAL`] or more), else nothing: its spread; and, when even a knee as
+/// gradual as the spread's 5th percentile needs more than the `valid` steps the search
+/// ran for an interval within `resolution` whatever the design ([`knee::floor_steps`]),
+/// that count.
 fn gradual(k: &knee::Knee, valid: usize, resolution: f64) -> String {
     if k.spread < GRADUAL {
         return String::new();
     }
+    let needed = knee::floor_steps(k.spread_low, resolution);
+    let floor = if needed > valid {
+        format!(
+            "; the spread is ×{:.2} or more with 95% probability, and on such a knee an \
+             interval within {:.0}% takes at least {needed} steps whatever the design, by the \
+             Cramér–Rao bound: this search ran {valid}",
+            k.spread_low,
+            resolution * 100.0
+        )
+    } else {
+        String::new()
+    };
     format!(
         " (the knee is gradual: a step's chance to meet the objective falls from 90% to 10% \
-         over ×{:.2} of rate, so its 90% point takes many steps to pin down; the spread is \
-         ×{:.2} or more with 95% probability, and on such a knee an interval within {:.0}% \
-         takes at least {} steps whatever the design, by the Cramér–Rao bound: this search \
-         ran {valid})",
-        k.spread,
-        k.spread_low,
-        resolution * 100.0,
-        knee::floor_steps(k.spread_low, resolution)
+         over ×{:.2} of rate, so its 90% point takes many steps to pin down{floor})",
+        k.spread
     )
 }
 
@@ -1839,15 +1846,50 @@ pub(crate) mod tests {
             "{}",
             c.message
         );
-        // What no design could beat, at the spread's 5th percentile, beside the 30 steps.
+        // Even at the spread's 5th percentile (×1.18), this knee would let an interval
+        // within 20% come from fewer than the 30 steps run: no floor is named.
         let low = knee::estimate(&trials(&steps)).unwrap().spread_low;
-        assert!(low > 1.0 && low < spread, "{low} {spread}");
+        assert!(knee::floor_steps(low, 0.2) <= 30, "{low}");
+        assert!(!c.message.contains("Cramér–Rao"), "{}", c.message);
+        // Passes thinning out from 400/s to 1,600/s, four steps at each rate: a knee
+        // gradual enough, even at the 5th percentile of its spread, that an interval
+        // within 20% takes more steps than were run, whatever the design.
+        let verdicts = [
+            (400.0, "PPPP"),
+            (500.0, "PPPF"),
+            (600.0, "PPFP"),
+            (700.0, "PFPP"),
+            (800.0, "PFPF"),
+            (1000.0, "FPFP"),
+            (1200.0, "FPFF"),
+            (1400.0, "FFPF"),
+            (1600.0, "FFFF"),
+        ];
+        let wide: Vec<Step> = [(100.0, "P"), (200.0, "P"), (300.0, "P")]
+            .iter()
+            .chain(&verdicts)
+            .flat_map(|&(rate, vs)| vs.chars().map(move |v| (rate, v == 'P')))
+            .enumerate()
+            .map(|(i, (rate, pass))| {
+                step(
+                    i as u32 + 1,
+                    StepKind::Probe,
+                    rate,
+                    if pass { 2 } else { 50 },
+                    200,
+                )
+            })
+            .collect();
+        let c = conclude(&wide, &r, Outcome::TimeLimit);
+        let k = knee::estimate(&trials(&wide)).unwrap();
         let floor = format!(
-            "the spread is ×{low:.2} or more with 95% probability, and on such a knee an \
+            "the spread is ×{:.2} or more with 95% probability, and on such a knee an \
              interval within 20% takes at least {} steps whatever the design, by the \
-             Cramér–Rao bound: this search ran 30",
-            knee::floor_steps(low, 0.2)
+             Cramér–Rao bound: this search ran 39",
+            k.spread_low,
+            knee::floor_steps(k.spread_low, 0.2)
         );
+        assert!(knee::floor_steps(k.spread_low, 0.2) > 39, "{k:?}");
         assert!(c.message.contains(&floor), "{}", c.message);
         // Sharp: passes up to 600/s, failures from 650/s.
         let sharp: Vec<Step> = [100.0, 200.0, 400.0, 800.0, 600.0, 700.0, 650.0, 620.0]
