@@ -75,10 +75,7 @@ fn main() -> ExitCode {
 fn pooled(files: &[String]) -> Result<(), String> {
     let mut log_sum: Option<Vec<(f64, f64)>> = None;
     for f in files {
-        let text = std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?;
-        let r: CapacityResult =
-            serde_json::from_str(&text).map_err(|e| format!("{f}: not a capacity result: {e}"))?;
-        let t = trials(&r.steps);
+        let t = read_trials(f)?;
         let Some(post) = knee::spread_posterior(&t) else {
             println!(
                 "{f}: {} trials do not bound the capacity; left out",
@@ -125,12 +122,38 @@ fn quantile(post: &[(f64, f64)], q: f64) -> f64 {
 }
 
 /// A capacity document's valid steps as trials.
-fn read_trials(f: &str) -> Result<(CapacityResult, Vec<Trial>), String> {
+fn read_trials(f: &str) -> Result<Vec<Trial>, String> {
     let text = std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?;
     let r: CapacityResult =
         serde_json::from_str(&text).map_err(|e| format!("{f}: not a capacity result: {e}"))?;
-    let t = trials(&r.steps);
-    Ok((r, t))
+    Ok(trials(&r.steps))
+}
+
+/// `SPREAD STEPS [RUNS] [SEED]`, each checked: RUNS 200 and SEED 1 by default.
+fn spread_steps_runs_seed(args: &[String]) -> Result<(f64, usize, usize, u64), String> {
+    let spread: f64 = args[0]
+        .parse()
+        .map_err(|_| format!("SPREAD '{}': not a number", args[0]))?;
+    let steps: usize = args[1]
+        .parse()
+        .map_err(|_| format!("STEPS '{}': not a count", args[1]))?;
+    let runs: usize = match args.get(2) {
+        Some(a) => a.parse().map_err(|_| format!("RUNS '{a}': not a count"))?,
+        None => 200,
+    };
+    if !(1.001..=3.0).contains(&spread)
+        || !(2..=1000).contains(&steps)
+        || !(1..=100_000).contains(&runs)
+    {
+        return Err(
+            "SPREAD must be within 1.001..=3, STEPS within 2..=1000, RUNS within 1..=100000".into(),
+        );
+    }
+    let seed: u64 = match args.get(3) {
+        Some(a) => a.parse().map_err(|_| format!("SEED '{a}': not a number"))?,
+        None => 1,
+    };
+    Ok((spread, steps, runs, seed))
 }
 
 fn floor_of_documents(files: &[String], steps: Option<usize>) -> Result<(), String> {
@@ -140,7 +163,7 @@ fn floor_of_documents(files: &[String], steps: Option<usize>) -> Result<(), Stri
          at p5 spread\twidth ÷ floor\tP(floor > 25%)"
     );
     for f in files {
-        let (_, t) = read_trials(f)?;
+        let t = read_trials(f)?;
         let (Some(post), Some(k)) = (knee::spread_posterior(&t), knee::estimate(&t)) else {
             println!("{f}\t{}\tthe steps do not bound the capacity", t.len());
             continue;
@@ -179,59 +202,23 @@ fn uniform_from(seed_arg: u64) -> impl FnMut() -> f64 {
     }
 }
 
-/// P(pass) at `rate` on the curve with middle 1000/s and slope `s` (`knee`'s model, its
-/// lapse included).
-fn p_true(rate: f64, s: f64) -> f64 {
-    let m = 1000f64.ln();
-    knee::LAPSE + (1.0 - 2.0 * knee::LAPSE) / (1.0 + ((rate.ln() - m) / s).exp())
-}
-
 fn floor(args: &[String]) -> Result<(), String> {
-    let spread: f64 = args[0]
-        .parse()
-        .map_err(|_| format!("SPREAD '{}': not a number", args[0]))?;
-    let steps: usize = args[1]
-        .parse()
-        .map_err(|_| format!("STEPS '{}': not a count", args[1]))?;
-    let runs: usize = match args.get(2) {
-        Some(a) => a.parse().map_err(|_| format!("RUNS '{a}': not a count"))?,
-        None => 200,
-    };
-    let seed: u64 = match args.get(3) {
-        Some(a) => a.parse().map_err(|_| format!("SEED '{a}': not a number"))?,
-        None => 1,
-    };
-    if !(1.001..=3.0).contains(&spread)
-        || !(2..=1000).contains(&steps)
-        || !(1..=100_000).contains(&runs)
-    {
-        return Err(
-            "SPREAD must be within 1.001..=3, STEPS within 2..=1000, RUNS within 1..=100000".into(),
-        );
-    }
+    let (spread, steps, runs, seed) = spread_steps_runs_seed(args)?;
     let design = knee::floor_design();
     let s = knee::slope_of(spread);
     let m = 1000f64.ln();
     let truth = (m - s * knee::offset()).exp();
-    let rates = design.points.map(|(z, share)| ((m - z * s).exp(), share));
     let mut uniform = uniform_from(seed);
     let (mut widths, mut covered) = (Vec::new(), 0);
     for _ in 0..runs {
-        let mut t: Vec<Trial> = Vec::with_capacity(steps);
-        let mut at_first = 0.0;
-        for k in 0..steps {
-            // Each point gets its share of the steps so far, as nearly as whole steps can.
-            let rate = if at_first < rates[0].1 * (k + 1) as f64 - 0.5 {
-                at_first += 1.0;
-                rates[0].0
-            } else {
-                rates[1].0
-            };
-            t.push(Trial {
+        let t: Vec<Trial> = design
+            .rates(m, s, steps)
+            .into_iter()
+            .map(|rate| Trial {
                 rate,
-                passed: uniform() < p_true(rate, s),
-            });
-        }
+                passed: uniform() < knee::p_pass(rate.ln(), m, s),
+            })
+            .collect();
         match knee::estimate(&t) {
             Some(est) => {
                 widths.push(est.width());
@@ -259,8 +246,8 @@ fn floor(args: &[String]) -> Result<(), String> {
     println!(
         "{runs} searches on that design at {:.0}/s and {:.0}/s: width median {:.1}%, p10 {:.1}%; \
          the interval held the capacity in {covered} ({:.0}%)",
-        rates[0].0,
-        rates[1].0,
+        (m - design.points[0].0 * s).exp(),
+        (m - design.points[1].0 * s).exp(),
         widths[runs / 2] * 100.0,
         widths[runs / 10] * 100.0,
         100.0 * covered as f64 / runs as f64
@@ -269,43 +256,12 @@ fn floor(args: &[String]) -> Result<(), String> {
 }
 
 fn simulate(args: &[String]) -> Result<(), String> {
-    let spread: f64 = args[0]
-        .parse()
-        .map_err(|_| format!("SPREAD '{}': not a number", args[0]))?;
-    let steps: usize = args[1]
-        .parse()
-        .map_err(|_| format!("STEPS '{}': not a count", args[1]))?;
-    let runs: usize = match args.get(2) {
-        Some(a) => a.parse().map_err(|_| format!("RUNS '{a}': not a count"))?,
-        None => 200,
-    };
-    if !(1.001..=3.0).contains(&spread)
-        || !(2..=1000).contains(&steps)
-        || !(1..=100_000).contains(&runs)
-    {
-        return Err(
-            "SPREAD must be within 1.001..=3, STEPS within 2..=1000, RUNS within 1..=100000".into(),
-        );
-    }
+    let (spread, steps, runs, seed) = spread_steps_runs_seed(args)?;
     // P falls from 90% to 10% between ln r = m ∓ s·ln 9.
     let s = spread.ln() / (2.0 * 9f64.ln());
     let m = 1000f64.ln();
     let truth = (m - s * 9f64.ln()).exp();
-    let seed_arg: u64 = match args.get(3) {
-        Some(a) => a.parse().map_err(|_| format!("SEED '{a}': not a number"))?,
-        None => 1,
-    };
-    // (xorshift: a seed of 0 would stay 0.)
-    let mut seed = 0x2545_F491_4F6C_DD1Du64 ^ seed_arg.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    if seed == 0 {
-        seed = 1;
-    }
-    let mut uniform = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut uniform = uniform_from(seed);
     let (mut widths, mut reached) = (Vec::new(), Vec::new());
     let mut covered = 0;
     for _ in 0..runs {

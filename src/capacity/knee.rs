@@ -116,8 +116,8 @@ fn logistic(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// P(pass) at log rate `x` for the curve (m, s).
-fn p_pass(x: f64, m: f64, s: f64) -> f64 {
+/// P(pass) at log rate `x` for the curve (m, s), the lapse included.
+pub fn p_pass(x: f64, m: f64, s: f64) -> f64 {
     LAPSE + (1.0 - 2.0 * LAPSE) * logistic((m - x) / s)
 }
 
@@ -306,6 +306,26 @@ pub struct FloorDesign {
     pub points: [(f64, f64); 2],
 }
 
+impl FloorDesign {
+    /// The rate of each of `steps` steps on the curve (m, s): each point gets its share
+    /// of the steps so far, as nearly as whole steps can.
+    pub fn rates(&self, m: f64, s: f64, steps: usize) -> Vec<f64> {
+        let [(z1, share), (z2, _)] = self.points;
+        let (r1, r2) = ((m - z1 * s).exp(), (m - z2 * s).exp());
+        let mut at_first = 0.0;
+        (0..steps)
+            .map(|k| {
+                if at_first < share * (k + 1) as f64 - 0.5 {
+                    at_first += 1.0;
+                    r1
+                } else {
+                    r2
+                }
+            })
+            .collect()
+    }
+}
+
 /// The c-optimal design for ln r* = m − s·c among every design of one rate or two, on a
 /// grid of z = (m − ln r) ÷ s from −8 to 8 by 0.02. One step at z informs (m, s) by
 /// k(z)·v·vᵀ, v = (1, −z), k(z) = P′(z)² ÷ (P(1 − P)); a two-point design (z₁, z₂) needs
@@ -423,6 +443,16 @@ mod tests {
         Trial { rate, passed }
     }
 
+    /// A seeded uniform draw in [0, 1) (xorshift).
+    fn xorshift(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
     #[test]
     fn no_bound_without_both_outcomes() {
         assert_eq!(estimate(&[t(100.0, true), t(200.0, true)]), None);
@@ -479,13 +509,7 @@ mod tests {
     fn recovers_a_known_knee() {
         // P(pass) = σ((ln 1000 − ln r) / 0.02): r* = 1000 × e^(−0.02 × ln 9) ≈ 957.
         let truth = 1000.0 * (-0.02 * 9f64.ln()).exp();
-        let mut seed = 0x2545F4914F6CDD1Du64;
-        let mut uniform = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut uniform = xorshift(0x2545F4914F6CDD1D);
         let (mut covered, mut narrow) = (0, 0);
         let mut spreads = Vec::new();
         let runs = 12;
@@ -582,31 +606,16 @@ mod tests {
         let spread = 1.3;
         let s = slope_of(spread);
         let m = 1000f64.ln();
-        let d = floor_design();
-        let rates = d.points.map(|(z, share)| ((m - z * s).exp(), share));
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut uniform = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut uniform = xorshift(0x9E37_79B9_7F4A_7C15);
         let (steps, runs) = (40, 16);
         let floor = floor_width(spread, steps);
         let mut widths = Vec::new();
         for _ in 0..runs {
-            let mut trials = Vec::new();
-            let mut at_first = 0.0;
-            for k in 0..steps {
-                let rate = if at_first < rates[0].1 * (k + 1) as f64 - 0.5 {
-                    at_first += 1.0;
-                    rates[0].0
-                } else {
-                    rates[1].0
-                };
-                let passed = uniform() < p_pass(rate.ln(), m, s);
-                trials.push(t(rate, passed));
-            }
+            let trials: Vec<Trial> = floor_design()
+                .rates(m, s, steps)
+                .into_iter()
+                .map(|rate| t(rate, uniform() < p_pass(rate.ln(), m, s)))
+                .collect();
             widths.push(estimate(&trials).map_or(f64::INFINITY, |k| k.width()));
         }
         widths.sort_by(f64::total_cmp);

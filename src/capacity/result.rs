@@ -1823,19 +1823,22 @@ pub(crate) mod tests {
             (1008.0, true),
             (1012.0, false),
         ];
-        let steps: Vec<Step> = recorded
-            .iter()
-            .enumerate()
-            .map(|(i, &(rate, pass))| {
-                step(
-                    i as u32 + 1,
-                    StepKind::Probe,
-                    rate,
-                    if pass { 2 } else { 50 },
-                    200,
-                )
-            })
-            .collect();
+        // Probes in order: a pass at p90 2 ms, a failure at 50 ms (against 10 ms).
+        let probes = |verdicts: &mut dyn Iterator<Item = (f64, bool)>| -> Vec<Step> {
+            verdicts
+                .enumerate()
+                .map(|(i, (rate, pass))| {
+                    step(
+                        i as u32 + 1,
+                        StepKind::Probe,
+                        rate,
+                        if pass { 2 } else { 50 },
+                        200,
+                    )
+                })
+                .collect()
+        };
+        let steps = probes(&mut recorded.iter().copied());
         let c = conclude(&steps, &r, Outcome::TimeLimit);
         assert_eq!(c.outcome, Outcome::TimeLimit, "{}", c.message);
         let spread = c.knee_spread.unwrap();
@@ -1865,21 +1868,12 @@ pub(crate) mod tests {
             (1400.0, "FFPF"),
             (1600.0, "FFFF"),
         ];
-        let wide: Vec<Step> = [(100.0, "P"), (200.0, "P"), (300.0, "P")]
-            .iter()
-            .chain(&verdicts)
-            .flat_map(|&(rate, vs)| vs.chars().map(move |v| (rate, v == 'P')))
-            .enumerate()
-            .map(|(i, (rate, pass))| {
-                step(
-                    i as u32 + 1,
-                    StepKind::Probe,
-                    rate,
-                    if pass { 2 } else { 50 },
-                    200,
-                )
-            })
-            .collect();
+        let wide = probes(
+            &mut [(100.0, "P"), (200.0, "P"), (300.0, "P")]
+                .iter()
+                .chain(&verdicts)
+                .flat_map(|&(rate, vs)| vs.chars().map(move |v| (rate, v == 'P'))),
+        );
         let c = conclude(&wide, &r, Outcome::TimeLimit);
         let k = knee::estimate(&trials(&wide)).unwrap();
         let floor = format!(
