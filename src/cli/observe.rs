@@ -209,6 +209,9 @@ fn live(
             max_flows: options.limits.max_flows,
         }
     };
+    // The probes first: attaching takes a while (seconds with many libraries), and a
+    // capture opened before would go unread meanwhile.
+    let mut probes = start_probes(args, Some(&options.ports), out)?;
     let capture = LiveCapture::open(interface, &options.ports, choice)?;
     if let Some(why) = capture
         .kernel_filter()
@@ -218,7 +221,6 @@ fn live(
             "every segment on the ports is copied to tlsperf (classic kernel filter): {why}"
         ));
     }
-    let mut probes = start_probes(args, true, out)?;
     let (metrics, _server) = start_metrics(args, out)?;
     let stop = Arc::new(AtomicBool::new(false));
     // One worker thread for the signal handlers (registered before the capture starts);
@@ -265,8 +267,12 @@ fn start_metrics(
     Ok((metrics, server))
 }
 
-/// Starts the probes when asked for (`join`: with a capture to join them to).
-fn start_probes(args: &ObserveArgs, join: bool, out: &Output) -> Result<Option<Session>, CliError> {
+/// Starts the probes when asked for (`join`: the ports of a capture to join them to).
+fn start_probes(
+    args: &ObserveArgs,
+    join: Option<&[u16]>,
+    out: &Output,
+) -> Result<Option<Session>, CliError> {
     if !args.probes {
         return Ok(None);
     }
@@ -284,7 +290,7 @@ fn start_probes(args: &ObserveArgs, join: bool, out: &Output) -> Result<Option<S
 
 /// `--probes --pid/--exe` without a capture: the processes' view alone.
 fn probes_only(args: &ObserveArgs, out: &Output) -> Result<Observation, CliError> {
-    let Some(mut session) = start_probes(args, false, out)? else {
+    let Some(mut session) = start_probes(args, None, out)? else {
         return Err(CliError::input(
             "give --pcap FILE, --interface IF or --probes",
         ));

@@ -60,6 +60,7 @@ impl Hooks {
                 kind: h.kind.name(),
                 server_think_ns: h.phases.server_think,
                 sni: h.sni.clone(),
+                start_ns: h.start_ns,
             });
         }
         agg.outcome(o);

@@ -229,8 +229,8 @@ impl ObserveMetrics {
         for (phase, v) in [
             ("accept_queue", r.accept_queue_ns()),
             ("until_first_call", r.until_first_call_ns()),
-            ("work", Some(r.work_ns)),
-            ("waiting_for_peer", Some(r.waiting_ns)),
+            ("work", r.work()),
+            ("waiting_for_peer", r.waiting()),
             ("span", Some(r.span_ns())),
         ] {
             if let Some(ns) = v {

@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The size of `struct hs_event`.
-pub const RAW_EVENT_LEN: usize = 6 * 8 + 4 * 4 + 16 + 16 + 2 * 3 + 3 + 7 + 16;
+pub const RAW_EVENT_LEN: usize = 6 * 8 + 4 * 4 + 16 + 16 + 2 * 3 + 4 + 6 + 16;
 
 /// Which side of the connection the process was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -107,6 +107,15 @@ pub struct ProbeRecord {
     pub waiting_ns: u64,
     /// Library calls that drove the handshake (Go: 1, its handshake function).
     pub calls: u32,
+    /// The handshake was seen from its start, with every probe in place: its SSL object
+    /// was set up, or its socket accepted or connected, while probed (OpenSSL), or its
+    /// handshake function entered (Go). Records that are not began before the probes
+    /// were armed and are counted apart, never as handshakes.
+    pub whole: bool,
+    /// Its waits for the peer could be told from its work. Always for OpenSSL (the time
+    /// between its calls); for Go, when the connection's descriptor was found (its reads
+    /// time the waits). When not, only the span is known.
+    pub split: bool,
 }
 
 impl ProbeRecord {
@@ -132,6 +141,16 @@ impl ProbeRecord {
     /// The first call → the end.
     pub fn span_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.first_call_ns)
+    }
+
+    /// Time inside the library, when it could be told from waiting.
+    pub fn work(&self) -> Option<u64> {
+        self.split.then_some(self.work_ns)
+    }
+
+    /// Time waiting for the peer, when it could be told from work.
+    pub fn waiting(&self) -> Option<u64> {
+        self.split.then_some(self.waiting_ns)
     }
 
     /// "comm (pid N)", the key of the per-process rows.
@@ -228,7 +247,8 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
         2 => HandshakeResult::Error,
         _ => HandshakeResult::Abandoned,
     };
-    let _pad: [u8; 7] = c.take();
+    let flags = c.u8();
+    let _pad: [u8; 6] = c.take();
     let comm: [u8; 16] = c.take();
     let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
     Ok(ProbeRecord {
@@ -248,6 +268,9 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
         work_ns,
         waiting_ns,
         calls,
+        // F_WHOLE and F_FD_SEEN of probes.bpf.c.
+        whole: flags & 1 != 0,
+        split: library != Library::Go || flags & 4 != 0,
     })
 }
 
@@ -273,8 +296,8 @@ mod tests {
         for v in [8443u16, 50000, 2] {
             b.extend_from_slice(&v.to_ne_bytes());
         }
-        b.extend_from_slice(&[1, 1, 1]);
-        b.extend_from_slice(&[0; 7]);
+        b.extend_from_slice(&[1, 1, 1, 1]);
+        b.extend_from_slice(&[0; 6]);
         let mut comm = [0u8; 16];
         comm[..5].copy_from_slice(b"nginx");
         b.extend_from_slice(&comm);
@@ -289,6 +312,13 @@ mod tests {
         assert_eq!(r.until_first_call_ns(), Some(50));
         assert_eq!(r.span_ns(), 700);
         assert_eq!(r.calls, 3);
+        assert!(r.whole);
+        assert_eq!(r.work(), Some(300));
+        // A Go record without its descriptor: its waits are not known.
+        b[RAW_EVENT_LEN - 25] = 2;
+        let go = decode(&b).unwrap();
+        assert_eq!(go.library, Library::Go);
+        assert_eq!((go.work(), go.waiting()), (None, None));
         assert_eq!(decode(&b[..10]), Err(BadRecord(10)));
     }
 }

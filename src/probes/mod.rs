@@ -14,21 +14,24 @@
 //! - [`loader`]: the object loaded and attached (aya).
 //! - [`event`]: a ring-buffer record → a [`event::ProbeRecord`].
 //! - [`report`]: records → the `probes` part of an observation.
+//! - [`join`]: records ↔ captured connections, by addresses and time.
 //! - [`owners`]: the process at each end of every TCP connection, from tracepoints alone
 //!   (observe's process attribution; no TLS library needed).
 //!
-//! [`Session`] runs it all: [`Session::start`], then [`Session::poll`] now and then, and
-//! [`Session::finish`].
+//! [`Session`] runs it all: [`Session::start`] (everything attached, then armed: no
+//! handshake is counted that began before every probe was in place), then
+//! [`Session::poll`] now and then, and [`Session::finish`] (drained: handshakes in
+//! progress end, none begins; then nothing is recorded and the probes are detached).
 
 pub mod event;
 pub mod gosym;
+pub mod join;
 pub mod loader;
 pub mod owners;
 pub mod report;
 pub mod target;
 
-use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
+use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Classify, ErrorClass};
 use event::ProbeRecord;
+pub use join::WireIndex;
 pub use report::{ProbeReport, WireHandshake};
 
 /// What to probe.
@@ -194,51 +198,14 @@ pub fn targets(opts: &ProbeOptions) -> Result<Vec<target::Target>, ProbeError> {
     Ok(out)
 }
 
-/// Wire handshakes waiting for their probe records, by (client, server).
-#[derive(Debug, Default)]
-pub struct WireIndex {
-    map: HashMap<(SocketAddr, SocketAddr), (WireHandshake, Instant)>,
-    order: VecDeque<((SocketAddr, SocketAddr), Instant)>,
-}
-
-/// The most captured handshakes kept for joining; older ones go first.
-const WIRE_KEPT: usize = 200_000;
-/// How long a record waits for its connection's capture, and a capture for its records.
+/// How long a record waits for its connection's capture.
 const JOIN_WAIT: Duration = Duration::from_secs(5);
 
-impl WireIndex {
-    /// A handshake the packet path completed.
-    pub fn add(&mut self, h: WireHandshake) {
-        let key = (h.client, h.server);
-        let now = Instant::now();
-        self.map.insert(key, (h, now));
-        self.order.push_back((key, now));
-        while self.order.len() > WIRE_KEPT
-            || self
-                .order
-                .front()
-                .is_some_and(|(_, t)| t.elapsed() > JOIN_WAIT * 6)
-        {
-            let Some((k, t)) = self.order.pop_front() else {
-                break;
-            };
-            if self.map.get(&k).is_some_and(|(_, at)| *at == t) {
-                self.map.remove(&k);
-            }
-        }
-    }
+/// How long the end of a run waits for the handshakes in progress to finish.
+const DRAIN: Duration = Duration::from_millis(300);
 
-    fn find(&self, r: &ProbeRecord) -> Option<&WireHandshake> {
-        let (local, peer) = (r.local?, r.peer?);
-        let key = match r.role {
-            event::Role::Server => (peer, local),
-            _ => (local, peer),
-        };
-        self.map.get(&key).map(|(h, _)| h)
-    }
-}
-
-/// Called with each probed handshake as it is aggregated (e.g. Prometheus metrics).
+/// Called with each probed handshake seen from its start, as it is aggregated (e.g.
+/// Prometheus metrics).
 pub struct Listener(pub Box<dyn FnMut(&ProbeRecord) + Send>);
 
 impl std::fmt::Debug for Listener {
@@ -260,6 +227,9 @@ pub struct Session {
     agg: report::ProbeAggregate,
     pending: VecDeque<(ProbeRecord, Instant)>,
     wire: Option<Arc<Mutex<WireIndex>>>,
+    /// CLOCK_REALTIME − CLOCK_MONOTONIC (the join's clocks).
+    offset: i128,
+    in_progress_at_end: u64,
 }
 
 /// The most records waiting for their captured connection.
@@ -306,9 +276,12 @@ fn read_events(
 }
 
 impl Session {
-    /// Checks the kernel, finds the libraries, loads and attaches the probes and starts
-    /// reading. `join`: captured handshakes to join records with (live capture).
-    pub fn start(opts: &ProbeOptions, join: bool) -> Result<(Session, Vec<String>), ProbeError> {
+    /// Checks the kernel, finds the libraries, loads and attaches the probes, starts
+    /// reading and arms them. `join`: the ports of a live capture to join records with.
+    pub fn start(
+        opts: &ProbeOptions,
+        join: Option<&[u16]>,
+    ) -> Result<(Session, Vec<String>), ProbeError> {
         let notes = check_kernel()?;
         let targets = targets(opts)?;
         let mut filter = Vec::new();
@@ -337,6 +310,8 @@ impl Session {
                 .spawn(move || read_events(ring, tx, stop, received, dropped))
                 .map_err(|e| ProbeError::Load(format!("cannot start the reader thread: {e}")))?
         };
+        // Every probe is in place: from now on a handshake is seen from its start.
+        loader::arm(&mut loaded)?;
         Ok((
             Session {
                 listener: None,
@@ -348,7 +323,9 @@ impl Session {
                 dropped,
                 agg: report::ProbeAggregate::default(),
                 pending: VecDeque::new(),
-                wire: join.then(|| Arc::new(Mutex::new(WireIndex::default()))),
+                wire: join.map(|ports| Arc::new(Mutex::new(WireIndex::new(ports.to_vec())))),
+                offset: join::clock_offset(),
+                in_progress_at_end: 0,
             },
             notes,
         ))
@@ -368,7 +345,9 @@ impl Session {
     /// up to a few seconds (`all`: not any longer).
     pub fn poll(&mut self, all: bool) {
         while let Ok(r) = self.rx.try_recv() {
-            if let Some(Listener(f)) = &mut self.listener {
+            if let Some(Listener(f)) = &mut self.listener
+                && r.whole
+            {
                 f(&r);
             }
             self.pending.push_back((r, Instant::now()));
@@ -379,18 +358,28 @@ impl Session {
             }
             return;
         };
-        let index = match wire.lock() {
+        let mut index = match wire.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
+        self.offset = join::clock_offset();
         let mut keep = VecDeque::new();
         // Beyond PENDING_KEPT, the oldest wait no longer: memory stays bounded whatever
         // the rate.
         let over = self.pending.len().saturating_sub(PENDING_KEPT);
         for (i, (r, at)) in self.pending.drain(..).enumerate() {
-            match index.find(&r) {
-                Some(w) => self.agg.add(&r, Some(w)),
-                None if all || i < over || at.elapsed() > JOIN_WAIT => self.agg.add(&r, None),
+            if !r.whole {
+                self.agg.add(&r, None);
+                continue;
+            }
+            match index.take(&r, self.offset) {
+                Some(w) => self.agg.add(&r, Some(&w)),
+                None if all || i < over || at.elapsed() > JOIN_WAIT => {
+                    if index.covers(&r) {
+                        self.agg.unmatched();
+                    }
+                    self.agg.add(&r, None);
+                }
                 None => keep.push_back((r, at)),
             }
         }
@@ -409,6 +398,14 @@ impl Session {
         }
         r.counts.received = self.received.load(Ordering::Relaxed);
         r.counts.dropped = self.dropped.load(Ordering::Relaxed);
+        r.counts.in_progress_at_end = self.in_progress_at_end;
+        if let Some(w) = &self.wire {
+            let w = match w.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            r.counts.unmatched_wire = w.unmatched(self.reader.is_none());
+        }
         if let Ok(buckets) = loader::kernel_histograms(&self.loaded) {
             for (pid, role, phase, _bucket, n) in buckets {
                 // The span phase counts every completed handshake once.
@@ -435,13 +432,26 @@ impl Session {
         }
     }
 
-    /// Stops reading (what the ring buffer holds is read first), detaches every probe
-    /// and returns the report.
+    /// Ends the run: no handshake begins any more, those in progress are given
+    /// [`DRAIN`] to finish (what is still in progress then is counted as such, neither
+    /// completed nor failed), then nothing more is recorded, what the ring buffer holds
+    /// is read, and the report returned while the probes are detached (see
+    /// [`loader::detach`]).
     pub fn finish(mut self) -> ProbeReport {
-        loader::detach(&mut self.loaded);
+        if loader::drain(&mut self.loaded).is_ok() {
+            let until = Instant::now() + DRAIN;
+            while loader::in_progress(&self.loaded).unwrap_or(0) > 0 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.in_progress_at_end = loader::in_progress(&self.loaded).unwrap_or(0);
+        // Nothing more is recorded: what the ring buffer holds now is all there is.
+        let _ = loader::disarm(&mut self.loaded);
         self.stop_reader();
         self.poll(true);
-        self.snapshot()
+        let report = self.snapshot();
+        loader::detach(&mut self.loaded);
+        report
     }
 }
 

@@ -88,10 +88,11 @@ pub struct Breakdown {
     pub accept_queue_ns: Option<u64>,
     /// ns.
     pub until_first_call_ns: Option<u64>,
-    /// ns.
-    pub work_ns: u64,
-    /// ns.
-    pub waiting_for_peer_ns: u64,
+    /// ns; `None` when waiting could not be told from work (a Go connection whose
+    /// descriptor was not found).
+    pub work_ns: Option<u64>,
+    /// ns; `None` as `work_ns`.
+    pub waiting_for_peer_ns: Option<u64>,
     /// ns.
     pub span_ns: u64,
     /// Library calls.
@@ -115,6 +116,25 @@ pub struct ProbeCounts {
     pub table_full: u64,
     /// Probed handshakes matched to a captured connection.
     pub matched_wire: u64,
+    /// Probed handshakes with both addresses that no captured connection matched (by
+    /// addresses and time) while the capture ran.
+    #[serde(default)]
+    pub unmatched_probes: u64,
+    /// Captured handshakes that no probed handshake matched (e.g. processes not probed).
+    #[serde(default)]
+    pub unmatched_wire: u64,
+    /// Records of handshakes that began before every probe was attached (the first
+    /// instants of a run): left out of every row, never counted as failed.
+    #[serde(default)]
+    pub before_attach: u64,
+    /// Handshakes still in progress when the run ended (after draining): neither
+    /// completed nor failed.
+    #[serde(default)]
+    pub in_progress_at_end: u64,
+    /// Completed handshakes whose waits could not be told from work (a Go connection
+    /// whose descriptor was not found): their span is counted, not their work.
+    #[serde(default)]
+    pub unsplit: u64,
 }
 
 /// The `probes` part of an observation.
@@ -165,6 +185,9 @@ pub struct WireHandshake {
     pub server_think_ns: Option<u64>,
     /// The ClientHello's SNI.
     pub sni: Option<String>,
+    /// When the connection began: its SYN's capture time (the first ClientHello's
+    /// without one), ns since the Unix epoch.
+    pub start_ns: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -192,8 +215,8 @@ impl RowAcc {
         let vals = [
             r.accept_queue_ns(),
             r.until_first_call_ns(),
-            Some(r.work_ns),
-            Some(r.waiting_ns),
+            r.work(),
+            r.waiting(),
             Some(r.span_ns()),
         ];
         for (h, v) in self.phases.iter_mut().zip(vals) {
@@ -226,6 +249,9 @@ pub struct ProbeAggregate {
     by_sni: BTreeMap<String, RowAcc>,
     slowest: Vec<(u64, Breakdown)>,
     matched_wire: u64,
+    unmatched_probes: u64,
+    before_attach: u64,
+    unsplit: u64,
 }
 
 fn row_of(map: &mut BTreeMap<String, RowAcc>, key: String) -> &mut RowAcc {
@@ -239,10 +265,18 @@ fn row_of(map: &mut BTreeMap<String, RowAcc>, key: String) -> &mut RowAcc {
 
 impl ProbeAggregate {
     /// Adds one probed handshake, with its captured connection when there is one.
+    /// A record that began before the probes were armed is only counted as such.
     pub fn add(&mut self, r: &ProbeRecord, wire: Option<&WireHandshake>) {
+        if !r.whole {
+            self.before_attach += 1;
+            return;
+        }
         let role = r.role.name();
         if wire.is_some() {
             self.matched_wire += 1;
+        }
+        if r.result == HandshakeResult::Ok && !r.split {
+            self.unsplit += 1;
         }
         row_of(&mut self.by_kind, format!("{role} all")).add(r, wire);
         if let Some(w) = wire {
@@ -267,8 +301,8 @@ impl ProbeAggregate {
                         wire_server_think_ns: think,
                         accept_queue_ns: r.accept_queue_ns(),
                         until_first_call_ns: r.until_first_call_ns(),
-                        work_ns: r.work_ns,
-                        waiting_for_peer_ns: r.waiting_ns,
+                        work_ns: r.work(),
+                        waiting_for_peer_ns: r.waiting(),
                         span_ns: r.span_ns(),
                         calls: r.calls,
                     },
@@ -279,12 +313,20 @@ impl ProbeAggregate {
         }
     }
 
+    /// One probed handshake on a captured port that no captured connection matched.
+    pub fn unmatched(&mut self) {
+        self.unmatched_probes += 1;
+    }
+
     /// The report so far (`counts`, `attached` and `kernel_counts` are the caller's).
     pub fn report(&self) -> ProbeReport {
         ProbeReport {
             attached: Vec::new(),
             counts: ProbeCounts {
                 matched_wire: self.matched_wire,
+                unmatched_probes: self.unmatched_probes,
+                before_attach: self.before_attach,
+                unsplit: self.unsplit,
                 ..ProbeCounts::default()
             },
             by_kind: self
@@ -358,6 +400,11 @@ impl ProbeReport {
             (&mut c.dropped, d.dropped),
             (&mut c.table_full, d.table_full),
             (&mut c.matched_wire, d.matched_wire),
+            (&mut c.unmatched_probes, d.unmatched_probes),
+            (&mut c.unmatched_wire, d.unmatched_wire),
+            (&mut c.before_attach, d.before_attach),
+            (&mut c.in_progress_at_end, d.in_progress_at_end),
+            (&mut c.unsplit, d.unsplit),
         ] {
             *x = x.saturating_add(y);
         }
@@ -404,6 +451,8 @@ mod tests {
             work_ns: work,
             waiting_ns: wait,
             calls: 2,
+            whole: true,
+            split: true,
         }
     }
 
@@ -416,6 +465,7 @@ mod tests {
             kind: "full",
             server_think_ns: Some(5_000_000),
             sni: Some("localhost".into()),
+            start_ns: None,
         };
         a.add(
             &record(Role::Server, 20_000_200, 1_000_000, 40_000_000),

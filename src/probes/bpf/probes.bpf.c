@@ -17,6 +17,15 @@
 //   wait_ns   Go only: from a read() on the connection that returned EAGAIN to the next
 //             read() on it (the goroutine parked for the peer's next flight)
 //
+// Nothing starts until user space arms the probes (settings.state = 1), once every
+// program is attached; while it drains (state 2) handshakes in progress finish but none
+// begins. A record says whether its handshake was seen from its start (EV_WHOLE).
+//
+// The connection's descriptor comes from SSL_set_fd or Go's *net.TCPConn when there is
+// one; otherwise (OpenSSL driven through BIOs: HAProxy, curl, s_client; a Go listener
+// that wraps its connections) from the first read or write syscall the handshake makes
+// on a socket the process accepted or connected while probed.
+//
 // Rebuild with src/probes/bpf/build.sh (clang -target bpf); the object is committed.
 
 #include <linux/bpf.h>
@@ -64,6 +73,16 @@ typedef unsigned char u8;
 #define C_TABLE_FULL 3
 #define C_NCOUNTERS 4
 
+// settings.state
+#define ST_IDLE 0
+#define ST_ARMED 1
+#define ST_DRAINING 2
+
+// hs_state.flags and hs_event.flags
+#define F_WHOLE 1      // the handshake's start was seen with every probe in place
+#define F_IO 2         // Go: a syscall on its connection was seen (no morestack re-entry after)
+#define F_FD_SEEN 4    // the descriptor was found (Go: waits on it are timed)
+
 // One finished (or abandoned) handshake. Layout shared with src/probes/event.rs.
 struct hs_event {
 	u64 estab_ns;
@@ -84,7 +103,8 @@ struct hs_event {
 	u8 role;
 	u8 lib;
 	u8 result;
-	u8 pad[7];
+	u8 flags;
+	u8 pad[6];
 	char comm[16];
 };
 
@@ -142,7 +162,8 @@ struct hs_state {
 	s32 fd;
 	u8 role;
 	u8 lib;
-	u8 pad[2];
+	u8 flags;
+	u8 pad;
 };
 
 // OpenSSL: the SSL object's descriptor and role, from SSL_set_fd and
@@ -170,11 +191,6 @@ struct connect_args {
 	u64 ns;
 };
 
-struct local_port {
-	u16 lport;
-	u16 pad[3];
-};
-
 struct hist_key {
 	u32 tgid;
 	u8 role;
@@ -191,6 +207,31 @@ struct gofd_val {
 struct settings {
 	u32 filter;        // 1: only processes in `targets`
 	u32 child_pid_off; // sched_process_fork's child_pid, from its tracefs format
+	u32 state;         // ST_IDLE, ST_ARMED, ST_DRAINING
+	u32 pad;
+};
+
+// A client socket between connect() and the TCP handshake's completion, by its struct
+// sock: whose descriptor it is.
+struct sk_owner {
+	u32 tgid;
+	s32 fd;
+};
+
+// An active open's completion, by its struct sock, when it came before connect()
+// returned (a blocking connect).
+struct sk_estab {
+	u64 ns;
+	u8 laddr[16];
+	u16 lport;
+	u16 pad[3];
+};
+
+// Go: a handshake begun on this thread whose connection is not known yet.
+struct go_pending {
+	u64 g;
+	u32 tgid;
+	u32 pad;
 };
 
 struct {
@@ -275,12 +316,34 @@ struct {
 	__type(value, struct connect_args);
 } connect_args SEC(".maps");
 
+// connect() in progress on a thread → its struct sock (from the SYN_SENT transition).
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, u64);
-	__type(value, struct local_port);
-} connect_ports SEC(".maps");
+	__type(value, u64);
+} connect_sk SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u64);
+	__type(value, struct sk_owner);
+} sk_owners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, struct sk_estab);
+} sk_estabs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, struct go_pending);
+} go_pendings SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -303,6 +366,7 @@ static __always_inline void count(u32 which)
 		*v += 1;
 }
 
+// A process to probe (the --pid filter).
 static __always_inline int wanted(u32 tgid)
 {
 	u32 zero = 0;
@@ -310,6 +374,15 @@ static __always_inline int wanted(u32 tgid)
 	if (!s || !s->filter)
 		return 1;
 	return bpf_map_lookup_elem(&targets, &tgid) != 0;
+}
+
+// Something new (a socket, an SSL object, a handshake) may begin: every probe is
+// attached and the run is not draining.
+static __always_inline int starting(void)
+{
+	u32 zero = 0;
+	struct settings *s = bpf_map_lookup_elem(&settings, &zero);
+	return s && s->state == ST_ARMED;
 }
 
 static __always_inline u8 log2_bucket(u64 v)
@@ -377,18 +450,25 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	u64 span = end_ns - st->first_ns;
 	u64 work = st->work_ns;
 	u64 wait = st->wait_ns;
+	u8 flags = st->flags & (F_WHOLE | F_FD_SEEN);
+	if (si)
+		flags |= F_WHOLE;
+	// Go's waits are timed on its connection: without it, they cannot be told from work.
+	int split = st->lib != LIB_GO || (flags & F_FD_SEEN);
 	if (st->lib == LIB_GO) {
 		work = span > wait ? span - wait : 0;
 	} else {
 		wait = span > work ? span - work : 0;
 	}
-	if (result == RESULT_OK) {
+	if (result == RESULT_OK && (flags & F_WHOLE)) {
 		if (role == ROLE_SERVER && estab_ns && sock_ns >= estab_ns)
 			hist_add(tgid, role, PH_ACCEPT_QUEUE, sock_ns - estab_ns);
 		if (sock_ns && st->first_ns >= sock_ns)
 			hist_add(tgid, role, PH_UNTIL_FIRST_CALL, st->first_ns - sock_ns);
-		hist_add(tgid, role, PH_WORK, work);
-		hist_add(tgid, role, PH_WAITING, wait);
+		if (split) {
+			hist_add(tgid, role, PH_WORK, work);
+			hist_add(tgid, role, PH_WAITING, wait);
+		}
 		hist_add(tgid, role, PH_SPAN, span);
 	}
 	struct hs_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
@@ -422,6 +502,7 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	ev->role = role;
 	ev->lib = st->lib;
 	ev->result = result;
+	ev->flags = flags;
 	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
 	// No wake-up per record: the reader polls every 50 ms (a wake-up per handshake
@@ -475,56 +556,92 @@ int on_set_state(struct set_state_args *ctx)
 	if (ctx->protocol != 6 /* IPPROTO_TCP */)
 		return 0;
 	s32 old = ctx->oldstate, new = ctx->newstate;
+	u64 skaddr = (u64)ctx->skaddr;
 	if (old == TCP_CLOSE && new == TCP_SYN_SENT) {
-		// connect() in process context: remember the local port the kernel chose.
+		// connect() in process context. The local port is not chosen yet (it reads 0
+		// here): remember the socket, whose ESTABLISHED transition will carry it.
 		u64 id = bpf_get_current_pid_tgid();
 		if (!bpf_map_lookup_elem(&connect_args, &id))
 			return 0;
-		struct local_port lp = {.lport = ctx->sport};
-		bpf_map_update_elem(&connect_ports, &id, &lp, BPF_ANY);
+		bpf_map_update_elem(&connect_sk, &id, &skaddr, BPF_ANY);
 		return 0;
 	}
 	if (new != TCP_ESTABLISHED || (old != TCP_SYN_RECV && old != TCP_SYN_SENT))
 		return 0;
+	u64 now = bpf_ktime_get_ns();
+	u8 laddr[16] = {};
+	if (ctx->family == AF_INET)
+		__builtin_memcpy(laddr, ctx->saddr, 4);
+	else
+		__builtin_memcpy(laddr, ctx->saddr_v6, 16);
+	if (old == TCP_SYN_SENT) {
+		// A client's connection: its socket gets the local end, or, when connect()
+		// has not returned yet, the completion waits for it.
+		struct sk_owner *o = bpf_map_lookup_elem(&sk_owners, &skaddr);
+		if (o) {
+			struct sock_key sk = {.tgid = o->tgid, .fd = o->fd};
+			struct sock_info *si = bpf_map_lookup_elem(&socks, &sk);
+			if (si && si->role == ROLE_CLIENT && si->rport == ctx->dport) {
+				si->estab_ns = now;
+				si->lport = ctx->sport;
+				__builtin_memcpy(si->laddr, laddr, 16);
+			}
+			bpf_map_delete_elem(&sk_owners, &skaddr);
+		} else {
+			struct sk_estab e = {.ns = now, .lport = ctx->sport};
+			__builtin_memcpy(e.laddr, laddr, 16);
+			bpf_map_update_elem(&sk_estabs, &skaddr, &e, BPF_ANY);
+		}
+		return 0;
+	}
 	struct estab_key k = {};
 	struct estab_val v = {};
-	v.ns = bpf_ktime_get_ns();
+	v.ns = now;
 	k.family = ctx->family;
-	k.lport = old == TCP_SYN_SENT ? ctx->sport : 0;
 	k.rport = ctx->dport;
 	v.lport = ctx->sport;
-	if (ctx->family == AF_INET) {
+	__builtin_memcpy(v.laddr, laddr, 16);
+	if (ctx->family == AF_INET)
 		__builtin_memcpy(k.raddr, ctx->daddr, 4);
-		__builtin_memcpy(v.laddr, ctx->saddr, 4);
-	} else {
+	else
 		__builtin_memcpy(k.raddr, ctx->daddr_v6, 16);
-		__builtin_memcpy(v.laddr, ctx->saddr_v6, 16);
-	}
 	bpf_map_update_elem(&estab, &k, &v, BPF_ANY);
 	return 0;
 }
 
-struct sys_enter_accept_args {
+// Every syscall is seen through the two raw_syscalls tracepoints (two attachments
+// instead of one per syscall: each attachment costs the kernel a grace period to remove).
+struct raw_enter_args {
 	u64 common;
-	u64 nr;
-	u64 fd;
-	u64 upeer_sockaddr;
-	u64 upeer_addrlen;
+	s64 id;
+	u64 args[6];
 };
 
-struct sys_exit_args {
+struct raw_exit_args {
 	u64 common;
-	u64 nr;
+	s64 id;
 	s64 ret;
 };
 
-static __always_inline int accept_enter(struct sys_enter_accept_args *ctx)
+// x86-64 syscall numbers.
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_CONNECT 42
+#define NR_ACCEPT 43
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#define NR_SENDMSG 46
+#define NR_RECVMSG 47
+#define NR_ACCEPT4 288
+
+static __always_inline int accept_enter(u64 uaddr)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if (!wanted(id >> 32))
+	if (!starting() || !wanted(id >> 32))
 		return 0;
-	u64 addr = ctx->upeer_sockaddr;
-	bpf_map_update_elem(&accept_args, &id, &addr, BPF_ANY);
+	bpf_map_update_elem(&accept_args, &id, &uaddr, BPF_ANY);
 	return 0;
 }
 
@@ -549,7 +666,7 @@ static __always_inline int read_sockaddr(u64 uaddr, u16 *family, u16 *port, u8 a
 	return 0;
 }
 
-static __always_inline int accept_exit(struct sys_exit_args *ctx)
+static __always_inline int accept_exit(s64 ret)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u64 *addr = bpf_map_lookup_elem(&accept_args, &id);
@@ -557,9 +674,9 @@ static __always_inline int accept_exit(struct sys_exit_args *ctx)
 		return 0;
 	u64 uaddr = *addr;
 	bpf_map_delete_elem(&accept_args, &id);
-	if (ctx->ret < 0)
+	if (ret < 0)
 		return 0;
-	struct sock_key sk = {.tgid = id >> 32, .fd = (s32)ctx->ret};
+	struct sock_key sk = {.tgid = id >> 32, .fd = (s32)ret};
 	struct sock_info si = {};
 	si.sock_ns = bpf_ktime_get_ns();
 	si.role = ROLE_SERVER;
@@ -581,39 +698,17 @@ static __always_inline int accept_exit(struct sys_exit_args *ctx)
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_enter_accept4")
-int on_accept4_enter(struct sys_enter_accept_args *ctx) { return accept_enter(ctx); }
-
-SEC("tracepoint/syscalls/sys_exit_accept4")
-int on_accept4_exit(struct sys_exit_args *ctx) { return accept_exit(ctx); }
-
-SEC("tracepoint/syscalls/sys_enter_accept")
-int on_accept_enter(struct sys_enter_accept_args *ctx) { return accept_enter(ctx); }
-
-SEC("tracepoint/syscalls/sys_exit_accept")
-int on_accept_exit(struct sys_exit_args *ctx) { return accept_exit(ctx); }
-
-struct sys_enter_connect_args {
-	u64 common;
-	u64 nr;
-	u64 fd;
-	u64 uservaddr;
-	u64 addrlen;
-};
-
-SEC("tracepoint/syscalls/sys_enter_connect")
-int on_connect_enter(struct sys_enter_connect_args *ctx)
+static __always_inline int connect_enter(s32 fd, u64 uaddr)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if (!wanted(id >> 32))
+	if (!starting() || !wanted(id >> 32))
 		return 0;
-	struct connect_args a = {.addr = ctx->uservaddr, .fd = (s32)ctx->fd, .ns = bpf_ktime_get_ns()};
+	struct connect_args a = {.addr = uaddr, .fd = fd, .ns = bpf_ktime_get_ns()};
 	bpf_map_update_elem(&connect_args, &id, &a, BPF_ANY);
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_exit_connect")
-int on_connect_exit(struct sys_exit_args *ctx)
+static __always_inline int connect_exit(s64 ret)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	struct connect_args *a = bpf_map_lookup_elem(&connect_args, &id);
@@ -621,22 +716,31 @@ int on_connect_exit(struct sys_exit_args *ctx)
 		return 0;
 	struct connect_args args = *a;
 	bpf_map_delete_elem(&connect_args, &id);
-	struct local_port *lp = bpf_map_lookup_elem(&connect_ports, &id);
-	u16 lport = lp ? lp->lport : 0;
-	bpf_map_delete_elem(&connect_ports, &id);
-	// 0, or EINPROGRESS from a non-blocking socket.
-	if (ctx->ret != 0 && ctx->ret != -115)
+	u64 *skp = bpf_map_lookup_elem(&connect_sk, &id);
+	u64 skaddr = skp ? *skp : 0;
+	bpf_map_delete_elem(&connect_sk, &id);
+	// 0, or EINPROGRESS from a non-blocking socket; a TCP socket (SYN sent).
+	if ((ret != 0 && ret != -115) || !skaddr)
 		return 0;
 	struct sock_info si = {};
 	if (read_sockaddr(args.addr, &si.family, &si.rport, si.raddr) != 0)
 		return 0;
-	if (!lport)
-		return 0;
-	si.lport = lport;
 	si.sock_ns = args.ns;
 	si.role = ROLE_CLIENT;
 	struct sock_key sk = {.tgid = id >> 32, .fd = args.fd};
+	struct sk_estab *e = bpf_map_lookup_elem(&sk_estabs, &skaddr);
+	if (e) {
+		// A blocking connect: the TCP handshake completed before it returned.
+		si.estab_ns = e->ns;
+		si.lport = e->lport;
+		__builtin_memcpy(si.laddr, e->laddr, 16);
+		bpf_map_delete_elem(&sk_estabs, &skaddr);
+		bpf_map_update_elem(&socks, &sk, &si, BPF_ANY);
+		return 0;
+	}
 	bpf_map_update_elem(&socks, &sk, &si, BPF_ANY);
+	struct sk_owner o = {.tgid = sk.tgid, .fd = sk.fd};
+	bpf_map_update_elem(&sk_owners, &skaddr, &o, BPF_ANY);
 	return 0;
 }
 
@@ -648,7 +752,7 @@ int ssl_set_fd(struct pt_regs *ctx)
 	u64 ssl = PT_REGS_PARM1(ctx);
 	s32 fd = (s32)PT_REGS_PARM2(ctx);
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!wanted(tgid))
+	if (!starting() || !wanted(tgid))
 		return 0;
 	struct hs_key k = {.tgid = tgid, .obj = ssl};
 	struct ssl_info *old = bpf_map_lookup_elem(&ssls, &k);
@@ -662,7 +766,7 @@ int ssl_set_fd(struct pt_regs *ctx)
 static __always_inline int set_role(u64 ssl, u8 role)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!wanted(tgid))
+	if (!starting() || !wanted(tgid))
 		return 0;
 	struct hs_key k = {.tgid = tgid, .obj = ssl};
 	struct ssl_info *old = bpf_map_lookup_elem(&ssls, &k);
@@ -684,8 +788,9 @@ int ssl_set_connect_state(struct pt_regs *ctx) { return set_role(PT_REGS_PARM1(c
 
 // Entry of a call that may drive the handshake. `driving`: 1 for SSL_do_handshake,
 // SSL_accept and SSL_connect, which always do (and end it by returning 1); 2 for
-// SSL_read_early_data/SSL_write_early_data, which drive it without ending it (nginx with
-// ssl_early_data on writes the server's flight from SSL_read_early_data); 0 for
+// SSL_read_early_data, which drives it (nginx with ssl_early_data on writes the server's
+// flight from it) and ends it when it accepts early data (see call_return); 3 for
+// SSL_write_early_data, which drives it without ending it; 0 for
 // SSL_read/SSL_write, which drive it only while it is pending (and end it by returning
 // more than 0).
 static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
@@ -712,12 +817,17 @@ static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
 			return 0;
 		if (!driving && !info)
 			return 0;
+		if (!starting())
+			return 0;
 		struct hs_state fresh = {};
 		fresh.first_ns = now;
 		fresh.tid = (u32)id;
 		fresh.fd = info ? info->fd : -1;
 		fresh.role = info && info->role ? info->role : role;
 		fresh.lib = LIB_OPENSSL;
+		// Its SSL object was set up while probed: the handshake is seen from its start.
+		if (info)
+			fresh.flags = F_WHOLE;
 		if (bpf_map_update_elem(&hs, &k, &fresh, BPF_ANY) != 0) {
 			count(C_TABLE_FULL);
 			return 0;
@@ -751,7 +861,16 @@ static __always_inline int call_return(s64 ret)
 	st->work_ns += now - f.enter_ns;
 	st->calls += 1;
 	st->last_ns = now;
-	int finished = f.driving == 1 ? ret == 1 : f.driving == 0 && ret > 0;
+	// SSL_read_early_data returning 1 (SUCCESS): the server accepted the PSK and the
+	// client's early data, its flight is written, and it answers from now on. Its
+	// handshake is over: the client's Finished is read later, or never (nginx answers
+	// the early request with SSL_write_early_data and may close before it). 2 (FINISH)
+	// without that only says that no early data was accepted: the handshake goes on in
+	// SSL_do_handshake. SSL_write_early_data (3) never ends it.
+	int finished = f.driving == 1 ? ret == 1
+		     : f.driving == 0 ? ret > 0
+		     : f.driving == 2 ? ret == 1
+				      : 0;
 	if (!finished)
 		return 0;
 	struct hs_state done = *st;
@@ -777,7 +896,10 @@ SEC("uprobe")
 int ssl_connect(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 1, ROLE_CLIENT); }
 
 SEC("uprobe")
-int ssl_early_data(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 2, ROLE_UNKNOWN); }
+int ssl_read_early_data(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 2, ROLE_UNKNOWN); }
+
+SEC("uprobe")
+int ssl_write_early_data(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 3, ROLE_UNKNOWN); }
 
 SEC("uprobe")
 int ssl_read_write(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 0, ROLE_UNKNOWN); }
@@ -821,6 +943,11 @@ static __always_inline s32 go_conn_fd(u64 conn)
 	return (s32)sysfd;
 }
 
+// How soon after a handshake function's entry a second entry on the same goroutine,
+// with no I/O between, is runtime.morestack re-running the function's start (the stack
+// grew), not a new handshake.
+#define MORESTACK_NS 50000000ULL
+
 static __always_inline int go_enter(struct pt_regs *ctx, u8 role)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -829,22 +956,40 @@ static __always_inline int go_enter(struct pt_regs *ctx, u8 role)
 		return 0;
 	u64 g = ctx->r14;
 	struct hs_key k = {.tgid = tgid, .obj = g};
+	u64 now = bpf_ktime_get_ns();
+	struct hs_state *old = bpf_map_lookup_elem(&hs, &k);
+	if (old && old->lib == LIB_GO && !(old->flags & F_IO) && now - old->first_ns < MORESTACK_NS)
+		return 0;
+	if (!starting())
+		return 0;
 	struct hs_state st = {};
-	st.first_ns = bpf_ktime_get_ns();
+	st.first_ns = now;
 	st.tid = (u32)id;
 	st.calls = 1;
-	st.fd = go_conn_fd(ctx->rax);
+	st.fd = -1;
 	st.role = role;
 	st.lib = LIB_GO;
+	st.flags = F_WHOLE;
+	// A bare *net.TCPConn names its descriptor; anything else (a wrapping net.Conn) reads
+	// as garbage there, which no probed socket of this process matches.
+	s32 fd = go_conn_fd(ctx->rax);
+	struct sock_key sk = {.tgid = tgid, .fd = fd};
+	if (fd >= 0 && bpf_map_lookup_elem(&socks, &sk)) {
+		st.fd = fd;
+		st.flags |= F_FD_SEEN;
+	}
 	if (bpf_map_update_elem(&hs, &k, &st, BPF_ANY) != 0) {
 		count(C_TABLE_FULL);
 		return 0;
 	}
 	count(C_STARTED);
 	if (st.fd >= 0) {
-		struct sock_key sk = {.tgid = tgid, .fd = st.fd};
 		struct gofd_val gv = {.g = g};
 		bpf_map_update_elem(&gofds, &sk, &gv, BPF_ANY);
+	} else {
+		// The handshake's first read or write, on this thread, names it.
+		struct go_pending p = {.g = g, .tgid = tgid};
+		bpf_map_update_elem(&go_pendings, &id, &p, BPF_ANY);
 	}
 	return 0;
 }
@@ -871,24 +1016,58 @@ int go_return(struct pt_regs *ctx)
 		struct sock_key sk = {.tgid = tgid, .fd = done.fd};
 		bpf_map_delete_elem(&gofds, &sk);
 	}
+	struct go_pending *p = bpf_map_lookup_elem(&go_pendings, &id);
+	if (p && p->g == k.obj)
+		bpf_map_delete_elem(&go_pendings, &id);
 	emit(&k, &done, bpf_ktime_get_ns(), ctx->rax == 0 ? RESULT_OK : RESULT_ERROR);
 	return 0;
 }
 
-struct sys_enter_read_args {
-	u64 common;
-	u64 nr;
-	u64 fd;
-	u64 buf;
-	u64 count;
-};
+// A read or write syscall entered on this thread: when a handshake whose descriptor is
+// unknown is running here (inside an OpenSSL call, or a Go handshake that has not made
+// a syscall yet), the descriptor is its connection's, provided the process accepted or
+// connected that socket while probed.
+static __always_inline void discover(u64 id, s32 fd)
+{
+	u32 tgid = id >> 32;
+	struct sock_key sk = {.tgid = tgid, .fd = fd};
+	struct inflight *in = bpf_map_lookup_elem(&inflights, &id);
+	if (in) {
+		struct hs_key k = {.tgid = tgid, .obj = in->ssl};
+		struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+		if (!st || st->fd >= 0 || !bpf_map_lookup_elem(&socks, &sk))
+			return;
+		st->fd = fd;
+		st->flags |= F_FD_SEEN;
+		struct ssl_info *info = bpf_map_lookup_elem(&ssls, &k);
+		if (info && info->fd < 0)
+			info->fd = fd;
+		return;
+	}
+	struct go_pending *gp = bpf_map_lookup_elem(&go_pendings, &id);
+	if (!gp)
+		return;
+	u64 g = gp->g;
+	// The goroutine's first syscall decides: its connection, or one not probed.
+	bpf_map_delete_elem(&go_pendings, &id);
+	if (!bpf_map_lookup_elem(&socks, &sk))
+		return;
+	struct hs_key k = {.tgid = tgid, .obj = g};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st || st->fd >= 0)
+		return;
+	st->fd = fd;
+	st->flags |= F_FD_SEEN | F_IO;
+	struct gofd_val gv = {.g = g};
+	bpf_map_update_elem(&gofds, &sk, &gv, BPF_ANY);
+}
 
 // Go: a read on a connection in handshake ends a wait that an EAGAIN began.
-SEC("tracepoint/syscalls/sys_enter_read")
-int on_read_enter(struct sys_enter_read_args *ctx)
+static __always_inline int read_enter(s32 fd)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	struct sock_key sk = {.tgid = id >> 32, .fd = (s32)ctx->fd};
+	discover(id, fd);
+	struct sock_key sk = {.tgid = id >> 32, .fd = fd};
 	struct gofd_val *gv = bpf_map_lookup_elem(&gofds, &sk);
 	if (!gv)
 		return 0;
@@ -896,17 +1075,16 @@ int on_read_enter(struct sys_enter_read_args *ctx)
 	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
 	if (!st)
 		return 0;
+	st->flags |= F_IO;
 	if (st->wait_start_ns) {
 		st->wait_ns += bpf_ktime_get_ns() - st->wait_start_ns;
 		st->wait_start_ns = 0;
 	}
-	s32 fd = sk.fd;
 	bpf_map_update_elem(&read_args, &id, &fd, BPF_ANY);
 	return 0;
 }
 
-SEC("tracepoint/syscalls/sys_exit_read")
-int on_read_exit(struct sys_exit_args *ctx)
+static __always_inline int read_exit(s64 ret)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	s32 *fdp = bpf_map_lookup_elem(&read_args, &id);
@@ -914,7 +1092,7 @@ int on_read_exit(struct sys_exit_args *ctx)
 		return 0;
 	struct sock_key sk = {.tgid = id >> 32, .fd = *fdp};
 	bpf_map_delete_elem(&read_args, &id);
-	if (ctx->ret != -EAGAIN)
+	if (ret != -EAGAIN)
 		return 0;
 	struct gofd_val *gv = bpf_map_lookup_elem(&gofds, &sk);
 	if (!gv)
@@ -923,6 +1101,45 @@ int on_read_exit(struct sys_exit_args *ctx)
 	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
 	if (st)
 		st->wait_start_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tracepoint/raw_syscalls/sys_enter")
+int on_sys_enter(struct raw_enter_args *ctx)
+{
+	switch (ctx->id) {
+	case NR_READ:
+		return read_enter((s32)ctx->args[0]);
+	case NR_WRITE:
+	case NR_READV:
+	case NR_WRITEV:
+	case NR_SENDTO:
+	case NR_RECVFROM:
+	case NR_SENDMSG:
+	case NR_RECVMSG:
+		discover(bpf_get_current_pid_tgid(), (s32)ctx->args[0]);
+		return 0;
+	case NR_ACCEPT:
+	case NR_ACCEPT4:
+		return accept_enter(ctx->args[1]);
+	case NR_CONNECT:
+		return connect_enter((s32)ctx->args[0], ctx->args[1]);
+	}
+	return 0;
+}
+
+SEC("tracepoint/raw_syscalls/sys_exit")
+int on_sys_exit(struct raw_exit_args *ctx)
+{
+	switch (ctx->id) {
+	case NR_READ:
+		return read_exit(ctx->ret);
+	case NR_ACCEPT:
+	case NR_ACCEPT4:
+		return accept_exit(ctx->ret);
+	case NR_CONNECT:
+		return connect_exit(ctx->ret);
+	}
 	return 0;
 }
 

@@ -402,8 +402,8 @@ fn probes(p: &ProbeReport) -> String {
                 b.kind,
                 opt(b.accept_queue_ns),
                 opt(b.until_first_call_ns),
-                ms(b.work_ns),
-                ms(b.waiting_for_peer_ns),
+                opt(b.work_ns),
+                opt(b.waiting_for_peer_ns),
                 b.calls,
                 b.tid,
             );

@@ -54,6 +54,7 @@ func main() {
 	tickets := flag.Bool("tickets", true, "enable session tickets")
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
 	duration := flag.Duration("duration", 5*time.Minute, "exit after this long")
+	wrap := flag.Bool("wrap", false, "hand the TLS server a wrapping net.Conn (a byte-counting struct embedding the accepted connection, as metrics, connection-limit and proxy-protocol listeners do) instead of the bare *net.TCPConn")
 	stream := flag.String("stream", "", "a hostile answer sent without end (for 60 s at most): early-hints (endless 103 responses), trailers (a chunked body whose trailer never ends) or chunks (endless 1-byte chunks)")
 	flag.Parse()
 
@@ -135,8 +136,29 @@ func main() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
+		if *wrap {
+			raw = &countingConn{Conn: raw}
+		}
 		go handle(raw, cfg, *acceptSleep, *stream)
 	}
+}
+
+// countingConn is a wrapping listener's connection: it counts the bytes that cross it.
+type countingConn struct {
+	net.Conn
+	read, written int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read += int64(n)
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written += int64(n)
+	return n, err
 }
 
 func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream string) {
