@@ -4,13 +4,14 @@
 use std::sync::{Arc, Mutex};
 
 use super::aggregate::Aggregate;
-use super::connections::ConnectionLog;
+use super::connections::{ConnectionLog, ProbeLine};
 use super::decode::{Link, decode};
 use super::flow::{Clock, FlowTable, KernelFlows, Limits};
 use super::metrics::ObserveMetrics;
 use super::process::Processes;
 use super::result::{Observation, Packets, Source};
 use super::timeline::Outcome;
+use crate::probes::join::Line;
 use crate::probes::{WireHandshake, WireIndex};
 
 /// Frames in, an [`Observation`] out.
@@ -43,25 +44,39 @@ impl Hooks {
         if let Some(m) = &self.metrics {
             m.outcome(&o);
         }
-        if let (Some(log), Outcome::Handshake(h)) = (&self.connections, &o) {
-            match log.lock() {
-                Ok(mut g) => g.record(h),
-                Err(p) => p.into_inner().record(h),
-            }
-        }
         if let (Some(index), Outcome::Handshake(h)) = (&self.probes, &o) {
+            // The line waits for its probe record (or for the wait to end).
+            let line = self.connections.as_ref().map(|log| {
+                let (log, h) = (Arc::clone(log), h.clone());
+                let line: Line = Box::new(move |r, offset| {
+                    let probe = r.map(|r| ProbeLine::of(r, offset));
+                    match log.lock() {
+                        Ok(mut g) => g.record_probed(&h, probe),
+                        Err(p) => p.into_inner().record_probed(&h, probe),
+                    }
+                });
+                line
+            });
             let mut index = match index.lock() {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
-            index.add(WireHandshake {
-                client: h.client,
-                server: h.server,
-                kind: h.kind.name(),
-                server_think_ns: h.phases.server_think,
-                sni: h.sni.clone(),
-                start_ns: h.start_ns,
-            });
+            index.add(
+                WireHandshake {
+                    client: h.client,
+                    server: h.server,
+                    kind: h.kind.name(),
+                    server_think_ns: h.phases.server_think,
+                    sni: h.sni.clone(),
+                    start_ns: h.start_ns,
+                },
+                line,
+            );
+        } else if let (Some(log), Outcome::Handshake(h)) = (&self.connections, &o) {
+            match log.lock() {
+                Ok(mut g) => g.record(h),
+                Err(p) => p.into_inner().record(h),
+            }
         }
         agg.outcome(o);
     }
@@ -170,8 +185,11 @@ impl Analyzer {
 
     /// What is known so far (connections still open are not in it).
     pub fn snapshot(&self) -> Observation {
-        self.agg
-            .snapshot(self.table.counters(), self.packets, self.duration_s())
+        let mut o = self
+            .agg
+            .snapshot(self.table.counters(), self.packets, self.duration_s());
+        o.started_ns = self.clock.began();
+        o
     }
 
     /// Ends every connection still open and returns the observation.
@@ -179,7 +197,11 @@ impl Analyzer {
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
         self.table.finish(&mut |o| hooks.apply(o, agg));
         let duration_s = self.duration_s();
-        self.agg
-            .into_observation(self.table.counters(), self.packets, duration_s)
+        let started_ns = self.clock.began();
+        let mut o = self
+            .agg
+            .into_observation(self.table.counters(), self.packets, duration_s);
+        o.started_ns = started_ns;
+        o
     }
 }

@@ -93,11 +93,28 @@ impl Comparable for Observation {
             rows,
             settings: vec![("ports".to_string(), ports)],
             notes: vec![format!(
-                "holds one distribution per phase ({} handshakes), not rounds: its \
-                 percentiles are compared by ratio, without a significance test",
-                self.handshakes.get("all").map_or(0, |k| k.count)
+                "holds one distribution per phase ({}), not rounds: its percentiles are \
+                 compared by ratio, without a significance test",
+                counted(self)
             )],
         }
+    }
+}
+
+/// What the distributions hold: captured handshakes, probed ones, or both.
+fn counted(o: &Observation) -> String {
+    let wire = o.handshakes.get("all").map_or(0, |k| k.count);
+    let probed: u64 = o.probes.as_ref().map_or(0, |p| {
+        p.by_kind
+            .iter()
+            .filter(|(k, _)| k.ends_with(" all"))
+            .map(|(_, r)| r.handshakes)
+            .sum()
+    });
+    match (wire, probed) {
+        (w, 0) => format!("{w} handshakes"),
+        (0, p) => format!("{p} probed handshakes"),
+        (w, p) => format!("{w} captured handshakes, {p} probed"),
     }
 }
 
@@ -194,6 +211,25 @@ mod tests {
             .find(|r| r.label == "server all work p50")
             .unwrap();
         assert!(work.ratio.unwrap() < 0.1, "{:?}", work.ratio);
+    }
+
+    #[test]
+    fn a_probes_only_observation_counts_its_probed_handshakes() {
+        use crate::probes::report::{ProbeReport, ProbeRow};
+        let mut o = Observation::new(Vec::new(), Vec::new());
+        let mut p = ProbeReport::default();
+        for (key, n) in [("server all", 7), ("server full", 7), ("client all", 3)] {
+            let row = ProbeRow {
+                handshakes: n,
+                ..ProbeRow::default()
+            };
+            p.by_kind.insert(key.into(), row);
+        }
+        o.probes = Some(p);
+        let note = &o.row_set().notes[0];
+        assert!(note.contains("(10 probed handshakes)"), "{note}");
+        let both = observed(10, 2);
+        assert!(both.row_set().notes[0].contains("(10 handshakes)"));
     }
 
     /// An observation as written before `server_first_byte` existed: read back from

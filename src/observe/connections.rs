@@ -1,7 +1,8 @@
 //! Per-connection output (`observe --connections FILE`): one JSON object per completed
 //! handshake, one per line (JSON Lines), in the order the handshakes completed, so that
 //! what observe saw can be joined with a server's access log by address, port and time.
-//! The fields are [`ConnectionRecord`]'s; `docs/json.md` lists them.
+//! The fields are [`ConnectionRecord`]'s; `docs/json.md` lists them. With `--probes`, a
+//! line waits for its connection's probe record (up to 5 s) and carries its phases.
 
 use std::io::{self, Write};
 
@@ -9,6 +10,53 @@ use serde::Serialize;
 
 use super::timeline::{Handshake, Phases};
 use super::tls;
+use crate::probes::event::ProbeRecord;
+
+/// The process's view of the connection's handshake (`--probes`), from the probe record
+/// joined to it.
+#[derive(Debug, Serialize)]
+pub struct ProbeLine {
+    /// `server` or `client`.
+    pub role: &'static str,
+    /// "comm (pid N)".
+    pub process: String,
+    /// The thread that made the first handshake call.
+    pub tid: u32,
+    /// The instant the record was joined on (its TCP handshake's completion, else its
+    /// socket's, else its first call), ns since the Unix epoch.
+    pub at_ns: u64,
+    /// ns; null when a boundary was not probed.
+    pub accept_queue_ns: Option<u64>,
+    /// ns; null when a boundary was not probed.
+    pub until_first_call_ns: Option<u64>,
+    /// ns; null when waiting could not be told from work.
+    pub work_ns: Option<u64>,
+    /// ns; null as `work_ns`.
+    pub waiting_for_peer_ns: Option<u64>,
+    /// ns.
+    pub span_ns: u64,
+    /// Library calls that drove the handshake.
+    pub calls: u32,
+}
+
+impl ProbeLine {
+    /// The line part of `r`; `offset`: CLOCK_REALTIME − CLOCK_MONOTONIC, ns.
+    pub fn of(r: &ProbeRecord, offset: i128) -> ProbeLine {
+        let at = i128::from(r.established_ns.or(r.socket_ns).unwrap_or(r.first_call_ns));
+        ProbeLine {
+            role: r.role.name(),
+            process: r.process(),
+            tid: r.tid,
+            at_ns: u64::try_from(at + offset).unwrap_or(0),
+            accept_queue_ns: r.accept_queue_ns(),
+            until_first_call_ns: r.until_first_call_ns(),
+            work_ns: r.work(),
+            waiting_for_peer_ns: r.waiting(),
+            span_ns: r.span_ns(),
+            calls: r.calls,
+        }
+    }
+}
 
 /// One completed handshake, as a line of the connections file.
 #[derive(Debug, Serialize)]
@@ -44,6 +92,10 @@ pub struct ConnectionRecord<'a> {
     /// The local process at the server end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_process: Option<&'a str>,
+    /// `--probes`: the probed handshake joined to this connection (the first record
+    /// that took it, server or client); null when none did within 5 s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Option<ProbeLine>>,
 }
 
 impl<'a> ConnectionRecord<'a> {
@@ -66,6 +118,7 @@ impl<'a> ConnectionRecord<'a> {
             server_flight_bytes: h.server_flight_bytes,
             client_process: h.client_process.as_deref(),
             server_process: h.server_process.as_deref(),
+            probe: None,
         }
     }
 }
@@ -98,10 +151,22 @@ impl ConnectionLog {
 
     /// Writes the line of `h`.
     pub fn record(&mut self, h: &Handshake) {
+        self.write(&ConnectionRecord::of(h));
+    }
+
+    /// Writes the line of `h` with the probe record joined to it (`--probes`; `None`:
+    /// none was).
+    pub fn record_probed(&mut self, h: &Handshake, probe: Option<ProbeLine>) {
+        let mut line = ConnectionRecord::of(h);
+        line.probe = Some(probe);
+        self.write(&line);
+    }
+
+    fn write(&mut self, line: &ConnectionRecord<'_>) {
         if self.error.is_some() {
             return;
         }
-        let r = serde_json::to_writer(&mut self.out, &ConnectionRecord::of(h))
+        let r = serde_json::to_writer(&mut self.out, line)
             .map_err(io::Error::from)
             .and_then(|()| self.out.write_all(b"\n"));
         match r {

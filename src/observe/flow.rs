@@ -232,6 +232,11 @@ impl Clock {
     pub fn covered(&self) -> u64 {
         self.covered
     }
+
+    /// Where the time covered began: the clock's time less what it covered (ns).
+    pub fn began(&self) -> Option<u64> {
+        self.now.map(|n| n.saturating_sub(self.covered))
+    }
 }
 
 /// One direction's byte stream.

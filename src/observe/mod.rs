@@ -353,6 +353,7 @@ pub fn observe_probes(
         Vec::new(),
     );
     let started = Instant::now();
+    o.started_ns = Some(live::now_ns());
     let mut last_tick = started;
     loop {
         std::thread::sleep(Duration::from_millis(50));

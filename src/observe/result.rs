@@ -275,8 +275,14 @@ pub struct Observation {
     /// The TCP ports observed (empty: every port).
     pub ports: Vec<u16>,
     /// Capture time covered, seconds (first to last frame, a frame stamped far from its
-    /// neighbours left out; the longest when merged).
+    /// neighbours left out; a probes-only run's length). Merged: the time the windows
+    /// cover together (their union), when each says when it began; the longest
+    /// otherwise (documents written before `started_ns`).
     pub duration_s: f64,
+    /// When the time covered began, ns since the Unix epoch (the first frame's capture
+    /// time; a probes-only run's start). Merged: the earliest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ns: Option<u64>,
     /// The run was interrupted: a partial result.
     pub interrupted: bool,
     /// Packets.
@@ -356,6 +362,7 @@ impl Observation {
             sources_left_out: 0,
             ports,
             duration_s: 0.0,
+            started_ns: None,
             interrupted: false,
             packets: Packets::default(),
             connections: Connections::default(),
@@ -447,8 +454,42 @@ fn merge_row(a: &mut Row, b: &Row) -> Result<(), HistogramError> {
     a.client_think.merge(&b.client_think)
 }
 
+/// The time `all` cover together and where it begins: the union of their windows when
+/// each says when it began (consecutive windows add up, simultaneous ones count once),
+/// else the longest.
+fn covered(all: &[Observation]) -> (f64, Option<u64>) {
+    let longest = all.iter().map(|o| o.duration_s).fold(0.0, f64::max);
+    let mut windows: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+    for o in all {
+        let Some(start) = o.started_ns else {
+            return (longest, None);
+        };
+        let len = (o.duration_s.max(0.0) * 1e9) as u64;
+        windows.push((start, start.saturating_add(len)));
+    }
+    windows.sort_unstable();
+    let mut total = 0u64;
+    let mut open: Option<(u64, u64)> = None;
+    for (s, e) in windows {
+        match &mut open {
+            Some((_, end)) if s <= *end => *end = (*end).max(e),
+            _ => {
+                if let Some((a, b)) = open {
+                    total += b - a;
+                }
+                open = Some((s, e));
+            }
+        }
+    }
+    if let Some((a, b)) = open {
+        total += b - a;
+    }
+    (total as f64 / 1e9, all.iter().filter_map(|o| o.started_ns).min())
+}
+
 /// Combines observations exactly: counts add up, histograms merge, the duration is the
-/// longest, sources are listed in order.
+/// union of the windows (the longest when one does not say when it began), sources are
+/// listed in order.
 pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
     let first = all.first().ok_or(MergeError::Empty)?;
     for (i, o) in all.iter().enumerate() {
@@ -470,6 +511,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
             }
         }
     }
+    let (duration_s, started_ns) = covered(all);
     let mut ports_seen = std::collections::HashSet::new();
     for o in all {
         for s in &o.sources {
@@ -485,7 +527,6 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
                 m.ports.push(*p);
             }
         }
-        m.duration_s = m.duration_s.max(o.duration_s);
         m.interrupted |= o.interrupted;
         let (p, q) = (&mut m.packets, &o.packets);
         p.frames = p.frames.saturating_add(q.frames);
@@ -563,6 +604,8 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         m.ports.clear();
     }
     m.refresh();
+    m.duration_s = duration_s;
+    m.started_ns = started_ns;
     Ok(m)
 }
 
@@ -692,5 +735,24 @@ mod tests {
         let two = Observation::new(Vec::new(), vec![8443]);
         assert!(merge(&[every, one.clone()]).unwrap().ports.is_empty());
         assert_eq!(merge(&[one, two]).unwrap().ports, vec![18443, 8443]);
+    }
+
+    #[test]
+    fn merged_windows_cover_their_union() {
+        let window = |start_s: u64, len_s: f64| {
+            let mut o = Observation::new(Vec::new(), Vec::new());
+            o.started_ns = Some(start_s * 1_000_000_000);
+            o.duration_s = len_s;
+            o
+        };
+        // Consecutive minutes add up; two capture points of the same minute count once.
+        let m = merge(&[window(100, 60.0), window(160, 60.0), window(100, 60.0)]).unwrap();
+        assert_eq!((m.duration_s, m.started_ns), (120.0, Some(100_000_000_000)));
+        // Overlapping: 100..160 and 130..200.
+        assert_eq!(merge(&[window(130, 70.0), window(100, 60.0)]).unwrap().duration_s, 100.0);
+        // A document that does not say when it began: the longest, as before.
+        let older = Observation::new(Vec::new(), Vec::new());
+        let m = merge(&[window(100, 60.0), window(300, 30.0), older]).unwrap();
+        assert_eq!((m.duration_s, m.started_ns), (60.0, None));
     }
 }

@@ -18,6 +18,13 @@ use std::time::{Duration, Instant};
 use super::event::{ProbeRecord, Role};
 use super::report::WireHandshake;
 
+/// What becomes of a captured handshake's line (`observe --connections`) once its record
+/// joined it (with the clocks' offset), or once none did within [`LINE_WAIT`].
+pub type Line = Box<dyn FnOnce(Option<&ProbeRecord>, i128) + Send>;
+
+/// How long a captured handshake's line waits for a record to join it.
+pub const LINE_WAIT: Duration = Duration::from_secs(5);
+
 /// The most captured handshakes kept for joining; older ones go first.
 const WIRE_KEPT: usize = 200_000;
 /// How long a captured handshake is kept for its records.
@@ -27,12 +34,22 @@ const WIRE_WAIT: Duration = Duration::from_secs(30);
 /// precedes it by the time `connect` takes.
 pub const JOIN_WINDOW: u64 = 5_000_000_000;
 
-#[derive(Debug)]
 struct Entry {
     wire: WireHandshake,
     seq: u64,
     /// Taken by the server's record, by the client's.
     taken: [bool; 2],
+    line: Option<Line>,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("wire", &self.wire)
+            .field("seq", &self.seq)
+            .field("taken", &self.taken)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Captured handshakes waiting for their probe records, by (client, server).
@@ -40,7 +57,11 @@ struct Entry {
 pub struct WireIndex {
     map: HashMap<(SocketAddr, SocketAddr), Vec<Entry>>,
     order: VecDeque<((SocketAddr, SocketAddr), u64, Instant)>,
+    /// The entries whose line is not written yet, oldest first.
+    lines: VecDeque<((SocketAddr, SocketAddr), u64, Instant)>,
     seq: u64,
+    /// The clocks' offset the lines are written with.
+    offset: i128,
     ports: Vec<u16>,
     unmatched: u64,
 }
@@ -78,15 +99,20 @@ impl WireIndex {
         }
     }
 
-    /// A handshake the packet path completed.
-    pub fn add(&mut self, h: WireHandshake) {
+    /// A handshake the packet path completed, with what to do with its line once a
+    /// record joined it (or none did in time).
+    pub fn add(&mut self, h: WireHandshake, line: Option<Line>) {
         let key = (h.client, h.server);
         self.seq += 1;
         let now = Instant::now();
+        if line.is_some() {
+            self.lines.push_back((key, self.seq, now));
+        }
         self.map.entry(key).or_default().push(Entry {
             wire: h,
             seq: self.seq,
             taken: [false; 2],
+            line,
         });
         self.order.push_back((key, self.seq, now));
         while self.order.len() > WIRE_KEPT
@@ -110,6 +136,9 @@ impl WireIndex {
             let e = v.swap_remove(i);
             if e.taken == [false; 2] {
                 self.unmatched += 1;
+            }
+            if let Some(line) = e.line {
+                line(None, self.offset);
             }
         }
         if v.is_empty() {
@@ -137,6 +166,7 @@ impl WireIndex {
         };
         let at = i128::from(r.established_ns.or(r.socket_ns).unwrap_or(r.first_call_ns)) + offset;
         let s = side(r.role);
+        self.offset = offset;
         let v = self.map.get_mut(&key)?;
         let best = v
             .iter_mut()
@@ -148,7 +178,30 @@ impl WireIndex {
             })
             .min_by_key(|(d, _)| *d)?;
         best.1.taken[s] = true;
+        if let Some(line) = best.1.line.take() {
+            line(Some(r), offset);
+        }
         Some(best.1.wire.clone())
+    }
+
+    /// Writes the lines that waited [`LINE_WAIT`] for a record in vain (`all`: every
+    /// line not written yet).
+    pub fn flush_lines(&mut self, all: bool, offset: i128) {
+        self.offset = offset;
+        while let Some(&(key, seq, at)) = self.lines.front() {
+            if !all && at.elapsed() < LINE_WAIT {
+                break;
+            }
+            self.lines.pop_front();
+            let line = self
+                .map
+                .get_mut(&key)
+                .and_then(|v| v.iter_mut().find(|e| e.seq == seq))
+                .and_then(|e| e.line.take());
+            if let Some(line) = line {
+                line(None, offset);
+            }
+        }
     }
 
     /// Captured handshakes that no record took, evicted so far and (`all`) still held.
@@ -214,8 +267,8 @@ mod tests {
     fn a_recurring_port_joins_the_connection_of_its_time_once_per_side() {
         let mut ix = WireIndex::new(vec![443]);
         // The same addresses twice, 2 s apart; the clocks 1,000 s apart.
-        ix.add(wire("full", 1_000_000_000_000));
-        ix.add(wire("resumed", 1_002_000_000_000));
+        ix.add(wire("full", 1_000_000_000_000), None);
+        ix.add(wire("resumed", 1_002_000_000_000), None);
         let off = 1_000_000_000_000i128;
         let late = record(Role::Server, 2_000_100_000);
         assert_eq!(ix.take(&late, off).unwrap().kind, "resumed");
@@ -229,7 +282,7 @@ mod tests {
         );
         // A record far from every start joins nothing.
         let mut ix = WireIndex::new(vec![]);
-        ix.add(wire("full", 1_000_000_000_000));
+        ix.add(wire("full", 1_000_000_000_000), None);
         assert!(
             ix.take(&record(Role::Server, 60_000_000_000), off)
                 .is_none()
@@ -237,5 +290,31 @@ mod tests {
         assert_eq!(ix.unmatched(true), 1);
         assert!(ix.covers(&early));
         assert!(!WireIndex::new(vec![8443]).covers(&early));
+    }
+
+    #[test]
+    fn a_line_is_written_once_with_the_record_that_joined_it_or_without() {
+        use std::sync::{Arc, Mutex};
+        let seen: Arc<Mutex<Vec<Option<u32>>>> = Arc::default();
+        let line = |seen: &Arc<Mutex<Vec<Option<u32>>>>| -> Line {
+            let seen = Arc::clone(seen);
+            Box::new(move |r, _| seen.lock().unwrap().push(r.map(|r| r.tid)))
+        };
+        let mut ix = WireIndex::new(vec![]);
+        ix.add(wire("full", 1_000), Some(line(&seen)));
+        let mut other = wire("full", 1_000);
+        other.client = "127.0.0.1:40001".parse().unwrap();
+        ix.add(other, Some(line(&seen)));
+        let mut r = record(Role::Server, 1_000);
+        r.tid = 9;
+        assert!(ix.take(&r, 0).is_some());
+        // The client's record takes it too: the line is written already.
+        assert!(ix.take(&record(Role::Client, 1_000), 0).is_some());
+        ix.flush_lines(false, 0);
+        assert_eq!(*seen.lock().unwrap(), [Some(9)]);
+        ix.flush_lines(true, 0);
+        assert_eq!(*seen.lock().unwrap(), [Some(9), None]);
+        ix.flush_lines(true, 0);
+        assert_eq!(seen.lock().unwrap().len(), 2);
     }
 }

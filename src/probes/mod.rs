@@ -384,6 +384,7 @@ impl Session {
             }
         }
         self.pending = keep;
+        index.flush_lines(all, self.offset);
     }
 
     /// The report so far.
