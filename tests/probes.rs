@@ -678,3 +678,415 @@ fn a_pid_covers_the_processes_it_starts_later() {
     assert!(rows.keys().all(|k| !k.starts_with("nginx")), "{rows:?}");
     assert_eq!(count(p, "by_kind", "client all"), 2, "{}", p["by_kind"]);
 }
+
+/// Each record's probe line in a `--connections` file: (client port, wire kind, the
+/// probe's instant in ms since the Unix epoch, its role).
+fn probe_lines(path: &Path) -> Vec<(u16, String, f64, String)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let p = v.get("probe")?.as_object()?.clone();
+            let port = v["client"].as_str()?.rsplit(':').next()?.parse().ok()?;
+            Some((
+                port,
+                v["kind"].as_str()?.to_string(),
+                p["at_ns"].as_u64()? as f64 / 1e6,
+                p["role"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Checks every joined server record against nginx's access log: the log's line for
+/// that client port nearest the record's own instant (the kernel's, not the capture's)
+/// must be within a second of it and agree on resumption. A record joined to another
+/// connection on the same port (ports recur) would carry that connection's kind.
+fn joins_agree_with_the_log(lines: &[(u16, String, f64, String)], log: &[common::nginx::Entry]) {
+    let mut by_port: std::collections::HashMap<u16, Vec<&common::nginx::Entry>> =
+        std::collections::HashMap::new();
+    for e in log {
+        by_port.entry(e.port).or_default().push(e);
+    }
+    let mut wrong = Vec::new();
+    for (port, kind, at_ms, role) in lines.iter().filter(|l| l.3 == "server") {
+        let near = by_port.get(port).and_then(|es| {
+            es.iter()
+                .min_by(|a, b| (a.ms - at_ms).abs().total_cmp(&(b.ms - at_ms).abs()))
+        });
+        let ok = near.is_some_and(|e| {
+            (e.ms - at_ms).abs() < 1000.0 && e.reused == (kind == "resumed" || kind == "0rtt")
+        });
+        if !ok {
+            wrong.push(format!(
+                "{role} :{port} {kind} at {at_ms:.1} ms, log {:?}",
+                near.map(|e| (e.reused, e.ms))
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{} joined wrongly: {:?}", wrong.len(), &wrong[..wrong.len().min(5)]);
+}
+
+#[test]
+fn nginx_with_early_data_counts_resumptions_and_0rtt_as_handshakes() {
+    if !root() || !common::have("openssl", "0-RTT from openssl s_client") {
+        return;
+    }
+    // The test nginx has ssl_early_data on.
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    let port = nginx.port.to_string();
+    let pid = nginx.pid().to_string();
+    let child = observe(
+        &["--interface", "lo", "--port", &port, "--probes", "--pid", &pid],
+        &out,
+    );
+    let run = tlsperf([
+        "load",
+        &nginx.url(),
+        "--new-conn",
+        "--resume",
+        "tickets",
+        "--early-data",
+        "-n",
+        "60",
+        "-c",
+        "2",
+        "--cacert",
+        &nginx.root,
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // openssl s_client: a full handshake that keeps its session, then five sending their
+    // request as early data.
+    let sess = dir.path().join("sess.pem");
+    let req = dir.path().join("req.txt");
+    std::fs::write(&req, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    // Each sends one request (the first on stdin, the others as early data) that nginx
+    // answers and closes: one access-log line each.
+    let s_client = |extra: &[&str], stdin: Stdio| {
+        let o = Command::new("openssl")
+            .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), "-tls1_3"])
+            .args(["-servername", "localhost", "-CAfile", &nginx.root, "-quiet"])
+            .args(extra)
+            .stdin(stdin)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr)
+    };
+    let first = s_client(
+        &["-sess_out", sess.to_str().unwrap()],
+        std::fs::File::open(&req).unwrap().into(),
+    );
+    assert!(first.contains("200 OK"), "{first}");
+    let mut accepted = 0;
+    for _ in 0..5 {
+        let said = s_client(
+            &["-sess_in", sess.to_str().unwrap(), "-early_data", req.to_str().unwrap()],
+            Stdio::null(),
+        );
+        accepted += u32::from(said.contains("200 OK"));
+    }
+    assert_eq!(accepted, 5, "s_client's early requests were not all answered");
+    let lines = nginx.log_lines(66);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let (fresh, reused) = reused_counts(&lines, None);
+    assert!(reused >= 40, "{fresh} full, {reused} resumed: too few resumptions to check");
+    let all = &p["by_kind"]["server all"];
+    assert_eq!(all["failed"], 0, "{}", p["by_kind"]);
+    assert_eq!(all["handshakes"], fresh + reused, "{}", p["by_kind"]);
+    assert_eq!(p["kernel_counts"][format!("pid {pid} server")], fresh + reused);
+    // Accepted early data, joined to its captured connection, with its phases.
+    let zero = &p["by_kind"]["server 0rtt"];
+    assert!(zero["handshakes"].as_u64().unwrap_or(0) > 0, "{}", p["by_kind"]);
+    assert_eq!(zero["failed"], 0);
+    assert!(zero["phases"]["work"]["quantiles"]["count"].as_u64().unwrap() > 0);
+}
+
+/// HAProxy from Debian terminating TLS on `port` with `pem` (certificate chain and key):
+/// (child, config dir).
+fn haproxy(port: u16, pem: &Path, dir: &Path) -> Child {
+    let cfg = dir.join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  nbthread 2\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 10s\n  timeout server 10s\nfrontend fe\n  bind 127.0.0.1:{port} ssl crt {}\n  http-request return status 200 content-type text/plain string ok\n",
+            pem.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("haproxy")
+        .args(["-db", "-f", cfg.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "haproxy is not listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn haproxy_and_curl_through_their_bios_are_joined_to_the_wire() {
+    if !root() || !common::have("haproxy", "HAProxy's handshakes through its BIOs") {
+        return;
+    }
+    if !common::have("curl", "curl's handshakes through its BIOs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let pem = dir.path().join("combined.pem");
+    let mut both = std::fs::read(pki.join("server-chain.pem")).unwrap();
+    both.extend(std::fs::read(pki.join("server.key")).unwrap());
+    std::fs::write(&pem, both).unwrap();
+    let port = free_port();
+    let mut hap = haproxy(port, &pem, dir.path());
+    let out = dir.path().join("obs.json");
+    let ps = port.to_string();
+    // Every process using the system's libssl: HAProxy and the curls.
+    let child = observe(&["--interface", "lo", "--port", &ps, "--probes"], &out);
+    let url = format!("https://localhost:{port}/");
+    let root = pki.join("root.pem");
+    let run = tlsperf(["load", &url, "--new-conn", "-n", "40", "-c", "2", "--cacert", root.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for _ in 0..5 {
+        let ok = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "--cacert", root.to_str().unwrap(), &url])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let _ = hap.kill();
+    let _ = hap.wait();
+    let p = probes(&doc);
+    let server = format!("haproxy (pid {}) server", hap.id());
+    let row = &p["by_process"][&server];
+    assert_eq!(row["handshakes"], 45, "{}", p["by_process"]);
+    assert_eq!(row["failed"], 0);
+    // Its sockets were found: addresses, the accept queue, the join.
+    for phase in ["accept_queue", "until_first_call"] {
+        assert_eq!(row["phases"][phase]["quantiles"]["count"], 45, "{phase}: {}", row);
+    }
+    assert_eq!(p["by_kind"]["server full"]["handshakes"], 45, "{}", p["by_kind"]);
+    // curl's side: five clients, each joined to the same connections.
+    let client = &p["by_kind"]["client all"];
+    assert_eq!(client["handshakes"], 5, "{}", p["by_kind"]);
+    assert_eq!(client["phases"]["until_first_call"]["quantiles"]["count"], 5);
+    assert_eq!(p["by_kind"]["client full"]["handshakes"], 5, "{}", p["by_kind"]);
+    assert_eq!(p["counts"]["matched_wire"], 50, "{}", p["counts"]);
+    assert_eq!(p["counts"]["unmatched_probes"], 0, "{}", p["counts"]);
+}
+
+#[test]
+fn a_go_client_is_recorded_with_its_addresses_and_joined() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_, client)) = common::go::peers(dir.path()) else {
+        return;
+    };
+    let out = dir.path().join("obs.json");
+    let port = nginx.port.to_string();
+    let exe = client.to_str().unwrap();
+    let child = observe(
+        &["--interface", "lo", "--port", &port, "--probes", "--exe", exe],
+        &out,
+    );
+    let root = Path::new(&nginx.root).parent().unwrap().to_path_buf();
+    go_client(&client, &format!("127.0.0.1:{port}"), &root, 10);
+    nginx.log_lines(10);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let all = &p["by_kind"]["client all"];
+    assert_eq!(all["handshakes"], 10, "{}", p["by_kind"]);
+    assert_eq!(all["phases"]["until_first_call"]["quantiles"]["count"], 10, "{all}");
+    assert_eq!(p["by_kind"]["client full"]["handshakes"], 10, "{}", p["by_kind"]);
+    assert_eq!(p["counts"]["matched_wire"], 10, "{}", p["counts"]);
+}
+
+#[test]
+fn a_wrapped_go_listener_waits_as_long_as_a_bare_one() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, _)) = common::go::peers(dir.path()) else {
+        return;
+    };
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let root = pki.join("root.pem");
+    let mut seen = Vec::new();
+    for extra in [&[][..], &["-wrap"]] {
+        let (mut srv, addr) = common::go::server(&server, &pki, extra);
+        let out = dir.path().join("go.json");
+        let _ = std::fs::remove_file(&out);
+        let pid = srv.id().to_string();
+        let child = observe(&["--probes", "--pid", &pid], &out);
+        // 40 ms away: after its flight the server waits a round trip for the Finished.
+        let run = tlsperf([
+            "handshake",
+            &format!("https://{addr}/"),
+            "-n",
+            "6",
+            "--resume",
+            "off",
+            "--link",
+            "rtt=40ms",
+            "--sni",
+            "localhost",
+            "--cacert",
+            root.to_str().unwrap(),
+            "-q",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        std::thread::sleep(Duration::from_millis(300));
+        let doc = stop(child, &out);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        let p = probes(&doc).clone();
+        assert_eq!(count(&p, "by_kind", "server all"), 6, "{extra:?}: {}", p["by_kind"]);
+        assert_eq!(p["counts"]["unsplit"], 0, "{extra:?}: {}", p["counts"]);
+        let aq = &p["by_kind"]["server all"]["phases"]["accept_queue"]["quantiles"]["count"];
+        assert_eq!(aq, 6, "{extra:?}: the socket was not found");
+        seen.push((
+            q_ms(&p, "server all", "waiting_for_peer", "p50_ns"),
+            q_ms(&p, "server all", "work", "p50_ns"),
+        ));
+    }
+    let [(bare_wait, bare_work), (wrapped_wait, wrapped_work)] = seen[..] else {
+        unreachable!()
+    };
+    assert!(
+        (wrapped_wait - bare_wait).abs() <= 0.10 * bare_wait,
+        "waiting_for_peer p50: bare {bare_wait} ms, wrapped {wrapped_wait} ms"
+    );
+    assert!(bare_wait > 35.0, "bare waiting_for_peer p50 {bare_wait} ms");
+    assert!(
+        bare_work < 10.0 && wrapped_work < 10.0,
+        "work p50: bare {bare_work} ms, wrapped {wrapped_work} ms"
+    );
+}
+
+#[test]
+fn a_go_handshake_whose_stack_grows_at_entry_is_one_handshake() {
+    if !root() || !common::have("go", "a Go server built to grow its stack") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Every crypto/tls function grows its goroutine's stack at entry, as a fresh
+    // goroutine's does when the handshake function needs more: runtime.morestack runs
+    // the function's start twice.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
+    let server = dir.path().join("tlsserver-morestack");
+    let out = Command::new("go")
+        .args(["build", "-gcflags=crypto/tls=-d=maymorestack=runtime.mayMoreStackMove", "-o"])
+        .arg(&server)
+        .arg("./tlsserver")
+        .current_dir(&src)
+        .env("CGO_ENABLED", "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "go build: {}", String::from_utf8_lossy(&out.stderr));
+    let Some((_, client)) = common::go::peers(dir.path()) else {
+        return;
+    };
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (mut srv, addr) = common::go::server(&server, &pki, &[]);
+    let obs = dir.path().join("go.json");
+    let pid = srv.id().to_string();
+    let child = observe(&["--probes", "--pid", &pid], &obs);
+    go_client(&client, &addr, &pki, 20);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &obs);
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let p = probes(&doc);
+    assert_eq!(p["counts"]["started"], 20, "{}", p["counts"]);
+    assert_eq!(count(p, "by_kind", "server all"), 20, "{}", p["by_kind"]);
+}
+
+#[test]
+fn observe_started_while_load_runs_has_no_phantoms_and_joins_each_record_to_its_own() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The load runs before the probes are attached and after they are gone.
+    let mut load = Command::new(common::bin())
+        .args(["load", &nginx.url(), "--new-conn", "--resume", "tickets", "-c", "2"])
+        .args(["--rate", "300", "-d", "9s", "--cacert", &nginx.root, "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let out = dir.path().join("obs.json");
+    let conns = dir.path().join("conns.jsonl");
+    let port = nginx.port.to_string();
+    let pid = nginx.pid().to_string();
+    let child = observe(
+        &[
+            "--interface",
+            "lo",
+            "--port",
+            &port,
+            "--probes",
+            "--pid",
+            &pid,
+            "--connections",
+            conns.to_str().unwrap(),
+        ],
+        &out,
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let doc = stop(child, &out);
+    assert!(load.wait().unwrap().success());
+    let p = probes(&doc);
+    // No handshake is failed for having been seen in part.
+    for (k, row) in p["by_kind"].as_object().unwrap() {
+        assert_eq!(row["failed"], 0, "{k}: {}", p["by_kind"]);
+    }
+    let n = count(p, "by_kind", "server all");
+    assert!(n > 300, "{n} handshakes in 3 s at 300/s");
+    // No record spans more than a handshake can on loopback (one begun before the
+    // probes were attached would span the attachment).
+    let slowest = p["slowest"][0]["span_ns"].as_u64().unwrap();
+    assert!(slowest < 200_000_000, "slowest span {slowest} ns");
+    assert_eq!(p["kernel_counts"][format!("pid {pid} server")], n);
+    // Every joined record is its own connection's, by nginx's log.
+    let lines = probe_lines(&conns);
+    assert!(lines.len() as u64 >= n - 10, "{} joined lines of {n}", lines.len());
+    joins_agree_with_the_log(&lines, &common::nginx::entries(&nginx.log_lines(0)));
+}

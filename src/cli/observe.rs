@@ -213,6 +213,10 @@ fn live(
     // capture opened before would go unread meanwhile.
     let mut probes = start_probes(args, Some(&options.ports), out)?;
     let capture = LiveCapture::open(interface, &options.ports, choice)?;
+    // The capture sees every connection from now on: so do the probes.
+    if let Some(p) = probes.as_mut() {
+        p.arm()?;
+    }
     if let Some(why) = capture
         .kernel_filter()
         .strip_prefix("classic (the ports only): ")
@@ -295,6 +299,7 @@ fn probes_only(args: &ObserveArgs, out: &Output) -> Result<Observation, CliError
             "give --pcap FILE, --interface IF or --probes",
         ));
     };
+    session.arm()?;
     let (metrics, _server) = start_metrics(args, out)?;
     let mut names: Vec<String> = args.pids.iter().map(|p| format!("pid {p}")).collect();
     names.extend(args.exes.iter().map(|e| e.display().to_string()));

@@ -281,12 +281,19 @@ pub fn observe_live(
             Some((ns, data, wire_len)) => analyzer.frame(ns, link, data, wire_len),
             None => analyzer.sweep(live::now_ns()),
         }
-        if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
+        let stopping = stop.load(Ordering::Relaxed);
+        interrupted |= stopping;
+        if stopping || opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            // The probes' handshakes in progress end while the capture still reads.
+            match probes.as_deref_mut() {
+                Some(p) => {
+                    if p.drained() {
+                        break;
+                    }
+                    p.drain();
+                }
+                None => break,
+            }
         }
         if last_tick.elapsed() >= live::TICK {
             last_tick = Instant::now();

@@ -18,10 +18,11 @@
 //! - [`owners`]: the process at each end of every TCP connection, from tracepoints alone
 //!   (observe's process attribution; no TLS library needed).
 //!
-//! [`Session`] runs it all: [`Session::start`] (everything attached, then armed: no
-//! handshake is counted that began before every probe was in place), then
-//! [`Session::poll`] now and then, and [`Session::finish`] (drained: handshakes in
-//! progress end, none begins; then nothing is recorded and the probes are detached).
+//! [`Session`] runs it all: [`Session::start`] (everything attached), [`Session::arm`]
+//! (from now on handshakes are followed: none is counted that began before every probe
+//! was in place), [`Session::poll`] now and then, [`Session::drain`] (handshakes in
+//! progress end, none begins) and [`Session::finish`] (nothing more is recorded; the
+//! probes are detached).
 
 pub mod event;
 pub mod gosym;
@@ -230,6 +231,8 @@ pub struct Session {
     /// CLOCK_REALTIME − CLOCK_MONOTONIC (the join's clocks).
     offset: i128,
     in_progress_at_end: u64,
+    /// When draining began, and when the kernel's table was last looked at.
+    draining: Option<(Instant, Instant)>,
 }
 
 /// The most records waiting for their captured connection.
@@ -276,8 +279,10 @@ fn read_events(
 }
 
 impl Session {
-    /// Checks the kernel, finds the libraries, loads and attaches the probes, starts
-    /// reading and arms them. `join`: the ports of a live capture to join records with.
+    /// Checks the kernel, finds the libraries, loads and attaches the probes and starts
+    /// reading; nothing is followed until [`Session::arm`]. `join`: the ports of a live
+    /// capture to join records with (open it before arming, so that it sees every
+    /// connection the probes do).
     pub fn start(
         opts: &ProbeOptions,
         join: Option<&[u16]>,
@@ -310,8 +315,6 @@ impl Session {
                 .spawn(move || read_events(ring, tx, stop, received, dropped))
                 .map_err(|e| ProbeError::Load(format!("cannot start the reader thread: {e}")))?
         };
-        // Every probe is in place: from now on a handshake is seen from its start.
-        loader::arm(&mut loaded)?;
         Ok((
             Session {
                 listener: None,
@@ -326,9 +329,41 @@ impl Session {
                 wire: join.map(|ports| Arc::new(Mutex::new(WireIndex::new(ports.to_vec())))),
                 offset: join::clock_offset(),
                 in_progress_at_end: 0,
+                draining: None,
             },
             notes,
         ))
+    }
+
+    /// Every probe is in place: from now on a handshake is followed from its start.
+    pub fn arm(&mut self) -> Result<(), ProbeError> {
+        loader::arm(&mut self.loaded)
+    }
+
+    /// Begins the end of the run: no handshake begins any more, those in progress go on
+    /// to their end. (A capture joined to the probes keeps reading meanwhile.)
+    pub fn drain(&mut self) {
+        if self.draining.is_none() {
+            // A failure leaves the probes armed: the run then ends at `finish`.
+            let _ = loader::drain(&mut self.loaded);
+            self.draining = Some((Instant::now(), Instant::now()));
+        }
+    }
+
+    /// True once draining is over: no handshake is in progress (the kernel's table is
+    /// looked at every 20 ms at most), or [`DRAIN`] has passed.
+    pub fn drained(&mut self) -> bool {
+        let Some((began, looked)) = &mut self.draining else {
+            return false;
+        };
+        if began.elapsed() >= DRAIN {
+            return true;
+        }
+        if looked.elapsed() < Duration::from_millis(20) {
+            return false;
+        }
+        *looked = Instant::now();
+        loader::in_progress(&self.loaded).unwrap_or(0) == 0
     }
 
     /// Calls `listener` with every probed handshake from now on.
@@ -439,11 +474,9 @@ impl Session {
     /// is read, and the report returned while the probes are detached (see
     /// [`loader::detach`]).
     pub fn finish(mut self) -> ProbeReport {
-        if loader::drain(&mut self.loaded).is_ok() {
-            let until = Instant::now() + DRAIN;
-            while loader::in_progress(&self.loaded).unwrap_or(0) > 0 && Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        self.drain();
+        while !self.drained() {
+            std::thread::sleep(Duration::from_millis(20));
         }
         self.in_progress_at_end = loader::in_progress(&self.loaded).unwrap_or(0);
         // Nothing more is recorded: what the ring buffer holds now is all there is.

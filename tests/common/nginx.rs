@@ -59,7 +59,7 @@ http {{
     fastcgi_temp_path {tmp}/fastcgi;
     uwsgi_temp_path {tmp}/uwsgi;
     scgi_temp_path {tmp}/scgi;
-    log_format t '$ssl_protocol $ssl_session_reused $status';
+    log_format t '$ssl_protocol $ssl_session_reused $status $remote_port $msec';
     access_log {access_log} t;
     # Older nginx closes keep-alive connections after 100 requests.
     keepalive_requests 10000;
@@ -179,14 +179,38 @@ impl Drop for Nginx {
     }
 }
 
+/// One access-log line: whether its session was resumed, the client's port and when
+/// nginx wrote it (`$msec`, ms since the Unix epoch).
+pub struct Entry {
+    pub reused: bool,
+    pub port: u16,
+    pub ms: f64,
+}
+
+/// The access log's lines as entries.
+pub fn entries(lines: &[String]) -> Vec<Entry> {
+    lines
+        .iter()
+        .map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(f.len(), 5, "access log line {line:?}");
+            Entry {
+                reused: f[1] == "r",
+                port: f[3].parse().unwrap(),
+                ms: f[4].parse::<f64>().unwrap() * 1000.0,
+            }
+        })
+        .collect()
+}
+
 /// `(not reused, reused)` counts of `$ssl_session_reused` in access-log lines
-/// `$ssl_protocol $ssl_session_reused $status`, checking the status (200) and, when
-/// given, the protocol.
+/// `$ssl_protocol $ssl_session_reused $status $remote_port $msec`, checking the status
+/// (200) and, when given, the protocol.
 pub fn reused_counts(lines: &[String], protocol: Option<&str>) -> (u64, u64) {
     let (mut fresh, mut reused) = (0, 0);
     for line in lines {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(fields.len(), 3, "access log line {line:?}");
+        assert_eq!(fields.len(), 5, "access log line {line:?}");
         if let Some(p) = protocol {
             assert_eq!(fields[0], p, "{line:?}");
         }
