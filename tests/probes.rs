@@ -679,9 +679,17 @@ fn a_pid_covers_the_processes_it_starts_later() {
     assert_eq!(count(p, "by_kind", "client all"), 2, "{}", p["by_kind"]);
 }
 
-/// Each record's probe line in a `--connections` file: (client port, wire kind, the
-/// probe's instant in ms since the Unix epoch, its role).
-fn probe_lines(path: &Path) -> Vec<(u16, String, f64, String)> {
+/// A `--connections` line with a probe record joined: the client's port, the wire's
+/// kind and start, the record's own instant (the kernel's) and role.
+struct Joined {
+    port: u16,
+    kind: String,
+    wire_ms: f64,
+    probe_ms: f64,
+    role: String,
+}
+
+fn probe_lines(path: &Path) -> Vec<Joined> {
     std::fs::read_to_string(path)
         .unwrap()
         .lines()
@@ -689,43 +697,57 @@ fn probe_lines(path: &Path) -> Vec<(u16, String, f64, String)> {
             let v: Value = serde_json::from_str(l).unwrap();
             let p = v.get("probe")?.as_object()?.clone();
             let port = v["client"].as_str()?.rsplit(':').next()?.parse().ok()?;
-            Some((
+            Some(Joined {
                 port,
-                v["kind"].as_str()?.to_string(),
-                p["at_ns"].as_u64()? as f64 / 1e6,
-                p["role"].as_str()?.to_string(),
-            ))
+                kind: v["kind"].as_str()?.to_string(),
+                wire_ms: v["start_ns"].as_u64()? as f64 / 1e6,
+                probe_ms: p["at_ns"].as_u64()? as f64 / 1e6,
+                role: p["role"].as_str()?.to_string(),
+            })
         })
         .collect()
 }
 
-/// Checks every joined server record against nginx's access log: the log's line for
-/// that client port nearest the record's own instant (the kernel's, not the capture's)
-/// must be within a second of it and agree on resumption. A record joined to another
-/// connection on the same port (ports recur) would carry that connection's kind.
-fn joins_agree_with_the_log(lines: &[(u16, String, f64, String)], log: &[common::nginx::Entry]) {
+/// Checks every joined server record: its own instant (the kernel's) is within a second
+/// of its captured connection's start (a record joined to another connection on the
+/// same addresses, ports recurring, is seconds away), and nginx's access-log line for
+/// that client port nearest the record's instant is within a second of it and agrees
+/// with the wire on resumption.
+fn joins_agree_with_the_log(lines: &[Joined], log: &[common::nginx::Entry]) {
     let mut by_port: std::collections::HashMap<u16, Vec<&common::nginx::Entry>> =
         std::collections::HashMap::new();
     for e in log {
         by_port.entry(e.port).or_default().push(e);
     }
     let mut wrong = Vec::new();
-    for (port, kind, at_ms, role) in lines.iter().filter(|l| l.3 == "server") {
-        let near = by_port.get(port).and_then(|es| {
-            es.iter()
-                .min_by(|a, b| (a.ms - at_ms).abs().total_cmp(&(b.ms - at_ms).abs()))
+    for j in lines.iter().filter(|l| l.role == "server") {
+        let near = by_port.get(&j.port).and_then(|es| {
+            es.iter().min_by(|a, b| {
+                (a.ms - j.probe_ms)
+                    .abs()
+                    .total_cmp(&(b.ms - j.probe_ms).abs())
+            })
         });
-        let ok = near.is_some_and(|e| {
-            (e.ms - at_ms).abs() < 1000.0 && e.reused == (kind == "resumed" || kind == "0rtt")
-        });
+        let resumed = j.kind == "resumed" || j.kind == "0rtt";
+        let ok = (j.wire_ms - j.probe_ms).abs() < 1000.0
+            && near.is_some_and(|e| (e.ms - j.probe_ms).abs() < 1000.0 && e.reused == resumed);
         if !ok {
             wrong.push(format!(
-                "{role} :{port} {kind} at {at_ms:.1} ms, log {:?}",
+                ":{} {} captured at {:.1} ms, probed at {:.1} ms, log {:?}",
+                j.port,
+                j.kind,
+                j.wire_ms,
+                j.probe_ms,
                 near.map(|e| (e.reused, e.ms))
             ));
         }
     }
-    assert!(wrong.is_empty(), "{} joined wrongly: {:?}", wrong.len(), &wrong[..wrong.len().min(5)]);
+    assert!(
+        wrong.is_empty(),
+        "{} joined wrongly: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
 }
 
 #[test]
@@ -742,7 +764,15 @@ fn nginx_with_early_data_counts_resumptions_and_0rtt_as_handshakes() {
     let port = nginx.port.to_string();
     let pid = nginx.pid().to_string();
     let child = observe(
-        &["--interface", "lo", "--port", &port, "--probes", "--pid", &pid],
+        &[
+            "--interface",
+            "lo",
+            "--port",
+            &port,
+            "--probes",
+            "--pid",
+            &pid,
+        ],
         &out,
     );
     let run = tlsperf([
@@ -765,12 +795,21 @@ fn nginx_with_early_data_counts_resumptions_and_0rtt_as_handshakes() {
     // request as early data.
     let sess = dir.path().join("sess.pem");
     let req = dir.path().join("req.txt");
-    std::fs::write(&req, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    std::fs::write(
+        &req,
+        "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
     // Each sends one request (the first on stdin, the others as early data) that nginx
     // answers and closes: one access-log line each.
     let s_client = |extra: &[&str], stdin: Stdio| {
         let o = Command::new("openssl")
-            .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), "-tls1_3"])
+            .args([
+                "s_client",
+                "-connect",
+                &format!("127.0.0.1:{port}"),
+                "-tls1_3",
+            ])
             .args(["-servername", "localhost", "-CAfile", &nginx.root, "-quiet"])
             .args(extra)
             .stdin(stdin)
@@ -786,27 +825,50 @@ fn nginx_with_early_data_counts_resumptions_and_0rtt_as_handshakes() {
     let mut accepted = 0;
     for _ in 0..5 {
         let said = s_client(
-            &["-sess_in", sess.to_str().unwrap(), "-early_data", req.to_str().unwrap()],
+            &[
+                "-sess_in",
+                sess.to_str().unwrap(),
+                "-early_data",
+                req.to_str().unwrap(),
+            ],
             Stdio::null(),
         );
         accepted += u32::from(said.contains("200 OK"));
     }
-    assert_eq!(accepted, 5, "s_client's early requests were not all answered");
+    assert_eq!(
+        accepted, 5,
+        "s_client's early requests were not all answered"
+    );
     let lines = nginx.log_lines(66);
     std::thread::sleep(Duration::from_millis(300));
     let doc = stop(child, &out);
     let p = probes(&doc);
     let (fresh, reused) = reused_counts(&lines, None);
-    assert!(reused >= 40, "{fresh} full, {reused} resumed: too few resumptions to check");
+    assert!(
+        reused >= 40,
+        "{fresh} full, {reused} resumed: too few resumptions to check"
+    );
     let all = &p["by_kind"]["server all"];
     assert_eq!(all["failed"], 0, "{}", p["by_kind"]);
     assert_eq!(all["handshakes"], fresh + reused, "{}", p["by_kind"]);
-    assert_eq!(p["kernel_counts"][format!("pid {pid} server")], fresh + reused);
+    assert_eq!(
+        p["kernel_counts"][format!("pid {pid} server")],
+        fresh + reused
+    );
     // Accepted early data, joined to its captured connection, with its phases.
     let zero = &p["by_kind"]["server 0rtt"];
-    assert!(zero["handshakes"].as_u64().unwrap_or(0) > 0, "{}", p["by_kind"]);
+    assert!(
+        zero["handshakes"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        p["by_kind"]
+    );
     assert_eq!(zero["failed"], 0);
-    assert!(zero["phases"]["work"]["quantiles"]["count"].as_u64().unwrap() > 0);
+    assert!(
+        zero["phases"]["work"]["quantiles"]["count"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
 }
 
 /// HAProxy from Debian terminating TLS on `port` with `pem` (certificate chain and key):
@@ -830,7 +892,10 @@ fn haproxy(port: u16, pem: &Path, dir: &Path) -> Child {
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "haproxy is not listening");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "haproxy is not listening"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child
@@ -865,11 +930,29 @@ fn haproxy_and_curl_through_their_bios_are_joined_to_the_wire() {
     let child = observe(&["--interface", "lo", "--port", &ps, "--probes"], &out);
     let url = format!("https://localhost:{port}/");
     let root = pki.join("root.pem");
-    let run = tlsperf(["load", &url, "--new-conn", "-n", "40", "-c", "2", "--cacert", root.to_str().unwrap(), "-q"]);
+    let run = tlsperf([
+        "load",
+        &url,
+        "--new-conn",
+        "-n",
+        "40",
+        "-c",
+        "2",
+        "--cacert",
+        root.to_str().unwrap(),
+        "-q",
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     for _ in 0..5 {
         let ok = Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "--cacert", root.to_str().unwrap(), &url])
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "--cacert",
+                root.to_str().unwrap(),
+                &url,
+            ])
             .status()
             .unwrap();
         assert!(ok.success());
@@ -885,14 +968,29 @@ fn haproxy_and_curl_through_their_bios_are_joined_to_the_wire() {
     assert_eq!(row["failed"], 0);
     // Its sockets were found: addresses, the accept queue, the join.
     for phase in ["accept_queue", "until_first_call"] {
-        assert_eq!(row["phases"][phase]["quantiles"]["count"], 45, "{phase}: {}", row);
+        assert_eq!(
+            row["phases"][phase]["quantiles"]["count"], 45,
+            "{phase}: {}",
+            row
+        );
     }
-    assert_eq!(p["by_kind"]["server full"]["handshakes"], 45, "{}", p["by_kind"]);
+    assert_eq!(
+        p["by_kind"]["server full"]["handshakes"], 45,
+        "{}",
+        p["by_kind"]
+    );
     // curl's side: five clients, each joined to the same connections.
     let client = &p["by_kind"]["client all"];
     assert_eq!(client["handshakes"], 5, "{}", p["by_kind"]);
-    assert_eq!(client["phases"]["until_first_call"]["quantiles"]["count"], 5);
-    assert_eq!(p["by_kind"]["client full"]["handshakes"], 5, "{}", p["by_kind"]);
+    assert_eq!(
+        client["phases"]["until_first_call"]["quantiles"]["count"],
+        5
+    );
+    assert_eq!(
+        p["by_kind"]["client full"]["handshakes"], 5,
+        "{}",
+        p["by_kind"]
+    );
     assert_eq!(p["counts"]["matched_wire"], 50, "{}", p["counts"]);
     assert_eq!(p["counts"]["unmatched_probes"], 0, "{}", p["counts"]);
 }
@@ -913,7 +1011,15 @@ fn a_go_client_is_recorded_with_its_addresses_and_joined() {
     let port = nginx.port.to_string();
     let exe = client.to_str().unwrap();
     let child = observe(
-        &["--interface", "lo", "--port", &port, "--probes", "--exe", exe],
+        &[
+            "--interface",
+            "lo",
+            "--port",
+            &port,
+            "--probes",
+            "--exe",
+            exe,
+        ],
         &out,
     );
     let root = Path::new(&nginx.root).parent().unwrap().to_path_buf();
@@ -924,8 +1030,15 @@ fn a_go_client_is_recorded_with_its_addresses_and_joined() {
     let p = probes(&doc);
     let all = &p["by_kind"]["client all"];
     assert_eq!(all["handshakes"], 10, "{}", p["by_kind"]);
-    assert_eq!(all["phases"]["until_first_call"]["quantiles"]["count"], 10, "{all}");
-    assert_eq!(p["by_kind"]["client full"]["handshakes"], 10, "{}", p["by_kind"]);
+    assert_eq!(
+        all["phases"]["until_first_call"]["quantiles"]["count"], 10,
+        "{all}"
+    );
+    assert_eq!(
+        p["by_kind"]["client full"]["handshakes"], 10,
+        "{}",
+        p["by_kind"]
+    );
     assert_eq!(p["counts"]["matched_wire"], 10, "{}", p["counts"]);
 }
 
@@ -971,7 +1084,12 @@ fn a_wrapped_go_listener_waits_as_long_as_a_bare_one() {
         let _ = srv.kill();
         let _ = srv.wait();
         let p = probes(&doc).clone();
-        assert_eq!(count(&p, "by_kind", "server all"), 6, "{extra:?}: {}", p["by_kind"]);
+        assert_eq!(
+            count(&p, "by_kind", "server all"),
+            6,
+            "{extra:?}: {}",
+            p["by_kind"]
+        );
         assert_eq!(p["counts"]["unsplit"], 0, "{extra:?}: {}", p["counts"]);
         let aq = &p["by_kind"]["server all"]["phases"]["accept_queue"]["quantiles"]["count"];
         assert_eq!(aq, 6, "{extra:?}: the socket was not found");
@@ -1006,14 +1124,22 @@ fn a_go_handshake_whose_stack_grows_at_entry_is_one_handshake() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
     let server = dir.path().join("tlsserver-morestack");
     let out = Command::new("go")
-        .args(["build", "-gcflags=crypto/tls=-d=maymorestack=runtime.mayMoreStackMove", "-o"])
+        .args([
+            "build",
+            "-gcflags=crypto/tls=-d=maymorestack=runtime.mayMoreStackMove",
+            "-o",
+        ])
         .arg(&server)
         .arg("./tlsserver")
         .current_dir(&src)
         .env("CGO_ENABLED", "0")
         .output()
         .unwrap();
-    assert!(out.status.success(), "go build: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "go build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let Some((_, client)) = common::go::peers(dir.path()) else {
         return;
     };
@@ -1045,7 +1171,15 @@ fn observe_started_while_load_runs_has_no_phantoms_and_joins_each_record_to_its_
     let dir = tempfile::tempdir().unwrap();
     // The load runs before the probes are attached and after they are gone.
     let mut load = Command::new(common::bin())
-        .args(["load", &nginx.url(), "--new-conn", "--resume", "tickets", "-c", "2"])
+        .args([
+            "load",
+            &nginx.url(),
+            "--new-conn",
+            "--resume",
+            "tickets",
+            "-c",
+            "2",
+        ])
         .args(["--rate", "300", "-d", "9s", "--cacert", &nginx.root, "-q"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -1087,6 +1221,137 @@ fn observe_started_while_load_runs_has_no_phantoms_and_joins_each_record_to_its_
     assert_eq!(p["kernel_counts"][format!("pid {pid} server")], n);
     // Every joined record is its own connection's, by nginx's log.
     let lines = probe_lines(&conns);
-    assert!(lines.len() as u64 >= n - 10, "{} joined lines of {n}", lines.len());
+    assert!(
+        lines.len() as u64 >= n - 10,
+        "{} joined lines of {n}",
+        lines.len()
+    );
     joins_agree_with_the_log(&lines, &common::nginx::entries(&nginx.log_lines(0)));
+}
+
+#[test]
+fn two_minutes_at_full_rate_join_each_record_to_its_own_connection() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    let conns = dir.path().join("conns.jsonl");
+    let port = nginx.port.to_string();
+    let pid = nginx.pid().to_string();
+    let child = observe(
+        &[
+            "--interface",
+            "lo",
+            "--port",
+            &port,
+            "--probes",
+            "--pid",
+            &pid,
+            "--connections",
+            conns.to_str().unwrap(),
+        ],
+        &out,
+    );
+    // As many new connections as the machine makes, for two minutes: client ports recur
+    // (the kernel picks them from ~28,000), each several times.
+    let run = tlsperf([
+        "load",
+        &nginx.url(),
+        "--new-conn",
+        "--resume",
+        "tickets",
+        "-c",
+        "4",
+        "-d",
+        "120s",
+        "--cacert",
+        &nginx.root,
+        "-q",
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let load: Value = serde_json::from_str(&run.stdout).unwrap();
+    let completed = load["requests"]["completed"].as_u64().unwrap();
+    let lines = nginx.log_lines(completed as usize);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let all = &p["by_kind"]["server all"];
+    assert_eq!(all["failed"], 0, "{}", p["by_kind"]);
+    assert_eq!(all["handshakes"], lines.len() as u64, "{}", p["counts"]);
+    let captured = doc["connections"]["handshakes"].as_u64().unwrap();
+    let matched = p["counts"]["matched_wire"].as_u64().unwrap();
+    assert!(
+        matched <= captured,
+        "{matched} matched of {captured} captured"
+    );
+    let joined = probe_lines(&conns);
+    assert_eq!(joined.len() as u64, matched);
+    let entries = common::nginx::entries(&lines);
+    let mut ports = std::collections::HashMap::<u16, u32>::new();
+    for e in &entries {
+        *ports.entry(e.port).or_default() += 1;
+    }
+    let recurring = ports.values().filter(|n| **n > 1).count();
+    assert!(
+        recurring > 1000,
+        "{recurring} client ports recur: too few to check the join"
+    );
+    joins_agree_with_the_log(&joined, &entries);
+    eprintln!(
+        "{} handshakes in 120 s, {captured} captured, {matched} joined, {} unmatched probes, \
+         {recurring} ports recurring",
+        lines.len(),
+        p["counts"]["unmatched_probes"]
+    );
+}
+
+#[test]
+fn a_blocking_client_waits_for_its_peer_outside_work() {
+    if !root() || !common::have("openssl", "a blocking OpenSSL client") {
+        return;
+    }
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    // Every server→client byte 40 ms late: the client's reads block that long.
+    let relay = common::relay::DelayRelay::start(nginx.port, Duration::from_millis(40));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    // openssl s_client blocks in its reads, inside SSL_write (which drives its handshake).
+    let child = observe(&["--probes", "--probe-read-write", "--exe", LIBSSL], &out);
+    for _ in 0..4 {
+        let o = Command::new("openssl")
+            .args(["s_client", "-connect", &format!("127.0.0.1:{}", relay.port)])
+            .args([
+                "-servername",
+                "localhost",
+                "-CAfile",
+                &nginx.root,
+                "-tls1_3",
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let rows = p["by_process"].as_object().unwrap();
+    let clients: u64 = rows
+        .iter()
+        .filter(|(k, _)| k.starts_with("openssl (pid ") && k.ends_with(" client"))
+        .map(|(_, r)| r["handshakes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(clients, 4, "{rows:?}");
+    // It waits a round trip (40 ms) for the server's flight, inside its call.
+    let waiting = q_ms(p, "client all", "waiting_for_peer", "p50_ns");
+    assert!(waiting >= 38.0, "client waiting_for_peer p50 {waiting} ms");
+    let work = q_ms(p, "client all", "work", "p50_ns");
+    assert!(work < 10.0, "client work p50 {work} ms");
 }

@@ -484,7 +484,10 @@ fn covered(all: &[Observation]) -> (f64, Option<u64>) {
     if let Some((a, b)) = open {
         total += b - a;
     }
-    (total as f64 / 1e9, all.iter().filter_map(|o| o.started_ns).min())
+    (
+        total as f64 / 1e9,
+        all.iter().filter_map(|o| o.started_ns).min(),
+    )
 }
 
 /// Combines observations exactly: counts add up, histograms merge, the duration is the
@@ -749,7 +752,12 @@ mod tests {
         let m = merge(&[window(100, 60.0), window(160, 60.0), window(100, 60.0)]).unwrap();
         assert_eq!((m.duration_s, m.started_ns), (120.0, Some(100_000_000_000)));
         // Overlapping: 100..160 and 130..200.
-        assert_eq!(merge(&[window(130, 70.0), window(100, 60.0)]).unwrap().duration_s, 100.0);
+        assert_eq!(
+            merge(&[window(130, 70.0), window(100, 60.0)])
+                .unwrap()
+                .duration_s,
+            100.0
+        );
         // A document that does not say when it began: the longest, as before.
         let older = Observation::new(Vec::new(), Vec::new());
         let m = merge(&[window(100, 60.0), window(300, 30.0), older]).unwrap();

@@ -28,13 +28,15 @@ pub const PROBE_PHASES: [(&str, &str); 5] = [
     (
         "work",
         "time inside the handshake calls: OpenSSL, each call's entry (uprobe) → its return \
-         (uretprobe), summed; Go, the handshake function's entry → its return instruction, \
-         less waiting_for_peer",
+         (uretprobe), less the time inside reads on the connection (read, recvfrom, recvmsg, \
+         readv: a blocking socket waits there), summed; Go, the handshake function's entry → \
+         its return instruction, less waiting_for_peer",
     ),
     (
         "waiting_for_peer",
-        "OpenSSL: between the handshake calls (span − work); Go: a read() on the connection \
-         that returned EAGAIN → the next read() on it, summed",
+        "OpenSSL: span − work (between the handshake calls, and inside their reads on the \
+         connection); Go: a read() on the connection that returned EAGAIN → the next read() \
+         on it, summed",
     ),
     (
         "span",

@@ -12,8 +12,9 @@
 //             (client): syscall tracepoints
 //   first_ns  the first handshake call was entered (uprobe / Go function entry)
 //   end_ns    the call that finished the handshake returned (uretprobe / Go RET)
-//   work_ns   the sum of time spent inside handshake calls (OpenSSL), or the function's
-//             span less its waits for the peer (Go)
+//   work_ns   the sum of time spent inside handshake calls less the time inside reads
+//             on the connection (OpenSSL), or the function's span less its waits for
+//             the peer (Go)
 //   wait_ns   Go only: from a read() on the connection that returned EAGAIN to the next
 //             read() on it (the goroutine parked for the peer's next flight)
 //
@@ -179,6 +180,8 @@ struct ssl_info {
 struct inflight {
 	u64 ssl;
 	u64 enter_ns;
+	u64 read_ns;    // a read on the connection in progress: when it was entered
+	u64 blocked_ns; // the time in reads on the connection during this call
 	u32 depth;
 	u8 driving;
 	u8 pad[3];
@@ -790,9 +793,9 @@ int ssl_set_connect_state(struct pt_regs *ctx) { return set_role(PT_REGS_PARM1(c
 // SSL_accept and SSL_connect, which always do (and end it by returning 1); 2 for
 // SSL_read_early_data, which drives it (nginx with ssl_early_data on writes the server's
 // flight from it) and ends it when it accepts early data (see call_return); 3 for
-// SSL_write_early_data, which drives it without ending it; 0 for
+// SSL_write_early_data, which drives it without ending it; 0 (4 with a length of 0) for
 // SSL_read/SSL_write, which drive it only while it is pending (and end it by returning
-// more than 0).
+// more than 0, or 0 for a length of 0).
 static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -815,7 +818,7 @@ static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
 		// calls SSL_do_handshake once more when early data is on).
 		if (info && !info->pending)
 			return 0;
-		if (!driving && !info)
+		if ((driving == 0 || driving == 4) && !info)
 			return 0;
 		if (!starting())
 			return 0;
@@ -858,7 +861,10 @@ static __always_inline int call_return(s64 ret)
 	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
 	if (!st)
 		return 0;
-	st->work_ns += now - f.enter_ns;
+	// A read on the connection inside the call (a blocking socket waits there for the
+	// peer's next flight) is waiting, not work.
+	u64 inside = now - f.enter_ns;
+	st->work_ns += inside > f.blocked_ns ? inside - f.blocked_ns : 0;
 	st->calls += 1;
 	st->last_ns = now;
 	// SSL_read_early_data returning 1 (SUCCESS): the server accepted the PSK and the
@@ -869,6 +875,7 @@ static __always_inline int call_return(s64 ret)
 	// SSL_do_handshake. SSL_write_early_data (3) never ends it.
 	int finished = f.driving == 1 ? ret == 1
 		     : f.driving == 0 ? ret > 0
+		     : f.driving == 4 ? ret >= 0
 		     : f.driving == 2 ? ret == 1
 				      : 0;
 	if (!finished)
@@ -902,7 +909,13 @@ SEC("uprobe")
 int ssl_write_early_data(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 3, ROLE_UNKNOWN); }
 
 SEC("uprobe")
-int ssl_read_write(struct pt_regs *ctx) { return call_enter(PT_REGS_PARM1(ctx), 0, ROLE_UNKNOWN); }
+int ssl_read_write(struct pt_regs *ctx)
+{
+	// Of zero bytes (openssl s_client drives its handshake with SSL_write(ssl, buf, 0)),
+	// a return of 0 is success.
+	u8 driving = PT_REGS_PARM3(ctx) == 0 ? 4 : 0;
+	return call_enter(PT_REGS_PARM1(ctx), driving, ROLE_UNKNOWN);
+}
 
 SEC("uretprobe")
 int ssl_call_return(struct pt_regs *ctx) { return call_return((s32)PT_REGS_RC(ctx)); }
@@ -1104,26 +1117,55 @@ static __always_inline int read_exit(s64 ret)
 	return 0;
 }
 
+// OpenSSL: a read-type syscall on the connection begins inside a handshake call.
+static __always_inline void read_begin(u64 id, s32 fd)
+{
+	struct inflight *in = bpf_map_lookup_elem(&inflights, &id);
+	if (!in)
+		return;
+	struct hs_key k = {.tgid = id >> 32, .obj = in->ssl};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (st && st->fd == fd)
+		in->read_ns = bpf_ktime_get_ns();
+}
+
+// ... and ends.
+static __always_inline void read_end(u64 id)
+{
+	struct inflight *in = bpf_map_lookup_elem(&inflights, &id);
+	if (in && in->read_ns) {
+		in->blocked_ns += bpf_ktime_get_ns() - in->read_ns;
+		in->read_ns = 0;
+	}
+}
+
 SEC("tracepoint/raw_syscalls/sys_enter")
 int on_sys_enter(struct raw_enter_args *ctx)
 {
+	u64 id = bpf_get_current_pid_tgid();
+	s32 fd = (s32)ctx->args[0];
 	switch (ctx->id) {
 	case NR_READ:
-		return read_enter((s32)ctx->args[0]);
-	case NR_WRITE:
+		read_enter(fd);
+		read_begin(id, fd);
+		return 0;
 	case NR_READV:
+	case NR_RECVFROM:
+	case NR_RECVMSG:
+		discover(id, fd);
+		read_begin(id, fd);
+		return 0;
+	case NR_WRITE:
 	case NR_WRITEV:
 	case NR_SENDTO:
-	case NR_RECVFROM:
 	case NR_SENDMSG:
-	case NR_RECVMSG:
-		discover(bpf_get_current_pid_tgid(), (s32)ctx->args[0]);
+		discover(id, fd);
 		return 0;
 	case NR_ACCEPT:
 	case NR_ACCEPT4:
 		return accept_enter(ctx->args[1]);
 	case NR_CONNECT:
-		return connect_enter((s32)ctx->args[0], ctx->args[1]);
+		return connect_enter(fd, ctx->args[1]);
 	}
 	return 0;
 }
@@ -1133,7 +1175,13 @@ int on_sys_exit(struct raw_exit_args *ctx)
 {
 	switch (ctx->id) {
 	case NR_READ:
+		read_end(bpf_get_current_pid_tgid());
 		return read_exit(ctx->ret);
+	case NR_READV:
+	case NR_RECVFROM:
+	case NR_RECVMSG:
+		read_end(bpf_get_current_pid_tgid());
+		return 0;
 	case NR_ACCEPT:
 	case NR_ACCEPT4:
 		return accept_exit(ctx->ret);
