@@ -132,9 +132,8 @@ for r in $(seq 1 "$rounds"); do
   if [ "$mode" = F ]; then
     libssl=$(awk '$6 ~ /libssl\.so/ {print $6; exit}' "/proc/$worker/maps")
     {
-      for t in sched:sched_process_fork sock:inet_sock_set_state syscalls:sys_enter_accept4 \
-        syscalls:sys_exit_accept4 syscalls:sys_enter_accept syscalls:sys_exit_accept \
-        syscalls:sys_enter_connect syscalls:sys_exit_connect; do
+      for t in sched:sched_process_fork sock:inet_sock_set_state raw_syscalls:sys_enter \
+        raw_syscalls:sys_exit; do
         echo "tracepoint:$t {}"
       done
       for f in SSL_set_fd SSL_set_accept_state SSL_set_connect_state; do

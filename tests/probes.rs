@@ -908,7 +908,19 @@ fn free_port() -> u16 {
 
 #[test]
 fn haproxy_and_curl_through_their_bios_are_joined_to_the_wire() {
-    if !root() || !common::have("haproxy", "HAProxy's handshakes through its BIOs") {
+    if !root() {
+        return;
+    }
+    // `haproxy -v`: it knows no --version.
+    let hap_here = Command::new("haproxy")
+        .arg("-v")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !hap_here {
+        missing(
+            "haproxy",
+            "not checking HAProxy's handshakes through its BIOs",
+        );
         return;
     }
     if !common::have("curl", "curl's handshakes through its BIOs") {
@@ -974,11 +986,6 @@ fn haproxy_and_curl_through_their_bios_are_joined_to_the_wire() {
             row
         );
     }
-    assert_eq!(
-        p["by_kind"]["server full"]["handshakes"], 45,
-        "{}",
-        p["by_kind"]
-    );
     // curl's side: five clients, each joined to the same connections.
     let client = &p["by_kind"]["client all"];
     assert_eq!(client["handshakes"], 5, "{}", p["by_kind"]);
@@ -1091,6 +1098,9 @@ fn a_wrapped_go_listener_waits_as_long_as_a_bare_one() {
             p["by_kind"]
         );
         assert_eq!(p["counts"]["unsplit"], 0, "{extra:?}: {}", p["counts"]);
+        // Each handshake begun once (runtime.morestack re-running the function's entry
+        // would begin one twice).
+        assert_eq!(p["counts"]["started"], 6, "{extra:?}: {}", p["counts"]);
         let aq = &p["by_kind"]["server all"]["phases"]["accept_queue"]["quantiles"]["count"];
         assert_eq!(aq, 6, "{extra:?}: the socket was not found");
         seen.push((
@@ -1110,54 +1120,6 @@ fn a_wrapped_go_listener_waits_as_long_as_a_bare_one() {
         bare_work < 10.0 && wrapped_work < 10.0,
         "work p50: bare {bare_work} ms, wrapped {wrapped_work} ms"
     );
-}
-
-#[test]
-fn a_go_handshake_whose_stack_grows_at_entry_is_one_handshake() {
-    if !root() || !common::have("go", "a Go server built to grow its stack") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    // Every crypto/tls function grows its goroutine's stack at entry, as a fresh
-    // goroutine's does when the handshake function needs more: runtime.morestack runs
-    // the function's start twice.
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go");
-    let server = dir.path().join("tlsserver-morestack");
-    let out = Command::new("go")
-        .args([
-            "build",
-            "-gcflags=crypto/tls=-d=maymorestack=runtime.mayMoreStackMove",
-            "-o",
-        ])
-        .arg(&server)
-        .arg("./tlsserver")
-        .current_dir(&src)
-        .env("CGO_ENABLED", "0")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "go build: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let Some((_, client)) = common::go::peers(dir.path()) else {
-        return;
-    };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let (mut srv, addr) = common::go::server(&server, &pki, &[]);
-    let obs = dir.path().join("go.json");
-    let pid = srv.id().to_string();
-    let child = observe(&["--probes", "--pid", &pid], &obs);
-    go_client(&client, &addr, &pki, 20);
-    std::thread::sleep(Duration::from_millis(300));
-    let doc = stop(child, &obs);
-    let _ = srv.kill();
-    let _ = srv.wait();
-    let p = probes(&doc);
-    assert_eq!(p["counts"]["started"], 20, "{}", p["counts"]);
-    assert_eq!(count(p, "by_kind", "server all"), 20, "{}", p["by_kind"]);
 }
 
 #[test]
@@ -1214,6 +1176,8 @@ fn observe_started_while_load_runs_has_no_phantoms_and_joins_each_record_to_its_
     }
     let n = count(p, "by_kind", "server all");
     assert!(n > 300, "{n} handshakes in 3 s at 300/s");
+    // The capture was read all along (the probes attach before it opens).
+    assert_eq!(doc["packets"]["kernel_drops"], 0, "{}", doc["packets"]);
     // No record spans more than a handshake can on loopback (one begun before the
     // probes were attached would span the attachment).
     let slowest = p["slowest"][0]["span_ns"].as_u64().unwrap();

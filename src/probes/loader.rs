@@ -21,11 +21,12 @@ use aya::programs::uprobe::UProbeAttachLocation;
 static OBJECT: &[u8] = aya::include_bytes_aligned!("bpf/probes.bpf.o");
 
 /// The kernel's tracepoints: (program, category, event). Every syscall is seen through
-/// the two raw_syscalls tracepoints (each attachment takes the kernel a grace period to
-/// remove, so few is fast): accept, accept4 and connect tie a socket to its connection;
-/// reads and writes name a handshake's connection when the library was not given its
-/// descriptor (OpenSSL driven through BIOs, a wrapped Go connection), and Go's reads
-/// time its waits for the peer.
+/// the two raw_syscalls tracepoints: each attachment takes the kernel a grace period to
+/// remove, so few is fast (the probed process's cost per handshake measured the same,
+/// within the noise, with the syscalls' own tracepoints: docs/benchmarks.md). accept,
+/// accept4 and connect tie a socket to its connection; reads and writes name a
+/// handshake's connection when the library was not given its descriptor (OpenSSL driven
+/// through BIOs, a wrapped Go connection), and reads time the waits for the peer.
 const TRACEPOINTS: [(&str, &str, &str); 4] = [
     ("on_fork", "sched", "sched_process_fork"),
     ("on_set_state", "sock", "inet_sock_set_state"),

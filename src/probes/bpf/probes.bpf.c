@@ -1144,7 +1144,7 @@ int on_sys_enter(struct raw_enter_args *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	s32 fd = (s32)ctx->args[0];
-	switch (ctx->id) {
+	switch ((s32)ctx->id) {
 	case NR_READ:
 		read_enter(fd);
 		read_begin(id, fd);
@@ -1173,7 +1173,7 @@ int on_sys_enter(struct raw_enter_args *ctx)
 SEC("tracepoint/raw_syscalls/sys_exit")
 int on_sys_exit(struct raw_exit_args *ctx)
 {
-	switch (ctx->id) {
+	switch ((s32)ctx->id) {
 	case NR_READ:
 		read_end(bpf_get_current_pid_tgid());
 		return read_exit(ctx->ret);

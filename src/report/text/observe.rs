@@ -348,6 +348,27 @@ fn probes(p: &ProbeReport) -> String {
     } else {
         s += "lost events: 0\n";
     }
+    if c.unmatched_probes + c.unmatched_wire > 0 {
+        s += &format!(
+            "not joined: {} probed handshakes without a captured one, {} captured without a \
+             probed one\n",
+            c.unmatched_probes, c.unmatched_wire
+        );
+    }
+    if c.before_attach + c.in_progress_at_end > 0 {
+        s += &format!(
+            "left out: {} begun before the probes were attached, {} still in progress at \
+             the end\n",
+            c.before_attach, c.in_progress_at_end
+        );
+    }
+    if c.unsplit > 0 {
+        s += &format!(
+            "{} Go handshakes whose connection was not found: their waits cannot be told \
+             from work (span only)\n",
+            c.unsplit
+        );
+    }
     s += "\n";
     if !p.by_kind.is_empty() {
         let mut t = table(&["role, kind", "phase (ms)", "n", "p50", "p90", "p99", "max"]);
