@@ -20,7 +20,7 @@
 //
 // Nothing starts until user space arms the probes (settings.state = 1), once every
 // program is attached; while it drains (state 2) handshakes in progress finish but none
-// begins. A record says whether its handshake was seen from its start (EV_WHOLE).
+// begins. A record says whether its handshake was seen from its start (F_WHOLE).
 //
 // The connection's descriptor comes from SSL_set_fd or Go's *net.TCPConn when there is
 // one; otherwise (OpenSSL driven through BIOs: HAProxy, curl, s_client; a Go listener
