@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::timeline::{Handshake, Phases};
 use super::tls;
 use crate::probes::event::ProbeRecord;
+use crate::probes::report::RecordPhases;
 
 /// The process's view of the connection's handshake (`--probes`), from the probe record
 /// joined to it.
@@ -25,18 +26,9 @@ pub struct ProbeLine {
     /// The instant the record was joined on (its TCP handshake's completion, else its
     /// socket's, else its first call), ns since the Unix epoch.
     pub at_ns: u64,
-    /// ns; null when a boundary was not probed.
-    pub accept_queue_ns: Option<u64>,
-    /// ns; null when a boundary was not probed.
-    pub until_first_call_ns: Option<u64>,
-    /// ns; null when waiting could not be told from work.
-    pub work_ns: Option<u64>,
-    /// ns; null as `work_ns`.
-    pub waiting_for_peer_ns: Option<u64>,
-    /// ns.
-    pub span_ns: u64,
-    /// Library calls that drove the handshake.
-    pub calls: u32,
+    /// Its phases.
+    #[serde(flatten)]
+    pub phases: RecordPhases,
 }
 
 impl ProbeLine {
@@ -48,12 +40,7 @@ impl ProbeLine {
             process: r.process(),
             tid: r.tid,
             at_ns: u64::try_from(at + offset).unwrap_or(0),
-            accept_queue_ns: r.accept_queue_ns(),
-            until_first_call_ns: r.until_first_call_ns(),
-            work_ns: r.work(),
-            waiting_for_peer_ns: r.waiting(),
-            span_ns: r.span_ns(),
-            calls: r.calls,
+            phases: RecordPhases::of(r),
         }
     }
 }

@@ -86,9 +86,18 @@ pub struct Breakdown {
     pub kind: String,
     /// The wire's server think, ns (when captured).
     pub wire_server_think_ns: Option<u64>,
-    /// ns.
+    /// The process's phases.
+    #[serde(flatten)]
+    pub phases: RecordPhases,
+}
+
+/// One probed handshake's phases, as a slow handshake's breakdown and a connections
+/// line give them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordPhases {
+    /// ns; `None` when a boundary was not probed.
     pub accept_queue_ns: Option<u64>,
-    /// ns.
+    /// ns; `None` when a boundary was not probed.
     pub until_first_call_ns: Option<u64>,
     /// ns; `None` when waiting could not be told from work (a Go connection whose
     /// descriptor was not found).
@@ -97,8 +106,22 @@ pub struct Breakdown {
     pub waiting_for_peer_ns: Option<u64>,
     /// ns.
     pub span_ns: u64,
-    /// Library calls.
+    /// Library calls that drove the handshake.
     pub calls: u32,
+}
+
+impl RecordPhases {
+    /// The phases of `r`.
+    pub fn of(r: &ProbeRecord) -> RecordPhases {
+        RecordPhases {
+            accept_queue_ns: r.accept_queue_ns(),
+            until_first_call_ns: r.until_first_call_ns(),
+            work_ns: r.work(),
+            waiting_for_peer_ns: r.waiting(),
+            span_ns: r.span_ns(),
+            calls: r.calls,
+        }
+    }
 }
 
 /// What the kernel side counted: compare `emitted` with `received`, and `lost` with 0.
@@ -301,12 +324,7 @@ impl ProbeAggregate {
                         server: addr(r.local),
                         kind: wire.map_or("unknown", |w| w.kind).to_string(),
                         wire_server_think_ns: think,
-                        accept_queue_ns: r.accept_queue_ns(),
-                        until_first_call_ns: r.until_first_call_ns(),
-                        work_ns: r.work(),
-                        waiting_for_peer_ns: r.waiting(),
-                        span_ns: r.span_ns(),
-                        calls: r.calls,
+                        phases: RecordPhases::of(r),
                     },
                 ));
                 self.slowest.sort_by_key(|b| std::cmp::Reverse(b.0));
@@ -420,7 +438,7 @@ impl ProbeReport {
             }
         }
         self.slowest.extend(o.slowest.iter().take(SLOWEST).cloned());
-        let key = |b: &Breakdown| b.wire_server_think_ns.unwrap_or(b.span_ns);
+        let key = |b: &Breakdown| b.wire_server_think_ns.unwrap_or(b.phases.span_ns);
         self.slowest.sort_by_key(|b| std::cmp::Reverse(key(b)));
         self.slowest.truncate(SLOWEST);
         if self.phases.is_empty() {

@@ -412,7 +412,7 @@ fn probes(p: &ProbeReport) -> String {
         for b in &p.slowest {
             let head = match b.wire_server_think_ns {
                 Some(t) => format!("wire server think {} ms; inside:", ms(t)),
-                None => format!("span {} ms (not captured):", ms(b.span_ns)),
+                None => format!("span {} ms (not captured):", ms(b.phases.span_ns)),
             };
             s += &format!(
                 "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {}, \
@@ -421,11 +421,11 @@ fn probes(p: &ProbeReport) -> String {
                 b.server,
                 b.client,
                 b.kind,
-                opt(b.accept_queue_ns),
-                opt(b.until_first_call_ns),
-                opt(b.work_ns),
-                opt(b.waiting_for_peer_ns),
-                b.calls,
+                opt(b.phases.accept_queue_ns),
+                opt(b.phases.until_first_call_ns),
+                opt(b.phases.work_ns),
+                opt(b.phases.waiting_for_peer_ns),
+                b.phases.calls,
                 b.tid,
             );
         }
