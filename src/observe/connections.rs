@@ -34,7 +34,7 @@ pub struct ProbeLine {
 impl ProbeLine {
     /// The line part of `r`; `offset`: CLOCK_REALTIME − CLOCK_MONOTONIC, ns.
     pub fn of(r: &ProbeRecord, offset: i128) -> ProbeLine {
-        let at = i128::from(r.established_ns.or(r.socket_ns).unwrap_or(r.first_call_ns));
+        let at = i128::from(r.instant_ns());
         ProbeLine {
             role: r.role.name(),
             process: r.process(),

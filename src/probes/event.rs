@@ -113,8 +113,8 @@ pub struct ProbeRecord {
     /// were armed and are counted apart, never as handshakes.
     pub whole: bool,
     /// Its waits for the peer could be told from its work. Always for OpenSSL (the time
-    /// between its calls); for Go, when the connection's descriptor was found (its reads
-    /// time the waits). When not, only the span is known.
+    /// between its calls and inside their reads); for Go, when the connection's
+    /// descriptor was found (its reads time the waits). When not, only the span is known.
     pub split: bool,
 }
 
@@ -136,6 +136,14 @@ impl ProbeRecord {
         self.socket_ns
             .filter(|s| self.first_call_ns >= *s)
             .map(|s| self.first_call_ns - s)
+    }
+
+    /// The record's own instant, where it meets the wire: its TCP handshake's completion,
+    /// else its socket's, else its first handshake call.
+    pub fn instant_ns(&self) -> u64 {
+        self.established_ns
+            .or(self.socket_ns)
+            .unwrap_or(self.first_call_ns)
     }
 
     /// The first call → the end.

@@ -164,7 +164,7 @@ impl WireIndex {
             Role::Server => (peer, local),
             _ => (local, peer),
         };
-        let at = i128::from(r.established_ns.or(r.socket_ns).unwrap_or(r.first_call_ns)) + offset;
+        let at = i128::from(r.instant_ns()) + offset;
         let s = side(r.role);
         self.offset = offset;
         let v = self.map.get_mut(&key)?;
