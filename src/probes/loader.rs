@@ -14,6 +14,7 @@ use aya::programs::{TracePoint, UProbe, uprobe::UProbeScope};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
+use super::handoff::Holder;
 use super::target::{Target, TargetKind};
 use aya::programs::uprobe::UProbeAttachLocation;
 
@@ -314,14 +315,24 @@ pub fn disarm(loaded: &mut Loaded) -> Result<(), ProbeError> {
     set_state(loaded, STATE_IDLE)
 }
 
-/// Detaches every program, on a thread of its own that this call does not wait for:
-/// the kernel removes one attachment at a time, each after a grace period (~60 ms each
-/// on this kind of VM, 1.9 s for 33 attachments whether dropped from one thread or 33),
-/// so the result is not held back by it. The process does not exit before the kernel
-/// has removed them (an exit closes what is left, at the same pace): nothing stays
-/// attached after it. Disarm first: until its link is gone, a program still runs.
+/// Detaches every program without waiting for the kernel, which removes one attachment
+/// at a time, each after a grace period (~60 ms each on this kind of VM, 1.9 s for 33
+/// attachments whether dropped from one thread or 33), and would hold an exit back as
+/// long. The links go to a process of their own ([`Holder`]), whose exit removes them;
+/// when it cannot be forked, to a thread of this process, which then does not exit
+/// before the kernel is done. Either way nothing stays attached once they are gone.
+/// Disarm first: until its link is gone, a program still runs.
 pub fn detach(loaded: &mut Loaded) {
     let links = std::mem::take(&mut loaded.links);
+    if links.is_empty() {
+        return;
+    }
+    if let Some(holder) = Holder::spawn() {
+        // Cheap: the holder's copies keep every attachment until it exits.
+        drop(links);
+        holder.release();
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name("tlsperf-detach".into())
         .spawn(move || {

@@ -12,6 +12,7 @@
 //! - [`gosym`]: Go binaries → the handshake functions' entry and return offsets.
 //! - [`target`]: processes and files → the libraries to attach to.
 //! - [`loader`]: the object loaded and attached (aya).
+//! - [`handoff`]: the attachments removed by a process of their own, so tlsperf exits at once.
 //! - [`event`]: a ring-buffer record → a [`event::ProbeRecord`].
 //! - [`report`]: records → the `probes` part of an observation.
 //! - [`join`]: records ↔ captured connections, by addresses and time.
@@ -26,6 +27,7 @@
 
 pub mod event;
 pub mod gosym;
+pub mod handoff;
 pub mod join;
 pub mod loader;
 pub mod owners;
