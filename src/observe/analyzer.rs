@@ -69,6 +69,7 @@ impl Hooks {
                     server_think_ns: h.phases.server_think,
                     sni: h.sni.clone(),
                     start_ns: h.start_ns,
+                    established_ns: h.start_ns.zip(h.phases.connect).map(|(s, c)| s + c),
                 },
                 line,
             );

@@ -33,6 +33,12 @@ const WIRE_WAIT: Duration = Duration::from_secs(30);
 /// server's established instant follows the SYN by one round trip; a client's socket
 /// precedes it by the time `connect` takes.
 pub const JOIN_WINDOW: u64 = 5_000_000_000;
+/// The farthest a record's TCP handshake completion may be from its captured
+/// connection's (ns), when both are known: the same ACK's arrival in the kernel, seen by
+/// a tracepoint and by the capture on the same host, microseconds apart. Tighter than
+/// [`JOIN_WINDOW`], so that a record whose own connection the capture missed (frames
+/// dropped on a busy machine) does not join the next connection from the same port.
+pub const ESTABLISHED_WINDOW: u64 = 250_000_000;
 
 struct Entry {
     wire: WireHandshake,
@@ -156,8 +162,9 @@ impl WireIndex {
     }
 
     /// The captured handshake of `r`'s connection, taken for `r`'s side: on its
-    /// addresses, the one whose start is nearest `r`'s instant (plus `offset`, see
-    /// [`clock_offset`]), within [`JOIN_WINDOW`].
+    /// addresses, the one whose TCP handshake completed nearest `r`'s (plus `offset`, see
+    /// [`clock_offset`]) within [`ESTABLISHED_WINDOW`] when both were seen; else the one
+    /// whose start is nearest `r`'s instant, within [`JOIN_WINDOW`].
     pub fn take(&mut self, r: &ProbeRecord, offset: i128) -> Option<WireHandshake> {
         let (local, peer) = (r.local?, r.peer?);
         let key = match r.role {
@@ -172,9 +179,12 @@ impl WireIndex {
             .iter_mut()
             .filter(|e| !e.taken[s])
             .filter_map(|e| {
-                let start = i128::from(e.wire.start_ns?);
-                let d = (at - start).unsigned_abs();
-                (d <= u128::from(JOIN_WINDOW)).then_some((d, e))
+                let (wire_at, window) = match (r.established_ns, e.wire.established_ns) {
+                    (Some(_), Some(w)) => (w, ESTABLISHED_WINDOW),
+                    _ => (e.wire.start_ns?, JOIN_WINDOW),
+                };
+                let d = (at - i128::from(wire_at)).unsigned_abs();
+                (d <= u128::from(window)).then_some((d, e))
             })
             .min_by_key(|(d, _)| *d)?;
         best.1.taken[s] = true;
@@ -232,6 +242,7 @@ mod tests {
             server_think_ns: Some(1),
             sni: None,
             start_ns: Some(start),
+            established_ns: None,
         }
     }
 
@@ -290,6 +301,36 @@ mod tests {
         assert_eq!(ix.unmatched(true), 1);
         assert!(ix.covers(&early));
         assert!(!WireIndex::new(vec![8443]).covers(&early));
+    }
+
+    #[test]
+    fn a_record_whose_connection_was_not_captured_joins_no_later_one() {
+        let off = 1_000_000_000_000i128;
+        // The record's own connection (established at 100 µs) was not captured; the next
+        // one from the same port was, 3.8 s later.
+        let mut ix = WireIndex::new(vec![443]);
+        let mut later = wire("resumed", 1_003_800_000_000);
+        later.established_ns = Some(1_003_800_050_000);
+        ix.add(later.clone(), None);
+        assert!(ix.take(&record(Role::Server, 100_000), off).is_none());
+        // Its own connection joins, on the TCP handshake's completion.
+        let mut own = wire("full", 999_999_950_000);
+        own.established_ns = Some(1_000_000_000_000 + 99_000);
+        ix.add(own, None);
+        assert_eq!(
+            ix.take(&record(Role::Server, 100_000), off).unwrap().kind,
+            "full"
+        );
+        assert_eq!(
+            ix.take(&record(Role::Server, 3_800_050_000), off)
+                .unwrap()
+                .kind,
+            "resumed"
+        );
+        // Without the capture's completion, the start within JOIN_WINDOW still joins.
+        let mut ix = WireIndex::new(vec![443]);
+        ix.add(wire("full", 1_003_800_000_000), None);
+        assert!(ix.take(&record(Role::Server, 100_000), off).is_some());
     }
 
     #[test]

@@ -213,6 +213,9 @@ pub struct WireHandshake {
     /// When the connection began: its SYN's capture time (the first ClientHello's
     /// without one), ns since the Unix epoch.
     pub start_ns: Option<u64>,
+    /// When its TCP handshake completed: the client's ACK of the SYN-ACK, captured, ns
+    /// since the Unix epoch (with the SYN and that ACK captured).
+    pub established_ns: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -486,6 +489,7 @@ mod tests {
             server_think_ns: Some(5_000_000),
             sni: Some("localhost".into()),
             start_ns: None,
+            established_ns: None,
         };
         a.add(
             &record(Role::Server, 20_000_200, 1_000_000, 40_000_000),
