@@ -714,6 +714,40 @@ fn write_stream(dest: &Path, contents: &[u8]) -> Result<(), FileError> {
     f.flush().map_err(write_err)
 }
 
+/// Opens `dest` for a log written as it goes (JSON Lines that a reader tails): a FIFO or
+/// character device is written to, a symbolic link followed, a regular file created with
+/// `mode` or (checked before with [`check_destination`]) truncated; `append`: a reopen
+/// (after SIGHUP, when logrotate has moved the file away) adds to what is there.
+/// Nothing is ever replaced by a rename: what a reader has open stays the file written.
+pub fn open_log(dest: &Path, mode: FileMode, append: bool) -> Result<fs::File, FileError> {
+    let write_err = |source| FileError::Write {
+        path: dest.to_path_buf(),
+        source,
+    };
+    let stream = is_stream(dest);
+    let mut options = fs::OpenOptions::new();
+    options.write(true);
+    if !stream {
+        options.create(true);
+        if append {
+            options.append(true);
+        } else {
+            options.truncate(true);
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode.bits());
+    }
+    let file = options.open(dest).map_err(write_err)?;
+    if !stream && !append {
+        // A file that existed (--force) keeps its old mode otherwise.
+        set_mode(&file, mode).map_err(write_err)?;
+    }
+    Ok(file)
+}
+
 /// Writes one file atomically (temporary file + rename), its contents produced by
 /// `write` as they are written ([`Staging::add_with`]).
 pub fn write_atomic_with(

@@ -985,6 +985,93 @@ fn live_on_lo_counts_what_nginx_logs_while_load_runs() {
     assert!((a - b).abs() <= 0.15 * a.max(b), "load {a} ns, wire {b} ns");
 }
 
+/// Lines of `path` (none when it does not exist), polled until there are `n` or 10 s
+/// have passed.
+fn lines_within(path: &std::path::Path, n: usize) -> Vec<String> {
+    let started = std::time::Instant::now();
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= n || started.elapsed() > Duration::from_secs(10) {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `--connections FILE` live is a stream: a handshake's line is in FILE while the run goes
+/// on; after logrotate moves FILE away, SIGHUP opens it again and the next line goes
+/// there; a FIFO is written to, never replaced by a regular file.
+#[test]
+fn live_connections_are_streamed_and_reopened_on_hangup() {
+    let Some(nginx) = Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("conns.jsonl");
+    let port = nginx.port.to_string();
+    let one_handshake = || {
+        let run = tlsperf([
+            "handshake",
+            &nginx.url(),
+            "-n",
+            "1",
+            "--cacert",
+            &nginx.root,
+            "-q",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    };
+    let (child, _err) = observe_live(&["--port", &port, "--connections", path.to_str().unwrap()]);
+    one_handshake();
+    let first = lines_within(&path, 1);
+    assert_eq!(first.len(), 1, "{first:?}");
+    let line: Value = serde_json::from_str(&first[0]).unwrap();
+    assert_eq!(line["server"], format!("127.0.0.1:{port}"), "{line}");
+    // logrotate: the file moved away, then SIGHUP.
+    let rotated = dir.path().join("conns.jsonl.1");
+    std::fs::rename(&path, &rotated).unwrap();
+    let status = Command::new("/bin/kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The reopen happens at the next tick (once a second): until FILE is there again,
+    // a handshake may still land in the rotated file.
+    let started = std::time::Instant::now();
+    while !path.exists() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(path.exists(), "not reopened after SIGHUP");
+    one_handshake();
+    let second = lines_within(&path, 1);
+    let v = stop_live(child);
+    assert_eq!(count(&v, "all"), 2, "{}", v["connections"]);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(
+        std::fs::read_to_string(&rotated).unwrap().lines().count(),
+        1
+    );
+
+    // A FIFO, read by another thread: written to, and still a FIFO afterwards.
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let (child, _err) = observe_live(&["--port", &port, "--connections", fifo.to_str().unwrap()]);
+    one_handshake();
+    std::thread::sleep(Duration::from_millis(300));
+    let v = stop_live(child);
+    assert_eq!(count(&v, "all"), 1, "{}", v["connections"]);
+    let got = reader.join().unwrap();
+    assert_eq!(got.lines().count(), 1, "{got}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
 /// Short connections from three programs, each handshake credited to the process that
 /// made it, by pid: two curls, two `openssl s_client`s and one `tlsperf handshake` of two
 /// connections. (The attribution this replaced credited all of them to whichever process

@@ -1,26 +1,21 @@
 //! `tlsperf observe --pcap FILE | --interface IF [--probes] | --probes --pid PID`: flags →
-//! [`crate::observe::observe_file`], [`crate::observe::observe_live`] or
-//! [`crate::observe::observe_probes`] (with a [`crate::probes::Session`]) → output.
+//! a [`crate::observe::Setup`] → [`crate::observe::Pipeline`] started and run (Ctrl-C
+//! stops a live run) → output.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
 
 use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::error::ErrorClass;
-use crate::observe::connections::ConnectionLog;
-use crate::observe::live::{FilterChoice, LiveCapture};
-use crate::observe::metrics::{MetricsServer, ObserveMetrics};
-use crate::observe::{
-    Limits, LiveOptions, Observation, Options, observe_file, observe_live, observe_probes,
-    process::Processes,
-};
-use crate::probes::{ProbeOptions, Session};
+use crate::observe::{Capture, Controls, Limits, Pipeline, Progress, Setup};
+use crate::probes::ProbeOptions;
 use crate::report::text::observation;
 
 /// Arguments of `tlsperf observe`.
@@ -82,7 +77,8 @@ pub struct ObserveArgs {
     /// Also write every completed handshake, one JSON object per line (JSON Lines):
     /// when its connection began, client and server address:port, SNI, kind, version,
     /// group, suite, every phase, and live the local processes; to join with a server's
-    /// access log. Written under a temporary name, renamed at the end.
+    /// access log. Each line is written as its handshake completes (flushed: `tail -f`
+    /// shows it); SIGHUP opens FILE again (after logrotate moved it).
     #[arg(long, value_name = "FILE")]
     connections: Option<PathBuf>,
     /// Most connections tracked at once; further new connections are counted, not
@@ -139,12 +135,25 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             a.display()
         )));
     }
-    let connections = args
-        .connections
-        .as_deref()
-        .map(ConnectionsFile::create)
-        .transpose()?;
-    let opts = Options {
+    if args.probes && args.interface.is_none() && args.pids.is_empty() && args.exes.is_empty() {
+        return Err(CliError::input(
+            "--probes alone needs --pid PID or --exe PATH (what to look inside); with \
+             --interface IF it probes every process using the system's libssl",
+        ));
+    }
+    let capture = match (&args.pcap, &args.interface) {
+        (Some(pcap), _) => Capture::File(pcap.clone()),
+        (None, Some(interface)) => Capture::Live {
+            interface: interface.clone(),
+            classic_filter: args.classic_filter,
+        },
+        (None, None) if args.probes => Capture::None,
+        // clap's group requires one of them.
+        (None, None) => return Err(CliError::input("give --pcap FILE or --interface IF")),
+    };
+    let live = args.pcap.is_none();
+    let setup = Setup {
+        capture,
         ports: args.ports.clone(),
         limits: Limits {
             max_flows: usize::try_from(args.max_flows).unwrap_or(usize::MAX),
@@ -152,30 +161,64 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             max_memory: usize::try_from(args.max_memory << 20).unwrap_or(usize::MAX),
             ..Limits::default()
         },
-        connections: connections.as_ref().map(|c| Arc::clone(&c.log)),
+        probes: args.probes.then(|| ProbeOptions {
+            pids: args.pids.clone(),
+            exes: args.exes.clone(),
+            read_write: args.probe_read_write,
+        }),
+        duration: args.duration,
+        metrics: args.metrics.clone(),
+        connections: args.connections.clone(),
+        // The table redrawn every second on a terminal.
+        snapshots: live && !out.json() && !out.quiet() && std::io::stdout().is_terminal(),
     };
-    if args.probes && args.interface.is_none() && args.pids.is_empty() && args.exes.is_empty() {
-        return Err(CliError::input(
-            "--probes alone needs --pid PID or --exe PATH (what to look inside); with \
-             --interface IF it probes every process using the system's libssl",
-        ));
+    let redraw = setup.snapshots;
+    let mut progress = |p: Progress<'_>| match p {
+        Progress::Note(n) => out.note(n),
+        Progress::Started(n) if !out.quiet() => out.note(n),
+        Progress::Started(_) => {}
+        Progress::Warning(w) => out.warn(w),
+        // Home, clear, the table so far.
+        Progress::Snapshot(o) => {
+            let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(o)));
+        }
+    };
+    let pipeline = Pipeline::start(setup, &mut progress)?;
+    let controls = Arc::new(Controls::default());
+    let finished = if live {
+        // One worker thread for the signal handlers (registered before the run starts);
+        // the run itself goes on this thread, blocking, until `stop` or --duration.
+        let rt = runtime(Threads::Many(Some(1)), None)?;
+        let on_stop = Arc::clone(&controls);
+        block_on_interruptible(
+            &rt,
+            move || on_stop.stop.store(true, Ordering::Relaxed),
+            || {},
+            async {
+                // SIGHUP: the streamed files are opened again (logrotate).
+                let mut hangup = signal(SignalKind::hangup())
+                    .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("SIGHUP")))?;
+                let on_hangup = Arc::clone(&controls);
+                tokio::spawn(async move {
+                    while hangup.recv().await.is_some() {
+                        on_hangup.reopen.store(true, Ordering::Relaxed);
+                    }
+                });
+                Ok::<_, CliError>(pipeline.run(&controls, &mut progress)?)
+            },
+        )?
+    } else {
+        pipeline.run(&controls, &mut progress)?
+    };
+    if redraw {
+        let _ = out.text("\x1b[H\x1b[2J");
     }
-    let result = match (&args.pcap, &args.interface) {
-        (Some(pcap), _) => observe_file(pcap, &opts)?,
-        (None, Some(interface)) => live(&args, interface, opts, out)?,
-        (None, None) if args.probes => probes_only(&args, out)?,
-        // clap's group requires one of them.
-        (None, None) => return Err(CliError::input("give --pcap FILE or --interface IF")),
-    };
-    if let Some(c) = connections {
-        let n = c.persist()?;
+    let result = finished.observation;
+    if let Some((path, n)) = finished.connections {
         out.note(format!(
             "wrote {n} handshake{} to {}",
             if n == 1 { "" } else { "s" },
-            args.connections
-                .as_deref()
-                .unwrap_or(Path::new(""))
-                .display()
+            path.display()
         ));
     }
     match &args.out {
@@ -194,253 +237,4 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         });
     }
     Ok(())
-}
-
-fn live(
-    args: &ObserveArgs,
-    interface: &str,
-    options: Options,
-    out: &Output,
-) -> Result<Observation, CliError> {
-    let choice = if args.classic_filter {
-        FilterChoice::Classic
-    } else {
-        FilterChoice::Ebpf {
-            max_flows: options.limits.max_flows,
-        }
-    };
-    // The probes first: attaching takes a while (seconds with many libraries), and a
-    // capture opened before would go unread meanwhile.
-    let mut probes = start_probes(args, Some(&options.ports), out)?;
-    let capture = LiveCapture::open(interface, &options.ports, choice)?;
-    // The capture sees every connection from now on: so do the probes.
-    if let Some(p) = probes.as_mut() {
-        p.arm()?;
-    }
-    if let Some(why) = capture
-        .kernel_filter()
-        .strip_prefix("classic (the ports only): ")
-    {
-        out.warn(format!(
-            "every segment on the ports is copied to tlsperf (classic kernel filter): {why}"
-        ));
-    }
-    let (metrics, _server) = start_metrics(args, out)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    // One worker thread for the signal handlers (registered before the capture starts);
-    // the capture itself runs on this thread, blocking, until `stop` or --duration.
-    let rt = runtime(Threads::Many(Some(1)), None)?;
-    let flag = Arc::clone(&stop);
-    block_on_interruptible(
-        &rt,
-        move || flag.store(true, Ordering::Relaxed),
-        || {},
-        async {
-            let result =
-                capture_until_stopped(args, capture, options, metrics, probes.as_mut(), &stop, out);
-            let mut result = result?;
-            if let Some(p) = probes.take() {
-                result.probes = Some(p.finish());
-            }
-            Ok(result)
-        },
-    )
-}
-
-/// The metrics, and their server when `--metrics` asks for one.
-fn start_metrics(
-    args: &ObserveArgs,
-    out: &Output,
-) -> Result<(Arc<ObserveMetrics>, Option<MetricsServer>), CliError> {
-    let metrics = Arc::new(ObserveMetrics::new());
-    let server = match &args.metrics {
-        Some(addr) => {
-            let listener = std::net::TcpListener::bind(addr.as_str()).map_err(|e| {
-                CliError::input(format!("--metrics {addr}: cannot listen there: {e}"))
-            })?;
-            let local = listener
-                .local_addr()
-                .map_err(|e| CliError::runtime(e.into()))?;
-            let server = MetricsServer::start(listener, Arc::clone(&metrics))
-                .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("--metrics")))?;
-            out.note(format!("metrics: http://{local}/metrics"));
-            Some(server)
-        }
-        None => None,
-    };
-    Ok((metrics, server))
-}
-
-/// Starts the probes when asked for (`join`: the ports of a capture to join them to).
-fn start_probes(
-    args: &ObserveArgs,
-    join: Option<&[u16]>,
-    out: &Output,
-) -> Result<Option<Session>, CliError> {
-    if !args.probes {
-        return Ok(None);
-    }
-    let opts = ProbeOptions {
-        pids: args.pids.clone(),
-        exes: args.exes.clone(),
-        read_write: args.probe_read_write,
-    };
-    let (session, notes) = Session::start(&opts, join)?;
-    for n in notes {
-        out.note(n);
-    }
-    Ok(Some(session))
-}
-
-/// `--probes --pid/--exe` without a capture: the processes' view alone.
-fn probes_only(args: &ObserveArgs, out: &Output) -> Result<Observation, CliError> {
-    let Some(mut session) = start_probes(args, None, out)? else {
-        return Err(CliError::input(
-            "give --pcap FILE, --interface IF or --probes",
-        ));
-    };
-    session.arm()?;
-    let (metrics, _server) = start_metrics(args, out)?;
-    let mut names: Vec<String> = args.pids.iter().map(|p| format!("pid {p}")).collect();
-    names.extend(args.exes.iter().map(|e| e.display().to_string()));
-    let name = names.join(", ");
-    if !out.quiet() {
-        out.note(format!(
-            "probing {name}; {}",
-            match args.duration {
-                Some(d) => format!("for {}", humantime::format_duration(d)),
-                None => "Ctrl-C to stop".to_string(),
-            }
-        ));
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let rt = runtime(Threads::Many(Some(1)), None)?;
-    let flag = Arc::clone(&stop);
-    let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
-    block_on_interruptible(
-        &rt,
-        move || flag.store(true, Ordering::Relaxed),
-        || {},
-        async {
-            let metrics = args.metrics.is_some().then_some(metrics);
-            let mut o = observe_probes(
-                &mut session,
-                name,
-                args.duration,
-                metrics,
-                &stop,
-                |snapshot| {
-                    if redraw {
-                        let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
-                    }
-                },
-            );
-            if redraw {
-                let _ = out.text("\x1b[H\x1b[2J");
-            }
-            o.probes = Some(session.finish());
-            Ok(o)
-        },
-    )
-}
-
-/// The live capture on this thread: the table redrawn every second on a terminal.
-fn capture_until_stopped(
-    args: &ObserveArgs,
-    capture: LiveCapture,
-    options: Options,
-    metrics: Arc<ObserveMetrics>,
-    probes: Option<&mut Session>,
-    stop: &AtomicBool,
-    out: &Output,
-) -> Result<Observation, CliError> {
-    let interface = capture.interface().to_string();
-    // Before the capture is announced: a connection opened after it is attributed.
-    let (processes, why) = Processes::new();
-    if let Some(why) = why {
-        out.warn(format!(
-            "processes are attributed from /proc, where a connection shorter than a second \
-             may show as (unknown): the kernel's socket owners could not be traced: {why}"
-        ));
-    }
-    if !out.quiet() {
-        let ports: Vec<String> = options.ports.iter().map(u16::to_string).collect();
-        out.note(format!(
-            "capturing on {interface}, {}; {}",
-            if ports.is_empty() {
-                "every TCP port".to_string()
-            } else {
-                format!("TCP port {}", ports.join(", "))
-            },
-            match args.duration {
-                Some(d) => format!("for {}", humantime::format_duration(d)),
-                None => "Ctrl-C to stop".to_string(),
-            }
-        ));
-    }
-    let live = LiveOptions {
-        limits: options.limits,
-        duration: args.duration,
-        metrics: args.metrics.is_some().then_some(metrics),
-        connections: options.connections.clone(),
-    };
-    let redraw = !out.json() && !out.quiet() && std::io::stdout().is_terminal();
-    // The table so far is made (a copy of the histograms) only when it is shown.
-    let tick = redraw.then_some(|snapshot: &Observation| {
-        // Home, clear, the table so far.
-        let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(snapshot)));
-    });
-    let result = observe_live(capture, &live, probes, Some(processes), stop, tick)?;
-    if redraw {
-        let _ = out.text("\x1b[H\x1b[2J");
-    }
-    Ok(result)
-}
-
-/// `--connections FILE` while it is written: a temporary file beside FILE, renamed to it
-/// at the end (removed if the run fails).
-struct ConnectionsFile {
-    log: Arc<std::sync::Mutex<ConnectionLog>>,
-    temp: tempfile::NamedTempFile,
-    dest: PathBuf,
-}
-
-impl ConnectionsFile {
-    fn create(dest: &Path) -> Result<ConnectionsFile, CliError> {
-        let dir = match dest.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let cannot = |e: std::io::Error| {
-            CliError::runtime(anyhow::anyhow!("cannot write {}: {e}", dest.display()))
-        };
-        let temp = tempfile::Builder::new()
-            .prefix(".tlsperf-connections-")
-            .tempfile_in(dir)
-            .map_err(cannot)?;
-        let file = temp.as_file().try_clone().map_err(cannot)?;
-        let log = ConnectionLog::new(Box::new(std::io::BufWriter::new(file)));
-        Ok(ConnectionsFile {
-            log: Arc::new(std::sync::Mutex::new(log)),
-            temp,
-            dest: dest.to_path_buf(),
-        })
-    }
-
-    /// Flushes and renames; the number of handshakes written.
-    fn persist(self) -> Result<u64, CliError> {
-        let cannot = |e: std::io::Error| {
-            CliError::runtime(anyhow::anyhow!("cannot write {}: {e}", self.dest.display()))
-        };
-        let n = match self.log.lock() {
-            Ok(mut g) => g.finish(),
-            Err(p) => p.into_inner().finish(),
-        }
-        .map_err(cannot)?;
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(self.temp.path(), std::fs::Permissions::from_mode(0o644))
-            .map_err(cannot)?;
-        self.temp.persist(&self.dest).map_err(|e| cannot(e.error))?;
-        Ok(n)
-    }
 }

@@ -3,13 +3,17 @@
 //! what observe saw can be joined with a server's access log by address, port and time.
 //! The fields are [`ConnectionRecord`]'s; `docs/json.md` lists them. With `--probes`, a
 //! line waits for its connection's probe record (up to 5 s) and carries its phases.
+//! [`ConnectionsStream`] is the file, written line by line while the run goes on.
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
 use super::timeline::{Handshake, Phases};
 use super::tls;
+use crate::files::{FileError, FileMode};
 use crate::probes::event::ProbeRecord;
 use crate::probes::report::RecordPhases;
 
@@ -162,6 +166,18 @@ impl ConnectionLog {
         }
     }
 
+    /// Writes the next records to `out`, the current output flushed and closed (an
+    /// error there is kept for [`ConnectionLog::finish`]).
+    pub fn replace(&mut self, out: Box<dyn Write + Send>) {
+        let old = std::mem::replace(&mut self.out, out);
+        let mut old = old;
+        if let Err(e) = old.flush()
+            && self.error.is_none()
+        {
+            self.error = Some(e);
+        }
+    }
+
     /// Flushes; the number of records written, or the first error met.
     pub fn finish(&mut self) -> io::Result<u64> {
         if let Some(e) = self.error.take() {
@@ -169,6 +185,56 @@ impl ConnectionLog {
         }
         self.out.flush()?;
         Ok(self.written)
+    }
+}
+
+/// `--connections FILE`: each line written as its handshake completes (or, with the
+/// probes, as its record joins), flushed line by line so a reader tailing FILE sees it at
+/// once; reopened on request (SIGHUP, after logrotate moved it). FILE is written in place
+/// ([`crate::files::open_log`]): a FIFO or a terminal is written to, never replaced.
+#[derive(Debug)]
+pub struct ConnectionsStream {
+    /// The log the analysis writes to.
+    pub log: Arc<Mutex<ConnectionLog>>,
+    /// The file named.
+    pub dest: PathBuf,
+}
+
+/// The buffer of one line: a line longer than this is written in more than one piece.
+const LINE_BUFFER: usize = 64 * 1024;
+
+fn open(dest: &Path, append: bool) -> Result<Box<dyn Write + Send>, FileError> {
+    let file = crate::files::open_log(dest, FileMode::Public, append)?;
+    Ok(Box::new(io::LineWriter::with_capacity(LINE_BUFFER, file)))
+}
+
+impl ConnectionsStream {
+    /// Opens `dest` (checked before: an existing regular file is truncated).
+    pub fn open(dest: &Path) -> Result<ConnectionsStream, FileError> {
+        Ok(ConnectionsStream {
+            log: Arc::new(Mutex::new(ConnectionLog::new(open(dest, false)?))),
+            dest: dest.to_path_buf(),
+        })
+    }
+
+    /// Opens the file again, appending (created anew when it was moved away), and
+    /// writes the next lines there.
+    pub fn reopen(&self) -> Result<(), FileError> {
+        let out = open(&self.dest, true)?;
+        let mut log = match self.log.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        log.replace(out);
+        Ok(())
+    }
+
+    /// Flushes; the number of handshakes written.
+    pub fn finish(self) -> io::Result<u64> {
+        match self.log.lock() {
+            Ok(mut g) => g.finish(),
+            Err(p) => p.into_inner().finish(),
+        }
     }
 }
 

@@ -1,0 +1,438 @@
+//! The observe pipeline as one engine:
+//!
+//! ```text
+//! sources ──────────────► analysis ─────────────────────────► sinks
+//! capture file (pcap)      Analyzer: decode, flow table,       the result document (Observation)
+//! live capture (AF_PACKET)   timelines, aggregation            the connections stream (--connections)
+//! probes (eBPF Session) ──► the join (probes::WireIndex,        Prometheus /metrics
+//!                            fed each captured handshake)
+//! ```
+//!
+//! A [`Setup`] says what to read and where to write; [`Pipeline::start`] opens and arms
+//! everything in the order that loses nothing (probes attached, then the capture opened,
+//! then the probes armed, so both see the same connections), [`Pipeline::run`] reads
+//! until the end of the file, the duration or `stop`, and hands back a [`Finished`].
+//! It never prints: what a person should read goes to the caller's [`Progress`]
+//! callback, and the caller owns signals (it sets `stop`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::connections::ConnectionsStream;
+use super::live::{FilterChoice, LiveCapture};
+use super::metrics::{MetricsServer, ObserveMetrics};
+use super::process::Processes;
+use super::{Limits, Observation, ObserveError, run};
+use crate::error::{Classify, ErrorClass};
+use crate::files::FileError;
+use crate::probes::{ProbeError, ProbeOptions, Session};
+
+/// Where the packets come from.
+#[derive(Debug, Clone)]
+pub enum Capture {
+    /// A capture file (pcap or pcapng).
+    File(PathBuf),
+    /// A live capture on this interface.
+    Live {
+        /// The interface (e.g. `lo`, `eth0`).
+        interface: String,
+        /// The classic BPF port filter only, not the eBPF one.
+        classic_filter: bool,
+    },
+    /// No packets: the probes alone ([`Setup::probes`] with pids or executables).
+    None,
+}
+
+/// What the pipeline reads and where it writes.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The packets.
+    pub capture: Capture,
+    /// TCP ports observed (either end); every port when empty.
+    pub ports: Vec<u16>,
+    /// Flow-table and memory limits.
+    pub limits: Limits,
+    /// Look inside the processes too.
+    pub probes: Option<ProbeOptions>,
+    /// Stop a live run after this long (else at `stop`).
+    pub duration: Option<Duration>,
+    /// Serve Prometheus `/metrics` at this address (`IP:PORT` or `HOST:PORT`).
+    pub metrics: Option<String>,
+    /// Write every completed handshake to this file, one JSON object per line.
+    pub connections: Option<PathBuf>,
+    /// Call [`Progress::Snapshot`] about once a second with the observation so far (a
+    /// copy of its histograms each time: ask only when something shows it).
+    pub snapshots: bool,
+}
+
+/// What the pipeline has to say while it runs, for the caller to show or not.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// Where something is (the metrics' address) or what the probes found.
+    Note(String),
+    /// What the run is doing ("capturing on lo, TCP port 443; Ctrl-C to stop").
+    Started(String),
+    /// Something the result may be poorer for.
+    Warning(String),
+    /// The observation so far ([`Setup::snapshots`]).
+    Snapshot(&'a Observation),
+}
+
+/// How the caller steers a running pipeline (from its signal handlers).
+#[derive(Debug, Default)]
+pub struct Controls {
+    /// Set: the run ends (a live capture drains first), keeping what it saw.
+    pub stop: AtomicBool,
+    /// Set: the streamed files are opened again (after logrotate moved them away);
+    /// cleared when done.
+    pub reopen: AtomicBool,
+}
+
+/// The end of a run.
+#[derive(Debug)]
+pub struct Finished {
+    /// The result document.
+    pub observation: Observation,
+    /// The connections file and the number of lines written to it.
+    pub connections: Option<(PathBuf, u64)>,
+}
+
+/// Why the pipeline could not start or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// The capture could not be opened or read.
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    /// The probes could not be started.
+    #[error(transparent)]
+    Probes(#[from] ProbeError),
+    /// The metrics address could not be listened on.
+    #[error("--metrics {addr}: cannot listen there")]
+    MetricsAddress {
+        /// The address given.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The metrics server could not start.
+    #[error("--metrics")]
+    MetricsServer(#[source] std::io::Error),
+    /// An output file could not be opened.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The connections file could not be written.
+    #[error("cannot write {}", .path.display())]
+    Connections {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl Classify for PipelineError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            PipelineError::Observe(e) => e.class(),
+            PipelineError::Probes(e) => e.class(),
+            PipelineError::File(e) => e.class(),
+            PipelineError::MetricsAddress { .. } => ErrorClass::Input,
+            PipelineError::MetricsServer(_) | PipelineError::Connections { .. } => {
+                ErrorClass::Runtime
+            }
+        }
+    }
+}
+
+/// The pipeline, opened and armed, not yet run.
+#[derive(Debug)]
+pub struct Pipeline {
+    setup: Setup,
+    source: Opened,
+    metrics: Arc<ObserveMetrics>,
+    /// Held for the run: dropping it stops the server.
+    server: Option<MetricsServer>,
+    connections: Option<ConnectionsStream>,
+}
+
+/// The sources, opened.
+#[derive(Debug)]
+enum Opened {
+    File(PathBuf),
+    Live(Box<LiveSources>),
+    Probes(Box<Session>),
+}
+
+/// A live capture, the probes joined to it and the processes its endpoints belong to.
+#[derive(Debug)]
+struct LiveSources {
+    capture: LiveCapture,
+    probes: Option<Session>,
+    /// Set once the metrics are served, as the run is announced.
+    processes: Option<Processes>,
+}
+
+impl Pipeline {
+    /// Opens the sinks and sources and arms the probes.
+    pub fn start(
+        setup: Setup,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<Pipeline, PipelineError> {
+        let connections = setup
+            .connections
+            .as_deref()
+            .map(ConnectionsStream::open)
+            .transpose()?;
+        let source = match &setup.capture {
+            Capture::File(path) => Opened::File(path.clone()),
+            Capture::Live {
+                interface,
+                classic_filter,
+            } => open_live(&setup, interface, *classic_filter, progress)?,
+            Capture::None => {
+                let mut session = start_probes(&setup, None, progress)?.ok_or_else(|| {
+                    ProbeError::Target(
+                        "nothing to observe: no capture, and no process to probe".into(),
+                    )
+                })?;
+                session.arm()?;
+                Opened::Probes(Box::new(session))
+            }
+        };
+        let (metrics, server) = start_metrics(&setup, progress)?;
+        let mut source = source;
+        if let Opened::Live(live) = &mut source {
+            // Before the capture is announced: a connection opened after it is attributed.
+            let (p, why) = Processes::new();
+            if let Some(why) = why {
+                progress(Progress::Warning(format!(
+                    "processes are attributed from /proc, where a connection shorter than a \
+                     second may show as (unknown): the kernel's socket owners could not be \
+                     traced: {why}"
+                )));
+            }
+            live.processes = Some(p);
+        }
+        let mut pipeline = Pipeline {
+            setup,
+            source,
+            metrics,
+            server,
+            connections,
+        };
+        pipeline.announce(progress);
+        Ok(pipeline)
+    }
+
+    /// What the run is doing, said once it is ready (processes attributed from then on).
+    fn announce(&mut self, progress: &mut dyn FnMut(Progress<'_>)) {
+        let until = match self.setup.duration {
+            Some(d) => format!("for {}", humantime::format_duration(d)),
+            None => "Ctrl-C to stop".to_string(),
+        };
+        match &self.source {
+            Opened::File(_) => {}
+            Opened::Live(live) => {
+                let ports: Vec<String> = self.setup.ports.iter().map(u16::to_string).collect();
+                progress(Progress::Started(format!(
+                    "capturing on {}, {}; {until}",
+                    live.capture.interface(),
+                    if ports.is_empty() {
+                        "every TCP port".to_string()
+                    } else {
+                        format!("TCP port {}", ports.join(", "))
+                    },
+                )));
+            }
+            Opened::Probes(_) => {
+                progress(Progress::Started(format!(
+                    "probing {}; {until}",
+                    self.probed_name()
+                )));
+            }
+        }
+    }
+
+    /// The processes probed without a capture, as the result's source names them.
+    fn probed_name(&self) -> String {
+        let Some(p) = &self.setup.probes else {
+            return String::new();
+        };
+        let mut names: Vec<String> = p.pids.iter().map(|p| format!("pid {p}")).collect();
+        names.extend(p.exes.iter().map(|e| e.display().to_string()));
+        names.join(", ")
+    }
+
+    /// Runs to the end of the capture file, or (live, probes) until the duration has
+    /// passed or `controls.stop` is set; then the probes are finished and the
+    /// connections file completed. The observation says `interrupted` when `stop` ended
+    /// it.
+    pub fn run(
+        self,
+        controls: &Controls,
+        progress: &mut dyn FnMut(Progress<'_>),
+    ) -> Result<Finished, PipelineError> {
+        let name = self.probed_name();
+        let Pipeline {
+            setup,
+            source,
+            metrics,
+            server,
+            connections,
+        } = self;
+        let log = connections.as_ref().map(|c| Arc::clone(&c.log));
+        let exported = server.is_some().then_some(metrics);
+        let snapshots = setup.snapshots;
+        let stop = &controls.stop;
+        let mut tick = |o: Option<&Observation>| {
+            if let Some(o) = o.filter(|_| snapshots) {
+                progress(Progress::Snapshot(o));
+            }
+            if controls.reopen.swap(false, Ordering::Relaxed)
+                && let Some(c) = &connections
+            {
+                match c.reopen() {
+                    Ok(()) => progress(Progress::Note(format!("reopened {}", c.dest.display()))),
+                    Err(e) => progress(Progress::Warning(crate::error::sentence(&e))),
+                }
+            }
+        };
+        let observation = match source {
+            Opened::File(path) => run::file(&path, &setup.ports, setup.limits, log)?,
+            Opened::Live(sources) => {
+                let LiveSources {
+                    capture,
+                    mut probes,
+                    processes,
+                } = *sources;
+                let live = run::Live {
+                    limits: setup.limits,
+                    duration: setup.duration,
+                    metrics: exported,
+                    connections: log,
+                };
+                let mut o = run::live(
+                    capture,
+                    &live,
+                    probes.as_mut(),
+                    processes,
+                    stop,
+                    snapshots,
+                    &mut tick,
+                )?;
+                if let Some(p) = probes {
+                    o.probes = Some(p.finish());
+                }
+                o
+            }
+            Opened::Probes(mut session) => {
+                let mut o = run::probes(
+                    &mut session,
+                    name,
+                    setup.duration,
+                    exported,
+                    stop,
+                    &mut tick,
+                );
+                o.probes = Some(session.finish());
+                o
+            }
+        };
+        drop(server);
+        let connections = match connections {
+            Some(c) => {
+                let path = c.dest.clone();
+                let n = c.finish().map_err(|source| PipelineError::Connections {
+                    path: path.clone(),
+                    source,
+                })?;
+                Some((path, n))
+            }
+            None => None,
+        };
+        Ok(Finished {
+            observation,
+            connections,
+        })
+    }
+}
+
+/// A live capture, and the probes joined to it.
+fn open_live(
+    setup: &Setup,
+    interface: &str,
+    classic_filter: bool,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Opened, PipelineError> {
+    let choice = if classic_filter {
+        FilterChoice::Classic
+    } else {
+        FilterChoice::Ebpf {
+            max_flows: setup.limits.max_flows,
+        }
+    };
+    // The probes first: attaching takes a while (seconds with many libraries), and a
+    // capture opened before would go unread meanwhile.
+    let mut probes = start_probes(setup, Some(&setup.ports), progress)?;
+    let capture = LiveCapture::open(interface, &setup.ports, choice)?;
+    // The capture sees every connection from now on: so do the probes.
+    if let Some(p) = probes.as_mut() {
+        p.arm()?;
+    }
+    if let Some(why) = capture
+        .kernel_filter()
+        .strip_prefix("classic (the ports only): ")
+    {
+        progress(Progress::Warning(format!(
+            "every segment on the ports is copied to tlsperf (classic kernel filter): {why}"
+        )));
+    }
+    Ok(Opened::Live(Box::new(LiveSources {
+        capture,
+        probes,
+        processes: None,
+    })))
+}
+
+/// The probes, when asked for (`join`: the ports of a capture to join them to).
+fn start_probes(
+    setup: &Setup,
+    join: Option<&[u16]>,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Option<Session>, PipelineError> {
+    let Some(opts) = &setup.probes else {
+        return Ok(None);
+    };
+    let (session, notes) = Session::start(opts, join)?;
+    for n in notes {
+        progress(Progress::Note(n));
+    }
+    Ok(Some(session))
+}
+
+/// The metrics, and their server when [`Setup::metrics`] asks for one.
+fn start_metrics(
+    setup: &Setup,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<(Arc<ObserveMetrics>, Option<MetricsServer>), PipelineError> {
+    let metrics = Arc::new(ObserveMetrics::new());
+    let Some(addr) = &setup.metrics else {
+        return Ok((metrics, None));
+    };
+    let listener = std::net::TcpListener::bind(addr.as_str()).map_err(|source| {
+        PipelineError::MetricsAddress {
+            addr: addr.clone(),
+            source,
+        }
+    })?;
+    let local = listener
+        .local_addr()
+        .map_err(PipelineError::MetricsServer)?;
+    let server = MetricsServer::start(listener, Arc::clone(&metrics))
+        .map_err(PipelineError::MetricsServer)?;
+    progress(Progress::Note(format!("metrics: http://{local}/metrics")));
+    Ok((metrics, Some(server)))
+}
