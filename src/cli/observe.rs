@@ -14,6 +14,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::error::ErrorClass;
+use crate::observe::baseline::{AnomalyOptions, sentence};
+use crate::observe::watch::WatchSetup;
+use crate::observe::window::WindowOptions;
 use crate::observe::{Capture, Controls, Limits, Pipeline, Progress, Setup};
 use crate::probes::ProbeOptions;
 use crate::report::text::observation;
@@ -81,6 +84,35 @@ pub struct ObserveArgs {
     /// shows it); SIGHUP opens FILE again (after logrotate moved it).
     #[arg(long, value_name = "FILE")]
     connections: Option<PathBuf>,
+    /// Live: close a window of this length on the wall clock (e.g. 10s, 1m) and judge each
+    /// series' p50 and p90 against its baseline (the median of its last 60 windows);
+    /// anomalies, and which phase moved, go to stderr, --windows FILE and --metrics.
+    /// Default 1m when --windows or --state is given.
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
+    window: Option<Duration>,
+    /// Live: write each closed window (per series: rate, failures, resumption, kinds, SNIs,
+    /// p50/p90/p95/p99 of every phase) and each anomaly event as a JSON line, flushed as
+    /// it closes; SIGHUP opens FILE again.
+    #[arg(long, value_name = "FILE")]
+    windows: Option<PathBuf>,
+    /// Live: keep the baselines in FILE (written atomically after each window), read at
+    /// the start, so a restarted run judges at once instead of learning again.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// A window is an anomaly when its quantile is this far above the baseline's centre
+    /// (and above --anomaly-floor, and five spreads).
+    #[arg(long, value_name = "PERCENT", default_value = "50%", value_parser = super::ratio::parse)]
+    anomaly_margin: f64,
+    /// ... and at least this far above it.
+    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = super::duration::parse_positive)]
+    anomaly_floor: Duration,
+    /// Windows in a row above the baseline before an anomaly starts (and back within it
+    /// before it ends).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    anomaly_windows: u32,
+    /// Handshakes a series needs in a window to be judged and learnt from.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    anomaly_min_handshakes: u64,
     /// Most connections tracked at once; further new connections are counted, not
     /// tracked.
     #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -110,6 +142,9 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             ("--duration", args.duration.is_some()),
             ("--metrics", args.metrics.is_some()),
             ("--classic-filter", args.classic_filter),
+            ("--window", args.window.is_some()),
+            ("--windows", args.windows.is_some()),
+            ("--state", args.state.is_some()),
         ] {
             if given {
                 return Err(CliError::input(format!(
@@ -118,22 +153,34 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             }
         }
     }
-    if args.force && args.out.is_none() && args.connections.is_none() {
+    if args.force && args.out.is_none() && args.connections.is_none() && args.windows.is_none() {
         return Err(CliError::input(
-            "--force replaces --out FILE or --connections FILE; neither is given",
+            "--force replaces --out FILE, --connections FILE or --windows FILE; none is given",
         ));
     }
-    for dest in [&args.out, &args.connections].into_iter().flatten() {
-        crate::files::check_destination(dest, args.force)?;
+    let outputs = [
+        ("--out", &args.out),
+        ("--connections", &args.connections),
+        ("--windows", &args.windows),
+        ("--state", &args.state),
+    ];
+    for (flag, dest) in outputs {
+        let Some(dest) = dest else { continue };
+        // The state file is read back at the start: it is meant to be there.
+        crate::files::check_destination(dest, args.force || flag == "--state")?;
         crate::files::check_not_input(dest, args.pcap.as_deref())?;
     }
-    if let (Some(a), Some(b)) = (&args.out, &args.connections)
-        && (a == b || crate::files::same_file(a, b))
-    {
-        return Err(CliError::input(format!(
-            "--out and --connections are the same file ({})",
-            a.display()
-        )));
+    for (i, (fa, a)) in outputs.iter().enumerate() {
+        for (fb, b) in &outputs[i + 1..] {
+            if let (Some(a), Some(b)) = (a, b)
+                && (a == b || crate::files::same_file(a, b))
+            {
+                return Err(CliError::input(format!(
+                    "{fa} and {fb} are the same file ({})",
+                    a.display()
+                )));
+            }
+        }
     }
     if args.probes && args.interface.is_none() && args.pids.is_empty() && args.exes.is_empty() {
         return Err(CliError::input(
@@ -169,6 +216,23 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         duration: args.duration,
         metrics: args.metrics.clone(),
         connections: args.connections.clone(),
+        watch: (args.window.is_some() || args.windows.is_some() || args.state.is_some()).then(
+            || WatchSetup {
+                windows: WindowOptions {
+                    length: args.window.unwrap_or(Duration::from_secs(60)),
+                    ..WindowOptions::default()
+                },
+                anomalies: AnomalyOptions {
+                    margin: args.anomaly_margin,
+                    floor: args.anomaly_floor,
+                    consecutive: args.anomaly_windows as usize,
+                    min_handshakes: args.anomaly_min_handshakes,
+                    ..AnomalyOptions::default()
+                },
+                stream: args.windows.clone(),
+                state: args.state.clone(),
+            },
+        ),
         // The table redrawn every second on a terminal.
         snapshots: live && !out.json() && !out.quiet() && std::io::stdout().is_terminal(),
     };
@@ -182,6 +246,9 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         Progress::Snapshot(o) => {
             let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(o)));
         }
+        // In --windows FILE.
+        Progress::Window(_) => {}
+        Progress::Anomaly(e) => out.warn(sentence(e)),
     };
     let pipeline = Pipeline::start(setup, &mut progress)?;
     let controls = Arc::new(Controls::default());

@@ -11,6 +11,7 @@ use super::metrics::ObserveMetrics;
 use super::process::Processes;
 use super::result::{Observation, Packets, Source};
 use super::timeline::Outcome;
+use super::window::Windows;
 use crate::probes::join::Line;
 use crate::probes::{WireHandshake, WireIndex};
 
@@ -26,13 +27,15 @@ pub struct Analyzer {
     hooks: Hooks,
 }
 
-/// What else happens to each outcome (live capture): process attribution, metrics.
+/// What else happens to each outcome (live capture): process attribution, metrics,
+/// windows, the join with the probes, the connections log.
 #[derive(Debug, Default)]
 struct Hooks {
     processes: Option<Processes>,
     metrics: Option<Arc<ObserveMetrics>>,
     probes: Option<Arc<Mutex<WireIndex>>>,
     connections: Option<Arc<Mutex<ConnectionLog>>>,
+    windows: Option<Arc<Mutex<Windows>>>,
 }
 
 impl Hooks {
@@ -43,6 +46,13 @@ impl Hooks {
         }
         if let Some(m) = &self.metrics {
             m.outcome(&o);
+        }
+        if let Some(w) = &self.windows {
+            let mut w = match w.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            w.wire(&o, super::live::now_ns());
         }
         if let (Some(index), Outcome::Handshake(h)) = (&self.probes, &o) {
             // The line waits for its probe record (or for the wait to end).
@@ -117,6 +127,11 @@ impl Analyzer {
     /// Tells the kernel filter which connections' payload is no longer read (live, eBPF).
     pub fn drop_in_kernel(&mut self, kernel: Box<dyn KernelFlows>) {
         self.table.drop_in_kernel(kernel);
+    }
+
+    /// Counts every outcome in the open window of `windows` too (live).
+    pub fn windows(&mut self, windows: Arc<Mutex<Windows>>) {
+        self.hooks.windows = Some(windows);
     }
 
     /// Counts every outcome in `metrics` too.

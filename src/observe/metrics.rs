@@ -16,10 +16,12 @@ use hyper_util::server::conn::auto;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::timeline::{Failure, Outcome};
+use super::baseline::AnomalyEvent;
+use super::timeline::Outcome;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::probes::report::ProbeCounts;
 
@@ -49,6 +51,15 @@ struct ProbePhaseLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnomalyLabels {
+    view: String,
+    role: String,
+    process: String,
+    port: String,
+    quantile: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: String,
 }
@@ -72,6 +83,7 @@ pub struct ObserveMetrics {
     probe_phases: Family<ProbePhaseLabels, Histogram, fn() -> Histogram>,
     probe_lost: Counter,
     probe_lost_seen: AtomicU64,
+    anomalies: Family<AnomalyLabels, Gauge>,
 }
 
 impl std::fmt::Debug for ObserveMetrics {
@@ -152,6 +164,13 @@ impl ObserveMetrics {
             "Probe records lost (ring buffer full) or dropped by tlsperf",
             probe_lost.clone(),
         );
+        let anomalies = Family::<AnomalyLabels, Gauge>::default();
+        registry.register(
+            "anomaly",
+            "1 while a series' window quantile is above its baseline (--window), by \
+             series and quantile",
+            anomalies.clone(),
+        );
         ObserveMetrics {
             registry,
             handshakes,
@@ -165,7 +184,22 @@ impl ObserveMetrics {
             probe_phases,
             probe_lost,
             probe_lost_seen: AtomicU64::new(0),
+            anomalies,
         }
+    }
+
+    /// An anomaly began (1) or ended (0).
+    pub fn anomaly(&self, e: &AnomalyEvent) {
+        let labels = AnomalyLabels {
+            view: e.series.view.clone(),
+            role: e.series.role.clone(),
+            process: e.series.process.clone(),
+            port: e.series.port.to_string(),
+            quantile: e.quantile.clone(),
+        };
+        self.anomalies
+            .get_or_create(&labels)
+            .set(i64::from(e.state == "start"));
     }
 
     /// Counts one connection's outcome.
@@ -176,16 +210,7 @@ impl ObserveMetrics {
                 self.handshakes
                     .get_or_create(&KindLabels { kind: kind.into() })
                     .inc();
-                let p = &h.phases;
-                for (phase, v) in [
-                    ("connect", p.connect),
-                    ("server_think", p.server_think),
-                    ("server_flight", p.server_flight),
-                    ("client_think", p.client_think),
-                    ("tls", p.tls),
-                    ("first_app_byte", p.first_app_byte),
-                    ("server_first_byte", p.server_first_byte),
-                ] {
+                for (phase, v) in h.phases.named() {
                     if let Some(ns) = v {
                         self.phases
                             .get_or_create(&PhaseLabels {
@@ -197,12 +222,7 @@ impl ObserveMetrics {
                 }
             }
             Outcome::Failed(f) => {
-                let reason = match f {
-                    Failure::Alert(_) => "alert",
-                    Failure::Reset => "reset",
-                    Failure::Closed => "closed",
-                    Failure::Incomplete => "incomplete",
-                };
+                let reason = f.reason();
                 self.failures
                     .get_or_create(&ReasonLabels {
                         reason: reason.into(),

@@ -18,6 +18,11 @@
 //! - [`aggregate`]: outcomes → an [`Observation`].
 //! - [`metrics`]: outcomes → Prometheus metrics (live capture).
 //! - [`connections`]: completed handshakes → JSON Lines (`--connections FILE`).
+//! - [`window`]: handshakes → one record per closed window per series (`--window`).
+//! - [`baseline`]: closed windows → baselines, and anomaly events naming the phase that
+//!   moved.
+//! - [`watch`]: the windows, baselines and their sinks in a live run (`--windows FILE`,
+//!   `--state FILE`, the metrics).
 //! - [`analyzer`]: the analysis, frame in, observation out.
 //! - [`run`]: the read loops of each source (a capture file, a live capture, the probes).
 //! - [`pipeline`]: the engine: sources → analysis and the join with the probes → sinks
@@ -27,6 +32,7 @@
 
 pub mod aggregate;
 pub mod analyzer;
+pub mod baseline;
 pub mod compare;
 pub mod connections;
 pub mod decode;
@@ -41,6 +47,8 @@ pub mod run;
 pub mod source;
 pub mod timeline;
 pub mod tls;
+pub mod watch;
+pub mod window;
 
 use std::path::PathBuf;
 

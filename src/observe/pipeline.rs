@@ -15,16 +15,19 @@
 //! It never prints: what a person should read goes to the caller's [`Progress`]
 //! callback, and the caller owns signals (it sets `stop`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::baseline::AnomalyEvent;
 use super::connections::ConnectionsStream;
 use super::live::{FilterChoice, LiveCapture};
 use super::metrics::{MetricsServer, ObserveMetrics};
 use super::process::Processes;
-use super::{Limits, Observation, ObserveError, run};
+use super::watch::{Watch, WatchError, WatchSetup};
+use super::window::WindowRecord;
+use super::{Limits, Observation, ObserveError, live, run};
 use crate::error::{Classify, ErrorClass};
 use crate::files::FileError;
 use crate::probes::{ProbeError, ProbeOptions, Session};
@@ -62,6 +65,8 @@ pub struct Setup {
     pub metrics: Option<String>,
     /// Write every completed handshake to this file, one JSON object per line.
     pub connections: Option<PathBuf>,
+    /// Windows, baselines and anomalies (a live run).
+    pub watch: Option<WatchSetup>,
     /// Call [`Progress::Snapshot`] about once a second with the observation so far (a
     /// copy of its histograms each time: ask only when something shows it).
     pub snapshots: bool,
@@ -78,6 +83,10 @@ pub enum Progress<'a> {
     Warning(String),
     /// The observation so far ([`Setup::snapshots`]).
     Snapshot(&'a Observation),
+    /// A window closed ([`Setup::watch`]).
+    Window(&'a WindowRecord),
+    /// An anomaly started or ended.
+    Anomaly(&'a AnomalyEvent),
 }
 
 /// How the caller steers a running pipeline (from its signal handlers).
@@ -97,6 +106,8 @@ pub struct Finished {
     pub observation: Observation,
     /// The connections file and the number of lines written to it.
     pub connections: Option<(PathBuf, u64)>,
+    /// The windows stream.
+    pub windows: Option<PathBuf>,
 }
 
 /// Why the pipeline could not start or run.
@@ -123,6 +134,9 @@ pub enum PipelineError {
     /// An output file could not be opened.
     #[error(transparent)]
     File(#[from] FileError),
+    /// The windows could not be set up.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
     /// The connections file could not be written.
     #[error("cannot write {}", .path.display())]
     Connections {
@@ -139,6 +153,7 @@ impl Classify for PipelineError {
             PipelineError::Observe(e) => e.class(),
             PipelineError::Probes(e) => e.class(),
             PipelineError::File(e) => e.class(),
+            PipelineError::Watch(e) => e.class(),
             PipelineError::MetricsAddress { .. } => ErrorClass::Input,
             PipelineError::MetricsServer(_) | PipelineError::Connections { .. } => {
                 ErrorClass::Runtime
@@ -156,6 +171,7 @@ pub struct Pipeline {
     /// Held for the run: dropping it stops the server.
     server: Option<MetricsServer>,
     connections: Option<ConnectionsStream>,
+    watch: Option<Watch>,
 }
 
 /// The sources, opened.
@@ -203,6 +219,11 @@ impl Pipeline {
             }
         };
         let (metrics, server) = start_metrics(&setup, progress)?;
+        let watch = setup
+            .watch
+            .as_ref()
+            .map(|w| Watch::open(w, server.is_some().then(|| Arc::clone(&metrics))))
+            .transpose()?;
         let mut source = source;
         if let Opened::Live(live) = &mut source {
             // Before the capture is announced: a connection opened after it is attributed.
@@ -222,6 +243,7 @@ impl Pipeline {
             metrics,
             server,
             connections,
+            watch,
         };
         pipeline.announce(progress);
         Ok(pipeline)
@@ -282,22 +304,25 @@ impl Pipeline {
             metrics,
             server,
             connections,
+            mut watch,
         } = self;
         let log = connections.as_ref().map(|c| Arc::clone(&c.log));
         let exported = server.is_some().then_some(metrics);
+        let windows = watch.as_ref().map(|w| Arc::clone(&w.windows));
         let snapshots = setup.snapshots;
         let stop = &controls.stop;
         let mut tick = |o: Option<&Observation>| {
             if let Some(o) = o.filter(|_| snapshots) {
                 progress(Progress::Snapshot(o));
             }
-            if controls.reopen.swap(false, Ordering::Relaxed)
-                && let Some(c) = &connections
-            {
-                match c.reopen() {
-                    Ok(()) => progress(Progress::Note(format!("reopened {}", c.dest.display()))),
-                    Err(e) => progress(Progress::Warning(crate::error::sentence(&e))),
+            if let Some(closed) = watch.as_mut().and_then(|w| w.tick(live::now_ns())) {
+                progress(Progress::Window(&closed.window));
+                for e in &closed.events {
+                    progress(Progress::Anomaly(e));
                 }
+            }
+            if controls.reopen.swap(false, Ordering::Relaxed) {
+                reopen(connections.as_ref(), watch.as_mut(), progress);
             }
         };
         let observation = match source {
@@ -313,6 +338,7 @@ impl Pipeline {
                     duration: setup.duration,
                     metrics: exported,
                     connections: log,
+                    windows,
                 };
                 let mut o = run::live(
                     capture,
@@ -329,19 +355,34 @@ impl Pipeline {
                 o
             }
             Opened::Probes(mut session) => {
-                let mut o = run::probes(
-                    &mut session,
-                    name,
-                    setup.duration,
-                    exported,
-                    stop,
-                    &mut tick,
-                );
+                let live = run::Live {
+                    limits: setup.limits,
+                    duration: setup.duration,
+                    metrics: exported,
+                    connections: None,
+                    windows,
+                };
+                let mut o = run::probes(&mut session, name, &live, stop, &mut tick);
                 o.probes = Some(session.finish());
                 o
             }
         };
         drop(server);
+        let windows = match watch {
+            Some(w) => {
+                let path = w.stream_path().map(Path::to_path_buf);
+                match w.finish(live::now_ns()) {
+                    Ok(last) => {
+                        if let Some(last) = &last {
+                            progress(Progress::Window(last));
+                        }
+                    }
+                    Err(e) => progress(Progress::Warning(e)),
+                }
+                path
+            }
+            None => None,
+        };
         let connections = match connections {
             Some(c) => {
                 let path = c.dest.clone();
@@ -356,7 +397,32 @@ impl Pipeline {
         Ok(Finished {
             observation,
             connections,
+            windows,
         })
+    }
+}
+
+/// Opens the streamed files again (SIGHUP, after logrotate).
+fn reopen(
+    connections: Option<&ConnectionsStream>,
+    watch: Option<&mut Watch>,
+    progress: &mut dyn FnMut(Progress<'_>),
+) {
+    if let Some(c) = connections {
+        match c.reopen() {
+            Ok(()) => progress(Progress::Note(format!("reopened {}", c.dest.display()))),
+            Err(e) => progress(Progress::Warning(crate::error::sentence(&e))),
+        }
+    }
+    if let Some(w) = watch {
+        match w.reopen() {
+            Ok(()) => {
+                if let Some(p) = w.stream_path() {
+                    progress(Progress::Note(format!("reopened {}", p.display())));
+                }
+            }
+            Err(e) => progress(Progress::Warning(crate::error::sentence(&e))),
+        }
     }
 }
 

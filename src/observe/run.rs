@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     Analyzer, Limits, Observation, ObserveError, connections, decode, live, metrics, process,
-    result, source,
+    result, source, window,
 };
 
 /// Analyzes the capture file at `path` (pcap or pcapng). A file cut short in its last
@@ -89,6 +89,8 @@ pub struct Live {
     pub metrics: Option<Arc<metrics::ObserveMetrics>>,
     /// Every completed handshake written here too, one line each.
     pub connections: Option<Arc<Mutex<connections::ConnectionLog>>>,
+    /// Every handshake counted in the open window too.
+    pub windows: Option<Arc<Mutex<window::Windows>>>,
 }
 
 /// Observes a live capture (opened with [`live::LiveCapture::open`]) until `duration`
@@ -130,8 +132,11 @@ pub fn live(
     if let Some(kernel) = cap.take_kernel_drop() {
         analyzer.drop_in_kernel(Box::new(kernel));
     }
-    if let (Some(p), Some(m)) = (probes.as_deref_mut(), &opts.metrics) {
-        export_probes(p, m);
+    if let Some(w) = &opts.windows {
+        analyzer.windows(Arc::clone(w));
+    }
+    if let Some(p) = probes.as_deref_mut() {
+        listen(p, opts.metrics.as_ref(), opts.windows.as_ref());
     }
     let started = Instant::now();
     let mut last_tick = started;
@@ -198,10 +203,29 @@ pub fn live(
     Ok(o)
 }
 
-/// Counts every probed handshake in `metrics` too.
-fn export_probes(probes: &mut crate::probes::Session, metrics: &Arc<metrics::ObserveMetrics>) {
-    let m = Arc::clone(metrics);
-    probes.on_record(crate::probes::Listener(Box::new(move |r| m.probe(r))));
+/// Counts every probed handshake in `metrics` and the open window of `windows` too.
+fn listen(
+    probes: &mut crate::probes::Session,
+    metrics: Option<&Arc<metrics::ObserveMetrics>>,
+    windows: Option<&Arc<Mutex<window::Windows>>>,
+) {
+    if metrics.is_none() && windows.is_none() {
+        return;
+    }
+    let (m, w) = (metrics.cloned(), windows.cloned());
+    let offset = crate::probes::join::clock_offset();
+    probes.on_record(crate::probes::Listener(Box::new(move |r| {
+        if let Some(m) = &m {
+            m.probe(r);
+        }
+        if let Some(w) = &w {
+            let mut w = match w.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            w.probe(r, offset);
+        }
+    })));
 }
 
 /// Observes inside processes only (`--probes` without a capture) until `duration` has
@@ -210,14 +234,12 @@ fn export_probes(probes: &mut crate::probes::Session, metrics: &Arc<metrics::Obs
 pub fn probes(
     probes: &mut crate::probes::Session,
     name: String,
-    duration: Option<Duration>,
-    metrics: Option<Arc<metrics::ObserveMetrics>>,
+    opts: &Live,
     stop: &AtomicBool,
     tick: &mut dyn FnMut(Option<&Observation>),
 ) -> Observation {
-    if let Some(m) = &metrics {
-        export_probes(probes, m);
-    }
+    let (duration, metrics) = (opts.duration, &opts.metrics);
+    listen(probes, metrics.as_ref(), opts.windows.as_ref());
     let mut o = Observation::new(
         vec![result::Source {
             kind: "probes".into(),

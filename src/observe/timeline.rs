@@ -136,6 +136,33 @@ pub struct Phases {
     pub server_first_byte: Option<u64>,
 }
 
+impl Phases {
+    /// The names of the phases, in [`Phases::named`]'s order.
+    pub const NAMES: [&'static str; 7] = [
+        "connect",
+        "server_think",
+        "server_flight",
+        "client_think",
+        "tls",
+        "first_app_byte",
+        "server_first_byte",
+    ];
+
+    /// Each phase with its name (as the JSON and the metrics call it).
+    pub fn named(&self) -> [(&'static str, Option<u64>); 7] {
+        let n = Self::NAMES;
+        [
+            (n[0], self.connect),
+            (n[1], self.server_think),
+            (n[2], self.server_flight),
+            (n[3], self.client_think),
+            (n[4], self.tls),
+            (n[5], self.first_app_byte),
+            (n[6], self.server_first_byte),
+        ]
+    }
+}
+
 /// A completed handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handshake {
@@ -185,6 +212,18 @@ pub enum Failure {
     Closed,
     /// Still incomplete when the capture ended or the flow was evicted.
     Incomplete,
+}
+
+impl Failure {
+    /// `alert`, `reset`, `closed` or `incomplete`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Failure::Alert(_) => "alert",
+            Failure::Reset => "reset",
+            Failure::Closed => "closed",
+            Failure::Incomplete => "incomplete",
+        }
+    }
 }
 
 /// What became of a connection.

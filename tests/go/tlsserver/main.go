@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -55,6 +56,7 @@ func main() {
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
 	duration := flag.Duration("duration", 5*time.Minute, "exit after this long")
 	wrap := flag.Bool("wrap", false, "hand the TLS server a wrapping net.Conn (a byte-counting struct embedding the accepted connection, as metrics, connection-limit and proxy-protocol listeners do) instead of the bare *net.TCPConn")
+	switchable := flag.Bool("switch", false, "start with -getcert-sleep and -accept-sleep off: SIGUSR1 turns -getcert-sleep on or off, SIGUSR2 -accept-sleep (a known change at a known instant)")
 	stream := flag.String("stream", "", "a hostile answer sent without end (for 60 s at most): early-hints (endless 103 responses), trailers (a chunked body whose trailer never ends) or chunks (endless 1-byte chunks)")
 	flag.Parse()
 
@@ -78,9 +80,27 @@ func main() {
 		MaxVersion:             maxVer,
 		SessionTicketsDisabled: !*tickets,
 	}
+	certOn.Store(!*switchable)
+	acceptOn.Store(!*switchable)
+	if *switchable {
+		toggles := make(chan os.Signal, 4)
+		signal.Notify(toggles, syscall.SIGUSR1, syscall.SIGUSR2)
+		go func() {
+			for s := range toggles {
+				on := &certOn
+				if s == syscall.SIGUSR2 {
+					on = &acceptOn
+				}
+				on.Store(!on.Load())
+				log.Printf("%s: getcert-sleep on %v, accept-sleep on %v", s, certOn.Load(), acceptOn.Load())
+			}
+		}()
+	}
 	if d := *getcertSleep; d > 0 {
 		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			time.Sleep(d)
+			if certOn.Load() {
+				time.Sleep(d)
+			}
 			return &cert, nil
 		}
 	} else {
@@ -143,6 +163,9 @@ func main() {
 	}
 }
 
+// Whether -getcert-sleep and -accept-sleep apply now (-switch toggles them).
+var certOn, acceptOn atomic.Bool
+
 // countingConn is a wrapping listener's connection: it counts the bytes that cross it.
 type countingConn struct {
 	net.Conn
@@ -168,7 +191,7 @@ func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream str
 		log.Printf("%s: set deadline: %v", peer, err)
 		return
 	}
-	if acceptSleep > 0 {
+	if acceptSleep > 0 && acceptOn.Load() {
 		time.Sleep(acceptSleep)
 	}
 

@@ -1,0 +1,218 @@
+//! The always-on part of a live run (`--window`): handshakes go into the open window; at
+//! every tick the windows that closed are judged against the baselines and written — one
+//! JSON line per window, one per anomaly event — to `--windows FILE` (flushed line by
+//! line, reopened on request), the baselines to `--state FILE` (atomically), the events
+//! to the metrics and to the caller.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::baseline::{AnomalyEvent, AnomalyOptions, BaselineState, Baselines, STATE_SCHEMA};
+use super::metrics::ObserveMetrics;
+use super::window::{WindowOptions, WindowRecord, Windows};
+use crate::files::{FileError, FileMode};
+
+/// What `--window` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct WatchSetup {
+    /// The windows' shape.
+    pub windows: WindowOptions,
+    /// When a window is an anomaly.
+    pub anomalies: AnomalyOptions,
+    /// Where the window and event records go (JSON Lines).
+    pub stream: Option<PathBuf>,
+    /// Where the baselines are kept across restarts.
+    pub state: Option<PathBuf>,
+}
+
+/// Why the baselines' state file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: not a baseline state file tlsperf wrote ({reason}); move it away to start anew", .path.display())]
+pub struct StateError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub reason: String,
+}
+
+impl crate::error::Classify for StateError {
+    fn class(&self) -> crate::error::ErrorClass {
+        crate::error::ErrorClass::Input
+    }
+}
+
+/// What a closed window brought.
+#[derive(Debug)]
+pub struct Closed {
+    /// The window.
+    pub window: WindowRecord,
+    /// The anomalies that started or ended with it.
+    pub events: Vec<AnomalyEvent>,
+}
+
+/// The windows, their baselines and their sinks.
+#[derive(Debug)]
+pub struct Watch {
+    /// Shared with the analysis (captured handshakes) and the probes' listener.
+    pub windows: Arc<Mutex<Windows>>,
+    baselines: Baselines,
+    stream: Option<(PathBuf, io::LineWriter<std::fs::File>)>,
+    state: Option<PathBuf>,
+    metrics: Option<Arc<ObserveMetrics>>,
+    /// The first error writing the stream or the state (the run goes on).
+    error: Option<String>,
+}
+
+fn open_stream(path: &Path, append: bool) -> Result<io::LineWriter<std::fs::File>, FileError> {
+    let file = crate::files::open_log(path, FileMode::Public, append)?;
+    Ok(io::LineWriter::with_capacity(256 * 1024, file))
+}
+
+fn lock(w: &Mutex<Windows>) -> std::sync::MutexGuard<'_, Windows> {
+    match w.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl Watch {
+    /// Opens the stream and reads the state file (when it exists).
+    pub fn open(
+        setup: &WatchSetup,
+        metrics: Option<Arc<ObserveMetrics>>,
+    ) -> Result<Watch, WatchError> {
+        let baselines = match &setup.state {
+            Some(path) if path.exists() => {
+                let text =
+                    crate::files::read_input_to_string(path, crate::files::InputKind::Results)
+                        .map_err(|source| FileError::Write {
+                            path: path.clone(),
+                            source,
+                        })?;
+                let state: BaselineState = serde_json::from_str(&text).map_err(|e| StateError {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
+                if state.schema != STATE_SCHEMA {
+                    return Err(StateError {
+                        path: path.clone(),
+                        reason: format!("schema {:?}, not {STATE_SCHEMA:?}", state.schema),
+                    }
+                    .into());
+                }
+                Baselines::restore(setup.anomalies.clone(), state)
+            }
+            _ => Baselines::new(setup.anomalies.clone()),
+        };
+        let stream = match &setup.stream {
+            Some(path) => Some((path.clone(), open_stream(path, false)?)),
+            None => None,
+        };
+        Ok(Watch {
+            windows: Arc::new(Mutex::new(Windows::new(setup.windows.clone()))),
+            baselines,
+            stream,
+            state: setup.state.clone(),
+            metrics,
+            error: None,
+        })
+    }
+
+    /// Closes what is due by `now_ns`, judges it and writes it.
+    pub fn tick(&mut self, now_ns: u64) -> Option<Closed> {
+        let window = lock(&self.windows).tick(now_ns)?;
+        let events = self.baselines.judge(&window);
+        self.write(&window, &events);
+        if let Some(m) = &self.metrics {
+            for e in &events {
+                m.anomaly(e);
+            }
+        }
+        if let Some(path) = &self.state {
+            let state = self.baselines.state();
+            let written = serde_json::to_vec(&state)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    crate::files::write_atomic(path, &bytes, FileMode::Public, true)
+                        .map_err(|e| crate::error::sentence(&e))
+                });
+            if let Err(e) = written {
+                self.error.get_or_insert(e);
+            }
+        }
+        Some(Closed { window, events })
+    }
+
+    /// The end of the run: the open window, closed at `now_ns`, written (not judged:
+    /// a part of a window is not learnt from).
+    pub fn finish(mut self, now_ns: u64) -> Result<Option<WindowRecord>, String> {
+        let last = lock(&self.windows).finish(now_ns);
+        if let Some(w) = &last {
+            self.write(w, &[]);
+        }
+        if let Some((_, out)) = &mut self.stream
+            && let Err(e) = out.flush()
+        {
+            self.error.get_or_insert(e.to_string());
+        }
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(last),
+        }
+    }
+
+    /// Opens the stream again (appending), after logrotate moved it away.
+    pub fn reopen(&mut self) -> Result<(), FileError> {
+        if let Some((path, out)) = &mut self.stream {
+            let _ = out.flush();
+            *out = open_stream(path, true)?;
+        }
+        Ok(())
+    }
+
+    /// The stream's path.
+    pub fn stream_path(&self) -> Option<&Path> {
+        self.stream.as_ref().map(|(p, _)| p.as_path())
+    }
+
+    fn write(&mut self, w: &WindowRecord, events: &[AnomalyEvent]) {
+        let Some((path, out)) = &mut self.stream else {
+            return;
+        };
+        let mut lines = vec![serde_json::to_string(w)];
+        lines.extend(events.iter().map(serde_json::to_string));
+        for line in lines {
+            let written = line.map_err(io::Error::from).and_then(|mut text| {
+                text.push('\n');
+                out.write_all(text.as_bytes())
+            });
+            if let Err(e) = written {
+                self.error
+                    .get_or_insert(format!("cannot write {}: {e}", path.display()));
+                return;
+            }
+        }
+    }
+}
+
+/// Why the windows could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WatchError {
+    /// The stream or the state file.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The state file.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+impl crate::error::Classify for WatchError {
+    fn class(&self) -> crate::error::ErrorClass {
+        match self {
+            WatchError::File(e) => e.class(),
+            WatchError::State(e) => e.class(),
+        }
+    }
+}

@@ -1,0 +1,557 @@
+//! Windows (`observe --window DURATION`): what was seen in each closed window of time, per
+//! series, as one record — handshakes, rate, failures, resumption, the kinds, versions,
+//! groups and SNIs seen (bounded), and the p50/p90/p95/p99 of every wire and probe phase.
+//!
+//! A window is `[k·W, (k+1)·W)` on the wall clock (ns since the Unix epoch), W the
+//! window's length. A captured handshake counts in the window of its start (its SYN's
+//! capture time); a probed one in the window of its instant (its TCP handshake's
+//! completion as the kernel saw it, else its first call), put on the wall clock. A window
+//! is closed once the clock has passed its end by [`GRACE`], so that a handshake that
+//! began just before the end is in it; one that arrives later still counts in the next
+//! window, as `late`. The state held is one window's histograms: bounded by
+//! [`WindowOptions::max_series`] series (the rest in `(other)`) and
+//! [`MAX_SNI_TRACKED`] SNIs per window.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::timeline::Outcome;
+use crate::probes::event::{HandshakeResult, ProbeRecord};
+use crate::stats::LatencyHistogram;
+
+/// How long after a window's end it is closed: handshakes that began before its end
+/// and completed within this still count in it.
+pub const GRACE: Duration = Duration::from_secs(1);
+/// The most distinct SNIs counted in one window; the rest count in `(other)`.
+pub const MAX_SNI_TRACKED: usize = 1024;
+/// The row that takes what is beyond a bound.
+pub const OTHER: &str = "(other)";
+/// The phases of a probed handshake, in the order of [`ProbePhases`].
+pub const PROBE_PHASES: [&str; 5] = [
+    "accept_queue",
+    "until_first_call",
+    "work",
+    "waiting_for_peer",
+    "total",
+];
+
+/// The shape of the windows.
+#[derive(Debug, Clone)]
+pub struct WindowOptions {
+    /// The length of a window.
+    pub length: Duration,
+    /// The most series a window holds (the rest in one `(other)` series).
+    pub max_series: usize,
+    /// The SNIs named in a window's record (the most frequent; the rest in `(other)`).
+    pub top_sni: usize,
+}
+
+impl Default for WindowOptions {
+    fn default() -> Self {
+        WindowOptions {
+            length: Duration::from_secs(60),
+            max_series: 64,
+            top_sni: 10,
+        }
+    }
+}
+
+/// What a series is: which view, which side, which process and service.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SeriesKey {
+    /// `wire` (the capture) or `probes` (inside the processes).
+    pub view: String,
+    /// `server` or `client` (the wire's series are the server's).
+    pub role: String,
+    /// The process's name (`comm`); `(remote)` for a server not on this host; `(other)`
+    /// beyond the series bound.
+    pub process: String,
+    /// The server's port (the wire); 0 for the probes.
+    pub port: u16,
+}
+
+/// Percentiles of one phase in one window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PhaseQuantiles {
+    /// Handshakes with this phase.
+    pub count: u64,
+    /// ns.
+    pub p50_ns: u64,
+    /// ns.
+    pub p90_ns: u64,
+    /// ns.
+    pub p95_ns: u64,
+    /// ns.
+    pub p99_ns: u64,
+}
+
+/// One series in one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesRecord {
+    /// Which series.
+    #[serde(flatten)]
+    pub key: SeriesKey,
+    /// Completed handshakes (the wire), or handshakes that succeeded (the probes).
+    pub handshakes: u64,
+    /// Handshakes per second over the window.
+    pub per_second: f64,
+    /// The busiest second's handshakes.
+    pub peak_per_second: u64,
+    /// Handshakes that failed, by reason (the probes: `error`, `abandoned`).
+    pub failures: BTreeMap<String, u64>,
+    /// Resumed (`resumed` or `0rtt`) ÷ completed handshakes (the wire).
+    pub resumed_share: Option<f64>,
+    /// Handshakes by kind (the wire).
+    pub kinds: BTreeMap<String, u64>,
+    /// By negotiated version (the wire).
+    pub versions: BTreeMap<String, u64>,
+    /// By key-exchange group (the wire).
+    pub groups: BTreeMap<String, u64>,
+    /// By SNI: the most frequent, the rest in `(other)` (the wire).
+    pub sni: BTreeMap<String, u64>,
+    /// Percentiles of each phase (the wire's phases, or the probes').
+    pub phases: BTreeMap<String, PhaseQuantiles>,
+}
+
+/// One closed window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowRecord {
+    /// Always `window`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The window's start, ns since the Unix epoch.
+    pub start_ns: u64,
+    /// Its end (exclusive): the start of the next.
+    pub end_ns: u64,
+    /// Seconds it covers (less than the length for the first and last of a run).
+    pub seconds: f64,
+    /// Captured connections that failed before completing a handshake, by reason (they
+    /// carry no process, so they are counted here and not per series).
+    pub wire_failures: BTreeMap<String, u64>,
+    /// Handshakes that arrived after their window had closed (counted in this one).
+    pub late: u64,
+    /// Each series seen in the window, in key order.
+    pub series: Vec<SeriesRecord>,
+}
+
+/// Histograms of one phase set.
+#[derive(Debug, Default)]
+struct PhaseHists(BTreeMap<&'static str, LatencyHistogram>);
+
+impl PhaseHists {
+    fn record(&mut self, phase: &'static str, ns: Option<u64>) {
+        if let Some(ns) = ns {
+            // A value the histogram cannot hold is left out (counted nowhere else:
+            // HDR holds up to hours at this precision).
+            let _ = self.0.entry(phase).or_default().record_ns(ns);
+        }
+    }
+
+    fn quantiles(&self) -> BTreeMap<String, PhaseQuantiles> {
+        self.0
+            .iter()
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(k, h)| {
+                let q = h.quantiles();
+                (
+                    (*k).to_string(),
+                    PhaseQuantiles {
+                        count: q.count,
+                        p50_ns: q.p50_ns,
+                        p90_ns: q.p90_ns,
+                        p95_ns: q.p95_ns,
+                        p99_ns: q.p99_ns,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Default)]
+struct SeriesAcc {
+    handshakes: u64,
+    resumed: u64,
+    per_second: BTreeMap<u64, u64>,
+    failures: BTreeMap<String, u64>,
+    kinds: BTreeMap<String, u64>,
+    versions: BTreeMap<String, u64>,
+    groups: BTreeMap<String, u64>,
+    sni: BTreeMap<String, u64>,
+    phases: PhaseHists,
+}
+
+fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
+    match map.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(key.to_string(), 1);
+        }
+    }
+}
+
+impl SeriesAcc {
+    fn second(&mut self, at_ns: u64) {
+        *self.per_second.entry(at_ns / 1_000_000_000).or_default() += 1;
+    }
+
+    fn record(self, key: SeriesKey, seconds: f64, top_sni: usize) -> SeriesRecord {
+        let mut sni: Vec<(String, u64)> = self.sni.into_iter().collect();
+        sni.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let mut named: BTreeMap<String, u64> = BTreeMap::new();
+        for (i, (name, n)) in sni.into_iter().enumerate() {
+            let row = if i < top_sni && name != OTHER {
+                name
+            } else {
+                OTHER.to_string()
+            };
+            *named.entry(row).or_default() += n;
+        }
+        let wire = key.view == "wire";
+        SeriesRecord {
+            handshakes: self.handshakes,
+            per_second: if seconds > 0.0 {
+                self.handshakes as f64 / seconds
+            } else {
+                0.0
+            },
+            peak_per_second: self.per_second.values().copied().max().unwrap_or(0),
+            failures: self.failures,
+            resumed_share: (wire && self.handshakes > 0)
+                .then(|| self.resumed as f64 / self.handshakes as f64),
+            kinds: self.kinds,
+            versions: self.versions,
+            groups: self.groups,
+            sni: named,
+            phases: self.phases.quantiles(),
+            key,
+        }
+    }
+}
+
+/// The window being filled.
+#[derive(Debug)]
+struct Open {
+    start_ns: u64,
+    /// The first instant seen in it (the run's first window starts there).
+    first_ns: u64,
+    wire_failures: BTreeMap<String, u64>,
+    late: u64,
+    series: BTreeMap<SeriesKey, SeriesAcc>,
+    sni_tracked: usize,
+}
+
+/// The windows of a run: handshakes in, closed [`WindowRecord`]s out.
+#[derive(Debug)]
+pub struct Windows {
+    opts: WindowOptions,
+    length_ns: u64,
+    open: Option<Open>,
+}
+
+/// `comm` from "comm (pid N)".
+fn comm(process: &str) -> &str {
+    process.split(" (pid ").next().unwrap_or(process)
+}
+
+impl Windows {
+    /// No window open yet.
+    pub fn new(opts: WindowOptions) -> Windows {
+        let length_ns = u64::try_from(opts.length.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        Windows {
+            opts,
+            length_ns,
+            open: None,
+        }
+    }
+
+    /// The open window (opened at `at_ns` when none is); `at_ns` before its start (a
+    /// window already closed) counts as late.
+    fn window(&mut self, at_ns: u64) -> &mut Open {
+        let length = self.length_ns;
+        let open = self.open.get_or_insert_with(|| Open {
+            start_ns: at_ns - at_ns % length,
+            first_ns: at_ns,
+            wire_failures: BTreeMap::new(),
+            late: 0,
+            series: BTreeMap::new(),
+            sni_tracked: 0,
+        });
+        if at_ns < open.start_ns {
+            open.late += 1;
+        }
+        open
+    }
+
+    /// The accumulator of `key` in the open window (`(other)` beyond the bound).
+    fn series(open: &mut Open, max_series: usize, mut key: SeriesKey) -> &mut SeriesAcc {
+        if !open.series.contains_key(&key) && open.series.len() >= max_series {
+            key.process = OTHER.to_string();
+            key.port = 0;
+        }
+        open.series.entry(key).or_default()
+    }
+
+    /// A captured connection's outcome; `at_ns`: its start (ns since the Unix epoch),
+    /// or, for one without a start, when it was seen.
+    pub fn wire(&mut self, o: &Outcome, seen_ns: u64) {
+        let max_series = self.opts.max_series;
+        match o {
+            Outcome::Handshake(h) => {
+                let at = h.start_ns.unwrap_or(seen_ns);
+                let open = self.window(at);
+                let key = SeriesKey {
+                    view: "wire".into(),
+                    role: "server".into(),
+                    process: h
+                        .server_process
+                        .as_deref()
+                        .map_or("(remote)", comm)
+                        .to_string(),
+                    port: h.server.port(),
+                };
+                let sni = h.sni.as_deref().unwrap_or("(none)");
+                let track_sni = open.sni_tracked < MAX_SNI_TRACKED;
+                let s = Self::series(open, max_series, key);
+                s.handshakes += 1;
+                s.second(at);
+                if h.resumption.is_some() {
+                    s.resumed += 1;
+                }
+                bump(&mut s.kinds, h.kind.name());
+                bump(&mut s.versions, &super::tls::version_label(h.version));
+                bump(
+                    &mut s.groups,
+                    &h.group
+                        .map_or("none".into(), |g| super::tls::group_label(g).into_owned()),
+                );
+                let new_sni = !s.sni.contains_key(sni);
+                if new_sni && !track_sni {
+                    bump(&mut s.sni, OTHER);
+                } else {
+                    bump(&mut s.sni, sni);
+                }
+                for (name, v) in h.phases.named() {
+                    s.phases.record(name, v);
+                }
+                if new_sni && track_sni {
+                    open.sni_tracked += 1;
+                }
+            }
+            Outcome::Failed(f) => {
+                let open = self.window(seen_ns);
+                bump(&mut open.wire_failures, f.reason());
+            }
+            Outcome::NotTls | Outcome::Unparsed | Outcome::Empty => {}
+        }
+    }
+
+    /// A probed handshake; `offset`: CLOCK_REALTIME − CLOCK_MONOTONIC, ns.
+    pub fn probe(&mut self, r: &ProbeRecord, offset: i128) {
+        let at = u64::try_from(i128::from(r.instant_ns()) + offset).unwrap_or(0);
+        let max_series = self.opts.max_series;
+        let open = self.window(at);
+        let key = SeriesKey {
+            view: "probes".into(),
+            role: r.role.name().into(),
+            process: r.comm.clone(),
+            port: 0,
+        };
+        let s = Self::series(open, max_series, key);
+        s.second(at);
+        if r.result != HandshakeResult::Ok {
+            bump(&mut s.failures, r.result.name());
+            return;
+        }
+        s.handshakes += 1;
+        let p = ProbePhases::of(r);
+        for (name, v) in PROBE_PHASES.iter().zip(p.0) {
+            s.phases.record(name, v);
+        }
+    }
+
+    /// The window that closed by `now_ns` (the wall clock, ns since the Unix epoch), if
+    /// any; the first call opens the run's first window.
+    pub fn tick(&mut self, now_ns: u64) -> Option<WindowRecord> {
+        let grace = u64::try_from(GRACE.as_nanos()).unwrap_or(u64::MAX);
+        // The run's first window opens at its first tick, handshakes or not.
+        let open = self.window(now_ns);
+        let end = open.start_ns.saturating_add(self.length_ns);
+        if now_ns < end.saturating_add(grace) {
+            return None;
+        }
+        let closed = self.open.take()?;
+        // The next window opens now, so that a quiet one is still a record (of nothing).
+        let next = now_ns - now_ns % self.length_ns;
+        self.open = Some(Open {
+            start_ns: next.max(end),
+            first_ns: next.max(end),
+            wire_failures: BTreeMap::new(),
+            late: 0,
+            series: BTreeMap::new(),
+            sni_tracked: 0,
+        });
+        Some(self.record(closed, end))
+    }
+
+    /// The open window, closed at `now_ns` (the end of the run): its record covers
+    /// until then.
+    pub fn finish(&mut self, now_ns: u64) -> Option<WindowRecord> {
+        let open = self.open.take()?;
+        let end = now_ns.clamp(open.start_ns, open.start_ns.saturating_add(self.length_ns));
+        Some(self.record(open, end))
+    }
+
+    fn record(&self, open: Open, end_ns: u64) -> WindowRecord {
+        let from = open.first_ns.max(open.start_ns);
+        let seconds = end_ns.saturating_sub(from) as f64 / 1e9;
+        WindowRecord {
+            kind: "window".into(),
+            start_ns: open.start_ns,
+            end_ns,
+            seconds,
+            wire_failures: open.wire_failures,
+            late: open.late,
+            series: open
+                .series
+                .into_iter()
+                .map(|(k, acc)| acc.record(k, seconds, self.opts.top_sni))
+                .collect(),
+        }
+    }
+}
+
+/// A probed handshake's phases, in [`PROBE_PHASES`]' order; `total` is the accept queue,
+/// the wait until the first call and the span of the calls together.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbePhases(pub [Option<u64>; 5]);
+
+impl ProbePhases {
+    /// The phases of `r`.
+    pub fn of(r: &ProbeRecord) -> ProbePhases {
+        let (queue, until) = (r.accept_queue_ns(), r.until_first_call_ns());
+        let total = queue.unwrap_or(0) + until.unwrap_or(0) + r.span_ns();
+        ProbePhases([queue, until, r.work(), r.waiting(), Some(total)])
+    }
+}
+
+/// The phases a series' view has, the headline (the whole handshake) first.
+pub fn phases_of(view: &str) -> &'static [&'static str] {
+    const WIRE: [&str; 5] = [
+        "first_app_byte",
+        "connect",
+        "server_think",
+        "server_flight",
+        "client_think",
+    ];
+    const PROBES: [&str; 5] = [
+        "total",
+        "accept_queue",
+        "until_first_call",
+        "work",
+        "waiting_for_peer",
+    ];
+    if view == "wire" { &WIRE } else { &PROBES }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::timeline::{Handshake, HandshakeKind, Phases};
+
+    const S: u64 = 1_000_000_000;
+
+    fn handshake(start: u64, think_ms: u64, process: &str) -> Outcome {
+        Outcome::Handshake(Box::new(Handshake {
+            kind: HandshakeKind::Full,
+            resumption: None,
+            version: 0x0304,
+            group: Some(0x1d),
+            suite: 0x1301,
+            sni: Some(format!("host{}", start % 3)),
+            client: "127.0.0.1:40000".parse().unwrap(),
+            server: "127.0.0.1:443".parse().unwrap(),
+            phases: Phases {
+                server_think: Some(think_ms * 1_000_000),
+                first_app_byte: Some(think_ms * 1_000_000 + 500_000),
+                ..Phases::default()
+            },
+            server_flight_bytes: 3000,
+            start_ns: Some(start),
+            hrr: false,
+            client_process: None,
+            server_process: Some(format!("{process} (pid 7)")),
+        }))
+    }
+
+    #[test]
+    fn a_window_closes_after_its_end_and_grace_with_its_quantiles() {
+        let mut w = Windows::new(WindowOptions {
+            length: Duration::from_secs(10),
+            ..WindowOptions::default()
+        });
+        // 100 handshakes in [100 s, 110 s): think 1..=100 ms.
+        for i in 0..100 {
+            w.wire(&handshake(100 * S + i * S / 10, i + 1, "nginx"), 0);
+        }
+        assert!(w.tick(110 * S).is_none(), "closed before its grace");
+        let r = w.tick(111 * S).unwrap();
+        assert_eq!((r.start_ns, r.end_ns), (100 * S, 110 * S));
+        assert_eq!(r.series.len(), 1);
+        let s = &r.series[0];
+        assert_eq!(s.key.process, "nginx");
+        assert_eq!(s.key.port, 443);
+        assert_eq!(s.handshakes, 100);
+        assert!((s.per_second - 10.0).abs() < 1e-9, "{}", s.per_second);
+        assert_eq!(s.peak_per_second, 10);
+        let think = s.phases["server_think"];
+        assert_eq!(think.count, 100);
+        // HDR at 3 significant digits.
+        assert!(
+            (think.p50_ns as f64 / 50e6 - 1.0).abs() < 0.002,
+            "{think:?}"
+        );
+        assert!(
+            (think.p90_ns as f64 / 90e6 - 1.0).abs() < 0.002,
+            "{think:?}"
+        );
+        assert_eq!(s.sni.values().sum::<u64>(), 100);
+        // A handshake of the closed window, arriving now, counts as late in the next.
+        w.wire(&handshake(105 * S, 1, "nginx"), 0);
+        let next = w.finish(115 * S).unwrap();
+        assert_eq!(next.late, 1);
+        assert_eq!(next.start_ns, 110 * S);
+        assert_eq!(next.series[0].handshakes, 1);
+    }
+
+    #[test]
+    fn series_and_snis_are_bounded() {
+        let mut w = Windows::new(WindowOptions {
+            length: Duration::from_secs(60),
+            max_series: 2,
+            top_sni: 1,
+        });
+        for p in ["a", "b", "c", "d"] {
+            w.wire(&handshake(S, 1, p), 0);
+        }
+        let r = w.finish(2 * S).unwrap();
+        let names: Vec<&str> = r.series.iter().map(|s| s.key.process.as_str()).collect();
+        assert_eq!(names, ["(other)", "a", "b"]);
+        assert_eq!(r.series[0].handshakes, 2);
+        // One SNI named, the rest in (other).
+        let mut w = Windows::new(WindowOptions {
+            top_sni: 1,
+            ..WindowOptions::default()
+        });
+        for i in 0..3 {
+            w.wire(&handshake(S + i, 1, "a"), 0);
+        }
+        let r = w.finish(2 * S).unwrap();
+        assert_eq!(r.series[0].sni.len(), 2, "{:?}", r.series[0].sni);
+        assert_eq!(r.series[0].sni[OTHER], 2);
+    }
+}

@@ -1,0 +1,281 @@
+//! `observe --window`: windows streamed as they close, baselines, and anomaly events
+//! that name the phase that moved, against a Go server whose delays switch at known
+//! instants (tests/go/tlsserver -switch), under a steady load.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{bin, missing, tlsperf};
+use serde_json::Value;
+
+const WINDOW_S: u64 = 10;
+const S: u64 = 1_000_000_000;
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        missing(
+            "root",
+            "the probes need root (BPF); not checking the windows",
+        );
+        return false;
+    }
+    true
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The records of `path` once `done` holds of them, polled for at most `limit`.
+fn wait_for(path: &Path, limit: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let r = records(path);
+        if done(&r) || started.elapsed() > limit {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("/bin/kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Sleeps until 1 s into the next window, so that a change lands in 90% of it.
+fn at_window_start() -> u64 {
+    let w = WINDOW_S * S;
+    let next = (now_ns() / w + 1) * w + S;
+    std::thread::sleep(Duration::from_nanos(next - now_ns()));
+    now_ns()
+}
+
+fn events<'a>(r: &'a [Value], state: &str, after: u64) -> Vec<&'a Value> {
+    r.iter()
+        .filter(|v| v["type"] == "anomaly" && v["state"] == state)
+        .filter(|v| v["at_ns"].as_u64().unwrap() > after)
+        .collect()
+}
+
+fn event_of<'a>(evs: &[&'a Value], view: &str, q: &str) -> Option<&'a Value> {
+    evs.iter()
+        .find(|e| e["series"]["view"] == view && e["quantile"] == q)
+        .copied()
+}
+
+/// `tlsperf observe ARGS`, returned once it captures; its stderr kept by a thread.
+fn observe(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(bin())
+        .arg("observe")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "observe exited: {said}"
+        );
+        said.push_str(&line);
+        if line.starts_with("capturing on") {
+            break;
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 {
+            let _ = tx.send(std::mem::take(&mut line));
+        }
+    });
+    (child, rx)
+}
+
+/// A Go server's GetCertificate callback switched from no delay to 20 ms at a known
+/// instant: within two windows an anomaly starts in both views, naming `server_think` on
+/// the wire and `work` inside the process; switched back, it ends within two windows. A
+/// 20 ms sleep between Accept and Handshake switched on: the process's event names
+/// `until_first_call`. No anomaly before the first switch; every window is in the stream
+/// while the run goes on; Ctrl-C writes the last, partial window.
+#[test]
+fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, _)) = common::go::peers(dir.path()) else {
+        return;
+    };
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (mut srv, addr) = common::go::server(
+        &server,
+        &pki,
+        &[
+            "-getcert-sleep",
+            "20ms",
+            "-accept-sleep",
+            "20ms",
+            "-switch",
+            "-duration",
+            "400s",
+        ],
+    );
+    let port = addr.rsplit(':').next().unwrap().to_string();
+    let pid = srv.id();
+    let (windows, state) = (dir.path().join("w.jsonl"), dir.path().join("state.json"));
+    let (obs, said) = observe(&[
+        "--interface",
+        "lo",
+        "--port",
+        &port,
+        "--probes",
+        "--pid",
+        &pid.to_string(),
+        "--window",
+        "10s",
+        "--windows",
+        windows.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    let root_pem = pki.join("root.pem");
+    let mut load = Command::new(bin())
+        .args([
+            "load",
+            &format!("https://{addr}/"),
+            "--new-conn",
+            "--resume",
+            "off",
+        ])
+        .args(["--rate", "40", "-d", "300s", "--sni", "localhost", "-q"])
+        .args(["--cacert", root_pem.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let closed = |r: &[Value]| r.iter().filter(|v| v["type"] == "window").count();
+    std::thread::sleep(Duration::from_secs(3));
+    if let Some(status) = load.try_wait().unwrap() {
+        panic!("the load ended at once: {status}");
+    }
+
+    // Seven windows to learn from (five needed), then the callback's 20 ms.
+    let r = wait_for(&windows, Duration::from_secs(120), |r| closed(r) >= 7);
+    assert!(closed(&r) >= 7, "{} windows in 120 s", closed(&r));
+    assert!(events(&r, "start", 0).is_empty(), "a false alarm: {r:?}");
+    let series: Vec<String> = r.iter().rfind(|v| v["type"] == "window").unwrap()["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} {} {}", s["view"], s["process"], s["handshakes"]))
+        .collect();
+    assert!(
+        series
+            .iter()
+            .any(|s| s.starts_with("\"wire\" \"tlsserver\""))
+            && series
+                .iter()
+                .any(|s| s.starts_with("\"probes\" \"tlsserver\"")),
+        "{series:?}"
+    );
+    let on = at_window_start();
+    signal(pid, "-USR1");
+    let r = wait_for(&windows, Duration::from_secs(40), |r| {
+        let s = events(r, "start", on);
+        event_of(&s, "wire", "p90").is_some() && event_of(&s, "probes", "p90").is_some()
+    });
+    let starts = events(&r, "start", on);
+    let wire = event_of(&starts, "wire", "p90").unwrap_or_else(|| panic!("{r:?}"));
+    let probed = event_of(&starts, "probes", "p90").unwrap_or_else(|| panic!("{r:?}"));
+    for e in [wire, probed] {
+        assert!(
+            e["at_ns"].as_u64().unwrap() <= on + 2 * WINDOW_S * S,
+            "decided later than two windows after the switch: {e}"
+        );
+    }
+    assert_eq!(wire["moved"], "server_think", "{wire}");
+    assert_eq!(probed["moved"], "work", "{probed}");
+    assert!(probed["share"].as_f64().unwrap() > 0.8, "{probed}");
+
+    // Switched back: over within two windows.
+    let off = at_window_start();
+    signal(pid, "-USR1");
+    let r = wait_for(&windows, Duration::from_secs(40), |r| {
+        let e = events(r, "end", off);
+        event_of(&e, "wire", "p90").is_some() && event_of(&e, "probes", "p90").is_some()
+    });
+    let ends = events(&r, "end", off);
+    for view in ["wire", "probes"] {
+        let e = event_of(&ends, view, "p90").unwrap_or_else(|| panic!("{view}: {r:?}"));
+        assert!(
+            e["at_ns"].as_u64().unwrap() <= off + 2 * WINDOW_S * S,
+            "{e}"
+        );
+    }
+
+    // 20 ms between Accept and Handshake: waiting, not work.
+    let on = at_window_start();
+    signal(pid, "-USR2");
+    let r = wait_for(&windows, Duration::from_secs(40), |r| {
+        event_of(&events(r, "start", on), "probes", "p90").is_some()
+    });
+    let starts = events(&r, "start", on);
+    let probed = event_of(&starts, "probes", "p90").unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(probed["moved"], "until_first_call", "{probed}");
+
+    // Every event was said on stderr too.
+    let _ = load.kill();
+    let _ = load.wait();
+    let stopped = now_ns();
+    let out = common::interrupt_and_wait(obs, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let lines: Vec<String> = said.try_iter().collect();
+    let said_events = lines.iter().filter(|l| l.contains("anomaly")).count();
+    let r = records(&windows);
+    let in_stream = r.iter().filter(|v| v["type"] == "anomaly").count();
+    assert_eq!(said_events, in_stream, "{lines:?}");
+    // The last window is the partial one Ctrl-C closed.
+    let last = r.iter().rfind(|v| v["type"] == "window").unwrap();
+    assert!(
+        last["seconds"].as_f64().unwrap() < WINDOW_S as f64,
+        "{last}"
+    );
+    assert!(
+        last["end_ns"].as_u64().unwrap() >= stopped - WINDOW_S * S,
+        "{last}"
+    );
+    let kept: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(kept["schema"], "tlsperf-observe-baseline/1");
+    let _ = srv.kill();
+    let _ = srv.wait();
+}
