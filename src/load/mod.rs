@@ -14,9 +14,9 @@ mod pace;
 mod progress;
 pub mod result;
 pub mod share;
+mod tally;
 pub mod usage;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -40,9 +40,8 @@ use options::body_len;
 pub use options::{ConfigFactory, LoadGenOptions, MAX_RATE};
 pub use pace::request_short_slice;
 pub use progress::Progress;
-
-/// Width of the per-interval throughput samples.
-pub const INTERVAL: Duration = Duration::from_millis(250);
+pub use tally::INTERVAL;
+use tally::{Obs, Tally, merge_tally};
 
 /// A run whose first attempts all fail alike (a server without HTTP/2, a group it does
 /// not offer, a certificate we do not trust) stops after this many more failures than
@@ -266,78 +265,6 @@ fn due_before(span: Duration, rate: f64) -> u64 {
         u64::MAX
     } else {
         due as u64
-    }
-}
-
-/// What one connection slot measured.
-struct Tally {
-    latency: LatencyHistogram,
-    corrected: LatencyHistogram,
-    /// Open loop: actual send instant − intended one, for every request sent.
-    lateness: LatencyHistogram,
-    /// Open loop: actual send instant − the later of the intended one and the moment the
-    /// slot was free to wait for it: the generator's own delay alone (timer wake-up,
-    /// scheduling), without the wait for a slot still busy with its previous request.
-    pacing: LatencyHistogram,
-    /// tlsperf's own wake-up delay at each response's last read (kernel-stamped ones).
-    wakeup: LatencyHistogram,
-    hs_full: LatencyHistogram,
-    hs_resumed: LatencyHistogram,
-    phases: BTreeMap<Phase, LatencyHistogram>,
-    kinds: BTreeMap<&'static str, u64>,
-    early: BTreeMap<&'static str, u64>,
-    status: BTreeMap<u16, u64>,
-    errors: BTreeMap<&'static str, u64>,
-    examples: BTreeMap<&'static str, String>,
-    completed: u64,
-    failed: u64,
-    body_bytes: u64,
-    intervals: Vec<u64>,
-    last_done: Option<Instant>,
-}
-
-impl Tally {
-    fn new() -> Self {
-        Tally {
-            latency: LatencyHistogram::new(),
-            corrected: LatencyHistogram::new(),
-            lateness: LatencyHistogram::new(),
-            pacing: LatencyHistogram::new(),
-            wakeup: LatencyHistogram::new(),
-            hs_full: LatencyHistogram::new(),
-            hs_resumed: LatencyHistogram::new(),
-            phases: BTreeMap::new(),
-            kinds: BTreeMap::new(),
-            early: BTreeMap::new(),
-            status: BTreeMap::new(),
-            errors: BTreeMap::new(),
-            examples: BTreeMap::new(),
-            completed: 0,
-            failed: 0,
-            body_bytes: 0,
-            intervals: Vec::new(),
-            last_done: None,
-        }
-    }
-
-    fn phase(&mut self, p: Phase, d: Duration) {
-        // Values are bounded by the request timeout, well inside the histogram's range.
-        let _ = self.phases.entry(p).or_default().record(d);
-    }
-
-    fn error(&mut self, e: &ConnectError) {
-        self.failed += 1;
-        let kind = e.kind();
-        *self.errors.entry(kind).or_default() += 1;
-        self.examples.entry(kind).or_insert_with(|| {
-            let mut msg = e.to_string();
-            let mut src = std::error::Error::source(e);
-            while let Some(s) = src {
-                msg += &format!(": {s}");
-                src = s.source();
-            }
-            msg
-        });
     }
 }
 
@@ -863,99 +790,6 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn merge_tally(total: &mut Tally, t: &Tally) {
-    let _ = total.latency.merge(&t.latency);
-    let _ = total.corrected.merge(&t.corrected);
-    let _ = total.lateness.merge(&t.lateness);
-    let _ = total.pacing.merge(&t.pacing);
-    let _ = total.wakeup.merge(&t.wakeup);
-    let _ = total.hs_full.merge(&t.hs_full);
-    let _ = total.hs_resumed.merge(&t.hs_resumed);
-    for (p, h) in &t.phases {
-        let _ = total.phases.entry(*p).or_default().merge(h);
-    }
-    for (k, v) in &t.kinds {
-        *total.kinds.entry(k).or_default() += v;
-    }
-    for (k, v) in &t.early {
-        *total.early.entry(k).or_default() += v;
-    }
-    for (k, v) in &t.status {
-        *total.status.entry(*k).or_default() += v;
-    }
-    for (k, v) in &t.errors {
-        *total.errors.entry(k).or_default() += v;
-    }
-    for (k, v) in &t.examples {
-        total.examples.entry(k).or_insert_with(|| v.clone());
-    }
-    total.completed += t.completed;
-    total.failed += t.failed;
-    total.body_bytes += t.body_bytes;
-    if total.intervals.len() < t.intervals.len() {
-        total.intervals.resize(t.intervals.len(), 0);
-    }
-    for (a, b) in total.intervals.iter_mut().zip(&t.intervals) {
-        *a += b;
-    }
-}
-
-/// What one request observed, applied to a shared tally in one lock.
-#[derive(Default)]
-struct Obs {
-    phases: Vec<(Phase, Duration)>,
-    handshake: Option<(&'static str, bool, Duration)>,
-    /// With --early-data, what became of a new connection's request: sent as 0-RTT data
-    /// and "accepted" or "rejected", or "not-sent" (no session allowing it).
-    early: Option<&'static str>,
-    status: Option<u16>,
-    body_bytes: u64,
-    /// How long after the kernel stamped the response's last byte our read returned it.
-    wakeup: Option<Duration>,
-}
-
-impl Obs {
-    fn phase(&mut self, p: Phase, d: Duration) {
-        self.phases.push((p, d));
-    }
-
-    /// Empty again for the next request (the phases keep their allocation).
-    fn clear(&mut self) {
-        self.phases.clear();
-        self.handshake = None;
-        self.early = None;
-        self.status = None;
-        self.body_bytes = 0;
-        self.wakeup = None;
-    }
-}
-
-impl Tally {
-    fn apply(&mut self, obs: &Obs) {
-        for &(p, d) in &obs.phases {
-            self.phase(p, d);
-        }
-        if let Some((kind, resumed, tls)) = obs.handshake {
-            let _ = if resumed {
-                self.hs_resumed.record(tls)
-            } else {
-                self.hs_full.record(tls)
-            };
-            *self.kinds.entry(kind).or_default() += 1;
-        }
-        if let Some(e) = obs.early {
-            *self.early.entry(e).or_default() += 1;
-        }
-        if let Some(status) = obs.status {
-            *self.status.entry(status).or_default() += 1;
-        }
-        self.body_bytes += obs.body_bytes;
-        if let Some(w) = obs.wakeup {
-            let _ = self.wakeup.record(w);
-        }
-    }
-}
-
 /// One connection slot: requests one after the other until the run ends (open loop: each
 /// at the next send instant of the schedule), on a connection kept as the options and
 /// the server say; the slot's count and mean latency.
@@ -1415,6 +1249,8 @@ async fn connect(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
