@@ -13,13 +13,15 @@ mod options;
 mod pace;
 mod progress;
 pub mod result;
+mod schedule;
 pub mod share;
+mod shared;
 mod tally;
 pub mod usage;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -28,7 +30,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::ClientConfig;
 
 use crate::client::conn::{self, EarlyData, Stamps};
-use crate::client::http1::{Http1, request as http_request};
+use crate::client::http1::Http1;
 use crate::client::target::Target;
 use crate::client::wire::WireStamps;
 use crate::client::{ConnectError, Phase, TlsStream};
@@ -40,13 +42,10 @@ use options::body_len;
 pub use options::{ConfigFactory, LoadGenOptions, MAX_RATE};
 pub use pace::request_short_slice;
 pub use progress::Progress;
+use schedule::{scheduled_end, window};
+use shared::Shared;
 pub use tally::INTERVAL;
 use tally::{Obs, Tally, merge_tally};
-
-/// A run whose first attempts all fail alike (a server without HTTP/2, a group it does
-/// not offer, a certificate we do not trust) stops after this many more failures than
-/// connections, instead of hammering the server with attempts that cannot work.
-const FAIL_FAST_AFTER: u64 = 10;
 
 /// A run that could not start.
 #[derive(Debug, thiserror::Error)]
@@ -133,141 +132,6 @@ impl crate::error::Classify for LoadError {
     }
 }
 
-struct Shared {
-    target: Target,
-    /// The target's addresses, resolved once before the run.
-    resolved: Vec<SocketAddr>,
-    /// The one of `resolved` that accepted last: new connections try it first (a name
-    /// whose first address refuses costs that refusal once, not on every connection).
-    preferred: AtomicUsize,
-    config: Arc<ClientConfig>,
-    opts: LoadGenOptions,
-    /// The HTTP/1.1 request, whole (head and body), kept alive or closing.
-    request_keep: Vec<u8>,
-    request_close: Vec<u8>,
-    /// The HTTP/2 request's body (empty: a GET), shared by every request.
-    upload: Bytes,
-    uri: http::Uri,
-    issued: AtomicU64,
-    /// Open loop: the index of the next instant of the run's one send schedule that no
-    /// slot has taken yet.
-    next_send: AtomicU64,
-    /// Connections opened (picks the next of `opts.addrs`).
-    opened: AtomicU64,
-    start: Instant,
-    deadline: Option<Instant>,
-    /// Requests due before this instant are the warm-up ([`LoadGenOptions::warmup`]):
-    /// sent, left out of every figure.
-    measured_from: Instant,
-    progress: Arc<Progress>,
-    /// Tallies shared by slots (a few per worker thread): HDR histograms are large, one
-    /// set per connection slot would cost megabytes each.
-    shards: Vec<std::sync::Mutex<Tally>>,
-    /// Until a request succeeds: the kind of the failures so far, `Err` once they
-    /// differ.
-    failing: std::sync::Mutex<Option<Result<&'static str, ()>>>,
-    /// Set when the run stopped early because every attempt failed alike.
-    gave_up: AtomicBool,
-}
-
-impl Shared {
-    /// Notes a failure; stops the run when every attempt so far failed with the same
-    /// kind, and more than `connections + FAIL_FAST_AFTER` of them.
-    fn failed(&self, kind: &'static str) {
-        if self.progress.completed.load(Ordering::Relaxed) > 0 {
-            return;
-        }
-        let mut f = match self.failing.lock() {
-            Ok(f) => f,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        *f = match *f {
-            None => Some(Ok(kind)),
-            Some(Ok(k)) if k == kind => Some(Ok(k)),
-            _ => Some(Err(())),
-        };
-        let alike = matches!(*f, Some(Ok(_)));
-        drop(f);
-        let failed = self.progress.failed.load(Ordering::Relaxed);
-        if alike && failed >= self.opts.connections.max(1) as u64 + FAIL_FAST_AFTER {
-            self.gave_up.store(true, Ordering::Relaxed);
-            self.progress.stop();
-        }
-    }
-}
-
-impl Shared {
-    /// Takes the right to start one more request.
-    fn ticket(&self) -> bool {
-        if self.progress.stopped() || self.deadline.is_some_and(|d| Instant::now() >= d) {
-            return false;
-        }
-        match self.opts.requests {
-            Some(n) => self.issued.fetch_add(1, Ordering::Relaxed) < n,
-            None => {
-                self.issued.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-        }
-    }
-
-    /// Open loop: the k-th instant of the one send schedule, the start (after the
-    /// `--rate-share` offset) + k ÷ rate; `None` past any clock.
-    fn send_instant(&self, k: u64, rate: f64) -> Option<Instant> {
-        let after = Duration::try_from_secs_f64(k as f64 / rate).ok()?;
-        self.start
-            .checked_add(self.opts.schedule_offset)?
-            .checked_add(after)
-    }
-
-    /// Open loop: takes the next send instant of the schedule that no slot has taken;
-    /// `None` past any clock or at the run's deadline.
-    fn take_send_instant(&self, rate: f64) -> Option<Instant> {
-        let k = self.next_send.fetch_add(1, Ordering::Relaxed);
-        let t = self.send_instant(k, rate)?;
-        if self.deadline.is_some_and(|d| t >= d) {
-            return None;
-        }
-        Some(t)
-    }
-
-    /// Open loop with `-d`: the send instants due before the run's end (its deadline,
-    /// or its stop when earlier) that no slot took, every one still waiting for an
-    /// answer. None in a `-n` run (it sends its N in the end) or one that gave up.
-    fn unsent(&self) -> u64 {
-        let Some(rate) = self.opts.rate.filter(|r| *r > 0.0) else {
-            return 0;
-        };
-        if self.opts.requests.is_some() || self.gave_up.load(Ordering::Relaxed) {
-            return 0;
-        }
-        let Some(end) = earlier(self.deadline, self.progress.stopped_at()) else {
-            return 0;
-        };
-        let first = self.start + self.opts.schedule_offset;
-        if end <= first {
-            return 0;
-        }
-        // A slot that took one of the instants due sent it: it stops only at an instant
-        // at or after the end.
-        due_before(end - first, rate).saturating_sub(self.next_send.load(Ordering::Relaxed))
-    }
-}
-
-/// How many send instants k ≥ 0 of a schedule at `rate` per second fall before `span`
-/// from its start (k ÷ rate < span), saturating at `u64::MAX` instead of wrapping or
-/// turning a non-finite product into a count.
-fn due_before(span: Duration, rate: f64) -> u64 {
-    let due = (span.as_secs_f64() * rate - 1e-9).ceil();
-    if due.is_nan() || due <= 0.0 {
-        0
-    } else if due >= u64::MAX as f64 {
-        u64::MAX
-    } else {
-        due as u64
-    }
-}
-
 enum Open {
     H1(Box<Http1<TlsStream>>),
     /// hyper's connection task owns the stream: its stamps are read through the handle.
@@ -275,54 +139,6 @@ enum Open {
         hyper::client::conn::http2::SendRequest<Full<Bytes>>,
         WireStamps,
     ),
-}
-
-/// When the run's own schedule ends. A run that its count (`-n N`) ended: for an open
-/// loop, one send interval after its last send (N intervals from the schedule's start,
-/// and no later than `-d`'s end), for a closed loop `None` (it ends with its last
-/// answer), so that `-n 5 -d 10s` done in 0.2 s reports 0.2 s, not 10 s. Otherwise the
-/// end of `--duration`, or, for an open-loop `-n N` run stopped early, the end its count
-/// would have had.
-fn scheduled_end(start: Instant, opts: &LoadGenOptions, count_done: bool) -> Option<Instant> {
-    let by_duration = opts.duration.and_then(|d| start.checked_add(d));
-    let by_count = match (opts.rate, opts.requests) {
-        (Some(r), Some(n)) if r > 0.0 => Duration::try_from_secs_f64(n as f64 / r)
-            .ok()
-            .and_then(|d| start.checked_add(opts.schedule_offset)?.checked_add(d)),
-        _ => None,
-    };
-    if count_done {
-        return match (by_count, by_duration) {
-            (Some(c), Some(d)) => Some(c.min(d)),
-            (c, _) => c,
-        };
-    }
-    by_duration.or(by_count)
-}
-
-/// The earlier of two instants, either of which may be missing.
-fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The time the rates are over: from the start to the later of the last completion and
-/// the end of the run's schedule, or of the stop when the run was stopped before that
-/// end. An open-loop run that kept its schedule thus reports the rate it was asked for
-/// (not completions ÷ the time to the last one, which is higher), and a stopped run
-/// counts the time up to its stop, even when nothing completed near it.
-fn window(
-    start: Instant,
-    last_done: Option<Instant>,
-    scheduled_end: Option<Instant>,
-    stopped_at: Option<Instant>,
-) -> Duration {
-    last_done
-        .max(earlier(scheduled_end, stopped_at))
-        .unwrap_or(start)
-        .saturating_duration_since(start)
 }
 
 /// Runs the load. The caller owns the runtime (threads) and the progress display.
@@ -646,49 +462,6 @@ async fn wait_for_start(at: Instant, progress: &Progress) {
     tokio::select! {
         () = pacer.wait_until(at) => {}
         () = progress.stopping() => {}
-    }
-}
-
-impl Shared {
-    /// What the slots share for a run starting at `start` whose measured window begins
-    /// at `measured_from`: the requests, the schedule's state and the tallies.
-    fn new(
-        target: Target,
-        config: Arc<ClientConfig>,
-        resolved: Vec<SocketAddr>,
-        opts: &LoadGenOptions,
-        (start, measured_from): (Instant, Instant),
-        progress: &Arc<Progress>,
-    ) -> Result<Shared, ConnectError> {
-        let uri: http::Uri = format!("https://{}{}", target.authority, target.path)
-            .parse()
-            .map_err(|e| ConnectError::Http {
-                reason: format!("cannot build the request URI: {e}"),
-            })?;
-        let body_size = body_len(opts);
-        Ok(Shared {
-            request_keep: http_request(&target.authority, &target.path, false, body_size),
-            request_close: http_request(&target.authority, &target.path, true, body_size),
-            upload: Bytes::from(vec![b'x'; body_size]),
-            uri,
-            resolved,
-            preferred: AtomicUsize::new(0),
-            config,
-            deadline: opts.duration.map(|d| start + d),
-            measured_from,
-            opts: opts.clone(),
-            target,
-            issued: AtomicU64::new(0),
-            next_send: AtomicU64::new(0),
-            opened: AtomicU64::new(0),
-            start,
-            progress: Arc::clone(progress),
-            shards: (0..(opts.threads.max(1) * 2).min(opts.connections.max(1)))
-                .map(|_| std::sync::Mutex::new(Tally::new()))
-                .collect(),
-            failing: std::sync::Mutex::new(None),
-            gave_up: AtomicBool::new(false),
-        })
     }
 }
 
@@ -1244,88 +1017,5 @@ async fn connect(
         Ok((Open::H2(send, wire), hs.early_data, done))
     } else {
         Ok((Open::H1(Box::new(Http1::new(stream))), hs.early_data, done))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use super::*;
-
-    #[test]
-    fn the_window_ends_at_the_schedule_or_the_stop_not_at_the_last_response() {
-        let t0 = Instant::now();
-        let at = |ms: u64| Some(t0 + Duration::from_millis(ms));
-        let ms = |d: Duration| d.as_millis();
-        // Open loop at 2/s for 2 s: the last send at 1.5 s answered at 1.51 s; 4 ÷ 2 s.
-        assert_eq!(ms(window(t0, at(1510), at(2000), None)), 2000);
-        // Closed loop: the last response after the deadline ends the window.
-        assert_eq!(ms(window(t0, at(2040), at(2000), None)), 2040);
-        // Stopped at 3 s in a 10 s run whose one response came at 2 ms.
-        assert_eq!(ms(window(t0, at(2), at(10_000), at(3000))), 3000);
-        // Stopped during the tail after the schedule: the schedule's end.
-        assert_eq!(ms(window(t0, at(1990), at(2000), at(2500))), 2000);
-        // A closed-loop -n run: its last response; stopped: the stop.
-        assert_eq!(ms(window(t0, at(700), None, None)), 700);
-        assert_eq!(ms(window(t0, None, None, at(300))), 300);
-        assert_eq!(ms(window(t0, None, None, None)), 0);
-    }
-
-    fn opts(requests: Option<u64>, duration_ms: Option<u64>, rate: Option<f64>) -> LoadGenOptions {
-        LoadGenOptions {
-            requests,
-            duration: duration_ms.map(Duration::from_millis),
-            connections: 1,
-            rate,
-            requests_per_conn: None,
-            http2: false,
-            body_size: 0,
-            timeout: Duration::from_secs(1),
-            threads: 1,
-            server_pid: None,
-            ok_status: Default::default(),
-            resume: crate::client::config::Resume::Off,
-            echo: BTreeMap::new(),
-            early_data: false,
-            verdicts: None,
-            addrs: Vec::new(),
-            config_per_connection: None,
-            schedule_offset: Duration::ZERO,
-            warmup: Duration::ZERO,
-            start_at: None,
-        }
-    }
-
-    /// `-n 5 -d 10s` done in 0.2 s reported 10.00 s: a run its count ended ends with
-    /// its count's schedule (open loop) or its last answer (closed loop).
-    #[test]
-    fn a_run_ended_by_its_count_does_not_report_its_duration_limit() {
-        let t0 = Instant::now();
-        let ms = |e: Option<Instant>| e.map(|e| (e - t0).as_millis());
-        let closed = opts(Some(5), Some(10_000), None);
-        assert_eq!(ms(scheduled_end(t0, &closed, true)), None);
-        assert_eq!(ms(scheduled_end(t0, &closed, false)), Some(10_000));
-        let open = opts(Some(5), Some(10_000), Some(10.0));
-        assert_eq!(ms(scheduled_end(t0, &open, true)), Some(500));
-        assert_eq!(ms(scheduled_end(t0, &open, false)), Some(10_000));
-        // The count's schedule reaches past -d: -d's end.
-        let open = opts(Some(50), Some(1_000), Some(10.0));
-        assert_eq!(ms(scheduled_end(t0, &open, true)), Some(1_000));
-        assert_eq!(
-            ms(scheduled_end(t0, &opts(None, Some(2_000), None), false)),
-            Some(2_000)
-        );
-    }
-
-    /// `--rate 1e300 -d 1s` printed "18446744073709472110 due but never sent".
-    #[test]
-    fn instants_due_saturate() {
-        assert_eq!(due_before(Duration::from_secs(2), 10.0), 20);
-        assert_eq!(due_before(Duration::from_millis(1500), 2.0), 3);
-        assert_eq!(due_before(Duration::ZERO, 10.0), 0);
-        assert_eq!(due_before(Duration::from_secs(1), 1e300), u64::MAX);
-        assert_eq!(due_before(Duration::from_secs(1), f64::INFINITY), u64::MAX);
-        assert_eq!(due_before(Duration::from_secs(1), f64::NAN), 0);
     }
 }
