@@ -9,11 +9,13 @@
 //!
 //! The engine never prints: it returns a [`LoadResult`] and updates a [`Progress`].
 
+mod assemble;
 mod options;
 mod pace;
 mod progress;
 mod request;
 pub mod result;
+mod sample;
 mod schedule;
 pub mod share;
 mod shared;
@@ -23,7 +25,7 @@ pub mod usage;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rustls::ClientConfig;
@@ -31,14 +33,14 @@ use rustls::ClientConfig;
 use crate::client::conn;
 use crate::client::target::Target;
 use crate::client::{ConnectError, Phase};
-use crate::stats::LatencyHistogram;
-pub use result::LoadResult;
-use result::{ConnSample, Dist, GeneratorCpu, Goodput, Handshakes, Requests, ServerUsage};
 
-use options::body_len;
+use assemble::{RunFigures, load_result};
 pub use options::{ConfigFactory, LoadGenOptions, MAX_RATE};
 pub use pace::request_short_slice;
 pub use progress::Progress;
+use result::ConnSample;
+pub use result::LoadResult;
+use sample::{ServerSampler, figures_at_window, generator_usage, server_usage};
 use schedule::{scheduled_end, window};
 use shared::Shared;
 use slot::slot_loop;
@@ -296,153 +298,6 @@ async fn run_slots(
     (connections, gave_up, count_done)
 }
 
-/// The generator's own figures since the measured window's start (`mark`: its CPU,
-/// run-queue wait and pacer looks then): the pacer's spin (s), CPU, run-queue wait (s);
-/// nothing when stopped before the start.
-fn generator_usage(
-    mark: (Duration, Option<Duration>, u64),
-    spin_cost: Option<Duration>,
-    stopped_before_start: bool,
-) -> (Option<f64>, Duration, Option<f64>) {
-    let (cpu0, wait0, spins0) = mark;
-    // The pacer's spin, estimated (open loop only: `spin_cost` is measured only for
-    // one): its looks at the clock × one look's cost.
-    let pacing_spin = spin_cost
-        .filter(|_| !stopped_before_start)
-        .map(|c| c.as_secs_f64() * pace::spin_looks().saturating_sub(spins0) as f64);
-    let cpu = if stopped_before_start {
-        Duration::ZERO
-    } else {
-        usage::self_cpu().saturating_sub(cpu0)
-    };
-    let runqueue_wait = match (stopped_before_start, wait0, usage::self_runqueue_wait()) {
-        (false, Some(a), Some(b)) => Some(b.saturating_sub(a).as_secs_f64()),
-        _ => None,
-    };
-    (pacing_spin, cpu, runqueue_wait)
-}
-
-/// What a run measured besides its tallies, on its way into a [`LoadResult`].
-struct RunFigures {
-    /// The target, as the result names it.
-    target: String,
-    /// When the measured window began (wall clock).
-    started: time::OffsetDateTime,
-    /// The measured window's length.
-    wall: Duration,
-    interrupted: bool,
-    gave_up: bool,
-    /// Open loop: sends the schedule had due that never went out.
-    unsent: u64,
-    connections: Vec<ConnSample>,
-    /// The generator's CPU time over the window.
-    cpu: Duration,
-    /// The pacer's estimated spin, seconds.
-    pacing_spin: Option<f64>,
-    /// The generator threads' run-queue wait, seconds.
-    runqueue_wait: Option<f64>,
-    server: Option<ServerUsage>,
-}
-
-/// The result of a run: its tallies merged into `total`, and its other figures.
-fn load_result(total: Tally, run: RunFigures, opts: &LoadGenOptions) -> LoadResult {
-    let handshakes: u64 = total.kinds.values().sum();
-    let counts = opts
-        .verdicts
-        .as_ref()
-        .map(|v| v.counts())
-        .unwrap_or_default();
-    let dist = |h: &LatencyHistogram| (!h.is_empty()).then(|| Dist::of(h.clone()));
-    let mut result = LoadResult {
-        link_counters: None,
-        schema: <LoadResult as crate::doc::Document>::SCHEMA.into(),
-        target: run.target,
-        started: run
-            .started
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default(),
-        duration_s: run.wall.as_secs_f64(),
-        machines: 1,
-        interrupted: run.interrupted,
-        gave_up: run.gave_up,
-        options: opts.echo.clone(),
-        requests: Requests {
-            attempted: total.completed + total.failed,
-            completed: total.completed,
-            failed: total.failed,
-            per_second: 0.0,
-            unsent: run.unsent,
-        },
-        handshakes: Handshakes {
-            total: handshakes,
-            kinds: total
-                .kinds
-                .iter()
-                .map(|(k, v)| (k.to_string(), *v))
-                .collect(),
-            resumption_rate: 0.0,
-            per_second: 0.0,
-            chains_verified: counts.verified,
-            chains_from_cache: counts.cached,
-            early_data: total
-                .early
-                .iter()
-                .map(|(k, v)| (k.to_string(), *v))
-                .collect(),
-        },
-        latency: Dist::of(total.latency.clone()),
-        latency_corrected: opts.rate.and_then(|_| dist(&total.corrected)),
-        send_lateness: opts.rate.and_then(|_| dist(&total.lateness)),
-        pacing_lateness: opts.rate.and_then(|_| dist(&total.pacing)),
-        client_wakeup: dist(&total.wakeup),
-        handshake_full: dist(&total.hs_full),
-        handshake_resumed: dist(&total.hs_resumed),
-        phases: total
-            .phases
-            .iter()
-            .map(|(p, h)| (p.name().to_string(), Dist::of(h.clone())))
-            .collect(),
-        status: total
-            .status
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect(),
-        errors: total
-            .errors
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect(),
-        error_examples: total
-            .examples
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        body_bytes: total.body_bytes,
-        upload_bytes: total.completed.saturating_mul(body_len(opts) as u64),
-        goodput: Goodput::default(),
-        interval_ms: INTERVAL.as_millis() as u64,
-        interval_requests: total.intervals.clone(),
-        connections: run.connections,
-        generator: GeneratorCpu {
-            threads: opts.threads,
-            cpu_seconds: run.cpu.as_secs_f64(),
-            utilization: 0.0,
-            cpus_allowed: usage::cpus_allowed(None).map(|c| c.len() as u64),
-            cpu_limit: usage::cgroup_cpu_limit(),
-            cpu_us_per_request: None,
-            cpu_us_per_handshake: None,
-            saturated: false,
-            pacing_spin_s: run.pacing_spin.map(|s| s.min(run.cpu.as_secs_f64())),
-            runqueue_wait_s: run.runqueue_wait,
-        },
-        server: run.server,
-        warnings: Vec::new(),
-    };
-    result.finish_rates();
-    result.generator.saturated = result.generator.utilization >= 0.9;
-    result
-}
-
 /// Waits for `--start-at` (or a stop), on a timerfd, not tokio's millisecond timer:
 /// processes started together wake within microseconds of the instant, not up to a tick
 /// after it.
@@ -452,102 +307,4 @@ async fn wait_for_start(at: Instant, progress: &Progress) {
         () = pacer.wait_until(at) => {}
         () = progress.stopping() => {}
     }
-}
-
-/// The server's process tree, sampled every 100 ms while the run lasts (CPU of processes
-/// that exit, memory), looking for new processes once a second (a walk over /proc reads
-/// every process on the machine), on a thread of its own: a walk takes a millisecond or
-/// more, which would delay the I/O of a runtime worker's connections.
-struct ServerSampler {
-    /// The largest resident memory sampled, KiB.
-    rss_max: Arc<AtomicU64>,
-    /// Dropped to stop the thread.
-    stop: std::sync::mpsc::Sender<()>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ServerSampler {
-    /// Starts sampling `tree` (nothing to sample without one).
-    fn start(tree: Option<&Arc<std::sync::Mutex<usage::TreeCpu>>>) -> ServerSampler {
-        let rss_max = Arc::new(AtomicU64::new(0));
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let thread = tree.and_then(|tree| {
-            let (tree, rss_max) = (Arc::clone(tree), Arc::clone(&rss_max));
-            std::thread::Builder::new()
-                .name("server-sampler".into())
-                .spawn(move || {
-                    let mut n = 0u32;
-                    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                        stopped.recv_timeout(Duration::from_millis(100))
-                    {
-                        n += 1;
-                        let kib = lock(&tree).sample(n.is_multiple_of(10));
-                        rss_max.fetch_max(kib, Ordering::Relaxed);
-                    }
-                })
-                .ok()
-        });
-        ServerSampler {
-            rss_max,
-            stop,
-            thread,
-        }
-    }
-
-    /// Stops the thread (within one sample) and gives the largest resident memory seen,
-    /// KiB.
-    async fn stop(self) -> u64 {
-        drop(self.stop);
-        if let Some(t) = self.thread {
-            let _ = tokio::task::spawn_blocking(move || t.join()).await;
-        }
-        self.rss_max.load(Ordering::Relaxed)
-    }
-}
-
-/// Where the measured window begins after a warm-up: the generator's CPU, run-queue wait
-/// and pacer looks, and the server tree's first sample, taken again (the walk on a
-/// blocking thread, off the workers that carry connections).
-fn figures_at_window(
-    measured_from: Instant,
-    tree: Option<Arc<std::sync::Mutex<usage::TreeCpu>>>,
-    pid: Option<u32>,
-) -> tokio::task::JoinHandle<(Duration, Option<Duration>, u64)> {
-    tokio::spawn(async move {
-        tokio::time::sleep_until(measured_from.into()).await;
-        if let (Some(tree), Some(pid)) = (tree, pid) {
-            let fresh = tokio::task::spawn_blocking(move || usage::TreeCpu::start(pid)).await;
-            if let Ok(Ok(t)) = fresh {
-                *lock(&tree) = t;
-            }
-        }
-        (
-            usage::self_cpu(),
-            usage::self_runqueue_wait(),
-            pace::spin_looks(),
-        )
-    })
-}
-
-/// The server's figures at the run's end: its tree's CPU and memory (`rss_max`: the
-/// largest the sampler saw, KiB).
-fn server_usage(pid: u32, tree: &std::sync::Mutex<usage::TreeCpu>, rss_max: u64) -> ServerUsage {
-    let mut tree = lock(tree);
-    let rss_end = tree.sample(true);
-    ServerUsage {
-        pid,
-        processes: tree.processes(),
-        cpu_seconds: tree.cpu().as_secs_f64(),
-        // Per request and per handshake: finish_rates.
-        cpu_us_per_request: None,
-        cpu_us_per_handshake: None,
-        rss_max_kib: rss_max.max(rss_end),
-        rss_end_kib: rss_end,
-        runqueue_wait_s: tree.runqueue_wait().map(|d| d.as_secs_f64()),
-    }
-}
-
-/// Locks, whether or not another holder panicked (the data stay usable).
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
