@@ -18,7 +18,8 @@
 
 use serde::Serialize;
 
-use super::result::{CapacityResult, Outcome, Step, conclude, group};
+use super::numbers::group;
+use super::result::{CapacityResult, Outcome, Step, conclude};
 use crate::stats::compare::Direction;
 use crate::stats::rows::{
     Comparable, Identity, Outcome as RowOutcome, Row, RowComparison, RowSet, RowSide, RowsCompared,

@@ -43,6 +43,7 @@
 
 pub mod compare;
 pub mod knee;
+pub mod numbers;
 pub mod result;
 pub mod slo;
 
@@ -573,7 +574,7 @@ fn server_starved_warning(steps: &[Step], server_pid: bool) -> Option<String> {
     let starved: Vec<String> = steps
         .iter()
         .filter(|s| s.verdict == result::Verdict::Fail && s.server_starved())
-        .map(|s| format!("{} ({}/s)", s.index, result::group(s.offered_per_s)))
+        .map(|s| format!("{} ({}/s)", s.index, numbers::group(s.offered_per_s)))
         .collect();
     (!starved.is_empty()).then(|| {
         format!(
@@ -643,7 +644,7 @@ fn steal_warning(steps: &[Step], whose: &str) -> Option<String> {
          with little steal",
         worst.steal.unwrap_or(0.0) * 100.0,
         worst.index,
-        result::group(worst.offered_per_s),
+        numbers::group(worst.offered_per_s),
         STEAL_WARN * 100.0,
         steps.len()
     ))
@@ -718,7 +719,7 @@ async fn run_step(
     if r.gave_up || unusable {
         return Err(CapacityError::NoAnswer {
             index,
-            rate: result::group(rate),
+            rate: numbers::group(rate),
             why: r.most_frequent_error().unwrap_or_default(),
         });
     }

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::knee::{self, Trial};
+use super::numbers::{figure, group};
 use super::slo::Slo;
 use crate::load::result::Dist;
 use crate::stats::HistogramError;
@@ -892,24 +893,6 @@ fn gradual(k: &knee::Knee, valid: usize, resolution: f64) -> String {
 /// gradual: its 90%-to-10% band then spans 15% of rate or more.
 pub const GRADUAL: f64 = 1.15;
 
-/// `12,345` (rounded to a whole number; digits grouped however large, a value that is
-/// not a finite number as itself).
-pub fn group(x: f64) -> String {
-    if !x.is_finite() {
-        return x.to_string();
-    }
-    let s = format!("{:.0}", x.abs().round());
-    let sign = if x.round() < 0.0 { "-" } else { "" };
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    format!("{sign}{out}")
-}
-
 /// Everything a capacity search found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CapacityResult {
@@ -1014,16 +997,6 @@ fn bounded_steps<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Step>, D:
         }
     }
     d.deserialize_seq(Bounded)
-}
-
-/// A figure for a message: as written (`12.5`) unless very large or very small, then
-/// in scientific notation (`1e308`, not 309 digits).
-pub(crate) fn figure(x: f64) -> String {
-    if x != 0.0 && x.is_finite() && !(1e-6..1e15).contains(&x.abs()) {
-        format!("{x:e}")
-    } else {
-        x.to_string()
-    }
 }
 
 /// `Err(what)` unless `x` is a finite number within `lo ..= hi`.
@@ -2471,11 +2444,5 @@ pub(crate) mod tests {
             conclude(&above, &r, Outcome::TimeLimit).outcome,
             Outcome::GeneratorBound
         );
-    }
-
-    #[test]
-    fn rates_are_grouped_by_thousands() {
-        assert_eq!(group(3100.4), "3,100");
-        assert_eq!(group(1_234_567.0), "1,234,567");
     }
 }

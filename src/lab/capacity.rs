@@ -204,8 +204,8 @@ pub(super) fn recommend(groups: &[GroupResult], slo: &Slo, at_link: bool) -> Vec
                 c.label,
                 base.label,
                 gain * 100.0,
-                capacity::result::group(b),
-                capacity::result::group(a)
+                capacity::numbers::group(b),
+                capacity::numbers::group(a)
             );
             if let Some(cv) = &caveat {
                 text += &format!(" ({cv})");
@@ -235,7 +235,7 @@ pub fn cell_text(c: &CellResult) -> String {
     let Some(cap) = &c.capacity else {
         return "–".into();
     };
-    let g = capacity::result::group;
+    let g = capacity::numbers::group;
     match (cap.capacity_per_s, cap.interval_per_s) {
         (Some(v), Some([lo, hi])) => match cap.disputed_per_s {
             Some([d_lo, d_hi]) => format!(

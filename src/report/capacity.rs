@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets};
 
-use crate::capacity::result::{CapacityResult, Outcome, Step, group};
+use crate::capacity::numbers::group;
+use crate::capacity::result::{CapacityResult, Outcome, Step};
 use crate::compare::CompareDocument;
 use crate::report::svg;
 
@@ -235,8 +236,8 @@ pub fn knee_charts(r: &CapacityResult) -> String {
         series.push((
             format!(
                 "steps disagreed {}–{}/s",
-                crate::capacity::result::group(lo),
-                crate::capacity::result::group(hi)
+                crate::capacity::numbers::group(lo),
+                crate::capacity::numbers::group(hi)
             ),
             vec![[lo, 0.0], [lo, top], [hi, top], [hi, 0.0], [lo, 0.0]],
         ));
