@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use comfy_table::{CellAlignment, Table, presets};
 
 use crate::capacity::numbers::group;
-use crate::capacity::result::{CapacityResult, Outcome, Step};
+use crate::capacity::{CapacityResult, Outcome, Step};
 use crate::compare::CompareDocument;
 use crate::report::svg;
 
@@ -325,7 +325,8 @@ pub fn html(r: &CapacityResult) -> String {
 mod tests {
     use super::*;
     use crate::capacity::StepKind::{Bisect, Confirm, Ramp};
-    use crate::capacity::result::tests::{knee_steps, result_of, step};
+    use crate::capacity::result::tests::result_of;
+    use crate::capacity::step::tests::{knee_steps, step};
 
     /// The last line says how the search ended, once: "capacity 300/s: the rate…",
     /// not "capacity: capacity 300/s"; other outcomes are named before their message.
