@@ -7,36 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
+use super::live::Live;
 use super::matrix::Group;
-use super::result::{CellResult, GroupResult, Recommendation};
-use super::run::Live;
+use super::result::{CellCapacity, CellResult, GroupResult, Recommendation};
 use super::{Control, External, LabError, LabOptions};
 use crate::capacity::{self, CapacityOptions, Outcome, Rules, Slo};
 use crate::client::target::Target;
 use crate::load::LoadGenOptions;
-
-/// One configuration's capacity at the lab's objective.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CellCapacity {
-    /// How the search ended (`capacity`, `generator-bound`, `time-limit`…, as
-    /// `tlsperf capacity`'s `outcome`).
-    pub outcome: Outcome,
-    /// The capacity (new connections/s: the rate a step meets the objective at with
-    /// probability 0.9), whenever the search's steps bound it.
-    pub capacity_per_s: Option<f64>,
-    /// Its 90% credible interval (per second).
-    pub interval_per_s: Option<[f64; 2]>,
-    /// `[lowest failure, highest pass]` where the search's steps disagreed (as
-    /// `tlsperf capacity`'s `disputed_per_s`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disputed_per_s: Option<[f64; 2]>,
-    /// Steps measured.
-    pub steps: usize,
-    /// The search's conclusion in words.
-    pub message: String,
-}
 
 /// The shortest step of the lab's capacity search: `--slo-time` may not be shorter.
 pub const STEP_MIN: Duration = Duration::from_secs(1);
