@@ -18,7 +18,10 @@
 
 use serde::Serialize;
 
-use super::result::{CapacityResult, Outcome, Step, conclude, group};
+use super::conclusion::{Outcome, conclude};
+use super::numbers::group;
+use super::result::CapacityResult;
+use super::step::Step;
 use crate::stats::compare::Direction;
 use crate::stats::rows::{
     Comparable, Identity, Outcome as RowOutcome, Row, RowComparison, RowSet, RowSide, RowsCompared,
@@ -145,10 +148,10 @@ pub struct CapacitySide {
 pub const COST_CHANGE: f64 = 0.10;
 
 /// The server's CPU microseconds per answered request in the judged `steps` near
-/// `capacity` ([`super::result::costs_near`]): their median; `None` without
+/// `capacity` ([`super::step::costs_near`]): their median; `None` without
 /// `--server-pid` or such steps.
 pub fn server_cost_us(steps: &[Step], capacity: f64) -> Option<f64> {
-    let costs = super::result::costs_near(steps, capacity);
+    let costs = super::step::costs_near(steps, capacity);
     let n = costs.len();
     match n {
         0 => None,
@@ -346,7 +349,8 @@ pub fn compare(a: &CapacityResult, b: &CapacityResult) -> Result<CapacityRow, Co
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capacity::result::tests::{knee_steps, result_of};
+    use crate::capacity::result::tests::result_of;
+    use crate::capacity::step::tests::knee_steps;
 
     /// A search whose steps passed at `lo` and failed at `hi`, four times each.
     fn result(lo: f64, hi: f64) -> CapacityResult {
@@ -443,7 +447,7 @@ mod tests {
         let mut c = result(1000.0, 1050.0);
         for s in &mut c.steps {
             if s.offered_per_s == 1050.0 {
-                s.verdict = crate::capacity::Verdict::Pass;
+                s.verdict = crate::capacity::step::Verdict::Pass;
             }
         }
         assert_eq!(

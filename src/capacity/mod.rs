@@ -26,11 +26,11 @@
 //! from `/proc/self/task/*/schedstat`), or the objective holding on the latency from each request's
 //! actual send instant (the failure is then the generator's send lateness alone; see
 //! [`Step::judge`]). A step invalid only by the generator's lateness, its CPU to spare,
-//! is run once more at the same rate ([`result::retry`]). A step whose generator
+//! is run once more at the same rate ([`conclusion::retry`]). A step whose generator
 //! saturated (its CPU at the limit) above a passing step sets a ceiling, 0.8 of its rate
-//! ([`result::generator_ceiling`]), and the search goes on below it; a step invalid at or
+//! ([`conclusion::generator_ceiling`]), and the search goes on below it; a step invalid at or
 //! above a rate that already failed validly decides nothing
-//! ([`result::goes_on_past_invalid`]). Otherwise, or when the re-run is invalid too, the
+//! ([`conclusion::goes_on_past_invalid`]). Otherwise, or when the re-run is invalid too, the
 //! search stops there and says the generator, not the server, saturated or fell behind
 //! (so too when the server passes at the ceiling). (A step that passes despite a late generator is a pass: the delay only
 //! adds to the corrected latency.) After a failed step the search waits until the server
@@ -42,9 +42,15 @@
 //! The engine never prints: it reports each step through [`Progress`]'s channel.
 
 pub mod compare;
+pub mod conclusion;
+pub mod judge;
 pub mod knee;
+pub mod merge;
+pub mod numbers;
 pub mod result;
 pub mod slo;
+pub mod step;
+pub mod validate;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -54,9 +60,12 @@ use rustls::ClientConfig;
 
 use crate::client::target::Target;
 use crate::load::{self, LoadError, LoadGenOptions};
-pub use result::{CapacityResult, Outcome, Rules, SCHEMA, Step, StepKind, Verdict};
-use result::{LATE_START_MAX, StepCpu, bracket, conclude};
+pub use conclusion::Outcome;
+use conclusion::{bracket, conclude};
+pub use result::{CapacityResult, SCHEMA};
 pub use slo::Slo;
+use step::{LATE_START_MAX, StepCpu};
+pub use step::{Rules, Step, StepKind, Verdict};
 
 /// A failing step is invalid when the generator's CPU use reaches this fraction of the
 /// CPUs it may use (as `load` flags a saturated generator).
@@ -249,7 +258,7 @@ fn round_rate(r: f64) -> f64 {
 /// within the resolution.
 fn next_step(steps: &[Step], rules: &Rules) -> Result<(f64, StepKind), Outcome> {
     // Above the generator's ceiling, if it saturated somewhere, no step is judged.
-    let ceiling = result::generator_ceiling(steps, rules)
+    let ceiling = conclusion::generator_ceiling(steps, rules)
         .map(round_rate)
         .filter(|&c| c < rules.max_rate);
     let rules = &Rules {
@@ -270,7 +279,7 @@ fn next_step(steps: &[Step], rules: &Rules) -> Result<(f64, StepKind), Outcome> 
             StepKind::Ramp,
         )),
         (Some(_), Some(_)) => {
-            let trials = result::trials(steps);
+            let trials = conclusion::trials(steps);
             match knee::estimate(&trials) {
                 Some(k) if k.width() <= rules.resolution => Err(Outcome::Capacity),
                 _ => knee::next_rate(&trials, rules.min_rate, rules.max_rate)
@@ -365,8 +374,8 @@ pub async fn run(
         // A plan runs to its end whatever a step showed: the other processes do.
         if plan.is_none()
             && steps.last().is_some_and(|s| s.verdict == Verdict::Invalid)
-            && !result::retry(&steps, &opts.rules)
-            && !result::goes_on_past_invalid(&steps, &opts.rules)
+            && !conclusion::retry(&steps, &opts.rules)
+            && !conclusion::goes_on_past_invalid(&steps, &opts.rules)
         {
             break Outcome::GeneratorBound;
         }
@@ -563,7 +572,7 @@ fn shared_cpus_warning(server_pid: Option<u32>) -> Option<String> {
 /// without `--server-pid`, that this cannot be checked, when a capacity was found.
 fn server_starved_warning(steps: &[Step], server_pid: bool) -> Option<String> {
     if !server_pid {
-        let found = steps.iter().any(|s| s.verdict == result::Verdict::Fail);
+        let found = steps.iter().any(|s| s.verdict == step::Verdict::Fail);
         return found.then(|| {
             "whether another process starved the server in the failing steps cannot be \
              checked without --server-pid (its threads' run-queue wait)"
@@ -572,8 +581,8 @@ fn server_starved_warning(steps: &[Step], server_pid: bool) -> Option<String> {
     }
     let starved: Vec<String> = steps
         .iter()
-        .filter(|s| s.verdict == result::Verdict::Fail && s.server_starved())
-        .map(|s| format!("{} ({}/s)", s.index, result::group(s.offered_per_s)))
+        .filter(|s| s.verdict == step::Verdict::Fail && s.server_starved())
+        .map(|s| format!("{} ({}/s)", s.index, numbers::group(s.offered_per_s)))
         .collect();
     (!starved.is_empty()).then(|| {
         format!(
@@ -599,7 +608,7 @@ pub const COST_DRIFT: f64 = 0.15;
 /// wider for it. On this VM the figure drifted from 885 to 1,250 µs within one
 /// 3-minute search (docs/benchmarks/history/2026-12-02-capacity-pairs-ten.md).
 fn server_cost_warning(steps: &[Step], capacity: Option<f64>) -> Option<String> {
-    let costs = result::costs_near(steps, capacity?);
+    let costs = step::costs_near(steps, capacity?);
     if costs.len() < 4 {
         return None;
     }
@@ -643,7 +652,7 @@ fn steal_warning(steps: &[Step], whose: &str) -> Option<String> {
          with little steal",
         worst.steal.unwrap_or(0.0) * 100.0,
         worst.index,
-        result::group(worst.offered_per_s),
+        numbers::group(worst.offered_per_s),
         STEAL_WARN * 100.0,
         steps.len()
     ))
@@ -718,7 +727,7 @@ async fn run_step(
     if r.gave_up || unusable {
         return Err(CapacityError::NoAnswer {
             index,
-            rate: result::group(rate),
+            rate: numbers::group(rate),
             why: r.most_frequent_error().unwrap_or_default(),
         });
     }
@@ -872,7 +881,7 @@ const UNUSABLE: [&str; 6] = [
 
 #[cfg(test)]
 mod tests {
-    use super::result::tests::{rules, step};
+    use super::step::tests::{rules, step};
     use super::*;
 
     /// The ramp until a pass and a failure; then steps the design places between and
@@ -939,8 +948,8 @@ mod tests {
         saturated.verdict = Verdict::Invalid;
         saturated.generator.utilization = 0.98;
         steps.push(saturated);
-        assert!(!result::retry(&steps, &r));
-        assert!(result::goes_on_past_invalid(&steps, &r));
+        assert!(!conclusion::retry(&steps, &r));
+        assert!(conclusion::goes_on_past_invalid(&steps, &r));
         assert_eq!(next_step(&steps, &r), Ok((2560.0, StepKind::Ramp)));
         // The server passes at the ceiling too: nothing left this generator can judge.
         let mut passing = steps.clone();
@@ -989,7 +998,7 @@ mod tests {
         s.generator.utilization = 0.3;
         starved.push(s.clone());
         starved.push(s);
-        assert!(!result::goes_on_past_invalid(&starved, &r));
+        assert!(!conclusion::goes_on_past_invalid(&starved, &r));
     }
 
     /// Passing steps near the capacity whose server cost 885 to 1,250 µs per request

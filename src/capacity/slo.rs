@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::result::figure;
+use super::numbers::figure;
 use crate::stats::LatencyHistogram;
 
 /// One latency bound: the `percentile`th percentile at most `max`.

@@ -191,7 +191,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
                 } => out.note(format_args!(
                     "step {index} ({}) at {}/s for {:.1} s…",
                     kind.name(),
-                    capacity::result::group(offered_per_s),
+                    capacity::numbers::group(offered_per_s),
                     length.as_secs_f64()
                 )),
                 capacity::Event::Done(step) => out.note(report::step_line(&step)),

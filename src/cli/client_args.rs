@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use crate::client::config::{self, BuiltClient, ClientTlsOptions, Resume, Roots};
+use crate::client::config::{self, BuiltClient, ClientTlsOptions, Resume};
 use crate::client::reload::RootsLoad;
+use crate::client::roots::Roots;
 use crate::client::target::Target;
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};

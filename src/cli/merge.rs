@@ -1,6 +1,6 @@
 //! `tlsperf merge A.json B.json … --out C.json`: results read and written through
 //! [`crate::doc`]; load results → [`crate::load::result::merge`], capacity results (the
-//! processes of one shared search) → [`crate::capacity::result::merge`], step by step;
+//! processes of one shared search) → [`crate::capacity::merge::merge`], step by step;
 //! observations (`tlsperf observe --out`) → [`crate::observe::result::merge`].
 
 use std::path::PathBuf;
@@ -101,7 +101,7 @@ pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
             .map(|i| i.parse::<crate::capacity::CapacityResult>())
             .collect::<Result<Vec<_>, _>>()?;
         // An error about one result names its file.
-        let merged = crate::capacity::result::merge(&results).map_err(|e| {
+        let merged = crate::capacity::merge::merge(&results).map_err(|e| {
             match e.index().and_then(|i| args.results.get(i - 1)) {
                 Some(path) => CliError::input(format!("{}: {e}", path.display())),
                 None => e.into(),

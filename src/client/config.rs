@@ -3,7 +3,6 @@
 //! verifier wrapped in [`TimedVerifier`]. The crypto provider is passed in, never
 //! installed process-wide.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,7 @@ use rustls::client::{Resumption, Tls12Resumption};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::reload::{ReloadingVerifier, RootsLoad};
+use super::roots::Roots;
 use super::verdict_cache::VerdictCache;
 use super::verifier::TimedVerifier;
 use crate::tls::Provider;
@@ -20,33 +20,6 @@ use crate::tls::choices::{self, ConfigError, TlsVersion};
 use crate::tls::danger::InsecureVerifier;
 use crate::trust::TrustStore;
 use crate::verify::IndexedVerifier;
-
-/// Where the roots for verifying servers come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Roots {
-    /// The system store, loaded once per process and shared.
-    System,
-    /// The Mozilla roots compiled in (webpki-roots).
-    Webpki,
-    /// A PEM bundle (`--cacert` / `--roots FILE`).
-    File(PathBuf),
-    /// No verification of the server's certificate (`--insecure`); handshake signatures
-    /// are still checked.
-    Insecure,
-}
-
-impl std::str::FromStr for Roots {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "system" => Roots::System,
-            "webpki" => Roots::Webpki,
-            "" => return Err("empty roots (system, webpki or a PEM file)".into()),
-            path => Roots::File(PathBuf::from(path)),
-        })
-    }
-}
 
 /// How the client resumes sessions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]

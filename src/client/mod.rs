@@ -17,6 +17,7 @@ pub mod exchange;
 pub mod hello;
 pub mod http1;
 pub mod reload;
+pub mod roots;
 pub mod status;
 pub mod target;
 pub mod timeline;

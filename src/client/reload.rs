@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
-use super::config::Roots;
+use super::roots::Roots;
 use crate::tls::Provider;
 use crate::trust::{TrustError, TrustStore};
 use crate::verify::IndexedVerifier;

@@ -7,36 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
+use super::live::Live;
 use super::matrix::Group;
-use super::result::{CellResult, GroupResult, Recommendation};
-use super::run::Live;
+use super::result::{CellCapacity, CellResult, GroupResult, Recommendation};
 use super::{Control, External, LabError, LabOptions};
 use crate::capacity::{self, CapacityOptions, Outcome, Rules, Slo};
 use crate::client::target::Target;
 use crate::load::LoadGenOptions;
-
-/// One configuration's capacity at the lab's objective.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CellCapacity {
-    /// How the search ended (`capacity`, `generator-bound`, `time-limit`…, as
-    /// `tlsperf capacity`'s `outcome`).
-    pub outcome: Outcome,
-    /// The capacity (new connections/s: the rate a step meets the objective at with
-    /// probability 0.9), whenever the search's steps bound it.
-    pub capacity_per_s: Option<f64>,
-    /// Its 90% credible interval (per second).
-    pub interval_per_s: Option<[f64; 2]>,
-    /// `[lowest failure, highest pass]` where the search's steps disagreed (as
-    /// `tlsperf capacity`'s `disputed_per_s`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disputed_per_s: Option<[f64; 2]>,
-    /// Steps measured.
-    pub steps: usize,
-    /// The search's conclusion in words.
-    pub message: String,
-}
 
 /// The shortest step of the lab's capacity search: `--slo-time` may not be shorter.
 pub const STEP_MIN: Duration = Duration::from_secs(1);
@@ -204,8 +181,8 @@ pub(super) fn recommend(groups: &[GroupResult], slo: &Slo, at_link: bool) -> Vec
                 c.label,
                 base.label,
                 gain * 100.0,
-                capacity::result::group(b),
-                capacity::result::group(a)
+                capacity::numbers::group(b),
+                capacity::numbers::group(a)
             );
             if let Some(cv) = &caveat {
                 text += &format!(" ({cv})");
@@ -235,7 +212,7 @@ pub fn cell_text(c: &CellResult) -> String {
     let Some(cap) = &c.capacity else {
         return "–".into();
     };
-    let g = capacity::result::group;
+    let g = capacity::numbers::group;
     match (cap.capacity_per_s, cap.interval_per_s) {
         (Some(v), Some([lo, hi])) => match cap.disputed_per_s {
             Some([d_lo, d_hi]) => format!(

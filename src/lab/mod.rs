@@ -9,6 +9,7 @@
 pub mod capacity;
 pub mod compare;
 mod limits;
+mod live;
 pub mod matrix;
 pub mod pin;
 mod prepare;

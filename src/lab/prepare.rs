@@ -12,7 +12,8 @@ use rustls::client::WebPkiServerVerifier;
 
 use super::matrix::{Cell, Group, TicketKeys, Trust};
 use super::{Event, External, LabError, LabOptions, matrix};
-use crate::client::config::{self as client_config, ClientTlsOptions, Roots};
+use crate::client::config::{self as client_config, ClientTlsOptions};
+use crate::client::roots::Roots;
 use crate::client::verifier::TimedVerifier;
 use crate::pki::ocsp::OCSP_FILE;
 use crate::pki::{KeyType, PkiOptions, TestPki};

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::capacity::Outcome;
+
 /// Share of a cell's attempted requests that may fail before the cell counts as failed
 /// (kept out of every comparison and recommendation).
 pub const FAILED_SHARE: f64 = 0.01;
@@ -296,7 +298,28 @@ pub struct CellResult {
     pub crypto_limit_pct: Option<f64>,
     /// With `--slo`: the configuration's capacity at that objective.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<super::capacity::CellCapacity>,
+    pub capacity: Option<CellCapacity>,
+}
+
+/// One configuration's capacity at the lab's objective.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellCapacity {
+    /// How the search ended (`capacity`, `generator-bound`, `time-limit`…, as
+    /// `tlsperf capacity`'s `outcome`).
+    pub outcome: Outcome,
+    /// The capacity (new connections/s: the rate a step meets the objective at with
+    /// probability 0.9), whenever the search's steps bound it.
+    pub capacity_per_s: Option<f64>,
+    /// Its 90% credible interval (per second).
+    pub interval_per_s: Option<[f64; 2]>,
+    /// `[lowest failure, highest pass]` where the search's steps disagreed (as
+    /// `tlsperf capacity`'s `disputed_per_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disputed_per_s: Option<[f64; 2]>,
+    /// Steps measured.
+    pub steps: usize,
+    /// The search's conclusion in words.
+    pub message: String,
 }
 
 /// The crypto a server handshake does, for one configuration (`tlsperf crypto limit`).

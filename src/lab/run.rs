@@ -3,39 +3,26 @@
 //! [`super::Control`].
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::seq::SliceRandom;
 
-use rustls::ClientConfig;
-
-use super::capacity::{self, CellCapacity};
+use super::capacity;
 use super::limits::crypto_limits;
-use super::matrix::{Cell, Group, Trust};
+use super::live::{Live, start_cell};
+use super::matrix::{Cell, Group};
 use super::pin::Pinning;
-use super::prepare::{Prepared, client_options, prepare, reloaded_config, runnable, server_args};
+use super::prepare::{Prepared, client_options, prepare, runnable};
 use super::recommend::recommend;
 use super::result::LabResult;
-use super::result::{GroupResult, Machine, RunOptions};
+use super::result::{CellCapacity, GroupResult, Machine, RunOptions};
 use super::server::LabServer;
 use super::summarize::{CellRounds, aa_tally, finish_group};
 use super::{Control, Event, External, LabError, LabOptions};
 use crate::client::config as client_config;
 use crate::client::target::Target;
-use crate::load::{self, ConfigFactory, LoadGenOptions, LoadResult, Progress};
-
-/// A cell ready to run: its servers, client configuration and where to connect.
-pub(super) struct Live {
-    pub(super) cell: Cell,
-    pub(super) servers: Vec<LabServer>,
-    pub(super) addrs: Vec<SocketAddr>,
-    pub(super) config: Arc<ClientConfig>,
-    pub(super) factory: Option<ConfigFactory>,
-    pub(super) rounds: Vec<LoadResult>,
-    pub(super) server_cpu: Vec<Option<f64>>,
-}
+use crate::load::{self, LoadGenOptions, Progress};
 
 /// Runs the lab. `on_event` sees progress; `control` can stop it (the groups finished
 /// so far are returned, marked interrupted).
@@ -345,64 +332,6 @@ async fn preflight(ext: &External, cell: &Cell) -> Result<(), LabError> {
     .map_err(|source| LabError::Unreachable {
         target: format!("{}:{}", ext.target.host, ext.target.port),
         source,
-    })
-}
-
-pub(super) fn start_cell(
-    cell: Cell,
-    prep: Option<&Prepared>,
-    external: Option<&External>,
-    opts: &LabOptions,
-) -> Result<Live, LabError> {
-    let mut servers = Vec::new();
-    let mut addrs = Vec::new();
-    if let Some(prep) = prep {
-        // Long enough for every round of the run, bounded in any case.
-        let bound = Duration::from_secs(600);
-        for _ in 0..cell.instances {
-            let s = LabServer::start(
-                &opts.exe,
-                &server_args(&cell, prep),
-                bound,
-                opts.pinning.server_cpu,
-                opts.link.as_ref().map(|l| &*l.server_netns),
-            )?;
-            addrs.push(s.addr);
-            servers.push(s);
-        }
-    }
-    let copts = client_options(&cell, prep, external)?;
-    let built = client_config::build(&copts).map_err(|source| LabError::Client {
-        cell: format!("{}/{}", cell.group.name(), cell.name),
-        source,
-    })?;
-    let factory = match (cell.trust, prep, external) {
-        (Trust::ReloadPerConnection, Some(prep), _) => {
-            let bundle = prep.bundle.clone();
-            let copts = Arc::new(copts);
-            Some(ConfigFactory(Arc::new(move || {
-                reloaded_config(Some(&bundle), &copts)
-            })))
-        }
-        (Trust::ReloadPerConnection, None, Some(ext)) => {
-            let cacert = ext.cacert.clone();
-            let copts = Arc::new(copts);
-            // Without --cacert: the system store through rustls-native-certs, as a client
-            // with no roots configured loads it.
-            Some(ConfigFactory(Arc::new(move || {
-                reloaded_config(cacert.as_deref(), &copts)
-            })))
-        }
-        _ => None,
-    };
-    Ok(Live {
-        cell,
-        servers,
-        addrs,
-        config: built.config,
-        factory,
-        rounds: Vec::new(),
-        server_cpu: Vec::new(),
     })
 }
 

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use comfy_table::{CellAlignment, Table, presets};
 
-use crate::capacity::result::{CapacityResult, Outcome, Step, group};
+use crate::capacity::numbers::group;
+use crate::capacity::{CapacityResult, Outcome, Step};
 use crate::compare::CompareDocument;
 use crate::report::svg;
 
@@ -235,8 +236,8 @@ pub fn knee_charts(r: &CapacityResult) -> String {
         series.push((
             format!(
                 "steps disagreed {}–{}/s",
-                crate::capacity::result::group(lo),
-                crate::capacity::result::group(hi)
+                crate::capacity::numbers::group(lo),
+                crate::capacity::numbers::group(hi)
             ),
             vec![[lo, 0.0], [lo, top], [hi, top], [hi, 0.0], [lo, 0.0]],
         ));
@@ -324,7 +325,8 @@ pub fn html(r: &CapacityResult) -> String {
 mod tests {
     use super::*;
     use crate::capacity::StepKind::{Bisect, Confirm, Ramp};
-    use crate::capacity::result::tests::{knee_steps, result_of, step};
+    use crate::capacity::result::tests::result_of;
+    use crate::capacity::step::tests::{knee_steps, step};
 
     /// The last line says how the search ended, once: "capacity 300/s: the rate…",
     /// not "capacity: capacity 300/s"; other outcomes are named before their message.
