@@ -52,6 +52,8 @@
 //!   and every ratio (`5%` or `0.05`) a flag or a spec field (`--link`, `--slo`) takes.
 //! - [`der`]: the few DER fields tlsperf reads itself (lengths, names, key ids).
 //! - `cli` (hidden): the command-line front end, one file per command.
+//! - `fuzzing` (hidden): the bodies of the fuzz targets in `fuzz/`, which
+//!   `tests/fuzz_corpus.rs` replays their seed corpora through.
 
 pub mod capacity;
 pub mod compare;
@@ -80,5 +82,7 @@ pub mod when;
 pub mod cli;
 pub mod client;
 pub mod der;
+#[doc(hidden)]
+pub mod fuzzing;
 
 pub use error::ErrorClass;

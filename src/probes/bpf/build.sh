@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds probes.bpf.o from probes.bpf.c, owners.bpf.o from owners.bpf.c and capture.bpf.o
 # from capture.bpf.c: the objects tlsperf embeds (src/probes/loader.rs, src/probes/owners.rs,
-# src/observe/ebpf.rs),
+# src/observe/ebpf.rs; probes.bpf.c and owners.bpf.c include common.h, what they share),
 # committed so that building tlsperf needs no BPF compiler. Needs clang and libbpf's headers
 # (Debian: clang, libbpf-dev, linux-libc-dev). The output depends only on the source and the
 # clang version, which is recorded in probes.bpf.clang; `build.sh --check` rebuilds into a

@@ -19,19 +19,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-typedef unsigned long long u64;
-typedef long long s64;
-typedef unsigned int u32;
-typedef int s32;
-typedef unsigned short u16;
-typedef unsigned char u8;
-
-#define AF_INET 2
-#define AF_INET6 10
-#define TCP_ESTABLISHED 1
-#define TCP_SYN_SENT 2
-#define TCP_SYN_RECV 3
-#define TCP_CLOSE 7
+#include "common.h"
 
 #define ROLE_CLIENT 1
 #define ROLE_SERVER 2
@@ -116,21 +104,6 @@ static __always_inline void count(u32 which)
 	if (v)
 		*v += 1;
 }
-
-struct set_state_args {
-	u64 common;
-	const void *skaddr;
-	s32 oldstate;
-	s32 newstate;
-	u16 sport;
-	u16 dport;
-	u16 family;
-	u16 protocol;
-	u8 saddr[4];
-	u8 daddr[4];
-	u8 saddr_v6[16];
-	u8 daddr_v6[16];
-};
 
 SEC("tracepoint/sock/inet_sock_set_state")
 int owner_set_state(struct set_state_args *ctx)
@@ -224,27 +197,14 @@ static __always_inline int accept_exit(struct sys_exit_args *ctx)
 	bpf_map_delete_elem(&accepting, &id);
 	if (ctx->ret < 0)
 		return 0;
-	if (!uaddr) {
-		count(C_NO_PEER);
-		return 0;
-	}
-	u8 buf[24] = {};
-	if (bpf_probe_read_user(buf, 16, (void *)uaddr) != 0) {
-		count(C_NO_PEER);
-		return 0;
-	}
-	u16 fam = buf[0] | (buf[1] << 8);
-	if (fam == AF_INET6 && bpf_probe_read_user(buf, 24, (void *)uaddr) != 0) {
-		count(C_NO_PEER);
-		return 0;
-	}
-	if (fam != AF_INET && fam != AF_INET6)
+	struct peer_key k = {};
+	int got = read_sockaddr(uaddr, &k.family, &k.rport, k.raddr);
+	if (got == SOCKADDR_NOT_IP)
 		return 0; // not TCP/IP (a Unix socket)
-	struct peer_key k = {.rport = (buf[2] << 8) | buf[3], .family = fam};
-	if (fam == AF_INET)
-		__builtin_memcpy(k.raddr, buf + 4, 4);
-	else
-		__builtin_memcpy(k.raddr, buf + 8, 16);
+	if (got != 0) {
+		count(C_NO_PEER);
+		return 0;
+	}
 	struct local_end *l = bpf_map_lookup_elem(&passive, &k);
 	if (!l) {
 		count(C_NO_LOCAL);
@@ -259,7 +219,7 @@ static __always_inline int accept_exit(struct sys_exit_args *ctx)
 	__builtin_memset(e, 0, sizeof(*e));
 	e->tgid = id >> 32;
 	e->role = ROLE_SERVER;
-	e->family = fam;
+	e->family = k.family;
 	e->lport = l->lport;
 	e->rport = k.rport;
 	__builtin_memcpy(e->laddr, l->laddr, 16);

@@ -34,19 +34,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-typedef unsigned long long u64;
-typedef long long s64;
-typedef unsigned int u32;
-typedef int s32;
-typedef unsigned short u16;
-typedef unsigned char u8;
+#include "common.h"
 
-#define AF_INET 2
-#define AF_INET6 10
-#define TCP_ESTABLISHED 1
-#define TCP_SYN_SENT 2
-#define TCP_SYN_RECV 3
-#define TCP_CLOSE 7
 #define EAGAIN 11
 
 #define ROLE_UNKNOWN 0
@@ -538,21 +527,6 @@ int on_fork(void *ctx)
 	return 0;
 }
 
-struct set_state_args {
-	u64 common;
-	const void *skaddr;
-	s32 oldstate;
-	s32 newstate;
-	u16 sport;
-	u16 dport;
-	u16 family;
-	u16 protocol;
-	u8 saddr[4];
-	u8 daddr[4];
-	u8 saddr_v6[16];
-	u8 daddr_v6[16];
-};
-
 SEC("tracepoint/sock/inet_sock_set_state")
 int on_set_state(struct set_state_args *ctx)
 {
@@ -645,27 +619,6 @@ static __always_inline int accept_enter(u64 uaddr)
 	if (!starting() || !wanted(id >> 32))
 		return 0;
 	bpf_map_update_elem(&accept_args, &id, &uaddr, BPF_ANY);
-	return 0;
-}
-
-// Reads a sockaddr_in/sockaddr_in6 from user memory: family, port (host order), address.
-static __always_inline int read_sockaddr(u64 uaddr, u16 *family, u16 *port, u8 addr[16])
-{
-	u8 buf[24] = {};
-	if (!uaddr || bpf_probe_read_user(buf, 16, (void *)uaddr) != 0)
-		return -1;
-	u16 fam = buf[0] | (buf[1] << 8);
-	if (fam == AF_INET6 && bpf_probe_read_user(buf, 24, (void *)uaddr) != 0)
-		return -1;
-	*port = (buf[2] << 8) | buf[3];
-	if (fam == AF_INET) {
-		__builtin_memcpy(addr, buf + 4, 4);
-	} else if (fam == AF_INET6) {
-		__builtin_memcpy(addr, buf + 8, 16);
-	} else {
-		return -1;
-	}
-	*family = fam;
 	return 0;
 }
 
