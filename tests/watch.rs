@@ -279,3 +279,54 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     let _ = srv.kill();
     let _ = srv.wait();
 }
+
+/// `--window` and its files are for live runs; a state file tlsperf did not write is
+/// refused in words, naming it (exit 2), before anything is written.
+#[test]
+fn window_flags_refuse_what_they_cannot_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("x.pcap");
+    std::fs::write(&pcap, b"").unwrap();
+    let run = tlsperf([
+        "observe",
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--window",
+        "10s",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--window is for live capture"),
+        "{}",
+        run.stderr
+    );
+    if !root() {
+        return;
+    }
+    let state = dir.path().join("state.json");
+    std::fs::write(&state, b"{\"schema\": \"something else\"}").unwrap();
+    let windows = dir.path().join("w.jsonl");
+    let run = tlsperf([
+        "observe",
+        "--interface",
+        "lo",
+        "--port",
+        "9",
+        "-d",
+        "1s",
+        "--state",
+        state.to_str().unwrap(),
+        "--windows",
+        windows.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(state.to_str().unwrap())
+            && run.stderr.contains("not a baseline state file"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    // Refused before the stream was opened.
+    assert!(!windows.exists());
+}

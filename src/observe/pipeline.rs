@@ -10,10 +10,11 @@
 //!
 //! A [`Setup`] says what to read and where to write; [`Pipeline::start`] opens and arms
 //! everything in the order that loses nothing (probes attached, then the capture opened,
-//! then the probes armed, so both see the same connections), [`Pipeline::run`] reads
-//! until the end of the file, the duration or `stop`, and hands back a [`Finished`].
-//! It never prints: what a person should read goes to the caller's [`Progress`]
-//! callback, and the caller owns signals (it sets `stop`).
+//! then the probes armed, so both see the same connections; the output streams last, so
+//! a run that cannot start leaves no file), [`Pipeline::run`] reads until the end of the
+//! file, the duration or `stop`, and hands back a [`Finished`]. It never prints: what a
+//! person should read goes to the caller's [`Progress`] callback, and the caller owns
+//! signals (it sets [`Controls`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,11 +198,9 @@ impl Pipeline {
         setup: Setup,
         progress: &mut dyn FnMut(Progress<'_>),
     ) -> Result<Pipeline, PipelineError> {
-        let connections = setup
-            .connections
-            .as_deref()
-            .map(ConnectionsStream::open)
-            .transpose()?;
+        // The baselines first: a state file that cannot be used stops the run before
+        // anything is attached or written.
+        let mut watch = setup.watch.as_ref().map(Watch::new).transpose()?;
         let source = match &setup.capture {
             Capture::File(path) => Opened::File(path.clone()),
             Capture::Live {
@@ -219,10 +218,14 @@ impl Pipeline {
             }
         };
         let (metrics, server) = start_metrics(&setup, progress)?;
-        let watch = setup
-            .watch
-            .as_ref()
-            .map(|w| Watch::open(w, server.is_some().then(|| Arc::clone(&metrics))))
+        // The streams last: a run that cannot start leaves no file behind.
+        if let Some(w) = watch.as_mut() {
+            w.open(server.is_some().then(|| Arc::clone(&metrics)))?;
+        }
+        let connections = setup
+            .connections
+            .as_deref()
+            .map(ConnectionsStream::open)
             .transpose()?;
         let mut source = source;
         if let Opened::Live(live) = &mut source {

@@ -58,6 +58,7 @@ pub struct Watch {
     pub windows: Arc<Mutex<Windows>>,
     baselines: Baselines,
     stream: Option<(PathBuf, io::LineWriter<std::fs::File>)>,
+    stream_path: Option<PathBuf>,
     state: Option<PathBuf>,
     metrics: Option<Arc<ObserveMetrics>>,
     /// The first error writing the stream or the state (the run goes on).
@@ -77,11 +78,9 @@ fn lock(w: &Mutex<Windows>) -> std::sync::MutexGuard<'_, Windows> {
 }
 
 impl Watch {
-    /// Opens the stream and reads the state file (when it exists).
-    pub fn open(
-        setup: &WatchSetup,
-        metrics: Option<Arc<ObserveMetrics>>,
-    ) -> Result<Watch, WatchError> {
+    /// Reads the state file (when it exists); nothing is written until
+    /// [`Watch::open`].
+    pub fn new(setup: &WatchSetup) -> Result<Watch, WatchError> {
         let baselines = match &setup.state {
             Some(path) if path.exists() => {
                 let text =
@@ -105,18 +104,25 @@ impl Watch {
             }
             _ => Baselines::new(setup.anomalies.clone()),
         };
-        let stream = match &setup.stream {
-            Some(path) => Some((path.clone(), open_stream(path, false)?)),
-            None => None,
-        };
         Ok(Watch {
             windows: Arc::new(Mutex::new(Windows::new(setup.windows.clone()))),
             baselines,
-            stream,
+            stream: None,
+            stream_path: setup.stream.clone(),
             state: setup.state.clone(),
-            metrics,
+            metrics: None,
             error: None,
         })
+    }
+
+    /// Opens the stream (an existing regular file is truncated: checked before) and
+    /// counts the anomalies in `metrics` too.
+    pub fn open(&mut self, metrics: Option<Arc<ObserveMetrics>>) -> Result<(), FileError> {
+        if let Some(path) = &self.stream_path {
+            self.stream = Some((path.clone(), open_stream(path, false)?));
+        }
+        self.metrics = metrics;
+        Ok(())
     }
 
     /// Closes what is due by `now_ns`, judges it and writes it.
@@ -173,7 +179,7 @@ impl Watch {
 
     /// The stream's path.
     pub fn stream_path(&self) -> Option<&Path> {
-        self.stream.as_ref().map(|(p, _)| p.as_path())
+        self.stream_path.as_deref()
     }
 
     fn write(&mut self, w: &WindowRecord, events: &[AnomalyEvent]) {
