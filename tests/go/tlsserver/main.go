@@ -56,6 +56,7 @@ func main() {
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
 	duration := flag.Duration("duration", 5*time.Minute, "exit after this long")
 	wrap := flag.Bool("wrap", false, "hand the TLS server a wrapping net.Conn (a byte-counting struct embedding the accepted connection, as metrics, connection-limit and proxy-protocol listeners do) instead of the bare *net.TCPConn")
+	stackSweep := flag.Bool("stack-sweep", false, "call Handshake under a call chain whose depth sweeps 0..299 frames over the connections, so that a new goroutine's stack grows at varying points of the handshake, its functions' entries included (runtime.morestack restarting a function)")
 	switchable := flag.Bool("switch", false, "start with -getcert-sleep and -accept-sleep off: SIGUSR1 turns -getcert-sleep on or off, SIGUSR2 -accept-sleep (a known change at a known instant)")
 	stream := flag.String("stream", "", "a hostile answer sent without end (for 60 s at most): early-hints (endless 103 responses), trailers (a chunked body whose trailer never ends) or chunks (endless 1-byte chunks)")
 	flag.Parse()
@@ -159,12 +160,37 @@ func main() {
 		if *wrap {
 			raw = &countingConn{Conn: raw}
 		}
-		go handle(raw, cfg, *acceptSleep, *stream)
+		depth := 0
+		if *stackSweep {
+			depth = int(accepted % 300)
+		}
+		accepted++
+		go handle(raw, cfg, *acceptSleep, *stream, depth)
 	}
 }
 
 // Whether -getcert-sleep and -accept-sleep apply now (-switch toggles them).
 var certOn, acceptOn atomic.Bool
+
+// Connections accepted (-stack-sweep's depth), and what keeps deep's frames in use.
+var (
+	accepted int64
+	sink     [64]byte
+)
+
+// deep calls f under n frames of about 80 bytes each.
+//
+//go:noinline
+func deep(n int, f func() error) error {
+	var pad [40]byte
+	pad[n%40] = byte(n)
+	if n == 0 {
+		return f()
+	}
+	err := deep(n-1, f)
+	sink[n%64] = pad[n%40]
+	return err
+}
 
 // countingConn is a wrapping listener's connection: it counts the bytes that cross it.
 type countingConn struct {
@@ -184,7 +210,7 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream string) {
+func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream string, depth int) {
 	defer raw.Close()
 	peer := raw.RemoteAddr()
 	if err := raw.SetDeadline(time.Now().Add(connDeadline)); err != nil {
@@ -197,7 +223,7 @@ func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream str
 
 	tlsConn := tls.Server(raw, cfg)
 	defer tlsConn.Close()
-	if err := tlsConn.Handshake(); err != nil {
+	if err := deep(depth, tlsConn.Handshake); err != nil {
 		log.Printf("%s: handshake: %v", peer, err)
 		return
 	}
