@@ -23,7 +23,7 @@ use crate::stats::LatencyHistogram;
 
 /// How long after a window's end it is closed: handshakes that began before its end
 /// and completed within this still count in it.
-pub const GRACE: Duration = Duration::from_secs(1);
+pub const GRACE: Duration = Duration::from_millis(500);
 /// The most distinct SNIs counted in one window; the rest count in `(other)`.
 pub const MAX_SNI_TRACKED: usize = 1024;
 /// The row that takes what is beyond a bound.
