@@ -19,6 +19,7 @@ use crate::observe::watch::WatchSetup;
 use crate::observe::window::WindowOptions;
 use crate::observe::{Capture, Controls, Limits, Pipeline, Progress, Setup};
 use crate::probes::ProbeOptions;
+use crate::report::text::last_window as window_text;
 use crate::report::text::observation;
 
 /// Arguments of `tlsperf observe`.
@@ -237,6 +238,8 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         snapshots: live && !out.json() && !out.quiet() && std::io::stdout().is_terminal(),
     };
     let redraw = setup.snapshots;
+    // On a terminal, the last window beside its baseline, under the table so far.
+    let mut last_window = String::new();
     let mut progress = |p: Progress<'_>| match p {
         Progress::Note(n) => out.note(n),
         Progress::Started(n) if !out.quiet() => out.note(n),
@@ -244,8 +247,9 @@ pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         Progress::Warning(w) => out.warn(w),
         // Home, clear, the table so far.
         Progress::Snapshot(o) => {
-            let _ = out.text(&format!("\x1b[H\x1b[2J{}", observation(o)));
+            let _ = out.text(&format!("\x1b[H\x1b[2J{}{last_window}", observation(o)));
         }
+        Progress::Window(w) if redraw => last_window = format!("\n{}", window_text(w)),
         // In --windows FILE.
         Progress::Window(_) => {}
         Progress::Anomaly(e) => out.warn(sentence(e)),

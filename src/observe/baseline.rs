@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::window::{SeriesKey, SeriesRecord, WindowRecord, phases_of};
+use super::window::{HeadlineBaseline, SeriesKey, SeriesRecord, WindowRecord, phases_of};
 
 /// When a window is an anomaly.
 #[derive(Debug, Clone)]
@@ -227,11 +227,12 @@ impl Baselines {
         }
     }
 
-    /// Judges `w` against the baselines, then learns from it: the anomalies that
-    /// started or ended with it.
-    pub fn judge(&mut self, w: &WindowRecord) -> Vec<AnomalyEvent> {
+    /// Judges `w` against the baselines (noting in each series the baseline it was
+    /// judged against), then learns from it: the anomalies that started or ended with it.
+    pub fn judge(&mut self, w: &mut WindowRecord) -> Vec<AnomalyEvent> {
         let mut events = Vec::new();
-        for s in &w.series {
+        for i in 0..w.series.len() {
+            let s = &w.series[i];
             if s.key.process == super::window::OTHER {
                 continue;
             }
@@ -249,6 +250,18 @@ impl Baselines {
                     events.push(e);
                 }
             }
+            let centre = |q| self.centre_spread(&s.key, headline, q);
+            let baseline = match (centre("p50"), centre("p90")) {
+                (Some((p50, _, n)), Some((p90, _, _))) if n >= self.opts.warmup => {
+                    Some(HeadlineBaseline {
+                        phase: headline.to_string(),
+                        p50_ns: p50,
+                        p90_ns: p90,
+                        windows: n,
+                    })
+                }
+                _ => None,
+            };
             for phase in phases {
                 for q in QUANTILES {
                     if let Some(v) = quantile(s, phase, q) {
@@ -259,6 +272,7 @@ impl Baselines {
                     }
                 }
             }
+            w.series[i].baseline = baseline;
         }
         events
     }
@@ -449,6 +463,7 @@ mod tests {
                 groups: BTreeMap::new(),
                 sni: BTreeMap::new(),
                 phases,
+                baseline: None,
             }],
         }
     }
@@ -460,11 +475,20 @@ mod tests {
         // Ten ordinary windows (think 1–2 ms), then five with 20 ms more think, then
         // ordinary again.
         for i in 0..10 {
-            events.extend(b.judge(&window(i, 1 + i % 2, 1)));
+            let mut w = window(i, 1 + i % 2, 1);
+            events.extend(b.judge(&mut w));
+            // Judged against a baseline once five windows were learnt.
+            let base = &w.series[0].baseline;
+            assert_eq!(base.is_some(), i >= 5, "{i}: {base:?}");
+            if let Some(base) = base {
+                assert_eq!(base.phase, "first_app_byte");
+                assert_eq!(base.windows, i as usize);
+                assert!((3 * MS..=4 * MS).contains(&base.p50_ns), "{base:?}");
+            }
         }
         assert!(events.is_empty(), "{events:?}");
         for i in 10..15 {
-            events.extend(b.judge(&window(i, 21, 1)));
+            events.extend(b.judge(&mut window(i, 21, 1)));
         }
         let starts: Vec<&AnomalyEvent> = events.iter().filter(|e| e.state == "start").collect();
         assert_eq!(starts.len(), 2, "p50 and p90: {events:?}");
@@ -477,7 +501,7 @@ mod tests {
         assert!(line.contains("all of it in server_think"), "{line}");
         events.clear();
         for i in 15..18 {
-            events.extend(b.judge(&window(i, 1, 1)));
+            events.extend(b.judge(&mut window(i, 1, 1)));
         }
         let ends: Vec<&AnomalyEvent> = events.iter().filter(|e| e.state == "end").collect();
         assert_eq!(ends.len(), 2, "{events:?}");
@@ -489,23 +513,23 @@ mod tests {
         let mut b = Baselines::new(AnomalyOptions::default());
         let mut events = Vec::new();
         for i in 0..10 {
-            events.extend(b.judge(&window(i, 1, 1)));
+            events.extend(b.judge(&mut window(i, 1, 1)));
         }
-        events.extend(b.judge(&window(10, 30, 1)));
-        events.extend(b.judge(&window(11, 1, 1)));
+        events.extend(b.judge(&mut window(10, 30, 1)));
+        events.extend(b.judge(&mut window(11, 1, 1)));
         let mut thin = window(12, 30, 1);
         for p in thin.series[0].phases.values_mut() {
             p.count = 10;
         }
-        events.extend(b.judge(&thin));
-        events.extend(b.judge(&thin));
+        events.extend(b.judge(&mut thin.clone()));
+        events.extend(b.judge(&mut thin.clone()));
         assert!(events.is_empty(), "{events:?}");
         // Saved and restored: judged at once, no relearning.
         let text = serde_json::to_string(&b.state()).unwrap();
         let state: BaselineState = serde_json::from_str(&text).unwrap();
         let mut b = Baselines::restore(AnomalyOptions::default(), state);
-        events.extend(b.judge(&window(13, 30, 1)));
-        events.extend(b.judge(&window(14, 30, 1)));
+        events.extend(b.judge(&mut window(13, 30, 1)));
+        events.extend(b.judge(&mut window(14, 30, 1)));
         assert_eq!(events.len(), 2, "{events:?}");
     }
 

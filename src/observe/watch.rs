@@ -127,8 +127,8 @@ impl Watch {
 
     /// Closes what is due by `now_ns`, judges it and writes it.
     pub fn tick(&mut self, now_ns: u64) -> Option<Closed> {
-        let window = lock(&self.windows).tick(now_ns)?;
-        let events = self.baselines.judge(&window);
+        let mut window = lock(&self.windows).tick(now_ns)?;
+        let events = self.baselines.judge(&mut window);
         self.write(&window, &events);
         if let Some(m) = &self.metrics {
             for e in &events {

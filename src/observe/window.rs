@@ -113,6 +113,22 @@ pub struct SeriesRecord {
     pub sni: BTreeMap<String, u64>,
     /// Percentiles of each phase (the wire's phases, or the probes').
     pub phases: BTreeMap<String, PhaseQuantiles>,
+    /// The headline phase's baseline this window was judged against (`--window` runs;
+    /// `None` before the baseline judges, or for a window too thin to judge).
+    pub baseline: Option<HeadlineBaseline>,
+}
+
+/// The baseline a series' window was judged against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadlineBaseline {
+    /// The headline phase (`first_app_byte` for the wire, `total` for the probes).
+    pub phase: String,
+    /// The centre of its p50s, ns.
+    pub p50_ns: u64,
+    /// The centre of its p90s, ns.
+    pub p90_ns: u64,
+    /// Windows it was learnt from.
+    pub windows: usize,
 }
 
 /// One closed window.
@@ -226,6 +242,7 @@ impl SeriesAcc {
             groups: self.groups,
             sni: named,
             phases: self.phases.quantiles(),
+            baseline: None,
             key,
         }
     }

@@ -19,7 +19,7 @@ mod verify;
 
 pub use handshake::handshake_run;
 pub use load::load_result;
-pub use observe::observation;
+pub use observe::{last_window, observation};
 pub use pki::{bundle, pki_init};
 pub use serve::{serve_listening, serve_summary, serve_summary_actix};
 pub use tickets::ticket_ring;

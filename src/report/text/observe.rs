@@ -2,8 +2,10 @@
 //! handshake kind, breakdowns, failures.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, UNIX_EPOCH};
 
 use crate::observe::result::{Dist, Observation, PHASES, Row};
+use crate::observe::window::{WindowRecord, phases_of};
 use crate::probes::report::{PROBE_PHASES, ProbeReport, ProbeRow};
 
 use super::{BAD, BOLD, render, right_align, styled, table};
@@ -30,6 +32,53 @@ fn quantile_row(group: &str, phase: &str, d: &Dist) -> Vec<String> {
         ms(q.p99_ns),
         ms(q.max_ns),
     ]
+}
+
+/// The last closed window (`--window`), a row per series: its handshakes and rate, and
+/// its headline phase's p50 and p90 beside the baseline they were judged against.
+pub fn last_window(w: &WindowRecord) -> String {
+    let clock = |ns: u64| {
+        let t = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_nanos(ns));
+        let t = t.to_string();
+        t.get(11..19).unwrap_or(&t).to_string()
+    };
+    let mut t = table(&[
+        "series", "phase", "n", "/s", "p50", "base p50", "p90", "base p90",
+    ]);
+    for s in &w.series {
+        let Some(phase) = phases_of(&s.key.view).first() else {
+            continue;
+        };
+        let q = s.phases.get(*phase);
+        let base = s.baseline.as_ref();
+        let name = if s.key.port == 0 {
+            format!("{} {} {}", s.key.view, s.key.role, s.key.process)
+        } else {
+            format!(
+                "{} {} {}:{}",
+                s.key.view, s.key.role, s.key.process, s.key.port
+            )
+        };
+        t.add_row(vec![
+            name,
+            (*phase).to_string(),
+            s.handshakes.to_string(),
+            format!("{:.1}", s.per_second),
+            q.map_or("-".into(), |q| ms(q.p50_ns)),
+            base.map_or("-".into(), |b| ms(b.p50_ns)),
+            q.map_or("-".into(), |q| ms(q.p90_ns)),
+            base.map_or("-".into(), |b| ms(b.p90_ns)),
+        ]);
+    }
+    right_align(&mut t, &[2, 3, 4, 5, 6, 7]);
+    format!(
+        "{} (ms; base: the baseline it was judged against)\n{}\n",
+        styled(
+            BOLD,
+            &format!("last window {}–{}", clock(w.start_ns), clock(w.end_ns))
+        ),
+        render(&t)
+    )
 }
 
 /// The whole observation.
@@ -462,4 +511,98 @@ fn breakdown(title: &str, map: &BTreeMap<String, Row>) -> String {
         s += &format!("… and {} more (see --json)\n", rows.len() - SHOWN_ROWS);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::window::{
+        HeadlineBaseline, PhaseQuantiles, SeriesKey, SeriesRecord, WindowRecord,
+    };
+
+    #[test]
+    fn the_last_window_shows_each_series_beside_its_baseline() {
+        let q = PhaseQuantiles {
+            count: 400,
+            p50_ns: 22_216_703,
+            p90_ns: 23_461_887,
+            p95_ns: 24_379_391,
+            p99_ns: 29_114_367,
+        };
+        let series = |view: &str, port, baseline| SeriesRecord {
+            key: SeriesKey {
+                view: view.into(),
+                role: "server".into(),
+                process: "gw".into(),
+                port,
+            },
+            handshakes: 400,
+            per_second: 40.0,
+            peak_per_second: 41,
+            failures: BTreeMap::new(),
+            resumed_share: None,
+            kinds: BTreeMap::new(),
+            versions: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            sni: BTreeMap::new(),
+            phases: [(
+                if view == "wire" {
+                    "first_app_byte"
+                } else {
+                    "total"
+                }
+                .to_string(),
+                q,
+            )]
+            .into(),
+            baseline,
+        };
+        let w = WindowRecord {
+            kind: "window".into(),
+            // 2026-12-06T18:58:00Z.
+            start_ns: 1_796_583_480_000_000_000,
+            end_ns: 1_796_583_490_000_000_000,
+            seconds: 10.0,
+            wire_failures: BTreeMap::new(),
+            late: 0,
+            series: vec![
+                series(
+                    "wire",
+                    443,
+                    Some(HeadlineBaseline {
+                        phase: "first_app_byte".into(),
+                        p50_ns: 1_800_000,
+                        p90_ns: 2_400_000,
+                        windows: 9,
+                    }),
+                ),
+                series("probes", 0, None),
+            ],
+        };
+        let text = last_window(&w);
+        assert!(text.contains("last window 18:58:00–18:58:10"), "{text}");
+        let wire = text
+            .lines()
+            .find(|l| l.contains("wire server gw:443"))
+            .unwrap();
+        let cells: Vec<&str> = wire.split_whitespace().collect();
+        assert_eq!(
+            cells[3..],
+            [
+                "first_app_byte",
+                "400",
+                "40.0",
+                "22.217",
+                "1.800",
+                "23.462",
+                "2.400"
+            ],
+            "{text}"
+        );
+        let probes = text
+            .lines()
+            .find(|l| l.contains("probes server gw"))
+            .unwrap();
+        assert!(probes.contains("total") && probes.ends_with('-'), "{text}");
+    }
 }
