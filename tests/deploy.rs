@@ -4,6 +4,8 @@
 //! verify` and `security`) and the Kubernetes DaemonSet (parsed by python3's yaml,
 //! then its structure).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
 mod common;
 
 use std::collections::BTreeSet;

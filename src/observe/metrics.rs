@@ -468,8 +468,10 @@ mod tests {
 
     /// A TLS 1.2 resumption served by `server` (no group), server think `think_us`.
     fn resumed(server: Option<&str>, think_us: u64) -> Outcome {
-        let mut phases = Phases::default();
-        phases.server_think = Some(think_us * 1000);
+        let phases = Phases {
+            server_think: Some(think_us * 1000),
+            ..Phases::default()
+        };
         Outcome::Handshake(Box::new(Handshake {
             kind: HandshakeKind::Resumed,
             resumption: Some("ticket"),
