@@ -1198,6 +1198,13 @@ fn live_metrics_are_served_while_capturing() {
             // The handshakes' requests are answered: time to first byte too; and the
             // eBPF filter's counter.
             assert!(text.contains("phase=\"server_first_byte\""), "{text}");
+            // Labelled by role, process, version and group (tlsperf serve: TLS 1.3).
+            assert!(
+                text.lines().any(|l| l
+                    .starts_with("tlsperf_observe_handshakes_total{role=\"server\",process=")
+                    && l.contains("version=\"TLSv1.3\",group=")),
+                "{text}"
+            );
             assert!(
                 text.contains("tlsperf_observe_kernel_filtered_segments_total"),
                 "{text}"

@@ -1,12 +1,27 @@
 //! `tlsperf observe --metrics ADDR`: the observation as Prometheus metrics
-//! (prometheus-client), for running next to a production gateway: handshakes by kind,
-//! phase histograms by kind and phase, failures by reason, the kernel's drop counter,
-//! and with `--probes` the processes' handshakes and phases and the records lost;
-//! served at `/metrics` by a small hyper server on its own thread.
+//! (prometheus-client), for running next to a production gateway, served at `/metrics`
+//! by a small hyper server on its own thread. Times in seconds, counters `_total`:
+//!
+//! - `tlsperf_observe_handshakes_total{role,process,kind,version,group}` and
+//!   `tlsperf_observe_handshake_phase_seconds{role,process,kind,phase}` (histogram) from
+//!   the wire, attributed like `--window`'s series: role `server`, process the server's
+//!   `comm` or `(remote)`;
+//! - `tlsperf_observe_handshake_failures_total{reason}` (the wire's failures carry no
+//!   process), `tlsperf_observe_kernel_drops_total`,
+//!   `tlsperf_observe_kernel_filtered_segments_total`;
+//! - with `--probes`: `tlsperf_observe_probe_handshakes_total{process,role,result}`,
+//!   `tlsperf_observe_probe_phase_seconds{role,process,phase}` (histogram),
+//!   `tlsperf_observe_probe_lost_events_total`;
+//! - with `--window`: `tlsperf_observe_anomaly{view,role,process,port,quantile}` (gauge).
+//!
+//! Label values are bounded: the first [`MAX_PROCESSES`] process names and
+//! [`MAX_GROUPS`] groups and versions keep their own series, later ones become
+//! `(other)`; SNIs and addresses are never labels.
 
+use std::collections::HashSet;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -22,24 +37,38 @@ use prometheus_client::registry::Registry;
 
 use super::baseline::AnomalyEvent;
 use super::timeline::Outcome;
+use super::tls::{group_label, version_label};
+use super::window::OTHER;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::probes::report::ProbeCounts;
 
+/// Distinct process names with series of their own; later ones are `(other)`.
+pub const MAX_PROCESSES: usize = 32;
+/// Distinct key-exchange groups (and protocol versions) with series of their own.
+pub const MAX_GROUPS: usize = 16;
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct KindLabels {
+struct HandshakeLabels {
+    role: String,
+    process: String,
     kind: String,
+    version: String,
+    group: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
+    role: String,
+    process: String,
     kind: String,
     phase: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProbeLabels {
-    /// The process's name (not its pid: short-lived clients would make a series each).
-    comm: String,
+    /// The process's name (`comm`, not its pid: short-lived clients would make a
+    /// series each).
+    process: String,
     role: String,
     result: String,
 }
@@ -47,6 +76,7 @@ struct ProbeLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProbePhaseLabels {
     role: String,
+    process: String,
     phase: String,
 }
 
@@ -69,10 +99,47 @@ fn phase_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.00001, 2.0, 20))
 }
 
+/// A label's values, bounded: the first `max` distinct values are kept, later ones
+/// are [`OTHER`].
+#[derive(Debug)]
+struct Bounded {
+    max: usize,
+    seen: Mutex<HashSet<String>>,
+}
+
+impl Bounded {
+    fn new(max: usize) -> Bounded {
+        Bounded {
+            max,
+            seen: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn label(&self, value: &str) -> String {
+        let mut seen = match self.seen.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if seen.contains(value) {
+            return value.to_string();
+        }
+        if seen.len() >= self.max {
+            return OTHER.to_string();
+        }
+        seen.insert(value.to_string());
+        value.to_string()
+    }
+}
+
+/// `comm` from "comm (pid N)".
+fn comm(process: &str) -> &str {
+    process.split(" (pid ").next().unwrap_or(process)
+}
+
 /// The metrics of one observation.
 pub struct ObserveMetrics {
     registry: Registry,
-    handshakes: Family<KindLabels, Counter>,
+    handshakes: Family<HandshakeLabels, Counter>,
     phases: Family<PhaseLabels, Histogram, fn() -> Histogram>,
     failures: Family<ReasonLabels, Counter>,
     drops: Counter,
@@ -84,6 +151,9 @@ pub struct ObserveMetrics {
     probe_lost: Counter,
     probe_lost_seen: AtomicU64,
     anomalies: Family<AnomalyLabels, Gauge>,
+    processes: Bounded,
+    groups: Bounded,
+    versions: Bounded,
 }
 
 impl std::fmt::Debug for ObserveMetrics {
@@ -102,14 +172,12 @@ impl ObserveMetrics {
     /// A fresh registry (prefix `tlsperf_observe`).
     pub fn new() -> ObserveMetrics {
         let mut registry = Registry::with_prefix("tlsperf_observe");
-        let handshakes = Family::<KindLabels, Counter>::default();
+        let handshakes = Family::<HandshakeLabels, Counter>::default();
         let phases: Family<PhaseLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(phase_histogram);
         let failures = Family::<ReasonLabels, Counter>::default();
-        // Series exist from the start: rates see 0, not nothing.
-        for kind in ["full", "full-hrr", "resumed", "0rtt"] {
-            let _ = handshakes.get_or_create(&KindLabels { kind: kind.into() });
-        }
+        // Series exist from the start: rates see 0, not nothing (the handshakes' series
+        // need a process, version and group: they appear with the first handshake).
         for reason in ["alert", "reset", "closed", "incomplete"] {
             let _ = failures.get_or_create(&ReasonLabels {
                 reason: reason.into(),
@@ -118,13 +186,15 @@ impl ObserveMetrics {
         let drops = Counter::default();
         registry.register(
             "handshakes",
-            "Completed TLS handshakes seen on the wire, by kind",
+            "Completed TLS handshakes seen on the wire, by role, process (the server's \
+             comm, or (remote)), kind, version and key-exchange group",
             handshakes.clone(),
         );
         registry.register(
             "handshake_phase_seconds",
             "Handshake phases seen on the wire (connect, server_think, server_flight, \
-             client_think, tls, first_app_byte, server_first_byte), by kind",
+             client_think, tls, first_app_byte, server_first_byte), by role, process and \
+             kind",
             phases.clone(),
         );
         registry.register(
@@ -150,13 +220,13 @@ impl ObserveMetrics {
         let probe_lost = Counter::default();
         registry.register(
             "probe_handshakes",
-            "Handshakes seen inside processes by --probes, by process name, role and result",
+            "Handshakes seen inside processes by --probes, by process (comm), role and result",
             probe_handshakes.clone(),
         );
         registry.register(
             "probe_phase_seconds",
             "Completed handshakes' phases inside the process (accept_queue, \
-             until_first_call, work, waiting_for_peer, span), by role",
+             until_first_call, work, waiting_for_peer, span), by role and process (comm)",
             probe_phases.clone(),
         );
         registry.register(
@@ -185,6 +255,9 @@ impl ObserveMetrics {
             probe_lost,
             probe_lost_seen: AtomicU64::new(0),
             anomalies,
+            processes: Bounded::new(MAX_PROCESSES),
+            groups: Bounded::new(MAX_GROUPS),
+            versions: Bounded::new(MAX_GROUPS),
         }
     }
 
@@ -207,13 +280,25 @@ impl ObserveMetrics {
         match o {
             Outcome::Handshake(h) => {
                 let kind = h.kind.name();
+                let process = self
+                    .processes
+                    .label(h.server_process.as_deref().map_or("(remote)", comm));
+                let group = h.group.map_or("none".into(), group_label);
                 self.handshakes
-                    .get_or_create(&KindLabels { kind: kind.into() })
+                    .get_or_create(&HandshakeLabels {
+                        role: "server".into(),
+                        process: process.clone(),
+                        kind: kind.into(),
+                        version: self.versions.label(&version_label(h.version)),
+                        group: self.groups.label(&group),
+                    })
                     .inc();
                 for (phase, v) in h.phases.named() {
                     if let Some(ns) = v {
                         self.phases
                             .get_or_create(&PhaseLabels {
+                                role: "server".into(),
+                                process: process.clone(),
                                 kind: kind.into(),
                                 phase: phase.into(),
                             })
@@ -236,9 +321,10 @@ impl ObserveMetrics {
     /// Counts one probed handshake (`--probes`).
     pub fn probe(&self, r: &ProbeRecord) {
         let role = r.role.name();
+        let process = self.processes.label(&r.comm);
         self.probe_handshakes
             .get_or_create(&ProbeLabels {
-                comm: r.comm.clone(),
+                process: process.clone(),
                 role: role.into(),
                 result: r.result.name().into(),
             })
@@ -257,6 +343,7 @@ impl ObserveMetrics {
                 self.probe_phases
                     .get_or_create(&ProbePhaseLabels {
                         role: role.into(),
+                        process: process.clone(),
                         phase: phase.into(),
                     })
                     .observe(ns as f64 / 1e9);
@@ -372,4 +459,99 @@ async fn respond(
     let mut r = Response::new(Full::new(Bytes::from_static(b"not found: try /metrics\n")));
     *r.status_mut() = StatusCode::NOT_FOUND;
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::timeline::{Failure, Handshake, HandshakeKind, Phases};
+
+    /// A TLS 1.2 resumption served by `server` (no group), server think `think_us`.
+    fn resumed(server: Option<&str>, think_us: u64) -> Outcome {
+        let phases = Phases {
+            server_think: Some(think_us * 1000),
+            ..Phases::default()
+        };
+        Outcome::Handshake(Box::new(Handshake {
+            kind: HandshakeKind::Resumed,
+            resumption: Some("ticket"),
+            version: 0x0303,
+            group: None,
+            suite: 0xc02f,
+            sni: Some("secret.example".into()),
+            client: "10.0.0.9:51000".parse().unwrap(),
+            server: "10.0.0.1:8443".parse().unwrap(),
+            phases,
+            server_flight_bytes: 200,
+            start_ns: None,
+            hrr: false,
+            client_process: Some("curl (pid 9)".into()),
+            server_process: server.map(str::to_string),
+        }))
+    }
+
+    fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+        text.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+
+    #[test]
+    fn handshakes_are_labelled_by_role_process_kind_version_and_group_in_seconds() {
+        let m = ObserveMetrics::new();
+        m.outcome(&resumed(Some("haproxy (pid 12)"), 1500));
+        m.outcome(&resumed(None, 300));
+        m.outcome(&Outcome::Failed(Failure::Reset));
+        let text = m.prometheus_text();
+        let mut handshakes = lines(&text, "tlsperf_observe_handshakes_total{");
+        handshakes.sort_unstable();
+        assert_eq!(
+            handshakes,
+            [
+                r#"tlsperf_observe_handshakes_total{role="server",process="(remote)",kind="resumed",version="TLSv1.2",group="none"} 1"#,
+                r#"tlsperf_observe_handshakes_total{role="server",process="haproxy",kind="resumed",version="TLSv1.2",group="none"} 1"#,
+            ],
+            "{text}"
+        );
+        // 1.5 ms is in the bucket of 2.56 ms and not in that of 1.28 ms: seconds.
+        assert!(
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00256",role="server",process="haproxy",kind="resumed",phase="server_think"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00128",role="server",process="haproxy",kind="resumed",phase="server_think"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"tlsperf_observe_handshake_failures_total{reason="reset"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"tlsperf_observe_handshake_failures_total{reason="alert"} 0"#),
+            "{text}"
+        );
+        // Neither the SNI nor an address is a label.
+        assert!(!text.contains("secret.example"), "{text}");
+        assert!(!text.contains("10.0.0."), "{text}");
+        assert!(text.contains("# TYPE tlsperf_observe_handshake_phase_seconds histogram"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn process_names_beyond_the_bound_are_other() {
+        let m = ObserveMetrics::new();
+        for i in 0..MAX_PROCESSES + 5 {
+            m.outcome(&resumed(Some(&format!("worker{i} (pid {i})")), 10));
+        }
+        m.outcome(&resumed(Some("worker0 (pid 77)"), 10));
+        let text = m.prometheus_text();
+        let series = lines(&text, "tlsperf_observe_handshakes_total{");
+        assert_eq!(series.len(), MAX_PROCESSES + 1, "{text}");
+        assert!(
+            text.contains(r#"process="(other)",kind="resumed",version="TLSv1.2",group="none"} 5"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none"} 2"#),
+            "{text}"
+        );
+    }
 }
