@@ -449,6 +449,7 @@ mod tests {
                 groups: BTreeMap::new(),
                 sni: BTreeMap::new(),
                 phases,
+                headline_histogram: None,
             }],
         }
     }

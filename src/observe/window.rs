@@ -113,6 +113,12 @@ pub struct SeriesRecord {
     pub sni: BTreeMap<String, u64>,
     /// Percentiles of each phase (the wire's phases, or the probes').
     pub phases: BTreeMap<String, PhaseQuantiles>,
+    /// The headline phase's histogram (the wire's `first_app_byte`, the probes' `total`;
+    /// [`phases_of`]`(view)[0]`), HDR V2 in base64: mergeable, so that the percentiles of
+    /// a day (`observe report`'s P99.9) are exact. Absent when the headline has no
+    /// value, and in streams written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headline_histogram: Option<LatencyHistogram>,
 }
 
 /// One closed window.
@@ -210,7 +216,14 @@ impl SeriesAcc {
             *named.entry(row).or_default() += n;
         }
         let wire = key.view == "wire";
+        let headline_histogram = self
+            .phases
+            .0
+            .get(phases_of(&key.view)[0])
+            .filter(|h| !h.is_empty())
+            .cloned();
         SeriesRecord {
+            headline_histogram,
             handshakes: self.handshakes,
             per_second: if seconds > 0.0 {
                 self.handshakes as f64 / seconds
@@ -520,6 +533,12 @@ mod tests {
             "{think:?}"
         );
         assert_eq!(s.sni.values().sum::<u64>(), 100);
+        // The headline's histogram, whole: it round-trips through JSON.
+        let h = s.headline_histogram.as_ref().unwrap();
+        assert_eq!(h.len(), 100);
+        assert_eq!(h.quantiles().p90_ns, s.phases["first_app_byte"].p90_ns);
+        let back: WindowRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
         // A handshake of the closed window, arriving now, counts as late in the next.
         w.wire(&handshake(105 * S, 1, "nginx"), 0);
         let next = w.finish(115 * S).unwrap();
