@@ -2,6 +2,7 @@
 //! self-contained HTML with SVG charts). They never open the engine's sockets or files;
 //! JSON output is the results' own serde form.
 
+pub mod audit;
 pub mod capacity;
 pub mod compare;
 pub mod crypto;
