@@ -46,16 +46,7 @@ fn series(key: SeriesKey, values: &[u64], histogram: bool) -> SeriesRecord {
     };
     let mut phases = BTreeMap::new();
     if !values.is_empty() {
-        phases.insert(
-            phase.to_string(),
-            PhaseQuantiles {
-                count: q.count,
-                p50_ns: q.p50_ns,
-                p90_ns: q.p90_ns,
-                p95_ns: q.p95_ns,
-                p99_ns: q.p99_ns,
-            },
-        );
+        phases.insert(phase.to_string(), PhaseQuantiles::from(q));
     }
     SeriesRecord {
         key,
@@ -249,7 +240,7 @@ fn the_text_says_the_budget_in_words_and_the_html_charts_each_series() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = streams(dir.path());
     let html = dir.path().join("audit.html");
-    let run = tlsperf([
+    let args = [
         "observe",
         "report",
         &a,
@@ -258,7 +249,8 @@ fn the_text_says_the_budget_in_words_and_the_html_charts_each_series() {
         "p95=30ms",
         "--html",
         html.to_str().unwrap(),
-    ]);
+    ];
+    let run = tlsperf(args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let t = &run.stdout;
     assert!(t.contains("2026-12-05 (UTC)"), "{t}");
@@ -295,60 +287,41 @@ fn the_text_says_the_budget_in_words_and_the_html_charts_each_series() {
     assert!(wire_chart.contains("anomaly starts"));
     assert!(page.contains("objective p95 ≤ 30 ms"));
     assert!(!page.contains("NaN") && !page.contains("inf"));
-    // Not replaced without --force.
-    let again = tlsperf([
-        "observe",
-        "report",
-        &a,
-        "--slo",
-        "p95=30ms",
-        "--html",
-        html.to_str().unwrap(),
-    ]);
+    // Not replaced without --force; replaced with it.
+    let again = tlsperf(args);
     assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("refusing to overwrite"), "{}", again.stderr);
+    assert_eq!(tlsperf(args.iter().chain(&["--force"])).code, 0);
 }
 
 #[test]
 fn bad_input_is_named_by_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let good = window(DAY1, vec![series(key("wire", "x", 443), &[MS; 10], true)]);
-    let bad = write(
-        dir.path(),
-        "bad.jsonl",
-        &format!("{good}\n\n{{\"type\":\"connection\",\"sni\":\"a\"}}\n"),
-    );
-    let run = tlsperf(["observe", "report", &bad, "--slo", "p95=30ms"]);
-    assert_eq!(run.code, 2);
-    assert!(
-        run.stderr
-            .contains("bad.jsonl:3: type \"connection\": neither a window nor an anomaly record"),
-        "{}",
-        run.stderr
-    );
-    let broken = write(
-        dir.path(),
-        "broken.jsonl",
-        &format!("{good}\n{{\"type\":\"window\"\n"),
-    );
-    let run = tlsperf(["observe", "report", &broken, "--slo", "p95=30ms"]);
-    assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.contains("broken.jsonl:2: not JSON"),
-        "{}",
-        run.stderr
-    );
-    let empty = write(dir.path(), "empty.jsonl", "");
-    let run = tlsperf(["observe", "report", &empty, "--slo", "p95=30ms"]);
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("empty.jsonl: empty"), "{}", run.stderr);
-    let only = write(
-        dir.path(),
-        "only.jsonl",
-        &(anomaly("start", DAY1, DAY1) + "\n"),
-    );
-    let run = tlsperf(["observe", "report", &only, "--slo", "p95=30ms"]);
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("no window record"), "{}", run.stderr);
+    let cases = [
+        (
+            "bad.jsonl",
+            format!("{good}\n\n{{\"type\":\"connection\",\"sni\":\"a\"}}\n"),
+            "bad.jsonl:3: type \"connection\": neither a window nor an anomaly record",
+        ),
+        (
+            "broken.jsonl",
+            format!("{good}\n{{\"type\":\"window\"\n"),
+            "broken.jsonl:2: not JSON",
+        ),
+        ("empty.jsonl", String::new(), "empty.jsonl: empty"),
+        (
+            "only.jsonl",
+            anomaly("start", DAY1, DAY1) + "\n",
+            "no window record in",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let path = write(dir.path(), name, &text);
+        let run = tlsperf(["observe", "report", &path, "--slo", "p95=30ms"]);
+        assert_eq!(run.code, 2, "{name}");
+        assert!(run.stderr.contains(expected), "{name}: {}", run.stderr);
+    }
     let ok = write(dir.path(), "ok.jsonl", &(good + "\n"));
     for slo in ["p99.9=1s", "p95=30ms,p50=5ms", "p95=30ms,errors=1%", "p95"] {
         let run = tlsperf(["observe", "report", &ok, "--slo", slo]);

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::timeline::Outcome;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
-use crate::stats::LatencyHistogram;
+use crate::stats::{LatencyHistogram, Quantiles};
 
 /// How long after a window's end it is closed: handshakes that began before its end
 /// and completed within this still count in it.
@@ -85,6 +85,18 @@ pub struct PhaseQuantiles {
     pub p95_ns: u64,
     /// ns.
     pub p99_ns: u64,
+}
+
+impl From<Quantiles> for PhaseQuantiles {
+    fn from(q: Quantiles) -> PhaseQuantiles {
+        PhaseQuantiles {
+            count: q.count,
+            p50_ns: q.p50_ns,
+            p90_ns: q.p90_ns,
+            p95_ns: q.p95_ns,
+            p99_ns: q.p99_ns,
+        }
+    }
 }
 
 /// One series in one window.
@@ -159,19 +171,7 @@ impl PhaseHists {
         self.0
             .iter()
             .filter(|(_, h)| !h.is_empty())
-            .map(|(k, h)| {
-                let q = h.quantiles();
-                (
-                    (*k).to_string(),
-                    PhaseQuantiles {
-                        count: q.count,
-                        p50_ns: q.p50_ns,
-                        p90_ns: q.p90_ns,
-                        p95_ns: q.p95_ns,
-                        p99_ns: q.p99_ns,
-                    },
-                )
-            })
+            .map(|(k, h)| ((*k).to_string(), PhaseQuantiles::from(h.quantiles())))
             .collect()
     }
 }

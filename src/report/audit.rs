@@ -99,12 +99,10 @@ fn phase_of(key: &SeriesKey) -> &'static str {
 /// The page.
 pub fn html(r: &AuditReport) -> String {
     let e = svg::esc;
-    let mut s = String::from(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>tlsperf observe report</title>",
-    );
+    let mut s = super::page_head("tlsperf observe report", STYLE);
     let _ = write!(
         s,
-        "<style>{STYLE}</style></head><body><h1>Audit: {} of the headline ≤ {} ms per window</h1>",
+        "<h1>Audit: {} of the headline ≤ {} ms per window</h1>",
         r.objective.name(),
         ms(r.objective.max_ns)
     );
