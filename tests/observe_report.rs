@@ -290,7 +290,11 @@ fn the_text_says_the_budget_in_words_and_the_html_charts_each_series() {
     // Not replaced without --force; replaced with it.
     let again = tlsperf(args);
     assert_eq!(again.code, 2, "{}", again.stderr);
-    assert!(again.stderr.contains("refusing to overwrite"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("refusing to overwrite"),
+        "{}",
+        again.stderr
+    );
     assert_eq!(tlsperf(args.iter().chain(&["--force"])).code, 0);
 }
 

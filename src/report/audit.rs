@@ -12,7 +12,7 @@ use crate::observe::window::SeriesKey;
 use crate::report::svg;
 use crate::report::text::{budget_words, clock, event_line, series_name};
 
-const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}.worse{color:#a00}.sig{font-weight:bold;color:#006400}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{background:#fff;border:1px solid #eee;width:49%;min-width:420px;height:auto}li{margin:.3em 0}.muted{color:#666}";
+const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:4px 6px;text-align:right}th:first-child,td:first-child,td:last-child{text-align:left}th{background:#f3f3f3}.worse{color:#a00}.sig{font-weight:bold;color:#006400}.charts{display:flex;flex-wrap:wrap;gap:1em}svg.chart{background:#fff;border:1px solid #eee;width:49%;min-width:420px;height:auto}li{margin:.3em 0}.muted{color:#666}";
 
 const HOUR_NS: f64 = 3.6e12;
 
@@ -20,7 +20,7 @@ fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-/// The charts of one series: `points` over the whole span, x in hours since `origin_ns`.
+/// The charts of one series: `points` over the whole span, x in hours (minutes for a span under two) since `origin_ns`, the first window judged.
 fn series_charts(
     s: &mut String,
     i: usize,
@@ -29,8 +29,16 @@ fn series_charts(
     r: &AuditReport,
     origin_ns: u64,
 ) {
-    let x = |ns: u64| ns.saturating_sub(origin_ns) as f64 / HOUR_NS;
+    // Hours, or minutes for a span under two hours.
+    let last = points.last().map_or(origin_ns, |p| p.start_ns);
+    let (unit_ns, unit) = if (last.saturating_sub(origin_ns) as f64) < 2.0 * HOUR_NS {
+        (HOUR_NS / 60.0, "minutes")
+    } else {
+        (HOUR_NS, "hours")
+    };
+    let x = |ns: u64| ns.saturating_sub(origin_ns) as f64 / unit_ns;
     let name = series_name(key);
+    let x_label = format!("{unit} since {}", when(origin_ns));
     let rate = vec![(
         "handshakes/s".to_string(),
         points
@@ -42,7 +50,7 @@ fn series_charts(
     s.push_str(&svg::lines(
         &format!("rate-{i}"),
         &format!("{name}: handshakes/s"),
-        "hours since the first day's 00:00 UTC",
+        &x_label,
         "handshakes/s",
         if rate_max > 0.0 { rate_max } else { 1.0 },
         &rate,
@@ -85,11 +93,20 @@ fn series_charts(
     s.push_str(&svg::lines(
         &format!("latency-{i}"),
         &format!("{name}: {} per window", phase_of(key)),
-        "hours since the first day's 00:00 UTC",
+        &x_label,
         "ms",
         top,
         &lines,
     ));
+}
+
+/// `2026-12-06 19:09:00 UTC`.
+fn when(ns: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns);
+    humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .replace('T', " ")
+        .replace('Z', " UTC")
 }
 
 fn phase_of(key: &SeriesKey) -> &'static str {
@@ -159,18 +176,13 @@ pub fn html(r: &AuditReport) -> String {
             .or_default()
             .extend(x.points.iter().cloned());
     }
-    let origin_ns = r
-        .days
-        .first()
-        .and_then(|d| {
-            d.series
-                .iter()
-                .flat_map(|x| &x.points)
-                .map(|p| p.start_ns)
-                .min()
-        })
-        .or_else(|| points.values().flatten().map(|p| p.start_ns).min())
-        .map_or(0, |ns| ns - ns % 86_400_000_000_000);
+    // The charts' x axis: hours since the first window judged.
+    let origin_ns = points
+        .values()
+        .flatten()
+        .map(|p| p.start_ns)
+        .min()
+        .unwrap_or(0);
     s.push_str("<h2>Over time</h2>");
     for (i, (key, pts)) in points.iter().enumerate() {
         if pts.is_empty() {

@@ -120,10 +120,11 @@ pub fn audit_report(r: &AuditReport) -> String {
                 "max p99 ms",
             ]);
             for x in &day.series {
+                // Plain: a table's widths would count a style's escape codes.
                 let verdict = if x.budget.within {
-                    styled(GOOD, "within")
+                    "within"
                 } else {
-                    styled(BAD, "exhausted")
+                    "exhausted"
                 };
                 footnote |= x.p999_ns.is_none() && x.windows > 0;
                 t.add_row(vec![
@@ -133,7 +134,7 @@ pub fn audit_report(r: &AuditReport) -> String {
                     x.met.to_string(),
                     pct(x.met_share),
                     pct(x.budget.burnt_share),
-                    verdict,
+                    verdict.to_string(),
                     p999(x),
                     short(x.max_window_p99_ns as f64 / 1e6),
                 ]);
@@ -143,10 +144,11 @@ pub fn audit_report(r: &AuditReport) -> String {
             s.push('\n');
         }
         for x in day.series.iter().filter(|x| x.windows > 0) {
+            let style = if x.budget.within { GOOD } else { BAD };
             s += &format!(
                 "  {}: {}\n",
                 series_name(&x.series),
-                budget_words(&x.budget)
+                styled(style, &budget_words(&x.budget))
             );
             let worst: Vec<String> = x
                 .worst
