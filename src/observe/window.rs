@@ -1,6 +1,7 @@
 //! Windows (`observe --window DURATION`): what was seen in each closed window of time, per
 //! series, as one record — handshakes, rate, failures, resumption, the kinds, versions,
-//! groups and SNIs seen (bounded), and the p50/p90/p95/p99 of every wire and probe phase.
+//! groups and SNIs seen (bounded), the p50/p90/p95/p99 of every wire and probe phase,
+//! and the headline phase's histogram (so that windows merge exactly into a day).
 //!
 //! A window is `[k·W, (k+1)·W)` on the wall clock (ns since the Unix epoch), W the
 //! window's length. A captured handshake counts in the window of its start (its SYN's
