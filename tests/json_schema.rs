@@ -427,3 +427,21 @@ fn lab_json_matches_the_documented_schema() {
         &docs,
     );
 }
+
+/// `observe report --json` on a window stream of one window and one anomaly event.
+#[test]
+fn observe_report_json_matches_the_documented_schema() {
+    let docs = documented();
+    let dir = tempfile::tempdir().unwrap();
+    let q = r#"{"count":10,"p50_ns":1000000,"p90_ns":2000000,"p95_ns":3000000,"p99_ns":4000000}"#;
+    let series = r#"{"view":"wire","role":"server","process":"nginx","port":443}"#;
+    let window = format!(
+        r#"{{"type":"window","start_ns":1796428800000000000,"end_ns":1796428860000000000,"seconds":60.0,"wire_failures":{{}},"late":0,"series":[{{"view":"wire","role":"server","process":"nginx","port":443,"handshakes":10,"per_second":0.2,"peak_per_second":1,"failures":{{}},"resumed_share":0.0,"kinds":{{}},"versions":{{}},"groups":{{}},"sni":{{}},"phases":{{"first_app_byte":{q}}}}}]}}"#
+    );
+    let anomaly = format!(
+        r#"{{"type":"anomaly","state":"start","series":{series},"quantile":"p90","phase":"first_app_byte","baseline_ns":1,"threshold_ns":2,"now_ns":3,"since_ns":1796428800000000000,"at_ns":1796428860000000000,"moved":"connect","share":1.0,"phases":[{{"phase":"connect","baseline_ns":1,"now_ns":3}}]}}"#
+    );
+    let file = write(dir.path(), "w.jsonl", &format!("{window}\n{anomaly}\n"));
+    let run = tlsperf(["observe", "report", &file, "--slo", "p95=30ms", "--json"]);
+    check("observe report`: the audit of window streams", run, &docs);
+}

@@ -25,12 +25,16 @@ use crate::report::text::observation;
 /// Arguments of `tlsperf observe`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["pcap", "interface", "probes"]).multiple(true)))]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 #[command(after_help = super::examples::block(&[
     "tlsperf observe --pcap capture.pcap --port 443",
     "tlsperf observe --interface eth0 --port 443 --duration 30s --out seen.json",
     "tlsperf observe --probes --pid 1234",
 ]))]
 pub struct ObserveArgs {
+    /// What to do with what was observed (instead of observing).
+    #[command(subcommand)]
+    command: Option<ObserveCommand>,
     /// A capture file to analyze: pcap or pcapng, as `tcpdump -w FILE` writes it
     /// (Ethernet, Linux cooked, raw IP or loopback link layer).
     #[arg(long, value_name = "FILE", conflicts_with = "interface")]
@@ -136,8 +140,81 @@ pub struct ObserveArgs {
     classic_filter: bool,
 }
 
+/// Subcommands of `tlsperf observe`.
+#[derive(Debug, clap::Subcommand)]
+enum ObserveCommand {
+    /// The audit of window streams: per UTC day and series, the windows meeting a latency
+    /// objective, the error budget burnt, the worst windows, P99.9, the anomalies.
+    ///
+    /// Reads the JSON Lines `observe --window DURATION --windows FILE` writes, from one
+    /// or more files (several agents, or rotated files), merged by time. The objective is
+    /// on the headline phase: the wire's first_app_byte, the probes' total.
+    #[command(after_help = super::examples::block(&[
+        "tlsperf observe report windows.jsonl --slo p95=30ms",
+        "tlsperf observe report a.jsonl b.jsonl --slo p99=50ms --budget 0.1% --html audit.html",
+    ]))]
+    Report(ReportArgs),
+}
+
+/// Arguments of `tlsperf observe report`.
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Window streams (`observe --windows FILE`, JSON Lines), merged by time.
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+    /// The objective on each window's headline: one of p50, p90, p95, p99 with its bound,
+    /// e.g. p95=30ms (the syntax of `capacity --slo`).
+    #[arg(long, value_name = "OBJECTIVE")]
+    slo: crate::capacity::slo::Slo,
+    /// The share of windows that may miss the objective (the error budget), e.g. 1% or
+    /// 0.1%.
+    #[arg(long, value_name = "PERCENT", default_value = "1%", value_parser = super::ratio::parse)]
+    budget: f64,
+    /// Also write the report as a self-contained HTML page with a time-series chart per
+    /// series.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Replace --html FILE if it exists.
+    #[arg(long, requires = "html")]
+    force: bool,
+}
+
+/// Runs `tlsperf observe report`.
+fn report(args: ReportArgs, out: &Output) -> Result<(), CliError> {
+    use crate::observe::audit::{Objective, audit};
+    let objective =
+        Objective::from_slo(&args.slo).map_err(|why| CliError::input(format!("--slo: {why}")))?;
+    if !(0.0..1.0).contains(&args.budget) {
+        return Err(CliError::input("--budget: a share within 0% ..< 100%"));
+    }
+    if let Some(dest) = &args.html {
+        crate::files::check_destination(dest, args.force)?;
+        crate::files::check_not_input(dest, args.files.iter().map(PathBuf::as_path))?;
+    }
+    let inputs = args
+        .files
+        .iter()
+        .map(|f| crate::doc::Input::read(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let result = audit(&inputs, objective, args.budget)?;
+    out.result(&result, || crate::report::text::audit_report(&result))?;
+    if let Some(dest) = &args.html {
+        crate::files::write_atomic(
+            dest,
+            crate::report::audit::html(&result).as_bytes(),
+            crate::files::FileMode::Public,
+            args.force,
+        )?;
+        out.note(format!("wrote {}", dest.display()));
+    }
+    Ok(())
+}
+
 /// Runs `tlsperf observe`.
-pub fn exec(args: ObserveArgs, out: &Output) -> Result<(), CliError> {
+pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
+    if let Some(ObserveCommand::Report(r)) = args.command.take() {
+        return report(r, out);
+    }
     if args.pcap.is_some() {
         for (flag, given) in [
             ("--duration", args.duration.is_some()),

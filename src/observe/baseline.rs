@@ -464,6 +464,7 @@ mod tests {
                 sni: BTreeMap::new(),
                 phases,
                 baseline: None,
+                headline_histogram: None,
             }],
         }
     }

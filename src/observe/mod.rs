@@ -32,6 +32,7 @@
 
 pub mod aggregate;
 pub mod analyzer;
+pub mod audit;
 pub mod baseline;
 pub mod compare;
 pub mod connections;

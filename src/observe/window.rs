@@ -1,6 +1,7 @@
 //! Windows (`observe --window DURATION`): what was seen in each closed window of time, per
 //! series, as one record — handshakes, rate, failures, resumption, the kinds, versions,
-//! groups and SNIs seen (bounded), and the p50/p90/p95/p99 of every wire and probe phase.
+//! groups and SNIs seen (bounded), the p50/p90/p95/p99 of every wire and probe phase,
+//! and the headline phase's histogram (so that windows merge exactly into a day).
 //!
 //! A window is `[k·W, (k+1)·W)` on the wall clock (ns since the Unix epoch), W the
 //! window's length. A captured handshake counts in the window of its start (its SYN's
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::timeline::Outcome;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
-use crate::stats::LatencyHistogram;
+use crate::stats::{LatencyHistogram, Quantiles};
 
 /// How long after a window's end it is closed: handshakes that began before its end
 /// and completed within this still count in it.
@@ -87,6 +88,18 @@ pub struct PhaseQuantiles {
     pub p99_ns: u64,
 }
 
+impl From<Quantiles> for PhaseQuantiles {
+    fn from(q: Quantiles) -> PhaseQuantiles {
+        PhaseQuantiles {
+            count: q.count,
+            p50_ns: q.p50_ns,
+            p90_ns: q.p90_ns,
+            p95_ns: q.p95_ns,
+            p99_ns: q.p99_ns,
+        }
+    }
+}
+
 /// One series in one window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SeriesRecord {
@@ -116,6 +129,12 @@ pub struct SeriesRecord {
     /// The headline phase's baseline this window was judged against (`--window` runs;
     /// `None` before the baseline judges, or for a window too thin to judge).
     pub baseline: Option<HeadlineBaseline>,
+    /// The headline phase's histogram (the wire's `first_app_byte`, the probes' `total`;
+    /// [`phases_of`]`(view)[0]`), HDR V2 in base64: mergeable, so that the percentiles of
+    /// a day (`observe report`'s P99.9) are exact. Absent when the headline has no
+    /// value, and in streams written before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headline_histogram: Option<LatencyHistogram>,
 }
 
 /// The baseline a series' window was judged against.
@@ -169,19 +188,7 @@ impl PhaseHists {
         self.0
             .iter()
             .filter(|(_, h)| !h.is_empty())
-            .map(|(k, h)| {
-                let q = h.quantiles();
-                (
-                    (*k).to_string(),
-                    PhaseQuantiles {
-                        count: q.count,
-                        p50_ns: q.p50_ns,
-                        p90_ns: q.p90_ns,
-                        p95_ns: q.p95_ns,
-                        p99_ns: q.p99_ns,
-                    },
-                )
-            })
+            .map(|(k, h)| ((*k).to_string(), PhaseQuantiles::from(h.quantiles())))
             .collect()
     }
 }
@@ -226,7 +233,14 @@ impl SeriesAcc {
             *named.entry(row).or_default() += n;
         }
         let wire = key.view == "wire";
+        let headline_histogram = self
+            .phases
+            .0
+            .get(phases_of(&key.view)[0])
+            .filter(|h| !h.is_empty())
+            .cloned();
         SeriesRecord {
+            headline_histogram,
             handshakes: self.handshakes,
             per_second: if seconds > 0.0 {
                 self.handshakes as f64 / seconds
@@ -537,6 +551,12 @@ mod tests {
             "{think:?}"
         );
         assert_eq!(s.sni.values().sum::<u64>(), 100);
+        // The headline's histogram, whole: it round-trips through JSON.
+        let h = s.headline_histogram.as_ref().unwrap();
+        assert_eq!(h.len(), 100);
+        assert_eq!(h.quantiles().p90_ns, s.phases["first_app_byte"].p90_ns);
+        let back: WindowRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
         // A handshake of the closed window, arriving now, counts as late in the next.
         w.wire(&handshake(105 * S, 1, "nginx"), 0);
         let next = w.finish(115 * S).unwrap();

@@ -273,12 +273,10 @@ pub fn knee_charts(r: &CapacityResult) -> String {
 /// The HTML page: conclusion, knee charts, step table. Self-contained, no scripts.
 pub fn html(r: &CapacityResult) -> String {
     let e = svg::esc;
-    let mut s = String::from(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>tlsperf capacity</title>",
-    );
+    let mut s = super::page_head("tlsperf capacity", STYLE);
     let _ = write!(
         s,
-        "<style>{STYLE}</style></head><body><h1>Capacity of {} at {}</h1>",
+        "<h1>Capacity of {} at {}</h1>",
         e(&r.target),
         e(&r.slo.to_string())
     );

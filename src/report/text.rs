@@ -8,6 +8,7 @@ use comfy_table::{CellAlignment, Table, presets};
 
 use std::time::Duration;
 
+mod audit;
 mod handshake;
 mod load;
 mod observe;
@@ -17,6 +18,7 @@ mod tickets;
 mod trust;
 mod verify;
 
+pub use audit::{audit_report, budget_words, clock, event_line, series_name};
 pub use handshake::handshake_run;
 pub use load::load_result;
 pub use observe::{last_window, observation};

@@ -556,6 +556,7 @@ mod tests {
             )]
             .into(),
             baseline,
+            headline_histogram: None,
         };
         let w = WindowRecord {
             kind: "window".into(),
