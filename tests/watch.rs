@@ -80,10 +80,15 @@ fn events<'a>(r: &'a [Value], state: &str, after: u64) -> Vec<&'a Value> {
         .collect()
 }
 
-fn event_of<'a>(evs: &[&'a Value], view: &str, q: &str) -> Option<&'a Value> {
-    evs.iter()
-        .find(|e| e["series"]["view"] == view && e["quantile"] == q)
-        .copied()
+/// The first of `evs` in `view` (either quantile: on a busy machine the p90's baseline
+/// is wide, and its event may come a window after the p50's, or not at all).
+fn event_of<'a>(evs: &[&'a Value], view: &str) -> Option<&'a Value> {
+    evs.iter().find(|e| e["series"]["view"] == view).copied()
+}
+
+/// The anomaly events of `r`, for a failure's message (the windows' lines are long).
+fn said(r: &[Value]) -> Vec<&Value> {
+    r.iter().filter(|v| v["type"] == "anomaly").collect()
 }
 
 /// `tlsperf observe ARGS`, returned once it captures; its stderr kept by a thread.
@@ -154,7 +159,7 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     let port = addr.rsplit(':').next().unwrap().to_string();
     let pid = srv.id();
     let (windows, state) = (dir.path().join("w.jsonl"), dir.path().join("state.json"));
-    let (obs, said) = observe(&[
+    let (obs, stderr) = observe(&[
         "--interface",
         "lo",
         "--port",
@@ -192,7 +197,11 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     // Seven windows to learn from (five needed), then the callback's 20 ms.
     let r = wait_for(&windows, Duration::from_secs(120), |r| closed(r) >= 7);
     assert!(closed(&r) >= 7, "{} windows in 120 s", closed(&r));
-    assert!(events(&r, "start", 0).is_empty(), "a false alarm: {r:?}");
+    assert!(
+        events(&r, "start", 0).is_empty(),
+        "a false alarm: {:?}",
+        said(&r)
+    );
     let series: Vec<String> = r.iter().rfind(|v| v["type"] == "window").unwrap()["series"]
         .as_array()
         .unwrap()
@@ -212,11 +221,11 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     signal(pid, "-USR1");
     let r = wait_for(&windows, Duration::from_secs(40), |r| {
         let s = events(r, "start", on);
-        event_of(&s, "wire", "p90").is_some() && event_of(&s, "probes", "p90").is_some()
+        event_of(&s, "wire").is_some() && event_of(&s, "probes").is_some()
     });
     let starts = events(&r, "start", on);
-    let wire = event_of(&starts, "wire", "p90").unwrap_or_else(|| panic!("{r:?}"));
-    let probed = event_of(&starts, "probes", "p90").unwrap_or_else(|| panic!("{r:?}"));
+    let wire = event_of(&starts, "wire").unwrap_or_else(|| panic!("{:?}", said(&r)));
+    let probed = event_of(&starts, "probes").unwrap_or_else(|| panic!("{:?}", said(&r)));
     for e in [wire, probed] {
         assert!(
             e["at_ns"].as_u64().unwrap() <= on + 2 * WINDOW_S * S,
@@ -227,16 +236,18 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     assert_eq!(probed["moved"], "work", "{probed}");
     assert!(probed["share"].as_f64().unwrap() > 0.8, "{probed}");
 
-    // Switched back: over within two windows.
+    // Switched back: every anomaly that started is over within two windows.
     let off = at_window_start();
     signal(pid, "-USR1");
-    let r = wait_for(&windows, Duration::from_secs(40), |r| {
-        let e = events(r, "end", off);
-        event_of(&e, "wire", "p90").is_some() && event_of(&e, "probes", "p90").is_some()
-    });
-    let ends = events(&r, "end", off);
-    for view in ["wire", "probes"] {
-        let e = event_of(&ends, view, "p90").unwrap_or_else(|| panic!("{view}: {r:?}"));
+    let key = |e: &Value| format!("{} {}", e["series"]["view"], e["quantile"]);
+    let ended = |r: &[Value]| {
+        let started: Vec<String> = events(r, "start", on).into_iter().map(key).collect();
+        let ended: Vec<String> = events(r, "end", off).into_iter().map(key).collect();
+        started.iter().all(|k| ended.contains(k))
+    };
+    let r = wait_for(&windows, Duration::from_secs(40), ended);
+    assert!(ended(&r), "{:?}", said(&r));
+    for e in events(&r, "end", off) {
         assert!(
             e["at_ns"].as_u64().unwrap() <= off + 2 * WINDOW_S * S,
             "{e}"
@@ -247,10 +258,10 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     let on = at_window_start();
     signal(pid, "-USR2");
     let r = wait_for(&windows, Duration::from_secs(40), |r| {
-        event_of(&events(r, "start", on), "probes", "p90").is_some()
+        event_of(&events(r, "start", on), "probes").is_some()
     });
     let starts = events(&r, "start", on);
-    let probed = event_of(&starts, "probes", "p90").unwrap_or_else(|| panic!("{r:?}"));
+    let probed = event_of(&starts, "probes").unwrap_or_else(|| panic!("{:?}", said(&r)));
     assert_eq!(probed["moved"], "until_first_call", "{probed}");
 
     // Every event was said on stderr too.
@@ -259,7 +270,7 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     let stopped = now_ns();
     let out = common::interrupt_and_wait(obs, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(130), "{out:?}");
-    let lines: Vec<String> = said.try_iter().collect();
+    let lines: Vec<String> = stderr.try_iter().collect();
     let said_events = lines.iter().filter(|l| l.contains("anomaly")).count();
     let r = records(&windows);
     let in_stream = r.iter().filter(|v| v["type"] == "anomaly").count();
