@@ -5,6 +5,7 @@
 //!   numbers and durations; a least-squares slope.
 //! - [`iqr`]: Tukey's 1.5×IQR outlier filter, quartiles as numpy computes them.
 //! - [`welch`]: Welch's two-sample t-test with the Welch–Satterthwaite degrees of freedom.
+//! - [`mod@holm`]: Holm's adjustment of a family of p-values.
 //! - [`samples`]: sample files (one number a line) as the user writes them.
 //! - [`mod@compare`]: is B different from A — summaries, filter, test and a verdict.
 //! - [`rows`]: the one comparison engine of results: rows matched by identity, each
@@ -12,6 +13,7 @@
 
 pub mod compare;
 pub mod histogram;
+pub mod holm;
 pub mod iqr;
 pub mod rows;
 pub mod samples;
@@ -20,6 +22,7 @@ pub mod welch;
 
 pub use compare::{CompareOptions, Comparison, Direction, compare};
 pub use histogram::{HistogramError, LatencyHistogram, Quantiles};
+pub use holm::holm;
 pub use iqr::{IqrFilter, quantile_linear};
 pub use samples::{SampleError, Samples};
 pub use summary::{Summary, least_squares_slope, median, median_duration};
