@@ -438,6 +438,7 @@ mod tests {
                     role: "server".into(),
                     process: "gw".into(),
                     port: 443,
+                    group: None,
                 },
                 handshakes: 100,
                 per_second: 10.0,
