@@ -117,10 +117,10 @@ pub struct ObserveArgs {
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     anomaly_min_handshakes: u64,
     /// Live: split each series by the server's executable, pid, cgroup, port or the SNI,
-    /// and compare in each window every group with the stable one (Welch's test on the
-    /// logs of the handshakes' headline phase, Holm-adjusted over the window, and at
-    /// least 10% apart): a "canary" record per comparison in --windows FILE, a line on
-    /// stderr when one is significantly slower.
+    /// and compare in each window every group with the stable one (a paired t-test over
+    /// the window's seconds of the logs of the handshakes' headline phase, Holm-adjusted
+    /// over the window, and at least 10% apart): a "canary" record per comparison in
+    /// --windows FILE, a line on stderr when one is significantly slower.
     #[arg(long, value_name = "BY", value_enum)]
     group_by: Option<GroupBy>,
     /// With --group-by: the stable group, by its value (8443) or its label (port=8443);

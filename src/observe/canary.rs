@@ -2,29 +2,41 @@
 //! role compared with the stable group on the headline phase (the wire: SYN → first
 //! application byte; the probes: accept queue + until the first call + the calls' span).
 //!
-//! The samples are the window's handshakes themselves: each side's values are read back
-//! from its HDR histogram of the headline phase (3 significant digits) and Welch's test
-//! ([`crate::stats::welch_t_test`], the lab's test) compares the means of their
-//! logarithms — the ratio of the two geometric means, which suits latencies (skewed,
-//! multiplicative) better than a difference of arithmetic means that a few slow
-//! handshakes dominate. One window is enough to decide, so the slower group is named in
-//! the window it appears; the alternative, each window's p95 as one value per side,
-//! needs a dozen windows before a test has any power, and says nothing in the first.
+//! The samples are the seconds of the window, paired: for each second of the clock in
+//! which both sides completed handshakes, the mean of the natural logarithms of their
+//! headline phase on each side; the test is Student's paired t-test
+//! ([`crate::stats::paired_t_test`]) of the per-second differences (canary − stable)
+//! against zero. Why these, and not the lab's Welch test:
+//! - logarithms, because latencies are skewed and multiplicative: the difference of mean
+//!   logs is the ratio of geometric means, which a few slow handshakes do not dominate;
+//! - seconds, not handshakes, because the handshakes of one window are not independent
+//!   draws: they come in bursts of the machine's load. Welch on every handshake's log
+//!   (tried first) found two identical copies "significantly" different in 2 of 7
+//!   five-second windows in tests/canary.rs, p-values far smaller than chance gives;
+//!   one second's mean absorbs a burst;
+//! - paired, not Welch on the two sets of seconds (tried next), because the groups run
+//!   side by side on the same machine: a second of stalls slows both, and unpaired those
+//!   seconds swamped a canary 2× slower (the 95% interval ran from −24% to +386% on a
+//!   2-core machine with builds running); the per-second difference takes out what both
+//!   suffered alike;
+//! - one window, not many: one is enough to decide, so the slower group is named in the
+//!   window it appears; the alternative, each window's p95 as one value per side, needs
+//!   a dozen windows before a test has any power and says nothing in the first.
 //!
 //! Two cautions keep the error rate stated: the p-values of one window's comparisons (a
 //! view, role and group each against its stable group) are adjusted together by Holm's
 //! method ([`crate::stats::holm`]), as the lab adjusts its recommendations, so a window
 //! with no difference anywhere is significant with probability at most [`ALPHA`]; and a
 //! comparison is significant only when, besides, the geometric means differ by at least
-//! [`MIN_EFFECT`] — with thousands of handshakes a window finds differences of a percent
-//! between identical copies (one busier core, and handshakes of one window are not
-//! independent draws: they share its moments of load), which no one would roll back for.
-//! Each window is its own test: over N windows of two identical groups, about
-//! [`ALPHA`] × N are expected significant at most.
+//! [`MIN_EFFECT`]: over a long window a percent's difference between two copies (one on
+//! a busier core) is real, but no one would roll back for it. Each window is its own
+//! test: over N windows of two identical groups, at most about [`ALPHA`] × N are expected
+//! significant.
 //!
 //! The stable group is `--stable VALUE` (its label, `port=8443`, or its value, `8443`),
 //! else the group with the most handshakes in the window. A side needs
-//! [`CanaryOptions::min_handshakes`] handshakes; a pair with fewer is not compared.
+//! [`CanaryOptions::min_handshakes`] handshakes, and the two [`MIN_SECONDS`] seconds in
+//! common; a pair with fewer is not compared (no record).
 //! `windows` counts the windows in a row, ending with this one, whose verdict was the
 //! same (the same group significantly slower, or nothing significant).
 
@@ -32,7 +44,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::window::{SeriesKey, WindowRecord, phases_of};
+use super::window::{Headline, WindowRecord, phases_of};
 use crate::stats::LatencyHistogram;
 use crate::stats::compare::format_p;
 
@@ -40,6 +52,9 @@ use crate::stats::compare::format_p;
 pub const ALPHA: f64 = 0.05;
 /// The least difference of geometric means a significant comparison shows (0.1: 10%).
 pub const MIN_EFFECT: f64 = 0.10;
+/// The fewest seconds with handshakes on both sides a window needs for a comparison
+/// (fewer pairs give the test next to no power: a partial window, a quiet group).
+pub const MIN_SECONDS: usize = 5;
 
 /// How groups are compared.
 #[derive(Debug, Clone)]
@@ -94,14 +109,18 @@ pub struct CanaryRecord {
     pub stable: Side,
     /// The group compared with it.
     pub canary: Side,
-    /// The canary's geometric mean ÷ the stable's − 1 (0.38: 38% slower).
+    /// The ratio of the canary's seconds' geometric mean to the stable's, − 1 (0.38: 38%
+    /// slower).
     pub change: f64,
-    /// The 95% confidence interval of `change` (Welch's, on the logs).
+    /// The 95% confidence interval of `change`.
     pub change_ci: [f64; 2],
     /// The canary's p95 ÷ the stable's − 1.
     pub p95_change: f64,
-    /// Welch's two-sided p on the logs of the handshakes.
+    /// The paired t-test's two-sided p, over the seconds.
     pub p: f64,
+    /// Seconds of the window compared: those in which both sides completed handshakes
+    /// (each one pair: the mean of its handshakes' logs on each side).
+    pub seconds: usize,
     /// `p` adjusted by Holm's method over the window's comparisons.
     pub p_adjusted: f64,
     /// The window's comparisons (Holm's family).
@@ -116,6 +135,29 @@ pub struct CanaryRecord {
     pub slower: Option<String>,
     /// Windows in a row, this one the last, with the same verdict.
     pub windows: u64,
+}
+
+/// One group's headline in a window, its series merged.
+#[derive(Debug, Default)]
+struct Merged {
+    hist: LatencyHistogram,
+    /// Second → (handshakes, the sum of the logs of their values).
+    seconds: BTreeMap<u64, (u64, f64)>,
+}
+
+impl Merged {
+    /// The samples: for each second in which both completed handshakes, `self`'s mean
+    /// of the logs − `base`'s.
+    fn paired(&self, base: &Merged) -> Vec<f64> {
+        let mean = |(n, sum): (u64, f64)| (n > 0).then(|| sum / n as f64);
+        self.seconds
+            .iter()
+            .filter_map(|(second, b)| {
+                let a = base.seconds.get(second)?;
+                Some(mean(*b)? - mean(*a)?)
+            })
+            .collect()
+    }
 }
 
 /// The comparisons of a run, with each pair's verdicts in a row.
@@ -152,50 +194,59 @@ impl Canaries {
         })
     }
 
-    /// The comparisons of a closed window, from its headline histograms per grouped
+    /// The comparisons of a closed window, from the headline phase of each grouped
     /// series ([`super::window::Windows::take_headlines`]).
-    pub fn compare(
-        &mut self,
-        window: &WindowRecord,
-        headlines: &[(SeriesKey, LatencyHistogram)],
-    ) -> Vec<CanaryRecord> {
-        // (view, role) → group → the merged histogram of its series.
-        let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, LatencyHistogram>> = BTreeMap::new();
-        for (key, h) in headlines {
-            let Some(group) = key.group.as_deref() else {
+    pub fn compare(&mut self, window: &WindowRecord, headlines: &[Headline]) -> Vec<CanaryRecord> {
+        // (view, role) → group → the merged headline of its series.
+        let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, Merged>> = BTreeMap::new();
+        for head in headlines {
+            let Some(group) = head.key.group.as_deref() else {
                 continue;
             };
             let merged = groups
-                .entry((key.view.as_str(), key.role.as_str()))
+                .entry((head.key.view.as_str(), head.key.role.as_str()))
                 .or_default()
                 .entry(group)
                 .or_default();
             // A histogram that cannot be merged (beyond HDR's range) is left out.
-            let _ = merged.merge(h);
+            let _ = merged.hist.merge(&head.hist);
+            for (second, (n, sum)) in &head.log_seconds {
+                let b = merged.seconds.entry(*second).or_default();
+                b.0 += n;
+                b.1 += sum;
+            }
         }
         let mut records = Vec::new();
         for ((view, role), by_group) in &groups {
             let stable = by_group
                 .iter()
                 .filter(|(g, _)| self.opts.stable.is_none() || self.is_stable(g))
-                .max_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| b.0.cmp(a.0)));
+                .max_by(|a, b| {
+                    a.1.hist
+                        .len()
+                        .cmp(&b.1.hist.len())
+                        .then_with(|| b.0.cmp(a.0))
+                });
             let Some((stable, base)) = stable else {
                 continue;
             };
-            let Some(base_logs) = base.log_summary() else {
-                continue;
-            };
-            for (group, h) in by_group.iter().filter(|(g, _)| *g != stable) {
-                if base.len() < self.opts.min_handshakes || h.len() < self.opts.min_handshakes {
+            for (group, m) in by_group.iter().filter(|(g, _)| *g != stable) {
+                if base.hist.len() < self.opts.min_handshakes
+                    || m.hist.len() < self.opts.min_handshakes
+                {
                     continue;
                 }
-                let Some(logs) = h.log_summary() else {
+                let pairs = m.paired(base);
+                if pairs.len() < MIN_SECONDS {
+                    continue;
+                }
+                let Ok(d) = crate::stats::Summary::of(&pairs) else {
                     continue;
                 };
-                let Ok(w) = crate::stats::welch_t_test(&base_logs, &logs, 0.95) else {
+                let Ok(w) = crate::stats::paired_t_test(&d, 0.95) else {
                     continue;
                 };
-                let (s, c) = (side(stable, base), side(group, h));
+                let (s, c) = (side(stable, &base.hist), side(group, &m.hist));
                 records.push(CanaryRecord {
                     kind: "canary".into(),
                     start_ns: window.start_ns,
@@ -211,6 +262,7 @@ impl Canaries {
                         0.0
                     },
                     p: w.p,
+                    seconds: pairs.len(),
                     p_adjusted: w.p,
                     comparisons: 0,
                     significant: false,
@@ -285,7 +337,7 @@ pub fn sentence(r: &CanaryRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
+    use crate::observe::window::SeriesKey;
 
     fn key(group: &str, port: u16) -> SeriesKey {
         SeriesKey {
@@ -297,13 +349,22 @@ mod tests {
         }
     }
 
-    /// `n` handshakes spread log-normally-ish around `ms` (a deterministic spread of
+    /// `n` handshakes of `group` over ten seconds around `ms` (a deterministic spread of
     /// ±30%), shifted by `seed` so two samples of the same centre differ.
-    fn hist(n: u64, ms: f64, seed: u64) -> LatencyHistogram {
-        let mut h = LatencyHistogram::new();
+    fn head(group: &str, n: u64, ms: f64, seed: u64) -> Headline {
+        let port = group.rsplit('=').next().unwrap().parse().unwrap();
+        let mut h = Headline {
+            key: key(group, port),
+            hist: LatencyHistogram::new(),
+            log_seconds: BTreeMap::new(),
+        };
         for i in 0..n {
             let u = ((i * 7919 + seed * 104_729) % 1000) as f64 / 1000.0;
-            h.record_ns((ms * 1e6 * (0.7 + 0.6 * u)) as u64).unwrap();
+            let ns = (ms * 1e6 * (0.7 + 0.6 * u)) as u64;
+            h.hist.record_ns(ns).unwrap();
+            let b = h.log_seconds.entry(i % 10).or_default();
+            b.0 += 1;
+            b.1 += (ns as f64).ln();
         }
         h
     }
@@ -327,9 +388,9 @@ mod tests {
             // port=8443 has the most handshakes: stable. 8444 is 40% slower, 8445 the
             // same as the stable.
             let h = vec![
-                (key("port=8443", 8443), hist(400, 2.0, round)),
-                (key("port=8444", 8444), hist(300, 2.8, round + 1)),
-                (key("port=8445", 8445), hist(300, 2.0, round + 2)),
+                head("port=8443", 400, 2.0, round),
+                head("port=8444", 300, 2.8, round + 1),
+                head("port=8445", 300, 2.0, round + 2),
             ];
             let r = c.compare(&window(), &h);
             assert_eq!(r.len(), 2, "{r:?}");
@@ -369,9 +430,9 @@ mod tests {
             min_handshakes: 50,
         });
         let h = vec![
-            (key("port=8443", 8443), hist(400, 3.0, 1)),
-            (key("port=8444", 8444), hist(100, 2.0, 2)),
-            (key("port=8445", 8445), hist(20, 2.0, 3)),
+            head("port=8443", 400, 3.0, 1),
+            head("port=8444", 100, 2.0, 2),
+            head("port=8445", 20, 2.0, 3),
         ];
         let r = c.compare(&window(), &h);
         assert_eq!(r.len(), 1, "{r:?}");
@@ -404,8 +465,8 @@ mod tests {
     fn a_tiny_difference_is_not_significant() {
         let mut c = Canaries::new(CanaryOptions::default());
         let h = vec![
-            (key("port=1", 1), hist(20_000, 2.0, 1)),
-            (key("port=2", 2), hist(20_000, 2.06, 1)),
+            head("port=1", 20_000, 2.0, 1),
+            head("port=2", 20_000, 2.06, 2),
         ];
         let r = c.compare(&window(), &h);
         assert!(r[0].p < 1e-6, "{r:?}");

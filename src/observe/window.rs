@@ -188,6 +188,9 @@ struct SeriesAcc {
     groups: BTreeMap<String, u64>,
     sni: BTreeMap<String, u64>,
     phases: PhaseHists,
+    /// Grouped series only: the headline phase's handshakes per second of the clock, and
+    /// the sum of their values' natural logarithms.
+    log_seconds: BTreeMap<u64, (u64, f64)>,
 }
 
 fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
@@ -202,6 +205,15 @@ fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
 impl SeriesAcc {
     fn second(&mut self, at_ns: u64) {
         *self.per_second.entry(at_ns / 1_000_000_000).or_default() += 1;
+    }
+
+    /// A grouped series' headline value, in its second's batch.
+    fn batch(&mut self, at_ns: u64, ns: Option<u64>) {
+        if let Some(ns) = ns {
+            let b = self.log_seconds.entry(at_ns / 1_000_000_000).or_default();
+            b.0 += 1;
+            b.1 += (ns.max(1) as f64).ln();
+        }
     }
 
     fn record(self, key: SeriesKey, seconds: f64, top_sni: usize) -> SeriesRecord {
@@ -258,7 +270,19 @@ pub struct Windows {
     open: Option<Open>,
     grouper: Option<Grouper>,
     /// The last closed window's headline histograms per grouped series (`--group-by`).
-    headlines: Vec<(SeriesKey, LatencyHistogram)>,
+    headlines: Vec<Headline>,
+}
+
+/// A grouped series' headline phase in a closed window: what a canary is compared on.
+#[derive(Debug, Clone)]
+pub struct Headline {
+    /// The series.
+    pub key: SeriesKey,
+    /// Its values.
+    pub hist: LatencyHistogram,
+    /// Per second of the clock: its handshakes, and the sum of the natural logarithms of
+    /// their values (ns).
+    pub log_seconds: BTreeMap<u64, (u64, f64)>,
 }
 
 /// `comm` from "comm (pid N)".
@@ -317,6 +341,7 @@ impl Windows {
             Outcome::Handshake(h) => {
                 let at = h.start_ns.unwrap_or(seen_ns);
                 let group = self.grouper.as_mut().map(|g| g.wire(h));
+                let grouped = group.is_some();
                 let open = self.window(at);
                 let key = SeriesKey {
                     view: "wire".into(),
@@ -352,6 +377,9 @@ impl Windows {
                 }
                 for (name, v) in h.phases.named() {
                     s.phases.record(name, v);
+                    if grouped && name == phases_of("wire")[0] {
+                        s.batch(at, v);
+                    }
                 }
                 if new_sni && track_sni {
                     open.sni_tracked += 1;
@@ -370,6 +398,7 @@ impl Windows {
         let at = u64::try_from(i128::from(r.instant_ns()) + offset).unwrap_or(0);
         let max_series = self.opts.max_series;
         let group = self.grouper.as_mut().map(|g| g.probe(r));
+        let grouped = group.is_some();
         let open = self.window(at);
         let key = SeriesKey {
             view: "probes".into(),
@@ -388,6 +417,9 @@ impl Windows {
         let p = ProbePhases::of(r);
         for (name, v) in PROBE_PHASES.iter().zip(p.0) {
             s.phases.record(name, v);
+            if grouped && *name == phases_of("probes")[0] {
+                s.batch(at, v);
+            }
         }
     }
 
@@ -428,7 +460,7 @@ impl Windows {
 
     /// The headline phase's histogram of each grouped series of the window last closed
     /// (empty without `--group-by`): the samples a canary is compared on.
-    pub fn take_headlines(&mut self) -> Vec<(SeriesKey, LatencyHistogram)> {
+    pub fn take_headlines(&mut self) -> Vec<Headline> {
         std::mem::take(&mut self.headlines)
     }
 
@@ -439,7 +471,11 @@ impl Windows {
             .filter(|(k, _)| k.group.is_some())
             .filter_map(|(k, acc)| {
                 let h = acc.phases.0.get(phases_of(&k.view)[0])?;
-                (!h.is_empty()).then(|| (k.clone(), h.clone()))
+                (!h.is_empty()).then(|| Headline {
+                    key: k.clone(),
+                    hist: h.clone(),
+                    log_seconds: acc.log_seconds.clone(),
+                })
             })
             .collect();
         let from = open.first_ns.max(open.start_ns);
@@ -613,7 +649,11 @@ mod tests {
         assert_eq!(groups, [Some("port=443"), Some("port=8444")]);
         let heads = w.take_headlines();
         assert_eq!(heads.len(), 2);
-        assert_eq!(heads[0].1.len(), 10);
+        assert_eq!(heads[0].hist.len(), 10);
+        // All ten in the 100th second; ln of 1.5 ms each.
+        let (n, sum) = heads[0].log_seconds[&100];
+        assert_eq!(n, 10);
+        assert!((sum / 10.0 - 1.5e6f64.ln()).abs() < 1e-9, "{sum}");
         assert!(w.take_headlines().is_empty(), "taken");
         let json = serde_json::to_value(&r.series[1]).unwrap();
         assert_eq!(json["group"], "port=8444");

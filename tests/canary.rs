@@ -1,0 +1,210 @@
+//! `observe --group-by port --stable PORT`: three copies of the Go server side by side
+//! under the same load — the stable one, an identical copy and a canary whose
+//! GetCertificate sleeps 5 ms — compared in each window: the slow canary is named in every
+//! window with enough handshakes, the identical copy is not (beyond the stated error rate).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{bin, missing, tlsperf};
+use serde_json::Value;
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        missing("root", "live capture needs root; not checking the canaries");
+        return false;
+    }
+    true
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// A steady load of new full handshakes on `addr`.
+fn load(addr: &str, root_pem: &Path) -> Child {
+    Command::new(bin())
+        .args(["load", &format!("https://{addr}/"), "--new-conn"])
+        .args(["--resume", "off", "--rate", "30", "-d", "120s"])
+        .args(["--sni", "localhost", "-q", "--cacert"])
+        .arg(root_pem)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn port(addr: &str) -> String {
+    addr.rsplit(':').next().unwrap().to_string()
+}
+
+#[test]
+fn a_slow_canary_is_named_in_every_window_and_an_identical_copy_is_not() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, _)) = common::go::peers(dir.path()) else {
+        return;
+    };
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (mut stable, stable_addr) = common::go::server(&server, &pki, &[]);
+    let (mut copy, copy_addr) = common::go::server(&server, &pki, &[]);
+    let (mut slow, slow_addr) = common::go::server(&server, &pki, &["-getcert-sleep", "5ms"]);
+    let (p_stable, p_copy, p_slow) = (port(&stable_addr), port(&copy_addr), port(&slow_addr));
+    let windows = dir.path().join("w.jsonl");
+    let mut obs = Command::new(bin())
+        .args(["observe", "--interface", "lo"])
+        .args(["--port", &p_stable, "--port", &p_copy, "--port", &p_slow])
+        .args([
+            "--window",
+            "5s",
+            "--group-by",
+            "port",
+            "--stable",
+            &p_stable,
+        ])
+        .arg("--windows")
+        .arg(&windows)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(obs.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "observe exited: {said}"
+        );
+        said.push_str(&line);
+        if line.starts_with("capturing on") {
+            break;
+        }
+    }
+    let lines = std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut all);
+        all
+    });
+    let root_pem = pki.join("root.pem");
+    let loaded = now_ns();
+    let mut loads: Vec<Child> = [&stable_addr, &copy_addr, &slow_addr]
+        .iter()
+        .map(|a| load(a, &root_pem))
+        .collect();
+
+    // Windows wholly under the load (the first, as the loads start, is not): seven
+    // compared, 60 s at most.
+    let under_load = |v: &&Value| v["start_ns"].as_u64().unwrap() > loaded;
+    let compared = |r: &[Value]| {
+        r.iter()
+            .filter(under_load)
+            .filter(|v| v["type"] == "canary" && v["canary"]["group"] == format!("port={p_slow}"))
+            .count()
+    };
+    let started = Instant::now();
+    let r = loop {
+        let r = records(&windows);
+        if compared(&r) >= 7 || started.elapsed() > Duration::from_secs(60) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for l in &mut loads {
+        let _ = l.kill();
+        let _ = l.wait();
+    }
+    let out = common::interrupt_and_wait(obs, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let stderr = lines.join().unwrap();
+    for s in [&mut stable, &mut copy, &mut slow] {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+
+    let all: Vec<&Value> = r.iter().filter(|v| v["type"] == "canary").collect();
+    let canaries: Vec<&Value> = all.iter().copied().filter(under_load).collect();
+    let of = |port: &str| -> Vec<&Value> {
+        canaries
+            .iter()
+            .filter(|v| v["canary"]["group"] == format!("port={port}"))
+            .copied()
+            .collect()
+    };
+    let (slow_cmp, copy_cmp) = (of(&p_slow), of(&p_copy));
+    assert!(
+        slow_cmp.len() >= 5,
+        "{} windows compared: {r:?}",
+        slow_cmp.len()
+    );
+    for c in canaries.iter() {
+        assert_eq!(c["stable"]["group"], format!("port={p_stable}"), "{c}");
+        assert_eq!(c["view"], "wire", "{c}");
+        assert_eq!(c["phase"], "first_app_byte", "{c}");
+        assert!(c["stable"]["handshakes"].as_u64().unwrap() >= 50, "{c}");
+        assert!(c["p_adjusted"].as_f64().unwrap() >= c["p"].as_f64().unwrap());
+    }
+    // Every window with enough handshakes names the slow one.
+    for c in &slow_cmp {
+        assert_eq!(c["significant"], true, "{c}");
+        assert_eq!(c["slower"], "canary", "{c}");
+        assert!(
+            c["change"].as_f64().unwrap() > 0.5,
+            "5 ms on a loopback handshake: {c}"
+        );
+        assert_eq!(c["comparisons"], 2, "{c}");
+    }
+    let last = slow_cmp.last().unwrap();
+    assert_eq!(
+        last["windows"].as_u64().unwrap(),
+        slow_cmp.len() as u64,
+        "{last}"
+    );
+    // The identical copy: each window is a test at α = 0.05 (Holm over the window's two
+    // comparisons, and 10% apart at least): of about seven windows, more than one
+    // significant is a failure (under 5% likely if the test keeps its rate).
+    let false_alarms = copy_cmp.iter().filter(|c| c["significant"] == true).count();
+    assert!(copy_cmp.len() >= 5, "{copy_cmp:?}");
+    assert!(
+        false_alarms <= 1,
+        "{false_alarms} of {}: {copy_cmp:?}",
+        copy_cmp.len()
+    );
+    // Each significant comparison said on stderr, the slower group first.
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains(" vs ")).collect();
+    // What a run says (shown with --nocapture).
+    println!("{}", said.join("\n"));
+    println!("{}", slow_cmp.last().unwrap());
+    println!("{}", copy_cmp.last().unwrap());
+    let significant = all.iter().filter(|c| c["significant"] == true).count();
+    assert_eq!(said.len(), significant, "{stderr}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains(&format!("canary (port {p_slow}) p95 +"))
+                && l.contains(&format!("vs stable (port {p_stable}), wire first_app_byte"))),
+        "{stderr}"
+    );
+}
