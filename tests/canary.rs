@@ -118,7 +118,7 @@ fn a_slow_canary_is_named_in_every_window_and_an_identical_copy_is_not() {
 
     // Windows wholly under the load (the first, as the loads start, is not): seven
     // compared, 60 s at most.
-    let under_load = |v: &&Value| v["start_ns"].as_u64().unwrap() > loaded;
+    let under_load = |v: &&Value| v["start_ns"].as_u64().is_some_and(|s| s > loaded);
     let compared = |r: &[Value]| {
         r.iter()
             .filter(under_load)
@@ -178,9 +178,10 @@ fn a_slow_canary_is_named_in_every_window_and_an_identical_copy_is_not() {
         assert_eq!(c["comparisons"], 2, "{c}");
     }
     let last = slow_cmp.last().unwrap();
-    assert_eq!(
-        last["windows"].as_u64().unwrap(),
-        slow_cmp.len() as u64,
+    // Significant in each: the run of windows is at least as long (a window before the
+    // load was wholly on may be in it too).
+    assert!(
+        last["windows"].as_u64().unwrap() >= slow_cmp.len() as u64,
         "{last}"
     );
     // The identical copy: each window is a test at α = 0.05 (Holm over the window's two

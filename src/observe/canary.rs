@@ -160,12 +160,15 @@ impl Merged {
     }
 }
 
+/// A pair compared: view, role, the stable group, the canary.
+type Pair = (String, String, String, String);
+
 /// The comparisons of a run, with each pair's verdicts in a row.
 #[derive(Debug)]
 pub struct Canaries {
     opts: CanaryOptions,
     /// (view, role, stable, canary) → (the last verdict, windows in a row with it).
-    streaks: BTreeMap<(String, String, String, String), (Option<String>, u64)>,
+    streaks: BTreeMap<Pair, (Option<String>, u64)>,
 }
 
 fn side(group: &str, h: &LatencyHistogram) -> Side {
