@@ -7,12 +7,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, missing, tlsperf};
+use common::watch::{observe, records};
+use common::{bin, missing};
 use serde_json::Value;
 
 fn root() -> bool {
@@ -22,14 +22,6 @@ fn root() -> bool {
         return false;
     }
     true
-}
-
-fn records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 /// A steady load of new full handshakes on `addr`.
@@ -61,54 +53,30 @@ fn a_slow_canary_is_named_in_every_window_and_an_identical_copy_is_not() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, _)) = common::go::peers(dir.path()) else {
+    let Some((server, pki)) = common::go::server_and_pki(dir.path()) else {
         return;
     };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let (mut stable, stable_addr) = common::go::server(&server, &pki, &[]);
     let (mut copy, copy_addr) = common::go::server(&server, &pki, &[]);
     let (mut slow, slow_addr) = common::go::server(&server, &pki, &["-getcert-sleep", "5ms"]);
     let (p_stable, p_copy, p_slow) = (port(&stable_addr), port(&copy_addr), port(&slow_addr));
     let windows = dir.path().join("w.jsonl");
-    let mut obs = Command::new(bin())
-        .args(["observe", "--interface", "lo"])
-        .args(["--port", &p_stable, "--port", &p_copy, "--port", &p_slow])
-        .args([
-            "--window",
-            "5s",
-            "--group-by",
-            "port",
-            "--stable",
-            &p_stable,
-        ])
-        .arg("--windows")
-        .arg(&windows)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(obs.stderr.take().unwrap());
-    let mut said = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "observe exited: {said}"
-        );
-        said.push_str(&line);
-        if line.starts_with("capturing on") {
-            break;
-        }
-    }
-    let lines = std::thread::spawn(move || {
-        let mut all = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut all);
-        all
-    });
+    let group = ["--group-by", "port", "--stable", &p_stable];
+    let (obs, said) = observe(
+        &[
+            &["--interface", "lo", "--port", &p_stable, "--port", &p_copy][..],
+            &[
+                "--port",
+                &p_slow,
+                "--window",
+                "5s",
+                "--windows",
+                windows.to_str().unwrap(),
+            ],
+            &group,
+        ]
+        .concat(),
+    );
     let root_pem = pki.join("root.pem");
     let loaded = now_ns();
     let mut loads: Vec<Child> = [&stable_addr, &copy_addr, &slow_addr]
@@ -139,7 +107,9 @@ fn a_slow_canary_is_named_in_every_window_and_an_identical_copy_is_not() {
     }
     let out = common::interrupt_and_wait(obs, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(130), "{out:?}");
-    let stderr = lines.join().unwrap();
+    // The reader thread's last lines.
+    std::thread::sleep(Duration::from_millis(300));
+    let stderr: String = said.try_iter().collect();
     for s in [&mut stable, &mut copy, &mut slow] {
         let _ = s.kill();
         let _ = s.wait();

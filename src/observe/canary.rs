@@ -258,7 +258,7 @@ impl Canaries {
                     role: (*role).to_string(),
                     phase: phases_of(view)[0].to_string(),
                     change: w.diff.exp() - 1.0,
-                    change_ci: [w.ci_low.exp() - 1.0, w.ci_high.exp() - 1.0],
+                    change_ci: [w.ci[0].exp() - 1.0, w.ci[1].exp() - 1.0],
                     p95_change: if s.p95_ns > 0 {
                         c.p95_ns as f64 / s.p95_ns as f64 - 1.0
                     } else {

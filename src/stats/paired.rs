@@ -9,21 +9,18 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 use super::StatsError;
 use super::summary::Summary;
 
-/// The outcome of a paired t-test of the differences B − A.
+/// The outcome of a paired t-test of the differences B − A (t has n − 1 degrees of
+/// freedom).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PairedTest {
     /// t = mean difference / (its standard deviation / √n).
     pub t: f64,
-    /// n − 1.
-    pub df: f64,
-    /// Two-sided p-value from Student's t distribution with `df` degrees of freedom.
+    /// Two-sided p-value.
     pub p: f64,
-    /// The mean difference (B − A).
+    /// The mean difference (B − A), and its confidence interval.
     pub diff: f64,
-    /// Confidence interval of `diff`: lower bound.
-    pub ci_low: f64,
-    /// Confidence interval of `diff`: upper bound.
-    pub ci_high: f64,
+    /// The interval: `[low, high]`.
+    pub ci: [f64; 2],
 }
 
 /// Tests the summary of the differences B − A of matched pairs against zero, with a
@@ -69,11 +66,9 @@ pub fn paired_t_test(differences: &Summary, confidence: f64) -> Result<PairedTes
     let t_crit = dist.inverse_cdf(1.0 - (1.0 - confidence) / 2.0);
     Ok(PairedTest {
         t,
-        df,
         p: (2.0 * dist.sf(t.abs())).min(1.0),
         diff: d.mean,
-        ci_low: d.mean - t_crit * se,
-        ci_high: d.mean + t_crit * se,
+        ci: [d.mean - t_crit * se, d.mean + t_crit * se],
     })
 }
 
@@ -87,11 +82,10 @@ mod tests {
         let d = Summary::of(&[1.0, 0.0, 1.0, 1.0, 2.0]).unwrap();
         let t = paired_t_test(&d, 0.95).unwrap();
         assert!((t.t - 3.162_277_66).abs() < 1e-6, "{t:?}");
-        assert_eq!(t.df, 4.0);
         assert!((t.p - 0.034_109_4).abs() < 1e-6, "{t:?}");
         // mean 1 ± t(0.975, 4) = 2.776445 × 0.316228.
-        assert!((t.ci_low - (1.0 - 0.877_989)).abs() < 1e-5, "{t:?}");
-        assert!((t.ci_high - 1.877_989).abs() < 1e-5, "{t:?}");
+        assert!((t.ci[0] - (1.0 - 0.877_989)).abs() < 1e-5, "{t:?}");
+        assert!((t.ci[1] - 1.877_989).abs() < 1e-5, "{t:?}");
         let flat = Summary::of(&[1.0, 1.0, 1.0]).unwrap();
         assert!(matches!(
             paired_t_test(&flat, 0.95),
