@@ -119,7 +119,7 @@ pub struct ObserveArgs {
     /// Live: split each series by the server's executable, pid, cgroup, port or the SNI,
     /// and compare in each window every group with the stable one (a paired t-test over
     /// the window's seconds of the logs of the handshakes' headline phase, Holm-adjusted
-    /// over the window, and at least 10% apart): a "canary" record per comparison in
+    /// over the window, and at least 25% apart): a "canary" record per comparison in
     /// --windows FILE, a line on stderr when one is significantly slower.
     #[arg(long, value_name = "BY", value_enum)]
     group_by: Option<GroupBy>,
