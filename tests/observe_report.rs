@@ -29,6 +29,7 @@ fn key(view: &str, process: &str, port: u16) -> SeriesKey {
         role: "server".into(),
         process: process.into(),
         port,
+        group: None,
     }
 }
 

@@ -6,11 +6,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::watch::{observe, records};
 use common::{bin, missing, tlsperf};
 use serde_json::Value;
 
@@ -34,14 +34,6 @@ fn now_ns() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
-}
-
-fn records(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
 }
 
 /// The records of `path` once `done` holds of them, polled for at most `limit`.
@@ -89,40 +81,6 @@ fn event_of<'a>(evs: &[&'a Value], view: &str) -> Option<&'a Value> {
 /// The anomaly events of `r`, for a failure's message (the windows' lines are long).
 fn said(r: &[Value]) -> Vec<&Value> {
     r.iter().filter(|v| v["type"] == "anomaly").collect()
-}
-
-/// `tlsperf observe ARGS`, returned once it captures; its stderr kept by a thread.
-fn observe(args: &[&str]) -> (Child, std::sync::mpsc::Receiver<String>) {
-    let mut child = Command::new(bin())
-        .arg("observe")
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut said = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "observe exited: {said}"
-        );
-        said.push_str(&line);
-        if line.starts_with("capturing on") {
-            break;
-        }
-    }
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        while err.read_line(&mut line).unwrap_or(0) > 0 {
-            let _ = tx.send(std::mem::take(&mut line));
-        }
-    });
-    (child, rx)
 }
 
 /// A Go server's GetCertificate callback switched from no delay to 20 ms at a known

@@ -15,6 +15,8 @@ use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
 use crate::error::ErrorClass;
 use crate::observe::baseline::{AnomalyOptions, sentence};
+use crate::observe::canary::CanaryOptions;
+use crate::observe::group::GroupBy;
 use crate::observe::watch::WatchSetup;
 use crate::observe::window::WindowOptions;
 use crate::observe::{Capture, Controls, Limits, Pipeline, Progress, Setup};
@@ -115,9 +117,21 @@ pub struct ObserveArgs {
     /// before it ends).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
     anomaly_windows: u32,
-    /// Handshakes a series needs in a window to be judged and learnt from.
+    /// Handshakes a series needs in a window to be judged and learnt from (and, with
+    /// --group-by, each side of a comparison).
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     anomaly_min_handshakes: u64,
+    /// Live: split each series by the server's executable, pid, cgroup, port or the SNI,
+    /// and compare in each window every group with the stable one (a paired t-test over
+    /// the window's seconds of the logs of the handshakes' headline phase, Holm-adjusted
+    /// over the window, and at least 25% apart): a "canary" record per comparison in
+    /// --windows FILE, a line on stderr when one is significantly slower.
+    #[arg(long, value_name = "BY", value_enum)]
+    group_by: Option<GroupBy>,
+    /// With --group-by: the stable group, by its value (8443) or its label (port=8443);
+    /// by default the group with the most handshakes in each window.
+    #[arg(long, value_name = "VALUE", requires = "group_by")]
+    stable: Option<String>,
     /// Most connections tracked at once; further new connections are counted, not
     /// tracked.
     #[arg(long, value_name = "N", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
@@ -223,6 +237,7 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             ("--window", args.window.is_some()),
             ("--windows", args.windows.is_some()),
             ("--state", args.state.is_some()),
+            ("--group-by", args.group_by.is_some()),
         ] {
             if given {
                 return Err(CliError::input(format!(
@@ -230,6 +245,11 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
                 )));
             }
         }
+    }
+    if args.group_by.is_some() && args.window.is_none() && args.windows.is_none() {
+        return Err(CliError::input(
+            "--group-by compares the groups of each window: give --window DURATION or --windows FILE",
+        ));
     }
     if args.force && args.out.is_none() && args.connections.is_none() && args.windows.is_none() {
         return Err(CliError::input(
@@ -298,6 +318,7 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             || WatchSetup {
                 windows: WindowOptions {
                     length: args.window.unwrap_or(Duration::from_secs(60)),
+                    group_by: args.group_by,
                     ..WindowOptions::default()
                 },
                 anomalies: AnomalyOptions {
@@ -306,6 +327,10 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
                     consecutive: args.anomaly_windows as usize,
                     min_handshakes: args.anomaly_min_handshakes,
                     ..AnomalyOptions::default()
+                },
+                canary: CanaryOptions {
+                    stable: args.stable.clone(),
+                    min_handshakes: args.anomaly_min_handshakes,
                 },
                 stream: args.windows.clone(),
                 state: args.state.clone(),
@@ -330,6 +355,8 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         // In --windows FILE.
         Progress::Window(_) => {}
         Progress::Anomaly(e) => out.warn(sentence(e)),
+        Progress::Canary(c) if c.significant => out.warn(crate::observe::canary::sentence(c)),
+        Progress::Canary(_) => {}
     };
     let pipeline = Pipeline::start(setup, &mut progress)?;
     let controls = Arc::new(Controls::default());

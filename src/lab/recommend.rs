@@ -22,25 +22,10 @@ use super::matrix::Group;
 use super::result::{CellResult, GroupResult, Recommendation, Versus};
 use super::summarize::versus;
 use crate::stats::compare::Direction;
+use crate::stats::holm;
 
 /// The metric the user feels at a link.
 const FIRST_BYTE: &str = "first_byte_mean_ms";
-
-/// Holm's step-down adjustment of `p` (each adjusted p is at least its own and at most 1;
-/// the order of `p` is kept).
-pub fn holm(p: &[f64]) -> Vec<f64> {
-    let m = p.len();
-    let mut order: Vec<usize> = (0..m).collect();
-    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
-    let mut out = vec![1.0; m];
-    let mut running: f64 = 0.0;
-    for (rank, &i) in order.iter().enumerate() {
-        let adjusted = ((m - rank) as f64 * p[i]).min(1.0);
-        running = running.max(adjusted);
-        out[i] = running;
-    }
-    out
-}
 
 /// One pair compared: its group, from, to, and the comparisons by metric.
 type Pair<'a> = (
@@ -569,18 +554,6 @@ mod tests {
         assert!(weakens(Group::Kx, "x25519", "x25519mlkem768").is_none());
         assert!(weakens(Group::Mtls, "on", "off").is_some());
         assert!(weakens(Group::Resumption, "off", "stateful").is_none());
-    }
-
-    #[test]
-    fn holm_adjusts_step_down_and_keeps_the_order() {
-        let adj = holm(&[0.01, 0.04, 0.03, 0.005]);
-        // Sorted: 0.005×4 = 0.02, 0.01×3 = 0.03, 0.03×2 = 0.06, 0.04×1 → max so far 0.06.
-        let want = [0.03, 0.06, 0.06, 0.02];
-        for (a, w) in adj.iter().zip(want) {
-            assert!((a - w).abs() < 1e-12, "{adj:?}");
-        }
-        assert!(holm(&[]).is_empty());
-        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
     }
 
     /// A win at p ≈ 0.03 alone is recommended; the same win among 24 other comparisons

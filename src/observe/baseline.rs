@@ -385,14 +385,7 @@ impl Baselines {
 /// An event in one line of words (stderr).
 pub fn sentence(e: &AnomalyEvent) -> String {
     let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
-    let who = if e.series.port == 0 {
-        format!("{} {} {}", e.series.view, e.series.role, e.series.process)
-    } else {
-        format!(
-            "{} {} {} port {}",
-            e.series.view, e.series.role, e.series.process, e.series.port
-        )
-    };
+    let who = e.series.name();
     let since =
         humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_nanos(e.since_ns));
     if e.state == "end" {
@@ -452,6 +445,7 @@ mod tests {
                     role: "server".into(),
                     process: "gw".into(),
                     port: 443,
+                    group: None,
                 },
                 handshakes: 100,
                 per_second: 10.0,

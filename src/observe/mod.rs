@@ -21,6 +21,9 @@
 //! - [`window`]: handshakes → one record per closed window per series (`--window`).
 //! - [`baseline`]: closed windows → baselines, and anomaly events naming the phase that
 //!   moved.
+//! - [`group`]: the label that splits a series by executable, pid, cgroup, port or SNI
+//!   (`--group-by`).
+//! - [`canary`]: each closed window's groups compared with the stable one (`--group-by`).
 //! - [`watch`]: the windows, baselines and their sinks in a live run (`--windows FILE`,
 //!   `--state FILE`, the metrics).
 //! - [`analyzer`]: the analysis, frame in, observation out.
@@ -34,11 +37,13 @@ pub mod aggregate;
 pub mod analyzer;
 pub mod audit;
 pub mod baseline;
+pub mod canary;
 pub mod compare;
 pub mod connections;
 pub mod decode;
 pub mod ebpf;
 pub mod flow;
+pub mod group;
 pub mod live;
 pub mod metrics;
 pub mod pipeline;

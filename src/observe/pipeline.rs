@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::baseline::AnomalyEvent;
+use super::canary::CanaryRecord;
 use super::connections::ConnectionsStream;
 use super::live::{FilterChoice, LiveCapture};
 use super::metrics::{MetricsServer, ObserveMetrics};
@@ -88,6 +89,8 @@ pub enum Progress<'a> {
     Window(&'a WindowRecord),
     /// An anomaly started or ended.
     Anomaly(&'a AnomalyEvent),
+    /// A group compared with the stable one in a closed window (`--group-by`).
+    Canary(&'a CanaryRecord),
 }
 
 /// How the caller steers a running pipeline (from its signal handlers).
@@ -322,6 +325,9 @@ impl Pipeline {
                 progress(Progress::Window(&closed.window));
                 for e in &closed.events {
                     progress(Progress::Anomaly(e));
+                }
+                for c in &closed.canaries {
+                    progress(Progress::Canary(c));
                 }
             }
             if controls.reopen.swap(false, Ordering::Relaxed) {

@@ -1,14 +1,16 @@
 //! The always-on part of a live run (`--window`): handshakes go into the open window; at
-//! every tick the windows that closed are judged against the baselines and written — one
-//! JSON line per window, one per anomaly event — to `--windows FILE` (flushed line by
-//! line, reopened on request), the baselines to `--state FILE` (atomically), the events
-//! to the metrics and to the caller.
+//! every tick the windows that closed are judged against the baselines, their groups
+//! compared (`--group-by`), and written — one JSON line per window, one per anomaly
+//! event, one per canary comparison — to `--windows FILE` (flushed line by line, reopened
+//! on request), the baselines to `--state FILE` (atomically), the events to the metrics
+//! and to the caller.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::baseline::{AnomalyEvent, AnomalyOptions, BaselineState, Baselines, STATE_SCHEMA};
+use super::canary::{Canaries, CanaryOptions, CanaryRecord};
 use super::metrics::ObserveMetrics;
 use super::window::{WindowOptions, WindowRecord, Windows};
 use crate::files::{FileError, FileMode};
@@ -24,6 +26,8 @@ pub struct WatchSetup {
     pub stream: Option<PathBuf>,
     /// Where the baselines are kept across restarts.
     pub state: Option<PathBuf>,
+    /// How groups are compared (with [`WindowOptions::group_by`]).
+    pub canary: CanaryOptions,
 }
 
 /// Why the baselines' state file cannot be used.
@@ -49,6 +53,8 @@ pub struct Closed {
     pub window: WindowRecord,
     /// The anomalies that started or ended with it.
     pub events: Vec<AnomalyEvent>,
+    /// Its groups compared with the stable one (`--group-by`).
+    pub canaries: Vec<CanaryRecord>,
 }
 
 /// The windows, their baselines and their sinks.
@@ -57,6 +63,7 @@ pub struct Watch {
     /// Shared with the analysis (captured handshakes) and the probes' listener.
     pub windows: Arc<Mutex<Windows>>,
     baselines: Baselines,
+    canaries: Canaries,
     stream: Option<(PathBuf, io::LineWriter<std::fs::File>)>,
     stream_path: Option<PathBuf>,
     state: Option<PathBuf>,
@@ -107,6 +114,7 @@ impl Watch {
         Ok(Watch {
             windows: Arc::new(Mutex::new(Windows::new(setup.windows.clone()))),
             baselines,
+            canaries: Canaries::new(setup.canary.clone()),
             stream: None,
             stream_path: setup.stream.clone(),
             state: setup.state.clone(),
@@ -127,9 +135,14 @@ impl Watch {
 
     /// Closes what is due by `now_ns`, judges it and writes it.
     pub fn tick(&mut self, now_ns: u64) -> Option<Closed> {
-        let mut window = lock(&self.windows).tick(now_ns)?;
+        let (mut window, headlines) = {
+            let mut w = lock(&self.windows);
+            let window = w.tick(now_ns)?;
+            (window, w.take_headlines())
+        };
         let events = self.baselines.judge(&mut window);
-        self.write(&window, &events);
+        let canaries = self.canaries.compare(&window, &headlines);
+        self.write(&window, &events, &canaries);
         if let Some(m) = &self.metrics {
             for e in &events {
                 m.anomaly(e);
@@ -147,7 +160,11 @@ impl Watch {
                 self.error.get_or_insert(e);
             }
         }
-        Some(Closed { window, events })
+        Some(Closed {
+            window,
+            events,
+            canaries,
+        })
     }
 
     /// The end of the run: the open window, closed at `now_ns`, written (not judged:
@@ -155,7 +172,7 @@ impl Watch {
     pub fn finish(mut self, now_ns: u64) -> Result<Option<WindowRecord>, String> {
         let last = lock(&self.windows).finish(now_ns);
         if let Some(w) = &last {
-            self.write(w, &[]);
+            self.write(w, &[], &[]);
         }
         if let Some((_, out)) = &mut self.stream
             && let Err(e) = out.flush()
@@ -182,12 +199,13 @@ impl Watch {
         self.stream_path.as_deref()
     }
 
-    fn write(&mut self, w: &WindowRecord, events: &[AnomalyEvent]) {
+    fn write(&mut self, w: &WindowRecord, events: &[AnomalyEvent], canaries: &[CanaryRecord]) {
         let Some((path, out)) = &mut self.stream else {
             return;
         };
         let mut lines = vec![serde_json::to_string(w)];
         lines.extend(events.iter().map(serde_json::to_string));
+        lines.extend(canaries.iter().map(serde_json::to_string));
         for line in lines {
             let written = line.map_err(io::Error::from).and_then(|mut text| {
                 text.push('\n');

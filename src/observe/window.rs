@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::group::{GroupBy, Grouper};
 use super::timeline::Outcome;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::stats::{LatencyHistogram, Quantiles};
@@ -47,6 +48,8 @@ pub struct WindowOptions {
     pub max_series: usize,
     /// The SNIs named in a window's record (the most frequent; the rest in `(other)`).
     pub top_sni: usize,
+    /// What splits a series further (`--group-by`).
+    pub group_by: Option<GroupBy>,
 }
 
 impl Default for WindowOptions {
@@ -55,6 +58,7 @@ impl Default for WindowOptions {
             length: Duration::from_secs(60),
             max_series: 64,
             top_sni: 10,
+            group_by: None,
         }
     }
 }
@@ -71,6 +75,24 @@ pub struct SeriesKey {
     pub process: String,
     /// The server's port (the wire); 0 for the probes.
     pub port: u16,
+    /// Its group (`--group-by`), e.g. `exe=/srv/gw-v2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+impl SeriesKey {
+    /// The series in words: `wire server nginx port 443`, `probes server nginx`, with its
+    /// group in parentheses (`--group-by`).
+    pub fn name(&self) -> String {
+        let mut name = format!("{} {} {}", self.view, self.role, self.process);
+        if self.port != 0 {
+            name += &format!(" port {}", self.port);
+        }
+        if let Some(g) = &self.group {
+            name += &format!(" ({g})");
+        }
+        name
+    }
 }
 
 /// Percentiles of one phase in one window.
@@ -204,6 +226,9 @@ struct SeriesAcc {
     groups: BTreeMap<String, u64>,
     sni: BTreeMap<String, u64>,
     phases: PhaseHists,
+    /// Grouped series only: the headline phase's handshakes per second of the clock, and
+    /// the sum of their values' natural logarithms.
+    log_seconds: BTreeMap<u64, (u64, f64)>,
 }
 
 fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
@@ -218,6 +243,15 @@ fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
 impl SeriesAcc {
     fn second(&mut self, at_ns: u64) {
         *self.per_second.entry(at_ns / 1_000_000_000).or_default() += 1;
+    }
+
+    /// A grouped series' headline value, in its second's batch.
+    fn batch(&mut self, at_ns: u64, ns: Option<u64>) {
+        if let Some(ns) = ns {
+            let b = self.log_seconds.entry(at_ns / 1_000_000_000).or_default();
+            b.0 += 1;
+            b.1 += (ns.max(1) as f64).ln();
+        }
     }
 
     fn record(self, key: SeriesKey, seconds: f64, top_sni: usize) -> SeriesRecord {
@@ -280,6 +314,21 @@ pub struct Windows {
     opts: WindowOptions,
     length_ns: u64,
     open: Option<Open>,
+    grouper: Option<Grouper>,
+    /// The last closed window's headline histograms per grouped series (`--group-by`).
+    headlines: Vec<Headline>,
+}
+
+/// A grouped series' headline phase in a closed window: what a canary is compared on.
+#[derive(Debug, Clone)]
+pub struct Headline {
+    /// The series.
+    pub key: SeriesKey,
+    /// Its values.
+    pub hist: LatencyHistogram,
+    /// Per second of the clock: its handshakes, and the sum of the natural logarithms of
+    /// their values (ns).
+    pub log_seconds: BTreeMap<u64, (u64, f64)>,
 }
 
 /// `comm` from "comm (pid N)".
@@ -294,9 +343,11 @@ impl Windows {
             .unwrap_or(u64::MAX)
             .max(1);
         Windows {
+            grouper: opts.group_by.map(Grouper::new),
             opts,
             length_ns,
             open: None,
+            headlines: Vec::new(),
         }
     }
 
@@ -323,6 +374,7 @@ impl Windows {
         if !open.series.contains_key(&key) && open.series.len() >= max_series {
             key.process = OTHER.to_string();
             key.port = 0;
+            key.group = None;
         }
         open.series.entry(key).or_default()
     }
@@ -334,6 +386,8 @@ impl Windows {
         match o {
             Outcome::Handshake(h) => {
                 let at = h.start_ns.unwrap_or(seen_ns);
+                let group = self.grouper.as_mut().map(|g| g.wire(h));
+                let grouped = group.is_some();
                 let open = self.window(at);
                 let key = SeriesKey {
                     view: "wire".into(),
@@ -344,6 +398,7 @@ impl Windows {
                         .map_or("(remote)", comm)
                         .to_string(),
                     port: h.server.port(),
+                    group,
                 };
                 let sni = h.sni.as_deref().unwrap_or("(none)");
                 let track_sni = open.sni_tracked < MAX_SNI_TRACKED;
@@ -368,6 +423,9 @@ impl Windows {
                 }
                 for (name, v) in h.phases.named() {
                     s.phases.record(name, v);
+                    if grouped && name == phases_of("wire")[0] {
+                        s.batch(at, v);
+                    }
                 }
                 if new_sni && track_sni {
                     open.sni_tracked += 1;
@@ -385,12 +443,15 @@ impl Windows {
     pub fn probe(&mut self, r: &ProbeRecord, offset: i128) {
         let at = u64::try_from(i128::from(r.instant_ns()) + offset).unwrap_or(0);
         let max_series = self.opts.max_series;
+        let group = self.grouper.as_mut().map(|g| g.probe(r));
+        let grouped = group.is_some();
         let open = self.window(at);
         let key = SeriesKey {
             view: "probes".into(),
             role: r.role.name().into(),
             process: r.comm.clone(),
             port: 0,
+            group,
         };
         let s = Self::series(open, max_series, key);
         s.second(at);
@@ -402,6 +463,9 @@ impl Windows {
         let p = ProbePhases::of(r);
         for (name, v) in PROBE_PHASES.iter().zip(p.0) {
             s.phases.record(name, v);
+            if grouped && *name == phases_of("probes")[0] {
+                s.batch(at, v);
+            }
         }
     }
 
@@ -426,6 +490,9 @@ impl Windows {
             series: BTreeMap::new(),
             sni_tracked: 0,
         });
+        if let Some(g) = &mut self.grouper {
+            g.forget();
+        }
         Some(self.record(closed, end))
     }
 
@@ -437,7 +504,26 @@ impl Windows {
         Some(self.record(open, end))
     }
 
-    fn record(&self, open: Open, end_ns: u64) -> WindowRecord {
+    /// The headline phase's histogram of each grouped series of the window last closed
+    /// (empty without `--group-by`): the samples a canary is compared on.
+    pub fn take_headlines(&mut self) -> Vec<Headline> {
+        std::mem::take(&mut self.headlines)
+    }
+
+    fn record(&mut self, open: Open, end_ns: u64) -> WindowRecord {
+        self.headlines = open
+            .series
+            .iter()
+            .filter(|(k, _)| k.group.is_some())
+            .filter_map(|(k, acc)| {
+                let h = acc.phases.0.get(phases_of(&k.view)[0])?;
+                (!h.is_empty()).then(|| Headline {
+                    key: k.clone(),
+                    hist: h.clone(),
+                    log_seconds: acc.log_seconds.clone(),
+                })
+            })
+            .collect();
         let from = open.first_ns.max(open.start_ns);
         let seconds = end_ns.saturating_sub(from) as f64 / 1e9;
         WindowRecord {
@@ -571,6 +657,7 @@ mod tests {
             length: Duration::from_secs(60),
             max_series: 2,
             top_sni: 1,
+            group_by: None,
         });
         for p in ["a", "b", "c", "d"] {
             w.wire(&handshake(S, 1, p), 0);
@@ -590,5 +677,47 @@ mod tests {
         let r = w.finish(2 * S).unwrap();
         assert_eq!(r.series[0].sni.len(), 2, "{:?}", r.series[0].sni);
         assert_eq!(r.series[0].sni[OTHER], 2);
+    }
+
+    /// `--group-by port`: one series per port, labelled, and the closed window's headline
+    /// histograms for the comparison; none without grouping.
+    #[test]
+    fn grouped_series_carry_their_label_and_headline_histograms() {
+        let mut w = Windows::new(WindowOptions {
+            length: Duration::from_secs(10),
+            group_by: Some(GroupBy::Port),
+            ..WindowOptions::default()
+        });
+        for i in 0..10 {
+            w.wire(&handshake(100 * S + i, 1, "gw"), 0);
+        }
+        let Outcome::Handshake(mut h) = handshake(100 * S, 3, "gw") else {
+            unreachable!()
+        };
+        h.server = "127.0.0.1:8444".parse().unwrap();
+        w.wire(&Outcome::Handshake(h), 0);
+        let r = w.tick(111 * S).unwrap();
+        let groups: Vec<_> = r.series.iter().map(|s| s.key.group.as_deref()).collect();
+        assert_eq!(groups, [Some("port=443"), Some("port=8444")]);
+        let heads = w.take_headlines();
+        assert_eq!(heads.len(), 2);
+        assert_eq!(heads[0].hist.len(), 10);
+        // All ten in the 100th second; ln of 1.5 ms each.
+        let (n, sum) = heads[0].log_seconds[&100];
+        assert_eq!(n, 10);
+        assert!((sum / 10.0 - 1.5e6f64.ln()).abs() < 1e-9, "{sum}");
+        assert!(w.take_headlines().is_empty(), "taken");
+        let json = serde_json::to_value(&r.series[1]).unwrap();
+        assert_eq!(json["group"], "port=8444");
+        let mut plain = Windows::new(WindowOptions::default());
+        plain.wire(&handshake(100 * S, 1, "gw"), 0);
+        let r = plain.finish(101 * S).unwrap();
+        assert!(
+            serde_json::to_value(&r.series[0])
+                .unwrap()
+                .get("group")
+                .is_none()
+        );
+        assert!(plain.take_headlines().is_empty());
     }
 }

@@ -203,6 +203,40 @@ impl LatencyHistogram {
         out
     }
 
+    /// The summary of the natural logarithms of its values (each value a bucket's
+    /// median equivalent, 0 taken as 1 ns), for a test of ratios: the difference of two
+    /// such means is the log of the ratio of their geometric means. `None` when empty.
+    pub fn log_summary(&self) -> Option<super::Summary> {
+        let h = self.counts();
+        if h.is_empty() {
+            return None;
+        }
+        let (mut n, mut mean, mut m2) = (0u64, 0.0f64, 0.0f64);
+        // Welford's update, one bucket (count values at once) at a time.
+        for v in h.iter_recorded() {
+            let c = v.count_at_value();
+            let x = (h.median_equivalent(v.value_iterated_to()).max(1) as f64).ln();
+            let total = n + c;
+            let delta = x - mean;
+            mean += delta * c as f64 / total as f64;
+            m2 += delta * delta * n as f64 * c as f64 / total as f64;
+            n = total;
+        }
+        let ln = |ns: u64| (ns.max(1) as f64).ln();
+        Some(super::Summary {
+            n: usize::try_from(n).unwrap_or(usize::MAX),
+            mean,
+            median: ln(h.value_at_quantile(0.5)),
+            stddev: if n > 1 {
+                (m2 / (n - 1) as f64).sqrt()
+            } else {
+                0.0
+            },
+            min: ln(h.min()),
+            max: ln(h.max()),
+        })
+    }
+
     /// The usual percentiles and extremes.
     pub fn quantiles(&self) -> Quantiles {
         let h = self.counts();
@@ -565,6 +599,29 @@ impl Dist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The log summary of a histogram is the summary of the logs of its values, to the
+    /// histogram's precision (3 significant digits: ≈ 0.001 in ln).
+    #[test]
+    fn log_summary_is_the_summary_of_the_logs() {
+        let values: Vec<u64> = (1..=500u64).map(|i| 1_000_000 + i * i * 37).collect();
+        let mut h = LatencyHistogram::new();
+        for v in &values {
+            h.record_ns(*v).unwrap();
+        }
+        let logs: Vec<f64> = values.iter().map(|v| (*v as f64).ln()).collect();
+        let want = crate::stats::Summary::of(&logs).unwrap();
+        let got = h.log_summary().unwrap();
+        assert_eq!(got.n, 500);
+        assert!((got.mean - want.mean).abs() < 1e-3, "{got:?} {want:?}");
+        assert!(
+            (got.stddev / want.stddev - 1.0).abs() < 0.01,
+            "{got:?} {want:?}"
+        );
+        // The median is the histogram's (a bucket's highest equivalent value).
+        assert!((got.median - want.median).abs() < 5e-3, "{got:?} {want:?}");
+        assert!(LatencyHistogram::new().log_summary().is_none());
+    }
 
     /// The memory a histogram holds is its values' need, predicted before each value
     /// ([`LatencyHistogram::growth_for`]) and no more after it: hdrhistogram's own

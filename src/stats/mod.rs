@@ -5,6 +5,8 @@
 //!   numbers and durations; a least-squares slope.
 //! - [`iqr`]: Tukey's 1.5×IQR outlier filter, quartiles as numpy computes them.
 //! - [`welch`]: Welch's two-sample t-test with the Welch–Satterthwaite degrees of freedom.
+//! - [`paired`]: Student's paired t-test (matched pairs' differences against zero).
+//! - [`mod@holm`]: Holm's adjustment of a family of p-values.
 //! - [`samples`]: sample files (one number a line) as the user writes them.
 //! - [`mod@compare`]: is B different from A — summaries, filter, test and a verdict.
 //! - [`rows`]: the one comparison engine of results: rows matched by identity, each
@@ -12,7 +14,9 @@
 
 pub mod compare;
 pub mod histogram;
+pub mod holm;
 pub mod iqr;
+pub mod paired;
 pub mod rows;
 pub mod samples;
 pub mod summary;
@@ -20,7 +24,9 @@ pub mod welch;
 
 pub use compare::{CompareOptions, Comparison, Direction, compare};
 pub use histogram::{HistogramError, LatencyHistogram, Quantiles};
+pub use holm::holm;
 pub use iqr::{IqrFilter, quantile_linear};
+pub use paired::{PairedTest, paired_t_test};
 pub use samples::{SampleError, Samples};
 pub use summary::{Summary, least_squares_slope, median, median_duration};
 pub use welch::{WelchTest, min_detectable_difference, welch_t_test};

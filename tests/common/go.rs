@@ -50,3 +50,13 @@ pub fn server(server: &Path, pki: &Path, extra: &[&str]) -> (Child, String) {
         .to_string();
     (child, addr)
 }
+
+/// The Go server built into `dir` and a PKI made there by `tlsperf pki init`: (tlsserver,
+/// the PKI's directory); `None` as [`peers`].
+pub fn server_and_pki(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let (server, _) = peers(dir)?;
+    let pki = dir.join("pki");
+    let run = super::tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    Some((server, pki))
+}

@@ -5,6 +5,7 @@
 pub mod go;
 pub mod nginx;
 pub mod relay;
+pub mod watch;
 
 use std::path::Path;
 use std::process::{Command, Output};

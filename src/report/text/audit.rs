@@ -28,13 +28,9 @@ pub fn clock(ns: u64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()[11..19].to_string()
 }
 
-/// `wire server nginx port 443`, `probes server nginx`.
+/// `wire server nginx port 443`, `probes server nginx` ([`SeriesKey::name`]).
 pub fn series_name(k: &SeriesKey) -> String {
-    if k.port == 0 {
-        format!("{} {} {}", k.view, k.role, k.process)
-    } else {
-        format!("{} {} {} port {}", k.view, k.role, k.process, k.port)
-    }
+    k.name()
 }
 
 /// The budget in words: `burnt 50% of the 1% budget (0.5% of the windows missed):

@@ -51,16 +51,8 @@ pub fn last_window(w: &WindowRecord) -> String {
         };
         let q = s.phases.get(*phase);
         let base = s.baseline.as_ref();
-        let name = if s.key.port == 0 {
-            format!("{} {} {}", s.key.view, s.key.role, s.key.process)
-        } else {
-            format!(
-                "{} {} {}:{}",
-                s.key.view, s.key.role, s.key.process, s.key.port
-            )
-        };
         t.add_row(vec![
-            name,
+            s.key.name(),
             (*phase).to_string(),
             s.handshakes.to_string(),
             format!("{:.1}", s.per_second),
@@ -535,6 +527,7 @@ mod tests {
                 role: "server".into(),
                 process: "gw".into(),
                 port,
+                group: None,
             },
             handshakes: 400,
             per_second: 40.0,
@@ -584,11 +577,11 @@ mod tests {
         assert!(text.contains("last window 18:58:00–18:58:10"), "{text}");
         let wire = text
             .lines()
-            .find(|l| l.contains("wire server gw:443"))
+            .find(|l| l.contains("wire server gw port 443"))
             .unwrap();
         let cells: Vec<&str> = wire.split_whitespace().collect();
         assert_eq!(
-            cells[3..],
+            cells[5..],
             [
                 "first_app_byte",
                 "400",

@@ -1,0 +1,53 @@
+//! A live `tlsperf observe --window` run for the tests: started until it captures, its
+//! stderr kept by a thread, its `--windows FILE` read back as JSON records.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+
+use serde_json::Value;
+
+/// The records of a `--windows FILE` so far.
+pub fn records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `tlsperf observe ARGS`, returned once it captures; its stderr's further lines kept by
+/// a thread.
+pub fn observe(args: &[&str]) -> (Child, Receiver<String>) {
+    let mut child = Command::new(super::bin())
+        .arg("observe")
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "observe exited: {said}"
+        );
+        said.push_str(&line);
+        if line.starts_with("capturing on") {
+            break;
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 {
+            let _ = tx.send(std::mem::take(&mut line));
+        }
+    });
+    (child, rx)
+}
