@@ -179,7 +179,7 @@ struct ReportArgs {
     /// The objective on each window's headline: one of p50, p90, p95, p99 with its bound,
     /// e.g. p95=30ms (the syntax of `capacity --slo`).
     #[arg(long, value_name = "OBJECTIVE")]
-    slo: crate::capacity::slo::Slo,
+    slo: crate::stats::slo::Slo,
     /// The share of windows that may miss the objective (the error budget), e.g. 1% or
     /// 0.1%.
     #[arg(long, value_name = "PERCENT", default_value = "1%", value_parser = super::ratio::parse)]

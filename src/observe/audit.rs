@@ -20,10 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use super::baseline::AnomalyEvent;
 use super::window::{SeriesKey, SeriesRecord, WindowRecord, phases_of};
-use crate::capacity::slo::Slo;
 use crate::doc::Input;
 use crate::error::{Classify, ErrorClass};
 use crate::stats::LatencyHistogram;
+use crate::stats::slo::Slo;
 
 /// The schema of an [`AuditReport`].
 pub const SCHEMA: &str = "tlsperf-observe-report/1";

@@ -8,6 +8,9 @@
 //! - [`paired`]: Student's paired t-test (matched pairs' differences against zero).
 //! - [`mod@holm`]: Holm's adjustment of a family of p-values.
 //! - [`samples`]: sample files (one number a line) as the user writes them.
+//! - [`slo`]: a latency and errors objective (`p99=30ms,errors=0.1%`), parsed and judged
+//!   on a histogram (`capacity`'s steps, `observe report`'s windows); [`numbers`]: how
+//!   its messages (and capacity's) write a number.
 //! - [`mod@compare`]: is B different from A — summaries, filter, test and a verdict.
 //! - [`rows`]: the one comparison engine of results: rows matched by identity, each
 //!   compared through [`compare`](compare()).
@@ -16,9 +19,11 @@ pub mod compare;
 pub mod histogram;
 pub mod holm;
 pub mod iqr;
+pub mod numbers;
 pub mod paired;
 pub mod rows;
 pub mod samples;
+pub mod slo;
 pub mod summary;
 pub mod welch;
 

@@ -1,6 +1,6 @@
 //! How the capacity's messages and checks write a number: [`group`] (`12,345`, for rates
 //! in sentences and tables) and `figure` (a value as written, in scientific notation
-//! when very large or very small). Below every other part of [`crate::capacity`]: the
+//! when very large or very small). Below every part of [`crate::capacity`]: the
 //! objective ([`super::slo`]) and the document's checks both use it.
 
 /// `12,345` (rounded to a whole number; digits grouped however large, a value that is
