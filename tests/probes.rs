@@ -1055,12 +1055,9 @@ fn a_wrapped_go_listener_waits_as_long_as_a_bare_one() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, _)) = common::go::peers(dir.path()) else {
+    let Some((server, pki)) = common::go::server_and_pki(dir.path()) else {
         return;
     };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let root = pki.join("root.pem");
     let mut seen = Vec::new();
     for extra in [&[][..], &["-wrap"]] {
@@ -1133,12 +1130,9 @@ fn a_go_handshake_whose_stack_grows_is_counted_once() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, _)) = common::go::peers(dir.path()) else {
+    let Some((server, pki)) = common::go::server_and_pki(dir.path()) else {
         return;
     };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let (mut srv, addr) = common::go::server(&server, &pki, &["-stack-sweep"]);
     let out = dir.path().join("go.json");
     let pid = srv.id().to_string();

@@ -95,12 +95,9 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, _)) = common::go::peers(dir.path()) else {
+    let Some((server, pki)) = common::go::server_and_pki(dir.path()) else {
         return;
     };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let (mut srv, addr) = common::go::server(
         &server,
         &pki,
