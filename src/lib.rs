@@ -73,6 +73,7 @@ pub mod ratio;
 pub mod report;
 pub mod server;
 pub mod stats;
+pub mod sync;
 pub mod tls;
 pub mod trust;
 pub mod verify;

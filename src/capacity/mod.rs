@@ -209,10 +209,7 @@ impl Progress {
     }
 }
 
-/// Locks, whether or not another holder panicked (the data stay usable).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::sync::lock;
 
 /// A search that could not run.
 #[derive(Debug, thiserror::Error)]

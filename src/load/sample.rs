@@ -135,7 +135,4 @@ pub(super) fn server_usage(
     }
 }
 
-/// Locks, whether or not another holder panicked (the data stay usable).
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use crate::sync::lock;

@@ -48,10 +48,7 @@ impl Hooks {
             m.outcome(&o);
         }
         if let Some(w) = &self.windows {
-            let mut w = match w.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let mut w = crate::sync::lock(w);
             w.wire(&o, super::live::now_ns());
         }
         if let (Some(index), Outcome::Handshake(h)) = (&self.probes, &o) {
@@ -60,17 +57,11 @@ impl Hooks {
                 let (log, h) = (Arc::clone(log), h.clone());
                 let line: Line = Box::new(move |r, offset| {
                     let probe = r.map(|r| ProbeLine::of(r, offset));
-                    match log.lock() {
-                        Ok(mut g) => g.record_probed(&h, probe),
-                        Err(p) => p.into_inner().record_probed(&h, probe),
-                    }
+                    crate::sync::lock(&log).record_probed(&h, probe)
                 });
                 line
             });
-            let mut index = match index.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let mut index = crate::sync::lock(index);
             index.add(
                 WireHandshake {
                     client: h.client,
@@ -84,10 +75,7 @@ impl Hooks {
                 line,
             );
         } else if let (Some(log), Outcome::Handshake(h)) = (&self.connections, &o) {
-            match log.lock() {
-                Ok(mut g) => g.record(h),
-                Err(p) => p.into_inner().record(h),
-            }
+            crate::sync::lock(log).record(h)
         }
         agg.outcome(o);
     }

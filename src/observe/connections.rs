@@ -221,20 +221,14 @@ impl ConnectionsStream {
     /// writes the next lines there.
     pub fn reopen(&self) -> Result<(), FileError> {
         let out = open(&self.dest, true)?;
-        let mut log = match self.log.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut log = crate::sync::lock(&self.log);
         log.replace(out);
         Ok(())
     }
 
     /// Flushes; the number of handshakes written.
     pub fn finish(self) -> io::Result<u64> {
-        match self.log.lock() {
-            Ok(mut g) => g.finish(),
-            Err(p) => p.into_inner().finish(),
-        }
+        crate::sync::lock(&self.log).finish()
     }
 }
 

@@ -219,10 +219,7 @@ fn listen(
             m.probe(r);
         }
         if let Some(w) = &w {
-            let mut w = match w.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
+            let mut w = crate::sync::lock(w);
             w.probe(r, offset);
         }
     })));

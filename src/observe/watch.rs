@@ -14,6 +14,7 @@ use super::canary::{Canaries, CanaryOptions, CanaryRecord};
 use super::metrics::ObserveMetrics;
 use super::window::{WindowOptions, WindowRecord, Windows};
 use crate::files::{FileError, FileMode};
+use crate::sync::lock;
 
 /// What `--window` asks for.
 #[derive(Debug, Clone, Default)]
@@ -75,13 +76,6 @@ pub struct Watch {
 fn open_stream(path: &Path, append: bool) -> Result<io::LineWriter<std::fs::File>, FileError> {
     let file = crate::files::open_log(path, FileMode::Public, append)?;
     Ok(io::LineWriter::with_capacity(256 * 1024, file))
-}
-
-fn lock(w: &Mutex<Windows>) -> std::sync::MutexGuard<'_, Windows> {
-    match w.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
 }
 
 impl Watch {

@@ -17,12 +17,15 @@ pub fn records(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// `tlsperf observe ARGS`, returned once it captures; its stderr's further lines kept by
-/// a thread.
+/// `tlsperf observe ARGS -d 600s`, returned once it captures; its stderr's further lines
+/// kept by a thread.
 pub fn observe(args: &[&str]) -> (Child, Receiver<String>) {
     let mut child = Command::new(super::bin())
         .arg("observe")
         .args(args)
+        // Bounded: a test that panics before its Ctrl-C does not kill its children, and
+        // an observe left behind would stay attached and capturing.
+        .args(["-d", "600s"])
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
