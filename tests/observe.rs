@@ -426,6 +426,160 @@ fn early_data_against_serve_is_0rtt() {
     assert_eq!(count(&v, "resumed"), rejected);
 }
 
+/// `observe --pcap FILE --port PORT --connections`, expected to succeed: one record per
+/// handshake.
+fn observe_connections(dir: &Path, file: &Path, port: u16) -> Vec<Value> {
+    let lines = dir.join(format!(
+        "{}.jsonl",
+        file.file_name().unwrap().to_string_lossy()
+    ));
+    let run = tlsperf([
+        "observe",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--port",
+        &port.to_string(),
+        "--connections",
+        lines.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    std::fs::read_to_string(&lines)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Go sends its NewSessionTicket in its first flight, right after its Finished, and none
+/// after the client's: the server's first record after the request is its answer. It
+/// was taken for a ticket, so a Go server's connection had no time to first byte (280
+/// of 280 in the report, HTTP keep-alive), or the time of its close_notify: here the
+/// server waits 300 ms after its answer before closing.
+#[test]
+fn every_connection_to_a_go_server_has_its_time_to_first_byte() {
+    if !have_tcpdump() || !common::have("curl", "a Go server's time to first byte") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, pki)) = common::go::server_and_pki(dir.path()) else {
+        return;
+    };
+    let (mut child, addr) = common::go::server(&server, &pki, &["-linger", "300ms"]);
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    let cap = Capture::start(dir.path(), "go.pcap", port);
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "--tlsv1.3"])
+        .args(["--cacert", pki.join("root.pem").to_str().unwrap()])
+        .args(["-H", "Connection: close"])
+        .args(["--resolve", &format!("localhost:{port}:127.0.0.1")]);
+    for _ in 0..6 {
+        cmd.arg(format!("https://localhost:{port}/"));
+    }
+    let out = cmd.output().expect("curl runs");
+    let file = cap.stop();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(out.status.success(), "curl: {out:?}");
+    let lines = observe_connections(dir.path(), &file, port);
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    // curl resumes: full then resumed handshakes, each with the answer timed.
+    assert!(lines.iter().any(|l| l["kind"] == "resumed"), "{lines:?}");
+    for l in &lines {
+        // The answer, not the close_notify 300 ms after it.
+        let ttfb = l["phases_ns"]["server_first_byte"].as_u64();
+        assert!(ttfb.is_some_and(|t| t < 150_000_000), "{l}");
+    }
+}
+
+/// `openssl s_client` with `-early_data REQUEST` and a saved session, against `port`
+/// (trusting `ca`), choosing `groups`: what it said on stdout.
+fn s_client_early(port: u16, ca: &Path, groups: &str, sess: &[&str], req: &str) -> String {
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-servername", "localhost", "-groups", groups])
+        .args(["-tls1_3", "-CAfile", ca.to_str().unwrap()])
+        .args(sess)
+        .args(["-early_data", req])
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Early data the server refused is not 0-RTT: a resumption after a HelloRetryRequest
+/// (the second ClientHello offers no early data: RFC 8446 §4.2.10), and a full handshake
+/// after a stale ticket (another server's), whose first application byte is the request
+/// sent again after the Finished — not the discarded early record — and whose answer is
+/// timed.
+#[test]
+fn refused_early_data_is_not_0rtt_and_the_request_is_timed_after_the_handshake() {
+    if !have_tcpdump() || !common::have("openssl", "refused early data") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let req = common::write(
+        dir.path(),
+        "req",
+        "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    );
+    let session = dir.path().join("session.pem");
+    let session = session.to_str().unwrap();
+    // A HelloRetryRequest (the server takes P-256 only; s_client shares X25519 first).
+    let ca = dir.path().join("ca.pem");
+    let early = ["--resumption", "stateful", "--early-data", "16384"];
+    let mut args = vec!["--groups", "secp256r1"];
+    args.extend(early);
+    let serve = Serve::ecdsa_writing_ca(&ca, &args);
+    let cap = Capture::start(dir.path(), "hrr-early.pcap", serve.port);
+    s_client_early(
+        serve.port,
+        &ca,
+        "X25519:P-256",
+        &["-sess_out", session],
+        &req,
+    );
+    let said = s_client_early(
+        serve.port,
+        &ca,
+        "X25519:P-256",
+        &["-sess_in", session],
+        &req,
+    );
+    let file = cap.stop();
+    assert!(said.contains("Reused"), "{said}");
+    assert!(!said.contains("Early data was accepted"), "{said}");
+    let v = observe(&file, serve.port);
+    assert_eq!(count(&v, "all"), 2, "{}", v["handshakes"]);
+    assert_eq!(count(&v, "0rtt"), 0, "{}", v["handshakes"]);
+    assert_eq!(count(&v, "resumed"), 1, "{}", v["handshakes"]);
+    // Without the HelloRetryRequest the same early data is taken: 0-RTT.
+    let ca2 = dir.path().join("ca2.pem");
+    let other = Serve::ecdsa_writing_ca(&ca2, &early);
+    let cap = Capture::start(dir.path(), "early.pcap", other.port);
+    s_client_early(other.port, &ca2, "X25519", &["-sess_out", session], &req);
+    let said = s_client_early(other.port, &ca2, "X25519", &["-sess_in", session], &req);
+    let file = cap.stop();
+    assert!(said.contains("Early data was accepted"), "{said}");
+    let v = observe(&file, other.port);
+    assert_eq!(count(&v, "0rtt"), 1, "{}", v["handshakes"]);
+    // A stale ticket: the session of `other` offered to `serve`, which cannot read it.
+    let cap = Capture::start(dir.path(), "stale.pcap", serve.port);
+    let said = s_client_early(serve.port, &ca, "P-256", &["-sess_in", session], &req);
+    let file = cap.stop();
+    assert!(said.contains("Early data was rejected"), "{said}");
+    let lines = observe_connections(dir.path(), &file, serve.port);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let (l, p) = (&lines[0], &lines[0]["phases_ns"]);
+    assert_eq!(l["kind"], "full", "{l}");
+    let (tls, first_app) = (p["tls"].as_u64().unwrap(), p["first_app_byte"].as_u64());
+    assert!(
+        first_app.is_some_and(|f| f > tls),
+        "the request after the handshake: {l}"
+    );
+    assert!(p["server_first_byte"].as_u64().is_some(), "{l}");
+}
+
 /// `tcpdump -i any` writes Linux cooked captures: SLL2 by default, SLL (v1) with
 /// `-y LINUX_SLL`; on loopback their ARPHRD type is 772, which etherparse's SLL reader
 /// refuses (every frame was "not TCP": 0 handshakes, exit 0).

@@ -1643,6 +1643,112 @@ mod tests {
         assert_eq!(o.by_group["secp256r1"].hrr, 1);
     }
 
+    /// Go sends its NewSessionTicket in its first flight, after its Finished (when it asks
+    /// no client certificate): none follows the client's Finished, and the server's first
+    /// record after the request is the answer, timed as such (it was taken for a ticket,
+    /// and Go servers had no time to first byte).
+    #[test]
+    fn tickets_in_the_servers_first_flight_leave_the_first_record_after_the_request_the_answer() {
+        let us = 1_000;
+        // psk_key_exchange_modes: psk_dhe_ke.
+        let ch = client_hello_with(&ext(45, &[1, 1]));
+        for delay in [5, 20_000] {
+            let mut flight = server_hello();
+            flight.extend(record(20, &[1]));
+            // EncryptedExtensions, Certificate, CertificateVerify, Finished, a ticket.
+            for len in [40, 1000, 100, 53, 180] {
+                flight.extend(record(23, &vec![0xaa; len]));
+            }
+            let h = handshake(&wire(&[
+                (10, true, ch.clone(), false),
+                (20, false, flight, false),
+                (30, true, record(23, &[0xcc; 53]), false),
+                (31, true, record(23, &[0xdd; 80]), false),
+                (31 + delay, false, record(23, &[0xee; 300]), false),
+                (31 + delay + 10, true, vec![], true),
+                (31 + delay + 10, false, vec![], true),
+            ]));
+            assert_eq!(h.phases.server_first_byte, Some(delay * us), "{delay} µs");
+        }
+    }
+
+    /// A TLS 1.3 resumption offering early data, the client's early record at 11 µs, the
+    /// server's flight at 20 (resuming: pre_shared_key chosen), then the client's records
+    /// after the flight at 30 (`reply`), the server's ticket at 31, the client's request at
+    /// 32 when it sends one, the answer at 40. `hrr`: the server first asks for another key share, and the second
+    /// ClientHello offers no early data (RFC 8446 §4.2.10).
+    fn early_data(resume: bool, reply: &[usize], request: bool, hrr: bool) -> Handshake {
+        use crate::observe::tls::HRR_RANDOM;
+        let mut offer = ext(45, &[1, 1]);
+        offer.extend(ext(42, &[]));
+        let first = client_hello_with(&offer);
+        let mut exts = ext(43, &[3, 4]);
+        let mut ks = vec![0, 0x1d, 0, 32];
+        ks.extend([8; 32]);
+        exts.extend(ext(51, &ks));
+        if resume {
+            exts.extend(ext(41, &[0, 0]));
+        }
+        let mut flight = server_hello_with([5; 32], &exts);
+        flight.extend(record(20, &[1]));
+        flight.extend(record(23, &[0xaa; 60]));
+        flight.extend(record(23, &[0xab; 53]));
+        let mut replies = Vec::new();
+        for len in reply {
+            replies.extend(record(23, &vec![0xcc; *len]));
+        }
+        let mut steps = vec![
+            (10, true, first, false),
+            (11, true, record(23, &[0xd0; 80]), false),
+        ];
+        if hrr {
+            let mut hrr_exts = ext(43, &[3, 4]);
+            hrr_exts.extend(ext(51, &[0, 0x1d]));
+            steps.push((12, false, server_hello_with(HRR_RANDOM, &hrr_exts), false));
+            steps.push((14, true, client_hello_with(&ext(45, &[1, 1])), false));
+        }
+        steps.push((20, false, flight, false));
+        steps.push((30, true, replies, false));
+        // The server's ticket, on the client's Finished.
+        steps.push((31, false, record(23, &[0x77; 150]), false));
+        if request {
+            steps.push((32, true, record(23, &[0xdd; 80]), false));
+        }
+        steps.push((40, false, record(23, &[0xee; 300]), false));
+        steps.push((50, true, vec![], true));
+        steps.push((50, false, vec![], true));
+        handshake(&wire(&steps))
+    }
+
+    /// Early data counts as accepted 0-RTT only when the client's reply begins with its
+    /// EndOfEarlyData (21 bytes of body): refused early data — after a HelloRetryRequest,
+    /// or by a server that resumes without it, or that refuses the PSK — is not 0-RTT,
+    /// and the first application byte is the request sent again after the Finished.
+    #[test]
+    fn early_data_is_0rtt_only_when_the_server_took_it() {
+        let us = 1_000;
+        // Taken: EndOfEarlyData, then the Finished.
+        let h = early_data(true, &[21, 53], false, false);
+        assert_eq!(h.kind, HandshakeKind::ZeroRtt);
+        assert_eq!(h.phases.first_app_byte, Some(11 * us));
+        // Refused although resumed: the reply is the Finished; the request is resent.
+        let h = early_data(true, &[53], true, false);
+        assert_eq!(h.kind, HandshakeKind::Resumed);
+        assert_eq!(h.phases.first_app_byte, Some(32 * us));
+        assert_eq!(h.phases.server_first_byte, Some(8 * us));
+        // The PSK refused (a stale ticket): a full handshake, its request after it.
+        let h = early_data(false, &[53], true, false);
+        assert_eq!(h.kind, HandshakeKind::Full);
+        assert_eq!(h.phases.first_app_byte, Some(32 * us));
+        assert_eq!(h.phases.server_first_byte, Some(8 * us));
+        // After a HelloRetryRequest the second ClientHello offers no early data.
+        let h = early_data(true, &[53], true, true);
+        assert_eq!(h.kind, HandshakeKind::Resumed);
+        assert!(h.hrr);
+        assert_eq!(h.phases.first_app_byte, Some(32 * us));
+        assert_eq!(h.phases.server_first_byte, Some(8 * us));
+    }
+
     /// Frames cut by the snap length: the missing bytes are a hole in the stream, the
     /// sequence space still advancing by the segment's length on the wire. A hole inside
     /// an encrypted record's body does not matter; one over a record header, or inside a

@@ -19,8 +19,14 @@
 //!   TLS 1.3 its first encrypted record after the server's flight (0-RTT: the first one
 //!   acknowledging every server byte seen, so early data is not taken for it); TLS 1.2
 //!   its ChangeCipherSpec.
-//! - first application byte: the client's first application-data record (its request;
-//!   with 0-RTT, its early data).
+//! - first application byte: the client's first application-data record after its
+//!   Finished (its request), or with accepted 0-RTT its first early-data record. Early
+//!   data counts as accepted (kind `0rtt`) only when the server resumed, the ClientHello
+//!   it answered offered early data (after a HelloRetryRequest, the second one, which
+//!   may not: RFC 8446 §4.2.10), and the client's first record after the server's flight
+//!   is shorter than a lone Finished: its EndOfEarlyData, which a client sends only when
+//!   the server took its early data. Refused early data was discarded by the server; the
+//!   client sends its request again after its Finished, and that is what is timed.
 //! - the request: the segment that completed the client's first application-data record
 //!   after its Finished (as the ClientHello for `server_think`: the server cannot answer
 //!   before). Not taken with 0-RTT: the early data is the request, and the server may
@@ -30,7 +36,11 @@
 //!   first application-data record after the request (as the ServerHello for
 //!   `server_think`), its NewSessionTickets left out. In TLS 1.3 a ticket is an
 //!   encrypted record like any other, sent after the client's Finished, so often after
-//!   the request is on the wire and before the answer. When the client offered
+//!   the request is on the wire and before the answer. A server that sends its tickets
+//!   in its first flight (Go, when it asks no client certificate) sends none after the
+//!   client's Finished: when its flight holds encrypted records after one of a lone
+//!   Finished's length (53 bytes of body; 69 with SHA-384), the first record after the
+//!   request is the answer. Otherwise, when the client offered
 //!   psk_key_exchange_modes (without it servers send no tickets), the server's first
 //!   application-data record after the client's Finished is taken to be a ticket, and so
 //!   is each following record of exactly its length (OpenSSL sends each ticket in a
@@ -264,7 +274,16 @@ pub struct Timeline {
     flight_bytes: u64,
     flight_end_ns: Option<u64>,
     finished_ns: Option<u64>,
-    early_data_sent: bool,
+    /// The ClientHello the server answered (the second one after a HelloRetryRequest)
+    /// offered early data.
+    early_offered: bool,
+    /// The client's first early-data record (application data before the ServerHello).
+    early_ns: Option<u64>,
+    /// The server took the early data: it resumed, the ClientHello it answered offered
+    /// early data, and the client's first record after the server's flight is an
+    /// EndOfEarlyData, not its Finished (see [`Timeline::reply`]).
+    early_accepted: bool,
+    /// The client's first application-data record after its Finished.
     first_app_ns: Option<u64>,
     /// The client's first application-data record after its Finished was complete.
     request_ns: Option<u64>,
@@ -272,6 +291,10 @@ pub struct Timeline {
     /// application-data record after the client's Finished), and whether they are over.
     ticket_len: Option<usize>,
     tickets_over: bool,
+    /// TLS 1.3: the server's encrypted records in its flight after the last one of a lone
+    /// Finished's length (`None` before one): more than none means it sent its tickets
+    /// in its first flight (Go), so none follows the client's Finished.
+    after_server_finished: Option<u32>,
     /// The server's first application-data byte after the request.
     response_ns: Option<u64>,
     alert: Option<String>,
@@ -304,11 +327,14 @@ impl Timeline {
             flight_bytes: 0,
             flight_end_ns: None,
             finished_ns: None,
-            early_data_sent: false,
+            early_offered: false,
+            early_ns: None,
+            early_accepted: false,
             first_app_ns: None,
             request_ns: None,
             ticket_len: None,
             tickets_over: false,
+            after_server_finished: None,
             response_ns: None,
             alert: None,
             reset: false,
@@ -380,10 +406,10 @@ impl Timeline {
         match side {
             Endpoint::Client => {
                 finished
-                    && self.first_app_ns.is_some()
-                    && (self.early_data_sent || self.request_ns.is_some())
+                    && (self.early_accepted || self.first_app_ns.is_some())
+                    && (self.early_accepted || self.request_ns.is_some())
             }
-            Endpoint::Server => finished && (self.early_data_sent || self.response_ns.is_some()),
+            Endpoint::Server => finished && (self.early_accepted || self.response_ns.is_some()),
         }
     }
 
@@ -464,8 +490,7 @@ impl Timeline {
             // Before the ServerHello: a client's application data is early data.
             if r.side == Endpoint::Client && r.content_type == content::APP_DATA {
                 if self.hello.as_ref().is_some_and(|h| h.early_data) {
-                    self.early_data_sent = true;
-                    self.first_app_ns.get_or_insert(r.first_ns);
+                    self.early_ns.get_or_insert(r.first_ns);
                 } else {
                     self.unparsed = true;
                 }
@@ -483,11 +508,9 @@ impl Timeline {
             }
             Endpoint::Client => {
                 if self.finished_ns.is_some() {
-                    if r.content_type == content::APP_DATA {
+                    if r.content_type == content::APP_DATA && !self.early_accepted {
                         self.first_app_ns.get_or_insert(r.first_ns);
-                        if !self.early_data_sent {
-                            self.request_ns.get_or_insert(r.last_ns);
-                        }
+                        self.request_ns.get_or_insert(r.last_ns);
                     }
                     return;
                 }
@@ -496,6 +519,9 @@ impl Timeline {
                     if r.content_type == content::APP_DATA && (!early || r.acks_server) {
                         self.client_replied = true;
                         self.finished_ns = Some(r.first_ns);
+                        self.early_accepted = self.early_offered
+                            && sh.psk
+                            && r.body.len() < finished_record_len(sh.suite);
                     }
                 } else {
                     // TLS 1.2: the client's reply flight begins (ClientKeyExchange…); its
@@ -509,7 +535,9 @@ impl Timeline {
     /// A server application-data record after the client's Finished: a TLS 1.3 ticket,
     /// or the server's first byte after the request (see the module's documentation).
     fn server_app_record(&mut self, r: &Record<'_>, tls13: bool) {
-        let takes_tickets = tls13 && self.hello.as_ref().is_some_and(|h| h.psk_modes);
+        let tickets_in_flight = self.after_server_finished.is_some_and(|n| n > 0);
+        let takes_tickets =
+            tls13 && !tickets_in_flight && self.hello.as_ref().is_some_and(|h| h.psk_modes);
         if takes_tickets && !self.tickets_over {
             match self.ticket_len {
                 None => {
@@ -527,6 +555,16 @@ impl Timeline {
 
     fn flight(&mut self, r: &Record<'_>) {
         self.flight_bytes += 5 + r.body.len() as u64;
+        if let Some(sh) = &self.server_hello
+            && sh.version == tls::TLS13
+            && r.content_type == content::APP_DATA
+        {
+            if r.body.len() == finished_record_len(sh.suite) {
+                self.after_server_finished = Some(0);
+            } else if let Some(n) = &mut self.after_server_finished {
+                *n += 1;
+            }
+        }
         self.flight_end_ns = Some(r.last_ns);
     }
 
@@ -537,6 +575,7 @@ impl Timeline {
                     self.unparsed = true;
                     return;
                 };
+                self.early_offered = ch.early_data;
                 if self.hello.is_none() {
                     self.hello = Some(ch);
                     self.first_hello_ns = Some(r.last_ns);
@@ -613,7 +652,8 @@ impl Timeline {
         } else {
             (false, None)
         };
-        let kind = match (resumed, self.early_data_sent, self.hrr) {
+        let zero_rtt = resumed && self.early_accepted;
+        let kind = match (resumed, zero_rtt, self.hrr) {
             (true, true, _) => HandshakeKind::ZeroRtt,
             (true, false, _) => HandshakeKind::Resumed,
             (false, _, true) => HandshakeKind::FullHrr,
@@ -637,7 +677,14 @@ impl Timeline {
             server_flight: span(self.sh_ns, self.flight_end_ns),
             client_think: span(self.flight_end_ns, Some(finished)),
             tls: span(self.first_hello_ns, Some(finished)),
-            first_app_byte: span(start, self.first_app_ns),
+            first_app_byte: span(
+                start,
+                if zero_rtt {
+                    self.early_ns.or(self.first_app_ns)
+                } else {
+                    self.first_app_ns
+                },
+            ),
             server_first_byte: span(self.request_ns, self.response_ns),
         };
         Outcome::Handshake(Box::new(Handshake {
@@ -657,4 +704,18 @@ impl Timeline {
             server_process: None,
         }))
     }
+}
+
+/// The body length of a TLS 1.3 record holding one Finished message alone (its 4-byte
+/// header, the suite hash's verify data, the inner content type and the AEAD tag,
+/// unpadded): 53 bytes for the SHA-256 suites, 69 for TLS_AES_256_GCM_SHA384, 45 for
+/// TLS_AES_128_CCM_8_SHA256. A client's EndOfEarlyData record (a 4-byte message) is
+/// shorter.
+fn finished_record_len(suite: u16) -> usize {
+    let (hash, tag) = match suite {
+        0x1302 => (48, 16),
+        0x1305 => (32, 8),
+        _ => (32, 16),
+    };
+    4 + hash + 1 + tag
 }

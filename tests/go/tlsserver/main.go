@@ -58,6 +58,7 @@ func main() {
 	wrap := flag.Bool("wrap", false, "hand the TLS server a wrapping net.Conn (a byte-counting struct embedding the accepted connection, as metrics, connection-limit and proxy-protocol listeners do) instead of the bare *net.TCPConn")
 	stackSweep := flag.Bool("stack-sweep", false, "call Handshake under a call chain whose depth sweeps 0..299 frames over the connections, so that a new goroutine's stack grows at varying points of the handshake, its functions' entries included (runtime.morestack restarting a function)")
 	switchable := flag.Bool("switch", false, "start with -getcert-sleep and -accept-sleep off: SIGUSR1 turns -getcert-sleep on or off, SIGUSR2 -accept-sleep (a known change at a known instant)")
+	flag.DurationVar(&linger, "linger", 0, "wait this long after the response before closing the connection (its close_notify then comes that much later)")
 	stream := flag.String("stream", "", "a hostile answer sent without end (for 60 s at most): early-hints (endless 103 responses), trailers (a chunked body whose trailer never ends) or chunks (endless 1-byte chunks)")
 	flag.Parse()
 
@@ -210,6 +211,9 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// linger is -linger: how long a connection stays open after its response.
+var linger time.Duration
+
 func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream string, depth int) {
 	defer raw.Close()
 	peer := raw.RemoteAddr()
@@ -240,6 +244,7 @@ func handle(raw net.Conn, cfg *tls.Config, acceptSleep time.Duration, stream str
 		log.Printf("%s: writing response: %v", peer, err)
 		return
 	}
+	time.Sleep(linger)
 }
 
 // endless sends an answer that never ends, until the peer goes or 60 s pass.
