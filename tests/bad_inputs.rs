@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
-use common::{tlsperf, write};
+use common::{closed_port, expired_cert, plain_http_server, tlsperf, write};
 
 /// One bad input.
 struct Case {
@@ -62,41 +62,6 @@ fn hang_up_server(n: usize) -> u16 {
         }
     });
     port
-}
-
-/// A loopback port answering every connection with a plain-HTTP response.
-fn plain_http_server(n: usize) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut s in l.incoming().take(n).flatten() {
-            let mut buf = [0u8; 1024];
-            let _ = s.read(&mut buf);
-            let _ = s.write_all(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            );
-        }
-    });
-    port
-}
-
-/// A port nothing listens on.
-fn closed_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// An expired self-signed server certificate and its key (PEM).
-fn expired_cert(dir: &Path) -> (String, String) {
-    let mut p = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
-    p.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(30);
-    p.not_after = time::OffsetDateTime::now_utc() - time::Duration::days(1);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = p.self_signed(&key).unwrap();
-    (
-        write(dir, "expired.pem", &cert.pem()),
-        write(dir, "expired.key", &key.serialize_pem()),
-    )
 }
 
 #[test]

@@ -805,6 +805,40 @@ fn a_server_that_never_answers_still_gets_its_result_written() {
     );
 }
 
+/// When nothing answers, capacity names the cause as `handshake` and `load` do: a
+/// refused port, plain HTTP on the port, an expired certificate. The failures came in
+/// the first step's warm-up, which counts in no figure, and the message said "every
+/// request failed ()".
+#[test]
+fn the_cause_is_named_when_nothing_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pem, key) = common::expired_cert(dir.path());
+    let expired = common::Serve::start(&["--cert", &pem, "--key", &key]);
+    let cases = [
+        (
+            common::closed_port(),
+            "connect-refused",
+            "Connection refused",
+        ),
+        (
+            common::plain_http_server(1_000),
+            "tls-not-tls",
+            "plain-HTTP port",
+        ),
+        (expired.port, "expired", "expired"),
+    ];
+    for (port, kind, says) in cases {
+        let url = format!("https://localhost:{port}/");
+        let mut args = vec!["capacity", &url, "--slo", "p50=100ms", "--cacert", &pem];
+        args.extend(SMALL);
+        let run = tlsperf(&args);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(!run.stderr.contains("()"), "{}", run.stderr);
+        assert!(run.stderr.contains(kind), "{kind}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{says}: {}", run.stderr);
+    }
+}
+
 /// Two `load --new-conn --rate 200 --rate-share i/2 --start-at` processes interleave
 /// exactly: the gaps between consecutive SYNs to the server (tcpdump on lo, both
 /// processes' together) are 1/R = 5 ms at the quartiles, within ±25% (±10% on a quiet

@@ -102,6 +102,11 @@ pub(super) fn load_result(total: Tally, run: RunFigures, opts: &LoadGenOptions) 
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect(),
+        warmup_errors: total
+            .warm_errors
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
         error_examples: total
             .examples
             .iter()

@@ -87,16 +87,20 @@ impl LoadResult {
 
     /// The most frequent failure kind, its count and its first message (`connect-refused
     /// ×10, e.g. cannot connect to …`); `None` when nothing failed.
+    /// Without measured failures, the warm-up's (`… in the warm-up`): a run that gave up
+    /// there failed on those alone.
     pub fn most_frequent_error(&self) -> Option<String> {
-        self.errors
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(kind, n)| {
-                format!(
-                    "{kind} ×{n}, e.g. {}",
-                    self.error_examples.get(kind).map_or("", String::as_str)
-                )
-            })
+        let (errors, when) = if self.errors.is_empty() {
+            (&self.warmup_errors, " in the warm-up")
+        } else {
+            (&self.errors, "")
+        };
+        errors.iter().max_by_key(|(_, n)| **n).map(|(kind, n)| {
+            format!(
+                "{kind} ×{n}{when}, e.g. {}",
+                self.error_examples.get(kind).map_or("", String::as_str)
+            )
+        })
     }
 
     /// Why the run is a failure when every request failed: the most frequent kind with

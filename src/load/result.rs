@@ -260,7 +260,15 @@ pub struct LoadResult {
     /// Error kind → count.
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_ERROR_KINDS>")]
     pub errors: BTreeMap<String, u64>,
-    /// Error kind → the first message seen.
+    /// Error kind → count, of the requests due in the warm-up (in no other figure): what
+    /// a run that gave up there failed on. Absent when none failed.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::doc::at_most::<_, _, MAX_ERROR_KINDS>"
+    )]
+    pub warmup_errors: BTreeMap<String, u64>,
+    /// Error kind → the first message seen (the warm-up's included).
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_ERROR_KINDS>")]
     pub error_examples: BTreeMap<String, String>,
     /// Response body bytes received.
@@ -885,6 +893,12 @@ fn merge_histograms(m: &mut LoadResult, r: &LoadResult, index: usize) -> Result<
 fn add_outcomes(m: &mut LoadResult, r: &LoadResult, index: usize) -> Result<(), MergeError> {
     add_counts(&mut m.status, &r.status, "status", index)?;
     add_counts(&mut m.errors, &r.errors, "errors", index)?;
+    add_counts(
+        &mut m.warmup_errors,
+        &r.warmup_errors,
+        "warm-up errors",
+        index,
+    )?;
     for (k, v) in &r.error_examples {
         m.error_examples
             .entry(k.clone())

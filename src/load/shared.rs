@@ -69,10 +69,7 @@ impl Shared {
         if self.progress.completed.load(Ordering::Relaxed) > 0 {
             return;
         }
-        let mut f = match self.failing.lock() {
-            Ok(f) => f,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut f = crate::sync::lock(&self.failing);
         *f = match *f {
             None => Some(Ok(kind)),
             Some(Ok(k)) if k == kind => Some(Ok(k)),

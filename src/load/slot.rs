@@ -92,7 +92,10 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         let next = if warming {
             match outcome {
                 Ok(keep) => Ok(after(keep, last_on_conn)),
-                Err(e) => Err((e.kind(), None)),
+                Err(e) => {
+                    crate::sync::lock(shard).warm_error(&e);
+                    Err((e.kind(), None))
+                }
             }
         } else {
             record(&shared, shard, &obs, outcome, &times, last_on_conn)
@@ -173,10 +176,7 @@ fn record(
     t: &Times,
     last_on_conn: bool,
 ) -> Result<After, (&'static str, Option<After>)> {
-    let mut tally = match shard.lock() {
-        Ok(t) => t,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let mut tally = crate::sync::lock(shard);
     tally.apply(obs);
     tally.last_done = tally.last_done.max(Some(t.done));
     if let Some(p) = t.planned {

@@ -31,6 +31,9 @@ pub(super) struct Tally {
     pub(super) early: BTreeMap<&'static str, u64>,
     pub(super) status: BTreeMap<u16, u64>,
     pub(super) errors: BTreeMap<&'static str, u64>,
+    /// Failures of requests due in the warm-up, by kind: in no figure, but what a run
+    /// that gave up there failed on.
+    pub(super) warm_errors: BTreeMap<&'static str, u64>,
     pub(super) examples: BTreeMap<&'static str, String>,
     pub(super) completed: u64,
     pub(super) failed: u64,
@@ -54,6 +57,7 @@ impl Tally {
             early: BTreeMap::new(),
             status: BTreeMap::new(),
             errors: BTreeMap::new(),
+            warm_errors: BTreeMap::new(),
             examples: BTreeMap::new(),
             completed: 0,
             failed: 0,
@@ -70,8 +74,18 @@ impl Tally {
 
     pub(super) fn error(&mut self, e: &ConnectError) {
         self.failed += 1;
+        *self.errors.entry(e.kind()).or_default() += 1;
+        self.example(e);
+    }
+
+    /// A request due in the warm-up failed: counted apart (see `warm_errors`).
+    pub(super) fn warm_error(&mut self, e: &ConnectError) {
+        *self.warm_errors.entry(e.kind()).or_default() += 1;
+        self.example(e);
+    }
+
+    fn example(&mut self, e: &ConnectError) {
         let kind = e.kind();
-        *self.errors.entry(kind).or_default() += 1;
         self.examples.entry(kind).or_insert_with(|| {
             let mut msg = e.to_string();
             let mut src = std::error::Error::source(e);
@@ -106,6 +120,9 @@ pub(super) fn merge_tally(total: &mut Tally, t: &Tally) {
     }
     for (k, v) in &t.errors {
         *total.errors.entry(k).or_default() += v;
+    }
+    for (k, v) in &t.warm_errors {
+        *total.warm_errors.entry(k).or_default() += v;
     }
     for (k, v) in &t.examples {
         total.examples.entry(k).or_insert_with(|| v.clone());

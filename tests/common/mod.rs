@@ -317,3 +317,39 @@ pub fn interrupt_and_wait(child: std::process::Child, limit: std::time::Duration
     let _ = watchdog.join();
     output
 }
+
+/// A loopback port answering every connection with a plain-HTTP response.
+pub fn plain_http_server(n: usize) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().take(n).flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
+/// A port nothing listens on.
+pub fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// An expired self-signed server certificate and its key (PEM).
+pub fn expired_cert(dir: &Path) -> (String, String) {
+    let mut p = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+    p.not_before = time::OffsetDateTime::now_utc() - time::Duration::days(30);
+    p.not_after = time::OffsetDateTime::now_utc() - time::Duration::days(1);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = p.self_signed(&key).unwrap();
+    (
+        write(dir, "expired.pem", &cert.pem()),
+        write(dir, "expired.key", &key.serialize_pem()),
+    )
+}
