@@ -50,7 +50,7 @@ tcpdump -i lo -B 65536 --immediate-mode -U -n -w "$work/one.pcap" "tcp port $por
 tcpdump_pid=$!
 pids+=($tcpdump_pid)
 until grep -q "listening on" "$work/tcpdump.err"; do sleep 0.1; done
-"$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q ${RATE:+--rate "$RATE"}
+"$bin" load "https://localhost:$port/" --new-conn --resume tickets -n "$n" -c 8 --cacert "$work/ca.pem" -q ${RATE:+--rate "$RATE"} > /dev/null
 # tcpdump may lag behind on a busy machine: stop it once its file has stopped growing.
 last=-1
 while size=$(stat -c %s "$work/one.pcap") && [ "$size" != "$last" ]; do last=$size; sleep 0.5; done

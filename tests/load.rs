@@ -1755,3 +1755,29 @@ fn compare_shows_the_goodput_of_uploads() {
     assert!(only_a.contains("goodput up (request bodies)"), "{cv}");
     assert!(!cv["rows"].to_string().contains("goodput up"), "{cv}");
 }
+
+/// `-q` drops the summary of a command whose result goes to a file, never the only copy:
+/// `load -q` without `--out` printed nothing and exited 0 (the result was lost).
+#[test]
+fn quiet_keeps_a_result_that_goes_nowhere_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, ca) = serve(dir.path());
+    let url = s.url();
+    let run = load_run(&[&url, "--cacert", &ca, "-n", "5", "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("requests"), "{}", run.stdout);
+    let out = dir.path().join("run.json");
+    let run = load_run(&[
+        &url,
+        "--cacert",
+        &ca,
+        "-n",
+        "5",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "", "the result is in {}", out.display());
+    assert!(out.exists());
+}

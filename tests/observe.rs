@@ -763,6 +763,8 @@ fn connections_file_has_one_line_per_handshake() {
     ];
     let run = tlsperf(args);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // -q: nothing said of what was written (it said "wrote N handshakes").
+    assert_eq!((run.stdout.as_str(), run.stderr.as_str()), ("", ""));
     let v: Value = serde_json::from_slice(&std::fs::read(&doc).unwrap()).unwrap();
     let text = std::fs::read_to_string(&lines_path).unwrap();
     let lines: Vec<Value> = text

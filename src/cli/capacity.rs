@@ -224,7 +224,8 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         result.warnings.extend(c.warnings());
         result.link_counters = Some(c);
     }
-    out.summary(&result, || report::text(&result))?;
+    let written = args.out.is_some() || args.html.is_some();
+    out.product(&result, written, || report::text(&result))?;
     if let Some(path) = &args.out {
         crate::doc::write(&result, path, args.force)?;
     }

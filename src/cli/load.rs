@@ -137,7 +137,7 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     bar.finish_and_clear();
     // Don't wait for tasks still blocked on a dead connection.
     rt.shutdown_timeout(Duration::from_millis(100));
-    out.summary(&result, || text::load_result(&result))?;
+    out.product(&result, args.out.is_some(), || text::load_result(&result))?;
     if let Some(path) = &args.out {
         crate::doc::write(&result, path, args.force)?;
     }

@@ -389,20 +389,19 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         let _ = out.text("\x1b[H\x1b[2J");
     }
     let result = finished.observation;
-    if let Some((path, n)) = finished.connections {
+    if let Some((path, n)) = finished.connections
+        && !out.quiet()
+    {
         out.note(format!(
             "wrote {n} handshake{} to {}",
             if n == 1 { "" } else { "s" },
             path.display()
         ));
     }
-    match &args.out {
-        Some(dest) => {
-            crate::doc::write(&result, dest, args.force)?;
-            out.summary(&result, || observation(&result))?;
-        }
-        None => out.result(&result, || observation(&result))?,
+    if let Some(dest) = &args.out {
+        crate::doc::write(&result, dest, args.force)?;
     }
+    out.product(&result, args.out.is_some(), || observation(&result))?;
     if result.interrupted {
         return Err(CliError {
             class: ErrorClass::Interrupted,

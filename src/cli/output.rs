@@ -111,6 +111,21 @@ impl Output {
         self.result(value, human)
     }
 
+    /// [`Output::summary`] when the command writes its result to a file (`written`), else
+    /// [`Output::result`]: `-q` never drops a result that goes nowhere else.
+    pub fn product<T: Serialize>(
+        &self,
+        value: &T,
+        written: bool,
+        human: impl FnOnce() -> String,
+    ) -> Result<(), CliError> {
+        if written {
+            self.summary(value, human)
+        } else {
+            self.result(value, human)
+        }
+    }
+
     /// Writes raw text (already formatted) to stdout.
     pub fn text(&self, text: &str) -> Result<(), CliError> {
         write_to(&self.stdout, text.as_bytes(), "stdout")
