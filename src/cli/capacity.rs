@@ -194,7 +194,7 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
                     capacity::numbers::group(offered_per_s),
                     length.as_secs_f64()
                 )),
-                capacity::Event::Done(step) => out.note(report::step_line(&step)),
+                capacity::Event::Done(step) => out.note(report::step_line(&step, &args.slo)),
             }
         };
         // Steps are printed as they come; the run's end (an error too) ends the printing.

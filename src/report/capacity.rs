@@ -10,6 +10,7 @@ use crate::capacity::numbers::group;
 use crate::capacity::{CapacityResult, Outcome, Step};
 use crate::compare::CompareDocument;
 use crate::report::svg;
+use crate::stats::slo::Slo;
 
 fn ms(x: Option<f64>) -> String {
     x.map_or("-".into(), |v| {
@@ -29,42 +30,70 @@ fn pct(x: f64) -> String {
     }
 }
 
-/// The columns of the step table, in order.
-const COLUMNS: [&str; 14] = [
-    "step",
-    "kind",
-    "offered/s",
-    "achieved/s",
-    "p50 ms",
-    "p99 ms",
-    "p99.9 ms",
-    "errors",
-    "server CPU µs/req",
-    "gen CPU",
-    "pacing p99 ms",
-    UPLOAD,
-    "verdict",
-    "why",
-];
+/// The latency percentiles a step is shown with: p50, p95, p99 and p99.9, and every one
+/// the objective names, in increasing order.
+fn percentiles(slo: &Slo) -> Vec<f64> {
+    let mut v = vec![50.0, 95.0, 99.0, 99.9];
+    for b in &slo.latency {
+        if !v.contains(&b.percentile) {
+            v.push(b.percentile);
+        }
+    }
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// A step's corrected latency at percentile `p` (ms), over its answered requests.
+fn latency_at(s: &Step, p: f64) -> Option<f64> {
+    s.latency_corrected
+        .as_ref()
+        .filter(|d| d.quantiles.count > 0)
+        .map(|d| d.hdr.quantile(p / 100.0).as_secs_f64() * 1e3)
+}
+
+/// The column of the server's CPU, shown when a step measured it (`--server-pid`).
+const SERVER_CPU: &str = "server CPU µs/req";
 
 /// The column of the uploads' goodput, shown when a step sent request bodies
 /// (`--body-size`).
 const UPLOAD: &str = "upload MB/s";
 
-fn cells(s: &Step) -> Vec<String> {
+/// The columns of the step table, in order, with the percentiles `pcts`.
+fn columns(pcts: &[f64]) -> Vec<String> {
+    let mut c: Vec<String> = ["step", "kind", "offered/s", "achieved/s"]
+        .map(String::from)
+        .into();
+    c.extend(pcts.iter().map(|p| format!("p{p} ms")));
+    c.extend(
+        [
+            "errors",
+            SERVER_CPU,
+            "gen CPU",
+            "pacing p99 ms",
+            UPLOAD,
+            "verdict",
+            "why",
+        ]
+        .map(String::from),
+    );
+    c
+}
+
+/// The step's row of the table, a cell for each of [`columns`].
+fn cells(s: &Step, pcts: &[f64]) -> Vec<String> {
     let late = s
         .pacing_lateness
         .as_ref()
         .filter(|d| d.quantiles.count > 0)
         .map(|d| d.quantiles.p99_ns as f64 / 1e6);
-    vec![
+    let mut row = vec![
         s.index.to_string(),
         s.kind.name().to_string(),
         group(s.offered_per_s),
         group(s.achieved_per_s),
-        ms(s.p50_ms),
-        ms(s.p99_ms),
-        ms(s.p999_ms),
+    ];
+    row.extend(pcts.iter().map(|&p| ms(latency_at(s, p))));
+    row.extend([
         pct(s.error_rate),
         s.server_cpu_us_per_request
             .map_or("-".into(), |v| format!("{v:.0}")),
@@ -73,28 +102,37 @@ fn cells(s: &Step) -> Vec<String> {
         format!("{:.2}", s.goodput.up_bytes_per_s / 1e6),
         s.verdict.name().to_string(),
         s.why.clone(),
-    ]
+    ]);
+    row
 }
 
-/// One line per finished step, for the progress display.
-pub fn step_line(s: &Step) -> String {
-    let c = cells(s);
+/// One line per finished step, for the progress display: its latency at p50, p95, p99
+/// and each percentile of the objective `slo`.
+pub fn step_line(s: &Step, slo: &Slo) -> String {
+    let mut pcts: Vec<f64> = percentiles(slo)
+        .into_iter()
+        .filter(|&p| p != 99.9 || slo.latency.iter().any(|b| b.percentile == p))
+        .collect();
+    pcts.dedup();
+    let latency: Vec<String> = pcts
+        .iter()
+        .map(|&p| format!("p{p} {} ms", ms(latency_at(s, p))))
+        .collect();
     format!(
-        "step {} ({}) {}/s: achieved {}/s, p50 {} ms, p99 {} ms, errors {}, generator CPU {}{} → {}{}",
-        c[0],
-        c[1],
-        c[2],
-        c[3],
-        c[4],
-        c[5],
-        c[7],
-        c[9],
+        "step {} ({}) {}/s: achieved {}/s, {}, errors {}, generator CPU {:.0}%{} → {}{}",
+        s.index,
+        s.kind.name(),
+        group(s.offered_per_s),
+        group(s.achieved_per_s),
+        latency.join(", "),
+        pct(s.error_rate),
+        s.generator.utilization * 100.0,
         if s.upload_bytes > 0 {
-            format!(", upload {} MB/s", c[11])
+            format!(", upload {:.2} MB/s", s.goodput.up_bytes_per_s / 1e6)
         } else {
             String::new()
         },
-        c[12],
+        s.verdict.name(),
         if s.why.is_empty() {
             String::new()
         } else {
@@ -128,13 +166,15 @@ pub fn text(r: &CapacityResult) -> String {
     t.load_preset(presets::NOTHING);
     let server = r.steps.iter().any(|s| s.server_cpu_seconds.is_some());
     let upload = r.steps.iter().any(|s| s.upload_bytes > 0);
-    let keep: Vec<usize> = (0..COLUMNS.len())
-        .filter(|&i| server || COLUMNS[i] != "server CPU µs/req")
-        .filter(|&i| upload || COLUMNS[i] != UPLOAD)
+    let pcts = percentiles(&r.slo);
+    let names = columns(&pcts);
+    let keep: Vec<usize> = (0..names.len())
+        .filter(|&i| server || names[i] != SERVER_CPU)
+        .filter(|&i| upload || names[i] != UPLOAD)
         .collect();
-    t.set_header(keep.iter().map(|&i| COLUMNS[i]));
+    t.set_header(keep.iter().map(|&i| names[i].clone()));
     for step in &r.steps {
-        let c = cells(step);
+        let c = cells(step, &pcts);
         t.add_row(keep.iter().map(|&i| c[i].clone()));
     }
     for (n, col) in t.column_iter_mut().enumerate() {
@@ -302,14 +342,16 @@ pub fn html(r: &CapacityResult) -> String {
     s.push_str("<table class=\"steps\"><thead><tr>");
     // The uploads' column only when a step sent request bodies.
     let upload = r.steps.iter().any(|s| s.upload_bytes > 0);
-    let keep = |i: &usize| upload || COLUMNS[*i] != UPLOAD;
-    for c in (0..COLUMNS.len()).filter(keep).map(|i| COLUMNS[i]) {
+    let pcts = percentiles(&r.slo);
+    let names = columns(&pcts);
+    let keep = |i: &usize| upload || names[*i] != UPLOAD;
+    for c in (0..names.len()).filter(keep).map(|i| &names[i]) {
         let _ = write!(s, "<th>{}</th>", e(c));
     }
     s.push_str("</tr></thead><tbody>");
     for step in &r.steps {
         let _ = write!(s, "<tr class=\"{}\">", step.verdict.name());
-        let c = cells(step);
+        let c = cells(step, &pcts);
         for i in (0..c.len()).filter(keep) {
             let _ = write!(s, "<td>{}</td>", e(&c[i]));
         }
@@ -325,6 +367,34 @@ mod tests {
     use crate::capacity::StepKind::{Bisect, Confirm, Ramp};
     use crate::capacity::result::tests::result_of;
     use crate::capacity::step::tests::{knee_steps, step};
+
+    /// The percentiles a user's objective names are printed wherever it is judged, and
+    /// p95 among the defaults: `--slo p95=…` judged on p95 and showed p50/p99/p99.9.
+    #[test]
+    fn the_objectives_percentiles_are_shown() {
+        let mut r = result_of(knee_steps(300.0, 315.0));
+        r.slo = "p97=30ms".parse().unwrap();
+        let t = text(&r);
+        let header = t.lines().find(|l| l.contains("offered/s")).unwrap();
+        let names: Vec<&str> = header
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        let at = |c: &str| names.iter().position(|n| *n == c).unwrap_or(usize::MAX);
+        assert!(
+            at("p50 ms") < at("p95 ms") && at("p95 ms") < at("p97 ms"),
+            "{header}"
+        );
+        assert!(
+            at("p97 ms") < at("p99 ms") && at("p99 ms") < at("p99.9 ms"),
+            "{header}"
+        );
+        let line = step_line(&r.steps[0], &r.slo);
+        assert!(line.contains(", p95 ") && line.contains(", p97 "), "{line}");
+        let page = html(&r);
+        assert!(page.contains("<th>p97 ms</th>"), "{page}");
+    }
 
     /// The last line says how the search ended, once: "capacity 300/s: the rate…",
     /// not "capacity: capacity 300/s"; other outcomes are named before their message.

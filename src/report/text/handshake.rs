@@ -57,7 +57,7 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
         header.push("× RTT");
     }
     if r.warm.is_some() {
-        header.extend(["warm p50", "p90", "p99", "max"]);
+        header.extend(["warm p50", "p90", "p95", "p99", "max"]);
         if rtt_ms.is_some() {
             header.push("p50 × RTT");
         }
@@ -72,7 +72,7 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
         if let Some(w) = &r.warm
             && let Some(q) = w.phases.get(p.name())
         {
-            for v in [q.p50_ns, q.p90_ns, q.p99_ns, q.max_ns] {
+            for v in [q.p50_ns, q.p90_ns, q.p95_ns, q.p99_ns, q.max_ns] {
                 row.push(format!("{:.3}", v as f64 / 1e6));
             }
             if let Some(rtt) = rtt_ms {

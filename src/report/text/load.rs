@@ -109,7 +109,16 @@ fn counts(r: &LoadResult) -> String {
 /// The latency percentiles (ms) of requests, handshakes and phases.
 fn latency_table(r: &LoadResult) -> String {
     let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
-    let mut t = table(&["latency (ms)", "count", "p50", "p90", "p99", "p99.9", "max"]);
+    let mut t = table(&[
+        "latency (ms)",
+        "count",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "p99.9",
+        "max",
+    ]);
     let mut row = |name: &str, d: &crate::load::result::Dist| {
         let q = &d.quantiles;
         t.add_row(vec![
@@ -117,6 +126,7 @@ fn latency_table(r: &LoadResult) -> String {
             q.count.to_string(),
             ms(q.p50_ns),
             ms(q.p90_ns),
+            ms(q.p95_ns),
             ms(q.p99_ns),
             ms(q.p999_ns),
             ms(q.max_ns),
