@@ -381,6 +381,9 @@ struct Exports {
     failed: u64,
     /// The current run of failures is said ([`OtlpExport::health`]).
     said: bool,
+    /// Why the HTTP client's last request failed, in words (the exporter keeps only
+    /// "network error").
+    cause: Option<String>,
 }
 /// A change in the exports' health, for the run to say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -402,6 +405,7 @@ impl PushMetricExporter for Watched {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
         let result = self.inner.export(metrics).await;
         let mut e = crate::sync::lock(&self.exports);
+        let cause = e.cause.take();
         match &result {
             Ok(()) => e.failing = None,
             Err(why) => {
@@ -411,7 +415,10 @@ impl PushMetricExporter for Watched {
                     e.said = false;
                 }
                 e.failed += 1;
-                e.failing = Some(why.to_string());
+                e.failing = Some(match cause {
+                    Some(cause) => format!("{why}: {cause}"),
+                    None => why.to_string(),
+                });
             }
         }
         result
@@ -439,6 +446,7 @@ struct OnRuntime {
         hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     >,
     runtime: tokio::runtime::Handle,
+    exports: Arc<Mutex<Exports>>,
 }
 
 impl HttpClient for OnRuntime {
@@ -451,10 +459,17 @@ impl HttpClient for OnRuntime {
         Self: 'b,
     {
         let client = self.client.clone();
+        let exports = Arc::clone(&self.exports);
         let sent = self
             .runtime
             .spawn(async move { client.send_bytes(request).await });
-        Box::pin(async move { sent.await.map_err(|e| Box::new(e) as HttpError)? })
+        Box::pin(async move {
+            let result = sent.await.map_err(|e| Box::new(e) as HttpError)?;
+            if let Err(e) = &result {
+                crate::sync::lock(&exports).cause = Some(crate::error::sentence(e.as_ref()));
+            }
+            result
+        })
     }
 }
 
@@ -501,9 +516,11 @@ impl OtlpExport {
             })
             .map_err(|e| start("its thread", &e))?;
         let timeout = EXPORT_TIMEOUT.min(setup.interval);
+        let exports = Arc::new(Mutex::new(Exports::default()));
         let client = OnRuntime {
             client: opentelemetry_http::hyper::HyperClient::new(connector, timeout, None),
             runtime: handle,
+            exports: Arc::clone(&exports),
         };
         let built = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
@@ -515,7 +532,7 @@ impl OtlpExport {
             .build();
         let mut export = OtlpExport {
             provider: SdkMeterProvider::builder().build(),
-            exports: Arc::new(Mutex::new(Exports::default())),
+            exports,
             url: url.to_string(),
             stop: Some(tx),
             thread: Some(thread),
@@ -568,8 +585,8 @@ impl OtlpExport {
         self.stop_runtime();
         match (failing, shut) {
             (Some(why), _) => Err(format!(
-                "--otlp {}: the last export failed, the metrics since the one before are \
-                 not at the collector: {why}",
+                "--otlp {}: the last export, at the end of the run, failed: what was counted \
+                 since the last export that arrived is not at the collector ({why})",
                 self.url
             )),
             (None, Err(why)) => Err(format!("--otlp {}: {why}", self.url)),
@@ -661,6 +678,193 @@ mod tests {
             assert!(text.starts_with(&format!("--otlp {given}: ")), "{text}");
             assert!(text.contains(says), "{given}: {text}");
         }
+    }
+
+    use crate::observe::baseline::AnomalyEvent;
+    use crate::observe::metrics::{ObserveMetrics, phase_buckets};
+    use crate::observe::window::SeriesKey;
+    use crate::probes::event::{HandshakeResult, Library, ProbeRecord, Role};
+    use opentelemetry::Value;
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    use std::collections::BTreeMap;
+
+    /// A data point as the test reads it: instrument, attributes as text, value (a
+    /// histogram's count).
+    type Point = (String, BTreeMap<String, String>, f64);
+
+    /// An exporter keeping what it is given (the periodic reader's last export, at
+    /// shutdown).
+    #[derive(Debug, Clone, Default)]
+    struct Keep(Arc<Mutex<Vec<Point>>>);
+
+    impl PushMetricExporter for Keep {
+        async fn export(&self, rm: &ResourceMetrics) -> OTelSdkResult {
+            let mut kept = crate::sync::lock(&self.0);
+            kept.clear();
+            for m in rm.scope_metrics().flat_map(|s| s.metrics()) {
+                let name = m.name().to_string();
+                let mut keep = |a: &mut dyn Iterator<Item = &KeyValue>, v: f64| {
+                    let attrs = a
+                        .map(|kv| {
+                            let v = match &kv.value {
+                                Value::I64(i) => i.to_string(),
+                                other => other.as_str().into_owned(),
+                            };
+                            (kv.key.to_string(), v)
+                        })
+                        .collect();
+                    kept.push((name.clone(), attrs, v));
+                };
+                match m.data() {
+                    AggregatedMetrics::U64(MetricData::Sum(s)) => {
+                        for p in s.data_points() {
+                            keep(&mut p.attributes(), p.value() as f64);
+                        }
+                    }
+                    AggregatedMetrics::I64(MetricData::Gauge(g)) => {
+                        for p in g.data_points() {
+                            keep(&mut p.attributes(), p.value() as f64);
+                        }
+                    }
+                    AggregatedMetrics::F64(MetricData::Histogram(h)) => {
+                        assert_eq!(m.unit(), "s");
+                        for p in h.data_points() {
+                            assert_eq!(p.bounds().collect::<Vec<_>>(), phase_buckets());
+                            keep(&mut p.attributes(), p.count() as f64);
+                        }
+                    }
+                    _ => panic!("{name}: an instrument of another kind"),
+                }
+            }
+            Ok(())
+        }
+        fn force_flush(&self) -> OTelSdkResult {
+            Ok(())
+        }
+        fn shutdown_with_timeout(&self, _: Duration) -> OTelSdkResult {
+            Ok(())
+        }
+        fn temporality(&self) -> Temporality {
+            Temporality::Cumulative
+        }
+    }
+
+    fn record(comm: &str, result: HandshakeResult) -> ProbeRecord {
+        ProbeRecord {
+            pid: 7,
+            tid: 7,
+            comm: comm.into(),
+            role: Role::Server,
+            library: Library::OpenSsl,
+            result,
+            fd: 3,
+            local: None,
+            peer: None,
+            established_ns: Some(1_000),
+            socket_ns: None,
+            first_call_ns: 2_000,
+            end_ns: 3_000_000,
+            work_ns: 1_500_000,
+            waiting_ns: 1_000_000,
+            calls: 2,
+            whole: true,
+            split: true,
+        }
+    }
+
+    fn anomaly(view: &str, port: u16) -> AnomalyEvent {
+        AnomalyEvent {
+            kind: "anomaly".into(),
+            state: "start".into(),
+            series: SeriesKey {
+                view: view.into(),
+                role: "server".into(),
+                process: "nginx".into(),
+                port,
+                group: None,
+            },
+            quantile: "p90".into(),
+            phase: "tls".into(),
+            baseline_ns: 1,
+            threshold_ns: 2,
+            now_ns: 3,
+            since_ns: 0,
+            at_ns: 0,
+            moved: None,
+            share: None,
+            phases: Vec::new(),
+        }
+    }
+
+    /// The points of `name`, sorted by their attributes.
+    fn points(kept: &[Point], name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+        let mut p: Vec<_> = kept
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .map(|(_, a, v)| (a.clone(), *v))
+            .collect();
+        p.sort_by(|a, b| a.0.cmp(&b.0));
+        p
+    }
+
+    #[test]
+    fn the_probes_and_anomalies_carry_the_conventions_attribute_names() {
+        let keep = Keep::default();
+        let provider = SdkMeterProvider::builder()
+            .with_reader(
+                PeriodicReader::builder(keep.clone())
+                    .with_interval(Duration::from_secs(3600))
+                    .build(),
+            )
+            .build();
+        let instruments = Instruments::new(&provider.meter("test"), &phase_buckets());
+        let m = ObserveMetrics::exporting(instruments);
+        m.probe(&record("nginx", HandshakeResult::Ok));
+        m.probe(&record("nginx", HandshakeResult::Abandoned));
+        m.anomaly(&anomaly("wire", 8443));
+        m.anomaly(&anomaly("probes", 0));
+        // The last export, at shutdown.
+        provider.shutdown().unwrap();
+        let rm = crate::sync::lock(&keep.0).clone();
+
+        let handshakes = points(&rm, "tlsperf.observe.probe.handshakes");
+        let expected = |error: Option<&str>| {
+            let mut a = BTreeMap::from([
+                ("process.executable.name".to_string(), "nginx".to_string()),
+                ("tlsperf.role".to_string(), "server".to_string()),
+            ]);
+            if let Some(e) = error {
+                a.insert("error.type".into(), e.into());
+            }
+            (a, 1.0)
+        };
+        let mut want = vec![expected(None), expected(Some("abandoned"))];
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(handshakes, want);
+        // Only the completed handshake has phases.
+        let work: Vec<_> = points(&rm, "tlsperf.observe.probe.phase")
+            .into_iter()
+            .filter(|(a, _)| a["tlsperf.phase"] == "work")
+            .collect();
+        assert_eq!(work.len(), 1, "{work:?}");
+        assert_eq!(work[0].1, 1.0);
+        assert_eq!(work[0].0["process.executable.name"], "nginx");
+
+        let anomalies = points(&rm, "tlsperf.observe.anomaly");
+        assert_eq!(anomalies.len(), 2, "{anomalies:?}");
+        let view = |v: &str| {
+            anomalies
+                .iter()
+                .find(|(a, _)| a["tlsperf.view"] == v)
+                .unwrap()
+        };
+        let (probes, wire) = (view("probes"), view("wire"));
+        assert_eq!(wire.0["tlsperf.view"], "wire");
+        assert_eq!(wire.0["server.port"], "8443");
+        assert_eq!(wire.0["tlsperf.quantile"], "p90");
+        assert_eq!(wire.1, 1.0);
+        assert_eq!(probes.0["tlsperf.view"], "probes");
+        assert!(!probes.0.contains_key("server.port"), "{probes:?}");
     }
 
     #[test]
