@@ -108,7 +108,7 @@ pub fn phase_buckets() -> Vec<f64> {
 }
 
 fn phase_histogram() -> Histogram {
-    Histogram::new(phase_buckets().into_iter())
+    Histogram::new(phase_buckets())
 }
 
 /// A label's values, bounded: the first `max` distinct values are kept, later ones

@@ -411,10 +411,8 @@ impl Pipeline {
             }
             None => None,
         };
-        if let Some(o) = otlp {
-            if let Err(why) = o.finish() {
-                progress(Progress::Warning(why));
-            }
+        if let Some(Err(why)) = otlp.map(OtlpExport::finish) {
+            progress(Progress::Warning(why));
         }
         let connections = match connections {
             Some(c) => {
