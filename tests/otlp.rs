@@ -29,7 +29,10 @@ use prost::Message;
 use serde_json::Value;
 
 use common::watch::observe;
-use common::{Serve, missing, tlsperf, tlsperf_env};
+use common::{Serve, root, tlsperf};
+
+/// What is not checked without root.
+const LIVE: &str = "live capture needs CAP_NET_RAW; not exporting from a live observe";
 
 /// An OTLP/HTTP receiver on 127.0.0.1: every export request decoded and kept.
 struct Collector {
@@ -188,39 +191,9 @@ fn said(lines: &Receiver<String>, what: &str, limit: Duration) -> String {
     }
 }
 
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        missing(
-            "root",
-            "live capture needs CAP_NET_RAW; not exporting from a live observe",
-        );
-        return false;
-    }
-    true
-}
-
-/// `tlsperf handshake URL -n N` against `serve`.
-fn shake(serve: &Serve, ca: &std::path::Path, n: u32) {
-    let run = tlsperf_env(
-        [
-            "handshake",
-            &serve.url(),
-            "-n",
-            &n.to_string(),
-            "--cacert",
-            ca.to_str().unwrap(),
-            "-q",
-        ],
-        &[],
-        Duration::from_secs(60),
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-}
-
 #[test]
 fn the_last_export_at_ctrl_c_agrees_with_observes_own_document() {
-    if !root() {
+    if !root(LIVE) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -242,7 +215,7 @@ fn the_last_export_at_ctrl_c_agrees_with_observes_own_document() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    shake(&serve, &ca, 20);
+    serve.handshakes(&ca, 20);
     // The last handshake's closing segments captured before the stop.
     std::thread::sleep(Duration::from_millis(500));
     assert!(collector.requests().is_empty(), "exported before the hour");
@@ -333,7 +306,7 @@ fn the_last_export_at_ctrl_c_agrees_with_observes_own_document() {
 
 #[test]
 fn a_collector_that_is_down_is_a_warning_and_gets_the_totals_once_up() {
-    if !root() {
+    if !root(LIVE) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -354,7 +327,7 @@ fn a_collector_that_is_down_is_a_warning_and_gets_the_totals_once_up() {
         "--otlp-interval",
         "1s",
     ]);
-    shake(&serve, &ca, 5);
+    serve.handshakes(&ca, 5);
     let warning = said(&lines, "an export failed", Duration::from_secs(30));
     assert!(
         warning.starts_with(&format!("warning: --otlp http://{addr}/v1/metrics: ")),
