@@ -28,7 +28,7 @@ use opentelemetry_proto::tonic::metrics::v1::{Metric, metric};
 use prost::Message;
 use serde_json::Value;
 
-use common::watch::observe;
+use common::watch::{observe, observe_env};
 use common::{Serve, root, tlsperf};
 
 /// What is not checked without root.
@@ -43,7 +43,36 @@ struct Collector {
 }
 
 impl Collector {
+    /// Over plain HTTP.
     fn start(listener: std::net::TcpListener) -> Collector {
+        Collector::serve(listener, None)
+    }
+
+    /// Over HTTPS with the certificate of `pki` (`tlsperf pki init`: localhost and
+    /// 127.0.0.1).
+    fn start_tls(listener: std::net::TcpListener, pki: &std::path::Path) -> Collector {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_file_iter(pki.join("server-chain.pem"))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_file(pki.join("server.key")).unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+        Collector::serve(
+            listener,
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+        )
+    }
+
+    fn serve(listener: std::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) -> Collector {
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -65,10 +94,19 @@ impl Collector {
                             let svc = hyper::service::service_fn(move |req| {
                                 receive(req, Arc::clone(&kept))
                             });
-                            tokio::spawn(
-                                hyper::server::conn::http1::Builder::new()
-                                    .serve_connection(TokioIo::new(tcp), svc),
-                            );
+                            let http = hyper::server::conn::http1::Builder::new();
+                            match tls.clone() {
+                                None => {
+                                    tokio::spawn(http.serve_connection(TokioIo::new(tcp), svc));
+                                }
+                                Some(tls) => {
+                                    tokio::spawn(async move {
+                                        // A client that refuses the certificate: no request.
+                                        let Ok(tls) = tls.accept(tcp).await else { return };
+                                        let _ = http.serve_connection(TokioIo::new(tls), svc).await;
+                                    });
+                                }
+                            }
                         }
                     }
                 }
@@ -392,4 +430,55 @@ fn a_bad_endpoint_is_refused_before_anything_starts() {
     );
     let run = tlsperf(["observe", "--interface", "lo", "--otlp-interval", "5s"]);
     assert_eq!(run.code, 2, "{}", run.stderr);
+}
+
+#[test]
+fn https_verifies_the_collector_against_the_trusted_roots() {
+    if !root(LIVE) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let serve = Serve::ecdsa_writing_ca(&ca, &[]);
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let collector = Collector::start_tls(std::net::TcpListener::bind("127.0.0.1:0").unwrap(), &pki);
+    let endpoint = format!("https://localhost:{}", collector.addr.port());
+    let args = [
+        "--interface",
+        "lo",
+        "--port",
+        &serve.port.to_string(),
+        "--otlp",
+        &endpoint,
+        "--otlp-interval",
+        "1s",
+    ];
+    // The test PKI's root is not among the system's: refused, in words, and the run
+    // goes on.
+    let root_pem = pki.join("root.pem");
+    let elsewhere = dir.path().join("other-root.pem");
+    std::fs::copy(&ca, &elsewhere).unwrap();
+    let (child, lines) = observe_env(&args, &[("SSL_CERT_FILE", elsewhere.to_str().unwrap())]);
+    let warning = said(&lines, "an export failed", Duration::from_secs(30));
+    eprintln!("{warning}");
+    assert!(warning.contains("certificate"), "{warning}");
+    let done = common::interrupt_and_wait(child, Duration::from_secs(30));
+    assert_eq!(done.status.code(), Some(130), "{done:?}");
+    assert!(collector.requests().is_empty());
+    // Trusted through SSL_CERT_FILE: the exports arrive, with the handshakes.
+    let (child, _lines) = observe_env(&args, &[("SSL_CERT_FILE", root_pem.to_str().unwrap())]);
+    serve.handshakes(&ca, 3);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while collector.requests().last().map(handshakes) != Some(3) {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            collector.requests().last()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let done = common::interrupt_and_wait(child, Duration::from_secs(30));
+    assert_eq!(done.status.code(), Some(130), "{done:?}");
 }
