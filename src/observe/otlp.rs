@@ -415,10 +415,9 @@ impl PushMetricExporter for Watched {
                     e.said = false;
                 }
                 e.failed += 1;
-                e.failing = Some(match cause {
-                    Some(cause) => format!("{why}: {cause}"),
-                    None => why.to_string(),
-                });
+                // The client's own words when it failed (the exporter says "network
+                // error"), else the exporter's (an HTTP status and the collector's body).
+                e.failing = Some(cause.unwrap_or_else(|| why.to_string()));
             }
         }
         result
@@ -466,11 +465,46 @@ impl HttpClient for OnRuntime {
         Box::pin(async move {
             let result = sent.await.map_err(|e| Box::new(e) as HttpError)?;
             if let Err(e) = &result {
-                crate::sync::lock(&exports).cause = Some(crate::error::sentence(e.as_ref()));
+                crate::sync::lock(&exports).cause = Some(failure_words(e.as_ref()));
             }
             result
         })
     }
+}
+
+/// Why a request to the collector failed, in words: rustls's refusal of its certificate
+/// said for what it means here (its own text is an enum's name), else the error's chain.
+fn failure_words(e: &(dyn std::error::Error + 'static)) -> String {
+    use rustls::CertificateError as C;
+    if let Some(rustls::Error::InvalidCertificate(cert)) = find_rustls(e) {
+        let why = match cert {
+            C::UnknownIssuer => "no trusted root issued its chain (give the collector's CA \
+                                 in SSL_CERT_FILE, or its chain lacks an intermediate)"
+                .to_string(),
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                "it is not issued for the endpoint's host name".to_string()
+            }
+            C::Expired | C::ExpiredContext { .. } => "it has expired".to_string(),
+            other => rustls::Error::InvalidCertificate(other.clone()).to_string(),
+        };
+        return format!("the collector's certificate is refused: {why}");
+    }
+    crate::error::sentence(e)
+}
+
+/// rustls's error in `e`'s chain, looking inside I/O errors too (whose `source` skips
+/// the error they wrap).
+fn find_rustls<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    let wrapped = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+        .map(|inner| inner as &(dyn std::error::Error + 'static));
+    wrapped
+        .and_then(find_rustls)
+        .or_else(|| e.source().and_then(find_rustls))
 }
 
 /// The export running: the meter provider with its periodic reader, the HTTP client's
