@@ -385,6 +385,7 @@ struct Exports {
     /// "network error").
     cause: Option<String>,
 }
+
 /// A change in the exports' health, for the run to say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
@@ -531,9 +532,8 @@ impl OtlpExport {
         let start =
             |what: &str, e: &dyn std::fmt::Display| OtlpError::Start(format!("{what}: {e}"));
         let connector = connector(&url, &setup.endpoint)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("observe-otlp")
+        // Driven by its thread's block_on, which runs the requests spawned onto it.
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| start("its runtime", &e))?;
@@ -564,33 +564,38 @@ impl OtlpExport {
             .with_timeout(timeout)
             .with_temporality(Temporality::Cumulative)
             .build();
-        let mut export = OtlpExport {
-            provider: SdkMeterProvider::builder().build(),
+        let exporter = match built {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = tx.send(());
+                let _ = thread.join();
+                return Err(start("the exporter", &e));
+            }
+        };
+        let reader = PeriodicReader::builder(Watched {
+            inner: exporter,
+            exports: Arc::clone(&exports),
+        })
+        .with_interval(setup.interval)
+        .build();
+        // OTEL_RESOURCE_ATTRIBUTES is read here (the node, the pod: what tells agents
+        // apart at the collector); OTEL_SERVICE_NAME, when set, names the service.
+        let service = std::env::var("OTEL_SERVICE_NAME")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "tlsperf-observe".into());
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader)
+            .with_resource(Resource::builder().with_service_name(service).build())
+            .build();
+        let instruments = Instruments::new(&provider.meter("tlsperf.observe"), buckets);
+        let export = OtlpExport {
+            provider,
             exports,
             url: url.to_string(),
             stop: Some(tx),
             thread: Some(thread),
         };
-        let exporter = built.map_err(|e| start("the exporter", &e))?;
-        let reader = PeriodicReader::builder(Watched {
-            inner: exporter,
-            exports: Arc::clone(&export.exports),
-        })
-        .with_interval(setup.interval)
-        .build();
-        // OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME are read here (the node, the
-        // pod: what tells agents apart at the collector).
-        let resource = Resource::builder()
-            .with_service_name(
-                std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "tlsperf-observe".into()),
-            )
-            .build();
-        export.provider = SdkMeterProvider::builder()
-            .with_reader(reader)
-            .with_resource(resource)
-            .build();
-        let meter = export.provider.meter("tlsperf.observe");
-        let instruments = Instruments::new(&meter, buckets);
         Ok((export, instruments))
     }
 
