@@ -487,3 +487,84 @@ fn https_verifies_the_collector_against_the_trusted_roots() {
     let done = common::interrupt_and_wait(child, Duration::from_secs(30));
     assert_eq!(done.status.code(), Some(130), "{done:?}");
 }
+
+#[test]
+fn the_probes_phases_are_exported_as_observe_counts_them() {
+    if !root("the probes need root (BPF); not exporting probed handshakes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, pki)) = common::go::server_and_pki(dir.path()) else {
+        return;
+    };
+    let (mut srv, addr) = common::go::server(&server, &pki, &[]);
+    let port = addr.rsplit(':').next().unwrap().to_string();
+    let collector = Collector::start(std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let out = dir.path().join("seen.json");
+    let (child, _lines) = observe(&[
+        "--interface",
+        "lo",
+        "--port",
+        &port,
+        "--probes",
+        "--pid",
+        &srv.id().to_string(),
+        "--otlp",
+        &format!("http://{}", collector.addr),
+        "--otlp-interval",
+        "1h",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    common::handshakes(&format!("https://{addr}/"), &pki.join("root.pem"), 10);
+    std::thread::sleep(Duration::from_millis(500));
+    let done = common::interrupt_and_wait(child, Duration::from_secs(30));
+    let _ = srv.kill();
+    let _ = srv.wait();
+    assert_eq!(done.status.code(), Some(130), "{done:?}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let row = &doc["probes"]["by_kind"]["server all"];
+    assert_eq!(row["handshakes"], 10, "{row}");
+
+    let requests = collector.requests();
+    assert_eq!(requests.len(), 1, "one export, at Ctrl-C");
+    let req = &requests[0];
+    let probed = counter(metric(req, "tlsperf.observe.probe.handshakes"));
+    let ok: u64 = probed
+        .iter()
+        .filter(|(a, _)| a["tlsperf.role"] == "server" && !a.contains_key("error.type"))
+        .map(|(a, v)| {
+            assert_eq!(a["process.executable.name"], "tlsserver", "{a:?}");
+            v
+        })
+        .sum();
+    assert_eq!(ok, 10, "{probed:?}");
+    let m = metric(req, "tlsperf.observe.probe.phase");
+    assert_eq!(m.unit, "s");
+    let Some(metric::Data::Histogram(h)) = &m.data else {
+        panic!("not a histogram: {:?}", m.data)
+    };
+    // Every phase observe's document has for the server: the same count, the same sum
+    // (within its HDR mean's precision).
+    let phases = row["phases"].as_object().unwrap();
+    assert!(phases.contains_key("work"), "{row}");
+    for (phase, dist) in phases {
+        let points: Vec<_> = h
+            .data_points
+            .iter()
+            .filter(|p| {
+                let a = attrs(&p.attributes);
+                a["tlsperf.phase"] == *phase && a["tlsperf.role"] == "server"
+            })
+            .collect();
+        let count: u64 = points.iter().map(|p| p.count).sum();
+        let sum: f64 = points.iter().map(|p| p.sum.unwrap()).sum();
+        let own = &dist["quantiles"];
+        assert_eq!(count, own["count"].as_u64().unwrap(), "{phase}: {own}");
+        let own_sum = own["mean_ns"].as_f64().unwrap() * count as f64 / 1e9;
+        assert!(
+            (sum - own_sum).abs() <= own_sum * 0.01 + 1e-9,
+            "{phase}: exported sum {sum} s, observe's {own_sum} s"
+        );
+    }
+}

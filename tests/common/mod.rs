@@ -259,24 +259,28 @@ impl Serve {
         self.stderr.lock().unwrap().clone()
     }
 
-    /// `tlsperf handshake URL -n N` against it, trusting `ca` (60 s at most), which must
-    /// succeed.
+    /// [`handshakes`] against it.
     pub fn handshakes(&self, ca: &Path, n: u32) {
-        let run = tlsperf_env(
-            [
-                "handshake",
-                &self.url(),
-                "-n",
-                &n.to_string(),
-                "--cacert",
-                ca.to_str().unwrap(),
-                "-q",
-            ],
-            &[],
-            std::time::Duration::from_secs(60),
-        );
-        assert_eq!(run.code, 0, "{}", run.stderr);
+        handshakes(&self.url(), ca, n);
     }
+}
+
+/// `tlsperf handshake URL -n N`, trusting `ca` (60 s at most), which must succeed.
+pub fn handshakes(url: &str, ca: &Path, n: u32) {
+    let run = tlsperf_env(
+        [
+            "handshake",
+            url,
+            "-n",
+            &n.to_string(),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "-q",
+        ],
+        &[],
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
 }
 
 /// Whether the tests run as root; when not, says that `what` is not checked
