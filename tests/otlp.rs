@@ -24,7 +24,7 @@ use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::metrics::v1::{Metric, metric};
+use opentelemetry_proto::tonic::metrics::v1::{Histogram, Metric, metric};
 use prost::Message;
 use serde_json::Value;
 
@@ -123,6 +123,15 @@ impl Collector {
     fn requests(&self) -> Vec<ExportMetricsServiceRequest> {
         self.got.lock().unwrap().clone()
     }
+
+    /// Waits (20 s at most) until the last export counts `n` handshakes.
+    fn wait_for_handshakes(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.requests().last().map(handshakes) != Some(n) {
+            assert!(Instant::now() < deadline, "{:?}", self.requests().last());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
 }
 
 impl Drop for Collector {
@@ -205,6 +214,42 @@ fn counter(m: &Metric) -> Vec<(BTreeMap<String, String>, u64)> {
             (attrs(&p.attributes), v)
         })
         .collect()
+}
+
+/// A histogram's data: in seconds, cumulative, on the Prometheus buckets.
+fn histogram(m: &Metric) -> &Histogram {
+    assert_eq!(m.unit, "s", "{}", m.name);
+    let Some(metric::Data::Histogram(h)) = &m.data else {
+        panic!("{} is not a histogram: {:?}", m.name, m.data)
+    };
+    assert_eq!(h.aggregation_temporality, 2, "{}", m.name);
+    let bounds: Vec<f64> = (0..20).map(|i| 0.00001 * 2f64.powi(i)).collect();
+    for p in &h.data_points {
+        assert_eq!(p.explicit_bounds, bounds);
+        assert_eq!(p.bucket_counts.iter().sum::<u64>(), p.count);
+    }
+    h
+}
+
+/// The points of `phase` in `h` hold as many values as observe's distribution `dist`
+/// (`{quantiles, hdr}`, nanoseconds), and their sum is its count × mean within 1% (its
+/// mean is its HDR histogram's, 3 significant digits).
+fn same_distribution(h: &Histogram, phase: &str, dist: &Value) {
+    let points: Vec<_> = h
+        .data_points
+        .iter()
+        .filter(|p| attrs(&p.attributes)["tlsperf.phase"] == phase)
+        .collect();
+    let count: u64 = points.iter().map(|p| p.count).sum();
+    let sum: f64 = points.iter().map(|p| p.sum.unwrap()).sum();
+    let own = &dist["quantiles"];
+    assert_eq!(count, own["count"].as_u64().unwrap(), "{phase}: {own}");
+    let own_sum = own["mean_ns"].as_f64().unwrap() * count as f64 / 1e9;
+    eprintln!("{phase}: exported sum {sum} s over {count}, observe's {own_sum} s");
+    assert!(
+        (sum - own_sum).abs() <= own_sum * 0.01 + 1e-9,
+        "{phase}: exported sum {sum} s, observe's {own_sum} s"
+    );
 }
 
 /// The handshakes counted in an export.
@@ -312,34 +357,8 @@ fn the_last_export_at_ctrl_c_agrees_with_observes_own_document() {
 
     // The tls phase's histogram: in seconds, the Prometheus buckets, count and sum as
     // observe's own distribution of the same handshakes.
-    let m = metric(req, "tlsperf.observe.handshake.phase");
-    assert_eq!(m.unit, "s");
-    let Some(metric::Data::Histogram(h)) = &m.data else {
-        panic!("not a histogram: {:?}", m.data)
-    };
-    assert_eq!(h.aggregation_temporality, 2);
-    let tls: Vec<_> = h
-        .data_points
-        .iter()
-        .filter(|p| attrs(&p.attributes)["tlsperf.phase"] == "tls")
-        .collect();
-    assert!(!tls.is_empty());
-    let bounds: Vec<f64> = (0..20).map(|i| 0.00001 * 2f64.powi(i)).collect();
-    for p in &tls {
-        assert_eq!(p.explicit_bounds, bounds);
-        assert_eq!(p.bucket_counts.iter().sum::<u64>(), p.count);
-    }
-    let count: u64 = tls.iter().map(|p| p.count).sum();
-    let sum: f64 = tls.iter().map(|p| p.sum.unwrap()).sum();
-    let own = &all["phases"]["tls"]["quantiles"];
-    assert_eq!(count, own["count"].as_u64().unwrap(), "{own}");
-    // observe's mean is its HDR histogram's (3 significant digits).
-    let own_sum = own["mean_ns"].as_f64().unwrap() * count as f64 / 1e9;
-    eprintln!("tls phase: exported sum {sum} s over {count}, observe's {own_sum} s");
-    assert!(
-        (sum - own_sum).abs() <= own_sum * 0.01,
-        "exported sum {sum} s, observe's {own_sum} s"
-    );
+    let h = histogram(metric(req, "tlsperf.observe.handshake.phase"));
+    same_distribution(h, "tls", &all["phases"]["tls"]);
 }
 
 #[test]
@@ -379,15 +398,7 @@ fn a_collector_that_is_down_is_a_warning_and_gets_the_totals_once_up() {
     let back = said(&lines, "exports work again", Duration::from_secs(30));
     assert!(back.contains("failed"), "{back}");
     // The handshakes made while it was down are in the totals.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while collector.requests().last().map(handshakes) != Some(5) {
-        assert!(
-            Instant::now() < deadline,
-            "{:?}",
-            collector.requests().last()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    collector.wait_for_handshakes(5);
     let done = common::interrupt_and_wait(child, Duration::from_secs(30));
     assert_eq!(done.status.code(), Some(130), "{done:?}");
     let rest: String = lines.try_iter().collect();
@@ -475,15 +486,7 @@ fn https_verifies_the_collector_against_the_trusted_roots() {
     // Trusted through SSL_CERT_FILE: the exports arrive, with the handshakes.
     let (child, _lines) = observe_env(&args, &[("SSL_CERT_FILE", root_pem.to_str().unwrap())]);
     serve.handshakes(&ca, 3);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while collector.requests().last().map(handshakes) != Some(3) {
-        assert!(
-            Instant::now() < deadline,
-            "{:?}",
-            collector.requests().last()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    collector.wait_for_handshakes(3);
     let done = common::interrupt_and_wait(child, Duration::from_secs(30));
     assert_eq!(done.status.code(), Some(130), "{done:?}");
 }
@@ -539,32 +542,11 @@ fn the_probes_phases_are_exported_as_observe_counts_them() {
         })
         .sum();
     assert_eq!(ok, 10, "{probed:?}");
-    let m = metric(req, "tlsperf.observe.probe.phase");
-    assert_eq!(m.unit, "s");
-    let Some(metric::Data::Histogram(h)) = &m.data else {
-        panic!("not a histogram: {:?}", m.data)
-    };
-    // Every phase observe's document has for the server: the same count, the same sum
-    // (within its HDR mean's precision).
+    // Every phase observe's document has for the server (the only side probed).
+    let h = histogram(metric(req, "tlsperf.observe.probe.phase"));
     let phases = row["phases"].as_object().unwrap();
     assert!(phases.contains_key("work"), "{row}");
     for (phase, dist) in phases {
-        let points: Vec<_> = h
-            .data_points
-            .iter()
-            .filter(|p| {
-                let a = attrs(&p.attributes);
-                a["tlsperf.phase"] == *phase && a["tlsperf.role"] == "server"
-            })
-            .collect();
-        let count: u64 = points.iter().map(|p| p.count).sum();
-        let sum: f64 = points.iter().map(|p| p.sum.unwrap()).sum();
-        let own = &dist["quantiles"];
-        assert_eq!(count, own["count"].as_u64().unwrap(), "{phase}: {own}");
-        let own_sum = own["mean_ns"].as_f64().unwrap() * count as f64 / 1e9;
-        assert!(
-            (sum - own_sum).abs() <= own_sum * 0.01 + 1e-9,
-            "{phase}: exported sum {sum} s, observe's {own_sum} s"
-        );
+        same_distribution(h, phase, dist);
     }
 }
