@@ -11,18 +11,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::bin;
 use common::watch::{observe, records};
-use common::{bin, missing};
 use serde_json::Value;
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        missing("root", "live capture needs root; not checking the canaries");
-        return false;
-    }
-    true
-}
 
 /// The `share`-th of three shares of one steady load of new full handshakes (90/s in
 /// all, each process's sends 11 ms after the previous one's: interleaved, so that no
@@ -62,7 +53,7 @@ fn port(addr: &str) -> String {
 
 #[test]
 fn a_slow_canary_is_named_in_every_window_and_an_identical_copy_is_not() {
-    if !root() {
+    if !common::root("live capture needs root; not checking the canaries") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Serve, have, missing, tlsperf_env};
+use common::{Serve, have, missing};
 use serde_json::Value;
 
 fn deploy(path: &str) -> PathBuf {
@@ -403,20 +403,7 @@ fn a_real_prometheus_scraping_observe_records_the_rules_and_agrees_on_p90() {
     // Handshakes until the recording rules have values (60 s at most).
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let run = tlsperf_env(
-            [
-                "handshake",
-                &serve.url(),
-                "-n",
-                "10",
-                "--cacert",
-                ca.to_str().unwrap(),
-                "-q",
-            ],
-            &[],
-            Duration::from_secs(30),
-        );
-        assert_eq!(run.code, 0, "{}", run.stderr);
+        serve.handshakes(&ca, 10);
         let rate = instant(
             &prometheus_addr,
             "sum(role_process:tlsperf_observe_handshakes:rate1m)",

@@ -11,23 +11,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::watch::{observe, records};
-use common::{bin, missing, tlsperf};
+use common::{bin, tlsperf};
 use serde_json::Value;
 
 const WINDOW_S: u64 = 10;
 const S: u64 = 1_000_000_000;
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        missing(
-            "root",
-            "the probes need root (BPF); not checking the windows",
-        );
-        return false;
-    }
-    true
-}
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -91,7 +79,7 @@ fn said(r: &[Value]) -> Vec<&Value> {
 /// while the run goes on; Ctrl-C writes the last, partial window.
 #[test]
 fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
-    if !root() {
+    if !common::root("the probes need root (BPF); not checking the windows") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -266,7 +254,7 @@ fn window_flags_refuse_what_they_cannot_use() {
         "{}",
         run.stderr
     );
-    if !root() {
+    if !common::root("the probes need root (BPF); not checking the windows") {
         return;
     }
     let state = dir.path().join("state.json");

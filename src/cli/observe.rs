@@ -17,6 +17,7 @@ use crate::error::ErrorClass;
 use crate::observe::baseline::{AnomalyOptions, sentence};
 use crate::observe::canary::CanaryOptions;
 use crate::observe::group::GroupBy;
+use crate::observe::otlp::OtlpSetup;
 use crate::observe::watch::WatchSetup;
 use crate::observe::window::WindowOptions;
 use crate::observe::{Capture, Controls, Limits, Pipeline, Progress, Setup};
@@ -77,6 +78,17 @@ pub struct ObserveArgs {
     /// HOST:PORT).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Push the same metrics to an OpenTelemetry collector over OTLP/HTTP (protobuf),
+    /// e.g. http://127.0.0.1:4318 (/v1/metrics is appended to a URL without a path;
+    /// https verifies the collector against the system's roots). Attributes carry the
+    /// semantic conventions' names (tls.protocol.version, error.type, …); headers from
+    /// OTEL_EXPORTER_OTLP_HEADERS, resource from OTEL_RESOURCE_ATTRIBUTES. The last
+    /// export is sent at the end of the run (and at Ctrl-C).
+    #[arg(long, value_name = "ENDPOINT")]
+    otlp: Option<String>,
+    /// Time between two OTLP exports.
+    #[arg(long, value_name = "DURATION", default_value = "10s", requires = "otlp", value_parser = super::duration::parse_positive)]
+    otlp_interval: Duration,
     /// Write the result document (JSON, atomically), accepted by `tlsperf merge` and
     /// `tlsperf compare`.
     #[arg(long, value_name = "FILE")]
@@ -93,7 +105,8 @@ pub struct ObserveArgs {
     connections: Option<PathBuf>,
     /// Live: close a window of this length on the wall clock (e.g. 10s, 1m) and judge each
     /// series' p50 and p90 against its baseline (the median of its last 60 windows);
-    /// anomalies, and which phase moved, go to stderr, --windows FILE and --metrics.
+    /// anomalies, and which phase moved, go to stderr, --windows FILE, --metrics and
+    /// --otlp.
     /// Default 1m when --windows or --state is given.
     #[arg(long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     window: Option<Duration>,
@@ -233,6 +246,7 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         for (flag, given) in [
             ("--duration", args.duration.is_some()),
             ("--metrics", args.metrics.is_some()),
+            ("--otlp", args.otlp.is_some()),
             ("--classic-filter", args.classic_filter),
             ("--window", args.window.is_some()),
             ("--windows", args.windows.is_some()),
@@ -313,6 +327,10 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         }),
         duration: args.duration,
         metrics: args.metrics.clone(),
+        otlp: args.otlp.clone().map(|endpoint| OtlpSetup {
+            endpoint,
+            interval: args.otlp_interval,
+        }),
         connections: args.connections.clone(),
         watch: (args.window.is_some() || args.windows.is_some() || args.state.is_some()).then(
             || WatchSetup {

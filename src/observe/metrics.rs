@@ -17,6 +17,8 @@
 //! Label values are bounded: the first [`MAX_PROCESSES`] process names and
 //! [`MAX_GROUPS`] groups and versions keep their own series, later ones become
 //! `(other)`; SNIs and addresses are never labels.
+//!
+//! With `--otlp` the same values are recorded to [`super::otlp`]'s instruments too.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -36,11 +38,16 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::baseline::AnomalyEvent;
+use super::otlp::Instruments;
 use super::timeline::Outcome;
 use super::tls::{group_label, version_label};
 use super::window::OTHER;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::probes::report::ProbeCounts;
+
+/// The wire's failure reasons, each with a series from the start (rates see 0, not
+/// nothing).
+const FAILURE_REASONS: [&str; 4] = ["alert", "reset", "closed", "incomplete"];
 
 /// Distinct process names with series of their own; later ones are `(other)`.
 pub const MAX_PROCESSES: usize = 32;
@@ -94,9 +101,14 @@ struct ReasonLabels {
     reason: String,
 }
 
+/// The phases' bucket bounds, in seconds: 10 µs … ~5 s, doubling (the same for
+/// Prometheus and OTLP).
+pub fn phase_buckets() -> Vec<f64> {
+    exponential_buckets(0.00001, 2.0, 20).collect()
+}
+
 fn phase_histogram() -> Histogram {
-    // 10 µs … ~5 s.
-    Histogram::new(exponential_buckets(0.00001, 2.0, 20))
+    Histogram::new(phase_buckets())
 }
 
 /// A label's values, bounded: the first `max` distinct values are kept, later ones
@@ -154,6 +166,8 @@ pub struct ObserveMetrics {
     processes: Bounded,
     groups: Bounded,
     versions: Bounded,
+    /// `--otlp`: recorded there too.
+    otlp: Option<Instruments>,
 }
 
 impl std::fmt::Debug for ObserveMetrics {
@@ -178,7 +192,7 @@ impl ObserveMetrics {
         let failures = Family::<ReasonLabels, Counter>::default();
         // Series exist from the start: rates see 0, not nothing (the handshakes' series
         // need a process, version and group: they appear with the first handshake).
-        for reason in ["alert", "reset", "closed", "incomplete"] {
+        for reason in FAILURE_REASONS {
             let _ = failures.get_or_create(&ReasonLabels {
                 reason: reason.into(),
             });
@@ -258,6 +272,18 @@ impl ObserveMetrics {
             processes: Bounded::new(MAX_PROCESSES),
             groups: Bounded::new(MAX_GROUPS),
             versions: Bounded::new(MAX_GROUPS),
+            otlp: None,
+        }
+    }
+
+    /// A fresh registry whose values are recorded to `otlp` too.
+    pub fn exporting(otlp: Instruments) -> ObserveMetrics {
+        for reason in FAILURE_REASONS {
+            otlp.failures(reason, 0);
+        }
+        ObserveMetrics {
+            otlp: Some(otlp),
+            ..ObserveMetrics::new()
         }
     }
 
@@ -270,9 +296,18 @@ impl ObserveMetrics {
             port: e.series.port.to_string(),
             quantile: e.quantile.clone(),
         };
-        self.anomalies
-            .get_or_create(&labels)
-            .set(i64::from(e.state == "start"));
+        let on = e.state == "start";
+        if let Some(o) = &self.otlp {
+            o.anomaly(
+                &labels.view,
+                &labels.role,
+                &labels.process,
+                e.series.port,
+                &labels.quantile,
+                on,
+            );
+        }
+        self.anomalies.get_or_create(&labels).set(i64::from(on));
     }
 
     /// Counts one connection's outcome.
@@ -284,17 +319,29 @@ impl ObserveMetrics {
                     .processes
                     .label(h.server_process.as_deref().map_or("(remote)", comm));
                 let group = h.group.map_or("none".into(), group_label);
-                self.handshakes
-                    .get_or_create(&HandshakeLabels {
-                        role: "server".into(),
-                        process: process.clone(),
-                        kind: kind.into(),
-                        version: self.versions.label(&version_label(h.version)),
-                        group: self.groups.label(&group),
-                    })
-                    .inc();
+                let labels = HandshakeLabels {
+                    role: "server".into(),
+                    process: process.clone(),
+                    kind: kind.into(),
+                    version: self.versions.label(&version_label(h.version)),
+                    group: self.groups.label(&group),
+                };
+                if let Some(o) = &self.otlp {
+                    o.handshake(
+                        &labels.role,
+                        &labels.process,
+                        &labels.kind,
+                        &labels.version,
+                        &labels.group,
+                    );
+                }
+                self.handshakes.get_or_create(&labels).inc();
                 for (phase, v) in h.phases.named() {
                     if let Some(ns) = v {
+                        let s = ns as f64 / 1e9;
+                        if let Some(o) = &self.otlp {
+                            o.phase("server", &process, kind, phase, s);
+                        }
                         self.phases
                             .get_or_create(&PhaseLabels {
                                 role: "server".into(),
@@ -302,12 +349,15 @@ impl ObserveMetrics {
                                 kind: kind.into(),
                                 phase: phase.into(),
                             })
-                            .observe(ns as f64 / 1e9);
+                            .observe(s);
                     }
                 }
             }
             Outcome::Failed(f) => {
                 let reason = f.reason();
+                if let Some(o) = &self.otlp {
+                    o.failures(reason, 1);
+                }
                 self.failures
                     .get_or_create(&ReasonLabels {
                         reason: reason.into(),
@@ -322,6 +372,9 @@ impl ObserveMetrics {
     pub fn probe(&self, r: &ProbeRecord) {
         let role = r.role.name();
         let process = self.processes.label(&r.comm);
+        if let Some(o) = &self.otlp {
+            o.probe(&process, role, r.result.name());
+        }
         self.probe_handshakes
             .get_or_create(&ProbeLabels {
                 process: process.clone(),
@@ -340,13 +393,17 @@ impl ObserveMetrics {
             ("span", Some(r.span_ns())),
         ] {
             if let Some(ns) = v {
+                let s = ns as f64 / 1e9;
+                if let Some(o) = &self.otlp {
+                    o.probe_phase(role, &process, phase, s);
+                }
                 self.probe_phases
                     .get_or_create(&ProbePhaseLabels {
                         role: role.into(),
                         process: process.clone(),
                         phase: phase.into(),
                     })
-                    .observe(ns as f64 / 1e9);
+                    .observe(s);
             }
         }
     }
@@ -355,19 +412,31 @@ impl ObserveMetrics {
     pub fn probe_lost(&self, c: &ProbeCounts) {
         let total = c.lost.saturating_add(c.dropped);
         let before = self.probe_lost_seen.swap(total, Ordering::Relaxed);
-        self.probe_lost.inc_by(total.saturating_sub(before));
+        let n = total.saturating_sub(before);
+        if let Some(o) = &self.otlp {
+            o.probe_lost(n);
+        }
+        self.probe_lost.inc_by(n);
     }
 
     /// The kernel's drop counter, cumulative.
     pub fn kernel_drops(&self, total: u64) {
         let before = self.drops_seen.swap(total, Ordering::Relaxed);
-        self.drops.inc_by(total.saturating_sub(before));
+        let n = total.saturating_sub(before);
+        if let Some(o) = &self.otlp {
+            o.kernel_drops(n);
+        }
+        self.drops.inc_by(n);
     }
 
     /// The eBPF filter's dropped segments, cumulative.
     pub fn kernel_filtered(&self, total: u64) {
         let before = self.filtered_seen.swap(total, Ordering::Relaxed);
-        self.filtered.inc_by(total.saturating_sub(before));
+        let n = total.saturating_sub(before);
+        if let Some(o) = &self.otlp {
+            o.kernel_filtered(n);
+        }
+        self.filtered.inc_by(n);
     }
 
     /// Prometheus text exposition.

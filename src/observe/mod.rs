@@ -17,6 +17,7 @@
 //! - [`process`]: local endpoints → processes (live capture).
 //! - [`aggregate`]: outcomes → an [`Observation`].
 //! - [`metrics`]: outcomes → Prometheus metrics (live capture).
+//! - [`otlp`]: the same metrics pushed to an OpenTelemetry collector (`--otlp`).
 //! - [`connections`]: completed handshakes → JSON Lines (`--connections FILE`).
 //! - [`window`]: handshakes → one record per closed window per series (`--window`).
 //! - [`baseline`]: closed windows → baselines, and anomaly events naming the phase that
@@ -46,6 +47,7 @@ pub mod flow;
 pub mod group;
 pub mod live;
 pub mod metrics;
+pub mod otlp;
 pub mod pipeline;
 pub mod process;
 pub mod result;

@@ -5,7 +5,7 @@
 //! capture file (pcap)      Analyzer: decode, flow table,       the result document (Observation)
 //! live capture (AF_PACKET)   timelines, aggregation            the connections stream (--connections)
 //! probes (eBPF Session) ──► the join (probes::WireIndex,        Prometheus /metrics
-//!                            fed each captured handshake)
+//!                            fed each captured handshake)      OTLP export (--otlp)
 //! ```
 //!
 //! A [`Setup`] says what to read and where to write; [`Pipeline::start`] opens and arms
@@ -25,7 +25,8 @@ use super::baseline::AnomalyEvent;
 use super::canary::CanaryRecord;
 use super::connections::ConnectionsStream;
 use super::live::{FilterChoice, LiveCapture};
-use super::metrics::{MetricsServer, ObserveMetrics};
+use super::metrics::{MetricsServer, ObserveMetrics, phase_buckets};
+use super::otlp::{Health, OtlpError, OtlpExport, OtlpSetup};
 use super::process::Processes;
 use super::watch::{Watch, WatchError, WatchSetup};
 use super::window::WindowRecord;
@@ -65,6 +66,8 @@ pub struct Setup {
     pub duration: Option<Duration>,
     /// Serve Prometheus `/metrics` at this address (`IP:PORT` or `HOST:PORT`).
     pub metrics: Option<String>,
+    /// Push the same metrics to an OpenTelemetry collector (OTLP/HTTP).
+    pub otlp: Option<OtlpSetup>,
     /// Write every completed handshake to this file, one JSON object per line.
     pub connections: Option<PathBuf>,
     /// Windows, baselines and anomalies (a live run).
@@ -135,6 +138,9 @@ pub enum PipelineError {
     /// The metrics server could not start.
     #[error("--metrics")]
     MetricsServer(#[source] std::io::Error),
+    /// The OTLP export could not start.
+    #[error(transparent)]
+    Otlp(#[from] OtlpError),
     /// An output file could not be opened.
     #[error(transparent)]
     File(#[from] FileError),
@@ -158,6 +164,7 @@ impl Classify for PipelineError {
             PipelineError::Probes(e) => e.class(),
             PipelineError::File(e) => e.class(),
             PipelineError::Watch(e) => e.class(),
+            PipelineError::Otlp(e) => e.class(),
             PipelineError::MetricsAddress { .. } => ErrorClass::Input,
             PipelineError::MetricsServer(_) | PipelineError::Connections { .. } => {
                 ErrorClass::Runtime
@@ -174,6 +181,8 @@ pub struct Pipeline {
     metrics: Arc<ObserveMetrics>,
     /// Held for the run: dropping it stops the server.
     server: Option<MetricsServer>,
+    /// The OTLP export, finished (its last export sent) at the end of the run.
+    otlp: Option<OtlpExport>,
     connections: Option<ConnectionsStream>,
     watch: Option<Watch>,
 }
@@ -201,8 +210,11 @@ impl Pipeline {
         setup: Setup,
         progress: &mut dyn FnMut(Progress<'_>),
     ) -> Result<Pipeline, PipelineError> {
-        // The baselines first: a state file that cannot be used stops the run before
+        // The OTLP endpoint and the baselines first: either wrong stops the run before
         // anything is attached or written.
+        if let Some(o) = &setup.otlp {
+            super::otlp::metrics_url(&o.endpoint)?;
+        }
         let mut watch = setup.watch.as_ref().map(Watch::new).transpose()?;
         let source = match &setup.capture {
             Capture::File(path) => Opened::File(path.clone()),
@@ -220,10 +232,11 @@ impl Pipeline {
                 Opened::Probes(Box::new(session))
             }
         };
-        let (metrics, server) = start_metrics(&setup, progress)?;
+        let (metrics, server, otlp) = start_metrics(&setup, progress)?;
+        let exported = server.is_some() || otlp.is_some();
         // The streams last: a run that cannot start leaves no file behind.
         if let Some(w) = watch.as_mut() {
-            w.open(server.is_some().then(|| Arc::clone(&metrics)))?;
+            w.open(exported.then(|| Arc::clone(&metrics)))?;
         }
         let connections = setup
             .connections
@@ -248,6 +261,7 @@ impl Pipeline {
             source,
             metrics,
             server,
+            otlp,
             connections,
             watch,
         };
@@ -309,11 +323,12 @@ impl Pipeline {
             source,
             metrics,
             server,
+            otlp,
             connections,
             mut watch,
         } = self;
         let log = connections.as_ref().map(|c| Arc::clone(&c.log));
-        let exported = server.is_some().then_some(metrics);
+        let exported = (server.is_some() || otlp.is_some()).then_some(metrics);
         let windows = watch.as_ref().map(|w| Arc::clone(&w.windows));
         let snapshots = setup.snapshots;
         let stop = &controls.stop;
@@ -332,6 +347,9 @@ impl Pipeline {
             }
             if controls.reopen.swap(false, Ordering::Relaxed) {
                 reopen(connections.as_ref(), watch.as_mut(), progress);
+            }
+            if let Some(o) = &otlp {
+                say_health(o, progress);
             }
         };
         let observation = match source {
@@ -377,6 +395,7 @@ impl Pipeline {
             }
         };
         drop(server);
+        // After the last window: its anomaly events are in the last export.
         let windows = match watch {
             Some(w) => {
                 let path = w.stream_path().map(Path::to_path_buf);
@@ -392,6 +411,9 @@ impl Pipeline {
             }
             None => None,
         };
+        if let Some(Err(why)) = otlp.map(OtlpExport::finish) {
+            progress(Progress::Warning(why));
+        }
         let connections = match connections {
             Some(c) => {
                 let path = c.dest.clone();
@@ -488,26 +510,69 @@ fn start_probes(
     Ok(Some(session))
 }
 
-/// The metrics, and their server when [`Setup::metrics`] asks for one.
+/// What changed in the OTLP exports, said.
+fn say_health(otlp: &OtlpExport, progress: &mut dyn FnMut(Progress<'_>)) {
+    match otlp.health() {
+        Some(Health::Failing(why)) => progress(Progress::Warning(format!(
+            "--otlp {}: an export failed ({why}); the run goes on, counting, and the next \
+             export sends the totals so far",
+            otlp.url
+        ))),
+        Some(Health::Recovered(n)) => progress(Progress::Note(format!(
+            "--otlp {}: exports work again after {n} failed",
+            otlp.url
+        ))),
+        None => {}
+    }
+}
+
+/// The metrics, their server when [`Setup::metrics`] asks for one, and their OTLP export
+/// when [`Setup::otlp`] does.
+#[allow(clippy::type_complexity)]
 fn start_metrics(
     setup: &Setup,
     progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<(Arc<ObserveMetrics>, Option<MetricsServer>), PipelineError> {
-    let metrics = Arc::new(ObserveMetrics::new());
-    let Some(addr) = &setup.metrics else {
-        return Ok((metrics, None));
+) -> Result<
+    (
+        Arc<ObserveMetrics>,
+        Option<MetricsServer>,
+        Option<OtlpExport>,
+    ),
+    PipelineError,
+> {
+    // The address first: a run that cannot listen exports nothing.
+    let listener = match &setup.metrics {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr.as_str()).map_err(|source| {
+                PipelineError::MetricsAddress {
+                    addr: addr.clone(),
+                    source,
+                }
+            })?,
+        ),
+        None => None,
     };
-    let listener = std::net::TcpListener::bind(addr.as_str()).map_err(|source| {
-        PipelineError::MetricsAddress {
-            addr: addr.clone(),
-            source,
+    let (metrics, otlp) = match &setup.otlp {
+        Some(o) => {
+            let (export, instruments) = OtlpExport::start(o, &phase_buckets())?;
+            progress(Progress::Note(format!(
+                "otlp: exporting to {} every {}",
+                export.url,
+                humantime::format_duration(o.interval)
+            )));
+            (ObserveMetrics::exporting(instruments), Some(export))
         }
-    })?;
+        None => (ObserveMetrics::new(), None),
+    };
+    let metrics = Arc::new(metrics);
+    let Some(listener) = listener else {
+        return Ok((metrics, None, otlp));
+    };
     let local = listener
         .local_addr()
         .map_err(PipelineError::MetricsServer)?;
     let server = MetricsServer::start(listener, Arc::clone(&metrics))
         .map_err(PipelineError::MetricsServer)?;
     progress(Progress::Note(format!("metrics: http://{local}/metrics")));
-    Ok((metrics, Some(server)))
+    Ok((metrics, Some(server), otlp))
 }

@@ -258,6 +258,40 @@ impl Serve {
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// [`handshakes`] against it.
+    pub fn handshakes(&self, ca: &Path, n: u32) {
+        handshakes(&self.url(), ca, n);
+    }
+}
+
+/// `tlsperf handshake URL -n N`, trusting `ca` (60 s at most), which must succeed.
+pub fn handshakes(url: &str, ca: &Path, n: u32) {
+    let run = tlsperf_env(
+        [
+            "handshake",
+            url,
+            "-n",
+            &n.to_string(),
+            "--cacert",
+            ca.to_str().unwrap(),
+            "-q",
+        ],
+        &[],
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+/// Whether the tests run as root; when not, says that `what` is not checked
+/// ([`missing`]).
+pub fn root(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        missing("root", what);
+        return false;
+    }
+    true
 }
 
 impl Drop for Serve {

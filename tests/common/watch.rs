@@ -20,7 +20,13 @@ pub fn records(path: &Path) -> Vec<Value> {
 /// `tlsperf observe ARGS -d 600s`, returned once it captures; its stderr's further lines
 /// kept by a thread.
 pub fn observe(args: &[&str]) -> (Child, Receiver<String>) {
+    observe_env(args, &[])
+}
+
+/// [`observe`] with these environment variables too.
+pub fn observe_env(args: &[&str], env: &[(&str, &str)]) -> (Child, Receiver<String>) {
     let mut child = Command::new(super::bin())
+        .envs(env.iter().copied())
         .arg("observe")
         .args(args)
         // Bounded: a test that panics before its Ctrl-C does not kill its children, and
