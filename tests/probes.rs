@@ -456,12 +456,12 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
     );
     assert!(
         text.contains(
-            r#"tlsperf_observe_probe_handshakes_total{process="openssl",role="server",result="ok"} 3"#
+            r#"tlsperf_observe_probe_handshakes_total{process="openssl",role="server",result="ok",container_id="",pod_uid=""} 3"#
         ),
         "{text}"
     );
     assert!(
-        text.contains(r#"tlsperf_observe_probe_phase_seconds_count{role="server",process="openssl",phase="work"} 3"#),
+        text.contains(r#"tlsperf_observe_probe_phase_seconds_count{role="server",process="openssl",phase="work",container_id="",pod_uid=""} 3"#),
         "{text}"
     );
     assert_eq!(doc["sources"][0]["kind"], "probes");

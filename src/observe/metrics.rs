@@ -9,12 +9,16 @@
 //! - `tlsperf_observe_handshake_failures_total{reason}` (the wire's failures carry no
 //!   process), `tlsperf_observe_kernel_drops_total`,
 //!   `tlsperf_observe_kernel_filtered_segments_total`;
-//! - with `--probes`: `tlsperf_observe_probe_handshakes_total{process,role,result}`,
-//!   `tlsperf_observe_probe_phase_seconds{role,process,phase}` (histogram),
+//! - with `--probes`:
+//!   `tlsperf_observe_probe_handshakes_total{process,role,result,container_id,pod_uid}`,
+//!   `tlsperf_observe_probe_phase_seconds{role,process,phase,container_id,pod_uid}`
+//!   (histogram; the container and pod from the process's cgroup path, empty when it
+//!   names none),
 //!   `tlsperf_observe_probe_lost_events_total`;
 //! - with `--window`: `tlsperf_observe_anomaly{view,role,process,port,quantile}` (gauge).
 //!
-//! Label values are bounded: the first [`MAX_PROCESSES`] process names and
+//! Label values are bounded: the first [`MAX_PROCESSES`] process names, container ids
+//! and pod UIDs and
 //! [`MAX_GROUPS`] groups and versions keep their own series, later ones become
 //! `(other)`; SNIs and addresses are never labels.
 
@@ -71,6 +75,10 @@ struct ProbeLabels {
     process: String,
     role: String,
     result: String,
+    /// The process's container id (its cgroup path's), empty when none.
+    container_id: String,
+    /// The process's Kubernetes pod UID (its cgroup path's), empty when none.
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -78,6 +86,8 @@ struct ProbePhaseLabels {
     role: String,
     process: String,
     phase: String,
+    container_id: String,
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -154,6 +164,8 @@ pub struct ObserveMetrics {
     processes: Bounded,
     groups: Bounded,
     versions: Bounded,
+    containers: Bounded,
+    pods: Bounded,
 }
 
 impl std::fmt::Debug for ObserveMetrics {
@@ -258,6 +270,8 @@ impl ObserveMetrics {
             processes: Bounded::new(MAX_PROCESSES),
             groups: Bounded::new(MAX_GROUPS),
             versions: Bounded::new(MAX_GROUPS),
+            containers: Bounded::new(MAX_PROCESSES),
+            pods: Bounded::new(MAX_PROCESSES),
         }
     }
 
@@ -322,11 +336,17 @@ impl ObserveMetrics {
     pub fn probe(&self, r: &ProbeRecord) {
         let role = r.role.name();
         let process = self.processes.label(&r.comm);
+        let w = r.workload.as_deref();
+        let known = |b: &Bounded, v: Option<&String>| v.map_or(String::new(), |v| b.label(v));
+        let container_id = known(&self.containers, w.and_then(|w| w.container_id.as_ref()));
+        let pod_uid = known(&self.pods, w.and_then(|w| w.pod_uid.as_ref()));
         self.probe_handshakes
             .get_or_create(&ProbeLabels {
                 process: process.clone(),
                 role: role.into(),
                 result: r.result.name().into(),
+                container_id: container_id.clone(),
+                pod_uid: pod_uid.clone(),
             })
             .inc();
         if r.result != HandshakeResult::Ok {
@@ -345,6 +365,8 @@ impl ObserveMetrics {
                         role: role.into(),
                         process: process.clone(),
                         phase: phase.into(),
+                        container_id: container_id.clone(),
+                        pod_uid: pod_uid.clone(),
                     })
                     .observe(ns as f64 / 1e9);
             }
