@@ -16,19 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::nginx::Nginx;
+use common::probes::{go_client, metrics, probes, root};
 use common::{bin, interrupt_and_wait, missing, tlsperf};
 use serde_json::Value;
 
 const LIBSSL: &str = "/lib/x86_64-linux-gnu/libssl.so.3";
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        missing("root", "the probes need root (BPF); not checking them");
-        return false;
-    }
-    true
-}
 
 /// A running `tlsperf observe … --json --out OUT`, with everything it says on stderr.
 struct Observe {
@@ -101,14 +93,6 @@ impl Observe {
         let doc = serde_json::from_str(&std::fs::read_to_string(&self.out).unwrap()).unwrap();
         (doc, said)
     }
-}
-
-fn probes(doc: &Value) -> &Value {
-    let p = &doc["probes"];
-    assert!(p.is_object(), "no probes part in {doc}");
-    assert_eq!(p["counts"]["lost"], 0, "{}", p["counts"]);
-    assert_eq!(p["counts"]["dropped"], 0, "{}", p["counts"]);
-    p
 }
 
 /// Server handshakes per pid of the `by_process` rows whose comm is `comm`.
@@ -279,20 +263,6 @@ fn nginx_restarted_is_followed_under_exe_and_flagged_under_pid() {
 /// The Go server at `path`, and its address.
 fn go_server(path: &Path, pki: &Path) -> (Child, String) {
     common::go::server(path, pki, &[])
-}
-
-fn go_client(client: &Path, addr: &str, pki: &Path, n: u32) {
-    let out = Command::new(client)
-        .args(["-addr", addr, "-n", &n.to_string()])
-        .args(["-server-name", "localhost"])
-        .args(["-ca", pki.join("root.pem").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "tlsclient: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Copies `from` to a new file beside `to` and renames it over `to` (a new inode, as
@@ -589,19 +559,15 @@ fn probed_handshakes_are_attributed_to_the_cgroup_container_and_pod() {
         r#"tlsperf_observe_probe_handshakes_total{{process="tlsserver",role="server",result="ok",container_id="{CONTAINER}",pod_uid="{POD}"}} 4"#
     );
     assert!(text.contains(&series), "{text}");
-}
-
-/// GET http://ADDR/metrics, the body.
-fn metrics(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
+    // The wire's handshakes too, by the server process's cgroup.
+    let labels = format!(r#",container_id="{CONTAINER}",pod_uid="{POD}"}} "#);
+    let wire: f64 = text
+        .lines()
+        .filter(|l| {
+            l.starts_with(r#"tlsperf_observe_handshakes_total{role="server",process="tlsserver","#)
+                && l.contains(&labels)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(wire, 4.0, "{text}");
 }

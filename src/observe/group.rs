@@ -58,7 +58,7 @@ pub struct Grouper {
 }
 
 /// N from "comm (pid N)".
-fn pid_of(process: &str) -> Option<u32> {
+pub(crate) fn pid_of(process: &str) -> Option<u32> {
     process
         .rsplit_once("(pid ")?
         .1

@@ -2,10 +2,11 @@
 //! (prometheus-client), for running next to a production gateway, served at `/metrics`
 //! by a small hyper server on its own thread. Times in seconds, counters `_total`:
 //!
-//! - `tlsperf_observe_handshakes_total{role,process,kind,version,group}` and
-//!   `tlsperf_observe_handshake_phase_seconds{role,process,kind,phase}` (histogram) from
-//!   the wire, attributed like `--window`'s series: role `server`, process the server's
-//!   `comm` or `(remote)`;
+//! - `tlsperf_observe_handshakes_total{role,process,kind,version,group,container_id,pod_uid}`
+//!   and `tlsperf_observe_handshake_phase_seconds{role,process,kind,phase,container_id,pod_uid}`
+//!   (histogram) from the wire, attributed like `--window`'s series: role `server`,
+//!   process the server's `comm` or `(remote)`, its container and pod from its cgroup
+//!   path (empty when unknown or none);
 //! - `tlsperf_observe_handshake_failures_total{reason}` (the wire's failures carry no
 //!   process), `tlsperf_observe_kernel_drops_total`,
 //!   `tlsperf_observe_kernel_filtered_segments_total`;
@@ -40,11 +41,13 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::baseline::AnomalyEvent;
+use super::group::pid_of;
 use super::timeline::Outcome;
 use super::tls::{group_label, version_label};
 use super::window::OTHER;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::probes::report::ProbeCounts;
+use crate::probes::workload::{Cache, Workload};
 
 /// Distinct process names with series of their own; later ones are `(other)`.
 pub const MAX_PROCESSES: usize = 32;
@@ -58,6 +61,8 @@ struct HandshakeLabels {
     kind: String,
     version: String,
     group: String,
+    container_id: String,
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,6 +71,8 @@ struct PhaseLabels {
     process: String,
     kind: String,
     phase: String,
+    container_id: String,
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -166,6 +173,8 @@ pub struct ObserveMetrics {
     versions: Bounded,
     containers: Bounded,
     pods: Bounded,
+    /// The wire's server processes' workloads (a file read per pid, kept a while).
+    workloads: Mutex<Cache>,
 }
 
 impl std::fmt::Debug for ObserveMetrics {
@@ -183,6 +192,11 @@ impl Default for ObserveMetrics {
 impl ObserveMetrics {
     /// A fresh registry (prefix `tlsperf_observe`).
     pub fn new() -> ObserveMetrics {
+        ObserveMetrics::with_workloads(Cache::default())
+    }
+
+    /// A fresh registry whose server processes' workloads come from `workloads`.
+    fn with_workloads(workloads: Cache) -> ObserveMetrics {
         let mut registry = Registry::with_prefix("tlsperf_observe");
         let handshakes = Family::<HandshakeLabels, Counter>::default();
         let phases: Family<PhaseLabels, Histogram, fn() -> Histogram> =
@@ -272,6 +286,7 @@ impl ObserveMetrics {
             versions: Bounded::new(MAX_GROUPS),
             containers: Bounded::new(MAX_PROCESSES),
             pods: Bounded::new(MAX_PROCESSES),
+            workloads: Mutex::new(workloads),
         }
     }
 
@@ -289,6 +304,15 @@ impl ObserveMetrics {
             .set(i64::from(e.state == "start"));
     }
 
+    /// The `container_id` and `pod_uid` labels of a workload (empty when unknown).
+    fn workload_labels(&self, w: Option<&Workload>) -> (String, String) {
+        let known = |b: &Bounded, v: Option<&String>| v.map_or(String::new(), |v| b.label(v));
+        (
+            known(&self.containers, w.and_then(|w| w.container_id.as_ref())),
+            known(&self.pods, w.and_then(|w| w.pod_uid.as_ref())),
+        )
+    }
+
     /// Counts one connection's outcome.
     pub fn outcome(&self, o: &Outcome) {
         match o {
@@ -298,6 +322,12 @@ impl ObserveMetrics {
                     .processes
                     .label(h.server_process.as_deref().map_or("(remote)", comm));
                 let group = h.group.map_or("none".into(), group_label);
+                let workload = h
+                    .server_process
+                    .as_deref()
+                    .and_then(pid_of)
+                    .and_then(|pid| crate::sync::lock(&self.workloads).of(pid));
+                let (container_id, pod_uid) = self.workload_labels(workload.as_deref());
                 self.handshakes
                     .get_or_create(&HandshakeLabels {
                         role: "server".into(),
@@ -305,6 +335,8 @@ impl ObserveMetrics {
                         kind: kind.into(),
                         version: self.versions.label(&version_label(h.version)),
                         group: self.groups.label(&group),
+                        container_id: container_id.clone(),
+                        pod_uid: pod_uid.clone(),
                     })
                     .inc();
                 for (phase, v) in h.phases.named() {
@@ -315,6 +347,8 @@ impl ObserveMetrics {
                                 process: process.clone(),
                                 kind: kind.into(),
                                 phase: phase.into(),
+                                container_id: container_id.clone(),
+                                pod_uid: pod_uid.clone(),
                             })
                             .observe(ns as f64 / 1e9);
                     }
@@ -336,10 +370,7 @@ impl ObserveMetrics {
     pub fn probe(&self, r: &ProbeRecord) {
         let role = r.role.name();
         let process = self.processes.label(&r.comm);
-        let w = r.workload.as_deref();
-        let known = |b: &Bounded, v: Option<&String>| v.map_or(String::new(), |v| b.label(v));
-        let container_id = known(&self.containers, w.and_then(|w| w.container_id.as_ref()));
-        let pod_uid = known(&self.pods, w.and_then(|w| w.pod_uid.as_ref()));
+        let (container_id, pod_uid) = self.workload_labels(r.workload.as_deref());
         self.probe_handshakes
             .get_or_create(&ProbeLabels {
                 process: process.clone(),
@@ -518,7 +549,15 @@ mod tests {
 
     #[test]
     fn handshakes_are_labelled_by_role_process_kind_version_and_group_in_seconds() {
-        let m = ObserveMetrics::new();
+        // haproxy's cgroup names a pod's container.
+        let proc = tempfile::tempdir().unwrap();
+        std::fs::create_dir(proc.path().join("12")).unwrap();
+        let cgroup = format!(
+            "0::/kubepods/burstable/pod0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b/{}\n",
+            "ab".repeat(32)
+        );
+        std::fs::write(proc.path().join("12/cgroup"), cgroup).unwrap();
+        let m = ObserveMetrics::with_workloads(Cache::with_proc(proc.path().into()));
         m.outcome(&resumed(Some("haproxy (pid 12)"), 1500));
         m.outcome(&resumed(None, 300));
         m.outcome(&Outcome::Failed(Failure::Reset));
@@ -528,18 +567,18 @@ mod tests {
         assert_eq!(
             handshakes,
             [
-                r#"tlsperf_observe_handshakes_total{role="server",process="(remote)",kind="resumed",version="TLSv1.2",group="none"} 1"#,
-                r#"tlsperf_observe_handshakes_total{role="server",process="haproxy",kind="resumed",version="TLSv1.2",group="none"} 1"#,
+                r#"tlsperf_observe_handshakes_total{role="server",process="(remote)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 1"#,
+                r#"tlsperf_observe_handshakes_total{role="server",process="haproxy",kind="resumed",version="TLSv1.2",group="none",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 1"#,
             ],
             "{text}"
         );
         // 1.5 ms is in the bucket of 2.56 ms and not in that of 1.28 ms: seconds.
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00256",role="server",process="haproxy",kind="resumed",phase="server_think"} 1"#),
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00256",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 1"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00128",role="server",process="haproxy",kind="resumed",phase="server_think"} 0"#),
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00128",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 0"#),
             "{text}"
         );
         assert!(
@@ -559,7 +598,9 @@ mod tests {
 
     #[test]
     fn process_names_beyond_the_bound_are_other() {
-        let m = ObserveMetrics::new();
+        // No process files: no container, no pod.
+        let proc = tempfile::tempdir().unwrap();
+        let m = ObserveMetrics::with_workloads(Cache::with_proc(proc.path().into()));
         for i in 0..MAX_PROCESSES + 5 {
             m.outcome(&resumed(Some(&format!("worker{i} (pid {i})")), 10));
         }
@@ -568,11 +609,11 @@ mod tests {
         let series = lines(&text, "tlsperf_observe_handshakes_total{");
         assert_eq!(series.len(), MAX_PROCESSES + 1, "{text}");
         assert!(
-            text.contains(r#"process="(other)",kind="resumed",version="TLSv1.2",group="none"} 5"#),
+            text.contains(r#"process="(other)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 5"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none"} 2"#),
+            text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 2"#),
             "{text}"
         );
     }

@@ -6,7 +6,9 @@
 //! after `nginx -s reload`, a server restarted from the same file); with `--pid`, what a
 //! probed process forks is added to the filter by the fork tracepoint.
 //!
-//! What this module adds, looked at about once a second ([`Follower::due`]):
+//! What this module adds, looked at about once a second on a thread of its own
+//! ([`Follower::spawn`], so that reading /proc and parsing a new file never hold back the
+//! capture), the attachments then made by the session:
 //! - a watched path (`--exe PATH`, or the system's libssl when neither `--pid` nor
 //!   `--exe` is given) that now names another inode — a binary replaced and restarted,
 //!   a package upgrade's new libssl (both write a new file and rename it over the old):
@@ -24,6 +26,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::target::{self, Target};
@@ -76,7 +81,6 @@ pub struct Follower {
     known: BTreeSet<(u64, u64)>,
     /// Start times of the pids in the kernel's filter, when first seen there.
     filtered: HashMap<u32, u64>,
-    last: Instant,
 }
 
 impl Follower {
@@ -114,26 +118,67 @@ impl Follower {
                 gone: false,
             })
             .collect();
+        // What the pids ran at the start was looked at already: only what they run
+        // later is news.
+        let known = targets
+            .iter()
+            .map(|t| t.path.clone())
+            .chain(pids.iter().flat_map(|&p| target::pid_files(p)))
+            .filter_map(|p| target::inode(&p))
+            .collect();
         Follower {
             proc_root: proc_root.to_path_buf(),
             watched,
             given,
-            known: targets
-                .iter()
-                .filter_map(|t| target::inode(&t.path))
-                .collect(),
+            known,
             filtered: HashMap::new(),
-            last: Instant::now(),
         }
     }
 
-    /// True once [`PERIOD`] has passed since the last look (which this starts anew).
-    pub fn due(&mut self) -> bool {
-        if self.last.elapsed() < PERIOD {
-            return false;
+    /// Looks every [`PERIOD`] on a thread of its own until the [`Watcher`] is dropped.
+    pub fn spawn(mut self) -> Watcher {
+        let (found_tx, found) = channel();
+        let (filter, filter_rx) = channel::<Vec<u32>>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let spawned = std::thread::Builder::new()
+            .name("tlsperf-follow".into())
+            .spawn(move || {
+                let mut last = Instant::now();
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if last.elapsed() < PERIOD {
+                        continue;
+                    }
+                    last = Instant::now();
+                    let mut f = Found::default();
+                    f.attach = self.files(&mut f.events);
+                    // The filter as the session last read it.
+                    if let Some(pids) = filter_rx.try_iter().last() {
+                        f.stale = self.stale(&pids, &mut f.events);
+                    }
+                    let empty = f.attach.is_empty() && f.stale.is_empty() && f.events.is_empty();
+                    if !empty && found_tx.send(f).is_err() {
+                        return;
+                    }
+                }
+            });
+        let started = match spawned {
+            Ok(_) => None,
+            Err(e) => Some(Event {
+                warning: true,
+                text: format!(
+                    "cannot start the thread that follows replaced files and exited \
+                     processes ({e}): they are not followed"
+                ),
+            }),
+        };
+        Watcher {
+            found,
+            filter,
+            stop,
+            started,
         }
-        self.last = Instant::now();
-        true
     }
 
     /// Files to attach to now: watched paths that name a new inode, and TLS libraries
@@ -314,6 +359,51 @@ impl Follower {
             self.filtered.remove(pid);
         }
         out
+    }
+}
+
+/// What one look found.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Files to attach to, each with what to say once it is.
+    pub attach: Vec<(Target, String)>,
+    /// Pids to take out of the `--pid` filter.
+    pub stale: Vec<u32>,
+    /// What else happened.
+    pub events: Vec<Event>,
+}
+
+/// The follower's thread, seen from the session: stops when dropped.
+#[derive(Debug)]
+pub struct Watcher {
+    found: Receiver<Found>,
+    filter: Sender<Vec<u32>>,
+    stop: Arc<AtomicBool>,
+    started: Option<Event>,
+}
+
+impl Watcher {
+    /// What the thread found since the last call.
+    pub fn found(&mut self) -> Vec<Found> {
+        let mut out: Vec<Found> = self.found.try_iter().collect();
+        if let Some(e) = self.started.take() {
+            out.push(Found {
+                events: vec![e],
+                ..Found::default()
+            });
+        }
+        out
+    }
+
+    /// The pids of the kernel's `--pid` filter now, for the thread's next look.
+    pub fn filter(&self, pids: Vec<u32>) {
+        let _ = self.filter.send(pids);
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

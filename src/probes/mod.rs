@@ -242,7 +242,9 @@ pub struct Session {
     in_progress_at_end: u64,
     /// When draining began, and when the kernel's table was last looked at.
     draining: Option<(Instant, Instant)>,
-    follower: follow::Follower,
+    follower: follow::Watcher,
+    /// When the `--pid` filter was last handed to the follower.
+    filter_sent: Instant,
     /// What the follower did or could not do, not yet taken by [`Session::take_events`].
     events: Vec<follow::Event>,
     /// The same, kept for the report (at most [`follow::MAX_EVENTS`]).
@@ -304,7 +306,7 @@ impl Session {
     ) -> Result<(Session, Vec<String>), ProbeError> {
         let notes = check_kernel()?;
         let targets = targets(opts)?;
-        let follower = follow::Follower::new(&opts.pids, &opts.exes, &targets);
+        let follower = follow::Follower::new(&opts.pids, &opts.exes, &targets).spawn();
         let mut filter = Vec::new();
         for pid in &opts.pids {
             filter.push(*pid);
@@ -348,6 +350,7 @@ impl Session {
                 in_progress_at_end: 0,
                 draining: None,
                 follower,
+                filter_sent: Instant::now(),
                 events: Vec::new(),
                 followed: Vec::new(),
                 workloads: workload::Cache::default(),
@@ -400,7 +403,7 @@ impl Session {
     /// Takes the records read so far: each joins its captured connection, or waits for it
     /// up to a few seconds (`all`: not any longer).
     pub fn poll(&mut self, all: bool) {
-        if !all && self.follower.due() {
+        if !all {
             self.follow_up();
         }
         while let Ok(mut r) = self.rx.try_recv() {
@@ -447,36 +450,40 @@ impl Session {
         index.flush_lines(all, self.offset);
     }
 
-    /// Looks at the files and processes given ([`follow`]): attaches to what replaced
-    /// them, takes what is gone out of the `--pid` filter, and keeps what happened for
-    /// [`Session::take_events`] and the report.
+    /// Applies what the follower found ([`follow`]): attaches to the files that
+    /// replaced those given, takes what is gone out of the `--pid` filter, and keeps what
+    /// happened for [`Session::take_events`] and the report; hands it the filter to look
+    /// at about once a second.
     fn follow_up(&mut self) {
         let mut events = Vec::new();
-        for (t, said) in self.follower.files(&mut events) {
-            match loader::attach_target(&mut self.loaded, &t) {
-                Ok(()) => events.push(follow::Event {
-                    warning: false,
-                    text: said,
-                }),
-                Err(e) => events.push(follow::Event {
-                    warning: true,
-                    text: format!(
-                        "{} changed and cannot be attached to again ({e}): the processes \
-                         started from it are not observed",
-                        t.path.display()
-                    ),
-                }),
-            }
-        }
-        if self.filtered {
-            match loader::filtered_pids(&self.loaded) {
-                Ok(pids) => {
-                    for pid in self.follower.stale(&pids, &mut events) {
-                        // A pid that stays is probed as before: no worse than not looking.
-                        let _ = loader::unfilter(&mut self.loaded, pid);
-                        self.workloads.forget(pid);
-                    }
+        for found in self.follower.found() {
+            for (t, said) in found.attach {
+                match loader::attach_target(&mut self.loaded, &t) {
+                    Ok(()) => events.push(follow::Event {
+                        warning: false,
+                        text: said,
+                    }),
+                    Err(e) => events.push(follow::Event {
+                        warning: true,
+                        text: format!(
+                            "{} changed and cannot be attached to again ({e}): the \
+                             processes started from it are not observed",
+                            t.path.display()
+                        ),
+                    }),
                 }
+            }
+            for pid in found.stale {
+                // A pid that stays is probed as before: no worse than not looking.
+                let _ = loader::unfilter(&mut self.loaded, pid);
+                self.workloads.forget(pid);
+            }
+            events.extend(found.events);
+        }
+        if self.filtered && self.filter_sent.elapsed() >= follow::PERIOD {
+            self.filter_sent = Instant::now();
+            match loader::filtered_pids(&self.loaded) {
+                Ok(pids) => self.follower.filter(pids),
                 Err(e) => tracing::warn!("cannot read the --pid filter: {e}"),
             }
         }

@@ -109,9 +109,19 @@ pub const KEPT: Duration = Duration::from_secs(10);
 pub struct Cache {
     map: HashMap<u32, Option<Arc<Workload>>>,
     since: Option<Instant>,
+    /// Where the processes are read (`None`: /proc).
+    proc_root: Option<std::path::PathBuf>,
 }
 
 impl Cache {
+    /// A cache reading the process files under `proc_root` instead of /proc.
+    pub fn with_proc(proc_root: std::path::PathBuf) -> Cache {
+        Cache {
+            proc_root: Some(proc_root),
+            ..Cache::default()
+        }
+    }
+
     /// The workload of `pid`, from /proc (`None`: the process is gone).
     pub fn of(&mut self, pid: u32) -> Option<Arc<Workload>> {
         let since = self.since.get_or_insert_with(Instant::now);
@@ -119,9 +129,10 @@ impl Cache {
             self.map.clear();
             *since = Instant::now();
         }
+        let root = self.proc_root.as_deref().unwrap_or(Path::new("/proc"));
         self.map
             .entry(pid)
-            .or_insert_with(|| Workload::read(Path::new("/proc"), pid).map(Arc::new))
+            .or_insert_with(|| Workload::read(root, pid).map(Arc::new))
             .clone()
     }
 

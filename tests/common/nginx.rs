@@ -120,6 +120,9 @@ http {{
             _dir: dir,
         };
         nginx.wait_until_listening();
+        if master {
+            nginx.wait_for_workers(&[]);
+        }
         Some(nginx)
     }
 
@@ -165,10 +168,19 @@ http {{
             "nginx -s reload: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        self.wait_for_workers(&before);
+    }
+
+    /// Waits until the master has both its workers, neither of them among `before`.
+    fn wait_for_workers(&self, before: &[u32]) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let now = self.workers();
-            if now.len() >= 2 && now.iter().any(|w| !before.contains(w)) {
+            let new = self
+                .workers()
+                .iter()
+                .filter(|w| !before.contains(w))
+                .count();
+            if new >= 2 {
                 return;
             }
             assert!(Instant::now() < deadline, "no new nginx workers after 10 s");
@@ -185,6 +197,7 @@ http {{
         let _ = self.child.wait();
         self.child = spawn(&self.conf, self.conf.parent().unwrap());
         self.wait_until_listening();
+        self.wait_for_workers(&[]);
     }
 
     /// The master's workers (its children).
