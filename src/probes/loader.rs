@@ -230,6 +230,13 @@ pub fn load(
 /// Attaches the probes `t` needs (at start, or to a file that replaced one while the
 /// run goes on: see [`super::follow`]). Armed or not, they follow the run's state.
 pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> {
+    let Loaded {
+        ebpf,
+        links,
+        attached,
+        read_write,
+        ..
+    } = loaded;
     match &t.kind {
         TargetKind::OpenSsl(offered) => {
             let mut symbols = Vec::new();
@@ -237,33 +244,19 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
                 let Some(&(_, at)) = offered.iter().find(|(s, _)| *s == symbol) else {
                     continue;
                 };
-                if prog == "ssl_read_write" && !loaded.read_write {
+                if prog == "ssl_read_write" && !*read_write {
                     continue;
                 }
                 let what = format!("{symbol} in {}", t.path.display());
                 let entry = UProbeAttachLocation::SymbolOffset(symbol, at);
-                uprobe(
-                    &mut loaded.ebpf,
-                    &mut loaded.links,
-                    prog,
-                    &t.path,
-                    entry,
-                    &what,
-                )?;
+                uprobe(ebpf, links, prog, &t.path, entry, &what)?;
                 if ret {
                     let at = symbol.into();
-                    uprobe(
-                        &mut loaded.ebpf,
-                        &mut loaded.links,
-                        "ssl_call_return",
-                        &t.path,
-                        at,
-                        &what,
-                    )?;
+                    uprobe(ebpf, links, "ssl_call_return", &t.path, at, &what)?;
                 }
                 symbols.push(symbol);
             }
-            loaded.attached.push(format!(
+            attached.push(format!(
                 "openssl: {} ({})",
                 t.path.display(),
                 symbols.join(", ")
@@ -278,26 +271,12 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
                 };
                 let what = format!("{} in {}", f.name, t.path.display());
                 let at = f.entry_offset.into();
-                uprobe(
-                    &mut loaded.ebpf,
-                    &mut loaded.links,
-                    entry,
-                    &t.path,
-                    at,
-                    &what,
-                )?;
+                uprobe(ebpf, links, entry, &t.path, at, &what)?;
                 for ret in &f.return_offsets {
                     let at = (*ret).into();
-                    uprobe(
-                        &mut loaded.ebpf,
-                        &mut loaded.links,
-                        "go_return",
-                        &t.path,
-                        at,
-                        &what,
-                    )?;
+                    uprobe(ebpf, links, "go_return", &t.path, at, &what)?;
                 }
-                loaded.attached.push(format!(
+                attached.push(format!(
                     "go: {} in {} (entry and {} return instructions)",
                     f.name,
                     t.path.display(),
