@@ -13,20 +13,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::nginx::{Nginx, reused_counts};
+use common::probes::{go_client, metrics, probes, root};
 use common::{bin, interrupt_and_wait, missing, tlsperf};
 use serde_json::Value;
 
 const LIBSSL: &str = "/lib/x86_64-linux-gnu/libssl.so.3";
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        missing("root", "the probes need root (BPF); not checking them");
-        return false;
-    }
-    true
-}
 
 /// Starts `tlsperf observe ARGS --json --out OUT` and returns once it is probing, with
 /// what it said on stderr until then.
@@ -67,34 +58,11 @@ fn observe(args: &[&str], out: &Path) -> Child {
     observe_said(args, out).0
 }
 
-/// GET http://ADDR/metrics, the body.
-fn metrics(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
-
 /// Stops `child` (SIGINT, as Ctrl-C), checks it exited 130 and returns its document.
 fn stop(child: Child, out: &Path) -> Value {
     let o = interrupt_and_wait(child, Duration::from_secs(30));
     assert_eq!(o.status.code(), Some(130), "observe --probes exit status");
     serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
-}
-
-fn probes(doc: &Value) -> &Value {
-    let p = &doc["probes"];
-    assert!(p.is_object(), "no probes part in {doc}");
-    assert_eq!(p["counts"]["lost"], 0, "{}", p["counts"]);
-    assert_eq!(p["counts"]["dropped"], 0, "{}", p["counts"]);
-    p
 }
 
 fn count(p: &Value, table: &str, key: &str) -> u64 {
@@ -106,26 +74,6 @@ fn p50_ms(p: &Value, table: &str, key: &str, phase: &str) -> f64 {
         .as_u64()
         .unwrap_or_else(|| panic!("no {phase} in {table}[{key}]: {}", p[table])) as f64
         / 1e6
-}
-
-fn go_client(client: &Path, addr: &str, pki: &Path, n: u32) {
-    let out = Command::new(client)
-        .args([
-            "-addr",
-            addr,
-            "-n",
-            &n.to_string(),
-            "-server-name",
-            "localhost",
-        ])
-        .args(["-ca", pki.join("root.pem").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "tlsclient: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -456,12 +404,12 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
     );
     assert!(
         text.contains(
-            r#"tlsperf_observe_probe_handshakes_total{process="openssl",role="server",result="ok"} 3"#
+            r#"tlsperf_observe_probe_handshakes_total{process="openssl",role="server",result="ok",container_id="",pod_uid=""} 3"#
         ),
         "{text}"
     );
     assert!(
-        text.contains(r#"tlsperf_observe_probe_phase_seconds_count{role="server",process="openssl",phase="work"} 3"#),
+        text.contains(r#"tlsperf_observe_probe_phase_seconds_count{role="server",process="openssl",phase="work",container_id="",pod_uid=""} 3"#),
         "{text}"
     );
     assert_eq!(doc["sources"][0]["kind"], "probes");

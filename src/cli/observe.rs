@@ -59,11 +59,13 @@ pub struct ObserveArgs {
     #[arg(long, conflicts_with = "pcap")]
     probes: bool,
     /// Probe this process and its descendants, present and future (e.g. nginx's master
-    /// from its pid file); repeatable.
+    /// from its pid file: reloads are followed); repeatable. A restart (a new pid) is not:
+    /// tlsperf says so when the process exits; use --exe for services that restart.
     #[arg(long = "pid", value_name = "PID", requires = "probes", value_parser = clap::value_parser!(u32).range(1..))]
     pids: Vec<u32>,
     /// Probe every process running this executable or library (a Go program, or a
-    /// libssl.so); repeatable.
+    /// libssl.so), those started later and from a new file renamed over it (an upgrade)
+    /// too; repeatable.
     #[arg(long = "exe", value_name = "PATH", requires = "probes")]
     exes: Vec<PathBuf>,
     /// OpenSSL: also probe SSL_read/SSL_write (and their _ex forms, SSL_peek), for

@@ -16,6 +16,7 @@ use super::tls;
 use crate::files::{FileError, FileMode};
 use crate::probes::event::ProbeRecord;
 use crate::probes::report::RecordPhases;
+use crate::probes::workload::Workload;
 
 /// The process's view of the connection's handshake (`--probes`), from the probe record
 /// joined to it.
@@ -33,6 +34,10 @@ pub struct ProbeLine {
     /// Its phases.
     #[serde(flatten)]
     pub phases: RecordPhases,
+    /// The process's `cgroup`, and its `container_id` and `pod_uid` where the cgroup
+    /// path names them (absent when the process was gone before it could be read).
+    #[serde(flatten)]
+    pub workload: Option<Workload>,
 }
 
 impl ProbeLine {
@@ -45,6 +50,7 @@ impl ProbeLine {
             tid: r.tid,
             at_ns: u64::try_from(at + offset).unwrap_or(0),
             phases: RecordPhases::of(r),
+            workload: r.workload.as_deref().cloned(),
         }
     }
 }

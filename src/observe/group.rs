@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use super::timeline::Handshake;
 use crate::probes::event::ProbeRecord;
+use crate::probes::workload::cgroup_path;
 
 /// The most pids whose labels are kept at once (beyond, the cache starts anew).
 pub const MAX_PIDS: usize = 4096;
@@ -57,23 +58,13 @@ pub struct Grouper {
 }
 
 /// N from "comm (pid N)".
-fn pid_of(process: &str) -> Option<u32> {
+pub(crate) fn pid_of(process: &str) -> Option<u32> {
     process
         .rsplit_once("(pid ")?
         .1
         .strip_suffix(')')?
         .parse()
         .ok()
-}
-
-/// The v2 cgroup path of a `/proc/PID/cgroup` text (the `0::` line), else the first
-/// hierarchy's path.
-fn cgroup_path(text: &str) -> Option<String> {
-    let lines = || text.lines().filter_map(|l| l.splitn(3, ':').nth(2));
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .or_else(|| lines().next())
-        .map(str::to_string)
 }
 
 impl Grouper {
@@ -162,11 +153,6 @@ mod tests {
         assert_eq!(pid_of("gw (pid 42)"), Some(42));
         assert_eq!(pid_of("odd (pid) name (pid 7)"), Some(7));
         assert_eq!(pid_of("(remote)"), None);
-        assert_eq!(
-            cgroup_path("12:cpu:/old\n0::/system.slice/gw.service\n").as_deref(),
-            Some("/system.slice/gw.service")
-        );
-        assert_eq!(cgroup_path("3:memory:/v1/gw\n").as_deref(), Some("/v1/gw"));
 
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("42");

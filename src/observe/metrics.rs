@@ -2,19 +2,24 @@
 //! (prometheus-client), for running next to a production gateway, served at `/metrics`
 //! by a small hyper server on its own thread. Times in seconds, counters `_total`:
 //!
-//! - `tlsperf_observe_handshakes_total{role,process,kind,version,group}` and
-//!   `tlsperf_observe_handshake_phase_seconds{role,process,kind,phase}` (histogram) from
-//!   the wire, attributed like `--window`'s series: role `server`, process the server's
-//!   `comm` or `(remote)`;
+//! - `tlsperf_observe_handshakes_total{role,process,kind,version,group,container_id,pod_uid}`
+//!   and `tlsperf_observe_handshake_phase_seconds{role,process,kind,phase,container_id,pod_uid}`
+//!   (histogram) from the wire, attributed like `--window`'s series: role `server`,
+//!   process the server's `comm` or `(remote)`, its container and pod from its cgroup
+//!   path (empty when unknown or none);
 //! - `tlsperf_observe_handshake_failures_total{reason}` (the wire's failures carry no
 //!   process), `tlsperf_observe_kernel_drops_total`,
 //!   `tlsperf_observe_kernel_filtered_segments_total`;
-//! - with `--probes`: `tlsperf_observe_probe_handshakes_total{process,role,result}`,
-//!   `tlsperf_observe_probe_phase_seconds{role,process,phase}` (histogram),
+//! - with `--probes`:
+//!   `tlsperf_observe_probe_handshakes_total{process,role,result,container_id,pod_uid}`,
+//!   `tlsperf_observe_probe_phase_seconds{role,process,phase,container_id,pod_uid}`
+//!   (histogram; the container and pod from the process's cgroup path, empty when it
+//!   names none),
 //!   `tlsperf_observe_probe_lost_events_total`;
 //! - with `--window`: `tlsperf_observe_anomaly{view,role,process,port,quantile}` (gauge).
 //!
-//! Label values are bounded: the first [`MAX_PROCESSES`] process names and
+//! Label values are bounded: the first [`MAX_PROCESSES`] process names, container ids
+//! and pod UIDs and
 //! [`MAX_GROUPS`] groups and versions keep their own series, later ones become
 //! `(other)`; SNIs and addresses are never labels.
 //!
@@ -38,12 +43,14 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use super::baseline::AnomalyEvent;
+use super::group::pid_of;
 use super::otlp::Instruments;
 use super::timeline::Outcome;
 use super::tls::{group_label, version_label};
 use super::window::OTHER;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::probes::report::ProbeCounts;
+use crate::probes::workload::{Cache, Workload};
 
 /// The wire's failure reasons, each with a series from the start (rates see 0, not
 /// nothing).
@@ -61,6 +68,8 @@ struct HandshakeLabels {
     kind: String,
     version: String,
     group: String,
+    container_id: String,
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -69,6 +78,8 @@ struct PhaseLabels {
     process: String,
     kind: String,
     phase: String,
+    container_id: String,
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -78,6 +89,10 @@ struct ProbeLabels {
     process: String,
     role: String,
     result: String,
+    /// The process's container id (its cgroup path's), empty when none.
+    container_id: String,
+    /// The process's Kubernetes pod UID (its cgroup path's), empty when none.
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -85,6 +100,8 @@ struct ProbePhaseLabels {
     role: String,
     process: String,
     phase: String,
+    container_id: String,
+    pod_uid: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -168,6 +185,10 @@ pub struct ObserveMetrics {
     versions: Bounded,
     /// `--otlp`: recorded there too.
     otlp: Option<Instruments>,
+    containers: Bounded,
+    pods: Bounded,
+    /// The wire's server processes' workloads (a file read per pid, kept a while).
+    workloads: Mutex<Cache>,
 }
 
 impl std::fmt::Debug for ObserveMetrics {
@@ -185,6 +206,11 @@ impl Default for ObserveMetrics {
 impl ObserveMetrics {
     /// A fresh registry (prefix `tlsperf_observe`).
     pub fn new() -> ObserveMetrics {
+        ObserveMetrics::with_workloads(Cache::default())
+    }
+
+    /// A fresh registry whose server processes' workloads come from `workloads`.
+    fn with_workloads(workloads: Cache) -> ObserveMetrics {
         let mut registry = Registry::with_prefix("tlsperf_observe");
         let handshakes = Family::<HandshakeLabels, Counter>::default();
         let phases: Family<PhaseLabels, Histogram, fn() -> Histogram> =
@@ -272,6 +298,9 @@ impl ObserveMetrics {
             processes: Bounded::new(MAX_PROCESSES),
             groups: Bounded::new(MAX_GROUPS),
             versions: Bounded::new(MAX_GROUPS),
+            containers: Bounded::new(MAX_PROCESSES),
+            pods: Bounded::new(MAX_PROCESSES),
+            workloads: Mutex::new(workloads),
             otlp: None,
         }
     }
@@ -310,6 +339,15 @@ impl ObserveMetrics {
         self.anomalies.get_or_create(&labels).set(i64::from(on));
     }
 
+    /// The `container_id` and `pod_uid` labels of a workload (empty when unknown).
+    fn workload_labels(&self, w: Option<&Workload>) -> (String, String) {
+        let known = |b: &Bounded, v: Option<&String>| v.map_or(String::new(), |v| b.label(v));
+        (
+            known(&self.containers, w.and_then(|w| w.container_id.as_ref())),
+            known(&self.pods, w.and_then(|w| w.pod_uid.as_ref())),
+        )
+    }
+
     /// Counts one connection's outcome.
     pub fn outcome(&self, o: &Outcome) {
         match o {
@@ -319,12 +357,20 @@ impl ObserveMetrics {
                     .processes
                     .label(h.server_process.as_deref().map_or("(remote)", comm));
                 let group = h.group.map_or("none".into(), group_label);
+                let workload = h
+                    .server_process
+                    .as_deref()
+                    .and_then(pid_of)
+                    .and_then(|pid| crate::sync::lock(&self.workloads).of(pid));
+                let (container_id, pod_uid) = self.workload_labels(workload.as_deref());
                 let labels = HandshakeLabels {
                     role: "server".into(),
                     process: process.clone(),
                     kind: kind.into(),
                     version: self.versions.label(&version_label(h.version)),
                     group: self.groups.label(&group),
+                    container_id: container_id.clone(),
+                    pod_uid: pod_uid.clone(),
                 };
                 if let Some(o) = &self.otlp {
                     o.handshake(
@@ -333,6 +379,7 @@ impl ObserveMetrics {
                         &labels.kind,
                         &labels.version,
                         &labels.group,
+                        (&container_id, &pod_uid),
                     );
                 }
                 self.handshakes.get_or_create(&labels).inc();
@@ -340,7 +387,14 @@ impl ObserveMetrics {
                     if let Some(ns) = v {
                         let s = ns as f64 / 1e9;
                         if let Some(o) = &self.otlp {
-                            o.phase("server", &process, kind, phase, s);
+                            o.phase(
+                                "server",
+                                &process,
+                                kind,
+                                phase,
+                                (&container_id, &pod_uid),
+                                s,
+                            );
                         }
                         self.phases
                             .get_or_create(&PhaseLabels {
@@ -348,6 +402,8 @@ impl ObserveMetrics {
                                 process: process.clone(),
                                 kind: kind.into(),
                                 phase: phase.into(),
+                                container_id: container_id.clone(),
+                                pod_uid: pod_uid.clone(),
                             })
                             .observe(s);
                     }
@@ -372,14 +428,17 @@ impl ObserveMetrics {
     pub fn probe(&self, r: &ProbeRecord) {
         let role = r.role.name();
         let process = self.processes.label(&r.comm);
+        let (container_id, pod_uid) = self.workload_labels(r.workload.as_deref());
         if let Some(o) = &self.otlp {
-            o.probe(&process, role, r.result.name());
+            o.probe(&process, role, r.result.name(), (&container_id, &pod_uid));
         }
         self.probe_handshakes
             .get_or_create(&ProbeLabels {
                 process: process.clone(),
                 role: role.into(),
                 result: r.result.name().into(),
+                container_id: container_id.clone(),
+                pod_uid: pod_uid.clone(),
             })
             .inc();
         if r.result != HandshakeResult::Ok {
@@ -395,13 +454,15 @@ impl ObserveMetrics {
             if let Some(ns) = v {
                 let s = ns as f64 / 1e9;
                 if let Some(o) = &self.otlp {
-                    o.probe_phase(role, &process, phase, s);
+                    o.probe_phase(role, &process, phase, (&container_id, &pod_uid), s);
                 }
                 self.probe_phases
                     .get_or_create(&ProbePhaseLabels {
                         role: role.into(),
                         process: process.clone(),
                         phase: phase.into(),
+                        container_id: container_id.clone(),
+                        pod_uid: pod_uid.clone(),
                     })
                     .observe(s);
             }
@@ -565,7 +626,15 @@ mod tests {
 
     #[test]
     fn handshakes_are_labelled_by_role_process_kind_version_and_group_in_seconds() {
-        let m = ObserveMetrics::new();
+        // haproxy's cgroup names a pod's container.
+        let proc = tempfile::tempdir().unwrap();
+        std::fs::create_dir(proc.path().join("12")).unwrap();
+        let cgroup = format!(
+            "0::/kubepods/burstable/pod0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b/{}\n",
+            "ab".repeat(32)
+        );
+        std::fs::write(proc.path().join("12/cgroup"), cgroup).unwrap();
+        let m = ObserveMetrics::with_workloads(Cache::with_proc(proc.path().into()));
         m.outcome(&resumed(Some("haproxy (pid 12)"), 1500));
         m.outcome(&resumed(None, 300));
         m.outcome(&Outcome::Failed(Failure::Reset));
@@ -575,18 +644,18 @@ mod tests {
         assert_eq!(
             handshakes,
             [
-                r#"tlsperf_observe_handshakes_total{role="server",process="(remote)",kind="resumed",version="TLSv1.2",group="none"} 1"#,
-                r#"tlsperf_observe_handshakes_total{role="server",process="haproxy",kind="resumed",version="TLSv1.2",group="none"} 1"#,
+                r#"tlsperf_observe_handshakes_total{role="server",process="(remote)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 1"#,
+                r#"tlsperf_observe_handshakes_total{role="server",process="haproxy",kind="resumed",version="TLSv1.2",group="none",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 1"#,
             ],
             "{text}"
         );
         // 1.5 ms is in the bucket of 2.56 ms and not in that of 1.28 ms: seconds.
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00256",role="server",process="haproxy",kind="resumed",phase="server_think"} 1"#),
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00256",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 1"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00128",role="server",process="haproxy",kind="resumed",phase="server_think"} 0"#),
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00128",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 0"#),
             "{text}"
         );
         assert!(
@@ -606,7 +675,9 @@ mod tests {
 
     #[test]
     fn process_names_beyond_the_bound_are_other() {
-        let m = ObserveMetrics::new();
+        // No process files: no container, no pod.
+        let proc = tempfile::tempdir().unwrap();
+        let m = ObserveMetrics::with_workloads(Cache::with_proc(proc.path().into()));
         for i in 0..MAX_PROCESSES + 5 {
             m.outcome(&resumed(Some(&format!("worker{i} (pid {i})")), 10));
         }
@@ -615,11 +686,11 @@ mod tests {
         let series = lines(&text, "tlsperf_observe_handshakes_total{");
         assert_eq!(series.len(), MAX_PROCESSES + 1, "{text}");
         assert!(
-            text.contains(r#"process="(other)",kind="resumed",version="TLSv1.2",group="none"} 5"#),
+            text.contains(r#"process="(other)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 5"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none"} 2"#),
+            text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 2"#),
             "{text}"
         );
     }

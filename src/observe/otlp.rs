@@ -165,6 +165,27 @@ pub mod attributes {
     pub const VIEW: &str = "tlsperf.view";
     /// The quantile judged (`p50`, `p90`).
     pub const QUANTILE: &str = "tlsperf.quantile";
+    /// The container of the process, from its cgroup path.
+    pub const CONTAINER_ID: &str = "container.id";
+    /// The Kubernetes pod of the process, from its cgroup path.
+    pub const K8S_POD_UID: &str = "k8s.pod.uid";
+}
+
+/// A process's (container id, pod UID) label values, empty when unknown.
+pub(super) type Workload<'a> = (&'a str, &'a str);
+
+/// `container.id` and `k8s.pod.uid` when known (as the Prometheus labels `container_id`
+/// and `pod_uid`, left out when empty).
+fn with_workload(attrs: &mut Vec<KeyValue>, (container, pod): Workload<'_>) {
+    if !container.is_empty() {
+        attrs.push(KeyValue::new(
+            attributes::CONTAINER_ID,
+            container.to_string(),
+        ));
+    }
+    if !pod.is_empty() {
+        attrs.push(KeyValue::new(attributes::K8S_POD_UID, pod.to_string()));
+    }
 }
 
 /// `tls.protocol.name` and `tls.protocol.version` of a version label (`TLSv1.3` → `tls`,
@@ -269,6 +290,7 @@ impl Instruments {
         kind: &str,
         version: &str,
         group: &str,
+        workload: Workload<'_>,
     ) {
         use attributes::*;
         let (name, version) = protocol(version);
@@ -282,21 +304,29 @@ impl Instruments {
         if let Some(name) = name {
             attrs.push(KeyValue::new(TLS_PROTOCOL_NAME, name));
         }
+        with_workload(&mut attrs, workload);
         self.handshakes.add(1, &attrs);
     }
 
     /// One phase of a handshake on the wire, in seconds.
-    pub(super) fn phase(&self, role: &str, process: &str, kind: &str, phase: &str, s: f64) {
+    pub(super) fn phase(
+        &self,
+        role: &str,
+        process: &str,
+        kind: &str,
+        phase: &str,
+        workload: Workload<'_>,
+        s: f64,
+    ) {
         use attributes::*;
-        self.phases.record(
-            s,
-            &[
-                KeyValue::new(ROLE, role.to_string()),
-                KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
-                KeyValue::new(HANDSHAKE_KIND, kind.to_string()),
-                KeyValue::new(PHASE, phase.to_string()),
-            ],
-        );
+        let mut attrs = vec![
+            KeyValue::new(ROLE, role.to_string()),
+            KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
+            KeyValue::new(HANDSHAKE_KIND, kind.to_string()),
+            KeyValue::new(PHASE, phase.to_string()),
+        ];
+        with_workload(&mut attrs, workload);
+        self.phases.record(s, &attrs);
     }
 
     /// `n` more handshakes begun and not completed on the wire (0: the series exists).
@@ -318,7 +348,7 @@ impl Instruments {
     }
 
     /// One probed handshake (`result` `ok` carries no `error.type`).
-    pub(super) fn probe(&self, process: &str, role: &str, result: &str) {
+    pub(super) fn probe(&self, process: &str, role: &str, result: &str, workload: Workload<'_>) {
         use attributes::*;
         let mut attrs = vec![
             KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
@@ -327,20 +357,27 @@ impl Instruments {
         if result != "ok" {
             attrs.push(KeyValue::new(ERROR_TYPE, result.to_string()));
         }
+        with_workload(&mut attrs, workload);
         self.probe_handshakes.add(1, &attrs);
     }
 
     /// One phase of a probed handshake, in seconds.
-    pub(super) fn probe_phase(&self, role: &str, process: &str, phase: &str, s: f64) {
+    pub(super) fn probe_phase(
+        &self,
+        role: &str,
+        process: &str,
+        phase: &str,
+        workload: Workload<'_>,
+        s: f64,
+    ) {
         use attributes::*;
-        self.probe_phases.record(
-            s,
-            &[
-                KeyValue::new(ROLE, role.to_string()),
-                KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
-                KeyValue::new(PHASE, phase.to_string()),
-            ],
-        );
+        let mut attrs = vec![
+            KeyValue::new(ROLE, role.to_string()),
+            KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
+            KeyValue::new(PHASE, phase.to_string()),
+        ];
+        with_workload(&mut attrs, workload);
+        self.probe_phases.record(s, &attrs);
     }
 
     /// `n` more probe records lost.
@@ -804,6 +841,7 @@ mod tests {
             first_call_ns: 2_000,
             end_ns: 3_000_000,
             work_ns: 1_500_000,
+            workload: None,
             waiting_ns: 1_000_000,
             calls: 2,
             whole: true,

@@ -33,6 +33,7 @@ use super::window::WindowRecord;
 use super::{Limits, Observation, ObserveError, live, run};
 use crate::error::{Classify, ErrorClass};
 use crate::files::FileError;
+use crate::probes::follow::Event;
 use crate::probes::{ProbeError, ProbeOptions, Session};
 
 /// Where the packets come from.
@@ -332,7 +333,15 @@ impl Pipeline {
         let windows = watch.as_ref().map(|w| Arc::clone(&w.windows));
         let snapshots = setup.snapshots;
         let stop = &controls.stop;
-        let mut tick = |o: Option<&Observation>| {
+        let mut tick = |o: Option<&Observation>, events: &[Event]| {
+            // What the probes followed, or could not, as it happens.
+            for e in events {
+                progress(if e.warning {
+                    Progress::Warning(e.text.clone())
+                } else {
+                    Progress::Note(e.text.clone())
+                });
+            }
             if let Some(o) = o.filter(|_| snapshots) {
                 progress(Progress::Snapshot(o));
             }

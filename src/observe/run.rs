@@ -12,6 +12,7 @@ use super::{
     Analyzer, Limits, Observation, ObserveError, connections, decode, live, metrics, process,
     result, source, window,
 };
+use crate::probes::follow::Event;
 
 /// Analyzes the capture file at `path` (pcap or pcapng). A file cut short in its last
 /// frame is read up to there; a warning is logged. One cut short in its first frame is
@@ -105,7 +106,7 @@ pub fn live(
     processes: Option<process::Processes>,
     stop: &AtomicBool,
     snapshots: bool,
-    tick: &mut dyn FnMut(Option<&Observation>),
+    tick: &mut dyn FnMut(Option<&Observation>, &[Event]),
 ) -> Result<Observation, ObserveError> {
     let link = cap.link();
     let interface = cap.interface().to_string();
@@ -169,8 +170,10 @@ pub fn live(
             analyzer.set_kernel_drops(cap.drops());
             analyzer.set_kernel_filtered(cap.kernel_filtered().0);
             let mut report = None;
+            let mut events = Vec::new();
             if let Some(p) = probes.as_deref_mut() {
                 p.poll(false);
+                events = p.take_events();
                 let r = p.snapshot();
                 if let Some(m) = &opts.metrics {
                     m.probe_lost(&r.counts);
@@ -180,9 +183,9 @@ pub fn live(
             if snapshots {
                 let mut snapshot = analyzer.snapshot();
                 snapshot.probes = report;
-                tick(Some(&snapshot));
+                tick(Some(&snapshot), &events);
             } else {
-                tick(None);
+                tick(None, &events);
             }
         }
     }
@@ -233,7 +236,7 @@ pub fn probes(
     name: String,
     opts: &Live,
     stop: &AtomicBool,
-    tick: &mut dyn FnMut(Option<&Observation>),
+    tick: &mut dyn FnMut(Option<&Observation>, &[Event]),
 ) -> Observation {
     let (duration, metrics) = (opts.duration, &opts.metrics);
     listen(probes, metrics.as_ref(), opts.windows.as_ref());
@@ -259,13 +262,14 @@ pub fn probes(
         if last_tick.elapsed() >= live::TICK {
             last_tick = Instant::now();
             probes.poll(false);
+            let events = probes.take_events();
             let report = probes.snapshot();
             if let Some(m) = &metrics {
                 m.probe_lost(&report.counts);
             }
             o.probes = Some(report);
             o.duration_s = started.elapsed().as_secs_f64();
-            tick(Some(&o));
+            tick(Some(&o), &events);
         }
     }
     o.duration_s = started.elapsed().as_secs_f64();

@@ -116,6 +116,9 @@ pub struct ProbeRecord {
     /// between its calls and inside their reads); for Go, when the connection's
     /// descriptor was found (its reads time the waits). When not, only the span is known.
     pub split: bool,
+    /// The process's cgroup, container and pod, read when tlsperf took the record
+    /// (`None`: the process was gone by then).
+    pub workload: Option<std::sync::Arc<super::workload::Workload>>,
 }
 
 impl ProbeRecord {
@@ -260,6 +263,7 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
     let comm: [u8; 16] = c.take();
     let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
     Ok(ProbeRecord {
+        workload: None,
         pid,
         tid,
         comm: String::from_utf8_lossy(&comm[..end]).into_owned(),

@@ -253,6 +253,7 @@ mod tests {
             _ => (peer, local),
         };
         ProbeRecord {
+            workload: None,
             pid: 1,
             tid: 1,
             comm: "x".into(),

@@ -73,6 +73,8 @@ pub struct Loaded {
     links: Vec<Link>,
     /// `settings`: filter, child_pid offset (the state is set apart).
     settings: [u32; 4],
+    /// OpenSSL's SSL_read/SSL_write family is probed too.
+    read_write: bool,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -212,62 +214,103 @@ pub fn load(
          handshakes in progress)"
             .into(),
     );
-    for t in targets {
-        match &t.kind {
-            TargetKind::OpenSsl(offered) => {
-                let mut symbols = Vec::new();
-                for (symbol, prog, ret) in OPENSSL_CALLS {
-                    let Some(&(_, at)) = offered.iter().find(|(s, _)| *s == symbol) else {
-                        continue;
-                    };
-                    if prog == "ssl_read_write" && !read_write {
-                        continue;
-                    }
-                    let what = format!("{symbol} in {}", t.path.display());
-                    let entry = UProbeAttachLocation::SymbolOffset(symbol, at);
-                    uprobe(&mut ebpf, &mut links, prog, &t.path, entry, &what)?;
-                    if ret {
-                        let at = symbol.into();
-                        uprobe(&mut ebpf, &mut links, "ssl_call_return", &t.path, at, &what)?;
-                    }
-                    symbols.push(symbol);
-                }
-                attached.push(format!(
-                    "openssl: {} ({})",
-                    t.path.display(),
-                    symbols.join(", ")
-                ));
-            }
-            TargetKind::Go(functions) => {
-                for f in functions {
-                    let entry = if f.name.ends_with("serverHandshake") {
-                        "go_server_enter"
-                    } else {
-                        "go_client_enter"
-                    };
-                    let what = format!("{} in {}", f.name, t.path.display());
-                    let at = f.entry_offset.into();
-                    uprobe(&mut ebpf, &mut links, entry, &t.path, at, &what)?;
-                    for ret in &f.return_offsets {
-                        let at = (*ret).into();
-                        uprobe(&mut ebpf, &mut links, "go_return", &t.path, at, &what)?;
-                    }
-                    attached.push(format!(
-                        "go: {} in {} (entry and {} return instructions)",
-                        f.name,
-                        t.path.display(),
-                        f.return_offsets.len()
-                    ));
-                }
-            }
-        }
-    }
-    Ok(Loaded {
+    let mut loaded = Loaded {
         ebpf,
         attached,
         links,
         settings,
-    })
+        read_write,
+    };
+    for t in targets {
+        attach_target(&mut loaded, t)?;
+    }
+    Ok(loaded)
+}
+
+/// Attaches the probes `t` needs (at start, or to a file that replaced one while the
+/// run goes on: see [`super::follow`]). Armed or not, they follow the run's state.
+pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> {
+    let Loaded {
+        ebpf,
+        links,
+        attached,
+        read_write,
+        ..
+    } = loaded;
+    match &t.kind {
+        TargetKind::OpenSsl(offered) => {
+            let mut symbols = Vec::new();
+            for (symbol, prog, ret) in OPENSSL_CALLS {
+                let Some(&(_, at)) = offered.iter().find(|(s, _)| *s == symbol) else {
+                    continue;
+                };
+                if prog == "ssl_read_write" && !*read_write {
+                    continue;
+                }
+                let what = format!("{symbol} in {}", t.path.display());
+                let entry = UProbeAttachLocation::SymbolOffset(symbol, at);
+                uprobe(ebpf, links, prog, &t.path, entry, &what)?;
+                if ret {
+                    let at = symbol.into();
+                    uprobe(ebpf, links, "ssl_call_return", &t.path, at, &what)?;
+                }
+                symbols.push(symbol);
+            }
+            attached.push(format!(
+                "openssl: {} ({})",
+                t.path.display(),
+                symbols.join(", ")
+            ));
+        }
+        TargetKind::Go(functions) => {
+            for f in functions {
+                let entry = if f.name.ends_with("serverHandshake") {
+                    "go_server_enter"
+                } else {
+                    "go_client_enter"
+                };
+                let what = format!("{} in {}", f.name, t.path.display());
+                let at = f.entry_offset.into();
+                uprobe(ebpf, links, entry, &t.path, at, &what)?;
+                for ret in &f.return_offsets {
+                    let at = (*ret).into();
+                    uprobe(ebpf, links, "go_return", &t.path, at, &what)?;
+                }
+                attached.push(format!(
+                    "go: {} in {} (entry and {} return instructions)",
+                    f.name,
+                    t.path.display(),
+                    f.return_offsets.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The processes the `--pid` filter lets through (the kernel adds what they fork).
+pub fn filtered_pids(loaded: &Loaded) -> Result<Vec<u32>, ProbeError> {
+    let map = loaded
+        .ebpf
+        .map("targets")
+        .ok_or_else(|| ProbeError::Load("the BPF object has no targets map".into()))?;
+    let t: HashMap<&MapData, u32, u8> =
+        HashMap::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
+    Ok(t.keys().filter_map(Result::ok).collect())
+}
+
+/// Takes `pid` out of the `--pid` filter (it exited, or names another process now).
+pub fn unfilter(loaded: &mut Loaded, pid: u32) -> Result<(), ProbeError> {
+    let map = loaded
+        .ebpf
+        .map_mut("targets")
+        .ok_or_else(|| ProbeError::Load("the BPF object has no targets map".into()))?;
+    let mut t: HashMap<&mut MapData, u32, u8> =
+        HashMap::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
+    match t.remove(&pid) {
+        Ok(()) | Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+        Err(e) => Err(ProbeError::Load(e.to_string())),
+    }
 }
 
 fn write_settings(ebpf: &mut Ebpf, value: [u32; 4]) -> Result<(), ProbeError> {

@@ -18,6 +18,9 @@
 //! - [`join`]: records ↔ captured connections, by addresses and time.
 //! - [`owners`]: the process at each end of every TCP connection, from tracepoints alone
 //!   (observe's process attribution; no TLS library needed).
+//! - [`follow`]: files replaced and processes gone or restarted while the run goes on,
+//!   attached to again or said in words.
+//! - [`workload`]: a process's cgroup, container and Kubernetes pod.
 //!
 //! [`Session`] runs it all: [`Session::start`] (everything attached), [`Session::arm`]
 //! (from now on handshakes are followed: none is counted that began before every probe
@@ -26,6 +29,7 @@
 //! probes are detached).
 
 pub mod event;
+pub mod follow;
 pub mod gosym;
 pub mod handoff;
 pub mod join;
@@ -33,6 +37,7 @@ pub mod loader;
 pub mod owners;
 pub mod report;
 pub mod target;
+pub mod workload;
 
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
@@ -220,6 +225,8 @@ impl std::fmt::Debug for Listener {
 /// The probes, running: attached in the kernel, a thread reading the ring buffer.
 #[derive(Debug)]
 pub struct Session {
+    /// `--pid` was given: the kernel probes only the processes in its filter.
+    filtered: bool,
     listener: Option<Listener>,
     loaded: loader::Loaded,
     stop: Arc<AtomicBool>,
@@ -235,6 +242,14 @@ pub struct Session {
     in_progress_at_end: u64,
     /// When draining began, and when the kernel's table was last looked at.
     draining: Option<(Instant, Instant)>,
+    follower: follow::Watcher,
+    /// When the `--pid` filter was last handed to the follower.
+    filter_sent: Instant,
+    /// What the follower did or could not do, not yet taken by [`Session::take_events`].
+    events: Vec<follow::Event>,
+    /// The same, kept for the report (at most [`follow::MAX_EVENTS`]).
+    followed: Vec<String>,
+    workloads: workload::Cache,
 }
 
 /// The most records waiting for their captured connection.
@@ -291,6 +306,7 @@ impl Session {
     ) -> Result<(Session, Vec<String>), ProbeError> {
         let notes = check_kernel()?;
         let targets = targets(opts)?;
+        let follower = follow::Follower::new(&opts.pids, &opts.exes, &targets).spawn();
         let mut filter = Vec::new();
         for pid in &opts.pids {
             filter.push(*pid);
@@ -319,6 +335,7 @@ impl Session {
         };
         Ok((
             Session {
+                filtered: !opts.pids.is_empty(),
                 listener: None,
                 loaded,
                 stop,
@@ -332,6 +349,11 @@ impl Session {
                 offset: join::clock_offset(),
                 in_progress_at_end: 0,
                 draining: None,
+                follower,
+                filter_sent: Instant::now(),
+                events: Vec::new(),
+                followed: Vec::new(),
+                workloads: workload::Cache::default(),
             },
             notes,
         ))
@@ -381,7 +403,11 @@ impl Session {
     /// Takes the records read so far: each joins its captured connection, or waits for it
     /// up to a few seconds (`all`: not any longer).
     pub fn poll(&mut self, all: bool) {
-        while let Ok(r) = self.rx.try_recv() {
+        if !all {
+            self.follow_up();
+        }
+        while let Ok(mut r) = self.rx.try_recv() {
+            r.workload = self.workloads.of(r.pid);
             if let Some(Listener(f)) = &mut self.listener
                 && r.whole
             {
@@ -424,10 +450,62 @@ impl Session {
         index.flush_lines(all, self.offset);
     }
 
+    /// Applies what the follower found ([`follow`]): attaches to the files that
+    /// replaced those given, takes what is gone out of the `--pid` filter, and keeps what
+    /// happened for [`Session::take_events`] and the report; hands it the filter to look
+    /// at about once a second.
+    fn follow_up(&mut self) {
+        let mut events = Vec::new();
+        for found in self.follower.found() {
+            for (t, said) in found.attach {
+                match loader::attach_target(&mut self.loaded, &t) {
+                    Ok(()) => events.push(follow::Event {
+                        warning: false,
+                        text: said,
+                    }),
+                    Err(e) => events.push(follow::Event {
+                        warning: true,
+                        text: format!(
+                            "{} changed and cannot be attached to again ({e}): the \
+                             processes started from it are not observed",
+                            t.path.display()
+                        ),
+                    }),
+                }
+            }
+            for pid in found.stale {
+                // A pid that stays is probed as before: no worse than not looking.
+                let _ = loader::unfilter(&mut self.loaded, pid);
+                self.workloads.forget(pid);
+            }
+            events.extend(found.events);
+        }
+        if self.filtered && self.filter_sent.elapsed() >= follow::PERIOD {
+            self.filter_sent = Instant::now();
+            match loader::filtered_pids(&self.loaded) {
+                Ok(pids) => self.follower.filter(pids),
+                Err(e) => tracing::warn!("cannot read the --pid filter: {e}"),
+            }
+        }
+        for e in &events {
+            if self.followed.len() < follow::MAX_EVENTS {
+                self.followed.push(e.text.clone());
+            }
+        }
+        self.events.extend(events);
+    }
+
+    /// What the probes followed (files attached to again) or could not (processes gone,
+    /// files replaced by ones that cannot be probed) since the last call, in words.
+    pub fn take_events(&mut self) -> Vec<follow::Event> {
+        std::mem::take(&mut self.events)
+    }
+
     /// The report so far.
     pub fn snapshot(&self) -> ProbeReport {
         let mut r = self.agg.report();
         r.attached = self.loaded.attached.clone();
+        r.followed = self.followed.clone();
         if let Ok([started, emitted, lost, table_full]) = loader::counters(&self.loaded) {
             r.counts.started = started;
             r.counts.emitted = emitted;

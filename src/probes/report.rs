@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use super::event::{HandshakeResult, ProbeRecord, Role};
+use super::workload::Workload;
 use crate::stats::histogram::Dist;
 use crate::stats::{HistogramError, LatencyHistogram};
 
@@ -194,6 +195,22 @@ pub struct ProbeReport {
     /// Per phase, what it spans.
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
     pub phases: BTreeMap<String, String>,
+    /// Per process of `by_process` ("comm (pid N)"), its cgroup and, where the cgroup
+    /// path names them, its container and Kubernetes pod (read when its first record
+    /// was taken; absent when the process was gone by then).
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"
+    )]
+    pub workloads: BTreeMap<String, Workload>,
+    /// What the probes followed while the run went on (files replaced and attached to
+    /// again) or could not (a `--pid` process gone, its pid reused, a file replaced by one
+    /// without a TLS library), in words, in order.
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most_items::<_, _, MAX_ROWS>"
+    )]
+    pub followed: Vec<String>,
 }
 
 /// A handshake the packet path completed, as the probes need it to join (built by
@@ -275,6 +292,7 @@ pub struct ProbeAggregate {
     by_kind: BTreeMap<String, RowAcc>,
     by_process: BTreeMap<String, RowAcc>,
     by_sni: BTreeMap<String, RowAcc>,
+    workloads: BTreeMap<String, Workload>,
     slowest: Vec<(u64, Breakdown)>,
     matched_wire: u64,
     unmatched_probes: u64,
@@ -313,6 +331,13 @@ impl ProbeAggregate {
             row_of(&mut self.by_sni, format!("{sni} {role}")).add(r, wire);
         }
         row_of(&mut self.by_process, format!("{} {role}", r.process())).add(r, wire);
+        if let Some(w) = &r.workload
+            && self.workloads.len() < MAX_ROWS
+        {
+            self.workloads
+                .entry(r.process())
+                .or_insert_with(|| Workload::clone(w));
+        }
         if r.role == Role::Server && r.result == HandshakeResult::Ok {
             let think = wire.and_then(|w| w.server_think_ns);
             let key = think.unwrap_or_else(|| r.span_ns());
@@ -370,6 +395,8 @@ impl ProbeAggregate {
             kernel_counts: BTreeMap::new(),
             slowest: self.slowest.iter().map(|(_, b)| b.clone()).collect(),
             phases: phase_texts(),
+            workloads: self.workloads.clone(),
+            followed: Vec::new(),
         }
     }
 }
@@ -440,6 +467,16 @@ impl ProbeReport {
                 *e = e.saturating_add(*v);
             }
         }
+        for (k, w) in &o.workloads {
+            if self.workloads.len() < MAX_ROWS {
+                self.workloads.entry(k.clone()).or_insert_with(|| w.clone());
+            }
+        }
+        for f in &o.followed {
+            if self.followed.len() < MAX_ROWS {
+                self.followed.push(f.clone());
+            }
+        }
         self.slowest.extend(o.slowest.iter().take(SLOWEST).cloned());
         let key = |b: &Breakdown| b.wire_server_think_ns.unwrap_or(b.phases.span_ns);
         self.slowest.sort_by_key(|b| std::cmp::Reverse(key(b)));
@@ -458,6 +495,7 @@ mod tests {
 
     fn record(role: Role, first: u64, work: u64, wait: u64) -> ProbeRecord {
         ProbeRecord {
+            workload: None,
             pid: 7,
             tid: 8,
             comm: "nginx".into(),

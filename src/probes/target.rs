@@ -206,6 +206,29 @@ pub fn exe_target(path: &Path) -> Result<Target, ProbeError> {
     })
 }
 
+/// What `/proc/PID/stat` tells of a process that tlsperf uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    /// Its parent.
+    pub ppid: u32,
+    /// When it started, in clock ticks after boot: with the pid, it names one process
+    /// even when the pid is used again.
+    pub start: u64,
+}
+
+/// `proc_root`/PID/stat, read (`None`: no such process).
+pub fn stat(proc_root: &Path, pid: u32) -> Option<ProcStat> {
+    let text = fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses; the fields after
+    // it begin at field 3 (state).
+    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    let num = |field: usize| -> Option<u64> { fields.get(field - 3)?.parse().ok() };
+    Some(ProcStat {
+        ppid: u32::try_from(num(4)?).ok()?,
+        start: num(22)?,
+    })
+}
+
 /// A process's children, grandchildren…, from /proc (for finding their libraries; the
 /// kernel side follows forks itself).
 pub fn descendants(pid: u32) -> Vec<u32> {
@@ -215,15 +238,8 @@ pub fn descendants(pid: u32) -> Vec<u32> {
             let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            let Ok(stat) = fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            // "pid (comm) state ppid …": comm may hold spaces and parentheses.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                continue;
-            };
-            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok()) {
-                parent_of.push((p, ppid));
+            if let Some(s) = stat(Path::new("/proc"), p) {
+                parent_of.push((p, s.ppid));
             }
         }
     }
@@ -247,11 +263,9 @@ pub fn comm(pid: u32) -> Option<String> {
         .map(|s| s.trim_end().to_string())
 }
 
-/// `--pid PID`: the libraries the process and its descendants run (none: an empty list).
-pub fn pid_targets(pid: u32) -> Result<Vec<Target>, ProbeError> {
-    if !Path::new(&format!("/proc/{pid}")).exists() {
-        return Err(ProbeError::Target(format!("--pid {pid}: no such process")));
-    }
+/// The files a process and its descendants run that may hold a TLS library: their
+/// executables and the `libssl.so*` in their memory maps, as this process can open them.
+pub fn pid_files(pid: u32) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = Vec::new();
     for p in std::iter::once(pid).chain(descendants(pid)) {
         if let Ok(exe) = fs::read_link(format!("/proc/{p}/exe")) {
@@ -271,11 +285,24 @@ pub fn pid_targets(pid: u32) -> Result<Vec<Target>, ProbeError> {
             }
         }
     }
+    files
+}
+
+/// A file's identity: (device, inode).
+pub fn inode(path: &Path) -> Option<(u64, u64)> {
+    fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// `--pid PID`: the libraries the process and its descendants run (none: an empty list).
+pub fn pid_targets(pid: u32) -> Result<Vec<Target>, ProbeError> {
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(ProbeError::Target(format!("--pid {pid}: no such process")));
+    }
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for f in files {
-        let Ok(meta) = fs::metadata(&f) else { continue };
-        if !seen.insert((meta.dev(), meta.ino())) {
+    for f in pid_files(pid) {
+        let Some(id) = inode(&f) else { continue };
+        if !seen.insert(id) {
             continue;
         }
         if let Some(t) = file_target(&f)? {

@@ -4,6 +4,7 @@
 
 pub mod go;
 pub mod nginx;
+pub mod probes;
 pub mod relay;
 pub mod watch;
 

@@ -18,6 +18,9 @@ pub const BIG_BYTES: usize = 1 << 20;
 /// directory; killed when dropped.
 pub struct Nginx {
     child: Child,
+    /// Started with a master process (workers forked from it): stopped by SIGTERM.
+    master: bool,
+    conf: PathBuf,
     pub port: u16,
     access_log: PathBuf,
     error_log: PathBuf,
@@ -31,6 +34,16 @@ impl Nginx {
     /// turns session tickets on or off. `None` (with the reason printed) when nginx is
     /// not installed.
     pub fn start(tickets: bool) -> Option<Nginx> {
+        Nginx::start_with(tickets, false)
+    }
+
+    /// As [`Nginx::start`], with a master process and two workers forked from it (as
+    /// nginx runs in production): [`Nginx::reload`] and [`Nginx::restart`] work.
+    pub fn start_master(tickets: bool) -> Option<Nginx> {
+        Nginx::start_with(tickets, true)
+    }
+
+    fn start_with(tickets: bool, master: bool) -> Option<Nginx> {
         if !Path::new(NGINX).exists() {
             super::missing(NGINX, "apt-get install nginx-light");
             return None;
@@ -47,9 +60,10 @@ impl Nginx {
         };
         let p = |name: &str| d.join(name).to_str().unwrap().to_string();
         let conf = format!(
-            r#"# One process: killing the child stops nginx (workers outlive a killed master).
-master_process off;
-worker_processes 1;
+            r#"# Without a master, one process: killing the child stops nginx (workers outlive
+# a killed master, so a master is stopped by SIGTERM).
+master_process {master};
+worker_processes {workers};
 pid {pid};
 error_log {error_log} info;
 events {{ worker_connections 64; }}
@@ -80,6 +94,8 @@ http {{
     }}
 }}
 "#,
+            master = if master { "on" } else { "off" },
+            workers = if master { 2 } else { 1 },
             pid = p("nginx.pid"),
             error_log = p("error.log"),
             tmp = d.to_str().unwrap(),
@@ -92,22 +108,11 @@ http {{
         std::fs::write(d.join("big.bin"), vec![b'x'; BIG_BYTES]).unwrap();
         let conf_path = p("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(NGINX)
-            .args([
-                "-c",
-                &conf_path,
-                "-p",
-                d.to_str().unwrap(),
-                "-g",
-                "daemon off;",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("nginx starts");
+        let child = spawn(Path::new(&conf_path), d);
         let mut nginx = Nginx {
             child,
+            master,
+            conf: conf_path.into(),
             port,
             access_log: d.join("access.log"),
             error_log: d.join("error.log"),
@@ -115,6 +120,9 @@ http {{
             _dir: dir,
         };
         nginx.wait_until_listening();
+        if master {
+            nginx.wait_for_workers(&[]);
+        }
         Some(nginx)
     }
 
@@ -144,11 +152,81 @@ http {{
         }
     }
 
+    /// `nginx -s reload`: the master reads its configuration again and replaces its
+    /// workers with new ones (new pids); waits until the new workers run.
+    pub fn reload(&self) {
+        assert!(self.master, "reload needs Nginx::start_master");
+        let before = self.workers();
+        let out = Command::new(NGINX)
+            .args(["-c", self.conf.to_str().unwrap(), "-p"])
+            .arg(self.conf.parent().unwrap())
+            .args(["-s", "reload"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nginx -s reload: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.wait_for_workers(&before);
+    }
+
+    /// Waits until the master has both its workers, neither of them among `before`.
+    fn wait_for_workers(&self, before: &[u32]) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let new = self
+                .workers()
+                .iter()
+                .filter(|w| !before.contains(w))
+                .count();
+            if new >= 2 {
+                return;
+            }
+            assert!(Instant::now() < deadline, "no new nginx workers after 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A full restart: the master stops (SIGQUIT, its workers finish what they serve),
+    /// and a new one (a new pid) starts with the same configuration, port and logs.
+    pub fn restart(&mut self) {
+        assert!(self.master, "restart needs Nginx::start_master");
+        let pid = self.child.id().to_string();
+        let _ = Command::new("/bin/kill").args(["-QUIT", &pid]).status();
+        let _ = self.child.wait();
+        self.child = spawn(&self.conf, self.conf.parent().unwrap());
+        self.wait_until_listening();
+        self.wait_for_workers(&[]);
+    }
+
+    /// The master's workers (its children).
+    pub fn workers(&self) -> Vec<u32> {
+        let master = self.child.id();
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(master) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
     pub fn url(&self) -> String {
         format!("https://localhost:{}/", self.port)
     }
 
-    /// Its process (one: `master_process off`).
+    /// Its process (the only one with `master_process off`; else the master).
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -174,9 +252,33 @@ http {{
 
 impl Drop for Nginx {
     fn drop(&mut self) {
+        if self.master {
+            // A killed master leaves its workers running: it is asked to stop them.
+            let pid = self.child.id().to_string();
+            let _ = Command::new("/bin/kill").args(["-TERM", &pid]).status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// nginx in the foreground with the configuration `conf`, prefix `dir`.
+fn spawn(conf: &Path, dir: &Path) -> Child {
+    Command::new(NGINX)
+        .arg("-c")
+        .arg(conf)
+        .arg("-p")
+        .arg(dir)
+        .args(["-g", "daemon off;"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nginx starts")
 }
 
 /// One access-log line: whether its session was resumed, the client's port and when
