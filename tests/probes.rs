@@ -208,6 +208,16 @@ fn nginx_probed_handshakes_equal_its_log_and_the_wire_gives_their_kind() {
     let work = p50_ms(p, "by_kind", "server full", "work");
     let span = p50_ms(p, "by_kind", "server full", "span");
     assert!(work > 0.0 && work <= span, "work {work} ms, span {span} ms");
+    // Every handshake's work is split into on CPU and blocked.
+    for phase in ["on_cpu", "blocked"] {
+        let n = &p["by_kind"]["server all"]["phases"][phase]["quantiles"]["count"];
+        assert_eq!(n, fresh + reused, "{phase}");
+    }
+    let on_cpu = p50_ms(p, "by_kind", "server full", "on_cpu");
+    assert!(
+        on_cpu > 0.0 && on_cpu <= work,
+        "on CPU {on_cpu} ms, work {work} ms"
+    );
 }
 
 #[test]
@@ -1361,4 +1371,122 @@ fn a_blocking_client_waits_for_its_peer_outside_work() {
     assert!(waiting >= 38.0, "client waiting_for_peer p50 {waiting} ms");
     let work = q_ms(p, "client all", "work", "p50_ns");
     assert!(work < 10.0, "client work p50 {work} ms");
+    // Switched out in those reads, it is not blocked inside work either.
+    let blocked = q_ms(p, "client all", "blocked", "p50_ns");
+    assert!(blocked < 5.0, "client blocked p50 {blocked} ms");
+}
+
+/// One probed server's handshakes (`row` of by_process): p50 of on_cpu, blocked and work
+/// (ms), after checking that every slow handshake listed splits its work exactly.
+fn on_cpu_blocked_work(p: &Value, row: &str, n: u64) -> (f64, f64, f64) {
+    assert_eq!(count(p, "by_process", row), n, "{}", p["by_process"]);
+    for b in p["slowest"].as_array().unwrap() {
+        let ns = |f: &str| b[f].as_u64().unwrap_or_else(|| panic!("no {f} in {b}"));
+        assert_eq!(ns("on_cpu_ns") + ns("blocked_ns"), ns("work_ns"), "{b}");
+    }
+    (
+        p50_ms(p, "by_process", row, "on_cpu"),
+        p50_ms(p, "by_process", row, "blocked"),
+        p50_ms(p, "by_process", row, "work"),
+    )
+}
+
+/// The Go server's GetCertificate sleeps 20 ms (the goroutine parks: blocked), or burns
+/// 20 ms of its thread's CPU (on CPU), inside the handshake.
+#[test]
+fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some((server, client)) = common::go::peers(dir.path()) else {
+        return;
+    };
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for (flag, sleeps) in [("-getcert-sleep", true), ("-getcert-burn", false)] {
+        let (mut srv, addr) = common::go::server(&server, &pki, &[flag, "20ms"]);
+        let out = dir.path().join("go.json");
+        let _ = std::fs::remove_file(&out);
+        let pid = srv.id().to_string();
+        let child = observe(&["--probes", "--pid", &pid], &out);
+        go_client(&client, &addr, &pki, 10);
+        std::thread::sleep(Duration::from_millis(300));
+        let doc = stop(child, &out);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        let p = probes(&doc);
+        let row = format!("tlsserver (pid {pid}) server");
+        let (on_cpu, blocked, work) = on_cpu_blocked_work(p, &row, 10);
+        if sleeps {
+            assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");
+            assert!(on_cpu < 3.0, "{flag}: on CPU p50 {on_cpu} ms");
+        } else {
+            assert!(on_cpu >= 18.0, "{flag}: on CPU p50 {on_cpu} ms");
+        }
+        assert!(work >= 18.0, "{flag}: work p50 {work} ms");
+    }
+}
+
+/// OpenSSL's SNI callback (a Python server: its ssl module drives the system's libssl)
+/// sleeps 20 ms (the thread is switched out inside SSL_do_handshake: blocked), or burns
+/// 20 ms of the thread's CPU (on CPU). The server's socket blocks: its reads wait for the
+/// client inside the handshake call, and are neither work nor blocked.
+#[test]
+fn an_openssl_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
+    if !root()
+        || !common::have(
+            "python3",
+            "an OpenSSL server with a callback (Python's ssl)",
+        )
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openssl/callback_server.py");
+    for (flag, sleeps) in [("--sleep-ms", true), ("--burn-ms", false)] {
+        let mut srv = Command::new("python3")
+            .arg(&script)
+            .args(["--cert", pki.join("server-chain.pem").to_str().unwrap()])
+            .args(["--key", pki.join("server.key").to_str().unwrap()])
+            .args([flag, "20"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr = common::go::listening_on(&mut srv);
+        let out = dir.path().join("py.json");
+        let _ = std::fs::remove_file(&out);
+        let pid = srv.id().to_string();
+        let child = observe(&["--probes", "--pid", &pid], &out);
+        let run = tlsperf([
+            "handshake",
+            &format!("https://{addr}/"),
+            "--cacert",
+            pki.join("root.pem").to_str().unwrap(),
+            "-n",
+            "10",
+            "-q",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        std::thread::sleep(Duration::from_millis(300));
+        let doc = stop(child, &out);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        let p = probes(&doc);
+        let row = format!("python3 (pid {pid}) server");
+        let (on_cpu, blocked, work) = on_cpu_blocked_work(p, &row, 10);
+        if sleeps {
+            assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");
+            assert!(on_cpu < 3.0, "{flag}: on CPU p50 {on_cpu} ms");
+        } else {
+            assert!(on_cpu >= 18.0, "{flag}: on CPU p50 {on_cpu} ms");
+        }
+        assert!(work >= 18.0, "{flag}: work p50 {work} ms");
+    }
 }

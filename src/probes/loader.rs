@@ -15,7 +15,7 @@ use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
 use super::handoff::Holder;
-use super::target::{Target, TargetKind};
+use super::target::{GO_SCHEDULER, Target, TargetKind};
 use aya::programs::uprobe::UProbeAttachLocation;
 
 /// The BPF object, built by `bpf/build.sh` from `bpf/probes.bpf.c`.
@@ -28,8 +28,10 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("bpf/probes.bpf.o");
 /// accept4 and connect tie a socket to its connection; reads and writes name a
 /// handshake's connection when the library was not given its descriptor (OpenSSL driven
 /// through BIOs, a wrapped Go connection), and reads time the waits for the peer.
-const TRACEPOINTS: [(&str, &str, &str); 4] = [
+/// sched_switch times the running intervals of a thread inside a handshake (on CPU).
+const TRACEPOINTS: [(&str, &str, &str); 5] = [
     ("on_fork", "sched", "sched_process_fork"),
+    ("on_switch", "sched", "sched_switch"),
     ("on_set_state", "sock", "inet_sock_set_state"),
     ("on_sys_enter", "raw_syscalls", "sys_enter"),
     ("on_sys_exit", "raw_syscalls", "sys_exit"),
@@ -41,6 +43,14 @@ const STATE_IDLE: u32 = 0;
 const STATE_ARMED: u32 = 1;
 /// `settings.state`: handshakes in progress finish; none begins.
 const STATE_DRAINING: u32 = 2;
+
+/// `settings.oncpu`: OpenSSL's handshakes' on-CPU time is measured (sched_switch).
+const ONCPU_OPENSSL: u32 = 1;
+/// `settings.oncpu`: Go's too (runtime.execute and runtime.gopark in every Go program).
+const ONCPU_GO: u32 = 2;
+
+/// `struct settings`: filter, child_pid_off, state, next_pid_off, oncpu, pad.
+type Settings = [u32; 6];
 
 /// OpenSSL's exported calls: (symbol, entry program, with the return probe).
 const OPENSSL_CALLS: [(&str, &str, bool); 14] = [
@@ -71,8 +81,8 @@ pub struct Loaded {
     /// One line per attachment, for `-v` and the report.
     pub attached: Vec<String>,
     links: Vec<Link>,
-    /// `settings`: filter, child_pid offset (the state is set apart).
-    settings: [u32; 4],
+    /// `settings` (the state is set apart).
+    settings: Settings,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -150,20 +160,22 @@ fn uprobe(
     Ok(())
 }
 
-/// Where `sched_process_fork` keeps `child_pid` on this kernel (its tracefs format).
-fn child_pid_offset() -> Result<u32, ProbeError> {
-    let path = format!("{}/events/sched/sched_process_fork/format", super::TRACEFS);
+/// Where the tracepoint `sched:event` keeps `field` on this kernel (its tracefs format):
+/// `sched_process_fork`'s `child_pid`, `sched_switch`'s `next_pid`.
+fn field_offset(event: &str, field: &str) -> Result<u32, ProbeError> {
+    let path = format!("{}/events/sched/{event}/format", super::TRACEFS);
     let format = std::fs::read_to_string(&path)
         .map_err(|e| ProbeError::Unsupported(format!("cannot read {path}: {e}")))?;
+    let needle = format!(" {field};");
     format
         .lines()
-        .find(|l| l.contains(" child_pid;"))
+        .find(|l| l.contains(&needle))
         .and_then(|l| l.split("offset:").nth(1))
         .and_then(|rest| rest.split(';').next())
         .and_then(|n| n.trim().parse().ok())
         .ok_or_else(|| {
             ProbeError::Unsupported(format!(
-                "{path} has no child_pid field: this kernel's fork tracepoint is not one \
+                "{path} has no {field} field: this kernel's {event} tracepoint is not one \
                  tlsperf knows"
             ))
         })
@@ -183,10 +195,19 @@ pub fn load(
         .load(OBJECT)
         .map_err(|e| ProbeError::Load(e.to_string()))?;
     // The filter first, so that nothing fires unfiltered; the state idle until armed.
+    // Go's on-CPU time needs both scheduler points in every Go program probed.
+    let go_sched = targets.iter().all(|t| match &t.kind {
+        TargetKind::Go(functions) => GO_SCHEDULER
+            .iter()
+            .all(|n| functions.iter().any(|f| f.name == *n)),
+        TargetKind::OpenSsl(_) => true,
+    });
     let settings = [
         u32::from(filter.is_some()),
-        child_pid_offset()?,
+        field_offset("sched_process_fork", "child_pid")?,
         STATE_IDLE,
+        field_offset("sched_switch", "next_pid")?,
+        ONCPU_OPENSSL | if go_sched { ONCPU_GO } else { 0 },
         0,
     ];
     write_settings(&mut ebpf, settings)?;
@@ -207,9 +228,9 @@ pub fn load(
         tracepoint(&mut ebpf, &mut links, tp)?;
     }
     attached.push(
-        "kernel: sched_process_fork, inet_sock_set_state, raw_syscalls (accept, accept4, \
-         connect; read, write, recvfrom, sendto, recvmsg, sendmsg, readv, writev of \
-         handshakes in progress)"
+        "kernel: sched_process_fork, sched_switch (on CPU), inet_sock_set_state, \
+         raw_syscalls (accept, accept4, connect; read, write, recvfrom, sendto, recvmsg, \
+         sendmsg, readv, writev of handshakes in progress)"
             .into(),
     );
     for t in targets {
@@ -239,7 +260,12 @@ pub fn load(
                 ));
             }
             TargetKind::Go(functions) => {
+                let mut sched = Vec::new();
                 for f in functions {
+                    if GO_SCHEDULER.contains(&f.name.as_str()) {
+                        sched.push(f);
+                        continue;
+                    }
                     let entry = if f.name.ends_with("serverHandshake") {
                         "go_server_enter"
                     } else {
@@ -259,6 +285,42 @@ pub fn load(
                         f.return_offsets.len()
                     ));
                 }
+                if go_sched {
+                    for f in &sched {
+                        let prog = if f.name == "runtime.execute" {
+                            "go_execute"
+                        } else {
+                            "go_park"
+                        };
+                        let what = format!("{} in {}", f.name, t.path.display());
+                        let at = f.entry_offset.into();
+                        uprobe(&mut ebpf, &mut links, prog, &t.path, at, &what)?;
+                    }
+                    attached.push(format!(
+                        "go: {} in {} (entries: on CPU)",
+                        GO_SCHEDULER.join(", "),
+                        t.path.display()
+                    ));
+                } else {
+                    let missing: Vec<&str> = GO_SCHEDULER
+                        .iter()
+                        .filter(|n| !sched.iter().any(|f| f.name == **n))
+                        .copied()
+                        .collect();
+                    attached.push(if missing.is_empty() {
+                        format!(
+                            "go: {}: on-CPU time not measured (another Go program probed \
+                             lacks the runtime's scheduler points)",
+                            t.path.display()
+                        )
+                    } else {
+                        format!(
+                            "go: {} has no {}: Go handshakes' on-CPU time is not measured",
+                            t.path.display(),
+                            missing.join(" or ")
+                        )
+                    });
+                }
             }
         }
     }
@@ -270,13 +332,13 @@ pub fn load(
     })
 }
 
-fn write_settings(ebpf: &mut Ebpf, value: [u32; 4]) -> Result<(), ProbeError> {
+fn write_settings(ebpf: &mut Ebpf, value: Settings) -> Result<(), ProbeError> {
     let map = ebpf
         .map_mut("settings")
         .ok_or_else(|| ProbeError::Load("the BPF object has no settings map".into()))?;
-    let mut settings: Array<&mut MapData, [u32; 4]> =
+    let mut settings: Array<&mut MapData, Settings> =
         Array::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
-    // struct settings { u32 filter, child_pid_off, state, pad; } in host order.
+    // struct settings in host order.
     settings
         .set(0, value, 0)
         .map_err(|e| ProbeError::Load(e.to_string()))
@@ -304,7 +366,7 @@ pub fn in_progress(loaded: &Loaded) -> Result<u64, ProbeError> {
         .ebpf
         .map("hs")
         .ok_or_else(|| ProbeError::Load("the BPF object has no hs map".into()))?;
-    let h: HashMap<&MapData, [u8; 16], [u8; 56]> =
+    let h: HashMap<&MapData, [u8; 16], [u8; 72]> =
         HashMap::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
     Ok(h.keys().filter(Result::is_ok).count() as u64)
 }

@@ -14,7 +14,7 @@ use crate::stats::histogram::Dist;
 use crate::stats::{HistogramError, LatencyHistogram};
 
 /// Every phase of a probed handshake, in order, with where its timestamps are taken.
-pub const PROBE_PHASES: [(&str, &str); 5] = [
+pub const PROBE_PHASES: [(&str, &str); 7] = [
     (
         "accept_queue",
         "server: the tracepoint sock:inet_sock_set_state to ESTABLISHED (the TCP handshake \
@@ -31,6 +31,20 @@ pub const PROBE_PHASES: [(&str, &str); 5] = [
          (uretprobe), less the time inside reads on the connection (read, recvfrom, recvmsg, \
          readv: a blocking socket waits there), summed; Go, the handshake function's entry → \
          its return instruction, less waiting_for_peer",
+    ),
+    (
+        "on_cpu",
+        "of work, the time the handshake's thread (OpenSSL) or goroutine (Go) ran on a CPU: \
+         its running intervals summed, each opened at a handshake call's entry, at the \
+         thread's switch back in (tracepoint sched:sched_switch) and (Go) at \
+         runtime.execute putting the goroutine on a thread; closed at the thread's switch \
+         out, (Go) at runtime.gopark or runtime.execute of another goroutine on the thread, \
+         and at the call's return",
+    ),
+    (
+        "blocked",
+        "work − on_cpu: off the CPU inside the handshake calls (sleeping, a lock, I/O other \
+         than the peer's data, waiting for a CPU)",
     ),
     (
         "waiting_for_peer",
@@ -102,6 +116,12 @@ pub struct RecordPhases {
     /// ns; `None` when waiting could not be told from work (a Go connection whose
     /// descriptor was not found).
     pub work_ns: Option<u64>,
+    /// Of `work_ns`, on a CPU, ns; `None` when not measured (or `work_ns` is not known).
+    #[serde(default)]
+    pub on_cpu_ns: Option<u64>,
+    /// `work_ns` − `on_cpu_ns`, ns; `None` as `on_cpu_ns`.
+    #[serde(default)]
+    pub blocked_ns: Option<u64>,
     /// ns; `None` as `work_ns`.
     pub waiting_for_peer_ns: Option<u64>,
     /// ns.
@@ -117,6 +137,8 @@ impl RecordPhases {
             accept_queue_ns: r.accept_queue_ns(),
             until_first_call_ns: r.until_first_call_ns(),
             work_ns: r.work(),
+            on_cpu_ns: r.on_cpu(),
+            blocked_ns: r.blocked(),
             waiting_for_peer_ns: r.waiting(),
             span_ns: r.span_ns(),
             calls: r.calls,
@@ -222,7 +244,7 @@ pub struct WireHandshake {
 struct RowAcc {
     handshakes: u64,
     failed: u64,
-    phases: [Option<LatencyHistogram>; 5],
+    phases: [Option<LatencyHistogram>; PROBE_PHASES.len()],
     wire: Option<LatencyHistogram>,
 }
 
@@ -244,6 +266,8 @@ impl RowAcc {
             r.accept_queue_ns(),
             r.until_first_call_ns(),
             r.work(),
+            r.on_cpu(),
+            r.blocked(),
             r.waiting(),
             Some(r.span_ns()),
         ];
@@ -473,6 +497,7 @@ mod tests {
             end_ns: first + work + wait,
             work_ns: work,
             waiting_ns: wait,
+            on_cpu_ns: Some(work / 4),
             calls: 2,
             whole: true,
             split: true,
@@ -514,6 +539,14 @@ mod tests {
         m.merge(&r).unwrap();
         assert_eq!(m.by_kind["server all"].handshakes, 4);
         assert_eq!(m.by_kind["server all"].phases["work"].hdr.len(), 4);
+        // work = on CPU + blocked, per handshake.
+        let b = &r.slowest[1].phases;
+        assert_eq!(b.work_ns, Some(2_000_000));
+        assert_eq!(
+            (b.on_cpu_ns, b.blocked_ns),
+            (Some(500_000), Some(1_500_000))
+        );
+        assert_eq!(m.by_kind["server all"].phases["blocked"].hdr.len(), 4);
         assert_eq!(m.counts.matched_wire, 2);
     }
 }

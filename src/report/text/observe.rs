@@ -345,6 +345,8 @@ fn probe_rows(title: &str, map: &BTreeMap<String, ProbeRow>) -> String {
         "accept queue p50 ms",
         "until first call p50 ms",
         "work p50 ms",
+        "on CPU p50 ms",
+        "blocked p50 ms",
         "waiting for peer p50 ms",
     ]);
     for (k, r) in rows.iter().take(SHOWN_ROWS) {
@@ -355,10 +357,12 @@ fn probe_rows(title: &str, map: &BTreeMap<String, ProbeRow>) -> String {
             p50(r.phases.get("accept_queue")),
             p50(r.phases.get("until_first_call")),
             p50(r.phases.get("work")),
+            p50(r.phases.get("on_cpu")),
+            p50(r.phases.get("blocked")),
             p50(r.phases.get("waiting_for_peer")),
         ]);
     }
-    right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
     let mut s = render(&t);
     s += "\n";
     if rows.len() > SHOWN_ROWS {
@@ -455,8 +459,17 @@ fn probes(p: &ProbeReport) -> String {
                 Some(t) => format!("wire server think {} ms; inside:", ms(t)),
                 None => format!("span {} ms (not captured):", ms(b.phases.span_ns)),
             };
+            let work = match (b.phases.on_cpu_ns, b.phases.blocked_ns) {
+                (Some(c), Some(o)) => format!(
+                    "{} (= on CPU {} + blocked {})",
+                    opt(b.phases.work_ns),
+                    ms(c),
+                    ms(o)
+                ),
+                _ => opt(b.phases.work_ns),
+            };
             s += &format!(
-                "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {}, \
+                "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {work}, \
                  waiting for peer {} ms ({} calls, thread {})\n",
                 b.process,
                 b.server,
@@ -464,7 +477,6 @@ fn probes(p: &ProbeReport) -> String {
                 b.kind,
                 opt(b.phases.accept_queue_ns),
                 opt(b.phases.until_first_call_ns),
-                opt(b.phases.work_ns),
                 opt(b.phases.waiting_for_peer_ns),
                 b.phases.calls,
                 b.tid,
