@@ -255,6 +255,11 @@ fn go_server_delays_land_in_their_phase() {
             p50_ms(&p, "by_process", &row, "until_first_call"),
             p50_ms(&p, "by_process", &row, "work"),
         ));
+        // Without a sleeping GetCertificate, choosing among Certificates is quick.
+        if extra.first() != Some(&"-getcert-sleep") {
+            let callback = p50_ms(&p, "by_process", &row, "callback");
+            assert!(callback < 2.0, "{extra:?}: callback p50 {callback} ms");
+        }
     }
     let [
         (base_wait, base_work),
@@ -1392,7 +1397,8 @@ fn on_cpu_blocked_work(p: &Value, row: &str, n: u64) -> (f64, f64, f64) {
 }
 
 /// The Go server's GetCertificate sleeps 20 ms (the goroutine parks: blocked), or burns
-/// 20 ms of its thread's CPU (on CPU), inside the handshake.
+/// 20 ms of its thread's CPU (on CPU), inside the handshake: either way the certificate
+/// callback's part of work.
 #[test]
 fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
     if !root() {
@@ -1426,6 +1432,22 @@ fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
             assert!(on_cpu >= 18.0, "{flag}: on CPU p50 {on_cpu} ms");
         }
         assert!(work >= 18.0, "{flag}: work p50 {work} ms");
+        // Either way the 20 ms are the certificate callback's, the rest is the rest.
+        let callback = p50_ms(p, "by_process", &row, "callback");
+        assert!(callback >= 18.0, "{flag}: callback p50 {callback} ms");
+        for b in p["slowest"].as_array().unwrap() {
+            let ns = |f: &str| b[f].as_u64().unwrap_or_else(|| panic!("no {f} in {b}"));
+            assert_eq!(ns("callback_ns") + ns("rest_ns"), ns("work_ns"), "{b}");
+        }
+        assert!(
+            p["attached"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a.as_str().unwrap().contains("getCertificate")),
+            "{}",
+            p["attached"]
+        );
     }
 }
 
@@ -1481,6 +1503,9 @@ fn an_openssl_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         let p = probes(&doc);
         let row = format!("python3 (pid {pid}) server");
         let (on_cpu, blocked, work) = on_cpu_blocked_work(p, &row, 10);
+        // OpenSSL's callbacks have no probe point: no callback part, no rest.
+        let phases = &p["by_process"][&row]["phases"];
+        assert!(phases.get("callback").is_none() && phases.get("rest").is_none());
         if sleeps {
             assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");
             assert!(on_cpu < 3.0, "{flag}: on CPU p50 {on_cpu} ms");

@@ -226,7 +226,7 @@ impl ObserveMetrics {
         registry.register(
             "probe_phase_seconds",
             "Completed handshakes' phases inside the process (accept_queue, \
-             until_first_call, work and of it on_cpu and blocked, waiting_for_peer, span), by \
+             until_first_call, work and of it on_cpu and blocked, callback and rest, waiting_for_peer, span), by \
              role and process (comm)",
             probe_phases.clone(),
         );
@@ -339,6 +339,8 @@ impl ObserveMetrics {
             ("work", r.work()),
             ("on_cpu", r.on_cpu()),
             ("blocked", r.blocked()),
+            ("callback", r.callback_ns),
+            ("rest", r.rest()),
             ("waiting_for_peer", r.waiting()),
             ("span", Some(r.span_ns())),
         ] {

@@ -15,7 +15,7 @@ use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
 use super::handoff::Holder;
-use super::target::{GO_SCHEDULER, Target, TargetKind};
+use super::target::{GO_PARTS, GO_SCHEDULER, Target, TargetKind};
 use aya::programs::uprobe::UProbeAttachLocation;
 
 /// The BPF object, built by `bpf/build.sh` from `bpf/probes.bpf.c`.
@@ -49,8 +49,14 @@ const ONCPU_OPENSSL: u32 = 1;
 /// `settings.oncpu`: Go's too (runtime.execute and runtime.gopark in every Go program).
 const ONCPU_GO: u32 = 2;
 
-/// `struct settings`: filter, child_pid_off, state, next_pid_off, oncpu, pad.
-type Settings = [u32; 6];
+/// `struct settings`: filter, child_pid_off, state, next_pid_off, oncpu, parts_openssl,
+/// parts_go, pad.
+type Settings = [u32; 8];
+
+/// The BPF programs that time each of [`GO_PARTS`] (entry, return), and its bit in
+/// `settings.parts_go` (`PART_*` of probes.bpf.c).
+const GO_PART_PROGRAMS: [(&str, &str, u32); 1] =
+    [("go_callback_enter", "go_callback_return", 1 << 0)];
 
 /// OpenSSL's exported calls: (symbol, entry program, with the return probe).
 const OPENSSL_CALLS: [(&str, &str, bool); 14] = [
@@ -202,12 +208,26 @@ pub fn load(
             .all(|n| functions.iter().any(|f| f.name == *n)),
         TargetKind::OpenSsl(_) => true,
     });
+    // A part of Go's work is measured when its function is in every Go program probed.
+    let go_has = |name: &str| {
+        targets.iter().all(|t| match &t.kind {
+            TargetKind::Go(functions) => functions.iter().any(|f| f.name == name),
+            TargetKind::OpenSsl(_) => true,
+        })
+    };
+    let parts_go = GO_PARTS
+        .iter()
+        .zip(GO_PART_PROGRAMS)
+        .filter(|((f, _), _)| go_has(f))
+        .fold(0, |m, (_, (_, _, bit))| m | bit);
     let settings = [
         u32::from(filter.is_some()),
         field_offset("sched_process_fork", "child_pid")?,
         STATE_IDLE,
         field_offset("sched_switch", "next_pid")?,
         ONCPU_OPENSSL | if go_sched { ONCPU_GO } else { 0 },
+        0,
+        parts_go,
         0,
     ];
     write_settings(&mut ebpf, settings)?;
@@ -266,6 +286,29 @@ pub fn load(
                         sched.push(f);
                         continue;
                     }
+                    let part = GO_PARTS
+                        .iter()
+                        .zip(GO_PART_PROGRAMS)
+                        .find(|((n, _), _)| *n == f.name);
+                    if let Some(((_, part), (enter, ret, bit))) = part {
+                        if parts_go & bit == 0 {
+                            continue;
+                        }
+                        let what = format!("{} in {}", f.name, t.path.display());
+                        let at = f.entry_offset.into();
+                        uprobe(&mut ebpf, &mut links, enter, &t.path, at, &what)?;
+                        for r in &f.return_offsets {
+                            let at = (*r).into();
+                            uprobe(&mut ebpf, &mut links, ret, &t.path, at, &what)?;
+                        }
+                        attached.push(format!(
+                            "go: {} in {} (entry and {} return instructions: {part})",
+                            f.name,
+                            t.path.display(),
+                            f.return_offsets.len()
+                        ));
+                        continue;
+                    }
                     let entry = if f.name.ends_with("serverHandshake") {
                         "go_server_enter"
                     } else {
@@ -284,6 +327,15 @@ pub fn load(
                         t.path.display(),
                         f.return_offsets.len()
                     ));
+                }
+                for (f, part) in GO_PARTS {
+                    if !functions.iter().any(|g| g.name == f) {
+                        attached.push(format!(
+                            "go: {} has no {f} (inlined or absent): Go handshakes' {part} \
+                             part is not measured",
+                            t.path.display()
+                        ));
+                    }
                 }
                 if go_sched {
                     for f in &sched {
@@ -366,7 +418,7 @@ pub fn in_progress(loaded: &Loaded) -> Result<u64, ProbeError> {
         .ebpf
         .map("hs")
         .ok_or_else(|| ProbeError::Load("the BPF object has no hs map".into()))?;
-    let h: HashMap<&MapData, [u8; 16], [u8; 72]> =
+    let h: HashMap<&MapData, [u8; 16], [u8; 88]> =
         HashMap::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
     Ok(h.keys().filter(Result::is_ok).count() as u64)
 }

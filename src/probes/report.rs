@@ -14,7 +14,7 @@ use crate::stats::histogram::Dist;
 use crate::stats::{HistogramError, LatencyHistogram};
 
 /// Every phase of a probed handshake, in order, with where its timestamps are taken.
-pub const PROBE_PHASES: [(&str, &str); 7] = [
+pub const PROBE_PHASES: [(&str, &str); 9] = [
     (
         "accept_queue",
         "server: the tracepoint sock:inet_sock_set_state to ESTABLISHED (the TCP handshake \
@@ -45,6 +45,16 @@ pub const PROBE_PHASES: [(&str, &str); 7] = [
         "blocked",
         "work − on_cpu: off the CPU inside the handshake calls (sleeping, a lock, I/O other \
          than the peer's data, waiting for a CPU)",
+    ),
+    (
+        "callback",
+        "of work, Go: crypto/tls.(*Config).getCertificate's entry (uprobe, on the \
+         handshake's goroutine) → any of its return instructions, summed: the certificate's \
+         selection, with the program's GetCertificate when it set one",
+    ),
+    (
+        "rest",
+        "of work, what no part measured accounts for: work − callback",
     ),
     (
         "waiting_for_peer",
@@ -122,6 +132,12 @@ pub struct RecordPhases {
     /// `work_ns` − `on_cpu_ns`, ns; `None` as `on_cpu_ns`.
     #[serde(default)]
     pub blocked_ns: Option<u64>,
+    /// Of `work_ns`, Go's certificate callback, ns; `None` when not measured.
+    #[serde(default)]
+    pub callback_ns: Option<u64>,
+    /// `work_ns` − the parts measured (`callback_ns`), ns; `None` when either is not known.
+    #[serde(default)]
+    pub rest_ns: Option<u64>,
     /// ns; `None` as `work_ns`.
     pub waiting_for_peer_ns: Option<u64>,
     /// ns.
@@ -139,6 +155,8 @@ impl RecordPhases {
             work_ns: r.work(),
             on_cpu_ns: r.on_cpu(),
             blocked_ns: r.blocked(),
+            callback_ns: r.callback_ns,
+            rest_ns: r.rest(),
             waiting_for_peer_ns: r.waiting(),
             span_ns: r.span_ns(),
             calls: r.calls,
@@ -268,6 +286,8 @@ impl RowAcc {
             r.work(),
             r.on_cpu(),
             r.blocked(),
+            r.callback_ns,
+            r.rest(),
             r.waiting(),
             Some(r.span_ns()),
         ];
@@ -498,6 +518,7 @@ mod tests {
             work_ns: work,
             waiting_ns: wait,
             on_cpu_ns: Some(work / 4),
+            callback_ns: None,
             calls: 2,
             whole: true,
             split: true,

@@ -43,6 +43,12 @@ pub const GO_FUNCTIONS: [&str; 2] = [
 /// inlined); a program without both has its handshakes' on-CPU time unmeasured.
 pub const GO_SCHEDULER: [&str; 2] = ["runtime.execute", "runtime.gopark"];
 
+/// Go's functions timed as parts of a handshake's work, on its goroutine (entry and every
+/// return instruction): (function, part). `callback`: the certificate's selection,
+/// `(*Config).getCertificate`, which calls `GetCertificate` when the program set one
+/// (Go 1.17 to 1.23: the same name, never inlined).
+pub const GO_PARTS: [(&str, &str); 1] = [("crypto/tls.(*Config).getCertificate", "callback")];
+
 /// The libssl a dynamically linked program uses on this kind of system, where
 /// `--interface` is given with neither `--pid` nor `--exe`.
 pub const SYSTEM_LIBSSL: [&str; 6] = [
@@ -168,7 +174,14 @@ pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
     if is_go_data(path, &data) {
         let bin = GoBinary::from_data(path, data).map_err(|e| ProbeError::Target(e.to_string()))?;
         let functions = bin
-            .functions(&[GO_FUNCTIONS.as_slice(), GO_SCHEDULER.as_slice()].concat())
+            .functions(
+                &[
+                    GO_FUNCTIONS.as_slice(),
+                    GO_SCHEDULER.as_slice(),
+                    &GO_PARTS.map(|(f, _)| f),
+                ]
+                .concat(),
+            )
             .map_err(|e| ProbeError::Target(e.to_string()))?;
         if !functions
             .iter()

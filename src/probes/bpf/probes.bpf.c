@@ -25,6 +25,9 @@
 //             thread is switched out (sched:sched_switch, the current task), when (Go)
 //             runtime.gopark parks the goroutine or runtime.execute puts another one on
 //             its thread, and when the call returns. Blocked = work − on CPU (user space).
+//   part_ns   per part of work (PART_*), the time inside its function on the handshake's
+//             goroutine (Go: a uprobe at the function's entry → one at any of its RET
+//             instructions, R14 naming the goroutine), summed
 //
 // Nothing starts until user space arms the probes (settings.state = 1), once every
 // program is attached; while it drains (state 2) handshakes in progress finish but none
@@ -87,6 +90,11 @@
 #define ONCPU_OPENSSL 1
 #define ONCPU_GO 2
 
+// The parts of work, timed inside the handshake that runs on the thread or goroutine:
+// indexes of part_ns, bits of settings.parts_* and hs_event.parts.
+#define PART_CALLBACK 0 // Go: crypto/tls.(*Config).getCertificate
+#define NPARTS 1
+
 // One finished (or abandoned) handshake. Layout shared with src/probes/event.rs.
 struct hs_event {
 	u64 estab_ns;
@@ -96,6 +104,7 @@ struct hs_event {
 	u64 work_ns;
 	u64 wait_ns;
 	u64 oncpu_ns;
+	u64 part_ns[NPARTS];
 	u32 tgid;
 	u32 tid;
 	u32 calls;
@@ -109,7 +118,8 @@ struct hs_event {
 	u8 lib;
 	u8 result;
 	u8 flags;
-	u8 pad[6];
+	u8 parts; // the parts measured for its library (bits of PART_*)
+	u8 pad[5];
 	char comm[16];
 };
 
@@ -172,6 +182,8 @@ struct hs_state {
 	u8 pad;
 	u32 run_tid; // the thread its open running interval is on (see `running`)
 	u32 pad2;
+	u64 part_ns[NPARTS];
+	u64 part_start[NPARTS]; // inside the part's function since (0: not inside)
 };
 
 // OpenSSL: the SSL object's descriptor and role, from SSL_set_fd and
@@ -220,6 +232,8 @@ struct settings {
 	u32 state;         // ST_IDLE, ST_ARMED, ST_DRAINING
 	u32 next_pid_off;  // sched_switch's next_pid, from its tracefs format
 	u32 oncpu;         // ONCPU_OPENSSL | ONCPU_GO
+	u32 parts_openssl; // the parts measured (bits of PART_*), OpenSSL
+	u32 parts_go;      // … and Go (its function found in every Go program probed)
 	u32 pad;
 };
 
@@ -516,6 +530,10 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	ev->work_ns = work;
 	ev->wait_ns = wait;
 	ev->oncpu_ns = st->oncpu_ns;
+	for (int i = 0; i < NPARTS; i++)
+		ev->part_ns[i] = st->part_ns[i];
+	u32 parts = set ? (st->lib == LIB_GO ? set->parts_go : set->parts_openssl) : 0;
+	ev->parts = parts & ((1 << NPARTS) - 1);
 	ev->tgid = tgid;
 	ev->tid = st->tid;
 	ev->calls = st->calls;
@@ -1108,6 +1126,38 @@ int go_return(struct pt_regs *ctx)
 	emit(&k, &done, now, ctx->rax == 0 ? RESULT_OK : RESULT_ERROR);
 	return 0;
 }
+
+// A part's function entered on goroutine R14: timed when a handshake runs on it. An entry
+// while inside already (runtime.morestack re-running the prologue) is the same call.
+static __always_inline int go_part_enter(struct pt_regs *ctx, int part)
+{
+	struct hs_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st || st->lib != LIB_GO || st->part_start[part])
+		return 0;
+	st->part_start[part] = bpf_ktime_get_ns();
+	return 0;
+}
+
+// ... and left, at one of its RET instructions.
+static __always_inline int go_part_return(struct pt_regs *ctx, int part)
+{
+	struct hs_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st || !st->part_start[part])
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	if (now > st->part_start[part])
+		st->part_ns[part] += now - st->part_start[part];
+	st->part_start[part] = 0;
+	return 0;
+}
+
+SEC("uprobe")
+int go_callback_enter(struct pt_regs *ctx) { return go_part_enter(ctx, PART_CALLBACK); }
+
+SEC("uprobe")
+int go_callback_return(struct pt_regs *ctx) { return go_part_return(ctx, PART_CALLBACK); }
 
 // runtime.execute(gp, inheritTime): the scheduler puts goroutine gp (RAX) on this thread.
 // Whatever ran here before stops running; gp runs from now if it is in a handshake.

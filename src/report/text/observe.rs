@@ -459,15 +459,17 @@ fn probes(p: &ProbeReport) -> String {
                 Some(t) => format!("wire server think {} ms; inside:", ms(t)),
                 None => format!("span {} ms (not captured):", ms(b.phases.span_ns)),
             };
-            let work = match (b.phases.on_cpu_ns, b.phases.blocked_ns) {
-                (Some(c), Some(o)) => format!(
-                    "{} (= on CPU {} + blocked {})",
-                    opt(b.phases.work_ns),
-                    ms(c),
-                    ms(o)
-                ),
-                _ => opt(b.phases.work_ns),
-            };
+            let mut work = opt(b.phases.work_ns);
+            let mut of = Vec::new();
+            if let (Some(c), Some(o)) = (b.phases.on_cpu_ns, b.phases.blocked_ns) {
+                of.push(format!("= on CPU {} + blocked {}", ms(c), ms(o)));
+            }
+            if let (Some(c), Some(r)) = (b.phases.callback_ns, b.phases.rest_ns) {
+                of.push(format!("of it: callback {}, rest {}", ms(c), ms(r)));
+            }
+            if !of.is_empty() {
+                work = format!("{work} ({})", of.join("; "));
+            }
             s += &format!(
                 "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {work}, \
                  waiting for peer {} ms ({} calls, thread {})\n",
