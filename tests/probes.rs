@@ -255,6 +255,9 @@ fn go_server_delays_land_in_their_phase() {
             p50_ms(&p, "by_process", &row, "until_first_call"),
             p50_ms(&p, "by_process", &row, "work"),
         ));
+        // Without --probe-go-on-cpu, Go's work is not split into on CPU and blocked.
+        let phases = &p["by_process"][&row]["phases"];
+        assert!(phases.get("on_cpu").is_none() && phases.get("blocked").is_none());
         // Without a sleeping GetCertificate, choosing among Certificates is quick.
         if extra.first() != Some(&"-getcert-sleep") {
             let callback = p50_ms(&p, "by_process", &row, "callback");
@@ -1416,7 +1419,7 @@ fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         let out = dir.path().join("go.json");
         let _ = std::fs::remove_file(&out);
         let pid = srv.id().to_string();
-        let child = observe(&["--probes", "--pid", &pid], &out);
+        let child = observe(&["--probes", "--probe-go-on-cpu", "--pid", &pid], &out);
         go_client(&client, &addr, &pki, 10);
         std::thread::sleep(Duration::from_millis(300));
         let doc = stop(child, &out);

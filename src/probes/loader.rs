@@ -191,23 +191,27 @@ fn field_offset(event: &str, field: &str) -> Result<u32, ProbeError> {
 /// until [`arm`]. `filter`: only these processes (and what they fork) are probed; `None`:
 /// every process using the targets. `read_write`: OpenSSL's SSL_read/SSL_write family
 /// too (for libraries that drive the handshake through them; each is a trap on every
-/// call, handshake or not).
+/// call, handshake or not). `go_on_cpu`: Go's scheduler points too (on CPU and blocked;
+/// each is a trap on every goroutine switch).
 pub fn load(
     targets: &[Target],
     filter: Option<&[u32]>,
     read_write: bool,
+    go_on_cpu: bool,
 ) -> Result<Loaded, ProbeError> {
     let mut ebpf = EbpfLoader::new()
         .load(OBJECT)
         .map_err(|e| ProbeError::Load(e.to_string()))?;
     // The filter first, so that nothing fires unfiltered; the state idle until armed.
-    // Go's on-CPU time needs both scheduler points in every Go program probed.
-    let go_sched = targets.iter().all(|t| match &t.kind {
-        TargetKind::Go(functions) => GO_SCHEDULER
-            .iter()
-            .all(|n| functions.iter().any(|f| f.name == *n)),
-        TargetKind::OpenSsl(_) => true,
-    });
+    // Go's on-CPU time, when asked for, needs both scheduler points in every Go program
+    // probed.
+    let go_sched = go_on_cpu
+        && targets.iter().all(|t| match &t.kind {
+            TargetKind::Go(functions) => GO_SCHEDULER
+                .iter()
+                .all(|n| functions.iter().any(|f| f.name == *n)),
+            TargetKind::OpenSsl(_) => true,
+        });
     // A part of Go's work is measured when its function is in every Go program probed.
     let go_has = |name: &str| {
         targets.iter().all(|t| match &t.kind {
@@ -351,6 +355,11 @@ pub fn load(
                     attached.push(format!(
                         "go: {} in {} (entries: on CPU)",
                         GO_SCHEDULER.join(", "),
+                        t.path.display()
+                    ));
+                } else if !go_on_cpu {
+                    attached.push(format!(
+                        "go: {}: on CPU and blocked not measured (--probe-go-on-cpu)",
                         t.path.display()
                     ));
                 } else {

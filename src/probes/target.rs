@@ -39,14 +39,15 @@ pub const GO_FUNCTIONS: [&str; 2] = [
 ];
 
 /// The Go runtime's scheduler points that time a goroutine's running (on CPU): where it
-/// is put on a thread, and where it parks. Present in every Go program (neither is ever
-/// inlined); a program without both has its handshakes' on-CPU time unmeasured.
+/// is put on a thread, and where it parks (probed with `--probe-go-on-cpu`). A program
+/// without both has its handshakes' on-CPU time unmeasured.
 pub const GO_SCHEDULER: [&str; 2] = ["runtime.execute", "runtime.gopark"];
 
 /// Go's functions timed as parts of a handshake's work, on its goroutine (entry and every
 /// return instruction): (function, part). `callback`: the certificate's selection,
 /// `(*Config).getCertificate`, which calls `GetCertificate` when the program set one
-/// (Go 1.17 to 1.23: the same name, never inlined).
+/// (looked up by name; checked with the Go 1.19 the tests build with. A binary without
+/// it, e.g. where it was inlined, has no callback part, said in `attached`).
 pub const GO_PARTS: [(&str, &str); 1] = [("crypto/tls.(*Config).getCertificate", "callback")];
 
 /// The libssl a dynamically linked program uses on this kind of system, where
