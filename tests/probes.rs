@@ -220,36 +220,66 @@ fn nginx_probed_handshakes_equal_its_log_and_the_wire_gives_their_kind() {
     );
 }
 
+/// The Go test server and client (tests/go) and a PKI, in a directory of their own.
+struct GoPeers {
+    server: std::path::PathBuf,
+    client: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    pki: std::path::PathBuf,
+}
+
+impl GoPeers {
+    /// Built into `dir`; `None` (said) without Go.
+    fn build(dir: &Path) -> Option<GoPeers> {
+        let (server, client) = common::go::peers(dir)?;
+        let pki = dir.join("pki");
+        let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        Some(GoPeers {
+            server,
+            client,
+            dir: dir.to_path_buf(),
+            pki,
+        })
+    }
+
+    /// A server with `server_flags`, probed by `observe --probes --pid` with
+    /// `observe_flags` while the client makes 10 handshakes: the document, and the
+    /// server's row in `by_process`.
+    fn probe_server(&self, server_flags: &[&str], observe_flags: &[&str]) -> (Value, String) {
+        let (mut srv, addr) = common::go::server(&self.server, &self.pki, server_flags);
+        let out = self.dir.join("go.json");
+        let _ = std::fs::remove_file(&out);
+        let pid = srv.id().to_string();
+        let mut args = vec!["--probes", "--pid", &pid];
+        args.extend_from_slice(observe_flags);
+        let child = observe(&args, &out);
+        go_client(&self.client, &addr, &self.pki, 10);
+        std::thread::sleep(Duration::from_millis(300));
+        let doc = stop(child, &out);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        (doc, format!("tlsserver (pid {pid}) server"))
+    }
+}
+
 #[test]
 fn go_server_delays_land_in_their_phase() {
     if !root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, client)) = common::go::peers(dir.path()) else {
+    let Some(peers) = GoPeers::build(dir.path()) else {
         return;
     };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let mut measured = Vec::new();
     for extra in [
         &[][..],
         &["-getcert-sleep", "20ms"],
         &["-accept-sleep", "20ms"],
     ] {
-        let (mut srv, addr) = common::go::server(&server, &pki, extra);
-        let out = dir.path().join("go.json");
-        let _ = std::fs::remove_file(&out);
-        let pid = srv.id().to_string();
-        let child = observe(&["--probes", "--pid", &pid], &out);
-        go_client(&client, &addr, &pki, 10);
-        std::thread::sleep(Duration::from_millis(300));
-        let doc = stop(child, &out);
-        let _ = srv.kill();
-        let _ = srv.wait();
+        let (doc, row) = peers.probe_server(extra, &[]);
         let p = probes(&doc).clone();
-        let row = format!("tlsserver (pid {pid}) server");
         assert_eq!(count(&p, "by_process", &row), 10, "{}", p["by_process"]);
         measured.push((
             p50_ms(&p, "by_process", &row, "until_first_call"),
@@ -1408,25 +1438,12 @@ fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, client)) = common::go::peers(dir.path()) else {
+    let Some(peers) = GoPeers::build(dir.path()) else {
         return;
     };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     for (flag, sleeps) in [("-getcert-sleep", true), ("-getcert-burn", false)] {
-        let (mut srv, addr) = common::go::server(&server, &pki, &[flag, "20ms"]);
-        let out = dir.path().join("go.json");
-        let _ = std::fs::remove_file(&out);
-        let pid = srv.id().to_string();
-        let child = observe(&["--probes", "--probe-go-on-cpu", "--pid", &pid], &out);
-        go_client(&client, &addr, &pki, 10);
-        std::thread::sleep(Duration::from_millis(300));
-        let doc = stop(child, &out);
-        let _ = srv.kill();
-        let _ = srv.wait();
+        let (doc, row) = peers.probe_server(&[flag, "20ms"], &["--probe-go-on-cpu"]);
         let p = probes(&doc);
-        let row = format!("tlsserver (pid {pid}) server");
         let (on_cpu, blocked, work) = on_cpu_blocked_work(p, &row, 10);
         if sleeps {
             assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");

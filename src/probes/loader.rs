@@ -14,8 +14,9 @@ use aya::programs::{TracePoint, UProbe, uprobe::UProbeScope};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
+use super::gosym::GoFunction;
 use super::handoff::Holder;
-use super::target::{GO_PARTS, GO_SCHEDULER, Target, TargetKind};
+use super::target::{GO_FUNCTIONS, GO_PARTS, GO_SCHEDULER, Target, TargetKind};
 use aya::programs::uprobe::UProbeAttachLocation;
 
 /// The BPF object, built by `bpf/build.sh` from `bpf/probes.bpf.c`.
@@ -283,106 +284,14 @@ pub fn load(
                     symbols.join(", ")
                 ));
             }
-            TargetKind::Go(functions) => {
-                let mut sched = Vec::new();
-                for f in functions {
-                    if GO_SCHEDULER.contains(&f.name.as_str()) {
-                        sched.push(f);
-                        continue;
-                    }
-                    let part = GO_PARTS
-                        .iter()
-                        .zip(GO_PART_PROGRAMS)
-                        .find(|((n, _), _)| *n == f.name);
-                    if let Some(((_, part), (enter, ret, bit))) = part {
-                        if parts_go & bit == 0 {
-                            continue;
-                        }
-                        let what = format!("{} in {}", f.name, t.path.display());
-                        let at = f.entry_offset.into();
-                        uprobe(&mut ebpf, &mut links, enter, &t.path, at, &what)?;
-                        for r in &f.return_offsets {
-                            let at = (*r).into();
-                            uprobe(&mut ebpf, &mut links, ret, &t.path, at, &what)?;
-                        }
-                        attached.push(format!(
-                            "go: {} in {} (entry and {} return instructions: {part})",
-                            f.name,
-                            t.path.display(),
-                            f.return_offsets.len()
-                        ));
-                        continue;
-                    }
-                    let entry = if f.name.ends_with("serverHandshake") {
-                        "go_server_enter"
-                    } else {
-                        "go_client_enter"
-                    };
-                    let what = format!("{} in {}", f.name, t.path.display());
-                    let at = f.entry_offset.into();
-                    uprobe(&mut ebpf, &mut links, entry, &t.path, at, &what)?;
-                    for ret in &f.return_offsets {
-                        let at = (*ret).into();
-                        uprobe(&mut ebpf, &mut links, "go_return", &t.path, at, &what)?;
-                    }
-                    attached.push(format!(
-                        "go: {} in {} (entry and {} return instructions)",
-                        f.name,
-                        t.path.display(),
-                        f.return_offsets.len()
-                    ));
-                }
-                for (f, part) in GO_PARTS {
-                    if !functions.iter().any(|g| g.name == f) {
-                        attached.push(format!(
-                            "go: {} has no {f} (inlined or absent): Go handshakes' {part} \
-                             part is not measured",
-                            t.path.display()
-                        ));
-                    }
-                }
-                if go_sched {
-                    for f in &sched {
-                        let prog = if f.name == "runtime.execute" {
-                            "go_execute"
-                        } else {
-                            "go_park"
-                        };
-                        let what = format!("{} in {}", f.name, t.path.display());
-                        let at = f.entry_offset.into();
-                        uprobe(&mut ebpf, &mut links, prog, &t.path, at, &what)?;
-                    }
-                    attached.push(format!(
-                        "go: {} in {} (entries: on CPU)",
-                        GO_SCHEDULER.join(", "),
-                        t.path.display()
-                    ));
-                } else if !go_on_cpu {
-                    attached.push(format!(
-                        "go: {}: on CPU and blocked not measured (--probe-go-on-cpu)",
-                        t.path.display()
-                    ));
-                } else {
-                    let missing: Vec<&str> = GO_SCHEDULER
-                        .iter()
-                        .filter(|n| !sched.iter().any(|f| f.name == **n))
-                        .copied()
-                        .collect();
-                    attached.push(if missing.is_empty() {
-                        format!(
-                            "go: {}: on-CPU time not measured (another Go program probed \
-                             lacks the runtime's scheduler points)",
-                            t.path.display()
-                        )
-                    } else {
-                        format!(
-                            "go: {} has no {}: Go handshakes' on-CPU time is not measured",
-                            t.path.display(),
-                            missing.join(" or ")
-                        )
-                    });
-                }
-            }
+            TargetKind::Go(functions) => attach_go(
+                &mut ebpf,
+                &mut links,
+                &mut attached,
+                &t.path,
+                functions,
+                (go_sched, go_on_cpu, parts_go),
+            )?,
         }
     }
     Ok(Loaded {
@@ -391,6 +300,110 @@ pub fn load(
         links,
         settings,
     })
+}
+
+/// Attaches `prog` at the entry of Go function `f` in `path` and, with `ret`, that
+/// program at each of its return instructions (never a uretprobe: see gosym).
+fn go_function(
+    ebpf: &mut Ebpf,
+    links: &mut Vec<Link>,
+    path: &Path,
+    f: &GoFunction,
+    prog: &str,
+    ret: Option<&str>,
+) -> Result<(), ProbeError> {
+    let what = format!("{} in {}", f.name, path.display());
+    uprobe(ebpf, links, prog, path, f.entry_offset.into(), &what)?;
+    if let Some(ret) = ret {
+        for at in &f.return_offsets {
+            uprobe(ebpf, links, ret, path, (*at).into(), &what)?;
+        }
+    }
+    Ok(())
+}
+
+/// A Go program's probes: its handshake functions, the parts of work found in it (when
+/// found in every Go program probed: `parts_go`), and with `go_sched` the runtime's
+/// scheduler points (`go_on_cpu`: they were asked for).
+fn attach_go(
+    ebpf: &mut Ebpf,
+    links: &mut Vec<Link>,
+    attached: &mut Vec<String>,
+    path: &Path,
+    functions: &[GoFunction],
+    (go_sched, go_on_cpu, parts_go): (bool, bool, u32),
+) -> Result<(), ProbeError> {
+    let shown = path.display();
+    for f in functions {
+        let rets = f.return_offsets.len();
+        if let Some(((_, part), (enter, ret, bit))) = GO_PARTS
+            .iter()
+            .zip(GO_PART_PROGRAMS)
+            .find(|((n, _), _)| *n == f.name)
+        {
+            if parts_go & bit != 0 {
+                go_function(ebpf, links, path, f, enter, Some(ret))?;
+                attached.push(format!(
+                    "go: {} in {shown} (entry and {rets} return instructions: {part})",
+                    f.name
+                ));
+            }
+        } else if GO_FUNCTIONS.contains(&f.name.as_str()) {
+            let entry = if f.name.ends_with("serverHandshake") {
+                "go_server_enter"
+            } else {
+                "go_client_enter"
+            };
+            go_function(ebpf, links, path, f, entry, Some("go_return"))?;
+            attached.push(format!(
+                "go: {} in {shown} (entry and {rets} return instructions)",
+                f.name
+            ));
+        }
+    }
+    for (f, part) in GO_PARTS {
+        if !functions.iter().any(|g| g.name == f) {
+            attached.push(format!(
+                "go: {shown} has no {f} (inlined or absent): Go handshakes' {part} part is \
+                 not measured"
+            ));
+        }
+    }
+    let missing: Vec<&str> = GO_SCHEDULER
+        .iter()
+        .filter(|n| !functions.iter().any(|f| f.name == **n))
+        .copied()
+        .collect();
+    attached.push(if go_sched {
+        for f in functions
+            .iter()
+            .filter(|f| GO_SCHEDULER.contains(&f.name.as_str()))
+        {
+            let prog = if f.name == "runtime.execute" {
+                "go_execute"
+            } else {
+                "go_park"
+            };
+            go_function(ebpf, links, path, f, prog, None)?;
+        }
+        format!(
+            "go: {} in {shown} (entries: on CPU)",
+            GO_SCHEDULER.join(", ")
+        )
+    } else if !go_on_cpu {
+        format!("go: {shown}: on CPU and blocked not measured (--probe-go-on-cpu)")
+    } else if missing.is_empty() {
+        format!(
+            "go: {shown}: on-CPU time not measured (another Go program probed lacks the \
+             runtime's scheduler points)"
+        )
+    } else {
+        format!(
+            "go: {shown} has no {}: Go handshakes' on-CPU time is not measured",
+            missing.join(" or ")
+        )
+    });
+    Ok(())
 }
 
 fn write_settings(ebpf: &mut Ebpf, value: Settings) -> Result<(), ProbeError> {
