@@ -394,8 +394,9 @@ struct {
 	__type(value, s32);
 } read_args SEC(".maps");
 
+// LRU: a thread that exits inside a handshake call leaves its entry behind.
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
 	__type(key, u32);
 	__type(value, struct running);
