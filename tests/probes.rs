@@ -1429,6 +1429,23 @@ fn on_cpu_blocked_work(p: &Value, row: &str, n: u64) -> (f64, f64, f64) {
     )
 }
 
+/// A callback that sleeps 20 ms is blocked (≥ 18 ms) and barely on CPU (< 3 ms); one that
+/// burns 20 ms of CPU is on CPU (≥ 18 ms); either way work holds the 20 ms. `p50s`: on
+/// CPU, blocked, work (ms).
+fn sleep_is_blocked_burn_is_on_cpu(
+    flag: &str,
+    sleeps: bool,
+    (on_cpu, blocked, work): (f64, f64, f64),
+) {
+    if sleeps {
+        assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");
+        assert!(on_cpu < 3.0, "{flag}: on CPU p50 {on_cpu} ms");
+    } else {
+        assert!(on_cpu >= 18.0, "{flag}: on CPU p50 {on_cpu} ms");
+    }
+    assert!(work >= 18.0, "{flag}: work p50 {work} ms");
+}
+
 /// The Go server's GetCertificate sleeps 20 ms (the goroutine parks: blocked), or burns
 /// 20 ms of its thread's CPU (on CPU), inside the handshake: either way the certificate
 /// callback's part of work.
@@ -1444,14 +1461,7 @@ fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
     for (flag, sleeps) in [("-getcert-sleep", true), ("-getcert-burn", false)] {
         let (doc, row) = peers.probe_server(&[flag, "20ms"], &["--probe-go-on-cpu"]);
         let p = probes(&doc);
-        let (on_cpu, blocked, work) = on_cpu_blocked_work(p, &row, 10);
-        if sleeps {
-            assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");
-            assert!(on_cpu < 3.0, "{flag}: on CPU p50 {on_cpu} ms");
-        } else {
-            assert!(on_cpu >= 18.0, "{flag}: on CPU p50 {on_cpu} ms");
-        }
-        assert!(work >= 18.0, "{flag}: work p50 {work} ms");
+        sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
         // Either way the 20 ms are the certificate callback's, the rest is the rest.
         let callback = p50_ms(p, "by_process", &row, "callback");
         assert!(callback >= 18.0, "{flag}: callback p50 {callback} ms");
@@ -1522,16 +1532,9 @@ fn an_openssl_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         let _ = srv.wait();
         let p = probes(&doc);
         let row = format!("python3 (pid {pid}) server");
-        let (on_cpu, blocked, work) = on_cpu_blocked_work(p, &row, 10);
+        sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
         // OpenSSL's callbacks have no probe point: no callback part, no rest.
         let phases = &p["by_process"][&row]["phases"];
         assert!(phases.get("callback").is_none() && phases.get("rest").is_none());
-        if sleeps {
-            assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");
-            assert!(on_cpu < 3.0, "{flag}: on CPU p50 {on_cpu} ms");
-        } else {
-            assert!(on_cpu >= 18.0, "{flag}: on CPU p50 {on_cpu} ms");
-        }
-        assert!(work >= 18.0, "{flag}: work p50 {work} ms");
     }
 }
