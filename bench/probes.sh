@@ -21,13 +21,18 @@
 #   (not SSL_free, whose probe sits 3 bytes in, an offset bpftrace 0.17 refuses): what
 #   the kernel's uprobes and tracepoints cost before any of tlsperf's own BPF code runs.
 #   Rounds then go A B F A B F …
-# - at the end: median CPU µs per handshake of A, B (and F), B ÷ A (target ≤ 1.05), F ÷ A.
+# - P rounds, when BASE=path/to/another/tlsperf is given: B's rounds with that binary (an
+#   earlier build: what a change to the probes costs, B ÷ P, in the same run). Rounds then
+#   go A B P (F) A B P (F) …
+# - at the end: median CPU µs per handshake of A, B (and P, F), B ÷ A (target ≤ 1.05),
+#   B ÷ P, F ÷ A.
 # A warm-up load (200 requests, not counted) runs first. Loopback only; everything made
 # goes in a temporary directory, removed on every exit.
 #
 # Exit status 1 when a B round lost records or its received count is not nginx's count.
 #
-# Usage: [BIN=path/to/tlsperf] bench/probes.sh [ROUNDS] [REQUESTS]   (default 6 3000)
+# Usage: [BIN=path/to/tlsperf] [BASE=path/to/tlsperf] bench/probes.sh [ROUNDS] [REQUESTS]
+#        (default 6 3000)
 # Needs nginx (built with OpenSSL as a shared library), python3, taskset; root (eBPF).
 # BIN defaults to target/release/tlsperf (build it first: cargo build --release).
 set -euo pipefail
@@ -38,6 +43,8 @@ conns=4
 bin="${BIN:-$PWD/target/release/tlsperf}"
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$bin" ] || { echo "no tlsperf binary at $bin (cargo build --release, or set BIN)" >&2; exit 1; }
+base="${BASE:-}"
+[ -z "$base" ] || [ -x "$base" ] || { echo "BASE=$base is not an executable" >&2; exit 1; }
 [ -x "$nginx_bin" ] || { echo "missing nginx (apt-get install nginx-light)" >&2; exit 1; }
 command -v python3 > /dev/null || { echo "missing python3" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "run as root (the probes need eBPF)" >&2; exit 1; }
@@ -111,6 +118,7 @@ echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $ncpu cores, $(uname -r);
 echo "- binary: $bin ($("$bin" --version)); $("$nginx_bin" -v 2>&1) with $(ldd "$nginx_bin" | awk '/libssl/ {print $1}'), one worker (pid $worker)"
 echo "- load: tlsperf load --new-conn --resume off --tls 1.3 -n $n -c $conns --threads 1 --cacert root.pem (full TLS 1.3 handshakes); $pinning"
 echo "- B: tlsperf observe --probes --pid $master_pid --json --out FILE, attached before the load, SIGINT after it"
+[ -z "$base" ] || echo "- P: the same with BASE=$base ($("$base" --version))"
 echo "- worker CPU: utime+stime from /proc/$worker/stat, $tck ticks/s (one tick over $n handshakes = $(python3 -c "print('%.1f' % (1e6 / $tck / $n))") µs per handshake)"
 echo
 
@@ -121,14 +129,13 @@ echo "| round | probes | handshakes (nginx) | resumed / not TLS 1.3 | load faile
 echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 : > "$work/results"
 bad=0
-cycle=2
-command -v bpftrace > /dev/null && cycle=3
+modes=(A B)
+[ -z "$base" ] || modes+=(P)
+command -v bpftrace > /dev/null && modes+=(F)
 for r in $(seq 1 "$rounds"); do
-  case $((r % cycle)) in
-    1) mode=A ;;
-    2) mode=B ;;
-    *) mode=F ;;
-  esac
+  mode=${modes[$(((r - 1) % ${#modes[@]}))]}
+  probes_bin=$bin
+  [ "$mode" = P ] && probes_bin=$base
   if [ "$mode" = F ]; then
     libssl=$(awk '$6 ~ /libssl\.so/ {print $6; exit}' "/proc/$worker/maps")
     {
@@ -154,9 +161,9 @@ for r in $(seq 1 "$rounds"); do
     grep -q Attaching "$work/bt.out" || { echo "bpftrace did not start:" >&2; cat "$work/bt.out" >&2; exit 1; }
     sleep 1
   fi
-  if [ "$mode" = B ]; then
+  if [ "$mode" = B ] || [ "$mode" = P ]; then
     rm -f "$work/obs.json"
-    "${gen[@]}" "$bin" observe --probes --pid "$master_pid" --json --out "$work/obs.json" \
+    "${gen[@]}" "$probes_bin" observe --probes --pid "$master_pid" --json --out "$work/obs.json" \
       > /dev/null 2> "$work/obs.err" &
     observer=$!
     for _ in $(seq 300); do
@@ -179,7 +186,7 @@ for r in $(seq 1 "$rounds"); do
     wait "$observer" || true
     observer=""
   fi
-  if [ "$mode" = B ]; then
+  if [ "$mode" = B ] || [ "$mode" = P ]; then
     kill -INT "$observer"
     wait "$observer" || true
     observer=""
@@ -191,8 +198,8 @@ for r in $(seq 1 "$rounds"); do
   read -r failed rate < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["requests"]["failed"], "%.0f" % d["handshakes"]["per_second"])' "$work/load.json")
   read -r cpu_s us < <(python3 -c 'import sys; t, tck, hs = map(int, sys.argv[1:]); print("%.2f" % (t / tck), "%.1f" % (t / tck * 1e6 / hs if hs else 0))' "$((c1 - c0))" "$tck" "$hs")
   echo "$mode $us $rate" >> "$work/results"
-  if [ "$mode" = B ] && { [ "$lost" != 0 ] || [ "$received" != "$hs" ]; }; then bad=1; fi
-  case $mode in A) label="A (without)" ;; B) label="B (with)" ;; *) label="F (floor)" ;; esac
+  if { [ "$mode" = B ] || [ "$mode" = P ]; } && { [ "$lost" != 0 ] || [ "$received" != "$hs" ]; }; then bad=1; fi
+  case $mode in A) label="A (without)" ;; B) label="B (with)" ;; P) label="P (BASE)" ;; *) label="F (floor)" ;; esac
   echo "| $r | $label | $hs | $odd | $failed | $rate | $cpu_s | $us | $received | $lost | $work_p50 |"
 done
 
@@ -203,14 +210,14 @@ rows = [l.split() for l in open(sys.argv[1])]
 def med(mode, i):
     v = [float(r[i]) for r in rows if r[0] == mode]
     return statistics.median(v) if v else None
-a, b, f = med("A", 1), med("B", 1), med("F", 1)
-ra, rb, rf = med("A", 2), med("B", 2), med("F", 2)
-print("| | without probes (A) | with probes (B) | floor (F) | B ÷ A | F ÷ A |")
-print("|---|---:|---:|---:|---:|---:|")
+a, b, p, f = med("A", 1), med("B", 1), med("P", 1), med("F", 1)
+ra, rb, rp, rf = med("A", 2), med("B", 2), med("P", 2), med("F", 2)
+print("| | without probes (A) | with probes (B) | BASE's probes (P) | floor (F) | B ÷ A | B ÷ P | F ÷ A |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 div = lambda x, y: f"{x / y:.3f}" if x and y else "-"
 fmt = lambda x, f: "-" if x is None else f.format(x)
-print(f"| median worker CPU µs per handshake | {fmt(a, '{:.1f}')} | {fmt(b, '{:.1f}')} | {fmt(f, '{:.1f}')} | {div(b, a)} (target ≤ 1.05) | {div(f, a)} |")
-print(f"| median handshakes/s | {fmt(ra, '{:,.0f}')} | {fmt(rb, '{:,.0f}')} | {fmt(rf, '{:,.0f}')} | {div(rb, ra)} | {div(rf, ra)} |")
+print(f"| median worker CPU µs per handshake | {fmt(a, '{:.1f}')} | {fmt(b, '{:.1f}')} | {fmt(p, '{:.1f}')} | {fmt(f, '{:.1f}')} | {div(b, a)} (target ≤ 1.05) | {div(b, p)} | {div(f, a)} |")
+print(f"| median handshakes/s | {fmt(ra, '{:,.0f}')} | {fmt(rb, '{:,.0f}')} | {fmt(rp, '{:,.0f}')} | {fmt(rf, '{:,.0f}')} | {div(rb, ra)} | {div(rb, rp)} | {div(rf, ra)} |")
 PY
 echo
 if [ "$bad" = 0 ]; then

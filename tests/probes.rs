@@ -156,6 +156,59 @@ fn nginx_probed_handshakes_equal_its_log_and_the_wire_gives_their_kind() {
     let work = p50_ms(p, "by_kind", "server full", "work");
     let span = p50_ms(p, "by_kind", "server full", "span");
     assert!(work > 0.0 && work <= span, "work {work} ms, span {span} ms");
+    // Every handshake's work is split into on CPU and blocked.
+    for phase in ["on_cpu", "blocked"] {
+        let n = &p["by_kind"]["server all"]["phases"][phase]["quantiles"]["count"];
+        assert_eq!(n, fresh + reused, "{phase}");
+    }
+    let on_cpu = p50_ms(p, "by_kind", "server full", "on_cpu");
+    assert!(
+        on_cpu > 0.0 && on_cpu <= work,
+        "on CPU {on_cpu} ms, work {work} ms"
+    );
+}
+
+/// The Go test server and client (tests/go) and a PKI, in a directory of their own.
+struct GoPeers {
+    server: std::path::PathBuf,
+    client: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    pki: std::path::PathBuf,
+}
+
+impl GoPeers {
+    /// Built into `dir`; `None` (said) without Go.
+    fn build(dir: &Path) -> Option<GoPeers> {
+        let (server, client) = common::go::peers(dir)?;
+        let pki = dir.join("pki");
+        let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        Some(GoPeers {
+            server,
+            client,
+            dir: dir.to_path_buf(),
+            pki,
+        })
+    }
+
+    /// A server with `server_flags`, probed by `observe --probes --pid` with
+    /// `observe_flags` while the client makes 10 handshakes: the document, and the
+    /// server's row in `by_process`.
+    fn probe_server(&self, server_flags: &[&str], observe_flags: &[&str]) -> (Value, String) {
+        let (mut srv, addr) = common::go::server(&self.server, &self.pki, server_flags);
+        let out = self.dir.join("go.json");
+        let _ = std::fs::remove_file(&out);
+        let pid = srv.id().to_string();
+        let mut args = vec!["--probes", "--pid", &pid];
+        args.extend_from_slice(observe_flags);
+        let child = observe(&args, &out);
+        go_client(&self.client, &addr, &self.pki, 10);
+        std::thread::sleep(Duration::from_millis(300));
+        let doc = stop(child, &out);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        (doc, format!("tlsserver (pid {pid}) server"))
+    }
 }
 
 #[test]
@@ -164,35 +217,30 @@ fn go_server_delays_land_in_their_phase() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some((server, client)) = common::go::peers(dir.path()) else {
+    let Some(peers) = GoPeers::build(dir.path()) else {
         return;
     };
-    let pki = dir.path().join("pki");
-    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
     let mut measured = Vec::new();
     for extra in [
         &[][..],
         &["-getcert-sleep", "20ms"],
         &["-accept-sleep", "20ms"],
     ] {
-        let (mut srv, addr) = common::go::server(&server, &pki, extra);
-        let out = dir.path().join("go.json");
-        let _ = std::fs::remove_file(&out);
-        let pid = srv.id().to_string();
-        let child = observe(&["--probes", "--pid", &pid], &out);
-        go_client(&client, &addr, &pki, 10);
-        std::thread::sleep(Duration::from_millis(300));
-        let doc = stop(child, &out);
-        let _ = srv.kill();
-        let _ = srv.wait();
+        let (doc, row) = peers.probe_server(extra, &[]);
         let p = probes(&doc).clone();
-        let row = format!("tlsserver (pid {pid}) server");
         assert_eq!(count(&p, "by_process", &row), 10, "{}", p["by_process"]);
         measured.push((
             p50_ms(&p, "by_process", &row, "until_first_call"),
             p50_ms(&p, "by_process", &row, "work"),
         ));
+        // Without --probe-go-on-cpu, Go's work is not split into on CPU and blocked.
+        let phases = &p["by_process"][&row]["phases"];
+        assert!(phases.get("on_cpu").is_none() && phases.get("blocked").is_none());
+        // Without a sleeping GetCertificate, choosing among Certificates is quick.
+        if extra.first() != Some(&"-getcert-sleep") {
+            let callback = p50_ms(&p, "by_process", &row, "callback");
+            assert!(callback < 2.0, "{extra:?}: callback p50 {callback} ms");
+        }
     }
     let [
         (base_wait, base_work),
@@ -1309,4 +1357,132 @@ fn a_blocking_client_waits_for_its_peer_outside_work() {
     assert!(waiting >= 38.0, "client waiting_for_peer p50 {waiting} ms");
     let work = q_ms(p, "client all", "work", "p50_ns");
     assert!(work < 10.0, "client work p50 {work} ms");
+    // Switched out in those reads, it is not blocked inside work either.
+    let blocked = q_ms(p, "client all", "blocked", "p50_ns");
+    assert!(blocked < 5.0, "client blocked p50 {blocked} ms");
+}
+
+/// One probed server's handshakes (`row` of by_process): p50 of on_cpu, blocked and work
+/// (ms), after checking that every slow handshake listed splits its work exactly.
+fn on_cpu_blocked_work(p: &Value, row: &str, n: u64) -> (f64, f64, f64) {
+    assert_eq!(count(p, "by_process", row), n, "{}", p["by_process"]);
+    for b in p["slowest"].as_array().unwrap() {
+        let ns = |f: &str| b[f].as_u64().unwrap_or_else(|| panic!("no {f} in {b}"));
+        assert_eq!(ns("on_cpu_ns") + ns("blocked_ns"), ns("work_ns"), "{b}");
+    }
+    (
+        p50_ms(p, "by_process", row, "on_cpu"),
+        p50_ms(p, "by_process", row, "blocked"),
+        p50_ms(p, "by_process", row, "work"),
+    )
+}
+
+/// A callback that sleeps 20 ms is blocked (≥ 18 ms) and barely on CPU (< 3 ms); one that
+/// burns 20 ms of CPU is on CPU (≥ 18 ms); either way work holds the 20 ms. `p50s`: on
+/// CPU, blocked, work (ms).
+fn sleep_is_blocked_burn_is_on_cpu(
+    flag: &str,
+    sleeps: bool,
+    (on_cpu, blocked, work): (f64, f64, f64),
+) {
+    if sleeps {
+        assert!(blocked >= 18.0, "{flag}: blocked p50 {blocked} ms");
+        assert!(on_cpu < 3.0, "{flag}: on CPU p50 {on_cpu} ms");
+    } else {
+        assert!(on_cpu >= 18.0, "{flag}: on CPU p50 {on_cpu} ms");
+    }
+    assert!(work >= 18.0, "{flag}: work p50 {work} ms");
+}
+
+/// The Go server's GetCertificate sleeps 20 ms (the goroutine parks: blocked), or burns
+/// 20 ms of its thread's CPU (on CPU), inside the handshake: either way the certificate
+/// callback's part of work.
+#[test]
+fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(peers) = GoPeers::build(dir.path()) else {
+        return;
+    };
+    for (flag, sleeps) in [("-getcert-sleep", true), ("-getcert-burn", false)] {
+        let (doc, row) = peers.probe_server(&[flag, "20ms"], &["--probe-go-on-cpu"]);
+        let p = probes(&doc);
+        sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
+        // Either way the 20 ms are the certificate callback's, the rest is the rest.
+        let callback = p50_ms(p, "by_process", &row, "callback");
+        assert!(callback >= 18.0, "{flag}: callback p50 {callback} ms");
+        for b in p["slowest"].as_array().unwrap() {
+            let ns = |f: &str| b[f].as_u64().unwrap_or_else(|| panic!("no {f} in {b}"));
+            assert_eq!(ns("callback_ns") + ns("rest_ns"), ns("work_ns"), "{b}");
+        }
+        assert!(
+            p["attached"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a.as_str().unwrap().contains("getCertificate")),
+            "{}",
+            p["attached"]
+        );
+    }
+}
+
+/// OpenSSL's SNI callback (a Python server: its ssl module drives the system's libssl)
+/// sleeps 20 ms (the thread is switched out inside SSL_do_handshake: blocked), or burns
+/// 20 ms of the thread's CPU (on CPU). The server's socket blocks: its reads wait for the
+/// client inside the handshake call, and are neither work nor blocked.
+#[test]
+fn an_openssl_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
+    if !root()
+        || !common::have(
+            "python3",
+            "an OpenSSL server with a callback (Python's ssl)",
+        )
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openssl/callback_server.py");
+    for (flag, sleeps) in [("--sleep-ms", true), ("--burn-ms", false)] {
+        let mut srv = Command::new("python3")
+            .arg(&script)
+            .args(["--cert", pki.join("server-chain.pem").to_str().unwrap()])
+            .args(["--key", pki.join("server.key").to_str().unwrap()])
+            .args([flag, "20"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr = common::go::listening_on(&mut srv);
+        let out = dir.path().join("py.json");
+        let _ = std::fs::remove_file(&out);
+        let pid = srv.id().to_string();
+        let child = observe(&["--probes", "--pid", &pid], &out);
+        let run = tlsperf([
+            "handshake",
+            &format!("https://{addr}/"),
+            "--cacert",
+            pki.join("root.pem").to_str().unwrap(),
+            "-n",
+            "10",
+            "-q",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        std::thread::sleep(Duration::from_millis(300));
+        let doc = stop(child, &out);
+        let _ = srv.kill();
+        let _ = srv.wait();
+        let p = probes(&doc);
+        let row = format!("python3 (pid {pid}) server");
+        sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
+        // OpenSSL's callbacks have no probe point: no callback part, no rest.
+        let phases = &p["by_process"][&row]["phases"];
+        assert!(phases.get("callback").is_none() && phases.get("rest").is_none());
+    }
 }

@@ -73,6 +73,12 @@ pub struct ObserveArgs {
     /// SSL_accept or SSL_connect. Each is a trap on every call, handshake or not.
     #[arg(long, requires = "probes")]
     probe_read_write: bool,
+    /// Go: also split each handshake's work into on CPU and blocked, with uprobes on the
+    /// runtime's scheduler (runtime.execute, runtime.gopark). Each is a trap on every
+    /// goroutine switch of the program, handshake or not: a Go server's CPU per full
+    /// handshake rose by 28% with them (docs/probes.md). OpenSSL's split needs no flag.
+    #[arg(long, requires = "probes")]
+    probe_go_on_cpu: bool,
     /// Stop a live capture after this long, e.g. 30s (else at Ctrl-C).
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
@@ -326,6 +332,7 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             pids: args.pids.clone(),
             exes: args.exes.clone(),
             read_write: args.probe_read_write,
+            go_on_cpu: args.probe_go_on_cpu,
         }),
         duration: args.duration,
         metrics: args.metrics.clone(),

@@ -266,7 +266,8 @@ impl ObserveMetrics {
         registry.register(
             "probe_phase_seconds",
             "Completed handshakes' phases inside the process (accept_queue, \
-             until_first_call, work, waiting_for_peer, span), by role and process (comm)",
+             until_first_call, work and of it on_cpu and blocked, callback and rest, waiting_for_peer, span), by \
+             role and process (comm)",
             probe_phases.clone(),
         );
         registry.register(
@@ -448,6 +449,10 @@ impl ObserveMetrics {
             ("accept_queue", r.accept_queue_ns()),
             ("until_first_call", r.until_first_call_ns()),
             ("work", r.work()),
+            ("on_cpu", r.on_cpu()),
+            ("blocked", r.blocked()),
+            ("callback", r.callback_ns),
+            ("rest", r.rest()),
             ("waiting_for_peer", r.waiting()),
             ("span", Some(r.span_ns())),
         ] {

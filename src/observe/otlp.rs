@@ -842,6 +842,8 @@ mod tests {
             end_ns: 3_000_000,
             work_ns: 1_500_000,
             workload: None,
+            on_cpu_ns: None,
+            callback_ns: None,
             waiting_ns: 1_000_000,
             calls: 2,
             whole: true,

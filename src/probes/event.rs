@@ -5,7 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The size of `struct hs_event`.
-pub const RAW_EVENT_LEN: usize = 6 * 8 + 4 * 4 + 16 + 16 + 2 * 3 + 4 + 6 + 16;
+pub const RAW_EVENT_LEN: usize = 8 * 8 + 4 * 4 + 16 + 16 + 2 * 3 + 4 + 6 + 16;
 
 /// Which side of the connection the process was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,6 +105,14 @@ pub struct ProbeRecord {
     pub work_ns: u64,
     /// Time between them (OpenSSL) or parked for the peer's data (Go).
     pub waiting_ns: u64,
+    /// Of the handshake calls' time, the part its thread (OpenSSL) or goroutine (Go) ran
+    /// on a CPU: the sum of its running intervals (see `bpf/probes.bpf.c`). `None` when
+    /// not measured (a Go program without the runtime's scheduler points).
+    pub on_cpu_ns: Option<u64>,
+    /// Go: the time inside `crypto/tls.(*Config).getCertificate` (the certificate's
+    /// selection, the program's `GetCertificate` when it set one) on the handshake's
+    /// goroutine. `None` when not measured (OpenSSL; a Go program without it).
+    pub callback_ns: Option<u64>,
     /// Library calls that drove the handshake (Go: 1, its handshake function).
     pub calls: u32,
     /// The handshake was seen from its start, with every probe in place: its SSL object
@@ -162,6 +170,24 @@ impl ProbeRecord {
     /// Time waiting for the peer, when it could be told from work.
     pub fn waiting(&self) -> Option<u64> {
         self.split.then_some(self.waiting_ns)
+    }
+
+    /// Of [`ProbeRecord::work`], the time on a CPU (at most the work: its running
+    /// intervals may reach a few microseconds into a read on the connection).
+    pub fn on_cpu(&self) -> Option<u64> {
+        Some(self.on_cpu_ns?.min(self.work()?))
+    }
+
+    /// Of [`ProbeRecord::work`], what no part measured accounts for: work − callback (at
+    /// least 0), when both are known.
+    pub fn rest(&self) -> Option<u64> {
+        Some(self.work()?.saturating_sub(self.callback_ns?))
+    }
+
+    /// Of [`ProbeRecord::work`], the time off the CPU inside the calls: sleeping, waiting
+    /// on a lock or for I/O other than the peer's data, waiting for a CPU.
+    pub fn blocked(&self) -> Option<u64> {
+        Some(self.work()? - self.on_cpu()?)
     }
 
     /// "comm (pid N)", the key of the per-process rows.
@@ -235,6 +261,8 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
     let end_ns = c.u64();
     let work_ns = c.u64();
     let waiting_ns = c.u64();
+    let on_cpu_ns = c.u64();
+    let callback_ns = c.u64();
     let pid = c.u32();
     let tid = c.u32();
     let calls = c.u32();
@@ -259,7 +287,8 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
         _ => HandshakeResult::Abandoned,
     };
     let flags = c.u8();
-    let _pad: [u8; 6] = c.take();
+    let parts = c.u8();
+    let _pad: [u8; 5] = c.take();
     let comm: [u8; 16] = c.take();
     let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
     Ok(ProbeRecord {
@@ -279,6 +308,10 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
         end_ns,
         work_ns,
         waiting_ns,
+        // F_ONCPU of probes.bpf.c.
+        on_cpu_ns: (flags & 8 != 0).then_some(on_cpu_ns),
+        // PART_CALLBACK of probes.bpf.c.
+        callback_ns: (parts & 1 != 0).then_some(callback_ns),
         calls,
         // F_WHOLE and F_FD_SEEN of probes.bpf.c.
         whole: flags & 1 != 0,
@@ -293,7 +326,7 @@ mod tests {
     #[test]
     fn a_record_decodes_field_by_field() {
         let mut b = Vec::new();
-        for v in [100u64, 150, 200, 900, 300, 400] {
+        for v in [100u64, 150, 200, 900, 300, 400, 120, 70] {
             b.extend_from_slice(&v.to_ne_bytes());
         }
         for v in [42u32, 43, 3, 7] {
@@ -308,8 +341,8 @@ mod tests {
         for v in [8443u16, 50000, 2] {
             b.extend_from_slice(&v.to_ne_bytes());
         }
-        b.extend_from_slice(&[1, 1, 1, 1]);
-        b.extend_from_slice(&[0; 6]);
+        b.extend_from_slice(&[1, 1, 1, 1 | 8, 1]);
+        b.extend_from_slice(&[0; 5]);
         let mut comm = [0u8; 16];
         comm[..5].copy_from_slice(b"nginx");
         b.extend_from_slice(&comm);
@@ -326,11 +359,22 @@ mod tests {
         assert_eq!(r.calls, 3);
         assert!(r.whole);
         assert_eq!(r.work(), Some(300));
+        assert_eq!((r.on_cpu(), r.blocked()), (Some(120), Some(180)));
+        assert_eq!((r.callback_ns, r.rest()), (Some(70), Some(230)));
         // A Go record without its descriptor: its waits are not known.
         b[RAW_EVENT_LEN - 25] = 2;
         let go = decode(&b).unwrap();
         assert_eq!(go.library, Library::Go);
         assert_eq!((go.work(), go.waiting()), (None, None));
+        assert_eq!((go.on_cpu(), go.blocked()), (None, None));
+        // Not measured: neither is known, work is.
+        b[RAW_EVENT_LEN - 25] = 1;
+        b[RAW_EVENT_LEN - 23] = 1;
+        let unmeasured = decode(&b).unwrap();
+        assert_eq!(unmeasured.work(), Some(300));
+        assert_eq!((unmeasured.on_cpu(), unmeasured.blocked()), (None, None));
+        b[RAW_EVENT_LEN - 22] = 0;
+        assert_eq!(decode(&b).unwrap().rest(), None);
         assert_eq!(decode(&b[..10]), Err(BadRecord(10)));
     }
 }

@@ -269,6 +269,8 @@ mod tests {
             end_ns: established + 20,
             work_ns: 5,
             waiting_ns: 5,
+            on_cpu_ns: None,
+            callback_ns: None,
             calls: 1,
             whole: true,
             split: true,

@@ -14,8 +14,9 @@ use aya::programs::{TracePoint, UProbe, uprobe::UProbeScope};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
+use super::gosym::GoFunction;
 use super::handoff::Holder;
-use super::target::{Target, TargetKind};
+use super::target::{GO_FUNCTIONS, GO_PARTS, GO_SCHEDULER, Target, TargetKind};
 use aya::programs::uprobe::UProbeAttachLocation;
 
 /// The BPF object, built by `bpf/build.sh` from `bpf/probes.bpf.c`.
@@ -28,8 +29,10 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("bpf/probes.bpf.o");
 /// accept4 and connect tie a socket to its connection; reads and writes name a
 /// handshake's connection when the library was not given its descriptor (OpenSSL driven
 /// through BIOs, a wrapped Go connection), and reads time the waits for the peer.
-const TRACEPOINTS: [(&str, &str, &str); 4] = [
+/// sched_switch times the running intervals of a thread inside a handshake (on CPU).
+const TRACEPOINTS: [(&str, &str, &str); 5] = [
     ("on_fork", "sched", "sched_process_fork"),
+    ("on_switch", "sched", "sched_switch"),
     ("on_set_state", "sock", "inet_sock_set_state"),
     ("on_sys_enter", "raw_syscalls", "sys_enter"),
     ("on_sys_exit", "raw_syscalls", "sys_exit"),
@@ -41,6 +44,20 @@ const STATE_IDLE: u32 = 0;
 const STATE_ARMED: u32 = 1;
 /// `settings.state`: handshakes in progress finish; none begins.
 const STATE_DRAINING: u32 = 2;
+
+/// `settings.oncpu`: OpenSSL's handshakes' on-CPU time is measured (sched_switch).
+const ONCPU_OPENSSL: u32 = 1;
+/// `settings.oncpu`: Go's too (runtime.execute and runtime.gopark in every Go program).
+const ONCPU_GO: u32 = 2;
+
+/// `struct settings`: filter, child_pid_off, state, next_pid_off, oncpu, parts_openssl,
+/// parts_go, pad.
+type Settings = [u32; 8];
+
+/// The BPF programs that time each of [`GO_PARTS`] (entry, return), and its bit in
+/// `settings.parts_go` (`PART_*` of probes.bpf.c).
+const GO_PART_PROGRAMS: [(&str, &str, u32); 1] =
+    [("go_callback_enter", "go_callback_return", 1 << 0)];
 
 /// OpenSSL's exported calls: (symbol, entry program, with the return probe).
 const OPENSSL_CALLS: [(&str, &str, bool); 14] = [
@@ -71,10 +88,13 @@ pub struct Loaded {
     /// One line per attachment, for `-v` and the report.
     pub attached: Vec<String>,
     links: Vec<Link>,
-    /// `settings`: filter, child_pid offset (the state is set apart).
-    settings: [u32; 4],
+    /// `settings` (the state is set apart).
+    settings: Settings,
     /// OpenSSL's SSL_read/SSL_write family is probed too.
     read_write: bool,
+    /// Go: (the scheduler points are attached, they were asked for, the parts measured):
+    /// see [`attach_go`].
+    go: (bool, bool, u32),
 }
 
 impl std::fmt::Debug for Loaded {
@@ -152,20 +172,22 @@ fn uprobe(
     Ok(())
 }
 
-/// Where `sched_process_fork` keeps `child_pid` on this kernel (its tracefs format).
-fn child_pid_offset() -> Result<u32, ProbeError> {
-    let path = format!("{}/events/sched/sched_process_fork/format", super::TRACEFS);
+/// Where the tracepoint `sched:event` keeps `field` on this kernel (its tracefs format):
+/// `sched_process_fork`'s `child_pid`, `sched_switch`'s `next_pid`.
+fn field_offset(event: &str, field: &str) -> Result<u32, ProbeError> {
+    let path = format!("{}/events/sched/{event}/format", super::TRACEFS);
     let format = std::fs::read_to_string(&path)
         .map_err(|e| ProbeError::Unsupported(format!("cannot read {path}: {e}")))?;
+    let needle = format!(" {field};");
     format
         .lines()
-        .find(|l| l.contains(" child_pid;"))
+        .find(|l| l.contains(&needle))
         .and_then(|l| l.split("offset:").nth(1))
         .and_then(|rest| rest.split(';').next())
         .and_then(|n| n.trim().parse().ok())
         .ok_or_else(|| {
             ProbeError::Unsupported(format!(
-                "{path} has no child_pid field: this kernel's fork tracepoint is not one \
+                "{path} has no {field} field: this kernel's {event} tracepoint is not one \
                  tlsperf knows"
             ))
         })
@@ -175,20 +197,47 @@ fn child_pid_offset() -> Result<u32, ProbeError> {
 /// until [`arm`]. `filter`: only these processes (and what they fork) are probed; `None`:
 /// every process using the targets. `read_write`: OpenSSL's SSL_read/SSL_write family
 /// too (for libraries that drive the handshake through them; each is a trap on every
-/// call, handshake or not).
+/// call, handshake or not). `go_on_cpu`: Go's scheduler points too (on CPU and blocked;
+/// each is a trap on every goroutine switch).
 pub fn load(
     targets: &[Target],
     filter: Option<&[u32]>,
     read_write: bool,
+    go_on_cpu: bool,
 ) -> Result<Loaded, ProbeError> {
     let mut ebpf = EbpfLoader::new()
         .load(OBJECT)
         .map_err(|e| ProbeError::Load(e.to_string()))?;
     // The filter first, so that nothing fires unfiltered; the state idle until armed.
+    // Go's on-CPU time, when asked for, needs both scheduler points in every Go program
+    // probed.
+    let go_sched = go_on_cpu
+        && targets.iter().all(|t| match &t.kind {
+            TargetKind::Go(functions) => GO_SCHEDULER
+                .iter()
+                .all(|n| functions.iter().any(|f| f.name == *n)),
+            TargetKind::OpenSsl(_) => true,
+        });
+    // A part of Go's work is measured when its function is in every Go program probed.
+    let go_has = |name: &str| {
+        targets.iter().all(|t| match &t.kind {
+            TargetKind::Go(functions) => functions.iter().any(|f| f.name == name),
+            TargetKind::OpenSsl(_) => true,
+        })
+    };
+    let parts_go = GO_PARTS
+        .iter()
+        .zip(GO_PART_PROGRAMS)
+        .filter(|((f, _), _)| go_has(f))
+        .fold(0, |m, (_, (_, _, bit))| m | bit);
     let settings = [
         u32::from(filter.is_some()),
-        child_pid_offset()?,
+        field_offset("sched_process_fork", "child_pid")?,
         STATE_IDLE,
+        field_offset("sched_switch", "next_pid")?,
+        ONCPU_OPENSSL | if go_sched { ONCPU_GO } else { 0 },
+        0,
+        parts_go,
         0,
     ];
     write_settings(&mut ebpf, settings)?;
@@ -209,9 +258,9 @@ pub fn load(
         tracepoint(&mut ebpf, &mut links, tp)?;
     }
     attached.push(
-        "kernel: sched_process_fork, inet_sock_set_state, raw_syscalls (accept, accept4, \
-         connect; read, write, recvfrom, sendto, recvmsg, sendmsg, readv, writev of \
-         handshakes in progress)"
+        "kernel: sched_process_fork, sched_switch (on CPU), inet_sock_set_state, \
+         raw_syscalls (accept, accept4, connect; read, write, recvfrom, sendto, recvmsg, \
+         sendmsg, readv, writev of handshakes in progress)"
             .into(),
     );
     let mut loaded = Loaded {
@@ -220,6 +269,7 @@ pub fn load(
         links,
         settings,
         read_write,
+        go: (go_sched, go_on_cpu, parts_go),
     };
     for t in targets {
         attach_target(&mut loaded, t)?;
@@ -235,6 +285,7 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
         links,
         attached,
         read_write,
+        go,
         ..
     } = loaded;
     match &t.kind {
@@ -262,28 +313,7 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
                 symbols.join(", ")
             ));
         }
-        TargetKind::Go(functions) => {
-            for f in functions {
-                let entry = if f.name.ends_with("serverHandshake") {
-                    "go_server_enter"
-                } else {
-                    "go_client_enter"
-                };
-                let what = format!("{} in {}", f.name, t.path.display());
-                let at = f.entry_offset.into();
-                uprobe(ebpf, links, entry, &t.path, at, &what)?;
-                for ret in &f.return_offsets {
-                    let at = (*ret).into();
-                    uprobe(ebpf, links, "go_return", &t.path, at, &what)?;
-                }
-                attached.push(format!(
-                    "go: {} in {} (entry and {} return instructions)",
-                    f.name,
-                    t.path.display(),
-                    f.return_offsets.len()
-                ));
-            }
-        }
+        TargetKind::Go(functions) => attach_go(ebpf, links, attached, &t.path, functions, *go)?,
     }
     Ok(())
 }
@@ -313,13 +343,117 @@ pub fn unfilter(loaded: &mut Loaded, pid: u32) -> Result<(), ProbeError> {
     }
 }
 
-fn write_settings(ebpf: &mut Ebpf, value: [u32; 4]) -> Result<(), ProbeError> {
+/// Attaches `prog` at the entry of Go function `f` in `path` and, with `ret`, that
+/// program at each of its return instructions (never a uretprobe: see gosym).
+fn go_function(
+    ebpf: &mut Ebpf,
+    links: &mut Vec<Link>,
+    path: &Path,
+    f: &GoFunction,
+    prog: &str,
+    ret: Option<&str>,
+) -> Result<(), ProbeError> {
+    let what = format!("{} in {}", f.name, path.display());
+    uprobe(ebpf, links, prog, path, f.entry_offset.into(), &what)?;
+    if let Some(ret) = ret {
+        for at in &f.return_offsets {
+            uprobe(ebpf, links, ret, path, (*at).into(), &what)?;
+        }
+    }
+    Ok(())
+}
+
+/// A Go program's probes: its handshake functions, the parts of work found in it (when
+/// found in every Go program probed: `parts_go`), and with `go_sched` the runtime's
+/// scheduler points (`go_on_cpu`: they were asked for).
+fn attach_go(
+    ebpf: &mut Ebpf,
+    links: &mut Vec<Link>,
+    attached: &mut Vec<String>,
+    path: &Path,
+    functions: &[GoFunction],
+    (go_sched, go_on_cpu, parts_go): (bool, bool, u32),
+) -> Result<(), ProbeError> {
+    let shown = path.display();
+    for f in functions {
+        let rets = f.return_offsets.len();
+        if let Some(((_, part), (enter, ret, bit))) = GO_PARTS
+            .iter()
+            .zip(GO_PART_PROGRAMS)
+            .find(|((n, _), _)| *n == f.name)
+        {
+            if parts_go & bit != 0 {
+                go_function(ebpf, links, path, f, enter, Some(ret))?;
+                attached.push(format!(
+                    "go: {} in {shown} (entry and {rets} return instructions: {part})",
+                    f.name
+                ));
+            }
+        } else if GO_FUNCTIONS.contains(&f.name.as_str()) {
+            let entry = if f.name.ends_with("serverHandshake") {
+                "go_server_enter"
+            } else {
+                "go_client_enter"
+            };
+            go_function(ebpf, links, path, f, entry, Some("go_return"))?;
+            attached.push(format!(
+                "go: {} in {shown} (entry and {rets} return instructions)",
+                f.name
+            ));
+        }
+    }
+    for (f, part) in GO_PARTS {
+        if !functions.iter().any(|g| g.name == f) {
+            attached.push(format!(
+                "go: {shown} has no {f} (inlined or absent): Go handshakes' {part} part is \
+                 not measured"
+            ));
+        }
+    }
+    let missing: Vec<&str> = GO_SCHEDULER
+        .iter()
+        .filter(|n| !functions.iter().any(|f| f.name == **n))
+        .copied()
+        .collect();
+    attached.push(if go_sched {
+        for f in functions
+            .iter()
+            .filter(|f| GO_SCHEDULER.contains(&f.name.as_str()))
+        {
+            let prog = if f.name == "runtime.execute" {
+                "go_execute"
+            } else {
+                "go_park"
+            };
+            go_function(ebpf, links, path, f, prog, None)?;
+        }
+        format!(
+            "go: {} in {shown} (entries: on CPU)",
+            GO_SCHEDULER.join(", ")
+        )
+    } else if !go_on_cpu {
+        format!("go: {shown}: on CPU and blocked not measured (--probe-go-on-cpu)")
+    } else if missing.is_empty() {
+        format!(
+            "go: {shown}: on-CPU time not measured (another Go program probed lacks the \
+             runtime's scheduler points)"
+        )
+    } else {
+        format!(
+            "go: {shown} has no {}: Go handshakes' on-CPU time is not measured",
+            missing.join(" or ")
+        )
+    });
+    Ok(())
+}
+
+fn write_settings(ebpf: &mut Ebpf, value: Settings) -> Result<(), ProbeError> {
     let map = ebpf
         .map_mut("settings")
         .ok_or_else(|| ProbeError::Load("the BPF object has no settings map".into()))?;
-    let mut settings: Array<&mut MapData, [u32; 4]> =
+    let mut settings: Array<&mut MapData, Settings> =
         Array::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
-    // struct settings { u32 filter, child_pid_off, state, pad; } in host order.
+    // struct settings in host order.
     settings
         .set(0, value, 0)
         .map_err(|e| ProbeError::Load(e.to_string()))
@@ -347,7 +481,7 @@ pub fn in_progress(loaded: &Loaded) -> Result<u64, ProbeError> {
         .ebpf
         .map("hs")
         .ok_or_else(|| ProbeError::Load("the BPF object has no hs map".into()))?;
-    let h: HashMap<&MapData, [u8; 16], [u8; 56]> =
+    let h: HashMap<&MapData, [u8; 16], [u8; 88]> =
         HashMap::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
     Ok(h.keys().filter(Result::is_ok).count() as u64)
 }

@@ -64,6 +64,11 @@ pub struct ProbeOptions {
     /// programs that let them drive the handshake (no SSL_do_handshake, SSL_accept or
     /// SSL_connect). Off by default: they run on every request, not only handshakes.
     pub read_write: bool,
+    /// Go: split work into on CPU and blocked too, with uprobes on `runtime.execute` and
+    /// `runtime.gopark`. Off by default: they trap on every goroutine switch of the
+    /// program, handshake or not (OpenSSL's split, from `sched:sched_switch`, is always
+    /// on).
+    pub go_on_cpu: bool,
 }
 
 /// Why the probes cannot run.
@@ -316,6 +321,7 @@ impl Session {
             &targets,
             (!opts.pids.is_empty()).then_some(filter.as_slice()),
             opts.read_write,
+            opts.go_on_cpu,
         )?;
         let ring = loader::take_events(&mut loaded)?;
         let (tx, rx) = sync_channel(QUEUE);

@@ -15,7 +15,7 @@ use crate::stats::histogram::Dist;
 use crate::stats::{HistogramError, LatencyHistogram};
 
 /// Every phase of a probed handshake, in order, with where its timestamps are taken.
-pub const PROBE_PHASES: [(&str, &str); 5] = [
+pub const PROBE_PHASES: [(&str, &str); 9] = [
     (
         "accept_queue",
         "server: the tracepoint sock:inet_sock_set_state to ESTABLISHED (the TCP handshake \
@@ -32,6 +32,30 @@ pub const PROBE_PHASES: [(&str, &str); 5] = [
          (uretprobe), less the time inside reads on the connection (read, recvfrom, recvmsg, \
          readv: a blocking socket waits there), summed; Go, the handshake function's entry → \
          its return instruction, less waiting_for_peer",
+    ),
+    (
+        "on_cpu",
+        "of work, the time the handshake's thread (OpenSSL) or goroutine (Go) ran on a CPU: \
+         its running intervals summed, each opened at a handshake call's entry, at the \
+         thread's switch back in (tracepoint sched:sched_switch) and (Go) at \
+         runtime.execute putting the goroutine on a thread; closed at the thread's switch \
+         out, (Go) at runtime.gopark or runtime.execute of another goroutine on the thread, \
+         and at the call's return",
+    ),
+    (
+        "blocked",
+        "work − on_cpu: off the CPU inside the handshake calls (sleeping, a lock, I/O other \
+         than the peer's data, waiting for a CPU)",
+    ),
+    (
+        "callback",
+        "of work, Go: crypto/tls.(*Config).getCertificate's entry (uprobe, on the \
+         handshake's goroutine) → any of its return instructions, summed: the certificate's \
+         selection, with the program's GetCertificate when it set one",
+    ),
+    (
+        "rest",
+        "of work, what no part measured accounts for: work − callback",
     ),
     (
         "waiting_for_peer",
@@ -103,6 +127,18 @@ pub struct RecordPhases {
     /// ns; `None` when waiting could not be told from work (a Go connection whose
     /// descriptor was not found).
     pub work_ns: Option<u64>,
+    /// Of `work_ns`, on a CPU, ns; `None` when not measured (or `work_ns` is not known).
+    #[serde(default)]
+    pub on_cpu_ns: Option<u64>,
+    /// `work_ns` − `on_cpu_ns`, ns; `None` as `on_cpu_ns`.
+    #[serde(default)]
+    pub blocked_ns: Option<u64>,
+    /// Of `work_ns`, Go's certificate callback, ns; `None` when not measured.
+    #[serde(default)]
+    pub callback_ns: Option<u64>,
+    /// `work_ns` − the parts measured (`callback_ns`), ns; `None` when either is not known.
+    #[serde(default)]
+    pub rest_ns: Option<u64>,
     /// ns; `None` as `work_ns`.
     pub waiting_for_peer_ns: Option<u64>,
     /// ns.
@@ -118,6 +154,10 @@ impl RecordPhases {
             accept_queue_ns: r.accept_queue_ns(),
             until_first_call_ns: r.until_first_call_ns(),
             work_ns: r.work(),
+            on_cpu_ns: r.on_cpu(),
+            blocked_ns: r.blocked(),
+            callback_ns: r.callback_ns,
+            rest_ns: r.rest(),
             waiting_for_peer_ns: r.waiting(),
             span_ns: r.span_ns(),
             calls: r.calls,
@@ -239,7 +279,7 @@ pub struct WireHandshake {
 struct RowAcc {
     handshakes: u64,
     failed: u64,
-    phases: [Option<LatencyHistogram>; 5],
+    phases: [Option<LatencyHistogram>; PROBE_PHASES.len()],
     wire: Option<LatencyHistogram>,
 }
 
@@ -261,6 +301,10 @@ impl RowAcc {
             r.accept_queue_ns(),
             r.until_first_call_ns(),
             r.work(),
+            r.on_cpu(),
+            r.blocked(),
+            r.callback_ns,
+            r.rest(),
             r.waiting(),
             Some(r.span_ns()),
         ];
@@ -511,6 +555,8 @@ mod tests {
             end_ns: first + work + wait,
             work_ns: work,
             waiting_ns: wait,
+            on_cpu_ns: Some(work / 4),
+            callback_ns: None,
             calls: 2,
             whole: true,
             split: true,
@@ -552,6 +598,14 @@ mod tests {
         m.merge(&r).unwrap();
         assert_eq!(m.by_kind["server all"].handshakes, 4);
         assert_eq!(m.by_kind["server all"].phases["work"].hdr.len(), 4);
+        // work = on CPU + blocked, per handshake.
+        let b = &r.slowest[1].phases;
+        assert_eq!(b.work_ns, Some(2_000_000));
+        assert_eq!(
+            (b.on_cpu_ns, b.blocked_ns),
+            (Some(500_000), Some(1_500_000))
+        );
+        assert_eq!(m.by_kind["server all"].phases["blocked"].hdr.len(), 4);
         assert_eq!(m.counts.matched_wire, 2);
     }
 }

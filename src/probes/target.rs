@@ -38,6 +38,18 @@ pub const GO_FUNCTIONS: [&str; 2] = [
     "crypto/tls.(*Conn).clientHandshake",
 ];
 
+/// The Go runtime's scheduler points that time a goroutine's running (on CPU): where it
+/// is put on a thread, and where it parks (probed with `--probe-go-on-cpu`). A program
+/// without both has its handshakes' on-CPU time unmeasured.
+pub const GO_SCHEDULER: [&str; 2] = ["runtime.execute", "runtime.gopark"];
+
+/// Go's functions timed as parts of a handshake's work, on its goroutine (entry and every
+/// return instruction): (function, part). `callback`: the certificate's selection,
+/// `(*Config).getCertificate`, which calls `GetCertificate` when the program set one
+/// (looked up by name; checked with the Go 1.19 the tests build with. A binary without
+/// it, e.g. where it was inlined, has no callback part, said in `attached`).
+pub const GO_PARTS: [(&str, &str); 1] = [("crypto/tls.(*Config).getCertificate", "callback")];
+
 /// The libssl a dynamically linked program uses on this kind of system, where
 /// `--interface` is given with neither `--pid` nor `--exe`.
 pub const SYSTEM_LIBSSL: [&str; 6] = [
@@ -163,9 +175,19 @@ pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
     if is_go_data(path, &data) {
         let bin = GoBinary::from_data(path, data).map_err(|e| ProbeError::Target(e.to_string()))?;
         let functions = bin
-            .functions(&GO_FUNCTIONS)
+            .functions(
+                &[
+                    GO_FUNCTIONS.as_slice(),
+                    GO_SCHEDULER.as_slice(),
+                    &GO_PARTS.map(|(f, _)| f),
+                ]
+                .concat(),
+            )
             .map_err(|e| ProbeError::Target(e.to_string()))?;
-        if functions.is_empty() {
+        if !functions
+            .iter()
+            .any(|f| GO_FUNCTIONS.contains(&f.name.as_str()))
+        {
             return Ok(None);
         }
         return Ok(Some(Target {

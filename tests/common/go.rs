@@ -39,16 +39,21 @@ pub fn server(server: &Path, pki: &Path, extra: &[&str]) -> (Child, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let addr = listening_on(&mut child);
+    (child, addr)
+}
+
+/// The address a test server (tests/go/tlsserver, tests/openssl/callback_server.py) says
+/// it listens on, in its first line on stdout: "listening on ADDR".
+pub fn listening_on(child: &mut Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line
-        .trim()
+    line.trim()
         .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    (child, addr)
+        .unwrap_or_else(|| panic!("the server's first line: {line:?}"))
+        .to_string()
 }
 
 /// The Go server built into `dir` and a PKI made there by `tlsperf pki init`: (tlsserver,

@@ -17,6 +17,17 @@
 //             the peer (Go)
 //   wait_ns   Go only: from a read() on the connection that returned EAGAIN to the next
 //             read() on it (the goroutine parked for the peer's next flight)
+//   oncpu_ns  the part of the handshake calls' time that its thread (OpenSSL) or goroutine
+//             (Go) ran on a CPU: the sum of its running intervals. One opens when a call
+//             is entered (OpenSSL: call_enter; Go: the handshake function's entry), when
+//             its thread is switched back in (sched:sched_switch, next_pid), and (Go)
+//             when runtime.execute puts its goroutine on a thread; it closes when the
+//             thread is switched out (sched:sched_switch, the current task), when (Go)
+//             runtime.gopark parks the goroutine or runtime.execute puts another one on
+//             its thread, and when the call returns. Blocked = work − on CPU (user space).
+//   part_ns   per part of work (PART_*), the time inside its function on the handshake's
+//             goroutine (Go: a uprobe at the function's entry → one at any of its RET
+//             instructions, R14 naming the goroutine), summed
 //
 // Nothing starts until user space arms the probes (settings.state = 1), once every
 // program is attached; while it drains (state 2) handshakes in progress finish but none
@@ -72,6 +83,17 @@
 #define F_WHOLE 1      // the handshake's start was seen with every probe in place
 #define F_IO 2         // Go: a syscall on its connection was seen (no morestack re-entry after)
 #define F_FD_SEEN 4    // the descriptor was found (Go: waits on it are timed)
+#define F_ONCPU 8      // its on-CPU time was measured (settings.oncpu has its library)
+
+// settings.oncpu: the libraries whose on-CPU time is measured (sched_switch attached; Go:
+// runtime.execute and runtime.gopark too, in every Go program probed).
+#define ONCPU_OPENSSL 1
+#define ONCPU_GO 2
+
+// The parts of work, timed inside the handshake that runs on the thread or goroutine:
+// indexes of part_ns, bits of settings.parts_* and hs_event.parts.
+#define PART_CALLBACK 0 // Go: crypto/tls.(*Config).getCertificate
+#define NPARTS 1
 
 // One finished (or abandoned) handshake. Layout shared with src/probes/event.rs.
 struct hs_event {
@@ -81,6 +103,8 @@ struct hs_event {
 	u64 end_ns;
 	u64 work_ns;
 	u64 wait_ns;
+	u64 oncpu_ns;
+	u64 part_ns[NPARTS];
 	u32 tgid;
 	u32 tid;
 	u32 calls;
@@ -94,7 +118,8 @@ struct hs_event {
 	u8 lib;
 	u8 result;
 	u8 flags;
-	u8 pad[6];
+	u8 parts; // the parts measured for its library (bits of PART_*)
+	u8 pad[5];
 	char comm[16];
 };
 
@@ -147,6 +172,7 @@ struct hs_state {
 	u64 work_ns;
 	u64 wait_ns;
 	u64 wait_start_ns;
+	u64 oncpu_ns; // its running intervals, summed
 	u32 tid;
 	u32 calls;
 	s32 fd;
@@ -154,6 +180,10 @@ struct hs_state {
 	u8 lib;
 	u8 flags;
 	u8 pad;
+	u32 run_tid; // the thread its open running interval is on (see `running`)
+	u32 pad2;
+	u64 part_ns[NPARTS];
+	u64 part_start[NPARTS]; // inside the part's function since (0: not inside)
 };
 
 // OpenSSL: the SSL object's descriptor and role, from SSL_set_fd and
@@ -200,6 +230,19 @@ struct settings {
 	u32 filter;        // 1: only processes in `targets`
 	u32 child_pid_off; // sched_process_fork's child_pid, from its tracefs format
 	u32 state;         // ST_IDLE, ST_ARMED, ST_DRAINING
+	u32 next_pid_off;  // sched_switch's next_pid, from its tracefs format
+	u32 oncpu;         // ONCPU_OPENSSL | ONCPU_GO
+	u32 parts_openssl; // the parts measured (bits of PART_*), OpenSSL
+	u32 parts_go;      // … and Go (its function found in every Go program probed)
+	u32 pad;
+};
+
+// A thread running a handshake's call (OpenSSL) or goroutine (Go), by thread id: the
+// handshake, and since when it runs on a CPU (0: its thread is switched out).
+struct running {
+	u64 obj;
+	u64 since;
+	u32 tgid;
 	u32 pad;
 };
 
@@ -351,6 +394,14 @@ struct {
 	__type(value, s32);
 } read_args SEC(".maps");
 
+// LRU: a thread that exits inside a handshake call leaves its entry behind.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct running);
+} runnings SEC(".maps");
+
 static __always_inline void count(u32 which)
 {
 	u64 *v = bpf_map_lookup_elem(&counters, &which);
@@ -445,6 +496,11 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	u8 flags = st->flags & (F_WHOLE | F_FD_SEEN);
 	if (si)
 		flags |= F_WHOLE;
+	u32 zero = 0;
+	struct settings *set = bpf_map_lookup_elem(&settings, &zero);
+	u32 measured = st->lib == LIB_GO ? ONCPU_GO : ONCPU_OPENSSL;
+	if (set && (set->oncpu & measured))
+		flags |= F_ONCPU;
 	// Go's waits are timed on its connection: without it, they cannot be told from work.
 	int split = st->lib != LIB_GO || (flags & F_FD_SEEN);
 	if (st->lib == LIB_GO) {
@@ -474,6 +530,11 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	ev->end_ns = end_ns;
 	ev->work_ns = work;
 	ev->wait_ns = wait;
+	ev->oncpu_ns = st->oncpu_ns;
+	for (int i = 0; i < NPARTS; i++)
+		ev->part_ns[i] = st->part_ns[i];
+	u32 parts = set ? (st->lib == LIB_GO ? set->parts_go : set->parts_openssl) : 0;
+	ev->parts = parts & ((1 << NPARTS) - 1);
 	ev->tgid = tgid;
 	ev->tid = st->tid;
 	ev->calls = st->calls;
@@ -501,6 +562,72 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	// costs the probed process more than the rest of the probe).
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	count(C_EMITTED);
+}
+
+// ---- on CPU: the running intervals of a handshake's thread or goroutine ----
+
+// Closes `tid`'s running interval, if open, into its handshake's oncpu_ns (when the
+// handshake still runs on that thread).
+static __always_inline void run_close(u32 tid, struct running *r, u64 now)
+{
+	if (!r->since)
+		return;
+	struct hs_key k = {.tgid = r->tgid, .obj = r->obj};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (st && st->run_tid == tid && now > r->since)
+		st->oncpu_ns += now - r->since;
+	r->since = 0;
+}
+
+// Ends `tid`'s interval and forgets it.
+static __always_inline void run_end(u32 tid, u64 now)
+{
+	struct running *r = bpf_map_lookup_elem(&runnings, &tid);
+	if (!r)
+		return;
+	run_close(tid, r, now);
+	bpf_map_delete_elem(&runnings, &tid);
+}
+
+// `st` (the handshake of `obj`) runs on thread `tid` from `now`.
+static __always_inline void run_open(u32 tid, u32 tgid, u64 obj, struct hs_state *st, u64 now)
+{
+	struct running r = {.obj = obj, .since = now, .tgid = tgid};
+	st->run_tid = tid;
+	bpf_map_update_elem(&runnings, &tid, &r, BPF_ANY);
+}
+
+// A context switch: the current task (prev) leaves its CPU, next_pid takes it. Only
+// threads with an entry in `runnings` (inside a handshake) cost more than two lookups.
+SEC("tracepoint/sched/sched_switch")
+int on_switch(void *ctx)
+{
+	u32 prev = (u32)bpf_get_current_pid_tgid();
+	u64 now = 0;
+	struct running *r = bpf_map_lookup_elem(&runnings, &prev);
+	if (r && r->since) {
+		now = bpf_ktime_get_ns();
+		run_close(prev, r, now);
+	}
+	u32 zero = 0;
+	struct settings *s = bpf_map_lookup_elem(&settings, &zero);
+	u32 off = s ? s->next_pid_off : 0;
+	if (off == 0 || off > 256)
+		return 0;
+	s32 next = 0;
+	bpf_probe_read_kernel(&next, sizeof(next), (u8 *)ctx + off);
+	u32 n = next;
+	r = bpf_map_lookup_elem(&runnings, &n);
+	if (!r || r->since)
+		return 0;
+	struct hs_key k = {.tgid = r->tgid, .obj = r->obj};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st || st->run_tid != n) {
+		bpf_map_delete_elem(&runnings, &n);
+		return 0;
+	}
+	r->since = now ? now : bpf_ktime_get_ns();
+	return 0;
 }
 
 // ---- the kernel: processes, sockets and TCP ----
@@ -792,6 +919,9 @@ static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
 	}
 	struct inflight f = {.ssl = ssl, .enter_ns = now, .depth = 1, .driving = driving};
 	bpf_map_update_elem(&inflights, &id, &f, BPF_ANY);
+	st = bpf_map_lookup_elem(&hs, &k);
+	if (st)
+		run_open((u32)id, tgid, ssl, st, now);
 	return 0;
 }
 
@@ -810,6 +940,7 @@ static __always_inline int call_return(s64 ret)
 	struct inflight f = *in;
 	bpf_map_delete_elem(&inflights, &id);
 	u64 now = bpf_ktime_get_ns();
+	run_end((u32)id, now);
 	struct hs_key k = {.tgid = id >> 32, .obj = f.ssl};
 	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
 	if (!st)
@@ -949,6 +1080,9 @@ static __always_inline int go_enter(struct pt_regs *ctx, u8 role)
 		return 0;
 	}
 	count(C_STARTED);
+	struct hs_state *stp = bpf_map_lookup_elem(&hs, &k);
+	if (stp)
+		run_open((u32)id, tgid, g, stp, now);
 	if (st.fd >= 0) {
 		struct gofd_val gv = {.g = g};
 		bpf_map_update_elem(&gofds, &sk, &gv, BPF_ANY);
@@ -976,6 +1110,11 @@ int go_return(struct pt_regs *ctx)
 	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
 	if (!st)
 		return 0;
+	u64 now = bpf_ktime_get_ns();
+	u32 tid = (u32)id;
+	struct running *r = bpf_map_lookup_elem(&runnings, &tid);
+	if (r && r->obj == k.obj)
+		run_end(tid, now);
 	struct hs_state done = *st;
 	bpf_map_delete_elem(&hs, &k);
 	if (done.fd >= 0) {
@@ -985,7 +1124,66 @@ int go_return(struct pt_regs *ctx)
 	struct go_pending *p = bpf_map_lookup_elem(&go_pendings, &id);
 	if (p && p->g == k.obj)
 		bpf_map_delete_elem(&go_pendings, &id);
-	emit(&k, &done, bpf_ktime_get_ns(), ctx->rax == 0 ? RESULT_OK : RESULT_ERROR);
+	emit(&k, &done, now, ctx->rax == 0 ? RESULT_OK : RESULT_ERROR);
+	return 0;
+}
+
+// A part's function entered on goroutine R14: timed when a handshake runs on it. An entry
+// while inside already (runtime.morestack re-running the prologue) is the same call.
+static __always_inline int go_part_enter(struct pt_regs *ctx, int part)
+{
+	struct hs_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st || st->lib != LIB_GO || st->part_start[part])
+		return 0;
+	st->part_start[part] = bpf_ktime_get_ns();
+	return 0;
+}
+
+// ... and left, at one of its RET instructions.
+static __always_inline int go_part_return(struct pt_regs *ctx, int part)
+{
+	struct hs_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (!st || !st->part_start[part])
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	if (now > st->part_start[part])
+		st->part_ns[part] += now - st->part_start[part];
+	st->part_start[part] = 0;
+	return 0;
+}
+
+SEC("uprobe")
+int go_callback_enter(struct pt_regs *ctx) { return go_part_enter(ctx, PART_CALLBACK); }
+
+SEC("uprobe")
+int go_callback_return(struct pt_regs *ctx) { return go_part_return(ctx, PART_CALLBACK); }
+
+// runtime.execute(gp, inheritTime): the scheduler puts goroutine gp (RAX) on this thread.
+// Whatever ran here before stops running; gp runs from now if it is in a handshake.
+SEC("uprobe")
+int go_execute(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tid = (u32)id;
+	u64 now = bpf_ktime_get_ns();
+	run_end(tid, now);
+	struct hs_key k = {.tgid = id >> 32, .obj = ctx->rax};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (st && st->lib == LIB_GO)
+		run_open(tid, k.tgid, k.obj, st, now);
+	return 0;
+}
+
+// runtime.gopark: the current goroutine (R14) parks; it runs again at runtime.execute.
+SEC("uprobe")
+int go_park(struct pt_regs *ctx)
+{
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct running *r = bpf_map_lookup_elem(&runnings, &tid);
+	if (r && r->obj == ctx->r14)
+		run_end(tid, bpf_ktime_get_ns());
 	return 0;
 }
 

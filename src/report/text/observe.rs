@@ -345,6 +345,8 @@ fn probe_rows(title: &str, map: &BTreeMap<String, ProbeRow>) -> String {
         "accept queue p50 ms",
         "until first call p50 ms",
         "work p50 ms",
+        "on CPU p50 ms",
+        "blocked p50 ms",
         "waiting for peer p50 ms",
     ]);
     for (k, r) in rows.iter().take(SHOWN_ROWS) {
@@ -355,10 +357,12 @@ fn probe_rows(title: &str, map: &BTreeMap<String, ProbeRow>) -> String {
             p50(r.phases.get("accept_queue")),
             p50(r.phases.get("until_first_call")),
             p50(r.phases.get("work")),
+            p50(r.phases.get("on_cpu")),
+            p50(r.phases.get("blocked")),
             p50(r.phases.get("waiting_for_peer")),
         ]);
     }
-    right_align(&mut t, &[1, 2, 3, 4, 5, 6]);
+    right_align(&mut t, &[1, 2, 3, 4, 5, 6, 7, 8]);
     let mut s = render(&t);
     s += "\n";
     if rows.len() > SHOWN_ROWS {
@@ -455,8 +459,19 @@ fn probes(p: &ProbeReport) -> String {
                 Some(t) => format!("wire server think {} ms; inside:", ms(t)),
                 None => format!("span {} ms (not captured):", ms(b.phases.span_ns)),
             };
+            let mut work = opt(b.phases.work_ns);
+            let mut of = Vec::new();
+            if let (Some(c), Some(o)) = (b.phases.on_cpu_ns, b.phases.blocked_ns) {
+                of.push(format!("= on CPU {} + blocked {}", ms(c), ms(o)));
+            }
+            if let (Some(c), Some(r)) = (b.phases.callback_ns, b.phases.rest_ns) {
+                of.push(format!("of it: callback {}, rest {}", ms(c), ms(r)));
+            }
+            if !of.is_empty() {
+                work = format!("{work} ({})", of.join("; "));
+            }
             s += &format!(
-                "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {}, \
+                "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {work}, \
                  waiting for peer {} ms ({} calls, thread {})\n",
                 b.process,
                 b.server,
@@ -464,7 +479,6 @@ fn probes(p: &ProbeReport) -> String {
                 b.kind,
                 opt(b.phases.accept_queue_ns),
                 opt(b.phases.until_first_call_ns),
-                opt(b.phases.work_ns),
                 opt(b.phases.waiting_for_peer_ns),
                 b.phases.calls,
                 b.tid,

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,13 +52,14 @@ func main() {
 	certFile := flag.String("cert", "", "certificate chain PEM file (required)")
 	keyFile := flag.String("key", "", "private key PEM file (required)")
 	getcertSleep := flag.Duration("getcert-sleep", 0, "if >0, serve the certificate from GetCertificate after sleeping this long")
+	getcertBurn := flag.Duration("getcert-burn", 0, "if >0, serve the certificate from GetCertificate after running a CPU-bound loop for this long (on CPU, never parked)")
 	acceptSleep := flag.Duration("accept-sleep", 0, "sleep this long after Accept before the handshake")
 	tickets := flag.Bool("tickets", true, "enable session tickets")
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
 	duration := flag.Duration("duration", 5*time.Minute, "exit after this long")
 	wrap := flag.Bool("wrap", false, "hand the TLS server a wrapping net.Conn (a byte-counting struct embedding the accepted connection, as metrics, connection-limit and proxy-protocol listeners do) instead of the bare *net.TCPConn")
 	stackSweep := flag.Bool("stack-sweep", false, "call Handshake under a call chain whose depth sweeps 0..299 frames over the connections, so that a new goroutine's stack grows at varying points of the handshake, its functions' entries included (runtime.morestack restarting a function)")
-	switchable := flag.Bool("switch", false, "start with -getcert-sleep and -accept-sleep off: SIGUSR1 turns -getcert-sleep on or off, SIGUSR2 -accept-sleep (a known change at a known instant)")
+	switchable := flag.Bool("switch", false, "start with -getcert-sleep, -getcert-burn and -accept-sleep off: SIGUSR1 turns -getcert-sleep and -getcert-burn on or off, SIGUSR2 -accept-sleep (a known change at a known instant)")
 	flag.DurationVar(&linger, "linger", 0, "wait this long after the response before closing the connection (its close_notify then comes that much later)")
 	stream := flag.String("stream", "", "a hostile answer sent without end (for 60 s at most): early-hints (endless 103 responses), trailers (a chunked body whose trailer never ends) or chunks (endless 1-byte chunks)")
 	flag.Parse()
@@ -98,10 +100,11 @@ func main() {
 			}
 		}()
 	}
-	if d := *getcertSleep; d > 0 {
+	if d, b := *getcertSleep, *getcertBurn; d > 0 || b > 0 {
 		cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if certOn.Load() {
 				time.Sleep(d)
+				burn(b)
 			}
 			return &cert, nil
 		}
@@ -170,7 +173,39 @@ func main() {
 	}
 }
 
-// Whether -getcert-sleep and -accept-sleep apply now (-switch toggles them).
+// burn runs a CPU-bound loop until its thread has spent d of CPU time (not wall time: on
+// a busy machine the loop takes longer, never less CPU). The goroutine is locked to its
+// thread meanwhile, so that the thread's CPU time is the goroutine's; it never sleeps,
+// takes a lock or does I/O.
+//
+//go:noinline
+func burn(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	x := uint64(1)
+	for threadCPU()-start < d {
+		for i := 0; i < 1000; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	sink[0] = byte(x)
+}
+
+// threadCPU is the calling thread's CPU time, user and system (getrusage RUSAGE_THREAD).
+func threadCPU() time.Duration {
+	const rusageThread = 1
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		log.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Whether -getcert-sleep, -getcert-burn and -accept-sleep apply now (-switch toggles them).
 var certOn, acceptOn atomic.Bool
 
 // Connections accepted (-stack-sweep's depth), and what keeps deep's frames in use.
