@@ -51,7 +51,7 @@ pub fn order(r: u32, base: bool) -> Vec<&'static str> {
         o.push("base");
     }
     o.extend(["crypto", "client", "resume", "keep"]);
-    if r % 2 == 0 {
+    if r.is_multiple_of(2) {
         o.reverse();
     }
     o
@@ -517,7 +517,7 @@ impl Round<'_> {
             let mut servers = vec!["serve"];
             if run.base.is_some() {
                 servers.push("base");
-                if (self.r + s) % 2 == 0 {
+                if (self.r + s).is_multiple_of(2) {
                     servers.reverse();
                 }
             }
