@@ -40,7 +40,8 @@
 //!           held with --ciphers to the TLS 1.3 suite h2load negotiated with serve in the
 //!           warm-up (rustls's default would be AES-256-GCM-SHA384: more work than h2load's);
 //!   resume  server CPU per connection, full vs resumed, same client (tlsperf load --new-conn
-//!           -c 8 -n 4N, held to the AES-128-GCM-SHA256 suite `crypto limit` measures), against `serve --resumption stateful` (TLS 1.2 session ids, TLS 1.3
+//!           -c 8 -n 4N, held to the AES-128-GCM-SHA256 suite `crypto limit` measures),
+//!           against `serve --resumption stateful` (TLS 1.2 session ids, TLS 1.3
 //!           stateful tickets) and `serve --resumption tickets` (TLS 1.2 and 1.3 tickets).
 //!           The first handshake of a connection slot is full, so the resumed cost is
 //!           (CPU − full × cost of a full one) ÷ resumed, both counts from the server's own
@@ -92,12 +93,13 @@
 //! their clients in the same places serve meets h2load. FLOOR_PIN=0 leaves placement to
 //! the scheduler.
 //!
-//! Server CPU is the process's CPU clock (clock_getcpuclockid: every thread's run time, user +
-//! kernel, the scheduler's figure /proc/PID/task/*/schedstat shows, exited threads included)
-//! around the run; generator CPU is the client process's own. Nothing of the client is charged to the
-//! server and the other way round. On a loaded machine CPU time per connection is inflated
-//! less than wall time but still is (cache, frequency, scheduler): read the ratios, which are
-//! taken round by round in the same conditions, and the load average printed with them.
+//! Server CPU is the process's CPU clock (clock_getcpuclockid: every thread's run time,
+//! user + kernel, the scheduler's figure /proc/PID/task/*/schedstat shows, exited threads
+//! included) around the run; generator CPU is the client process's own. Nothing of the
+//! client is charged to the server and the other way round. On a loaded machine CPU time
+//! per connection is inflated less than wall time but still is (cache, frequency,
+//! scheduler): read the ratios, which are taken round by round in the same conditions, and
+//! the load average printed with them.
 //! ```
 //!
 //! Usage (the script's call):

@@ -74,19 +74,44 @@ fn children_cpu() -> f64 {
     s(ru.ru_utime) + s(ru.ru_stime)
 }
 
-/// Runs COMMAND with stdout and stderr into FILE; its exit status's success.
-fn run_into(mut command: Command, file: &Path) -> Res<bool> {
+/// How a run of a client ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ended {
+    /// It exited, successfully or not.
+    Exited(bool),
+    /// It was still running at its time limit, and was killed.
+    Killed,
+}
+
+/// Runs COMMAND with stdout and stderr into FILE, for at most LIMIT: h2load at times
+/// stops its clients at the end of a `-D` run and never exits (seen here under load,
+/// spinning on a CPU), and a bench run must end.
+fn run_into(mut command: Command, file: &Path, limit: Duration) -> Res<Ended> {
     let out = File::create(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let err = out
         .try_clone()
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    let status = command
+    let mut child = command
         .stdout(out)
         .stderr(err)
-        .status()
+        .spawn()
         .map_err(|e| format!("{command:?}: {e}"))?;
-    Ok(status.success())
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            return Ok(Ended::Exited(status.success()));
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(Ended::Killed);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
+
+/// The longest an h2load run bounded by a count of connections may take.
+const COUNTED_LIMIT: Duration = Duration::from_secs(600);
 
 /// The last lines of a text, joined as `tail -3` prints them.
 pub fn tail(text: &str, lines: usize) -> String {
@@ -139,7 +164,11 @@ pub fn h2conn(t: &Tools, pid: u32, url: &str, m: u64, decimals: usize) -> Res<(S
     let mut cmd = t.command(true, "h2load");
     cmd.args(["--h1", "-n", &m.to_string(), "-c", "50", "-t", "1"])
         .args(["-H", "Connection: close", url]);
-    run_into(cmd, &out)?;
+    if run_into(cmd, &out, COUNTED_LIMIT)? == Ended::Killed {
+        return Err(format!(
+            "h2load {url}: still running after {COUNTED_LIMIT:?}"
+        ));
+    }
     let c1 = children_cpu();
     let a = cpu_ns(pid)?;
     let text = std::fs::read_to_string(&out).unwrap_or_default();
@@ -161,9 +190,9 @@ pub fn h2load_warm(t: &Tools, url: &str) -> Res<String> {
     let mut cmd = t.command(true, "h2load");
     cmd.args(["--h1", "-n", "300", "-c", "50", "-t", "1"])
         .args(["-H", "Connection: close", url]);
-    let ok = run_into(cmd, &out)?;
+    let ended = run_into(cmd, &out, COUNTED_LIMIT)?;
     let text = std::fs::read_to_string(&out).unwrap_or_default();
-    if !ok {
+    if ended != Ended::Exited(true) {
         return Err(format!(
             "h2load's warm-up against {url}: {}",
             tail(&text, 3)
@@ -172,21 +201,38 @@ pub fn h2load_warm(t: &Tools, url: &str) -> Res<String> {
     Ok(text)
 }
 
-/// One keep-alive run of h2load for K/4 seconds after a 300 ms warm-up: requests/s.
+/// One keep-alive run of h2load for K/4 seconds after a 300 ms warm-up: requests/s. An
+/// h2load that has not exited 30 s after its run should have ended is killed and run
+/// again, once (what it measured is lost with it: it prints its figures as it exits).
 pub fn keep_alive(t: &Tools, name: &str, url: &str, k: u32) -> Res<f64> {
     let out = t.file("keep.out");
-    let mut cmd = t.command(true, "h2load");
-    cmd.args([
-        "--h1",
-        "-c",
-        "50",
-        "-t",
-        "1",
-        "-D",
-        &format!("{}ms", k * 250),
-    ])
-    .args(["--warm-up-time", "300ms", url]);
-    run_into(cmd, &out)?;
+    let limit = Duration::from_millis(u64::from(k) * 250 + 300) + Duration::from_secs(30);
+    let mut ended = Ended::Killed;
+    for attempt in 1..=2 {
+        let mut cmd = t.command(true, "h2load");
+        cmd.args([
+            "--h1",
+            "-c",
+            "50",
+            "-t",
+            "1",
+            "-D",
+            &format!("{}ms", k * 250),
+        ])
+        .args(["--warm-up-time", "300ms", url]);
+        ended = run_into(cmd, &out, limit)?;
+        if ended != Ended::Killed {
+            break;
+        }
+        eprintln!(
+            "floor_bench: h2load against {name} had not exited {limit:?} after it started (attempt {attempt}): killed"
+        );
+    }
+    if ended == Ended::Killed {
+        return Err(format!(
+            "keep-alive run against {name}: h2load did not exit, twice"
+        ));
+    }
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let rate = h2load_rate(&text);
     match rate {

@@ -260,24 +260,12 @@ impl Round<'_> {
         };
         for s in 1..=4 {
             let sm = slice(run.n, s);
-            let (sx, sy) = h2conn(
-                t,
-                serve.pid,
-                &format!("https://127.0.0.1:{}/", serve.port),
-                sm,
-                3,
-            )?;
-            add("serve", &sx, sm);
-            add("serve-h2", &sy, sm);
-            let (px, py) = h2conn(
-                t,
-                plain.pid,
-                &format!("http://127.0.0.1:{}/", plain.port),
-                sm,
-                3,
-            )?;
-            add("plain", &px, sm);
-            add("plain-h2", &py, sm);
+            for (key, p, scheme) in [("serve", serve, "https"), ("plain", plain, "http")] {
+                let url = format!("{scheme}://127.0.0.1:{}/", p.port);
+                let (x, y) = h2conn(t, p.pid, &url, sm, 3)?;
+                add(key, &x, sm);
+                add(&format!("{key}-h2"), &y, sm);
+            }
             let doc = measure::crypto_limit(t, "1.3", &["--duration", "250ms"])?;
             for (kind, name) in [
                 (FullOrResumed::Full, "full"),
