@@ -1,9 +1,9 @@
 //! What the kernel must cost for a TLS connection's flights, without any of its crypto:
 //! replays the bytes of a real rustls connection (recorded in memory) between a minimal
-//! server and a paced client over loopback. `bench/floor.sh` measures this server's CPU
-//! per connection next to nginx's plain-HTTP connection: the difference is what a TLS
-//! connection's extra round trip and larger flights cost the kernel (issue 20's floor
-//! counts only a plain connection's).
+//! server and a paced client over loopback. `bench/floor.sh` (its measuring side,
+//! examples/floor_bench) measures this server's CPU per connection next to nginx's
+//! plain-HTTP connection: the difference is what a TLS connection's extra round trip and
+//! larger flights cost the kernel (issue 20's floor counts only a plain connection's).
 //!
 //! - The server is what nginx is at its core: one thread, one edge-triggered epoll loop
 //!   (mio), non-blocking accept, each connection registered for read and write once and
