@@ -308,7 +308,7 @@ fn bad_input_is_named_by_file_and_line() {
         (
             "bad.jsonl",
             format!("{good}\n\n{{\"type\":\"connection\",\"sni\":\"a\"}}\n"),
-            "bad.jsonl:3: type \"connection\": neither a window nor an anomaly record",
+            "bad.jsonl:3: type \"connection\": neither a window, an anomaly nor a canary record",
         ),
         (
             "broken.jsonl",

@@ -148,14 +148,16 @@ pub fn parse_stream(path: &str, bytes: &[u8]) -> Result<Vec<Record>, AuditError>
                 serde_json::from_value(value)
                     .map_err(|e| at(format!("not an anomaly record: {e}")))?,
             ),
+            // A comparison of two groups (`--group-by`): not judged against an objective.
+            Some("canary") => continue,
             Some(other) => {
                 return Err(at(format!(
-                    "type \"{other}\": neither a window nor an anomaly record"
+                    "type \"{other}\": neither a window, an anomaly nor a canary record"
                 )));
             }
             None => {
                 return Err(at(
-                    "no \"type\": neither a window nor an anomaly record".into()
+                    "no \"type\": neither a window, an anomaly nor a canary record".into(),
                 ));
             }
         };
@@ -494,8 +496,13 @@ mod tests {
         let e = parse_stream("w.jsonl", b"\n{\"type\":\"nope\"}\n").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "w.jsonl:2: type \"nope\": neither a window nor an anomaly record"
+            "w.jsonl:2: type \"nope\": neither a window, an anomaly nor a canary record"
         );
+        // The comparisons `--group-by` writes into the same stream are passed over (a
+        // stream of them alone holds nothing to audit).
+        let canary = b"{\"type\":\"canary\",\"start_ns\":1}\n";
+        let e = parse_stream("w.jsonl", canary).unwrap_err();
+        assert!(matches!(e, AuditError::Empty(_)), "{e}");
         let e = parse_stream("w.jsonl", b"garbage").unwrap_err();
         assert!(e.to_string().starts_with("w.jsonl:1: not JSON"), "{e}");
         let e = parse_stream("w.jsonl", b"{\"type\":\"window\"}").unwrap_err();
