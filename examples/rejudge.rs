@@ -48,7 +48,10 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let files = &args[..split];
-    assert!(!files.is_empty(), "usage: rejudge FILE... [-- MARGIN/FLOOR/WINDOWS...]");
+    assert!(
+        !files.is_empty(),
+        "usage: rejudge FILE... [-- MARGIN/FLOOR/WINDOWS...]"
+    );
     let settings: Vec<String> = if split < args.len() {
         args[split + 1..].to_vec()
     } else {

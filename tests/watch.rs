@@ -240,8 +240,42 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
         last["end_ns"].as_u64().unwrap() >= stopped - WINDOW_S * S,
         "{last}"
     );
+    // The long baseline: every closed window of the process's series merged (a run
+    // within a day), P99.9 over all of them.
+    let full: Vec<&Value> = r
+        .iter()
+        .filter(|v| v["type"] == "window" && v["seconds"].as_f64().unwrap() >= WINDOW_S as f64)
+        .collect();
+    let probed = |w: &Value| {
+        w["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["view"] == "probes" && s["process"] == "tlsserver")
+            .cloned()
+    };
+    let with_series = full.iter().filter(|w| probed(w).is_some()).count() as u64;
+    let long = probed(full.last().unwrap()).unwrap()["long_baseline"].clone();
+    assert_eq!(long["phase"], "total", "{long}");
+    // The first window of the run may be partial and is learnt from too.
+    let windows = long["windows"].as_u64().unwrap();
+    assert!(
+        (with_series..=with_series + 1).contains(&windows),
+        "{windows} windows in the long baseline, {with_series} full ones: {long}"
+    );
+    let (p50, p999) = (
+        long["p50_ns"].as_u64().unwrap(),
+        long["p999_ns"].as_u64().unwrap(),
+    );
+    // The 20 ms delays were on for a part of the run: the P99.9 holds them.
+    assert!(p50 > 0 && p999 >= 20_000_000 && p999 >= p50, "{long}");
     let kept: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
-    assert_eq!(kept["schema"], "tlsperf-observe-baseline/1");
+    assert_eq!(kept["schema"], "tlsperf-observe-baseline/2");
+    assert!(
+        !kept["long"].as_array().unwrap().is_empty(),
+        "{}",
+        kept["long"]
+    );
     let _ = srv.kill();
     let _ = srv.wait();
 }

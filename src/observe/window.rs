@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::group::{GroupBy, Grouper};
+use super::long_baseline::LongBaseline;
 use super::timeline::Outcome;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::stats::{LatencyHistogram, Quantiles};
@@ -151,6 +152,10 @@ pub struct SeriesRecord {
     /// The headline phase's baseline this window was judged against (`--window` runs;
     /// `None` before the baseline judges, or for a window too thin to judge).
     pub baseline: Option<HeadlineBaseline>,
+    /// The headline phase over the series' last 24 hours, this window included (`--window`
+    /// runs; `None` for the `(other)` series and a window without a headline value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_baseline: Option<LongBaseline>,
     /// The headline phase's histogram (the wire's `first_app_byte`, the probes' `total`;
     /// [`phases_of`]`(view)[0]`), HDR V2 in base64: mergeable, so that the percentiles of
     /// a day (`observe report`'s P99.9) are exact. Absent when the headline has no
@@ -291,6 +296,7 @@ impl SeriesAcc {
             sni: named,
             phases: self.phases.quantiles(),
             baseline: None,
+            long_baseline: None,
             key,
         }
     }
