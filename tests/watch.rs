@@ -280,6 +280,93 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     let _ = srv.wait();
 }
 
+/// An nginx worker (one process: `master_process off`) stopped for 30 ms every 100 ms
+/// (SIGSTOP, SIGCONT) under a steady load: the connections that arrive while it is
+/// stopped wait in the kernel's accept queue, so the probes' anomaly names
+/// `accept_queue` (or `until_first_call`: stopped between accept and its first
+/// handshake call), not `work` — the handshakes themselves did not slow down.
+#[test]
+fn a_repeatedly_stopped_nginx_worker_is_named_queueing_not_work() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = common::nginx::Nginx::start(false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let windows = dir.path().join("w.jsonl");
+    let pid = nginx.pid();
+    let port = nginx.port.to_string();
+    let (obs, _stderr) = observe(&[
+        "--interface",
+        "lo",
+        "--port",
+        &port,
+        "--probes",
+        "--pid",
+        &pid.to_string(),
+        "--window",
+        "10s",
+        "--windows",
+        windows.to_str().unwrap(),
+    ]);
+    let mut load = Command::new(bin())
+        .args(["load", &nginx.url(), "--new-conn", "--resume", "off"])
+        .args(["--rate", "40", "-d", "200s", "-q"])
+        .args(["--cacert", &nginx.root])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let closed = |r: &[Value]| r.iter().filter(|v| v["type"] == "window").count();
+    let r = wait_for(&windows, Duration::from_secs(120), |r| closed(r) >= 7);
+    assert!(closed(&r) >= 7, "{} windows in 120 s", closed(&r));
+    assert!(
+        events(&r, "start", 0).is_empty(),
+        "a false alarm: {:?}",
+        said(&r)
+    );
+
+    // Stopped 30 ms of every 100, for at most 60 s (continued on every exit).
+    let on = at_window_start();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(60);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
+                // SAFETY: kill has no memory preconditions; pid is our nginx child.
+                unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+                std::thread::sleep(Duration::from_millis(30));
+                // SAFETY: as above.
+                unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+                std::thread::sleep(Duration::from_millis(70));
+            }
+        })
+    };
+    let r = wait_for(&windows, Duration::from_secs(40), |r| {
+        event_of(&events(r, "start", on), "probes").is_some()
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stopper.join().unwrap();
+    let _ = load.kill();
+    let _ = load.wait();
+    let out = common::interrupt_and_wait(obs, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let starts = events(&r, "start", on);
+    let probed = event_of(&starts, "probes").unwrap_or_else(|| panic!("{:?}", said(&r)));
+    assert!(
+        probed["at_ns"].as_u64().unwrap() <= on + 2 * WINDOW_S * S,
+        "decided later than two windows after the stops began: {probed}"
+    );
+    assert!(
+        ["accept_queue", "until_first_call"].contains(&probed["moved"].as_str().unwrap_or("")),
+        "the stops named {} (want accept_queue or until_first_call): {probed}",
+        probed["moved"]
+    );
+    // What the wire names, for the record (ServerHello waits: server_think).
+    eprintln!("nginx stopped: {:?}", said(&r));
+}
+
 /// `--window` and its files are for live runs; a state file tlsperf did not write is
 /// refused in words, naming it (exit 2), before anything is written.
 #[test]
