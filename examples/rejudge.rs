@@ -3,10 +3,13 @@
 //! (`tlsperf::observe::baseline`, the rule the agent runs) once per setting, from nothing
 //! learnt, as if the run had used that setting.
 //!
-//! Usage: `rejudge FILE... [-- MARGIN/FLOOR/WINDOWS...]` — each setting as `50%/2ms/2`
-//! (the margin above the centre, the floor, windows in a row); by default a grid of
-//! margins 50%, 75%, 100% × floors 2, 3, 5 ms × 2 and 3 windows. Each file is replayed
-//! on its own (its own baselines). Prints per setting: the judgements (series × quantile
+//! Usage: `rejudge [--only TEXT]... FILE... [-- MARGIN/FLOOR/WINDOWS...]` — `--only`
+//! keeps the series whose name (`wire server tlsserver port 44401`) contains one of the
+//! texts (a capture of a whole interface holds other servers' series); each setting as `50%/2ms/2`
+//! (the margin above the centre, the floor, windows in a row); by default a grid. Each
+//! file is replayed
+//! on its own (its own baselines). (The grid: margins 50% and 100% × floors 2, 3, 5,
+//! 10 ms × 2 and 3 windows.) Prints per setting: the judgements (series × quantile
 //! × window, once the baseline has its warm-up windows), the anomalies started, their
 //! rate per judgement and per hour of windows, and each start (series, quantile, when,
 //! the phase named). On a null run (nothing changed) every start is a false alarm.
@@ -45,7 +48,12 @@ fn windows(path: &str) -> Vec<WindowRecord> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut only = Vec::new();
+    while args.first().is_some_and(|a| a == "--only") && args.len() > 1 {
+        only.push(args.remove(1));
+        args.remove(0);
+    }
     let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let files = &args[..split];
     assert!(
@@ -57,16 +65,28 @@ fn main() {
     } else {
         let mut grid = Vec::new();
         for w in [2, 3] {
-            for m in ["50%", "75%", "100%"] {
-                for f in ["2ms", "3ms", "5ms"] {
+            for m in ["50%", "100%"] {
+                for f in ["2ms", "3ms", "5ms", "10ms"] {
                     grid.push(format!("{m}/{f}/{w}"));
                 }
             }
         }
         grid
     };
-    let streams: Vec<(String, Vec<WindowRecord>)> =
-        files.iter().map(|f| (f.clone(), windows(f))).collect();
+    let keep = |w: &mut WindowRecord| {
+        if !only.is_empty() {
+            w.series
+                .retain(|s| only.iter().any(|o| s.key.name().contains(o.as_str())));
+        }
+    };
+    let streams: Vec<(String, Vec<WindowRecord>)> = files
+        .iter()
+        .map(|f| {
+            let mut ws = windows(f);
+            ws.iter_mut().for_each(keep);
+            (f.clone(), ws)
+        })
+        .collect();
     let hours: f64 = streams
         .iter()
         .flat_map(|(_, ws)| ws.iter())

@@ -48,7 +48,7 @@ impl Default for AnomalyOptions {
     fn default() -> Self {
         AnomalyOptions {
             margin: 0.5,
-            floor: Duration::from_millis(2),
+            floor: Duration::from_millis(5),
             spreads: 5.0,
             consecutive: 2,
             min_handshakes: 50,
