@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::window::{OTHER, SeriesKey, SeriesRecord, WindowRecord, phases_of};
+use super::window::{LongBaseline, OTHER, SeriesKey, SeriesRecord, WindowRecord, phases_of};
 use crate::stats::LatencyHistogram;
 
 /// Hours a series' long baseline covers.
@@ -35,29 +35,6 @@ pub struct HourSlot {
     pub windows: u64,
     /// Their headline histograms, merged (held encoded).
     pub histogram: LatencyHistogram,
-}
-
-/// A series' headline phase over the last 24 hours, shown with each window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LongBaseline {
-    /// The headline phase.
-    pub phase: String,
-    /// Hours with a window (at most 24).
-    pub hours: usize,
-    /// Windows merged.
-    pub windows: u64,
-    /// Handshakes merged.
-    pub handshakes: u64,
-    /// ns.
-    pub p50_ns: u64,
-    /// ns.
-    pub p90_ns: u64,
-    /// ns.
-    pub p95_ns: u64,
-    /// ns.
-    pub p99_ns: u64,
-    /// ns.
-    pub p999_ns: u64,
 }
 
 #[derive(Debug, Default)]

@@ -19,7 +19,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::group::{GroupBy, Grouper};
-use super::long_baseline::LongBaseline;
 use super::timeline::Outcome;
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::stats::{LatencyHistogram, Quantiles};
@@ -175,6 +174,30 @@ pub struct HeadlineBaseline {
     pub p90_ns: u64,
     /// Windows it was learnt from.
     pub windows: usize,
+}
+
+/// A series' headline phase over the last 24 hours, shown with each window (learnt by
+/// [`super::long_baseline`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LongBaseline {
+    /// The headline phase.
+    pub phase: String,
+    /// Hours with a window (at most 24).
+    pub hours: usize,
+    /// Windows merged.
+    pub windows: u64,
+    /// Handshakes merged.
+    pub handshakes: u64,
+    /// ns.
+    pub p50_ns: u64,
+    /// ns.
+    pub p90_ns: u64,
+    /// ns.
+    pub p95_ns: u64,
+    /// ns.
+    pub p99_ns: u64,
+    /// ns.
+    pub p999_ns: u64,
 }
 
 /// One closed window.

@@ -520,9 +520,8 @@ fn breakdown(title: &str, map: &BTreeMap<String, Row>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::long_baseline::LongBaseline;
     use crate::observe::window::{
-        HeadlineBaseline, PhaseQuantiles, SeriesKey, SeriesRecord, WindowRecord,
+        HeadlineBaseline, LongBaseline, PhaseQuantiles, SeriesKey, SeriesRecord, WindowRecord,
     };
 
     #[test]
