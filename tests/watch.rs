@@ -29,6 +29,17 @@ fn root() -> bool {
     true
 }
 
+/// Held by each test that loads a server and judges its windows: one at a time, so that
+/// neither test's load (a load generator, a server, observe with its probes) is the
+/// other's noise, on a machine with few cores.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -94,6 +105,7 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     if !root() {
         return;
     }
+    let _alone = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let Some((server, pki)) = common::go::server_and_pki(dir.path()) else {
         return;
@@ -290,6 +302,7 @@ fn a_repeatedly_stopped_nginx_worker_is_named_queueing_not_work() {
     if !root() {
         return;
     }
+    let _alone = one_at_a_time();
     let Some(nginx) = common::nginx::Nginx::start(false) else {
         return;
     };
