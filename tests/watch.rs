@@ -366,7 +366,27 @@ fn a_repeatedly_stopped_nginx_worker_is_named_queueing_not_work() {
     let out = common::interrupt_and_wait(obs, Duration::from_secs(20));
     assert_eq!(out.status.code(), Some(130), "{out:?}");
     let starts = events(&r, "start", on);
-    let probed = event_of(&starts, "probes").unwrap_or_else(|| panic!("{:?}", said(&r)));
+    // Each window's series: the headline p90 and the components' p90, against the
+    // baseline (for a failure's message).
+    let seen: Vec<String> = r
+        .iter()
+        .filter(|v| v["type"] == "window")
+        .flat_map(|w| w["series"].as_array().unwrap().clone())
+        .map(|s| {
+            let p = |name: &str| s["phases"][name]["p90_ns"].as_u64().unwrap_or(0) / 100_000;
+            format!(
+                "{} n={} p90 total/first_app_byte {} accept_queue {} server_think {} base {} (0.1 ms)",
+                s["view"],
+                s["handshakes"],
+                p("total").max(p("first_app_byte")),
+                p("accept_queue"),
+                p("server_think"),
+                s["baseline"]["p90_ns"].as_u64().unwrap_or(0) / 100_000
+            )
+        })
+        .collect();
+    let probed = event_of(&starts, "probes")
+        .unwrap_or_else(|| panic!("no event: {:?}; windows: {seen:#?}", said(&r)));
     assert!(
         probed["at_ns"].as_u64().unwrap() <= on + 2 * WINDOW_S * S,
         "decided later than two windows after the stops began: {probed}"
