@@ -62,6 +62,7 @@ fn series(key: SeriesKey, values: &[u64], histogram: bool) -> SeriesRecord {
         sni: BTreeMap::new(),
         phases,
         baseline: None,
+        long_baseline: None,
         headline_histogram: (histogram && !values.is_empty()).then_some(h),
     }
 }

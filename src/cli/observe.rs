@@ -132,7 +132,7 @@ pub struct ObserveArgs {
     #[arg(long, value_name = "PERCENT", default_value = "50%", value_parser = super::ratio::parse)]
     anomaly_margin: f64,
     /// ... and at least this far above it.
-    #[arg(long, value_name = "DURATION", default_value = "2ms", value_parser = super::duration::parse_positive)]
+    #[arg(long, value_name = "DURATION", default_value = "5ms", value_parser = super::duration::parse_positive)]
     anomaly_floor: Duration,
     /// Windows in a row above the baseline before an anomaly starts (and back within it
     /// before it ends).

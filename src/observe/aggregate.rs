@@ -9,9 +9,15 @@
 //! row instead (in none of it when even that does not fit), and a value that would make
 //! a histogram grow past it is left out of that histogram; both are counted
 //! ([`HistogramsShed`]).
+//!
+//! A breakdown row not added to between two sweeps (every [`IDLE_SWEEP`] handshakes)
+//! has its histograms held encoded (a few hundred bytes instead of arrays of tens to
+//! hundreds of KiB; decoded again by its next handshake), and the memory counted anew:
+//! the rows of short-lived client processes, and of SNIs seen now and then, do not keep
+//! their arrays for the rest of a long live run.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
@@ -38,7 +44,15 @@ pub struct Aggregate {
     scratch: String,
     /// The histograms' memory and what was kept out of it.
     mem: Memory,
+    /// Handshakes since the last sweep for idle rows.
+    since_sweep: u64,
+    /// Per breakdown (in the order of [`Aggregate::breakdowns`]), each row's handshakes
+    /// at the last sweep.
+    seen: [HashMap<String, u64>; BREAKDOWNS],
 }
+
+/// Handshakes between two sweeps for idle breakdown rows.
+pub const IDLE_SWEEP: u64 = 5_000;
 
 /// The histograms' memory: what they hold, their budget, what was shed. The breakdown
 /// rows may take at most half of the budget, so the kinds' histograms (the result's
@@ -219,7 +233,56 @@ impl Aggregate {
             last_server: None,
             scratch: String::new(),
             mem: Memory::new(budget),
+            since_sweep: 0,
+            seen: Default::default(),
         }
+    }
+
+    /// The breakdowns, in a fixed order.
+    fn breakdowns(obs: &mut Observation) -> [&mut BTreeMap<String, Row>; BREAKDOWNS] {
+        [
+            &mut obs.by_sni,
+            &mut obs.by_server,
+            &mut obs.by_version,
+            &mut obs.by_group,
+            &mut obs.by_client_process,
+            &mut obs.by_server_process,
+        ]
+    }
+
+    /// Holds encoded the histograms of the rows no handshake was added to since the last
+    /// sweep, and counts the rows' memory anew.
+    fn sweep_idle_rows(&mut self) {
+        let mut rows_held = 0usize;
+        for (map, seen) in Self::breakdowns(&mut self.obs)
+            .into_iter()
+            .zip(self.seen.iter_mut())
+        {
+            for (key, r) in map.iter_mut() {
+                let idle = match seen.get_mut(key) {
+                    Some(n) if *n == r.handshakes => true,
+                    Some(n) => {
+                        *n = r.handshakes;
+                        false
+                    }
+                    None => {
+                        seen.insert(key.clone(), r.handshakes);
+                        false
+                    }
+                };
+                if idle {
+                    // A histogram that cannot be encoded stays as it is.
+                    let _ = r.server_think.hdr.compact();
+                    let _ = r.client_think.hdr.compact();
+                }
+                rows_held += ROW_COST
+                    + key.len()
+                    + r.server_think.hdr.heap_bytes()
+                    + r.client_think.hdr.heap_bytes();
+            }
+        }
+        self.mem.held = self.mem.held.saturating_sub(self.mem.rows_held) + rows_held;
+        self.mem.rows_held = rows_held;
     }
 
     /// The bytes the histograms hold now (their arrays, the breakdown rows' keys and
@@ -253,6 +316,11 @@ impl Aggregate {
     }
 
     fn handshake(&mut self, h: &Handshake) {
+        self.since_sweep += 1;
+        if self.since_sweep >= IDLE_SWEEP {
+            self.since_sweep = 0;
+            self.sweep_idle_rows();
+        }
         let p = &h.phases;
         // In the order of PHASES.
         let phases = [
@@ -572,5 +640,39 @@ mod tests {
         let single = o.histograms_shed;
         let m = crate::observe::result::merge(&[o.clone(), o]).unwrap();
         assert_eq!(m.histograms_shed.values, 2 * single.values);
+    }
+
+    /// Rows no handshake came to between two sweeps are held encoded: the memory they
+    /// hold falls, counted exactly; their values stay, and a later handshake to one is
+    /// added to it.
+    #[test]
+    fn idle_rows_are_held_encoded_and_keep_their_values() {
+        let busy: SocketAddr = "10.0.0.1:443".parse().unwrap();
+        let mut agg = Aggregate::new(Vec::new(), Vec::new(), usize::MAX);
+        // 200 SNIs and servers seen once, 5 ms thinking: arrays of tens of KiB each.
+        for i in 0..200u64 {
+            let server = SocketAddr::from(([10, 2, 0, i as u8], 443));
+            agg.outcome(handshake(format!("once-{i}.example"), server, 5_000_000));
+        }
+        let before = agg.held();
+        // Then only one SNI and server, over two sweeps.
+        for _ in 0..2 * IDLE_SWEEP {
+            agg.outcome(handshake("busy.example".into(), busy, 5_000_000));
+        }
+        let after = agg.held();
+        assert!(after * 4 < before, "{after} not well below {before}");
+        let o = agg.snapshot(Counters::default(), Packets::default(), 1.0);
+        assert_eq!(held_by(&o), after, "the count is what the histograms hold");
+        let r = &o.by_sni["once-7.example"];
+        assert_eq!(r.server_think.quantiles.count, 1);
+        assert!(r.server_think.hdr.heap_bytes() < 1024);
+        // The busy rows were not encoded.
+        assert!(o.by_sni["busy.example"].server_think.hdr.heap_bytes() > 1024);
+        // An idle row's next handshake is added to it.
+        let server = SocketAddr::from(([10, 2, 0, 7], 443));
+        agg.outcome(handshake("once-7.example".into(), server, 6_000_000));
+        let o = agg.snapshot(Counters::default(), Packets::default(), 1.0);
+        assert_eq!(o.by_sni["once-7.example"].server_think.quantiles.count, 2);
+        assert_eq!(held_by(&o), agg.held());
     }
 }

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::long_baseline::{HourSlot, LongBaselines};
 use super::window::{HeadlineBaseline, SeriesKey, SeriesRecord, WindowRecord, phases_of};
 
 /// When a window is an anomaly.
@@ -47,7 +48,7 @@ impl Default for AnomalyOptions {
     fn default() -> Self {
         AnomalyOptions {
             margin: 0.5,
-            floor: Duration::from_millis(2),
+            floor: Duration::from_millis(5),
             spreads: 5.0,
             consecutive: 2,
             min_handshakes: 50,
@@ -161,14 +162,20 @@ struct Judgement {
 /// What is kept across restarts (`--state FILE`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BaselineState {
-    /// Always `tlsperf-observe-baseline/1`.
+    /// [`STATE_SCHEMA`] (or [`STATE_SCHEMA_V1`] when read from an older file).
     pub schema: String,
     tracks: Vec<(SeriesKey, String, String, Track)>,
     judgements: Vec<(SeriesKey, String, Judgement)>,
+    /// The long baselines' hours (absent in version 1: learnt anew).
+    #[serde(default)]
+    long: Vec<(SeriesKey, Vec<HourSlot>)>,
 }
 
-/// The schema of [`BaselineState`].
-pub const STATE_SCHEMA: &str = "tlsperf-observe-baseline/1";
+/// The schema of [`BaselineState`]: version 2 added the long baselines.
+pub const STATE_SCHEMA: &str = "tlsperf-observe-baseline/2";
+/// The schema of the state files written before the long baselines; still read (the
+/// short baselines kept, the long ones learnt anew).
+pub const STATE_SCHEMA_V1: &str = "tlsperf-observe-baseline/1";
 
 /// Every series' baselines, and the anomalies in progress.
 #[derive(Debug)]
@@ -176,6 +183,7 @@ pub struct Baselines {
     opts: AnomalyOptions,
     tracks: BTreeMap<(SeriesKey, &'static str, &'static str), Track>,
     judgements: BTreeMap<(SeriesKey, &'static str), Judgement>,
+    long: LongBaselines,
 }
 
 impl Baselines {
@@ -185,12 +193,14 @@ impl Baselines {
             opts,
             tracks: BTreeMap::new(),
             judgements: BTreeMap::new(),
+            long: LongBaselines::new(),
         }
     }
 
     /// Baselines learnt before (`--state FILE`); tracks of unknown phases are dropped.
     pub fn restore(opts: AnomalyOptions, state: BaselineState) -> Baselines {
         let mut b = Baselines::new(opts);
+        b.long = LongBaselines::restore(state.long);
         let known = |view: &str, name: &str| phases_of(view).iter().find(|p| **p == name).copied();
         let q = |name: &str| QUANTILES.iter().find(|q| **q == name).copied();
         for (key, phase, quant, track) in state.tracks {
@@ -224,11 +234,13 @@ impl Baselines {
                 .iter()
                 .map(|((k, q), j)| (k.clone(), (*q).to_string(), j.clone()))
                 .collect(),
+            long: self.long.state(),
         }
     }
 
     /// Judges `w` against the baselines (noting in each series the baseline it was
-    /// judged against), then learns from it: the anomalies that started or ended with it.
+    /// judged against, and its long baseline), then learns from it: the anomalies that
+    /// started or ended with it.
     pub fn judge(&mut self, w: &mut WindowRecord) -> Vec<AnomalyEvent> {
         let mut events = Vec::new();
         for i in 0..w.series.len() {
@@ -274,6 +286,7 @@ impl Baselines {
             }
             w.series[i].baseline = baseline;
         }
+        self.long.learn(w);
         events
     }
 
@@ -458,6 +471,7 @@ mod tests {
                 sni: BTreeMap::new(),
                 phases,
                 baseline: None,
+                long_baseline: None,
                 headline_histogram: None,
             }],
         }
@@ -526,6 +540,24 @@ mod tests {
         events.extend(b.judge(&mut window(13, 30, 1)));
         events.extend(b.judge(&mut window(14, 30, 1)));
         assert_eq!(events.len(), 2, "{events:?}");
+    }
+
+    #[test]
+    fn a_version_1_state_keeps_its_short_baselines_and_learns_the_long_one() {
+        let mut b = Baselines::new(AnomalyOptions::default());
+        for i in 0..10 {
+            b.judge(&mut window(i, 1, 1));
+        }
+        let mut v1 = serde_json::to_value(b.state()).unwrap();
+        assert_eq!(v1["schema"], STATE_SCHEMA);
+        v1["schema"] = STATE_SCHEMA_V1.into();
+        v1.as_object_mut().unwrap().remove("long");
+        let state: BaselineState = serde_json::from_value(v1).unwrap();
+        assert!(state.long.is_empty());
+        let mut b = Baselines::restore(AnomalyOptions::default(), state);
+        let mut w = window(10, 30, 1);
+        b.judge(&mut w);
+        assert_eq!(w.series[0].baseline.as_ref().unwrap().windows, 10);
     }
 
     #[test]

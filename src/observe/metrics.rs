@@ -16,7 +16,9 @@
 //!   (histogram; the container and pod from the process's cgroup path, empty when it
 //!   names none),
 //!   `tlsperf_observe_probe_lost_events_total`;
-//! - with `--window`: `tlsperf_observe_anomaly{view,role,process,port,quantile}` (gauge).
+//! - with `--window`: `tlsperf_observe_anomaly{view,role,process,port,quantile}` (gauge),
+//!   `tlsperf_observe_baseline_24h_seconds{view,role,process,port,group,quantile}` (gauge:
+//!   each series' long baseline, the series of the last window).
 //!
 //! Label values are bounded: the first [`MAX_PROCESSES`] process names, container ids
 //! and pod UIDs and
@@ -47,7 +49,7 @@ use super::group::pid_of;
 use super::otlp::Instruments;
 use super::timeline::Outcome;
 use super::tls::{group_label, version_label};
-use super::window::OTHER;
+use super::window::{OTHER, WindowRecord};
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::probes::report::ProbeCounts;
 use crate::probes::workload::{Cache, Workload};
@@ -110,6 +112,16 @@ struct AnomalyLabels {
     role: String,
     process: String,
     port: String,
+    quantile: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LongLabels {
+    view: String,
+    role: String,
+    process: String,
+    port: String,
+    group: String,
     quantile: String,
 }
 
@@ -180,6 +192,9 @@ pub struct ObserveMetrics {
     probe_lost: Counter,
     probe_lost_seen: AtomicU64,
     anomalies: Family<AnomalyLabels, Gauge>,
+    long: Family<LongLabels, Gauge<f64, AtomicU64>>,
+    /// The long baselines' series set at the last window (the others are removed).
+    long_set: Mutex<HashSet<LongLabels>>,
     processes: Bounded,
     groups: Bounded,
     versions: Bounded,
@@ -282,8 +297,18 @@ impl ObserveMetrics {
              series and quantile",
             anomalies.clone(),
         );
+        let long = Family::<LongLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "baseline_24h_seconds",
+            "A series' headline phase (the wire's first_app_byte, the probes' total) over \
+             its last 24 hours of windows (--window), by series and quantile (0.5, 0.9, \
+             0.95, 0.99, 0.999); the series of the last window",
+            long.clone(),
+        );
         ObserveMetrics {
             registry,
+            long,
+            long_set: Mutex::new(HashSet::new()),
             handshakes,
             phases,
             failures,
@@ -315,6 +340,40 @@ impl ObserveMetrics {
             otlp: Some(otlp),
             ..ObserveMetrics::new()
         }
+    }
+
+    /// The long baselines of a closed window's series: set, and those of series not in
+    /// it removed.
+    pub fn long_baselines(&self, w: &WindowRecord) {
+        let mut set = HashSet::new();
+        for s in &w.series {
+            let Some(l) = &s.long_baseline else {
+                continue;
+            };
+            for (q, ns) in [
+                ("0.5", l.p50_ns),
+                ("0.9", l.p90_ns),
+                ("0.95", l.p95_ns),
+                ("0.99", l.p99_ns),
+                ("0.999", l.p999_ns),
+            ] {
+                let labels = LongLabels {
+                    view: s.key.view.clone(),
+                    role: s.key.role.clone(),
+                    process: s.key.process.clone(),
+                    port: s.key.port.to_string(),
+                    group: s.key.group.clone().unwrap_or_else(|| "none".into()),
+                    quantile: q.into(),
+                };
+                self.long.get_or_create(&labels).set(ns as f64 / 1e9);
+                set.insert(labels);
+            }
+        }
+        let mut before = crate::sync::lock(&self.long_set);
+        for gone in before.difference(&set) {
+            self.long.remove(gone);
+        }
+        *before = set;
     }
 
     /// An anomaly began (1) or ended (0).
@@ -696,6 +755,44 @@ mod tests {
         );
         assert!(
             text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 2"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_long_baselines_are_gauges_of_the_last_windows_series() {
+        let window = |process: &str| -> WindowRecord {
+            let series = serde_json::json!({
+                "view": "probes", "role": "server", "process": process, "port": 0,
+                "handshakes": 1, "per_second": 1.0, "peak_per_second": 1, "failures": {},
+                "resumed_share": null, "kinds": {}, "versions": {}, "groups": {}, "sni": {},
+                "phases": {}, "baseline": null,
+                "long_baseline": {"phase": "total", "hours": 3, "windows": 180,
+                    "handshakes": 7200, "p50_ns": 1_500_000, "p90_ns": 2_000_000,
+                    "p95_ns": 2_500_000, "p99_ns": 4_000_000, "p999_ns": 12_500_000}
+            });
+            serde_json::from_value(serde_json::json!({
+                "type": "window", "start_ns": 0, "end_ns": 1, "seconds": 1.0,
+                "wire_failures": {}, "late": 0, "series": [series]
+            }))
+            .unwrap()
+        };
+        let m = ObserveMetrics::new();
+        m.long_baselines(&window("gw"));
+        let text = m.prometheus_text();
+        let gauges = lines(&text, "tlsperf_observe_baseline_24h_seconds{");
+        assert_eq!(gauges.len(), 5, "{text}");
+        assert!(
+            text.contains(r#"tlsperf_observe_baseline_24h_seconds{view="probes",role="server",process="gw",port="0",group="none",quantile="0.999"} 0.0125"#),
+            "{text}"
+        );
+        // A series no longer in the windows goes.
+        m.long_baselines(&window("gw2"));
+        let text = m.prometheus_text();
+        let gauges = lines(&text, "tlsperf_observe_baseline_24h_seconds{");
+        assert_eq!(gauges.len(), 5, "{text}");
+        assert!(
+            gauges.iter().all(|g| g.contains(r#"process="gw2""#)),
             "{text}"
         );
     }

@@ -22,6 +22,8 @@
 //! - [`window`]: handshakes → one record per closed window per series (`--window`).
 //! - [`baseline`]: closed windows → baselines, and anomaly events naming the phase that
 //!   moved.
+//! - [`long_baseline`]: closed windows → each series' headline over the last 24 hours
+//!   (P99.9 and p50–p99), as one merged histogram per hour.
 //! - [`group`]: the label that splits a series by executable, pid, cgroup, port or SNI
 //!   (`--group-by`).
 //! - [`canary`]: each closed window's groups compared with the stable one (`--group-by`).
@@ -46,6 +48,7 @@ pub mod ebpf;
 pub mod flow;
 pub mod group;
 pub mod live;
+pub mod long_baseline;
 pub mod metrics;
 pub mod otlp;
 pub mod pipeline;

@@ -22,6 +22,15 @@ use std::time::{Duration, Instant};
 /// The most addresses remembered.
 pub const MAX_REMEMBERED: usize = 1 << 16;
 
+/// How long a connection end the kernel reported is kept at least (at most twice as
+/// long), when fewer than [`MAX_REMEMBERED`] ÷ 2 arrive in that time: its handshake is
+/// analysed within seconds of the `connect()`/`accept()`, and an end nobody asks for (a
+/// connection without a handshake, on a port not observed) is not kept for the run.
+pub const ENDS_KEPT: Duration = Duration::from_secs(30);
+
+/// The most process names remembered (short-lived clients each bring a pid).
+pub const MAX_NAMES: usize = 4096;
+
 /// The label of a local end whose process is not known exactly.
 pub const UNKNOWN: &str = "(unknown)";
 
@@ -70,18 +79,28 @@ struct Owners {
     shared: bool,
 }
 
-/// A bounded map of connection ends: when the newer generation is full, the older one is
-/// dropped (ends never asked for, of connections without a handshake, go with it).
+/// A bounded map of connection ends: when the newer generation is full, or
+/// [`ENDS_KEPT`] old, the older one is dropped (ends never asked for, of connections
+/// without a handshake, go with it).
 #[derive(Debug, Default)]
 struct Generations {
     new: HashMap<(SocketAddr, SocketAddr), String>,
     old: HashMap<(SocketAddr, SocketAddr), String>,
+    /// When `new` began.
+    since: Option<Instant>,
 }
 
 impl Generations {
     fn insert(&mut self, k: (SocketAddr, SocketAddr), v: String) {
-        if self.new.len() >= MAX_REMEMBERED / 2 {
+        self.insert_at(k, v, Instant::now());
+    }
+
+    fn insert_at(&mut self, k: (SocketAddr, SocketAddr), v: String, now: Instant) {
+        let since = *self.since.get_or_insert(now);
+        if self.new.len() >= MAX_REMEMBERED / 2 || now.duration_since(since) >= ENDS_KEPT {
+            // A fresh map: the capacity of a busy minute goes with the old one.
             self.old = std::mem::take(&mut self.new);
+            self.since = Some(now);
         }
         self.new.insert(k, v);
     }
@@ -269,8 +288,12 @@ impl Processes {
         );
         t.drain(|o| {
             let now = Instant::now();
-            if names.len() > MAX_REMEMBERED {
-                names.clear();
+            if names.len() > MAX_NAMES {
+                names.retain(|_, (_, at)| now.duration_since(*at) < RESCAN);
+                if names.len() > MAX_NAMES / 2 {
+                    names.clear();
+                }
+                names.shrink_to_fit();
             }
             let name = match names.get(&o.pid) {
                 Some((name, at)) if now.duration_since(*at) < RESCAN => name.clone(),
@@ -490,5 +513,35 @@ mod tests {
         assert!(server.ends_with(&me), "{server}");
         let client = p.client(c.local_addr().unwrap(), addr).unwrap();
         assert!(client.ends_with(&me), "{client}");
+    }
+
+    #[test]
+    fn connection_ends_are_kept_a_while_and_bounded() {
+        let end = |i: u16| {
+            (
+                SocketAddr::from(([127, 0, 0, 1], i)),
+                SocketAddr::from(([127, 0, 0, 1], 443)),
+            )
+        };
+        let t0 = Instant::now();
+        let mut g = Generations::default();
+        g.insert_at(end(1), "a".into(), t0);
+        g.insert_at(end(2), "b".into(), t0 + ENDS_KEPT / 2);
+        // A generation later, the first is still there (in the older one).
+        g.insert_at(end(3), "c".into(), t0 + ENDS_KEPT);
+        assert_eq!(g.take(&end(1)).as_deref(), Some("a"));
+        // Two generations later, an end never asked for is gone.
+        g.insert_at(end(4), "d".into(), t0 + 2 * ENDS_KEPT);
+        assert_eq!(g.take(&end(2)), None);
+        assert_eq!(g.take(&end(3)).as_deref(), Some("c"));
+        // However fast they come, at most MAX_REMEMBERED.
+        for i in 0..(MAX_REMEMBERED as u32 * 2) {
+            let k = (
+                SocketAddr::from(([10, 0, (i >> 16) as u8, (i >> 8) as u8], i as u16)),
+                SocketAddr::from(([127, 0, 0, 1], 443)),
+            );
+            g.insert_at(k, "x".into(), t0 + 2 * ENDS_KEPT);
+        }
+        assert!(g.new.len() + g.old.len() <= MAX_REMEMBERED);
     }
 }

@@ -9,7 +9,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::baseline::{AnomalyEvent, AnomalyOptions, BaselineState, Baselines, STATE_SCHEMA};
+use super::baseline::{
+    AnomalyEvent, AnomalyOptions, BaselineState, Baselines, STATE_SCHEMA, STATE_SCHEMA_V1,
+};
 use super::canary::{Canaries, CanaryOptions, CanaryRecord};
 use super::metrics::ObserveMetrics;
 use super::window::{WindowOptions, WindowRecord, Windows};
@@ -94,10 +96,13 @@ impl Watch {
                     path: path.clone(),
                     reason: e.to_string(),
                 })?;
-                if state.schema != STATE_SCHEMA {
+                if state.schema != STATE_SCHEMA && state.schema != STATE_SCHEMA_V1 {
                     return Err(StateError {
                         path: path.clone(),
-                        reason: format!("schema {:?}, not {STATE_SCHEMA:?}", state.schema),
+                        reason: format!(
+                            "schema {:?}, not {STATE_SCHEMA:?} or {STATE_SCHEMA_V1:?}",
+                            state.schema
+                        ),
                     }
                     .into());
                 }
@@ -141,6 +146,7 @@ impl Watch {
             for e in &events {
                 m.anomaly(e);
             }
+            m.long_baselines(&window);
         }
         if let Some(path) = &self.state {
             let state = self.baselines.state();

@@ -151,6 +151,10 @@ pub struct SeriesRecord {
     /// The headline phase's baseline this window was judged against (`--window` runs;
     /// `None` before the baseline judges, or for a window too thin to judge).
     pub baseline: Option<HeadlineBaseline>,
+    /// The headline phase over the series' last 24 hours, this window included (`--window`
+    /// runs; `None` for the `(other)` series and a window without a headline value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_baseline: Option<LongBaseline>,
     /// The headline phase's histogram (the wire's `first_app_byte`, the probes' `total`;
     /// [`phases_of`]`(view)[0]`), HDR V2 in base64: mergeable, so that the percentiles of
     /// a day (`observe report`'s P99.9) are exact. Absent when the headline has no
@@ -170,6 +174,30 @@ pub struct HeadlineBaseline {
     pub p90_ns: u64,
     /// Windows it was learnt from.
     pub windows: usize,
+}
+
+/// A series' headline phase over the last 24 hours, shown with each window (learnt by
+/// [`super::long_baseline`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LongBaseline {
+    /// The headline phase.
+    pub phase: String,
+    /// Hours with a window (at most 24).
+    pub hours: usize,
+    /// Windows merged.
+    pub windows: u64,
+    /// Handshakes merged.
+    pub handshakes: u64,
+    /// ns.
+    pub p50_ns: u64,
+    /// ns.
+    pub p90_ns: u64,
+    /// ns.
+    pub p95_ns: u64,
+    /// ns.
+    pub p99_ns: u64,
+    /// ns.
+    pub p999_ns: u64,
 }
 
 /// One closed window.
@@ -291,6 +319,7 @@ impl SeriesAcc {
             sni: named,
             phases: self.phases.quantiles(),
             baseline: None,
+            long_baseline: None,
             key,
         }
     }

@@ -170,6 +170,16 @@ impl LatencyHistogram {
         }
     }
 
+    /// Held as its encoding from now on (a few hundred bytes to a few KiB, instead of an
+    /// array of counts of tens to hundreds of KiB): for a histogram kept long and asked
+    /// little of, such as an hour of a series' long baseline. Merging into it keeps it so.
+    pub fn compact(&mut self) -> Result<(), HistogramError> {
+        if let Repr::Counts(h) = &self.repr {
+            self.repr = encoded(h)?;
+        }
+        Ok(())
+    }
+
     /// Number of recorded values.
     pub fn len(&self) -> u64 {
         match &self.repr {

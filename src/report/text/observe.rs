@@ -43,7 +43,16 @@ pub fn last_window(w: &WindowRecord) -> String {
         t.get(11..19).unwrap_or(&t).to_string()
     };
     let mut t = table(&[
-        "series", "phase", "n", "/s", "p50", "base p50", "p90", "base p90",
+        "series",
+        "phase",
+        "n",
+        "/s",
+        "p50",
+        "base p50",
+        "p90",
+        "base p90",
+        "24h p90",
+        "24h p99.9",
     ]);
     for s in &w.series {
         let Some(phase) = phases_of(&s.key.view).first() else {
@@ -51,6 +60,7 @@ pub fn last_window(w: &WindowRecord) -> String {
         };
         let q = s.phases.get(*phase);
         let base = s.baseline.as_ref();
+        let long = s.long_baseline.as_ref();
         t.add_row(vec![
             s.key.name(),
             (*phase).to_string(),
@@ -60,11 +70,13 @@ pub fn last_window(w: &WindowRecord) -> String {
             base.map_or("-".into(), |b| ms(b.p50_ns)),
             q.map_or("-".into(), |q| ms(q.p90_ns)),
             base.map_or("-".into(), |b| ms(b.p90_ns)),
+            long.map_or("-".into(), |l| ms(l.p90_ns)),
+            long.map_or("-".into(), |l| ms(l.p999_ns)),
         ]);
     }
-    right_align(&mut t, &[2, 3, 4, 5, 6, 7]);
+    right_align(&mut t, &[2, 3, 4, 5, 6, 7, 8, 9]);
     format!(
-        "{} (ms; base: the baseline it was judged against)\n{}\n",
+        "{} (ms; base: the baseline it was judged against; 24h: the series' last 24 hours)\n{}\n",
         styled(
             BOLD,
             &format!("last window {}–{}", clock(w.start_ns), clock(w.end_ns))
@@ -523,7 +535,7 @@ fn breakdown(title: &str, map: &BTreeMap<String, Row>) -> String {
 mod tests {
     use super::*;
     use crate::observe::window::{
-        HeadlineBaseline, PhaseQuantiles, SeriesKey, SeriesRecord, WindowRecord,
+        HeadlineBaseline, LongBaseline, PhaseQuantiles, SeriesKey, SeriesRecord, WindowRecord,
     };
 
     #[test]
@@ -535,7 +547,7 @@ mod tests {
             p95_ns: 24_379_391,
             p99_ns: 29_114_367,
         };
-        let series = |view: &str, port, baseline| SeriesRecord {
+        let series = |view: &str, port, baseline: Option<HeadlineBaseline>| SeriesRecord {
             key: SeriesKey {
                 view: view.into(),
                 role: "server".into(),
@@ -562,6 +574,17 @@ mod tests {
                 q,
             )]
             .into(),
+            long_baseline: baseline.as_ref().map(|_| LongBaseline {
+                phase: "first_app_byte".into(),
+                hours: 24,
+                windows: 8640,
+                handshakes: 3_456_000,
+                p50_ns: 1_700_000,
+                p90_ns: 2_500_000,
+                p95_ns: 2_900_000,
+                p99_ns: 4_000_000,
+                p999_ns: 9_000_000,
+            }),
             baseline,
             headline_histogram: None,
         };
@@ -603,7 +626,9 @@ mod tests {
                 "22.217",
                 "1.800",
                 "23.462",
-                "2.400"
+                "2.400",
+                "2.500",
+                "9.000"
             ],
             "{text}"
         );
