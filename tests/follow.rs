@@ -335,33 +335,6 @@ fn a_go_binary_replaced_on_disk_and_restarted_is_probed_again() {
     );
 }
 
-/// `openssl s_server` on a free loopback port, loading the libssl in `lib`.
-fn s_server(lib: &Path, pki: &Path) -> (Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("openssl")
-        .args(["s_server", "-accept", &format!("127.0.0.1:{port}")])
-        .args(["-rev", "-quiet"])
-        .args(["-cert", pki.join("server-chain.pem").to_str().unwrap()])
-        .args(["-key", pki.join("server.key").to_str().unwrap()])
-        .env("LD_LIBRARY_PATH", lib)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child, port)
-}
-
 /// `n` handshakes with `openssl s_client` (the system's libssl, not the one probed).
 fn s_client(port: u16, pki: &Path, n: u32) {
     for _ in 0..n {
@@ -388,7 +361,7 @@ fn a_libssl_replaced_while_running_is_followed_in_old_and_new_processes() {
     std::fs::create_dir(&lib).unwrap();
     let probed = lib.join("libssl.so.3");
     std::fs::copy(LIBSSL, &probed).unwrap();
-    let (mut old, old_port) = s_server(&lib, &pki);
+    let (mut old, old_port) = common::probes::s_server(&pki, Some(&lib));
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", old.id())).unwrap();
     assert!(
         maps.contains(probed.to_str().unwrap()),
@@ -407,7 +380,7 @@ fn a_libssl_replaced_while_running_is_followed_in_old_and_new_processes() {
     );
     // The running server still runs the old file, still probed; a new one the new file.
     s_client(old_port, &pki, 3);
-    let (mut new, new_port) = s_server(&lib, &pki);
+    let (mut new, new_port) = common::probes::s_server(&pki, Some(&lib));
     s_client(new_port, &pki, 4);
     std::thread::sleep(Duration::from_millis(300));
     let (doc, _) = obs.stop();

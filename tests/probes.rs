@@ -389,32 +389,7 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
     let pki = dir.path().join("pki");
     let run = tlsperf(["pki", "init", pki.to_str().unwrap(), "-q"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut server = Command::new("openssl")
-        .args([
-            "s_server",
-            "-accept",
-            &format!("127.0.0.1:{port}"),
-            "-rev",
-            "-quiet",
-        ])
-        .args(["-cert", pki.join("server-chain.pem").to_str().unwrap()])
-        .args(["-key", pki.join("server.key").to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Ready when it accepts a connection.
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (mut server, port) = common::probes::s_server(&pki, None);
     let out = dir.path().join("s.json");
     let pid = server.id().to_string();
     let (child, said) = observe_said(

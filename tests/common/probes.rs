@@ -8,15 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// True as root; else the reason the probes are not checked is printed (a failure under
-/// TLSPERF_TEST_PEERS=required).
+/// True as root; else the reason the probes are not checked is printed ([`super::root`]).
 pub fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        super::missing("root", "the probes need root (BPF); not checking them");
-        return false;
-    }
-    true
+    super::root("the probes need root (BPF); not checking them")
 }
 
 /// The document's `probes` part, after checking that no record was lost or dropped.
@@ -57,4 +51,34 @@ pub fn metrics(addr: &str) -> String {
     let mut body = String::new();
     s.read_to_string(&mut body).unwrap();
     body
+}
+
+/// `openssl s_server -rev` with `pki`'s certificate on a free loopback port, loading the
+/// libssl in `lib` when given (`LD_LIBRARY_PATH`), once it accepts connections.
+pub fn s_server(pki: &Path, lib: Option<&Path>) -> (std::process::Child, u16) {
+    use std::process::Stdio;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_server", "-accept", &format!("127.0.0.1:{port}")])
+        .args(["-rev", "-quiet"])
+        .args(["-cert", pki.join("server-chain.pem").to_str().unwrap()])
+        .args(["-key", pki.join("server.key").to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if let Some(lib) = lib {
+        cmd.env("LD_LIBRARY_PATH", lib);
+    }
+    let child = cmd.spawn().unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, port)
 }
