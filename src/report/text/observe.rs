@@ -169,6 +169,15 @@ fn packet_notes(o: &Observation) -> String {
         }
         s += "\n";
     }
+    if p.kernel_drops > 0 {
+        s += &format!(
+            "{} the kernel dropped {} frames before tlsperf read them (its capture buffer \
+             was full: a machine too busy, or more traffic than one reader keeps up with): \
+             the connections they belonged to are missing, or counted as failed or unparsed\n",
+            styled(BAD, "incomplete:"),
+            p.kernel_drops
+        );
+    }
     if p.cut_short > 0 {
         s += &format!(
             "incomplete: {} frames were cut short by the capture's snap length (tcpdump -s): \
@@ -537,6 +546,20 @@ mod tests {
     use crate::observe::window::{
         HeadlineBaseline, LongBaseline, PhaseQuantiles, SeriesKey, SeriesRecord, WindowRecord,
     };
+
+    /// Frames the kernel dropped make the summary incomplete, in words (237,575 drops
+    /// showed only as a number on the frames line).
+    #[test]
+    fn kernel_drops_mark_the_summary_incomplete() {
+        let mut o = Observation::new(Vec::new(), vec![443]);
+        assert!(!packet_notes(&o).contains("incomplete"));
+        o.packets.kernel_drops = 237_575;
+        let t = packet_notes(&o);
+        assert!(
+            t.contains("incomplete:") && t.contains("kernel dropped 237575 frames"),
+            "{t}"
+        );
+    }
 
     #[test]
     fn the_last_window_shows_each_series_beside_its_baseline() {
