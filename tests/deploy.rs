@@ -116,7 +116,7 @@ fn the_rules_and_their_tests_name_only_metrics_that_observe_serves() {
         .filter_map(|rest| rest.split('"').nth(1))
         .map(|name| format!("tlsperf_observe_{name}"))
         .collect();
-    assert_eq!(served.len(), 9, "{served:?}");
+    assert_eq!(served.len(), 10, "{served:?}");
     // And the prefix is the registry's: the counters, which have series from the start.
     let text = tlsperf::observe::metrics::ObserveMetrics::new().prometheus_text();
     assert!(
