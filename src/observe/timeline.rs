@@ -281,7 +281,7 @@ pub struct Timeline {
     early_ns: Option<u64>,
     /// The server took the early data: it resumed, the ClientHello it answered offered
     /// early data, and the client's first record after the server's flight is an
-    /// EndOfEarlyData, not its Finished (see [`Timeline::reply`]).
+    /// EndOfEarlyData, not its Finished (see the module's documentation).
     early_accepted: bool,
     /// The client's first application-data record after its Finished.
     first_app_ns: Option<u64>,
