@@ -492,18 +492,27 @@ fn every_connection_to_a_go_server_has_its_time_to_first_byte() {
     }
 }
 
-/// `openssl s_client` with `-early_data REQUEST` and a saved session, against `port`
-/// (trusting `ca`), choosing `groups`: what it said on stdout.
+/// `openssl s_client` against `port` (trusting `ca`), choosing `groups`, with `sess`:
+/// what it said on stdout. `-sess_out FILE`: the request sent after the handshake, and
+/// s_client waits for the server to close (`-ign_eof`; the request says `Connection:
+/// close`), so that it has read the tickets, sent after the handshake, before it leaves
+/// (leaving at once, it saved no session now and then), for 30 s at most. `-sess_in
+/// FILE`: the request sent as early data (`-early_data`).
 fn s_client_early(port: u16, ca: &Path, groups: &str, sess: &[&str], req: &str) -> String {
-    let out = Command::new("openssl")
-        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+    let saving = sess.first() == Some(&"-sess_out");
+    let mut cmd = Command::new("timeout");
+    cmd.args(["30", "openssl", "s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
         .args(["-servername", "localhost", "-groups", groups])
         .args(["-tls1_3", "-CAfile", ca.to_str().unwrap()])
-        .args(sess)
-        .args(["-early_data", req])
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl runs");
+        .args(sess);
+    if saving {
+        cmd.arg("-ign_eof")
+            .stdin(Stdio::from(std::fs::File::open(req).unwrap()));
+    } else {
+        cmd.args(["-early_data", req]).stdin(Stdio::null());
+    }
+    let out = cmd.output().expect("openssl runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
