@@ -612,10 +612,15 @@ fn a_pid_covers_the_processes_it_starts_later() {
     };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("obs.json");
-    // A shell that starts two curls after the probes are attached; a third curl, not its
-    // child, must not be counted.
+    // A shell that starts two curls once the probes are attached (the test creates `go`
+    // then; at most 60 s), a third curl, not its child, must not be counted. (It slept 2 s
+    // instead: in a parallel run, observe, loading its BPF programs beside other tests',
+    // sometimes took longer, and the curls went unprobed.)
+    let go = dir.path().join("go");
     let script = format!(
-        "sleep 2; for i in 1 2; do curl -s -o /dev/null --cacert {} {}; done",
+        "i=0; while [ ! -e {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
+         for i in 1 2; do curl -s -o /dev/null --cacert {} {}; done",
+        go.display(),
         nginx.root,
         nginx.url()
     );
@@ -623,6 +628,7 @@ fn a_pid_covers_the_processes_it_starts_later() {
     let pid = shell.id().to_string();
     // The shell has no TLS library of its own: --exe names the one its children load.
     let child = observe(&["--probes", "--pid", &pid, "--exe", LIBSSL], &out);
+    std::fs::write(&go, "").unwrap();
     let stranger = Command::new("curl")
         .args([
             "-s",
