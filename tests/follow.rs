@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -17,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::nginx::Nginx;
 use common::probes::{go_client, metrics, probes, root};
-use common::{bin, interrupt_and_wait, missing, tlsperf};
+use common::{interrupt_and_wait, missing, tlsperf};
 use serde_json::Value;
 
 const LIBSSL: &str = "/lib/x86_64-linux-gnu/libssl.so.3";
@@ -32,26 +31,14 @@ struct Observe {
 impl Observe {
     /// Starts it and returns once it is probing.
     fn start(args: &[&str], out: &Path) -> Observe {
-        let mut child = Command::new(bin())
-            .arg("observe")
-            .args(args)
-            .args(["--json", "--out", out.to_str().unwrap()])
-            // The observe child is bounded, whatever happens to the test.
-            .args(["-d", "600s"])
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let said = Arc::new(Mutex::new(String::new()));
-        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut all = args.to_vec();
+        all.extend(["--json", "--out", out.to_str().unwrap()]);
+        let (child, first, lines) = common::watch::spawn(&all, &[], &["probing ", "capturing on "]);
+        let said = Arc::new(Mutex::new(first));
         let writer = Arc::clone(&said);
         std::thread::spawn(move || {
-            let mut line = String::new();
-            while err.read_line(&mut line).is_ok_and(|n| n > 0) {
+            for line in lines {
                 writer.lock().unwrap().push_str(&line);
-                line.clear();
             }
         });
         let o = Observe {

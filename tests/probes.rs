@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -22,35 +21,9 @@ const LIBSSL: &str = "/lib/x86_64-linux-gnu/libssl.so.3";
 /// Starts `tlsperf observe ARGS --json --out OUT` and returns once it is probing, with
 /// what it said on stderr until then.
 fn observe_said(args: &[&str], out: &Path) -> (Child, String) {
-    let mut child = Command::new(bin())
-        .arg("observe")
-        .args(args)
-        .args(["--json", "--out", out.to_str().unwrap()])
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        let n = err.read_line(&mut line).unwrap();
-        assert!(n > 0, "observe ended before it started probing:\n{seen}");
-        seen.push_str(&line);
-        if line.contains("probing ") || line.contains("capturing on ") {
-            break;
-        }
-    }
-    let said = seen.clone();
-    // The rest of stderr is drained so that the child never blocks on it.
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while err.read_line(&mut sink).is_ok_and(|n| n > 0) {
-            sink.clear();
-        }
-    });
+    let mut all = args.to_vec();
+    all.extend(["--json", "--out", out.to_str().unwrap()]);
+    let (child, said, _) = common::watch::spawn(&all, &[], &["probing ", "capturing on "]);
     (child, said)
 }
 

@@ -174,9 +174,14 @@ pub mod attributes {
 /// A process's (container id, pod UID) label values, empty when unknown.
 pub(super) type Workload<'a> = (&'a str, &'a str);
 
-/// `container.id` and `k8s.pod.uid` when known (as the Prometheus labels `container_id`
-/// and `pod_uid`, left out when empty).
-fn with_workload(attrs: &mut Vec<KeyValue>, (container, pod): Workload<'_>) {
+/// Whose handshake: `tlsperf.role`, `process.executable.name`, and `container.id` and
+/// `k8s.pod.uid` when known (as the Prometheus labels `container_id` and `pod_uid`, left
+/// out when empty).
+fn who(role: &str, process: &str, (container, pod): Workload<'_>) -> Vec<KeyValue> {
+    let mut attrs = vec![
+        KeyValue::new(attributes::ROLE, role.to_string()),
+        KeyValue::new(attributes::PROCESS_EXECUTABLE_NAME, process.to_string()),
+    ];
     if !container.is_empty() {
         attrs.push(KeyValue::new(
             attributes::CONTAINER_ID,
@@ -186,6 +191,7 @@ fn with_workload(attrs: &mut Vec<KeyValue>, (container, pod): Workload<'_>) {
     if !pod.is_empty() {
         attrs.push(KeyValue::new(attributes::K8S_POD_UID, pod.to_string()));
     }
+    attrs
 }
 
 /// `tls.protocol.name` and `tls.protocol.version` of a version label (`TLSv1.3` → `tls`,
@@ -294,17 +300,15 @@ impl Instruments {
     ) {
         use attributes::*;
         let (name, version) = protocol(version);
-        let mut attrs = vec![
-            KeyValue::new(ROLE, role.to_string()),
-            KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
+        let mut attrs = who(role, process, workload);
+        attrs.extend([
             KeyValue::new(HANDSHAKE_KIND, kind.to_string()),
             KeyValue::new(TLS_PROTOCOL_VERSION, version.to_string()),
             KeyValue::new(TLS_CURVE, group.to_string()),
-        ];
+        ]);
         if let Some(name) = name {
             attrs.push(KeyValue::new(TLS_PROTOCOL_NAME, name));
         }
-        with_workload(&mut attrs, workload);
         self.handshakes.add(1, &attrs);
     }
 
@@ -319,13 +323,11 @@ impl Instruments {
         s: f64,
     ) {
         use attributes::*;
-        let mut attrs = vec![
-            KeyValue::new(ROLE, role.to_string()),
-            KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
+        let mut attrs = who(role, process, workload);
+        attrs.extend([
             KeyValue::new(HANDSHAKE_KIND, kind.to_string()),
             KeyValue::new(PHASE, phase.to_string()),
-        ];
-        with_workload(&mut attrs, workload);
+        ]);
         self.phases.record(s, &attrs);
     }
 
@@ -349,15 +351,10 @@ impl Instruments {
 
     /// One probed handshake (`result` `ok` carries no `error.type`).
     pub(super) fn probe(&self, process: &str, role: &str, result: &str, workload: Workload<'_>) {
-        use attributes::*;
-        let mut attrs = vec![
-            KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
-            KeyValue::new(ROLE, role.to_string()),
-        ];
+        let mut attrs = who(role, process, workload);
         if result != "ok" {
-            attrs.push(KeyValue::new(ERROR_TYPE, result.to_string()));
+            attrs.push(KeyValue::new(attributes::ERROR_TYPE, result.to_string()));
         }
-        with_workload(&mut attrs, workload);
         self.probe_handshakes.add(1, &attrs);
     }
 
@@ -370,13 +367,8 @@ impl Instruments {
         workload: Workload<'_>,
         s: f64,
     ) {
-        use attributes::*;
-        let mut attrs = vec![
-            KeyValue::new(ROLE, role.to_string()),
-            KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
-            KeyValue::new(PHASE, phase.to_string()),
-        ];
-        with_workload(&mut attrs, workload);
+        let mut attrs = who(role, process, workload);
+        attrs.push(KeyValue::new(attributes::PHASE, phase.to_string()));
         self.probe_phases.record(s, &attrs);
     }
 

@@ -1,4 +1,4 @@
-//! A live `tlsperf observe --window` run for the tests: started until it captures, its
+//! A live `tlsperf observe` for the tests: started until it captures (or probes), its
 //! stderr kept by a thread, its `--windows FILE` read back as JSON records.
 
 use std::io::{BufRead, BufReader};
@@ -25,6 +25,19 @@ pub fn observe(args: &[&str]) -> (Child, Receiver<String>) {
 
 /// [`observe`] with these environment variables too.
 pub fn observe_env(args: &[&str], env: &[(&str, &str)]) -> (Child, Receiver<String>) {
+    let (child, _, rx) = spawn(args, env, &["capturing on"]);
+    (child, rx)
+}
+
+/// `tlsperf observe ARGS -d 600s` with `env`, returned once a line of its stderr holds
+/// one of `ready`: (the child, what it said until then, its further lines as a reader
+/// thread gets them; dropping the receiver leaves the thread draining stderr, so that the
+/// child never blocks on it).
+pub fn spawn(
+    args: &[&str],
+    env: &[(&str, &str)],
+    ready: &[&str],
+) -> (Child, String, Receiver<String>) {
     let mut child = Command::new(super::bin())
         .envs(env.iter().copied())
         .arg("observe")
@@ -47,7 +60,7 @@ pub fn observe_env(args: &[&str], env: &[(&str, &str)]) -> (Child, Receiver<Stri
             "observe exited: {said}"
         );
         said.push_str(&line);
-        if line.starts_with("capturing on") {
+        if ready.iter().any(|r| line.contains(r)) {
             break;
         }
     }
@@ -58,5 +71,5 @@ pub fn observe_env(args: &[&str], env: &[(&str, &str)]) -> (Child, Receiver<Stri
             let _ = tx.send(std::mem::take(&mut line));
         }
     });
-    (child, rx)
+    (child, said, rx)
 }
