@@ -629,9 +629,84 @@ pub fn now_ns() -> u64 {
 /// How often a live observation reports progress.
 pub const TICK: Duration = Duration::from_secs(1);
 
+/// How far past each whole second of the wall clock a live observation ticks: just past
+/// a window's grace, since windows end on whole seconds (their lengths are whole seconds,
+/// counted from the Unix epoch), so a window is closed and written about this long after
+/// its end, not up to a whole tick later.
+pub const TICK_PHASE: Duration =
+    Duration::from_millis(super::window::GRACE.as_millis() as u64 + 20);
+
+/// The ticks of a live observation: once every [`TICK`], at [`TICK_PHASE`] past a whole
+/// second of the wall clock.
+#[derive(Debug)]
+pub struct Ticker {
+    next_ns: u64,
+}
+
+impl Ticker {
+    /// A ticker whose first tick is the next [`TICK_PHASE`] past a whole second.
+    pub fn new() -> Ticker {
+        Ticker {
+            next_ns: Self::after(now_ns()),
+        }
+    }
+
+    /// The first tick instant strictly after `now_ns`.
+    fn after(now_ns: u64) -> u64 {
+        let tick = TICK.as_nanos() as u64;
+        let t = now_ns - now_ns % tick + TICK_PHASE.as_nanos() as u64;
+        if t > now_ns { t } else { t + tick }
+    }
+
+    /// Whether a tick is due at `now_ns` (the wall clock); when it is, the next one is
+    /// set. A wall clock set back by more than a tick does not stop the ticks.
+    pub fn due_at(&mut self, now_ns: u64) -> bool {
+        let tick = TICK.as_nanos() as u64;
+        if now_ns >= self.next_ns || self.next_ns > now_ns.saturating_add(2 * tick) {
+            self.next_ns = Self::after(now_ns);
+            return true;
+        }
+        false
+    }
+
+    /// Whether a tick is due now.
+    pub fn due(&mut self) -> bool {
+        self.due_at(now_ns())
+    }
+}
+
+impl Default for Ticker {
+    fn default() -> Ticker {
+        Ticker::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticks_fall_just_past_a_windows_grace_once_a_second() {
+        const S: u64 = 1_000_000_000;
+        const B: u64 = 10_000 * S;
+        let phase = TICK_PHASE.as_nanos() as u64;
+        let mut t = Ticker {
+            next_ns: Ticker::after(B + 1),
+        };
+        assert_eq!(t.next_ns, B + phase);
+        assert!(!t.due_at(B + phase - 1));
+        assert!(t.due_at(B + phase + 30_000_000));
+        assert_eq!(t.next_ns, B + S + phase, "the next one a second later");
+        assert!(!t.due_at(B + phase + 40_000_000), "once per second");
+        // A late loop does not tick twice to catch up.
+        assert!(t.due_at(B + 3 * S + phase + 5));
+        assert_eq!(t.next_ns, B + 4 * S + phase);
+        // The wall clock set back an hour: ticks go on at once, then once a second.
+        let back = B + 4 * S - 3600 * S;
+        assert!(t.due_at(back), "a clock set back ticks");
+        assert_eq!(t.next_ns, back + phase);
+        assert!(!t.due_at(back + 1));
+    }
 
     /// A classic BPF interpreter for the instructions [`filter`] emits.
     fn run(prog: &[libc::sock_filter], pkt: &[u8], pkttype: u32) -> u32 {

@@ -140,7 +140,7 @@ pub fn live(
         listen(p, opts.metrics.as_ref(), opts.windows.as_ref());
     }
     let started = Instant::now();
-    let mut last_tick = started;
+    let mut ticker = live::Ticker::new();
     let mut interrupted = false;
     loop {
         let frame = cap.next_frame().map_err(|source| ObserveError::Live {
@@ -165,8 +165,7 @@ pub fn live(
                 None => break,
             }
         }
-        if last_tick.elapsed() >= live::TICK {
-            last_tick = Instant::now();
+        if ticker.due() {
             analyzer.set_kernel_drops(cap.drops());
             analyzer.set_kernel_filtered(cap.kernel_filtered().0);
             let mut report = None;
@@ -249,7 +248,7 @@ pub fn probes(
     );
     let started = Instant::now();
     o.started_ns = Some(live::now_ns());
-    let mut last_tick = started;
+    let mut ticker = live::Ticker::new();
     loop {
         std::thread::sleep(Duration::from_millis(50));
         if stop.load(Ordering::Relaxed) {
@@ -259,8 +258,7 @@ pub fn probes(
         if duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
-        if last_tick.elapsed() >= live::TICK {
-            last_tick = Instant::now();
+        if ticker.due() {
             probes.poll(false);
             let events = probes.take_events();
             let report = probes.snapshot();
