@@ -114,6 +114,10 @@ pub struct WarmReport {
     pub errors: BTreeMap<&'static str, usize>,
     /// Kind → the first message seen.
     pub error_examples: BTreeMap<&'static str, String>,
+    /// Why resumption or 0-RTT did not happen when the run asked for it (none resumed, or
+    /// none sent early data), from what the server gave the client's session store.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// tlsperf's own wake-up delay (nanoseconds), over the connections whose handshake
     /// reads the kernel stamped: each one's longest time from the arrival of a read's
     /// last byte to the return of tlsperf's read. Receive stamps are the arrivals
@@ -299,7 +303,16 @@ pub async fn run(
                 .map(|&p| (p.name(), first.timeline.get(p).as_secs_f64() * 1e3))
                 .collect(),
         },
-        warm: (warm_count + failed > 0).then(|| warm.report(warm_count)),
+        warm: (warm_count + failed > 0).then(|| {
+            let mut report = warm.report(warm_count);
+            report.notes = warm_notes(
+                client,
+                early_data,
+                h.negotiated.version == "TLSv1.2",
+                &report,
+            );
+            report
+        }),
         interrupted,
     })
 }
@@ -361,8 +374,33 @@ impl WarmTally {
             errors: self.errors,
             error_examples: self.examples,
             client_wakeup: (!self.wakeup.is_empty()).then(|| self.wakeup.quantiles()),
+            notes: Vec::new(),
         }
     }
+}
+
+/// Why the warm connections resumed none, or sent no early data, when the run asked for
+/// it (`early_data`); `tls12`: the version the first connection negotiated.
+fn warm_notes(client: &BuiltClient, early_data: bool, tls12: bool, w: &WarmReport) -> Vec<String> {
+    let Some(store) = &client.sessions else {
+        return Vec::new();
+    };
+    if w.count == 0 {
+        return Vec::new();
+    }
+    let counts = store.counts();
+    let resumed = (w.resumption_rate * w.count as f64).round() as usize;
+    let mut notes = Vec::new();
+    if resumed == 0 {
+        let ids = client.resume == crate::client::config::Resume::Ids;
+        notes.push(format!(
+            "no connection resumed: {}",
+            crate::client::sessions::why_not_resumed(counts, tls12, ids, w.count)
+        ));
+    } else if early_data && !tls12 && w.early_data_accepted + w.early_data_rejected == 0 {
+        notes.push(crate::client::sessions::why_no_early_data(counts));
+    }
+    notes
 }
 
 /// The run's link in round trips: the first connection's critical path and that of the

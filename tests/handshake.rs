@@ -271,6 +271,74 @@ fn serve_stateful_resumes_tls12_by_session_id() {
     assert_cold_phases_add_up(&v);
 }
 
+/// The notes of the warm connections (why resumption or 0-RTT did not happen).
+fn notes(v: &Value) -> Vec<String> {
+    v["warm"]["notes"]
+        .as_array()
+        .map(|a| a.iter().map(|n| n.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_run_that_asked_for_resumption_or_0rtt_and_got_none_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |resumption: &str| {
+        let ca = dir.path().join(format!("{resumption}.pem"));
+        let ca = ca.to_str().unwrap().to_string();
+        let s = Serve::start(&[
+            "--gen-cert",
+            "ecdsa-p256",
+            "--write-ca",
+            &ca,
+            "--resumption",
+            resumption,
+        ]);
+        (s, ca)
+    };
+    let ((off, off_ca), (tickets, ca)) = (serve("off"), serve("tickets"));
+    let ca = ca.as_str();
+    // TLS 1.3 against a server with resumption off: it sent no ticket.
+    let v = handshake(&off.url(), &["-n", "3", "--cacert", &off_ca]);
+    assert_eq!(resumption_rate(&v), 0.0, "{v}");
+    let n = notes(&v);
+    assert!(
+        n.len() == 1 && n[0].contains("sent no TLS 1.3 session ticket"),
+        "{n:?}"
+    );
+    // TLS 1.2 session ids against a tickets-only server: no session id given.
+    let v = handshake(
+        &tickets.url(),
+        &["-n", "3", "--tls", "1.2", "--resume", "ids", "--cacert", ca],
+    );
+    assert_eq!(resumption_rate(&v), 0.0, "{v}");
+    let n = notes(&v);
+    assert!(
+        n.len() == 1 && n[0].contains("no TLS 1.2 session id") && n[0].contains("--resume tickets"),
+        "{n:?}"
+    );
+    // The same server by ticket resumes, and nothing is said.
+    let v = handshake(&tickets.url(), &["-n", "3", "--tls", "1.2", "--cacert", ca]);
+    assert!(resumption_rate(&v) >= 0.99, "{v}");
+    assert!(notes(&v).is_empty(), "{v}");
+    // 0-RTT asked of a server whose tickets allow no early data.
+    let v = handshake(&tickets.url(), &["-n", "3", "--early-data", "--cacert", ca]);
+    assert!(resumption_rate(&v) >= 0.99, "{v}");
+    let n = notes(&v);
+    assert!(
+        n.len() == 1 && n[0].contains("none of the server's") && n[0].contains("0-RTT"),
+        "{n:?}"
+    );
+    // The text says it too.
+    let run = tlsperf(["handshake", &off.url(), "-n", "2", "--cacert", &off_ca]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("note: no connection resumed: the server sent no TLS 1.3 session ticket"),
+        "{}",
+        run.stdout
+    );
+}
+
 #[test]
 fn invalid_urls_are_usage_errors_naming_the_url() {
     for url in ["http://x", "notaurl", "https://", "https://a b/"] {

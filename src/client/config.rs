@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ClientConfig;
 use rustls::client::danger::ServerCertVerifier;
-use rustls::client::{Resumption, Tls12Resumption};
+use rustls::client::{ClientSessionStore, Resumption, Tls12Resumption};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::reload::{ReloadingVerifier, RootsLoad};
@@ -100,6 +100,11 @@ pub struct BuiltClient {
     /// random generator then: tens of milliseconds here), paid here rather than inside
     /// the first handshake, and reported apart.
     pub provider_init: Duration,
+    /// The session store, counting what servers give to resume with (`None` with
+    /// `--resume off`).
+    pub sessions: Option<Arc<super::sessions::WatchedSessions>>,
+    /// How the configuration resumes.
+    pub resume: Resume,
 }
 
 /// Builds the configuration.
@@ -161,7 +166,16 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
             })?,
         None => builder.with_no_client_auth(),
     };
-    config.resumption = resumption(opts.resume, opts.session_cache);
+    let sessions = (opts.resume != Resume::Off)
+        .then(|| super::sessions::WatchedSessions::new(opts.session_cache));
+    config.resumption = match &sessions {
+        Some(store) => Resumption::store(Arc::clone(store) as Arc<dyn ClientSessionStore>)
+            .tls12_resumption(match opts.resume {
+                Resume::Ids => Tls12Resumption::SessionIdOnly,
+                _ => Tls12Resumption::SessionIdOrTickets,
+            }),
+        None => Resumption::disabled(),
+    };
     config.enable_early_data = opts.early_data;
     config.alpn_protocols = opts.alpn.clone();
     Ok(BuiltClient {
@@ -170,6 +184,8 @@ pub fn build(opts: &ClientTlsOptions) -> Result<BuiltClient, ConfigError> {
         roots_time,
         verdicts,
         provider_init,
+        sessions,
+        resume: opts.resume,
     })
 }
 

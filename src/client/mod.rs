@@ -18,6 +18,7 @@ pub mod hello;
 pub mod http1;
 pub mod reload;
 pub mod roots;
+pub mod sessions;
 pub mod status;
 pub mod target;
 pub mod timeline;

@@ -118,6 +118,9 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
                 q.max_ns as f64 / 1e6
             );
         }
+        for n in &w.notes {
+            s += &format!("{} {n}\n", styled(BAD, "note:"));
+        }
         for (k, n) in &w.errors {
             s += &format!(
                 "{} {k}: {n} (e.g. {})\n",
