@@ -1155,9 +1155,29 @@ fn closed_port_fails_every_request_as_connect_refused() {
         l.local_addr().unwrap().port()
     };
     let url = format!("https://127.0.0.1:{port}/");
-    let run = load_run(&[&url, "-n", "7", "-c", "2", "--insecure", "--json"]);
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("run.json");
+    let doc_arg = doc.to_str().unwrap();
+    let run = load_run(&[
+        &url,
+        "-n",
+        "7",
+        "-c",
+        "2",
+        "--insecure",
+        "--json",
+        "--out",
+        doc_arg,
+    ]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("all 7 requests"), "{}", run.stderr);
+    // Nothing written when no request succeeded: the corrected rerun needs no --force.
+    assert!(!doc.exists(), "{} written", doc.display());
+    assert!(
+        run.stderr.contains(&format!("{doc_arg} not written")),
+        "{}",
+        run.stderr
+    );
     // The result is still printed.
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["errors"]["connect-refused"], 7, "{}", v["errors"]);

@@ -24,7 +24,7 @@ use crate::report::text;
 #[command(group(clap::ArgGroup::new("bound").required(true).multiple(true).args(["requests", "duration"])))]
 #[command(after_help = super::examples::block(&[
     "tlsperf load https://localhost:8443/ -d 10s -c 50 --cacert ca.pem",
-    "tlsperf load https://localhost:8443/ -d 30s --rate 2000 --new-conn --out run.json",
+    "tlsperf load https://localhost:8443/ -d 30s --rate 2000 --new-conn --cacert ca.pem --out r.json",
 ]))]
 pub struct LoadArgs {
     /// The server: https://HOST[:PORT][/PATH].
@@ -137,14 +137,23 @@ pub fn exec(args: LoadArgs, out: &Output) -> Result<(), CliError> {
     bar.finish_and_clear();
     // Don't wait for tasks still blocked on a dead connection.
     rt.shutdown_timeout(Duration::from_millis(100));
-    out.product(&result, args.out.is_some(), || text::load_result(&result))?;
-    if let Some(path) = &args.out {
+    // A run in which no request succeeded is printed, not written: the rerun that
+    // corrects it (a missing --cacert, a wrong port) then needs no --force.
+    let all_failed = result.all_failed();
+    out.product(&result, args.out.is_some() && all_failed.is_none(), || {
+        text::load_result(&result)
+    })?;
+    if let (Some(path), None) = (&args.out, &all_failed) {
         crate::doc::write(&result, path, args.force)?;
     }
     if let Some(warning) = result.saturation_warning() {
         out.warn(warning);
     }
-    if let Some(why) = result.all_failed() {
+    if let Some(why) = all_failed {
+        let why = match &args.out {
+            Some(path) => format!("{why}; {} not written", path.display()),
+            None => why,
+        };
         return Err(CliError::runtime(anyhow::anyhow!(why)));
     }
     if result.interrupted {

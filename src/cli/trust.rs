@@ -77,11 +77,12 @@ impl SourceArg {
 #[derive(Debug, Args)]
 #[command(after_help = super::examples::block(&[
     "tlsperf trust analyze --list",
-    "tlsperf trust analyze webpki",
+    "tlsperf trust analyze /etc/ssl/certs/ca-certificates.crt",
 ]))]
 struct AnalyzeArgs {
-    /// system (default), webpki, a bundle file (at most 128 MiB) or a directory (files that
-    /// are not regular files, such as FIFOs, are skipped with a warning).
+    /// system (default), a bundle file (at most 128 MiB) or a directory (files that are not
+    /// regular files, such as FIFOs, are skipped with a warning); not webpki, which holds
+    /// trust anchors, not certificates.
     #[arg(value_parser = parse_source, default_value = "system")]
     source: SourceArg,
     /// With the system source: probe inside this filesystem root.
