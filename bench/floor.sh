@@ -50,7 +50,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"$bin" pki init "$work/pki" --key ecdsa-p256 -q
+"$bin" pki init "$work/pki" --key-type ecdsa-p256 -q
 ulimit -n 65536 2>/dev/null || true
 
 # nginx, one worker: plain HTTP on 19480, full-only TLS 1.3 on 19481; for the resumption

@@ -24,7 +24,7 @@ work="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
-"$bin" pki init "$work/pki" --key ecdsa-p256 -q
+"$bin" pki init "$work/pki" --key-type ecdsa-p256 -q
 
 # nginx, one worker.
 mkdir -p "$work/nginx"

@@ -124,6 +124,7 @@ fn kx_and_handshake_write_flamegraphs() {
             "handshake",
             "--provider",
             "aws-lc-rs",
+            // The spelling before 2026-12-07, still accepted; the title uses the new one.
             "--cert",
             "ecdsa-p256",
             "--tls",
@@ -134,7 +135,7 @@ fn kx_and_handshake_write_flamegraphs() {
         "200ms",
         &hs,
     );
-    assert!(svg.contains("tlsperf crypto handshake --provider aws-lc-rs --cert ecdsa-p256"));
+    assert!(svg.contains("tlsperf crypto handshake --provider aws-lc-rs --key-type ecdsa-p256"));
     assert!(has_frame(&svg, |f| f.starts_with("tlsperf::crypto::in_memory::")));
     assert!(
         has_frame(&svg, |f| f.starts_with("rustls::")),

@@ -19,7 +19,7 @@ use crate::tls::choices::{self, TlsVersion};
 #[derive(Debug, Args)]
 pub struct ClientArgs {
     /// Resumption: off (every handshake full), tickets, or ids (TLS 1.2 session ids).
-    #[arg(long, value_enum, default_value_t = Resume::Tickets)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Resume::Tickets)]
     pub resume: Resume,
     /// Protocol versions (comma-separated): 1.2, 1.3.
     #[arg(long = "tls", value_enum, value_delimiter = ',')]
@@ -28,7 +28,7 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',')]
     pub groups: Vec<String>,
     /// Cipher suites (rustls names, e.g. TLS13_AES_128_GCM_SHA256).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "SUITES")]
     pub ciphers: Vec<String>,
     /// Crypto provider.
     #[arg(long, value_enum, default_value_t = Provider::AwsLcRs)]

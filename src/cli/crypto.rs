@@ -21,7 +21,7 @@ use crate::tls::choices::TlsVersion;
 #[derive(Debug, Args)]
 #[command(after_help = super::examples::block(&[
     "tlsperf crypto sign --alg ecdsa-p256,ed25519",
-    "tlsperf crypto limit --cert rsa-2048",
+    "tlsperf crypto limit --key-type rsa-2048",
 ]))]
 pub struct CryptoArgs {
     #[command(subcommand)]
@@ -164,14 +164,21 @@ struct KxArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = super::examples::block(&[
-    "tlsperf crypto handshake --cert ecdsa-p256 --tls 1.3 --kind full",
+    "tlsperf crypto handshake --key-type ecdsa-p256 --tls 1.3 --kind full",
 ]))]
 struct HandshakeArgs {
     /// Providers to measure (comma-separated or repeated; all by default).
     #[arg(long, value_enum, value_delimiter = ',')]
     provider: Vec<Provider>,
-    /// Key types of the certificate chain (default: ecdsa-p256, ed25519, rsa-2048).
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "TYPES")]
+    /// Key types of the certificate chain (default: ecdsa-p256, ed25519, rsa-2048; `--cert`,
+    /// its spelling before 2026-12-07, still works).
+    #[arg(
+        long = "key-type",
+        alias = "cert",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "TYPES"
+    )]
     cert: Vec<KeyType>,
     /// Protocol versions (default: both).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "VERSIONS")]
@@ -188,11 +195,18 @@ struct HandshakeArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = super::examples::block(&[
-    "tlsperf crypto limit --cert rsa-2048 --flamegraph limit.svg",
+    "tlsperf crypto limit --key-type rsa-2048 --flamegraph limit.svg",
 ]))]
 struct LimitArgs {
-    /// Key type of the certificate chain.
-    #[arg(long, value_enum, default_value = "ecdsa-p256", value_name = "TYPE")]
+    /// Key type of the certificate chain (`--cert`, its spelling before 2026-12-07, still
+    /// works).
+    #[arg(
+        long = "key-type",
+        alias = "cert",
+        value_enum,
+        default_value = "ecdsa-p256",
+        value_name = "TYPE"
+    )]
     cert: KeyType,
     /// Key-exchange group.
     #[arg(long, value_enum, default_value = "x25519")]
@@ -249,7 +263,7 @@ pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
                 "handshake",
                 &[
                     flag("--provider", &a.provider),
-                    flag("--cert", &a.cert),
+                    flag("--key-type", &a.cert),
                     flag("--tls", &a.tls),
                     flag("--kind", &a.kind),
                     flag("--group", &[a.group]),
@@ -274,7 +288,7 @@ pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
             let title = a.measure.title(
                 "limit",
                 &[
-                    flag("--cert", &[a.cert]),
+                    flag("--key-type", &[a.cert]),
                     flag("--group", &[a.group]),
                     flag("--tls", &[a.tls]),
                     flag("--provider", &[a.provider]),

@@ -79,7 +79,7 @@ pub struct GlobalArgs {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
     /// When to use colors.
-    #[arg(long, value_enum, default_value_t = ColorWhen::Auto, global = true)]
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto, global = true)]
     pub color: ColorWhen,
 }
 

@@ -41,19 +41,29 @@ enum PkiCommand {
 #[derive(Debug, Args)]
 #[command(after_help = super::examples::block(&[
     "tlsperf pki init pki",
-    "tlsperf pki init pki --key rsa-2048 --ocsp --force",
+    "tlsperf pki init pki --key-type rsa-2048 --ocsp --force",
 ]))]
 struct InitArgs {
     /// Directory to write into (created if missing).
     dir: PathBuf,
-    /// Key type of every certificate.
-    #[arg(long, value_enum, default_value_t = KeyType::EcdsaP256)]
+    /// Key type of every certificate (`--key`, its spelling before 2026-12-07, still works).
+    #[arg(long = "key-type", alias = "key", value_enum, value_name = "TYPE", default_value_t = KeyType::EcdsaP256)]
     key: KeyType,
-    /// Key type of the root and intermediate CAs (overrides --key).
-    #[arg(long, value_enum, value_name = "KEY")]
+    /// Key type of the root and intermediate CAs (overrides --key-type; was `--ca-key`).
+    #[arg(
+        long = "ca-key-type",
+        alias = "ca-key",
+        value_enum,
+        value_name = "TYPE"
+    )]
     ca_key: Option<KeyType>,
-    /// Key type of the server and client leaves (overrides --key).
-    #[arg(long, value_enum, value_name = "KEY")]
+    /// Key type of the server and client leaves (overrides --key-type; was `--leaf-key`).
+    #[arg(
+        long = "leaf-key-type",
+        alias = "leaf-key",
+        value_enum,
+        value_name = "TYPE"
+    )]
     leaf_key: Option<KeyType>,
     /// Subject alternative name of the server leaf: DNS name or IP address (repeatable;
     /// default: localhost, 127.0.0.1, ::1).
@@ -86,8 +96,8 @@ struct BundleArgs {
     /// How many of them get a cross-signed twin (at most --count).
     #[arg(long, value_name = "N", default_value_t = 0)]
     cross_signed: u64,
-    /// Key type of every CA.
-    #[arg(long, value_enum, default_value_t = KeyType::EcdsaP256)]
+    /// Key type of every CA (`--key`, its spelling before 2026-12-07, still works).
+    #[arg(long = "key-type", alias = "key", value_enum, value_name = "TYPE", default_value_t = KeyType::EcdsaP256)]
     key: KeyType,
     /// Distinct keys to generate and share round-robin (default: 1024, or 8 for RSA).
     #[arg(long, value_name = "N", value_parser = super::count::at_least_one)]

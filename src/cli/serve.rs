@@ -78,7 +78,7 @@ pub struct ServeArgs {
     #[arg(long)]
     server_cipher_order: bool,
     /// Session resumption.
-    #[arg(long, value_enum, default_value_t = Resumption::Stateful)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Resumption::Stateful)]
     resumption: Resumption,
     /// Entries of the stateful session cache (1 to 1000000; about 100 bytes each are
     /// reserved at start).
@@ -111,7 +111,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     ocsp: Option<PathBuf>,
     /// Client certificates.
-    #[arg(long, value_enum, default_value_t = ClientAuth::Off)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = ClientAuth::Off)]
     client_auth: ClientAuth,
     /// Roots for client certificates (PEM bundle of at most 128 MiB, or directory).
     #[arg(long, value_name = "FILE")]

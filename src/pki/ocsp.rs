@@ -31,7 +31,7 @@ pub fn ocsp_response(pki: &TestPki, valid: Duration) -> Result<Vec<u8>, PkiError
     let ca_key = pki.intermediate.summary.key;
     if !can_sign(ca_key) {
         return Err(PkiError::BadParam {
-            name: "--ca-key",
+            name: "--ca-key-type",
             reason: format!(
                 "OCSP responses are signed with ECDSA P-256 or RSA only; the issuing CA's key is {}",
                 ca_key.name()
