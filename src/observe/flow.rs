@@ -40,7 +40,8 @@ pub struct Limits {
     /// Most bytes held out of order per direction before the stream is given up.
     pub max_out_of_order: usize,
     /// Most memory the whole analysis may hold, in three shares: 3/8 for the
-    /// connections' fixed parts ([`FLOW_COST`] each), 3/8 for the bytes their streams
+    /// connections' fixed parts (the table's allocation by its capacity, its growth
+    /// included, and [`FLOW_COST`]'s own part per connection), 3/8 for the bytes their streams
     /// hold (in order, awaiting a record's end, and out of order), 1/4 for the
     /// histograms ([`Limits::histogram_budget`]). A new connection beyond the first share
     /// is not tracked, and a segment that takes the streams past the second gives up its
@@ -69,9 +70,33 @@ impl Limits {
 }
 
 /// The memory one tracked connection takes besides the bytes its streams hold: the
-/// table's entry, its two streams and its timeline.
-pub const FLOW_COST: usize =
-    std::mem::size_of::<(Key, Flow)>() + std::mem::size_of::<Timeline>() + 64;
+/// table's entry (its two streams and its timeline are in it) with its control byte, and
+/// a bound of the small allocations of its own (its timeline's and streams' lists).
+/// The table itself is counted by its capacity, not its entries: see
+/// [`FlowTable::table_bytes`].
+pub const FLOW_COST: usize = ENTRY_BYTES + FLOW_HEAP;
+
+/// One slot of the flow table's allocation: a `(Key, Flow)` and its control byte.
+const ENTRY_BYTES: usize = std::mem::size_of::<(Key, Flow)>() + 1;
+
+/// A bound of what a tracked connection allocates besides its table slot and its streams'
+/// bytes (its timeline's small lists).
+const FLOW_HEAP: usize = 64;
+
+/// What one segment held out of order costs besides its bytes: its B-tree slot (the
+/// offset and the entry, in nodes about half full) and its allocation's rounding.
+const AHEAD_ENTRY_COST: usize = 160;
+
+/// The buckets of a hash table that holds `capacity` entries without growing (hashbrown:
+/// a power of two, seven eighths usable).
+fn buckets(capacity: usize) -> usize {
+    match capacity {
+        0 => 0,
+        1..=3 => 4,
+        4..=7 => 8,
+        _ => (capacity * 8).div_ceil(7).next_power_of_two(),
+    }
+}
 
 impl Default for Limits {
     fn default() -> Self {
@@ -391,9 +416,14 @@ impl Stream {
         self.holes.retain(|h| h.1 > start);
     }
 
-    /// Bytes this stream holds.
+    /// Bytes this stream holds: what its allocations take, not only the bytes in them
+    /// (capacities, and each segment held out of order with its B-tree slot).
     fn held(&self) -> usize {
-        self.buf.capacity() + self.ahead_bytes
+        self.buf.capacity()
+            + self.ahead_bytes
+            + self.ahead.len() * AHEAD_ENTRY_COST
+            + self.marks.capacity() * std::mem::size_of::<(u64, u64, bool)>()
+            + self.holes.capacity() * std::mem::size_of::<(u64, u64)>()
     }
 
     fn clear(&mut self) {
@@ -564,6 +594,19 @@ impl FlowTable {
         self.flows.is_empty()
     }
 
+    /// The memory the table takes with `len` connections (each [`FLOW_HEAP`] of its own):
+    /// its allocation, by capacity; when `len` is beyond the capacity, the old and the new
+    /// allocation together, as both are held while it grows (hashbrown doubles).
+    pub fn table_bytes(&self, len: usize) -> usize {
+        let now = buckets(self.flows.capacity()) * ENTRY_BYTES;
+        let table = if len <= self.flows.capacity() {
+            now
+        } else {
+            now + buckets(len.max(self.flows.capacity() + 1)) * ENTRY_BYTES
+        };
+        table + len * FLOW_HEAP
+    }
+
     /// Removes a flow, and what its streams held from the table's count.
     fn remove(&mut self, k: &Key) -> Option<Flow> {
         let f = self.flows.remove(k)?;
@@ -726,7 +769,7 @@ impl FlowTable {
             // ACK of one just closed): nothing to follow.
             return None;
         }
-        if (self.flows.len() + 1) * FLOW_COST > self.limits.flow_budget() {
+        if self.table_bytes(self.flows.len() + 1) > self.limits.flow_budget() {
             if tracked {
                 self.counters.shed += 1;
             }
@@ -2007,7 +2050,7 @@ mod tests {
                 payload_len: ahead.len(),
             };
             table.segment(u64::from(i) + 1, &data, &mut |_| outcomes += 1);
-            peak = peak.max(table.flows.len() * FLOW_COST + table.held);
+            peak = peak.max(table.table_bytes(table.flows.len()) + table.held);
         }
         let counters = table.counters();
         assert!(peak <= budget, "{peak} > {budget}");
