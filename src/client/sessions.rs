@@ -152,6 +152,13 @@ pub fn why_no_early_data(c: SessionCounts) -> String {
     if c.tls13_tickets == 0 {
         return "no early data was sent: the server sent no TLS 1.3 ticket".into();
     }
+    if c.tls13_early_data_tickets > 0 {
+        return format!(
+            "no early data was sent although {} of the server's {} tickets allow it: the \
+             connections resumed with tickets that do not",
+            c.tls13_early_data_tickets, c.tls13_tickets
+        );
+    }
     format!(
         "no early data was sent: none of the server's {} tickets allows it \
          (max_early_data_size 0: the server does not accept 0-RTT)",
@@ -179,5 +186,10 @@ mod tests {
         assert!(why_not_resumed(given, false, false, 5).contains("sent 12 session tickets"));
         assert!(why_no_early_data(given).contains("none of the server's 12 tickets"));
         assert!(why_no_early_data(none).contains("no TLS 1.3 ticket"));
+        let some = SessionCounts {
+            tls13_early_data_tickets: 2,
+            ..given
+        };
+        assert!(why_no_early_data(some).contains("2 of the server's 12 tickets allow it"));
     }
 }
