@@ -25,7 +25,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$work"/windows.jsonl "$work"/observe.err "$work"/load.txt "$KEEP"/ 2>/dev/null
+  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$work"/windows.jsonl "$work"/appeared "$work"/observe.err "$work"/load.txt "$KEEP"/ 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -38,12 +38,7 @@ secs=$((minutes * 60))
   -duration "$((secs + 120))s" > "$work/server.out" 2> "$work/server.err" &
 server=$!
 pids+=("$server")
-for _ in $(seq 100); do grep -q "listening on" "$work/server.out" && break; sleep 0.1; done
-"$bin" observe --interface lo --port "$port" --probes --pid "$server" --window 10s \
-  --windows "$work/windows.jsonl" -d "$((secs + 15))s" -q > /dev/null 2> "$work/observe.err" &
-observer=$!
-pids+=("$observer")
-for _ in $(seq 300); do grep -q "probing\|capturing" "$work/observe.err" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 100); do grep -q "listening on" "$work/server.out" 2>/dev/null && break; sleep 0.1; done
 # The reader: when each window line appeared (the wall clock, s).
 python3 - "$work/windows.jsonl" "$work/appeared" "$secs" <<'PY' &
 import json, os, sys, time
@@ -61,6 +56,11 @@ with open(out, "w") as o:
         time.sleep(0.05)
 PY
 pids+=($!)
+"$bin" observe --interface lo --port "$port" --probes --pid "$server" --window 10s \
+  --windows "$work/windows.jsonl" -d "$((secs + 15))s" > /dev/null 2> "$work/observe.err" &
+observer=$!
+pids+=("$observer")
+for _ in $(seq 300); do grep -q "probing\|capturing" "$work/observe.err" 2>/dev/null && break; sleep 0.1; done
 (while true; do cut -d' ' -f1 /proc/loadavg >> "$work/load.txt"; sleep 10; done) &
 pids+=($!)
 "$bin" load "https://localhost:$port/" --cacert "$work/pki/root.pem" --new-conn --resume off \
@@ -76,7 +76,9 @@ for line in open(sys.argv[1]):
         windows += 1
         lags.append(float(t) - r["end_ns"] / 1e9)
     elif r.get("type") == "anomaly":
-        events.append(rec.strip()[:300])
+        events.append("%s %s %s %s: %.1f ms (baseline %.1f ms), moved %s, CPU pressure %s (before %s)" % (
+            r["state"], r["series"]["view"], r["quantile"], r["phase"], r["now_ns"] / 1e6,
+            r["baseline_ns"] / 1e6, r.get("moved"), r.get("cpu_pressure"), r.get("cpu_pressure_before")))
 loads = sorted(float(x) for x in open(sys.argv[2]))
 def q(v, p): return v[min(len(v) - 1, int(p * len(v)))] if v else float("nan")
 lags.sort()

@@ -2245,6 +2245,8 @@ fn many_breakdown_rows_stay_within_the_memory_budget() {
 
 /// The largest resident memory of `tlsperf ARGS` (KiB), from the kernel's accounting of
 /// that child alone (wait4), and its exit code.
+// Reaped by wait4 below (which gives its rusage), not by Child::wait.
+#[allow(clippy::zombie_processes)]
 fn max_rss_kib(args: &[&str]) -> (u64, i32) {
     let child = Command::new(common::bin())
         .args(args)

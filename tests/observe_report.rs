@@ -69,6 +69,7 @@ fn series(key: SeriesKey, values: &[u64], histogram: bool) -> SeriesRecord {
 
 fn window(start: u64, series: Vec<SeriesRecord>) -> String {
     let w = WindowRecord {
+        cpu_pressure: Some(0.1),
         kind: "window".into(),
         start_ns: start,
         end_ns: start + MIN,
@@ -82,6 +83,8 @@ fn window(start: u64, series: Vec<SeriesRecord>) -> String {
 
 fn anomaly(state: &str, since: u64, at: u64) -> String {
     let e = AnomalyEvent {
+        cpu_pressure: Some(0.8),
+        cpu_pressure_before: Some(0.1),
         kind: "anomaly".into(),
         state: state.into(),
         series: key("wire", "nginx", 443),

@@ -109,6 +109,13 @@ pub struct AnomalyEvent {
     pub share: Option<f64>,
     /// Every component, baseline and now.
     pub phases: Vec<PhaseMove>,
+    /// The machine's CPU pressure in the window that decided (see
+    /// [`super::window::WindowRecord::cpu_pressure`]); absent without PSI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure: Option<f64>,
+    /// Its median over the windows before (at most the last hour's); absent before any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure_before: Option<f64>,
 }
 
 /// The baseline of one series, phase and quantile.
@@ -372,6 +379,8 @@ impl Baselines {
             .max_by_key(|(_, d)| *d)
             .filter(|(_, d)| *d > 0 && state == "start");
         Some(AnomalyEvent {
+            cpu_pressure: None,
+            cpu_pressure_before: None,
             kind: "anomaly".into(),
             state: state.into(),
             series: s.key.clone(),
@@ -395,6 +404,10 @@ impl Baselines {
     }
 }
 
+/// How much more of the time tasks waited for a CPU in an anomaly's window than before
+/// for its sentence to say the machine was short of CPU.
+pub const SHORT_OF_CPU: f64 = 0.25;
+
 /// An event in one line of words (stderr).
 pub fn sentence(e: &AnomalyEvent) -> String {
     let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
@@ -416,8 +429,21 @@ pub fn sentence(e: &AnomalyEvent) -> String {
         (Some(p), Some(share)) => format!(", {:.0}% of it in {p}", share * 100.0),
         _ => String::new(),
     };
+    let pressure = match (e.cpu_pressure, e.cpu_pressure_before) {
+        (Some(now), Some(before)) if now >= before + SHORT_OF_CPU => format!(
+            "; the machine was short of CPU: tasks waited for one {:.0}% of the time (before: {:.0}%)",
+            now * 100.0,
+            before * 100.0
+        ),
+        (Some(now), Some(before)) => format!(
+            "; CPU pressure {:.0}% (before: {:.0}%)",
+            now * 100.0,
+            before * 100.0
+        ),
+        _ => String::new(),
+    };
     format!(
-        "anomaly: {who} {} {} {} against a baseline of {} (+{}) since {since}{place}",
+        "anomaly: {who} {} {} {} against a baseline of {} (+{}) since {since}{place}{pressure}",
         e.quantile,
         e.phase,
         ms(e.now_ns),
@@ -446,6 +472,7 @@ mod tests {
         phases.insert("connect".into(), q(connect_ms * MS));
         phases.insert("first_app_byte".into(), q((think_ms + connect_ms + 1) * MS));
         WindowRecord {
+            cpu_pressure: None,
             kind: "window".into(),
             start_ns: i * 10_000 * MS,
             end_ns: (i + 1) * 10_000 * MS,
@@ -508,6 +535,19 @@ mod tests {
         assert!(e.share.unwrap() > 0.9, "{e:?}");
         let line = sentence(e);
         assert!(line.contains("all of it in server_think"), "{line}");
+        assert!(!line.contains("CPU"), "{line}");
+        // With the machine's CPU pressure: said, and called a shortage past the margin.
+        let mut busy = e.clone();
+        (busy.cpu_pressure, busy.cpu_pressure_before) = (Some(0.83), Some(0.12));
+        let line = sentence(&busy);
+        assert!(
+            line.ends_with(
+                "the machine was short of CPU: tasks waited for one 83% of the time (before: 12%)"
+            ),
+            "{line}"
+        );
+        busy.cpu_pressure = Some(0.20);
+        assert!(sentence(&busy).ends_with("; CPU pressure 20% (before: 12%)"));
         events.clear();
         for i in 15..18 {
             events.extend(b.judge(&mut window(i, 1, 1)));

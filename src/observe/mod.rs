@@ -52,6 +52,7 @@ pub mod long_baseline;
 pub mod metrics;
 pub mod otlp;
 pub mod pipeline;
+pub mod pressure;
 pub mod process;
 pub mod result;
 pub mod run;

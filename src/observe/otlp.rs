@@ -845,6 +845,8 @@ mod tests {
 
     fn anomaly(view: &str, port: u16) -> AnomalyEvent {
         AnomalyEvent {
+            cpu_pressure: None,
+            cpu_pressure_before: None,
             kind: "anomaly".into(),
             state: "start".into(),
             series: SeriesKey {

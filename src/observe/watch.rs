@@ -73,7 +73,14 @@ pub struct Watch {
     metrics: Option<Arc<ObserveMetrics>>,
     /// The first error writing the stream or the state (the run goes on).
     error: Option<String>,
+    /// The machine's CPU pressure, read as each window closes.
+    pressure: super::pressure::CpuPressure,
+    /// The last windows' CPU pressure (at most [`PRESSURE_KEPT`]), for the events' `before`.
+    recent_pressure: std::collections::VecDeque<f64>,
 }
+
+/// How many windows' CPU pressure an event's `cpu_pressure_before` is the median of.
+const PRESSURE_KEPT: usize = 60;
 
 fn open_stream(path: &Path, append: bool) -> Result<io::LineWriter<std::fs::File>, FileError> {
     let file = crate::files::open_log(path, FileMode::Public, append)?;
@@ -119,6 +126,11 @@ impl Watch {
             state: setup.state.clone(),
             metrics: None,
             error: None,
+            pressure: super::pressure::CpuPressure::new(
+                std::path::Path::new(super::pressure::PSI_CPU),
+                super::live::now_ns(),
+            ),
+            recent_pressure: std::collections::VecDeque::new(),
         })
     }
 
@@ -139,7 +151,19 @@ impl Watch {
             let window = w.tick(now_ns)?;
             (window, w.take_headlines())
         };
-        let events = self.baselines.judge(&mut window);
+        window.cpu_pressure = self.pressure.share(now_ns);
+        let mut events = self.baselines.judge(&mut window);
+        let before = crate::stats::summary::median(&Vec::from(self.recent_pressure.clone()));
+        for e in &mut events {
+            e.cpu_pressure = window.cpu_pressure;
+            e.cpu_pressure_before = before;
+        }
+        if let Some(p) = window.cpu_pressure {
+            if self.recent_pressure.len() >= PRESSURE_KEPT {
+                self.recent_pressure.pop_front();
+            }
+            self.recent_pressure.push_back(p);
+        }
         let canaries = self.canaries.compare(&window, &headlines);
         self.write(&window, &events, &canaries);
         if let Some(m) = &self.metrics {

@@ -219,6 +219,11 @@ pub struct WindowRecord {
     pub late: u64,
     /// Each series seen in the window, in key order.
     pub series: Vec<SeriesRecord>,
+    /// The machine's CPU pressure from the previous window's close to this one's: the
+    /// share of the time in which some task waited for a CPU (Linux PSI); absent without
+    /// PSI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_pressure: Option<f64>,
 }
 
 /// Histograms of one phase set.
@@ -556,6 +561,7 @@ impl Windows {
         let from = open.first_ns.max(open.start_ns);
         let seconds = end_ns.saturating_sub(from) as f64 / 1e9;
         WindowRecord {
+            cpu_pressure: None,
             kind: "window".into(),
             start_ns: open.start_ns,
             end_ns,
