@@ -394,11 +394,7 @@ fn rate(v: &str) -> Result<Rate, String> {
 
 /// `2%`, `0.5%` or `0.005` (every ratio's syntax, [`crate::ratio`]); at most 50%.
 fn loss(v: &str) -> Result<f64, String> {
-    let p = crate::ratio::parse(v).map_err(|e| format!("loss {e}"))?;
-    if p > MAX_LOSS {
-        return Err(format!("loss '{v}' is outside 0%..50%"));
-    }
-    Ok(p)
+    crate::ratio::parse_at_most(v, MAX_LOSS).map_err(|e| format!("loss {e}"))
 }
 
 /// `100pkt` (packets), `64kb`, `64kib`, `1mb`, `1mib`, `90000b` (bytes), or `50ms`,
