@@ -229,17 +229,17 @@ fn impossible_values_are_refused_by_every_reader() {
     // Counts no run reaches (2^64 - 1 was merged and printed), and kinds that add up
     // to more handshakes than there are.
     obs(
-        "huge.json",
+        "observe-huge.json",
         &|v| v["handshakes"]["all"]["count"] = json!(u64::MAX),
         "handshakes.all.count 18446744073709551615 is more than any run counts (at most 2^53)",
     );
     obs(
-        "frames.json",
+        "observe-frames.json",
         &|v| v["packets"]["frames"] = json!(1u64 << 60),
         "packets.frames 1152921504606846976 is more than any run counts",
     );
     obs(
-        "kinds.json",
+        "observe-kinds.json",
         &|v| {
             let mut full = v["handshakes"]["all"].clone();
             full["count"] = json!(2);

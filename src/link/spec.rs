@@ -658,7 +658,14 @@ mod tests {
             ("rtt=10ms,down=8mbps", "unknown unit"),
             ("rtt=10ms,down=1kbit", "outside"),
             ("rtt=10ms,loss=2", "write 2% for a percent"),
-            ("rtt=10ms,loss=60%", "outside"),
+            ("rtt=10ms,loss=60%", "loss '60%' is above 50%"),
+            // One sentence whatever the excess (was "above 100%" for 150% but "outside
+            // 0%..50%" for 50.0000001%).
+            ("rtt=10ms,loss=150%", "loss '150%' is above 50%"),
+            (
+                "rtt=10ms,loss=50.0000001%",
+                "loss '50.0000001%' is above 50%",
+            ),
             ("rtt=10ms,queue=0pkt", "outside"),
             ("rtt=10ms,queue=10", "no unit"),
             ("rtt=10ms,speed=1", "unknown field"),
