@@ -162,7 +162,7 @@ fn elf(sections: Vec<Section>) -> Vec<u8> {
     let mut out = vec![0u8; 0x1000];
     let mut placed = Vec::new();
     for s in &sections {
-        while out.len() % 16 != 0 {
+        while !out.len().is_multiple_of(16) {
             out.push(0);
         }
         placed.push(out.len() as u64);
@@ -177,12 +177,12 @@ fn elf(sections: Vec<Section>) -> Vec<u8> {
     }
     names.push(shstrtab.len() as u32);
     shstrtab.extend_from_slice(b".shstrtab\0");
-    while out.len() % 16 != 0 {
+    while !out.len().is_multiple_of(16) {
         out.push(0);
     }
     let shstr_at = out.len() as u64;
     out.extend_from_slice(&shstrtab);
-    while out.len() % 8 != 0 {
+    while !out.len().is_multiple_of(8) {
         out.push(0);
     }
     let shoff = out.len() as u64;

@@ -447,7 +447,7 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         )),
         _ => {}
     }
-    if let Some(e) = failed_outputs(&out, failed) {
+    if let Some(e) = failed_outputs(out, failed) {
         return Err(e);
     }
     if result.interrupted {
