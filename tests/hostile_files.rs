@@ -801,3 +801,62 @@ fn ctrl_c_while_attaching_stops_the_attachment() {
         "{err}"
     );
 }
+
+/// A file is read as it is on disk while another run's probes are in it: the kernel puts
+/// a uprobe's breakpoint into every private mapping of the file that may execute, so a
+/// privately mapped file read `int3` at the probed entry and `RET`s (a second run found
+/// "0 return instructions" and timed nothing).
+#[test]
+fn a_file_already_probed_is_read_as_it_is_on_disk() {
+    if !common::probes::root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x");
+    std::fs::write(&x, go_symtab_program(Some(3))).unwrap();
+    let first = Command::new(common::bin())
+        .args([
+            "observe",
+            "--probes",
+            "--exe",
+            x.to_str().unwrap(),
+            "-d",
+            "120s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Five tracepoints, then the entry and three returns.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while attachments(first.id()) < 9 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first run attached nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = Command::new(common::bin())
+        .args([
+            "observe",
+            "--probes",
+            "--exe",
+            x.to_str().unwrap(),
+            "-d",
+            "100ms",
+        ])
+        .arg("--json")
+        .output()
+        .unwrap();
+    let out = common::interrupt_and_wait(first, std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(130));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    let attached = v["probes"]["attached"].to_string();
+    assert!(
+        attached.contains("serverHandshake in")
+            && attached.contains("(entry and 3 return instructions)"),
+        "{attached}"
+    );
+}

@@ -92,11 +92,14 @@ impl FileBytes {
         if meta.len() == 0 {
             return Ok(FileBytes { map: None });
         }
-        // SAFETY: the mapping is read-only and private to this process; a file changed
-        // while mapped changes the bytes read, which every reader here checks as it
-        // would a file's contents.
-        let map =
-            unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file) }.map_err(read_err)?;
+        // Shared, not private: the kernel puts a uprobe's breakpoint into every private
+        // mapping of the file that may execute (its `valid_vma`), so a private mapping
+        // made while another run's probes are in place reads `int3` where the code has
+        // its entry and `RET`s (seen: 0 return instructions found). A shared read-only
+        // mapping shows the page cache, which uprobes never change: what `read` returns.
+        // SAFETY: read-only; a file changed while mapped changes the bytes read, which
+        // every reader here checks as it would a file's contents.
+        let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(read_err)?;
         Ok(FileBytes { map: Some(map) })
     }
 }
