@@ -12,8 +12,11 @@
 //! Where a destination already is something other than a regular file, writing follows
 //! what it is rather than replacing it: a symbolic link stays a link and the file it points
 //! to is replaced; a FIFO or a character device (`--out /dev/stdout`, `/dev/null`) is
-//! written to, in one go, without a temporary file and without `--force`; a block device or
-//! a socket is refused.
+//! written to, in one go, without a temporary file and without `--force`, and so is a path
+//! through a process's descriptor table (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`)
+//! even when the descriptor is a regular file (a shell's `> out` or `>> log`): appended
+//! to, never renamed over; a block device or a socket is refused. [`Staging`] (whole
+//! documents) and [`open_log`] (lines as they come) follow the same rule.
 //!
 //! Every file tlsperf reads goes through [`open_input`] or [`read_input`]: the path is
 //! checked with `stat` before it is opened, and opened non-blocking, so a FIFO, a device
@@ -700,14 +703,15 @@ fn copy_new(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes `contents` to a FIFO or character device.
+/// Writes `contents` to a FIFO, a character device or a descriptor's file
+/// (`/dev/stdout`), appending: what the descriptor's owner wrote there stays.
 fn write_stream(dest: &Path, contents: &[u8]) -> Result<(), FileError> {
     let write_err = |source| FileError::Write {
         path: dest.to_path_buf(),
         source,
     };
     let mut f = fs::OpenOptions::new()
-        .write(true)
+        .append(true)
         .open(dest)
         .map_err(write_err)?;
     f.write_all(contents).map_err(write_err)?;
@@ -727,7 +731,10 @@ pub fn open_log(dest: &Path, mode: FileMode, append: bool) -> Result<fs::File, F
     let stream = is_stream(dest);
     let mut options = fs::OpenOptions::new();
     options.write(true);
-    if !stream {
+    if stream {
+        // A descriptor's file (`/dev/stdout` redirected with `>>`) keeps what is there.
+        options.append(true);
+    } else {
         options.create(true);
         if append {
             options.append(true);
@@ -938,7 +945,8 @@ enum Target {
     /// A regular file (existing or not) at this path: the destination with its symbolic
     /// links followed.
     File(PathBuf),
-    /// An existing FIFO or character device, written to as it is.
+    /// An existing FIFO or character device, or a descriptor's file (`/dev/stdout`),
+    /// written to as it is.
     Stream,
 }
 
@@ -953,6 +961,9 @@ fn target(dest: &Path) -> Result<Target, FileError> {
             return Ok(Target::File(path));
         }
     };
+    if is_stream(dest) {
+        return Ok(Target::Stream);
+    }
     if meta.is_file() {
         let linked = fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink());
         let path = match linked {
@@ -964,9 +975,6 @@ fn target(dest: &Path) -> Result<Target, FileError> {
         };
         parent_dir(&path)?;
         return Ok(Target::File(path));
-    }
-    if is_stream(dest) {
-        return Ok(Target::Stream);
     }
     let what = not_regular(&meta).unwrap_or("not a file");
     Err(FileError::BadPath {
@@ -981,18 +989,57 @@ fn target(dest: &Path) -> Result<Target, FileError> {
     })
 }
 
-/// Whether `path` is (or links to) a FIFO or a character device.
+/// Whether `path` is (or links to) a FIFO or a character device, or names one of a
+/// process's open descriptors (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`): what such
+/// a path leads to was opened by someone else (a shell's `> file` or `>> log`), so it is
+/// written to where it is, never replaced.
 fn is_stream(path: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::FileTypeExt;
-        fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo() || m.file_type().is_char_device())
+        fs::metadata(path).is_ok_and(|m| {
+            m.file_type().is_fifo() || m.file_type().is_char_device() || through_descriptor(path)
+        })
     }
     #[cfg(not(unix))]
     {
         let _ = path;
         false
     }
+}
+
+/// Whether `path`, or a symbolic link it leads through, is an entry of a process's
+/// descriptor table (`/proc/PID/fd/N`, `/proc/PID/task/TID/fd/N`, which `/dev/stdout`,
+/// `/dev/stderr` and `/dev/fd/N` link to). Such an entry links to whatever the
+/// descriptor is, a file another program opened; following it and renaming over its
+/// target would replace that file (a shell's `>> log` lost).
+fn through_descriptor(path: &Path) -> bool {
+    let is_fd_dir = |dir: &Path| {
+        let Ok(dir) = fs::canonicalize(dir) else {
+            return false;
+        };
+        let parts: Vec<_> = dir.components().map(|c| c.as_os_str().to_owned()).collect();
+        let names: Vec<&str> = parts.iter().filter_map(|p| p.to_str()).collect();
+        matches!(
+            names.as_slice(),
+            ["/", "proc", _, "fd"] | ["/", "proc", _, "task", _, "fd"]
+        )
+    };
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        if p.parent().is_some_and(is_fd_dir) {
+            return true;
+        }
+        let is_link = fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        let Some(next) = is_link.then(|| fs::read_link(&p).ok()).flatten() else {
+            return false;
+        };
+        p = match p.parent() {
+            Some(dir) => dir.join(next),
+            None => next,
+        };
+    }
+    false
 }
 
 /// `path` with its symbolic links followed as far as they lead (at most 40, as the kernel

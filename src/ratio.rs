@@ -4,8 +4,14 @@
 //! more is refused: `5` could mean 5% or 500%, and the user says which.
 
 /// Parses `5%` or `0.05` into the fraction 0.05, refusing anything outside `[0, 1]`
-/// (each flag or field then states its own, narrower bounds).
+/// (each flag or field then states its own, narrower bounds: [`parse_at_most`]).
 pub fn parse(s: &str) -> Result<f64, String> {
+    parse_at_most(s, 1.0)
+}
+
+/// [`parse`], refusing a ratio above `most` (at most 1) with one sentence however it is
+/// written (`150%` and `50.0000001%` above 50% alike).
+pub fn parse_at_most(s: &str, most: f64) -> Result<f64, String> {
     let t = s.trim();
     let (number, percent) = match t.strip_suffix('%') {
         Some(n) => (n.trim(), true),
@@ -19,9 +25,10 @@ pub fn parse(s: &str) -> Result<f64, String> {
     if value < 0.0 {
         return Err(format!("'{s}' is negative"));
     }
+    let above = || Err(format!("'{s}' is above {}", format(most)));
     if percent {
-        if value > 100.0 {
-            return Err(format!("'{s}' is above 100%"));
+        if value / 100.0 > most {
+            return above();
         }
         return Ok(value / 100.0);
     }
@@ -30,6 +37,9 @@ pub fn parse(s: &str) -> Result<f64, String> {
             "'{s}' is ambiguous: write {value}% for a percent, or the fraction {}",
             value / 100.0
         ));
+    }
+    if value > most {
+        return above();
     }
     Ok(value)
 }
@@ -63,6 +73,18 @@ mod tests {
         assert!(parse("five").unwrap_err().contains("not a percentage"));
         assert!(parse("NaN").unwrap_err().contains("not a percentage"));
         assert!(parse("%").unwrap_err().contains("not a percentage"));
+        // A narrower bound says one thing however the value is written (`--link loss=`
+        // said "above 100%" for 150% but "outside 0%..50%" for 50.0000001%).
+        assert_eq!(
+            parse_at_most("150%", 0.5),
+            Err("'150%' is above 50%".into())
+        );
+        assert_eq!(
+            parse_at_most("50.0000001%", 0.5),
+            Err("'50.0000001%' is above 50%".into())
+        );
+        assert_eq!(parse_at_most("0.6", 0.5), Err("'0.6' is above 50%".into()));
+        assert_eq!(parse_at_most("50%", 0.5), Ok(0.5));
     }
 
     #[test]

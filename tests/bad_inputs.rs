@@ -804,6 +804,61 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
             2,
             &["--requests-per-conn", "is too large"],
         ),
+        // Each bad --plan item said in words (was "--plan inf", "invalid float
+        // literal", "cannot parse float from empty string"); --factor 1e300 as given
+        // (was 301 digits).
+        case(
+            "capacity: a plan rate too large to hold",
+            &[
+                "capacity",
+                &good.url(),
+                "--slo",
+                "p99=30ms",
+                "--plan",
+                "1e400",
+            ],
+            2,
+            &["--plan", "1e400 is too large a rate"],
+        ),
+        case(
+            "capacity: a plan rate that is text",
+            &[
+                "capacity",
+                &good.url(),
+                "--slo",
+                "p99=30ms",
+                "--plan",
+                "abc",
+            ],
+            2,
+            &["--plan", "abc is not a rate in requests/s"],
+        ),
+        case(
+            "capacity: a plan with a comma too many",
+            &[
+                "capacity",
+                &good.url(),
+                "--slo",
+                "p99=30ms",
+                "--plan",
+                "50,",
+            ],
+            2,
+            &["--plan", "an empty rate (a comma too many?)"],
+        ),
+        case(
+            "capacity: a factor of 1e300",
+            &[
+                "capacity",
+                &good.url(),
+                "--slo",
+                "p99=30ms",
+                "--factor",
+                "1e300",
+            ],
+            2,
+            &["--factor 1e300: must be above 1 and at most 10"],
+        ),
         case(
             "load: bad rate",
             &["load", &good.url(), "-n", "1", "--rate", "0"],

@@ -226,6 +226,27 @@ fn impossible_values_are_refused_by_every_reader() {
         &|v| v["handshakes"]["all"]["phases"]["tls"]["quantiles"]["p50_ns"] = json!(5),
         "handshakes.all.phases.tls: its p50 (5 ns) is above its p90",
     );
+    // Counts no run reaches (2^64 - 1 was merged and printed), and kinds that add up
+    // to more handshakes than there are.
+    obs(
+        "observe-huge.json",
+        &|v| v["handshakes"]["all"]["count"] = json!(u64::MAX),
+        "handshakes.all.count 18446744073709551615 is more than any run counts (at most 2^53)",
+    );
+    obs(
+        "observe-frames.json",
+        &|v| v["packets"]["frames"] = json!(1u64 << 60),
+        "packets.frames 1152921504606846976 is more than any run counts",
+    );
+    obs(
+        "observe-kinds.json",
+        &|v| {
+            let mut full = v["handshakes"]["all"].clone();
+            full["count"] = json!(2);
+            v["handshakes"]["full"] = full;
+        },
+        "the kinds of handshake add up to more than the 1 of handshakes.all",
+    );
     obs(
         "count.json",
         &|v| v["by_sni"]["h0"]["server_think"]["quantiles"]["count"] = json!(7),

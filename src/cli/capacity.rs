@@ -74,7 +74,7 @@ pub struct CapacityArgs {
     /// in this order, at most 1,000) instead of searching, each step at a fixed instant,
     /// and estimate the capacity from them. Generator processes sharing a rate
     /// (--rate-share) need one: they cannot see each other's steps.
-    #[arg(long, value_name = "RATES", value_delimiter = ',')]
+    #[arg(long, value_name = "RATES", value_delimiter = ',', value_parser = plan_rate)]
     plan: Option<Vec<f64>>,
     /// Shortest step (each is sized for enough answers at its rate) [default: 4s, or
     /// --step-max when that is shorter]. Near the knee a server's queue takes seconds
@@ -337,6 +337,26 @@ fn plan(args: &CapacityArgs) -> Result<Option<Vec<f64>>, CliError> {
     Ok(Some(rates))
 }
 
+/// One rate of `--plan`, in words when it is not one: an empty item (`50,`), text, or a
+/// number too large to hold (`1e400`, which parses as infinity). Its range is checked
+/// with the other rates' ([`super::load::check_rate`]).
+fn plan_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(
+            "an empty rate (a comma too many?); give rates in requests/s, e.g. 50,100".into(),
+        );
+    }
+    match t.parse::<f64>() {
+        Ok(r) if r.is_finite() => Ok(r),
+        Ok(r) if r == f64::INFINITY => Err(format!(
+            "{t} is too large a rate (at most {} requests/s)",
+            crate::load::MAX_RATE
+        )),
+        _ => Err(format!("{t} is not a rate in requests/s (e.g. 50 or 2.5)")),
+    }
+}
+
 /// The search's rules from the flags.
 fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
     let start = super::load::check_rate("--start-rate", args.start_rate)?;
@@ -347,9 +367,13 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         )));
     }
     if !(args.factor.is_finite() && args.factor > 1.0 && args.factor <= 10.0) {
+        // 1e300 as given, not as 301 digits.
+        let shown = match args.factor.abs() < 1e6 {
+            true => args.factor.to_string(),
+            false => format!("{:e}", args.factor),
+        };
         return Err(CliError::input(format!(
-            "--factor {}: must be above 1 and at most 10",
-            args.factor
+            "--factor {shown}: must be above 1 and at most 10"
         )));
     }
     if !(args.resolution.is_finite() && args.resolution > 0.0 && args.resolution < 1.0) {

@@ -13,7 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use super::runtime::{Threads, block_on_interruptible, runtime};
 use super::{CliError, Output};
-use crate::error::ErrorClass;
+use crate::error::{Classify, ErrorClass};
 use crate::observe::baseline::{AnomalyOptions, sentence};
 use crate::observe::canary::CanaryOptions;
 use crate::observe::group::GroupBy;
@@ -416,19 +416,40 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         let _ = out.text("\x1b[H\x1b[2J");
     }
     let result = finished.observation;
-    if let Some((path, n)) = finished.connections
-        && !out.quiet()
-    {
-        out.note(format!(
+    // The result first, whatever became of the other outputs: --out, else (or when --out
+    // cannot be written) the whole result on stdout. Then every output that failed is
+    // said, and the run ends with one exit rule for all of them ([`failed_outputs`]).
+    let mut failed: Vec<(String, ErrorClass)> = Vec::new();
+    let written = match &args.out {
+        Some(dest) => match crate::doc::write(&result, dest, args.force) {
+            Ok(()) => true,
+            Err(e) => {
+                failed.push((crate::error::sentence(&e), e.class()));
+                false
+            }
+        },
+        None => false,
+    };
+    out.product(&result, written, || observation(&result))?;
+    match finished.connections {
+        Some((path, Ok(n))) if !out.quiet() => out.note(format!(
             "wrote {n} handshake{} to {}",
             if n == 1 { "" } else { "s" },
             path.display()
-        ));
+        )),
+        Some((path, Err(e))) => failed.push((
+            format!(
+                "cannot write {}: {}",
+                path.display(),
+                crate::error::sentence(&e)
+            ),
+            crate::error::io_input_class(&e),
+        )),
+        _ => {}
     }
-    if let Some(dest) = &args.out {
-        crate::doc::write(&result, dest, args.force)?;
+    if let Some(e) = failed_outputs(out, failed) {
+        return Err(e);
     }
-    out.product(&result, args.out.is_some(), || observation(&result))?;
     if result.interrupted {
         return Err(CliError {
             class: ErrorClass::Interrupted,
@@ -438,4 +459,34 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+/// Says every output that could not be written (a warning each when more than one) and
+/// the error the run ends with: exit 2 when one of them failed for a reason of its path
+/// (a read-only file system, no permission, no such directory: the same rule as for
+/// every file tlsperf writes), else 1 (a full disk, an I/O error). `None`: none failed.
+fn failed_outputs(out: &Output, failed: Vec<(String, ErrorClass)>) -> Option<CliError> {
+    let class = if failed.iter().any(|(_, c)| *c == ErrorClass::Input) {
+        ErrorClass::Input
+    } else {
+        ErrorClass::Runtime
+    };
+    match failed.len() {
+        0 => None,
+        1 => failed.into_iter().next().map(|(why, class)| CliError {
+            class,
+            error: anyhow::anyhow!("{why}"),
+        }),
+        n => {
+            for (why, _) in &failed {
+                out.warn(why);
+            }
+            Some(CliError {
+                class,
+                error: anyhow::anyhow!(
+                    "{n} outputs could not be written (said above); the result is complete"
+                ),
+            })
+        }
+    }
 }

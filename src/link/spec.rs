@@ -394,11 +394,7 @@ fn rate(v: &str) -> Result<Rate, String> {
 
 /// `2%`, `0.5%` or `0.005` (every ratio's syntax, [`crate::ratio`]); at most 50%.
 fn loss(v: &str) -> Result<f64, String> {
-    let p = crate::ratio::parse(v).map_err(|e| format!("loss {e}"))?;
-    if p > MAX_LOSS {
-        return Err(format!("loss '{v}' is outside 0%..50%"));
-    }
-    Ok(p)
+    crate::ratio::parse_at_most(v, MAX_LOSS).map_err(|e| format!("loss {e}"))
 }
 
 /// `100pkt` (packets), `64kb`, `64kib`, `1mb`, `1mib`, `90000b` (bytes), or `50ms`,
@@ -662,7 +658,14 @@ mod tests {
             ("rtt=10ms,down=8mbps", "unknown unit"),
             ("rtt=10ms,down=1kbit", "outside"),
             ("rtt=10ms,loss=2", "write 2% for a percent"),
-            ("rtt=10ms,loss=60%", "outside"),
+            ("rtt=10ms,loss=60%", "loss '60%' is above 50%"),
+            // One sentence whatever the excess (was "above 100%" for 150% but "outside
+            // 0%..50%" for 50.0000001%).
+            ("rtt=10ms,loss=150%", "loss '150%' is above 50%"),
+            (
+                "rtt=10ms,loss=50.0000001%",
+                "loss '50.0000001%' is above 50%",
+            ),
             ("rtt=10ms,queue=0pkt", "outside"),
             ("rtt=10ms,queue=10", "no unit"),
             ("rtt=10ms,speed=1", "unknown field"),

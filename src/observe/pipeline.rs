@@ -112,8 +112,10 @@ pub struct Controls {
 pub struct Finished {
     /// The result document.
     pub observation: Observation,
-    /// The connections file and the number of lines written to it.
-    pub connections: Option<(PathBuf, u64)>,
+    /// The connections file and the number of lines written to it, or why writing it
+    /// failed (the run and its result are kept: the caller writes the result first, then
+    /// says which outputs failed).
+    pub connections: Option<(PathBuf, std::io::Result<u64>)>,
     /// The windows stream.
     pub windows: Option<PathBuf>,
 }
@@ -148,14 +150,6 @@ pub enum PipelineError {
     /// The windows could not be set up.
     #[error(transparent)]
     Watch(#[from] WatchError),
-    /// The connections file could not be written.
-    #[error("cannot write {}", .path.display())]
-    Connections {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
 }
 
 impl Classify for PipelineError {
@@ -167,9 +161,7 @@ impl Classify for PipelineError {
             PipelineError::Watch(e) => e.class(),
             PipelineError::Otlp(e) => e.class(),
             PipelineError::MetricsAddress { .. } => ErrorClass::Input,
-            PipelineError::MetricsServer(_) | PipelineError::Connections { .. } => {
-                ErrorClass::Runtime
-            }
+            PipelineError::MetricsServer(_) => ErrorClass::Runtime,
         }
     }
 }
@@ -423,17 +415,7 @@ impl Pipeline {
         if let Some(Err(why)) = otlp.map(OtlpExport::finish) {
             progress(Progress::Warning(why));
         }
-        let connections = match connections {
-            Some(c) => {
-                let path = c.dest.clone();
-                let n = c.finish().map_err(|source| PipelineError::Connections {
-                    path: path.clone(),
-                    source,
-                })?;
-                Some((path, n))
-            }
-            None => None,
-        };
+        let connections = connections.map(|c| (c.dest.clone(), c.finish()));
         Ok(Finished {
             observation,
             connections,

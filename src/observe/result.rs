@@ -612,11 +612,94 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
     Ok(m)
 }
 
+/// The largest count an observation may hold: 2^53, a handshake, packet or record every
+/// nanosecond for 104 days (and the largest integer a JSON reader holds exactly). Beyond
+/// it a document was not written by a run: it is refused before it is merged or compared
+/// (2^64 − 1 merged and printed as 18446744073709551615).
+pub const MAX_COUNT: u64 = 1 << 53;
+
+impl Observation {
+    /// [`MAX_COUNT`] for every count, and the kinds of handshake adding up to no more
+    /// than `all`.
+    fn counts_possible(&self) -> Result<(), String> {
+        let check = |what: String, n: u64| -> Result<(), String> {
+            if n > MAX_COUNT {
+                return Err(format!(
+                    "{what} {n} is more than any run counts (at most 2^53)"
+                ));
+            }
+            Ok(())
+        };
+        let p = &self.packets;
+        for (what, n) in [
+            ("frames", p.frames),
+            ("tcp_segments", p.tcp_segments),
+            ("other_ports", p.other_ports),
+            ("not_tcp", p.not_tcp),
+            ("kernel_drops", p.kernel_drops),
+            ("clock_outliers", p.clock_outliers),
+            ("cut_short", p.cut_short),
+            ("kernel_filtered", p.kernel_filtered),
+        ] {
+            check(format!("packets.{what}"), n)?;
+        }
+        let c = &self.connections;
+        for (what, n) in [
+            ("tracked", c.tracked),
+            ("midstream", c.midstream),
+            ("handshakes", c.handshakes),
+            ("failed", c.failed),
+            ("not_tls", c.not_tls),
+            ("unparsed", c.unparsed),
+            ("empty", c.empty),
+        ] {
+            check(format!("connections.{what}"), n)?;
+        }
+        for (kind, k) in &self.handshakes {
+            check(format!("handshakes.{kind}.count"), k.count)?;
+        }
+        if let Some(all) = self.handshakes.get("all") {
+            let kinds = self
+                .handshakes
+                .iter()
+                .filter(|(kind, _)| kind.as_str() != "all")
+                .try_fold(0u64, |a, (_, k)| a.checked_add(k.count));
+            if kinds.is_none_or(|n| n > all.count) {
+                return Err(format!(
+                    "the kinds of handshake add up to more than the {} of handshakes.all",
+                    all.count
+                ));
+            }
+        }
+        if let Some(probes) = &self.probes {
+            let n = &probes.counts;
+            for (what, v) in [
+                ("started", n.started),
+                ("emitted", n.emitted),
+                ("received", n.received),
+                ("lost", n.lost),
+                ("dropped", n.dropped),
+                ("table_full", n.table_full),
+                ("matched_wire", n.matched_wire),
+                ("unmatched_probes", n.unmatched_probes),
+                ("unmatched_wire", n.unmatched_wire),
+                ("before_attach", n.before_attach),
+                ("in_progress_at_end", n.in_progress_at_end),
+                ("unsplit", n.unsplit),
+            ] {
+                check(format!("probes.counts.{what}"), v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl crate::doc::Document for Observation {
     const SCHEMA: &'static str = SCHEMA;
     const NAME: &'static str = "tlsperf observe result";
 
-    /// Refuses what no capture can have given: a duration out of range, more resumed or
+    /// Refuses what no capture can have given: a duration out of range, a count beyond
+    /// [`MAX_COUNT`], kinds of handshake adding up to more than `all`, more resumed or
     /// HelloRetryRequest handshakes than handshakes, distributions that do not hold what
     /// they say or hold more handshakes than their row, a rate outside 0..=1.
     fn validate(&self) -> Result<(), String> {
@@ -627,6 +710,7 @@ impl crate::doc::Document for Observation {
                 self.duration_s
             ));
         }
+        self.counts_possible()?;
         let dist = |what: &str, d: &Dist, most: u64| -> Result<(), String> {
             d.check().map_err(|why| format!("{what}: {why}"))?;
             if d.quantiles.count > most {

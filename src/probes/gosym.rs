@@ -12,6 +12,12 @@
 //! section headers are stripped), in the formats of Go 1.16/1.17, 1.18/1.19 and 1.20+. The
 //! `RET`s are found by decoding the function's machine code, never by scanning for bytes.
 //! The Go version comes from the `.go.buildinfo` blob.
+//!
+//! The file is mapped ([`FileBytes`]), never read whole, and refused beyond
+//! [`MAX_FILE`]; every scan is bounded: the build info is looked for in the first
+//! [`BUILDINFO_WINDOW`] bytes of each loaded segment (where Go's linker puts it), a
+//! function name is read up to [`MAX_NAME`] bytes, and a function with more than
+//! [`MAX_RETURNS`] return instructions is refused (each would be one uprobe).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -42,6 +48,73 @@ const GO_SECTIONS: [&str; 4] = [
     ".data.rel.ro.gopclntab",
     ".note.go.buildid",
 ];
+
+/// The largest executable or library tlsperf maps to look for a TLS library in: 4 GiB.
+/// Go programs and libssl are far smaller (the largest Go programs in common use are a
+/// few hundred MB); a file beyond is refused with a sentence before anything is read.
+pub const MAX_FILE: u64 = 4 << 30;
+
+/// Where the build-info blob is looked for: the first 64 KiB of each loaded segment (Go's
+/// linker puts `.go.buildinfo` at the start of the data segment; Go's own
+/// `debug/buildinfo` reads the same 64 KiB).
+pub const BUILDINFO_WINDOW: usize = 64 << 10;
+
+/// The longest function name read from a pclntab: 16 KiB (Go's longest names, generic
+/// instantiations, are a few hundred bytes). A name without its NUL within it is not one.
+pub const MAX_NAME: usize = 16 << 10;
+
+/// The most return instructions a probed function may have: 64 (Go 1.19's
+/// `serverHandshake` has 3, `clientHandshake` 11). Each is one uprobe, which the kernel
+/// attaches and removes one at a time; a function with more is not a Go handshake as Go
+/// builds it, and the file is refused ([`GoSymError::TooManyReturns`]).
+pub const MAX_RETURNS: usize = 64;
+
+/// A file's bytes, mapped read-only: only the pages looked at are read (a sparse file of
+/// any size costs no memory), and the size is bounded by [`MAX_FILE`].
+pub struct FileBytes {
+    map: Option<memmap2::Mmap>,
+}
+
+impl FileBytes {
+    /// Maps `path` (a regular file; an empty one maps to no bytes).
+    pub fn open(path: &Path) -> Result<FileBytes, GoSymError> {
+        let read_err = |source| GoSymError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let (file, meta) = crate::files::open_input(path).map_err(read_err)?;
+        if meta.len() > MAX_FILE {
+            return Err(GoSymError::TooLarge {
+                path: path.to_path_buf(),
+                size: meta.len(),
+            });
+        }
+        if meta.len() == 0 {
+            return Ok(FileBytes { map: None });
+        }
+        // Shared, not private: the kernel puts a uprobe's breakpoint into every private
+        // mapping of the file that may execute (its `valid_vma`), so a private mapping
+        // made while another run's probes are in place reads `int3` where the code has
+        // its entry and `RET`s (seen: 0 return instructions found). A shared read-only
+        // mapping shows the page cache, which uprobes never change: what `read` returns.
+        // SAFETY: read-only; a file changed while mapped changes the bytes read, which
+        // every reader here checks as it would a file's contents.
+        let map = unsafe { memmap2::MmapOptions::new().map(&file) }.map_err(read_err)?;
+        Ok(FileBytes { map: Some(map) })
+    }
+}
+
+impl std::ops::Deref for FileBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// A file size in words: `53.7 GB`.
+fn size_words(bytes: u64) -> String {
+    format!("{:.1} GB", bytes as f64 / 1e9)
+}
 
 /// A Go function's attach points, as offsets into the ELF file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +147,7 @@ impl fmt::Display for SymbolSource {
     }
 }
 
-/// What a Go binary offers: a checked x86-64 Go 1.17+ ELF file, read into memory.
+/// What a Go binary offers: a checked x86-64 Go 1.17+ ELF file, mapped.
 pub struct GoBinary {
     /// The file.
     pub path: PathBuf,
@@ -83,8 +156,8 @@ pub struct GoBinary {
     pub go_version: Option<String>,
     /// Where function bounds are read from.
     pub symbols_from: SymbolSource,
-    /// The whole file.
-    data: Vec<u8>,
+    /// The whole file, mapped.
+    data: FileBytes,
 }
 
 impl fmt::Debug for GoBinary {
@@ -110,6 +183,33 @@ pub enum GoSymError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_FILE`].
+    #[error(
+        "{} is {}, larger than the {} GiB tlsperf reads of a program or library; no Go \
+         program or libssl is that large, so it is not read",
+        path.display(), size_words(*size), MAX_FILE >> 30
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// A function has more return instructions than [`MAX_RETURNS`].
+    #[error(
+        "{}: function {function} has {returns} return instructions, more than the \
+         {MAX_RETURNS} tlsperf attaches a probe to in one function (Go builds its \
+         handshake functions with a few); it is not probed",
+        path.display()
+    )]
+    TooManyReturns {
+        /// The file.
+        path: PathBuf,
+        /// The function's Go name.
+        function: String,
+        /// How many it has.
+        returns: usize,
     },
     /// The file is not an ELF file.
     #[error("{} is not an ELF executable; tlsperf can probe only Linux ELF binaries", path.display())]
@@ -207,15 +307,11 @@ impl GoBinary {
     /// Chooses the function table: `.symtab` when it holds Go's runtime symbols, else the
     /// pclntab; a Go binary with neither is an error.
     pub fn open(path: &Path) -> Result<GoBinary, GoSymError> {
-        let data = std::fs::read(path).map_err(|source| GoSymError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        GoBinary::from_data(path, data)
+        GoBinary::from_data(path, FileBytes::open(path)?)
     }
 
-    /// [`GoBinary::open`] on the bytes of `path`, already read.
-    pub fn from_data(path: &Path, data: Vec<u8>) -> Result<GoBinary, GoSymError> {
+    /// [`GoBinary::open`] on the bytes of `path`, already mapped.
+    pub fn from_data(path: &Path, data: FileBytes) -> Result<GoBinary, GoSymError> {
         let (go_version, symbols_from) = {
             let img = Image::parse(path, &data)?;
             img.require_x86_64()?;
@@ -288,10 +384,10 @@ impl GoBinary {
 /// build-info blob or pclntab; false for anything else, including a file that cannot be
 /// read. [`GoBinary::open`] then says whether it can be probed.
 pub fn is_go_binary(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|data| is_go_data(path, &data))
+    FileBytes::open(path).is_ok_and(|data| is_go_data(path, &data))
 }
 
-/// [`is_go_binary`] on the bytes of `path`, already read.
+/// [`is_go_binary`] on the bytes of `path`, already mapped.
 pub fn is_go_data(path: &Path, data: &[u8]) -> bool {
     let Ok(img) = Image::parse(path, data) else {
         return false;
@@ -474,17 +570,30 @@ fn symtab_is_go(img: &Image<'_>) -> bool {
 // ---------------------------------------------------------------------------------------
 
 /// The Go release that built the file, from its `.go.buildinfo` blob (by section, else by
-/// its 16-byte-aligned magic anywhere in the file).
+/// its 16-byte-aligned magic in the first [`BUILDINFO_WINDOW`] bytes of a loaded segment,
+/// where Go's linker puts it: never a scan of the whole file).
 fn buildinfo_version(img: &Image<'_>) -> Option<String> {
     if let Some((blob, _)) = img.section(".go.buildinfo")
         && let Some(v) = parse_buildinfo(img, blob)
     {
         return Some(v);
     }
-    memchr::memmem::find_iter(img.data, BUILDINFO_MAGIC)
-        .filter(|pos| pos % 16 == 0)
-        .find_map(|pos| parse_buildinfo(img, img.data.get(pos..)?))
+    img.loads.iter().take(MAX_SEGMENTS).find_map(|load| {
+        let start = usize::try_from(load.offset).ok()?;
+        let len = usize::try_from(load.filesz).ok()?.min(BUILDINFO_WINDOW);
+        let window = img.data.get(start..start.checked_add(len)?)?;
+        memchr::memmem::find_iter(window, BUILDINFO_MAGIC)
+            .filter(|pos| (start + pos) % 16 == 0)
+            .find_map(|pos| parse_buildinfo(img, img.data.get(start + pos..)?))
+    })
 }
+
+/// The loaded segments looked at (a Go program has four or five).
+const MAX_SEGMENTS: usize = 64;
+
+/// The most places tried as a pclntab found by its magic number (section headers
+/// stripped): a real one is the first or second.
+const MAX_CANDIDATES: usize = 1024;
 
 /// Reads the version string out of a build-info blob.
 ///
@@ -717,25 +826,39 @@ impl<'a> Pclntab<'a> {
         }
     }
 
-    /// Name of function `i`.
-    fn name(&self, i: usize) -> Option<&'a str> {
+    /// The bytes where the name of function `i` begins (to its table's end).
+    fn name_bytes(&self, i: usize) -> Option<&'a [u8]> {
         let funcoff = usize::try_from(self.functab_field(2 * i + 1)?).ok()?;
         let record = self.functab.checked_add(funcoff)?;
         let name_field = if self.relative { 4 } else { self.ptr_size };
         let name_off = usize::try_from(u32_le(self.data, record.checked_add(name_field)?)?).ok()?;
-        let rest = self.data.get(self.funcnametab.checked_add(name_off)?..)?;
-        let len = memchr::memchr(0, rest)?;
+        self.data.get(self.funcnametab.checked_add(name_off)?..)
+    }
+
+    /// Name of function `i`: NUL-terminated within [`MAX_NAME`] bytes, else none.
+    fn name(&self, i: usize) -> Option<&'a str> {
+        let rest = self.name_bytes(i)?;
+        let len = memchr::memchr(0, &rest[..rest.len().min(MAX_NAME)])?;
         std::str::from_utf8(rest.get(..len)?).ok()
     }
 
-    /// The bounds of the named functions that exist.
+    /// The bounds of the named functions that exist. Each function's name is compared
+    /// with the wanted ones where it begins (a wanted name, then its NUL), never searched
+    /// for its end: the scan costs at most the wanted names' length per function, however
+    /// the names run on (a crafted table of 100,000 names pointing into 20 MB without a
+    /// NUL cost minutes when each was read to its end).
     fn ranges(&self, wanted: &HashSet<&str>) -> Vec<Range> {
         let mut found = Vec::new();
         for i in 0..self.nfunc {
-            let Some(name) = self.name(i) else { continue };
-            if !wanted.contains(name) {
+            let Some(rest) = self.name_bytes(i) else {
                 continue;
-            }
+            };
+            let Some(name) = wanted.iter().copied().find(|w| {
+                rest.strip_prefix(w.as_bytes())
+                    .is_some_and(|after| after.first() == Some(&0))
+            }) else {
+                continue;
+            };
             if let (Some(start), Some(end)) = (self.entry(i), self.entry(i + 1)) {
                 found.push(Range {
                     name: name.to_string(),
@@ -774,9 +897,12 @@ fn locate_pclntab<'a>(img: &Image<'a>) -> Result<Option<Pclntab<'a>>, GoSymError
         }
         return Ok(Some(parsed));
     }
-    // No section: look for "magic, 0, 0, quantum 1, pointer size 8" in the loaded bytes.
+    // No section: look for "magic, 0, 0, quantum 1, pointer size 8" in the loaded bytes,
+    // trying at most MAX_CANDIDATES places (a file made of the magic number would
+    // otherwise have each of its millions tried).
     let mut saw_go12 = false;
-    for load in &img.loads {
+    let mut tried = 0usize;
+    for load in img.loads.iter().take(MAX_SEGMENTS) {
         let (Ok(start), Ok(len)) = (usize::try_from(load.offset), usize::try_from(load.filesz))
         else {
             continue;
@@ -797,6 +923,16 @@ fn locate_pclntab<'a>(img: &Image<'a>) -> Result<Option<Pclntab<'a>>, GoSymError
                 if magic == PCLNTAB_GO12 {
                     saw_go12 = true;
                     continue;
+                }
+                tried += 1;
+                if tried > MAX_CANDIDATES {
+                    return Err(GoSymError::BadPclntab {
+                        path: img.path.to_path_buf(),
+                        reason: format!(
+                            "more than {MAX_CANDIDATES} places look like its start and none \
+                             is one"
+                        ),
+                    });
                 }
                 if let Ok(t) = Pclntab::parse(candidate, text_hint, text_fallback)
                     && fits(&t)
@@ -894,6 +1030,13 @@ fn attach_points(img: &Image<'_>, r: &Range) -> Result<GoFunction, GoSymError> {
         if instruction.mnemonic() == Mnemonic::Ret {
             return_offsets.push(entry_offset + (instruction.ip() - r.start));
         }
+    }
+    if return_offsets.len() > MAX_RETURNS {
+        return Err(GoSymError::TooManyReturns {
+            path: img.path.to_path_buf(),
+            function: r.name.clone(),
+            returns: return_offsets.len(),
+        });
     }
     Ok(GoFunction {
         name: r.name.clone(),

@@ -1,9 +1,10 @@
 //! Loading the committed BPF object (`bpf/probes.bpf.o`) with aya and attaching its
 //! programs: the kernel's tracepoints always, OpenSSL's calls to each library found, Go's
 //! handshake functions at their entry and at every return instruction. Owns the
-//! attachment (nothing is counted until [`arm`], once everything is attached), the
-//! draining, disarming and detachment, and the maps' layout; reading the ring buffer is
-//! [`super::Session`]'s.
+//! attachment (nothing is counted until [`arm`], once everything is attached; SIGINT or
+//! SIGTERM while attaching stops before the next probe and hands what was attached to
+//! [`detach`]), the draining, disarming and detachment, and the maps' layout; reading the
+//! ring buffer is [`super::Session`]'s.
 
 use std::path::Path;
 
@@ -163,6 +164,11 @@ fn uprobe(
     at: aya::programs::uprobe::UProbeAttachLocation<'_>,
     what: &str,
 ) -> Result<(), ProbeError> {
+    if interrupt::came() {
+        return Err(ProbeError::Interrupted {
+            attached: links.len(),
+        });
+    }
     let p = program(ebpf, prog)?;
     let id = p
         .attach(at, path, UProbeScope::AllProcesses)
@@ -205,6 +211,8 @@ pub fn load(
     read_write: bool,
     go_on_cpu: bool,
 ) -> Result<Loaded, ProbeError> {
+    // SIGINT and SIGTERM end the attachment before the next probe (see [`interrupt`]).
+    let guard = interrupt::Guard::install();
     let mut ebpf = EbpfLoader::new()
         .load(OBJECT)
         .map_err(|e| ProbeError::Load(e.to_string()))?;
@@ -271,10 +279,94 @@ pub fn load(
         read_write,
         go: (go_sched, go_on_cpu, parts_go),
     };
+    // On any failure what was attached is handed to a process of its own to remove
+    // ([`detach`]), so the exit is not held back by the kernel's removal of each (a grace
+    // period apiece).
+    let mut result = Ok(());
     for t in targets {
-        attach_target(&mut loaded, t)?;
+        result = attach_target(&mut loaded, t);
+        if result.is_err() {
+            break;
+        }
     }
-    Ok(loaded)
+    if result.is_ok() && interrupt::came() {
+        result = Err(ProbeError::Interrupted {
+            attached: loaded.links.len(),
+        });
+    }
+    drop(guard);
+    match result {
+        Ok(()) => Ok(loaded),
+        Err(e) => {
+            detach(&mut loaded);
+            Err(e)
+        }
+    }
+}
+
+/// SIGINT and SIGTERM while the probes are attached: noted (by an async-signal-safe
+/// handler that sets a flag) instead of killing the process, whose exit would then wait
+/// for the kernel to remove every probe attached so far, one grace period each.
+mod interrupt {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static CAME: AtomicBool = AtomicBool::new(false);
+    const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+    extern "C" fn note(_: libc::c_int) {
+        CAME.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a signal came since the guard was installed.
+    pub(super) fn came() -> bool {
+        CAME.load(Ordering::SeqCst)
+    }
+
+    /// The handler, for the signals whose disposition was the default; the default is
+    /// put back when dropped (a signal noted meanwhile is then reported as
+    /// [`super::ProbeError::Interrupted`], not raised again).
+    pub(super) struct Guard {
+        replaced: Vec<(libc::c_int, libc::sigaction)>,
+    }
+
+    impl Guard {
+        pub(super) fn install() -> Guard {
+            CAME.store(false, Ordering::SeqCst);
+            let mut replaced = Vec::new();
+            for sig in SIGNALS {
+                // SAFETY: sigaction with a zeroed (then filled) struct; the handler only
+                // stores to an atomic, which is async-signal-safe.
+                unsafe {
+                    let mut old: libc::sigaction = std::mem::zeroed();
+                    if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                        || old.sa_sigaction != libc::SIG_DFL
+                    {
+                        continue;
+                    }
+                    let mut new: libc::sigaction = std::mem::zeroed();
+                    new.sa_sigaction = note as extern "C" fn(libc::c_int) as usize;
+                    // Restarted, so no system call of the attachment fails with EINTR.
+                    new.sa_flags = libc::SA_RESTART;
+                    libc::sigemptyset(&mut new.sa_mask);
+                    if libc::sigaction(sig, &new, &mut old) == 0 {
+                        replaced.push((sig, old));
+                    }
+                }
+            }
+            Guard { replaced }
+        }
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            for (sig, old) in &self.replaced {
+                // SAFETY: puts back the action read at install.
+                unsafe {
+                    libc::sigaction(*sig, old, std::ptr::null_mut());
+                }
+            }
+        }
+    }
 }
 
 /// Attaches the probes `t` needs (at start, or to a file that replaced one while the

@@ -92,12 +92,22 @@ pub enum ProbeError {
         /// Why.
         reason: String,
     },
+    /// SIGINT or SIGTERM came while the probes were being attached: what was attached is
+    /// removed (by a process of its own) and nothing is observed.
+    #[error(
+        "interrupted while attaching the probes ({attached} attached, now removed): nothing was observed"
+    )]
+    Interrupted {
+        /// The attachments made before the signal.
+        attached: usize,
+    },
 }
 
 impl Classify for ProbeError {
     fn class(&self) -> ErrorClass {
         match self {
             ProbeError::Unsupported(_) | ProbeError::Target(_) => ErrorClass::Input,
+            ProbeError::Interrupted { .. } => ErrorClass::Interrupted,
             ProbeError::Load(_) | ProbeError::Attach { .. } => ErrorClass::Runtime,
         }
     }
@@ -187,7 +197,8 @@ pub(crate) fn mount_tracefs(notes: &mut Vec<String>) -> Result<(), ProbeError> {
     Ok(())
 }
 
-/// The libraries `opts` name; the system's libssl when it names none.
+/// The libraries `opts` name (its `--exe` paths made absolute: [`target::exe_paths`]);
+/// the system's libssl when it names none. One target per file (device and inode).
 pub fn targets(opts: &ProbeOptions) -> Result<Vec<target::Target>, ProbeError> {
     let mut out = Vec::new();
     for pid in &opts.pids {
@@ -199,15 +210,15 @@ pub fn targets(opts: &ProbeOptions) -> Result<Vec<target::Target>, ProbeError> {
         }
         out.extend(found);
     }
-    for exe in &opts.exes {
-        out.push(target::exe_target(exe)?);
+    for exe in target::exe_paths(&opts.exes)? {
+        out.push(target::exe_target(&exe)?);
     }
     if opts.pids.is_empty() && opts.exes.is_empty() {
         out = target::system_targets()?;
     }
-    // One attachment per file.
+    // One attachment per file, however it was named.
     let mut seen = std::collections::BTreeSet::new();
-    out.retain(|t| seen.insert(t.path.clone()));
+    out.retain(|t| target::inode(&t.path).is_none_or(|id| seen.insert(id)));
     Ok(out)
 }
 
@@ -311,7 +322,8 @@ impl Session {
     ) -> Result<(Session, Vec<String>), ProbeError> {
         let notes = check_kernel()?;
         let targets = targets(opts)?;
-        let follower = follow::Follower::new(&opts.pids, &opts.exes, &targets).spawn();
+        let exes = target::exe_paths(&opts.exes)?;
+        let follower = follow::Follower::new(&opts.pids, &exes, &targets).spawn();
         let mut filter = Vec::new();
         for pid in &opts.pids {
             filter.push(*pid);

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use object::{Object, ObjectSymbol};
 
 use super::ProbeError;
-use super::gosym::{GoBinary, GoFunction, is_go_data};
+use super::gosym::{FileBytes, GoBinary, GoFunction, GoSymError, is_go_data};
 
 /// The calls tlsperf probes in an OpenSSL-compatible library; `SSL_do_handshake` must be
 /// among a file's symbols for it to count as one.
@@ -167,10 +167,13 @@ fn openssl_symbols(file: &object::File<'_>) -> Vec<(&'static str, u64)> {
 }
 
 /// `path` as a target, or why not (`None`: no TLS library in it; a file that cannot be
-/// read has none).
+/// read has none). The file is mapped, never read whole; one larger than
+/// [`super::gosym::MAX_FILE`] is an error that says so.
 pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
-    let Ok(data) = fs::read(path) else {
-        return Ok(None);
+    let data = match FileBytes::open(path) {
+        Ok(data) => data,
+        Err(e @ GoSymError::TooLarge { .. }) => return Err(ProbeError::Target(e.to_string())),
+        Err(_) => return Ok(None),
     };
     if is_go_data(path, &data) {
         let bin = GoBinary::from_data(path, data).map_err(|e| ProbeError::Target(e.to_string()))?;
@@ -195,8 +198,18 @@ pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
             kind: TargetKind::Go(functions),
         }));
     }
-    let Ok(file) = object::File::parse(&*data) else {
-        return Ok(None);
+    let file = match object::File::parse(&*data) {
+        Ok(file) => file,
+        // An ELF file whose headers or tables cannot be read (truncated, offsets past its
+        // end, a symbol table larger than the file) says so, not "no TLS library".
+        Err(e) if data.starts_with(b"\x7fELF") => {
+            let bad = GoSymError::BadElf {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            };
+            return Err(ProbeError::Target(bad.to_string()));
+        }
+        Err(_) => return Ok(None),
     };
     let symbols = openssl_symbols(&file);
     if !symbols.iter().any(|(s, _)| *s == "SSL_do_handshake") {
@@ -208,7 +221,29 @@ pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
     }))
 }
 
-/// `--exe PATH`: the file must be a Go program with crypto/tls or carry OpenSSL.
+/// The `--exe` paths made absolute with their links followed (the eBPF library would
+/// look a bare name up in the loader's cache, another file than the one read here), one
+/// per file: the same file named twice (`go/x`, `./go/x`, a link to it) is probed once.
+pub fn exe_paths(exes: &[PathBuf]) -> Result<Vec<PathBuf>, ProbeError> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for exe in exes {
+        let path = fs::canonicalize(exe).map_err(|e| {
+            ProbeError::Target(format!(
+                "--exe {}: {}",
+                exe.display(),
+                crate::error::sentence(&e)
+            ))
+        })?;
+        if inode(&path).is_none_or(|id| seen.insert(id)) {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+/// `--exe PATH` (absolute: see [`exe_paths`]): the file must be a Go program with
+/// crypto/tls or carry OpenSSL.
 pub fn exe_target(path: &Path) -> Result<Target, ProbeError> {
     let meta = fs::metadata(path)
         .map_err(|e| ProbeError::Target(format!("--exe {}: {}", path.display(), e)))?;

@@ -151,7 +151,7 @@ impl LatencyHistogram {
                 grow(h, other.max())?;
             }
             h.add(&*other)
-                .map_err(|e| HistogramError::Merge(format!("{e:?}")))
+                .map_err(|e| HistogramError::Merge(e.to_string()))
         };
         match &self.repr {
             // Into an empty histogram (a merge's accumulator), a copy: one read from a
@@ -286,7 +286,10 @@ impl LatencyHistogram {
         let decoded: Histogram<u64> = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
             .map_err(|e| {
-                HistogramError::Decode(format!("not an HdrHistogram V2 encoding: {e:?}"))
+                HistogramError::Decode(format!(
+                    "not an HdrHistogram V2 encoding: {}",
+                    deserialize_words(&e)
+                ))
             })?;
         if decoded.sigfig() == SIGNIFICANT_DIGITS && decoded.low() == 1 {
             // Our precision already (every histogram tlsperf writes): the bytes read are
@@ -304,7 +307,7 @@ impl LatencyHistogram {
         let mut h = LatencyHistogram::new();
         h.counts_mut()
             .add(&decoded)
-            .map_err(|e| HistogramError::Decode(format!("{e:?}")))?;
+            .map_err(|e| HistogramError::Decode(e.to_string()))?;
         drop(decoded);
         let Repr::Counts(counts) = &h.repr else {
             unreachable!("a new histogram holds counts")
@@ -320,7 +323,7 @@ fn v2_bytes(h: &Histogram<u64>) -> Result<Vec<u8>, HistogramError> {
     let mut bytes = Vec::new();
     V2Serializer::new()
         .serialize(h, &mut bytes)
-        .map_err(|e| HistogramError::Merge(format!("serialization failed: {e:?}")))?;
+        .map_err(|e| HistogramError::Merge(format!("serialization failed: {e}")))?;
     Ok(bytes)
 }
 
@@ -371,12 +374,27 @@ fn grow(h: &mut Histogram<u64>, high: u64) -> Result<(), HistogramError> {
     }
     let top = u64::try_from(top - 1).unwrap_or(u64::MAX).max(2);
     let mut g = Histogram::new_with_bounds(1, top, SIGNIFICANT_DIGITS)
-        .map_err(|e| HistogramError::Merge(format!("{e:?}")))?;
+        .map_err(|e| HistogramError::Merge(e.to_string()))?;
     g.auto(true);
     g.add(&*h)
-        .map_err(|e| HistogramError::Merge(format!("{e:?}")))?;
+        .map_err(|e| HistogramError::Merge(e.to_string()))?;
     *h = g;
     Ok(())
+}
+
+/// Why an encoding could not be decoded, in words (the library's names, such as
+/// `EncodedArrayTooLong`, are not).
+fn deserialize_words(e: &hdrhistogram::serialization::DeserializeError) -> String {
+    use hdrhistogram::serialization::DeserializeError as E;
+    match e {
+        E::IoError(_) => "it ends before the counts it declares".into(),
+        E::InvalidCookie => "it does not begin with an HdrHistogram V2 cookie".into(),
+        E::UnsupportedFeature => "it uses a feature this reader does not support".into(),
+        E::UnsuitableCounterType => "a count is larger than 2^64 - 1".into(),
+        E::InvalidParameters => "its lowest, highest or precision is invalid".into(),
+        E::UsizeTypeTooSmall => "it is larger than this machine can address".into(),
+        E::EncodedArrayTooLong => "its counts run past the range of values it declares".into(),
+    }
 }
 
 /// Decodes an encoding this module made (checked when it was read, or written by us).
@@ -609,6 +627,30 @@ impl Dist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A crafted encoding whose counts run past its declared range was refused with the
+    /// library's `EncodedArrayTooLong`; now in words.
+    #[test]
+    fn an_encoding_longer_than_its_range_is_refused_in_words() {
+        let payload = vec![0x02u8; 100_000];
+        let mut b = Vec::new();
+        b.extend_from_slice(&(0x1c84_9303u32 | 0x10).to_be_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        b.extend_from_slice(&0u32.to_be_bytes());
+        b.extend_from_slice(&3u32.to_be_bytes());
+        b.extend_from_slice(&1u64.to_be_bytes());
+        b.extend_from_slice(&2048u64.to_be_bytes());
+        b.extend_from_slice(&1.0f64.to_be_bytes());
+        b.extend_from_slice(&payload);
+        let err = LatencyHistogram::from_base64(&B64.encode(&b))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("its counts run past the range of values it declares"),
+            "{err}"
+        );
+        assert!(!err.contains("EncodedArrayTooLong"), "{err}");
+    }
 
     /// The log summary of a histogram is the summary of the logs of its values, to the
     /// histogram's precision (3 significant digits: ≈ 0.001 in ln).
