@@ -20,7 +20,8 @@
 //!   `load --new-conn --resume off --no-verify-cache -c 20` against one nginx worker (full
 //!   TLS 1.3 only), from the run's own `generator.cpu_us_per_handshake` (the process's CPU,
 //!   every chain verified); h2load's CPU per connection against the same nginx in the same
-//!   round (its rusage) is printed as the anchor;
+//!   round (its rusage) is printed as the anchor, and under the table the generator's
+//!   floor: rustls's whole client handshake in memory (`crypto limit`), the chain verified;
 //! - `observe`: handshakes per CPU-second of each build's `observe --pcap FILE --json` on a
 //!   capture of 30,000 handshakes of NEW's load against nginx taken once at the start (the
 //!   child's rusage: its whole run, start-up included);
@@ -36,6 +37,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use tlsperf::crypto::in_memory::FullOrResumed;
+use tlsperf::crypto::kx::Role;
+use tlsperf::crypto::limit::LimitReport;
 use tlsperf::load::LoadResult;
 use tlsperf::stats::{Summary, welch_t_test};
 
@@ -480,6 +484,7 @@ fn measure(run: &mut Run) -> Res<String> {
     let mut obs = Figure::new("observe --pcap", "handshakes/CPU-s", true);
     let mut probe = Figure::new("nginx under observe --probes", "µs CPU", false);
     let mut h2 = Vec::new();
+    let mut client_floor: Vec<(f64, f64)> = Vec::new();
     let mut floor13 = Vec::new();
     let mut floor12 = Vec::new();
     let mut floor_res = Vec::new();
@@ -530,6 +535,7 @@ fn measure(run: &mut Run) -> Res<String> {
             .arg(format!("https://localhost:{PORT_NGINX}/"));
         let (_, cpu) = run.run(cmd, Duration::from_secs(300))?;
         h2.push(cpu * 1e6 / run.n as f64);
+        client_floor.push(client_in_memory(run)?);
         for b in order {
             let mut cmd = run.command(true, run.bin(b));
             cmd.args(["observe", "--pcap"]).arg(&pcap).args([
@@ -567,6 +573,21 @@ fn measure(run: &mut Run) -> Res<String> {
     full12.anchor = Some(("rustls floor", floor12));
     res12.anchor = Some(("rustls floor", floor_res));
     ratio12.anchor = Some(("rustls floor", floor_ratio));
+    let n = client_floor.len().max(1) as f64;
+    let (hs, crypto) = client_floor
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (h, c)| (a + h / n, b + c / n));
+    let h2_mean = generator.anchor.as_ref().map_or(f64::NAN, |(_, v)| {
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    });
+    let floor_line = format!(
+        "\nThe generator's floor, same rounds: rustls's whole client handshake in memory (NEW's \
+         `crypto limit`, no sockets, the chain verified) {hs:.1} µs, of it crypto {crypto:.1} µs: \
+         {:.3} and {:.3} × h2load's CPU per connection; NEW's generator is {:.3} × the in-memory handshake.\n",
+        hs / h2_mean,
+        crypto / h2_mean,
+        generator.new.iter().sum::<f64>() / generator.new.len().max(1) as f64 / hs
+    );
     let mut figures = vec![full13, full12, res12, ratio12, generator, obs];
     if probes {
         probe.anchor = Some(("no observer", bare));
@@ -590,6 +611,7 @@ fn measure(run: &mut Run) -> Res<String> {
     if !probes {
         out.push_str("\nprobes cost: not compared (a build without `observe --probes`).\n");
     }
+    out.push_str(&floor_line);
     Ok(out)
 }
 
@@ -606,6 +628,33 @@ fn server_figures(run: &Run, port: u16, pid: u32) -> Res<[f64; 3]> {
         ));
     }
     Ok([f13, f12, server_us(&res)?])
+}
+
+/// rustls's whole full TLS 1.3 client handshake in memory and its crypto, µs (NEW's
+/// `crypto limit`, X25519, an ECDSA P-256 chain, on the clients' CPU): the least a client
+/// that verifies every chain spends per handshake before any socket.
+fn client_in_memory(run: &Run) -> Res<(f64, f64)> {
+    let mut cmd = run.command(true, &run.new);
+    cmd.args([
+        "crypto", "limit", "--json", "--tls", "1.3", "--group", "x25519",
+    ])
+    .args([
+        "--key-type",
+        "ecdsa-p256",
+        "--duration",
+        "250ms",
+        "--rounds",
+        "1",
+    ]);
+    let (text, _) = run.run(cmd, Duration::from_secs(120))?;
+    let doc: LimitReport =
+        serde_json::from_str(&text).map_err(|e| format!("crypto limit's document: {e}"))?;
+    let l = doc
+        .limits
+        .iter()
+        .find(|x| x.kind == FullOrResumed::Full && x.side == Role::Client)
+        .ok_or("crypto limit has no full client row")?;
+    Ok((l.measured_ns / 1000.0, l.crypto_ns / 1000.0))
 }
 
 /// Handshakes an observe document counts (`handshakes.all.count`).

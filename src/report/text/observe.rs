@@ -612,6 +612,7 @@ mod tests {
             headline_histogram: None,
         };
         let w = WindowRecord {
+            cpu_pressure: None,
             kind: "window".into(),
             // 2026-12-06T18:58:00Z.
             start_ns: 1_796_583_480_000_000_000,
