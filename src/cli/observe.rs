@@ -101,15 +101,17 @@ pub struct ObserveArgs {
     /// `tlsperf compare`.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Replace --out FILE (and --connections FILE) if it exists.
+    /// Replace --out FILE (and --handshake-log FILE, --windows FILE) if it exists.
     #[arg(long)]
     force: bool,
     /// Also write every completed handshake, one JSON object per line (JSON Lines):
     /// when its connection began, client and server address:port, SNI, kind, version,
     /// group, suite, every phase, and live the local processes; to join with a server's
     /// access log. Each line is written as its handshake completes (flushed: `tail -f`
-    /// shows it); SIGHUP opens FILE again (after logrotate moved it).
-    #[arg(long, value_name = "FILE")]
+    /// shows it); SIGHUP opens FILE again (after logrotate moved it). Spelt
+    /// `--connections` before 2026-12-07 (still accepted), which `load` and `capacity` use
+    /// for a count.
+    #[arg(long = "handshake-log", alias = "connections", value_name = "FILE")]
     connections: Option<PathBuf>,
     /// Live: close a window of this length on the wall clock (e.g. 10s, 1m) and judge each
     /// series' p50 and p90 against its baseline (the median of its last 60 windows);
@@ -275,12 +277,12 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
     }
     if args.force && args.out.is_none() && args.connections.is_none() && args.windows.is_none() {
         return Err(CliError::input(
-            "--force replaces --out FILE, --connections FILE or --windows FILE; none is given",
+            "--force replaces --out FILE, --handshake-log FILE or --windows FILE; none is given",
         ));
     }
     let outputs = [
         ("--out", &args.out),
-        ("--connections", &args.connections),
+        ("--handshake-log", &args.connections),
         ("--windows", &args.windows),
         ("--state", &args.state),
     ];

@@ -1,4 +1,4 @@
-//! Per-connection output (`observe --connections FILE`): one JSON object per completed
+//! Per-connection output (`observe --handshake-log FILE`, spelt `--connections` before): one JSON object per completed
 //! handshake, one per line (JSON Lines), in the order the handshakes completed, so that
 //! what observe saw can be joined with a server's access log by address, port and time.
 //! The fields are [`ConnectionRecord`]'s; `docs/json.md` lists them. With `--probes`, a
@@ -194,7 +194,7 @@ impl ConnectionLog {
     }
 }
 
-/// `--connections FILE`: each line written as its handshake completes (or, with the
+/// `--handshake-log FILE`: each line written as its handshake completes (or, with the
 /// probes, as its record joins), flushed line by line so a reader tailing FILE sees it at
 /// once; reopened on request (SIGHUP, after logrotate moved it). FILE is written in place
 /// ([`crate::files::open_log`]): a FIFO or a terminal is written to, never replaced.

@@ -18,7 +18,7 @@
 //! - [`aggregate`]: outcomes → an [`Observation`].
 //! - [`metrics`]: outcomes → Prometheus metrics (live capture).
 //! - [`otlp`]: the same metrics pushed to an OpenTelemetry collector (`--otlp`).
-//! - [`connections`]: completed handshakes → JSON Lines (`--connections FILE`).
+//! - [`connections`]: completed handshakes → JSON Lines (`--handshake-log FILE`).
 //! - [`window`]: handshakes → one record per closed window per series (`--window`).
 //! - [`baseline`]: closed windows → baselines, and anomaly events naming the phase that
 //!   moved.

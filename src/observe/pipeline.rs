@@ -3,7 +3,7 @@
 //! ```text
 //! sources ──────────────► analysis ─────────────────────────► sinks
 //! capture file (pcap)      Analyzer: decode, flow table,       the result document (Observation)
-//! live capture (AF_PACKET)   timelines, aggregation            the connections stream (--connections)
+//! live capture (AF_PACKET)   timelines, aggregation            the handshake stream (--handshake-log)
 //! probes (eBPF Session) ──► the join (probes::WireIndex,        Prometheus /metrics
 //!                            fed each captured handshake)      OTLP export (--otlp)
 //! ```

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use super::event::{ProbeRecord, Role};
 use super::report::WireHandshake;
 
-/// What becomes of a captured handshake's line (`observe --connections`) once its record
+/// What becomes of a captured handshake's line (`observe --handshake-log`) once its record
 /// joined it (with the clocks' offset), or once none did within [`LINE_WAIT`].
 pub type Line = Box<dyn FnOnce(Option<&ProbeRecord>, i128) + Send>;
 
