@@ -479,6 +479,9 @@ fn a_real_prometheus_scraping_observe_records_the_rules_and_agrees_on_p90() {
     );
 }
 
+/// Queries of the dashboard: (where, query text).
+type Queries = Vec<(String, String)>;
+
 /// deploy/grafana's dashboard, parsed.
 fn dashboard() -> Value {
     let path = deploy("grafana/tlsperf-observe.json");
@@ -488,7 +491,7 @@ fn dashboard() -> Value {
 
 /// Every query of the dashboard: (where, PromQL) for each panel target, and (variable,
 /// `label_values(…)` query) for each query variable.
-fn dashboard_queries(d: &Value) -> (Vec<(String, String)>, Vec<(String, String)>) {
+fn dashboard_queries(d: &Value) -> (Queries, Queries) {
     let mut exprs = Vec::new();
     for p in d["panels"].as_array().unwrap() {
         for t in p["targets"].as_array().into_iter().flatten() {
