@@ -31,8 +31,8 @@
 #
 # Exit status 1 when a B round lost records or its received count is not nginx's count.
 #
-# Usage: [BIN=path/to/tlsperf] [BASE=path/to/tlsperf] bench/probes.sh [ROUNDS] [REQUESTS]
-#        (default 6 3000)
+# Usage: [BIN=path/to/tlsperf] [BASE=path/to/tlsperf] [PORT=P] bench/probes.sh [ROUNDS] [REQUESTS]
+#        (default 6 3000; nginx's port P, default a free one)
 # Needs nginx (built with OpenSSL as a shared library), python3, taskset; root (eBPF).
 # BIN defaults to target/release/tlsperf (build it first: cargo build --release).
 set -euo pipefail
@@ -74,7 +74,7 @@ else
 fi
 
 "$bin" pki init "$work/pki" --san localhost --san 127.0.0.1 -q
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=${PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 mkdir -p "$work/nginx"
 cat > "$work/nginx/nginx.conf" <<NGINX
 worker_processes 1; $affinity daemon off; pid $work/nginx/nginx.pid; error_log $work/nginx/error.log;

@@ -130,6 +130,17 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
         "{\n  \"schema\": \"tlsperf-load/1\",\n  \"requests\": oops\n}\n",
     );
     let other_schema = write(d, "other.json", "{\"schema\": \"something-else/3\"}\n");
+    // The same documents again as files of their own (`merge` refuses one file twice).
+    let bad_copy = write(
+        d,
+        "bad-copy.json",
+        &std::fs::read_to_string(&bad_json).unwrap(),
+    );
+    let other_copy = write(
+        d,
+        "other-copy.json",
+        &std::fs::read_to_string(&other_schema).unwrap(),
+    );
     let bad_ring = write(d, "ring.json", "{\"keys\": 42}\n");
     let (expired_pem, expired_key) = expired_cert(d);
     // A FIFO nobody writes to (opening it blocking would wait forever) and a device that
@@ -875,11 +886,28 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
         writes(
             case(
                 "merge: bad JSON",
-                &["merge", &bad_json, &bad_json, "--out", &s(&out("m.json"))],
+                &["merge", &bad_json, &bad_copy, "--out", &s(&out("m.json"))],
                 2,
                 &["bad.json", ":3:"],
             ),
             &out("m.json"),
+        ),
+        // One file given twice: refused (its counts would be added twice), before it
+        // is read.
+        writes(
+            case(
+                "merge: the same file twice",
+                &[
+                    "merge",
+                    &other_schema,
+                    &other_schema,
+                    "--out",
+                    &s(&out("m1.json")),
+                ],
+                2,
+                &["other.json", "are the same file", "give each result once"],
+            ),
+            &out("m1.json"),
         ),
         writes(
             case(
@@ -887,7 +915,7 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
                 &[
                     "merge",
                     &other_schema,
-                    &other_schema,
+                    &other_copy,
                     "--out",
                     &s(&out("m2.json")),
                 ],
@@ -1223,7 +1251,7 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
         writes(
             case(
                 "merge: /dev/zero",
-                &["merge", &zero, &zero, "--out", &s(&out("mz.json"))],
+                &["merge", &zero, &bad_json, "--out", &s(&out("mz.json"))],
                 2,
                 &["/dev/zero", "character device"],
             ),
@@ -1231,7 +1259,7 @@ fn every_bad_input_gets_a_clear_error_and_the_right_exit_code() {
         ),
         case(
             "merge: a FIFO",
-            &["merge", &fifo, &fifo, "--out", &s(&out("mf.json"))],
+            &["merge", &fifo, &bad_json, "--out", &s(&out("mf.json"))],
             2,
             &["cert-fifo", "FIFO"],
         ),

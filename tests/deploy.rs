@@ -1,8 +1,9 @@
 //! deploy/: the Prometheus rules (`promtool check rules`, their unit tests with
 //! `promtool test rules`, the metric names against what `observe --metrics` serves, and a
 //! real Prometheus scraping a live `observe`), the systemd unit (`systemd-analyze
-//! verify` and `security`) and the Kubernetes DaemonSet (parsed by python3's yaml,
-//! then its structure).
+//! verify` and `security`), the Kubernetes DaemonSet (parsed by python3's yaml, then its
+//! structure) and the Grafana dashboard (its structure and names, and every query run
+//! against a real Prometheus scraping a live `observe --probes` on nginx).
 
 #![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
@@ -106,16 +107,7 @@ fn the_prometheus_rules_pass_promtool_and_their_unit_tests() {
 fn the_rules_and_their_tests_name_only_metrics_that_observe_serves() {
     // The names registered in src/observe/metrics.rs (a family shows in the exposition
     // only once it has a series), with the registry's prefix.
-    let source = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/observe/metrics.rs"),
-    )
-    .unwrap();
-    let served: BTreeSet<String> = source
-        .split("registry.register(")
-        .skip(1)
-        .filter_map(|rest| rest.split('"').nth(1))
-        .map(|name| format!("tlsperf_observe_{name}"))
-        .collect();
+    let served = served_names();
     assert_eq!(served.len(), 10, "{served:?}");
     // And the prefix is the registry's: the counters, which have series from the start.
     let text = tlsperf::observe::metrics::ObserveMetrics::new().prometheus_text();
@@ -328,6 +320,52 @@ fn instant(prometheus: &str, query: &str) -> Option<f64> {
     first["value"][1].as_str()?.parse().ok()
 }
 
+/// A real Prometheus (the Debian package) scraping `metrics` every second with
+/// deploy/prometheus's rules evaluated every second, its data and log in `dir`; killed
+/// when dropped.
+struct Prometheus {
+    _child: Killed,
+    /// Where it answers (`127.0.0.1:PORT`).
+    addr: String,
+    log: PathBuf,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, metrics: &str) -> Prometheus {
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - {}\n\
+             scrape_configs:\n  - job_name: tlsperf\n    static_configs:\n      - targets: ['{metrics}']\n",
+            deploy("prometheus/tlsperf.rules.yml").display()
+        );
+        let config_path = common::write(dir, "prometheus.yml", &config);
+        let addr = format!("127.0.0.1:{}", free_port());
+        let log = dir.join("prometheus.err");
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={config_path}"))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Prometheus {
+            _child: Killed(Some(child)),
+            addr,
+            log,
+        }
+    }
+
+    /// What it said on stderr.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
 #[test]
 fn a_real_prometheus_scraping_observe_records_the_rules_and_agrees_on_p90() {
     if !have("prometheus", "a live scrape (apt-get install prometheus)")
@@ -376,30 +414,9 @@ fn a_real_prometheus_scraping_observe_records_the_rules_and_agrees_on_p90() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-         rule_files:\n  - {}\n\
-         scrape_configs:\n  - job_name: tlsperf\n    static_configs:\n      - targets: ['{metrics}']\n",
-        deploy("prometheus/tlsperf.rules.yml").display()
-    );
-    let config_path = common::write(dir.path(), "prometheus.yml", &config);
-    let prometheus_addr = format!("127.0.0.1:{}", free_port());
-    let prometheus_err = std::fs::File::create(dir.path().join("prometheus.err")).unwrap();
-    let _prometheus = Killed(Some(
-        Command::new("prometheus")
-            .arg(format!("--config.file={config_path}"))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address={prometheus_addr}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(prometheus_err)
-            .spawn()
-            .unwrap(),
-    ));
-    let prometheus_log = || std::fs::read_to_string(dir.path().join("prometheus.err")).unwrap();
+    let prometheus = Prometheus::start(dir.path(), &metrics);
+    let prometheus_addr = prometheus.addr.clone();
+    let prometheus_log = || prometheus.log();
     // Handshakes until the recording rules have values (60 s at most).
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -460,4 +477,260 @@ fn a_real_prometheus_scraping_observe_records_the_rules_and_agrees_on_p90() {
         from_prometheus.is_finite() && from_prometheus > own / 2.0 && from_prometheus < own * 2.0,
         "Prometheus p90 {from_prometheus} s, observe's {own} s"
     );
+}
+
+/// Queries of the dashboard: (where, query text).
+type Queries = Vec<(String, String)>;
+
+/// deploy/grafana's dashboard, parsed.
+fn dashboard() -> Value {
+    let path = deploy("grafana/tlsperf-observe.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every query of the dashboard: (where, PromQL) for each panel target, and (variable,
+/// `label_values(…)` query) for each query variable.
+fn dashboard_queries(d: &Value) -> (Queries, Queries) {
+    let mut exprs = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let title = p["title"].as_str().unwrap();
+            let refid = t["refId"].as_str().unwrap();
+            exprs.push((
+                format!("{title} ({refid})"),
+                t["expr"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    let vars = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["type"] == "query")
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap().to_string(),
+                v["definition"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (exprs, vars)
+}
+
+/// The names `registry.register` gives in src/observe/metrics.rs, with the registry's
+/// prefix.
+fn served_names() -> BTreeSet<String> {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/observe/metrics.rs"))
+        .unwrap()
+        .split("registry.register(")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').nth(1))
+        .map(|name| format!("tlsperf_observe_{name}"))
+        .collect()
+}
+
+/// A dashboard query as Prometheus runs it: every variable's "All" (`.*`), and
+/// Grafana's `$__rate_interval` as 1 minute (four times the scrape interval or more, as
+/// Grafana makes it).
+fn as_grafana_sends(expr: &str) -> String {
+    expr.replace("$__rate_interval", "1m")
+        .replace("$job", ".*")
+        .replace("$instance", ".*")
+        .replace("$process", ".*")
+}
+
+#[test]
+fn the_grafana_dashboard_is_well_formed_and_names_what_observe_serves_and_the_rules_record() {
+    let d = dashboard();
+    assert!(d["title"].is_string() && d["uid"].is_string(), "{d}");
+    let panels = d["panels"].as_array().unwrap();
+    let mut ids = BTreeSet::new();
+    for p in panels {
+        assert!(ids.insert(p["id"].as_u64().unwrap()), "id twice: {p}");
+        let g = &p["gridPos"];
+        let (x, w, h) = (
+            g["x"].as_u64().unwrap(),
+            g["w"].as_u64().unwrap(),
+            g["h"].as_u64().unwrap(),
+        );
+        assert!(w > 0 && h > 0 && x + w <= 24, "{}: {g}", p["title"]);
+        if p["type"] == "row" {
+            continue;
+        }
+        assert!(p["description"].is_string(), "{}", p["title"]);
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
+        let targets = p["targets"].as_array().unwrap();
+        assert!(!targets.is_empty(), "{}", p["title"]);
+        for t in targets {
+            assert_eq!(t["datasource"]["uid"], "${datasource}", "{t}");
+        }
+    }
+    let (exprs, vars) = dashboard_queries(&d);
+    assert!(exprs.len() >= 15, "{exprs:?}");
+    // Every metric a query names is one observe registers, and every one it registers
+    // is on the dashboard.
+    let served = served_names();
+    let all: String = exprs
+        .iter()
+        .chain(&vars)
+        .map(|(_, e)| e.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let used = metric_names(&all);
+    assert_eq!(
+        used, served,
+        "the dashboard names {used:?}; observe serves {served:?}"
+    );
+    // Every recorded series it names is one the rules record.
+    let rules = std::fs::read_to_string(deploy("prometheus/tlsperf.rules.yml")).unwrap();
+    let recorded: BTreeSet<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("- record: "))
+        .collect();
+    let names_recorded: BTreeSet<&str> = all
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+        .filter(|t| t.contains(':') && t.contains("tlsperf_observe_"))
+        .collect();
+    assert!(!names_recorded.is_empty());
+    for n in &names_recorded {
+        assert!(
+            recorded.contains(n),
+            "{n} is recorded by no rule: {recorded:?}"
+        );
+    }
+    // Every variable a query uses is defined (or Grafana's own).
+    let defined: BTreeSet<&str> = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    for (at, e) in exprs.iter().chain(&vars) {
+        for var in e.split('$').skip(1) {
+            let name: String = var
+                .trim_start_matches('{')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            assert!(
+                name == "__rate_interval" || defined.contains(name.as_str()),
+                "{at}: ${name} is not defined ({defined:?})"
+            );
+        }
+        // What the live test sends has no variable left.
+        assert!(!as_grafana_sends(e).contains('$'), "{at}: {e}");
+    }
+}
+
+/// A GET of Prometheus's HTTP API `path` with one query parameter, as JSON.
+fn api(prometheus: &str, path: &str, param: &str, value: &str) -> Value {
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "5", "-G"])
+        .arg(format!("http://{prometheus}/api/v1/{path}"))
+        .args(["--data-urlencode", &format!("{param}={value}")])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{path} {value}: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// The metric whose series appear only once an event happened (an anomaly began):
+/// its queries must parse, and may return nothing on a steady run.
+const EVENT_ONLY: &str = "tlsperf_observe_anomaly";
+
+#[test]
+fn every_query_of_the_grafana_dashboard_returns_series_from_a_live_observe_with_probes() {
+    if !have(
+        "prometheus",
+        "the dashboard's queries (apt-get install prometheus)",
+    ) || !have("curl", "the dashboard's queries")
+        || !common::probes::root()
+    {
+        return;
+    }
+    let Some(nginx) = common::nginx::Nginx::start(true) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let (port, pid) = (nginx.port.to_string(), nginx.pid().to_string());
+    let windows = dir.path().join("w.jsonl");
+    let (observe, _, _) = common::watch::spawn(
+        &[
+            "--interface",
+            "lo",
+            "--port",
+            &port,
+            "--probes",
+            "--pid",
+            &pid,
+            "--metrics",
+            &metrics,
+            "--window",
+            "2s",
+            "--windows",
+            windows.to_str().unwrap(),
+        ],
+        &[],
+        &["probing ", "capturing on "],
+    );
+    let _observe = Killed(Some(observe));
+    let prometheus = Prometheus::start(dir.path(), &metrics);
+    let (exprs, vars) = dashboard_queries(&dashboard());
+    // Handshakes until every query has series (90 s at most): a rate needs two scrapes
+    // of a series, a recorded quantile an evaluation after them, the long baseline a
+    // closed window.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        common::handshakes(&nginx.url(), Path::new(&nginx.root), 5);
+        let mut empty = Vec::new();
+        for (at, e) in &exprs {
+            let sent = as_grafana_sends(e);
+            let v = api(&prometheus.addr, "query", "query", &sent);
+            if v["status"] != "success" {
+                // Not up yet, or the query does not parse: the latter fails at once.
+                assert!(v["errorType"] != "bad_data", "{at}: {sent}: {}", v["error"]);
+                empty.push(format!("{at}: {v}"));
+                continue;
+            }
+            if v["data"]["result"].as_array().unwrap().is_empty() && !e.contains(EVENT_ONLY) {
+                empty.push(format!("{at}: {sent}"));
+            }
+        }
+        for (name, q) in &vars {
+            // label_values(SELECTOR, LABEL): some series of SELECTOR has LABEL.
+            let inner = q
+                .strip_prefix("label_values(")
+                .and_then(|r| r.strip_suffix(')'))
+                .unwrap_or_else(|| panic!("${name}: {q}"));
+            let (selector, label) = inner.rsplit_once(',').unwrap();
+            let v = api(
+                &prometheus.addr,
+                "series",
+                "match[]",
+                &as_grafana_sends(selector.trim()),
+            );
+            let has = v["data"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|s| s[label.trim()].is_string()));
+            if !has {
+                empty.push(format!("${name}: {q}: {v}"));
+            }
+        }
+        if empty.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no series after 90 s of traffic:\n{}\n{}",
+            empty.join("\n"),
+            prometheus.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

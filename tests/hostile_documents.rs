@@ -119,9 +119,12 @@ fn far_value_histograms_merge_and_compare_in_memory_proportional_to_the_file() {
     write_json(&a, &observe_doc(250));
     let size = std::fs::metadata(&a).unwrap().len();
     assert!(size < 4 << 20, "{size}");
-    let a = a.to_str().unwrap();
+    // The same document twice, as two files (one file given twice is refused).
+    let b = dir.path().join("b.json");
+    std::fs::copy(&a, &b).unwrap();
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     let out = dir.path().join("merged.json");
-    let (code, err) = tlsperf_within(512, &["merge", a, a, "--out", out.to_str().unwrap()]);
+    let (code, err) = tlsperf_within(512, &["merge", a, b, "--out", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let merged: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(merged["by_sni"].as_object().unwrap().len(), 250);
@@ -160,8 +163,9 @@ fn more_rows_or_kinds_than_tlsperf_writes_are_refused() {
     write_json(&kinds, &doc);
     for (path, bound) in [(&rows, "1001"), (&kinds, "32")] {
         let p = path.to_str().unwrap();
+        let copy = copy_of(p);
         for args in [
-            vec!["merge", p, p, "--out", "/dev/null"],
+            vec!["merge", p, &copy, "--out", "/dev/null"],
             vec!["compare", p, p],
         ] {
             let r = common::tlsperf(&args);
@@ -189,8 +193,9 @@ fn a_document_denser_than_tlsperf_writes_is_refused_before_it_is_built() {
         .collect();
     write_json(&dense, &doc);
     let p = dense.to_str().unwrap();
+    let copy = copy_of(p);
     for args in [
-        vec!["merge", p, p, "--out", "/dev/null"],
+        vec!["merge", p, &copy, "--out", "/dev/null"],
         vec!["compare", p, p],
     ] {
         let r = common::tlsperf(&args);
@@ -345,11 +350,21 @@ fn impossible_values_are_refused_by_every_reader() {
     }
 }
 
-/// `compare P P` (and, with `merges`, `merge P P`) exits 2 naming `path` and `why`.
+/// A copy of the file at `path` beside it (`PATH.copy`), its path: `merge` refuses one
+/// file given twice, so a document merged with itself is given as two files.
+fn copy_of(path: &str) -> String {
+    let copy = format!("{path}.copy");
+    std::fs::copy(path, &copy).unwrap();
+    copy
+}
+
+/// `compare P P` (and, with `merges`, `merge P COPY-OF-P`) exits 2 naming `path` and
+/// `why`.
 fn refused(path: &str, why: &str, merges: bool) {
+    let copy = copy_of(path);
     let mut runs = vec![vec!["compare", path, path]];
     if merges {
-        runs.push(vec!["merge", path, path, "--out", "/dev/null"]);
+        runs.push(vec!["merge", path, &copy, "--out", "/dev/null"]);
     }
     for args in runs {
         let r = common::tlsperf(&args);

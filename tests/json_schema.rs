@@ -396,10 +396,13 @@ fn every_json_output_matches_the_documented_schema() {
         ]),
         &docs,
     );
+    // The observation twice, as two files (one file given twice is refused).
+    let obs2 = d.join("observe-2.json");
+    fs::copy(&obs, &obs2).unwrap();
     let run = tlsperf([
         "merge",
         obs.to_str().unwrap(),
-        obs.to_str().unwrap(),
+        obs2.to_str().unwrap(),
         "--out",
         d.join("observe-merged.json").to_str().unwrap(),
         "--json",

@@ -1164,3 +1164,35 @@ fn a_null_lab_recommends_nothing_in_nineteen_runs_of_twenty() {
         recommending.len()
     );
 }
+
+/// Off a terminal (the bar draws nothing there) each group's end is a line on stderr, so
+/// that a run of minutes is not silent until its summary.
+#[test]
+fn each_group_ends_with_a_line_off_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--only",
+        "ocsp",
+        "--rounds",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("group 1 of 1 done: ocsp (3 configurations) at "),
+        "{}",
+        run.stderr
+    );
+    // Each round records how long the generator waited for a CPU, where the kernel
+    // keeps the figure (it decides the group's warnings).
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    if std::path::Path::new("/proc/self/schedstat").exists() {
+        let r = &v["groups"][0]["cells"][0]["rounds"][0];
+        assert!(r["generator_waiting_share"].is_number(), "{r}");
+    }
+}

@@ -585,11 +585,14 @@ fn open_loop_rate_reports_corrected_latency_and_send_lateness() {
         doc["send_lateness"] = hist(lateness_ns);
         let f = dir.path().join(format!("late-{lateness_ns}.json"));
         std::fs::write(&f, serde_json::to_vec(&doc).unwrap()).unwrap();
+        // The same run twice, as two files (one file given twice is refused).
+        let g = dir.path().join(format!("late-{lateness_ns}-again.json"));
+        std::fs::copy(&f, &g).unwrap();
         let merged = dir.path().join(format!("merged-{lateness_ns}.json"));
         let run = tlsperf([
             "merge",
             f.to_str().unwrap(),
-            f.to_str().unwrap(),
+            g.to_str().unwrap(),
             "--out",
             merged.to_str().unwrap(),
             "--json",
@@ -612,7 +615,7 @@ fn open_loop_rate_reports_corrected_latency_and_send_lateness() {
         let run = tlsperf([
             "merge",
             f.to_str().unwrap(),
-            f.to_str().unwrap(),
+            g.to_str().unwrap(),
             "--out",
             merged.to_str().unwrap(),
             "--force",
@@ -1094,12 +1097,14 @@ fn out_file_merge_and_compare() {
         v["requests"]["completed"] = u64::MAX.into();
         v["requests"]["failed"] = 0.into();
     });
+    let max_again = d.join("max-again.json");
+    std::fs::copy(&max, &max_again).unwrap();
     let negative = doctored("negative.json", &|v| v["duration_s"] = (-1e308).into());
     let more = doctored("more.json", &|v| {
         v["requests"]["completed"] = 1_000_000_000.into()
     });
     for (args, says) in [
-        (vec![&max, &max], "would exceed"),
+        (vec![&max, &max_again], "would exceed"),
         (vec![&a, &negative], "duration_s -1e308 is not within"),
         (vec![&more, &a], "is not the"),
     ] {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::knee::{self, Trial};
 use super::numbers::group;
-use super::step::{Rules, Step, Verdict};
+use super::step::{Rules, Step, StepKind, Verdict};
 
 /// How the search ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,9 +140,29 @@ fn rate_key(s: &Step) -> u64 {
     (s.offered_per_s + 0.0).to_bits()
 }
 
+/// The search's steps (not a plan's, not skipped) at `rate` the generator made invalid.
+fn invalid_at(steps: &[Step], rate: f64) -> usize {
+    steps
+        .iter()
+        .filter(|s| {
+            s.verdict == Verdict::Invalid
+                && !s.skipped()
+                && s.kind != StepKind::Plan
+                && s.offered_per_s == rate
+        })
+        .count()
+}
+
+/// True when the search's steps at `rate` were invalid twice or more: the search stops
+/// there ([`retry`], [`goes_on_past_invalid`]).
+fn invalid_twice(steps: &[Step], rate: f64) -> bool {
+    invalid_at(steps, rate) >= 2
+}
+
 /// The first invalid step that no later valid step at the same rate replaced, leaving
 /// out those at or above the lowest rate that failed validly (the server broke the
-/// objective below them: they decide nothing): a step the generator spoiled only by
+/// objective below them: they decide nothing) unless that rate was invalid twice in a
+/// search: a step the generator spoiled only by
 /// falling behind (not by spending its CPU) is run once more ([`retry`]), and a valid
 /// re-run decides that rate instead.
 fn undecided_invalid(steps: &[Step]) -> Option<&Step> {
@@ -157,9 +177,14 @@ fn undecided_invalid(steps: &[Step]) -> Option<&Step> {
             // capacity (its warning says why).
             continue;
         }
-        if s.verdict == Verdict::Invalid && lowest_fail.is_some_and(|h| s.offered_per_s >= h) {
+        if s.verdict == Verdict::Invalid
+            && lowest_fail.is_some_and(|h| s.offered_per_s >= h)
+            && !(s.kind != StepKind::Plan && invalid_twice(steps, s.offered_per_s))
+        {
             // The server already broke the objective, validly, at a rate no higher: a
-            // step the generator could not judge up there decides nothing.
+            // step the generator could not judge up there decides nothing (unless the
+            // search wanted that rate twice and the generator could not run it either
+            // time: the search ended there, [`goes_on_past_invalid`]).
             continue;
         }
         if s.verdict == Verdict::Invalid {
@@ -196,11 +221,17 @@ pub fn generator_ceiling(steps: &[Step], rules: &Rules) -> Option<f64> {
 
 /// Whether the search goes on past its last step, an invalid one: that step's rate is at
 /// or above a valid failure (it decides nothing), or the generator saturated there with
-/// a passing step below its ceiling ([`generator_ceiling`]) left to search from.
+/// a passing step below its ceiling ([`generator_ceiling`]) left to search from. Never
+/// when that rate was invalid twice: the search would ask for it again (the knee's next
+/// step depends on the valid steps only), and a generator that could not run it twice
+/// ends the search as generator-bound rather than re-run it until the time limit.
 pub fn goes_on_past_invalid(steps: &[Step], rules: &Rules) -> bool {
     let Some(last) = steps.last() else {
         return false;
     };
+    if invalid_twice(steps, last.offered_per_s) {
+        return false;
+    }
     let (pass, fail) = bracket(steps);
     if fail.is_some_and(|h| last.offered_per_s >= h) {
         return true;
@@ -213,16 +244,15 @@ pub fn goes_on_past_invalid(steps: &[Step], rules: &Rules) -> bool {
 
 /// Whether the search runs the last step again rather than stop as generator-bound: it
 /// was invalid only because the generator fell behind (one scheduling stall on a
-/// shared machine does that) with its CPU to spare, and it is not itself a re-run.
+/// shared machine does that) with its CPU to spare, and no other step at its rate was
+/// invalid (a rate invalid twice stops the search).
 pub fn retry(steps: &[Step], rules: &Rules) -> bool {
-    let Some((last, before)) = steps.split_last() else {
+    let Some(last) = steps.last() else {
         return false;
     };
     last.verdict == Verdict::Invalid
         && last.generator.utilization < rules.generator_cpu_max
-        && !before
-            .last()
-            .is_some_and(|p| p.verdict == Verdict::Invalid && p.offered_per_s == last.offered_per_s)
+        && !invalid_twice(steps, last.offered_per_s)
 }
 
 /// Reads the conclusion off the steps ([`knee`]: the capacity is the rate a step passes
@@ -314,17 +344,35 @@ pub fn conclude(steps: &[Step], rules: &Rules, unfinished: Outcome) -> Conclusio
             );
         }
         _ => {
+            // A plan's steps are fixed: its end is no limit's doing (a plan cut short by
+            // --max-time says so in a warning).
+            let plan = !steps.is_empty() && steps.iter().all(|s| s.kind == StepKind::Plan);
             c.message = match (unfinished, lo, hi, estimate) {
                 (Outcome::Interrupted, ..) => "interrupted before the search ended".to_string(),
                 (_, _, _, Some(k)) => format!(
                     "the steps run leave the capacity at about {} with a {}, wider than \
-                     --resolution {:.0}%: a longer search (--max-time, --max-steps) or more \
-                     steps near it would narrow it{}",
+                     --resolution {:.0}%: {} would narrow it{}",
                     rate(k.capacity),
                     interval(&k),
                     rules.resolution * 100.0,
+                    if plan {
+                        "more steps near it in the plan"
+                    } else {
+                        "a longer search (--max-time, --max-steps) or more steps near it"
+                    },
                     gradual(&k, valid, rules.resolution)
                 ),
+                (_, Some(l), None, None) if plan => format!(
+                    "no step of the plan broke the objective: the capacity is at least {}",
+                    rate(l)
+                ),
+                (_, None, Some(h), None) if plan => format!(
+                    "no step of the plan met the objective: the capacity is below {}",
+                    rate(h)
+                ),
+                (_, None, None, None) if plan => {
+                    "no step of the plan was valid: it concluded nothing".to_string()
+                }
                 (_, Some(l), None, None) => format!(
                     "the search ended before the objective broke (--max-time or --max-steps): \
                      the capacity is at least {}",
@@ -626,7 +674,13 @@ mod tests {
                 let replaced = steps[i + 1..]
                     .iter()
                     .any(|t| t.offered_per_s == s.offered_per_s && t.verdict != Verdict::Invalid);
-                let above_a_failure = lowest_fail.is_some_and(|h| s.offered_per_s >= h);
+                // A rate invalid twice ends a search there: not left out.
+                let twice = steps
+                    .iter()
+                    .filter(|t| t.offered_per_s == s.offered_per_s && t.verdict == Verdict::Invalid)
+                    .count()
+                    >= 2;
+                let above_a_failure = lowest_fail.is_some_and(|h| s.offered_per_s >= h) && !twice;
                 (s.verdict == Verdict::Invalid && !replaced && !above_a_failure).then_some(s.index)
             });
             assert_eq!(

@@ -90,7 +90,7 @@ pub struct CapacityOptions {
     /// `(i, n)`: this process sends the i-th of n equal shares of each step's rate.
     pub share: Option<(u32, u32)>,
     /// `--plan`: run these rates (all processes together, per second) in this order
-    /// instead of searching, each step at a fixed instant.
+    /// instead of searching; with `share` or `aligned_from`, each step at a fixed instant.
     pub plan: Option<Vec<f64>>,
     /// Steps start at fixed instants from this one (processes started together with
     /// `--start-at` stay in step): each step's planned start is the previous one's plus
@@ -152,6 +152,9 @@ pub enum Event {
         offered_per_s: f64,
         /// Its length.
         length: Duration,
+        /// How long until it starts: its instant in the shared schedule (`--start-at`,
+        /// `--rate-share`) is this far off, else zero.
+        starts_in: Duration,
     },
     /// A step ended (boxed: a step holds histograms).
     Done(Box<Step>),
@@ -298,10 +301,12 @@ pub async fn run(
     let began = Instant::now();
     let started_wall = time::OffsetDateTime::now_utc();
     let mut steps: Vec<Step> = Vec::new();
-    // Steps at fixed instants: from --start-at, and for a plan from now without it.
+    // Steps at fixed instants: from --start-at, and for a plan shared by processes
+    // (--rate-share) from now without it. A plan run alone starts each step when the
+    // one before has ended, as a search does.
     let mut planned = opts
         .aligned_from
-        .or_else(|| opts.plan.is_some().then(Instant::now));
+        .or_else(|| (opts.plan.is_some() && opts.share.is_some()).then(Instant::now));
     let mut plan = opts.plan.as_deref().map(<[f64]>::iter);
     let share = opts.share.map_or(1.0, |(_, n)| 1.0 / f64::from(n));
     let mut no_answer = None;
@@ -335,6 +340,7 @@ pub async fn run(
             kind,
             offered_per_s: rate,
             length,
+            starts_in: start_at.saturating_duration_since(Instant::now()),
         });
         // A process that reaches a step of the shared schedule too late (stopped,
         // starved) skips it, so that its next steps still run with the others'.
@@ -370,11 +376,7 @@ pub async fn run(
         progress.send(Event::Done(Box::new(step.clone())));
         steps.push(step);
         // A plan runs to its end whatever a step showed: the other processes do.
-        if plan.is_none()
-            && steps.last().is_some_and(|s| s.verdict == Verdict::Invalid)
-            && !conclusion::retry(&steps, &opts.rules)
-            && !conclusion::goes_on_past_invalid(&steps, &opts.rules)
-        {
+        if plan.is_none() && ends_on_invalid(&steps, &opts.rules) {
             break Outcome::GeneratorBound;
         }
         planned = planned.map(|t| t + warm + length + opts.load.timeout + opts.cooldown);
@@ -390,6 +392,16 @@ pub async fn run(
     };
     progress.close();
     Ok(finish(&target, &opts, steps, end, no_answer, started_wall))
+}
+
+/// True when the search stops after its last step as generator-bound: that step was
+/// invalid, is not run again ([`conclusion::retry`]: once, when only the generator's
+/// lateness spoiled it) and the search cannot go on past it
+/// ([`conclusion::goes_on_past_invalid`]). A rate invalid twice always stops it.
+fn ends_on_invalid(steps: &[Step], rules: &Rules) -> bool {
+    steps.last().is_some_and(|s| s.verdict == Verdict::Invalid)
+        && !conclusion::retry(steps, rules)
+        && !conclusion::goes_on_past_invalid(steps, rules)
 }
 
 /// The result of a search that ended on `end` (`no_answer`: why the server stopped
@@ -441,6 +453,16 @@ fn finish(
         opts,
     );
     result.warnings.extend(warnings);
+    if let Some(plan) = &opts.plan
+        && end == Outcome::TimeLimit
+        && result.steps.len() < plan.len()
+    {
+        result.warnings.push(format!(
+            "--max-time or --max-steps ended the plan after {} of its {} steps",
+            result.steps.len(),
+            plan.len()
+        ));
+    }
     result
 }
 
@@ -997,6 +1019,65 @@ mod tests {
         starved.push(s.clone());
         starved.push(s);
         assert!(!conclusion::goes_on_past_invalid(&starved, &r));
+    }
+
+    /// A generator starved of CPU at the rate the knee's design asks for, at or above a
+    /// rate the server failed validly (steps that disagree near the knee): that step is
+    /// run once more, and invalid twice the search stops as generator-bound (exit 3)
+    /// instead of being asked for that rate again and again until its time limit (a
+    /// search on a busy machine ran 582/s twelve times, "the generator was starved", and
+    /// ended with exit 4).
+    #[test]
+    fn a_rate_invalid_twice_ends_the_search_as_generator_bound() {
+        let r = rules();
+        // Passes at 500 and 600/s around a failure at 450/s: the steps disagree near
+        // the knee, and the design asks for a rate above that failure (588/s).
+        let mut steps = vec![
+            step(1, StepKind::Ramp, 100.0, 2, 200),
+            step(2, StepKind::Ramp, 200.0, 2, 200),
+            step(3, StepKind::Ramp, 400.0, 2, 200),
+            step(4, StepKind::Ramp, 800.0, 50, 200),
+            step(5, StepKind::Probe, 450.0, 50, 200),
+            step(6, StepKind::Probe, 600.0, 2, 200),
+            step(7, StepKind::Probe, 500.0, 2, 200),
+            step(8, StepKind::Probe, 700.0, 50, 200),
+        ];
+        let (rate, kind) = next_step(&steps, &r).unwrap();
+        assert!(rate >= 450.0, "the design asks for {rate}/s");
+        let starved = |index: u32| {
+            let mut s = step(index, kind, rate, 50, 200);
+            s.generator.apart_from_server = Some(true);
+            s.generator.runqueue_wait_s = Some(0.5);
+            s.judge(&"p90=10ms".parse().unwrap(), &r);
+            assert_eq!(s.verdict, Verdict::Invalid, "{}", s.why);
+            s
+        };
+        steps.push(starved(9));
+        // Invalid steps are no trials: the design asks for the same rate again.
+        assert_eq!(next_step(&steps, &r), Ok((rate, kind)));
+        assert!(!ends_on_invalid(&steps, &r));
+        steps.push(starved(10));
+        assert!(ends_on_invalid(&steps, &r));
+        let c = conclude(&steps, &r, Outcome::GeneratorBound);
+        assert_eq!(c.outcome, Outcome::GeneratorBound, "{}", c.message);
+        assert_eq!(c.generator_bound_at_per_s, Some(rate));
+        assert!(c.message.contains("was starved of CPU"), "{}", c.message);
+        // Once invalid at a rate, then a valid step elsewhere, then invalid there again:
+        // twice too (not re-run a second time).
+        let mut apart = steps[..9].to_vec();
+        apart.push(step(10, StepKind::Probe, 500.0, 2, 200));
+        apart.push(starved(11));
+        assert!(!conclusion::retry(&apart, &r));
+        assert!(ends_on_invalid(&apart, &r));
+        // A plan's steps invalid twice above a valid failure still decide nothing.
+        let mut plan: Vec<Step> = steps.clone();
+        for s in &mut plan {
+            s.kind = StepKind::Plan;
+        }
+        assert_ne!(
+            conclude(&plan, &r, Outcome::TimeLimit).outcome,
+            Outcome::GeneratorBound
+        );
     }
 
     /// Passing steps near the capacity whose server cost 885 to 1,250 µs per request

@@ -188,11 +188,13 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
                     kind,
                     offered_per_s,
                     length,
+                    starts_in,
                 } => out.note(format_args!(
-                    "step {index} ({}) at {}/s for {:.1} s…",
+                    "step {index} ({}) at {}/s for {:.1} s{}…",
                     kind.name(),
                     capacity::numbers::group(offered_per_s),
-                    length.as_secs_f64()
+                    length.as_secs_f64(),
+                    starts_in_note(starts_in)
                 )),
                 capacity::Event::Done(step) => out.note(report::step_line(&step, &args.slo)),
             }
@@ -238,6 +240,21 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         )?;
     }
     outcome_status(&result)
+}
+
+/// ", starting in 10.5 s (…)" for a step whose instant in the shared schedule is a
+/// second or more away, else nothing: the schedule leaves each step its warm-up, its
+/// length, `--timeout` for its last answers and the cooldown, and the wait would
+/// otherwise pass without a word.
+fn starts_in_note(starts_in: Duration) -> String {
+    if starts_in < Duration::from_secs(1) {
+        return String::new();
+    }
+    format!(
+        ", starting in {:.1} s (its instant in the shared schedule, which leaves every step \
+         its warm-up, its length, --timeout for its last answers and 0.5 s)",
+        starts_in.as_secs_f64()
+    )
 }
 
 /// The search's options from the flags: the objective and rules, and the load

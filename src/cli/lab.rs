@@ -1,10 +1,12 @@
 //! `tlsperf lab`: flags → [`crate::lab`] → progress bar → the report directory
 //! (`report.md`, `results.json`, `index.html`, each written atomically).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
+use indicatif::ProgressBar;
 use tokio::runtime::Runtime;
 
 use super::link_args::LinkArgs;
@@ -236,18 +238,15 @@ fn run_with_progress(
     let bar = progress::bar(out, 1, "{bar:40} {pos}/{len} rounds {msg} [{elapsed}]");
     let control = Arc::new(Control::default());
     let b = bar.clone();
-    let on_event = move |e: Event| match e {
-        Event::Preparing(what) => b.set_message(what),
-        Event::Round {
-            group,
-            cell,
-            round,
-            step,
-            steps,
-        } => {
-            b.set_length(steps as u64);
-            b.set_position(step as u64 - 1);
-            b.set_message(format!("{} / {cell}, round {round}", group.name()));
+    let lines = !(out.json() || out.quiet());
+    let on_event = move |e: Event| {
+        if let Some(line) = show(&b, e).filter(|_| lines) {
+            // Off a terminal the bar draws nothing: a line per group says the run goes on.
+            if b.is_hidden() {
+                out.note(line);
+            } else {
+                b.println(line);
+            }
         }
     };
     // A second signal exits at once: the servers die with us (PR_SET_PDEATHSIG), the work
@@ -264,6 +263,50 @@ fn run_with_progress(
     );
     bar.finish_and_clear();
     Ok(result?)
+}
+
+/// Shows a lab event on the progress bar; a group's end is also a line to print (with
+/// its warnings, each on a line of its own).
+fn show(bar: &ProgressBar, e: Event) -> Option<String> {
+    match e {
+        Event::Planned { steps, .. } => {
+            bar.set_length(steps as u64);
+            None
+        }
+        Event::Preparing(what) => {
+            bar.set_message(what);
+            None
+        }
+        Event::Round {
+            group,
+            cell,
+            round,
+            step,
+            steps,
+        } => {
+            bar.set_length(steps as u64);
+            bar.set_position(step as u64 - 1);
+            bar.set_message(format!("{} / {cell}, round {round}", group.name()));
+            None
+        }
+        Event::GroupDone {
+            group,
+            index,
+            groups,
+            cells,
+            elapsed_s,
+            warnings,
+        } => {
+            let mut line = format!(
+                "group {index} of {groups} done: {} ({cells} configurations) at {elapsed_s:.0} s",
+                group.name()
+            );
+            for w in warnings {
+                let _ = write!(line, "\nwarning: group {}: {w}", group.name());
+            }
+            Some(line)
+        }
+    }
 }
 
 /// Writes `results.json`, `report.md` and `index.html` to `dir`, each atomically.
@@ -305,4 +348,48 @@ fn outcome(result: &LabResult, dir: &Path) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bar has the run's total from the start (it jumped from 0/1 to 0/18 at the
+    /// first round), and a group's end is a line with its warnings.
+    #[test]
+    fn the_total_is_known_at_once_and_each_group_ends_with_a_line() {
+        let bar = ProgressBar::hidden();
+        assert_eq!(
+            show(
+                &bar,
+                Event::Planned {
+                    groups: 2,
+                    steps: 18
+                }
+            ),
+            None
+        );
+        assert_eq!(bar.length(), Some(18));
+        assert_eq!(show(&bar, Event::Preparing("x".into())), None);
+        assert_eq!(bar.length(), Some(18));
+        let line = show(
+            &bar,
+            Event::GroupDone {
+                group: Group::ALL[0],
+                index: 1,
+                groups: 2,
+                cells: 3,
+                elapsed_s: 12.4,
+                warnings: vec!["the load generator was starved".into()],
+            },
+        )
+        .unwrap();
+        let name = Group::ALL[0].name();
+        assert_eq!(
+            line,
+            format!(
+                "group 1 of 2 done: {name} (3 configurations) at 12 s\nwarning: group {name}: the load generator was starved"
+            )
+        );
+    }
 }

@@ -41,17 +41,19 @@ pub struct MergeArgs {
 pub fn exec(args: MergeArgs, out: &Output) -> Result<(), CliError> {
     crate::files::check_destination(&args.out, args.force)?;
     crate::files::check_not_input(&args.out, args.results.iter().map(PathBuf::as_path))?;
-    // Told, not refused: merging a result with itself is a way to test a merge.
+    // A result given twice (the same path, or a link to it) would count its requests
+    // twice: refused, before anything is read.
     for (i, a) in args.results.iter().enumerate() {
         if let Some(b) = args.results[..i]
             .iter()
             .find(|b| crate::files::same_file(a, b))
         {
-            tracing::warn!(
-                "{} and {} are the same file: its counts are added twice",
+            return Err(CliError::input(format!(
+                "{} and {} are the same file: merged, its counts would be added twice; \
+                 give each result once",
                 b.display(),
                 a.display()
-            );
+            )));
         }
     }
     let inputs = args

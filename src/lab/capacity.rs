@@ -273,6 +273,7 @@ mod tests {
             group: "resumption".into(),
             title: "Session resumption".into(),
             baseline: "off".into(),
+            warnings: Vec::new(),
             cells: vec![
                 cell("off", Some((Some(580.0), [580.0, 600.0]))),
                 // Above 600/s, where the baseline failed: +38%.

@@ -218,6 +218,14 @@ impl crate::error::Classify for LabError {
 /// Progress of a lab run, for a progress display.
 #[derive(Debug, Clone)]
 pub enum Event {
+    /// What the run will do, before anything else: `groups` groups, `steps` recorded
+    /// rounds in all (so that a progress display has its total from the start).
+    Planned {
+        /// Groups to run.
+        groups: usize,
+        /// Rounds in the whole run.
+        steps: usize,
+    },
     /// Preparing certificates and servers.
     Preparing(String),
     /// A round of a cell is starting: `step` of `steps` in the whole run.
@@ -232,6 +240,21 @@ pub enum Event {
         step: usize,
         /// Rounds in the whole run.
         steps: usize,
+    },
+    /// A group finished (its rounds, and with `--slo` its capacities).
+    GroupDone {
+        /// The group.
+        group: Group,
+        /// 1-based, of `groups`.
+        index: usize,
+        /// Groups in the run.
+        groups: usize,
+        /// Its configurations (the A/A control included).
+        cells: usize,
+        /// Seconds since the run started.
+        elapsed_s: f64,
+        /// Its warnings ([`result::GroupResult::warnings`]).
+        warnings: Vec<String>,
     },
 }
 

@@ -381,6 +381,7 @@ mod tests {
             group: "resumption".into(),
             title: "Session resumption".into(),
             baseline: "off".into(),
+            warnings: Vec::new(),
             cells: vec![
                 cell("off", base.clone(), None),
                 cell("stateful", better.clone(), Some(&base)),
@@ -421,6 +422,7 @@ mod tests {
             group: "resumption".into(),
             title: "Session resumption".into(),
             baseline: "off".into(),
+            warnings: Vec::new(),
             cells: vec![
                 cell("off", base.clone(), None),
                 cell(
@@ -472,6 +474,7 @@ mod tests {
             group: "certificate".into(),
             title: "Certificate type".into(),
             baseline: "ecdsa-p256".into(),
+            warnings: Vec::new(),
             cells: vec![
                 cell("ecdsa-p256", base.clone(), None),
                 compared("cheaper", cheaper, &base),
@@ -520,6 +523,7 @@ mod tests {
             group: "tls".into(),
             title: "TLS version".into(),
             baseline: "1.3".into(),
+            warnings: Vec::new(),
             cells: vec![
                 cell("1.3", base.clone(), None),
                 cell("1.2", better, Some(&base)),
@@ -575,6 +579,7 @@ mod tests {
             group: "resumption".into(),
             title: "Session resumption".into(),
             baseline: "off".into(),
+            warnings: Vec::new(),
             cells,
         };
         let alone = group(vec![
@@ -643,6 +648,7 @@ mod tests {
             group: "first-byte".into(),
             title: "Time to first byte: full, resumed, 0-RTT".into(),
             baseline: "full".into(),
+            warnings: Vec::new(),
             cells: vec![
                 base_cell,
                 compared("resumed", resumed, &base),

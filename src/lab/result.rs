@@ -177,6 +177,12 @@ pub struct GroupResult {
     pub baseline: String,
     /// The cells, baseline first.
     pub cells: Vec<CellResult>,
+    /// What makes this group's figures doubtful, in plain words: rounds in which the load
+    /// generator or the servers were starved of CPU by other processes
+    /// ([`RoundMetrics::generator_waiting_share`], [`RoundMetrics::server_waiting_share`]).
+    /// Empty when nothing disturbed it (and in documents written before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Figures of one round (one load run).
@@ -221,6 +227,15 @@ pub struct RoundMetrics {
     /// result's `goodput.up_bytes_per_s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload_bytes_per_s: Option<f64>,
+    /// Of the time the load generator's threads wanted a CPU in the round, the share they
+    /// waited for one on a run queue (`/proc/self/task/*/schedstat`; as `load`'s
+    /// starvation warning): from [`crate::load::result::STARVED_WAIT_SHARE`] up, other
+    /// processes starved it. Absent where the kernel keeps no such figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_waiting_share: Option<f64>,
+    /// The same for the configuration's first server process (absent with `--target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_waiting_share: Option<f64>,
 }
 
 /// Mean and standard deviation over rounds.

@@ -35,6 +35,11 @@ pub async fn run(
     let t0 = Instant::now();
     let external = opts.target.as_ref();
     let plan = plan(opts, external);
+    let steps = plan.iter().map(|(_, c)| c.len() * opts.rounds).sum();
+    on_event(Event::Planned {
+        groups: plan.len(),
+        steps,
+    });
     if let (Some(ext), Some((_, cells))) = (external, plan.first()) {
         on_event(Event::Preparing(format!("connecting to {}", ext.target)));
         preflight(ext, &cells[0]).await?;
@@ -51,13 +56,25 @@ pub async fn run(
         on_event,
         control,
         step: 0,
-        steps: plan.iter().map(|(_, c)| c.len() * opts.rounds).sum(),
+        steps,
     };
     let mut groups = Vec::new();
     let mut interrupted = false;
+    let planned = plan.len();
     for (group, cells) in plan {
+        let n = cells.len();
         match runner.run(group, cells).await? {
-            Some(finished) => groups.push(finished),
+            Some(finished) => {
+                on_event(Event::GroupDone {
+                    group,
+                    index: groups.len() + 1,
+                    groups: planned,
+                    cells: n,
+                    elapsed_s: t0.elapsed().as_secs_f64(),
+                    warnings: finished.warnings.clone(),
+                });
+                groups.push(finished);
+            }
             None => {
                 interrupted = true;
                 break;

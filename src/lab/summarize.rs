@@ -9,6 +9,7 @@ use super::matrix::Group;
 use super::result;
 use super::result::{AaTally, CellResult, GroupResult, MeanSd, RoundMetrics, Versus};
 use crate::load::LoadResult;
+use crate::load::result::STARVED_WAIT_SHARE;
 use crate::stats::LatencyHistogram;
 use crate::stats::compare::{CompareOptions, Direction, compare};
 use crate::stats::samples::Samples;
@@ -75,7 +76,57 @@ pub(super) fn round_metrics(
             .sum::<Option<f64>>()
             .filter(|_| at_link && r.requests.completed > 0),
         upload_bytes_per_s: (r.upload_bytes > 0).then_some(r.goodput.up_bytes_per_s),
+        generator_waiting_share: r.generator.waiting_share(),
+        server_waiting_share: r
+            .server
+            .as_ref()
+            .and_then(|s| crate::load::result::waiting_share(s.runqueue_wait_s, s.cpu_seconds)),
     }
+}
+
+/// The group's warnings: rounds in which the load generator or the servers were starved
+/// of CPU (they waited on a run queue [`STARVED_WAIT_SHARE`] or more of the time they
+/// wanted a CPU), as `load` and `capacity` judge a run. A starved generator sends late
+/// and spends more CPU per handshake; a starved server answers late: either spreads the
+/// rounds and hides differences ("nothing beat its baseline"), or makes one.
+pub(super) fn disturbance(cells: &[CellResult]) -> Vec<String> {
+    let rounds: Vec<&RoundMetrics> = cells.iter().flat_map(|c| &c.rounds).collect();
+    let mut warnings = Vec::new();
+    for (who, share, fix) in [
+        (
+            "the load generator",
+            (|m: &RoundMetrics| m.generator_waiting_share) as fn(&RoundMetrics) -> Option<f64>,
+            "its sends were late and its CPU per handshake inflated",
+        ),
+        (
+            "the servers",
+            |m: &RoundMetrics| m.server_waiting_share,
+            "their answers were late and their CPU per handshake doubtful",
+        ),
+    ] {
+        let starved: Vec<f64> = rounds
+            .iter()
+            .filter_map(|m| share(m))
+            .filter(|s| *s >= STARVED_WAIT_SHARE)
+            .collect();
+        if starved.is_empty() {
+            continue;
+        }
+        let worst = starved.iter().copied().fold(0.0, f64::max);
+        warnings.push(format!(
+            "{who} {} starved of CPU in {} of {} rounds (waiting for a CPU up to {:.0}% of \
+             the time {} wanted one; a round counts from {:.0}%): other processes held the \
+             CPUs, so {fix}, and this group's comparisons are doubtful (a difference may be \
+             hidden or made); rerun it on a quieter machine",
+            if who == "the servers" { "were" } else { "was" },
+            starved.len(),
+            rounds.len(),
+            worst * 100.0,
+            if who == "the servers" { "they" } else { "it" },
+            STARVED_WAIT_SHARE * 100.0
+        ));
+    }
+    warnings
 }
 
 /// The metrics summarized and charted, by name, from a round.
@@ -247,6 +298,7 @@ pub(super) fn finish_group(group: Group, live: Vec<CellRounds>, at_link: bool) -
         group: group.name().to_string(),
         title: group.title().to_string(),
         baseline,
+        warnings: disturbance(&cells),
         cells,
     }
 }
@@ -340,4 +392,69 @@ pub fn versus(
         outliers_dropped: [c.a.outliers_dropped, c.b.outliers_dropped],
         verdict,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(rounds: Vec<RoundMetrics>) -> CellResult {
+        CellResult {
+            name: "c".into(),
+            label: "c".into(),
+            settings: serde_json::Value::Null,
+            control: false,
+            failed: false,
+            failure_rate: 0.0,
+            rounds,
+            summary: BTreeMap::new(),
+            vs_baseline: BTreeMap::new(),
+            request_cdf: Vec::new(),
+            handshake_full_hist: Vec::new(),
+            handshake_resumed_hist: Vec::new(),
+            errors: BTreeMap::new(),
+            crypto_limit_pct: None,
+            capacity: None,
+        }
+    }
+
+    fn round(generator: f64, server: Option<f64>) -> RoundMetrics {
+        RoundMetrics {
+            completed: 100,
+            generator_waiting_share: Some(generator),
+            server_waiting_share: server,
+            ..RoundMetrics::default()
+        }
+    }
+
+    /// A run whose load generator waited for a CPU most of the time in some rounds (a
+    /// lab beside a build: client CPU per handshake 30× its usual figure) is warned
+    /// about per group, with the count of such rounds and the worst share; a quiet one
+    /// is not.
+    #[test]
+    fn starved_rounds_are_warned_about_per_group() {
+        let quiet = vec![
+            cell(vec![round(0.02, Some(0.01)), round(0.05, None)]),
+            cell(vec![round(0.1, Some(0.19)), round(0.0, Some(0.0))]),
+        ];
+        assert!(disturbance(&quiet).is_empty());
+        let busy = vec![
+            cell(vec![round(0.64, Some(0.01)), round(0.05, Some(0.3))]),
+            cell(vec![round(0.2, Some(0.0)), round(0.0, Some(0.0))]),
+        ];
+        let w = disturbance(&busy);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "the load generator was starved of CPU in 2 of 4 rounds (waiting for a CPU up to 64% of the time it wanted one; a round counts from 20%)"
+            ),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[1].starts_with("the servers were starved of CPU in 1 of 4 rounds (waiting for a CPU up to 30% of the time they wanted one"),
+            "{}",
+            w[1]
+        );
+    }
 }

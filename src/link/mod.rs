@@ -286,6 +286,7 @@ impl Link {
                 client: client_cc,
                 server,
             },
+            rtt_ms: Some(self.spec.rtt.as_secs_f64() * 1e3),
         }
     }
 }

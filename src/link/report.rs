@@ -130,7 +130,20 @@ pub struct LinkCounters {
     pub down: DirectionCounters,
     /// TCP congestion control of both ends.
     pub congestion_control: CongestionControl,
+    /// The link's round-trip time (ms), which the delay line's lateness is judged
+    /// against ([`LinkCounters::warnings`]); absent in documents written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
 }
+
+/// The delay line's median lateness, both directions added (what it adds to a round
+/// trip), is worth a warning from this share of the link's RTT up: the link is held to
+/// its RTT within ±5% (bench/link.sh's target).
+pub const LATE_WARN_SHARE: f64 = 0.05;
+
+/// ... and from this much (µs) up, whatever the RTT: below it, the line's own timer
+/// wake-ups on a virtual machine (bench/link-tails.sh).
+pub const LATE_WARN_FLOOR_US: f64 = 500.0;
 
 impl LinkCounters {
     /// Checks a document's values (what no run can have written).
@@ -143,6 +156,7 @@ impl LinkCounters {
     pub fn merge(&mut self, o: &LinkCounters) {
         self.up.merge(&o.up);
         self.down.merge(&o.down);
+        self.rtt_ms = self.rtt_ms.or(o.rtt_ms);
         if self.congestion_control != o.congestion_control {
             for (mine, theirs) in [
                 (
@@ -163,9 +177,32 @@ impl LinkCounters {
     }
 
     /// Plain warnings: drops outside the model (the figures then include losses the
-    /// link was not asked for).
+    /// link was not asked for), and a delay line late by more than [`LATE_WARN_SHARE`]
+    /// of the RTT (and [`LATE_WARN_FLOOR_US`]) at the median: every round trip then took
+    /// that much longer than the link asked for.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
+        if let Some(rtt_ms) = self.rtt_ms.filter(|r| r.is_finite() && *r >= 0.0) {
+            let added_us = self.up.late_p50_us + self.down.late_p50_us;
+            if added_us > LATE_WARN_FLOOR_US && added_us > rtt_ms * 1e3 * LATE_WARN_SHARE {
+                w.push(format!(
+                    "the delay line ran late: median {:.1} ms up and {:.1} ms down, about \
+                     {:.1} ms added to every round trip of {} ms ({:.0}%, above the {:.0}% \
+                     the link is held to): the machine is too busy for the link's timing, \
+                     and the figures include that delay",
+                    self.up.late_p50_us / 1e3,
+                    self.down.late_p50_us / 1e3,
+                    added_us / 1e3,
+                    rtt_ms,
+                    if rtt_ms > 0.0 {
+                        added_us / (rtt_ms * 1e3) * 100.0
+                    } else {
+                        100.0
+                    },
+                    LATE_WARN_SHARE * 100.0
+                ));
+            }
+        }
         for (dir, d) in [("up", &self.up), ("down", &self.down)] {
             if d.device_drops > 0 {
                 w.push(format!(
@@ -281,6 +318,7 @@ tlsperf-l0: 5000 40 0 3 0 0 0 0 9000 60 0 940 0 0 0 0\n";
                 client: cc.into(),
                 server: "cubic".into(),
             },
+            rtt_ms: Some(10.0),
         };
         let mut a = one(100, 5.0, "bbr");
         a.merge(&one(300, 2.0, "cubic"));
@@ -311,5 +349,43 @@ tlsperf-l0: 5000 40 0 3 0 0 0 0 9000 60 0 940 0 0 0 0\n";
         c.up.late_max_us = 9.0;
         let err = c.check().unwrap_err();
         assert!(err.contains("out of order"), "{err}");
+    }
+
+    /// `handshake --link lte` on a busy machine: the line 7.3 ms late at the median up
+    /// and 7 ms down, 14 ms added to every round trip of 70 ms, said nowhere. Warned
+    /// from 5% of the RTT (and 0.5 ms) up; not below, nor without the RTT (an older
+    /// document).
+    #[test]
+    fn a_late_delay_line_is_warned_about_against_the_rtt() {
+        let late = |up_us: f64, down_us: f64, rtt_ms: Option<f64>| LinkCounters {
+            spec: "lte".into(),
+            up: DirectionCounters {
+                late_p50_us: up_us,
+                late_p99_us: up_us,
+                late_max_us: up_us,
+                ..DirectionCounters::default()
+            },
+            down: DirectionCounters {
+                late_p50_us: down_us,
+                late_p99_us: down_us,
+                late_max_us: down_us,
+                ..DirectionCounters::default()
+            },
+            congestion_control: CongestionControl::default(),
+            rtt_ms,
+        };
+        let w = late(7300.0, 7000.0, Some(70.0)).warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("the delay line ran late: median 7.3 ms up and 7.0 ms down, about 14.3 ms added to every round trip of 70 ms (20%, above the 5%"),
+            "{}",
+            w[0]
+        );
+        // 3% of the RTT: within what the link is held to.
+        assert!(late(1000.0, 1100.0, Some(70.0)).warnings().is_empty());
+        // Under the floor, even at a short RTT.
+        assert!(late(200.0, 200.0, Some(1.0)).warnings().is_empty());
+        assert_eq!(late(400.0, 400.0, Some(1.0)).warnings().len(), 1);
+        assert!(late(7300.0, 7000.0, None).warnings().is_empty());
     }
 }

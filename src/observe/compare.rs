@@ -19,22 +19,24 @@ const PROBES: &str = "probes";
 /// The kinds, in report order.
 const KINDS: [&str; 5] = ["all", "full", "full-hrr", "resumed", "0rtt"];
 
-/// The p50 and p99 rows of one distribution: `group` (its name and value) and `phase`.
+/// The p50 and p99 rows of one distribution: `group` (the names and values that pick
+/// it) and `phase`.
 fn percentile_rows(
     rows: &mut Vec<Row>,
     section: &'static str,
-    group: (&'static str, String),
+    group: &[(&'static str, String)],
     phase: &str,
     d: &Dist,
 ) {
     for (stat, ns) in [("p50", d.quantiles.p50_ns), ("p99", d.quantiles.p99_ns)] {
+        let mut identity = group.to_vec();
+        identity.extend([
+            ("phase", phase.to_string()),
+            ("statistic", stat.to_string()),
+        ]);
         rows.push(Row {
             section,
-            identity: Identity(vec![
-                group.clone(),
-                ("phase", phase.to_string()),
-                ("statistic", stat.to_string()),
-            ]),
+            identity: Identity(identity),
             unit: "ms".into(),
             direction: Direction::LowerIsBetter,
             rounds: None,
@@ -57,16 +59,19 @@ impl Comparable for Observation {
                 let Some(d) = ks.phases.get(phase).filter(|d| d.quantiles.count > 0) else {
                     continue;
                 };
-                percentile_rows(&mut rows, SECTION, ("kind", kind.to_string()), phase, d);
+                percentile_rows(&mut rows, SECTION, &[("kind", kind.to_string())], phase, d);
             }
         }
         if let Some(p) = &self.probes {
             for (key, row) in &p.by_kind {
+                // `ROLE KIND` ("server all"); the `(other)` row has no kind.
+                let (role, kind) = key.split_once(' ').unwrap_or((key, ""));
+                let group = [("role", role.to_string()), ("kind", kind.to_string())];
                 for (phase, _) in PROBE_PHASES {
                     let Some(d) = row.phases.get(phase).filter(|d| d.quantiles.count > 0) else {
                         continue;
                     };
-                    percentile_rows(&mut rows, PROBES, ("role, kind", key.clone()), phase, d);
+                    percentile_rows(&mut rows, PROBES, &group, phase, d);
                 }
             }
         }
@@ -211,6 +216,13 @@ mod tests {
             .find(|r| r.label == "server all work p50")
             .unwrap();
         assert!(work.ratio.unwrap() < 0.1, "{:?}", work.ratio);
+        // The row's role and kind are fields of their own (the key was literally
+        // "role, kind").
+        let id = serde_json::to_value(&work.identity).unwrap();
+        assert_eq!(
+            id,
+            serde_json::json!({"role": "server", "kind": "all", "phase": "work", "statistic": "p50"})
+        );
     }
 
     #[test]

@@ -217,6 +217,14 @@ pub fn markdown(r: &LabResult) -> String {
     for rec in &r.recommendations {
         let _ = writeln!(s, "- {}", rec.text);
     }
+    if r.groups.iter().any(|g| !g.warnings.is_empty()) {
+        s.push_str("\n## Disturbed groups\n\n");
+        for g in &r.groups {
+            for w in &g.warnings {
+                let _ = writeln!(s, "- **{}**: {w}", g.group);
+            }
+        }
+    }
     if !r.trade_offs.is_empty() {
         s.push_str("\n## Trade-offs (faster, but weaker: not recommended)\n\n");
         for rec in &r.trade_offs {
@@ -235,6 +243,9 @@ pub fn markdown(r: &LabResult) -> String {
     }
     for g in &r.groups {
         let _ = writeln!(s, "\n## {} (baseline: {})\n", g.title, g.baseline);
+        for w in &g.warnings {
+            let _ = writeln!(s, "**Disturbed**: {w}\n");
+        }
         let (columns, compared) = (columns_in(g), compared_in(g));
         let mut head = vec!["configuration".to_string()];
         let capacities = g.cells.iter().any(|c| c.capacity.is_some());
@@ -358,6 +369,15 @@ pub fn html(r: &LabResult) -> String {
     }
     html_items(&mut s, &r.recommendations);
     s.push_str("</ul>");
+    if r.groups.iter().any(|g| !g.warnings.is_empty()) {
+        s.push_str("<h2 id=\"disturbed\">Disturbed groups</h2><ul class=\"disturbed\">");
+        for g in &r.groups {
+            for w in &g.warnings {
+                let _ = write!(s, "<li><strong>{}</strong>: {}</li>", esc(&g.group), esc(w));
+            }
+        }
+        s.push_str("</ul>");
+    }
     if !r.trade_offs.is_empty() {
         s.push_str(
             "<h2 id=\"trade-offs\">Trade-offs (faster, but weaker: not recommended)</h2>\
@@ -514,6 +534,9 @@ fn group_html(s: &mut String, g: &GroupResult) {
         esc(&g.title),
         esc(&g.baseline)
     );
+    for w in &g.warnings {
+        let _ = write!(s, "<p class=\"worse disturbed\">Disturbed: {}</p>", esc(w));
+    }
     compact_table(s, g);
     s.push_str("<details><summary>All figures of this group</summary>");
     full_table(s, g);
@@ -719,11 +742,26 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
         r.duration_s,
         if r.interrupted { " (interrupted)" } else { "" }
     );
+    let disturbed = r.groups.iter().filter(|g| !g.warnings.is_empty()).count();
     if r.recommendations.is_empty() {
-        s.push_str("  nothing beat its baseline significantly in this run\n");
+        s.push_str("  nothing beat its baseline significantly in this run");
+        if disturbed > 0 {
+            let _ = write!(
+                s,
+                ", but {} of {} ran disturbed (below): a difference may be hidden",
+                plural(disturbed, "group", "groups"),
+                r.groups.len()
+            );
+        }
+        s.push('\n');
     }
     for rec in &r.recommendations {
         let _ = writeln!(s, "  - {}", rec.text);
+    }
+    for g in &r.groups {
+        for w in &g.warnings {
+            let _ = writeln!(s, "warning: group {}: {w}", g.group);
+        }
     }
     if !r.trade_offs.is_empty() {
         s.push_str("  Trade-offs (faster, but weaker: not recommended):\n");
@@ -786,4 +824,56 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
         dir.join("index.html").display()
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run whose one group was disturbed: said under "What to change" (beside
+    /// "nothing beat its baseline"), in report.md and in the HTML report, per group.
+    #[test]
+    fn a_disturbed_group_is_warned_about_in_the_summary_and_the_reports() {
+        let r: LabResult = serde_json::from_value(serde_json::json!({
+            "schema": "tlsperf-lab/2",
+            "started": "2026-12-07T00:00:00Z",
+            "duration_s": 84.0,
+            "machine": {"cores": 2, "cpu": "x", "kernel": "6"},
+            "options": {"mode": "quick", "rounds": 8, "round_s": 0.25, "connections": 4, "target": null},
+            "interrupted": false,
+            "groups": [
+                {"group": "tls", "title": "TLS version", "baseline": "1.3", "cells": [],
+                 "warnings": ["the load generator was starved of CPU in 5 of 24 rounds"]},
+                {"group": "kx", "title": "Key-exchange group", "baseline": "x25519", "cells": []}
+            ],
+            "recommendations": [],
+            "crypto_limits": [],
+            "notes": []
+        }))
+        .unwrap();
+        let text = summary(&r, std::path::Path::new("lab"));
+        assert!(
+            text.contains("nothing beat its baseline significantly in this run, but 1 group of 2 ran disturbed (below): a difference may be hidden\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "warning: group tls: the load generator was starved of CPU in 5 of 24 rounds\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("group kx:"), "{text}");
+        let md = markdown(&r);
+        assert!(md.contains("## Disturbed groups"), "{md}");
+        assert!(
+            md.contains("**Disturbed**: the load generator was starved of CPU in 5 of 24 rounds"),
+            "{md}"
+        );
+        let html = html(&r);
+        assert!(html.contains("<h2 id=\"disturbed\">"), "{html}");
+        assert!(
+            html.contains("<p class=\"worse disturbed\">Disturbed: the load generator was starved"),
+            "{html}"
+        );
+    }
 }
