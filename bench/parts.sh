@@ -22,12 +22,12 @@
 # Every figure is printed with the load average beside it. Loopback only; everything
 # made goes in a temporary directory, removed on every exit.
 #
-# Usage: [BIN=path/to/tlsperf] bench/parts.sh [HANDSHAKES] [CURLS]   (default 300 20)
+# Usage: [BIN=path/to/tlsperf] bench/parts.sh [HANDSHAKES] [CURLS]   (default 300 5)
 # Needs nginx, openssl, curl, python3; root (eBPF). BIN defaults to target/release/tlsperf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-300}"
-curls="${2:-20}"
+curls="${2:-5}"
 bin="${BIN:-$PWD/target/release/tlsperf}"
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$bin" ] || { echo "no tlsperf binary at $bin (cargo build --release, or set BIN)" >&2; exit 1; }

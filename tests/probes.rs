@@ -1371,13 +1371,11 @@ fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         let (doc, row) = peers.probe_server(&[flag, "20ms"], &["--probe-go-on-cpu"]);
         let p = probes(&doc);
         sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
-        // Either way the 20 ms are the certificate callback's, the rest is the rest.
+        // Either way the 20 ms are the certificate callback's; with the other parts and
+        // the rest, they make the work.
         let callback = p50_ms(p, "by_process", &row, "callback");
         assert!(callback >= 18.0, "{flag}: callback p50 {callback} ms");
-        for b in p["slowest"].as_array().unwrap() {
-            let ns = |f: &str| b[f].as_u64().unwrap_or_else(|| panic!("no {f} in {b}"));
-            assert_eq!(ns("callback_ns") + ns("rest_ns"), ns("work_ns"), "{b}");
-        }
+        parts_add_up(p);
         assert!(
             p["attached"]
                 .as_array()
@@ -1707,9 +1705,9 @@ fn mutual_tls_verification_lands_in_both_sides_verification_part() {
     parts_add_up(p);
 }
 
-/// curl given a bundle of 2,000 CAs with --cacert loads it once per run, after its
-/// connect() and before its first handshake call: the client's trust_load_before, per
-/// handshake, and its process's trust_loads.
+/// curl given a bundle of 2,000 CAs with --cacert loads it once per run, for its one
+/// handshake (curl 7.88 inside its handshake call: trust_load; a curl that loads before
+/// it, trust_load_before): per handshake, and in its process's trust_loads.
 #[test]
 fn a_client_that_loads_a_bundle_per_connection_shows_it_per_handshake() {
     if !root() || !common::have("curl", "curl loading a bundle with --cacert") {
@@ -1761,13 +1759,11 @@ fn a_client_that_loads_a_bundle_per_connection_shows_it_per_handshake() {
     assert_eq!(curls.len(), 3, "{}", p["by_process"]);
     for row in curls {
         let (n, before) = phase_n_p50(p, row, "trust_load_before");
+        let (m, inside) = phase_n_p50(p, row, "trust_load");
         assert!(
-            n == 1 && before > 0.0,
-            "{row}: {n} handshakes, p50 {before} ms"
+            n == 1 && m == 1 && before + inside > 0.0,
+            "{row}: trust load before the first call {before} ms, in work {inside} ms"
         );
-        // Not inside the handshake calls: no part of work.
-        let q = &p["by_process"][row]["phases"]["trust_load"]["quantiles"];
-        assert_eq!(q["max_ns"], 0, "{row}: {q}");
         let process = row.trim_end_matches(" client");
         let t = &p["trust_loads"][process];
         assert!(
@@ -1775,7 +1771,9 @@ fn a_client_that_loads_a_bundle_per_connection_shows_it_per_handshake() {
             "{}",
             p["trust_loads"]
         );
-        assert!(t["total_ns"].as_u64().unwrap() as f64 >= before * 1e6 * 0.99);
+        // The process's count holds the handshake's (a histogram's value is within 0.1%).
+        let total = t["total_ns"].as_u64().unwrap() as f64 / 1e6;
+        assert!(total >= (before + inside) * 0.99, "{total} ms, {t}");
     }
 }
 

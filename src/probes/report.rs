@@ -75,9 +75,9 @@ pub const PROBE_PHASES: [(&str, &str); 14] = [
     (
         "trust_load",
         "of work, trust-store loading inside the handshake calls: OpenSSL, \
-         X509_LOOKUP_ctrl_ex's (1.1: X509_LOOKUP_ctrl's) entry (uprobe) → its return \
-         (uretprobe), summed (what every X509_STORE_load_*, SSL_CTX_load_verify_* and \
-         *_set_default_verify_paths reads)",
+         X509_load_cert_crl_file_ex's or X509_load_cert_file_ex's (1.1: without _ex) \
+         entry (uprobe) → its return (uretprobe), summed (every certificate file that \
+         X509_STORE_load_*, SSL_CTX_load_verify_* and *_set_default_verify_paths read)",
     ),
     (
         "trust_load_before",
@@ -327,8 +327,8 @@ pub struct ProbeReport {
     )]
     pub workloads: BTreeMap<String, Workload>,
     /// Trust-store loading per process ("comm (pid N)"), in handshakes or not, as the
-    /// kernel counted it (OpenSSL: every outermost `X509_LOOKUP_ctrl_ex` call while
-    /// probed). Absent from documents written before it existed.
+    /// kernel counted it (OpenSSL: every outermost `X509_load_cert_crl_file_ex` or
+    /// `X509_load_cert_file_ex` call while probed). Absent from documents written before it existed.
     #[serde(
         default,
         deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"

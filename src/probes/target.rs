@@ -81,17 +81,20 @@ pub const GO_PARTS: [(&str, &str); 13] = [
 /// own when it has none configured); `EVP_DigestSign` signs the CertificateVerify (TLS 1.2:
 /// the ServerKeyExchange); `EVP_PKEY_keygen` makes the key share, `EVP_PKEY_derive` the
 /// shared secret, `EVP_PKEY_set1_encoded_public_key` decodes the peer's share;
-/// `X509_LOOKUP_ctrl_ex` (OpenSSL 1.1: `X509_LOOKUP_ctrl`) is where every
-/// `X509_STORE_load_*`, `SSL_CTX_load_verify_*` and `*_set_default_verify_paths` reads its
-/// files (timed in handshakes or not: see `trust_load` in docs/probes.md).
-pub const OPENSSL_PARTS: [(&str, &str); 7] = [
+/// `X509_load_cert_crl_file_ex` (a PEM file) and `X509_load_cert_file_ex` (DER) are where
+/// every `X509_STORE_load_file`/`_locations`, `SSL_CTX_load_verify_*` and
+/// `*_set_default_verify_paths` reads a file of certificates (OpenSSL 1.1: the names
+/// without `_ex`; timed in handshakes or not: see `trust_load` in docs/probes.md).
+pub const OPENSSL_PARTS: [(&str, &str); 9] = [
     ("X509_verify_cert", "verification"),
     ("EVP_DigestSign", "signature"),
     ("EVP_PKEY_keygen", "key_exchange"),
     ("EVP_PKEY_derive", "key_exchange"),
     ("EVP_PKEY_set1_encoded_public_key", "key_exchange"),
-    ("X509_LOOKUP_ctrl_ex", "trust_load"),
-    ("X509_LOOKUP_ctrl", "trust_load"),
+    ("X509_load_cert_crl_file_ex", "trust_load"),
+    ("X509_load_cert_file_ex", "trust_load"),
+    ("X509_load_cert_crl_file", "trust_load"),
+    ("X509_load_cert_file", "trust_load"),
 ];
 
 /// The libcrypto beside each of [`SYSTEM_LIBSSL`].
@@ -248,8 +251,8 @@ fn openssl_symbols(file: &object::File<'_>) -> Vec<(&'static str, u64)> {
     out
 }
 
-/// The functions of [`OPENSSL_PARTS`] that `file` defines; `X509_LOOKUP_ctrl` only where
-/// `X509_LOOKUP_ctrl_ex` is not (OpenSSL 1.1: in 3.x the one calls the other).
+/// The functions of [`OPENSSL_PARTS`] that `file` defines; a loader without `_ex` only
+/// where its `_ex` form is not (OpenSSL 1.1: in 3.x the one calls the other).
 fn openssl_part_symbols(file: &object::File<'_>) -> Vec<&'static str> {
     let mut found = BTreeSet::new();
     for sym in file.dynamic_symbols().chain(file.symbols()) {
@@ -266,7 +269,7 @@ fn openssl_part_symbols(file: &object::File<'_>) -> Vec<&'static str> {
         .iter()
         .map(|(s, _)| *s)
         .filter(|s| found.contains(s))
-        .filter(|s| *s != "X509_LOOKUP_ctrl" || !found.contains("X509_LOOKUP_ctrl_ex"))
+        .filter(|s| s.ends_with("_ex") || !found.contains(format!("{s}_ex").as_str()))
         .collect()
 }
 

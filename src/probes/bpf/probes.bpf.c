@@ -103,7 +103,7 @@
 #define PART_SIGN 2     // signing: OpenSSL EVP_DigestSign; Go's ecdsa, rsa, ed25519 Sign methods
 #define PART_KEX 3      // key exchange: OpenSSL EVP_PKEY_keygen, _derive, _set1_encoded_public_key;
                         // Go crypto/tls's ECDHE key generation and shared key
-#define PART_TRUST 4    // trust-store loading: OpenSSL X509_LOOKUP_ctrl_ex (X509_LOOKUP_ctrl);
+#define PART_TRUST 4    // trust-store loading: OpenSSL X509_load_cert_crl_file_ex, X509_load_cert_file_ex;
                         // Go (*x509.CertPool).AppendCertsFromPEM, x509.loadSystemRoots
 #define NPARTS 5
 
