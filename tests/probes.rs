@@ -1702,6 +1702,12 @@ fn mutual_tls_verification_lands_in_both_sides_verification_part() {
         q["count"] == 3 && q["min_ns"].as_u64().unwrap() > 0,
         "client verification: {q}"
     );
+    // With its certificate, curl signs too (its CertificateVerify).
+    let q = &client["phases"]["signature"]["quantiles"];
+    assert!(
+        q["count"] == 3 && q["min_ns"].as_u64().unwrap() > 0,
+        "client signature: {q}"
+    );
     parts_add_up(p);
 }
 

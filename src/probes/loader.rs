@@ -389,16 +389,17 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
                 symbols.push(symbol.to_string());
             }
             for (symbol, part) in OPENSSL_PARTS {
-                if !offered.iter().any(|(s, _)| *s == symbol) {
+                let Some(&(_, offset)) = offered.iter().find(|(s, _)| *s == symbol) else {
                     continue;
-                }
+                };
                 let Some((_, enter, ret)) = OPENSSL_PART_PROGRAMS.iter().find(|(p, ..)| *p == part)
                 else {
                     continue;
                 };
                 let what = format!("{symbol} in {}", t.path.display());
-                uprobe(ebpf, links, enter, &t.path, symbol.into(), &what)?;
-                uprobe(ebpf, links, ret, &t.path, symbol.into(), &what)?;
+                let at = || UProbeAttachLocation::AbsoluteOffset(offset);
+                uprobe(ebpf, links, enter, &t.path, at(), &what)?;
+                uprobe(ebpf, links, ret, &t.path, at(), &what)?;
                 symbols.push(format!("{symbol}: {part}"));
             }
             attached.push(format!(

@@ -125,7 +125,8 @@ pub enum TargetKind {
     /// that order), each with where its entry probe goes, in bytes past the symbol (0 but
     /// for [`ENTRY_ONLY`] calls, which go on the first instruction the kernel emulates),
     /// then at these functions of [`OPENSSL_PARTS`] (a libcrypto, or a program linked
-    /// with OpenSSL statically): a libcrypto has no calls of its own.
+    /// with OpenSSL statically), each with its entry's offset in the file: a libcrypto
+    /// has no calls of its own.
     OpenSsl(Vec<(&'static str, u64)>),
     /// Go: probed at these functions' entries and return instructions.
     Go(Vec<GoFunction>),
@@ -247,8 +248,28 @@ fn openssl_symbols(file: &object::File<'_>) -> Vec<(&'static str, u64)> {
         })
         .collect();
     let parts = openssl_part_symbols(file);
-    out.extend(parts.into_iter().map(|s| (s, 0)));
+    out.extend(
+        parts
+            .into_iter()
+            .filter_map(|s| Some((s, file_offset(file, s)?))),
+    );
     out
+}
+
+/// Where `symbol`'s code begins in the file, in bytes: the offset a probe is attached at
+/// (aya, given a symbol, parses the whole file again for each attachment: for libcrypto's
+/// functions that is most of the time attaching takes).
+fn file_offset(file: &object::File<'_>, symbol: &str) -> Option<u64> {
+    use object::ObjectSection;
+    let sym = file
+        .dynamic_symbols()
+        .chain(file.symbols())
+        .find(|s| !s.is_undefined() && s.name() == Ok(symbol))?;
+    let va = sym.address();
+    file.sections().find_map(|sec| {
+        let (offset, size) = sec.file_range()?;
+        (va >= sec.address() && va < sec.address() + size).then(|| va - sec.address() + offset)
+    })
 }
 
 /// The functions of [`OPENSSL_PARTS`] that `file` defines; a loader without `_ex` only
