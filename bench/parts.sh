@@ -2,6 +2,7 @@
 # Do the parts of work that `tlsperf observe --probes` reports stand in the ratios the
 # same operations have when measured alone, in the same run?
 #
+# The loads and openssl speed alternate, three rounds, under one probe (see below).
 # - signature: nginx with an RSA-4096 certificate against nginx with an ECDSA P-256 one
 #   (`tlsperf pki init --leaf-key …`), full TLS 1.3 handshakes from `tlsperf load
 #   --new-conn --resume off --tls 1.3`; the ratio of their `signature` parts' p50 (the
@@ -23,12 +24,12 @@
 # Every figure is printed with the load average beside it. Loopback only; everything
 # made goes in a temporary directory, removed on every exit.
 #
-# Usage: [BIN=path/to/tlsperf] bench/parts.sh [HANDSHAKES] [CURLS]   (default 300 5)
+# Usage: [BIN=path/to/tlsperf] bench/parts.sh [HANDSHAKES] [CURLS]   (default 300 3)
 # Needs nginx, openssl, curl, python3; root (eBPF). BIN defaults to target/release/tlsperf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-300}"
-curls="${2:-5}"
+curls="${2:-3}"
 bin="${BIN:-$PWD/target/release/tlsperf}"
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$bin" ] || { echo "no tlsperf binary at $bin (cargo build --release, or set BIN)" >&2; exit 1; }
@@ -120,7 +121,7 @@ PY
 }
 
 load() {
-  "$bin" load "https://localhost:$1/" --new-conn --resume off --tls 1.3 -n "$n" -c 2 \
+  "$bin" load "https://localhost:$1/" --new-conn --resume off --tls 1.3 -n "$((n / 3))" -c 2 \
     --threads 1 --cacert "$2" -q > /dev/null
 }
 
@@ -139,9 +140,15 @@ rsa=$(nginx_start rsa "$work/rsa" "ssl_ecdh_curve X25519;")
 p384=$(nginx_start p384 "$work/ec" "ssl_ecdh_curve secp384r1;")
 observe_start --pid "$ec" --pid "$rsa" --pid "$p384"
 la0=$(loadavg)
-load "$(cat "$work/ec/port")" "$work/ec/root.pem"
-load "$(cat "$work/rsa/port")" "$work/rsa/root.pem"
-load "$(cat "$work/p384/port")" "$work/ec/root.pem"
+# Three rounds, each a third of every server's handshakes and a second of openssl speed
+# per operation, so that both see the same machine (a shared one's load drifts).
+: > "$work/speed.txt"
+for _ in 1 2 3; do
+  load "$(cat "$work/ec/port")" "$work/ec/root.pem"
+  load "$(cat "$work/rsa/port")" "$work/rsa/root.pem"
+  load "$(cat "$work/p384/port")" "$work/ec/root.pem"
+  openssl speed -seconds 1 -mr rsa4096 ecdsap256 ecdhx25519 ecdhp384 2> /dev/null >> "$work/speed.txt"
+done
 la1=$(loadavg)
 observe_stop
 read -r sig_ec n_ec < <(p50 "$(worker ec)" signature)
@@ -158,9 +165,8 @@ echo "| nginx ECDSA P-256, X25519 | $n_x | key_exchange | $kx_x |"
 echo "| nginx ECDSA P-256, P-384 | $n_p | key_exchange | $kx_p |"
 echo
 
-la2=$(loadavg)
-openssl speed -seconds 3 -mr rsa4096 ecdsap256 ecdhx25519 ecdhp384 2> /dev/null > "$work/speed.txt"
-la3=$(loadavg)
+la2=$la0
+la3=$la1
 "$bin" crypto sign --provider aws-lc-rs --alg rsa-4096-pss,ecdsa-p256 -d 1s --json -q > "$work/sign.json" 2> /dev/null || true
 la4=$(loadavg)
 python3 - "$work/speed.txt" "$work/sign.json" "$sig_rsa" "$sig_ec" "$kx_p" "$kx_x" "$la2" "$la3" "$la4" <<'PY'
@@ -170,18 +176,22 @@ sig_rsa, sig_ec, kx_p, kx_x = map(float, sys.argv[3:7])
 la2, la3, la4 = sys.argv[7:10]
 # openssl speed -mr: "+F2:N:bits:signs_per_s:verifies_per_s" (RSA), "+F4:…" (ECDSA, the
 # same), "+F5:N:bits:ops_per_s:s_per_op" (ECDH): a time ratio is the inverse rates' ratio.
-rsa = ec = x = p = None
+def mean(v):
+    return sum(v) / len(v) if v else None
+rates = {"rsa": [], "ec": [], "x": [], "p": []}
 for line in open(speed):
     f = line.strip().split(":")
     if f[0] == "+F2" and f[2] == "4096":
-        rsa = float(f[3])
+        rates["rsa"].append(float(f[3]))
     if f[0] == "+F4" and f[2] == "256":
-        ec = float(f[3])
+        rates["ec"].append(float(f[3]))
     if f[0] == "+F5" and f[2] == "253":
-        x = float(f[3])
+        rates["x"].append(float(f[3]))
     if f[0] == "+F5" and f[2] == "384":
-        p = float(f[3])
-print(f"## Alone (openssl speed -seconds 3: load average {la2} before, {la3} after)")
+        rates["p"].append(float(f[3]))
+rsa, ec, x, p = (mean(rates[k]) for k in ("rsa", "ec", "x", "p"))
+print(f"## Alone (openssl speed -seconds 1 per operation, three times between the loads: "
+      f"load average {la2} before, {la3} after)")
 print()
 print("| ratio | probed (p50s) | openssl speed | probed ÷ speed | target |")
 print("|---|---:|---:|---:|---|")

@@ -126,7 +126,7 @@ pub struct ProbeRecord {
     /// Of the handshake calls' time, per part of [`PARTS`], the time inside its functions
     /// on the handshake's thread (OpenSSL) or goroutine (Go), summed: Go's
     /// `crypto/tls.(*Config).getCertificate`; OpenSSL's `X509_verify_cert`,
-    /// `EVP_DigestSign`, `EVP_PKEY_keygen`/`_derive`/`_set1_encoded_public_key` and
+    /// `EVP_DigestSign`, `EVP_PKEY_generate`/`_derive` and
     /// `X509_load_cert_crl_file_ex`/`X509_load_cert_file_ex` (see `bpf/probes.bpf.c`). `None` when not measured (its
     /// library has no such part, or a probed file lacks its functions).
     pub parts: [Option<u64>; PARTS.len()],

@@ -67,10 +67,10 @@ pub const PROBE_PHASES: [(&str, &str); 14] = [
     ),
     (
         "key_exchange",
-        "of work, key exchange: OpenSSL, EVP_PKEY_keygen, EVP_PKEY_derive and \
-         EVP_PKEY_set1_encoded_public_key, each entry (uprobe, on the thread inside a \
-         handshake call) → its return (uretprobe), summed (the key share, the shared \
-         secret, the peer's share decoded)",
+        "of work, key exchange: OpenSSL, EVP_PKEY_generate and EVP_PKEY_derive, \
+         each entry (uprobe, on the thread inside a handshake call) → its return \
+         (uretprobe), summed (the key share and the peer's key object, the shared \
+         secret)",
     ),
     (
         "trust_load",

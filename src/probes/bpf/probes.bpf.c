@@ -101,7 +101,7 @@
 #define PART_CALLBACK 0 // Go: crypto/tls.(*Config).getCertificate
 #define PART_VERIFY 1   // chain verification: OpenSSL X509_verify_cert; Go (*x509.Certificate).Verify
 #define PART_SIGN 2     // signing: OpenSSL EVP_DigestSign; Go's ecdsa, rsa, ed25519 Sign methods
-#define PART_KEX 3      // key exchange: OpenSSL EVP_PKEY_keygen, _derive, _set1_encoded_public_key;
+#define PART_KEX 3      // key exchange: OpenSSL EVP_PKEY_generate, EVP_PKEY_derive;
                         // Go crypto/tls's ECDHE key generation and shared key
 #define PART_TRUST 4    // trust-store loading: OpenSSL X509_load_cert_crl_file_ex, X509_load_cert_file_ex;
                         // Go (*x509.CertPool).AppendCertsFromPEM, x509.loadSystemRoots
@@ -1151,8 +1151,8 @@ int ssl_free(struct pt_regs *ctx)
 
 // Entry of a part's function on this thread. Timed when the thread is inside a handshake
 // call (`inflights`), and trust-store loading always (per process, and for the next
-// handshake on the thread). Nested calls of one part (EVP_PKEY_keygen calling
-// EVP_PKEY_generate, a load calling another) count once, from the outermost.
+// handshake on the thread). Nested calls of one part (a load calling another) count
+// once, from the outermost.
 static __always_inline int ossl_part_enter(struct pt_regs *ctx, int part)
 {
 	u64 id = bpf_get_current_pid_tgid();
