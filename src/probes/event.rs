@@ -127,7 +127,8 @@ pub struct ProbeRecord {
     /// on the handshake's thread (OpenSSL) or goroutine (Go), summed: Go's
     /// `crypto/tls.(*Config).getCertificate`; OpenSSL's `X509_verify_cert`,
     /// `EVP_DigestSign`, `EVP_PKEY_generate`/`_derive` and
-    /// `X509_load_cert_crl_file_ex`/`X509_load_cert_file_ex` (see `bpf/probes.bpf.c`). `None` when not measured (its
+    /// `X509_load_cert_crl_file_ex`/`X509_load_cert_file_ex`; Go's in
+    /// `target::GO_PARTS` (see `bpf/probes.bpf.c`). `None` when not measured (its
     /// library has no such part, or a probed file lacks its functions).
     pub parts: [Option<u64>; PARTS.len()],
     /// Trust-store loading on the handshake's thread before its first call, since the
@@ -441,7 +442,7 @@ mod tests {
             b.extend_from_slice(&v.to_ne_bytes());
         }
         // role, lib, result, flags, parts (callback, signature, key exchange, trust
-        // load: no verification), pad, sig_len, pad.
+        // load: no verification), key kind, sig_len, group.
         b.extend_from_slice(&[1, 1, 1, 1 | 8, 1 | 4 | 8 | 16, 0]);
         b.extend_from_slice(&512u16.to_ne_bytes());
         b.extend_from_slice(&29u16.to_ne_bytes());
