@@ -408,6 +408,13 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
         text.contains(r#"tlsperf_observe_probe_phase_seconds_count{role="server",process="openssl",phase="work",container_id="",pod_uid=""} 3"#),
         "{text}"
     );
+    // The parts of work are phases of their own there too.
+    for phase in ["signature", "key_exchange", "rest"] {
+        let line = format!(
+            r#"tlsperf_observe_probe_phase_seconds_count{{role="server",process="openssl",phase="{phase}",container_id="",pod_uid=""}} 3"#
+        );
+        assert!(text.contains(&line), "{phase}: {text}");
+    }
     assert_eq!(doc["sources"][0]["kind"], "probes");
 }
 
@@ -1364,13 +1371,11 @@ fn a_go_certificate_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         let (doc, row) = peers.probe_server(&[flag, "20ms"], &["--probe-go-on-cpu"]);
         let p = probes(&doc);
         sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
-        // Either way the 20 ms are the certificate callback's, the rest is the rest.
+        // Either way the 20 ms are the certificate callback's; with the other parts and
+        // the rest, they make the work.
         let callback = p50_ms(p, "by_process", &row, "callback");
         assert!(callback >= 18.0, "{flag}: callback p50 {callback} ms");
-        for b in p["slowest"].as_array().unwrap() {
-            let ns = |f: &str| b[f].as_u64().unwrap_or_else(|| panic!("no {f} in {b}"));
-            assert_eq!(ns("callback_ns") + ns("rest_ns"), ns("work_ns"), "{b}");
-        }
+        parts_add_up(p);
         assert!(
             p["attached"]
                 .as_array()
@@ -1435,8 +1440,444 @@ fn an_openssl_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         let p = probes(&doc);
         let row = format!("python3 (pid {pid}) server");
         sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
-        // OpenSSL's callbacks have no probe point: no callback part, no rest.
+        // OpenSSL's callbacks have no probe point: no callback part; the 20 ms are the
+        // rest's (no part measured holds them).
         let phases = &p["by_process"][&row]["phases"];
-        assert!(phases.get("callback").is_none() && phases.get("rest").is_none());
+        assert!(phases.get("callback").is_none(), "{phases}");
+        let rest = p50_ms(p, "by_process", &row, "rest");
+        assert!(rest >= 18.0, "{flag}: rest p50 {rest} ms");
     }
+}
+
+/// `p50` of `phase` in `row` of by_process, and how many handshakes have it.
+fn phase_n_p50(p: &Value, row: &str, phase: &str) -> (u64, f64) {
+    let q = &p["by_process"][row]["phases"][phase]["quantiles"];
+    (
+        q["count"].as_u64().unwrap_or(0),
+        q["p50_ns"].as_u64().unwrap_or(0) as f64 / 1e6,
+    )
+}
+
+/// Every slow handshake listed splits its work exactly into its parts and the rest.
+fn parts_add_up(p: &Value) {
+    for b in p["slowest"].as_array().unwrap() {
+        let ns = |f: &str| b[f].as_u64().unwrap_or(0);
+        let parts: u64 = [
+            "callback_ns",
+            "verification_ns",
+            "signature_ns",
+            "key_exchange_ns",
+            "trust_load_ns",
+        ]
+        .iter()
+        .map(|f| ns(f))
+        .sum();
+        assert!(b["rest_ns"].is_u64(), "no rest in {b}");
+        assert_eq!(parts + ns("rest_ns"), ns("work_ns"), "{b}");
+    }
+}
+
+/// nginx's full TLS 1.3 handshakes (ECDSA P-256): every one has its signature
+/// (EVP_DigestSign, the key type from its length), key exchange and trust-loading parts,
+/// and a verification part of 0 (no client certificate; its own chain is configured, so
+/// it builds none); with the rest, they make its work.
+#[test]
+fn nginx_work_splits_into_signature_key_exchange_and_the_rest() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("obs.json");
+    let pid = nginx.pid().to_string();
+    let child = observe(&["--probes", "--pid", &pid], &out);
+    let run = tlsperf([
+        "load",
+        &nginx.url(),
+        "--new-conn",
+        "--resume",
+        "off",
+        "--tls",
+        "1.3",
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--cacert",
+        &nginx.root,
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    nginx.log_lines(20);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let row = format!("nginx (pid {pid}) server");
+    assert_eq!(count(p, "by_process", &row), 20, "{}", p["by_process"]);
+    for phase in [
+        "signature",
+        "key_exchange",
+        "verification",
+        "trust_load",
+        "rest",
+    ] {
+        let (n, _) = phase_n_p50(p, &row, phase);
+        assert_eq!(n, 20, "{phase}: {}", p["by_process"][&row]);
+    }
+    let (_, sign) = phase_n_p50(p, &row, "signature");
+    let (_, kex) = phase_n_p50(p, &row, "key_exchange");
+    assert!(
+        sign > 0.0 && kex > 0.0,
+        "signature {sign} ms, key exchange {kex} ms"
+    );
+    let verify = &p["by_process"][&row]["phases"]["verification"]["quantiles"];
+    assert_eq!(verify["max_ns"], 0, "{verify}");
+    // No callback part for OpenSSL: it has no probe point.
+    assert!(p["by_process"][&row]["phases"].get("callback").is_none());
+    parts_add_up(p);
+    for b in p["slowest"].as_array().unwrap() {
+        assert_eq!(b["signature_key"], "ecdsa-p256", "{b}");
+    }
+    let attached = p["attached"].to_string();
+    assert!(
+        attached.contains("libcrypto") && attached.contains("EVP_DigestSign: signature"),
+        "{attached}"
+    );
+}
+
+/// A test PKI whose client chain has 4 certificates: root → intermediate 1 →
+/// intermediate 2 → client leaf (ECDSA P-256, made with the openssl command). Returns
+/// (the root, the leaf with both intermediates, the leaf's key).
+fn client_chain_of_4(dir: &Path) -> (String, String, String) {
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    let openssl = |args: &[&str]| {
+        let o = Command::new("openssl").args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let ca_ext = p("ca.ext");
+    std::fs::write(
+        &ca_ext,
+        "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n",
+    )
+    .unwrap();
+    let leaf_ext = p("leaf.ext");
+    std::fs::write(
+        &leaf_ext,
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+         extendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let root_key = p("croot.key");
+    let root_pem = p("croot.pem");
+    let mut args = vec!["req", "-x509", "-days", "30", "-subj", "/CN=client root"];
+    args.extend(ec);
+    args.extend(["-keyout", &root_key, "-out", &root_pem]);
+    args.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
+    args.extend(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
+    openssl(&args);
+    let mut issuer = (root_pem.clone(), root_key);
+    let mut chain = Vec::new();
+    for (i, (name, ext)) in [("cint1", &ca_ext), ("cint2", &ca_ext), ("cleaf", &leaf_ext)]
+        .into_iter()
+        .enumerate()
+    {
+        let (key, csr, pem) = (
+            p(&format!("{name}.key")),
+            p(&format!("{name}.csr")),
+            p(&format!("{name}.pem")),
+        );
+        let subj = format!("/CN={name}");
+        let mut args = vec!["req", "-new", "-subj", &subj];
+        args.extend(ec);
+        args.extend(["-keyout", &key, "-out", &csr]);
+        openssl(&args);
+        let serial = (i + 2).to_string();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &issuer.0,
+            "-CAkey",
+            &issuer.1,
+            "-set_serial",
+            &serial,
+            "-days",
+            "30",
+            "-extfile",
+            ext,
+            "-out",
+            &pem,
+        ]);
+        chain.insert(0, std::fs::read_to_string(&pem).unwrap());
+        issuer = (pem, key);
+    }
+    let leaf_chain = p("client-chain4.pem");
+    std::fs::write(&leaf_chain, chain.concat()).unwrap();
+    (root_pem, leaf_chain, issuer.1)
+}
+
+/// Mutual TLS: nginx verifies a client chain of 4 certificates (X509_verify_cert inside
+/// its handshake: the server's verification part > 0), and curl verifies nginx's chain
+/// (the client's > 0).
+#[test]
+fn mutual_tls_verification_lands_in_both_sides_verification_part() {
+    if !root()
+        || !common::have("curl", "curl as the client of mutual TLS")
+        || !common::have("openssl", "a client chain of 4 certificates")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (client_root, client_chain, client_key) = client_chain_of_4(dir.path());
+    let Some(nginx) = Nginx::start_tls(&common::nginx::Tls {
+        extra: format!(
+            "ssl_client_certificate {client_root}; ssl_verify_client on; ssl_verify_depth 4;"
+        ),
+        ..Default::default()
+    }) else {
+        return;
+    };
+    let out = dir.path().join("obs.json");
+    // curls started by a shell once the probes are attached (see
+    // a_pid_covers_the_processes_it_starts_later).
+    let go = dir.path().join("go");
+    let script = format!(
+        "i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
+         for i in 1 2 3; do curl -s -o /dev/null -w '%{{http_code}}\\n' --cacert {ca} \
+         --cert {chain} --key {key} {url}; done",
+        go = go.display(),
+        ca = nginx.root,
+        chain = client_chain,
+        key = client_key,
+        url = nginx.url()
+    );
+    let shell = Command::new("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let shell_pid = shell.id().to_string();
+    let pid = nginx.pid().to_string();
+    let child = observe(
+        &[
+            "--probes", "--pid", &pid, "--pid", &shell_pid, "--exe", LIBSSL,
+        ],
+        &out,
+    );
+    std::fs::write(&go, "").unwrap();
+    let o = shell.wait_with_output().unwrap();
+    assert!(o.status.success());
+    // nginx answered 200: the client's certificate was verified.
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200\n200\n200\n");
+    nginx.log_lines(3);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let server = format!("nginx (pid {pid}) server");
+    assert_eq!(count(p, "by_process", &server), 3, "{}", p["by_process"]);
+    let (n, v) = phase_n_p50(p, &server, "verification");
+    assert!(
+        n == 3 && v > 0.0,
+        "server verification: {n} handshakes, p50 {v} ms"
+    );
+    let client = &p["by_kind"]["client all"];
+    assert_eq!(client["handshakes"], 3, "{}", p["by_kind"]);
+    let q = &client["phases"]["verification"]["quantiles"];
+    assert!(
+        q["count"] == 3 && q["min_ns"].as_u64().unwrap() > 0,
+        "client verification: {q}"
+    );
+    // With its certificate, curl signs too (its CertificateVerify).
+    let q = &client["phases"]["signature"]["quantiles"];
+    assert!(
+        q["count"] == 3 && q["min_ns"].as_u64().unwrap() > 0,
+        "client signature: {q}"
+    );
+    parts_add_up(p);
+}
+
+/// curl given a bundle of 2,000 CAs with --cacert loads it once per run, for its one
+/// handshake (curl 7.88 inside its handshake call: trust_load; a curl that loads before
+/// it, trust_load_before): per handshake, and in its process's trust_loads.
+#[test]
+fn a_client_that_loads_a_bundle_per_connection_shows_it_per_handshake() {
+    if !root() || !common::have("curl", "curl loading a bundle with --cacert") {
+        return;
+    }
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle.pem");
+    let run = tlsperf([
+        "pki",
+        "bundle",
+        "--count",
+        "2000",
+        "--out",
+        bundle.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // nginx's root last: the load reads all 2,001.
+    let mut b = std::fs::read(&bundle).unwrap();
+    b.extend(std::fs::read(&nginx.root).unwrap());
+    std::fs::write(&bundle, b).unwrap();
+    let out = dir.path().join("obs.json");
+    let go = dir.path().join("go");
+    let script = format!(
+        "i=0; while [ ! -e {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
+         for i in 1 2 3; do curl -s -o /dev/null --cacert {} {}; done",
+        go.display(),
+        bundle.display(),
+        nginx.url()
+    );
+    let mut shell = Command::new("sh").args(["-c", &script]).spawn().unwrap();
+    let pid = shell.id().to_string();
+    let child = observe(&["--probes", "--pid", &pid, "--exe", LIBSSL], &out);
+    std::fs::write(&go, "").unwrap();
+    assert!(shell.wait().unwrap().success());
+    nginx.log_lines(3);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let curls: Vec<&String> = p["by_process"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("curl (pid "))
+        .collect();
+    assert_eq!(curls.len(), 3, "{}", p["by_process"]);
+    for row in curls {
+        let (n, before) = phase_n_p50(p, row, "trust_load_before");
+        let (m, inside) = phase_n_p50(p, row, "trust_load");
+        assert!(
+            n == 1 && m == 1 && before + inside > 0.0,
+            "{row}: trust load before the first call {before} ms, in work {inside} ms"
+        );
+        let process = row.trim_end_matches(" client");
+        let t = &p["trust_loads"][process];
+        assert!(
+            t["loads"].as_u64().unwrap_or(0) >= 1,
+            "{}",
+            p["trust_loads"]
+        );
+        // The process's count holds the handshake's (a histogram's value is within 0.1%).
+        let total = t["total_ns"].as_u64().unwrap() as f64 / 1e6;
+        assert!(total >= (before + inside) * 0.99, "{total} ms, {t}");
+    }
+}
+
+/// Go's parts of work: the Go server (ECDSA P-256) signs with ecdsa's Sign, makes and
+/// uses an X25519 share (the Go client's first choice), verifies nothing (no client
+/// certificate); its parts and the rest make its work.
+#[test]
+fn a_go_servers_work_splits_into_its_parts() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(peers) = GoPeers::build(dir.path()) else {
+        return;
+    };
+    let (doc, row) = peers.probe_server(&[], &[]);
+    let p = probes(&doc);
+    assert_eq!(count(p, "by_process", &row), 10, "{}", p["by_process"]);
+    for phase in [
+        "signature",
+        "key_exchange",
+        "verification",
+        "callback",
+        "rest",
+    ] {
+        let (n, _) = phase_n_p50(p, &row, phase);
+        assert_eq!(n, 10, "{phase}: {}", p["by_process"][&row]);
+    }
+    let (_, sign) = phase_n_p50(p, &row, "signature");
+    let (_, kex) = phase_n_p50(p, &row, "key_exchange");
+    assert!(
+        sign > 0.0 && kex > 0.0,
+        "signature {sign} ms, key exchange {kex} ms"
+    );
+    let verify = &p["by_process"][&row]["phases"]["verification"]["quantiles"];
+    assert_eq!(verify["max_ns"], 0, "{verify}");
+    parts_add_up(p);
+    for b in p["slowest"].as_array().unwrap() {
+        assert_eq!(b["signature_key"], "ecdsa", "{b}");
+        assert_eq!(b["key_exchange_group"], "x25519", "{b}");
+    }
+}
+
+/// A Go client that builds a new pool from a bundle of 2,000 CAs before every connection
+/// (AppendCertsFromPEM, outside the handshake, on the goroutine that then dials and
+/// shakes hands): the loading is each handshake's trust_load_before; its verification
+/// of the server's chain is its verification part.
+#[test]
+fn a_go_client_that_builds_its_pool_per_connection_shows_it_per_handshake() {
+    if !root() {
+        return;
+    }
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some((_, client)) = common::go::peers(dir.path()) else {
+        return;
+    };
+    let bundle = dir.path().join("bundle.pem");
+    let run = tlsperf([
+        "pki",
+        "bundle",
+        "--count",
+        "2000",
+        "--out",
+        bundle.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut b = std::fs::read(&bundle).unwrap();
+    b.extend(std::fs::read(&nginx.root).unwrap());
+    std::fs::write(&bundle, b).unwrap();
+    let out = dir.path().join("obs.json");
+    let child = observe(&["--probes", "--exe", client.to_str().unwrap()], &out);
+    let o = Command::new(&client)
+        .args(["-addr", &format!("127.0.0.1:{}", nginx.port), "-n", "5"])
+        .args(["-pool-per-conn", bundle.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    nginx.log_lines(5);
+    std::thread::sleep(Duration::from_millis(300));
+    let doc = stop(child, &out);
+    let p = probes(&doc);
+    let all = &p["by_kind"]["client all"];
+    assert_eq!(all["handshakes"], 5, "{}", p["by_kind"]);
+    for phase in ["trust_load_before", "verification"] {
+        let q = &all["phases"][phase]["quantiles"];
+        assert!(
+            q["count"] == 5 && q["min_ns"].as_u64().unwrap() > 0,
+            "{phase}: {q}"
+        );
+    }
+    let loads = p["trust_loads"].as_object().unwrap();
+    let (_, t) = loads
+        .iter()
+        .find(|(k, _)| k.starts_with("tlsclient (pid "))
+        .unwrap_or_else(|| panic!("{loads:?}"));
+    assert_eq!(t["loads"], 5, "{t}");
 }

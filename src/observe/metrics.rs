@@ -51,7 +51,7 @@ use super::timeline::Outcome;
 use super::tls::{group_label, version_label};
 use super::window::{OTHER, WindowRecord};
 use crate::probes::event::{HandshakeResult, ProbeRecord};
-use crate::probes::report::ProbeCounts;
+use crate::probes::report::{PROBE_PHASES, ProbeCounts, phase_values};
 use crate::probes::workload::{Cache, Workload};
 
 /// The wire's failure reasons, each with a series from the start (rates see 0, not
@@ -281,7 +281,9 @@ impl ObserveMetrics {
         registry.register(
             "probe_phase_seconds",
             "Completed handshakes' phases inside the process (accept_queue, \
-             until_first_call, work and of it on_cpu and blocked, callback and rest, waiting_for_peer, span), by \
+             until_first_call, work and of it on_cpu and blocked, its parts callback, \
+             verification, signature, key_exchange and trust_load and the rest, \
+             trust_load_before, waiting_for_peer, span), by \
              role and process (comm)",
             probe_phases.clone(),
         );
@@ -504,17 +506,7 @@ impl ObserveMetrics {
         if r.result != HandshakeResult::Ok {
             return;
         }
-        for (phase, v) in [
-            ("accept_queue", r.accept_queue_ns()),
-            ("until_first_call", r.until_first_call_ns()),
-            ("work", r.work()),
-            ("on_cpu", r.on_cpu()),
-            ("blocked", r.blocked()),
-            ("callback", r.callback_ns),
-            ("rest", r.rest()),
-            ("waiting_for_peer", r.waiting()),
-            ("span", Some(r.span_ns())),
-        ] {
+        for ((phase, _), v) in PROBE_PHASES.into_iter().zip(phase_values(r)) {
             if let Some(ns) = v {
                 let s = ns as f64 / 1e9;
                 if let Some(o) = &self.otlp {

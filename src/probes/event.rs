@@ -5,7 +5,21 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The size of `struct hs_event`.
-pub const RAW_EVENT_LEN: usize = 8 * 8 + 4 * 4 + 16 + 16 + 2 * 3 + 4 + 6 + 16;
+pub const RAW_EVENT_LEN: usize = 13 * 8 + 4 * 4 + 16 + 16 + 2 * 3 + 5 + 1 + 2 + 2 + 16;
+
+/// The parts of work, in the order of `PART_*` in `bpf/probes.bpf.c` (the names of their
+/// phases): Go's certificate callback; chain verification; signing; key exchange;
+/// trust-store loading inside the handshake calls.
+pub const PARTS: [&str; 5] = [
+    "callback",
+    "verification",
+    "signature",
+    "key_exchange",
+    "trust_load",
+];
+
+/// The index of `trust_load` in [`PARTS`].
+const TRUST: usize = 4;
 
 /// Which side of the connection the process was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -109,10 +123,28 @@ pub struct ProbeRecord {
     /// on a CPU: the sum of its running intervals (see `bpf/probes.bpf.c`). `None` when
     /// not measured (a Go program without the runtime's scheduler points).
     pub on_cpu_ns: Option<u64>,
-    /// Go: the time inside `crypto/tls.(*Config).getCertificate` (the certificate's
-    /// selection, the program's `GetCertificate` when it set one) on the handshake's
-    /// goroutine. `None` when not measured (OpenSSL; a Go program without it).
-    pub callback_ns: Option<u64>,
+    /// Of the handshake calls' time, per part of [`PARTS`], the time inside its functions
+    /// on the handshake's thread (OpenSSL) or goroutine (Go), summed: Go's
+    /// `crypto/tls.(*Config).getCertificate`; OpenSSL's `X509_verify_cert`,
+    /// `EVP_DigestSign`, `EVP_PKEY_generate`/`_derive` and
+    /// `X509_load_cert_crl_file_ex`/`X509_load_cert_file_ex`; Go's in
+    /// `target::GO_PARTS` (see `bpf/probes.bpf.c`). `None` when not measured (its
+    /// library has no such part, or a probed file lacks its functions).
+    pub parts: [Option<u64>; PARTS.len()],
+    /// Trust-store loading on the handshake's thread before its first call, since the
+    /// thread's previous handshake began: a client's (it builds the store for the
+    /// connection it makes), or a server's begun after it accepted the connection.
+    /// `None` when trust loading is not measured.
+    pub trust_before_ns: Option<u64>,
+    /// The length of its signature in bytes (OpenSSL: `EVP_DigestSign`'s `*siglen`),
+    /// when it signed.
+    pub signature_len: Option<u16>,
+    /// Go: the signing key's kind (`ecdsa`, `rsa`, `ed25519`: which signing method ran),
+    /// when it signed.
+    pub signature_kind: Option<&'static str>,
+    /// Go: the key exchange's group (its TLS code point, the CurveID passed to the key
+    /// share's generation), when one was generated.
+    pub group: Option<u16>,
     /// Library calls that drove the handshake (Go: 1, its handshake function).
     pub calls: u32,
     /// The handshake was seen from its start, with every probe in place: its SSL object
@@ -178,10 +210,59 @@ impl ProbeRecord {
         Some(self.on_cpu_ns?.min(self.work()?))
     }
 
-    /// Of [`ProbeRecord::work`], what no part measured accounts for: work − callback (at
-    /// least 0), when both are known.
+    /// Of [`ProbeRecord::work`], what no part measured accounts for: work − the parts
+    /// measured (at least 0), when work and at least one part are known.
     pub fn rest(&self) -> Option<u64> {
-        Some(self.work()?.saturating_sub(self.callback_ns?))
+        let work = self.work()?;
+        if self.parts.iter().all(Option::is_none) {
+            return None;
+        }
+        let parts: u64 = self.parts.iter().flatten().sum();
+        Some(work.saturating_sub(parts))
+    }
+
+    /// The key exchange's group by name (`x25519`, `secp256r1`…; `0xNNNN` for one
+    /// without a name here), when known.
+    pub fn group_name(&self) -> Option<String> {
+        Some(match self.group? {
+            23 => "secp256r1".into(),
+            24 => "secp384r1".into(),
+            25 => "secp521r1".into(),
+            29 => "x25519".into(),
+            30 => "x448".into(),
+            other => format!("0x{other:04x}"),
+        })
+    }
+
+    /// Of [`ProbeRecord::work`], the part named `name` of [`PARTS`], when measured and
+    /// work is known.
+    pub fn part(&self, name: &str) -> Option<u64> {
+        self.work()?;
+        let i = PARTS.iter().position(|p| *p == name)?;
+        self.parts[i]
+    }
+
+    /// The key type its signature's length tells (`rsa-2048`, `ecdsa-p256`, `ed25519`…):
+    /// an RSA signature is as long as its modulus, an ECDSA one (DER) about twice its
+    /// curve's size, an EdDSA one fixed. `None` without a signature or for a length no
+    /// common key gives.
+    pub fn signature_key(&self) -> Option<&'static str> {
+        if let Some(kind) = self.signature_kind {
+            return Some(kind);
+        }
+        Some(match self.signature_len? {
+            64 => "ed25519",
+            114 => "ed448",
+            66..=72 => "ecdsa-p256",
+            98..=104 => "ecdsa-p384",
+            132..=139 => "ecdsa-p521",
+            128 => "rsa-1024",
+            256 => "rsa-2048",
+            384 => "rsa-3072",
+            512 => "rsa-4096",
+            1024 => "rsa-8192",
+            _ => return None,
+        })
     }
 
     /// Of [`ProbeRecord::work`], the time off the CPU inside the calls: sleeping, waiting
@@ -262,7 +343,11 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
     let work_ns = c.u64();
     let waiting_ns = c.u64();
     let on_cpu_ns = c.u64();
-    let callback_ns = c.u64();
+    let mut part_ns = [0u64; PARTS.len()];
+    for p in &mut part_ns {
+        *p = c.u64();
+    }
+    let trust_pre_ns = c.u64();
     let pid = c.u32();
     let tid = c.u32();
     let calls = c.u32();
@@ -288,8 +373,12 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
     };
     let flags = c.u8();
     let parts = c.u8();
-    let _pad: [u8; 5] = c.take();
+    let key_kind = c.u8();
+    let sig_len = c.u16();
+    let group = c.u16();
     let comm: [u8; 16] = c.take();
+    // Bit i of `parts`: PART_i of probes.bpf.c was measured for its library.
+    let measured = |i: usize| parts & (1 << i) != 0;
     let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
     Ok(ProbeRecord {
         workload: None,
@@ -310,8 +399,17 @@ pub fn decode(buf: &[u8]) -> Result<ProbeRecord, BadRecord> {
         waiting_ns,
         // F_ONCPU of probes.bpf.c.
         on_cpu_ns: (flags & 8 != 0).then_some(on_cpu_ns),
-        // PART_CALLBACK of probes.bpf.c.
-        callback_ns: (parts & 1 != 0).then_some(callback_ns),
+        parts: std::array::from_fn(|i| measured(i).then_some(part_ns[i])),
+        trust_before_ns: measured(TRUST).then_some(trust_pre_ns),
+        signature_len: (sig_len != 0).then_some(sig_len),
+        // KEY_* of probes.bpf.c.
+        signature_kind: match key_kind {
+            1 => Some("ecdsa"),
+            2 => Some("rsa"),
+            3 => Some("ed25519"),
+            _ => None,
+        },
+        group: (group != 0).then_some(group),
         calls,
         // F_WHOLE and F_FD_SEEN of probes.bpf.c.
         whole: flags & 1 != 0,
@@ -326,7 +424,9 @@ mod tests {
     #[test]
     fn a_record_decodes_field_by_field() {
         let mut b = Vec::new();
-        for v in [100u64, 150, 200, 900, 300, 400, 120, 70] {
+        // estab, sock, first, end, work, wait, on CPU; parts callback, verification,
+        // signature, key exchange, trust load; trust load before the first call.
+        for v in [100u64, 150, 200, 900, 300, 400, 120, 70, 0, 20, 10, 5, 1000] {
             b.extend_from_slice(&v.to_ne_bytes());
         }
         for v in [42u32, 43, 3, 7] {
@@ -341,8 +441,11 @@ mod tests {
         for v in [8443u16, 50000, 2] {
             b.extend_from_slice(&v.to_ne_bytes());
         }
-        b.extend_from_slice(&[1, 1, 1, 1 | 8, 1]);
-        b.extend_from_slice(&[0; 5]);
+        // role, lib, result, flags, parts (callback, signature, key exchange, trust
+        // load: no verification), key kind, sig_len, group.
+        b.extend_from_slice(&[1, 1, 1, 1 | 8, 1 | 4 | 8 | 16, 0]);
+        b.extend_from_slice(&512u16.to_ne_bytes());
+        b.extend_from_slice(&29u16.to_ne_bytes());
         let mut comm = [0u8; 16];
         comm[..5].copy_from_slice(b"nginx");
         b.extend_from_slice(&comm);
@@ -360,7 +463,13 @@ mod tests {
         assert!(r.whole);
         assert_eq!(r.work(), Some(300));
         assert_eq!((r.on_cpu(), r.blocked()), (Some(120), Some(180)));
-        assert_eq!((r.callback_ns, r.rest()), (Some(70), Some(230)));
+        assert_eq!(r.parts, [Some(70), None, Some(20), Some(10), Some(5)]);
+        assert_eq!(r.part("verification"), None);
+        assert_eq!(r.trust_before_ns, Some(1000));
+        // 300 − (70 + 20 + 10 + 5): the load before the first call is not work's.
+        assert_eq!(r.rest(), Some(195));
+        assert_eq!(r.signature_key(), Some("rsa-4096"));
+        assert_eq!(r.group_name().as_deref(), Some("x25519"));
         // A Go record without its descriptor: its waits are not known.
         b[RAW_EVENT_LEN - 25] = 2;
         let go = decode(&b).unwrap();
@@ -374,7 +483,8 @@ mod tests {
         assert_eq!(unmeasured.work(), Some(300));
         assert_eq!((unmeasured.on_cpu(), unmeasured.blocked()), (None, None));
         b[RAW_EVENT_LEN - 22] = 0;
-        assert_eq!(decode(&b).unwrap().rest(), None);
+        let none = decode(&b).unwrap();
+        assert_eq!((none.rest(), none.trust_before_ns), (None, None));
         assert_eq!(decode(&b[..10]), Err(BadRecord(10)));
     }
 }

@@ -17,7 +17,7 @@ use aya::{Ebpf, EbpfLoader};
 use super::ProbeError;
 use super::gosym::GoFunction;
 use super::handoff::Holder;
-use super::target::{GO_FUNCTIONS, GO_PARTS, GO_SCHEDULER, Target, TargetKind};
+use super::target::{GO_FUNCTIONS, GO_PARTS, GO_SCHEDULER, OPENSSL_PARTS, Target, TargetKind};
 use aya::programs::uprobe::UProbeAttachLocation;
 
 /// The BPF object, built by `bpf/build.sh` from `bpf/probes.bpf.c`.
@@ -55,10 +55,71 @@ const ONCPU_GO: u32 = 2;
 /// parts_go, pad.
 type Settings = [u32; 8];
 
-/// The BPF programs that time each of [`GO_PARTS`] (entry, return), and its bit in
-/// `settings.parts_go` (`PART_*` of probes.bpf.c).
-const GO_PART_PROGRAMS: [(&str, &str, u32); 1] =
-    [("go_callback_enter", "go_callback_return", 1 << 0)];
+/// The BPF programs that time each function of [`GO_PARTS`] (entry, return), in its order.
+const GO_PART_PROGRAMS: [(&str, &str); 13] = [
+    ("go_callback_enter", "go_callback_return"),
+    ("go_verify_enter", "go_verify_return"),
+    ("go_sign_ecdsa_enter", "go_sign_return"),
+    ("go_sign_rsa_enter", "go_sign_return"),
+    ("go_sign_ed25519_enter", "go_sign_return"),
+    ("go_sign_ed25519_enter", "go_sign_return"),
+    ("go_kex_keygen_enter", "go_kex_return"),
+    ("go_kex_enter", "go_kex_return"),
+    ("go_kex_enter", "go_kex_return"),
+    ("go_kex_keygen_enter", "go_kex_return"),
+    ("go_kex_enter", "go_kex_return"),
+    ("go_trust_enter", "go_trust_return"),
+    ("go_trust_enter", "go_trust_return"),
+];
+
+/// Each part's bit in `settings.parts_go` and `settings.parts_openssl` (`PART_*` of
+/// probes.bpf.c).
+const PART_BITS: [(&str, u32); 5] = [
+    ("callback", 1 << 0),
+    ("verification", 1 << 1),
+    ("signature", 1 << 2),
+    ("key_exchange", 1 << 3),
+    ("trust_load", 1 << 4),
+];
+
+fn part_bit(part: &str) -> u32 {
+    PART_BITS
+        .iter()
+        .find(|(p, _)| *p == part)
+        .map_or(0, |(_, b)| *b)
+}
+
+/// The BPF programs that time each OpenSSL part of [`OPENSSL_PARTS`] (entry uprobe,
+/// uretprobe), and its bit in `settings.parts_openssl` (`PART_*` of probes.bpf.c).
+const OPENSSL_PART_PROGRAMS: [(&str, &str, &str); 4] = [
+    ("verification", "ossl_verify_enter", "ossl_verify_return"),
+    ("signature", "ossl_sign_enter", "ossl_sign_return"),
+    ("key_exchange", "ossl_kex_enter", "ossl_kex_return"),
+    ("trust_load", "ossl_trust_enter", "ossl_trust_return"),
+];
+
+/// OpenSSL's parts measured: a part's bit when every file probed that has any part
+/// function (a libcrypto; a program with OpenSSL linked in) has one of that part's; none
+/// when no such file is probed.
+fn openssl_parts_measured(targets: &[Target]) -> u32 {
+    let with_parts: Vec<Vec<&str>> = targets
+        .iter()
+        .map(Target::openssl_parts)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if with_parts.is_empty() {
+        return 0;
+    }
+    OPENSSL_PART_PROGRAMS
+        .iter()
+        .filter(|(part, ..)| {
+            with_parts.iter().all(|fs| {
+                fs.iter()
+                    .any(|f| OPENSSL_PARTS.iter().any(|(s, p)| s == f && p == part))
+            })
+        })
+        .fold(0, |m, (part, ..)| m | part_bit(part))
+}
 
 /// OpenSSL's exported calls: (symbol, entry program, with the return probe).
 const OPENSSL_CALLS: [(&str, &str, bool); 14] = [
@@ -226,25 +287,28 @@ pub fn load(
                 .all(|n| functions.iter().any(|f| f.name == *n)),
             TargetKind::OpenSsl(_) => true,
         });
-    // A part of Go's work is measured when its function is in every Go program probed.
-    let go_has = |name: &str| {
+    // A part of Go's work is measured when one of its functions is in every Go program
+    // probed.
+    let go_has_part = |part: &str| {
         targets.iter().all(|t| match &t.kind {
-            TargetKind::Go(functions) => functions.iter().any(|f| f.name == name),
+            TargetKind::Go(functions) => GO_PARTS
+                .iter()
+                .any(|(f, p)| *p == part && functions.iter().any(|g| g.name == *f)),
             TargetKind::OpenSsl(_) => true,
         })
     };
-    let parts_go = GO_PARTS
+    let parts_go = PART_BITS
         .iter()
-        .zip(GO_PART_PROGRAMS)
-        .filter(|((f, _), _)| go_has(f))
-        .fold(0, |m, (_, (_, _, bit))| m | bit);
+        .filter(|(p, _)| go_has_part(p))
+        .fold(0, |m, (_, bit)| m | bit);
+    let parts_openssl = openssl_parts_measured(targets);
     let settings = [
         u32::from(filter.is_some()),
         field_offset("sched_process_fork", "child_pid")?,
         STATE_IDLE,
         field_offset("sched_switch", "next_pid")?,
         ONCPU_OPENSSL | if go_sched { ONCPU_GO } else { 0 },
-        0,
+        parts_openssl,
         parts_go,
         0,
     ];
@@ -271,6 +335,23 @@ pub fn load(
          sendmsg, readv, writev of handshakes in progress)"
             .into(),
     );
+    if targets
+        .iter()
+        .any(|t| matches!(t.kind, TargetKind::OpenSsl(_)))
+    {
+        let missing: Vec<&str> = OPENSSL_PART_PROGRAMS
+            .iter()
+            .filter(|(part, ..)| parts_openssl & part_bit(part) == 0)
+            .map(|(part, ..)| *part)
+            .collect();
+        if !missing.is_empty() {
+            attached.push(format!(
+                "openssl: parts {} not measured: no libcrypto probed has them (each part \
+                 needs one of its functions in every libcrypto probed; see docs/probes.md)",
+                missing.join(", ")
+            ));
+        }
+    }
     let mut loaded = Loaded {
         ebpf,
         attached,
@@ -397,7 +478,21 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
                     let at = symbol.into();
                     uprobe(ebpf, links, "ssl_call_return", &t.path, at, &what)?;
                 }
-                symbols.push(symbol);
+                symbols.push(symbol.to_string());
+            }
+            for (symbol, part) in OPENSSL_PARTS {
+                let Some(&(_, offset)) = offered.iter().find(|(s, _)| *s == symbol) else {
+                    continue;
+                };
+                let Some((_, enter, ret)) = OPENSSL_PART_PROGRAMS.iter().find(|(p, ..)| *p == part)
+                else {
+                    continue;
+                };
+                let what = format!("{symbol} in {}", t.path.display());
+                let at = || UProbeAttachLocation::AbsoluteOffset(offset);
+                uprobe(ebpf, links, enter, &t.path, at(), &what)?;
+                uprobe(ebpf, links, ret, &t.path, at(), &what)?;
+                symbols.push(format!("{symbol}: {part}"));
             }
             attached.push(format!(
                 "openssl: {} ({})",
@@ -469,12 +564,12 @@ fn attach_go(
     let shown = path.display();
     for f in functions {
         let rets = f.return_offsets.len();
-        if let Some(((_, part), (enter, ret, bit))) = GO_PARTS
+        if let Some(((_, part), (enter, ret))) = GO_PARTS
             .iter()
             .zip(GO_PART_PROGRAMS)
             .find(|((n, _), _)| *n == f.name)
         {
-            if parts_go & bit != 0 {
+            if parts_go & part_bit(part) != 0 {
                 go_function(ebpf, links, path, f, enter, Some(ret))?;
                 attached.push(format!(
                     "go: {} in {shown} (entry and {rets} return instructions: {part})",
@@ -494,11 +589,17 @@ fn attach_go(
             ));
         }
     }
-    for (f, part) in GO_PARTS {
-        if !functions.iter().any(|g| g.name == f) {
+    for (part, _) in PART_BITS {
+        let names: Vec<&str> = GO_PARTS
+            .iter()
+            .filter(|(_, p)| *p == part)
+            .map(|(f, _)| *f)
+            .collect();
+        if !names.iter().any(|n| functions.iter().any(|g| g.name == *n)) {
             attached.push(format!(
-                "go: {shown} has no {f} (inlined or absent): Go handshakes' {part} part is \
-                 not measured"
+                "go: {shown} has none of {} (inlined or absent): Go handshakes' {part} part \
+                 is not measured",
+                names.join(", ")
             ));
         }
     }
@@ -573,7 +674,7 @@ pub fn in_progress(loaded: &Loaded) -> Result<u64, ProbeError> {
         .ebpf
         .map("hs")
         .ok_or_else(|| ProbeError::Load("the BPF object has no hs map".into()))?;
-    let h: HashMap<&MapData, [u8; 16], [u8; 88]> =
+    let h: HashMap<&MapData, [u8; 16], [u8; 176]> =
         HashMap::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
     Ok(h.keys().filter(Result::is_ok).count() as u64)
 }
@@ -643,6 +744,38 @@ pub fn counters(loaded: &Loaded) -> Result<[u64; 4], ProbeError> {
             .get(&(i as u32), 0)
             .map_err(|e| ProbeError::Load(e.to_string()))?;
         *o = per_cpu.iter().sum();
+    }
+    Ok(out)
+}
+
+/// Trust-store loading per process as the kernel counted it: (pid, comm, loads, ns).
+pub type TrustLoads = (u32, String, u64, u64);
+
+/// The kernel's per-process count of trust-store loads (`trust_procs`).
+pub fn trust_loads(loaded: &Loaded) -> Result<Vec<TrustLoads>, ProbeError> {
+    let map = loaded
+        .ebpf
+        .map("trust_procs")
+        .ok_or_else(|| ProbeError::Load("the BPF object has no trust_procs map".into()))?;
+    // struct trust_proc { u64 ns; u64 loads; char comm[16]; } in host order.
+    let h: HashMap<&MapData, u32, [u8; 32]> =
+        HashMap::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
+    let mut out = Vec::new();
+    for kv in h.iter() {
+        let (pid, v) = kv.map_err(|e| ProbeError::Load(e.to_string()))?;
+        let u = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&v[i..i + 8]);
+            u64::from_ne_bytes(b)
+        };
+        let comm = &v[16..];
+        let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
+        out.push((
+            pid,
+            String::from_utf8_lossy(&comm[..end]).into_owned(),
+            u(8),
+            u(0),
+        ));
     }
     Ok(out)
 }

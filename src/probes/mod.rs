@@ -205,18 +205,29 @@ pub fn targets(opts: &ProbeOptions) -> Result<Vec<target::Target>, ProbeError> {
         let found = target::pid_targets(*pid)?;
         // A process with no TLS library yet may start some later: fine when --exe
         // names what they will load.
-        if found.is_empty() && opts.exes.is_empty() {
+        if !found.iter().any(target::Target::has_calls) && opts.exes.is_empty() {
             return Err(target::no_library(*pid));
         }
         out.extend(found);
     }
     for exe in target::exe_paths(&opts.exes)? {
-        out.push(target::exe_target(&exe)?);
+        let t = target::exe_target(&exe)?;
+        // A libssl's parts of work are its libcrypto's.
+        let beside = target::libcrypto_beside(&t.path);
+        out.push(t);
+        if let Some(crypto) = beside
+            && let Some(c) = target::file_target(&crypto)?
+        {
+            out.push(c);
+        }
     }
     if opts.pids.is_empty() && opts.exes.is_empty() {
         out = target::system_targets()?;
     }
-    // One attachment per file, however it was named.
+    // One attachment per file, however it was named: by device and inode
+    // (`/lib/…/libssl.so.3` from --exe and `/usr/lib/…/libssl.so.3` from a process's map
+    // are one file where /lib links to /usr/lib; probed twice, each call would be counted
+    // twice).
     let mut seen = std::collections::BTreeSet::new();
     out.retain(|t| target::inode(&t.path).is_none_or(|id| seen.insert(id)));
     Ok(out)
@@ -539,6 +550,20 @@ impl Session {
                 Err(p) => p.into_inner(),
             };
             r.counts.unmatched_wire = w.unmatched(self.reader.is_none());
+        }
+        if let Ok(loads) = loader::trust_loads(&self.loaded) {
+            for (pid, comm, loads, ns) in loads {
+                if r.trust_loads.len() >= report::MAX_ROWS {
+                    break;
+                }
+                r.trust_loads.insert(
+                    format!("{comm} (pid {pid})"),
+                    report::TrustLoads {
+                        loads,
+                        total_ns: ns,
+                    },
+                );
+            }
         }
         if let Ok(buckets) = loader::kernel_histograms(&self.loaded) {
             for (pid, role, phase, _bucket, n) in buckets {

@@ -15,7 +15,7 @@ use crate::stats::histogram::Dist;
 use crate::stats::{HistogramError, LatencyHistogram};
 
 /// Every phase of a probed handshake, in order, with where its timestamps are taken.
-pub const PROBE_PHASES: [(&str, &str); 9] = [
+pub const PROBE_PHASES: [(&str, &str); 14] = [
     (
         "accept_queue",
         "server: the tracepoint sock:inet_sock_set_state to ESTABLISHED (the TCP handshake \
@@ -54,8 +54,41 @@ pub const PROBE_PHASES: [(&str, &str); 9] = [
          selection, with the program's GetCertificate when it set one",
     ),
     (
+        "verification",
+        "of work, chain verification: OpenSSL, X509_verify_cert's entry (uprobe, on the \
+         thread inside a handshake call) → its return (uretprobe), summed (the peer's chain; \
+         a server's own chain when it builds it per handshake)",
+    ),
+    (
+        "signature",
+        "of work, signing: OpenSSL, EVP_DigestSign's entry (uprobe, on the thread inside a \
+         handshake call) → its return (uretprobe), summed (TLS 1.3's CertificateVerify, TLS \
+         1.2's ServerKeyExchange)",
+    ),
+    (
+        "key_exchange",
+        "of work, key exchange: OpenSSL, EVP_PKEY_generate and EVP_PKEY_derive, \
+         each entry (uprobe, on the thread inside a handshake call) → its return \
+         (uretprobe), summed (the key share and the peer's key object, the shared \
+         secret)",
+    ),
+    (
+        "trust_load",
+        "of work, trust-store loading inside the handshake calls: OpenSSL, \
+         X509_load_cert_crl_file_ex's or X509_load_cert_file_ex's (1.1: without _ex) \
+         entry (uprobe) → its return (uretprobe), summed (every certificate file that \
+         X509_STORE_load_*, SSL_CTX_load_verify_* and *_set_default_verify_paths read)",
+    ),
+    (
+        "trust_load_before",
+        "trust-store loading on the handshake's thread before its first call (not part of \
+         work): the loads since the thread's previous handshake began, for a client; for \
+         a server, those begun after accept returned the connection",
+    ),
+    (
         "rest",
-        "of work, what no part measured accounts for: work − callback",
+        "of work, what no part measured accounts for: work − (callback + verification + \
+         signature + key_exchange + trust_load), each as measured",
     ),
     (
         "waiting_for_peer",
@@ -68,6 +101,26 @@ pub const PROBE_PHASES: [(&str, &str); 9] = [
         "the first handshake call entered → the call that completed the handshake returned",
     ),
 ];
+
+/// `r`'s value of each of [`PROBE_PHASES`], in order (`None`: not probed or not measured).
+pub fn phase_values(r: &ProbeRecord) -> [Option<u64>; PROBE_PHASES.len()] {
+    [
+        r.accept_queue_ns(),
+        r.until_first_call_ns(),
+        r.work(),
+        r.on_cpu(),
+        r.blocked(),
+        r.part("callback"),
+        r.part("verification"),
+        r.part("signature"),
+        r.part("key_exchange"),
+        r.part("trust_load"),
+        r.trust_before_ns,
+        r.rest(),
+        r.waiting(),
+        Some(r.span_ns()),
+    ]
+}
 
 /// The most rows a per-process or per-kind table keeps; the rest are added to `(other)`.
 pub const MAX_ROWS: usize = 1000;
@@ -136,7 +189,30 @@ pub struct RecordPhases {
     /// Of `work_ns`, Go's certificate callback, ns; `None` when not measured.
     #[serde(default)]
     pub callback_ns: Option<u64>,
-    /// `work_ns` − the parts measured (`callback_ns`), ns; `None` when either is not known.
+    /// Of `work_ns`, chain verification, ns; `None` when not measured.
+    #[serde(default)]
+    pub verification_ns: Option<u64>,
+    /// Of `work_ns`, signing, ns; `None` when not measured.
+    #[serde(default)]
+    pub signature_ns: Option<u64>,
+    /// The signing key's type, from the signature's length (`rsa-2048`, `ecdsa-p256`…).
+    #[serde(default)]
+    pub signature_key: Option<String>,
+    /// Of `work_ns`, key exchange, ns; `None` when not measured.
+    #[serde(default)]
+    pub key_exchange_ns: Option<u64>,
+    /// The key exchange's group (Go: `x25519`, `secp256r1`…), when known.
+    #[serde(default)]
+    pub key_exchange_group: Option<String>,
+    /// Of `work_ns`, trust-store loading inside the handshake calls, ns; `None` when not
+    /// measured.
+    #[serde(default)]
+    pub trust_load_ns: Option<u64>,
+    /// Trust-store loading before the first call (not of `work_ns`), ns; `None` when not
+    /// measured.
+    #[serde(default)]
+    pub trust_load_before_ns: Option<u64>,
+    /// `work_ns` − the parts measured, ns; `None` when work or every part is not known.
     #[serde(default)]
     pub rest_ns: Option<u64>,
     /// ns; `None` as `work_ns`.
@@ -156,7 +232,14 @@ impl RecordPhases {
             work_ns: r.work(),
             on_cpu_ns: r.on_cpu(),
             blocked_ns: r.blocked(),
-            callback_ns: r.callback_ns,
+            callback_ns: r.part("callback"),
+            verification_ns: r.part("verification"),
+            signature_ns: r.part("signature"),
+            signature_key: r.signature_key().map(str::to_string),
+            key_exchange_ns: r.part("key_exchange"),
+            key_exchange_group: r.group_name(),
+            trust_load_ns: r.part("trust_load"),
+            trust_load_before_ns: r.trust_before_ns,
             rest_ns: r.rest(),
             waiting_for_peer_ns: r.waiting(),
             span_ns: r.span_ns(),
@@ -243,6 +326,14 @@ pub struct ProbeReport {
         deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"
     )]
     pub workloads: BTreeMap<String, Workload>,
+    /// Trust-store loading per process ("comm (pid N)"), in handshakes or not, as the
+    /// kernel counted it (OpenSSL: every outermost `X509_load_cert_crl_file_ex` or
+    /// `X509_load_cert_file_ex` call while probed). Absent from documents written before it existed.
+    #[serde(
+        default,
+        deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>"
+    )]
+    pub trust_loads: BTreeMap<String, TrustLoads>,
     /// What the probes followed while the run went on (files replaced and attached to
     /// again) or could not (a `--pid` process gone, its pid reused, a file replaced by one
     /// without a TLS library), in words, in order.
@@ -251,6 +342,15 @@ pub struct ProbeReport {
         deserialize_with = "crate::doc::at_most_items::<_, _, MAX_ROWS>"
     )]
     pub followed: Vec<String>,
+}
+
+/// One process's trust-store loading.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct TrustLoads {
+    /// Loads (outermost calls of the loading function).
+    pub loads: u64,
+    /// Their time, summed, ns.
+    pub total_ns: u64,
 }
 
 /// A handshake the packet path completed, as the probes need it to join (built by
@@ -297,18 +397,7 @@ impl RowAcc {
             return;
         }
         self.handshakes += 1;
-        let vals = [
-            r.accept_queue_ns(),
-            r.until_first_call_ns(),
-            r.work(),
-            r.on_cpu(),
-            r.blocked(),
-            r.callback_ns,
-            r.rest(),
-            r.waiting(),
-            Some(r.span_ns()),
-        ];
-        for (h, v) in self.phases.iter_mut().zip(vals) {
+        for (h, v) in self.phases.iter_mut().zip(phase_values(r)) {
             rec(h, v);
         }
         rec(&mut self.wire, wire.and_then(|w| w.server_think_ns));
@@ -440,6 +529,7 @@ impl ProbeAggregate {
             slowest: self.slowest.iter().map(|(_, b)| b.clone()).collect(),
             phases: phase_texts(),
             workloads: self.workloads.clone(),
+            trust_loads: BTreeMap::new(),
             followed: Vec::new(),
         }
     }
@@ -516,6 +606,13 @@ impl ProbeReport {
                 self.workloads.entry(k.clone()).or_insert_with(|| w.clone());
             }
         }
+        for (k, t) in &o.trust_loads {
+            if self.trust_loads.len() < MAX_ROWS || self.trust_loads.contains_key(k) {
+                let e = self.trust_loads.entry(k.clone()).or_default();
+                e.loads = e.loads.saturating_add(t.loads);
+                e.total_ns = e.total_ns.saturating_add(t.total_ns);
+            }
+        }
         for f in &o.followed {
             if self.followed.len() < MAX_ROWS {
                 self.followed.push(f.clone());
@@ -556,7 +653,11 @@ mod tests {
             work_ns: work,
             waiting_ns: wait,
             on_cpu_ns: Some(work / 4),
-            callback_ns: None,
+            parts: [None, Some(work / 10), Some(work / 5), None, Some(0)],
+            trust_before_ns: Some(7),
+            signature_len: Some(71),
+            signature_kind: None,
+            group: None,
             calls: 2,
             whole: true,
             split: true,
@@ -606,6 +707,31 @@ mod tests {
             (Some(500_000), Some(1_500_000))
         );
         assert_eq!(m.by_kind["server all"].phases["blocked"].hdr.len(), 4);
+        // Work's parts, the rest what they leave; a part not measured is absent.
+        assert_eq!(
+            (b.verification_ns, b.signature_ns, b.key_exchange_ns),
+            (Some(200_000), Some(400_000), None)
+        );
+        assert_eq!(
+            (b.trust_load_ns, b.trust_load_before_ns),
+            (Some(0), Some(7))
+        );
+        assert_eq!(b.rest_ns, Some(1_400_000));
+        assert_eq!(b.signature_key.as_deref(), Some("ecdsa-p256"));
+        let phases = &m.by_kind["server all"].phases;
+        assert_eq!(phases["signature"].hdr.len(), 4);
+        assert!(!phases.contains_key("key_exchange") && !phases.contains_key("callback"));
         assert_eq!(m.counts.matched_wire, 2);
+        let mut t = r.clone();
+        t.trust_loads.insert(
+            "curl (pid 9)".into(),
+            TrustLoads {
+                loads: 1,
+                total_ns: 30,
+            },
+        );
+        let mut u = t.clone();
+        u.merge(&t).unwrap();
+        assert_eq!(u.trust_loads["curl (pid 9)"].total_ns, 60);
     }
 }

@@ -44,11 +44,70 @@ pub const GO_FUNCTIONS: [&str; 2] = [
 pub const GO_SCHEDULER: [&str; 2] = ["runtime.execute", "runtime.gopark"];
 
 /// Go's functions timed as parts of a handshake's work, on its goroutine (entry and every
-/// return instruction): (function, part). `callback`: the certificate's selection,
-/// `(*Config).getCertificate`, which calls `GetCertificate` when the program set one
-/// (looked up by name; checked with the Go 1.19 the tests build with. A binary without
-/// it, e.g. where it was inlined, has no callback part, said in `attached`).
-pub const GO_PARTS: [(&str, &str); 1] = [("crypto/tls.(*Config).getCertificate", "callback")];
+/// return instruction): (function, part). Looked up by name; the names are Go 1.19's (the
+/// tests build with it), with 1.20's key-exchange functions beside them. A part is
+/// measured when every Go program probed has one of its functions; one without any
+/// (inlined or absent) has it unmeasured, said in `attached`.
+/// - `callback`: the certificate's selection, `(*Config).getCertificate`, which calls
+///   `GetCertificate` when the program set one.
+/// - `verification`: `(*x509.Certificate).Verify` (the peer's chain, either side).
+/// - `signature`: the signing methods `crypto/tls` calls through `crypto.Signer`, one per
+///   key kind (which one ran names the kind); Ed25519's by value and its pointer wrapper.
+/// - `key_exchange`: the key share's generation (its group from its `CurveID` argument)
+///   and the shared key: Go 1.19's `generateECDHEParameters` and `SharedKey` methods,
+///   1.20's `generateECDHEKey` and `(*ecdh.PrivateKey).ECDH`.
+/// - `trust_load`: `(*CertPool).AppendCertsFromPEM` and `loadSystemRoots`, timed on any
+///   goroutine (see `trust_load_before` in docs/probes.md).
+pub const GO_PARTS: [(&str, &str); 13] = [
+    ("crypto/tls.(*Config).getCertificate", "callback"),
+    ("crypto/x509.(*Certificate).Verify", "verification"),
+    ("crypto/ecdsa.(*PrivateKey).Sign", "signature"),
+    ("crypto/rsa.(*PrivateKey).Sign", "signature"),
+    ("crypto/ed25519.PrivateKey.Sign", "signature"),
+    ("crypto/ed25519.(*PrivateKey).Sign", "signature"),
+    ("crypto/tls.generateECDHEParameters", "key_exchange"),
+    ("crypto/tls.(*x25519Parameters).SharedKey", "key_exchange"),
+    ("crypto/tls.(*nistParameters).SharedKey", "key_exchange"),
+    ("crypto/tls.generateECDHEKey", "key_exchange"),
+    ("crypto/ecdh.(*PrivateKey).ECDH", "key_exchange"),
+    ("crypto/x509.(*CertPool).AppendCertsFromPEM", "trust_load"),
+    ("crypto/x509.loadSystemRoots", "trust_load"),
+];
+
+/// OpenSSL's libcrypto functions timed as parts of a handshake's work, on the thread inside
+/// a handshake call (entry uprobe → uretprobe, the outermost of nested calls): (symbol,
+/// part). Chosen from what OpenSSL 3's libssl calls in a TLS 1.3 handshake (checked with
+/// uprobes on 3.0): `X509_verify_cert` verifies the peer's chain (and builds the server's
+/// own when it has none configured); `EVP_DigestSign` signs the CertificateVerify (TLS 1.2:
+/// the ServerKeyExchange); `EVP_PKEY_generate` makes the key share (from
+/// `EVP_PKEY_keygen`) and the peer's key object (from `EVP_PKEY_paramgen`),
+/// `EVP_PKEY_derive` the shared secret (`EVP_PKEY_keygen`, `EVP_PKEY_paramgen` and
+/// `EVP_PKEY_set1_encoded_public_key` begin with an instruction the kernel single-steps at
+/// a uprobe, ~18 µs a hit on this kind of VM: not probed);
+/// `X509_load_cert_crl_file_ex` (a PEM file) and `X509_load_cert_file_ex` (DER) are where
+/// every `X509_STORE_load_file`/`_locations`, `SSL_CTX_load_verify_*` and
+/// `*_set_default_verify_paths` reads a file of certificates (OpenSSL 1.1: the names
+/// without `_ex`; timed in handshakes or not: see `trust_load` in docs/probes.md).
+pub const OPENSSL_PARTS: [(&str, &str); 8] = [
+    ("X509_verify_cert", "verification"),
+    ("EVP_DigestSign", "signature"),
+    ("EVP_PKEY_generate", "key_exchange"),
+    ("EVP_PKEY_derive", "key_exchange"),
+    ("X509_load_cert_crl_file_ex", "trust_load"),
+    ("X509_load_cert_file_ex", "trust_load"),
+    ("X509_load_cert_crl_file", "trust_load"),
+    ("X509_load_cert_file", "trust_load"),
+];
+
+/// The libcrypto beside each of [`SYSTEM_LIBSSL`].
+pub const SYSTEM_LIBCRYPTO: [&str; 6] = [
+    "/lib/x86_64-linux-gnu/libcrypto.so.3",
+    "/usr/lib/x86_64-linux-gnu/libcrypto.so.3",
+    "/usr/lib64/libcrypto.so.3",
+    "/usr/lib/libcrypto.so.3",
+    "/lib/x86_64-linux-gnu/libcrypto.so.1.1",
+    "/usr/lib64/libcrypto.so.1.1",
+];
 
 /// The libssl a dynamically linked program uses on this kind of system, where
 /// `--interface` is given with neither `--pid` nor `--exe`.
@@ -66,7 +125,10 @@ pub const SYSTEM_LIBSSL: [&str; 6] = [
 pub enum TargetKind {
     /// OpenSSL-compatible: probed at these of its exported calls ([`OPENSSL_SYMBOLS`] in
     /// that order), each with where its entry probe goes, in bytes past the symbol (0 but
-    /// for [`ENTRY_ONLY`] calls, which go on the first instruction the kernel emulates).
+    /// for [`ENTRY_ONLY`] calls, which go on the first instruction the kernel emulates),
+    /// then at these functions of [`OPENSSL_PARTS`] (a libcrypto, or a program linked
+    /// with OpenSSL statically), each with its entry's offset in the file: a libcrypto
+    /// has no calls of its own.
     OpenSsl(Vec<(&'static str, u64)>),
     /// Go: probed at these functions' entries and return instructions.
     Go(Vec<GoFunction>),
@@ -138,6 +200,29 @@ pub struct Target {
     pub kind: TargetKind,
 }
 
+impl Target {
+    /// It drives handshakes (Go, or OpenSSL with `SSL_do_handshake`), not only parts of
+    /// them (a libcrypto).
+    pub fn has_calls(&self) -> bool {
+        match &self.kind {
+            TargetKind::Go(_) => true,
+            TargetKind::OpenSsl(symbols) => symbols.iter().any(|(s, _)| *s == "SSL_do_handshake"),
+        }
+    }
+
+    /// OpenSSL: the [`OPENSSL_PARTS`] functions it has.
+    pub fn openssl_parts(&self) -> Vec<&'static str> {
+        match &self.kind {
+            TargetKind::Go(_) => Vec::new(),
+            TargetKind::OpenSsl(symbols) => symbols
+                .iter()
+                .filter(|(s, _)| OPENSSL_PARTS.iter().any(|(p, _)| p == s))
+                .map(|(s, _)| *s)
+                .collect(),
+        }
+    }
+}
+
 /// The symbols of [`OPENSSL_SYMBOLS`] that `file` defines (dynamic or static table), each
 /// with where its entry probe goes.
 fn openssl_symbols(file: &object::File<'_>) -> Vec<(&'static str, u64)> {
@@ -152,7 +237,7 @@ fn openssl_symbols(file: &object::File<'_>) -> Vec<(&'static str, u64)> {
             found.insert(s.to_string());
         }
     }
-    OPENSSL_SYMBOLS
+    let mut out: Vec<(&'static str, u64)> = OPENSSL_SYMBOLS
         .iter()
         .filter(|s| found.contains(**s))
         .map(|s| {
@@ -163,7 +248,67 @@ fn openssl_symbols(file: &object::File<'_>) -> Vec<(&'static str, u64)> {
             };
             (*s, at)
         })
+        .collect();
+    let parts = openssl_part_symbols(file);
+    out.extend(
+        parts
+            .into_iter()
+            .filter_map(|s| Some((s, file_offset(file, s)?))),
+    );
+    out
+}
+
+/// Where `symbol`'s code begins in the file, in bytes: the offset a probe is attached at
+/// (aya, given a symbol, parses the whole file again for each attachment: for libcrypto's
+/// functions that is most of the time attaching takes).
+fn file_offset(file: &object::File<'_>, symbol: &str) -> Option<u64> {
+    use object::ObjectSection;
+    let sym = file
+        .dynamic_symbols()
+        .chain(file.symbols())
+        .find(|s| !s.is_undefined() && s.name() == Ok(symbol))?;
+    let va = sym.address();
+    file.sections().find_map(|sec| {
+        let (offset, size) = sec.file_range()?;
+        (va >= sec.address() && va < sec.address() + size).then(|| va - sec.address() + offset)
+    })
+}
+
+/// The functions of [`OPENSSL_PARTS`] that `file` defines; a loader without `_ex` only
+/// where its `_ex` form is not (OpenSSL 1.1: in 3.x the one calls the other).
+fn openssl_part_symbols(file: &object::File<'_>) -> Vec<&'static str> {
+    let mut found = BTreeSet::new();
+    for sym in file.dynamic_symbols().chain(file.symbols()) {
+        if sym.is_undefined() || sym.kind() != object::SymbolKind::Text {
+            continue;
+        }
+        if let Ok(name) = sym.name()
+            && let Some((s, _)) = OPENSSL_PARTS.iter().find(|(s, _)| *s == name)
+        {
+            found.insert(*s);
+        }
+    }
+    OPENSSL_PARTS
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| found.contains(s))
+        .filter(|s| s.ends_with("_ex") || !found.contains(format!("{s}_ex").as_str()))
         .collect()
+}
+
+/// Whether `path` is named as a libcrypto (`libcrypto.so…`).
+fn is_libcrypto(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("libcrypto.so"))
+}
+
+/// The libcrypto beside a libssl (`…/libssl.so.3` → `…/libcrypto.so.3`), when there is one.
+pub fn libcrypto_beside(libssl: &Path) -> Option<PathBuf> {
+    let name = libssl.file_name()?.to_str()?;
+    let rest = name.strip_prefix("libssl.so")?;
+    let p = libssl.with_file_name(format!("libcrypto.so{rest}"));
+    p.is_file().then_some(p)
 }
 
 /// `path` as a target, or why not (`None`: no TLS library in it; a file that cannot be
@@ -212,7 +357,11 @@ pub fn file_target(path: &Path) -> Result<Option<Target>, ProbeError> {
         Err(_) => return Ok(None),
     };
     let symbols = openssl_symbols(&file);
-    if !symbols.iter().any(|(s, _)| *s == "SSL_do_handshake") {
+    let parts_only = is_libcrypto(path)
+        && symbols
+            .iter()
+            .any(|(s, _)| OPENSSL_PARTS.iter().any(|(p, _)| p == s));
+    if !symbols.iter().any(|(s, _)| *s == "SSL_do_handshake") && !parts_only {
         return Ok(None);
     }
     Ok(Some(Target {
@@ -253,7 +402,7 @@ pub fn exe_target(path: &Path) -> Result<Target, ProbeError> {
             path.display()
         )));
     }
-    file_target(path)?.ok_or_else(|| {
+    file_target(path)?.filter(Target::has_calls).ok_or_else(|| {
         ProbeError::Target(format!(
             "--exe {}: no TLS library tlsperf can probe in it (neither Go's crypto/tls nor \
              OpenSSL's SSL_do_handshake); for a program linked with libssl.so, give the \
@@ -321,7 +470,8 @@ pub fn comm(pid: u32) -> Option<String> {
 }
 
 /// The files a process and its descendants run that may hold a TLS library: their
-/// executables and the `libssl.so*` in their memory maps, as this process can open them.
+/// executables and the `libssl.so*` and `libcrypto.so*` in their memory maps, as this
+/// process can open them.
 pub fn pid_files(pid: u32) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = Vec::new();
     for p in std::iter::once(pid).chain(descendants(pid)) {
@@ -335,7 +485,9 @@ pub fn pid_files(pid: u32) -> Vec<PathBuf> {
                     && Path::new(path)
                         .file_name()
                         .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("libssl.so"))
+                        .is_some_and(|n| {
+                            n.starts_with("libssl.so") || n.starts_with("libcrypto.so")
+                        })
                 {
                     files.push(in_root(p, Path::new(path)));
                 }
@@ -400,7 +552,7 @@ fn in_root(pid: u32, path: &Path) -> PathBuf {
 pub fn system_targets() -> Result<Vec<Target>, ProbeError> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for p in SYSTEM_LIBSSL {
+    for p in SYSTEM_LIBSSL.iter().chain(&SYSTEM_LIBCRYPTO) {
         let Ok(meta) = fs::metadata(p) else { continue };
         if !seen.insert((meta.dev(), meta.ino())) {
             continue;
@@ -409,7 +561,7 @@ pub fn system_targets() -> Result<Vec<Target>, ProbeError> {
             out.push(t);
         }
     }
-    if out.is_empty() {
+    if !out.iter().any(|t| t.has_calls()) {
         return Err(ProbeError::Target(format!(
             "no system libssl found ({}); name what to probe with --pid PID or --exe PATH",
             SYSTEM_LIBSSL[..4].join(", ")

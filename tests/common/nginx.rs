@@ -14,6 +14,15 @@ pub const NGINX: &str = "/usr/sbin/nginx";
 /// Size of the body nginx serves at `/big`.
 pub const BIG_BYTES: usize = 1 << 20;
 
+/// What an nginx of [`Nginx::start_tls`] serves: its certificate chain and key (default:
+/// its own `tlsperf pki init`'s), and lines for its server block.
+#[derive(Default)]
+pub struct Tls {
+    pub chain: Option<String>,
+    pub key: Option<String>,
+    pub extra: String,
+}
+
 /// An nginx child on a loopback port with everything it writes inside a temporary
 /// directory; killed when dropped.
 pub struct Nginx {
@@ -34,16 +43,22 @@ impl Nginx {
     /// turns session tickets on or off. `None` (with the reason printed) when nginx is
     /// not installed.
     pub fn start(tickets: bool) -> Option<Nginx> {
-        Nginx::start_with(tickets, false)
+        Nginx::start_with(tickets, false, &Tls::default())
+    }
+
+    /// As [`Nginx::start`] (tickets off), with the certificate and key `tls` names, if it
+    /// names them, and its lines added to the server block.
+    pub fn start_tls(tls: &Tls) -> Option<Nginx> {
+        Nginx::start_with(false, false, tls)
     }
 
     /// As [`Nginx::start`], with a master process and two workers forked from it (as
     /// nginx runs in production): [`Nginx::reload`] and [`Nginx::restart`] work.
     pub fn start_master(tickets: bool) -> Option<Nginx> {
-        Nginx::start_with(tickets, true)
+        Nginx::start_with(tickets, true, &Tls::default())
     }
 
-    fn start_with(tickets: bool, master: bool) -> Option<Nginx> {
+    fn start_with(tickets: bool, master: bool, tls: &Tls) -> Option<Nginx> {
         if !Path::new(NGINX).exists() {
             super::missing(NGINX, "apt-get install nginx-light");
             return None;
@@ -88,6 +103,7 @@ http {{
         # 0-RTT: nginx answers a request sent as early data before the handshake ends
         # (only clients given --early-data send any).
         ssl_early_data on;
+        {extra}
         # A 1 MiB body: a request whose time is the server's and the transfer's.
         location = /big {{ alias {big}; }}
         location / {{ return 200 "ok\n"; }}
@@ -100,8 +116,16 @@ http {{
             error_log = p("error.log"),
             tmp = d.to_str().unwrap(),
             access_log = p("access.log"),
-            chain = pki.join("server-chain.pem").to_str().unwrap(),
-            key = pki.join("server.key").to_str().unwrap(),
+            chain = tls.chain.clone().unwrap_or_else(|| pki
+                .join("server-chain.pem")
+                .to_str()
+                .unwrap()
+                .into()),
+            key =
+                tls.key
+                    .clone()
+                    .unwrap_or_else(|| pki.join("server.key").to_str().unwrap().into()),
+            extra = tls.extra,
             tickets = if tickets { "on" } else { "off" },
             big = p("big.bin"),
         );

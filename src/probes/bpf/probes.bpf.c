@@ -25,9 +25,15 @@
 //             thread is switched out (sched:sched_switch, the current task), when (Go)
 //             runtime.gopark parks the goroutine or runtime.execute puts another one on
 //             its thread, and when the call returns. Blocked = work − on CPU (user space).
-//   part_ns   per part of work (PART_*), the time inside its function on the handshake's
-//             goroutine (Go: a uprobe at the function's entry → one at any of its RET
-//             instructions, R14 naming the goroutine), summed
+//   part_ns   per part of work (PART_*), the time inside its functions on the handshake's
+//             thread (OpenSSL: a uprobe at a libcrypto function's entry → its uretprobe,
+//             the outermost call of nested ones, while the thread is inside a handshake
+//             call of that SSL) or goroutine (Go: a uprobe at the function's entry → one
+//             at any of its RET instructions, R14 naming the goroutine), summed
+//   trust_pre_ns  trust-store loading (PART_TRUST's functions) on the handshake's thread
+//             before its first call: the loads since the thread's previous handshake
+//             began, summed; sent for a client, and for a server when they began after
+//             its connection was accepted (user space adds it to the trust_load part)
 //
 // Nothing starts until user space arms the probes (settings.state = 1), once every
 // program is attached; while it drains (state 2) handshakes in progress finish but none
@@ -93,7 +99,18 @@
 // The parts of work, timed inside the handshake that runs on the thread or goroutine:
 // indexes of part_ns, bits of settings.parts_* and hs_event.parts.
 #define PART_CALLBACK 0 // Go: crypto/tls.(*Config).getCertificate
-#define NPARTS 1
+#define PART_VERIFY 1   // chain verification: OpenSSL X509_verify_cert; Go (*x509.Certificate).Verify
+#define PART_SIGN 2     // signing: OpenSSL EVP_DigestSign; Go's ecdsa, rsa, ed25519 Sign methods
+#define PART_KEX 3      // key exchange: OpenSSL EVP_PKEY_generate, EVP_PKEY_derive;
+                        // Go crypto/tls's ECDHE key generation and shared key
+#define PART_TRUST 4    // trust-store loading: OpenSSL X509_load_cert_crl_file_ex, X509_load_cert_file_ex;
+                        // Go (*x509.CertPool).AppendCertsFromPEM, x509.loadSystemRoots
+#define NPARTS 5
+
+// Go: the signing key's kind, from the signing function entered.
+#define KEY_ECDSA 1
+#define KEY_RSA 2
+#define KEY_ED25519 3
 
 // One finished (or abandoned) handshake. Layout shared with src/probes/event.rs.
 struct hs_event {
@@ -105,6 +122,7 @@ struct hs_event {
 	u64 wait_ns;
 	u64 oncpu_ns;
 	u64 part_ns[NPARTS];
+	u64 trust_pre_ns;
 	u32 tgid;
 	u32 tid;
 	u32 calls;
@@ -119,7 +137,9 @@ struct hs_event {
 	u8 result;
 	u8 flags;
 	u8 parts; // the parts measured for its library (bits of PART_*)
-	u8 pad[5];
+	u8 key_kind; // Go: the signing key's kind (KEY_*), 0: not known
+	u16 sig_len; // OpenSSL: the length of its last signature (EVP_DigestSign's *siglen), 0: none
+	u16 group;   // Go: the key exchange's group (TLS CurveID), 0: not known
 	char comm[16];
 };
 
@@ -183,7 +203,36 @@ struct hs_state {
 	u32 run_tid; // the thread its open running interval is on (see `running`)
 	u32 pad2;
 	u64 part_ns[NPARTS];
-	u64 part_start[NPARTS]; // inside the part's function since (0: not inside)
+	u64 part_start[NPARTS]; // Go: inside the part's function since (0: not inside)
+	u64 trust_pre_ns;       // see hs_event
+	u64 trust_pre_start;    // when the first of those loads began
+	u16 sig_len;
+	u16 group;   // Go: the key exchange's group (its CurveID), 0: not known
+	u8 key_kind; // Go: the signing key's kind (KEY_*), 0: not known
+	u8 pad3[3];
+};
+
+// OpenSSL: the parts' functions a thread is inside, by thread (pid_tgid): since when (the
+// outermost call) and how deep.
+struct tpart {
+	u64 start[NPARTS];
+	u64 siglen_ptr; // EVP_DigestSign's siglen argument, when it was given a buffer
+	u8 depth[NPARTS];
+	u8 pad[3];
+};
+
+// Trust-store loading on a thread (OpenSSL) or goroutine (Go) outside a handshake, not yet
+// taken by the next handshake there.
+struct trust_pending {
+	u64 ns;
+	u64 start;
+};
+
+// Trust-store loading per process, in handshakes or not: the kernel's count.
+struct trust_proc {
+	u64 ns;
+	u64 loads;
+	char comm[16];
 };
 
 // OpenSSL: the SSL object's descriptor and role, from SSL_set_fd and
@@ -394,6 +443,29 @@ struct {
 	__type(value, s32);
 } read_args SEC(".maps");
 
+// LRU: a thread that exits inside a part's function leaves its entry behind.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u64);
+	__type(value, struct tpart);
+} tparts SEC(".maps");
+
+// By (process, thread or goroutine): pad 1 for an OpenSSL thread, 2 for a Go goroutine.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct hs_key);
+	__type(value, struct trust_pending);
+} trust_pendings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct trust_proc);
+} trust_procs SEC(".maps");
+
 // LRU: a thread that exits inside a handshake call leaves its entry behind.
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -533,6 +605,16 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	ev->oncpu_ns = st->oncpu_ns;
 	for (int i = 0; i < NPARTS; i++)
 		ev->part_ns[i] = st->part_ns[i];
+	// Loads before the first call: a client's for the connections it makes; a server's
+	// only when they began after it accepted this one (not its start-up).
+	u64 pre = 0;
+	if (st->trust_pre_ns &&
+	    (role == ROLE_CLIENT || (sock_ns && st->trust_pre_start >= sock_ns)))
+		pre = st->trust_pre_ns;
+	ev->trust_pre_ns = pre;
+	ev->sig_len = st->sig_len;
+	ev->key_kind = st->key_kind;
+	ev->group = st->group;
 	u32 parts = set ? (st->lib == LIB_GO ? set->parts_go : set->parts_openssl) : 0;
 	ev->parts = parts & ((1 << NPARTS) - 1);
 	ev->tgid = tgid;
@@ -556,12 +638,54 @@ static __always_inline void emit(struct hs_key *key, struct hs_state *st, u64 en
 	ev->lib = st->lib;
 	ev->result = result;
 	ev->flags = flags;
-	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
 	// No wake-up per record: the reader polls every 50 ms (a wake-up per handshake
 	// costs the probed process more than the rest of the probe).
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	count(C_EMITTED);
+}
+
+// ---- trust-store loading outside handshakes ----
+
+// A handshake begins on thread or goroutine `obj` (`kind` 1: an OpenSSL thread, 2: a Go
+// goroutine): it takes the trust-store loading done there since the last one began.
+static __always_inline void take_trust_pending(struct hs_state *st, u32 tgid, u64 obj, u32 kind)
+{
+	struct hs_key k = {.tgid = tgid, .pad = kind, .obj = obj};
+	struct trust_pending *p = bpf_map_lookup_elem(&trust_pendings, &k);
+	if (!p)
+		return;
+	st->trust_pre_ns = p->ns;
+	st->trust_pre_start = p->start;
+	bpf_map_delete_elem(&trust_pendings, &k);
+}
+
+// A trust-store load of `ns` that began at `start` ended: counted for its process, and,
+// unless a handshake in progress on that thread or goroutine took it (`in_hs`), kept for
+// the next handshake there.
+static __always_inline void trust_loaded(u32 tgid, u64 obj, u32 kind, u64 start, u64 ns, int in_hs)
+{
+	struct trust_proc *tp = bpf_map_lookup_elem(&trust_procs, &tgid);
+	if (!tp) {
+		struct trust_proc fresh = {};
+		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+		bpf_map_update_elem(&trust_procs, &tgid, &fresh, BPF_NOEXIST);
+		tp = bpf_map_lookup_elem(&trust_procs, &tgid);
+	}
+	if (tp) {
+		__sync_fetch_and_add(&tp->ns, ns);
+		__sync_fetch_and_add(&tp->loads, 1);
+	}
+	if (in_hs)
+		return;
+	struct hs_key k = {.tgid = tgid, .pad = kind, .obj = obj};
+	struct trust_pending *p = bpf_map_lookup_elem(&trust_pendings, &k);
+	if (p) {
+		p->ns += ns;
+		return;
+	}
+	struct trust_pending fresh = {.ns = ns, .start = start};
+	bpf_map_update_elem(&trust_pendings, &k, &fresh, BPF_ANY);
 }
 
 // ---- on CPU: the running intervals of a handshake's thread or goroutine ----
@@ -911,6 +1035,7 @@ static __always_inline int call_enter(u64 ssl, u8 driving, u8 role)
 		// Its SSL object was set up while probed: the handshake is seen from its start.
 		if (info)
 			fresh.flags = F_WHOLE;
+		take_trust_pending(&fresh, tgid, (u32)id, 1);
 		if (bpf_map_update_elem(&hs, &k, &fresh, BPF_ANY) != 0) {
 			count(C_TABLE_FULL);
 			return 0;
@@ -1022,6 +1147,105 @@ int ssl_free(struct pt_regs *ctx)
 	return 0;
 }
 
+// ---- OpenSSL's parts of work: libcrypto functions called inside a handshake call ----
+
+// Entry of a part's function on this thread. Timed when the thread is inside a handshake
+// call (`inflights`), and trust-store loading always (per process, and for the next
+// handshake on the thread). Nested calls of one part (a load calling another) count
+// once, from the outermost.
+static __always_inline int ossl_part_enter(struct pt_regs *ctx, int part)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 zero = 0;
+	struct settings *s = bpf_map_lookup_elem(&settings, &zero);
+	if (!s || s->state == ST_IDLE)
+		return 0;
+	struct tpart *t = bpf_map_lookup_elem(&tparts, &id);
+	if (!t) {
+		if (part != PART_TRUST && !bpf_map_lookup_elem(&inflights, &id))
+			return 0;
+		if (!wanted(id >> 32))
+			return 0;
+		struct tpart fresh = {};
+		bpf_map_update_elem(&tparts, &id, &fresh, BPF_ANY);
+		t = bpf_map_lookup_elem(&tparts, &id);
+		if (!t)
+			return 0;
+	}
+	if (t->depth[part] == 0) {
+		t->start[part] = bpf_ktime_get_ns();
+		if (part == PART_SIGN)
+			t->siglen_ptr = PT_REGS_PARM2(ctx) ? PT_REGS_PARM3(ctx) : 0;
+	}
+	if (t->depth[part] < 255)
+		t->depth[part] += 1;
+	return 0;
+}
+
+// ... and its return (uretprobe): the outermost call's time goes to the handshake the
+// thread is inside.
+static __always_inline int ossl_part_return(struct pt_regs *ctx, int part)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	struct tpart *t = bpf_map_lookup_elem(&tparts, &id);
+	if (!t || t->depth[part] == 0)
+		return 0;
+	t->depth[part] -= 1;
+	if (t->depth[part] != 0)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	u64 start = t->start[part];
+	u64 ns = now > start ? now - start : 0;
+	// Parts are disjoint: a part inside another (a store loaded inside a verification)
+	// is taken out of the outer one.
+	for (int i = 0; i < NPARTS; i++)
+		if (i != part && t->depth[i])
+			t->start[i] += ns;
+	u64 siglen = 0;
+	if (part == PART_SIGN && t->siglen_ptr && (s32)PT_REGS_RC(ctx) == 1)
+		bpf_probe_read_user(&siglen, sizeof(siglen), (void *)t->siglen_ptr);
+	u32 tgid = id >> 32;
+	int in_hs = 0;
+	struct inflight *in = bpf_map_lookup_elem(&inflights, &id);
+	if (in) {
+		struct hs_key k = {.tgid = tgid, .obj = in->ssl};
+		struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+		if (st && st->lib == LIB_OPENSSL) {
+			st->part_ns[part] += ns;
+			if (siglen && siglen < 65536)
+				st->sig_len = (u16)siglen;
+			in_hs = 1;
+		}
+	}
+	if (part == PART_TRUST)
+		trust_loaded(tgid, (u32)id, 1, start, ns, in_hs);
+	return 0;
+}
+
+SEC("uprobe")
+int ossl_verify_enter(struct pt_regs *ctx) { return ossl_part_enter(ctx, PART_VERIFY); }
+
+SEC("uretprobe")
+int ossl_verify_return(struct pt_regs *ctx) { return ossl_part_return(ctx, PART_VERIFY); }
+
+SEC("uprobe")
+int ossl_sign_enter(struct pt_regs *ctx) { return ossl_part_enter(ctx, PART_SIGN); }
+
+SEC("uretprobe")
+int ossl_sign_return(struct pt_regs *ctx) { return ossl_part_return(ctx, PART_SIGN); }
+
+SEC("uprobe")
+int ossl_kex_enter(struct pt_regs *ctx) { return ossl_part_enter(ctx, PART_KEX); }
+
+SEC("uretprobe")
+int ossl_kex_return(struct pt_regs *ctx) { return ossl_part_return(ctx, PART_KEX); }
+
+SEC("uprobe")
+int ossl_trust_enter(struct pt_regs *ctx) { return ossl_part_enter(ctx, PART_TRUST); }
+
+SEC("uretprobe")
+int ossl_trust_return(struct pt_regs *ctx) { return ossl_part_return(ctx, PART_TRUST); }
+
 // ---- Go crypto/tls (register ABI: receiver in RAX, goroutine in R14) ----
 
 // *tls.Conn → its net.Conn's data word → *net.TCPConn → *netFD → poll.FD.Sysfd.
@@ -1067,6 +1291,7 @@ static __always_inline int go_enter(struct pt_regs *ctx, u8 role)
 	st.role = role;
 	st.lib = LIB_GO;
 	st.flags = F_WHOLE;
+	take_trust_pending(&st, tgid, g, 2);
 	// A bare *net.TCPConn names its descriptor; anything else (a wrapping net.Conn) reads
 	// as garbage there, which no probed socket of this process matches.
 	s32 fd = go_conn_fd(ctx->rax);
@@ -1128,6 +1353,15 @@ int go_return(struct pt_regs *ctx)
 	return 0;
 }
 
+// Parts are disjoint: `ns` of `part` inside another part (Go's system roots, loaded at
+// the first verification) is taken out of the outer one.
+static __always_inline void go_outer_parts_skip(struct hs_state *st, int part, u64 ns)
+{
+	for (int i = 0; i < NPARTS; i++)
+		if (i != part && st->part_start[i])
+			st->part_start[i] += ns;
+}
+
 // A part's function entered on goroutine R14: timed when a handshake runs on it. An entry
 // while inside already (runtime.morestack re-running the prologue) is the same call.
 static __always_inline int go_part_enter(struct pt_regs *ctx, int part)
@@ -1148,9 +1382,10 @@ static __always_inline int go_part_return(struct pt_regs *ctx, int part)
 	if (!st || !st->part_start[part])
 		return 0;
 	u64 now = bpf_ktime_get_ns();
-	if (now > st->part_start[part])
-		st->part_ns[part] += now - st->part_start[part];
+	u64 ns = now > st->part_start[part] ? now - st->part_start[part] : 0;
+	st->part_ns[part] += ns;
 	st->part_start[part] = 0;
+	go_outer_parts_skip(st, part, ns);
 	return 0;
 }
 
@@ -1159,6 +1394,104 @@ int go_callback_enter(struct pt_regs *ctx) { return go_part_enter(ctx, PART_CALL
 
 SEC("uprobe")
 int go_callback_return(struct pt_regs *ctx) { return go_part_return(ctx, PART_CALLBACK); }
+
+SEC("uprobe")
+int go_verify_enter(struct pt_regs *ctx) { return go_part_enter(ctx, PART_VERIFY); }
+
+SEC("uprobe")
+int go_verify_return(struct pt_regs *ctx) { return go_part_return(ctx, PART_VERIFY); }
+
+// A signing method entered: its key's kind, then the part.
+static __always_inline int go_sign_enter(struct pt_regs *ctx, u8 kind)
+{
+	struct hs_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (st && st->lib == LIB_GO)
+		st->key_kind = kind;
+	return go_part_enter(ctx, PART_SIGN);
+}
+
+SEC("uprobe")
+int go_sign_ecdsa_enter(struct pt_regs *ctx) { return go_sign_enter(ctx, KEY_ECDSA); }
+
+SEC("uprobe")
+int go_sign_rsa_enter(struct pt_regs *ctx) { return go_sign_enter(ctx, KEY_RSA); }
+
+SEC("uprobe")
+int go_sign_ed25519_enter(struct pt_regs *ctx) { return go_sign_enter(ctx, KEY_ED25519); }
+
+SEC("uprobe")
+int go_sign_return(struct pt_regs *ctx) { return go_part_return(ctx, PART_SIGN); }
+
+// crypto/tls.generateECDHEParameters (Go 1.19) or generateECDHEKey (1.20 on): (rand
+// io.Reader, curveID CurveID): the interface in RAX and RBX, the group in RCX.
+SEC("uprobe")
+int go_kex_keygen_enter(struct pt_regs *ctx)
+{
+	struct hs_key k = {.tgid = bpf_get_current_pid_tgid() >> 32, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &k);
+	if (st && st->lib == LIB_GO)
+		st->group = (u16)ctx->rcx;
+	return go_part_enter(ctx, PART_KEX);
+}
+
+SEC("uprobe")
+int go_kex_enter(struct pt_regs *ctx) { return go_part_enter(ctx, PART_KEX); }
+
+SEC("uprobe")
+int go_kex_return(struct pt_regs *ctx) { return go_part_return(ctx, PART_KEX); }
+
+// Go's trust-store loading, timed on goroutine R14 whether a handshake runs on it or not
+// (a client builds its pool before it dials): by (process, goroutine), pad 2.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct hs_key);
+	__type(value, u64);
+} go_trusts SEC(".maps");
+
+SEC("uprobe")
+int go_trust_enter(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 zero = 0;
+	struct settings *s = bpf_map_lookup_elem(&settings, &zero);
+	if (!s || s->state == ST_IDLE || !wanted(id >> 32))
+		return 0;
+	struct hs_key k = {.tgid = id >> 32, .pad = 2, .obj = ctx->r14};
+	// Inside already: runtime.morestack re-running the prologue, or one loader calling
+	// another (loadSystemRoots → AppendCertsFromPEM).
+	if (bpf_map_lookup_elem(&go_trusts, &k))
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&go_trusts, &k, &now, BPF_ANY);
+	return 0;
+}
+
+// ... left at one of its RET instructions. A nested loader's RET ends it early: the
+// outer one's is then no longer timed.
+SEC("uprobe")
+int go_trust_return(struct pt_regs *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct hs_key k = {.tgid = tgid, .pad = 2, .obj = ctx->r14};
+	u64 *startp = bpf_map_lookup_elem(&go_trusts, &k);
+	if (!startp)
+		return 0;
+	u64 start = *startp;
+	bpf_map_delete_elem(&go_trusts, &k);
+	u64 now = bpf_ktime_get_ns();
+	u64 ns = now > start ? now - start : 0;
+	struct hs_key hk = {.tgid = tgid, .obj = ctx->r14};
+	struct hs_state *st = bpf_map_lookup_elem(&hs, &hk);
+	int in_hs = st && st->lib == LIB_GO;
+	if (in_hs) {
+		st->part_ns[PART_TRUST] += ns;
+		go_outer_parts_skip(st, PART_TRUST, ns);
+	}
+	trust_loaded(tgid, ctx->r14, 2, start, ns, in_hs);
+	return 0;
+}
 
 // runtime.execute(gp, inheritTime): the scheduler puts goroutine gp (RAX) on this thread.
 // Whatever ran here before stops running; gp runs from now if it is in a handshake.

@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::observe::result::{Dist, Observation, PHASES, Row};
 use crate::observe::window::{WindowRecord, phases_of};
-use crate::probes::report::{PROBE_PHASES, ProbeReport, ProbeRow};
+use crate::probes::report::{PROBE_PHASES, ProbeReport, ProbeRow, RecordPhases};
 
 use super::{BAD, BOLD, render, right_align, styled, table};
 
@@ -393,6 +393,67 @@ fn probe_rows(title: &str, map: &BTreeMap<String, ProbeRow>) -> String {
     s
 }
 
+/// "of it: callback 20.1, signature 0.080 (ecdsa-p256), …, rest 0.9": the parts of one
+/// handshake's work that were measured, and the rest; `None` when none was.
+fn parts_of_work(p: &RecordPhases) -> Option<String> {
+    let rest = p.rest_ns?;
+    let mut parts = Vec::new();
+    for (name, v) in [
+        ("callback", p.callback_ns),
+        ("verification", p.verification_ns),
+        ("signature", p.signature_ns),
+        ("key exchange", p.key_exchange_ns),
+        ("trust load", p.trust_load_ns),
+    ] {
+        if let Some(v) = v {
+            let key = match (name, &p.signature_key, &p.key_exchange_group) {
+                ("signature", Some(k), _) | ("key exchange", _, Some(k)) => format!(" ({k})"),
+                _ => String::new(),
+            };
+            parts.push(format!("{name} {}{key}", ms(v)));
+        }
+    }
+    parts.push(format!("rest {}", ms(rest)));
+    Some(format!("of it: {}", parts.join(", ")))
+}
+
+/// A role and kind's mean handshake, its work split as measured: "work 21.1 = on CPU
+/// 0.9 + blocked 20.2; of it: callback 20.1, signature 0.08, key exchange 0.05,
+/// verification 0, rest 0.9" (means over the same handshakes, so they add up).
+fn mean_split(row: &ProbeRow) -> Option<String> {
+    let mean = |p: &str| {
+        row.phases
+            .get(p)
+            .filter(|d| d.quantiles.count > 0)
+            .map(|d| d.quantiles.mean_ns.round() as u64)
+    };
+    let work = mean("work")?;
+    let mut s = format!("work {}", ms(work));
+    if let (Some(c), Some(b)) = (mean("on_cpu"), mean("blocked")) {
+        s += &format!(" = on CPU {} + blocked {}", ms(c), ms(b));
+    }
+    let mut parts = Vec::new();
+    for (name, shown) in [
+        ("callback", "callback"),
+        ("verification", "verification"),
+        ("signature", "signature"),
+        ("key_exchange", "key exchange"),
+        ("trust_load", "trust load"),
+        ("rest", "rest"),
+    ] {
+        if let Some(v) = mean(name) {
+            parts.push(format!("{shown} {}", ms(v)));
+        }
+    }
+    if !parts.is_empty() {
+        s += &format!("; of it: {}", parts.join(", "));
+    }
+    if let Some(t) = mean("trust_load_before").filter(|t| *t > 0) {
+        s += &format!("; trust load before the first call {}", ms(t));
+    }
+    Some(s)
+}
+
 /// The processes' view (`--probes`).
 fn probes(p: &ProbeReport) -> String {
     let c = &p.counts;
@@ -466,6 +527,35 @@ fn probes(p: &ProbeReport) -> String {
         right_align(&mut t, &[2, 3, 4, 5, 6]);
         s += &render(&t);
         s += "\n\n";
+        let mut means = Vec::new();
+        for (k, row) in &p.by_kind {
+            if let Some(m) = mean_split(row) {
+                means.push(format!("  {k}: {m}\n"));
+            }
+        }
+        if !means.is_empty() {
+            s += "mean handshake, inside (ms):\n";
+            s += &means.concat();
+            s += "\n";
+        }
+    }
+    if !p.trust_loads.is_empty() {
+        s += "trust-store loading by process (in handshakes or not):\n";
+        let mut rows: Vec<_> = p.trust_loads.iter().collect();
+        rows.sort_by(|a, b| b.1.total_ns.cmp(&a.1.total_ns).then(a.0.cmp(b.0)));
+        for (k, t) in rows.iter().take(SHOWN_ROWS) {
+            let mean = t.total_ns / t.loads.max(1);
+            s += &format!(
+                "  {k}: {} loads, {} ms in all, {} ms each on average\n",
+                t.loads,
+                ms(t.total_ns),
+                ms(mean)
+            );
+        }
+        if rows.len() > SHOWN_ROWS {
+            s += &format!("  … and {} more (see --json)\n", rows.len() - SHOWN_ROWS);
+        }
+        s += "\n";
     }
     for (title, map) in [("process, role", &p.by_process), ("SNI, role", &p.by_sni)] {
         if !map.is_empty() {
@@ -485,11 +575,14 @@ fn probes(p: &ProbeReport) -> String {
             if let (Some(c), Some(o)) = (b.phases.on_cpu_ns, b.phases.blocked_ns) {
                 of.push(format!("= on CPU {} + blocked {}", ms(c), ms(o)));
             }
-            if let (Some(c), Some(r)) = (b.phases.callback_ns, b.phases.rest_ns) {
-                of.push(format!("of it: callback {}, rest {}", ms(c), ms(r)));
+            if let Some(parts) = parts_of_work(&b.phases) {
+                of.push(parts);
             }
             if !of.is_empty() {
                 work = format!("{work} ({})", of.join("; "));
+            }
+            if let Some(t) = b.phases.trust_load_before_ns.filter(|t| *t > 0) {
+                work = format!("{work}, trust load before the first call {}", ms(t));
             }
             s += &format!(
                 "  {} {} ← {} {}: {head} accept queue {}, until first call {}, work {work}, \

@@ -46,6 +46,7 @@ func main() {
 	serverName := flag.String("server-name", "localhost", "SNI and verification name; also the Host header")
 	resume := flag.Bool("resume", false, "share a ClientSessionCache across connections")
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
+	poolPerConn := flag.String("pool-per-conn", "", "PEM bundle read and parsed into a new root pool before every connection (replaces -ca)")
 	flag.Parse()
 
 	if flag.NArg() != 0 {
@@ -87,6 +88,20 @@ func main() {
 
 	resumed := 0
 	for i := 0; i < *n; i++ {
+		if *poolPerConn != "" {
+			// The bundle loaded for every connection, as a client that builds its
+			// trust store per request does.
+			pem, err := os.ReadFile(*poolPerConn)
+			if err != nil {
+				fail("reading -pool-per-conn: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				fail("no certificates found in %s", *poolPerConn)
+			}
+			cfg = cfg.Clone()
+			cfg.RootCAs = pool
+		}
 		didResume, err := oneConn(dialer, *addr, cfg, request)
 		if err != nil {
 			fail("connection %d of %d: %v", i+1, *n, err)
