@@ -390,7 +390,7 @@ impl Pipeline {
                     connections: None,
                     windows,
                 };
-                let mut o = run::probes(&mut session, name, &live, stop, &mut tick);
+                let mut o = run::probes(&mut session, name, &live, stop, snapshots, &mut tick);
                 o.probes = Some(session.finish());
                 o
             }

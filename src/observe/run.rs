@@ -173,11 +173,14 @@ pub fn live(
             if let Some(p) = probes.as_deref_mut() {
                 p.poll(false);
                 events = p.take_events();
-                let r = p.snapshot();
+                // The whole report (every row's histograms copied) only for a view that
+                // shows it; an agent needs the counts.
                 if let Some(m) = &opts.metrics {
-                    m.probe_lost(&r.counts);
+                    m.probe_lost(&p.counts());
                 }
-                report = Some(r);
+                if snapshots {
+                    report = Some(p.snapshot());
+                }
             }
             if snapshots {
                 let mut snapshot = analyzer.snapshot();
@@ -235,6 +238,7 @@ pub fn probes(
     name: String,
     opts: &Live,
     stop: &AtomicBool,
+    snapshots: bool,
     tick: &mut dyn FnMut(Option<&Observation>, &[Event]),
 ) -> Observation {
     let (duration, metrics) = (opts.duration, &opts.metrics);
@@ -261,13 +265,18 @@ pub fn probes(
         if ticker.due() {
             probes.poll(false);
             let events = probes.take_events();
-            let report = probes.snapshot();
             if let Some(m) = &metrics {
-                m.probe_lost(&report.counts);
+                m.probe_lost(&probes.counts());
             }
-            o.probes = Some(report);
             o.duration_s = started.elapsed().as_secs_f64();
-            tick(Some(&o), &events);
+            // The whole report (every row's histograms copied) only for a view that shows
+            // it; the run's own report is the session's at its end.
+            if snapshots {
+                o.probes = Some(probes.snapshot());
+                tick(Some(&o), &events);
+            } else {
+                tick(None, &events);
+            }
         }
     }
     o.duration_s = started.elapsed().as_secs_f64();

@@ -535,22 +535,7 @@ impl Session {
         let mut r = self.agg.report();
         r.attached = self.loaded.attached.clone();
         r.followed = self.followed.clone();
-        if let Ok([started, emitted, lost, table_full]) = loader::counters(&self.loaded) {
-            r.counts.started = started;
-            r.counts.emitted = emitted;
-            r.counts.lost = lost;
-            r.counts.table_full = table_full;
-        }
-        r.counts.received = self.received.load(Ordering::Relaxed);
-        r.counts.dropped = self.dropped.load(Ordering::Relaxed);
-        r.counts.in_progress_at_end = self.in_progress_at_end;
-        if let Some(w) = &self.wire {
-            let w = match w.lock() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            r.counts.unmatched_wire = w.unmatched(self.reader.is_none());
-        }
+        self.fill_counts(&mut r.counts);
         if let Ok(loads) = loader::trust_loads(&self.loaded) {
             for (pid, comm, loads, ns) in loads {
                 if r.trust_loads.len() >= report::MAX_ROWS {
@@ -581,6 +566,34 @@ impl Session {
             }
         }
         r
+    }
+
+    /// The counts so far (what [`Session::snapshot`] says of them), without building the
+    /// rows: what an agent needs each second (lost records for `/metrics`).
+    pub fn counts(&self) -> report::ProbeCounts {
+        let mut c = self.agg.counts();
+        self.fill_counts(&mut c);
+        c
+    }
+
+    /// The kernel's and the reader's counts, into `c`.
+    fn fill_counts(&self, c: &mut report::ProbeCounts) {
+        if let Ok([started, emitted, lost, table_full]) = loader::counters(&self.loaded) {
+            c.started = started;
+            c.emitted = emitted;
+            c.lost = lost;
+            c.table_full = table_full;
+        }
+        c.received = self.received.load(Ordering::Relaxed);
+        c.dropped = self.dropped.load(Ordering::Relaxed);
+        c.in_progress_at_end = self.in_progress_at_end;
+        if let Some(w) = &self.wire {
+            let w = match w.lock() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            c.unmatched_wire = w.unmatched(self.reader.is_none());
+        }
     }
 
     /// Stops the reader thread once it has read what the ring buffer holds.

@@ -381,7 +381,12 @@ struct RowAcc {
     failed: u64,
     phases: [Option<LatencyHistogram>; PROBE_PHASES.len()],
     wire: Option<LatencyHistogram>,
+    /// Handshakes and failures at the last sweep: a row with none since is idle.
+    at_sweep: u64,
 }
+
+/// Records between two sweeps for idle rows (see [`ProbeAggregate::add`]).
+const IDLE_SWEEP: u64 = 16;
 
 fn rec(h: &mut Option<LatencyHistogram>, v: Option<u64>) {
     if let Some(v) = v {
@@ -401,6 +406,20 @@ impl RowAcc {
             rec(h, v);
         }
         rec(&mut self.wire, wire.and_then(|w| w.server_think_ns));
+    }
+
+    /// Holds its histograms encoded (a few hundred bytes each instead of their arrays of
+    /// counts, up to ~200 KiB each) when nothing was added since the last sweep; a row
+    /// that gets a record again decodes them.
+    fn sweep(&mut self) {
+        let now = self.handshakes + self.failed;
+        if now == self.at_sweep {
+            for h in self.phases.iter_mut().chain([&mut self.wire]).flatten() {
+                // A histogram that cannot be encoded stays as it is.
+                let _ = h.compact();
+            }
+        }
+        self.at_sweep = now;
     }
 
     fn row(&self) -> ProbeRow {
@@ -431,6 +450,8 @@ pub struct ProbeAggregate {
     unmatched_probes: u64,
     before_attach: u64,
     unsplit: u64,
+    /// Records added since the last sweep for idle rows.
+    since_sweep: u64,
 }
 
 fn row_of(map: &mut BTreeMap<String, RowAcc>, key: String) -> &mut RowAcc {
@@ -464,6 +485,16 @@ impl ProbeAggregate {
             row_of(&mut self.by_sni, format!("{sni} {role}")).add(r, wire);
         }
         row_of(&mut self.by_process, format!("{} {role}", r.process())).add(r, wire);
+        // Short-lived processes (a curl each) make a row each: a row idle since the last
+        // sweep is held encoded, so that rows cost their histograms' arrays only while
+        // records come (memory and the report's copies stay bounded over weeks).
+        self.since_sweep += 1;
+        if self.since_sweep >= IDLE_SWEEP {
+            self.since_sweep = 0;
+            for row in self.by_process.values_mut().chain(self.by_sni.values_mut()) {
+                row.sweep();
+            }
+        }
         if let Some(w) = &r.workload
             && self.workloads.len() < MAX_ROWS
         {
@@ -499,17 +530,22 @@ impl ProbeAggregate {
         self.unmatched_probes += 1;
     }
 
+    /// The counts this aggregate keeps (the kernel's and the reader's are the caller's).
+    pub fn counts(&self) -> ProbeCounts {
+        ProbeCounts {
+            matched_wire: self.matched_wire,
+            unmatched_probes: self.unmatched_probes,
+            before_attach: self.before_attach,
+            unsplit: self.unsplit,
+            ..ProbeCounts::default()
+        }
+    }
+
     /// The report so far (`counts`, `attached` and `kernel_counts` are the caller's).
     pub fn report(&self) -> ProbeReport {
         ProbeReport {
             attached: Vec::new(),
-            counts: ProbeCounts {
-                matched_wire: self.matched_wire,
-                unmatched_probes: self.unmatched_probes,
-                before_attach: self.before_attach,
-                unsplit: self.unsplit,
-                ..ProbeCounts::default()
-            },
+            counts: self.counts(),
             by_kind: self
                 .by_kind
                 .iter()
@@ -633,6 +669,38 @@ impl ProbeReport {
 mod tests {
     use super::*;
     use crate::probes::event::Library;
+
+    /// Short-lived clients (a curl each) make a row each: the soak's agent held 1.7 GiB
+    /// with 1,000 such rows, every row's histograms as arrays of counts (~2 MiB a row).
+    /// Rows idle since the last sweep are held encoded, and keep their values.
+    #[test]
+    fn rows_of_processes_gone_are_held_encoded_and_keep_their_values() {
+        let mut agg = ProbeAggregate::default();
+        for pid in 0..300u32 {
+            let mut r = record(Role::Client, 1_000, 500_000 + u64::from(pid), 20_000);
+            (r.pid, r.comm) = (1000 + pid, "curl".into());
+            agg.add(&r, None);
+        }
+        let held: usize = agg
+            .by_process
+            .values()
+            .flat_map(|row| row.phases.iter().flatten())
+            .map(LatencyHistogram::heap_bytes)
+            .sum();
+        assert_eq!(agg.by_process.len(), 300);
+        // At most the last two sweeps' rows (32) hold arrays of counts.
+        assert!(held < 40 << 20, "{held} bytes held by 300 rows");
+        let fresh = {
+            let mut h = LatencyHistogram::new();
+            h.record_ns(500_000).unwrap();
+            h.heap_bytes()
+        };
+        assert!(held < 300 * 12 * fresh / 4, "{held} against {fresh} per histogram");
+        let report = agg.report();
+        let row = &report.by_process["curl (pid 1000) client"];
+        assert_eq!(row.handshakes, 1);
+        assert_eq!(row.phases["work"].quantiles.p50_ns / 1000, 500);
+    }
 
     fn record(role: Role, first: u64, work: u64, wait: u64) -> ProbeRecord {
         ProbeRecord {
