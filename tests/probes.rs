@@ -366,7 +366,14 @@ fn openssl_s_server_is_probed_through_ssl_accept() {
     let out = dir.path().join("s.json");
     let pid = server.id().to_string();
     let (child, said) = observe_said(
-        &["--probes", "--pid", &pid, "--metrics", "127.0.0.1:0"],
+        &[
+            "--probes",
+            "--probe-parts",
+            "--pid",
+            &pid,
+            "--metrics",
+            "127.0.0.1:0",
+        ],
         &out,
     );
     let addr = said
@@ -1440,12 +1447,21 @@ fn an_openssl_callback_that_sleeps_is_blocked_one_that_burns_is_on_cpu() {
         let p = probes(&doc);
         let row = format!("python3 (pid {pid}) server");
         sleep_is_blocked_burn_is_on_cpu(flag, sleeps, on_cpu_blocked_work(p, &row, 10));
-        // OpenSSL's callbacks have no probe point: no callback part; the 20 ms are the
-        // rest's (no part measured holds them).
+        // OpenSSL's callbacks have no probe point: no callback part. Without
+        // --probe-parts no part of OpenSSL's work is measured, so there is no rest either
+        // (the 20 ms are work's, as checked above).
         let phases = &p["by_process"][&row]["phases"];
         assert!(phases.get("callback").is_none(), "{phases}");
-        let rest = p50_ms(p, "by_process", &row, "rest");
-        assert!(rest >= 18.0, "{flag}: rest p50 {rest} ms");
+        // The parts of work were not asked for (--probe-parts): absent, not 0.
+        for part in ["signature", "key_exchange", "verification", "trust_load"] {
+            assert!(phases.get(part).is_none(), "{part}: {phases}");
+        }
+        let attached = p["attached"].to_string();
+        assert!(
+            attached.contains("--probe-parts measures them"),
+            "{attached}"
+        );
+        assert!(phases.get("rest").is_none(), "{phases}");
     }
 }
 
@@ -1492,7 +1508,7 @@ fn nginx_work_splits_into_signature_key_exchange_and_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("obs.json");
     let pid = nginx.pid().to_string();
-    let child = observe(&["--probes", "--pid", &pid], &out);
+    let child = observe(&["--probes", "--probe-parts", "--pid", &pid], &out);
     let run = tlsperf([
         "load",
         &nginx.url(),
@@ -1675,7 +1691,14 @@ fn mutual_tls_verification_lands_in_both_sides_verification_part() {
     let pid = nginx.pid().to_string();
     let child = observe(
         &[
-            "--probes", "--pid", &pid, "--pid", &shell_pid, "--exe", LIBSSL,
+            "--probes",
+            "--probe-parts",
+            "--pid",
+            &pid,
+            "--pid",
+            &shell_pid,
+            "--exe",
+            LIBSSL,
         ],
         &out,
     );
@@ -1749,7 +1772,10 @@ fn a_client_that_loads_a_bundle_per_connection_shows_it_per_handshake() {
     );
     let mut shell = Command::new("sh").args(["-c", &script]).spawn().unwrap();
     let pid = shell.id().to_string();
-    let child = observe(&["--probes", "--pid", &pid, "--exe", LIBSSL], &out);
+    let child = observe(
+        &["--probes", "--probe-parts", "--pid", &pid, "--exe", LIBSSL],
+        &out,
+    );
     std::fs::write(&go, "").unwrap();
     assert!(shell.wait().unwrap().success());
     nginx.log_lines(3);
@@ -1795,7 +1821,7 @@ fn a_go_servers_work_splits_into_its_parts() {
     let Some(peers) = GoPeers::build(dir.path()) else {
         return;
     };
-    let (doc, row) = peers.probe_server(&[], &[]);
+    let (doc, row) = peers.probe_server(&[], &["--probe-parts"]);
     let p = probes(&doc);
     assert_eq!(count(p, "by_process", &row), 10, "{}", p["by_process"]);
     for phase in [
@@ -1854,7 +1880,15 @@ fn a_go_client_that_builds_its_pool_per_connection_shows_it_per_handshake() {
     b.extend(std::fs::read(&nginx.root).unwrap());
     std::fs::write(&bundle, b).unwrap();
     let out = dir.path().join("obs.json");
-    let child = observe(&["--probes", "--exe", client.to_str().unwrap()], &out);
+    let child = observe(
+        &[
+            "--probes",
+            "--probe-parts",
+            "--exe",
+            client.to_str().unwrap(),
+        ],
+        &out,
+    );
     let o = Command::new(&client)
         .args(["-addr", &format!("127.0.0.1:{}", nginx.port), "-n", "5"])
         .args(["-pool-per-conn", bundle.to_str().unwrap()])

@@ -79,6 +79,13 @@ pub struct ObserveArgs {
     /// handshake rose by 28% with them (docs/probes.md). OpenSSL's split needs no flag.
     #[arg(long, requires = "probes")]
     probe_go_on_cpu: bool,
+    /// Also split each handshake's work into its parts: chain verification, signature,
+    /// key exchange and trust-store loading (OpenSSL: a uprobe and a uretprobe on each
+    /// libcrypto function, six hits per full handshake; Go: its part functions). Off by
+    /// default: they cost nginx 6-11% more CPU per full handshake (docs/probes.md). Go's
+    /// certificate callback part needs no flag.
+    #[arg(long, requires = "probes")]
+    probe_parts: bool,
     /// Stop a live capture after this long, e.g. 30s (else at Ctrl-C).
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
@@ -335,6 +342,7 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
             exes: args.exes.clone(),
             read_write: args.probe_read_write,
             go_on_cpu: args.probe_go_on_cpu,
+            parts: args.probe_parts,
         }),
         duration: args.duration,
         metrics: args.metrics.clone(),

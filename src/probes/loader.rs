@@ -157,6 +157,8 @@ pub struct Loaded {
     /// Go: (the scheduler points are attached, they were asked for, the parts measured):
     /// see [`attach_go`].
     go: (bool, bool, u32),
+    /// `--probe-parts`: the parts of work besides Go's callback were asked for.
+    parts: bool,
 }
 
 impl std::fmt::Debug for Loaded {
@@ -271,6 +273,7 @@ pub fn load(
     filter: Option<&[u32]>,
     read_write: bool,
     go_on_cpu: bool,
+    parts: bool,
 ) -> Result<Loaded, ProbeError> {
     // SIGINT and SIGTERM end the attachment before the next probe (see [`interrupt`]).
     let guard = interrupt::Guard::install();
@@ -297,11 +300,16 @@ pub fn load(
             TargetKind::OpenSsl(_) => true,
         })
     };
+    // Without --probe-parts only Go's certificate callback, which costs one probe pair.
     let parts_go = PART_BITS
         .iter()
-        .filter(|(p, _)| go_has_part(p))
+        .filter(|(p, _)| (parts || *p == "callback") && go_has_part(p))
         .fold(0, |m, (_, bit)| m | bit);
-    let parts_openssl = openssl_parts_measured(targets);
+    let parts_openssl = if parts {
+        openssl_parts_measured(targets)
+    } else {
+        0
+    };
     let settings = [
         u32::from(filter.is_some()),
         field_offset("sched_process_fork", "child_pid")?,
@@ -344,7 +352,13 @@ pub fn load(
             .filter(|(part, ..)| parts_openssl & part_bit(part) == 0)
             .map(|(part, ..)| *part)
             .collect();
-        if !missing.is_empty() {
+        if !parts {
+            attached.push(
+                "openssl: parts of work (verification, signature, key exchange, trust \
+                 loading) off: --probe-parts measures them"
+                    .into(),
+            );
+        } else if !missing.is_empty() {
             attached.push(format!(
                 "openssl: parts {} not measured: no libcrypto probed has them (each part \
                  needs one of its functions in every libcrypto probed; see docs/probes.md)",
@@ -359,6 +373,7 @@ pub fn load(
         settings,
         read_write,
         go: (go_sched, go_on_cpu, parts_go),
+        parts,
     };
     // On any failure what was attached is handed to a process of its own to remove
     // ([`detach`]), so the exit is not held back by the kernel's removal of each (a grace
@@ -459,8 +474,11 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
         attached,
         read_write,
         go,
+        settings,
+        parts,
         ..
     } = loaded;
+    let parts_openssl = settings[5];
     match &t.kind {
         TargetKind::OpenSsl(offered) => {
             let mut symbols = Vec::new();
@@ -481,6 +499,9 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
                 symbols.push(symbol.to_string());
             }
             for (symbol, part) in OPENSSL_PARTS {
+                if parts_openssl & part_bit(part) == 0 {
+                    continue;
+                }
                 let Some(&(_, offset)) = offered.iter().find(|(s, _)| *s == symbol) else {
                     continue;
                 };
@@ -500,7 +521,9 @@ pub fn attach_target(loaded: &mut Loaded, t: &Target) -> Result<(), ProbeError> 
                 symbols.join(", ")
             ));
         }
-        TargetKind::Go(functions) => attach_go(ebpf, links, attached, &t.path, functions, *go)?,
+        TargetKind::Go(functions) => {
+            attach_go(ebpf, links, attached, &t.path, functions, *go, *parts)?
+        }
     }
     Ok(())
 }
@@ -560,6 +583,7 @@ fn attach_go(
     path: &Path,
     functions: &[GoFunction],
     (go_sched, go_on_cpu, parts_go): (bool, bool, u32),
+    parts: bool,
 ) -> Result<(), ProbeError> {
     let shown = path.display();
     for f in functions {
@@ -590,6 +614,9 @@ fn attach_go(
         }
     }
     for (part, _) in PART_BITS {
+        if !parts && part != "callback" {
+            continue;
+        }
         let names: Vec<&str> = GO_PARTS
             .iter()
             .filter(|(_, p)| *p == part)

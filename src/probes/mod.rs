@@ -69,6 +69,12 @@ pub struct ProbeOptions {
     /// program, handshake or not (OpenSSL's split, from `sched:sched_switch`, is always
     /// on).
     pub go_on_cpu: bool,
+    /// The parts of work besides Go's certificate callback (chain verification,
+    /// signature, key exchange, trust-store loading): a uprobe and a uretprobe on each
+    /// libcrypto function (OpenSSL: six hits per full handshake) and Go's part functions.
+    /// Off by default: they cost nginx 6–11% more CPU per full handshake than the probes
+    /// without them (docs/benchmarks.md), against the 2% a default may cost.
+    pub parts: bool,
 }
 
 /// Why the probes cannot run.
@@ -345,6 +351,7 @@ impl Session {
             (!opts.pids.is_empty()).then_some(filter.as_slice()),
             opts.read_write,
             opts.go_on_cpu,
+            opts.parts,
         )?;
         let ring = loader::take_events(&mut loaded)?;
         let (tx, rx) = sync_channel(QUEUE);

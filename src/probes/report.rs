@@ -695,7 +695,10 @@ mod tests {
             h.record_ns(500_000).unwrap();
             h.heap_bytes()
         };
-        assert!(held < 300 * 12 * fresh / 4, "{held} against {fresh} per histogram");
+        assert!(
+            held < 300 * 12 * fresh / 4,
+            "{held} against {fresh} per histogram"
+        );
         let report = agg.report();
         let row = &report.by_process["curl (pid 1000) client"];
         assert_eq!(row.handshakes, 1);
