@@ -304,11 +304,13 @@ pub async fn run(
                 .collect(),
         },
         warm: (warm_count + failed > 0).then(|| {
+            let resumed = warm.resumed;
             let mut report = warm.report(warm_count);
             report.notes = warm_notes(
                 client,
                 early_data,
                 h.negotiated.version == "TLSv1.2",
+                resumed,
                 &report,
             );
             report
@@ -380,8 +382,15 @@ impl WarmTally {
 }
 
 /// Why the warm connections resumed none, or sent no early data, when the run asked for
-/// it (`early_data`); `tls12`: the version the first connection negotiated.
-fn warm_notes(client: &BuiltClient, early_data: bool, tls12: bool, w: &WarmReport) -> Vec<String> {
+/// it (`early_data`); `tls12`: the version the first connection negotiated; `resumed`:
+/// the warm connections that resumed.
+fn warm_notes(
+    client: &BuiltClient,
+    early_data: bool,
+    tls12: bool,
+    resumed: usize,
+    w: &WarmReport,
+) -> Vec<String> {
     let Some(store) = &client.sessions else {
         return Vec::new();
     };
@@ -389,7 +398,6 @@ fn warm_notes(client: &BuiltClient, early_data: bool, tls12: bool, w: &WarmRepor
         return Vec::new();
     }
     let counts = store.counts();
-    let resumed = (w.resumption_rate * w.count as f64).round() as usize;
     let mut notes = Vec::new();
     if resumed == 0 {
         let ids = client.resume == crate::client::config::Resume::Ids;

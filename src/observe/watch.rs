@@ -153,7 +153,7 @@ impl Watch {
         };
         window.cpu_pressure = self.pressure.share(now_ns);
         let mut events = self.baselines.judge(&mut window);
-        let before = crate::stats::summary::median(&Vec::from(self.recent_pressure.clone()));
+        let before = crate::stats::summary::median(self.recent_pressure.make_contiguous());
         for e in &mut events {
             e.cpu_pressure = window.cpu_pressure;
             e.cpu_pressure_before = before;
