@@ -29,7 +29,7 @@ for r in $(seq 1 "$rounds"); do
   openssl speed -elapsed -seconds "$secs" ecdsap256 ed25519 rsa2048 ecdhx25519 > "$work/openssl.txt" 2>/dev/null
   "$bin" --json crypto sign --provider aws-lc-rs --alg ecdsa-p256,ed25519,rsa-2048-pkcs1 \
     --duration "${secs}s" --rounds 5 > "$work/sign.json"
-  "$bin" --json crypto kx --provider aws-lc-rs --group x25519 \
+  "$bin" --json crypto kx --provider aws-lc-rs --groups x25519 \
     --duration "${secs}s" --rounds 5 > "$work/kx.json"
   echo
   echo "round $r (load average after it: $(cut -d' ' -f1 /proc/loadavg))"

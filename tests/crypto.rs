@@ -174,6 +174,32 @@ fn signatures_cross_verify_between_implementations() {
     }
 }
 
+/// A list of groups is `--groups` (as for `serve` and the clients); `--group`, its spelling
+/// before 2026-12-07, still works.
+#[test]
+fn kx_takes_groups_and_its_old_spelling() {
+    for flag in ["--groups", "--group"] {
+        let v = json(&[
+            "crypto",
+            "kx",
+            flag,
+            "x25519,secp256r1",
+            "--provider",
+            "ring",
+        ]);
+        let groups: BTreeSet<&str> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["group"].as_str().unwrap())
+            .collect();
+        assert_eq!(groups, BTreeSet::from(["x25519", "secp256r1"]), "{flag}");
+    }
+    let help = tlsperf(["crypto", "kx", "--help"]).stdout;
+    assert!(help.contains("--groups <GROUPS>"), "{help}");
+    assert!(!help.contains("--group <"), "{help}");
+}
+
 #[test]
 fn kx_reports_every_group_provider_and_side() {
     let v = json(&["crypto", "kx"]);

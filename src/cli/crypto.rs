@@ -148,16 +148,23 @@ struct SignArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = super::examples::block(&[
-    "tlsperf crypto kx --group x25519,x25519mlkem768",
+    "tlsperf crypto kx --groups x25519,x25519mlkem768",
 ]))]
 struct KxArgs {
     /// Providers to measure (comma-separated or repeated; all by default).
     #[arg(long, value_enum, value_delimiter = ',')]
     provider: Vec<Provider>,
     /// Groups to measure (comma-separated or repeated; all by default). X25519MLKEM768
-    /// exists in aws-lc-rs only.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    group: Vec<KxGroup>,
+    /// exists in aws-lc-rs only. (`--group`, its spelling before 2026-12-07, still works:
+    /// a list is `--groups` everywhere, one group `--group`.)
+    #[arg(
+        long = "groups",
+        alias = "group",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "GROUPS"
+    )]
+    groups: Vec<KxGroup>,
     #[command(flatten)]
     measure: MeasureArgs,
 }
@@ -244,10 +251,10 @@ pub fn exec(args: CryptoArgs, out: &Output) -> Result<(), CliError> {
         CryptoCommand::Kx(a) => {
             let title = a.measure.title(
                 "kx",
-                &[flag("--provider", &a.provider), flag("--group", &a.group)],
+                &[flag("--provider", &a.provider), flag("--groups", &a.groups)],
             );
             let opts = KxOptions {
-                groups: or_all(a.group, &KxGroup::ALL),
+                groups: or_all(a.groups, &KxGroup::ALL),
                 providers: or_all(a.provider, &Provider::ALL),
                 measure: a.measure.options()?,
             };

@@ -1,6 +1,7 @@
 //! The examples that end every command's `--help`: [`block`] formats them, and a test
 //! parses every example line of the whole command tree with the real parser, so an
-//! example with a flag that no longer exists fails the build's tests.
+//! example with a flag that no longer exists fails the build's tests; tests/help_examples.rs
+//! runs every one of them against local servers.
 
 /// The `Examples:` paragraph of a help: one command line per entry, indented.
 pub fn block(lines: &[&str]) -> String {
