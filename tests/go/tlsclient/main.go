@@ -48,6 +48,7 @@ func main() {
 	resume := flag.Bool("resume", false, "share a ClientSessionCache across connections")
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
 	poolPerConn := flag.String("pool-per-conn", "", "PEM bundle read and parsed into a new root pool before every connection (replaces -ca); several, comma-separated, are taken in turn: connection i loads the (i mod count)-th")
+	poolTimes := flag.Bool("pool-times", false, "with -pool-per-conn: print on stderr, for each pool built, the time AppendCertsFromPEM took, timed around the call (\"pool N ms\")")
 	certFile := flag.String("cert", "", "client certificate chain PEM file, presented when the server asks (needs -key)")
 	keyFile := flag.String("key", "", "private key PEM file of -cert")
 	flag.Parse()
@@ -114,8 +115,14 @@ func main() {
 				fail("reading -pool-per-conn: %v", err)
 			}
 			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
+			began := time.Now()
+			appended := pool.AppendCertsFromPEM(pem)
+			took := time.Since(began)
+			if !appended {
 				fail("no certificates found in %s", bundle)
+			}
+			if *poolTimes {
+				fmt.Fprintf(os.Stderr, "pool %.3f ms\n", float64(took.Nanoseconds())/1e6)
 			}
 			cfg = cfg.Clone()
 			cfg.RootCAs = pool
