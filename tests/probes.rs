@@ -1501,6 +1501,40 @@ fn parts_add_up(p: &Value) {
     }
 }
 
+/// A server's full handshakes (no client certificate) split into their parts: `n` in
+/// `row`, each with every phase of `phases`; signature and key exchange > 0 at p50;
+/// verification 0 in every one; the parts and the rest make each slow handshake's work;
+/// each slow handshake signed with `key` (and its share of `group`, when given).
+fn server_parts_hold(
+    p: &Value,
+    row: &str,
+    n: u64,
+    phases: &[&str],
+    key: &str,
+    group: Option<&str>,
+) {
+    assert_eq!(count(p, "by_process", row), n, "{}", p["by_process"]);
+    for phase in phases {
+        let (m, _) = phase_n_p50(p, row, phase);
+        assert_eq!(m, n, "{phase}: {}", p["by_process"][row]);
+    }
+    let (_, sign) = phase_n_p50(p, row, "signature");
+    let (_, kex) = phase_n_p50(p, row, "key_exchange");
+    assert!(
+        sign > 0.0 && kex > 0.0,
+        "signature {sign} ms, key exchange {kex} ms"
+    );
+    let verify = &p["by_process"][row]["phases"]["verification"]["quantiles"];
+    assert_eq!(verify["max_ns"], 0, "{verify}");
+    parts_add_up(p);
+    for b in p["slowest"].as_array().unwrap() {
+        assert_eq!(b["signature_key"], key, "{b}");
+        if let Some(g) = group {
+            assert_eq!(b["key_exchange_group"], g, "{b}");
+        }
+    }
+}
+
 /// nginx's full TLS 1.3 handshakes (ECDSA P-256): every one has its signature
 /// (EVP_DigestSign, the key type from its length), key exchange and trust-loading parts,
 /// and a verification part of 0 (no client certificate; its own chain is configured, so
@@ -1539,31 +1573,22 @@ fn nginx_work_splits_into_signature_key_exchange_and_the_rest() {
     let doc = stop(child, &out);
     let p = probes(&doc);
     let row = format!("nginx (pid {pid}) server");
-    assert_eq!(count(p, "by_process", &row), 20, "{}", p["by_process"]);
-    for phase in [
-        "signature",
-        "key_exchange",
-        "verification",
-        "trust_load",
-        "rest",
-    ] {
-        let (n, _) = phase_n_p50(p, &row, phase);
-        assert_eq!(n, 20, "{phase}: {}", p["by_process"][&row]);
-    }
-    let (_, sign) = phase_n_p50(p, &row, "signature");
-    let (_, kex) = phase_n_p50(p, &row, "key_exchange");
-    assert!(
-        sign > 0.0 && kex > 0.0,
-        "signature {sign} ms, key exchange {kex} ms"
+    server_parts_hold(
+        p,
+        &row,
+        20,
+        &[
+            "signature",
+            "key_exchange",
+            "verification",
+            "trust_load",
+            "rest",
+        ],
+        "ecdsa-p256",
+        None,
     );
-    let verify = &p["by_process"][&row]["phases"]["verification"]["quantiles"];
-    assert_eq!(verify["max_ns"], 0, "{verify}");
     // No callback part for OpenSSL: it has no probe point.
     assert!(p["by_process"][&row]["phases"].get("callback").is_none());
-    parts_add_up(p);
-    for b in p["slowest"].as_array().unwrap() {
-        assert_eq!(b["signature_key"], "ecdsa-p256", "{b}");
-    }
     let attached = p["attached"].to_string();
     assert!(
         attached.contains("libcrypto") && attached.contains("EVP_DigestSign: signature"),
@@ -1776,6 +1801,35 @@ fn mutual_tls_verification_lands_in_both_sides_verification_part() {
         }
     }
     parts_add_up(p);
+}
+
+/// Go's parts of work: the Go server (ECDSA P-256) signs with ecdsa's Sign, makes and
+/// uses an X25519 share (the Go client's first choice), verifies nothing (no client
+/// certificate); its parts and the rest make its work.
+#[test]
+fn a_go_servers_work_splits_into_its_parts() {
+    if !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(peers) = GoPeers::build(dir.path()) else {
+        return;
+    };
+    let (doc, row) = peers.probe_server(&[], &["--probe-parts"]);
+    server_parts_hold(
+        probes(&doc),
+        &row,
+        10,
+        &[
+            "signature",
+            "key_exchange",
+            "verification",
+            "callback",
+            "rest",
+        ],
+        "ecdsa",
+        Some("x25519"),
+    );
 }
 
 /// A bundle of `count` synthetic CAs (`tlsperf pki bundle`) with `root` last, so that a
