@@ -1501,6 +1501,40 @@ fn parts_add_up(p: &Value) {
     }
 }
 
+/// A server's full handshakes (no client certificate) split into their parts: `n` in
+/// `row`, each with every phase of `phases`; signature and key exchange > 0 at p50;
+/// verification 0 in every one; the parts and the rest make each slow handshake's work;
+/// each slow handshake signed with `key` (and its share of `group`, when given).
+fn server_parts_hold(
+    p: &Value,
+    row: &str,
+    n: u64,
+    phases: &[&str],
+    key: &str,
+    group: Option<&str>,
+) {
+    assert_eq!(count(p, "by_process", row), n, "{}", p["by_process"]);
+    for phase in phases {
+        let (m, _) = phase_n_p50(p, row, phase);
+        assert_eq!(m, n, "{phase}: {}", p["by_process"][row]);
+    }
+    let (_, sign) = phase_n_p50(p, row, "signature");
+    let (_, kex) = phase_n_p50(p, row, "key_exchange");
+    assert!(
+        sign > 0.0 && kex > 0.0,
+        "signature {sign} ms, key exchange {kex} ms"
+    );
+    let verify = &p["by_process"][row]["phases"]["verification"]["quantiles"];
+    assert_eq!(verify["max_ns"], 0, "{verify}");
+    parts_add_up(p);
+    for b in p["slowest"].as_array().unwrap() {
+        assert_eq!(b["signature_key"], key, "{b}");
+        if let Some(g) = group {
+            assert_eq!(b["key_exchange_group"], g, "{b}");
+        }
+    }
+}
+
 /// nginx's full TLS 1.3 handshakes (ECDSA P-256): every one has its signature
 /// (EVP_DigestSign, the key type from its length), key exchange and trust-loading parts,
 /// and a verification part of 0 (no client certificate; its own chain is configured, so
@@ -1539,31 +1573,22 @@ fn nginx_work_splits_into_signature_key_exchange_and_the_rest() {
     let doc = stop(child, &out);
     let p = probes(&doc);
     let row = format!("nginx (pid {pid}) server");
-    assert_eq!(count(p, "by_process", &row), 20, "{}", p["by_process"]);
-    for phase in [
-        "signature",
-        "key_exchange",
-        "verification",
-        "trust_load",
-        "rest",
-    ] {
-        let (n, _) = phase_n_p50(p, &row, phase);
-        assert_eq!(n, 20, "{phase}: {}", p["by_process"][&row]);
-    }
-    let (_, sign) = phase_n_p50(p, &row, "signature");
-    let (_, kex) = phase_n_p50(p, &row, "key_exchange");
-    assert!(
-        sign > 0.0 && kex > 0.0,
-        "signature {sign} ms, key exchange {kex} ms"
+    server_parts_hold(
+        p,
+        &row,
+        20,
+        &[
+            "signature",
+            "key_exchange",
+            "verification",
+            "trust_load",
+            "rest",
+        ],
+        "ecdsa-p256",
+        None,
     );
-    let verify = &p["by_process"][&row]["phases"]["verification"]["quantiles"];
-    assert_eq!(verify["max_ns"], 0, "{verify}");
     // No callback part for OpenSSL: it has no probe point.
     assert!(p["by_process"][&row]["phases"].get("callback").is_none());
-    parts_add_up(p);
-    for b in p["slowest"].as_array().unwrap() {
-        assert_eq!(b["signature_key"], "ecdsa-p256", "{b}");
-    }
     let attached = p["attached"].to_string();
     assert!(
         attached.contains("libcrypto") && attached.contains("EVP_DigestSign: signature"),
@@ -1656,8 +1681,9 @@ fn client_chain_of_4(dir: &Path) -> (String, String, String) {
 }
 
 /// Mutual TLS: nginx verifies a client chain of 4 certificates (X509_verify_cert inside
-/// its handshake: the server's verification part > 0), and curl verifies nginx's chain
-/// (the client's > 0).
+/// its handshake: the server's verification part > 0) presented by curl and by the Go
+/// client, and each client verifies nginx's chain (the client's > 0: X509_verify_cert,
+/// `(*x509.Certificate).Verify`) and signs its CertificateVerify.
 #[test]
 fn mutual_tls_verification_lands_in_both_sides_verification_part() {
     if !root()
@@ -1667,6 +1693,9 @@ fn mutual_tls_verification_lands_in_both_sides_verification_part() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    let Some((_, go_client)) = common::go::peers(dir.path()) else {
+        return;
+    };
     let (client_root, client_chain, client_key) = client_chain_of_4(dir.path());
     let Some(nginx) = Nginx::start_tls(&common::nginx::Tls {
         extra: format!(
@@ -1683,12 +1712,15 @@ fn mutual_tls_verification_lands_in_both_sides_verification_part() {
     let script = format!(
         "i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
          for i in 1 2 3; do curl -s -o /dev/null -w '%{{http_code}}\\n' --cacert {ca} \
-         --cert {chain} --key {key} {url}; done",
+         --cert {chain} --key {key} {url}; done; \
+         {go_client} -addr 127.0.0.1:{port} -n 3 -ca {ca} -cert {chain} -key {key}",
         go = go.display(),
         ca = nginx.root,
         chain = client_chain,
         key = client_key,
-        url = nginx.url()
+        url = nginx.url(),
+        go_client = go_client.display(),
+        port = nginx.port,
     );
     let shell = Command::new("sh")
         .args(["-c", &script])
@@ -1707,114 +1739,68 @@ fn mutual_tls_verification_lands_in_both_sides_verification_part() {
             &shell_pid,
             "--exe",
             LIBSSL,
+            "--exe",
+            go_client.to_str().unwrap(),
         ],
         &out,
     );
     std::fs::write(&go, "").unwrap();
     let o = shell.wait_with_output().unwrap();
     assert!(o.status.success());
-    // nginx answered 200: the client's certificate was verified.
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "200\n200\n200\n");
-    nginx.log_lines(3);
+    // nginx answered 200 (curl), the Go client read its answers: the clients'
+    // certificates were verified.
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "200\n200\n200\nok 3 resumed 0\n"
+    );
+    nginx.log_lines(6);
     std::thread::sleep(Duration::from_millis(300));
     let doc = stop(child, &out);
     let p = probes(&doc);
     let server = format!("nginx (pid {pid}) server");
-    assert_eq!(count(p, "by_process", &server), 3, "{}", p["by_process"]);
+    assert_eq!(count(p, "by_process", &server), 6, "{}", p["by_process"]);
     let (n, v) = phase_n_p50(p, &server, "verification");
     assert!(
-        n == 3 && v > 0.0,
+        n == 6 && v > 0.0,
         "server verification: {n} handshakes, p50 {v} ms"
     );
-    let client = &p["by_kind"]["client all"];
-    assert_eq!(client["handshakes"], 3, "{}", p["by_kind"]);
-    let q = &client["phases"]["verification"]["quantiles"];
+    let q = &p["by_process"][&server]["phases"]["verification"]["quantiles"];
     assert!(
-        q["count"] == 3 && q["min_ns"].as_u64().unwrap() > 0,
-        "client verification: {q}"
+        q["min_ns"].as_u64().unwrap() > 0,
+        "server verification: {q}"
     );
-    // With its certificate, curl signs too (its CertificateVerify).
-    let q = &client["phases"]["signature"]["quantiles"];
-    assert!(
-        q["count"] == 3 && q["min_ns"].as_u64().unwrap() > 0,
-        "client signature: {q}"
-    );
-    parts_add_up(p);
-}
-
-/// curl given a bundle of 2,000 CAs with --cacert loads it once per run, for its one
-/// handshake (curl 7.88 inside its handshake call: trust_load; a curl that loads before
-/// it, trust_load_before): per handshake, and in its process's trust_loads.
-#[test]
-fn a_client_that_loads_a_bundle_per_connection_shows_it_per_handshake() {
-    if !root() || !common::have("curl", "curl loading a bundle with --cacert") {
-        return;
-    }
-    let Some(nginx) = Nginx::start(false) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = dir.path().join("bundle.pem");
-    let run = tlsperf([
-        "pki",
-        "bundle",
-        "--count",
-        "2000",
-        "--out",
-        bundle.to_str().unwrap(),
-        "-q",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    // nginx's root last: the load reads all 2,001.
-    let mut b = std::fs::read(&bundle).unwrap();
-    b.extend(std::fs::read(&nginx.root).unwrap());
-    std::fs::write(&bundle, b).unwrap();
-    let out = dir.path().join("obs.json");
-    let go = dir.path().join("go");
-    let script = format!(
-        "i=0; while [ ! -e {} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
-         for i in 1 2 3; do curl -s -o /dev/null --cacert {} {}; done",
-        go.display(),
-        bundle.display(),
-        nginx.url()
-    );
-    let mut shell = Command::new("sh").args(["-c", &script]).spawn().unwrap();
-    let pid = shell.id().to_string();
-    let child = observe(
-        &["--probes", "--probe-parts", "--pid", &pid, "--exe", LIBSSL],
-        &out,
-    );
-    std::fs::write(&go, "").unwrap();
-    assert!(shell.wait().unwrap().success());
-    nginx.log_lines(3);
-    std::thread::sleep(Duration::from_millis(300));
-    let doc = stop(child, &out);
-    let p = probes(&doc);
-    let curls: Vec<&String> = p["by_process"]
+    let clients: Vec<(&String, &Value)> = p["by_process"]
         .as_object()
         .unwrap()
-        .keys()
-        .filter(|k| k.starts_with("curl (pid "))
+        .iter()
+        .filter(|(k, _)| k.ends_with(" client"))
         .collect();
-    assert_eq!(curls.len(), 3, "{}", p["by_process"]);
-    for row in curls {
-        let (n, before) = phase_n_p50(p, row, "trust_load_before");
-        let (m, inside) = phase_n_p50(p, row, "trust_load");
-        assert!(
-            n == 1 && m == 1 && before + inside > 0.0,
-            "{row}: trust load before the first call {before} ms, in work {inside} ms"
-        );
-        let process = row.trim_end_matches(" client");
-        let t = &p["trust_loads"][process];
-        assert!(
-            t["loads"].as_u64().unwrap_or(0) >= 1,
-            "{}",
-            p["trust_loads"]
-        );
-        // The process's count holds the handshake's (a histogram's value is within 0.1%).
-        let total = t["total_ns"].as_u64().unwrap() as f64 / 1e6;
-        assert!(total >= (before + inside) * 0.99, "{total} ms, {t}");
+    let of = |comm: &str| {
+        clients
+            .iter()
+            .filter(|(k, _)| k.starts_with(comm))
+            .map(|(_, r)| *r)
+            .collect::<Vec<_>>()
+    };
+    let (curls, go) = (of("curl (pid "), of("tlsclient (pid "));
+    assert_eq!(curls.len(), 3, "{clients:?}");
+    assert_eq!(go.len(), 1, "{clients:?}");
+    for (row, n) in curls
+        .iter()
+        .map(|r| (r, 1))
+        .chain(go.iter().map(|r| (r, 3)))
+    {
+        assert_eq!(row["handshakes"], n, "{row}");
+        // Each client verified nginx's chain and, with its certificate, signed.
+        for phase in ["verification", "signature"] {
+            let q = &row["phases"][phase]["quantiles"];
+            assert!(
+                q["count"] == n && q["min_ns"].as_u64().unwrap() > 0,
+                "client {phase}: {q}"
+            );
+        }
     }
+    parts_add_up(p);
 }
 
 /// Go's parts of work: the Go server (ECDSA P-256) signs with ecdsa's Sign, makes and
@@ -1830,40 +1816,85 @@ fn a_go_servers_work_splits_into_its_parts() {
         return;
     };
     let (doc, row) = peers.probe_server(&[], &["--probe-parts"]);
-    let p = probes(&doc);
-    assert_eq!(count(p, "by_process", &row), 10, "{}", p["by_process"]);
-    for phase in [
-        "signature",
-        "key_exchange",
-        "verification",
-        "callback",
-        "rest",
-    ] {
-        let (n, _) = phase_n_p50(p, &row, phase);
-        assert_eq!(n, 10, "{phase}: {}", p["by_process"][&row]);
-    }
-    let (_, sign) = phase_n_p50(p, &row, "signature");
-    let (_, kex) = phase_n_p50(p, &row, "key_exchange");
-    assert!(
-        sign > 0.0 && kex > 0.0,
-        "signature {sign} ms, key exchange {kex} ms"
+    server_parts_hold(
+        probes(&doc),
+        &row,
+        10,
+        &[
+            "signature",
+            "key_exchange",
+            "verification",
+            "callback",
+            "rest",
+        ],
+        "ecdsa",
+        Some("x25519"),
     );
-    let verify = &p["by_process"][&row]["phases"]["verification"]["quantiles"];
-    assert_eq!(verify["max_ns"], 0, "{verify}");
-    parts_add_up(p);
-    for b in p["slowest"].as_array().unwrap() {
-        assert_eq!(b["signature_key"], "ecdsa", "{b}");
-        assert_eq!(b["key_exchange_group"], "x25519", "{b}");
-    }
 }
 
-/// A Go client that builds a new pool from a bundle of 2,000 CAs before every connection
-/// (AppendCertsFromPEM, outside the handshake, on the goroutine that then dials and
-/// shakes hands): the loading is each handshake's trust_load_before; its verification
-/// of the server's chain is its verification part.
+/// A bundle of `count` synthetic CAs (`tlsperf pki bundle`) with `root` last, so that a
+/// load reads them all and the peer still verifies.
+fn bundle_ending_with(dir: &Path, count: usize, root: &str) -> String {
+    let bundle = dir.join(format!("bundle{count}.pem"));
+    let run = tlsperf([
+        "pki",
+        "bundle",
+        "--count",
+        &count.to_string(),
+        "--out",
+        bundle.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mut b = std::fs::read(&bundle).unwrap();
+    b.extend(std::fs::read(root).unwrap());
+    std::fs::write(&bundle, b).unwrap();
+    bundle.to_str().unwrap().to_string()
+}
+
+/// The handshake-log lines of one process's client records, in their connections' order:
+/// (trust_load_ns, trust_load_before_ns, verification_ns).
+fn client_loads(path: &Path, comm: &str) -> Vec<(u64, u64, u64)> {
+    let mut lines: Vec<(u64, (u64, u64, u64))> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let p = v.get("probe")?;
+            (p["role"] == "client" && p["process"].as_str()?.starts_with(comm)).then(|| {
+                let ns = |f: &str| p[f].as_u64().unwrap_or_else(|| panic!("{f} in {p}"));
+                (
+                    v["start_ns"].as_u64().unwrap(),
+                    (
+                        ns("trust_load_ns"),
+                        ns("trust_load_before_ns"),
+                        ns("verification_ns"),
+                    ),
+                )
+            })
+        })
+        .collect();
+    lines.sort_by_key(|l| l.0);
+    lines.into_iter().map(|l| l.1).collect()
+}
+
+/// Trust-store loading lands in the handshake it was made for, in curl (OpenSSL) and in
+/// a Go client, each alternating a bundle of 2,001 CAs with one of a single CA (nginx's
+/// root) between its connections:
+/// - one curl making two transfers (`--next`: a connection each, the second with the
+///   small file): curl 7.88 reads `--cacert` inside `SSL_connect`, so each handshake's
+///   `trust_load` is its own file's load (X509_load_cert_crl_file_ex);
+/// - the Go client building a new pool before each of 4 connections
+///   (`-pool-per-conn big,small`: AppendCertsFromPEM before dialing, on the goroutine
+///   that then shakes hands), so each handshake's `trust_load_before` is the load just
+///   before it, never the one before the previous handshake.
+///
+/// In the handshake log, in connection order, the big loads are the 1st (and 3rd)
+/// handshakes', each over 5× the small ones after them, which are > 0; every load is also
+/// in its process's `trust_loads`.
 #[test]
-fn a_go_client_that_builds_its_pool_per_connection_shows_it_per_handshake() {
-    if !root() {
+fn a_client_that_loads_its_trust_store_per_connection_shows_it_in_that_handshake() {
+    if !root() || !common::have("curl", "curl loading a bundle with --cacert") {
         return;
     }
     let Some(nginx) = Nginx::start(false) else {
@@ -1873,53 +1904,98 @@ fn a_go_client_that_builds_its_pool_per_connection_shows_it_per_handshake() {
     let Some((_, client)) = common::go::peers(dir.path()) else {
         return;
     };
-    let bundle = dir.path().join("bundle.pem");
-    let run = tlsperf([
-        "pki",
-        "bundle",
-        "--count",
-        "2000",
-        "--out",
-        bundle.to_str().unwrap(),
-        "-q",
-    ]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let mut b = std::fs::read(&bundle).unwrap();
-    b.extend(std::fs::read(&nginx.root).unwrap());
-    std::fs::write(&bundle, b).unwrap();
+    let big = bundle_ending_with(dir.path(), 2000, &nginx.root);
+    let small = &nginx.root;
     let out = dir.path().join("obs.json");
+    let log = dir.path().join("handshakes.jsonl");
+    // The clients, started by a shell once the probes are attached (see
+    // a_pid_covers_the_processes_it_starts_later): --pid keeps other processes' libssl
+    // (nginx's included) out.
+    let go = dir.path().join("go");
+    let script = format!(
+        "i=0; while [ ! -e {go} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
+         curl -sS -o /dev/null --cacert {big} {url} --next -sS -o /dev/null --cacert {small} {url} && \
+         {client} -addr 127.0.0.1:{port} -n 4 -pool-per-conn {big},{small}",
+        go = go.display(),
+        url = nginx.url(),
+        client = client.display(),
+        port = nginx.port,
+    );
+    let mut shell = Command::new("sh")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = shell.id().to_string();
+    let port = nginx.port.to_string();
     let child = observe(
         &[
+            "--interface",
+            "lo",
+            "--port",
+            &port,
             "--probes",
             "--probe-parts",
+            "--pid",
+            &pid,
+            "--exe",
+            LIBSSL,
             "--exe",
             client.to_str().unwrap(),
+            "--handshake-log",
+            log.to_str().unwrap(),
         ],
         &out,
     );
-    let o = Command::new(&client)
-        .args(["-addr", &format!("127.0.0.1:{}", nginx.port), "-n", "5"])
-        .args(["-pool-per-conn", bundle.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    nginx.log_lines(5);
-    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&go, "").unwrap();
+    assert!(shell.wait().unwrap().success());
+    nginx.log_lines(6);
+    // Lines are written once joined (up to 5 s after the handshake without a record).
+    std::thread::sleep(Duration::from_millis(500));
     let doc = stop(child, &out);
     let p = probes(&doc);
-    let all = &p["by_kind"]["client all"];
-    assert_eq!(all["handshakes"], 5, "{}", p["by_kind"]);
-    for phase in ["trust_load_before", "verification"] {
-        let q = &all["phases"][phase]["quantiles"];
+
+    let curl = client_loads(&log, "curl (pid ");
+    assert_eq!(curl.len(), 2, "{curl:?}");
+    let (big_load, small_load) = (curl[0].0, curl[1].0);
+    assert!(
+        small_load > 0 && big_load > 5 * small_load,
+        "curl: 2,001 CAs {big_load} ns, 1 CA {small_load} ns: {curl:?}"
+    );
+    assert!(curl.iter().all(|c| c.1 == 0), "{curl:?}");
+
+    let go_lines = client_loads(&log, "tlsclient (pid ");
+    assert_eq!(go_lines.len(), 4, "{go_lines:?}");
+    for pair in go_lines.chunks(2) {
+        let (big_load, small_load) = (pair[0].1, pair[1].1);
         assert!(
-            q["count"] == 5 && q["min_ns"].as_u64().unwrap() > 0,
-            "{phase}: {q}"
+            small_load > 0 && big_load > 5 * small_load,
+            "Go: 2,001 CAs {big_load} ns, 1 CA {small_load} ns: {go_lines:?}"
         );
     }
+    // Outside the handshake, and the server's chain verified inside it.
+    assert!(go_lines.iter().all(|g| g.0 == 0 && g.2 > 0), "{go_lines:?}");
+
+    // Every load is counted per process too, in a handshake or not.
     let loads = p["trust_loads"].as_object().unwrap();
-    let (_, t) = loads
-        .iter()
-        .find(|(k, _)| k.starts_with("tlsclient (pid "))
-        .unwrap_or_else(|| panic!("{loads:?}"));
-    assert_eq!(t["loads"], 5, "{t}");
+    let of = |comm: &str| {
+        loads
+            .iter()
+            .find(|(k, _)| k.starts_with(comm))
+            .unwrap_or_else(|| panic!("no {comm} in {loads:?}"))
+            .1
+    };
+    let (c, g) = (of("curl (pid "), of("tlsclient (pid "));
+    assert_eq!(c["loads"], 2, "{c}");
+    assert_eq!(g["loads"], 4, "{g}");
+    let sum = |v: &[(u64, u64, u64)]| v.iter().map(|l| l.0 + l.1).sum::<u64>() as f64;
+    // A histogram's sum is exact; the lines' are the records' own.
+    assert!(
+        (c["total_ns"].as_u64().unwrap() as f64) >= sum(&curl) * 0.99,
+        "{c} against {curl:?}"
+    );
+    assert!(
+        (g["total_ns"].as_u64().unwrap() as f64) >= sum(&go_lines) * 0.99,
+        "{g} against {go_lines:?}"
+    );
 }

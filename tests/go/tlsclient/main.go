@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -46,7 +47,10 @@ func main() {
 	serverName := flag.String("server-name", "localhost", "SNI and verification name; also the Host header")
 	resume := flag.Bool("resume", false, "share a ClientSessionCache across connections")
 	maxVersion := flag.String("max-version", "1.3", "maximum TLS version: 1.2 or 1.3")
-	poolPerConn := flag.String("pool-per-conn", "", "PEM bundle read and parsed into a new root pool before every connection (replaces -ca)")
+	poolPerConn := flag.String("pool-per-conn", "", "PEM bundle read and parsed into a new root pool before every connection (replaces -ca); several, comma-separated, are taken in turn: connection i loads the (i mod count)-th")
+	poolTimes := flag.Bool("pool-times", false, "with -pool-per-conn: print on stderr, for each pool built, the time AppendCertsFromPEM took, timed around the call (\"pool N ms\")")
+	certFile := flag.String("cert", "", "client certificate chain PEM file, presented when the server asks (needs -key)")
+	keyFile := flag.String("key", "", "private key PEM file of -cert")
 	flag.Parse()
 
 	if flag.NArg() != 0 {
@@ -79,6 +83,20 @@ func main() {
 		}
 		cfg.RootCAs = pool
 	}
+	if (*certFile == "") != (*keyFile == "") {
+		fail("-cert and -key go together")
+	}
+	if *certFile != "" {
+		pair, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			fail("loading -cert/-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	var bundles []string
+	if *poolPerConn != "" {
+		bundles = strings.Split(*poolPerConn, ",")
+	}
 	if *resume {
 		cfg.ClientSessionCache = tls.NewLRUClientSessionCache(0)
 	}
@@ -88,16 +106,23 @@ func main() {
 
 	resumed := 0
 	for i := 0; i < *n; i++ {
-		if *poolPerConn != "" {
+		if len(bundles) > 0 {
 			// The bundle loaded for every connection, as a client that builds its
 			// trust store per request does.
-			pem, err := os.ReadFile(*poolPerConn)
+			bundle := bundles[i%len(bundles)]
+			pem, err := os.ReadFile(bundle)
 			if err != nil {
 				fail("reading -pool-per-conn: %v", err)
 			}
 			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				fail("no certificates found in %s", *poolPerConn)
+			began := time.Now()
+			appended := pool.AppendCertsFromPEM(pem)
+			took := time.Since(began)
+			if !appended {
+				fail("no certificates found in %s", bundle)
+			}
+			if *poolTimes {
+				fmt.Fprintf(os.Stderr, "pool %.3f ms\n", float64(took.Nanoseconds())/1e6)
 			}
 			cfg = cfg.Clone()
 			cfg.RootCAs = pool
