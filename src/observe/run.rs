@@ -151,6 +151,9 @@ pub fn live(
             Some((ns, data, wire_len)) => analyzer.frame(ns, link, data, wire_len),
             None => analyzer.sweep(live::now_ns()),
         }
+        if let Some(p) = probes.as_deref_mut() {
+            p.follow_now();
+        }
         let stopping = stop.load(Ordering::Relaxed);
         interrupted |= stopping;
         if stopping || opts.duration.is_some_and(|d| started.elapsed() >= d) {
@@ -255,6 +258,7 @@ pub fn probes(
     let mut ticker = live::Ticker::new();
     loop {
         std::thread::sleep(Duration::from_millis(50));
+        probes.follow_now();
         if stop.load(Ordering::Relaxed) {
             o.interrupted = true;
             break;

@@ -8,7 +8,9 @@
 //!
 //! What this module adds, looked at about once a second on a thread of its own
 //! ([`Follower::spawn`], so that reading /proc and parsing a new file never hold back the
-//! capture), the attachments then made by the session:
+//! capture) and at once when inotify says a watched path's name changed ([`Heard`]), the
+//! attachments then made by the session as soon as it sees them
+//! ([`Watcher::pending`]):
 //! - a watched path (`--exe PATH`, or the system's libssl when neither `--pid` nor
 //!   `--exe` is given) that now names another inode — a binary replaced and restarted,
 //!   a package upgrade's new libssl (both write a new file and rename it over the old):
@@ -141,25 +143,36 @@ impl Follower {
         let (filter, filter_rx) = channel::<Vec<u32>>();
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let news = Arc::new(AtomicBool::new(false));
+        let told = Arc::clone(&news);
         let spawned = std::thread::Builder::new()
             .name("tlsperf-follow".into())
             .spawn(move || {
+                let mut heard = Heard::new(&self.watched);
                 let mut last = Instant::now();
                 while !stopped.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(50));
-                    if last.elapsed() < PERIOD {
+                    // A watched file's name was written, renamed over or removed: its
+                    // files are looked at now, the processes at the period.
+                    let now = heard.news();
+                    if !now && last.elapsed() < PERIOD {
                         continue;
                     }
-                    last = Instant::now();
                     let mut f = Found::default();
                     f.attach = self.files(&mut f.events);
-                    // The filter as the session last read it.
-                    if let Some(pids) = filter_rx.try_iter().last() {
-                        f.stale = self.stale(&pids, &mut f.events);
+                    if last.elapsed() >= PERIOD {
+                        last = Instant::now();
+                        // The filter as the session last read it.
+                        if let Some(pids) = filter_rx.try_iter().last() {
+                            f.stale = self.stale(&pids, &mut f.events);
+                        }
                     }
                     let empty = f.attach.is_empty() && f.stale.is_empty() && f.events.is_empty();
-                    if !empty && found_tx.send(f).is_err() {
-                        return;
+                    if !empty {
+                        if found_tx.send(f).is_err() {
+                            return;
+                        }
+                        told.store(true, Ordering::Release);
                     }
                 }
             });
@@ -175,6 +188,7 @@ impl Follower {
         };
         Watcher {
             found,
+            news,
             filter,
             stop,
             started,
@@ -377,14 +391,92 @@ pub struct Found {
 #[derive(Debug)]
 pub struct Watcher {
     found: Receiver<Found>,
+    /// Set by the thread when it sends something, cleared by [`Watcher::found`]: a check
+    /// cheap enough for every captured frame.
+    news: Arc<AtomicBool>,
     filter: Sender<Vec<u32>>,
     stop: Arc<AtomicBool>,
     started: Option<Event>,
 }
 
+/// The watched paths' directories, through inotify: what happened to the paths' names
+/// (written, renamed over, removed) is heard within the follower's 50 ms wake-up, not at
+/// its next look. Without inotify (its limits reached, say) the looks every [`PERIOD`]
+/// still find everything, a second later.
+struct Heard {
+    inotify: Option<inotify::Inotify>,
+    /// The file names watched (of any directory: a name event in another watched
+    /// directory only brings a look forward).
+    names: BTreeSet<std::ffi::OsString>,
+    buffer: Vec<u8>,
+}
+
+impl Heard {
+    fn new(watched: &[Watched]) -> Heard {
+        use inotify::WatchMask;
+        let names: BTreeSet<_> = watched
+            .iter()
+            .filter_map(|w| w.path.file_name().map(|n| n.to_os_string()))
+            .collect();
+        let inotify = inotify::Inotify::init().ok().and_then(|i| {
+            let dirs: BTreeSet<&Path> = watched.iter().filter_map(|w| w.path.parent()).collect();
+            let mut any = false;
+            for dir in dirs {
+                let mask = WatchMask::MOVED_TO
+                    | WatchMask::CREATE
+                    | WatchMask::CLOSE_WRITE
+                    | WatchMask::DELETE
+                    | WatchMask::MOVED_FROM;
+                match i.watches().add(dir, mask) {
+                    Ok(_) => any = true,
+                    Err(e) => tracing::debug!(
+                        "no inotify watch on {} ({e}): looked at every {} s",
+                        dir.display(),
+                        PERIOD.as_secs()
+                    ),
+                }
+            }
+            any.then_some(i)
+        });
+        Heard {
+            inotify,
+            names,
+            buffer: vec![0; 4096],
+        }
+    }
+
+    /// Whether a watched name had an event since the last call (the queue is drained).
+    fn news(&mut self) -> bool {
+        let Some(i) = self.inotify.as_mut() else {
+            return false;
+        };
+        let mut news = false;
+        // Non-blocking: an empty queue is WouldBlock.
+        while let Ok(events) = i.read_events(&mut self.buffer) {
+            let mut n = 0;
+            for e in events {
+                n += 1;
+                // An overflowed queue names nothing: look.
+                news |= e.name.is_none_or(|name| self.names.contains(name));
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        news
+    }
+}
+
 impl Watcher {
+    /// Whether the thread found something not taken by [`Watcher::found`] yet.
+    pub fn pending(&self) -> bool {
+        self.news.load(Ordering::Acquire) || self.started.is_some()
+    }
+
     /// What the thread found since the last call.
     pub fn found(&mut self) -> Vec<Found> {
+        // Cleared first: what is sent after this is said again.
+        self.news.store(false, Ordering::Release);
         let mut out: Vec<Found> = self.found.try_iter().collect();
         if let Some(e) = self.started.take() {
             out.push(Found {
@@ -518,5 +610,31 @@ mod tests {
         events.clear();
         f.files(&mut events);
         assert!(events.is_empty(), "said once: {events:?}");
+    }
+
+    #[test]
+    fn a_watched_name_renamed_over_is_heard_and_other_names_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libssl.so.3");
+        std::fs::write(&lib, b"old").unwrap();
+        let mut heard = Heard::new(&[Watched {
+            seen: identity(&lib),
+            path: lib.clone(),
+        }]);
+        assert!(heard.inotify.is_some(), "inotify is available here");
+        assert!(!heard.news());
+        // Another file of the directory, written and renamed: no news.
+        std::fs::write(dir.path().join("other"), b"x").unwrap();
+        std::fs::rename(dir.path().join("other"), dir.path().join("other2")).unwrap();
+        assert!(!heard.news());
+        // A new file renamed over the watched name, as an upgrade does.
+        let new = dir.path().join("libssl.so.3.dpkg-new");
+        std::fs::write(&new, b"new").unwrap();
+        assert!(!heard.news(), "the temporary name is not watched");
+        std::fs::rename(&new, &lib).unwrap();
+        assert!(heard.news());
+        assert!(!heard.news(), "heard once");
+        std::fs::remove_file(&lib).unwrap();
+        assert!(heard.news(), "a removal is news too");
     }
 }

@@ -486,6 +486,15 @@ impl Session {
         index.flush_lines(all, self.offset);
     }
 
+    /// Applies what the follower found, if it found anything ([`follow`]): cheap enough
+    /// to call for every captured frame, so that a replaced file is attached to as soon as
+    /// the follower has looked at it, not at the next [`Session::poll`].
+    pub fn follow_now(&mut self) {
+        if self.follower.pending() {
+            self.follow_up();
+        }
+    }
+
     /// Applies what the follower found ([`follow`]): attaches to the files that
     /// replaced those given, takes what is gone out of the `--pid` filter, and keeps what
     /// happened for [`Session::take_events`] and the report; hands it the filter to look
