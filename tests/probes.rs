@@ -959,8 +959,7 @@ fn haproxy_and_curl_through_their_bios_are_joined_to_the_wire() {
         let row = &p["by_process"][&format!("curl (pid {pid}) client")];
         assert_eq!(row["handshakes"], 1, "curl {pid}: {}", p["by_process"]);
         assert_eq!(
-            row["phases"]["until_first_call"]["quantiles"]["count"],
-            1,
+            row["phases"]["until_first_call"]["quantiles"]["count"], 1,
             "curl {pid}: {row}"
         );
     }
