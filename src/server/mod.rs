@@ -4,7 +4,7 @@
 //! listeners, shared rotating ticket keys and graceful shutdown.
 //!
 //! Idle and slow clients cannot hold the server: hyper gets a timer and a header-read
-//! timeout, a connection that moves no byte for the idle timeout is closed, and at the
+//! timeout, a request body must keep a minimum rate ([`http::UploadLimits`]), a connection that moves no byte for the idle timeout is closed, and at the
 //! connection limit (or when accept runs out of descriptors) the connection idle the
 //! longest is shed to make room. Accept errors are logged at most once a second.
 //!
@@ -126,6 +126,8 @@ pub struct ServeOptions {
     pub header_timeout: Duration,
     /// A connection that moves no byte (in either direction) for this long is closed.
     pub idle_timeout: Duration,
+    /// How slow a request body may be ([`http::UploadLimits`]).
+    pub upload: http::UploadLimits,
     /// Connections served at once; at the limit the connection idle the longest (for at
     /// least a second) is shed to make room, else the new one is closed at accept.
     pub max_connections: usize,
@@ -301,6 +303,7 @@ impl Server {
             handshake_timeout: self.opts.handshake_timeout,
             header_timeout: self.opts.header_timeout,
             idle_timeout: self.opts.idle_timeout,
+            upload: self.opts.upload,
             conns: Registry::new(),
             capture_hello: self.opts.tls.session_storage.can_cache()
                 || self.opts.tls.ticketer.enabled(),
@@ -309,6 +312,7 @@ impl Server {
                 axum_stack::router(
                     http::Bodies::new(self.opts.body_size),
                     Arc::clone(&self.metrics),
+                    self.opts.upload,
                 )
             }),
         });
@@ -363,6 +367,7 @@ struct Ctx {
     handshake_timeout: Duration,
     header_timeout: Duration,
     idle_timeout: Duration,
+    upload: http::UploadLimits,
     conns: Registry,
     /// Keep the ClientHello to tell a TLS 1.2 ticket from a session id: only when the
     /// configuration can resume at all (a session cache or a ticketer).
@@ -377,7 +382,7 @@ struct Ctx {
 struct ConnState {
     /// Milliseconds since the registry's epoch of the last byte read or written.
     last_active: AtomicU64,
-    /// Asked to close (shed); never picked twice.
+    /// Asked to close (shed, or an HTTP/2 upload too slow); never picked twice.
     shed: AtomicBool,
     /// Wakes the connection's task to close it.
     close: tokio::sync::Notify,
@@ -749,7 +754,8 @@ async fn connection(
         tracing::debug!("0-RTT data accepted: answered before the client's Finished");
     }
     record_handshake(&ctx.metrics, tls.get_ref().1, hello.as_deref(), early, took);
-    let served = serve_requests(&ctx, tls, last, watcher);
+    let closer = http::Closer(Arc::clone(&state));
+    let served = serve_requests(&ctx, tls, last, watcher, closer);
     // Dropping the connection closes it: when it has been idle too long, or when it is shed.
     // Idle first: a connection silent since its handshake meets the idle timeout no later
     // than the header timeout (its last byte came before the handshake's end), and when
@@ -757,7 +763,8 @@ async fn connection(
     let result = tokio::select! {
         biased;
         idle = idle_or_shed(&state, ctx.conns.epoch, ctx.idle_timeout) => {
-            // A shed connection was counted when the accept loop shed it.
+            // A shed connection was counted when the accept loop shed it (a connection
+            // closed for a slow upload, by the service).
             if idle {
                 ctx.metrics.failure("idle-timeout");
             }
@@ -840,6 +847,7 @@ async fn serve_requests(
     mut tls: Box<tls_stream::ServerTls<Tracked<TcpStream>>>,
     last: last_response::LastFlag,
     watcher: hyper_util::server::graceful::Watcher,
+    closer: http::Closer,
 ) -> Result<(), HttpEnd> {
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     // HTTP/1 starts with the request's first bytes: until then an idle connection
@@ -867,7 +875,21 @@ async fn serve_requests(
     let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
     match &ctx.axum {
         Some(router) => {
-            let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+            // The router's upload handler closes the connection through the request's
+            // `Closer` extension.
+            let router = router.clone();
+            let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(closer.clone());
+                let mut router = router.clone();
+                async move {
+                    type Req = hyper::Request<hyper::body::Incoming>;
+                    std::future::poll_fn(|cx| {
+                        tower_service::Service::<Req>::poll_ready(&mut router, cx)
+                    })
+                    .await?;
+                    tower_service::Service::<Req>::call(&mut router, req).await
+                }
+            });
             Box::pin(serve_http(
                 io,
                 alpn.as_deref(),
@@ -881,9 +903,16 @@ async fn serve_requests(
         None => {
             let metrics = Arc::clone(&ctx.metrics);
             let bodies = ctx.bodies.clone();
+            let upload = ctx.upload;
             let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 last.mark_if_closing(&req);
-                http::serve(req, bodies.clone(), Arc::clone(&metrics))
+                http::serve(
+                    req,
+                    bodies.clone(),
+                    Arc::clone(&metrics),
+                    upload,
+                    closer.clone(),
+                )
             });
             Box::pin(serve_http(
                 io,
