@@ -1734,3 +1734,96 @@ fn clients_trickling_their_uploads_cannot_hold_the_server() {
         );
     }
 }
+
+/// Issue 58: during an idle flood twice the connection limit, new clients were reset
+/// although the help promises that the connection idle the longest makes room. An idle
+/// flood that reconnects whatever the server closes (here 100 silent TCP connections,
+/// each reopened as soon as it is closed, at `--max-connections 50`) kept the server
+/// evicting: each reconnection, itself silent (accepted after `TCP_DEFER_ACCEPT`'s
+/// wait), shed another flooding connection and queued for its place ahead of the real
+/// clients, which waited past their second and were reset — 0 of 15 requests were
+/// answered in 4 s. A new connection that has sent nothing no longer displaces anyone:
+/// real clients, which arrive with their ClientHello, take the idle ones' places.
+#[test]
+fn an_idle_flood_that_reconnects_does_not_lock_out_new_clients() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let s = Served::start(&[
+        "--write-ca",
+        ca.to_str().unwrap(),
+        "--max-connections",
+        "50",
+        // The flood is held, not timed out, for the whole test.
+        "--handshake-timeout",
+        "1h",
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood: Vec<_> = (0..100)
+        .map(|_| {
+            let (addr, stop) = (s.addr.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                // Bounded: until stopped, at most 60 s and 2,000 connections.
+                let until = std::time::Instant::now() + Duration::from_secs(60);
+                for _ in 0..2000 {
+                    if stop.load(Ordering::Relaxed) || std::time::Instant::now() > until {
+                        return;
+                    }
+                    let Ok(mut tcp) = std::net::TcpStream::connect(&addr) else {
+                        std::thread::sleep(Duration::from_millis(50));
+                        continue;
+                    };
+                    tcp.set_read_timeout(Some(Duration::from_millis(200)))
+                        .unwrap();
+                    let mut buf = [0u8; 64];
+                    // Silent until the server closes it, then reopened at once.
+                    while !stop.load(Ordering::Relaxed) {
+                        match tcp.read(&mut buf) {
+                            Ok(0) => break,
+                            Ok(_) => {}
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) => {}
+                            Err(_) => break,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    // The flood fills the server and its connections age past a second.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut served = 0;
+    let mut failures = Vec::new();
+    for _ in 0..10 {
+        let answer = tls_with_alpn(&s.addr, &ca, b"http/1.1").and_then(|(mut conn, mut tcp)| {
+            let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+            tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
+            let mut out = Vec::new();
+            tls.read_to_end(&mut out)?;
+            Ok(String::from_utf8_lossy(&out).into_owned())
+        });
+        match answer {
+            Ok(a) if a.starts_with("HTTP/1.1 200") => served += 1,
+            Ok(a) => failures.push(format!("answer {a:?}")),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in flood {
+        t.join().unwrap();
+    }
+    let stats = s.stop();
+    // The flood went past the limit: connections were closed at accept.
+    assert!(
+        stats["failures"]["max-connections"].as_u64().unwrap_or(0) >= 1,
+        "the flood never reached the limit: {stats}"
+    );
+    // One may meet the moment no flooding connection has been idle a second yet.
+    assert!(
+        served >= 9,
+        "{served} of 10 new clients served beside the flood: {failures:?}; {stats}"
+    );
+}

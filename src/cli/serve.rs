@@ -147,8 +147,10 @@ pub struct ServeArgs {
     /// 1ms to 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "60s")]
     idle_timeout: Duration,
-    /// Connections served at once; at the limit the connection idle the longest (for at
-    /// least 1 s) is closed to make room, else the new one is closed at accept.
+    /// Connections served at once; at the limit a new client that has sent its first
+    /// bytes (its ClientHello) takes the place of the connection idle the longest (for at
+    /// least 1 s), which is closed; else the new one is closed at accept, as is one that
+    /// has sent nothing yet (itself idle: accepted after the kernel waited a second).
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
     max_connections: usize,
     /// Runtime worker threads (default: one per core; at most 1024).

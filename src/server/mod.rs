@@ -4,9 +4,11 @@
 //! listeners, shared rotating ticket keys and graceful shutdown.
 //!
 //! Idle and slow clients cannot hold the server: hyper gets a timer and a header-read
-//! timeout, a request body must keep a minimum rate ([`http::UploadLimits`]), a connection that moves no byte for the idle timeout is closed, and at the
-//! connection limit (or when accept runs out of descriptors) the connection idle the
-//! longest is shed to make room. Accept errors are logged at most once a second.
+//! timeout, a request body must keep a minimum rate ([`http::UploadLimits`]), a
+//! connection that moves no byte for the idle timeout is closed, and at the connection
+//! limit (or when accept runs out of descriptors) the connection idle the longest is shed
+//! to make room — at the limit, for a new client that has sent its first bytes only
+//! ([`has_spoken`]). Accept errors are logged at most once a second.
 //!
 //! The HTTP layer on top is chosen by [`Stack`]: hyper's own service ([`http::serve`]),
 //! an axum router ([`axum_stack`]) on the same accept loop, or actix-web with its own
@@ -128,8 +130,10 @@ pub struct ServeOptions {
     pub idle_timeout: Duration,
     /// How slow a request body may be ([`http::UploadLimits`]).
     pub upload: http::UploadLimits,
-    /// Connections served at once; at the limit the connection idle the longest (for at
-    /// least a second) is shed to make room, else the new one is closed at accept.
+    /// Connections served at once; at the limit a new connection that has sent its first
+    /// bytes takes the place of the connection idle the longest (for at least a second),
+    /// which is shed; else (no such connection, or a new one that has sent nothing
+    /// itself) the new one is closed at accept.
     pub max_connections: usize,
     /// Bytes of the `/` response body.
     pub body_size: usize,
@@ -628,6 +632,11 @@ async fn accept_loop(
                     Ok(permit) => {
                         tokio::spawn(connection(tcp, Arc::clone(&ctx), graceful.watcher(), permit));
                     }
+                    // At the limit, only a client that has spoken takes an idle one's place.
+                    Err(_) if !has_spoken(&tcp) => {
+                        ctx.metrics.rejected();
+                        drop(tcp);
+                    }
                     Err(_) if ctx.conns.shed_oldest_idle() => {
                         // The shed connection gives its permit back as it closes.
                         ctx.metrics.failure("shed-idle");
@@ -664,6 +673,22 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// Whether the client of a connection just accepted has sent its first bytes (its
+/// ClientHello): one non-blocking `MSG_PEEK`, asked only at the connection limit.
+///
+/// With `TCP_DEFER_ACCEPT` ([`defer_accept`]) a connection comes out of `accept` with its
+/// first bytes, or without them once the kernel has waited about a second: one that has
+/// sent nothing is itself idle, for as long as the connections it would displace may
+/// be. Letting it shed one of them gave an idle flood that reconnects whatever is closed
+/// (2 flooding connections per place) an endless chain of evictions — each reconnection
+/// shedding another flooding connection, ahead of the real clients in the queue for the
+/// freed places — and every real client waited past its second and was reset.
+fn has_spoken(tcp: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    // Ok(0): the client has closed already; an error: nothing to read (WouldBlock).
+    matches!(socket2::SockRef::from(tcp).peek(&mut byte), Ok(n) if n > 0)
 }
 
 /// Waits until `state`'s connection has moved no byte for `idle` (true), or it is asked to
