@@ -1174,3 +1174,106 @@ fn a_plan_alone_runs_back_to_back_and_a_shared_one_says_what_it_waits_for() {
         run.stderr
     );
 }
+
+/// A rate at which a step expects less than one request is refused before anything
+/// runs (exit 2, in words): `--plan 1e-300` and `--start-rate 0.01` (30 s steps) sent no
+/// request and concluded "the server broke the objective even at the lowest rate" with
+/// exit 0. Shared by n processes, each must expect one: 0.1/s over 30 s steps is 3
+/// requests, three quarters of one for each of 4.
+#[test]
+fn a_rate_at_which_a_step_sends_no_request_is_refused() {
+    let base = [
+        "capacity",
+        "https://127.0.0.1:9/",
+        "--slo",
+        "p99=30ms",
+        "-q",
+    ];
+    for extra in [
+        &["--plan", "1e-300"][..],
+        &["--plan", "50,0.01"],
+        &["--start-rate", "0.01"],
+        &["--start-rate", "0.5", "--step-max", "1s"],
+        &["--plan", "0.1", "--rate-share", "1/4"],
+    ] {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let run = tlsperf(&args);
+        assert_eq!(run.code, 2, "{extra:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("expects fewer than one request"),
+            "{extra:?}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("below-min-rate"), "{}", run.stderr);
+    }
+}
+
+/// `--max-time` bounds the whole run: after a failed step the search waits for the
+/// server to answer one request within the objective again (at most 10 s), and that
+/// wait ignored `--max-time` (11.3 s for `--max-time 4s` here; 13.5–13.9 s for 5s in
+/// the issue). An objective no answer can meet (p50 ≤ 10 µs) keeps the server from ever
+/// "recovering". The bound is the tool's own promise (4 s) plus slack for a loaded
+/// machine, not a performance target.
+#[test]
+fn max_time_bounds_the_wait_after_a_failed_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let s = Serve::ecdsa_writing_ca(&ca, &[]);
+    let out = dir.path().join("cap.json");
+    let url = s.url();
+    let started = std::time::Instant::now();
+    let run = tlsperf([
+        "capacity",
+        &url,
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--slo",
+        "p50=10us",
+        "--new-conn",
+        "--plan",
+        "20,20,20",
+        "--step-min",
+        "500ms",
+        "--step-max",
+        "500ms",
+        "--warmup",
+        "0s",
+        "--timeout",
+        "1s",
+        "--max-time",
+        "4s",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let took = started.elapsed();
+    assert_eq!(run.code, 4, "{}", run.stderr);
+    let v = read(&out);
+    let steps = v["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "{v}");
+    assert!(steps.iter().all(|s| s["verdict"] != "pass"), "{steps:?}");
+    assert!(took < Duration::from_secs(7), "--max-time 4s took {took:?}");
+    // Too short for even one step (its warm-up, 500 ms and the 1 s timeout): refused.
+    let run = tlsperf([
+        "capacity",
+        &url,
+        "--slo",
+        "p50=10us",
+        "--step-min",
+        "500ms",
+        "--timeout",
+        "1s",
+        "--warmup",
+        "0s",
+        "--max-time",
+        "1s",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--max-time 1s is shorter than the shortest step (1.5 s"),
+        "{}",
+        run.stderr
+    );
+}

@@ -33,11 +33,14 @@
 //! ([`conclusion::goes_on_past_invalid`]). Otherwise, or when the re-run is invalid too, the
 //! search stops there and says the generator, not the server, saturated or fell behind
 //! (so too when the server passes at the ceiling). (A step that passes despite a late generator is a pass: the delay only
-//! adds to the corrected latency.) After a failed step the search waits until the server
-//! answers one request within the tightest bound again (at most [`SETTLE_MAX`]), so that
-//! no step inherits the previous one's backlog.
+//! adds to the corrected latency.) After a failed step, before the next one, the search
+//! waits until the server answers one request within the tightest bound again (at most
+//! [`SETTLE_MAX`], and only as long as the next step can still end within `max_time`),
+//! so that no step inherits the previous one's backlog.
 //!
-//! Bounded by `max_time` (a step that would end past it is not started), a step count
+//! Bounded by `max_time` (a step that would end past it, counting the request timeout
+//! its last answers may take, is not started; the cooldown and the settling after a
+//! failed step are cut at it), a step count
 //! and the highest rate; stops early, keeping what was measured, on [`Progress::stop`].
 //! The engine never prints: it reports each step through [`Progress`]'s channel.
 
@@ -127,6 +130,19 @@ fn slots(opts: &CapacityOptions, own_rate: f64) -> usize {
 /// warm-up.)
 pub fn warmup(opts: &CapacityOptions) -> Duration {
     Duration::from_secs_f64(opts.rules.warmup_s.clamp(0.0, 10.0))
+}
+
+/// The least time a step can take: its warm-up, the shortest step and `timeout` for its
+/// last answers. A `max_time` below it runs no step.
+pub fn shortest_step(rules: &Rules, timeout: Duration) -> Duration {
+    Duration::from_secs_f64(rules.warmup_s.clamp(0.0, 10.0) + rules.step_min_s) + timeout
+}
+
+/// Requests one process expects in the measured window of a step at `rate` (all
+/// processes together) when it sends `share` of it: rate × share × the step's length.
+/// Below one, the step may send none and show nothing about the server.
+pub fn requests_per_step(rate: f64, share: f64, rules: &Rules) -> f64 {
+    rate * share * step_length(rate, rules).as_secs_f64()
 }
 
 /// A step's length for `rate`: 1.1 × the time [`Rules::samples_needed`] answers take at
@@ -299,6 +315,8 @@ pub async fn run(
     progress: Arc<Progress>,
 ) -> Result<CapacityResult, CapacityError> {
     let began = Instant::now();
+    // The whole run ends by then: steps, the cooldowns and the settling after a failure.
+    let deadline = began + opts.max_time;
     let started_wall = time::OffsetDateTime::now_utc();
     let mut steps: Vec<Step> = Vec::new();
     // Steps at fixed instants: from --start-at, and for a plan shared by processes
@@ -330,8 +348,22 @@ pub async fn run(
         };
         let length = step_length(rate, &opts.rules);
         let warm = warmup(&opts);
+        // A step's last requests may wait the request timeout for their answers.
+        let needs = warm + length + opts.load.timeout;
+        // After a failed step, the server recovers before the next one (not after the
+        // last: no step would inherit its backlog), for as long as the step can still
+        // start in time.
+        if planned.is_none()
+            && steps.last().is_some_and(|s| s.verdict == Verdict::Fail)
+            && let Some(latest) = deadline.checked_sub(needs)
+        {
+            settle(&target, &config, &opts, &progress, latest).await;
+            if progress.stopped() {
+                break Outcome::Interrupted;
+            }
+        }
         let start_at = planned.unwrap_or_else(Instant::now);
-        if start_at + warm + length > began + opts.max_time {
+        if start_at + needs > deadline {
             break Outcome::TimeLimit;
         }
         let index = steps.len() as u32 + 1;
@@ -381,12 +413,10 @@ pub async fn run(
         }
         planned = planned.map(|t| t + warm + length + opts.load.timeout + opts.cooldown);
         if planned.is_none() {
+            let cooled = deadline.min(Instant::now() + opts.cooldown);
             tokio::select! {
-                () = tokio::time::sleep(opts.cooldown) => {}
+                () = tokio::time::sleep_until(cooled.into()) => {}
                 () = wait_stopped(&progress) => {}
-            }
-            if steps.last().is_some_and(|s| s.verdict == Verdict::Fail) {
-                settle(&target, &config, &opts, &progress).await;
             }
         }
     };
@@ -496,8 +526,10 @@ fn warnings(steps: &[Step], capacity: Option<f64>, opts: &CapacityOptions) -> Ve
     warnings
 }
 
-/// After a failed step, until the server answers one request (closed loop, one
-/// connection) within the tightest bound again, at most [`SETTLE_MAX`]: an overloaded
+/// After a failed step and before the next, until the server answers one request
+/// (closed loop, one connection) within the tightest bound again, at most
+/// [`SETTLE_MAX`] and never past `deadline` (the latest start that lets the next step end
+/// within the run's `max_time`: each probe's timeout is cut to it): an overloaded
 /// server may still be working through connections queued during the step (the
 /// generator gave up on them, the server does not know yet), and the next step must not
 /// inherit that backlog. (With `--start-at`, steps keep their planned instants instead,
@@ -507,10 +539,17 @@ async fn settle(
     config: &Arc<ClientConfig>,
     opts: &CapacityOptions,
     progress: &Progress,
+    deadline: Instant,
 ) {
-    let began = Instant::now();
-    while began.elapsed() < SETTLE_MAX && !progress.stopped() {
+    let until = deadline.min(Instant::now() + SETTLE_MAX);
+    while !progress.stopped() {
+        // A probe shorter than this could not tell an answer from a timeout.
+        let left = until.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(10) {
+            return;
+        }
         let mut probe = opts.load.clone();
+        probe.timeout = probe.timeout.min(left);
         probe.rate = None;
         probe.requests = Some(1);
         probe.duration = None;
@@ -527,7 +566,12 @@ async fn settle(
         {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep_until(
+            until
+                .min(Instant::now() + Duration::from_millis(200))
+                .into(),
+        )
+        .await;
     }
 }
 

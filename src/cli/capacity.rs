@@ -16,7 +16,7 @@ use super::client_args::{
 use super::link_args::LinkArgs;
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
 use super::{CliError, Output};
-use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo};
+use crate::capacity::{self, CapacityOptions, Outcome, Progress, Rules, Slo, numbers};
 use crate::client::config::{BuiltClient, ClientTlsOptions};
 use crate::error::ErrorClass;
 use crate::load::LoadGenOptions;
@@ -56,7 +56,9 @@ pub struct CapacityArgs {
     /// HTTP/2 (ALPN h2) instead of HTTP/1.1.
     #[arg(long)]
     http2: bool,
-    /// First rate of the ramp (requests/s, all generator processes together).
+    /// First rate of the ramp (requests/s, all generator processes together; at least
+    /// one request a step: 1 ÷ --step-max). The ramp goes down to 1/s at the lowest (to
+    /// this rate when it is lower, and never below 1 ÷ --step-max).
     #[arg(long, default_value_t = 100.0, value_name = "R")]
     start_rate: f64,
     /// Highest rate tried (requests/s; at most 10,000,000).
@@ -71,7 +73,8 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = super::ratio::parse)]
     resolution: f64,
     /// Run these rates (requests/s, all generator processes together; comma-separated,
-    /// in this order, at most 1,000) instead of searching, each step at a fixed instant,
+    /// in this order, at most 1,000; each at least one request a step per process:
+    /// n ÷ --step-max with --rate-share i/n) instead of searching, each step at a fixed instant,
     /// and estimate the capacity from them. Generator processes sharing a rate
     /// (--rate-share) need one: they cannot see each other's steps.
     #[arg(long, value_name = "RATES", value_delimiter = ',', value_parser = plan_rate)]
@@ -91,7 +94,9 @@ pub struct CapacityArgs {
     /// Longest step (a step at a low rate may then have fewer answers than the rule asks).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::duration::parse_positive)]
     step_max: Duration,
-    /// Start no step that would end after this long (the search then reports its
+    /// The whole run ends by then: no step is started that could end later (its warm-up,
+    /// its length and --timeout for its last answers), and the wait for the server to
+    /// recover after a failed step is cut short at it (the search then reports its
     /// estimate with the interval it reached).
     #[arg(long, value_name = "DURATION", default_value = "3m", value_parser = super::duration::parse_positive)]
     max_time: Duration,
@@ -147,7 +152,7 @@ pub struct CapacityArgs {
 /// Runs `tlsperf capacity`.
 pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
     let rules = rules(&args)?;
-    let plan = plan(&args)?;
+    let plan = plan(&args, &rules)?;
     let aligned_from = args
         .start_at
         .map(crate::load::share::start_instant)
@@ -269,16 +274,7 @@ fn options(
 ) -> CapacityOptions {
     let threads = worker_threads(args.threads);
     let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
-    let largest = args
-        .slo
-        .latency
-        .iter()
-        .map(|b| b.max())
-        .max()
-        .unwrap_or(Duration::from_secs(1));
-    let timeout = args
-        .timeout
-        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)));
+    let timeout = request_timeout(args);
     let mut echo = generator_settings(
         &args.client,
         tls,
@@ -329,8 +325,45 @@ fn options(
     }
 }
 
-/// `--plan`'s rates, each one `load --rate` accepts; `--rate-share` needs a plan.
-fn plan(args: &CapacityArgs) -> Result<Option<Vec<f64>>, CliError> {
+/// `--timeout`, or 10× the objective's largest latency bound within 1 s..10 s.
+fn request_timeout(args: &CapacityArgs) -> Duration {
+    let largest = args
+        .slo
+        .latency
+        .iter()
+        .map(|b| b.max())
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    args.timeout
+        .unwrap_or_else(|| (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)))
+}
+
+/// Refuses a rate at which this process's part of a step (`n`: the processes sharing
+/// it) expects fewer than one request: such a step may send none and show nothing about
+/// the server. `what`: the flag and value, as written in the message.
+fn check_sends(what: &str, rate: f64, n: u32, rules: &Rules) -> Result<(), CliError> {
+    let share = 1.0 / f64::from(n.max(1));
+    if capacity::requests_per_step(rate, share, rules) >= 1.0 {
+        return Ok(());
+    }
+    let least = f64::from(n.max(1)) / rules.step_max_s;
+    let each = if n > 1 {
+        format!(" (each of the {n} processes of --rate-share sends 1/{n} of it)")
+    } else {
+        String::new()
+    };
+    Err(CliError::input(format!(
+        "{what}: a step at that rate{each} expects fewer than one request in its {} s \
+         (--step-max), so it could send none and show nothing about the server; give at \
+         least {}/s, or a longer --step-max",
+        numbers::figure(rules.step_max_s),
+        numbers::figure((least * 1000.0).ceil() / 1000.0)
+    )))
+}
+
+/// `--plan`'s rates, each one `load --rate` accepts and sending at least one request a
+/// step; `--rate-share` needs a plan.
+fn plan(args: &CapacityArgs, rules: &Rules) -> Result<Option<Vec<f64>>, CliError> {
     if args.rate_share.is_some() && args.plan.is_none() {
         return Err(CliError::input(
             "--rate-share needs --plan: processes that cannot see each other's steps would \
@@ -351,6 +384,10 @@ fn plan(args: &CapacityArgs) -> Result<Option<Vec<f64>>, CliError> {
         .iter()
         .map(|&r| super::load::check_rate("--plan", r))
         .collect::<Result<Vec<f64>, CliError>>()?;
+    let n = args.rate_share.map_or(1, |s| s.n);
+    for &r in &rates {
+        check_sends(&format!("--plan {}", show_rate(r)), r, n, rules)?;
+    }
     Ok(Some(rates))
 }
 
@@ -406,15 +443,8 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         Some(m) => m,
         None => STEP_MIN.min(args.step_max),
     };
-    if args.max_time < step_min {
-        return Err(CliError::input(format!(
-            "--max-time {} is shorter than the shortest step ({} s, --step-min): no step \
-             could run",
-            humantime::format_duration(args.max_time),
-            step_min.as_secs_f64()
-        )));
-    }
-    Ok(Rules {
+    let warmup = args.warmup.min(Duration::from_secs(10));
+    let rules = Rules {
         samples_needed: args.slo.samples_needed(),
         step_min_s: step_min.as_secs_f64(),
         step_max_s: args.step_max.as_secs_f64(),
@@ -423,9 +453,37 @@ fn rules(args: &CapacityArgs) -> Result<Rules, CliError> {
         start_rate: start,
         factor: args.factor,
         max_rate: max,
-        min_rate: 1.0_f64.min(start),
-        warmup_s: args.warmup.min(Duration::from_secs(10)).as_secs_f64(),
-    })
+        // Not below a rate whose step would send no request.
+        min_rate: 1.0_f64.min(start).max(1.0 / args.step_max.as_secs_f64()),
+        warmup_s: warmup.as_secs_f64(),
+    };
+    let timeout = request_timeout(args);
+    let shortest = capacity::shortest_step(&rules, timeout);
+    if args.max_time < shortest {
+        return Err(CliError::input(format!(
+            "--max-time {} is shorter than the shortest step ({} s: its warm-up {} s, \
+             --step-min {} s and --timeout {} s for its last answers): no step could run",
+            humantime::format_duration(args.max_time),
+            numbers::figure(shortest.as_secs_f64()),
+            numbers::figure(warmup.as_secs_f64()),
+            numbers::figure(step_min.as_secs_f64()),
+            numbers::figure(timeout.as_secs_f64()),
+        )));
+    }
+    if args.plan.is_none() {
+        check_sends(
+            &format!("--start-rate {}", show_rate(start)),
+            start,
+            1,
+            &rules,
+        )?;
+    }
+    Ok(rules)
+}
+
+/// A rate as given, in plain digits or, very small or large, as 1e-300.
+fn show_rate(r: f64) -> String {
+    numbers::figure(r)
 }
 
 /// The exit status of an outcome: 0 with an answer about the server (a capacity, or a

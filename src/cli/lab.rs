@@ -54,8 +54,9 @@ pub struct LabArgs {
     /// and what "What to change" compares.
     #[arg(long, value_name = "OBJECTIVE")]
     slo: Option<crate::capacity::Slo>,
-    /// The longest capacity search per configuration (with --slo; at least 1s, the
-    /// search's shortest step; an unfinished search reports its bracket).
+    /// The longest capacity search per configuration (with --slo; at least the search's
+    /// shortest step: its 0.5 s warm-up, 1 s of requests and the request timeout, 10× the
+    /// largest bound within 1s..10s; an unfinished search reports its bracket).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::duration::parse_positive, requires = "slo")]
     slo_time: std::time::Duration,
     /// A null lab: every configuration of each group replaced by the group's baseline,
@@ -138,13 +139,18 @@ fn check(args: &LabArgs) -> Result<Option<External>, CliError> {
         )));
     }
     // As `capacity --max-time`: a search shorter than its shortest step runs none.
-    if args.slo.is_some() && args.slo_time < crate::lab::capacity::STEP_MIN {
-        return Err(CliError::input(format!(
-            "--slo-time {} is shorter than the shortest step of the lab's capacity search \
-             ({} s): no step could run",
-            humantime::format_duration(args.slo_time),
-            crate::lab::capacity::STEP_MIN.as_secs_f64()
-        )));
+    if let Some(slo) = &args.slo {
+        let shortest = crate::lab::capacity::shortest_search(slo);
+        if args.slo_time < shortest {
+            return Err(CliError::input(format!(
+                "--slo-time {} is shorter than the shortest step of the lab's capacity search \
+                 ({} s: its warm-up, {} s of requests and the request timeout for their \
+                 answers): no step could run",
+                humantime::format_duration(args.slo_time),
+                shortest.as_secs_f64(),
+                crate::lab::capacity::STEP_MIN.as_secs_f64()
+            )));
+        }
     }
     let external = match &args.target {
         Some(url) => Some(External {

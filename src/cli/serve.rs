@@ -132,12 +132,25 @@ pub struct ServeArgs {
     /// disconnected.
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
     header_timeout: Duration,
+    /// A request body (an upload) is read in windows of this long, from its request's
+    /// head, and each must bring --body-min-rate × this many bytes (at least one) or the
+    /// body's end; a slower upload is answered 408 and its connection closed (HTTP/2: at
+    /// once, with its other streams), counted as body-timeout (from 1ms to 1h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
+    body_timeout: Duration,
+    /// The least rate, in bytes/s, a request body must keep over each --body-timeout
+    /// window (0: one byte a window). A client trickling its body a byte at a time is cut
+    /// within two windows; any upload at this rate or faster goes through however long.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(0..=1 << 40))]
+    body_min_rate: u64,
     /// Close a connection that has moved no byte, in either direction, for this long (from
     /// 1ms to 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "60s")]
     idle_timeout: Duration,
-    /// Connections served at once; at the limit the connection idle the longest (for at
-    /// least 1 s) is closed to make room, else the new one is closed at accept.
+    /// Connections served at once; at the limit a new client that has sent its first
+    /// bytes (its ClientHello) takes the place of the connection idle the longest (for at
+    /// least 1 s), which is closed; else the new one is closed at accept, as is one that
+    /// has sent nothing yet (itself idle: accepted after the kernel waited a second).
     #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
     max_connections: usize,
     /// Runtime worker threads (default: one per core; at most 1024).
@@ -338,6 +351,10 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             idle_timeout: a.idle_timeout,
             shutdown_timeout: a.shutdown_timeout,
             body_size: a.body_size as usize,
+            upload: crate::server::http::UploadLimits {
+                timeout: a.body_timeout,
+                min_rate: a.body_min_rate,
+            },
             rotation,
             kx_pools: built.kx_pools,
         })?;
@@ -368,6 +385,10 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             handshake_timeout: a.handshake_timeout,
             header_timeout: a.header_timeout,
             idle_timeout: a.idle_timeout,
+            upload: crate::server::http::UploadLimits {
+                timeout: a.body_timeout,
+                min_rate: a.body_min_rate,
+            },
             max_connections: a.max_connections,
             body_size: a.body_size as usize,
             metrics_listen: a.metrics,

@@ -15,7 +15,7 @@ use crate::capacity::{self, CapacityOptions, Outcome, Rules, Slo};
 use crate::client::target::Target;
 use crate::load::LoadGenOptions;
 
-/// The shortest step of the lab's capacity search: `--slo-time` may not be shorter.
+/// The shortest step of the lab's capacity search (its measured window).
 pub const STEP_MIN: Duration = Duration::from_secs(1);
 
 /// The search's rules in the lab: `tlsperf capacity`'s defaults, with steps of at most
@@ -33,6 +33,24 @@ fn rules(slo: &Slo) -> Rules {
         min_rate: 1.0,
         warmup_s: 0.5,
     }
+}
+
+/// The request timeout of the lab's search: 10× the objective's largest latency bound,
+/// within 1 s..10 s.
+fn request_timeout(slo: &Slo) -> Duration {
+    let largest = slo
+        .latency
+        .iter()
+        .map(|b| b.max())
+        .max()
+        .unwrap_or(Duration::from_secs(1));
+    (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10))
+}
+
+/// The least time the lab's search at `slo` needs for one step (warm-up, [`STEP_MIN`]
+/// and the request timeout for its last answers): `--slo-time` may not be shorter.
+pub fn shortest_search(slo: &Slo) -> Duration {
+    capacity::shortest_step(&rules(slo), request_timeout(slo))
 }
 
 /// Searches the capacity of a running cell at `slo`, for at most `max_time`; `None`
@@ -55,12 +73,6 @@ pub(super) async fn search(
             },
         )?,
     };
-    let largest = slo
-        .latency
-        .iter()
-        .map(|b| b.max())
-        .max()
-        .unwrap_or(Duration::from_secs(1));
     let copts = CapacityOptions {
         slo: slo.clone(),
         rules: rules(slo),
@@ -79,7 +91,7 @@ pub(super) async fn search(
             requests_per_conn: Some(1),
             http2: false,
             body_size: opts.body_size,
-            timeout: (largest * 10).clamp(Duration::from_secs(1), Duration::from_secs(10)),
+            timeout: request_timeout(slo),
             threads: 1,
             server_pid: None,
             ok_status: Default::default(),

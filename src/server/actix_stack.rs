@@ -58,6 +58,10 @@ pub struct ActixOptions {
     pub shutdown_timeout: Duration,
     /// Bytes of the `/` response body.
     pub body_size: usize,
+    /// How slow a request body may be: a slower one is answered 408 and, on HTTP/1.1,
+    /// its connection closed (an actix handler cannot close an HTTP/2 connection: only
+    /// the stream ends), uncounted (no failure counts with this stack).
+    pub upload: super::http::UploadLimits,
     /// Ticket-key rotation done by this instance.
     pub rotation: Option<Rotation>,
     /// Key-share pools, for their statistics.
@@ -90,6 +94,7 @@ pub struct ActixServer {
 
 struct AppState {
     bodies: Bodies,
+    upload: super::http::UploadLimits,
     requests: AtomicU64,
     request_body_bytes: AtomicU64,
 }
@@ -117,6 +122,7 @@ impl ActixServer {
         let started = Instant::now();
         let state = web::Data::new(AppState {
             bodies: Bodies::new(self.opts.body_size),
+            upload: self.opts.upload,
             requests: AtomicU64::new(0),
             request_body_bytes: AtomicU64::new(0),
         });
@@ -181,7 +187,8 @@ impl ActixServer {
 }
 
 /// Every route's handler: the same status and body as the hyper stack for the path; an
-/// upload (`POST /`) is read to its end and counted first.
+/// upload (`POST /`) is read to its end and counted first, within the same
+/// [`super::http::UploadLimits`] (a slower one: 408, and `Connection: close`).
 async fn answer(
     req: HttpRequest,
     mut payload: web::Payload,
@@ -192,12 +199,26 @@ async fn answer(
     let verb = Verb::of(req.method().as_str());
     let (status, body) = state.bodies.answer(verb, req.path());
     if verb == Verb::Post && status == 200 {
-        while let Some(Ok(chunk)) =
-            std::future::poll_fn(|cx| std::pin::Pin::new(&mut payload).poll_next(cx)).await
-        {
-            state
-                .request_body_bytes
-                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        let mut clock = super::http::UploadClock::start(state.upload);
+        loop {
+            let next = std::future::poll_fn(|cx| std::pin::Pin::new(&mut payload).poll_next(cx));
+            match tokio::time::timeout_at(clock.window_end(), next).await {
+                Ok(Some(Ok(chunk))) => {
+                    state
+                        .request_body_bytes
+                        .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    clock.bytes(chunk.len() as u64);
+                }
+                // The end of the body, or the client gone.
+                Ok(_) => break,
+                Err(_) => {}
+            }
+            if !clock.on_time() {
+                return HttpResponse::RequestTimeout()
+                    .force_close()
+                    .insert_header((header::CONTENT_TYPE, "application/json"))
+                    .body(super::http::REQUEST_TIMEOUT);
+            }
         }
     }
     HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))

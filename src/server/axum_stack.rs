@@ -23,18 +23,25 @@ use super::metrics::Metrics;
 struct AppState {
     bodies: Bodies,
     metrics: Arc<Metrics>,
+    upload: http::UploadLimits,
 }
 
 /// The router: `/` and `/health` (GET, and HEAD through axum's `get`), `POST /`, JSON
 /// 404 and 405 bodies otherwise. Every request, answered or not, counts as one served request, as
 /// with the hyper stack.
-pub fn router(bodies: Bodies, metrics: Arc<Metrics>) -> Router {
+/// Uploads slower than `limits` are cut as with the hyper stack ([`http::too_slow`]; the
+/// connection's [`http::Closer`] comes as a request extension).
+pub fn router(bodies: Bodies, metrics: Arc<Metrics>, limits: http::UploadLimits) -> Router {
     Router::new()
         .route("/", get(root).merge(post(upload)))
         .route("/health", get(health))
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
-        .with_state(AppState { bodies, metrics })
+        .with_state(AppState {
+            bodies,
+            metrics,
+            upload: limits,
+        })
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response {
@@ -47,9 +54,16 @@ async fn root(State(s): State<AppState>) -> Response {
     json(StatusCode::OK, body)
 }
 
-async fn upload(State(s): State<AppState>, body: axum::body::Body) -> Response {
+async fn upload(
+    State(s): State<AppState>,
+    version: axum::http::Version,
+    closer: Option<axum::Extension<http::Closer>>,
+    body: axum::body::Body,
+) -> Response {
     s.metrics.request();
-    http::drain(body, &s.metrics).await;
+    if http::drain(body, &s.metrics, s.upload).await.is_err() {
+        return http::too_slow(version, closer.as_ref().map(|c| &c.0), &s.metrics);
+    }
     let (_, body) = s.bodies.answer(http::Verb::Post, "/");
     json(StatusCode::OK, body)
 }

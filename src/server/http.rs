@@ -2,9 +2,16 @@
 //! of JSON for `/`); `POST /` (an upload: `load --body-size`) is read to its end, its
 //! body counted and thrown away, and answered as `GET /` is; the metrics listener answers
 //! `/metrics` (Prometheus) and `/stats`.
+//!
+//! An upload too slow for [`UploadLimits`] (`--body-timeout`, `--body-min-rate`) is cut:
+//! counted as `body-timeout`, answered `408` with `Connection: close` on HTTP/1.1 (hyper
+//! then closes the connection), and on HTTP/2 its whole connection is closed at once
+//! ([`Closer`]): a client that trickles its bodies would otherwise hold the connection
+//! with one new stream after another, each byte resetting the idle timeout.
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -76,20 +83,125 @@ impl Verb {
     }
 }
 
+/// How slow an upload may be (`--body-timeout`, `--body-min-rate`): its body is read in
+/// windows of `timeout` from the moment the request's head has been read, and each window
+/// must bring at least `min_rate` × `timeout` bytes (at least one) or the body's end.
+///
+/// A per-read timeout alone (nginx's `client_body_timeout`: the time between two reads)
+/// is defeated by a client sending one byte every 0.3 s, and one deadline for the whole
+/// body would cut large uploads on slow links; a minimum rate per window cuts the
+/// trickle within two windows and lets any upload at the rate through, however long,
+/// while a client that sent much early still has to keep sending.
+#[derive(Debug, Clone, Copy)]
+pub struct UploadLimits {
+    /// The window.
+    pub timeout: Duration,
+    /// Bytes per second each window must average.
+    pub min_rate: u64,
+}
+
+impl UploadLimits {
+    /// Bytes each window must bring: `min_rate` × `timeout`, at least one.
+    fn per_window(&self) -> u64 {
+        let bytes = self.min_rate as f64 * self.timeout.as_secs_f64();
+        (bytes.ceil() as u64).max(1)
+    }
+}
+
+/// The clock of one upload against its [`UploadLimits`]: the current window's end and the
+/// bytes it brought.
+#[derive(Debug)]
+pub struct UploadClock {
+    limits: UploadLimits,
+    window_end: Instant,
+    in_window: u64,
+}
+
+impl UploadClock {
+    /// A clock started now (the request's head has been read).
+    pub fn start(limits: UploadLimits) -> Self {
+        UploadClock {
+            limits,
+            window_end: Instant::now() + limits.timeout,
+            in_window: 0,
+        }
+    }
+
+    /// The instant the current window ends: wait for the body no longer than this, then
+    /// call [`UploadClock::on_time`].
+    pub fn window_end(&self) -> tokio::time::Instant {
+        self.window_end.into()
+    }
+
+    /// `n` more bytes of the body arrived.
+    pub fn bytes(&mut self, n: u64) {
+        self.in_window = self.in_window.saturating_add(n);
+    }
+
+    /// False when a window has ended short of its bytes (the upload is too slow); else
+    /// starts the windows that have ended since.
+    pub fn on_time(&mut self) -> bool {
+        let now = Instant::now();
+        while now >= self.window_end {
+            if self.in_window < self.limits.per_window() {
+                return false;
+            }
+            self.in_window = 0;
+            self.window_end += self.limits.timeout;
+        }
+        true
+    }
+}
+
+/// An upload cut for being slower than its [`UploadLimits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooSlow;
+
 /// Reads an upload's body to its end, counting its bytes into `metrics` as they come
-/// (never held: a body may be larger than memory). A body cut short (the client gone)
-/// leaves the bytes read counted.
-pub async fn drain<B>(body: B, metrics: &Metrics)
+/// (never held: a body may be larger than memory), within `limits`. A body cut short
+/// (the client gone) leaves the bytes read counted; one slower than `limits` is left
+/// unread ([`TooSlow`]).
+pub async fn drain<B>(body: B, metrics: &Metrics, limits: UploadLimits) -> Result<(), TooSlow>
 where
     B: hyper::body::Body<Data = Bytes>,
 {
     let mut body = std::pin::pin!(body);
-    while let Some(Ok(frame)) = body.frame().await {
-        if let Some(data) = frame.data_ref() {
-            metrics.request_body(data.len() as u64);
+    let mut clock = UploadClock::start(limits);
+    loop {
+        match tokio::time::timeout_at(clock.window_end(), body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    metrics.request_body(data.len() as u64);
+                    clock.bytes(data.len() as u64);
+                }
+            }
+            // The end of the body, or the client gone.
+            Ok(None | Some(Err(_))) => return Ok(()),
+            Err(_) => {}
+        }
+        if !clock.on_time() {
+            return Err(TooSlow);
         }
     }
 }
+
+/// Closes the connection a request came on, with every HTTP/2 stream on it: the accept
+/// loop's close request, the one that sheds idle connections.
+#[derive(Clone)]
+pub struct Closer(pub(super) Arc<super::ConnState>);
+
+impl Closer {
+    /// Asks the connection's task to close it now.
+    pub fn close(&self) {
+        self.0
+            .shed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.0.close.notify_one();
+    }
+}
+
+/// The body of a 408 answer.
+pub const REQUEST_TIMEOUT: &[u8] = br#"{"error":"request body too slow"}"#;
 
 /// The body of a 405 answer.
 pub const METHOD_NOT_ALLOWED: &[u8] = br#"{"error":"method not allowed"}"#;
@@ -106,17 +218,52 @@ fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
     r
 }
 
-/// The TLS listener's service.
+/// The answer to an upload [`drain`] cut, counted as `body-timeout`: a JSON `408` with
+/// `Connection: close` on HTTP/1 (hyper closes the connection after it); on HTTP/2 the
+/// connection is closed through `closer` at once (the answer may not leave).
+pub fn too_slow<B: From<Bytes>>(
+    version: hyper::Version,
+    closer: Option<&Closer>,
+    metrics: &Metrics,
+) -> Response<B> {
+    metrics.failure("body-timeout");
+    let mut r = Response::new(B::from(Bytes::from_static(REQUEST_TIMEOUT)));
+    *r.status_mut() = StatusCode::REQUEST_TIMEOUT;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    if version == hyper::Version::HTTP_2 {
+        if let Some(c) = closer {
+            c.close();
+        }
+    } else {
+        r.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+    }
+    r
+}
+
+/// The TLS listener's service; `closer` closes the request's connection (an HTTP/2
+/// upload too slow for `limits`).
 pub async fn serve(
     req: Request<Incoming>,
     bodies: Bodies,
     metrics: Arc<Metrics>,
+    limits: UploadLimits,
+    closer: Closer,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     metrics.request();
     let verb = Verb::of(req.method().as_str());
+    let version = req.version();
     let (status, body) = bodies.answer(verb, req.uri().path());
-    if verb == Verb::Post && status == 200 {
-        drain(req.into_body(), &metrics).await;
+    if verb == Verb::Post
+        && status == 200
+        && drain(req.into_body(), &metrics, limits).await.is_err()
+    {
+        return Ok(too_slow(version, Some(&closer), &metrics));
     }
     Ok(json(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -174,11 +321,45 @@ mod tests {
         assert_eq!(Verb::of(hyper::Method::PUT.as_str()), Verb::Other);
     }
 
+    const LIMITS: UploadLimits = UploadLimits {
+        timeout: Duration::from_secs(10),
+        min_rate: 1024,
+    };
+
     #[tokio::test]
     async fn an_upload_is_drained_and_counted() {
         let m = Metrics::new();
-        drain(Full::new(Bytes::from(vec![7u8; 3000])), &m).await;
-        drain(Full::new(Bytes::from(vec![7u8; 1000])), &m).await;
+        let r = drain(Full::new(Bytes::from(vec![7u8; 3000])), &m, LIMITS).await;
+        assert_eq!(r, Ok(()));
+        let r = drain(Full::new(Bytes::from(vec![7u8; 1000])), &m, LIMITS).await;
+        assert_eq!(r, Ok(()));
         assert_eq!(m.snapshot().request_body_bytes, 4000);
+    }
+
+    #[test]
+    fn each_window_must_bring_its_bytes() {
+        let limits = UploadLimits {
+            timeout: Duration::from_millis(20),
+            min_rate: 1000,
+        };
+        assert_eq!(limits.per_window(), 20);
+        let zero = UploadLimits {
+            min_rate: 0,
+            ..limits
+        };
+        assert_eq!(zero.per_window(), 1);
+        // Enough in the first window, nothing in the second.
+        let mut c = UploadClock::start(limits);
+        c.bytes(25);
+        assert!(c.on_time());
+        std::thread::sleep(Duration::from_millis(25));
+        assert!(c.on_time(), "the first window brought 25 bytes");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!c.on_time(), "the second brought none");
+        // A trickle: 19 bytes a window.
+        let mut c = UploadClock::start(limits);
+        c.bytes(19);
+        std::thread::sleep(Duration::from_millis(25));
+        assert!(!c.on_time());
     }
 }

@@ -52,6 +52,7 @@ pub const FAILURE_REASONS: &[&str] = &[
     "max-connections",
     "idle-timeout",
     "header-timeout",
+    "body-timeout",
     "shed-idle",
 ];
 
@@ -110,7 +111,7 @@ impl Metrics {
         registry.register(
             "handshake_failures",
             "Failed TLS handshakes, and connections the server closed, by reason \
-             (max-connections, idle-timeout, header-timeout, shed-idle)",
+             (max-connections, idle-timeout, header-timeout, body-timeout, shed-idle)",
             failures.clone(),
         );
         registry.register("open_connections", "Connections open now", open.clone());

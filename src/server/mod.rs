@@ -4,9 +4,11 @@
 //! listeners, shared rotating ticket keys and graceful shutdown.
 //!
 //! Idle and slow clients cannot hold the server: hyper gets a timer and a header-read
-//! timeout, a connection that moves no byte for the idle timeout is closed, and at the
-//! connection limit (or when accept runs out of descriptors) the connection idle the
-//! longest is shed to make room. Accept errors are logged at most once a second.
+//! timeout, a request body must keep a minimum rate ([`http::UploadLimits`]), a
+//! connection that moves no byte for the idle timeout is closed, and at the connection
+//! limit (or when accept runs out of descriptors) the connection idle the longest is shed
+//! to make room — at the limit, for a new client that has sent its first bytes only
+//! ([`has_spoken`]). Accept errors are logged at most once a second.
 //!
 //! The HTTP layer on top is chosen by [`Stack`]: hyper's own service ([`http::serve`]),
 //! an axum router ([`axum_stack`]) on the same accept loop, or actix-web with its own
@@ -126,8 +128,12 @@ pub struct ServeOptions {
     pub header_timeout: Duration,
     /// A connection that moves no byte (in either direction) for this long is closed.
     pub idle_timeout: Duration,
-    /// Connections served at once; at the limit the connection idle the longest (for at
-    /// least a second) is shed to make room, else the new one is closed at accept.
+    /// How slow a request body may be ([`http::UploadLimits`]).
+    pub upload: http::UploadLimits,
+    /// Connections served at once; at the limit a new connection that has sent its first
+    /// bytes takes the place of the connection idle the longest (for at least a second),
+    /// which is shed; else (no such connection, or a new one that has sent nothing
+    /// itself) the new one is closed at accept.
     pub max_connections: usize,
     /// Bytes of the `/` response body.
     pub body_size: usize,
@@ -301,6 +307,7 @@ impl Server {
             handshake_timeout: self.opts.handshake_timeout,
             header_timeout: self.opts.header_timeout,
             idle_timeout: self.opts.idle_timeout,
+            upload: self.opts.upload,
             conns: Registry::new(),
             capture_hello: self.opts.tls.session_storage.can_cache()
                 || self.opts.tls.ticketer.enabled(),
@@ -309,6 +316,7 @@ impl Server {
                 axum_stack::router(
                     http::Bodies::new(self.opts.body_size),
                     Arc::clone(&self.metrics),
+                    self.opts.upload,
                 )
             }),
         });
@@ -363,6 +371,7 @@ struct Ctx {
     handshake_timeout: Duration,
     header_timeout: Duration,
     idle_timeout: Duration,
+    upload: http::UploadLimits,
     conns: Registry,
     /// Keep the ClientHello to tell a TLS 1.2 ticket from a session id: only when the
     /// configuration can resume at all (a session cache or a ticketer).
@@ -377,7 +386,7 @@ struct Ctx {
 struct ConnState {
     /// Milliseconds since the registry's epoch of the last byte read or written.
     last_active: AtomicU64,
-    /// Asked to close (shed); never picked twice.
+    /// Asked to close (shed, or an HTTP/2 upload too slow); never picked twice.
     shed: AtomicBool,
     /// Wakes the connection's task to close it.
     close: tokio::sync::Notify,
@@ -623,6 +632,11 @@ async fn accept_loop(
                     Ok(permit) => {
                         tokio::spawn(connection(tcp, Arc::clone(&ctx), graceful.watcher(), permit));
                     }
+                    // At the limit, only a client that has spoken takes an idle one's place.
+                    Err(_) if !has_spoken(&tcp) => {
+                        ctx.metrics.rejected();
+                        drop(tcp);
+                    }
                     Err(_) if ctx.conns.shed_oldest_idle() => {
                         // The shed connection gives its permit back as it closes.
                         ctx.metrics.failure("shed-idle");
@@ -659,6 +673,22 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// Whether the client of a connection just accepted has sent its first bytes (its
+/// ClientHello): one non-blocking `MSG_PEEK`, asked only at the connection limit.
+///
+/// With `TCP_DEFER_ACCEPT` ([`defer_accept`]) a connection comes out of `accept` with its
+/// first bytes, or without them once the kernel has waited about a second: one that has
+/// sent nothing is itself idle, for as long as the connections it would displace may
+/// be. Letting it shed one of them gave an idle flood that reconnects whatever is closed
+/// (2 flooding connections per place) an endless chain of evictions — each reconnection
+/// shedding another flooding connection, ahead of the real clients in the queue for the
+/// freed places — and every real client waited past its second and was reset.
+fn has_spoken(tcp: &TcpStream) -> bool {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+    // Ok(0): the client has closed already; an error: nothing to read (WouldBlock).
+    matches!(socket2::SockRef::from(tcp).peek(&mut byte), Ok(n) if n > 0)
 }
 
 /// Waits until `state`'s connection has moved no byte for `idle` (true), or it is asked to
@@ -749,7 +779,8 @@ async fn connection(
         tracing::debug!("0-RTT data accepted: answered before the client's Finished");
     }
     record_handshake(&ctx.metrics, tls.get_ref().1, hello.as_deref(), early, took);
-    let served = serve_requests(&ctx, tls, last, watcher);
+    let closer = http::Closer(Arc::clone(&state));
+    let served = serve_requests(&ctx, tls, last, watcher, closer);
     // Dropping the connection closes it: when it has been idle too long, or when it is shed.
     // Idle first: a connection silent since its handshake meets the idle timeout no later
     // than the header timeout (its last byte came before the handshake's end), and when
@@ -757,7 +788,8 @@ async fn connection(
     let result = tokio::select! {
         biased;
         idle = idle_or_shed(&state, ctx.conns.epoch, ctx.idle_timeout) => {
-            // A shed connection was counted when the accept loop shed it.
+            // A shed connection was counted when the accept loop shed it (a connection
+            // closed for a slow upload, by the service).
             if idle {
                 ctx.metrics.failure("idle-timeout");
             }
@@ -840,6 +872,7 @@ async fn serve_requests(
     mut tls: Box<tls_stream::ServerTls<Tracked<TcpStream>>>,
     last: last_response::LastFlag,
     watcher: hyper_util::server::graceful::Watcher,
+    closer: http::Closer,
 ) -> Result<(), HttpEnd> {
     let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
     // HTTP/1 starts with the request's first bytes: until then an idle connection
@@ -867,7 +900,21 @@ async fn serve_requests(
     let io = TokioIo::new(last_response::LastResponse::new(tls, last.clone()));
     match &ctx.axum {
         Some(router) => {
-            let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+            // The router's upload handler closes the connection through the request's
+            // `Closer` extension.
+            let router = router.clone();
+            let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(closer.clone());
+                let mut router = router.clone();
+                async move {
+                    type Req = hyper::Request<hyper::body::Incoming>;
+                    std::future::poll_fn(|cx| {
+                        tower_service::Service::<Req>::poll_ready(&mut router, cx)
+                    })
+                    .await?;
+                    tower_service::Service::<Req>::call(&mut router, req).await
+                }
+            });
             Box::pin(serve_http(
                 io,
                 alpn.as_deref(),
@@ -881,9 +928,16 @@ async fn serve_requests(
         None => {
             let metrics = Arc::clone(&ctx.metrics);
             let bodies = ctx.bodies.clone();
+            let upload = ctx.upload;
             let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 last.mark_if_closing(&req);
-                http::serve(req, bodies.clone(), Arc::clone(&metrics))
+                http::serve(
+                    req,
+                    bodies.clone(),
+                    Arc::clone(&metrics),
+                    upload,
+                    closer.clone(),
+                )
             });
             Box::pin(serve_http(
                 io,
