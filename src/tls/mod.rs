@@ -1,7 +1,8 @@
 //! TLS configuration building blocks: the choice of crypto provider, and session-ticket
 //! keys shared across server instances ([`tickets`]), the choices server and client configs
 //! share ([`choices`]), the verifier that skips certificate checks ([`danger`]), and
-//! what a handshake negotiated ([`Negotiated`]).
+//! what a handshake negotiated ([`Negotiated`]), and what a QUIC connection's handshake
+//! did, read from its handshake messages ([`quic_watch`]).
 //!
 //! The provider is a value passed explicitly into every rustls config this crate builds;
 //! the library never installs a process-wide default provider.
@@ -11,6 +12,7 @@ pub mod danger;
 pub mod kx_pool;
 mod negotiated;
 mod provider;
+pub mod quic_watch;
 mod signatures;
 pub mod tickets;
 
