@@ -394,3 +394,186 @@ fn quic_needs_tls13_and_our_accept_loop() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--quic"), "{}", run.stderr);
 }
+
+/// `tlsperf handshake --http3 URL ARGS --json` (60 s at most): its document.
+fn handshake_http3(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["handshake", "--http3", url, "--json"];
+    all.extend_from_slice(args);
+    let run = common::tlsperf_env(&all, &[], Duration::from_secs(60));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+/// The run's phases are there, the segments add up to the total, and the handshake's
+/// steps took time.
+fn assert_phases(conn: &Value) {
+    let p = &conn["phases_ms"];
+    let segments = [
+        "dns",
+        "connect",
+        "client_hello",
+        "server_hello",
+        "certificate",
+        "handshake_finish",
+        "request",
+        "first_byte",
+        "body",
+    ];
+    let sum: f64 = segments.iter().map(|s| p[*s].as_f64().unwrap()).sum();
+    let total = p["total"].as_f64().unwrap();
+    assert!((sum - total).abs() < 1e-6 && total > 0.0, "{p}");
+    assert!(p["server_hello"].as_f64().unwrap() > 0.0, "{p}");
+    assert!(p["tls"].as_f64().unwrap() > 0.0, "{p}");
+}
+
+#[test]
+fn handshake_http3_against_serve_quic_full_resumed_and_0rtt() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let url = format!("https://localhost:{}/", s.port);
+    let d = handshake_http3(&url, &["-n", "4", "--cacert", &root]);
+    assert_eq!(d["transport"], "quic", "{d}");
+    assert_eq!(d["negotiated"]["version"], "TLSv1.3", "{d}");
+    assert_eq!(d["negotiated"]["alpn"], "h3", "{d}");
+    assert_eq!(d["negotiated"]["group"], "x25519", "{d}");
+    assert_eq!(
+        d["negotiated"]["signature_scheme"], "ECDSA_NISTP256_SHA256",
+        "{d}"
+    );
+    assert_eq!(d["chain"].as_array().unwrap().len(), 2, "{d}");
+    assert_eq!(d["cold"]["kind"], "full", "{d}");
+    assert_eq!(d["cold"]["status"], 200, "{d}");
+    assert_phases(&d["cold"]);
+    assert!(d["cold"]["phases_ms"]["certificate"].as_f64().unwrap() > 0.0);
+    assert!(d["cold"]["phases_ms"]["verify"].as_f64().unwrap() > 0.0);
+    assert!(d["client_hello_bytes"].as_u64().unwrap() > 200, "{d}");
+    assert!(d["server_flight_bytes"].as_u64().unwrap() > 900, "{d}");
+    assert_eq!(d["warm"]["kinds"]["resumed-ticket"], 3, "{d}");
+    let (got, want) = counts_become(&s, &[("full", 1), ("resumed", 3)]);
+    assert_eq!(got, want);
+
+    // Every warm connection sends its request in 0-RTT, accepted.
+    let d = handshake_http3(&url, &["-n", "3", "--cacert", &root, "--early-data"]);
+    assert_eq!(d["warm"]["kinds"]["resumed-ticket"], 2, "{d}");
+    assert_eq!(d["warm"]["early_data_accepted"], 2, "{d}");
+    assert_eq!(d["warm"]["early_data_rejected"], 0, "{d}");
+    let (got, want) = counts_become(&s, &[("full", 2), ("resumed", 3), ("0rtt", 2)]);
+    assert_eq!(got, want);
+
+    // Verification is on: another root refuses the server, in words.
+    let other = pki_of(dir.path(), "other");
+    let run = common::tlsperf_env(
+        [
+            "handshake",
+            "--http3",
+            &url,
+            "-n",
+            "1",
+            "--cacert",
+            &format!("{other}/root.pem"),
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("does not chain to a trusted root"),
+        "{}",
+        run.stderr
+    );
+}
+
+fn pki_of(dir: &Path, name: &str) -> String {
+    pki(dir, name, "ecdsa-p256")
+}
+
+/// ngtcp2's example server (GnuTLS; Debian: ngtcp2-server), serving `htdocs`.
+struct Ngtcp2Server {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Ngtcp2Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ngtcp2_server(pki: &str, htdocs: &Path) -> Option<Ngtcp2Server> {
+    let bin = ["/usr/sbin/gtlsserver", "/usr/bin/gtlsserver"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(bin) = bin else {
+        missing(
+            "gtlsserver (Debian package ngtcp2-server)",
+            "handshake --http3 against ngtcp2's server",
+        );
+        return None;
+    };
+    // A free UDP port: bound, then released for the server.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(bin)
+        .args(["-q", "-d", htdocs.to_str().unwrap(), "127.0.0.1"])
+        .arg(port.to_string())
+        .arg(format!("{pki}/server.key"))
+        .arg(format!("{pki}/server-chain.pem"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    Some(Ngtcp2Server { child, port })
+}
+
+#[test]
+fn handshake_http3_against_ngtcp2s_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let htdocs = dir.path().join("htdocs");
+    std::fs::create_dir(&htdocs).unwrap();
+    std::fs::write(htdocs.join("index.html"), r#"{"status":"ok"}"#).unwrap();
+    let Some(server) = ngtcp2_server(&pki, &htdocs) else {
+        return;
+    };
+    let url = format!("https://localhost:{}/", server.port);
+    let root = format!("{pki}/root.pem");
+    let d = handshake_http3(&url, &["-n", "3", "--cacert", &root]);
+    assert_eq!(d["transport"], "quic", "{d}");
+    assert_eq!(d["cold"]["kind"], "full", "{d}");
+    assert_eq!(d["cold"]["status"], 200, "{d}");
+    assert_eq!(d["negotiated"]["alpn"], "h3", "{d}");
+    assert_eq!(d["chain"].as_array().unwrap().len(), 2, "{d}");
+    assert_phases(&d["cold"]);
+    // GnuTLS sends its session ticket after the handshake: the client waits for it.
+    assert_eq!(d["warm"]["kinds"]["resumed-ticket"], 2, "{d}");
+    // 0-RTT: accepted by ngtcp2's server for the connections that resumed with it.
+    let d = handshake_http3(&url, &["-n", "4", "--cacert", &root, "--early-data"]);
+    assert!(
+        d["warm"]["early_data_accepted"].as_u64().unwrap() >= 1,
+        "{d}"
+    );
+    assert_eq!(d["warm"]["early_data_rejected"], 0, "{d}");
+}
+
+#[test]
+fn handshake_http3_refuses_what_quic_cannot_do() {
+    for (args, says) in [
+        (&["--tls", "1.2"][..], "TLS 1.3"),
+        (&["--resume", "ids"][..], "--resume ids"),
+        (&["--link", "rtt=10ms"][..], "--link"),
+        (&["--body-size", "100"][..], "--body-size"),
+    ] {
+        let mut all = vec!["handshake", "--http3", "https://localhost:1/"];
+        all.extend_from_slice(args);
+        let run = tlsperf(&all);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+    }
+}

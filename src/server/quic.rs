@@ -5,7 +5,7 @@
 //! QUIC is quinn's, over the TCP side's rustls `ServerConfig` ([`quic_tls`]: the same
 //! provider, certificates, groups, session cache or ticketer, client authentication), and
 //! HTTP/3 is the `h3` crate's. What each handshake did (full, resumed, 0-RTT, group, suite)
-//! is read from the handshake messages rustls wrote ([`crate::tls::quic_watch`]): quinn
+//! is read from the handshake messages rustls wrote ([`crate::quic_watch`]): quinn
 //! does not expose its rustls connection.
 //!
 //! A handshake's time runs from the connection's first Initial packet reaching quinn's
@@ -22,9 +22,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::http::{Bodies, Verb};
 use super::metrics::{HandshakeLabels, Metrics};
+use crate::quic_watch::{self, WatchedServerConfig};
 use crate::tls::Provider;
 use crate::tls::choices::ConfigError;
-use crate::tls::quic_watch::{self, WatchedServerConfig};
 
 /// The ALPN protocol of HTTP/3.
 pub const H3_ALPN: &[u8] = b"h3";
@@ -64,11 +64,11 @@ pub fn quic_tls(
         rustls::quic::Version::V1,
         Vec::new(),
     )
-    .map_err(|e| ConfigError::BadChoice {
+    .map_err(|_| ConfigError::BadChoice {
         flag: "--quic",
-        reason: format!(
-            "QUIC needs TLS 1.3 and a TLS 1.3 cipher suite ({e}): check --tls and --ciphers"
-        ),
+        reason: "QUIC carries TLS 1.3 only, and no TLS 1.3 cipher suite is enabled: check \
+                 --tls and --ciphers"
+            .into(),
     })?;
     Ok(config)
 }

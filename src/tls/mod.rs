@@ -1,8 +1,7 @@
 //! TLS configuration building blocks: the choice of crypto provider, and session-ticket
 //! keys shared across server instances ([`tickets`]), the choices server and client configs
 //! share ([`choices`]), the verifier that skips certificate checks ([`danger`]), and
-//! what a handshake negotiated ([`Negotiated`]), and what a QUIC connection's handshake
-//! did, read from its handshake messages ([`quic_watch`]).
+//! what a handshake negotiated ([`Negotiated`]).
 //!
 //! The provider is a value passed explicitly into every rustls config this crate builds;
 //! the library never installs a process-wide default provider.
@@ -12,7 +11,6 @@ pub mod danger;
 pub mod kx_pool;
 mod negotiated;
 mod provider;
-pub mod quic_watch;
 mod signatures;
 pub mod tickets;
 

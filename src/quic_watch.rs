@@ -10,7 +10,11 @@
 //! on the way out with `observe`'s message readers (the ones that read captures), into a
 //! [`Watch`] shared with the code that accepted the connection.
 //!
-//! Nothing is decided by the wrapper: it only reads what rustls wrote.
+//! [`WatchedClientConfig`] does the same for a client (`handshake --http3`), reading what
+//! the server's messages said as rustls reads them, and when: the client's timeline
+//! ([`ClientMoments`]).
+//!
+//! Nothing is decided by the wrappers: they only read what rustls wrote or read.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -36,6 +40,8 @@ pub struct Seen {
     pub early_data_received: bool,
     /// The server sent a CertificateRequest.
     pub certificate_requested: bool,
+    /// (Client side) the client wrote its Finished: the server's flight is over.
+    pub client_finished: bool,
     /// Handshake messages that could not be reassembled (a declared length beyond the
     /// reader's limit): what was seen before stays, nothing after it is read.
     pub unreadable: bool,
@@ -60,7 +66,7 @@ impl Seen {
         }
     }
 
-    /// Reads one handshake message the side wrote.
+    /// Reads one handshake message.
     fn message(&mut self, kind: u8, body: &[u8]) {
         match kind {
             wire::msg::SERVER_HELLO => {
@@ -78,6 +84,35 @@ impl Seen {
 
 /// EncryptedExtensions.
 const ENCRYPTED_EXTENSIONS: u8 = 8;
+/// The pre_shared_key extension.
+const PRE_SHARED_KEY: u16 = 41;
+
+/// Whether a ClientHello body has the extension `wanted`.
+fn hello_extension(body: &[u8], wanted: u16) -> bool {
+    // version (2), random (32), session id, cipher suites, compression methods.
+    let mut at = 34;
+    let Some(&sid) = body.get(at) else {
+        return false;
+    };
+    at += 1 + usize::from(sid);
+    let Some(cs) = body.get(at..at + 2) else {
+        return false;
+    };
+    at += 2 + usize::from(u16::from_be_bytes([cs[0], cs[1]]));
+    let Some(&comp) = body.get(at) else {
+        return false;
+    };
+    at += 1 + usize::from(comp) + 2; // and the extensions block's length
+    let mut rest = body.get(at..).unwrap_or(&[]);
+    while let Some(h) = rest.get(..4) {
+        if u16::from_be_bytes([h[0], h[1]]) == wanted {
+            return true;
+        }
+        let n = 4 + usize::from(u16::from_be_bytes([h[2], h[3]]));
+        rest = rest.get(n..).unwrap_or(&[]);
+    }
+    false
+}
 /// CertificateRequest.
 const CERTIFICATE_REQUEST: u8 = 13;
 /// The early_data extension.
@@ -101,17 +136,115 @@ fn has_early_data(body: &[u8]) -> bool {
     false
 }
 
+/// When a client's handshake steps happened, and what it sent and read (`handshake
+/// --http3`).
+#[derive(Debug, Clone, Default)]
+pub struct ClientMoments {
+    /// The first ClientHello handed to quinn, which sends it in the first Initial packet
+    /// at once (after a HelloRetryRequest, still the first one).
+    pub hello_written: Option<std::time::Instant>,
+    /// Size of the first ClientHello message.
+    pub hello_len: usize,
+    /// The ClientHello offered a pre-shared key (a session to resume).
+    pub psk_offered: bool,
+    /// The (last) ServerHello read by rustls: the server's Initial packet received and
+    /// decrypted.
+    pub server_hello: Option<std::time::Instant>,
+    /// The server's Certificate message read (none when resumed).
+    pub certificate: Option<std::time::Instant>,
+    /// Bytes of TLS handshake messages the server sent from its (last) ServerHello until
+    /// the client next wrote (its Finished): the server's flight.
+    pub server_flight_bytes: usize,
+    /// NewSessionTicket messages read (sessions to resume with).
+    pub tickets: usize,
+}
+
+/// Runs around each call in which rustls reads the server's handshake messages (and
+/// verifies its certificate, synchronously): given the call, it runs it once. A client
+/// sets up its verifier's per-connection record there.
+pub type ReadHook = Arc<dyn Fn(&mut dyn FnMut()) + Send + Sync>;
+
 /// One connection's handshake as it goes: shared by its session (which writes) and by
 /// whoever holds the connection (which reads, through [`watch_of`]).
 #[derive(Debug, Default)]
 pub struct Watch {
     seen: Mutex<(Seen, HandshakeBuf)>,
+    client: Mutex<ClientMoments>,
 }
 
 impl Watch {
     /// What was seen so far.
     pub fn seen(&self) -> Seen {
         self.seen.lock().map(|s| s.0.clone()).unwrap_or_default()
+    }
+
+    /// A client's moments so far.
+    pub fn client(&self) -> ClientMoments {
+        self.client.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// A client wrote handshake bytes: the first are its ClientHello.
+    fn client_wrote(&self, bytes: &[u8]) {
+        let Ok(mut g) = self.seen.lock() else {
+            return;
+        };
+        let Ok(mut c) = self.client.lock() else {
+            return;
+        };
+        // Written after the server's flight: the client's Finished.
+        if c.server_hello.is_some() {
+            g.0.client_finished = true;
+        }
+        if c.hello_written.is_none() {
+            c.hello_written = Some(std::time::Instant::now());
+            if let Some(h) = bytes.get(..4).filter(|h| h[0] == wire::msg::CLIENT_HELLO) {
+                let len = (usize::from(h[1]) << 16) | (usize::from(h[2]) << 8) | usize::from(h[3]);
+                c.hello_len = 4 + len;
+                c.psk_offered = bytes
+                    .get(4..4 + len)
+                    .is_some_and(|body| hello_extension(body, PRE_SHARED_KEY));
+            }
+        }
+    }
+
+    /// A client read handshake bytes from the server: its messages, timed on arrival at
+    /// rustls.
+    fn client_read(&self, bytes: &[u8]) {
+        let now = std::time::Instant::now();
+        let Ok(mut g) = self.seen.lock() else {
+            return;
+        };
+        let Ok(mut c) = self.client.lock() else {
+            return;
+        };
+        let (seen, buf) = &mut *g;
+        if seen.unreadable {
+            return;
+        }
+        let mut flight = 0;
+        let r = buf.feed(bytes, |kind, body| {
+            match kind {
+                wire::msg::SERVER_HELLO => {
+                    c.server_hello = Some(now);
+                    flight = 0;
+                    c.server_flight_bytes = 0;
+                }
+                wire::msg::CERTIFICATE => c.certificate = Some(now),
+                wire::msg::NEW_SESSION_TICKET => c.tickets += 1,
+                _ => {}
+            }
+            flight += 4 + body.len();
+            seen.message(kind, body);
+            true
+        });
+        // Only the flight answering the ClientHello: nothing after the client's Finished
+        // (NewSessionTicket comes later, in 1-RTT).
+        if c.server_hello.is_some() && !seen.client_finished {
+            c.server_flight_bytes += flight;
+        }
+        if r.is_err() {
+            seen.unreadable = true;
+        }
     }
 
     /// A 0-RTT packet was decrypted.
@@ -167,6 +300,55 @@ pub fn alpn_of(conn: &quinn::Connection) -> Option<Vec<u8>> {
     data.quinn.and_then(|q| q.protocol)
 }
 
+/// quinn's rustls client configuration, each session it starts watched; the watch of the
+/// last session started is kept for [`WatchedClientConfig::take_watch`] (quinn starts
+/// the session inside `Endpoint::connect`).
+pub struct WatchedClientConfig {
+    inner: Arc<quinn::crypto::rustls::QuicClientConfig>,
+    last: Mutex<Option<Arc<Watch>>>,
+    hook: Option<ReadHook>,
+}
+
+impl WatchedClientConfig {
+    /// Wraps `inner`; `hook` runs around every read of the server's messages.
+    pub fn new(
+        inner: Arc<quinn::crypto::rustls::QuicClientConfig>,
+        hook: Option<ReadHook>,
+    ) -> Self {
+        WatchedClientConfig {
+            inner,
+            last: Mutex::new(None),
+            hook,
+        }
+    }
+
+    /// The watch of the session started last (right after `connect`: its own).
+    pub fn take_watch(&self) -> Option<Arc<Watch>> {
+        self.last.lock().ok().and_then(|mut l| l.take())
+    }
+}
+
+impl crypto::ClientConfig for WatchedClientConfig {
+    fn start_session(
+        self: Arc<Self>,
+        version: u32,
+        server_name: &str,
+        params: &TransportParameters,
+    ) -> Result<Box<dyn crypto::Session>, quinn::ConnectError> {
+        let inner = Arc::clone(&self.inner).start_session(version, server_name, params)?;
+        let watch = Arc::new(Watch::default());
+        if let Ok(mut l) = self.last.lock() {
+            *l = Some(Arc::clone(&watch));
+        }
+        Ok(Box::new(WatchedSession {
+            inner,
+            watch,
+            side: Side::Client,
+            hook: self.hook.clone(),
+        }))
+    }
+}
+
 /// quinn's rustls server configuration, each session it starts watched.
 pub struct WatchedServerConfig {
     inner: Arc<quinn::crypto::rustls::QuicServerConfig>,
@@ -202,6 +384,8 @@ impl crypto::ServerConfig for WatchedServerConfig {
         Box::new(WatchedSession {
             inner: Arc::clone(&self.inner).start_session(version, params),
             watch: Arc::new(Watch::default()),
+            side: Side::Server,
+            hook: None,
         })
     }
 }
@@ -210,6 +394,8 @@ impl crypto::ServerConfig for WatchedServerConfig {
 struct WatchedSession {
     inner: Box<dyn crypto::Session>,
     watch: Arc<Watch>,
+    side: Side,
+    hook: Option<ReadHook>,
 }
 
 impl crypto::Session for WatchedSession {
@@ -249,7 +435,16 @@ impl crypto::Session for WatchedSession {
     }
 
     fn read_handshake(&mut self, buf: &[u8]) -> Result<bool, TransportError> {
-        self.inner.read_handshake(buf)
+        if self.side == Side::Server {
+            return self.inner.read_handshake(buf);
+        }
+        self.watch.client_read(buf);
+        let Some(hook) = self.hook.clone() else {
+            return self.inner.read_handshake(buf);
+        };
+        let mut r = Ok(false);
+        hook(&mut || r = self.inner.read_handshake(buf));
+        r
     }
 
     fn transport_parameters(&self) -> Result<Option<TransportParameters>, TransportError> {
@@ -260,7 +455,10 @@ impl crypto::Session for WatchedSession {
         let before = buf.len();
         let keys = self.inner.write_handshake(buf);
         if let Some(new) = buf.get(before..).filter(|b| !b.is_empty()) {
-            self.watch.wrote(new);
+            match self.side {
+                Side::Server => self.watch.wrote(new),
+                Side::Client => self.watch.client_wrote(new),
+            }
         }
         keys
     }
@@ -405,6 +603,49 @@ mod tests {
                 assert_eq!((h.version, h.suite, h.group), (0x0304, 0x1301, Some(0x1d)));
             }
         }
+    }
+
+    #[test]
+    fn a_client_times_the_server_messages_and_counts_its_flight() {
+        let mut hello = vec![3, 3];
+        hello.extend_from_slice(&[7; 32]);
+        hello.extend_from_slice(&[0, 0, 2, 0x13, 0x01, 1, 0]);
+        let ext = [0u8, 0, 0, 0, 0, 41, 0, 3, 1, 2, 3];
+        hello.extend_from_slice(&(ext.len() as u16).to_be_bytes());
+        hello.extend_from_slice(&ext);
+        let w = Watch::default();
+        w.client_wrote(&message(1, &hello));
+        let c = w.client();
+        assert!(c.hello_written.is_some() && c.psk_offered);
+        assert_eq!(c.hello_len, 4 + hello.len());
+        let sh = message(2, &server_hello(false, [1; 32]));
+        let rest = [
+            message(8, &encrypted_extensions(false)),
+            message(11, &[0, 0, 0, 0]),
+            message(20, &[0; 32]),
+        ]
+        .concat();
+        w.client_read(&sh);
+        w.client_read(&rest);
+        let c = w.client();
+        assert!(c.server_hello.is_some() && c.certificate.is_some());
+        assert!(c.server_hello <= c.certificate);
+        assert_eq!(c.server_flight_bytes, sh.len() + rest.len());
+        // The client's Finished ends the flight; a ticket later is counted apart.
+        w.client_wrote(&message(20, &[0; 32]));
+        w.client_read(&message(4, &[0; 20]));
+        let c = w.client();
+        assert_eq!(c.server_flight_bytes, sh.len() + rest.len());
+        assert_eq!(c.tickets, 1);
+        assert_eq!(w.seen().kind(), "full");
+        // A ClientHello without a pre-shared key: its extensions block holds one empty
+        // server_name extension.
+        let mut plain = hello[..hello.len() - ext.len() - 2].to_vec();
+        plain.extend_from_slice(&[0, 4, 0, 0, 0, 0]);
+        let w = Watch::default();
+        w.client_wrote(&message(1, &plain));
+        assert!(!w.client().psk_offered);
+        assert_eq!(w.client().hello_len, 4 + plain.len());
     }
 
     #[test]
