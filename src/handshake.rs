@@ -64,6 +64,9 @@ pub struct HandshakeOptions {
     /// The HTTP statuses that count as a success: any other fails its connection (the
     /// first one's, the run).
     pub ok_status: crate::client::status::OkStatus,
+    /// `--http3`: each connection is QUIC with one HTTP/3 `GET` ([`crate::client::quic`]),
+    /// over this configuration (the client's, ALPN `h3`).
+    pub http3: Option<crate::client::quic::Http3Config>,
 }
 
 /// One certificate of the server's chain.
@@ -132,6 +135,8 @@ pub struct WarmReport {
 pub struct HandshakeRun {
     /// The URL.
     pub target: String,
+    /// `tcp` (TLS over TCP, HTTP/1.1), or `quic` (`--http3`: QUIC, HTTP/3).
+    pub transport: &'static str,
     /// Where the roots came from.
     pub roots: String,
     /// Where receive stamps come from: `kernel` (each read dated at the arrival of its
@@ -210,14 +215,28 @@ pub async fn run(
             interrupted = true;
             break;
         }
+        let one = async {
+            match &opts.http3 {
+                Some(q) => {
+                    let want_ticket = client.sessions.is_some();
+                    crate::client::quic::exchange(target, q, early_data, want_ticket, opts.timeout)
+                        .await
+                        .map(|ex| (ex, None))
+                }
+                None => {
+                    exchange(
+                        target,
+                        Arc::clone(&client.config),
+                        &request,
+                        early_data,
+                        opts.timeout,
+                    )
+                    .await
+                }
+            }
+        };
         let outcome = tokio::select! {
-            o = exchange(
-                target,
-                Arc::clone(&client.config),
-                &request,
-                early_data,
-                opts.timeout,
-            ) => o,
+            o = one => o,
             () = &mut stopping => {
                 interrupted = true;
                 break;
@@ -272,6 +291,7 @@ pub async fn run(
     Ok(HandshakeRun {
         link_counters: None,
         target: target.to_string(),
+        transport: if opts.http3.is_some() { "quic" } else { "tcp" },
         roots: client.roots.clone(),
         receive_stamps: if h.stamps.wakeup.is_some() {
             "kernel"

@@ -7,6 +7,9 @@
 //! no engine, and no module imports one that imports it back.
 //!
 //! Engines:
+//! - [`quic_watch`]: what a QUIC connection's TLS handshake did (full, resumed, 0-RTT,
+//!   group, suite, and the client's moments), read from the handshake messages rustls
+//!   hands quinn; used by `serve --quic` and `handshake --http3`.
 //! - [`pki`]: realistic test PKIs (root → intermediate → server/client leaf), OCSP
 //!   responses and synthetic trust bundles, built with rcgen.
 //! - [`trust`]: trust-store discovery, timed loading, analysis and trimming, the shared
@@ -69,6 +72,7 @@ pub mod load;
 pub mod observe;
 pub mod pki;
 pub mod probes;
+pub mod quic_watch;
 pub mod ratio;
 pub mod report;
 pub mod server;

@@ -244,6 +244,7 @@ fn every_json_output_matches_the_documented_schema() {
         &docs,
     );
     check_serve(&["--metrics", "127.0.0.1:0"], "serve (summary)", &docs);
+    check_serve(&["--quic"], "serve (summary)", &docs);
     check_serve(
         &["--stack", "actix", "--threads", "1"],
         "serve --stack actix (summary)",

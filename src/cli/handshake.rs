@@ -44,6 +44,12 @@ pub struct HandshakeArgs {
     /// the server has read it and answers). Not with --early-data.
     #[arg(long, value_name = "BYTES", default_value_t = 0, conflicts_with = "early_data", value_parser = clap::value_parser!(u64).range(0..=crate::client::http1::MAX_BODY))]
     body_size: u64,
+    /// Make each connection over QUIC (UDP) with one HTTP/3 GET, as `serve --quic` and
+    /// other HTTP/3 servers answer: the same phases (`connect` is the UDP socket's
+    /// creation; see the guide), TLS 1.3 only, verification as over TCP. Not with --link
+    /// or --body-size.
+    #[arg(long, conflicts_with_all = ["body_size"])]
+    http3: bool,
     #[command(flatten)]
     client: ClientArgs,
     #[command(flatten)]
@@ -54,11 +60,34 @@ pub struct HandshakeArgs {
 /// run and prints what was measured (exit 130), a second one exits at once.
 pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     let target = args.client.target(&args.url)?;
-    let opts = args
-        .client
-        .options(vec![b"http/1.1".to_vec()], args.early_data)?;
+    let alpn = if args.http3 {
+        b"h3".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    };
+    let opts = args.client.options(vec![alpn], args.early_data)?;
     args.client.warn_if_insecure(out);
+    if args.http3 {
+        if args.link.link.is_some() {
+            return Err(CliError::input(
+                "--http3 is not available with --link: the emulated link carries TCP only",
+            ));
+        }
+        if args.client.resume == config::Resume::Ids {
+            return Err(CliError::input(
+                "--resume ids is TLS 1.2's; --http3 is QUIC, TLS 1.3 only: use --resume tickets or off",
+            ));
+        }
+    }
     let built = config::build(&opts)?;
+    let http3 = if args.http3 {
+        Some(crate::client::quic::Http3Config(Arc::new(
+            crate::client::quic::quic_client_config(&built.config)
+                .map_err(|e| CliError::input(format!("--http3: {e}: check --tls and --ciphers")))?,
+        )))
+    } else {
+        None
+    };
     let link = args.link.start(&target)?;
     // The runtime's sockets are made on this thread, in the client's namespace.
     let _inside = link.as_ref().map(|l| l.enter()).transpose()?;
@@ -70,6 +99,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
         body_size: usize::try_from(args.body_size).unwrap_or(usize::MAX),
         link: args.link.link.clone(),
         ok_status: args.client.ok_status.clone(),
+        http3,
     };
     let control = Arc::new(Control::default());
     let bar = progress::bar(

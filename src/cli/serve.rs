@@ -16,6 +16,7 @@ use crate::pki::KeyType;
 use crate::report::text;
 use crate::server::actix_stack::{ActixOptions, ActixServer};
 use crate::server::config::{self as server_config, ClientAuth, Resumption, ServerTlsOptions};
+use crate::server::quic::{QuicOptions, quic_tls};
 use crate::server::{Rotation, ServeOptions, Server, Stack};
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
@@ -173,6 +174,17 @@ pub struct ServeArgs {
     /// no --early-data, and no handshake statistics in the summary).
     #[arg(long, value_enum, default_value_t = Stack::Hyper)]
     stack: Stack,
+    /// Also serve HTTP/3 over QUIC on UDP, on the same port as --listen (quinn and h3 on
+    /// the same rustls configuration: certificate, groups, resumption, --early-data,
+    /// --client-auth; TLS 1.3 only, ALPN h3). TCP answers then carry `Alt-Svc:
+    /// h3=":PORT"`. Not with --stack actix.
+    #[arg(long, alias = "http3")]
+    quic: bool,
+    /// With --quic: answer every client whose address is not validated yet with a Retry
+    /// (QUIC address validation: the client must echo the server's token, one more round
+    /// trip).
+    #[arg(long, requires = "quic")]
+    quic_retry: bool,
     /// Stop by itself after this long, e.g. 60s (default: run until SIGINT or SIGTERM).
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
@@ -244,6 +256,9 @@ struct Listening {
     addr: SocketAddr,
     url: String,
     metrics: Option<SocketAddr>,
+    /// The UDP address of HTTP/3 (`--quic`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quic: Option<SocketAddr>,
     provider: Provider,
     resumption: String,
     stack: Stack,
@@ -253,6 +268,11 @@ struct Listening {
 fn check_stack(a: &ServeArgs) -> Result<(), CliError> {
     if a.stack != Stack::Actix {
         return Ok(());
+    }
+    if a.quic {
+        return Err(CliError::input(
+            "--quic is not available with --stack actix: HTTP/3 is served beside tlsperf's own accept loop (--stack hyper or axum)",
+        ));
     }
     if a.metrics.is_some() {
         return Err(CliError::input(
@@ -308,6 +328,17 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         .clone()
         .map(|r| r as std::sync::Arc<dyn rustls::server::ProducesTickets>);
     let built = server_config::build(&tls)?;
+    let quic = if a.quic {
+        let early = a.early_data > 0;
+        Some(QuicOptions {
+            tls: std::sync::Arc::new(quic_tls(&built.config, early)?),
+            provider: a.provider,
+            retry: a.quic_retry,
+            half_rtt: early && a.client_auth == ClientAuth::Off,
+        })
+    } else {
+        None
+    };
     let rotation = match (&a.ticket_keys, a.rotate_every, &ring) {
         (Some(path), Some(every), Some(ring)) => Some(Rotation {
             path: path.clone(),
@@ -318,7 +349,10 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
     };
     // Bound, so this server is the one its clients will reach: only now is --write-ca
     // replaced (a server already running on the address keeps its clients' CA file).
-    let listening = |addr: SocketAddr, metrics: Option<SocketAddr>| -> Result<(), CliError> {
+    let listening = |addr: SocketAddr,
+                     metrics: Option<SocketAddr>,
+                     quic: Option<SocketAddr>|
+     -> Result<(), CliError> {
         if let (Some(path), Some(pem)) = (&a.write_ca, &ca_pem) {
             files::write_atomic(path, pem.as_bytes(), FileMode::Public, true)?;
         }
@@ -327,6 +361,7 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             addr,
             url: format!("https://{addr}/"),
             metrics,
+            quic,
             provider: a.provider,
             resumption: format!("{:?}", a.resumption).to_lowercase(),
             stack: a.stack,
@@ -334,7 +369,11 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         if out.json() {
             out.json_line(&listening)
         } else {
-            out.text(&text::serve_listening(&listening.url, listening.metrics))
+            out.text(&text::serve_listening(
+                &listening.url,
+                listening.metrics,
+                listening.quic,
+            ))
         }
     };
     if a.stack == Stack::Actix {
@@ -358,7 +397,7 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             rotation,
             kx_pools: built.kx_pools,
         })?;
-        listening(server.local_addr().unwrap_or(a.listen), None)?;
+        listening(server.local_addr().unwrap_or(a.listen), None, None)?;
         let summary = server
             .run(async move { shutdown(a.duration).await })
             .map_err(|e| {
@@ -395,10 +434,12 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
             shutdown_timeout: a.shutdown_timeout,
             rotation,
             stack: a.stack,
+            quic,
         })?;
         listening(
             server.local_addr().unwrap_or(a.listen),
             server.metrics_addr(),
+            server.quic_addr(),
         )?;
         let summary = server.run(shutdown).await;
         if out.json() {

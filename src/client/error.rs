@@ -78,6 +78,12 @@ pub enum ConnectError {
     /// Stopped by the user (Ctrl-C) before anything was measured.
     #[error("interrupted before the first connection completed")]
     Interrupted,
+    /// A QUIC connection or its HTTP/3 request failed (`handshake --http3`).
+    #[error("QUIC: {reason}")]
+    Quic {
+        /// What happened, in words.
+        reason: String,
+    },
     /// A client configuration built for this connection could not be built (roots
     /// reloaded per connection).
     #[error("client configuration")]
@@ -238,6 +244,7 @@ impl ConnectError {
             ConnectError::Status { status, .. } if *status >= 400 => "http-4xx",
             ConnectError::Status { .. } => "http-status",
             ConnectError::Config { .. } => "client-config",
+            ConnectError::Quic { .. } => "quic",
             ConnectError::Interrupted => "interrupted",
         }
     }

@@ -7,7 +7,8 @@
 //! the system calls that moved the bytes ([`wire`]), a verifier that loads its roots in
 //! every handshake, as slow clients do ([`reload`]), and a connector other Rust HTTP
 //! clients can use to record the same phases for their own traffic ([`connector`]), and
-//! which HTTP statuses count as a success ([`status`]).
+//! which HTTP statuses count as a success ([`status`]); one QUIC connection and one
+//! HTTP/3 request on the same timeline ([`quic`], `handshake --http3`).
 
 pub mod config;
 pub mod conn;
@@ -16,6 +17,7 @@ mod error;
 pub mod exchange;
 pub mod hello;
 pub mod http1;
+pub mod quic;
 pub mod reload;
 pub mod roots;
 pub mod sessions;

@@ -44,14 +44,19 @@ pub fn router(bodies: Bodies, metrics: Arc<Metrics>, limits: http::UploadLimits)
         })
 }
 
-fn json(status: StatusCode, body: Bytes) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+/// A JSON answer, with the `Alt-Svc` header when HTTP/3 is served too.
+fn json(s: &AppState, status: StatusCode, body: Bytes) -> Response {
+    let mut r = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if let Some(v) = s.bodies.alt_svc() {
+        r.headers_mut().insert(header::ALT_SVC, v.clone());
+    }
+    r
 }
 
 async fn root(State(s): State<AppState>) -> Response {
     s.metrics.request();
     let (_, body) = s.bodies.answer(http::Verb::Read, "/");
-    json(StatusCode::OK, body)
+    json(&s, StatusCode::OK, body)
 }
 
 async fn upload(
@@ -65,18 +70,19 @@ async fn upload(
         return http::too_slow(version, closer.as_ref().map(|c| &c.0), &s.metrics);
     }
     let (_, body) = s.bodies.answer(http::Verb::Post, "/");
-    json(StatusCode::OK, body)
+    json(&s, StatusCode::OK, body)
 }
 
 async fn health(State(s): State<AppState>) -> Response {
     s.metrics.request();
     let (_, body) = s.bodies.answer(http::Verb::Read, "/health");
-    json(StatusCode::OK, body)
+    json(&s, StatusCode::OK, body)
 }
 
 async fn method_not_allowed(State(s): State<AppState>) -> Response {
     s.metrics.request();
     json(
+        &s,
         StatusCode::METHOD_NOT_ALLOWED,
         Bytes::from_static(http::METHOD_NOT_ALLOWED),
     )
@@ -87,9 +93,14 @@ async fn not_found(State(s): State<AppState>, method: axum::http::Method) -> Res
     // The hyper stack answers 405 before looking at the path.
     if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
         return json(
+            &s,
             StatusCode::METHOD_NOT_ALLOWED,
             Bytes::from_static(http::METHOD_NOT_ALLOWED),
         );
     }
-    json(StatusCode::NOT_FOUND, Bytes::from_static(http::NOT_FOUND))
+    json(
+        &s,
+        StatusCode::NOT_FOUND,
+        Bytes::from_static(http::NOT_FOUND),
+    )
 }

@@ -25,6 +25,8 @@ use super::metrics::Metrics;
 pub struct Bodies {
     root: Bytes,
     health: Bytes,
+    /// `Alt-Svc` for every answer over TCP, when HTTP/3 is served too (`serve --quic`).
+    alt_svc: Option<hyper::header::HeaderValue>,
 }
 
 impl Bodies {
@@ -44,7 +46,20 @@ impl Bodies {
         Bodies {
             root,
             health: Bytes::from_static(small),
+            alt_svc: None,
         }
+    }
+
+    /// Answers over TCP advertise HTTP/3 on UDP `port`: `Alt-Svc: h3=":PORT"` (RFC 7838;
+    /// the same host, for the default 24 hours).
+    pub fn with_alt_svc(mut self, port: u16) -> Self {
+        self.alt_svc = hyper::header::HeaderValue::from_str(&format!("h3=\":{port}\"")).ok();
+        self
+    }
+
+    /// The `Alt-Svc` header value answers over TCP carry, if any.
+    pub fn alt_svc(&self) -> Option<&hyper::header::HeaderValue> {
+        self.alt_svc.as_ref()
     }
 
     /// The answer to a `method` request for `path` (every stack serves the same): status
@@ -265,10 +280,14 @@ pub async fn serve(
     {
         return Ok(too_slow(version, Some(&closer), &metrics));
     }
-    Ok(json(
+    let mut r = json(
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         body,
-    ))
+    );
+    if let Some(v) = bodies.alt_svc() {
+        r.headers_mut().insert(hyper::header::ALT_SVC, v.clone());
+    }
+    Ok(r)
 }
 
 /// The metrics listener's service.
@@ -298,6 +317,13 @@ pub async fn serve_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alt_svc_names_the_port() {
+        assert!(Bodies::new(0).alt_svc().is_none());
+        let b = Bodies::new(0).with_alt_svc(8443);
+        assert_eq!(b.alt_svc().unwrap(), "h3=\":8443\"");
+    }
 
     #[test]
     fn body_sizes() {

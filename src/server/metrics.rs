@@ -36,6 +36,9 @@ pub struct HandshakeLabels {
     /// server's cache), `unknown` (the ClientHello could not be read); `none` when not
     /// resumed.
     pub resumption: Cow<'static, str>,
+    /// `tcp`, or `quic` for a `serve --quic` connection (last, so the labels before it
+    /// read as they did before QUIC).
+    pub transport: Cow<'static, str>,
 }
 
 /// Every `reason` of the failures counter; each is exported from the start (at 0).
@@ -66,6 +69,24 @@ fn handshake_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.00005, 2.0, 16))
 }
 
+/// Records `took` under `kind` and under `all`.
+fn record_by_kind(hdr: &Mutex<BTreeMap<String, LatencyHistogram>>, kind: &str, took: Duration) {
+    if let Ok(mut h) = hdr.lock() {
+        // Looked up before inserting: the key is allocated once per kind, not per
+        // handshake.
+        for key in [kind, "all"] {
+            match h.get_mut(key) {
+                Some(hist) => {
+                    let _ = hist.record(took);
+                }
+                None => {
+                    let _ = h.entry(key.to_string()).or_default().record(took);
+                }
+            }
+        }
+    }
+}
+
 /// All server metrics.
 pub struct Metrics {
     registry: Registry,
@@ -75,6 +96,8 @@ pub struct Metrics {
     requests: Counter,
     rejected: Counter,
     hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
+    /// The QUIC handshakes alone, by kind and `all`.
+    quic_hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
     open_now: AtomicI64,
     requests_total: AtomicU64,
     request_body_bytes: AtomicU64,
@@ -105,7 +128,8 @@ impl Metrics {
         let rejected = Counter::default();
         registry.register(
             "handshake_duration_seconds",
-            "TLS handshake time from TCP accept (once the ClientHello has arrived) to handshake complete",
+            "TLS handshake time from TCP accept (once the ClientHello has arrived), or from a QUIC \
+             connection's first Initial packet, to handshake complete",
             handshakes.clone(),
         );
         registry.register(
@@ -129,6 +153,7 @@ impl Metrics {
             requests,
             rejected,
             hdr: Mutex::new(BTreeMap::new()),
+            quic_hdr: Mutex::new(BTreeMap::new()),
             open_now: AtomicI64::new(0),
             requests_total: AtomicU64::new(0),
             request_body_bytes: AtomicU64::new(0),
@@ -141,19 +166,9 @@ impl Metrics {
         self.handshakes
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
-        if let Ok(mut h) = self.hdr.lock() {
-            // Looked up before inserting: the key is allocated once per kind, not per
-            // handshake.
-            for key in [&*labels.kind, "all"] {
-                match h.get_mut(key) {
-                    Some(hist) => {
-                        let _ = hist.record(took);
-                    }
-                    None => {
-                        let _ = h.entry(key.to_string()).or_default().record(took);
-                    }
-                }
-            }
+        record_by_kind(&self.hdr, &labels.kind, took);
+        if labels.transport == "quic" {
+            record_by_kind(&self.quic_hdr, &labels.kind, took);
         }
     }
 
@@ -203,13 +218,14 @@ impl Metrics {
 
     /// A snapshot: handshake counts and percentiles by kind, requests, failures.
     pub fn snapshot(&self) -> StatsSnapshot {
-        let handshakes = self
-            .hdr
-            .lock()
-            .map(|h| h.iter().map(|(k, v)| (k.clone(), v.quantiles())).collect())
-            .unwrap_or_default();
+        let by_kind = |hdr: &Mutex<BTreeMap<String, LatencyHistogram>>| {
+            hdr.lock()
+                .map(|h| h.iter().map(|(k, v)| (k.clone(), v.quantiles())).collect())
+                .unwrap_or_default()
+        };
         StatsSnapshot {
-            handshakes,
+            handshakes: by_kind(&self.hdr),
+            quic_handshakes: by_kind(&self.quic_hdr),
             requests: self.requests_total.load(Ordering::Relaxed),
             request_body_bytes: self.request_body_bytes.load(Ordering::Relaxed),
             open_connections: self.open_now.load(Ordering::Relaxed),
@@ -225,8 +241,13 @@ impl Metrics {
 /// What `/stats` returns and the shutdown summary prints.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatsSnapshot {
-    /// Handshake latency by kind (`all`, `full`, `resumed`, …), nanoseconds.
+    /// Handshake latency by kind (`all`, `full`, `resumed`, …), nanoseconds: every
+    /// handshake, TCP and QUIC.
     pub handshakes: BTreeMap<String, Quantiles>,
+    /// The QUIC handshakes alone (`serve --quic`), by kind as `handshakes`; absent when
+    /// there was none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub quic_handshakes: BTreeMap<String, Quantiles>,
     /// Requests served.
     pub requests: u64,
     /// Bytes of request bodies read (`POST /` uploads).

@@ -14,6 +14,9 @@
 //! an axum router ([`axum_stack`]) on the same accept loop, or actix-web with its own
 //! accept loop and the same rustls `ServerConfig` ([`actix_stack`]).
 //!
+//! With [`ServeOptions::quic`], HTTP/3 over QUIC is served on UDP on the same port
+//! ([`quic`]), and the TCP answers carry `Alt-Svc: h3=":PORT"`.
+//!
 //! The engine never prints: [`Server::bind`] reports the bound addresses and
 //! [`Server::run`] returns a [`ServeSummary`] when the shutdown future completes.
 
@@ -23,6 +26,7 @@ pub mod config;
 pub mod http;
 pub mod last_response;
 pub mod metrics;
+pub mod quic;
 pub mod tls_stream;
 
 use std::borrow::Cow;
@@ -62,17 +66,28 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The QUIC endpoint could not be bound (`--quic`: UDP on the TCP listener's port).
+    #[error("cannot listen on UDP {addr} for --quic")]
+    BindUdp {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Classify for ServeError {
     fn class(&self) -> ErrorClass {
         match self {
-            ServeError::Bind { source, .. } => match source.kind() {
-                std::io::ErrorKind::AddrInUse
-                | std::io::ErrorKind::AddrNotAvailable
-                | std::io::ErrorKind::PermissionDenied => ErrorClass::Input,
-                _ => ErrorClass::Runtime,
-            },
+            ServeError::Bind { source, .. } | ServeError::BindUdp { source, .. } => {
+                match source.kind() {
+                    std::io::ErrorKind::AddrInUse
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::PermissionDenied => ErrorClass::Input,
+                    _ => ErrorClass::Runtime,
+                }
+            }
         }
     }
 }
@@ -148,11 +163,14 @@ pub struct ServeOptions {
     /// What answers the requests: [`Stack::Hyper`] or [`Stack::Axum`] ([`Stack::Actix`]
     /// runs through [`actix_stack`] instead and is served like hyper here).
     pub stack: Stack,
+    /// HTTP/3 over QUIC on UDP, on the TLS listener's port.
+    pub quic: Option<quic::QuicOptions>,
 }
 
 /// The server, bound and ready.
 pub struct Server {
     listeners: Vec<TcpListener>,
+    quic: Option<quinn::Endpoint>,
     metrics_listener: Option<TcpListener>,
     opts: ServeOptions,
     metrics: Arc<Metrics>,
@@ -263,8 +281,16 @@ impl Server {
             Some(m) => Some(listener(m, false).map_err(|e| bind_err(m, e))?),
             None => None,
         };
+        let quic = match &opts.quic {
+            Some(q) => Some(
+                quic::bind(addr, q, opts.idle_timeout)
+                    .map_err(|source| ServeError::BindUdp { addr, source })?,
+            ),
+            None => None,
+        };
         Ok(Server {
             listeners,
+            quic,
             metrics_listener,
             opts,
             metrics: Arc::new(Metrics::new()),
@@ -274,6 +300,11 @@ impl Server {
     /// The TLS listener's address.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listeners.first().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The QUIC endpoint's address (`--quic`).
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.quic.as_ref().and_then(|e| e.local_addr().ok())
     }
 
     /// The metrics listener's address.
@@ -300,10 +331,14 @@ impl Server {
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder.http1().timer(TokioTimer::new());
         builder.http2().timer(TokioTimer::new());
+        let mut bodies = http::Bodies::new(self.opts.body_size);
+        if let Some(port) = self.quic_addr().map(|a| a.port()) {
+            bodies = bodies.with_alt_svc(port);
+        }
         let ctx = Arc::new(Ctx {
             tls: Arc::clone(&self.opts.tls),
             metrics: Arc::clone(&self.metrics),
-            bodies: http::Bodies::new(self.opts.body_size),
+            bodies: bodies.clone(),
             handshake_timeout: self.opts.handshake_timeout,
             header_timeout: self.opts.header_timeout,
             idle_timeout: self.opts.idle_timeout,
@@ -313,11 +348,7 @@ impl Server {
                 || self.opts.tls.ticketer.enabled(),
             builder,
             axum: (self.opts.stack == Stack::Axum).then(|| {
-                axum_stack::router(
-                    http::Bodies::new(self.opts.body_size),
-                    Arc::clone(&self.metrics),
-                    self.opts.upload,
-                )
+                axum_stack::router(bodies.clone(), Arc::clone(&self.metrics), self.opts.upload)
             }),
         });
         let mut tasks = Vec::new();
@@ -341,18 +372,49 @@ impl Server {
         if let Some(rot) = self.opts.rotation.clone() {
             tasks.push(tokio::spawn(rotate_loop(rot, stop_rx.clone())));
         }
+        if let (Some(endpoint), Some(q)) = (&self.quic, &self.opts.quic) {
+            let qctx = Arc::new(quic::QuicCtx {
+                metrics: Arc::clone(&self.metrics),
+                bodies,
+                handshake_timeout: self.opts.handshake_timeout,
+                retry: q.retry,
+                half_rtt: q.half_rtt,
+            });
+            tasks.push(tokio::spawn(quic::accept_loop(
+                endpoint.clone(),
+                qctx,
+                Arc::clone(&limit),
+                stop_rx.clone(),
+            )));
+        }
         shutdown.await;
         let _ = stop_tx.send(true);
         for t in tasks {
             let _ = t.await;
         }
-        // The accept loops have ended, so this is the last reference.
-        let unfinished = match Arc::try_unwrap(graceful) {
-            Ok(g) => match tokio::time::timeout(self.opts.shutdown_timeout, g.shutdown()).await {
-                Ok(()) => 0,
-                Err(_) => self.metrics.snapshot().open_connections.max(0) as usize,
-            },
-            Err(_) => self.metrics.snapshot().open_connections.max(0) as usize,
+        // The accept loops have ended, so this is the last reference. QUIC connections
+        // got a GOAWAY at the stop and have the same time to finish.
+        let deadline = tokio::time::Instant::now() + self.opts.shutdown_timeout;
+        let tcp_done = match Arc::try_unwrap(graceful) {
+            Ok(g) => tokio::time::timeout_at(deadline, g.shutdown())
+                .await
+                .is_ok(),
+            Err(_) => false,
+        };
+        let quic_done = match &self.quic {
+            Some(endpoint) => {
+                let idle = tokio::time::timeout_at(deadline, endpoint.wait_idle())
+                    .await
+                    .is_ok();
+                endpoint.close(0u32.into(), b"server shutting down");
+                idle
+            }
+            None => true,
+        };
+        let unfinished = if tcp_done && quic_done {
+            0
+        } else {
+            self.metrics.snapshot().open_connections.max(0) as usize
         };
         ServeSummary {
             stack: self.opts.stack,
@@ -837,6 +899,7 @@ fn record_handshake(
     };
     metrics.handshake(
         HandshakeLabels {
+            transport: "tcp".into(),
             kind: kind.into(),
             version: conn
                 .protocol_version()

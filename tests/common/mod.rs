@@ -170,6 +170,8 @@ pub struct Serve {
     child: std::process::Child,
     /// The port it listens on.
     pub port: u16,
+    /// Its `listening` line (`metrics`, `quic`, …).
+    pub listening: serde_json::Value,
     /// Kept open so that the server can still write to stdout.
     _stdout: std::io::BufReader<std::process::ChildStdout>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
@@ -240,6 +242,7 @@ impl Serve {
         Serve {
             child,
             port,
+            listening: v.clone(),
             _stdout: stdout,
             stderr,
         }

@@ -8,7 +8,13 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
     let n = &r.negotiated;
     let mut s = format!(
         "{}\n\n",
-        styled(BOLD, &format!("Handshakes with {}", r.target))
+        styled(
+            BOLD,
+            &match r.transport {
+                "quic" => format!("Handshakes with {} over QUIC (HTTP/3)", r.target),
+                _ => format!("Handshakes with {}", r.target),
+            }
+        )
     );
     s += &format!(
         "negotiated: {} {} group {} signature {} ALPN {}\n",

@@ -5,8 +5,15 @@ use std::time::Duration;
 use super::{BOLD, dur, render, right_align, styled, table};
 
 /// The line `serve` prints once listening.
-pub fn serve_listening(url: &str, metrics: Option<std::net::SocketAddr>) -> String {
+pub fn serve_listening(
+    url: &str,
+    metrics: Option<std::net::SocketAddr>,
+    quic: Option<std::net::SocketAddr>,
+) -> String {
     let mut out = format!("listening on {url} (h2, http/1.1, http/1.0)");
+    if let Some(q) = quic {
+        out.push_str(&format!("; HTTP/3 on UDP {q}"));
+    }
     if let Some(m) = metrics {
         out.push_str(&format!("; metrics on http://{m}/metrics and /stats"));
     }
@@ -18,10 +25,22 @@ pub fn serve_listening(url: &str, metrics: Option<std::net::SocketAddr>) -> Stri
 pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
     let mut out = format!("{} after {:.1} s\n", styled(BOLD, "stopped"), s.seconds);
     let mut t = table(&["handshakes", "count", "p50", "p90", "p99", "p99.9", "max"]);
-    for (kind, q) in &s.stats.handshakes {
+    // Every handshake by kind, then the QUIC ones alone (`serve --quic`).
+    let quic = s
+        .stats
+        .quic_handshakes
+        .iter()
+        .map(|(k, q)| (format!("quic {k}"), q));
+    for (kind, q) in s
+        .stats
+        .handshakes
+        .iter()
+        .map(|(k, q)| (k.clone(), q))
+        .chain(quic)
+    {
         let d = |ns: u64| dur(Duration::from_nanos(ns));
         t.add_row(vec![
-            kind.clone(),
+            kind,
             q.count.to_string(),
             d(q.p50_ns),
             d(q.p90_ns),

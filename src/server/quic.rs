@@ -1,0 +1,382 @@
+//! `tlsperf serve --quic`: HTTP/3 over QUIC on UDP, on the same address and port as the
+//! TCP listener, answering the same routes with the same bodies ([`super::http::Bodies`])
+//! and counting its handshakes in the same [`Metrics`] (labelled `transport="quic"`).
+//!
+//! QUIC is quinn's, over the TCP side's rustls `ServerConfig` ([`quic_tls`]: the same
+//! provider, certificates, groups, session cache or ticketer, client authentication), and
+//! HTTP/3 is the `h3` crate's. What each handshake did (full, resumed, 0-RTT, group, suite)
+//! is read from the handshake messages rustls wrote ([`crate::quic_watch`]): quinn
+//! does not expose its rustls connection.
+//!
+//! A handshake's time runs from the connection's first Initial packet reaching quinn's
+//! endpoint (its `Incoming`) to the handshake complete at the server (the client's
+//! Finished verified), for every kind: with 0-RTT the requests are answered before that
+//! (0.5-RTT), but the time still ends at the client's Finished.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+use super::http::{Bodies, Verb};
+use super::metrics::{HandshakeLabels, Metrics};
+use crate::quic_watch::{self, WatchedServerConfig};
+use crate::tls::Provider;
+use crate::tls::choices::ConfigError;
+
+/// The ALPN protocol of HTTP/3.
+pub const H3_ALPN: &[u8] = b"h3";
+
+/// What `--quic` serves with.
+#[derive(Clone)]
+pub struct QuicOptions {
+    /// The QUIC TLS configuration ([`quic_tls`]).
+    pub tls: Arc<rustls::ServerConfig>,
+    /// Its provider (for QUIC's Initial packet protection, AES-128-GCM by the QUIC spec).
+    pub provider: Provider,
+    /// Send a Retry to every client whose address is not validated yet (`--quic-retry`).
+    pub retry: bool,
+    /// Answer 0-RTT requests before the handshake completes (early data is on, and no
+    /// client certificate is asked for).
+    pub half_rtt: bool,
+}
+
+/// The QUIC side's rustls configuration, made from the TCP side's: the same certificates,
+/// groups, suites, session storage, ticketer and client verifier (shared, not copied: a
+/// session cache or ticket key ring serves both), ALPN `h3` alone, and early data at
+/// QUIC's only allowed sizes: 0 (off) or 2^32-1 (on; QUIC bounds it by flow control).
+///
+/// An input error when the configuration cannot carry QUIC: TLS 1.3 left out by `--tls`,
+/// or no TLS 1.3 cipher suite in `--ciphers`.
+pub fn quic_tls(
+    tcp: &rustls::ServerConfig,
+    early_data: bool,
+) -> Result<rustls::ServerConfig, ConfigError> {
+    let mut config = tcp.clone();
+    config.alpn_protocols = vec![H3_ALPN.to_vec()];
+    config.max_early_data_size = if early_data { u32::MAX } else { 0 };
+    config.send_half_rtt_data = false;
+    // What quinn would otherwise find out with a panic in its first connection.
+    rustls::quic::ServerConnection::new(
+        Arc::new(config.clone()),
+        rustls::quic::Version::V1,
+        Vec::new(),
+    )
+    .map_err(|_| ConfigError::BadChoice {
+        flag: "--quic",
+        reason: "QUIC carries TLS 1.3 only, and no TLS 1.3 cipher suite is enabled: check \
+                 --tls and --ciphers"
+            .into(),
+    })?;
+    Ok(config)
+}
+
+/// The Initial packets' cipher suite (QUIC v1 fixes it: AES-128-GCM), from `provider`,
+/// whether or not `--ciphers` allows it for the handshake itself.
+fn initial_suite(provider: Provider) -> Option<rustls::quic::Suite> {
+    let suite = match provider {
+        Provider::AwsLcRs => rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256,
+        Provider::Ring => rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256,
+    };
+    suite.tls13().and_then(|s| s.quic_suite())
+}
+
+/// The UDP endpoint on `addr` (the TCP listener's bound address), serving `opts`; idle
+/// connections close after `idle_timeout`. Call inside a tokio runtime.
+pub fn bind(
+    addr: SocketAddr,
+    opts: &QuicOptions,
+    idle_timeout: Duration,
+) -> std::io::Result<quinn::Endpoint> {
+    let other = |m: String| std::io::Error::other(m);
+    let initial = initial_suite(opts.provider).ok_or_else(|| {
+        other("the provider has no AES-128-GCM for QUIC's Initial packets".into())
+    })?;
+    let crypto =
+        quinn::crypto::rustls::QuicServerConfig::with_initial(Arc::clone(&opts.tls), initial)
+            .map_err(|e| other(e.to_string()))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(WatchedServerConfig::new(crypto)));
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(idle_timeout).ok());
+    config.transport_config(Arc::new(transport));
+    let socket = std::net::UdpSocket::bind(addr)?;
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+}
+
+/// What every QUIC connection task shares.
+pub(crate) struct QuicCtx {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) bodies: Bodies,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) retry: bool,
+    pub(crate) half_rtt: bool,
+}
+
+/// Decrements the open-connection gauge however the connection ends.
+struct OpenGuard(Arc<Metrics>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open_delta(-1);
+    }
+}
+
+/// Accepts QUIC connections until `stop`; at the connection limit a new one is refused
+/// (counted as `max-connections`). With `--quic-retry`, a client whose address is not
+/// validated yet gets a Retry and comes back with its token.
+pub(crate) async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    ctx: Arc<QuicCtx>,
+    limit: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                if ctx.retry && !incoming.remote_address_validated() && incoming.may_retry() {
+                    // Refused only when the client already came back with a token.
+                    let _ = incoming.retry();
+                    continue;
+                }
+                match Arc::clone(&limit).try_acquire_owned() {
+                    Ok(permit) => {
+                        tokio::spawn(connection(incoming, Arc::clone(&ctx), stop.clone(), permit));
+                    }
+                    Err(_) => {
+                        ctx.metrics.rejected();
+                        incoming.refuse();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The failure label of a connection that ended before its handshake completed.
+fn failure_reason(e: &quinn::ConnectionError) -> &'static str {
+    use quinn::ConnectionError as E;
+    match e {
+        E::TimedOut => "timeout",
+        E::TransportError(t) => match u64::from(t.code) {
+            // CRYPTO_ERROR: 0x0100 + the TLS alert.
+            0x0100..=0x01ff => match (u64::from(t.code) - 0x100) as u8 {
+                // bad_certificate … certificate_unknown, unknown_ca, certificate_required.
+                42..=46 | 48 | 116 => "bad-client-certificate",
+                // handshake_failure, protocol_version, insufficient_security,
+                // no_application_protocol.
+                40 | 70 | 71 | 120 => "incompatible-client",
+                112 => "no-matching-sni",
+                _ => "tls-error",
+            },
+            _ => "protocol-error",
+        },
+        E::ConnectionClosed(c) if u64::from(c.error_code) >= 0x0100 => "alert-received",
+        E::ConnectionClosed(_) | E::ApplicationClosed(_) | E::Reset => "closed-during-handshake",
+        E::VersionMismatch => "incompatible-client",
+        E::LocallyClosed | E::CidsExhausted => "io-error",
+    }
+}
+
+/// One QUIC connection: its handshake (timed and counted), then HTTP/3 until it ends.
+async fn connection(
+    incoming: quinn::Incoming,
+    ctx: Arc<QuicCtx>,
+    stop: watch::Receiver<bool>,
+    _permit: OwnedSemaphorePermit,
+) {
+    // The first Initial reached the endpoint: the clock starts as the TCP side's does at
+    // accept, once the ClientHello has arrived.
+    let started = Instant::now();
+    ctx.metrics.open_delta(1);
+    let _guard = OpenGuard(Arc::clone(&ctx.metrics));
+    let connecting = match incoming.accept() {
+        Ok(c) => c,
+        Err(e) => {
+            ctx.metrics.failure(failure_reason(&e));
+            return;
+        }
+    };
+    let conn = if ctx.half_rtt {
+        // A server's 0.5-RTT connection always exists: requests that came as 0-RTT are
+        // answered right behind the server's flight.
+        let Ok((conn, done)) = connecting.into_0rtt() else {
+            return;
+        };
+        let serving = tokio::spawn(serve_h3(conn.clone(), Arc::clone(&ctx), stop));
+        let outcome = tokio::time::timeout(ctx.handshake_timeout, done).await;
+        match (outcome, conn.close_reason()) {
+            (Err(_), _) => {
+                ctx.metrics.failure("timeout");
+                conn.close(0u32.into(), b"handshake timeout");
+            }
+            (Ok(_), Some(e)) => ctx.metrics.failure(failure_reason(&e)),
+            (Ok(_), None) => record(&ctx.metrics, &conn, started.elapsed()),
+        }
+        let _ = serving.await;
+        return;
+    } else {
+        match tokio::time::timeout(ctx.handshake_timeout, connecting).await {
+            Err(_) => {
+                ctx.metrics.failure("timeout");
+                return;
+            }
+            Ok(Err(e)) => {
+                ctx.metrics.failure(failure_reason(&e));
+                tracing::debug!("QUIC handshake failed: {e}");
+                return;
+            }
+            Ok(Ok(conn)) => conn,
+        }
+    };
+    record(&ctx.metrics, &conn, started.elapsed());
+    serve_h3(conn, ctx, stop).await;
+}
+
+/// Counts a completed QUIC handshake with the same labels as the TCP side's.
+fn record(metrics: &Metrics, conn: &quinn::Connection, took: Duration) {
+    let seen = quic_watch::watch_of(conn)
+        .map(|w| w.seen())
+        .unwrap_or_default();
+    let hello = seen.server_hello.clone().unwrap_or_default();
+    let suite = rustls::CipherSuite::from(hello.suite);
+    metrics.handshake(
+        HandshakeLabels {
+            transport: "quic".into(),
+            kind: seen.kind().into(),
+            version: crate::observe::tls::version_label(hello.version),
+            group: hello
+                .group
+                .map(crate::observe::tls::group_label)
+                .unwrap_or("none".into()),
+            suite: match suite.as_str() {
+                Some(name) => name.into(),
+                None => format!("{suite:?}").into(),
+            },
+            client_auth: if conn.peer_identity().is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+            resumption: if seen.resumed() { "ticket" } else { "none" }.into(),
+        },
+        took,
+    );
+}
+
+/// Serves HTTP/3 requests on `conn` until it closes; at `stop`, a GOAWAY lets the requests
+/// under way finish and refuses new ones.
+async fn serve_h3(conn: quinn::Connection, ctx: Arc<QuicCtx>, mut stop: watch::Receiver<bool>) {
+    let mut h3 =
+        match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
+            Ok(h3) => h3,
+            Err(e) => {
+                tracing::debug!("HTTP/3 connection setup failed: {e}");
+                return;
+            }
+        };
+    let mut stopping = *stop.borrow();
+    if stopping {
+        let _ = h3.shutdown(0).await;
+    }
+    loop {
+        tokio::select! {
+            _ = stop.changed(), if !stopping => {
+                stopping = true;
+                let _ = h3.shutdown(0).await;
+            }
+            accepted = h3.accept() => match accepted {
+                Ok(Some(resolver)) => {
+                    let ctx = Arc::clone(&ctx);
+                    tokio::spawn(async move {
+                        match resolver.resolve_request().await {
+                            Ok((req, stream)) => {
+                                if let Err(e) = answer(req, stream, &ctx).await {
+                                    tracing::debug!("HTTP/3 request failed: {e}");
+                                }
+                            }
+                            Err(e) => tracing::debug!("HTTP/3 request unreadable: {e}"),
+                        }
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!("HTTP/3 connection ended: {e}");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Answers one request as the TCP side does ([`Bodies::answer`]); a `POST /` body is read
+/// to its end and counted first.
+async fn answer<S>(
+    req: ::http::Request<()>,
+    mut stream: h3::server::RequestStream<S, Bytes>,
+    ctx: &QuicCtx,
+) -> Result<(), h3::error::StreamError>
+where
+    S: h3::quic::BidiStream<Bytes>,
+{
+    ctx.metrics.request();
+    let verb = Verb::of(req.method().as_str());
+    let (status, body) = ctx.bodies.answer(verb, req.uri().path());
+    if verb == Verb::Post && status == 200 {
+        while let Some(chunk) = stream.recv_data().await? {
+            ctx.metrics.request_body(chunk.remaining() as u64);
+        }
+    }
+    let resp = ::http::Response::builder()
+        .status(status)
+        .header(::http::header::CONTENT_TYPE, "application/json")
+        .header(::http::header::CONTENT_LENGTH, body.len())
+        .body(())
+        .unwrap_or_default();
+    stream.send_response(resp).await?;
+    if req.method() != ::http::Method::HEAD {
+        stream.send_data(body).await?;
+    }
+    stream.finish().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_without_tls13_is_refused_in_words() {
+        let (chain, key) =
+            crate::server::config::generated_key_pair(crate::pki::KeyType::EcdsaP256)
+                .unwrap()
+                .0;
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let tls12 = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&[&rustls::version::TLS12])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain.clone(), key.clone_key())
+            .unwrap();
+        let e = quic_tls(&tls12, false).unwrap_err().to_string();
+        assert!(e.contains("--quic") && e.contains("TLS 1.3"), "{e}");
+        let both = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let q = quic_tls(&both, true).unwrap();
+        assert_eq!(q.alpn_protocols, vec![b"h3".to_vec()]);
+        assert_eq!(q.max_early_data_size, u32::MAX);
+        assert_eq!(quic_tls(&both, false).unwrap().max_early_data_size, 0);
+    }
+}

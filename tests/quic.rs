@@ -1,0 +1,579 @@
+//! `tlsperf serve --quic`: HTTP/3 over QUIC beside TCP, checked with other stacks' clients:
+//! ngtcp2's example client (GnuTLS; Debian's ngtcp2-client, `gtlsclient`), which does not
+//! verify the server's certificate, and aioquic's (tests/quic/h3_get.py), which does,
+//! against the test PKI. The server's own /stats and /metrics must count what the clients
+//! did: full, resumed, 0-RTT, the group, client certificates.
+//!
+//! Everything runs on 127.0.0.1; every client run is bounded (`timeout`, and the clients'
+//! own handshake and idle timeouts).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::{Serve, missing, tlsperf};
+use serde_json::Value;
+
+/// ngtcp2's HTTP/3 example client on GnuTLS (Debian: ngtcp2-client).
+const NGTCP2_CLIENT: &str = "gtlsclient";
+
+/// Whether ngtcp2's client is installed (it has no `--version`; `--help` exits 0).
+fn have_ngtcp2_client(what: &str) -> bool {
+    let ok = Command::new(NGTCP2_CLIENT)
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        missing("gtlsclient (Debian package ngtcp2-client)", what);
+    }
+    ok
+}
+
+/// Whether python3 has aioquic (PyPI: aioquic).
+fn have_aioquic(what: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import aioquic"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        missing("aioquic (python3 -m pip install aioquic)", what);
+    }
+    ok
+}
+
+/// A test PKI of `key_type` in `dir/NAME`.
+fn pki(dir: &Path, name: &str, key_type: &str) -> String {
+    let d = dir.join(name);
+    let run = tlsperf([
+        "pki",
+        "init",
+        d.to_str().unwrap(),
+        "--key-type",
+        key_type,
+        "-q",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    d.to_str().unwrap().to_string()
+}
+
+/// `serve --quic` with `pki`'s server certificate, a metrics listener, then `extra`.
+fn serve(pki: &str, extra: &[&str]) -> Serve {
+    let chain = format!("{pki}/server-chain.pem");
+    let key = format!("{pki}/server.key");
+    let mut args = vec![
+        "--cert",
+        &chain,
+        "--key",
+        &key,
+        "--quic",
+        "--metrics",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    let s = Serve::start(&args);
+    assert_eq!(
+        s.listening["quic"].as_str(),
+        Some(format!("127.0.0.1:{}", s.port).as_str()),
+        "HTTP/3 on the TCP port: {}",
+        s.listening
+    );
+    s
+}
+
+/// The body of `GET path` on the metrics listener.
+fn metrics_get(s: &Serve, path: &str) -> String {
+    let addr = s.listening["metrics"].as_str().unwrap();
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// /stats.
+fn stats(s: &Serve) -> Value {
+    serde_json::from_str(&metrics_get(s, "/stats")).unwrap()
+}
+
+/// The QUIC handshakes /stats counted, by kind (`all` left out).
+fn quic_counts(s: &Serve) -> BTreeMap<String, u64> {
+    let st = stats(s);
+    st["quic_handshakes"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| *k != "all")
+                .map(|(k, v)| (k.clone(), v["count"].as_u64().unwrap()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The QUIC handshakes counted, once they are `pairs` or 5 s have passed: with 0-RTT
+/// on, the server answers before the handshake completes, so a client can be done a
+/// moment before its handshake is counted.
+fn counts_become(
+    s: &Serve,
+    pairs: &[(&str, u64)],
+) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let want: BTreeMap<String, u64> = pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let got = quic_counts(s);
+        if got == want || std::time::Instant::now() > deadline {
+            return (got, want);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// ngtcp2's client: `GET /` over HTTP/3 to 127.0.0.1:`port` (SNI localhost), `extra`
+/// first; its output (it logs to stdout) and exit status. Bounded: 5 s handshake and idle
+/// timeouts, and `timeout 30`.
+fn ngtcp2_get(port: u16, extra: &[&str]) -> (bool, String) {
+    let port = port.to_string();
+    let url = format!("https://localhost:{port}/");
+    let out: Output = Command::new("timeout")
+        .args([
+            "30",
+            NGTCP2_CLIENT,
+            "--exit-on-all-streams-close",
+            "--handshake-timeout=5s",
+            "--timeout=5s",
+            "--no-quic-dump",
+        ])
+        .args(extra)
+        .args(["127.0.0.1", &port, &url])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The response ngtcp2's client printed was a 200 with serve's body.
+fn assert_answered(text: &str) {
+    assert!(text.contains("[:status: 200]"), "{text}");
+    assert!(text.contains("body 15 bytes"), "{text}");
+    assert!(text.contains(r#"{"status":"ok"}"#), "{text}");
+}
+
+#[test]
+fn ngtcp2_gets_http3_full_then_resumed_then_in_0rtt_with_ecdsa_and_rsa_certificates() {
+    if !have_ngtcp2_client("serve --quic against ngtcp2's client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for key_type in ["ecdsa-p256", "rsa-2048"] {
+        let pki = pki(dir.path(), key_type, key_type);
+        let s = serve(&pki, &["--early-data", "16384"]);
+        let session = dir.path().join(format!("{key_type}.session"));
+        let tp = dir.path().join(format!("{key_type}.tp"));
+        let (session, tp) = (session.to_str().unwrap(), tp.to_str().unwrap());
+        let files = ["--session-file", session, "--tp-file", tp];
+
+        // A new connection saves the session ticket and transport parameters.
+        let (ok, text) = ngtcp2_get(s.port, &files);
+        assert!(ok, "{key_type}: {text}");
+        assert_answered(&text);
+        let (got, want) = counts_become(&s, &[("full", 1)]);
+        assert_eq!(got, want, "{key_type}");
+
+        // Resumed with the ticket, no early data.
+        let (ok, text) = ngtcp2_get(s.port, &[&files[..], &["--disable-early-data"]].concat());
+        assert!(ok, "{key_type}: {text}");
+        assert_answered(&text);
+        let (got, want) = counts_become(&s, &[("full", 1), ("resumed", 1)]);
+        assert_eq!(got, want, "{key_type}");
+
+        // Resumed with the request in 0-RTT packets, accepted.
+        let (ok, text) = ngtcp2_get(s.port, &files);
+        assert!(ok, "{key_type}: {text}");
+        assert_answered(&text);
+        assert!(text.contains("type=0RTT"), "no 0-RTT packet sent: {text}");
+        let (got, want) = counts_become(&s, &[("full", 1), ("resumed", 1), ("0rtt", 1)]);
+        assert_eq!(got, want, "{key_type}");
+        let st = stats(&s);
+        assert_eq!(st["requests"], 3, "{st}");
+        // Counted with every handshake, TCP's too.
+        assert_eq!(st["handshakes"]["all"]["count"], 3, "{st}");
+        let m = metrics_get(&s, "/metrics");
+        assert!(
+            m.contains(
+                r#"tlsperf_handshake_duration_seconds_count{kind="0rtt",version="TLSv1.3",group="x25519",suite="TLS13_AES_128_GCM_SHA256",client_auth="no",resumption="ticket",transport="quic"} 1"#
+            ),
+            "{m}"
+        );
+    }
+}
+
+#[test]
+fn the_server_groups_apply_to_quic_and_a_hello_retry_is_counted() {
+    if !have_ngtcp2_client("--groups over QUIC against ngtcp2's client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    // ngtcp2's client sends an x25519 key share: the server asks for secp384r1 instead.
+    let s = serve(&pki, &["--groups", "secp384r1"]);
+    let (ok, text) = ngtcp2_get(s.port, &[]);
+    assert!(ok, "{text}");
+    assert_answered(&text);
+    let (got, want) = counts_become(&s, &[("full-hrr", 1)]);
+    assert_eq!(got, want);
+    let m = metrics_get(&s, "/metrics");
+    assert!(
+        m.contains(r#"kind="full-hrr",version="TLSv1.3",group="secp384r1""#),
+        "{m}"
+    );
+}
+
+#[test]
+fn client_certificates_are_asked_for_over_quic_too() {
+    if !have_ngtcp2_client("--client-auth over QUIC against ngtcp2's client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--client-auth", "required", "--client-ca", &root]);
+    let cert = format!("{pki}/client-chain.pem");
+    let key = format!("{pki}/client.key");
+    let (ok, text) = ngtcp2_get(s.port, &["--cert", &cert, "--key", &key]);
+    assert!(ok, "{text}");
+    assert_answered(&text);
+    let m = metrics_get(&s, "/metrics");
+    assert!(
+        m.contains(r#"client_auth="yes",resumption="none",transport="quic"} 1"#),
+        "{m}"
+    );
+    // Without a certificate: refused, and counted as a failure.
+    let (_, text) = ngtcp2_get(s.port, &[]);
+    assert!(!text.contains("[:status: 200]"), "{text}");
+    let st = stats(&s);
+    assert_eq!(st["quic_handshakes"]["all"]["count"], 1, "{st}");
+    assert_eq!(st["failures"]["bad-client-certificate"], 1, "{st}");
+}
+
+#[test]
+fn quic_retry_validates_the_address_before_the_handshake() {
+    if !have_ngtcp2_client("--quic-retry against ngtcp2's client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let s = serve(&pki, &["--quic-retry"]);
+    let (ok, text) = ngtcp2_get(s.port, &[]);
+    assert!(ok, "{text}");
+    assert_answered(&text);
+    assert!(text.contains("type=Retry"), "no Retry received: {text}");
+    let (got, want) = counts_become(&s, &[("full", 1)]);
+    assert_eq!(got, want);
+    // Without the flag, no Retry.
+    let plain = serve(&pki, &[]);
+    let (ok, text) = ngtcp2_get(plain.port, &[]);
+    assert!(ok && !text.contains("type=Retry"), "{text}");
+}
+
+#[test]
+fn aioquic_verifies_the_chain_and_resumes_in_0rtt() {
+    if !have_aioquic("serve --quic against aioquic's client") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let other = pki(dir.path(), "other", "ecdsa-p256");
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/quic/h3_get.py");
+    let get = |ca: &str, extra: &[&str]| {
+        Command::new("timeout")
+            .args([
+                "60",
+                "python3",
+                script,
+                "127.0.0.1",
+                &s.port.to_string(),
+                ca,
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = get(
+        &format!("{pki}/root.pem"),
+        &["--connections", "3", "--zero-rtt"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["status"], 200, "{stdout}");
+        assert_eq!(l["body_len"], 15, "{stdout}");
+        assert_eq!(l["resumed"], i > 0, "{stdout}");
+    }
+    let (got, want) = counts_become(&s, &[("full", 1), ("0rtt", 2)]);
+    assert_eq!(got, want);
+    // A chain that does not lead to the client's root is refused by the client.
+    let out = get(&format!("{other}/root.pem"), &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "verified against the wrong root");
+    assert!(stderr.contains("certificate"), "{stderr}");
+    let st = stats(&s);
+    assert_eq!(st["quic_handshakes"]["all"]["count"], 3, "{st}");
+}
+
+#[test]
+fn tcp_answers_advertise_http3_only_with_quic() {
+    if !common::have("curl", "the Alt-Svc header") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let headers = |port: u16, path: &str| {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "10", "-o", "/dev/null", "-D", "-"])
+            .args(["--cacert", &root])
+            .arg(format!("https://localhost:{port}{path}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).to_lowercase()
+    };
+    for stack in ["hyper", "axum"] {
+        let s = serve(&pki, &["--stack", stack]);
+        for path in ["/", "/health", "/nowhere"] {
+            let h = headers(s.port, path);
+            assert!(
+                h.contains(&format!("alt-svc: h3=\":{}\"", s.port)),
+                "{stack} {path}: {h}"
+            );
+        }
+    }
+    let chain = format!("{pki}/server-chain.pem");
+    let key = format!("{pki}/server.key");
+    let tcp_only = Serve::start(&["--cert", &chain, "--key", &key]);
+    assert!(tcp_only.listening.get("quic").is_none());
+    assert!(!headers(tcp_only.port, "/").contains("alt-svc"));
+}
+
+#[test]
+fn quic_needs_tls13_and_our_accept_loop() {
+    let run = tlsperf(["serve", "--quic", "--tls", "1.2", "--listen", "127.0.0.1:0"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("TLS 1.3"), "{}", run.stderr);
+    let run = tlsperf([
+        "serve",
+        "--quic",
+        "--stack",
+        "actix",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--stack actix"), "{}", run.stderr);
+    let run = tlsperf(["serve", "--quic-retry", "--listen", "127.0.0.1:0"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--quic"), "{}", run.stderr);
+}
+
+/// `tlsperf handshake --http3 URL ARGS --json` (60 s at most): its document.
+fn handshake_http3(url: &str, args: &[&str]) -> Value {
+    let mut all = vec!["handshake", "--http3", url, "--json"];
+    all.extend_from_slice(args);
+    let run = common::tlsperf_env(&all, &[], Duration::from_secs(60));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+/// The run's phases are there, the segments add up to the total, and the handshake's
+/// steps took time.
+fn assert_phases(conn: &Value) {
+    let p = &conn["phases_ms"];
+    let segments = [
+        "dns",
+        "connect",
+        "client_hello",
+        "server_hello",
+        "certificate",
+        "handshake_finish",
+        "request",
+        "first_byte",
+        "body",
+    ];
+    let sum: f64 = segments.iter().map(|s| p[*s].as_f64().unwrap()).sum();
+    let total = p["total"].as_f64().unwrap();
+    assert!((sum - total).abs() < 1e-6 && total > 0.0, "{p}");
+    assert!(p["server_hello"].as_f64().unwrap() > 0.0, "{p}");
+    assert!(p["tls"].as_f64().unwrap() > 0.0, "{p}");
+}
+
+#[test]
+fn handshake_http3_against_serve_quic_full_resumed_and_0rtt() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let url = format!("https://localhost:{}/", s.port);
+    let d = handshake_http3(&url, &["-n", "4", "--cacert", &root]);
+    assert_eq!(d["transport"], "quic", "{d}");
+    assert_eq!(d["negotiated"]["version"], "TLSv1.3", "{d}");
+    assert_eq!(d["negotiated"]["alpn"], "h3", "{d}");
+    assert_eq!(d["negotiated"]["group"], "x25519", "{d}");
+    assert_eq!(
+        d["negotiated"]["signature_scheme"], "ECDSA_NISTP256_SHA256",
+        "{d}"
+    );
+    assert_eq!(d["chain"].as_array().unwrap().len(), 2, "{d}");
+    assert_eq!(d["cold"]["kind"], "full", "{d}");
+    assert_eq!(d["cold"]["status"], 200, "{d}");
+    assert_phases(&d["cold"]);
+    assert!(d["cold"]["phases_ms"]["certificate"].as_f64().unwrap() > 0.0);
+    assert!(d["cold"]["phases_ms"]["verify"].as_f64().unwrap() > 0.0);
+    assert!(d["client_hello_bytes"].as_u64().unwrap() > 200, "{d}");
+    assert!(d["server_flight_bytes"].as_u64().unwrap() > 900, "{d}");
+    assert_eq!(d["warm"]["kinds"]["resumed-ticket"], 3, "{d}");
+    let (got, want) = counts_become(&s, &[("full", 1), ("resumed", 3)]);
+    assert_eq!(got, want);
+
+    // Every warm connection sends its request in 0-RTT, accepted.
+    let d = handshake_http3(&url, &["-n", "3", "--cacert", &root, "--early-data"]);
+    assert_eq!(d["warm"]["kinds"]["resumed-ticket"], 2, "{d}");
+    assert_eq!(d["warm"]["early_data_accepted"], 2, "{d}");
+    assert_eq!(d["warm"]["early_data_rejected"], 0, "{d}");
+    let (got, want) = counts_become(&s, &[("full", 2), ("resumed", 3), ("0rtt", 2)]);
+    assert_eq!(got, want);
+
+    // Verification is on: another root refuses the server, in words.
+    let other = pki_of(dir.path(), "other");
+    let run = common::tlsperf_env(
+        [
+            "handshake",
+            "--http3",
+            &url,
+            "-n",
+            "1",
+            "--cacert",
+            &format!("{other}/root.pem"),
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("does not chain to a trusted root"),
+        "{}",
+        run.stderr
+    );
+}
+
+fn pki_of(dir: &Path, name: &str) -> String {
+    pki(dir, name, "ecdsa-p256")
+}
+
+/// ngtcp2's example server (GnuTLS; Debian: ngtcp2-server), serving `htdocs`.
+struct Ngtcp2Server {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Ngtcp2Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ngtcp2_server(pki: &str, htdocs: &Path) -> Option<Ngtcp2Server> {
+    let bin = ["/usr/sbin/gtlsserver", "/usr/bin/gtlsserver"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(bin) = bin else {
+        missing(
+            "gtlsserver (Debian package ngtcp2-server)",
+            "handshake --http3 against ngtcp2's server",
+        );
+        return None;
+    };
+    // A free UDP port: bound, then released for the server.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(bin)
+        .args(["-q", "-d", htdocs.to_str().unwrap(), "127.0.0.1"])
+        .arg(port.to_string())
+        .arg(format!("{pki}/server.key"))
+        .arg(format!("{pki}/server-chain.pem"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    Some(Ngtcp2Server { child, port })
+}
+
+#[test]
+fn handshake_http3_against_ngtcp2s_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let htdocs = dir.path().join("htdocs");
+    std::fs::create_dir(&htdocs).unwrap();
+    std::fs::write(htdocs.join("index.html"), r#"{"status":"ok"}"#).unwrap();
+    let Some(server) = ngtcp2_server(&pki, &htdocs) else {
+        return;
+    };
+    let url = format!("https://localhost:{}/", server.port);
+    let root = format!("{pki}/root.pem");
+    let d = handshake_http3(&url, &["-n", "3", "--cacert", &root]);
+    assert_eq!(d["transport"], "quic", "{d}");
+    assert_eq!(d["cold"]["kind"], "full", "{d}");
+    assert_eq!(d["cold"]["status"], 200, "{d}");
+    assert_eq!(d["negotiated"]["alpn"], "h3", "{d}");
+    assert_eq!(d["chain"].as_array().unwrap().len(), 2, "{d}");
+    assert_phases(&d["cold"]);
+    // GnuTLS sends its session ticket after the handshake: the client waits for it.
+    assert_eq!(d["warm"]["kinds"]["resumed-ticket"], 2, "{d}");
+    // 0-RTT: accepted by ngtcp2's server for the connections that resumed with it.
+    let d = handshake_http3(&url, &["-n", "4", "--cacert", &root, "--early-data"]);
+    assert!(
+        d["warm"]["early_data_accepted"].as_u64().unwrap() >= 1,
+        "{d}"
+    );
+    assert_eq!(d["warm"]["early_data_rejected"], 0, "{d}");
+}
+
+#[test]
+fn handshake_http3_refuses_what_quic_cannot_do() {
+    for (args, says) in [
+        (&["--tls", "1.2"][..], "TLS 1.3"),
+        (&["--resume", "ids"][..], "--resume ids"),
+        (&["--link", "rtt=10ms"][..], "--link"),
+        (&["--body-size", "100"][..], "--body-size"),
+    ] {
+        let mut all = vec!["handshake", "--http3", "https://localhost:1/"];
+        all.extend_from_slice(args);
+        let run = tlsperf(&all);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+    }
+}
