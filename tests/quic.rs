@@ -340,6 +340,39 @@ fn aioquic_verifies_the_chain_and_resumes_in_0rtt() {
     assert_eq!(st["quic_handshakes"]["all"]["count"], 3, "{st}");
 }
 
+/// An HTTP/3 upload a byte every 0.3 s is cut as one over TCP is: answered 408 within two
+/// windows of `--body-timeout` (each must bring `--body-min-rate` × the window) and
+/// counted as body-timeout; before, the server read it for as long as the client sent.
+#[test]
+fn a_trickling_http3_upload_is_cut_as_over_tcp() {
+    if !have_aioquic("an HTTP/3 upload trickled to serve --quic") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let s = serve(&pki, &["--body-timeout", "1s"]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/quic/h3_get.py");
+    let out = Command::new("timeout")
+        .args(["60", "python3", script, "127.0.0.1", &s.port.to_string()])
+        .arg(format!("{pki}/root.pem"))
+        .args(["--trickle", "10"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(line["status"], 408, "{stdout}");
+    let took = line["answered_after_s"].as_f64().unwrap();
+    // The bound of the server's own rule, not a performance figure: two 1-s windows.
+    assert!(took < 5.0, "answered after {took} s");
+    let st = stats(&s);
+    assert_eq!(st["failures"]["body-timeout"], 1, "{st}");
+}
+
 #[test]
 fn tcp_answers_advertise_http3_only_with_quic() {
     if !common::have("curl", "the Alt-Svc header") {

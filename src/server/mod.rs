@@ -377,6 +377,7 @@ impl Server {
                 metrics: Arc::clone(&self.metrics),
                 bodies,
                 handshake_timeout: self.opts.handshake_timeout,
+                upload: self.opts.upload,
                 retry: q.retry,
                 half_rtt: q.half_rtt,
             });

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
-use super::http::{Bodies, Verb};
+use super::http::{Bodies, REQUEST_TIMEOUT, UploadClock, UploadLimits, Verb};
 use super::metrics::{HandshakeLabels, Metrics};
 use crate::quic_watch::{self, WatchedServerConfig};
 use crate::tls::Provider;
@@ -115,6 +115,8 @@ pub(crate) struct QuicCtx {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) bodies: Bodies,
     pub(crate) handshake_timeout: Duration,
+    /// How slow a request body may be, as over TCP.
+    pub(crate) upload: UploadLimits,
     pub(crate) retry: bool,
     pub(crate) half_rtt: bool,
 }
@@ -319,7 +321,7 @@ async fn serve_h3(conn: quinn::Connection, ctx: Arc<QuicCtx>, mut stop: watch::R
 }
 
 /// Answers one request as the TCP side does ([`Bodies::answer`]); a `POST /` body is read
-/// to its end and counted first.
+/// to its end and counted first, within the upload limits.
 async fn answer<S>(
     req: ::http::Request<()>,
     mut stream: h3::server::RequestStream<S, Bytes>,
@@ -330,10 +332,31 @@ where
 {
     ctx.metrics.request();
     let verb = Verb::of(req.method().as_str());
-    let (status, body) = ctx.bodies.answer(verb, req.uri().path());
+    let (mut status, mut body) = ctx.bodies.answer(verb, req.uri().path());
+    let mut cut = false;
     if verb == Verb::Post && status == 200 {
-        while let Some(chunk) = stream.recv_data().await? {
-            ctx.metrics.request_body(chunk.remaining() as u64);
+        // Within the same limits as over TCP: a slower upload is answered 408 and the
+        // rest of its body refused (STOP_SENDING, once the answer is sent), counted as
+        // body-timeout.
+        let mut clock = UploadClock::start(ctx.upload);
+        loop {
+            // recv_data polls the stream: cancelled by the timeout, it loses nothing.
+            match tokio::time::timeout_at(clock.window_end(), stream.recv_data()).await {
+                Ok(Ok(Some(chunk))) => {
+                    let n = chunk.remaining() as u64;
+                    ctx.metrics.request_body(n);
+                    clock.bytes(n);
+                }
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {}
+            }
+            if !clock.on_time() {
+                ctx.metrics.failure("body-timeout");
+                (status, body) = (408, Bytes::from_static(REQUEST_TIMEOUT));
+                cut = true;
+                break;
+            }
         }
     }
     let resp = ::http::Response::builder()
@@ -345,6 +368,9 @@ where
     stream.send_response(resp).await?;
     if req.method() != ::http::Method::HEAD {
         stream.send_data(body).await?;
+    }
+    if cut {
+        stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
     }
     stream.finish().await
 }

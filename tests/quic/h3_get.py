@@ -69,6 +69,36 @@ class Client(QuicConnectionProtocol):
         self.transmit()
 
 
+    async def trickle(self, authority, seconds):
+        """POST / with a body sent a byte every 0.3 s, for at most `seconds` or until the
+        server answers: a slow upload."""
+        sid = self._quic.get_next_available_stream_id()
+        self.h3.send_headers(
+            sid,
+            [
+                (b":method", b"POST"),
+                (b":scheme", b"https"),
+                (b":authority", authority.encode()),
+                (b":path", b"/"),
+            ],
+            end_stream=False,
+        )
+        self.transmit()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while not self.done.is_set() and loop.time() < end:
+            try:
+                self.h3.send_data(sid, b"x", end_stream=False)
+                self.transmit()
+            except Exception:
+                # The server refused the rest of the body (STOP_SENDING).
+                pass
+            try:
+                await asyncio.wait_for(self.done.wait(), 0.3)
+            except asyncio.TimeoutError:
+                pass
+
+
 async def one(args, ticket):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
     config.load_verify_locations(args.cafile)
@@ -82,6 +112,15 @@ async def one(args, ticket):
         session_ticket_handler=tickets.append,
         wait_connected=not (args.zero_rtt and ticket is not None),
     ) as client:
+        if args.trickle:
+            started = asyncio.get_running_loop().time()
+            await client.trickle(f"localhost:{args.port}", args.trickle)
+            if not client.done.is_set():
+                print(json.dumps({"status": None, "answered_after_s": None}), flush=True)
+                return ticket
+            took = asyncio.get_running_loop().time() - started
+            print(json.dumps({"status": client.status, "answered_after_s": took}), flush=True)
+            return ticket
         client.get(f"localhost:{args.port}")
         await asyncio.wait_for(client.done.wait(), 10)
         await asyncio.wait_for(client.connected.wait(), 10)
@@ -111,6 +150,12 @@ async def main():
     p.add_argument("cafile")
     p.add_argument("--connections", type=int, default=1)
     p.add_argument("--zero-rtt", action="store_true")
+    p.add_argument(
+        "--trickle",
+        type=float,
+        default=0,
+        help="POST a body a byte every 0.3 s for at most this many seconds instead of a GET",
+    )
     args = p.parse_args()
     ticket = None
     for _ in range(args.connections):
