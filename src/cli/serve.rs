@@ -136,7 +136,8 @@ pub struct ServeArgs {
     /// A request body (an upload) is read in windows of this long, from its request's
     /// head, and each must bring --body-min-rate × this many bytes (at least one) or the
     /// body's end; a slower upload is answered 408 and its connection closed (HTTP/2: at
-    /// once, with its other streams), counted as body-timeout (from 1ms to 1h).
+    /// once, with its other streams; HTTP/3: the stream alone, its body refused), counted
+    /// as body-timeout (from 1ms to 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout, default_value = "10s")]
     body_timeout: Duration,
     /// The least rate, in bytes/s, a request body must keep over each --body-timeout
