@@ -304,9 +304,9 @@ fn fixtures(dir: &Path, port: u16) {
     }
 }
 
-/// A capture of the local server's handshakes by tcpdump, `capture.pcap`.
-fn capture(dir: &Path, port: u16) -> bool {
-    if !common::have("tcpdump", "the pcap that observe --pcap's example reads") {
+/// A capture of the local server's handshakes by tcpdump, `capture.pcap` (as root).
+fn capture(dir: &Path, port: u16, root: bool) -> bool {
+    if !root || !common::have("tcpdump", "the pcap that observe --pcap's example reads") {
         return false;
     }
     let mut tcpdump = Command::new("tcpdump")
@@ -380,7 +380,7 @@ fn every_help_example_runs() {
             let ca = dir.join("ca.pem");
             let serve = common::Serve::ecdsa_writing_ca(&ca, &[]);
             fixtures(dir, serve.port);
-            pcap = capture(dir, serve.port);
+            pcap = capture(dir, serve.port, root);
             server = Some(serve);
         }
         if s.example.starts_with("tlsperf merge") {
