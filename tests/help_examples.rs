@@ -214,7 +214,7 @@ const STEPS: &[Step] = &[
     ),
     step(
         "tlsperf lab --only resumption,kx --slo p99=30ms",
-        &[("lab", "lab --quick --rounds 3 --slo-time 1s")],
+        &[("lab", "lab --quick --rounds 3 --slo-time 3s")],
     ),
     step(
         "tlsperf completions bash > ~/.local/share/bash-completion/completions/tlsperf",
