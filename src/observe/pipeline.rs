@@ -533,14 +533,14 @@ fn start_metrics(
 > {
     // The address first: a run that cannot listen exports nothing.
     let listener = match &setup.metrics {
-        Some(addr) => Some(
-            std::net::TcpListener::bind(addr.as_str()).map_err(|source| {
-                PipelineError::MetricsAddress {
+        Some(addr) => {
+            Some(
+                metrics_listener(addr).map_err(|source| PipelineError::MetricsAddress {
                     addr: addr.clone(),
                     source,
-                }
-            })?,
-        ),
+                })?,
+            )
+        }
         None => None,
     };
     let (metrics, otlp) = match &setup.otlp {
@@ -566,4 +566,30 @@ fn start_metrics(
         .map_err(PipelineError::MetricsServer)?;
     progress(Progress::Note(format!("metrics: http://{local}/metrics")));
     Ok((metrics, Some(server), otlp))
+}
+
+/// The `--metrics` listener, on the first of `addr`'s addresses that binds, with
+/// `SO_REUSEADDR` as servers set it: the connections of an agent that just stopped
+/// (scrapes, in their closing states for up to a minute) do not keep the next one, or
+/// another server, from listening on the same port.
+fn metrics_listener(addr: &str) -> std::io::Result<std::net::TcpListener> {
+    use std::net::ToSocketAddrs;
+    let mut last = None;
+    for a in addr.to_socket_addrs()? {
+        let bound = (|| {
+            let socket =
+                socket2::Socket::new(socket2::Domain::for_address(a), socket2::Type::STREAM, None)?;
+            socket.set_reuse_address(true)?;
+            socket.bind(&a.into())?;
+            socket.listen(128)?;
+            Ok::<_, std::io::Error>(std::net::TcpListener::from(socket))
+        })();
+        match bound {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "the name has no address")
+    }))
 }
