@@ -9,6 +9,9 @@
 #   time inside EVP_DigestSign) against the ratio of `openssl speed`'s signing time for
 #   the same key types (rsa4096, ecdsap256: the same OpenSSL 3 libcrypto as nginx's) and
 #   against `tlsperf crypto sign`'s (aws-lc-rs, RSA-PSS as TLS 1.3 signs). Target: within 25% of openssl speed's.
+#   And against `EVP_DigestSign` called as libssl calls it, timed by its own clock
+#   (bench/parts/sign_alone.c, built here with cc against libssl-dev's headers): each
+#   key's part in µs, and the ratio.
 # - key exchange: nginx with an ECDSA P-256 certificate offering only X25519 against one
 #   offering only P-384 (`ssl_ecdh_curve`); the ratio of their `key_exchange` parts' p50
 #   (EVP_PKEY_keygen + EVP_PKEY_derive + EVP_PKEY_set1_encoded_public_key) against
@@ -38,14 +41,15 @@
 # made goes in a temporary directory, removed on every exit.
 #
 # Usage: [BIN=path/to/tlsperf] [ONLY=trust] bench/parts.sh [HANDSHAKES] [ROUNDS]   (default 300 3)
-# ONLY=trust runs the trust-store loading alone. Needs nginx, openssl, curl, python3, go;
+# ONLY=trust runs the trust-store loading alone, ONLY=sign-kex the signature and key exchange alone.
+# Needs nginx, openssl, curl, python3, go, cc and libssl-dev;
 # root (eBPF). BIN defaults to target/release/tlsperf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-300}"
 rounds="${2:-3}"
 only="${ONLY:-}"
-[ -z "$only" ] || [ "$only" = trust ] || { echo "ONLY is trust or unset, not $only" >&2; exit 2; }
+case "$only" in "" | trust | sign-kex) ;; *) echo "ONLY is trust, sign-kex or unset, not $only" >&2; exit 2 ;; esac
 bin="${BIN:-$PWD/target/release/tlsperf}"
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$bin" ] || { echo "no tlsperf binary at $bin (cargo build --release, or set BIN)" >&2; exit 1; }
@@ -151,12 +155,13 @@ echo "- binary: $bin ($("$bin" --version)); $n full TLS 1.3 handshakes per serve
 echo
 
 # ---- signature and key exchange ----
-if [ -z "$only" ]; then
+if [ "$only" != trust ]; then
 ec=$(nginx_start ec "$work/ec" "ssl_ecdh_curve X25519;")
 rsa=$(nginx_start rsa "$work/rsa" "ssl_ecdh_curve X25519;")
 p384=$(nginx_start p384 "$work/ec" "ssl_ecdh_curve secp384r1;")
 # nginx_start runs in a subshell ($(…)): its masters are added to pids here.
 pids+=("$ec" "$rsa" "$p384")
+cc -O2 -o "$work/sign_alone" bench/parts/sign_alone.c -lcrypto
 observe_start --pid "$ec" --pid "$rsa" --pid "$p384"
 la0=$(loadavg)
 # Three rounds, each a third of every server's handshakes and a second of openssl speed
@@ -167,6 +172,8 @@ for _ in 1 2 3; do
   load "$(cat "$work/rsa/port")" "$work/rsa/root.pem"
   load "$(cat "$work/p384/port")" "$work/ec/root.pem"
   openssl speed -seconds 1 -mr rsa4096 ecdsap256 ecdhx25519 ecdhp384 2> /dev/null >> "$work/speed.txt"
+  echo "ec $("$work/sign_alone" "$work/ec/server.key" 3000)" >> "$work/alone.txt"
+  echo "rsa $("$work/sign_alone" "$work/rsa/server.key" 200)" >> "$work/alone.txt"
 done
 la1=$(loadavg)
 observe_stop
@@ -188,11 +195,15 @@ la2=$la0
 la3=$la1
 "$bin" crypto sign --provider aws-lc-rs --alg rsa-4096-pss,ecdsa-p256 -d 1s --json -q > "$work/sign.json" 2> /dev/null || true
 la4=$(loadavg)
-python3 - "$work/speed.txt" "$work/sign.json" "$sig_rsa" "$sig_ec" "$kx_p" "$kx_x" "$la2" "$la3" "$la4" <<'PY'
-import json, sys
+python3 - "$work/speed.txt" "$work/sign.json" "$sig_rsa" "$sig_ec" "$kx_p" "$kx_x" "$la2" "$la3" "$la4" "$work/alone.txt" <<'PY'
+import json, statistics, sys
 speed, signj = sys.argv[1], sys.argv[2]
 sig_rsa, sig_ec, kx_p, kx_x = map(float, sys.argv[3:7])
 la2, la3, la4 = sys.argv[7:10]
+alone = {"ec": [], "rsa": []}
+for line in open(sys.argv[10]):
+    k, v = line.split()
+    alone[k].append(float(v))
 # openssl speed -mr: "+F2:N:bits:signs_per_s:verifies_per_s" (RSA), "+F4:…" (ECDSA, the
 # same), "+F5:N:bits:ops_per_s:s_per_op" (ECDH): a time ratio is the inverse rates' ratio.
 def mean(v):
@@ -223,6 +234,18 @@ def row(name, probed, alone, target):
     print(f"| {name} | {probed:.2f} | {alone:.2f} | {r:.2f} | within {target:.0%}: {ok} |")
 row("signature RSA-4096 ÷ ECDSA P-256", sig_rsa / sig_ec, ec / rsa if rsa and ec else None, 0.25)
 row("key exchange P-384 ÷ X25519", kx_p / kx_x, x / p if p and x else None, 0.25)
+ec_us, rsa_us = statistics.median(alone["ec"]), statistics.median(alone["rsa"])
+print()
+print("Against `EVP_DigestSign` as libssl calls it, timed by its own clock "
+      "(bench/parts/sign_alone.c, median of each round's median, same rounds):")
+print()
+print("| | probed p50 µs | alone µs | probed ÷ alone |")
+print("|---|---:|---:|---:|")
+print(f"| ECDSA P-256 | {sig_ec * 1e3:.1f} | {ec_us:.1f} | {sig_ec * 1e3 / ec_us:.2f} |")
+print(f"| RSA-4096 (PSS) | {sig_rsa * 1e3:.1f} | {rsa_us:.1f} | {sig_rsa * 1e3 / rsa_us:.2f} |")
+print(f"| ratio RSA-4096 ÷ ECDSA P-256 | {sig_rsa / sig_ec:.2f} | {rsa_us / ec_us:.2f} | "
+      f"{(sig_rsa / sig_ec) / (rsa_us / ec_us):.2f} (within 25%: "
+      f"{'met' if abs((sig_rsa / sig_ec) / (rsa_us / ec_us) - 1) <= 0.25 else 'NOT met'}) |")
 try:
     d = json.load(open(signj))
     rows = {r["alg"]: r for r in d.get("rows", []) if r.get("op") == "sign"}
@@ -238,7 +261,11 @@ PY
 fi
 
 # ---- trust-store loading ----
-if [ -n "$only" ]; then
+if [ "$only" = sign-kex ]; then
+  echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
+if [ "$only" = trust ]; then
   ec=$(nginx_start ec "$work/ec" "ssl_ecdh_curve X25519;")
   pids+=("$ec")
 fi

@@ -24,6 +24,13 @@
 # - P rounds, when BASE=path/to/another/tlsperf is given: B's rounds with that binary (an
 #   earlier build: what a change to the probes costs, B ÷ P, in the same run). Rounds then
 #   go A B P (F) A B P (F) …
+# - PARTS=1: the cost of `--probe-parts` (issue 55). B runs `observe --probes --probe-parts`;
+#   P, unless BASE is given, is the same binary without `--probe-parts` (B ÷ P: what the
+#   parts add); and when bpftrace is installed, G rounds are F's floor plus empty uprobes
+#   and uretprobes on every libcrypto function the parts probe (target.rs OPENSSL_PARTS):
+#   (G − F) ÷ A is what the kernel's uprobes at those points cost nginx before any BPF
+#   code runs. Rounds go A B P F G A B P F G …
+# - FLOOR=0: no F (or G) rounds, even with bpftrace installed.
 # - at the end: median CPU µs per handshake of A, B (and P, F), B ÷ A (target ≤ 1.05),
 #   B ÷ P, F ÷ A.
 # A warm-up load (200 requests, not counted) runs first. Loopback only; everything made
@@ -44,6 +51,9 @@ bin="${BIN:-$PWD/target/release/tlsperf}"
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$bin" ] || { echo "no tlsperf binary at $bin (cargo build --release, or set BIN)" >&2; exit 1; }
 base="${BASE:-}"
+parts="${PARTS:-0}"
+b_flags=()
+[ "$parts" = 1 ] && b_flags=(--probe-parts)
 [ -z "$base" ] || [ -x "$base" ] || { echo "BASE=$base is not an executable" >&2; exit 1; }
 [ -x "$nginx_bin" ] || { echo "missing nginx (apt-get install nginx-light)" >&2; exit 1; }
 command -v python3 > /dev/null || { echo "missing python3" >&2; exit 1; }
@@ -118,7 +128,12 @@ echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $ncpu cores, $(uname -r);
 echo "- binary: $bin ($("$bin" --version)); $("$nginx_bin" -v 2>&1) with $(ldd "$nginx_bin" | awk '/libssl/ {print $1}'), one worker (pid $worker)"
 echo "- load: tlsperf load --new-conn --resume off --tls 1.3 -n $n -c $conns --threads 1 --cacert root.pem (full TLS 1.3 handshakes); $pinning"
 echo "- B: tlsperf observe --probes --pid $master_pid --json --out FILE, attached before the load, SIGINT after it"
-[ -z "$base" ] || echo "- P: the same with BASE=$base ($("$base" --version))"
+[ "$parts" = 1 ] && echo "- PARTS=1: B with --probe-parts; G: F plus empty uprobes and uretprobes on libcrypto's parts functions"
+if [ -n "$base" ]; then
+  echo "- P: the same with BASE=$base ($("$base" --version))"
+elif [ "$parts" = 1 ]; then
+  echo "- P: the same binary without --probe-parts"
+fi
 echo "- worker CPU: utime+stime from /proc/$worker/stat, $tck ticks/s (one tick over $n handshakes = $(python3 -c "print('%.1f' % (1e6 / $tck / $n))") µs per handshake)"
 echo
 
@@ -130,14 +145,20 @@ echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 : > "$work/results"
 bad=0
 modes=(A B)
-[ -z "$base" ] || modes+=(P)
-command -v bpftrace > /dev/null && modes+=(F)
+{ [ -n "$base" ] || [ "$parts" = 1 ]; } && modes+=(P)
+if [ "${FLOOR:-1}" = 1 ] && command -v bpftrace > /dev/null; then
+  modes+=(F)
+  [ "$parts" = 1 ] && modes+=(G)
+fi
 for r in $(seq 1 "$rounds"); do
   mode=${modes[$(((r - 1) % ${#modes[@]}))]}
   probes_bin=$bin
-  [ "$mode" = P ] && probes_bin=$base
-  if [ "$mode" = F ]; then
+  [ "$mode" = P ] && [ -n "$base" ] && probes_bin=$base
+  flags=()
+  [ "$mode" = B ] && flags=("${b_flags[@]}")
+  if [ "$mode" = F ] || [ "$mode" = G ]; then
     libssl=$(awk '$6 ~ /libssl\.so/ {print $6; exit}' "/proc/$worker/maps")
+    libcrypto=$(awk '$6 ~ /libcrypto\.so/ {print $6; exit}' "/proc/$worker/maps")
     {
       for t in sched:sched_process_fork sock:inet_sock_set_state raw_syscalls:sys_enter \
         raw_syscalls:sys_exit; do
@@ -150,6 +171,13 @@ for r in $(seq 1 "$rounds"); do
         echo "uprobe:$libssl:$f {}"
         echo "uretprobe:$libssl:$f {}"
       done
+      if [ "$mode" = G ]; then
+        for f in X509_verify_cert EVP_DigestSign EVP_PKEY_generate EVP_PKEY_derive \
+          X509_load_cert_crl_file_ex X509_load_cert_file_ex X509_load_cert_crl_file X509_load_cert_file; do
+          echo "uprobe:$libcrypto:$f {}"
+          echo "uretprobe:$libcrypto:$f {}"
+        done
+      fi
     } > "$work/floor.bt"
     "${gen[@]}" bpftrace "$work/floor.bt" > "$work/bt.out" 2>&1 &
     observer=$!
@@ -163,7 +191,7 @@ for r in $(seq 1 "$rounds"); do
   fi
   if [ "$mode" = B ] || [ "$mode" = P ]; then
     rm -f "$work/obs.json"
-    "${gen[@]}" "$probes_bin" observe --probes --pid "$master_pid" --json --out "$work/obs.json" \
+    "${gen[@]}" "$probes_bin" observe --probes "${flags[@]}" --pid "$master_pid" --json --out "$work/obs.json" \
       > /dev/null 2> "$work/obs.err" &
     observer=$!
     for _ in $(seq 300); do
@@ -181,7 +209,7 @@ for r in $(seq 1 "$rounds"); do
   received=-
   lost=-
   work_p50=-
-  if [ "$mode" = F ]; then
+  if [ "$mode" = F ] || [ "$mode" = G ]; then
     kill -INT "$observer"
     wait "$observer" || true
     observer=""
@@ -199,7 +227,13 @@ for r in $(seq 1 "$rounds"); do
   read -r cpu_s us < <(python3 -c 'import sys; t, tck, hs = map(int, sys.argv[1:]); print("%.2f" % (t / tck), "%.1f" % (t / tck * 1e6 / hs if hs else 0))' "$((c1 - c0))" "$tck" "$hs")
   echo "$mode $us $rate" >> "$work/results"
   if { [ "$mode" = B ] || [ "$mode" = P ]; } && { [ "$lost" != 0 ] || [ "$received" != "$hs" ]; }; then bad=1; fi
-  case $mode in A) label="A (without)" ;; B) label="B (with)" ;; P) label="P (BASE)" ;; *) label="F (floor)" ;; esac
+  case $mode in
+    A) label="A (without)" ;;
+    B) label="B (with)" ;;
+    P) label="P (BASE)"; [ -n "$base" ] || label="P (without the parts)" ;;
+    F) label="F (floor)" ;;
+    *) label="G (floor + parts' points)" ;;
+  esac
   echo "| $r | $label | $hs | $odd | $failed | $rate | $cpu_s | $us | $received | $lost | $work_p50 |"
 done
 
@@ -210,14 +244,15 @@ rows = [l.split() for l in open(sys.argv[1])]
 def med(mode, i):
     v = [float(r[i]) for r in rows if r[0] == mode]
     return statistics.median(v) if v else None
-a, b, p, f = med("A", 1), med("B", 1), med("P", 1), med("F", 1)
-ra, rb, rp, rf = med("A", 2), med("B", 2), med("P", 2), med("F", 2)
-print("| | without probes (A) | with probes (B) | BASE's probes (P) | floor (F) | B ÷ A | B ÷ P | F ÷ A |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+a, b, p, f, g = (med(m, 1) for m in "ABPFG")
+ra, rb, rp, rf, rg = (med(m, 2) for m in "ABPFG")
+print("| | without probes (A) | with probes (B) | P | floor (F) | floor + parts' points (G) | B ÷ A | B ÷ P | F ÷ A | (B − P) ÷ A | (G − F) ÷ A |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 div = lambda x, y: f"{x / y:.3f}" if x and y else "-"
+sub = lambda x, y, z: f"{(x - y) / z:+.3f}" if x and y and z else "-"
 fmt = lambda x, f: "-" if x is None else f.format(x)
-print(f"| median worker CPU µs per handshake | {fmt(a, '{:.1f}')} | {fmt(b, '{:.1f}')} | {fmt(p, '{:.1f}')} | {fmt(f, '{:.1f}')} | {div(b, a)} (target ≤ 1.05) | {div(b, p)} | {div(f, a)} |")
-print(f"| median handshakes/s | {fmt(ra, '{:,.0f}')} | {fmt(rb, '{:,.0f}')} | {fmt(rp, '{:,.0f}')} | {fmt(rf, '{:,.0f}')} | {div(rb, ra)} | {div(rb, rp)} | {div(rf, ra)} |")
+print(f"| median worker CPU µs per handshake | {fmt(a, '{:.1f}')} | {fmt(b, '{:.1f}')} | {fmt(p, '{:.1f}')} | {fmt(f, '{:.1f}')} | {fmt(g, '{:.1f}')} | {div(b, a)} (target ≤ 1.05) | {div(b, p)} | {div(f, a)} | {sub(b, p, a)} | {sub(g, f, a)} |")
+print(f"| median handshakes/s | {fmt(ra, '{:,.0f}')} | {fmt(rb, '{:,.0f}')} | {fmt(rp, '{:,.0f}')} | {fmt(rf, '{:,.0f}')} | {fmt(rg, '{:,.0f}')} | {div(rb, ra)} | {div(rb, rp)} | {div(rf, ra)} | | |")
 PY
 echo
 if [ "$bad" = 0 ]; then

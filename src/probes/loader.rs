@@ -52,7 +52,7 @@ const ONCPU_OPENSSL: u32 = 1;
 const ONCPU_GO: u32 = 2;
 
 /// `struct settings`: filter, child_pid_off, state, next_pid_off, oncpu, parts_openssl,
-/// parts_go, pad.
+/// parts_go, pair_ns (see [`super::calibrate`]).
 type Settings = [u32; 8];
 
 /// The BPF programs that time each function of [`GO_PARTS`] (entry, return), in its order.
@@ -141,7 +141,7 @@ const OPENSSL_CALLS: [(&str, &str, bool); 14] = [
 
 /// One attachment (a [`UProbeLink`] or a [`TracePointLink`]), owned apart from its
 /// program so that all of them detach at once: dropping it detaches it.
-type Link = Box<dyn Send>;
+pub(super) type Link = Box<dyn Send>;
 
 /// The probes in the kernel: the loaded object, its links and what was attached.
 pub struct Loaded {
@@ -227,6 +227,19 @@ fn uprobe(
     at: aya::programs::uprobe::UProbeAttachLocation<'_>,
     what: &str,
 ) -> Result<(), ProbeError> {
+    uprobe_in(ebpf, links, prog, path, at, what, UProbeScope::AllProcesses)
+}
+
+/// [`uprobe`], firing only in the processes `scope` says.
+pub(super) fn uprobe_in(
+    ebpf: &mut Ebpf,
+    links: &mut Vec<Link>,
+    prog: &str,
+    path: &Path,
+    at: aya::programs::uprobe::UProbeAttachLocation<'_>,
+    what: &str,
+    scope: UProbeScope,
+) -> Result<(), ProbeError> {
     if interrupt::came() {
         return Err(ProbeError::Interrupted {
             attached: links.len(),
@@ -234,7 +247,7 @@ fn uprobe(
     }
     let p = program(ebpf, prog)?;
     let id = p
-        .attach(at, path, UProbeScope::AllProcesses)
+        .attach(at, path, scope)
         .map_err(|e| attach_error(what, e))?;
     let link: UProbeLink = p.take_link(id).map_err(|e| attach_error(what, e))?;
     links.push(Box::new(link));
@@ -310,7 +323,7 @@ pub fn load(
     } else {
         0
     };
-    let settings = [
+    let mut settings = [
         u32::from(filter.is_some()),
         field_offset("sched_process_fork", "child_pid")?,
         STATE_IDLE,
@@ -343,6 +356,26 @@ pub fn load(
          sendmsg, readv, writev of handshakes in progress)"
             .into(),
     );
+    if parts_openssl != 0 {
+        match super::calibrate::measure(&mut ebpf, &mut links)? {
+            Some(pair) => {
+                settings[7] = pair.median_ns;
+                write_settings(&mut ebpf, settings)?;
+                attached.push(format!(
+                    "calibration: a probe pair's own time {:.2} µs (median of {} calls of a \
+                     function of tlsperf's that does nothing), taken off each OpenSSL part's \
+                     timed call",
+                    f64::from(pair.median_ns) / 1e3,
+                    pair.calls
+                ));
+            }
+            None => attached.push(
+                "calibration: not made (tlsperf's own file not found): OpenSSL's parts \
+                 include a probe pair's own time per call"
+                    .into(),
+            ),
+        }
+    }
     if targets
         .iter()
         .any(|t| matches!(t.kind, TargetKind::OpenSsl(_)))

@@ -12,6 +12,8 @@
 //! - [`gosym`]: Go binaries → the handshake functions' entry and return offsets.
 //! - [`target`]: processes and files → the libraries to attach to.
 //! - [`loader`]: the object loaded and attached (aya).
+//! - [`calibrate`]: a probe pair's own time, measured at attach time and not charged to
+//!   the functions timed.
 //! - [`handoff`]: the attachments removed by a process of their own, so tlsperf exits at once.
 //! - [`event`]: a ring-buffer record → a [`event::ProbeRecord`].
 //! - [`report`]: records → the `probes` part of an observation.
@@ -28,6 +30,7 @@
 //! progress end, none begins) and [`Session::finish`] (nothing more is recorded; the
 //! probes are detached).
 
+pub mod calibrate;
 pub mod event;
 pub mod follow;
 pub mod gosym;

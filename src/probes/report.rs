@@ -63,14 +63,15 @@ pub const PROBE_PHASES: [(&str, &str); 14] = [
         "signature",
         "of work, signing: OpenSSL, EVP_DigestSign's entry (uprobe, on the thread inside a \
          handshake call) → its return (uretprobe), summed (TLS 1.3's CertificateVerify, TLS \
-         1.2's ServerKeyExchange)",
+         1.2's ServerKeyExchange; a call with no output buffer only asks the length: not \
+         timed)",
     ),
     (
         "key_exchange",
         "of work, key exchange: OpenSSL, EVP_PKEY_generate and EVP_PKEY_derive, \
          each entry (uprobe, on the thread inside a handshake call) → its return \
          (uretprobe), summed (the key share and the peer's key object, the shared \
-         secret)",
+         secret; a derive with no output buffer only asks the length: not timed)",
     ),
     (
         "trust_load",

@@ -54,36 +54,29 @@ class Client(QuicConnectionProtocol):
                 if e.stream_ended:
                     self.done.set()
 
-    def get(self, authority):
+    def request(self, method, authority, end_stream):
+        """Sends `method /`'s headers on a new stream; returns the stream."""
         sid = self._quic.get_next_available_stream_id()
         self.h3.send_headers(
             sid,
             [
-                (b":method", b"GET"),
+                (b":method", method),
                 (b":scheme", b"https"),
                 (b":authority", authority.encode()),
                 (b":path", b"/"),
             ],
-            end_stream=True,
+            end_stream=end_stream,
         )
         self.transmit()
+        return sid
 
+    def get(self, authority):
+        self.request(b"GET", authority, True)
 
     async def trickle(self, authority, seconds):
         """POST / with a body sent a byte every 0.3 s, for at most `seconds` or until the
         server answers: a slow upload."""
-        sid = self._quic.get_next_available_stream_id()
-        self.h3.send_headers(
-            sid,
-            [
-                (b":method", b"POST"),
-                (b":scheme", b"https"),
-                (b":authority", authority.encode()),
-                (b":path", b"/"),
-            ],
-            end_stream=False,
-        )
-        self.transmit()
+        sid = self.request(b"POST", authority, False)
         loop = asyncio.get_running_loop()
         end = loop.time() + seconds
         while not self.done.is_set() and loop.time() < end:
