@@ -51,7 +51,7 @@ impl Initials {
     pub fn initial(&mut self) -> Vec<u8> {
         // The endpoint remembers every connection it made: a fresh one now and then.
         self.made += 1;
-        if self.made % 256 == 0 {
+        if self.made.is_multiple_of(256) {
             self.endpoint = endpoint();
         }
         let now = Instant::now();
