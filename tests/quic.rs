@@ -716,7 +716,7 @@ fn a_flood_of_initials_from_many_addresses_engages_retry_on_its_own() {
 
 /// RFC 9000 §8: before an address is validated, the server sends it at most three times
 /// the bytes it received. A server whose first flight is bigger than that (a certificate
-/// with 200 names: a real client gets ~7 KB) sends an address that sent one Initial and
+/// with 200 names: a real client gets ~6 KB) sends an address that sent one Initial and
 /// never answers no more than 3 × 1,200 bytes, retransmissions included.
 #[test]
 fn an_address_that_never_answers_gets_at_most_three_times_what_it_sent() {
