@@ -947,6 +947,80 @@ fn quic_saves_a_round_trip_over_tcp_and_0rtt_another_at_86ms() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// Over QUIC the server's first flight is held to 3 × what the client sent until the
+/// client's address is validated (RFC 9000 §8): a certificate with 200 names (~6 KB of
+/// TLS) no longer fits in 3 × 1,200 bytes, and the rest of the flight waits a round trip
+/// for the client's next packets — the `certificate` phase takes one RTT, the handshake
+/// two, and the report counts and warns about it.
+#[test]
+fn a_quic_flight_past_the_amplification_limit_costs_one_more_round_trip() {
+    let _serial = serial();
+    if !can_link() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big");
+    let mut args = vec![
+        "pki".to_string(),
+        "init".into(),
+        big.to_str().unwrap().into(),
+        "-q".into(),
+        "--san".into(),
+        "localhost".into(),
+    ];
+    for i in 0..200 {
+        args.push("--san".into());
+        args.push(format!("host-{i:04}.tlsperf.test"));
+    }
+    let run = tlsperf(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let server = Serve::start(&[
+        "--cert",
+        big.join("server-chain.pem").to_str().unwrap(),
+        "--key",
+        big.join("server.key").to_str().unwrap(),
+        "--quic",
+    ]);
+    let v = json_run(&[
+        "handshake",
+        "--http3",
+        &server.url(),
+        "--roots",
+        big.join("root.pem").to_str().unwrap(),
+        "--resume",
+        "off",
+        "-n",
+        "6",
+        "--link",
+        "rtt=60ms",
+    ]);
+    let rtt = 60.0;
+    let flight = &v["link"]["server_flight"];
+    assert_eq!(flight["fits"], false, "{flight}");
+    assert!(flight["bytes"].as_u64().unwrap() > 3600, "{flight}");
+    assert_eq!(flight["amplification_limit_bytes"], 3600, "{flight}");
+    assert_eq!(v["link"]["warm"]["round_trips"], 3, "{}", v["link"]);
+    assert!(
+        v["link"]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("anti-amplification limit"),
+        "{}",
+        v["link"]
+    );
+    // The certificate's bytes past the limit come a round trip after the ServerHello.
+    let cert = p50_ms(&v, "certificate");
+    let tls = p50_ms(&v, "tls");
+    assert!(
+        cert >= rtt - 0.5 && cert <= rtt * 1.05 + 3.0,
+        "certificate p50 {cert:.1} ms at rtt=60ms: one round trip expected"
+    );
+    assert!(
+        tls >= 2.0 * rtt - 0.5 && tls <= 2.0 * rtt * 1.05 + 5.0,
+        "QUIC handshake p50 {tls:.1} ms at rtt=60ms: two round trips expected"
+    );
+}
+
 /// A server of ours for the counter tests: its URL and CA file (kept in `dir`).
 fn serve_with_ca(dir: &Path, extra: &[&str]) -> (Serve, String, String) {
     let ca = dir.join("ca.pem");
