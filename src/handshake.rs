@@ -287,7 +287,7 @@ pub async fn run(
     let link = opts
         .link
         .as_ref()
-        .map(|spec| link_report(spec, h, &warm, warm_count));
+        .map(|spec| link_report(spec, h, &warm, warm_count, opts.http3.is_some()));
     Ok(HandshakeRun {
         link_counters: None,
         target: target.to_string(),
@@ -432,37 +432,36 @@ fn warm_notes(
 }
 
 /// The run's link in round trips: the first connection's critical path and that of the
-/// most common warm kind, and the server's first flight against the initial window.
+/// most common warm kind, and the server's first flight against the initial window (over
+/// QUIC, `quic`: also against the anti-amplification limit).
 fn link_report(
     spec: &LinkSpec,
     h: &crate::client::Handshake,
     warm: &WarmTally,
     warm_count: usize,
+    quic: bool,
 ) -> LinkReport {
     let rtt_ms = spec.rtt.as_secs_f64() * 1e3;
-    let flight = Flight::new(h.server_flight_bytes);
-    let cold = trips::critical_path(
-        &h.negotiated.version,
-        h.kind.name(),
-        h.early_data == EarlyData::Accepted,
-        &flight,
-        rtt_ms,
-    );
+    let flight = if quic {
+        Flight::quic(h.server_flight_bytes, h.offered.hello_len)
+    } else {
+        Flight::new(h.server_flight_bytes)
+    };
+    let path = |kind: &str, early: bool| {
+        if quic {
+            trips::quic_critical_path(kind, early, &flight, rtt_ms)
+        } else {
+            trips::critical_path(&h.negotiated.version, kind, early, &flight, rtt_ms)
+        }
+    };
+    let cold = path(h.kind.name(), h.early_data == EarlyData::Accepted);
     // The most common warm kind (ties: the first by name).
     let warm_kind = warm
         .kinds
         .iter()
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
         .map(|(k, _)| *k);
-    let warm_path = warm_kind.map(|k| {
-        trips::critical_path(
-            &h.negotiated.version,
-            k,
-            warm.accepted * 2 > warm_count,
-            &flight,
-            rtt_ms,
-        )
-    });
+    let warm_path = warm_kind.map(|k| path(k, warm.accepted * 2 > warm_count));
     let chain_bytes = h.chain.iter().map(|c| c.len()).sum();
     LinkReport {
         spec: spec.to_string(),

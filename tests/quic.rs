@@ -600,7 +600,6 @@ fn handshake_http3_refuses_what_quic_cannot_do() {
     for (args, says) in [
         (&["--tls", "1.2"][..], "TLS 1.3"),
         (&["--resume", "ids"][..], "--resume ids"),
-        (&["--link", "rtt=10ms"][..], "--link"),
         (&["--body-size", "100"][..], "--body-size"),
     ] {
         let mut all = vec!["handshake", "--http3", "https://localhost:1/"];
@@ -609,4 +608,230 @@ fn handshake_http3_refuses_what_quic_cannot_do() {
         assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
         assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
     }
+}
+
+// Hostile QUIC (issue 59): Initials from addresses that never answer, malformed datagrams
+// and garbage frames, sent from many loopback source addresses (tests/common/quic_flood.rs).
+
+#[path = "common/quic_flood.rs"]
+mod quic_flood;
+
+use quic_flood::{Initials, Reply};
+
+/// The server's UDP address.
+fn quic_addr(s: &Serve) -> std::net::SocketAddr {
+    format!("127.0.0.1:{}", s.port).parse().unwrap()
+}
+
+/// A process's resident memory (KiB), from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+/// /stats's `quic_retry.unvalidated_handshakes`, once it is `want` or 10 s have passed.
+fn unvalidated_becomes(s: &Serve, want: i64) -> i64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = stats(s)["quic_retry"]["unvalidated_handshakes"]
+            .as_i64()
+            .unwrap();
+        if now == want || std::time::Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A flood of Initials from 64 addresses that never answer, at `--quic-retry-above 16`:
+/// the first 16 get the server's flight, the 48 after them a Retry (without a flag
+/// asking for it), counted in /stats; a real client meanwhile is served (its Retry
+/// answered with the token); once the flood's handshakes time out, no more Retry.
+#[test]
+fn a_flood_of_initials_from_many_addresses_engages_retry_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(
+        &pki,
+        &["--quic-retry-above", "16", "--handshake-timeout", "5s"],
+    );
+    let st = stats(&s);
+    assert_eq!(
+        st["quic_retry"]["policy"], "above 16 unvalidated handshakes",
+        "{st}"
+    );
+    let server = quic_addr(&s);
+    let mut initials = Initials::new(server);
+    let sockets: Vec<_> = (0..64)
+        .map(|i| quic_flood::socket_on(quic_flood::source(3, i), Duration::from_millis(50)))
+        .collect();
+    for sock in &sockets {
+        sock.send_to(&initials.initial(), server).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (mut answered, mut retried) = (0, 0);
+    for sock in &sockets {
+        // Everything has arrived by now: a short quiet time each.
+        let got = quic_flood::drain(sock, Duration::from_millis(5), Duration::from_secs(1));
+        if got.iter().any(|(_, k)| *k == Reply::Retry) {
+            retried += 1;
+        } else if got.iter().any(|(_, k)| *k == Reply::Initial) {
+            answered += 1;
+        }
+    }
+    assert_eq!((answered, retried), (16, 48), "flight, Retry");
+    let st = stats(&s);
+    assert_eq!(st["quic_retry"]["retries"], 48, "{st}");
+    assert_eq!(st["quic_retry"]["unvalidated_handshakes"], 16, "{st}");
+    let metrics = metrics_get(&s, "/metrics");
+    assert!(
+        metrics.contains("tlsperf_quic_retries_total 48"),
+        "{metrics}"
+    );
+    // A real client during the flood: retried, back with the token, served.
+    let url = format!("https://localhost:{}/", s.port);
+    let d = handshake_http3(&url, &["-n", "2", "--cacert", &root]);
+    assert_eq!(d["cold"]["status"], 200, "{d}");
+    // Each of its connections was retried (a new endpoint each: no token kept between
+    // them), or the second came back with the first's NEW_TOKEN.
+    let st = stats(&s);
+    let retries = st["quic_retry"]["retries"].as_u64().unwrap();
+    assert!((49..=50).contains(&retries), "{st}");
+    assert_eq!(st["quic_retry"]["unvalidated_handshakes"], 16, "{st}");
+    // The flood's handshakes time out: nothing under way, and a new address is answered
+    // with the server's flight again.
+    assert_eq!(unvalidated_becomes(&s, 0), 0);
+    let late = quic_flood::socket_on(quic_flood::source(3, 100), Duration::from_millis(50));
+    late.send_to(&initials.initial(), server).unwrap();
+    let got = quic_flood::drain(&late, Duration::from_millis(300), Duration::from_secs(2));
+    assert_eq!(got.first().map(|g| g.1), Some(Reply::Initial), "{got:?}");
+    assert_eq!(stats(&s)["quic_retry"]["retries"], retries);
+}
+
+/// RFC 9000 §8: before an address is validated, the server sends it at most three times
+/// the bytes it received. A server whose first flight is bigger than that (a certificate
+/// with 200 names: a real client gets ~6 KB) sends an address that sent one Initial and
+/// never answers no more than 3 × 1,200 bytes, retransmissions included.
+#[test]
+fn an_address_that_never_answers_gets_at_most_three_times_what_it_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big");
+    let mut args = vec![
+        "pki".to_string(),
+        "init".into(),
+        big.to_str().unwrap().into(),
+        "-q".into(),
+        "--san".into(),
+        "localhost".into(),
+    ];
+    for i in 0..200 {
+        args.push("--san".into());
+        args.push(format!("host-{i:04}.tlsperf.test"));
+    }
+    let run = tlsperf(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let pki = big.to_str().unwrap().to_string();
+    let s = serve(&pki, &[]);
+    let url = format!("https://localhost:{}/", s.port);
+    let d = handshake_http3(&url, &["-n", "1", "--cacert", &format!("{pki}/root.pem")]);
+    let flight = d["server_flight_bytes"].as_u64().unwrap() as usize;
+    assert!(
+        flight > 3 * 1200,
+        "the flight ({flight} bytes) is within the limit anyway"
+    );
+    let server = quic_addr(&s);
+    let mut initials = Initials::new(server);
+    let sources: Vec<_> = (0..5)
+        .map(|i| {
+            let sock = quic_flood::socket_on(quic_flood::source(4, i), Duration::from_millis(50));
+            let initial = initials.initial();
+            sock.send_to(&initial, server).unwrap();
+            (sock, initial.len())
+        })
+        .collect();
+    // Past two probe timeouts (quinn's first is about 1 s): retransmissions would come.
+    std::thread::sleep(Duration::from_secs(4));
+    for (sock, sent) in &sources {
+        let got = quic_flood::drain(sock, Duration::from_millis(50), Duration::from_secs(2));
+        let received: usize = got.iter().map(|g| g.0).sum();
+        eprintln!(
+            "sent {sent} bytes, received {received} bytes in {} datagrams (server flight to a real client: {flight} TLS bytes)",
+            got.len()
+        );
+        assert!(
+            received > *sent && received <= 3 * sent,
+            "sent {sent} bytes, received {received} bytes in {} datagrams",
+            got.len()
+        );
+    }
+}
+
+/// Malformed datagrams (truncated and altered Initials, unknown versions, garbage, the
+/// largest datagram), Initials whose frames are garbage under correct packet protection
+/// (so that the server's frame parser meets them), and a flood of 3,000 genuine Initials
+/// from 3,000 addresses that never answer: no panic, the server's memory grows by less
+/// than 40 MiB (the flood beyond `--quic-retry-above` gets Retry packets, which keep no
+/// state), and a real client is served afterwards.
+#[test]
+fn malformed_datagrams_garbage_frames_and_a_flood_neither_panic_nor_grow_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &[]);
+    let url = format!("https://localhost:{}/", s.port);
+    handshake_http3(&url, &["-n", "2", "--cacert", &root]);
+    let before = rss_kib(s.pid());
+    let server = quic_addr(&s);
+    let mut initials = Initials::new(server);
+    let mut hostile = Vec::new();
+    for round in 0..40u64 {
+        for (_, d) in quic_flood::malformed(&initials.initial(), round + 1) {
+            hostile.push(d);
+        }
+        // Each its own connection ID (8 to 20 bytes, the last two its round and kind): a new connection each, whose first
+        // packet the server decrypts and parses.
+        for (k, (_, frames)) in quic_flood::garbage_frames(round + 7)
+            .into_iter()
+            .enumerate()
+        {
+            let dcid: Vec<u8> = (0..6 + (round + k as u64) % 13)
+                .map(|i| (round * 8 + k as u64 + i * 17) as u8)
+                .chain([round as u8, k as u8])
+                .collect();
+            hostile.push(quic_flood::initial_with_frames(&dcid, &frames));
+        }
+    }
+    let n_hostile = hostile.len();
+    quic_flood::send_spoofed(server, 5, &hostile, 2);
+    let flood: Vec<Vec<u8>> = (0..3000).map(|_| initials.initial()).collect();
+    quic_flood::send_spoofed(server, 6, &flood, 4);
+    std::thread::sleep(Duration::from_millis(500));
+    let after = rss_kib(s.pid());
+    let d = handshake_http3(&url, &["-n", "2", "--cacert", &root]);
+    assert_eq!(d["cold"]["status"], 200, "{d}");
+    let st = stats(&s);
+    let err = s.stderr();
+    assert!(!err.contains("panicked"), "{err}");
+    // The garbage frames reached the parser: their connections closed on errors.
+    let errors = st["failures"]["protocol-error"].as_u64().unwrap_or(0);
+    eprintln!("{n_hostile} hostile datagrams; memory {before} KiB before, {after} KiB after; {st}");
+    // 40 rounds of 8 garbage-frame Initials, each a connection of its own: all but the
+    // random frames are errors whatever the bytes.
+    assert!(errors >= 7 * 40, "{n_hostile} hostile datagrams, {st}");
+    // Without Retry (--quic-retry-above 10000000) the same flood holds ~3,000
+    // handshakes' state: the server grew by 109 MiB in one run.
+    assert!(
+        after < before + 40 * 1024,
+        "the server grew from {before} KiB to {after} KiB: {st}"
+    );
+    assert!(
+        st["quic_retry"]["retries"].as_u64().unwrap() >= 2500,
+        "the flood was not answered with Retry packets: {st}"
+    );
 }

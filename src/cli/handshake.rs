@@ -46,8 +46,8 @@ pub struct HandshakeArgs {
     body_size: u64,
     /// Make each connection over QUIC (UDP) with one HTTP/3 GET, as `serve --quic` and
     /// other HTTP/3 servers answer: the same phases (`connect` is the UDP socket's
-    /// creation; see the guide), TLS 1.3 only, verification as over TCP. Not with --link
-    /// or --body-size.
+    /// creation; see the guide), TLS 1.3 only, verification as over TCP; over --link too
+    /// (UDP crosses the same delay line). Not with --body-size.
     #[arg(long, conflicts_with_all = ["body_size"])]
     http3: bool,
     #[command(flatten)]
@@ -67,17 +67,10 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     };
     let opts = args.client.options(vec![alpn], args.early_data)?;
     args.client.warn_if_insecure(out);
-    if args.http3 {
-        if args.link.link.is_some() {
-            return Err(CliError::input(
-                "--http3 is not available with --link: the emulated link carries TCP only",
-            ));
-        }
-        if args.client.resume == config::Resume::Ids {
-            return Err(CliError::input(
-                "--resume ids is TLS 1.2's; --http3 is QUIC, TLS 1.3 only: use --resume tickets or off",
-            ));
-        }
+    if args.http3 && args.client.resume == config::Resume::Ids {
+        return Err(CliError::input(
+            "--resume ids is TLS 1.2's; --http3 is QUIC, TLS 1.3 only: use --resume tickets or off",
+        ));
     }
     let built = config::build(&opts)?;
     let http3 = if args.http3 {

@@ -16,7 +16,7 @@ use crate::pki::KeyType;
 use crate::report::text;
 use crate::server::actix_stack::{ActixOptions, ActixServer};
 use crate::server::config::{self as server_config, ClientAuth, Resumption, ServerTlsOptions};
-use crate::server::quic::{QuicOptions, quic_tls};
+use crate::server::quic::{QuicOptions, RetryPolicy, quic_tls};
 use crate::server::{Rotation, ServeOptions, Server, Stack};
 use crate::tls::Provider;
 use crate::tls::choices::{self, TlsVersion};
@@ -183,9 +183,16 @@ pub struct ServeArgs {
     quic: bool,
     /// With --quic: answer every client whose address is not validated yet with a Retry
     /// (QUIC address validation: the client must echo the server's token, one more round
-    /// trip).
+    /// trip). Without it, Retry engages on its own: see --quic-retry-above.
     #[arg(long, requires = "quic")]
     quic_retry: bool,
+    /// With --quic: once N handshakes from client addresses not validated yet are under
+    /// way (a flood of Initials from spoofed addresses holds each until
+    /// --handshake-timeout), answer further unvalidated clients with a Retry; clients
+    /// that come back with the token are not counted. Counted in /stats (`quic_retry`)
+    /// and /metrics (`tlsperf_quic_retries_total`).
+    #[arg(long, value_name = "N", requires = "quic", conflicts_with = "quic_retry", default_value_t = crate::server::quic::DEFAULT_RETRY_ABOVE as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    quic_retry_above: u64,
     /// Stop by itself after this long, e.g. 60s (default: run until SIGINT or SIGTERM).
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = super::duration::parse_positive)]
     duration: Option<Duration>,
@@ -334,7 +341,11 @@ pub fn exec(a: ServeArgs, out: &Output) -> Result<(), CliError> {
         Some(QuicOptions {
             tls: std::sync::Arc::new(quic_tls(&built.config, early)?),
             provider: a.provider,
-            retry: a.quic_retry,
+            retry: if a.quic_retry {
+                RetryPolicy::Always
+            } else {
+                RetryPolicy::Above(usize::try_from(a.quic_retry_above).unwrap_or(usize::MAX))
+            },
             half_rtt: early && a.client_auth == ClientAuth::Off,
         })
     } else {

@@ -178,12 +178,20 @@ async fn run(
     let since = |t: Instant| t.saturating_duration_since(t0);
     let addrs = super::conn::resolve(&target.host, target.port).await?;
     let resolved = t0.elapsed();
-    let addr = addrs[0];
-    let bind: SocketAddr = if addr.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    let unspecified = |a: SocketAddr| -> SocketAddr {
+        if a.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        }
     };
+    // The first address this namespace has a route to (behind `--link`, IPv4 only: a
+    // name's IPv6 address there has none), else the first.
+    let routable = |a: &&SocketAddr| {
+        std::net::UdpSocket::bind(unspecified(**a)).is_ok_and(|s| s.connect(**a).is_ok())
+    };
+    let addr = *addrs.iter().find(routable).unwrap_or(&addrs[0]);
+    let bind = unspecified(addr);
     let endpoint = quinn::Endpoint::client(bind).map_err(|source| ConnectError::Io {
         during: "making the UDP socket",
         source,

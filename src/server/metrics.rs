@@ -95,6 +95,13 @@ pub struct Metrics {
     open: Gauge,
     requests: Counter,
     rejected: Counter,
+    quic_retries: Counter,
+    quic_unvalidated: Gauge,
+    /// `serve --quic`'s Retry policy, in words (`None` without QUIC: no `quic_retry` in
+    /// `/stats`).
+    quic_retry_policy: Mutex<Option<String>>,
+    quic_retries_total: AtomicU64,
+    quic_unvalidated_now: AtomicI64,
     hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
     /// The QUIC handshakes alone, by kind and `all`.
     quic_hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
@@ -126,6 +133,8 @@ impl Metrics {
         let open = Gauge::default();
         let requests = Counter::default();
         let rejected = Counter::default();
+        let quic_retries = Counter::default();
+        let quic_unvalidated = Gauge::default();
         registry.register(
             "handshake_duration_seconds",
             "TLS handshake time from TCP accept (once the ClientHello has arrived), or from a QUIC \
@@ -145,6 +154,18 @@ impl Metrics {
             "Connections closed at once because --max-connections was reached",
             rejected.clone(),
         );
+        registry.register(
+            "quic_retries",
+            "Retry packets serve --quic sent to validate a client's address: to every \
+             unvalidated client with --quic-retry, else once --quic-retry-above handshakes \
+             from unvalidated addresses were under way",
+            quic_retries.clone(),
+        );
+        registry.register(
+            "quic_unvalidated_handshakes",
+            "QUIC handshakes under way from client addresses not validated yet",
+            quic_unvalidated.clone(),
+        );
         Metrics {
             registry,
             handshakes,
@@ -152,6 +173,11 @@ impl Metrics {
             open,
             requests,
             rejected,
+            quic_retries,
+            quic_unvalidated,
+            quic_retry_policy: Mutex::new(None),
+            quic_retries_total: AtomicU64::new(0),
+            quic_unvalidated_now: AtomicI64::new(0),
             hdr: Mutex::new(BTreeMap::new()),
             quic_hdr: Mutex::new(BTreeMap::new()),
             open_now: AtomicI64::new(0),
@@ -207,6 +233,25 @@ impl Metrics {
         self.failure("max-connections");
     }
 
+    /// `serve --quic` runs with this Retry policy: `/stats` gains `quic_retry`.
+    pub fn quic_retry_policy(&self, policy: crate::server::quic::RetryPolicy) {
+        if let Ok(mut p) = self.quic_retry_policy.lock() {
+            *p = Some(policy.to_string());
+        }
+    }
+
+    /// One Retry sent.
+    pub fn quic_retry(&self) {
+        self.quic_retries.inc();
+        self.quic_retries_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A QUIC handshake from an unvalidated address began (+1) or ended (−1).
+    pub fn quic_unvalidated_delta(&self, d: i64) {
+        self.quic_unvalidated.inc_by(d);
+        self.quic_unvalidated_now.fetch_add(d, Ordering::Relaxed);
+    }
+
     /// Prometheus text exposition.
     pub fn prometheus_text(&self) -> String {
         let mut out = String::new();
@@ -229,6 +274,16 @@ impl Metrics {
             requests: self.requests_total.load(Ordering::Relaxed),
             request_body_bytes: self.request_body_bytes.load(Ordering::Relaxed),
             open_connections: self.open_now.load(Ordering::Relaxed),
+            quic_retry: self
+                .quic_retry_policy
+                .lock()
+                .ok()
+                .and_then(|p| p.clone())
+                .map(|policy| QuicRetryStats {
+                    policy,
+                    retries: self.quic_retries_total.load(Ordering::Relaxed),
+                    unvalidated_handshakes: self.quic_unvalidated_now.load(Ordering::Relaxed),
+                }),
             failures: self
                 .failures_by_reason
                 .lock()
@@ -254,6 +309,21 @@ pub struct StatsSnapshot {
     pub request_body_bytes: u64,
     /// Connections open now.
     pub open_connections: i64,
+    /// `serve --quic`'s address validation (absent without `--quic`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic_retry: Option<QuicRetryStats>,
     /// Failed handshakes (and refused connections) by reason.
     pub failures: BTreeMap<String, u64>,
+}
+
+/// `serve --quic`'s address validation so far.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuicRetryStats {
+    /// When an unvalidated client gets a Retry: `always` (`--quic-retry`) or `above N
+    /// unvalidated handshakes` (`--quic-retry-above N`, the default).
+    pub policy: String,
+    /// Retry packets sent.
+    pub retries: u64,
+    /// Handshakes under way now from addresses not validated yet.
+    pub unvalidated_handshakes: i64,
 }

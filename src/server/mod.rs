@@ -288,12 +288,16 @@ impl Server {
             ),
             None => None,
         };
+        let metrics = Metrics::new();
+        if let Some(q) = &opts.quic {
+            metrics.quic_retry_policy(q.retry);
+        }
         Ok(Server {
             listeners,
             quic,
             metrics_listener,
             opts,
-            metrics: Arc::new(Metrics::new()),
+            metrics: Arc::new(metrics),
         })
     }
 
@@ -380,6 +384,7 @@ impl Server {
                 upload: self.opts.upload,
                 retry: q.retry,
                 half_rtt: q.half_rtt,
+                unvalidated: Arc::default(),
             });
             tasks.push(tokio::spawn(quic::accept_loop(
                 endpoint.clone(),

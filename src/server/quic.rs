@@ -12,9 +12,19 @@
 //! endpoint (its `Incoming`) to the handshake complete at the server (the client's
 //! Finished verified), for every kind: with 0-RTT the requests are answered before that
 //! (0.5-RTT), but the time still ends at the client's Finished.
+//!
+//! Address validation ([`RetryPolicy`]): an Initial from an address not validated yet is
+//! answered with a Retry (stateless: no connection, no handshake, a packet smaller than
+//! the Initial) with `--quic-retry`, or by default once [`DEFAULT_RETRY_ABOVE`] handshakes
+//! from unvalidated addresses are under way, as a flood of Initials from spoofed
+//! addresses makes them: each of those would otherwise cost a handshake's CPU and state
+//! until its timeout. A client that comes back with the token is validated and never
+//! counted. Until validation quinn holds each connection to 3× the bytes its address
+//! sent (RFC 9000 §8).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
@@ -36,11 +46,40 @@ pub struct QuicOptions {
     pub tls: Arc<rustls::ServerConfig>,
     /// Its provider (for QUIC's Initial packet protection, AES-128-GCM by the QUIC spec).
     pub provider: Provider,
-    /// Send a Retry to every client whose address is not validated yet (`--quic-retry`).
-    pub retry: bool,
+    /// When to answer an Initial from an unvalidated address with a Retry.
+    pub retry: RetryPolicy,
     /// Answer 0-RTT requests before the handshake completes (early data is on, and no
     /// client certificate is asked for).
     pub half_rtt: bool,
+}
+
+/// The default of `--quic-retry-above`: handshakes from unvalidated addresses under way
+/// at which the next unvalidated client gets a Retry. A handshake lasts one or two round
+/// trips, so only a burst of more than this many new clients within a round trip, or a
+/// flood of Initials from addresses that never answer (each held until the handshake
+/// timeout), reaches it; it bounds what such a flood costs to this many handshakes per
+/// handshake timeout.
+pub const DEFAULT_RETRY_ABOVE: usize = 128;
+
+/// When `serve --quic` answers an Initial from an address not validated yet with a Retry
+/// (the client then comes back with the server's token, one round trip later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryPolicy {
+    /// Every such Initial (`--quic-retry`).
+    Always,
+    /// Once this many handshakes from unvalidated addresses are under way
+    /// (`--quic-retry-above`, [`DEFAULT_RETRY_ABOVE`] by default), as quic-go's
+    /// `MaxUnvalidatedHandshakes` does.
+    Above(usize),
+}
+
+impl std::fmt::Display for RetryPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RetryPolicy::Always => f.write_str("always"),
+            RetryPolicy::Above(n) => write!(f, "above {n} unvalidated handshakes"),
+        }
+    }
 }
 
 /// The QUIC side's rustls configuration, made from the TCP side's: the same certificates,
@@ -117,8 +156,35 @@ pub(crate) struct QuicCtx {
     pub(crate) handshake_timeout: Duration,
     /// How slow a request body may be, as over TCP.
     pub(crate) upload: UploadLimits,
-    pub(crate) retry: bool,
+    pub(crate) retry: RetryPolicy,
     pub(crate) half_rtt: bool,
+    /// Handshakes under way from addresses not validated yet.
+    pub(crate) unvalidated: Arc<AtomicUsize>,
+}
+
+/// One handshake from an unvalidated address, counted in [`QuicCtx::unvalidated`] (and
+/// the metrics' gauge) until it ends, however it ends.
+struct Unvalidated {
+    count: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+}
+
+impl Unvalidated {
+    fn start(ctx: &QuicCtx) -> Unvalidated {
+        ctx.unvalidated.fetch_add(1, Ordering::Relaxed);
+        ctx.metrics.quic_unvalidated_delta(1);
+        Unvalidated {
+            count: Arc::clone(&ctx.unvalidated),
+            metrics: Arc::clone(&ctx.metrics),
+        }
+    }
+}
+
+impl Drop for Unvalidated {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.quic_unvalidated_delta(-1);
+    }
 }
 
 /// Decrements the open-connection gauge however the connection ends.
@@ -130,9 +196,19 @@ impl Drop for OpenGuard {
     }
 }
 
+/// Whether an Initial from an address not validated yet gets a Retry under `policy`, with
+/// `under_way` handshakes from unvalidated addresses in progress.
+fn wants_retry(policy: RetryPolicy, under_way: usize) -> bool {
+    match policy {
+        RetryPolicy::Always => true,
+        RetryPolicy::Above(n) => under_way >= n,
+    }
+}
+
 /// Accepts QUIC connections until `stop`; at the connection limit a new one is refused
-/// (counted as `max-connections`). With `--quic-retry`, a client whose address is not
-/// validated yet gets a Retry and comes back with its token.
+/// (counted as `max-connections`). A client whose address is not validated yet gets a
+/// Retry ([`RetryPolicy`]: always with `--quic-retry`, else once enough handshakes from
+/// unvalidated addresses are under way) and comes back with its token.
 pub(crate) async fn accept_loop(
     endpoint: quinn::Endpoint,
     ctx: Arc<QuicCtx>,
@@ -144,14 +220,28 @@ pub(crate) async fn accept_loop(
             _ = stop.changed() => break,
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                if ctx.retry && !incoming.remote_address_validated() && incoming.may_retry() {
+                let validated = incoming.remote_address_validated();
+                if !validated
+                    && incoming.may_retry()
+                    && wants_retry(ctx.retry, ctx.unvalidated.load(Ordering::Relaxed))
+                {
                     // Refused only when the client already came back with a token.
-                    let _ = incoming.retry();
+                    if incoming.retry().is_ok() {
+                        ctx.metrics.quic_retry();
+                    }
                     continue;
                 }
                 match Arc::clone(&limit).try_acquire_owned() {
                     Ok(permit) => {
-                        tokio::spawn(connection(incoming, Arc::clone(&ctx), stop.clone(), permit));
+                        // Counted here, before the next Incoming is looked at.
+                        let unvalidated = (!validated).then(|| Unvalidated::start(&ctx));
+                        tokio::spawn(connection(
+                            incoming,
+                            Arc::clone(&ctx),
+                            stop.clone(),
+                            permit,
+                            unvalidated,
+                        ));
                     }
                     Err(_) => {
                         ctx.metrics.rejected();
@@ -194,6 +284,7 @@ async fn connection(
     ctx: Arc<QuicCtx>,
     stop: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
+    unvalidated: Option<Unvalidated>,
 ) {
     // The first Initial reached the endpoint: the clock starts as the TCP side's does at
     // accept, once the ClientHello has arrived.
@@ -215,6 +306,7 @@ async fn connection(
         };
         let serving = tokio::spawn(serve_h3(conn.clone(), Arc::clone(&ctx), stop));
         let outcome = tokio::time::timeout(ctx.handshake_timeout, done).await;
+        drop(unvalidated);
         match (outcome, conn.close_reason()) {
             (Err(_), _) => {
                 ctx.metrics.failure("timeout");
@@ -226,7 +318,9 @@ async fn connection(
         let _ = serving.await;
         return;
     } else {
-        match tokio::time::timeout(ctx.handshake_timeout, connecting).await {
+        let outcome = tokio::time::timeout(ctx.handshake_timeout, connecting).await;
+        drop(unvalidated);
+        match outcome {
             Err(_) => {
                 ctx.metrics.failure("timeout");
                 return;
@@ -378,6 +472,17 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_engages_at_the_threshold_or_always() {
+        assert!(wants_retry(RetryPolicy::Always, 0));
+        assert!(!wants_retry(RetryPolicy::Above(128), 127));
+        assert!(wants_retry(RetryPolicy::Above(128), 128));
+        assert_eq!(
+            RetryPolicy::Above(128).to_string(),
+            "above 128 unvalidated handshakes"
+        );
+    }
 
     #[test]
     fn a_configuration_without_tls13_is_refused_in_words() {

@@ -156,15 +156,28 @@ fn handshake_link(r: &crate::handshake::HandshakeRun, l: &crate::handshake::Link
         l.spec,
     );
     let f = &l.server_flight;
-    s += &format!(
-        "server's first flight: {} bytes, {} segment{} of {} (initial congestion window: {} segments): {}\n",
-        f.bytes,
-        f.segments,
-        if f.segments == 1 { "" } else { "s" },
-        crate::link::trips::MSS,
-        f.initcwnd_segments,
-        if f.fits { "fits" } else { "does NOT fit" }
-    );
+    let fits = if f.fits { "fits" } else { "does NOT fit" };
+    match (f.wire_bytes, f.amplification_limit_bytes) {
+        (Some(wire), Some(limit)) => {
+            s += &format!(
+                "server's first flight: {} TLS bytes, {} datagram{} (about {wire} bytes; anti-amplification limit: {limit} bytes, 3 × the client's first flight; initial window: {} datagrams): {fits}\n",
+                f.bytes,
+                f.segments,
+                if f.segments == 1 { "" } else { "s" },
+                f.initcwnd_segments,
+            );
+        }
+        _ => {
+            s += &format!(
+                "server's first flight: {} bytes, {} segment{} of {} (initial congestion window: {} segments): {fits}\n",
+                f.bytes,
+                f.segments,
+                if f.segments == 1 { "" } else { "s" },
+                crate::link::trips::MSS,
+                f.initcwnd_segments,
+            );
+        }
+    }
     let path = |p: &crate::link::trips::CriticalPath| -> String {
         let steps: Vec<String> = p
             .steps

@@ -65,6 +65,14 @@ pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
             .collect();
         out.push_str(&format!("failed handshakes: {}\n", f.join(", ")));
     }
+    if let Some(r) = s.stats.quic_retry.as_ref().filter(|r| r.retries > 0) {
+        out.push_str(&format!(
+            "QUIC address validation: {} Retry packet{} sent ({})\n",
+            r.retries,
+            if r.retries == 1 { "" } else { "s" },
+            r.policy
+        ));
+    }
     if let Some(k) = &s.kx_pool {
         out.push_str(&format!(
             "key-share pool: {} handshakes used a pre-generated share, {} generated one\n",
