@@ -622,6 +622,8 @@ struct TsharkQuic {
     server_hello: Option<u64>,
     resumed: bool,
     retry: bool,
+    /// The client's first Initial after a Retry was seen.
+    hello_after_retry: bool,
     zero_rtt: Option<u64>,
     /// The server's last datagram with an Initial or Handshake packet before the
     /// client's first Handshake packet (`finished`); the first short-header datagram of
@@ -702,7 +704,9 @@ fn tshark_quic(file: &Path, port: u16) -> Vec<TsharkQuic> {
         let extensions = list(f[6]);
         let begins = !from_server
             && messages.contains(&1)
-            && by_port.get(&conn).is_none_or(|i| conns[*i].server_hello.is_some());
+            && by_port
+                .get(&conn)
+                .is_none_or(|i| conns[*i].server_hello.is_some());
         if begins {
             by_port.insert(conn, conns.len());
             conns.push(TsharkQuic::default());
@@ -736,6 +740,14 @@ fn tshark_quic(file: &Path, port: u16) -> Vec<TsharkQuic> {
                 c.hello_last = Some(ns);
                 c.early_offered = extensions.contains(&42);
             }
+            // After a Retry the client sends its ClientHello again, from CRYPTO offset 0:
+            // tshark takes it for a retransmission and does not dissect it again, so the
+            // ClientHello the server answered is the client's first Initial after the
+            // Retry (these clients' ClientHello fits in one).
+            if long.contains(&0) && c.retry && !c.hello_after_retry {
+                c.hello_after_retry = true;
+                c.hello_last = Some(ns);
+            }
             if long.contains(&1) {
                 c.zero_rtt.get_or_insert(ns);
             }
@@ -762,14 +774,27 @@ fn quantile(v: &mut [u64], q: f64) -> u64 {
 /// through full, resumed and 0-RTT connections, aioquic's `aioquic` connections (one full,
 /// then 0-RTT), ngtcp2's `retried` times against the Retry server. The capture and its
 /// two ports.
-fn quic_capture(dir: &Path, ngtcp2: usize, aioquic: usize, retried: usize) -> (std::path::PathBuf, u16, u16) {
+fn quic_capture(
+    dir: &Path,
+    ngtcp2: usize,
+    aioquic: usize,
+    retried: usize,
+) -> (std::path::PathBuf, u16, u16) {
     let pki = pki(dir, "pki", "ecdsa-p256");
     let s = serve(&pki, &["--early-data", "16384"]);
     let r = serve(&pki, &["--quic-retry"]);
     let file = dir.join("quic.pcap");
     let dump = common::Tcpdump::start(
         &file,
-        &["udp", "and", "(port", &s.port.to_string(), "or", "port", &format!("{})", r.port)],
+        &[
+            "udp",
+            "and",
+            "(port",
+            &s.port.to_string(),
+            "or",
+            "port",
+            &format!("{})", r.port),
+        ],
     );
     let session = dir.join("ngtcp2.session");
     let tp = dir.join("ngtcp2.tp");
@@ -794,7 +819,11 @@ fn quic_capture(dir: &Path, ngtcp2: usize, aioquic: usize, retried: usize) -> (s
             .args(["--connections", &aioquic.to_string(), "--zero-rtt"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     for i in 0..retried {
         let (ok, text) = ngtcp2_get(r.port, &[]);
@@ -811,8 +840,14 @@ fn quic_capture(dir: &Path, ngtcp2: usize, aioquic: usize, retried: usize) -> (s
 #[test]
 fn observe_of_quic_agrees_with_tshark() {
     if !common::root("the capture of QUIC handshakes (tcpdump on lo)")
-        || !common::have("tcpdump", "QUIC handshakes captured (apt-get install tcpdump)")
-        || !common::have("tshark", "the agreement with tshark (apt-get install tshark)")
+        || !common::have(
+            "tcpdump",
+            "QUIC handshakes captured (apt-get install tcpdump)",
+        )
+        || !common::have(
+            "tshark",
+            "the agreement with tshark (apt-get install tshark)",
+        )
         || !have_ngtcp2_client("QUIC handshakes of ngtcp2's client to observe")
         || !have_aioquic("QUIC handshakes of aioquic's client to observe")
     {
@@ -845,11 +880,19 @@ fn observe_of_quic_agrees_with_tshark() {
             .iter()
             .filter(|c| c.retry && c.finished.is_some())
             .count() as u64;
-        assert_eq!(q["handshakes"]["all"]["retry"].as_u64().unwrap_or(0), retries, "{q}");
+        assert_eq!(
+            q["handshakes"]["all"]["retry"].as_u64().unwrap_or(0),
+            retries,
+            "{q}"
+        );
         for kind in ["all", "full", "resumed", "0rtt"] {
             let conns = kinds.get(kind).map_or(&[][..], Vec::as_slice);
             let count = q["handshakes"][kind]["count"].as_u64().unwrap_or(0);
-            assert_eq!(count, conns.len() as u64, "{kind} handshakes on port {port}: {q}");
+            assert_eq!(
+                count,
+                conns.len() as u64,
+                "{kind} handshakes on port {port}: {q}"
+            );
             if conns.is_empty() {
                 continue;
             }
@@ -867,7 +910,11 @@ fn observe_of_quic_agrees_with_tshark() {
                     .map(|(_, v)| v)
                     .collect();
                 let d = &q["handshakes"][kind]["phases"][phase]["quantiles"];
-                assert_eq!(d["count"].as_u64(), Some(v.len() as u64), "{kind} {phase}: {d}");
+                assert_eq!(
+                    d["count"].as_u64(),
+                    Some(v.len() as u64),
+                    "{kind} {phase}: {d}"
+                );
                 for (name, at) in [("p50_ns", 0.5), ("p90_ns", 0.9)] {
                     let want = quantile(&mut v, at);
                     let got = d[name].as_u64().unwrap();

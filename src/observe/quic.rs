@@ -123,9 +123,10 @@ pub fn parse(d: &[u8]) -> Parsed<'_> {
 fn parse_packet(d: &[u8]) -> Option<Parsed<'_>> {
     let first = *d.first()?;
     if first & 0x80 == 0 {
-        // A short header: the fixed bit set (RFC 9000 §17.3.1), at least a packet
-        // number and a sample's worth of bytes after it.
-        if first & 0x40 == 0 || d.len() < 1 + 4 + 16 {
+        // A short header: at least a packet number and a sample's worth of bytes after
+        // its first byte. Its fixed bit (0x40) is not checked: peers that agreed to
+        // grease it (RFC 9287, quinn does) send it clear.
+        if d.len() < 1 + 4 + 16 {
             return None;
         }
         return Some(Parsed::Packet(
@@ -165,7 +166,8 @@ fn parse_packet(d: &[u8]) -> Option<Parsed<'_>> {
     let Some(ty) = long_type(version, first >> 4) else {
         return Some(Parsed::OtherVersion(version));
     };
-    if first & 0x40 == 0 || dcid.len() > MAX_CID || scid.len() > MAX_CID {
+    // The fixed bit is not checked (greased: RFC 9287).
+    if dcid.len() > MAX_CID || scid.len() > MAX_CID {
         return None;
     }
     if ty == Type::Retry {
@@ -280,7 +282,9 @@ impl InitialKeys {
             &self.keys.local
         };
         let pn_at = p.pn_offset;
-        let sample = p.bytes.get(pn_at + 4..pn_at + 4 + dir.header.sample_len())?;
+        let sample = p
+            .bytes
+            .get(pn_at + 4..pn_at + 4 + dir.header.sample_len())?;
         buf.clear();
         buf.extend_from_slice(p.bytes);
         let (first, rest) = buf.split_first_mut()?;

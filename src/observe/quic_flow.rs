@@ -459,8 +459,7 @@ impl QuicTable {
                         c.keys = InitialKeys::new(p.version, p.dcid);
                         c.retry_pending = false;
                     }
-                    if !from_client && !p.scid.is_empty() && !c.cids.iter().any(|x| x == p.scid)
-                    {
+                    if !from_client && !p.scid.is_empty() && !c.cids.iter().any(|x| x == p.scid) {
                         // The server's chosen connection ID.
                         new_cids.push(p.scid.to_vec());
                     }
@@ -744,7 +743,12 @@ mod tests {
     /// A whole handshake: the client's Initial at 0, `early` 0-RTT at 1 µs, the server's
     /// flight at 100 and 110, the client's Finished and request at 200, the server's
     /// 1-RTT at 300.
-    fn handshake(key_dcid: &[u8], first: Vec<(u64, bool, Vec<u8>)>, psk: bool, early: bool) -> Vec<(u64, bool, Vec<u8>)> {
+    fn handshake(
+        key_dcid: &[u8],
+        first: Vec<(u64, bool, Vec<u8>)>,
+        psk: bool,
+        early: bool,
+    ) -> Vec<(u64, bool, Vec<u8>)> {
         let mut d = first;
         if early {
             d.push((1, true, seal::opaque(1, ODCID, CCID)));
@@ -753,7 +757,14 @@ mod tests {
             100,
             false,
             cat(&[
-                seal::initial(false, key_dcid, CCID, SCID, 0, &seal::crypto(0, &server_hello(psk))),
+                seal::initial(
+                    false,
+                    key_dcid,
+                    CCID,
+                    SCID,
+                    0,
+                    &seal::crypto(0, &server_hello(psk)),
+                ),
                 seal::opaque(2, CCID, SCID),
             ]),
         ));
@@ -775,7 +786,14 @@ mod tests {
         vec![(
             0,
             true,
-            seal::initial(true, ODCID, ODCID, CCID, 0, &seal::crypto(0, &client_hello(early, 0))),
+            seal::initial(
+                true,
+                ODCID,
+                ODCID,
+                CCID,
+                0,
+                &seal::crypto(0, &client_hello(early, 0)),
+            ),
         )]
     }
 
@@ -803,7 +821,10 @@ mod tests {
         assert_eq!(p.first_app_byte, Some(200_000));
         assert_eq!(p.server_first_byte, Some(100_000));
         let k = t.packets();
-        assert_eq!((k.initial, k.handshake, k.short, k.undecryptable), (3, 3, 2, 0));
+        assert_eq!(
+            (k.initial, k.handshake, k.short, k.undecryptable),
+            (3, 3, 2, 0)
+        );
         assert_eq!(t.counters().tracked, 1);
     }
 
@@ -824,8 +845,16 @@ mod tests {
         let ch = client_hello(false, 1500);
         let (a, b) = ch.split_at(1000);
         let first = vec![
-            (0, true, seal::initial(true, ODCID, ODCID, CCID, 1, &seal::crypto(1000, b))),
-            (5, true, seal::initial(true, ODCID, ODCID, CCID, 0, &seal::crypto(0, a))),
+            (
+                0,
+                true,
+                seal::initial(true, ODCID, ODCID, CCID, 1, &seal::crypto(1000, b)),
+            ),
+            (
+                5,
+                true,
+                seal::initial(true, ODCID, ODCID, CCID, 0, &seal::crypto(0, a)),
+            ),
         ];
         let (out, _) = run(&handshake(ODCID, first, false, false));
         let h = one(&out);
@@ -839,9 +868,31 @@ mod tests {
     fn a_retry_is_followed_to_the_new_connection_id() {
         let new = &[0xee; 8];
         let first = vec![
-            (0, true, seal::initial(true, ODCID, ODCID, CCID, 0, &seal::crypto(0, &client_hello(false, 0)))),
+            (
+                0,
+                true,
+                seal::initial(
+                    true,
+                    ODCID,
+                    ODCID,
+                    CCID,
+                    0,
+                    &seal::crypto(0, &client_hello(false, 0)),
+                ),
+            ),
             (50, false, seal::retry(CCID, new)),
-            (60, true, seal::initial(true, new, new, CCID, 1, &seal::crypto(0, &client_hello(false, 0)))),
+            (
+                60,
+                true,
+                seal::initial(
+                    true,
+                    new,
+                    new,
+                    CCID,
+                    1,
+                    &seal::crypto(0, &client_hello(false, 0)),
+                ),
+            ),
         ];
         let (out, t) = run(&handshake(new, first, false, false));
         let h = one(&out);
@@ -859,9 +910,16 @@ mod tests {
         let mut d = hello(false);
         // CONNECTION_CLOSE with the TLS alert handshake_failure (0x100 + 40).
         let close = [0x1c, 0x41, 0x28, 0x06, 0x00];
-        d.push((100, false, seal::initial(false, ODCID, CCID, SCID, 0, &close)));
+        d.push((
+            100,
+            false,
+            seal::initial(false, ODCID, CCID, SCID, 0, &close),
+        ));
         let (out, _) = run(&d);
-        assert_eq!(out, vec![Outcome::Failed(Failure::Alert("handshake_failure".into()))]);
+        assert_eq!(
+            out,
+            vec![Outcome::Failed(Failure::Alert("handshake_failure".into()))]
+        );
         let (out, _) = run(&hello(false));
         assert_eq!(out, vec![Outcome::Failed(Failure::Incomplete)]);
     }
@@ -872,7 +930,14 @@ mod tests {
         let mut t = QuicTable::new(Limits::default());
         let mut out = Vec::new();
         // A server's Initial alone, a short header, DNS-like bytes, another version.
-        let server = seal::initial(false, ODCID, CCID, SCID, 0, &seal::crypto(0, &server_hello(false)));
+        let server = seal::initial(
+            false,
+            ODCID,
+            CCID,
+            SCID,
+            0,
+            &seal::crypto(0, &server_hello(false)),
+        );
         t.datagram(1, 1, s, c, &server, &mut |o| out.push(o));
         t.datagram(2, 2, c, s, &seal::short(SCID), &mut |o| out.push(o));
         t.datagram(3, 3, c, s, &[0x12, 0x34, 1, 0, 0, 1], &mut |o| out.push(o));
@@ -882,7 +947,10 @@ mod tests {
         t.finish(&mut |o| out.push(o));
         assert!(out.is_empty(), "{out:?}");
         let k = t.packets();
-        assert_eq!((k.unknown_connection, k.not_quic, k.other_version), (2, 1, 1));
+        assert_eq!(
+            (k.unknown_connection, k.not_quic, k.other_version),
+            (2, 1, 1)
+        );
         assert_eq!(t.counters().tracked, 0);
     }
 
@@ -893,7 +961,14 @@ mod tests {
         d.push((
             1_000,
             true,
-            seal::initial(true, other, other, CCID, 0, &seal::crypto(0, &client_hello(false, 0))),
+            seal::initial(
+                true,
+                other,
+                other,
+                CCID,
+                0,
+                &seal::crypto(0, &client_hello(false, 0)),
+            ),
         ));
         let (out, t) = run(&d);
         assert_eq!(out.len(), 2, "{out:?}");
@@ -907,7 +982,14 @@ mod tests {
     fn random_and_cut_datagrams_are_never_a_panic() {
         let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
         let mut t = QuicTable::new(Limits::default());
-        let real = seal::initial(true, ODCID, ODCID, CCID, 0, &seal::crypto(0, &client_hello(false, 0)));
+        let real = seal::initial(
+            true,
+            ODCID,
+            ODCID,
+            CCID,
+            0,
+            &seal::crypto(0, &client_hello(false, 0)),
+        );
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut out = Vec::new();
         for len in 0..1300 {
@@ -925,7 +1007,14 @@ mod tests {
             }
             let (a, b) = if len % 2 == 0 { (c, s) } else { (s, c) };
             t.datagram(len as u64, len as u64, a, b, &bytes, &mut |o| out.push(o));
-            t.datagram(len as u64, len as u64, a, b, &real[..len.min(real.len())], &mut |o| out.push(o));
+            t.datagram(
+                len as u64,
+                len as u64,
+                a,
+                b,
+                &real[..len.min(real.len())],
+                &mut |o| out.push(o),
+            );
         }
         t.finish(&mut |o| out.push(o));
     }

@@ -1051,7 +1051,10 @@ mod tests {
         let tcp_only = Observation::new(Vec::new(), vec![443]);
         let m = merge(&[with_quic(3, 1), tcp_only, with_quic(4, 0)]).unwrap();
         let q = m.quic.as_ref().unwrap();
-        assert_eq!((m.transport.as_str(), q.transport.as_str()), ("tcp", "quic"));
+        assert_eq!(
+            (m.transport.as_str(), q.transport.as_str()),
+            ("tcp", "quic")
+        );
         assert_eq!(q.count("all"), 7);
         assert_eq!(q.handshakes["all"].retry, 1);
         assert_eq!(q.packets.quic.unwrap().initial, 14);

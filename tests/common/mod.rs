@@ -403,7 +403,16 @@ impl Tcpdump {
     pub fn start(file: &Path, filter: &[&str]) -> Tcpdump {
         use std::io::BufRead;
         let mut child = Command::new("tcpdump")
-            .args(["-i", "lo", "-B", "65536", "--immediate-mode", "-U", "-n", "-w"])
+            .args([
+                "-i",
+                "lo",
+                "-B",
+                "65536",
+                "--immediate-mode",
+                "-U",
+                "-n",
+                "-w",
+            ])
             .arg(file)
             .args(filter)
             .stdout(std::process::Stdio::null())
