@@ -1,8 +1,9 @@
 //! The analysis pipeline shared by capture files and live capture: frame → decode → port
 //! filter → flow table (reassembly, TLS records, timelines) → aggregation; a UDP datagram
 //! on the ports → the QUIC connection table → an aggregation of its own (the
-//! observation's `quic` part). QUIC outcomes are only aggregated: the metrics, windows,
-//! the handshake log and the join with the probes are TCP's.
+//! observation's `quic` part), live and from capture files alike. QUIC outcomes are only
+//! aggregated: the metrics, windows, the handshake log and the join with the probes are
+//! TCP's.
 
 use std::sync::{Arc, Mutex};
 
