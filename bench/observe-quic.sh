@@ -12,15 +12,21 @@
 #      (`TLSPERF_QUIC_CAPTURE=FILE:PORT`, each port): per kind, observe's counts equal
 #      tshark's and each phase's p50 and p90 are within 1% of those of tshark's
 #      dissection timed by the same definitions;
-#   4. speed: ROUNDS rounds, alternating (tshark first), of tshark dissecting the capture
-#      (`-d udp.port==P,quic -Y quic`: its own Initial decryption; the fields the test
-#      reads) and `tlsperf observe --pcap FILE --json` (release build), each on core 0
-#      under GNU time: handshakes per CPU second (user + system) of each, and the ratio.
+#   4. speed: the capture's datagrams of the first port replicated COPIES times into one
+#      file (python3: each copy's timestamps shifted 61 s past the previous copy's end,
+#      beyond observe's idle timeout, and its client ports remapped), then ROUNDS rounds,
+#      alternating (tshark first), of tshark dissecting that file (`-d udp.port==P,quic
+#      -Y quic`: its own Initial decryption; the fields the test reads) and `tlsperf
+#      observe --pcap FILE --json` (release build), each on core 0 under GNU time:
+#      handshakes per CPU second (user + system, start-up and reading included) of each,
+#      and the ratio.
 # Loopback only; every client run bounded (`timeout`, the clients' own timeouts);
 # everything made goes in a temporary directory, removed on exit (QUIC_PCAP=FILE keeps the
-# capture there).
+# capture there, with its ports in FILE.ports; a later run given the same QUIC_PCAP reuses
+# both and skips steps 1-2).
 #
-# Usage: bench/observe-quic.sh [NGTCP2] [AIOQUIC] [RETRIED] [ROUNDS]  (default 300 240 30 5)
+# Usage: bench/observe-quic.sh [NGTCP2] [AIOQUIC] [RETRIED] [ROUNDS] [COPIES]
+#        (default 300 240 30 5 20)
 # Needs tcpdump, tshark, gtlsclient (ngtcp2-client), python3 with aioquic, taskset,
 # GNU time (/usr/bin/time); root (tcpdump on lo).
 set -euo pipefail
@@ -29,6 +35,7 @@ ngtcp2="${1:-300}"
 aioquic="${2:-240}"
 retried="${3:-30}"
 rounds="${4:-5}"
+copies="${5:-20}"
 for t in tcpdump tshark gtlsclient python3 taskset /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "missing $t" >&2; exit 1; }
 done
@@ -50,9 +57,13 @@ start_serve() {
   sed -n 's/.*"addr":"127.0.0.1:\([0-9]*\)".*/\1/p' "$out" | head -1
 }
 "$bin" pki init "$work/pki" --key-type ecdsa-p256 -q
+cap="${QUIC_PCAP:-$work/quic.pcap}"
+if [ -s "$cap" ] && [ -s "$cap.ports" ]; then
+  read -r port rport < "$cap.ports"
+  echo "reusing $cap (ports $port and $rport)"
+else
 port=$(start_serve "$work/serve.json" --early-data 16384)
 rport=$(start_serve "$work/retry.json" --quic-retry)
-cap="${QUIC_PCAP:-$work/quic.pcap}"
 tcpdump -i lo -B 65536 --immediate-mode -U -n -w "$cap" "udp and (port $port or port $rport)" 2> "$work/tcpdump.err" &
 tcpdump_pid=$!
 pids+=($tcpdump_pid)
@@ -81,6 +92,8 @@ wait "$tcpdump_pid" || true
 if grep -q "[1-9][0-9]* packets dropped by kernel" "$work/tcpdump.err"; then
   echo "tcpdump dropped packets: the capture is incomplete" >&2; cat "$work/tcpdump.err" >&2; exit 1
 fi
+echo "$port $rport" > "$cap.ports"
+fi
 echo "capture: $(stat -c %s "$cap") bytes; ports $port (resumption, 0-RTT) and $rport (Retry)"
 
 echo "== agreement with tshark (tests/quic.rs observe_of_quic_agrees_with_tshark)"
@@ -95,16 +108,54 @@ import json, sys
 for f in sys.argv[1:]:
     q = json.load(open(f))["quic"]
     h = q["handshakes"]
-    print(f"observe: {', '.join(f'{k} {v['count']}' for k, v in h.items())}; retry {h['all'].get('retry', 0)}; packets {q['packets']['quic']}")
+    counts = ", ".join("%s %d" % (k, v["count"]) for k, v in h.items())
+    print("observe: %s; retry %d; packets %s" % (counts, h["all"].get("retry", 0), q["packets"]["quic"]))
 PY
 
-echo "== speed: tshark and observe on the same capture, core 0, $rounds rounds (tshark first)"
+python3 - "$cap" "$work/big.pcap" "$copies" "$port" <<'PY'
+import struct, sys
+src, dst, copies, port = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = open(src, "rb").read()
+magic = struct.unpack("<I", data[:4])[0]
+assert magic in (0xA1B2C3D4, 0xA1B23C4D), "little-endian pcap expected"
+per_sec = 1_000_000 if magic == 0xA1B2C3D4 else 1_000_000_000
+assert struct.unpack("<I", data[20:24])[0] == 1, "Ethernet expected"
+frames, off = [], 24
+while off + 16 <= len(data):
+    sec, frac, incl, orig = struct.unpack("<IIII", data[off:off + 16])
+    f = bytearray(data[off + 16:off + 16 + incl])
+    off += 16 + incl
+    # IPv4 UDP to or from the port only.
+    if len(f) < 42 or f[12:14] != b"\x08\x00" or f[23] != 17:
+        continue
+    u = 14 + (f[14] & 0xF) * 4
+    sp, dp = struct.unpack(">HH", f[u:u + 4])
+    if port not in (sp, dp):
+        continue
+    frames.append((sec * per_sec + frac, orig, f, u, sp == port))
+shift = frames[-1][0] - frames[0][0] + 61 * per_sec
+with open(dst, "wb") as out:
+    out.write(data[:24])
+    for c in range(copies):
+        for t, orig, f, u, from_server in frames:
+            g = bytearray(f)
+            at = u + 2 if from_server else u
+            client = struct.unpack(">H", g[at:at + 2])[0]
+            mapped = 1024 + (client - 1024 + c * 997) % 64000
+            struct.pack_into(">H", g, at, mapped if mapped != port else mapped + 1)
+            struct.pack_into(">H", g, u + 6, 0)  # no UDP checksum (IPv4)
+            t2 = t + c * shift
+            out.write(struct.pack("<IIII", t2 // per_sec, t2 % per_sec, len(g), orig))
+            out.write(g)
+PY
+big="$work/big.pcap"
+echo "== speed: tshark and observe on $copies copies of the first port's datagrams ($(stat -c %s "$big") bytes), core 0, $rounds rounds (tshark first)"
 cpu() { awk '{print $1 + $2}' "$1"; }
 for ((r = 1; r <= rounds; r++)); do
-  /usr/bin/time -f "%U %S" -o "$work/t.time" taskset -c 0 tshark -r "$cap" -n -d "udp.port==$port,quic" -Y quic \
+  /usr/bin/time -f "%U %S" -o "$work/t.time" taskset -c 0 tshark -r "$big" -n -d "udp.port==$port,quic" -Y quic \
     -T fields -e frame.time_epoch -e udp.srcport -e udp.dstport -e quic.header_form \
     -e quic.long.packet_type -e tls.handshake.type -e tls.handshake.extension.type > /dev/null
-  /usr/bin/time -f "%U %S" -o "$work/o.time" taskset -c 0 "$bin" observe --pcap "$cap" --port "$port" --json > "$work/o.json"
+  /usr/bin/time -f "%U %S" -o "$work/o.time" taskset -c 0 "$bin" observe --pcap "$big" --port "$port" --json > "$work/o.json"
   n=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['quic']['handshakes']['all']['count'])" "$work/o.json")
   t=$(cpu "$work/t.time"); o=$(cpu "$work/o.time")
   python3 - "$n" "$t" "$o" "$r" <<'PY'

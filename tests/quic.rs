@@ -697,6 +697,10 @@ fn tshark_quic(file: &Path, port: u16) -> Vec<TsharkQuic> {
         let f: Vec<&str> = line.split(';').collect();
         let ns = common::epoch_ns(f[0]);
         let from_server = f[1] == port.to_string();
+        // tshark dissects the capture's other QUIC ports too (by heuristics).
+        if !from_server && f[2] != port.to_string() {
+            continue;
+        }
         let conn: u64 = if from_server { f[2] } else { f[1] }.parse().unwrap();
         let forms = list(f[3]);
         let long = list(f[4]);
