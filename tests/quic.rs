@@ -932,3 +932,71 @@ fn observe_of_quic_agrees_with_tshark() {
         }
     }
 }
+
+/// `observe --interface lo` sees QUIC handshakes live too, with the eBPF filter and with
+/// the classic one (both pass UDP on the ports): ngtcp2's client's full, resumed and 0-RTT
+/// connections, counted by kind as the server counted them.
+#[test]
+fn observe_reads_quic_handshakes_live() {
+    use std::io::BufRead;
+    if !common::root("observe --interface lo (live capture)")
+        || !have_ngtcp2_client("QUIC handshakes of ngtcp2's client to observe live")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let session = dir.path().join("ngtcp2.session");
+    let tp = dir.path().join("ngtcp2.tp");
+    let (session, tp) = (session.to_str().unwrap(), tp.to_str().unwrap());
+    let files = ["--session-file", session, "--tp-file", tp];
+    for (filter, want) in [
+        (None, [("full", 1), ("resumed", 1), ("0rtt", 1)]),
+        (Some("--classic-filter"), [("full", 0), ("resumed", 1), ("0rtt", 2)]),
+    ] {
+        let port = s.port.to_string();
+        let mut args = vec!["observe", "--interface", "lo", "--port", &port];
+        args.extend(["--duration", "20s", "--json"]);
+        args.extend(filter);
+        let mut observe = Command::new(common::bin())
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("capturing on") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
+        }
+        let runs: [Vec<&str>; 3] = if filter.is_none() {
+            [files.to_vec(), [&files[..], &["--disable-early-data"]].concat(), files.to_vec()]
+        } else {
+            [[&files[..], &["--disable-early-data"]].concat(), files.to_vec(), files.to_vec()]
+        };
+        for extra in &runs {
+            let (ok, text) = ngtcp2_get(s.port, extra);
+            assert!(ok, "{text}");
+        }
+        // SIGINT: the result of what was seen (exit 130).
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = Command::new("/bin/kill")
+            .args(["-INT", &observe.id().to_string()])
+            .status();
+        let out = observe.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        let q = &v["quic"];
+        for (kind, n) in want {
+            assert_eq!(
+                q["handshakes"][kind]["count"].as_u64().unwrap_or(0),
+                n,
+                "{filter:?} {kind}: {q}"
+            );
+        }
+        assert_eq!(q["handshakes"]["all"]["count"], 3, "{filter:?}: {q}");
+    }
+}
