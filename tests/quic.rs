@@ -953,7 +953,10 @@ fn observe_reads_quic_handshakes_live() {
     let files = ["--session-file", session, "--tp-file", tp];
     for (filter, want) in [
         (None, [("full", 1), ("resumed", 1), ("0rtt", 1)]),
-        (Some("--classic-filter"), [("full", 0), ("resumed", 1), ("0rtt", 2)]),
+        (
+            Some("--classic-filter"),
+            [("full", 0), ("resumed", 1), ("0rtt", 2)],
+        ),
     ] {
         let port = s.port.to_string();
         let mut args = vec!["observe", "--interface", "lo", "--port", &port];
@@ -973,9 +976,17 @@ fn observe_reads_quic_handshakes_live() {
             assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
         }
         let runs: [Vec<&str>; 3] = if filter.is_none() {
-            [files.to_vec(), [&files[..], &["--disable-early-data"]].concat(), files.to_vec()]
+            [
+                files.to_vec(),
+                [&files[..], &["--disable-early-data"]].concat(),
+                files.to_vec(),
+            ]
         } else {
-            [[&files[..], &["--disable-early-data"]].concat(), files.to_vec(), files.to_vec()]
+            [
+                [&files[..], &["--disable-early-data"]].concat(),
+                files.to_vec(),
+                files.to_vec(),
+            ]
         };
         for extra in &runs {
             let (ok, text) = ngtcp2_get(s.port, extra);

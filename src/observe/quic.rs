@@ -427,6 +427,64 @@ mod tests {
             .collect()
     }
 
+    /// Version 2 (RFC 9369): its own Initial type bits, salt and labels.
+    #[test]
+    fn a_version_2_initial_opens_with_version_2_keys_only() {
+        let dcid = [7; 8];
+        let packet = seal::initial_of(
+            V2,
+            true,
+            &dcid,
+            &dcid,
+            &[1; 8],
+            3,
+            &seal::crypto(0, b"hello"),
+        );
+        let Parsed::Packet(p, _) = parse(&packet) else {
+            panic!("not parsed")
+        };
+        assert_eq!((p.ty, p.version), (Type::Initial, V2));
+        let mut buf = Vec::new();
+        let (pn, plain) = InitialKeys::new(V2, &dcid)
+            .unwrap()
+            .open(true, &p, None, &mut buf)
+            .unwrap();
+        assert_eq!(pn, 3);
+        let mut got = Vec::new();
+        initial_frames(plain, |f| got.push(format!("{f:?}"))).unwrap();
+        assert_eq!(
+            got,
+            vec![format!(
+                "{:?}",
+                Frame::Crypto {
+                    offset: 0,
+                    data: b"hello"
+                }
+            )]
+        );
+        // Version 1's keys do not open it; a version 1 packet's type bits read as v1's.
+        assert!(
+            InitialKeys::new(V1, &dcid)
+                .unwrap()
+                .open(true, &p, None, &mut buf)
+                .is_none()
+        );
+        let v1 = seal::initial(true, &dcid, &dcid, &[1; 8], 3, &[1]);
+        let Parsed::Packet(p1, _) = parse(&v1) else {
+            panic!("not parsed")
+        };
+        assert_eq!((p1.ty, p1.version), (Type::Initial, V1));
+        // Version Negotiation, and a version neither 1 nor 2.
+        let vn = seal::version_negotiation(&[1; 8], &dcid);
+        let Parsed::Packet(vn, _) = parse(&vn) else {
+            panic!("not parsed")
+        };
+        assert_eq!(vn.ty, Type::VersionNegotiation);
+        let mut other = v1.clone();
+        other[1..5].copy_from_slice(&0xff00_001du32.to_be_bytes());
+        assert!(matches!(parse(&other), Parsed::OtherVersion(0xff00_001d)));
+    }
+
     #[test]
     fn packet_numbers_are_decoded_as_rfc9000_a3_says() {
         assert_eq!(decode_pn(Some(0xa82f30ea), 0x9b32, 16), 0xa82f9b32);
@@ -500,6 +558,24 @@ pub(crate) mod seal {
         pn: u32,
         frames: &[u8],
     ) -> Vec<u8> {
+        initial_of(V1, from_client, key_dcid, dcid, scid, pn, frames)
+    }
+
+    /// [`initial`] of QUIC `version` (1 or 2).
+    pub fn initial_of(
+        version: u32,
+        from_client: bool,
+        key_dcid: &[u8],
+        dcid: &[u8],
+        scid: &[u8],
+        pn: u32,
+        frames: &[u8],
+    ) -> Vec<u8> {
+        let (key_version, bits) = if version == V2 {
+            (KeyVersion::V2, 1u8)
+        } else {
+            (KeyVersion::V1, 0u8)
+        };
         let side = if from_client {
             Side::Client
         } else {
@@ -510,9 +586,9 @@ pub(crate) mod seal {
             .unwrap()
             .quic_suite()
             .unwrap()
-            .keys(key_dcid, side, KeyVersion::V1);
-        let mut h = vec![0xc3];
-        h.extend(V1.to_be_bytes());
+            .keys(key_dcid, side, key_version);
+        let mut h = vec![0xc3 | (bits << 4)];
+        h.extend(version.to_be_bytes());
         h.push(dcid.len() as u8);
         h.extend(dcid);
         h.push(scid.len() as u8);
@@ -564,6 +640,18 @@ pub(crate) mod seal {
         let mut p = vec![0x43];
         p.extend(dcid);
         p.extend([0xa5; 40]);
+        p
+    }
+
+    /// A Version Negotiation packet to `dcid` (offering version 1).
+    pub fn version_negotiation(dcid: &[u8], scid: &[u8]) -> Vec<u8> {
+        let mut p = vec![0x80];
+        p.extend(0u32.to_be_bytes());
+        p.push(dcid.len() as u8);
+        p.extend(dcid);
+        p.push(scid.len() as u8);
+        p.extend(scid);
+        p.extend(V1.to_be_bytes());
         p
     }
 
