@@ -47,23 +47,27 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-# A server: its port, read from its listening line.
+# A server writing its listening line to $1 (started here, not in a command substitution's
+# subshell, so that its pid is in `pids` and the cleanup stops it).
 start_serve() {
   local out="$1"; shift
   "$bin" serve --listen 127.0.0.1:0 --cert "$work/pki/server-chain.pem" --key "$work/pki/server.key" \
     --quic --json --duration 3600s "$@" > "$out" 2> "$out.err" &
   pids+=($!)
   until grep -q '"addr"' "$out" 2>/dev/null; do sleep 0.1; done
-  sed -n 's/.*"addr":"127.0.0.1:\([0-9]*\)".*/\1/p' "$out" | head -1
 }
+# Its port, from that line.
+port_of() { sed -n 's/.*"addr":"127.0.0.1:\([0-9]*\)".*/\1/p' "$1" | head -1; }
 "$bin" pki init "$work/pki" --key-type ecdsa-p256 -q
 cap="${QUIC_PCAP:-$work/quic.pcap}"
 if [ -s "$cap" ] && [ -s "$cap.ports" ]; then
   read -r port rport < "$cap.ports"
   echo "reusing $cap (ports $port and $rport)"
 else
-port=$(start_serve "$work/serve.json" --early-data 16384)
-rport=$(start_serve "$work/retry.json" --quic-retry)
+start_serve "$work/serve.json" --early-data 16384
+start_serve "$work/retry.json" --quic-retry
+port=$(port_of "$work/serve.json")
+rport=$(port_of "$work/retry.json")
 tcpdump -i lo -B 65536 --immediate-mode -U -n -w "$cap" "udp and (port $port or port $rport)" 2> "$work/tcpdump.err" &
 tcpdump_pid=$!
 pids+=($tcpdump_pid)
