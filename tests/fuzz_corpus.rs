@@ -122,3 +122,8 @@ fn ticket_decrypt_seeds_pass() {
 fn observe_flow_seeds_pass() {
     replay("observe_flow");
 }
+
+#[test]
+fn observe_quic_seeds_pass() {
+    replay("observe_quic");
+}

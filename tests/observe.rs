@@ -120,16 +120,7 @@ impl Drop for Capture {
 
 /// `tlsperf observe --pcap FILE --port PORT --json`, expected to succeed.
 fn observe(file: &Path, port: u16) -> Value {
-    let run = tlsperf([
-        "observe",
-        "--pcap",
-        file.to_str().unwrap(),
-        "--port",
-        &port.to_string(),
-        "--json",
-    ]);
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+    common::observe_pcap(file, port)
 }
 
 fn count(v: &Value, kind: &str) -> u64 {
@@ -1680,9 +1671,7 @@ fn tshark_server_think(file: &Path) -> Vec<u64> {
     for line in text.lines() {
         let f: Vec<&str> = line.split(';').collect();
         let stream: u64 = f[0].parse().unwrap();
-        let (s, frac) = f[1].split_once('.').unwrap();
-        let ns = s.parse::<u64>().unwrap() * 1_000_000_000
-            + format!("{frac:0<9}")[..9].parse::<u64>().unwrap();
+        let ns = common::epoch_ns(f[1]);
         let types: Vec<&str> = f[2].split(',').collect();
         let e = by_stream.entry(stream).or_default();
         if types.contains(&"1") {

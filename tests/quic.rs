@@ -835,3 +835,404 @@ fn malformed_datagrams_garbage_frames_and_a_flood_neither_panic_nor_grow_the_ser
         "the flood was not answered with Retry packets: {st}"
     );
 }
+
+/// A handshake as tshark's dissection of a capture shows it, timed by observe's
+/// definitions (docs/guide/observe.md, "HTTP/3 over QUIC"): its kind and each phase, ns.
+#[derive(Debug, Default)]
+struct TsharkQuic {
+    start: Option<u64>,
+    hello_first: Option<u64>,
+    hello_last: Option<u64>,
+    early_offered: bool,
+    server_hello: Option<u64>,
+    resumed: bool,
+    retry: bool,
+    /// The client's first Initial after a Retry was seen.
+    hello_after_retry: bool,
+    zero_rtt: Option<u64>,
+    /// The server's last datagram with an Initial or Handshake packet before the
+    /// client's first Handshake packet (`finished`); the first short-header datagram of
+    /// each side from then on.
+    flight_end: Option<u64>,
+    finished: Option<u64>,
+    client_short: Option<u64>,
+    server_short: Option<u64>,
+}
+
+impl TsharkQuic {
+    fn kind(&self) -> &'static str {
+        match (self.resumed, self.early_offered && self.zero_rtt.is_some()) {
+            (true, true) => "0rtt",
+            (true, false) => "resumed",
+            _ => "full",
+        }
+    }
+
+    /// Each phase observe reports for QUIC, when both ends were seen.
+    fn phases(&self) -> Vec<(&'static str, u64)> {
+        let mut out = Vec::new();
+        let (Some(sh), Some(fin)) = (self.server_hello, self.finished) else {
+            return out;
+        };
+        let flight_end = self.flight_end;
+        let span = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| b - a);
+        let app = if self.kind() == "0rtt" {
+            self.zero_rtt
+        } else {
+            self.client_short
+        };
+        let server_after = self.server_short;
+        for (name, v) in [
+            ("server_think", span(self.hello_last, Some(sh))),
+            ("server_flight", span(Some(sh), flight_end)),
+            ("client_think", span(flight_end, Some(fin))),
+            ("tls", span(self.hello_first, Some(fin))),
+            ("first_app_byte", span(self.start, app)),
+            ("server_first_byte", span(Some(fin), server_after)),
+        ] {
+            if let Some(v) = v {
+                out.push((name, v));
+            }
+        }
+        out
+    }
+}
+
+/// tshark's view of the QUIC connections on UDP `port` of `file` (it opens the Initial
+/// packets itself), by the client's port (each connection of these clients has its own;
+/// a ClientHello on a port whose connection had its ServerHello begins the next one):
+/// each one's datagrams by type and time, taken in the capture's order.
+fn tshark_quic(file: &Path, port: u16) -> Vec<TsharkQuic> {
+    let out = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-n"])
+        .args(["-d", &format!("udp.port=={port},quic"), "-Y", "quic"])
+        .args(["-T", "fields", "-E", "separator=;", "-E", "occurrence=a"])
+        .args(["-e", "frame.time_epoch", "-e", "udp.srcport"])
+        .args(["-e", "udp.dstport", "-e", "quic.header_form"])
+        .args(["-e", "quic.long.packet_type", "-e", "tls.handshake.type"])
+        .args(["-e", "tls.handshake.extension.type"])
+        .output()
+        .expect("tshark runs");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut conns: Vec<TsharkQuic> = Vec::new();
+    let mut by_port: BTreeMap<u64, usize> = BTreeMap::new();
+    let list = |f: &str| -> Vec<u64> { f.split(',').filter_map(|x| x.parse().ok()).collect() };
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(';').collect();
+        let ns = common::epoch_ns(f[0]);
+        let from_server = f[1] == port.to_string();
+        // tshark dissects the capture's other QUIC ports too (by heuristics).
+        if !from_server && f[2] != port.to_string() {
+            continue;
+        }
+        let conn: u64 = if from_server { f[2] } else { f[1] }.parse().unwrap();
+        let forms = list(f[3]);
+        let long = list(f[4]);
+        let messages = list(f[5]);
+        let extensions = list(f[6]);
+        let begins = !from_server
+            && messages.contains(&1)
+            && by_port
+                .get(&conn)
+                .is_none_or(|i| conns[*i].server_hello.is_some());
+        if begins {
+            by_port.insert(conn, conns.len());
+            conns.push(TsharkQuic::default());
+        }
+        let Some(i) = by_port.get(&conn) else {
+            continue;
+        };
+        let c = &mut conns[*i];
+        let short = forms.contains(&0);
+        if from_server {
+            if long.contains(&3) {
+                c.retry = true;
+            }
+            if messages.contains(&2) && c.server_hello.is_none() {
+                c.server_hello = Some(ns);
+                c.resumed = extensions.contains(&41);
+            }
+            let flight = long.contains(&0) || long.contains(&2);
+            if flight && c.server_hello.is_some() && c.finished.is_none() {
+                c.flight_end = Some(ns);
+            }
+            if short && c.finished.is_some() {
+                c.server_short.get_or_insert(ns);
+            }
+        } else {
+            if long.contains(&0) {
+                c.start.get_or_insert(ns);
+            }
+            if messages.contains(&1) && c.server_hello.is_none() {
+                c.hello_first.get_or_insert(ns);
+                c.hello_last = Some(ns);
+                c.early_offered = extensions.contains(&42);
+            }
+            // After a Retry the client sends its ClientHello again, from CRYPTO offset 0:
+            // tshark takes it for a retransmission and does not dissect it again, so the
+            // ClientHello the server answered is the client's first Initial after the
+            // Retry (these clients' ClientHello fits in one).
+            if long.contains(&0) && c.retry && !c.hello_after_retry {
+                c.hello_after_retry = true;
+                c.hello_last = Some(ns);
+            }
+            if long.contains(&1) {
+                c.zero_rtt.get_or_insert(ns);
+            }
+            if long.contains(&2) && c.server_hello.is_some() {
+                c.finished.get_or_insert(ns);
+            }
+            if short && c.finished.is_some() {
+                c.client_short.get_or_insert(ns);
+            }
+        }
+    }
+    conns
+}
+
+/// The value at quantile `q` of `v` (nearest rank, as HDR histograms give it).
+fn quantile(v: &mut [u64], q: f64) -> u64 {
+    v.sort_unstable();
+    let rank = ((q * v.len() as f64).ceil() as usize).max(1);
+    v[rank - 1]
+}
+
+/// QUIC handshakes of two clients against `serve --quic` (resumption and early data on;
+/// a second server with --quic-retry), captured on lo: ngtcp2's client `ngtcp2` times
+/// through full, resumed and 0-RTT connections, aioquic's `aioquic` connections (one full,
+/// then 0-RTT), ngtcp2's `retried` times against the Retry server. The capture and its
+/// two ports.
+fn quic_capture(
+    dir: &Path,
+    ngtcp2: usize,
+    aioquic: usize,
+    retried: usize,
+) -> (std::path::PathBuf, u16, u16) {
+    let pki = pki(dir, "pki", "ecdsa-p256");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let r = serve(&pki, &["--quic-retry"]);
+    let file = dir.join("quic.pcap");
+    let dump = common::Tcpdump::start(
+        &file,
+        &[
+            "udp",
+            "and",
+            "(port",
+            &s.port.to_string(),
+            "or",
+            "port",
+            &format!("{})", r.port),
+        ],
+    );
+    let session = dir.join("ngtcp2.session");
+    let tp = dir.join("ngtcp2.tp");
+    let (session, tp) = (session.to_str().unwrap(), tp.to_str().unwrap());
+    let files = ["--session-file", session, "--tp-file", tp];
+    for i in 0..ngtcp2 {
+        let extra: Vec<&str> = match i % 3 {
+            // Full: no session given (the first run saves one).
+            0 if i == 0 => files.to_vec(),
+            0 => vec![],
+            1 => [&files[..], &["--disable-early-data"]].concat(),
+            _ => files.to_vec(),
+        };
+        let (ok, text) = ngtcp2_get(s.port, &extra);
+        assert!(ok, "ngtcp2 run {i}: {text}");
+    }
+    if aioquic > 0 {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/quic/h3_get.py");
+        let out = Command::new("timeout")
+            .args(["120", "python3", script, "127.0.0.1", &s.port.to_string()])
+            .arg(format!("{pki}/root.pem"))
+            .args(["--connections", &aioquic.to_string(), "--zero-rtt"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for i in 0..retried {
+        let (ok, text) = ngtcp2_get(r.port, &[]);
+        assert!(ok, "ngtcp2 with Retry, run {i}: {text}");
+    }
+    dump.stop();
+    (file, s.port, r.port)
+}
+
+/// observe's QUIC part agrees with tshark's dissection of the same capture: per kind the
+/// same handshakes, and each phase's p50 and p90 within 1%. On a capture made here
+/// (about 60 handshakes of ngtcp2's and aioquic's clients), or on `TLSPERF_QUIC_CAPTURE`
+/// (`FILE:PORT`, as bench/observe-quic.sh makes it).
+#[test]
+fn observe_of_quic_agrees_with_tshark() {
+    if !common::root("the capture of QUIC handshakes (tcpdump on lo)")
+        || !common::have(
+            "tcpdump",
+            "QUIC handshakes captured (apt-get install tcpdump)",
+        )
+        || !common::have(
+            "tshark",
+            "the agreement with tshark (apt-get install tshark)",
+        )
+        || !have_ngtcp2_client("QUIC handshakes of ngtcp2's client to observe")
+        || !have_aioquic("QUIC handshakes of aioquic's client to observe")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let given = std::env::var("TLSPERF_QUIC_CAPTURE").ok();
+    let captures: Vec<(std::path::PathBuf, u16)> = match &given {
+        Some(g) => {
+            let (f, p) = g.rsplit_once(':').expect("TLSPERF_QUIC_CAPTURE=FILE:PORT");
+            vec![(f.into(), p.parse().unwrap())]
+        }
+        None => {
+            let (file, port, retry_port) = quic_capture(dir.path(), 30, 25, 5);
+            vec![(file.clone(), port), (file, retry_port)]
+        }
+    };
+    for (file, port) in captures {
+        let ours = common::observe_pcap(&file, port);
+        let q = &ours["quic"];
+        assert_eq!(q["transport"], "quic", "{ours}");
+        let theirs = tshark_quic(&file, port);
+        let mut kinds: BTreeMap<&str, Vec<&TsharkQuic>> = BTreeMap::new();
+        for c in theirs.iter().filter(|c| c.finished.is_some()) {
+            kinds.entry(c.kind()).or_default().push(c);
+            kinds.entry("all").or_default().push(c);
+        }
+        assert!(kinds.get("all").is_some_and(|a| a.len() >= 5), "{theirs:?}");
+        let retries = theirs
+            .iter()
+            .filter(|c| c.retry && c.finished.is_some())
+            .count() as u64;
+        assert_eq!(
+            q["handshakes"]["all"]["retry"].as_u64().unwrap_or(0),
+            retries,
+            "{q}"
+        );
+        for kind in ["all", "full", "resumed", "0rtt"] {
+            let conns = kinds.get(kind).map_or(&[][..], Vec::as_slice);
+            let count = q["handshakes"][kind]["count"].as_u64().unwrap_or(0);
+            assert_eq!(
+                count,
+                conns.len() as u64,
+                "{kind} handshakes on port {port}: {q}"
+            );
+            if conns.is_empty() {
+                continue;
+            }
+            for phase in [
+                "server_think",
+                "server_flight",
+                "client_think",
+                "tls",
+                "first_app_byte",
+                "server_first_byte",
+            ] {
+                let mut v: Vec<u64> = conns
+                    .iter()
+                    .filter_map(|c| c.phases().into_iter().find(|(p, _)| *p == phase))
+                    .map(|(_, v)| v)
+                    .collect();
+                let d = &q["handshakes"][kind]["phases"][phase]["quantiles"];
+                assert_eq!(
+                    d["count"].as_u64(),
+                    Some(v.len() as u64),
+                    "{kind} {phase}: {d}"
+                );
+                for (name, at) in [("p50_ns", 0.5), ("p90_ns", 0.9)] {
+                    let want = quantile(&mut v, at);
+                    let got = d[name].as_u64().unwrap();
+                    eprintln!("port {port} {kind} {phase} {name}: observe {got} tshark {want}");
+                    assert!(
+                        got.abs_diff(want) <= want / 100,
+                        "{kind} {phase} {name}: observe {got} ns, tshark {want} ns"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `observe --interface lo` sees QUIC handshakes live too, with the eBPF filter and with
+/// the classic one (both pass UDP on the ports): ngtcp2's client's full, resumed and 0-RTT
+/// connections, counted by kind as the server counted them.
+#[test]
+fn observe_reads_quic_handshakes_live() {
+    use std::io::BufRead;
+    if !common::root("observe --interface lo (live capture)")
+        || !have_ngtcp2_client("QUIC handshakes of ngtcp2's client to observe live")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let session = dir.path().join("ngtcp2.session");
+    let tp = dir.path().join("ngtcp2.tp");
+    let (session, tp) = (session.to_str().unwrap(), tp.to_str().unwrap());
+    let files = ["--session-file", session, "--tp-file", tp];
+    for (filter, want) in [
+        (None, [("full", 1), ("resumed", 1), ("0rtt", 1)]),
+        (
+            Some("--classic-filter"),
+            [("full", 0), ("resumed", 1), ("0rtt", 2)],
+        ),
+    ] {
+        let port = s.port.to_string();
+        let mut args = vec!["observe", "--interface", "lo", "--port", &port];
+        args.extend(["--duration", "20s", "--json"]);
+        args.extend(filter);
+        let mut observe = Command::new(common::bin())
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("capturing on") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
+        }
+        let runs: [Vec<&str>; 3] = if filter.is_none() {
+            [
+                files.to_vec(),
+                [&files[..], &["--disable-early-data"]].concat(),
+                files.to_vec(),
+            ]
+        } else {
+            [
+                [&files[..], &["--disable-early-data"]].concat(),
+                files.to_vec(),
+                files.to_vec(),
+            ]
+        };
+        for extra in &runs {
+            let (ok, text) = ngtcp2_get(s.port, extra);
+            assert!(ok, "{text}");
+        }
+        // SIGINT: the result of what was seen (exit 130).
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = Command::new("/bin/kill")
+            .args(["-INT", &observe.id().to_string()])
+            .status();
+        let out = observe.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        let q = &v["quic"];
+        for (kind, n) in want {
+            assert_eq!(
+                q["handshakes"][kind]["count"].as_u64().unwrap_or(0),
+                n,
+                "{filter:?} {kind}: {q}"
+            );
+        }
+        assert_eq!(q["handshakes"]["all"]["count"], 3, "{filter:?}: {q}");
+    }
+}

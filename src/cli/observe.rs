@@ -49,7 +49,7 @@ pub struct ObserveArgs {
     interface: Option<String>,
     /// Observe TCP connections to or from this port (repeatable; at most 32 live); every
     /// port when not given (connections whose first bytes are not TLS are counted and
-    /// skipped).
+    /// skipped). QUIC on UDP to or from it too (the result's quic part).
     #[arg(long = "port", value_name = "PORT")]
     ports: Vec<u16>,
     /// Look inside the processes too (eBPF; root or CAP_BPF+CAP_PERFMON): each handshake's

@@ -143,6 +143,7 @@ fn empty_dist_bytes() -> usize {
 struct KindAcc {
     count: u64,
     hrr: u64,
+    retry: u64,
     server_flight_bytes: Bytes,
     /// Per phase of [`PHASES`], in its order: `None` until a handshake had it.
     phases: [Option<Dist>; PHASES.len()],
@@ -236,6 +237,14 @@ impl Aggregate {
             since_sweep: 0,
             seen: Default::default(),
         }
+    }
+
+    /// [`Aggregate::new`] of QUIC handshakes: its observation's transport is `quic`, its
+    /// phases QUIC's.
+    pub fn new_quic(sources: Vec<Source>, ports: Vec<u16>, budget: usize) -> Aggregate {
+        let mut a = Aggregate::new(sources.clone(), ports.clone(), budget);
+        a.obs = Observation::new_quic(sources, ports);
+        a
     }
 
     /// The breakdowns, in a fixed order.
@@ -337,6 +346,7 @@ impl Aggregate {
             let ks = self.kinds[kind_index(h.kind)].get_or_insert_with(KindAcc::default);
             ks.count += 1;
             ks.hrr += u64::from(h.hrr);
+            ks.retry += u64::from(h.retry);
             ks.server_flight_bytes.add(h.server_flight_bytes);
             for (d, v) in ks.phases.iter_mut().zip(phases) {
                 if v.is_none() {
@@ -440,6 +450,7 @@ impl Aggregate {
             let a = all.get_or_insert_with(KindAcc::default);
             a.count += k.count;
             a.hrr += k.hrr;
+            a.retry += k.retry;
             a.server_flight_bytes.merge(&k.server_flight_bytes);
             for (d, kd) in a.phases.iter_mut().zip(&k.phases) {
                 if let Some(kd) = kd {
@@ -466,6 +477,7 @@ impl Aggregate {
                 KindStats {
                     count: k.count,
                     hrr: k.hrr,
+                    retry: k.retry,
                     phases,
                     server_flight_bytes: k.server_flight_bytes,
                 },
@@ -517,6 +529,7 @@ mod tests {
             server_flight_bytes: 1000,
             start_ns: None,
             hrr: false,
+            retry: false,
             client_process: None,
             server_process: None,
         }))

@@ -1,15 +1,20 @@
 //! The analysis pipeline shared by capture files and live capture: frame → decode → port
-//! filter → flow table (reassembly, TLS records, timelines) → aggregation.
+//! filter → flow table (reassembly, TLS records, timelines) → aggregation; a UDP datagram
+//! on the ports → the QUIC connection table → an aggregation of its own (the
+//! observation's `quic` part), live and from capture files alike. QUIC outcomes are only
+//! aggregated: the metrics, windows, the handshake log and the join with the probes are
+//! TCP's.
 
 use std::sync::{Arc, Mutex};
 
 use super::aggregate::Aggregate;
 use super::connections::{ConnectionLog, ProbeLine};
-use super::decode::{Link, decode};
+use super::decode::{Link, decode, decode_udp};
 use super::flow::{Clock, FlowTable, KernelFlows, Limits};
 use super::metrics::ObserveMetrics;
 use super::process::Processes;
-use super::result::{Observation, Packets, Source};
+use super::quic_flow::QuicTable;
+use super::result::{Observation, Packets, QuicPackets, Source};
 use super::timeline::Outcome;
 use super::window::Windows;
 use crate::probes::join::Line;
@@ -25,7 +30,22 @@ pub struct Analyzer {
     /// The capture time covered, as a clock that stray timestamps do not move.
     clock: Clock,
     hooks: Hooks,
+    /// QUIC, made at the first UDP datagram on the ports.
+    quic: Option<Box<Quic>>,
+    sources: Vec<Source>,
+    limits: Limits,
 }
+
+/// The QUIC side of the analysis: its connections and their aggregation.
+#[derive(Debug)]
+struct Quic {
+    table: QuicTable,
+    agg: Aggregate,
+}
+
+/// The share of the histograms' budget the QUIC aggregation takes (of its own, beside
+/// TCP's).
+const QUIC_HISTOGRAM_SHARE: usize = 4;
 
 /// What else happens to each outcome (live capture): process attribution, metrics,
 /// windows, the join with the probes, the connections log.
@@ -86,12 +106,15 @@ impl Analyzer {
     /// empty).
     pub fn new(sources: Vec<Source>, ports: Vec<u16>, limits: Limits) -> Analyzer {
         Analyzer {
-            agg: Aggregate::new(sources, ports.clone(), limits.histogram_budget()),
+            agg: Aggregate::new(sources.clone(), ports.clone(), limits.histogram_budget()),
             ports,
             table: FlowTable::new(limits),
             packets: Packets::default(),
             clock: Clock::default(),
             hooks: Hooks::default(),
+            quic: None,
+            sources,
+            limits,
         }
     }
 
@@ -134,10 +157,14 @@ impl Analyzer {
         if wire_len > data.len() {
             self.packets.cut_short += 1;
         }
-        // Its outliers are counted by the flow table (TCP segments on the ports).
-        let _ = self.clock.tick(ns);
+        // Its outliers are counted by the flow table (TCP segments on the ports); its
+        // time evicts idle QUIC connections.
+        let now = self.clock.tick(ns).now;
         let Some(seg) = decode(link, data, wire_len) else {
             self.packets.not_tcp += 1;
+            if let Some(d) = decode_udp(link, data, wire_len) {
+                self.datagram(ns, now, d.src, d.dst, d.payload);
+            }
             return;
         };
         if !self.ports.is_empty()
@@ -156,6 +183,56 @@ impl Analyzer {
         }
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
         self.table.segment(ns, &seg, &mut |o| hooks.apply(o, agg));
+    }
+
+    /// A UDP datagram: to the QUIC table when on the ports.
+    fn datagram(
+        &mut self,
+        ns: u64,
+        now: u64,
+        src: std::net::SocketAddr,
+        dst: std::net::SocketAddr,
+        payload: &[u8],
+    ) {
+        let (sources, ports, limits) = (&self.sources, &self.ports, self.limits);
+        let q = self.quic.get_or_insert_with(|| {
+            Box::new(Quic {
+                table: QuicTable::new(limits),
+                agg: Aggregate::new_quic(
+                    sources.clone(),
+                    ports.clone(),
+                    limits.histogram_budget() / QUIC_HISTOGRAM_SHARE,
+                ),
+            })
+        });
+        if !ports.is_empty() && !ports.contains(&src.port()) && !ports.contains(&dst.port()) {
+            q.table.other_port();
+            return;
+        }
+        let agg = &mut q.agg;
+        q.table
+            .datagram(ns, now, src, dst, payload, &mut |o| agg.outcome(o));
+    }
+
+    /// The QUIC part of the observation: `None` when no QUIC packet was seen.
+    fn quic_part(
+        packets: QuicPackets,
+        agg: Observation,
+        duration_s: f64,
+        started_ns: Option<u64>,
+    ) -> Option<Box<Observation>> {
+        if !packets.any_quic() {
+            return None;
+        }
+        let mut o = agg;
+        o.packets = Packets {
+            frames: packets.datagrams,
+            quic: Some(packets),
+            ..Packets::default()
+        };
+        o.duration_s = duration_s;
+        o.started_ns = started_ns;
+        Some(Box::new(o))
     }
 
     /// Frames the kernel dropped (live capture).
@@ -180,6 +257,10 @@ impl Analyzer {
     pub fn sweep(&mut self, now_ns: u64) {
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
         self.table.sweep(now_ns, &mut |o| hooks.apply(o, agg));
+        if let Some(q) = &mut self.quic {
+            let agg = &mut q.agg;
+            q.table.sweep(now_ns, &mut |o| agg.outcome(o));
+        }
     }
 
     /// First to last frame, seconds, a frame stamped far from its neighbours left out.
@@ -193,6 +274,12 @@ impl Analyzer {
             .agg
             .snapshot(self.table.counters(), self.packets, self.duration_s());
         o.started_ns = self.clock.began();
+        if let Some(q) = &self.quic {
+            let agg = q
+                .agg
+                .snapshot(q.table.counters(), Packets::default(), self.duration_s());
+            o.quic = Self::quic_part(q.table.packets(), agg, self.duration_s(), o.started_ns);
+        }
         o
     }
 
@@ -206,6 +293,14 @@ impl Analyzer {
             .agg
             .into_observation(self.table.counters(), self.packets, duration_s);
         o.started_ns = started_ns;
+        if let Some(mut q) = self.quic.take() {
+            let agg = &mut q.agg;
+            q.table.finish(&mut |o| agg.outcome(o));
+            let Quic { table, agg } = *q;
+            let (counters, packets) = (table.counters(), table.packets());
+            let part = agg.into_observation(counters, Packets::default(), duration_s);
+            o.quic = Self::quic_part(packets, part, duration_s, started_ns);
+        }
         o
     }
 }

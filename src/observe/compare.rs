@@ -4,15 +4,18 @@
 //! observation holds one distribution per phase, not rounds, so each row is a percentile
 //! compared by its ratio (A ÷ B, lower being better), without a significance test (a note says so). Only kinds
 //! and phases with at least one handshake in an observation give rows; the ports
-//! observed are the setting. With `--probes`, a second section does the same for each
+//! observed are the setting. The QUIC part, when there is one, gives the same rows in a
+//! section of its own (`transport` quic). With `--probes`, a second section does the same for each
 //! role and kind of the processes' view and each of its phases.
 
-use super::result::{Dist, Observation, PHASES};
+use super::result::{Dist, Observation, PHASES, QUIC_PHASES};
 use crate::probes::report::PROBE_PHASES;
 use crate::stats::Direction;
 use crate::stats::rows::{Comparable, Identity, Row, RowSet, Section};
 
 const SECTION: &str = "phases";
+/// QUIC (the observation's `quic` part): per kind, each of its phases.
+const QUIC: &str = "quic";
 /// Inside the processes (`--probes`): per role and kind, each probe phase.
 const PROBES: &str = "probes";
 
@@ -62,6 +65,23 @@ impl Comparable for Observation {
                 percentile_rows(&mut rows, SECTION, &[("kind", kind.to_string())], phase, d);
             }
         }
+        if let Some(q) = &self.quic {
+            for kind in KINDS {
+                let Some(ks) = q.handshakes.get(kind) else {
+                    continue;
+                };
+                for (phase, _) in QUIC_PHASES {
+                    let Some(d) = ks.phases.get(phase).filter(|d| d.quantiles.count > 0) else {
+                        continue;
+                    };
+                    let group = [
+                        ("transport", "quic".to_string()),
+                        ("kind", kind.to_string()),
+                    ];
+                    percentile_rows(&mut rows, QUIC, &group, phase, d);
+                }
+            }
+        }
         if let Some(p) = &self.probes {
             for (key, row) in &p.by_kind {
                 // `ROLE KIND` ("server all"); the `(other)` row has no kind.
@@ -91,6 +111,10 @@ impl Comparable for Observation {
                     title: "Handshake phases by kind (percentiles of the capture)",
                 },
                 Section {
+                    name: QUIC,
+                    title: "QUIC handshake phases by kind (percentiles of the capture)",
+                },
+                Section {
                     name: PROBES,
                     title: "Inside the processes, by role and kind (percentiles of --probes)",
                 },
@@ -108,7 +132,7 @@ impl Comparable for Observation {
 
 /// What the distributions hold: captured handshakes, probed ones, or both.
 fn counted(o: &Observation) -> String {
-    let wire = o.handshakes.get("all").map_or(0, |k| k.count);
+    let wire = o.count("all") + o.quic.as_ref().map_or(0, |q| q.count("all"));
     let probed: u64 = o.probes.as_ref().map_or(0, |p| {
         p.by_kind
             .iter()
@@ -158,6 +182,7 @@ mod tests {
                 server_flight_bytes: 1000,
                 start_ns: None,
                 hrr: false,
+                retry: false,
                 client_process: None,
                 server_process: None,
             })));

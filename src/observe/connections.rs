@@ -278,6 +278,7 @@ mod tests {
             server_flight_bytes: 4321,
             start_ns: Some(1_764_633_600_000_000_000),
             hrr: true,
+            retry: false,
             client_process: None,
             server_process: Some("nginx (pid 7)".into()),
         };

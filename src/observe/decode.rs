@@ -1,5 +1,6 @@
 //! Packet decode: one captured frame (link layer, IPv4/IPv6, TCP) → a TCP segment with
-//! its addresses, sequence numbers, flags and payload. Headers are read by `etherparse`:
+//! its addresses, sequence numbers, flags and payload; a frame that is not one, → a UDP
+//! datagram ([`decode_udp`], for QUIC). Headers are read by `etherparse`:
 //! a frame without VLAN or MACsec tags layer by layer with its IP and TCP slicers, one
 //! with them through its whole-packet slicer (`SlicedPacket`, which carries every layer
 //! it might meet by value through each step: a tenth of `observe --pcap`'s time when it
@@ -139,6 +140,51 @@ pub fn decode(link: Link, data: &[u8], wire_len: usize) -> Option<Segment<'_>> {
     }
     let net = net(link, data)?;
     decode_untagged(&net).unwrap_or_else(|| decode_sliced(net))
+}
+
+/// One UDP datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    /// Sender.
+    pub src: SocketAddr,
+    /// Receiver.
+    pub dst: SocketAddr,
+    /// The UDP payload.
+    pub payload: &'a [u8],
+}
+
+/// Decodes a frame of link layer `link` that was `wire_len` bytes long on the wire as a
+/// UDP datagram (any frame, tagged or not, through `SlicedPacket`); `None` when it is
+/// not one, an IP fragment, or cut short by the capture's snap length (a QUIC packet
+/// cut short cannot be opened).
+pub fn decode_udp(link: Link, data: &[u8], wire_len: usize) -> Option<Datagram<'_>> {
+    if wire_len > data.len() {
+        return None;
+    }
+    let sliced = match net(link, data)? {
+        Net::Ethernet(d) => SlicedPacket::from_ethernet(d).ok()?,
+        Net::EtherType(t, d) => SlicedPacket::from_ether_type(t, d).ok()?,
+        Net::Ip(d) => SlicedPacket::from_ip(d).ok()?,
+    };
+    let (src_ip, dst_ip): (IpAddr, IpAddr) = match sliced.net.as_ref()? {
+        NetSlice::Ipv4(v4) => {
+            let h = v4.header();
+            (h.source_addr().into(), h.destination_addr().into())
+        }
+        NetSlice::Ipv6(v6) => {
+            let h = v6.header();
+            (h.source_addr().into(), h.destination_addr().into())
+        }
+        NetSlice::Arp(_) => return None,
+    };
+    let TransportSlice::Udp(udp) = sliced.transport.as_ref()? else {
+        return None;
+    };
+    Some(Datagram {
+        src: SocketAddr::new(src_ip, udp.source_port()),
+        dst: SocketAddr::new(dst_ip, udp.destination_port()),
+        payload: udp.payload(),
+    })
 }
 
 /// [`decode`] of a whole frame by `SlicedPacket` (any frame; used for tagged ones).

@@ -1,8 +1,8 @@
 //! The eBPF capture filter of a live observation: `capture.bpf.o` (its C source beside
 //! the probes' in `src/probes/bpf/`, built by the same `build.sh`, committed) loaded with
 //! aya and attached to the `AF_PACKET` socket with `SO_ATTACH_BPF`. It keeps what the
-//! classic filter of [`super::live`] keeps (TCP on the ports; on loopback, not the
-//! outgoing copy) and drops in the kernel the segments of the connection directions in
+//! classic filter of [`super::live`] keeps (TCP and UDP on the ports; on loopback, not the
+//! outgoing copy; UDP datagrams, QUIC's, always pass whole) and drops in the kernel the segments of the connection directions in
 //! its `done_flows` map that carry no SYN, FIN or RST: the flow table adds a direction
 //! there ([`KernelDrop`], through [`super::flow::KernelFlows`]) once its analysis reads
 //! no more of it — after that side's first application record (the client's request,

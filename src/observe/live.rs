@@ -2,8 +2,8 @@
 //! reading through the kernel's memory-mapped receive ring (`TPACKET_V3`: the kernel
 //! fills blocks of frames that are read in place, one `poll` per block at most instead of
 //! one system call per frame), with a classic BPF filter attached in the kernel
-//! (`SO_ATTACH_FILTER`) so that only TCP segments to or from the chosen ports cross into
-//! userspace (and, on a loopback interface, each packet once: its outgoing copy is
+//! (`SO_ATTACH_FILTER`) so that only TCP segments and UDP datagrams (QUIC) to or from the
+//! chosen ports cross into userspace (and, on a loopback interface, each packet once: its outgoing copy is
 //! dropped in the kernel, as libpcap does). Each frame's time is the kernel's receive
 //! timestamp (the ring's `tp_sec`/`tp_nsec`, taken as the frame was queued), not the time
 //! tlsperf read it. The kernel's drop counter (frames that found the ring full) comes from
@@ -216,6 +216,8 @@ enum To {
     Drop,
     V4,
     V6,
+    /// The instruction after the next.
+    Skip,
 }
 
 /// One instruction with symbolic jump targets.
@@ -240,9 +242,9 @@ fn jump(code: u16, k: u32, jt: To, jf: To) -> Insn {
     Insn { code, jt, jf, k }
 }
 
-/// The kernel filter: TCP over IPv4 (not a non-first fragment) or IPv6 (TCP as the first
-/// next header), to or from one of `ports` (any port when empty); on loopback, not the
-/// outgoing copy.
+/// The kernel filter: TCP or UDP (QUIC) over IPv4 (not a non-first fragment) or IPv6 (TCP
+/// or UDP as the first next header), to or from one of `ports` (any port when empty); on
+/// loopback, not the outgoing copy.
 pub fn filter(link: Link, loopback: bool, ports: &[u16]) -> Vec<libc::sock_filter> {
     let l: u32 = if link == Link::Ethernet { 14 } else { 0 };
     let mut head = Vec::new();
@@ -275,7 +277,8 @@ pub fn filter(link: Link, loopback: bool, ports: &[u16]) -> Vec<libc::sock_filte
     };
     let mut v4 = vec![
         op(LD | B | ABS, l + 9),
-        jump(JMP | JEQ | K, 6, To::Next, To::Drop),
+        jump(JMP | JEQ | K, 6, To::Skip, To::Next),
+        jump(JMP | JEQ | K, 17, To::Next, To::Drop),
         op(LD | H | ABS, l + 6),
         jump(JMP | JSET | K, 0x1fff, To::Drop, To::Next),
         op(LDX | B | MSH, l),
@@ -283,7 +286,8 @@ pub fn filter(link: Link, loopback: bool, ports: &[u16]) -> Vec<libc::sock_filte
     port_checks(&mut v4, op(LD | H | IND, l), op(LD | H | IND, l + 2));
     let mut v6 = vec![
         op(LD | B | ABS, l + 6),
-        jump(JMP | JEQ | K, 6, To::Next, To::Drop),
+        jump(JMP | JEQ | K, 6, To::Skip, To::Next),
+        jump(JMP | JEQ | K, 17, To::Next, To::Drop),
     ];
     port_checks(&mut v6, op(LD | H | ABS, l + 40), op(LD | H | ABS, l + 42));
     let v4_at = head.len();
@@ -296,6 +300,7 @@ pub fn filter(link: Link, loopback: bool, ports: &[u16]) -> Vec<libc::sock_filte
     let at = |t: To, i: usize| -> u8 {
         let target = match t {
             To::Next => i + 1,
+            To::Skip => i + 2,
             To::Accept => accept_at,
             To::Drop => drop_at,
             To::V4 => v4_at,
@@ -752,8 +757,26 @@ mod tests {
         out
     }
 
+    fn udp4(sport: u16, dport: u16) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+            .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
+            .udp(sport, dport);
+        let mut out = Vec::new();
+        b.write(&mut out, b"x").unwrap();
+        out
+    }
+
+    fn udp6(sport: u16, dport: u16) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+            .ipv6([0; 16], [0; 16], 64)
+            .udp(sport, dport);
+        let mut out = Vec::new();
+        b.write(&mut out, b"x").unwrap();
+        out
+    }
+
     #[test]
-    fn the_filter_keeps_the_chosen_tcp_ports_only() {
+    fn the_filter_keeps_the_chosen_tcp_and_udp_ports_only() {
         let p = filter(Link::Ethernet, true, &[443, 8443]);
         let host = 0;
         assert_eq!(run(&p, &tcp4(50000, 443), host), SNAPLEN as u32);
@@ -763,15 +786,16 @@ mod tests {
         assert_eq!(run(&p, &tcp6(50000, 22), host), 0);
         // The outgoing copy on loopback.
         assert_eq!(run(&p, &tcp4(50000, 443), 4), 0);
-        let udp = {
-            let b = etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
-                .ipv4([127, 0, 0, 1], [127, 0, 0, 1], 64)
-                .udp(443, 443);
-            let mut out = Vec::new();
-            b.write(&mut out, b"x").unwrap();
-            out
-        };
-        assert_eq!(run(&p, &udp, host), 0);
+        // UDP on the ports (QUIC), both ways, IPv4 and IPv6; not on others.
+        assert_eq!(run(&p, &udp4(50000, 443), host), SNAPLEN as u32);
+        assert_eq!(run(&p, &udp4(8443, 50000), host), SNAPLEN as u32);
+        assert_eq!(run(&p, &udp6(50000, 443), host), SNAPLEN as u32);
+        assert_eq!(run(&p, &udp4(50000, 53), host), 0);
+        assert_eq!(run(&p, &udp6(53, 50000), host), 0);
+        // Neither TCP nor UDP: ICMP.
+        let mut icmp = tcp4(50000, 443);
+        icmp[14 + 9] = 1;
+        assert_eq!(run(&p, &icmp, host), 0);
         // Any port; raw IP links.
         let any = filter(Link::Ethernet, false, &[]);
         assert_eq!(run(&any, &tcp4(1, 2), 4), SNAPLEN as u32);
@@ -779,6 +803,7 @@ mod tests {
         assert_eq!(run(&raw, &tcp4(50000, 443)[14..], host), SNAPLEN as u32);
         assert_eq!(run(&raw, &tcp6(443, 1)[14..], host), SNAPLEN as u32);
         assert_eq!(run(&raw, &tcp4(50000, 444)[14..], host), 0);
+        assert_eq!(run(&raw, &udp6(443, 1)[14..], host), SNAPLEN as u32);
         // The most ports still fit the 8-bit jumps.
         let many: Vec<u16> = (1..=MAX_PORTS as u16).collect();
         let p = filter(Link::Ethernet, true, &many);

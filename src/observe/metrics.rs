@@ -671,6 +671,7 @@ mod tests {
             server_flight_bytes: 200,
             start_ns: None,
             hrr: false,
+            retry: false,
             client_process: Some("curl (pid 9)".into()),
             server_process: server.map(str::to_string),
         }))

@@ -1,5 +1,6 @@
 //! `tlsperf observe`: passive handshake analysis of any TLS stack from its packets,
-//! without decrypting anything. Per TCP connection, the handshake's timeline (TCP
+//! without decrypting anything but QUIC's Initial packets (whose keys every observer can
+//! derive). Per TCP connection, the handshake's timeline (TCP
 //! connect, server think, the server's flight, client think, first application byte, the
 //! server's first byte after the request),
 //! its kind (`full`, `full-hrr`, `resumed`, `0rtt`) and parameters; aggregated into HDR
@@ -14,6 +15,10 @@
 //! - [`flow`]: TCP reassembly and the bounded flow table.
 //! - [`tls`]: TLS records and handshake messages (`tls-parser`).
 //! - [`timeline`]: one connection's handshake timeline, kind and phases.
+//! - [`quic`]: a UDP datagram → QUIC packets; Initial packets opened (rustls's QUIC
+//!   Initial keys).
+//! - [`quic_flow`]: QUIC connections (by connection ID and address), their Initial
+//!   CRYPTO streams read with [`tls`], each one's handshake timeline, kind and phases.
 //! - [`process`]: local endpoints → processes (live capture).
 //! - [`aggregate`]: outcomes → an [`Observation`].
 //! - [`metrics`]: outcomes → Prometheus metrics (live capture).
@@ -54,6 +59,8 @@ pub mod otlp;
 pub mod pipeline;
 pub mod pressure;
 pub mod process;
+pub mod quic;
+pub mod quic_flow;
 pub mod result;
 pub mod run;
 pub mod source;

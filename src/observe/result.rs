@@ -48,6 +48,44 @@ pub const PHASES: [(&str, &str); 7] = [
     ),
 ];
 
+/// Every phase of a QUIC handshake (the `quic` part of an observation), in timeline order,
+/// with where its timestamps are taken: the capture time of the datagram carrying the
+/// packet named (see [`super::quic_flow`]).
+pub const QUIC_PHASES: [(&str, &str); 6] = [
+    (
+        "server_think",
+        "exact on the server host: the datagram completing the ClientHello (the one the \
+         server answered, after a Retry or a HelloRetryRequest) → the server's datagram \
+         completing its ServerHello (Initial packets, opened with the Initial keys)",
+    ),
+    (
+        "server_flight",
+        "exact on the server host: ServerHello → the server's last datagram carrying an \
+         Initial or Handshake packet before the client's first Handshake packet",
+    ),
+    (
+        "client_think",
+        "exact on the client host: end of the server's flight → the client's first \
+         Handshake packet (its Finished)",
+    ),
+    (
+        "tls",
+        "either host: the first ClientHello complete → the client's first Handshake \
+         packet (its Finished)",
+    ),
+    (
+        "first_app_byte",
+        "exact on the client host: the client's first Initial → its first 1-RTT \
+         (short-header) packet, or with 0-RTT its first 0-RTT packet",
+    ),
+    (
+        "server_first_byte",
+        "exact on the client host: the client's Finished (its first Handshake packet) → \
+         the server's first 1-RTT (short-header) packet after it: the handshake \
+         confirmed (HANDSHAKE_DONE) or the answer",
+    ),
+];
+
 pub use crate::stats::histogram::Dist;
 
 /// Sizes in bytes: count, sum and extremes.
@@ -98,6 +136,10 @@ pub struct KindStats {
     /// written before it existed.
     #[serde(default)]
     pub hrr: u64,
+    /// QUIC: of which after a Retry (address validation: one more round trip). Absent
+    /// (0) when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry: u64,
     /// Per phase (see [`PHASES`]), the handshakes where both of its boundaries were
     /// captured. Read back, at most [`MAX_KINDS`] entries.
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_KINDS>")]
@@ -196,6 +238,105 @@ pub struct Packets {
     /// existed.
     #[serde(default)]
     pub kernel_filtered: u64,
+    /// QUIC (the `quic` part of an observation only): its datagrams and packets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicPackets>,
+}
+
+/// The UDP datagrams and QUIC packets of an observation's `quic` part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuicPackets {
+    /// UDP datagrams on the observed ports (whole: a datagram cut by the snap length is
+    /// not read).
+    pub datagrams: u64,
+    /// UDP datagrams on other ports.
+    pub other_ports: u64,
+    /// Datagrams on the ports that are not QUIC (nor a version other than 1 and 2).
+    pub not_quic: u64,
+    /// Datagrams of a QUIC version other than 1 and 2 (not read).
+    pub other_version: u64,
+    /// Datagrams of no connection tracked (whose client's first Initial was not
+    /// captured, or of a connection over the cap).
+    pub unknown_connection: u64,
+    /// Initial packets.
+    pub initial: u64,
+    /// Initial packets of a tracked connection that did not open with its Initial keys.
+    pub undecryptable: u64,
+    /// 0-RTT packets.
+    pub zero_rtt: u64,
+    /// Handshake packets.
+    pub handshake: u64,
+    /// Retry packets.
+    pub retry: u64,
+    /// Version Negotiation packets.
+    pub version_negotiation: u64,
+    /// Short-header (1-RTT) packets.
+    pub short: u64,
+}
+
+impl QuicPackets {
+    /// Every count with its name.
+    pub fn named(&self) -> [(&'static str, u64); 12] {
+        [
+            ("datagrams", self.datagrams),
+            ("other_ports", self.other_ports),
+            ("not_quic", self.not_quic),
+            ("other_version", self.other_version),
+            ("unknown_connection", self.unknown_connection),
+            ("initial", self.initial),
+            ("undecryptable", self.undecryptable),
+            ("zero_rtt", self.zero_rtt),
+            ("handshake", self.handshake),
+            ("retry", self.retry),
+            ("version_negotiation", self.version_negotiation),
+            ("short", self.short),
+        ]
+    }
+
+    /// Adds `o`'s counts.
+    pub fn merge(&mut self, o: &QuicPackets) {
+        let QuicPackets {
+            datagrams,
+            other_ports,
+            not_quic,
+            other_version,
+            unknown_connection,
+            initial,
+            undecryptable,
+            zero_rtt,
+            handshake,
+            retry,
+            version_negotiation,
+            short,
+        } = self;
+        for (x, y) in [
+            (datagrams, o.datagrams),
+            (other_ports, o.other_ports),
+            (not_quic, o.not_quic),
+            (other_version, o.other_version),
+            (unknown_connection, o.unknown_connection),
+            (initial, o.initial),
+            (undecryptable, o.undecryptable),
+            (zero_rtt, o.zero_rtt),
+            (handshake, o.handshake),
+            (retry, o.retry),
+            (version_negotiation, o.version_negotiation),
+            (short, o.short),
+        ] {
+            *x = x.saturating_add(y);
+        }
+    }
+
+    /// Whether any QUIC packet was seen.
+    pub fn any_quic(&self) -> bool {
+        self.initial
+            + self.zero_rtt
+            + self.handshake
+            + self.retry
+            + self.version_negotiation
+            + self.short
+            > 0
+    }
 }
 
 /// What became of the TCP connections seen.
@@ -265,6 +406,10 @@ pub struct Source {
 pub struct Observation {
     /// [`SCHEMA`].
     pub schema: String,
+    /// `tcp` (TLS over TCP: this document's connections and handshakes), or `quic` for
+    /// the `quic` part. Absent (`tcp`) in documents written before QUIC was observed.
+    #[serde(default = "tcp")]
+    pub transport: String,
     /// What was observed. Read back, at most [`MAX_SOURCES`] (a merge keeps the first
     /// ones and counts the rest in [`Observation::sources_left_out`]).
     #[serde(deserialize_with = "crate::doc::at_most_items::<_, _, MAX_SOURCES>")]
@@ -341,6 +486,14 @@ pub struct Observation {
     /// and kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<crate::probes::ProbeReport>,
+    /// QUIC on UDP on the same ports, as an observation of its own (`transport: quic`,
+    /// its phases [`QUIC_PHASES`]); absent when no QUIC packet was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<Box<Observation>>,
+}
+
+fn tcp() -> String {
+    "tcp".to_string()
 }
 
 /// The most rows a breakdown keeps; the rest are added up in [`OTHER`].
@@ -358,6 +511,7 @@ impl Observation {
     pub fn new(sources: Vec<Source>, ports: Vec<u16>) -> Observation {
         Observation {
             schema: SCHEMA.to_string(),
+            transport: tcp(),
             sources,
             sources_left_out: 0,
             ports,
@@ -383,7 +537,20 @@ impl Observation {
                 .map(|(p, d)| (p.to_string(), d.to_string()))
                 .collect(),
             probes: None,
+            quic: None,
         }
+    }
+
+    /// An empty observation of QUIC (`transport: quic`, its phases) of `sources` on
+    /// `ports`.
+    pub fn new_quic(sources: Vec<Source>, ports: Vec<u16>) -> Observation {
+        let mut o = Observation::new(sources, ports);
+        o.transport = "quic".to_string();
+        o.phases = QUIC_PHASES
+            .iter()
+            .map(|(p, d)| (p.to_string(), d.to_string()))
+            .collect();
+        o
     }
 
     /// Completed handshakes of `kind` (`all`, `full`…), 0 when none.
@@ -504,6 +671,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         }
     }
     let mut m = Observation::new(Vec::new(), Vec::new());
+    m.transport = first.transport.clone();
     // Every phase any of them describes (a document written before a phase existed does
     // not list it), the first one's wording kept.
     m.phases = first.phases.clone();
@@ -540,6 +708,9 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
         p.clock_outliers = p.clock_outliers.saturating_add(q.clock_outliers);
         p.cut_short = p.cut_short.saturating_add(q.cut_short);
         p.kernel_filtered = p.kernel_filtered.saturating_add(q.kernel_filtered);
+        if let Some(qq) = &q.quic {
+            p.quic.get_or_insert_with(QuicPackets::default).merge(qq);
+        }
         let (c, d) = (&mut m.connections, &o.connections);
         for (x, y) in [
             (&mut c.tracked, d.tracked),
@@ -564,6 +735,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
             let into = m.handshakes.entry(kind.clone()).or_default();
             into.count = into.count.saturating_add(ks.count);
             into.hrr = into.hrr.saturating_add(ks.hrr);
+            into.retry = into.retry.saturating_add(ks.retry);
             into.server_flight_bytes.merge(&ks.server_flight_bytes);
             for (phase, dist) in &ks.phases {
                 into.phases.entry(phase.clone()).or_default().merge(dist)?;
@@ -606,6 +778,17 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
     if all.iter().any(|o| o.ports.is_empty()) {
         m.ports.clear();
     }
+    let quic: Vec<Observation> = all
+        .iter()
+        .filter_map(|o| o.quic.as_deref().cloned())
+        .collect();
+    if !quic.is_empty() {
+        let mut q = merge(&quic)?;
+        q.sources = m.sources.clone();
+        q.sources_left_out = m.sources_left_out;
+        q.ports = m.ports.clone();
+        m.quic = Some(Box::new(q));
+    }
     m.refresh();
     m.duration_s = duration_s;
     m.started_ns = started_ns;
@@ -642,6 +825,11 @@ impl Observation {
             ("kernel_filtered", p.kernel_filtered),
         ] {
             check(format!("packets.{what}"), n)?;
+        }
+        if let Some(q) = &p.quic {
+            for (what, n) in q.named() {
+                check(format!("packets.quic.{what}"), n)?;
+            }
         }
         let c = &self.connections;
         for (what, n) in [
@@ -711,6 +899,20 @@ impl crate::doc::Document for Observation {
             ));
         }
         self.counts_possible()?;
+        match (self.transport.as_str(), &self.quic) {
+            ("tcp", Some(q)) => {
+                if q.quic.is_some() || q.transport != "quic" {
+                    return Err("quic: its transport must be quic, without a quic part".into());
+                }
+                crate::doc::Document::validate(q.as_ref()).map_err(|e| format!("quic: {e}"))?;
+            }
+            ("tcp" | "quic", None) => {}
+            (t, _) => {
+                return Err(format!(
+                    "transport '{t}' is not tcp (nor quic, for the quic part alone)"
+                ));
+            }
+        }
         let dist = |what: &str, d: &Dist, most: u64| -> Result<(), String> {
             d.check().map_err(|why| format!("{what}: {why}"))?;
             if d.quantiles.count > most {
@@ -729,6 +931,7 @@ impl crate::doc::Document for Observation {
         };
         for (kind, k) in &self.handshakes {
             part(format!("handshakes.{kind}.hrr"), k.hrr, k.count)?;
+            part(format!("handshakes.{kind}.retry"), k.retry, k.count)?;
             let b = &k.server_flight_bytes;
             part(
                 format!("handshakes.{kind}.server_flight_bytes.count"),
@@ -822,6 +1025,62 @@ mod tests {
         let two = Observation::new(Vec::new(), vec![8443]);
         assert!(merge(&[every, one.clone()]).unwrap().ports.is_empty());
         assert_eq!(merge(&[one, two]).unwrap().ports, vec![18443, 8443]);
+    }
+
+    #[test]
+    fn the_quic_part_merges_and_is_checked() {
+        use crate::doc::Document;
+        let with_quic = |n: u64, retry: u64| {
+            let mut o = Observation::new(Vec::new(), vec![443]);
+            let mut q = Observation::new_quic(Vec::new(), vec![443]);
+            q.handshakes.insert(
+                "all".into(),
+                KindStats {
+                    count: n,
+                    retry,
+                    ..KindStats::default()
+                },
+            );
+            q.packets.quic = Some(QuicPackets {
+                initial: 2 * n,
+                ..QuicPackets::default()
+            });
+            o.quic = Some(Box::new(q));
+            o
+        };
+        let tcp_only = Observation::new(Vec::new(), vec![443]);
+        let m = merge(&[with_quic(3, 1), tcp_only, with_quic(4, 0)]).unwrap();
+        let q = m.quic.as_ref().unwrap();
+        assert_eq!(
+            (m.transport.as_str(), q.transport.as_str()),
+            ("tcp", "quic")
+        );
+        assert_eq!(q.count("all"), 7);
+        assert_eq!(q.handshakes["all"].retry, 1);
+        assert_eq!(q.packets.quic.unwrap().initial, 14);
+        assert!(q.phases.contains_key("server_think") && !q.phases.contains_key("connect"));
+        m.validate().unwrap();
+        // Read back: the same document.
+        let text = serde_json::to_string(&m).unwrap();
+        let back: Observation = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.quic.unwrap().count("all"), 7);
+        // More Retries than handshakes, another transport, a quic part in a quic part.
+        let mut bad = with_quic(1, 2);
+        assert!(bad.validate().unwrap_err().contains("retry"));
+        bad = with_quic(1, 0);
+        bad.transport = "udp".into();
+        assert!(bad.validate().unwrap_err().contains("transport"));
+        bad = with_quic(1, 0);
+        let inner = with_quic(1, 0).quic;
+        bad.quic.as_mut().unwrap().quic = inner;
+        assert!(bad.validate().is_err());
+        // Documents written before: transport tcp, no quic part.
+        let mut old: serde_json::Value =
+            serde_json::to_value(Observation::new(Vec::new(), Vec::new())).unwrap();
+        old.as_object_mut().unwrap().remove("transport");
+        let old: Observation = serde_json::from_value(old).unwrap();
+        assert_eq!(old.transport, "tcp");
+        assert!(old.quic.is_none());
     }
 
     #[test]

@@ -61,12 +61,18 @@ pub fn file(
         );
     }
     let o = analyzer.finish();
-    // Frames, and not one TCP segment among them: say so rather than print a result of
-    // nothing as if there had been nothing to see.
-    if o.packets.frames > 0 && o.packets.tcp_segments + o.packets.other_ports == 0 {
+    // Frames, and not one TCP segment or UDP datagram among them: say so rather than
+    // print a result of nothing as if there had been nothing to see.
+    let datagrams = o
+        .quic
+        .as_ref()
+        .and_then(|q| q.packets.quic)
+        .map_or(0, |q| q.datagrams + q.other_ports);
+    if o.packets.frames > 0 && o.packets.tcp_segments + o.packets.other_ports + datagrams == 0 {
         let names: Vec<&str> = links.iter().map(|l| l.name()).collect();
         tracing::warn!(
-            "{}: none of its {} frames ({}) held a TCP segment that tlsperf could read",
+            "{}: none of its {} frames ({}) held a TCP segment or a QUIC packet that tlsperf \
+             could read",
             path.display(),
             o.packets.frames,
             names.join(", ")

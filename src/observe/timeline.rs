@@ -204,6 +204,9 @@ pub struct Handshake {
     /// `resumed` or `0rtt`, as `tlsperf serve`'s /stats counts it, which takes rustls's
     /// kind).
     pub hrr: bool,
+    /// QUIC: a Retry came first (address validation; counted with the handshake, as a
+    /// HelloRetryRequest is). Always false over TCP.
+    pub retry: bool,
     /// The local process at the client end, "comm (pid N)" (live capture only).
     pub client_process: Option<String>,
     /// The local process at the server end (live capture only).
@@ -700,6 +703,7 @@ impl Timeline {
             server_flight_bytes: self.flight_bytes,
             start_ns: start,
             hrr: self.hrr,
+            retry: false,
             client_process: None,
             server_process: None,
         }))

@@ -635,6 +635,7 @@ mod tests {
             server_flight_bytes: 3000,
             start_ns: Some(start),
             hrr: false,
+            retry: false,
             client_process: None,
             server_process: Some(format!("{process} (pid 7)")),
         }))

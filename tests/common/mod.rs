@@ -391,3 +391,76 @@ pub fn expired_cert(dir: &Path) -> (String, String) {
         write(dir, "expired.key", &key.serialize_pem()),
     )
 }
+
+/// `tcpdump -i lo` writing `file` with `filter`, started and listening; stopped by
+/// [`Tcpdump::stop`] (SIGINT, so that it writes what it holds), killed when dropped.
+pub struct Tcpdump {
+    child: std::process::Child,
+}
+
+impl Tcpdump {
+    /// Starts it and waits until its capture is open.
+    pub fn start(file: &Path, filter: &[&str]) -> Tcpdump {
+        use std::io::BufRead;
+        let mut child = Command::new("tcpdump")
+            .args([
+                "-i",
+                "lo",
+                "-B",
+                "65536",
+                "--immediate-mode",
+                "-U",
+                "-n",
+                "-w",
+            ])
+            .arg(file)
+            .args(filter)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("tcpdump runs");
+        let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("listening on") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "tcpdump exited");
+        }
+        Tcpdump { child }
+    }
+
+    /// Stops it (after a moment for the last packets) and waits for it.
+    pub fn stop(mut self) {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let _ = Command::new("/bin/kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Tcpdump {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A time as tshark prints `frame.time_epoch` (`SECONDS.FRACTION`), in ns.
+pub fn epoch_ns(text: &str) -> u64 {
+    let (s, frac) = text.split_once('.').unwrap_or((text, "0"));
+    s.parse::<u64>().unwrap() * 1_000_000_000 + format!("{frac:0<9}")[..9].parse::<u64>().unwrap()
+}
+
+/// `tlsperf observe --pcap FILE --port PORT --json`, which must succeed: its document.
+pub fn observe_pcap(file: &Path, port: u16) -> serde_json::Value {
+    let run = tlsperf([
+        "observe",
+        "--pcap",
+        file.to_str().unwrap(),
+        "--port",
+        &port.to_string(),
+        "--json",
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}

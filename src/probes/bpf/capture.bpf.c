@@ -2,9 +2,9 @@
 //
 // tlsperf observe's capture filter: a socket filter (BPF_PROG_TYPE_SOCKET_FILTER) attached
 // with SO_ATTACH_BPF to observe's AF_PACKET socket (src/observe/ebpf.rs loads it with aya).
-// It keeps what the classic filter of src/observe/live.rs keeps — TCP over IPv4 (not a
-// non-first fragment) or IPv6 (TCP as the first next header), to or from one of the ports,
-// on loopback not the outgoing copy — and drops in the kernel, before they are copied to
+// It keeps what the classic filter of src/observe/live.rs keeps — TCP and UDP (QUIC) over
+// IPv4 (not a non-first fragment) or IPv6 (TCP or UDP as the first next header), to or
+// from one of the ports, on loopback not the outgoing copy — and drops in the kernel, before they are copied to
 // the ring, the segments observe would not read: those of a connection's direction in
 // `done_flows` (user space adds a direction once its side's part of the analysis needs no
 // more payload, and removes both when the connection ends or is evicted) that carry no
@@ -27,7 +27,7 @@ typedef unsigned char u8;
 // Set by user space at load time (aya's set_global).
 volatile const u32 link_header = 14; // bytes before the IP header: 14 Ethernet, 0 raw IP
 volatile const u32 loopback = 0;     // drop the outgoing copy (PACKET_OUTGOING)
-volatile const u32 any_port = 0;     // every TCP port; else those in `ports`
+volatile const u32 any_port = 0;     // every port; else those in `ports`
 volatile const u32 snaplen = 262144; // bytes kept of a frame that passes
 
 #define PACKET_OUTGOING 4
@@ -111,11 +111,13 @@ int observe_filter(struct __sk_buff *skb)
 	}
 	struct flow_key k = {};
 	u32 th;
+	u8 proto;
 	if (version == 4) {
 		u8 ip[20];
 		if (bpf_skb_load_bytes(skb, l, ip, 20) < 0)
 			return 0;
-		if (ip[9] != 6)
+		proto = ip[9];
+		if (proto != 6 && proto != 17)
 			return 0;
 		if (((ip[6] & 0x1f) | ip[7]) != 0)
 			return 0; // a non-first fragment
@@ -130,7 +132,8 @@ int observe_filter(struct __sk_buff *skb)
 		u8 ip[40];
 		if (bpf_skb_load_bytes(skb, l, ip, 40) < 0)
 			return 0;
-		if (ip[6] != 6)
+		proto = ip[6];
+		if (proto != 6 && proto != 17)
 			return 0;
 		k.family = 6;
 		__builtin_memcpy(k.saddr, ip + 8, 16);
@@ -139,15 +142,21 @@ int observe_filter(struct __sk_buff *skb)
 	} else {
 		return 0;
 	}
-	u8 tcp[14];
-	if (bpf_skb_load_bytes(skb, th, tcp, 14) < 0)
+	u8 th4[4];
+	if (bpf_skb_load_bytes(skb, th, th4, 4) < 0)
 		return 0;
-	k.sport = ((u16)tcp[0] << 8) | tcp[1];
-	k.dport = ((u16)tcp[2] << 8) | tcp[3];
+	k.sport = ((u16)th4[0] << 8) | th4[1];
+	k.dport = ((u16)th4[2] << 8) | th4[3];
 	if (!any_port && !bpf_map_lookup_elem(&ports, &k.sport) &&
 	    !bpf_map_lookup_elem(&ports, &k.dport))
 		return 0;
-	if (tcp[13] & (TCP_FIN | TCP_SYN | TCP_RST))
+	// UDP (QUIC): every datagram on the ports passes.
+	if (proto == 17)
+		return snaplen;
+	u8 flags;
+	if (bpf_skb_load_bytes(skb, th + 13, &flags, 1) < 0)
+		return 0;
+	if (flags & (TCP_FIN | TCP_SYN | TCP_RST))
 		return snaplen;
 	u64 *seen = bpf_map_lookup_elem(&done_flows, &k);
 	if (!seen)

@@ -102,6 +102,10 @@ pub fn observation(o: &Observation) -> String {
     }
     s += &failures(o);
     s += PHASE_NOTE;
+    if let Some(q) = &o.quic {
+        s += "\n";
+        s += &quic(q);
+    }
     if let Some(p) = &o.probes {
         s += "\n";
         s += &probes(p);
@@ -114,6 +118,55 @@ const PHASE_NOTE: &str = "server_think, server_flight and server_first_byte are 
     server's host, client_think and first_app_byte on the client's (on loopback, all are); \
     server_first_byte is the request's last record → the answer's first byte, TLS 1.3 \
     tickets left out\n";
+
+/// Where each QUIC phase's timestamps are taken, printed under the QUIC part.
+const QUIC_PHASE_NOTE: &str = "QUIC phases are read from the packets' types and times (Initial packets \
+    opened to read the hellos): client_think ends at the client's first Handshake packet (its \
+    Finished), first_app_byte at its first 1-RTT or 0-RTT packet, server_first_byte is the \
+    client's Finished → the server's first 1-RTT packet after it\n";
+
+/// The QUIC part of an observation: its datagrams and packets, connections, handshakes,
+/// phases and breakdowns, failures.
+fn quic(q: &Observation) -> String {
+    let p = q.packets.quic.unwrap_or_default();
+    let c = &q.connections;
+    let mut s = format!("{}\n", styled(BOLD, "QUIC (UDP)"));
+    s += &format!(
+        "datagrams: {} on the ports ({} on other ports, {} not QUIC, {} of another QUIC \
+         version, {} of no connection tracked); packets: {} Initial ({} not opened), {} \
+         0-RTT, {} Handshake, {} 1-RTT, {} Retry, {} Version Negotiation\n",
+        p.datagrams,
+        p.other_ports,
+        p.not_quic,
+        p.other_version,
+        p.unknown_connection,
+        p.initial,
+        p.undecryptable,
+        p.zero_rtt,
+        p.handshake,
+        p.short,
+        p.retry,
+        p.version_negotiation
+    );
+    s += &format!(
+        "connections: {} tracked from the client's first Initial: {} handshakes, {} failed, \
+         {} unparsed\n",
+        c.tracked, c.handshakes, c.failed, c.unparsed
+    );
+    if c.evicted_idle + c.over_cap > 0 {
+        s += &format!(
+            "connection table: {} evicted idle, {} not tracked (table full)\n",
+            c.evicted_idle, c.over_cap
+        );
+    }
+    s += &handshake_counts(q);
+    if q.count("all") > 0 {
+        s += &phases_and_breakdowns(q);
+    }
+    s += &failures(q);
+    s += QUIC_PHASE_NOTE;
+    s
+}
 
 /// The title: the sources, the ports, the capture's length.
 fn heading(o: &Observation) -> String {
@@ -251,12 +304,18 @@ fn handshake_counts(o: &Observation) -> String {
         .filter_map(|k| o.handshakes.get(*k))
         .map(|k| k.hrr)
         .sum::<u64>();
+    let retry = o.handshakes.get("all").map_or(0, |k| k.retry);
     format!(
-        "handshakes: {} — {}{}; resumption rate {:.1}%{}\n\n",
+        "handshakes: {} — {}{}{}; resumption rate {:.1}%{}\n\n",
         o.count("all"),
         kinds.join(", "),
         if hrr > 0 {
             format!(" ({hrr} after a HelloRetryRequest, {resumed_hrr} of them resumed)")
+        } else {
+            String::new()
+        },
+        if retry > 0 {
+            format!(" ({retry} after a Retry)")
         } else {
             String::new()
         },
