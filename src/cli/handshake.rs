@@ -68,16 +68,7 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     let opts = args.client.options(vec![alpn], args.early_data)?;
     args.client.warn_if_insecure(out);
     if args.http3 {
-        if args.link.link.is_some() {
-            return Err(CliError::input(
-                "--http3 is not available with --link: the emulated link carries TCP only",
-            ));
-        }
-        if args.client.resume == config::Resume::Ids {
-            return Err(CliError::input(
-                "--resume ids is TLS 1.2's; --http3 is QUIC, TLS 1.3 only: use --resume tickets or off",
-            ));
-        }
+        args.client.check_http3(args.link.link.is_some())?;
     }
     let built = config::build(&opts)?;
     let http3 = if args.http3 {
