@@ -14,13 +14,18 @@
 #   connection per run), the same handshake and `GET /`; it does not verify the chain
 #   (GnuTLS checks the handshake signature).
 #
+# - tlsperf over TCP, a second anchor: the same `load` without --http3 against the same
+#   server's TCP listener (TLS 1.3, a full handshake and one `GET /` per connection).
+#
 # Each side's CPU is its processes' user + system time (getrusage of the waited-for
 # children, µs) over the round, divided by the handshakes that completed: tlsperf's
 # includes its start once per round, gtlsclient's its start on every connection — what a
 # generator made of it costs. tlsperf's own figure for the run alone
-# (`generator.cpu_us_per_handshake`) is shown beside it. The server runs on the last CPU
-# and the clients on CPU 0 (bench/capacity-setup.sh; PIN=0 leaves them be). The load
-# average is printed with every round (the machine may be shared).
+# (`generator.cpu_us_per_handshake`) is shown beside it, and gtlsclient's start alone is
+# measured in each round: 20 processes against a port where nothing answers (its start,
+# one Initial, a 20 ms handshake timeout, its exit). The server runs on the last CPU and
+# the clients on CPU 0 (bench/capacity-setup.sh; PIN=0 leaves them be). The load average
+# is printed with every round (the machine may be shared).
 #
 # Usage: [ROUNDS=6] [N=200] [BIN=path/to/tlsperf] bench/quic-client.sh (without BIN, a
 # release build made here). Prints a markdown report on stdout. Needs gtlsclient and
@@ -38,6 +43,8 @@ port="$(free_port)"
 pids+=($!)
 sleep 1
 url="https://localhost:$port/"
+# Nothing listens here: gtlsclient's start alone.
+closed="$(free_port)"
 
 # Runs COMMAND… REPEAT times one after the other; prints "ok cpu_µs": how many exited 0,
 # and the user + system CPU of all of them.
@@ -53,42 +60,58 @@ print(ok, round((r.ru_utime + r.ru_stime) * 1e6))
 '
 field() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
-# One round of N handshakes; prints "handshakes cpu_µs [in-run µs/handshake]".
+# One round of N handshakes; prints "handshakes cpu_µs in-run-or-start_µs": tlsperf's
+# in-run CPU per handshake, or gtlsclient's start alone (per process).
 round() {
-  local ok us
-  if [ "$1" = tlsperf ]; then
-    read -r ok us < <("${gen[@]}" python3 -c "$children_cpu" 1 "$bin" load --http3 "$url" \
-      -n "$n" -c 1 --threads 1 --new-conn --resume off --groups x25519 \
-      --cacert "$work/pki/root.pem" -q --out "$work/r.json" --force)
-    [ "$ok" = 1 ] || { echo "tlsperf load failed" >&2; exit 1; }
-    echo "$(field "$work/r.json" 'd["handshakes"]["total"]') $us $(field "$work/r.json" 'round(d["generator"]["cpu_us_per_handshake"])')"
-  else
-    read -r ok us < <("${gen[@]}" python3 -c "$children_cpu" "$n" timeout 10 gtlsclient -q \
-      --exit-on-all-streams-close --groups=-GROUP-ALL:+GROUP-X25519 127.0.0.1 "$port" "$url")
-    echo "$ok $us"
-  fi
+  local ok us http3=()
+  case "$1" in
+    tlsperf | tcp)
+      [ "$1" = tlsperf ] && http3=(--http3)
+      read -r ok us < <("${gen[@]}" python3 -c "$children_cpu" 1 "$bin" load "${http3[@]}" "$url" \
+        -n "$n" -c 1 --threads 1 --new-conn --resume off --groups x25519 \
+        --cacert "$work/pki/root.pem" -q --out "$work/r.json" --force)
+      [ "$ok" = 1 ] || { echo "tlsperf load failed" >&2; exit 1; }
+      echo "$(field "$work/r.json" 'd["handshakes"]["total"]') $us $(field "$work/r.json" 'round(d["generator"]["cpu_us_per_handshake"])')"
+      ;;
+    ngtcp2)
+      read -r ok us < <("${gen[@]}" python3 -c "$children_cpu" "$n" timeout 10 gtlsclient -q \
+        --exit-on-all-streams-close --groups=-GROUP-ALL:+GROUP-X25519 127.0.0.1 "$port" "$url")
+      read -r _ start < <("${gen[@]}" python3 -c "$children_cpu" 20 timeout 10 gtlsclient -q \
+        --exit-on-all-streams-close --handshake-timeout=20ms --groups=-GROUP-ALL:+GROUP-X25519 \
+        127.0.0.1 "$closed" "https://localhost:$closed/")
+      echo "$ok $us $((start / 20))"
+      ;;
+  esac
 }
 
 # Warm-up: the first handshakes pay for one-time set-up on both sides.
-N_SAVED=$n; n=20; round tlsperf > /dev/null; round ngtcp2 > /dev/null; n=$N_SAVED
+N_SAVED=$n; n=20; round tlsperf > /dev/null; round tcp > /dev/null; round ngtcp2 > /dev/null; n=$N_SAVED
 
 echo "# load --http3 against ngtcp2's example client: client CPU per full handshake"
 echo
 echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $(nproc) cores, $(uname -r); load average before: $(cut -d' ' -f1-3 /proc/loadavg); $pinning"
-echo "- tlsperf: $bin ($("$bin" --version)), load --http3 --new-conn --resume off -c 1 --threads 1; ngtcp2: $(dpkg-query -W -f='${Version}' ngtcp2-client 2>/dev/null || echo '?') gtlsclient (GnuTLS), one process per connection"
+echo "- tlsperf: $bin ($("$bin" --version)), load [--http3] --new-conn --resume off -c 1 --threads 1 (QUIC, and TCP as a second anchor); ngtcp2: $(dpkg-query -W -f='${Version}' ngtcp2-client 2>/dev/null || echo '?') gtlsclient (GnuTLS), one process per connection"
 echo "- server: serve --quic --threads 1 --groups x25519; $n handshakes per round, rounds alternating"
 echo
-echo "| round | client | handshakes | client CPU µs | CPU µs / handshake | tlsperf's in-run µs / handshake | load avg after |"
+echo "| round | client | handshakes | client CPU µs | CPU µs / handshake | tlsperf's in-run µs / handshake, or gtlsclient's start alone µs | load avg after |"
 echo "|---|---|---|---|---|---|---|"
 t_vals=()
 g_vals=()
 ratios=()
+inrun_q=()
+inrun_t=()
+starts=()
 for r in $(seq "$rounds"); do
-  for who in tlsperf ngtcp2; do
-    read -r ok us inrun < <(round "$who")
+  for who in tlsperf tcp ngtcp2; do
+    read -r ok us extra < <(round "$who")
     per=$(( ok > 0 ? us / ok : 0 ))
-    if [ "$who" = tlsperf ]; then t_vals+=("$per"); else g_vals+=("$per"); fi
-    echo "| $r | $who | $ok/$n | $us | $per | ${inrun:-–} | $(cut -d' ' -f1-3 /proc/loadavg) |"
+    case "$who" in
+      tlsperf) t_vals+=("$per"); inrun_q+=("$extra") ;;
+      tcp) inrun_t+=("$extra") ;;
+      ngtcp2) g_vals+=("$per"); starts+=("$extra") ;;
+    esac
+    label=$who; [ "$who" = tlsperf ] && label="tlsperf --http3"; [ "$who" = tcp ] && label="tlsperf (TCP)"
+    echo "| $r | $label | $ok/$n | $us | $per | $extra | $(cut -d' ' -f1-3 /proc/loadavg) |"
   done
   ratios+=("$(awk -v a="${t_vals[-1]}" -v b="${g_vals[-1]}" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
 done
@@ -97,4 +120,5 @@ mg="$(median "${g_vals[@]}")"
 echo
 echo "Median client CPU per full handshake: tlsperf load --http3 $mt µs, ngtcp2's gtlsclient $mg µs (ratio of the medians $(awk -v a="$mt" -v b="$mg" 'BEGIN {printf "%.2f", a / b}'))."
 echo "Per-round ratios tlsperf/ngtcp2: ${ratios[*]}; median ratio **$(median "${ratios[@]}")**."
+echo "gtlsclient's start alone (median): $(median "${starts[@]}") µs per process. tlsperf's in-run CPU per handshake (median): QUIC $(median "${inrun_q[@]}") µs, TCP $(median "${inrun_t[@]}") µs (QUIC/TCP $(awk -v a="$(median "${inrun_q[@]}")" -v b="$(median "${inrun_t[@]}")" 'BEGIN {printf "%.2f", a / b}'))."
 echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)."

@@ -636,7 +636,12 @@ fn generator_counts(d: &Value) -> Vec<(&'static str, u64)> {
     [
         ("full", full),
         ("full-hrr", hrr),
-        ("resumed", resumed - early),
+        (
+            "resumed",
+            resumed
+                .checked_sub(early)
+                .expect("0-RTT accepted only on resumed handshakes"),
+        ),
         ("0rtt", early),
     ]
     .into_iter()
