@@ -1187,6 +1187,52 @@ mod tests {
         assert!(e.to_string().contains("more than 32 entries"), "{e}");
     }
 
+    /// A run's document with nothing measured, over `transport`.
+    fn empty_run(transport: &str) -> LoadResult {
+        let empty = serde_json::to_value(Dist::of(LatencyHistogram::new())).unwrap();
+        serde_json::from_value(serde_json::json!({
+            "schema": LoadResult::SCHEMA, "target": "https://localhost:1/",
+            "transport": transport, "started": "", "duration_s": 1.0, "machines": 1,
+            "interrupted": false, "options": {"http": "1.1"},
+            "requests": {"attempted": 0, "completed": 0, "failed": 0, "per_second": 0.0},
+            "handshakes": {"total": 0, "kinds": {}, "resumption_rate": 0.0, "per_second": 0.0},
+            "latency": empty, "phases": {}, "status": {}, "errors": {},
+            "error_examples": {}, "body_bytes": 0, "interval_ms": 250,
+            "interval_requests": [], "connections": [],
+            "generator": {"threads": 1, "cpu_seconds": 0.0, "utilization": 0.0,
+                "cpu_us_per_handshake": null, "saturated": false},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn runs_over_tcp_and_quic_merge_only_when_told_and_then_say_so() {
+        let (tcp, quic) = (empty_run("tcp"), empty_run("quic"));
+        let e = merge(&[tcp.clone(), quic.clone()], false).err().unwrap();
+        assert!(e.to_string().contains("transport: tcp vs quic"), "{e}");
+        assert_eq!(
+            merge(&[quic.clone(), quic.clone()], false)
+                .unwrap()
+                .transport,
+            "quic"
+        );
+        assert_eq!(
+            merge(&[tcp.clone(), quic], true).unwrap().transport,
+            "mixed"
+        );
+        // Files older than the field are TCP runs.
+        let mut old = serde_json::to_value(&tcp).unwrap();
+        old.as_object_mut().unwrap().remove("transport");
+        let old: LoadResult = serde_json::from_value(old).unwrap();
+        assert_eq!(old.transport, "tcp");
+        // Compare names the transport among the settings.
+        let settings = Comparable::row_set(&tcp).settings;
+        assert!(
+            settings.contains(&("transport".into(), "tcp".into())),
+            "{settings:?}"
+        );
+    }
+
     #[test]
     fn lateness_warns_above_a_tenth_of_the_latency_median() {
         let latency = quantiles(&[100_000; 100]);
