@@ -9,31 +9,16 @@
 # single-threaded (serve --threads 1) and quiet (no per-packet logging: gtlsserver -q).
 # The load average is printed with every round (the machine may be shared).
 #
-# Usage: [ROUNDS=6] [N=200] [BIN=target/release/tlsperf] bench/quic-server.sh
-# Prints a markdown report on stdout. Needs gtlsclient and gtlsserver (Debian:
-# ngtcp2-client, ngtcp2-server).
+# Usage: [ROUNDS=6] [N=200] [BIN=path/to/tlsperf] bench/quic-server.sh (without BIN, a
+# release build made here). Prints a markdown report on stdout. Needs gtlsclient and
+# gtlsserver (Debian: ngtcp2-client, ngtcp2-server). Set-up shared with
+# bench/quic-client.sh: bench/capacity-setup.sh, bench/quic-setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${ROUNDS:-6}"
 n="${N:-200}"
-bin="${BIN:-target/release/tlsperf}"
-ngtcp2_server="$(command -v gtlsserver || echo /usr/sbin/gtlsserver)"
-[ -x "$bin" ] || { echo "no $bin: cargo build --release first, or set BIN" >&2; exit 2; }
-[ -x "$ngtcp2_server" ] && command -v gtlsclient >/dev/null \
-  || { echo "needs gtlsclient and gtlsserver (ngtcp2-client, ngtcp2-server)" >&2; exit 2; }
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-"$bin" pki init "$work/pki" --key-type ecdsa-p256 -q
-mkdir "$work/htdocs"
-printf '{"status":"ok"}' > "$work/htdocs/index.html"
-
-free_port() { python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source bench/capacity-setup.sh
+source bench/quic-setup.sh
 port_q="$(free_port)"
 port_n="$(free_port)"
 "$bin" serve --listen "127.0.0.1:$port_q" --threads 1 --quic --groups x25519 \
@@ -45,8 +30,6 @@ pids+=("$pid_q")
 pid_n=$!
 pids+=("$pid_n")
 sleep 1
-
-cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%d", s}'; }
 
 # One round: N sequential connections to PORT; prints "ok cpu_µs".
 round() {
@@ -83,7 +66,6 @@ for r in $(seq "$rounds"); do
     echo "| $r | $who | $ok/$n | $us | $per | $(cut -d' ' -f1-3 /proc/loadavg) |"
   done
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mq="$(median "${q_vals[@]}")"
 mn="$(median "${n_vals[@]}")"
 echo

@@ -157,6 +157,9 @@ pub struct ClientMoments {
     pub server_flight_bytes: usize,
     /// NewSessionTicket messages read (sessions to resume with).
     pub tickets: usize,
+    /// Initial packet keys quinn asked the session for: once at the start, once more
+    /// after each Retry (the server's new connection ID gives new Initial keys).
+    pub initial_keys: usize,
 }
 
 /// Runs around each call in which rustls reads the server's handshake messages (and
@@ -400,6 +403,11 @@ struct WatchedSession {
 
 impl crypto::Session for WatchedSession {
     fn initial_keys(&self, dst_cid: &ConnectionId, side: Side) -> crypto::Keys {
+        if self.side == Side::Client
+            && let Ok(mut c) = self.watch.client.lock()
+        {
+            c.initial_keys += 1;
+        }
         self.inner.initial_keys(dst_cid, side)
     }
 

@@ -1236,3 +1236,497 @@ fn observe_reads_quic_handshakes_live() {
         assert_eq!(q["handshakes"]["all"]["count"], 3, "{filter:?}: {q}");
     }
 }
+
+/// `tlsperf load --http3 URL ARGS --json` (120 s at most): its exit code and document.
+fn load_http3(url: &str, args: &[&str]) -> (i32, Value) {
+    let mut all = vec!["load", "--http3", url, "--json", "--threads", "1"];
+    all.extend_from_slice(args);
+    let run = common::tlsperf_env(&all, &[], Duration::from_secs(120));
+    let doc = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", run.stdout, run.stderr));
+    (run.code, doc)
+}
+
+/// A load document's count under `path` (0 when absent).
+fn count(d: &Value, path: &[&str]) -> u64 {
+    path.iter().fold(d, |v, k| &v[*k]).as_u64().unwrap_or(0)
+}
+
+/// What the generator counted, in /stats's names: `full` (full and full-hrr), `resumed`
+/// (resumed without 0-RTT accepted), `0rtt` (0-RTT accepted); zeros left out.
+fn generator_counts(d: &Value) -> Vec<(&'static str, u64)> {
+    let full = count(d, &["handshakes", "kinds", "full"]);
+    let hrr = count(d, &["handshakes", "kinds", "full-hrr"]);
+    let resumed = count(d, &["handshakes", "kinds", "resumed-ticket"]);
+    let early = count(d, &["handshakes", "early_data", "accepted"]);
+    [
+        ("full", full),
+        ("full-hrr", hrr),
+        (
+            "resumed",
+            resumed
+                .checked_sub(early)
+                .expect("0-RTT accepted only on resumed handshakes"),
+        ),
+        ("0rtt", early),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .collect()
+}
+
+#[test]
+fn load_http3_counts_the_handshakes_serve_quic_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let url = format!("https://localhost:{}/", s.port);
+
+    // A new connection per request, resumed with the slot's tickets, the request in
+    // 0-RTT: each slot's first handshake is full, the others resumed with 0-RTT.
+    let (code, d) = load_http3(
+        &url,
+        &[
+            "-n",
+            "24",
+            "-c",
+            "3",
+            "--new-conn",
+            "--early-data",
+            "--cacert",
+            &root,
+        ],
+    );
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["transport"], "quic", "{d}");
+    assert_eq!(d["options"]["http"], "3", "{d}");
+    assert_eq!(d["requests"]["completed"], 24, "{d}");
+    assert_eq!(d["handshakes"]["total"], 24, "{d}");
+    assert_eq!(d["status"]["200"], 24, "{d}");
+    assert!(count(&d, &["handshakes", "kinds", "full"]) >= 3, "{d}");
+    assert!(
+        count(&d, &["handshakes", "early_data", "accepted"]) >= 1,
+        "{d}"
+    );
+    for p in [
+        "connect",
+        "client_hello",
+        "server_hello",
+        "certificate",
+        "tls",
+        "first_byte",
+    ] {
+        assert!(
+            d["phases"][p]["quantiles"]["count"].as_u64().unwrap() > 0,
+            "{p}: {d}"
+        );
+    }
+    assert!(d["handshakes"].get("quic").is_none(), "no Retry: {d}");
+    let counted = generator_counts(&d);
+    let (got, want) = counts_become(&s, &counted);
+    assert_eq!(got, want, "the server's counts against the generator's");
+
+    // Warm connections: one handshake per slot, every request on it.
+    let before = quic_counts(&s);
+    let (code, d) = load_http3(&url, &["-n", "30", "-c", "2", "--cacert", &root]);
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["requests"]["completed"], 30, "{d}");
+    assert_eq!(d["handshakes"]["total"], 2, "{d}");
+    let st = stats(&s);
+    let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+    let after = quic_counts(&s);
+    assert_eq!(total(&after) - total(&before), 2, "{st}");
+
+    // No resumption: every handshake full, as the server counts them.
+    let (code, d) = load_http3(
+        &url,
+        &[
+            "-n",
+            "10",
+            "-c",
+            "2",
+            "--new-conn",
+            "--resume",
+            "off",
+            "--cacert",
+            &root,
+        ],
+    );
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["handshakes"]["kinds"]["full"], 10, "{d}");
+    assert!(
+        d["handshakes"]["kinds"].get("resumed-ticket").is_none(),
+        "{d}"
+    );
+    let full = after.get("full").copied().unwrap_or(0) + 10;
+    let mut want = after.clone();
+    want.insert("full".into(), full);
+    let pairs: Vec<(&str, u64)> = want.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let (got, want) = counts_become(&s, &pairs);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn load_http3_counts_retries_as_serve_quic_retry_sends_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--quic-retry"]);
+    let url = format!("https://localhost:{}/", s.port);
+    // Each connection from a new UDP socket: an address not validated yet, every time.
+    let (code, d) = load_http3(
+        &url,
+        &["-n", "6", "-c", "2", "--new-conn", "--cacert", &root],
+    );
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["handshakes"]["total"], 6, "{d}");
+    assert_eq!(d["handshakes"]["quic"]["retry"], 6, "{d}");
+    let (got, want) = counts_become(&s, &generator_counts(&d));
+    assert_eq!(got, want);
+}
+
+/// A UDP responder on 127.0.0.1 that answers every long-header packet with a Version
+/// Negotiation packet offering only a reserved version (RFC 9000 §17.2.1), until the
+/// returned flag is set; its port.
+fn version_negotiator() -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let port = sock.local_addr().unwrap().port();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let s = std::sync::Arc::clone(&stop);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !s.load(Ordering::Relaxed) {
+            let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                continue;
+            };
+            let p = &buf[..n];
+            if n < 7 || p[0] & 0x80 == 0 {
+                continue;
+            }
+            let dcid_len = usize::from(p[5]);
+            let Some(dcid) = p.get(6..6 + dcid_len) else {
+                continue;
+            };
+            let Some(&scid_len) = p.get(6 + dcid_len) else {
+                continue;
+            };
+            let at = 7 + dcid_len;
+            let Some(scid) = p.get(at..at + usize::from(scid_len)) else {
+                continue;
+            };
+            let mut vn = vec![0x80, 0, 0, 0, 0, scid_len];
+            vn.extend_from_slice(scid);
+            vn.push(dcid_len as u8);
+            vn.extend_from_slice(dcid);
+            vn.extend_from_slice(&[0x0a, 0x1a, 0x2a, 0x3a]);
+            let _ = sock.send_to(&vn, from);
+        }
+    });
+    (port, stop)
+}
+
+#[test]
+fn load_http3_counts_a_version_negotiation_that_ends_the_attempt() {
+    let (port, stop) = version_negotiator();
+    let url = format!("https://localhost:{port}/");
+    let (code, d) = load_http3(
+        &url,
+        &[
+            "-n",
+            "3",
+            "-c",
+            "1",
+            "--new-conn",
+            "--insecure",
+            "--timeout",
+            "5s",
+        ],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(code, 1, "every attempt failed: {d}");
+    assert_eq!(d["requests"]["failed"], 3, "{d}");
+    assert_eq!(d["errors"]["quic-version-negotiation"], 3, "{d}");
+    assert_eq!(d["handshakes"]["quic"]["version-negotiation"], 3, "{d}");
+    assert!(
+        d["error_examples"]["quic-version-negotiation"]
+            .as_str()
+            .unwrap()
+            .contains("Version Negotiation"),
+        "{d}"
+    );
+}
+
+#[test]
+fn load_http3_against_ngtcp2s_server_counts_its_handshakes_and_0rtt() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let htdocs = dir.path().join("htdocs");
+    std::fs::create_dir(&htdocs).unwrap();
+    std::fs::write(htdocs.join("index.html"), r#"{"status":"ok"}"#).unwrap();
+    let log = dir.path().join("ngtcp2.log");
+    let Some(server) = ngtcp2_server_logging(&pki, &htdocs, &log) else {
+        return;
+    };
+    let url = format!("https://localhost:{}/", server.port);
+    let root = format!("{pki}/root.pem");
+    let (code, d) = load_http3(
+        &url,
+        &[
+            "-n",
+            "12",
+            "-c",
+            "2",
+            "--new-conn",
+            "--early-data",
+            "--cacert",
+            &root,
+        ],
+    );
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["requests"]["completed"], 12, "{d}");
+    let accepted = count(&d, &["handshakes", "early_data", "accepted"]);
+    assert!(accepted >= 1, "{d}");
+    // The server logs each handshake's end, and every 0-RTT packet it receives with the
+    // connection's ID: give it a moment to log the last ones.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let completed = text.matches("QUIC handshake has completed").count() as u64;
+    let early: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.contains(" pkt rx ") && l.contains("type=0RTT"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(completed, count(&d, &["handshakes", "total"]), "{d}");
+    // Every connection that sent 0-RTT packets: accepted or (GnuTLS's anti-replay)
+    // rejected.
+    let rejected = count(&d, &["handshakes", "early_data", "rejected"]);
+    assert_eq!(early.len() as u64, accepted + rejected, "{d}");
+}
+
+/// ngtcp2's example server (as [`ngtcp2_server`]) logging to `log` (its default
+/// per-packet logging, without the frames' data).
+fn ngtcp2_server_logging(pki: &str, htdocs: &Path, log: &Path) -> Option<Ngtcp2Server> {
+    let bin = ["/usr/sbin/gtlsserver", "/usr/bin/gtlsserver"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(bin) = bin else {
+        missing(
+            "gtlsserver (Debian package ngtcp2-server)",
+            "load --http3 against ngtcp2's server",
+        );
+        return None;
+    };
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = std::fs::File::create(log).unwrap();
+    let child = Command::new(bin)
+        .args(["--no-quic-dump", "--no-http-dump", "-d"])
+        .arg(htdocs)
+        .arg("127.0.0.1")
+        .arg(port.to_string())
+        .arg(format!("{pki}/server.key"))
+        .arg(format!("{pki}/server-chain.pem"))
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    Some(Ngtcp2Server { child, port })
+}
+
+/// aioquic's HTTP/3 server (tests/quic/h3_server.py): its process, port and log lines.
+struct AioquicServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for AioquicServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl AioquicServer {
+    fn start(pki: &str, extra: &[&str]) -> AioquicServer {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/quic/h3_server.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(format!("{pki}/server-chain.pem"))
+            .arg(format!("{pki}/server.key"))
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Its first line, byte by byte: nothing after it is read here.
+        let out = child.stdout.as_mut().unwrap();
+        let mut first = Vec::new();
+        let mut byte = [0u8];
+        while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+            first.push(byte[0]);
+        }
+        let port: Value = serde_json::from_slice(&first).unwrap();
+        AioquicServer {
+            port: port["port"].as_u64().unwrap() as u16,
+            child,
+        }
+    }
+
+    /// Stops the server: the handshakes it logged, (resumed, 0-RTT accepted) each.
+    fn handshakes(mut self) -> Vec<(bool, bool)> {
+        let _ = self.child.kill();
+        let mut text = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|l| {
+                let h = &l["handshake"];
+                (
+                    h["resumed"].as_bool().unwrap(),
+                    h["early_data_accepted"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn load_http3_against_aioquics_server_counts_what_it_logs() {
+    if !have_aioquic("load --http3 against aioquic's server") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    for retry in [false, true] {
+        let server = AioquicServer::start(&pki, if retry { &["--retry"] } else { &[] });
+        let url = format!("https://localhost:{}/", server.port);
+        let (code, d) = load_http3(
+            &url,
+            &[
+                "-n",
+                "12",
+                "-c",
+                "2",
+                "--new-conn",
+                "--early-data",
+                "--cacert",
+                &root,
+            ],
+        );
+        assert_eq!(code, 0, "{d}");
+        assert_eq!(d["requests"]["completed"], 12, "{d}");
+        std::thread::sleep(Duration::from_millis(300));
+        let logged = server.handshakes();
+        let n = |f: fn(&(bool, bool)) -> bool| logged.iter().filter(|h| f(h)).count() as u64;
+        assert_eq!(n(|_| true), count(&d, &["handshakes", "total"]), "{d}");
+        assert_eq!(
+            n(|h| !h.0),
+            count(&d, &["handshakes", "kinds", "full"]),
+            "{d}"
+        );
+        assert_eq!(
+            n(|h| h.0),
+            count(&d, &["handshakes", "kinds", "resumed-ticket"]),
+            "{d}"
+        );
+        assert_eq!(
+            n(|h| h.1),
+            count(&d, &["handshakes", "early_data", "accepted"]),
+            "{d}"
+        );
+        if !retry {
+            assert!(n(|h| h.1) >= 1, "no 0-RTT accepted: {d}");
+        }
+        let retries = count(&d, &["handshakes", "quic", "retry"]);
+        assert_eq!(retries, if retry { 12 } else { 0 }, "{d}");
+    }
+}
+
+#[test]
+fn load_and_capacity_http3_refuse_what_quic_cannot_do() {
+    for cmd in [
+        &["load", "-n", "1"][..],
+        &["capacity", "--slo", "p99=10ms"][..],
+    ] {
+        for (args, says) in [
+            (&["--tls", "1.2"][..], "TLS 1.3"),
+            (&["--tls", "1.2,1.3"][..], "TLS 1.3"),
+            (&["--resume", "ids"][..], "--resume ids"),
+            (&["--http2"][..], "--http2"),
+        ] {
+            let mut all = cmd.to_vec();
+            all.extend_from_slice(&["--http3", "https://localhost:1/"]);
+            all.extend_from_slice(args);
+            let run = tlsperf(&all);
+            assert_eq!(run.code, 2, "{all:?}: {}", run.stderr);
+            assert!(run.stderr.contains(says), "{all:?}: {}", run.stderr);
+        }
+    }
+}
+
+#[test]
+fn capacity_http3_searches_against_serve_quic() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &[]);
+    let url = format!("https://localhost:{}/", s.port);
+    let run = common::tlsperf_env(
+        [
+            "capacity",
+            "--http3",
+            &url,
+            "--slo",
+            "p99=1s",
+            "--timeout",
+            "1s",
+            "--plan",
+            "20,40",
+            "--step-min",
+            "1s",
+            "--step-max",
+            "1s",
+            "--warmup",
+            "0s",
+            "--new-conn",
+            "--threads",
+            "1",
+            "--cacert",
+            &root,
+            "--json",
+        ],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert!([0, 4].contains(&run.code), "{}", run.stderr);
+    let d: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(d["options"]["http"], "3", "{d}");
+    let steps = d["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{d}");
+    // Every answer over QUIC, every one a new handshake the server counted.
+    let answered: u64 = steps.iter().map(|s| s["completed"].as_u64().unwrap()).sum();
+    assert!(answered >= 40, "{d}");
+    let st = stats(&s);
+    let quic = st["quic_handshakes"]["all"]["count"].as_u64().unwrap();
+    assert!(quic >= answered, "{st}");
+    assert_eq!(
+        st["handshakes"]["all"]["count"].as_u64().unwrap(),
+        quic,
+        "no TCP: {st}"
+    );
+}

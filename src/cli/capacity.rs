@@ -11,7 +11,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::client_args::{
-    ClientArgs, generator_settings, requests_per_conn, settings_document, worker_threads,
+    ClientArgs, Http, generator_settings, requests_per_conn, settings_document, worker_threads,
 };
 use super::link_args::LinkArgs;
 use super::runtime::{Threads, block_on_interruptible, runtime, short_slices};
@@ -54,8 +54,12 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "N", value_parser = super::count::at_least_one)]
     requests_per_conn: Option<u64>,
     /// HTTP/2 (ALPN h2) instead of HTTP/1.1.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "http3")]
     http2: bool,
+    /// HTTP/3 over QUIC (UDP) instead, as `load --http3` sends it (TLS 1.3 only; not
+    /// with --tls 1.2, --resume ids or --link).
+    #[arg(long)]
+    http3: bool,
     /// First rate of the ramp (requests/s, all generator processes together; at least
     /// one request a step: 1 ÷ --step-max). The ramp goes down to 1/s at the lowest (to
     /// this rate when it is lower, and never below 1 ÷ --step-max).
@@ -167,9 +171,13 @@ pub fn exec(args: CapacityArgs, out: &Output) -> Result<(), CliError> {
         crate::files::check_destination(path, args.force)?;
         crate::files::check_writable(path)?;
     }
+    let http = Http::from_flags(args.http2, args.http3);
+    if http == Http::V3 {
+        args.client.check_http3()?;
+    }
     let (target, tls, built) =
         args.client
-            .generator(&args.url, args.http2, false, args.no_verify_cache, out)?;
+            .generator(&args.url, http, false, args.no_verify_cache, out)?;
     let opts = options(&args, rules, plan, aligned_from, &tls, &built);
     let link = args.link.start(&target)?;
     // The runtime's threads start here, in the client's namespace, and open their
@@ -279,7 +287,7 @@ fn options(
         &args.client,
         tls,
         built,
-        args.http2,
+        Http::from_flags(args.http2, args.http3),
         args.no_verify_cache,
         threads,
         per_conn,
@@ -307,6 +315,7 @@ fn options(
             rate: None,
             requests_per_conn: per_conn,
             http2: args.http2,
+            http3: args.http3,
             body_size: args.body_size,
             timeout,
             threads,

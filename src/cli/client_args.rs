@@ -134,28 +134,81 @@ impl ClientArgs {
         }
     }
 
+    /// Refuses, with `--http3`, what QUIC cannot carry: TLS 1.2 (`--tls 1.2`, `--resume
+    /// ids`).
+    pub fn check_http3(&self) -> Result<(), CliError> {
+        if self.resume == Resume::Ids {
+            return Err(CliError::input(
+                "--resume ids is TLS 1.2's; --http3 is QUIC, TLS 1.3 only: use --resume tickets or off",
+            ));
+        }
+        if self.versions.contains(&TlsVersion::V1_2) {
+            return Err(CliError::input(
+                "--http3 is QUIC, which carries TLS 1.3 only: drop 1.2 from --tls",
+            ));
+        }
+        Ok(())
+    }
+
     /// The target, options and built client of a load generator (`load`, `capacity`):
-    /// HTTP/1.1 or h2 offered by ALPN, the verify cache on unless `no_verify_cache`, and
-    /// the warning when verification is off.
+    /// HTTP/1.1, h2 or h3 offered by ALPN (with h3, the configuration checked for QUIC),
+    /// the verify cache on unless `no_verify_cache`, and the warning when verification is
+    /// off.
     pub fn generator(
         &self,
         url: &str,
-        http2: bool,
+        http: Http,
         early_data: bool,
         no_verify_cache: bool,
         out: &super::Output,
     ) -> Result<(Target, ClientTlsOptions, BuiltClient), CliError> {
         let target = self.target(url)?;
-        let alpn = if http2 {
-            b"h2".to_vec()
-        } else {
-            b"http/1.1".to_vec()
+        let alpn = match http {
+            Http::V1 => b"http/1.1".to_vec(),
+            Http::V2 => b"h2".to_vec(),
+            Http::V3 => b"h3".to_vec(),
         };
         let mut opts = self.options(vec![alpn], early_data)?;
         opts.verify_cache = Some(!no_verify_cache);
         self.warn_if_insecure(out);
         let built = config::build(&opts)?;
+        if http == Http::V3 {
+            crate::client::quic::quic_client_config(&built.config)
+                .map_err(|e| CliError::input(format!("--http3: {e}: check --tls and --ciphers")))?;
+        }
         Ok((target, opts, built))
+    }
+}
+
+/// The HTTP version a load generator speaks: `--http1` (the default), `--http2` or
+/// `--http3` (over QUIC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Http {
+    /// HTTP/1.1 over TLS over TCP.
+    V1,
+    /// HTTP/2 over TLS over TCP.
+    V2,
+    /// HTTP/3 over QUIC.
+    V3,
+}
+
+impl Http {
+    /// From the flags (clap keeps them exclusive).
+    pub fn from_flags(http2: bool, http3: bool) -> Http {
+        match (http2, http3) {
+            (_, true) => Http::V3,
+            (true, false) => Http::V2,
+            (false, false) => Http::V1,
+        }
+    }
+
+    /// As results record it (`options.http`): `1.1`, `2` or `3`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Http::V1 => "1.1",
+            Http::V2 => "2",
+            Http::V3 => "3",
+        }
     }
 }
 
@@ -166,7 +219,7 @@ pub fn generator_settings(
     client: &ClientArgs,
     opts: &ClientTlsOptions,
     built: &BuiltClient,
-    http2: bool,
+    http: Http,
     no_verify_cache: bool,
     threads: usize,
     per_conn: Option<u64>,
@@ -175,7 +228,7 @@ pub fn generator_settings(
     let versions: Vec<&str> = client.versions.iter().map(|v| v.name()).collect();
     let mut settings = vec![
         ("requests_per_conn", json!(per_conn)),
-        ("http", json!(if http2 { "2" } else { "1.1" })),
+        ("http", json!(http.name())),
         ("resume", json!(opts.resume)),
         ("tls", json!(versions)),
         ("groups", json!(opts.groups)),

@@ -67,10 +67,8 @@ pub fn exec(args: HandshakeArgs, out: &Output) -> Result<(), CliError> {
     };
     let opts = args.client.options(vec![alpn], args.early_data)?;
     args.client.warn_if_insecure(out);
-    if args.http3 && args.client.resume == config::Resume::Ids {
-        return Err(CliError::input(
-            "--resume ids is TLS 1.2's; --http3 is QUIC, TLS 1.3 only: use --resume tickets or off",
-        ));
+    if args.http3 {
+        args.client.check_http3()?;
     }
     let built = config::build(&opts)?;
     let http3 = if args.http3 {

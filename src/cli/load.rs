@@ -9,7 +9,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::client_args::{
-    ClientArgs, generator_settings, requests_per_conn, settings_document, worker_threads,
+    ClientArgs, Http, generator_settings, requests_per_conn, settings_document, worker_threads,
 };
 use super::link_args::LinkArgs;
 use super::progress::{self, Ticker};
@@ -60,13 +60,19 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", value_parser = super::count::at_least_one)]
     requests_per_conn: Option<u64>,
     /// HTTP/1.1 (the default).
-    #[arg(long, conflicts_with = "http2")]
+    #[arg(long, conflicts_with_all = ["http2", "http3"])]
     http1: bool,
     /// HTTP/2 (ALPN h2).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "http3")]
     http2: bool,
+    /// HTTP/3 over QUIC (UDP), as `serve --quic` and other HTTP/3 servers answer: each
+    /// connection from a UDP socket of its own, the same phases as `handshake --http3`,
+    /// TLS 1.3 only (not with --tls 1.2, --resume ids or --link).
+    #[arg(long)]
+    http3: bool,
     /// Send each new connection's first request as TLS 1.3 0-RTT data when the session
-    /// allows it (HTTP/1.1; needs resumption): counts of accepted and rejected 0-RTT.
+    /// allows it (HTTP/1.1 or HTTP/3; needs resumption): counts of accepted and rejected
+    /// 0-RTT.
     #[arg(long, conflicts_with = "http2")]
     early_data: bool,
     /// Upload: send each request as a POST with a body of this many bytes (at most 67108864,
@@ -190,20 +196,20 @@ fn resolve(
         crate::files::check_destination(path, args.force)?;
         crate::files::check_writable(path)?;
     }
-    let (target, opts, built) = args.client.generator(
-        &args.url,
-        args.http2,
-        args.early_data,
-        args.no_verify_cache,
-        out,
-    )?;
+    let http = Http::from_flags(args.http2, args.http3);
+    if http == Http::V3 {
+        args.client.check_http3()?;
+    }
+    let (target, opts, built) =
+        args.client
+            .generator(&args.url, http, args.early_data, args.no_verify_cache, out)?;
     let threads = worker_threads(args.threads);
     let per_conn = requests_per_conn(args.new_conn, args.requests_per_conn);
     let mut echo = generator_settings(
         &args.client,
         &opts,
         &built,
-        args.http2,
+        http,
         args.no_verify_cache,
         threads,
         per_conn,
@@ -225,6 +231,7 @@ fn resolve(
         rate: args.rate.map(|r| args.rate_share.map_or(r, |s| s.of(r))),
         requests_per_conn: per_conn,
         http2: args.http2,
+        http3: args.http3,
         body_size: args.body_size,
         timeout: args.timeout,
         threads,

@@ -84,6 +84,12 @@ pub enum ConnectError {
         /// What happened, in words.
         reason: String,
     },
+    /// The server answered our first Initial with a Version Negotiation packet that does
+    /// not list our QUIC version (1): it speaks none we do.
+    #[error(
+        "QUIC: the server answered with Version Negotiation: it speaks no QUIC version we do (we speak version 1)"
+    )]
+    QuicVersion,
     /// A client configuration built for this connection could not be built (roots
     /// reloaded per connection).
     #[error("client configuration")]
@@ -245,6 +251,7 @@ impl ConnectError {
             ConnectError::Status { .. } => "http-status",
             ConnectError::Config { .. } => "client-config",
             ConnectError::Quic { .. } => "quic",
+            ConnectError::QuicVersion => "quic-version-negotiation",
             ConnectError::Interrupted => "interrupted",
         }
     }

@@ -156,7 +156,9 @@ fn quic_failed(e: &quinn::ConnectionError) -> ConnectError {
         ),
         E::TimedOut => "no answer from the server (QUIC idle timeout)".into(),
         E::Reset => "the server reset the connection (stateless reset)".into(),
-        E::VersionMismatch => "the server speaks no QUIC version we do".into(),
+        E::VersionMismatch => {
+            return ConnectError::QuicVersion;
+        }
         E::LocallyClosed | E::CidsExhausted => e.to_string(),
     };
     ConnectError::Quic { reason }
@@ -169,30 +171,201 @@ async fn run(
     want_ticket: bool,
     during: Arc<Mutex<&'static str>>,
 ) -> Result<Exchange, ConnectError> {
-    let step = |s: &'static str| {
+    let step = move |s: H3Step| {
         if let Ok(mut d) = during.lock() {
-            *d = s;
+            *d = s.during();
         }
     };
     let t0 = Instant::now();
-    let since = |t: Instant| t.saturating_duration_since(t0);
     let addrs = super::conn::resolve(&target.host, target.port).await?;
     let resolved = t0.elapsed();
-    let unspecified = |a: SocketAddr| -> SocketAddr {
-        if a.is_ipv4() {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    let uri: ::http::Uri = format!("https://{}{}", target.authority, target.path)
+        .parse()
+        .map_err(|e| ConnectError::Http {
+            reason: format!("cannot build the request URI: {e}"),
+        })?;
+    let req = H3Request {
+        uri,
+        body: bytes::Bytes::new(),
+    };
+    let opened = open(
+        addrs[routable(&addrs)],
+        &target.server_name,
+        config,
+        &req,
+        early_data,
+        (t0, resolved),
+        &step,
+    )
+    .await?;
+    let Opened {
+        conn,
+        handshake,
+        answer,
+        ..
+    } = opened;
+    conn.close(want_ticket).await;
+    let since = |t: Instant| t.saturating_duration_since(t0);
+    let timeline = Timeline {
+        conn: handshake.stamps,
+        verify: handshake.verify,
+        request_sent: since(answer.sent),
+        first_byte: since(answer.first),
+        done: since(answer.done),
+    };
+    Ok(Exchange {
+        timeline,
+        handshake,
+        response: Response {
+            status: answer.status,
+            head_bytes: 0,
+            body_bytes: answer.body,
+            keep_alive: false,
+            first_byte: answer.first,
+            done: answer.done,
+            wakeup: None,
+        },
+    })
+}
+
+/// The wildcard address of `a`'s family, port 0: where a client's UDP socket binds.
+fn unspecified(a: SocketAddr) -> SocketAddr {
+    if a.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    }
+}
+
+/// The index of the first of a name's addresses this network namespace has a route to
+/// (behind `--link`, IPv4 only: a name's IPv6 address there has none), else 0. Asks the
+/// kernel with a UDP socket connected to each in turn (no packet is sent).
+pub fn routable(addrs: &[SocketAddr]) -> usize {
+    addrs
+        .iter()
+        .position(|a| {
+            std::net::UdpSocket::bind(unspecified(*a)).is_ok_and(|s| s.connect(*a).is_ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Where an HTTP/3 exchange is, for a timeout's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum H3Step {
+    /// Making the UDP socket and handshaking (with 0-RTT, the first request goes out
+    /// meanwhile).
+    Handshake,
+    /// Waiting for (or reading) a response.
+    Response,
+}
+
+impl H3Step {
+    /// In words, after "timed out …".
+    pub fn during(self) -> &'static str {
+        match self {
+            H3Step::Handshake => "in the QUIC handshake (no complete answer from the server)",
+            H3Step::Response => "waiting for the HTTP/3 response",
         }
-    };
-    // The first address this namespace has a route to (behind `--link`, IPv4 only: a
-    // name's IPv6 address there has none), else the first.
-    let routable = |a: &&SocketAddr| {
-        std::net::UdpSocket::bind(unspecified(**a)).is_ok_and(|s| s.connect(**a).is_ok())
-    };
-    let addr = *addrs.iter().find(routable).unwrap_or(&addrs[0]);
-    let bind = unspecified(addr);
-    let endpoint = quinn::Endpoint::client(bind).map_err(|source| ConnectError::Io {
+    }
+}
+
+/// One HTTP/3 request: a `GET` of `uri`, or a `POST` of `body` when it is not empty.
+#[derive(Debug, Clone)]
+pub struct H3Request {
+    /// The request's URI (scheme, authority and path).
+    pub uri: ::http::Uri,
+    /// The request body (empty: a `GET`).
+    pub body: bytes::Bytes,
+}
+
+/// One HTTP/3 answer, its moments.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    /// The response's status.
+    pub status: u16,
+    /// Response body bytes read.
+    pub body: u64,
+    /// The request's headers (and body) and end of stream handed to quinn; with 0-RTT
+    /// accepted, the handshake's end (sent before it, it counts as sent there, as over
+    /// TCP).
+    pub sent: Instant,
+    /// The response's headers decoded.
+    pub first: Instant,
+    /// The last body byte read.
+    pub done: Instant,
+}
+
+/// An open HTTP/3 connection: its own quinn endpoint (one UDP socket: one client per
+/// connection), the QUIC connection and the HTTP/3 client on it.
+pub struct H3Conn {
+    /// Kept for the connection's life: dropping the last handle stops its driver.
+    _endpoint: quinn::Endpoint,
+    conn: quinn::Connection,
+    send: h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+    driver: tokio::task::JoinHandle<()>,
+    watch: Arc<crate::quic_watch::Watch>,
+}
+
+impl Drop for H3Conn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// A new connection with its first answer.
+pub struct Opened {
+    /// The connection, for more requests.
+    pub conn: H3Conn,
+    /// How its handshake went (its stamps from `t0`).
+    pub handshake: Handshake,
+    /// The first request's answer.
+    pub answer: Answer,
+    /// The server answered the first Initial with a Retry (address validation): the
+    /// handshake took one more round trip, as after a HelloRetryRequest.
+    pub retried: bool,
+}
+
+/// An HTTP/3 client on `conn`, its driver spawned.
+async fn h3_client(
+    conn: &quinn::Connection,
+) -> Result<
+    (
+        h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+        tokio::task::JoinHandle<()>,
+    ),
+    ConnectError,
+> {
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+        .await
+        .map_err(|e| h3_error(&e))?;
+    let drive = tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    Ok((send, drive))
+}
+
+fn h3_error(e: &dyn std::fmt::Display) -> ConnectError {
+    ConnectError::Quic {
+        reason: format!("HTTP/3: {e}"),
+    }
+}
+
+/// Opens a QUIC connection to `addr` from a UDP socket of its own (verifying
+/// `server_name`), and sends `req` on it over HTTP/3 — in 0-RTT when `early_data` and
+/// the session allows it — stamped from `t0` (`resolved`: when the name was resolved);
+/// `step` is told where it is.
+pub async fn open(
+    addr: SocketAddr,
+    server_name: &rustls_pki_types::ServerName<'static>,
+    config: &Arc<quinn::crypto::rustls::QuicClientConfig>,
+    req: &H3Request,
+    early_data: bool,
+    (t0, resolved): (Instant, Duration),
+    step: &(dyn Fn(H3Step) + Send + Sync),
+) -> Result<Opened, ConnectError> {
+    step(H3Step::Handshake);
+    let since = |t: Instant| t.saturating_duration_since(t0);
+    let endpoint = client_endpoint(unspecified(addr)).map_err(|source| ConnectError::Io {
         during: "making the UDP socket",
         source,
     })?;
@@ -210,14 +383,12 @@ async fn run(
     });
     let watched = Arc::new(WatchedClientConfig::new(Arc::clone(config), Some(hook)));
     let client_config = quinn::ClientConfig::new(Arc::clone(&watched) as Arc<_>);
-    step("in the QUIC handshake (no complete answer from the server)");
     let connecting = endpoint
-        .connect_with(client_config, addr, &target.server_name.to_str())
+        .connect_with(client_config, addr, &server_name.to_str())
         .map_err(|e| ConnectError::Quic {
             reason: e.to_string(),
         })?;
     let watch = watched.take_watch().unwrap_or_default();
-    let uri = format!("https://{}{}", target.authority, target.path);
     let (conn, early_task) = if early_data {
         match connecting.into_0rtt() {
             Ok((conn, accepted)) => {
@@ -236,13 +407,17 @@ async fn run(
         (connecting.await.map_err(|e| quic_failed(&e))?, None)
     };
     let mut handshake_done = Instant::now();
-    step("waiting for the HTTP/3 response");
-    let mut answer = request(&conn, &uri).await;
+    if early_task.is_none() {
+        step(H3Step::Response);
+    }
+    let (mut send, mut driver) = h3_client(&conn).await?;
+    let mut answer = get(&mut send, req).await;
     let early = match early_task {
         None => EarlyData::NotSent,
         Some(task) => {
             let (accepted, at) = task.await.unwrap_or((false, Instant::now()));
             handshake_done = at;
+            step(H3Step::Response);
             if accepted {
                 // Sent before the handshake's end: it counts as sent at that end, as over
                 // TCP.
@@ -251,20 +426,16 @@ async fn run(
                 }
                 EarlyData::Accepted
             } else {
-                // Rejected: quinn dropped the 0-RTT streams; sent again in 1-RTT.
-                answer = request(&conn, &uri).await;
+                // Rejected: quinn dropped the 0-RTT streams (HTTP/3's control stream
+                // too): a new HTTP/3 client, and the request sent again in 1-RTT.
+                driver.abort();
+                (send, driver) = h3_client(&conn).await?;
+                answer = get(&mut send, req).await;
                 EarlyData::Rejected
             }
         }
     };
     let answer = answer?;
-    if want_ticket {
-        let until = Instant::now() + TICKET_WAIT;
-        while watch.client().tickets == 0 && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
-    conn.close(0u32.into(), b"");
     let moments = watch.client();
     let seen = watch.seen();
     let rec = record.lock().map(|r| r.clone()).unwrap_or_default();
@@ -319,55 +490,137 @@ async fn run(
         ocsp_len: rec.ocsp_len,
         server_flight_bytes: moments.server_flight_bytes,
     };
-    let timeline = Timeline {
-        conn: stamps,
-        verify: rec.cpu,
-        request_sent: since(answer.sent),
-        first_byte: since(answer.first),
-        done: since(answer.done),
-    };
-    Ok(Exchange {
-        timeline,
-        handshake,
-        response: Response {
-            status: answer.status,
-            head_bytes: 0,
-            body_bytes: answer.body,
-            keep_alive: false,
-            first_byte: answer.first,
-            done: answer.done,
-            wakeup: None,
+    Ok(Opened {
+        conn: H3Conn {
+            _endpoint: endpoint,
+            conn,
+            send,
+            driver,
+            watch,
         },
+        handshake,
+        answer,
+        retried: moments.initial_keys > 1,
     })
 }
 
-/// One HTTP/3 answer, its moments.
-struct Answer {
-    status: u16,
-    body: u64,
-    /// The request's headers and end of stream handed to quinn.
-    sent: Instant,
-    /// The response's headers decoded.
-    first: Instant,
-    /// The last body byte read.
-    done: Instant,
+/// A client's quinn endpoint on a new UDP socket bound to `bind`, receiving one datagram
+/// per buffer: quinn sizes an endpoint's receive buffer by the datagrams its socket may
+/// deliver at once (with UDP GRO, 64 of 1472 bytes, × a batch of 32: 2.9 MiB zeroed for
+/// every endpoint, a third of `load --http3`'s CPU with an endpoint per connection). GRO
+/// is turned off on the socket, so the kernel delivers datagrams one by one, and quinn is
+/// told so ([`SingleDatagrams`]); where it cannot be turned off, the socket stays as quinn
+/// set it up.
+fn client_endpoint(bind: SocketAddr) -> std::io::Result<quinn::Endpoint> {
+    use std::os::fd::AsRawFd;
+    let socket = std::net::UdpSocket::bind(bind)?;
+    let fd = socket.as_raw_fd();
+    let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
+    // quinn-udp turns GRO on when the kernel has it.
+    let wrapped = runtime.wrap_udp_socket(socket)?;
+    let off: libc::c_int = 0;
+    // SAFETY: `fd` is the open socket `wrapped` owns; setsockopt only reads the int
+    // given with its size.
+    let gro_off = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_UDP,
+            libc::UDP_GRO,
+            (&raw const off).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    } == 0;
+    let socket: Arc<dyn quinn::AsyncUdpSocket> = if gro_off {
+        Arc::new(SingleDatagrams(wrapped))
+    } else {
+        wrapped
+    };
+    quinn::Endpoint::new_with_abstract_socket(
+        quinn::EndpointConfig::default(),
+        None,
+        socket,
+        runtime,
+    )
 }
 
-/// `GET uri` over HTTP/3 on `conn` (a fresh HTTP/3 connection on it).
-async fn request(conn: &quinn::Connection, uri: &str) -> Result<Answer, ConnectError> {
-    let h3_error = |e: &dyn std::fmt::Display| ConnectError::Quic {
-        reason: format!("HTTP/3: {e}"),
+/// quinn's UDP socket with GRO off: it receives one datagram per buffer (see
+/// [`client_endpoint`]); everything else is the socket's own.
+#[derive(Debug)]
+struct SingleDatagrams(Arc<dyn quinn::AsyncUdpSocket>);
+
+impl quinn::AsyncUdpSocket for SingleDatagrams {
+    fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
+        Arc::clone(&self.0).create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit) -> std::io::Result<()> {
+        self.0.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.0.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.0.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        1
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.0.may_fragment()
+    }
+}
+
+impl H3Conn {
+    /// Sends `req` on this connection and reads its answer.
+    pub async fn get(&mut self, req: &H3Request) -> Result<Answer, ConnectError> {
+        get(&mut self.send, req).await
+    }
+
+    /// Closes the connection (QUIC's CONNECTION_CLOSE, no error); with `want_ticket`,
+    /// once the server has sent a session ticket, or [`TICKET_WAIT`] after this call.
+    pub async fn close(self, want_ticket: bool) {
+        if want_ticket {
+            let until = Instant::now() + TICKET_WAIT;
+            while self.watch.client().tickets == 0 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        self.conn.close(0u32.into(), b"");
+    }
+}
+
+/// `req` over HTTP/3 on `send`.
+async fn get(
+    send: &mut h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+    req: &H3Request,
+) -> Result<Answer, ConnectError> {
+    let head = if req.body.is_empty() {
+        ::http::Request::get(req.uri.clone())
+    } else {
+        ::http::Request::post(req.uri.clone())
+            .header(::http::header::CONTENT_TYPE, "application/octet-stream")
     };
-    let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
-        .await
-        .map_err(|e| h3_error(&e))?;
-    let drive = tokio::spawn(async move {
-        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
-    });
-    let req = ::http::Request::get(uri)
-        .body(())
-        .map_err(|e| h3_error(&e))?;
-    let mut stream = send.send_request(req).await.map_err(|e| h3_error(&e))?;
+    let head = head.body(()).map_err(|e| h3_error(&e))?;
+    let mut stream = send.send_request(head).await.map_err(|e| h3_error(&e))?;
+    if !req.body.is_empty() {
+        stream
+            .send_data(req.body.clone())
+            .await
+            .map_err(|e| h3_error(&e))?;
+    }
     stream.finish().await.map_err(|e| h3_error(&e))?;
     let sent = Instant::now();
     let resp = stream.recv_response().await.map_err(|e| h3_error(&e))?;
@@ -377,8 +630,6 @@ async fn request(conn: &quinn::Connection, uri: &str) -> Result<Answer, ConnectE
         body += chunk.remaining() as u64;
     }
     let done = Instant::now();
-    drop(send);
-    drive.abort();
     Ok(Answer {
         status: resp.status().as_u16(),
         body,

@@ -90,6 +90,7 @@ pub(super) async fn search(
             rate: None,
             requests_per_conn: Some(1),
             http2: false,
+            http3: false,
             body_size: opts.body_size,
             timeout: request_timeout(slo),
             threads: 1,

@@ -47,6 +47,7 @@ pub(super) fn load_result(total: Tally, run: RunFigures, opts: &LoadGenOptions) 
         link_counters: None,
         schema: <LoadResult as crate::doc::Document>::SCHEMA.into(),
         target: run.target,
+        transport: String::from(if opts.http3 { "quic" } else { "tcp" }),
         started: run
             .started
             .format(&time::format_description::well_known::Rfc3339)
@@ -76,6 +77,11 @@ pub(super) fn load_result(total: Tally, run: RunFigures, opts: &LoadGenOptions) 
             chains_from_cache: counts.cached,
             early_data: total
                 .early
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            quic: total
+                .quic
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),

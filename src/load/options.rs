@@ -33,6 +33,10 @@ pub struct LoadGenOptions {
     pub requests_per_conn: Option<u64>,
     /// HTTP/2 instead of HTTP/1.1.
     pub http2: bool,
+    /// HTTP/3 over QUIC instead (`--http3`): every connection a QUIC one from a UDP
+    /// socket of its own, made with the slot's client configuration (ALPN `h3`; TLS 1.3
+    /// only), its first request sent with the handshake.
+    pub http3: bool,
     /// Bytes of the body of each request: 0 sends `GET`, more a `POST` of that many
     /// bytes (an upload; at most [`crate::client::http1::MAX_BODY`]).
     pub body_size: u64,
@@ -50,7 +54,7 @@ pub struct LoadGenOptions {
     /// The options as the user gave them (copied into the result).
     pub echo: BTreeMap<String, serde_json::Value>,
     /// Send each new connection's first request as 0-RTT data when the session allows it
-    /// (HTTP/1.1, GET only; the client configuration must enable early data).
+    /// (HTTP/1.1 or HTTP/3, GET only; the client configuration must enable early data).
     pub early_data: bool,
     /// The client configuration's verdict cache, when it has one (its counts are
     /// reported).

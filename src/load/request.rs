@@ -2,11 +2,13 @@
 //! none (TCP to the next address, the TLS handshake timed phase by phase, HTTP/2's
 //! preface; the first request sent as 0-RTT data when asked and allowed), then the
 //! request written and its answer read (HTTP/1.1 or HTTP/2), each phase noted in the
-//! request's [`Obs`]. A [`StepCell`] says where the request was when it timed out.
+//! request's [`Obs`]. Over HTTP/3 (`--http3`), a new connection is a QUIC one from a UDP
+//! socket of its own ([`crate::client::quic::open`]), with the same phases. A
+//! [`StepCell`] says where the request was when it timed out.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -15,8 +17,9 @@ use rustls::ClientConfig;
 
 use super::shared::Shared;
 use super::tally::Obs;
-use crate::client::conn::{self, EarlyData, Stamps};
+use crate::client::conn::{self, EarlyData, Handshake, Stamps};
 use crate::client::http1::Http1;
+use crate::client::quic::{self, H3Conn, H3Step};
 use crate::client::wire::WireStamps;
 use crate::client::{ConnectError, Phase, TlsStream};
 
@@ -27,7 +30,13 @@ pub(super) enum Open {
         hyper::client::conn::http2::SendRequest<Full<Bytes>>,
         WireStamps,
     ),
+    /// HTTP/3 over QUIC: the connection (its own UDP socket) and its HTTP/3 client.
+    H3(Box<H3Conn>),
 }
+
+/// quinn's client configuration of a slot (`--http3`): built from the slot's rustls one,
+/// or why it could not be.
+pub(super) type QuicConfig = Result<Arc<quinn::crypto::rustls::QuicClientConfig>, String>;
 
 /// Where a request is, for a timeout's message.
 #[derive(Debug, Clone, Copy)]
@@ -37,6 +46,7 @@ pub(super) enum Step {
     Handshaking,
     Sending,
     Waiting,
+    QuicHandshake,
 }
 
 /// A request's current [`Step`], shareable across the await points of a `Send` future.
@@ -53,7 +63,8 @@ impl StepCell {
             0 => Step::Connecting,
             1 => Step::Handshaking,
             2 => Step::Sending,
-            _ => Step::Waiting,
+            3 => Step::Waiting,
+            _ => Step::QuicHandshake,
         }
     }
 }
@@ -65,13 +76,19 @@ impl Step {
             Step::Handshaking => "in the TLS handshake (no complete answer from the server)",
             Step::Sending => "writing the request",
             Step::Waiting => "waiting for the HTTP response",
+            Step::QuicHandshake => H3Step::Handshake.during(),
         }
     }
 }
 
-pub(super) async fn close(open: Option<Open>) {
-    if let Some(Open::H1(mut h)) = open {
-        h.shutdown().await;
+/// Closes a connection we are done with: close_notify over TCP; over QUIC, with
+/// `want_ticket`, once the server's session ticket has come (or after a short wait: see
+/// [`H3Conn::close`]), so that the slot's next connection can resume.
+pub(super) async fn close(open: Option<Open>, want_ticket: bool) {
+    match open {
+        Some(Open::H1(mut h)) => h.shutdown().await,
+        Some(Open::H3(h)) => h.close(want_ticket).await,
+        _ => {}
     }
 }
 
@@ -80,11 +97,15 @@ pub(super) async fn close(open: Option<Open>) {
 pub(super) async fn request(
     shared: &Shared,
     config: &Arc<ClientConfig>,
+    quic: Option<&QuicConfig>,
     open: &mut Option<Open>,
     last_on_conn: bool,
     tally: &mut Obs,
     step: &StepCell,
 ) -> Result<bool, ConnectError> {
+    if let Some(quic) = quic {
+        return request_h3(shared, quic, open, tally, step).await;
+    }
     let req = if last_on_conn {
         &shared.request_close
     } else {
@@ -138,6 +159,7 @@ pub(super) async fn request(
             tally.wakeup = resp.wakeup;
             Ok(resp.keep_alive)
         }
+        Some(Open::H3(_)) => Err(ConnectError::ClosedMidHandshake),
         Some(Open::H2(send, wire)) => {
             // A GET, or a POST of the upload (an empty `Full` ends the stream with the
             // headers, as `Empty` does).
@@ -231,23 +253,7 @@ async fn connect(
     )
     .await?;
     let done = t0 + hs.stamps.handshake_done;
-    let timeline = crate::client::Timeline {
-        conn: hs.stamps,
-        verify: hs.verify,
-        ..Default::default()
-    };
-    for p in [
-        Phase::Connect,
-        Phase::ClientHello,
-        Phase::ServerHello,
-        Phase::Certificate,
-        Phase::HandshakeFinish,
-        Phase::Verify,
-        Phase::Tls,
-    ] {
-        tally.phase(p, timeline.get(p));
-    }
-    tally.handshake = Some((hs.kind.name(), hs.kind.resumed(), timeline.get(Phase::Tls)));
+    handshake_phases(tally, &hs);
     if shared.opts.http2 {
         let wire = stream.wire();
         if hs.negotiated.alpn.as_deref() != Some("h2") {
@@ -266,4 +272,107 @@ async fn connect(
     } else {
         Ok((Open::H1(Box::new(Http1::new(stream))), hs.early_data, done))
     }
+}
+
+/// A new connection's handshake in the request's observations: its phases, its kind.
+fn handshake_phases(tally: &mut Obs, hs: &Handshake) {
+    let timeline = crate::client::Timeline {
+        conn: hs.stamps,
+        verify: hs.verify,
+        ..Default::default()
+    };
+    for p in [
+        Phase::Connect,
+        Phase::ClientHello,
+        Phase::ServerHello,
+        Phase::Certificate,
+        Phase::HandshakeFinish,
+        Phase::Verify,
+        Phase::Tls,
+    ] {
+        tally.phase(p, timeline.get(p));
+    }
+    tally.handshake = Some((hs.kind.name(), hs.kind.resumed(), timeline.get(Phase::Tls)));
+}
+
+/// One HTTP/3 request on the slot's QUIC connection, opened first when needed (the
+/// request then goes with the handshake: in 0-RTT when asked and allowed). `Ok(true)`:
+/// the connection stays usable.
+async fn request_h3(
+    shared: &Shared,
+    quic: &QuicConfig,
+    open: &mut Option<Open>,
+    tally: &mut Obs,
+    step: &StepCell,
+) -> Result<bool, ConnectError> {
+    let (answer, from) = match open {
+        Some(Open::H3(h)) => {
+            let t = Instant::now();
+            step.set(Step::Waiting);
+            (h.get(&shared.h3_request).await?, t)
+        }
+        _ => {
+            let fresh;
+            let config = match &shared.opts.config_per_connection {
+                Some(factory) => {
+                    let rustls = (factory.0)().map_err(|source| ConnectError::Config { source })?;
+                    fresh = quic::quic_client_config(&rustls).map(Arc::new);
+                    &fresh
+                }
+                None => quic,
+            };
+            let config = config.as_ref().map_err(|reason| ConnectError::Quic {
+                reason: reason.clone(),
+            })?;
+            let addr = if shared.opts.addrs.is_empty() {
+                let i = shared.preferred.load(Ordering::Relaxed);
+                shared.resolved[i.min(shared.resolved.len() - 1)]
+            } else {
+                let i = shared.opened.fetch_add(1, Ordering::Relaxed) as usize;
+                shared.opts.addrs[i % shared.opts.addrs.len()]
+            };
+            // A GET only: an upload is not replay-safe, so it never goes as early data.
+            let early = shared.opts.early_data && shared.upload.is_empty();
+            let t0 = Instant::now();
+            let set = |s: H3Step| {
+                step.set(match s {
+                    H3Step::Handshake => Step::QuicHandshake,
+                    H3Step::Response => Step::Waiting,
+                })
+            };
+            let o = quic::open(
+                addr,
+                &shared.target.server_name,
+                config,
+                &shared.h3_request,
+                early,
+                (t0, Duration::ZERO),
+                &set,
+            )
+            .await?;
+            handshake_phases(tally, &o.handshake);
+            tally.early = match o.handshake.early_data {
+                EarlyData::Accepted => Some("accepted"),
+                EarlyData::Rejected => Some("rejected"),
+                EarlyData::NotSent if early => Some("not-sent"),
+                EarlyData::NotSent => None,
+            };
+            tally.retried = o.retried;
+            let done = t0 + o.handshake.stamps.handshake_done;
+            *open = Some(Open::H3(Box::new(o.conn)));
+            (o.answer, done)
+        }
+    };
+    tally.phase(Phase::Request, answer.sent.saturating_duration_since(from));
+    tally.phase(
+        Phase::FirstByte,
+        answer.first.saturating_duration_since(answer.sent),
+    );
+    tally.phase(
+        Phase::Body,
+        answer.done.saturating_duration_since(answer.first),
+    );
+    tally.status = Some(answer.status);
+    tally.body_bytes = answer.body;
+    Ok(true)
 }

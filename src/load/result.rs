@@ -98,6 +98,18 @@ pub struct Handshakes {
     #[serde(default)]
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, MAX_PHASES>")]
     pub early_data: BTreeMap<String, u64>,
+    /// Over QUIC (`--http3`), what the transport added to the handshakes: `retry`, the
+    /// handshakes whose first Initial the server answered with a Retry (address
+    /// validation: one more round trip, as after a HelloRetryRequest);
+    /// `version-negotiation`, the attempts the server answered with a Version
+    /// Negotiation packet without our version (failed: also in `errors` as
+    /// `quic-version-negotiation`). Absent when none happened.
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "crate::doc::at_most::<_, _, MAX_PHASES>"
+    )]
+    pub quic: BTreeMap<String, u64>,
 }
 
 /// The generator's own CPU use.
@@ -200,6 +212,10 @@ pub struct LoadResult {
     pub schema: String,
     /// The URL.
     pub target: String,
+    /// `tcp` (TLS over TCP: HTTP/1.1 or HTTP/2), `quic` (`--http3`: HTTP/3 over QUIC),
+    /// or `mixed` (a merge of both, with `--allow-mixed`). Older files: `tcp`.
+    #[serde(default = "tcp")]
+    pub transport: String,
     /// Start (RFC 3339).
     pub started: String,
     /// Wall seconds from the run's start to the later of the last response and the end
@@ -302,6 +318,11 @@ pub struct LoadResult {
     pub link_counters: Option<crate::link::LinkCounters>,
 }
 
+/// The transport of results written before QUIC.
+fn tcp() -> String {
+    "tcp".into()
+}
+
 /// The most options a load result may record (tlsperf writes about 20).
 pub const MAX_OPTIONS: usize = 128;
 /// The most HTTP statuses a load result may count: every three-digit code.
@@ -362,6 +383,7 @@ impl Comparable for LoadResult {
         };
         let mut settings = vec![
             ("target".to_string(), self.target.clone()),
+            ("transport".to_string(), self.transport.clone()),
             ("interval_ms".to_string(), self.interval_ms.to_string()),
         ];
         settings.extend(
@@ -563,6 +585,12 @@ fn possible(r: &LoadResult) -> Result<(), String> {
         return bad(format!("generator.cpu_limit {l} is not a number of CPUs"));
     }
     let h = &r.handshakes;
+    if h.quic.get("retry").is_some_and(|n| *n > h.total) {
+        return bad(format!(
+            "handshakes.quic.retry is more than the {} handshakes",
+            h.total
+        ));
+    }
     for (what, map) in [("kinds", &h.kinds), ("early_data", &h.early_data)] {
         let sum = map.values().try_fold(0u64, |a, b| a.checked_add(*b));
         if sum.is_none_or(|n| n > h.total) {
@@ -655,6 +683,9 @@ fn differences(first: &LoadResult, r: &LoadResult) -> Vec<String> {
     let mut out = Vec::new();
     if first.target != r.target {
         out.push(format!("target: {} vs {}", first.target, r.target));
+    }
+    if first.transport != r.transport {
+        out.push(format!("transport: {} vs {}", first.transport, r.transport));
     }
     let keys: std::collections::BTreeSet<&String> =
         first.options.keys().chain(r.options.keys()).collect();
@@ -861,7 +892,12 @@ fn add_requests_and_handshakes(
         &r.handshakes.early_data,
         "0-RTT",
         index,
-    )
+    )?;
+    add_counts(&mut m.handshakes.quic, &r.handshakes.quic, "QUIC", index)?;
+    if m.transport != r.transport {
+        m.transport = "mixed".into();
+    }
+    Ok(())
 }
 
 /// Every histogram (latencies, lateness, wake-up, handshakes, phases), merged exactly.
@@ -1149,6 +1185,52 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("more than 32 entries"), "{e}");
+    }
+
+    /// A run's document with nothing measured, over `transport`.
+    fn empty_run(transport: &str) -> LoadResult {
+        let empty = serde_json::to_value(Dist::of(LatencyHistogram::new())).unwrap();
+        serde_json::from_value(serde_json::json!({
+            "schema": LoadResult::SCHEMA, "target": "https://localhost:1/",
+            "transport": transport, "started": "", "duration_s": 1.0, "machines": 1,
+            "interrupted": false, "options": {"http": "1.1"},
+            "requests": {"attempted": 0, "completed": 0, "failed": 0, "per_second": 0.0},
+            "handshakes": {"total": 0, "kinds": {}, "resumption_rate": 0.0, "per_second": 0.0},
+            "latency": empty, "phases": {}, "status": {}, "errors": {},
+            "error_examples": {}, "body_bytes": 0, "interval_ms": 250,
+            "interval_requests": [], "connections": [],
+            "generator": {"threads": 1, "cpu_seconds": 0.0, "utilization": 0.0,
+                "cpu_us_per_handshake": null, "saturated": false},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn runs_over_tcp_and_quic_merge_only_when_told_and_then_say_so() {
+        let (tcp, quic) = (empty_run("tcp"), empty_run("quic"));
+        let e = merge(&[tcp.clone(), quic.clone()], false).err().unwrap();
+        assert!(e.to_string().contains("transport: tcp vs quic"), "{e}");
+        assert_eq!(
+            merge(&[quic.clone(), quic.clone()], false)
+                .unwrap()
+                .transport,
+            "quic"
+        );
+        assert_eq!(
+            merge(&[tcp.clone(), quic], true).unwrap().transport,
+            "mixed"
+        );
+        // Files older than the field are TCP runs.
+        let mut old = serde_json::to_value(&tcp).unwrap();
+        old.as_object_mut().unwrap().remove("transport");
+        let old: LoadResult = serde_json::from_value(old).unwrap();
+        assert_eq!(old.transport, "tcp");
+        // Compare names the transport among the settings.
+        let settings = Comparable::row_set(&tcp).settings;
+        assert!(
+            settings.contains(&("transport".into(), "tcp".into())),
+            "{settings:?}"
+        );
     }
 
     #[test]

@@ -152,6 +152,7 @@ mod tests {
             rate,
             requests_per_conn: None,
             http2: false,
+            http3: false,
             body_size: 0,
             timeout: Duration::from_secs(1),
             threads: 1,

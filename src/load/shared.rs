@@ -40,6 +40,8 @@ pub(super) struct Shared {
     /// The HTTP/2 request's body (empty: a GET), shared by every request.
     pub(super) upload: Bytes,
     pub(super) uri: http::Uri,
+    /// The HTTP/3 request (`--http3`): the URI, and the upload's body when there is one.
+    pub(super) h3_request: crate::client::quic::H3Request,
     issued: AtomicU64,
     /// Open loop: the index of the next instant of the run's one send schedule that no
     /// slot has taken yet.
@@ -118,13 +120,23 @@ impl Shared {
                 reason: format!("cannot build the request URI: {e}"),
             })?;
         let body_size = body_len(opts);
+        let upload = Bytes::from(vec![b'x'; body_size]);
         Ok(Shared {
+            h3_request: crate::client::quic::H3Request {
+                uri: uri.clone(),
+                body: upload.clone(),
+            },
             request_keep: http_request(&target.authority, &target.path, false, body_size),
             request_close: http_request(&target.authority, &target.path, true, body_size),
-            upload: Bytes::from(vec![b'x'; body_size]),
+            upload,
             uri,
+            // QUIC: the first address this namespace routes (behind --link, IPv4 only).
+            preferred: AtomicUsize::new(if opts.http3 {
+                crate::client::quic::routable(&resolved)
+            } else {
+                0
+            }),
             resolved,
-            preferred: AtomicUsize::new(0),
             config,
             deadline: opts.duration.map(|d| start + d),
             measured_from,

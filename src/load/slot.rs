@@ -23,6 +23,12 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     let mut own = (*shared.config).clone();
     own.resumption = crate::client::config::resumption(shared.opts.resume, 4);
     let config = Arc::new(own);
+    // Over QUIC: quinn's configuration on the slot's own (its session cache shared).
+    let quic = shared
+        .opts
+        .http3
+        .then(|| crate::client::quic::quic_client_config(&config).map(Arc::new));
+    let want_ticket = shared.opts.resume != crate::client::config::Resume::Off;
     let mut obs = Obs {
         phases: Vec::with_capacity(12),
         ..Obs::default()
@@ -67,7 +73,7 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         let outcome = tokio::select! {
             o = tokio::time::timeout(
                 shared.opts.timeout,
-                request(&shared, &config, &mut open, last_on_conn, &mut obs, &step),
+                request(&shared, &config, quic.as_ref(), &mut open, last_on_conn, &mut obs, &step),
             ) => o.unwrap_or_else(|_| {
                 Err(ConnectError::Timeout {
                     during: step.get().during(),
@@ -116,11 +122,11 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
         };
         on_conn += 1;
         if !matches!(next_on_conn, Some(After::Keep)) {
-            finish_connection(&mut open, next_on_conn).await;
+            finish_connection(&mut open, next_on_conn, want_ticket).await;
             on_conn = 0;
         }
     }
-    close(open.take()).await;
+    close(open.take(), want_ticket).await;
     ConnSample {
         requests: completed,
         mean_latency_ms: if completed == 0 {
@@ -131,11 +137,12 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     }
 }
 
-/// Ends the slot's connection after a request: closed (close_notify first) when done
-/// with it, dropped when the server closes it or its state is unknown (never reused).
-async fn finish_connection(open: &mut Option<Open>, next: Option<After>) {
+/// Ends the slot's connection after a request: closed (close_notify first; over QUIC,
+/// with `want_ticket`, once the session ticket has come) when done with it, dropped when
+/// the server closes it or its state is unknown (never reused).
+async fn finish_connection(open: &mut Option<Open>, next: Option<After>, want_ticket: bool) {
     match next {
-        Some(After::Close) => close(open.take()).await,
+        Some(After::Close) => close(open.take(), want_ticket).await,
         Some(After::Keep) => {}
         Some(After::Drop) | None => *open = None,
     }

@@ -29,6 +29,9 @@ pub(super) struct Tally {
     pub(super) phases: BTreeMap<Phase, LatencyHistogram>,
     pub(super) kinds: BTreeMap<&'static str, u64>,
     pub(super) early: BTreeMap<&'static str, u64>,
+    /// Over QUIC: handshakes after a Retry (`retry`), Version Negotiation packets that
+    /// ended an attempt (`version-negotiation`).
+    pub(super) quic: BTreeMap<&'static str, u64>,
     pub(super) status: BTreeMap<u16, u64>,
     pub(super) errors: BTreeMap<&'static str, u64>,
     /// Failures of requests due in the warm-up, by kind: in no figure, but what a run
@@ -55,6 +58,7 @@ impl Tally {
             phases: BTreeMap::new(),
             kinds: BTreeMap::new(),
             early: BTreeMap::new(),
+            quic: BTreeMap::new(),
             status: BTreeMap::new(),
             errors: BTreeMap::new(),
             warm_errors: BTreeMap::new(),
@@ -75,6 +79,11 @@ impl Tally {
     pub(super) fn error(&mut self, e: &ConnectError) {
         self.failed += 1;
         *self.errors.entry(e.kind()).or_default() += 1;
+        // quinn ends an attempt on a Version Negotiation without our version: counted
+        // with the handshakes' QUIC events too.
+        if matches!(e, ConnectError::QuicVersion) {
+            *self.quic.entry("version-negotiation").or_default() += 1;
+        }
         self.example(e);
     }
 
@@ -115,6 +124,9 @@ pub(super) fn merge_tally(total: &mut Tally, t: &Tally) {
     for (k, v) in &t.early {
         *total.early.entry(k).or_default() += v;
     }
+    for (k, v) in &t.quic {
+        *total.quic.entry(k).or_default() += v;
+    }
     for (k, v) in &t.status {
         *total.status.entry(*k).or_default() += v;
     }
@@ -146,6 +158,8 @@ pub(super) struct Obs {
     /// With --early-data, what became of a new connection's request: sent as 0-RTT data
     /// and "accepted" or "rejected", or "not-sent" (no session allowing it).
     pub(super) early: Option<&'static str>,
+    /// Over QUIC, the new connection's handshake followed a Retry.
+    pub(super) retried: bool,
     pub(super) status: Option<u16>,
     pub(super) body_bytes: u64,
     /// How long after the kernel stamped the response's last byte our read returned it.
@@ -162,6 +176,7 @@ impl Obs {
         self.phases.clear();
         self.handshake = None;
         self.early = None;
+        self.retried = false;
         self.status = None;
         self.body_bytes = 0;
         self.wakeup = None;
@@ -183,6 +198,9 @@ impl Tally {
         }
         if let Some(e) = obs.early {
             *self.early.entry(e).or_default() += 1;
+        }
+        if obs.retried {
+            *self.quic.entry("retry").or_default() += 1;
         }
         if let Some(status) = obs.status {
             *self.status.entry(status).or_default() += 1;

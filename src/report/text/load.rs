@@ -25,8 +25,13 @@ pub fn load_result(r: &LoadResult) -> String {
 /// The title: target, length, machines.
 fn heading(r: &LoadResult) -> String {
     format!(
-        "Load on {}: {:.2} s{}{}",
+        "Load on {}{}: {:.2} s{}{}",
         r.target,
+        match r.transport.as_str() {
+            "quic" => " (HTTP/3 over QUIC)",
+            "mixed" => " (TCP and QUIC runs merged)",
+            _ => "",
+        },
         r.duration_s,
         if r.machines > 1 {
             format!(", {} machines", r.machines)
@@ -92,6 +97,15 @@ fn counts(r: &LoadResult) -> String {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         s += &format!("0-RTT requests: {}\n", e.join(", "));
+    }
+    if !r.handshakes.quic.is_empty() {
+        let e: Vec<String> = r
+            .handshakes
+            .quic
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        s += &format!("QUIC: {}\n", e.join(", "));
     }
     if r.handshakes.chains_from_cache > 0 {
         s += &format!(
