@@ -40,6 +40,9 @@ pub enum Group {
     /// At a link only: a small ECDSA chain against an RSA-4096 chain with a stapled OCSP
     /// response (the server's first flight against the initial congestion window).
     Chain,
+    /// At a link only: TCP with TLS 1.2, TCP with TLS 1.3 and QUIC (HTTP/3), each with
+    /// full handshakes, resumed ones and (TLS 1.3, QUIC) 0-RTT requests.
+    Transport,
 }
 
 impl Group {
@@ -71,6 +74,7 @@ impl Group {
             Group::Stack => "stack",
             Group::FirstByte => "first-byte",
             Group::Chain => "chain",
+            Group::Transport => "transport",
         }
     }
 
@@ -88,12 +92,13 @@ impl Group {
             Group::Stack => "Server stack (same rustls ServerConfig)",
             Group::FirstByte => "Time to first byte: full, resumed, 0-RTT",
             Group::Chain => "Certificate chain size",
+            Group::Transport => "Transport: TCP + TLS 1.2, TCP + TLS 1.3, QUIC (HTTP/3)",
         }
     }
 
     /// The groups that only make sense over a link (`tlsperf lab --link`), in report
     /// order: on loopback a round trip costs nothing.
-    pub const LINK_ONLY: [Group; 2] = [Group::FirstByte, Group::Chain];
+    pub const LINK_ONLY: [Group; 3] = [Group::FirstByte, Group::Chain, Group::Transport];
 
     /// Whether the group runs only over a link.
     pub fn link_only(self) -> bool {
@@ -170,6 +175,9 @@ pub struct Cell {
     pub early_data: bool,
     /// Root, intermediate and leaf all RSA-4096 (else an ECDSA P-256 CA over `cert`).
     pub rsa_chain: bool,
+    /// HTTP/3 over QUIC: the server answers on UDP too (`serve --quic`), the client
+    /// connects over QUIC (`load --http3`).
+    pub quic: bool,
     /// The group's A/A control: the baseline's settings, run again as a cell of its own
     /// (its own servers, its own rounds). Not a setting: not serialized.
     #[serde(skip)]
@@ -199,6 +207,7 @@ impl Cell {
             stack: Stack::Hyper,
             early_data: false,
             rsa_chain: false,
+            quic: false,
             control: false,
         }
     }
@@ -319,6 +328,7 @@ pub fn cells(group: Group, full: bool) -> Vec<Cell> {
             },
         ],
         Group::FirstByte => first_byte_cells(),
+        Group::Transport => transport_cells(),
         // The big chain is the baseline: the question is what a small one saves.
         Group::Chain => vec![
             Cell {
@@ -408,6 +418,54 @@ fn certificate_cells(full: bool) -> Vec<Cell> {
         });
     }
     v
+}
+
+/// The transport group: TCP + TLS 1.3's full handshake (the baseline) against TCP + TLS
+/// 1.2 and QUIC, each full, resumed and (TLS 1.3, QUIC) with the request as 0-RTT early
+/// data. Every server accepts 0-RTT and answers on UDP too; only the client differs.
+fn transport_cells() -> Vec<Cell> {
+    let c = |name: &str, label: &str| Cell::base(Group::Transport, name, label);
+    let tls12 = |name, label| Cell {
+        version: Some(TlsVersion::V1_2),
+        ..c(name, label)
+    };
+    let quic = |name, label| Cell {
+        quic: true,
+        ..c(name, label)
+    };
+    let resumed = |cell: Cell| Cell {
+        resume: Resume::Tickets,
+        ..cell
+    };
+    let early = |cell: Cell| Cell {
+        early_data: true,
+        ..resumed(cell)
+    };
+    vec![
+        c("tcp-1.3-full", "TCP + TLS 1.3, full handshake every time"),
+        resumed(c(
+            "tcp-1.3-resumed",
+            "TCP + TLS 1.3, resumed (PSK from a ticket)",
+        )),
+        early(c(
+            "tcp-1.3-0rtt",
+            "TCP + TLS 1.3, resumed, the request sent as 0-RTT early data",
+        )),
+        tls12("tcp-1.2-full", "TCP + TLS 1.2, full handshake every time"),
+        Cell {
+            resume: Resume::Ids,
+            ..tls12("tcp-1.2-resumed", "TCP + TLS 1.2, resumed (session id)")
+        },
+        quic("quic-full", "QUIC (HTTP/3), full handshake every time"),
+        resumed(quic(
+            "quic-resumed",
+            "QUIC (HTTP/3), resumed (PSK from a ticket)",
+        )),
+        early(quic(
+            "quic-0rtt",
+            "QUIC (HTTP/3), resumed, the request sent as 0-RTT early data",
+        )),
+    ]
 }
 
 /// The first-byte group: a full handshake, a resumed one, and a resumed one whose

@@ -166,7 +166,10 @@ pub(super) fn server_args(cell: &Cell, prep: &Prepared) -> Vec<String> {
             prep.ticket_keys.display().to_string(),
         ]);
     }
-    if cell.group == Group::FirstByte {
+    if cell.quic {
+        a.push("--quic".into());
+    }
+    if matches!(cell.group, Group::FirstByte | Group::Transport) {
         // Every cell's server accepts 0-RTT; only the client differs. A 0-RTT connection
         // that closes after its response never sees the tickets sent after the client's
         // Finished: 4 per full handshake let most connections resume.

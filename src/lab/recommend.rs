@@ -49,6 +49,11 @@ fn weakens(group: Group, from: &str, to: &str) -> Option<(&'static str, u32)> {
              protection, legacy cipher suites)",
             1,
         )),
+        (Group::Transport, _, "tcp-1.2-full" | "tcp-1.2-resumed") => Some((
+            "TLS 1.2 is the older protocol (no encrypted certificate, weaker downgrade \
+             protection, legacy cipher suites)",
+            u32::from(to == "tcp-1.2-full"),
+        )),
         (Group::Certificate, f, "rsa-2048") if f != "rsa-2048" => Some((
             "an RSA-2048 key gives about 112 bits of security, P-256, Ed25519 and RSA-4096 \
              more",
@@ -72,7 +77,8 @@ type Metric = (&'static str, Direction, &'static str);
 /// Holm's adjusted p).
 type Win = (&'static str, &'static str, f64, f64, f64);
 
-/// The recommendations and the trade-offs (changes that win but weaken security).
+/// The recommendations and the trade-offs (changes that win but weaken security, or win
+/// the first byte at a link and lose elsewhere).
 pub(super) fn recommend(
     groups: &[GroupResult],
     link: Option<&LabLink>,
@@ -90,11 +96,15 @@ pub(super) fn recommend(
     let mut out = Vec::new();
     let mut trade_offs = Vec::new();
     for (g, group, from, to, vs) in all {
-        // Recommend only when something got better and nothing got worse.
-        let Some(wins) = wins(&vs, &metrics, &mut next_adjusted) else {
+        // Recommend only when something got better and nothing got worse; a change that
+        // takes time off the first byte at a link but costs elsewhere (QUIC's server CPU)
+        // is a trade-off that says what it costs.
+        let Some((wins, losses)) = wins(&vs, &metrics, &mut next_adjusted) else {
             continue;
         };
-        let weak = weakens(group, &from.name, &to.name);
+        let costs = (!losses.is_empty()).then(|| format!("it costs {}", losses.join(", ")));
+        let weak =
+            weakens(group, &from.name, &to.name).or_else(|| costs.as_deref().map(|c| (c, 0)));
         let r = recommendation(g, group, (from, to), &wins, weak, tests, link);
         if weak.is_some() {
             trade_offs.push(r);
@@ -186,15 +196,15 @@ fn pairs<'a>(groups: &'a [GroupResult], metrics: &[Metric]) -> Vec<Pair<'a>> {
 
 /// The metrics of one pair that won: each one's gain when significant after Holm's
 /// adjustment (`adjusted` holds the adjusted p of every comparison of the run, in order:
-/// this pair's are taken from it). `None` when none won, or when one lost (significant
-/// unadjusted).
+/// this pair's are taken from it), and those that lost (significant unadjusted), in
+/// words. `None` when none won, or when one lost and the first byte did not win.
 fn wins(
     vs: &BTreeMap<String, Versus>,
     metrics: &[Metric],
     adjusted: &mut impl Iterator<Item = f64>,
-) -> Option<Vec<Win>> {
+) -> Option<(Vec<Win>, Vec<String>)> {
     let mut wins: Vec<Win> = Vec::new();
-    let mut lost = false;
+    let mut losses: Vec<String> = Vec::new();
     for (m, d, what) in metrics {
         let Some(v) = vs.get(*m) else { continue };
         let adj = adjusted.next().unwrap_or(1.0);
@@ -207,12 +217,15 @@ fn wins(
             continue;
         };
         if gain <= 0.0 && v.significant {
-            lost = true;
+            let change = v.relative_change.unwrap_or(0.0);
+            let dir = if change > 0.0 { "up" } else { "down" };
+            losses.push(format!("{what} {dir} {:.1}%", change.abs() * 100.0));
         } else if gain > 0.0 && adj < super::result::ALPHA {
             wins.push((*m, *what, gain, v.p, adj));
         }
     }
-    (!wins.is_empty() && !lost).then_some(wins)
+    let first_byte = wins.iter().any(|w| w.0 == FIRST_BYTE);
+    (!wins.is_empty() && (losses.is_empty() || first_byte)).then_some((wins, losses))
 }
 
 /// The recommendation (or trade-off, when `weak`) of changing `from` to `to`, led by its
@@ -558,6 +571,93 @@ mod tests {
         assert!(weakens(Group::Kx, "x25519", "x25519mlkem768").is_none());
         assert!(weakens(Group::Mtls, "on", "off").is_some());
         assert!(weakens(Group::Resumption, "off", "stateful").is_none());
+    }
+
+    /// At a link, a change that takes time off the first byte but costs server CPU (QUIC)
+    /// is a trade-off saying what it costs; one that costs CPU and wins only elsewhere is
+    /// neither.
+    #[test]
+    fn a_first_byte_win_that_costs_server_cpu_is_a_trade_off_saying_so() {
+        let at = |fb: &[f64], cpu: &[f64], hs: &[f64]| -> Vec<RoundMetrics> {
+            fb.iter()
+                .zip(cpu)
+                .zip(hs)
+                .map(|((&f, &c), &h)| RoundMetrics {
+                    completed: 100,
+                    handshakes_per_s: h,
+                    requests_per_s: h,
+                    request_mean_ms: f,
+                    first_byte_mean_ms: Some(f),
+                    server_cpu_us_per_handshake: Some(c),
+                    ..RoundMetrics::default()
+                })
+                .collect()
+        };
+        let with_vs = |name: &str, r: Vec<RoundMetrics>, base: &[RoundMetrics]| {
+            let mut c = cell(name, r.clone(), None);
+            for (m, d) in [
+                ("server_cpu_us_per_handshake", Direction::LowerIsBetter),
+                ("first_byte_mean_ms", Direction::LowerIsBetter),
+            ] {
+                c.vs_baseline
+                    .insert(m.to_string(), versus(base, &r, m, d).unwrap());
+            }
+            c.summary.insert(
+                FIRST_BYTE.into(),
+                crate::lab::result::MeanSd {
+                    mean: r.iter().filter_map(|x| x.first_byte_mean_ms).sum::<f64>()
+                        / r.len() as f64,
+                    sd: 0.0,
+                },
+            );
+            c
+        };
+        let base = at(
+            &[123.0, 124.0, 122.0],
+            &[700.0, 710.0, 690.0],
+            &[32.0, 32.0, 32.0],
+        );
+        let quic = at(
+            &[85.0, 86.0, 84.0],
+            &[2200.0, 2250.0, 2150.0],
+            &[32.0, 32.0, 32.0],
+        );
+        let slower = at(
+            &[123.0, 124.0, 122.0],
+            &[2200.0, 2250.0, 2150.0],
+            &[32.0, 32.0, 32.0],
+        );
+        let mut b = with_vs("tcp-1.3-full", base.clone(), &base);
+        b.vs_baseline.clear();
+        let g = GroupResult {
+            group: "transport".into(),
+            title: "Transport".into(),
+            baseline: "tcp-1.3-full".into(),
+            warnings: Vec::new(),
+            cells: vec![
+                b,
+                with_vs("quic-full", quic, &base),
+                with_vs("costly", slower, &base),
+            ],
+        };
+        let link = LabLink {
+            spec: "rtt=40ms".into(),
+            rtt: std::time::Duration::from_millis(40),
+            server_netns: std::sync::Arc::new(std::fs::File::open("/dev/null").unwrap().into()),
+        };
+        let (recs, trade_offs) = recommend(&[g], Some(&link));
+        assert!(recs.is_empty(), "{recs:#?}");
+        assert_eq!(trade_offs.len(), 1, "{trade_offs:#?}");
+        let t = &trade_offs[0];
+        assert_eq!(t.to, "quic-full");
+        assert!(t.first_byte_saved_ms.unwrap() > 30.0, "{t:#?}");
+        let c = t.caveat.as_deref().unwrap();
+        assert!(
+            c.starts_with(
+                "a trade-off, not a recommendation: it costs server CPU per handshake up 2"
+            ),
+            "{c}"
+        );
     }
 
     /// A win at p ≈ 0.03 alone is recommended; the same win among 24 other comparisons

@@ -63,8 +63,10 @@ pub struct LabResult {
     pub groups: Vec<GroupResult>,
     /// Changes that gave a significant win on this machine, largest first.
     pub recommendations: Vec<Recommendation>,
-    /// Changes that won but weaken security (an older TLS version, a weaker key…): never
-    /// recommended, listed with what they give up and the round trips they add.
+    /// Changes that won but weaken security (an older TLS version, a weaker key…), or at
+    /// a link took time off the first byte but cost something else (QUIC's server CPU):
+    /// never recommended, listed with what they give up or cost and the round trips they
+    /// add.
     #[serde(default)]
     pub trade_offs: Vec<Recommendation>,
     /// The server-side crypto limits of the configurations run (`tlsperf crypto limit`,

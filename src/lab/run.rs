@@ -378,7 +378,7 @@ async fn run_round(
         rate: None,
         requests_per_conn: Some(1),
         http2: false,
-        http3: false,
+        http3: l.cell.quic,
         body_size: opts.body_size,
         timeout: Duration::from_secs(5),
         threads: 1,

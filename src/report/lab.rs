@@ -226,7 +226,7 @@ pub fn markdown(r: &LabResult) -> String {
         }
     }
     if !r.trade_offs.is_empty() {
-        s.push_str("\n## Trade-offs (faster, but weaker: not recommended)\n\n");
+        s.push_str("\n## Trade-offs (faster, but weaker or costlier: not recommended)\n\n");
         for rec in &r.trade_offs {
             let _ = writeln!(s, "- {}", rec.text);
         }
@@ -380,7 +380,7 @@ pub fn html(r: &LabResult) -> String {
     }
     if !r.trade_offs.is_empty() {
         s.push_str(
-            "<h2 id=\"trade-offs\">Trade-offs (faster, but weaker: not recommended)</h2>\
+            "<h2 id=\"trade-offs\">Trade-offs (faster, but weaker or costlier: not recommended)</h2>\
              <ul class=\"trade-offs\">",
         );
         html_items(&mut s, &r.trade_offs);
@@ -764,7 +764,7 @@ pub fn summary(r: &LabResult, dir: &std::path::Path) -> String {
         }
     }
     if !r.trade_offs.is_empty() {
-        s.push_str("  Trade-offs (faster, but weaker: not recommended):\n");
+        s.push_str("  Trade-offs (faster, but weaker or costlier: not recommended):\n");
         for rec in &r.trade_offs {
             let _ = writeln!(s, "  - {}", rec.text);
         }
