@@ -57,7 +57,7 @@ pub struct CapacityArgs {
     #[arg(long, conflicts_with = "http3")]
     http2: bool,
     /// HTTP/3 over QUIC (UDP) instead, as `load --http3` sends it (TLS 1.3 only; not
-    /// with --tls 1.2, --resume ids or --link).
+    /// with --tls 1.2 or --resume ids).
     #[arg(long)]
     http3: bool,
     /// First rate of the ramp (requests/s, all generator processes together; at least

@@ -67,7 +67,7 @@ pub struct LoadArgs {
     http2: bool,
     /// HTTP/3 over QUIC (UDP), as `serve --quic` and other HTTP/3 servers answer: each
     /// connection from a UDP socket of its own, the same phases as `handshake --http3`,
-    /// TLS 1.3 only (not with --tls 1.2, --resume ids or --link).
+    /// TLS 1.3 only (not with --tls 1.2 or --resume ids).
     #[arg(long)]
     http3: bool,
     /// Send each new connection's first request as TLS 1.3 0-RTT data when the session
