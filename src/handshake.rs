@@ -91,6 +91,10 @@ pub struct ConnReport {
     pub kind: &'static str,
     /// 0-RTT outcome.
     pub early_data: EarlyData,
+    /// `--http3`: the server answered the first Initial with a Retry (a round trip, as a
+    /// HelloRetryRequest); absent over TCP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic_retry: Option<bool>,
     /// HTTP status.
     pub status: u16,
     /// Phase → milliseconds.
@@ -110,6 +114,10 @@ pub struct WarmReport {
     pub early_data_accepted: usize,
     /// 0-RTT data rejected.
     pub early_data_rejected: usize,
+    /// `--http3`: connections whose first Initial the server answered with a Retry;
+    /// absent over TCP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic_retries: Option<usize>,
     /// Phase → percentiles (nanoseconds).
     pub phases: BTreeMap<&'static str, Quantiles>,
     /// Failed connections by kind (the run goes on after a failure; percentiles are over
@@ -317,6 +325,7 @@ pub async fn run(
         cold: ConnReport {
             kind: h.kind.name(),
             early_data: h.early_data,
+            quic_retry: opts.http3.is_some().then_some(h.quic_retry),
             status: first.response.status,
             phases_ms: Phase::ALL
                 .iter()
@@ -325,7 +334,7 @@ pub async fn run(
         },
         warm: (warm_count + failed > 0).then(|| {
             let resumed = warm.resumed;
-            let mut report = warm.report(warm_count);
+            let mut report = warm.report(warm_count, opts.http3.is_some());
             report.notes = warm_notes(
                 client,
                 early_data,
@@ -348,6 +357,7 @@ struct WarmTally {
     accepted: usize,
     rejected: usize,
     resumed: usize,
+    quic_retries: usize,
     errors: BTreeMap<&'static str, usize>,
     examples: BTreeMap<&'static str, String>,
 }
@@ -364,6 +374,7 @@ impl WarmTally {
         }
         *self.kinds.entry(ex.handshake.kind.name()).or_default() += 1;
         self.resumed += usize::from(ex.handshake.kind.resumed());
+        self.quic_retries += usize::from(ex.handshake.quic_retry);
         match ex.handshake.early_data {
             EarlyData::Accepted => self.accepted += 1,
             EarlyData::Rejected => self.rejected += 1,
@@ -380,14 +391,15 @@ impl WarmTally {
             .or_insert_with(|| format!("{:#}", anyhow::Error::new(e)));
     }
 
-    /// The report over `count` completed connections.
-    fn report(self, count: usize) -> WarmReport {
+    /// The report over `count` completed connections (`quic`: over QUIC).
+    fn report(self, count: usize, quic: bool) -> WarmReport {
         WarmReport {
             count,
             kinds: self.kinds,
             resumption_rate: self.resumed as f64 / count.max(1) as f64,
             early_data_accepted: self.accepted,
             early_data_rejected: self.rejected,
+            quic_retries: quic.then_some(self.quic_retries),
             phases: self
                 .hists
                 .iter()

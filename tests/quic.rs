@@ -459,6 +459,49 @@ fn assert_phases(conn: &Value) {
     assert!(p["tls"].as_f64().unwrap() > 0.0, "{p}");
 }
 
+/// `handshake --http3` says which connections a Retry took a round trip from: every one
+/// against `serve --quic-retry`, none against the same server without it.
+#[test]
+fn handshake_http3_counts_the_retries_it_met() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    for (flags, retried) in [(&["--quic-retry"][..], true), (&[][..], false)] {
+        let s = serve(&pki, flags);
+        let url = format!("https://localhost:{}/", s.port);
+        let d = handshake_http3(&url, &["-n", "3", "--cacert", &root]);
+        assert_eq!(d["cold"]["quic_retry"], retried, "{flags:?}: {}", d["cold"]);
+        let want = if retried { 2 } else { 0 };
+        assert_eq!(d["warm"]["quic_retries"], want, "{flags:?}: {}", d["warm"]);
+        if retried {
+            assert_eq!(
+                stats(&s)["quic_retry"]["retries"],
+                3,
+                "the server's own count of Retry packets sent"
+            );
+        }
+    }
+    // Over TCP the fields are absent.
+    let s = serve(&pki, &[]);
+    let run = common::tlsperf_env(
+        &[
+            "handshake",
+            &format!("https://localhost:{}/", s.port),
+            "--json",
+            "-n",
+            "2",
+            "--cacert",
+            &root,
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let d: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(d["cold"].get("quic_retry").is_none(), "{}", d["cold"]);
+    assert!(d["warm"].get("quic_retries").is_none(), "{}", d["warm"]);
+}
+
 #[test]
 fn handshake_http3_against_serve_quic_full_resumed_and_0rtt() {
     let dir = tempfile::tempdir().unwrap();

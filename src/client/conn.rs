@@ -126,6 +126,9 @@ pub struct Handshake {
     /// read from it before we next sent anything (TLS 1.3: ServerHello to Finished; TLS
     /// 1.2: ServerHello to ServerHelloDone, or to Finished when resumed).
     pub server_flight_bytes: usize,
+    /// Over QUIC: the server answered the first Initial with a Retry (address
+    /// validation), which took a round trip, as a HelloRetryRequest does. Never over TCP.
+    pub quic_retry: bool,
 }
 
 /// Resolves `host:port` (timed by the caller).
@@ -296,6 +299,7 @@ pub async fn handshake(
     // The later of our last send and our last receive: the handshake's last crossing.
     stamps.handshake_done = since(wire.last_send().max(wire.last_receive()));
     let info = Handshake {
+        quic_retry: false,
         stamps,
         server_flight_bytes: server_flight.unwrap_or(read_since_hello),
         ..summary(&conn, rec, offered.unwrap_or_default(), early_sent)
@@ -373,6 +377,7 @@ fn summary(
         (true, false) => EarlyData::Rejected,
     };
     Handshake {
+        quic_retry: false,
         stamps: Stamps::default(),
         verify: rec.cpu,
         kind,

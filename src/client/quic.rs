@@ -320,9 +320,6 @@ pub struct Opened {
     pub handshake: Handshake,
     /// The first request's answer.
     pub answer: Answer,
-    /// The server answered the first Initial with a Retry (address validation): the
-    /// handshake took one more round trip, as after a HelloRetryRequest.
-    pub retried: bool,
 }
 
 /// An HTTP/3 client on `conn`, its driver spawned.
@@ -465,6 +462,7 @@ pub async fn open(
         .map(|c| *c)
         .unwrap_or_default();
     let handshake = Handshake {
+        quic_retry: moments.initial_keys > 1,
         stamps,
         verify: rec.cpu,
         kind,
@@ -500,7 +498,6 @@ pub async fn open(
         },
         handshake,
         answer,
-        retried: moments.initial_keys > 1,
     })
 }
 

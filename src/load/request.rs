@@ -357,7 +357,7 @@ async fn request_h3(
                 EarlyData::NotSent if early => Some("not-sent"),
                 EarlyData::NotSent => None,
             };
-            tally.retried = o.retried;
+            tally.retried = o.handshake.quic_retry;
             let done = t0 + o.handshake.stamps.handshake_done;
             *open = Some(Open::H3(Box::new(o.conn)));
             (o.answer, done)

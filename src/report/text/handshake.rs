@@ -91,8 +91,13 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
     right_align(&mut t, &columns);
     s += &render(&t);
     s += &format!(
-        "\n\ncold: {} handshake, HTTP {}{}\n",
+        "\n\ncold: {} handshake{}, HTTP {}{}\n",
         r.cold.kind,
+        if r.cold.quic_retry == Some(true) {
+            " after a Retry (address validation: one more round trip)"
+        } else {
+            ""
+        },
         r.cold.status,
         match r.cold.early_data {
             crate::client::EarlyData::NotSent => String::new(),
@@ -114,6 +119,9 @@ pub fn handshake_run(r: &crate::handshake::HandshakeRun) -> String {
                 "; 0-RTT accepted {} rejected {}",
                 w.early_data_accepted, w.early_data_rejected
             );
+        }
+        if let Some(n) = w.quic_retries.filter(|n| *n > 0) {
+            s += &format!("; {n} after a Retry");
         }
         s.push('\n');
         if let Some(q) = &w.client_wakeup {
