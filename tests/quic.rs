@@ -483,16 +483,9 @@ fn handshake_http3_counts_the_retries_it_met() {
     }
     // Over TCP the fields are absent.
     let s = serve(&pki, &[]);
+    let url = format!("https://localhost:{}/", s.port);
     let run = common::tlsperf_env(
-        &[
-            "handshake",
-            &format!("https://localhost:{}/", s.port),
-            "--json",
-            "-n",
-            "2",
-            "--cacert",
-            &root,
-        ],
+        ["handshake", &url, "--json", "-n", "2", "--cacert", &root],
         &[],
         Duration::from_secs(60),
     );

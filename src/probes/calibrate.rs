@@ -15,14 +15,19 @@
 //! Owns: the do-nothing function, where it lies in tlsperf's file, the calibration run.
 
 use std::num::NonZeroU32;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use aya::Ebpf;
 use aya::maps::Array;
-use aya::programs::uprobe::{UProbeAttachLocation, UProbeScope};
+use aya::programs::uprobe::UProbeScope;
 
 use super::ProbeError;
-use super::loader::{Link, uprobe_in};
+
+/// How [`measure`] attaches a program: (the object, the program's name, the file, the
+/// offset in it, what it is in words, whose calls fire it). The loader's, which keeps the
+/// attachment with the session's others.
+pub type Attach<'a> =
+    dyn FnMut(&mut Ebpf, &str, &Path, u64, &str, UProbeScope) -> Result<(), ProbeError> + 'a;
 
 /// Calls timed; the BPF side keeps this many (`CALIB_SLOTS` of probes.bpf.c).
 pub const CALLS: u32 = 1024;
@@ -76,11 +81,12 @@ fn file_offset(addr: u64) -> Option<(PathBuf, u64)> {
     })
 }
 
-/// Measures the pair's own time. Its two attachments go into `links`, to be detached
-/// with the session's others (removing a uprobe waits for a grace period; nothing calls
-/// the point again). `None` where the point cannot be found in a file (not x86-64, or
-/// tlsperf's file replaced since it started): nothing is then taken off.
-pub fn measure(ebpf: &mut Ebpf, links: &mut Vec<Link>) -> Result<Option<PairTime>, ProbeError> {
+/// Measures the pair's own time. Its two attachments are made by `attach`, which keeps
+/// them to be detached with the session's others (removing a uprobe waits for a grace
+/// period; nothing calls the point again). `None` where the point cannot be found in a
+/// file (not x86-64, or tlsperf's file replaced since it started): nothing is then taken
+/// off.
+pub fn measure(ebpf: &mut Ebpf, attach: &mut Attach<'_>) -> Result<Option<PairTime>, ProbeError> {
     #[cfg(target_arch = "x86_64")]
     {
         let addr = tlsperf_probe_calibration_point as *const () as u64;
@@ -95,13 +101,11 @@ pub fn measure(ebpf: &mut Ebpf, links: &mut Vec<Link>) -> Result<Option<PairTime
         }
         let what = format!("the calibration point in {}", path.display());
         for prog in ["calib_enter", "calib_return"] {
-            let at = UProbeAttachLocation::AbsoluteOffset(offset);
-            uprobe_in(
+            attach(
                 ebpf,
-                links,
                 prog,
                 &path,
-                at,
+                offset,
                 &what,
                 UProbeScope::OneProcess(pid),
             )?;
@@ -130,7 +134,7 @@ pub fn measure(ebpf: &mut Ebpf, links: &mut Vec<Link>) -> Result<Option<PairTime
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (ebpf, links);
+        let _ = (ebpf, attach);
         Ok(None)
     }
 }

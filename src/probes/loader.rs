@@ -141,7 +141,7 @@ const OPENSSL_CALLS: [(&str, &str, bool); 14] = [
 
 /// One attachment (a [`UProbeLink`] or a [`TracePointLink`]), owned apart from its
 /// program so that all of them detach at once: dropping it detaches it.
-pub(super) type Link = Box<dyn Send>;
+type Link = Box<dyn Send>;
 
 /// The probes in the kernel: the loaded object, its links and what was attached.
 pub struct Loaded {
@@ -231,7 +231,7 @@ fn uprobe(
 }
 
 /// [`uprobe`], firing only in the processes `scope` says.
-pub(super) fn uprobe_in(
+fn uprobe_in(
     ebpf: &mut Ebpf,
     links: &mut Vec<Link>,
     prog: &str,
@@ -357,7 +357,16 @@ pub fn load(
             .into(),
     );
     if parts_openssl != 0 {
-        match super::calibrate::measure(&mut ebpf, &mut links)? {
+        let mut attach = |ebpf: &mut Ebpf,
+                          prog: &str,
+                          path: &Path,
+                          offset: u64,
+                          what: &str,
+                          scope: UProbeScope| {
+            let at = aya::programs::uprobe::UProbeAttachLocation::AbsoluteOffset(offset);
+            uprobe_in(ebpf, &mut links, prog, path, at, what, scope)
+        };
+        match super::calibrate::measure(&mut ebpf, &mut attach)? {
             Some(pair) => {
                 settings[7] = pair.median_ns;
                 write_settings(&mut ebpf, settings)?;

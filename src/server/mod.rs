@@ -290,7 +290,7 @@ impl Server {
         };
         let metrics = Metrics::new();
         if let Some(q) = &opts.quic {
-            metrics.quic_retry_policy(q.retry);
+            metrics.quic_retry_policy(q.retry.to_string());
         }
         Ok(Server {
             listeners,
