@@ -741,29 +741,12 @@ fn the_lab_at_a_link_times_the_first_byte_of_full_resumed_0rtt_and_both_chains()
     if !can_link() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, stdout, v) = lab_at_40ms("first-byte,chain");
     let out = dir.path().join("report");
-    let run = tlsperf([
-        "lab",
-        "--quick",
-        "--link",
-        "rtt=40ms",
-        "--only",
-        "first-byte,chain",
-        "--rounds",
-        "3",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
-        run.stdout
-            .contains("Time to first byte at rtt=40ms (mean over rounds, from the TCP connect):"),
-        "{}",
-        run.stdout
+        stdout.contains("Time to first byte at rtt=40ms (mean over rounds, from the TCP connect):"),
+        "{stdout}"
     );
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(v["options"]["link"], "rtt=40ms");
     assert_eq!(v["options"]["link_rtt_ms"], 40.0);
     // Rounds last at least 25 round trips at a link.
@@ -821,6 +804,29 @@ fn the_lab_at_a_link_times_the_first_byte_of_full_resumed_0rtt_and_both_chains()
     assert!(md.contains("time to first byte vs baseline"), "{md}");
 }
 
+/// `lab --quick --link rtt=40ms --only GROUPS --rounds 3 --out DIR/report`, which must
+/// exit 0: the directory, its standard output and its results.json.
+fn lab_at_40ms(groups: &str) -> (tempfile::TempDir, String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let run = tlsperf([
+        "lab",
+        "--quick",
+        "--link",
+        "rtt=40ms",
+        "--only",
+        groups,
+        "--rounds",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    (dir, run.stdout, v)
+}
+
 /// A lab cell's time to the first byte at a link: the median of its rounds' means (one
 /// round stalled by a busy machine moves a mean of three), checking it did not fail.
 fn lab_first_byte(v: &Value, group: &str, cell: &str) -> f64 {
@@ -864,23 +870,7 @@ fn the_lab_at_a_link_compares_tcp_tls_and_quic() {
     if !can_link() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report");
-    let run = tlsperf([
-        "lab",
-        "--quick",
-        "--link",
-        "rtt=40ms",
-        "--only",
-        "transport",
-        "--rounds",
-        "3",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let (_dir, _, v) = lab_at_40ms("transport");
     let rtt = 40.0;
     let fb = |cell: &str| lab_first_byte(&v, "transport", cell);
     let (tcp13, tcp12, quic, quic0) = (

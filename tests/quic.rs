@@ -1283,6 +1283,27 @@ fn load_http3(url: &str, args: &[&str]) -> (i32, Value) {
     (run.code, doc)
 }
 
+/// `load --http3 URL -n 12 -c 2 --new-conn --early-data --cacert ROOT`, which must
+/// complete all 12: its document.
+fn load_http3_twelve_early(url: &str, root: &str) -> Value {
+    let (code, d) = load_http3(
+        url,
+        &[
+            "-n",
+            "12",
+            "-c",
+            "2",
+            "--new-conn",
+            "--early-data",
+            "--cacert",
+            root,
+        ],
+    );
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["requests"]["completed"], 12, "{d}");
+    d
+}
+
 /// A load document's count under `path` (0 when absent).
 fn count(d: &Value, path: &[&str]) -> u64 {
     path.iter().fold(d, |v, k| &v[*k]).as_u64().unwrap_or(0)
@@ -1509,21 +1530,7 @@ fn load_http3_against_ngtcp2s_server_counts_its_handshakes_and_0rtt() {
     };
     let url = format!("https://localhost:{}/", server.port);
     let root = format!("{pki}/root.pem");
-    let (code, d) = load_http3(
-        &url,
-        &[
-            "-n",
-            "12",
-            "-c",
-            "2",
-            "--new-conn",
-            "--early-data",
-            "--cacert",
-            &root,
-        ],
-    );
-    assert_eq!(code, 0, "{d}");
-    assert_eq!(d["requests"]["completed"], 12, "{d}");
+    let d = load_http3_twelve_early(&url, &root);
     let accepted = count(&d, &["handshakes", "early_data", "accepted"]);
     assert!(accepted >= 1, "{d}");
     // The server logs each handshake's end, and every 0-RTT packet it receives with the
@@ -1651,21 +1658,7 @@ fn load_http3_against_aioquics_server_counts_what_it_logs() {
     for retry in [false, true] {
         let server = AioquicServer::start(&pki, if retry { &["--retry"] } else { &[] });
         let url = format!("https://localhost:{}/", server.port);
-        let (code, d) = load_http3(
-            &url,
-            &[
-                "-n",
-                "12",
-                "-c",
-                "2",
-                "--new-conn",
-                "--early-data",
-                "--cacert",
-                &root,
-            ],
-        );
-        assert_eq!(code, 0, "{d}");
-        assert_eq!(d["requests"]["completed"], 12, "{d}");
+        let d = load_http3_twelve_early(&url, &root);
         std::thread::sleep(Duration::from_millis(300));
         let logged = server.handshakes();
         let n = |f: fn(&(bool, bool)) -> bool| logged.iter().filter(|h| f(h)).count() as u64;
