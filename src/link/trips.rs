@@ -151,28 +151,12 @@ pub fn critical_path(
             round_trips: 1,
         });
     }
-    steps.push(if early_accepted {
-        Step {
-            what: "request (0-RTT early data, answered with the handshake)".into(),
-            round_trips: 0,
-        }
-    } else {
-        Step {
-            what: "request".into(),
-            round_trips: 1,
-        }
-    });
-    let round_trips = steps.iter().map(|s| s.round_trips).sum();
-    CriticalPath {
-        kind: if early_accepted {
-            format!("{kind}+0rtt")
-        } else {
-            kind.to_string()
-        },
+    with_request(
+        kind,
         steps,
-        round_trips,
-        expected_ms: f64::from(round_trips) * rtt_ms,
-    }
+        early_accepted.then_some("request (0-RTT early data, answered with the handshake)"),
+        rtt_ms,
+    )
 }
 
 /// The critical path of a QUIC connection of `kind` (full, full-hrr, resumed-ticket)
@@ -208,20 +192,35 @@ pub fn quic_critical_path(
             round_trips: 1,
         });
     }
-    steps.push(if early_accepted {
-        Step {
-            what: "request (0-RTT, answered with the handshake)".into(),
+    with_request(
+        kind,
+        steps,
+        early_accepted.then_some("request (0-RTT, answered with the handshake)"),
+        rtt_ms,
+    )
+}
+
+/// A connection's critical path: its handshake `steps`, then the request: a round trip,
+/// or none when it went as accepted 0-RTT data (`early`: that step's words).
+fn with_request(
+    kind: &str,
+    mut steps: Vec<Step>,
+    early: Option<&str>,
+    rtt_ms: f64,
+) -> CriticalPath {
+    steps.push(match early {
+        Some(what) => Step {
+            what: what.into(),
             round_trips: 0,
-        }
-    } else {
-        Step {
+        },
+        None => Step {
             what: "request".into(),
             round_trips: 1,
-        }
+        },
     });
     let round_trips = steps.iter().map(|s| s.round_trips).sum();
     CriticalPath {
-        kind: if early_accepted {
+        kind: if early.is_some() {
             format!("{kind}+0rtt")
         } else {
             kind.to_string()
