@@ -353,10 +353,28 @@ impl Prometheus {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Prometheus {
+        let prometheus = Prometheus {
             _child: Killed(Some(child)),
             addr,
             log,
+        };
+        // Ready before any query: until then its port refuses, and a query gets no body.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ready = Command::new("curl")
+                .args(["-sf", "--max-time", "2", "-o", "/dev/null"])
+                .arg(format!("http://{}/-/ready", prometheus.addr))
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return prometheus;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "prometheus was not ready within 30 s: {}",
+                prometheus.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
