@@ -1425,6 +1425,42 @@ fn load_http3_counts_the_handshakes_serve_quic_counts() {
 }
 
 #[test]
+fn an_answer_that_comes_before_the_request_is_sent_is_read_not_failed() {
+    // A POST to a path serve refuses is answered 405 at once, its body unread: the
+    // server stops the upload (STOP_SENDING) while 8 MiB are still going out, beyond
+    // the stream's flow-control window. RFC 9114 §4.1: the client must not discard that
+    // complete answer — before, it counted the stop as a failed request.
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &[]);
+    let url = format!("https://localhost:{}/refused", s.port);
+    let (code, d) = load_http3(
+        &url,
+        &[
+            "-n",
+            "4",
+            "-c",
+            "2",
+            "--body-size",
+            "8388608",
+            "--ok-status",
+            "405",
+            "--cacert",
+            &root,
+        ],
+    );
+    assert_eq!(code, 0, "{d}");
+    assert_eq!(d["requests"]["completed"], 4, "{d}");
+    assert_eq!(d["status"]["405"], 4, "{d}");
+    assert!(
+        d.get("errors")
+            .is_none_or(|e| e.as_object().unwrap().is_empty()),
+        "{d}"
+    );
+}
+
+#[test]
 fn load_http3_counts_retries_as_serve_quic_retry_sends_them() {
     let dir = tempfile::tempdir().unwrap();
     let pki = pki(dir.path(), "pki", "ecdsa-p256");

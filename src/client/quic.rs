@@ -612,13 +612,22 @@ async fn get(
     };
     let head = head.body(()).map_err(|e| h3_error(&e))?;
     let mut stream = send.send_request(head).await.map_err(|e| h3_error(&e))?;
-    if !req.body.is_empty() {
-        stream
-            .send_data(req.body.clone())
-            .await
-            .map_err(|e| h3_error(&e))?;
+    // The server may stop reading the request once it has what it needs and answer at
+    // once (RFC 9114 §4.1: a GET's answer can come before the end of its stream reaches
+    // the server; a slow upload is answered 408); the client must not discard that
+    // answer, so a stop here only ends the sending and the response is read.
+    let mut sending = if req.body.is_empty() {
+        Ok(())
+    } else {
+        stream.send_data(req.body.clone()).await
+    };
+    if sending.is_ok() {
+        sending = stream.finish().await;
     }
-    stream.finish().await.map_err(|e| h3_error(&e))?;
+    match sending {
+        Ok(()) | Err(h3::error::StreamError::RemoteTerminate { .. }) => {}
+        Err(e) => return Err(h3_error(&e)),
+    }
     let sent = Instant::now();
     let resp = stream.recv_response().await.map_err(|e| h3_error(&e))?;
     let first = Instant::now();

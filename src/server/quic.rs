@@ -427,7 +427,7 @@ where
     ctx.metrics.request();
     let verb = Verb::of(req.method().as_str());
     let (mut status, mut body) = ctx.bodies.answer(verb, req.uri().path());
-    let mut cut = false;
+    let (mut cut, mut read_all) = (false, false);
     if verb == Verb::Post && status == 200 {
         // Within the same limits as over TCP: a slower upload is answered 408 and the
         // rest of its body refused (STOP_SENDING, once the answer is sent), counted as
@@ -441,7 +441,10 @@ where
                     ctx.metrics.request_body(n);
                     clock.bytes(n);
                 }
-                Ok(Ok(None)) => break,
+                Ok(Ok(None)) => {
+                    read_all = true;
+                    break;
+                }
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {}
             }
@@ -466,7 +469,14 @@ where
     if cut {
         stream.stop_sending(h3::error::Code::H3_REQUEST_CANCELLED);
     }
-    stream.finish().await
+    stream.finish().await?;
+    if !read_all && !cut {
+        // The request's body, if any, was not read: the client may stop sending it
+        // (RFC 9114 §4.1, with H3_NO_ERROR; quinn would say 0, no HTTP/3 code). Nothing
+        // goes out when the end of the request has already come.
+        stream.stop_sending(h3::error::Code::H3_NO_ERROR);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
