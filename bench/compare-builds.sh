@@ -28,11 +28,12 @@ if [ ! -x "$base" ]; then
   CARGO_TARGET_DIR="$base_dir/target" cargo build --release --locked --quiet --bin tlsperf \
     --manifest-path "$base_dir/src/Cargo.toml"
 fi
-cargo build --release --locked --quiet --bin tlsperf --example compare_builds --example rustls_floor
+cargo build --release --locked --quiet --bin tlsperf --example compare_builds --example rustls_floor --example rustls_client_floor
 pin=()
 [ "$(nproc)" -ge 2 ] && pin=(--pin)
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 target/release/examples/compare_builds --base "$base" --new "$PWD/target/release/tlsperf" \
-  --floor "$PWD/target/release/examples/rustls_floor" --work "$work" --rounds "$rounds" -n "$n" "${pin[@]}"
+  --floor "$PWD/target/release/examples/rustls_floor" \
+  --client-floor "$PWD/target/release/examples/rustls_client_floor" --work "$work" --rounds "$rounds" -n "$n" "${pin[@]}"

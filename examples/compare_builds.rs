@@ -21,7 +21,8 @@
 //!   TLS 1.3 only), from the run's own `generator.cpu_us_per_handshake` (the process's CPU,
 //!   every chain verified); h2load's CPU per connection against the same nginx in the same
 //!   round (its rusage) is printed as the anchor, and under the table the generator's
-//!   floor: rustls's whole client handshake in memory (`crypto limit`), the chain verified;
+//!   floors: rustls's whole client handshake in memory (`crypto limit`), the chain verified,
+//!   and a bare tokio-rustls client over sockets (`examples/rustls_client_floor`);
 //! - `observe`: handshakes per CPU-second of each build's `observe --pcap FILE --json` on a
 //!   capture of 30,000 handshakes of NEW's load against nginx taken once at the start (the
 //!   child's rusage: its whole run, start-up included);
@@ -51,6 +52,8 @@ struct Run {
     new: PathBuf,
     /// examples/rustls_floor: the servers' anchor.
     floor: PathBuf,
+    /// examples/rustls_client_floor: the generator's.
+    client_floor: PathBuf,
     work: PathBuf,
     rounds: usize,
     n: u64,
@@ -316,7 +319,7 @@ impl Figure {
 
 fn parse_args() -> Res<Run> {
     let mut args = std::env::args().skip(1);
-    let (mut base, mut new, mut work, mut floor) = (None, None, None, None);
+    let (mut base, mut new, mut work, mut floor, mut client_floor) = (None, None, None, None, None);
     let (mut rounds, mut n, mut pin) = (5usize, 2000u64, false);
     while let Some(a) = args.next() {
         let mut val = |what: &str| args.next().ok_or_else(|| format!("{what} needs a value"));
@@ -325,6 +328,7 @@ fn parse_args() -> Res<Run> {
             "--new" => new = Some(PathBuf::from(val("--new")?)),
             "--work" => work = Some(PathBuf::from(val("--work")?)),
             "--floor" => floor = Some(PathBuf::from(val("--floor")?)),
+            "--client-floor" => client_floor = Some(PathBuf::from(val("--client-floor")?)),
             "--rounds" => {
                 rounds = val("--rounds")?
                     .parse()
@@ -350,6 +354,8 @@ fn parse_args() -> Res<Run> {
         new: new.ok_or("--new BIN is required")?,
         work: work.ok_or("--work DIR is required")?,
         floor: floor.ok_or("--floor BIN (examples/rustls_floor) is required")?,
+        client_floor: client_floor
+            .ok_or("--client-floor BIN (examples/rustls_client_floor) is required")?,
         rounds,
         n,
         pin,
@@ -490,6 +496,7 @@ fn measure(run: &mut Run) -> Res<String> {
     let mut floor_res = Vec::new();
     let mut floor_ratio = Vec::new();
     let mut bare = Vec::new();
+    let mut bare_client = Vec::new();
     let mut loads = Vec::new();
     for r in 0..run.rounds {
         let order = if r % 2 == 0 {
@@ -535,6 +542,12 @@ fn measure(run: &mut Run) -> Res<String> {
             .arg(format!("https://localhost:{PORT_NGINX}/"));
         let (_, cpu) = run.run(cmd, Duration::from_secs(300))?;
         h2.push(cpu * 1e6 / run.n as f64);
+        let mut cmd = run.command(true, &run.client_floor);
+        cmd.arg(format!("localhost:{PORT_NGINX}"))
+            .arg(run.file("pki/root.pem"))
+            .args([run.n.to_string(), "20".into()]);
+        let (_, cpu) = run.run(cmd, Duration::from_secs(300))?;
+        bare_client.push(cpu * 1e6 / run.n as f64);
         client_floor.push(client_in_memory(run)?);
         for b in order {
             let mut cmd = run.command(true, run.bin(b));
@@ -580,13 +593,25 @@ fn measure(run: &mut Run) -> Res<String> {
     let h2_mean = generator.anchor.as_ref().map_or(f64::NAN, |(_, v)| {
         v.iter().sum::<f64>() / v.len().max(1) as f64
     });
+    let gen_mean = generator.new.iter().sum::<f64>() / generator.new.len().max(1) as f64;
+    let bare_mean = bare_client.iter().sum::<f64>() / bare_client.len().max(1) as f64;
     let floor_line = format!(
         "\nThe generator's floor, same rounds: rustls's whole client handshake in memory (NEW's \
          `crypto limit`, no sockets, the chain verified) {hs:.1} µs, of it crypto {crypto:.1} µs: \
-         {:.3} and {:.3} × h2load's CPU per connection; NEW's generator is {:.3} × the in-memory handshake.\n",
+         {:.3} and {:.3} × h2load's CPU per connection; NEW's generator is {:.3} × the in-memory handshake.\n\
+         \nA bare tokio-rustls client over sockets (examples/rustls_client_floor: one thread, -c 20, \
+         every chain verified, no resumption), same nginx, same rounds: {bare_mean:.1} µs per \
+         handshake (rounds {}): {:.3} × h2load's; NEW's generator is {:.3} × it.\n",
         hs / h2_mean,
         crypto / h2_mean,
-        generator.new.iter().sum::<f64>() / generator.new.len().max(1) as f64 / hs
+        gen_mean / hs,
+        bare_client
+            .iter()
+            .map(|v| format!("{v:.1}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        bare_mean / h2_mean,
+        gen_mean / bare_mean,
     );
     let mut figures = vec![full13, full12, res12, ratio12, generator, obs];
     if probes {

@@ -1098,14 +1098,7 @@ fn a_quic_flight_past_the_amplification_limit_costs_one_more_round_trip() {
 /// A server of ours for the counter tests: its URL and CA file (kept in `dir`).
 fn serve_with_ca(dir: &Path, extra: &[&str]) -> (Serve, String, String) {
     let ca = dir.join("ca.pem");
-    let mut args = vec![
-        "--gen-cert",
-        "ecdsa-p256",
-        "--write-ca",
-        ca.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let server = Serve::start(&args);
+    let server = Serve::ecdsa_writing_ca(&ca, extra);
     let url = server.url();
     (server, url, ca.to_str().unwrap().to_string())
 }
