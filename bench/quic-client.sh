@@ -23,7 +23,10 @@
 # generator made of it costs. tlsperf's own figure for the run alone
 # (`generator.cpu_us_per_handshake`) is shown beside it, and gtlsclient's start alone is
 # measured in each round: 20 processes against a port where nothing answers (its start,
-# one Initial, a 20 ms handshake timeout, its exit). The server runs on the last CPU and
+# one Initial, a 20 ms handshake timeout, its exit). As root with bpftrace, gtlsclient's
+# CPU within its connection is measured too (its thread's run time, the scheduler's
+# sum_exec_runtime, from its first send to its last send or receive: no start, no exit):
+# the figure to hold against tlsperf's in-run CPU per handshake. The server runs on the last CPU and
 # the clients on CPU 0 (bench/capacity-setup.sh; PIN=0 leaves them be). The load average
 # is printed with every round (the machine may be shared).
 #
@@ -45,6 +48,23 @@ sleep 1
 url="https://localhost:$port/"
 # Nothing listens here: gtlsclient's start alone.
 closed="$(free_port)"
+# gtlsclient's CPU within its connection (root and bpftrace): per process, the run time
+# of its thread (single-threaded) at its first send and at its last send or receive;
+# their difference summed (ns) and the processes counted.
+inconn_bt='
+tracepoint:syscalls:sys_enter_sendmsg,tracepoint:syscalls:sys_enter_sendto,tracepoint:syscalls:sys_enter_sendmmsg
+/comm == "gtlsclient" && @t0[pid] == 0/ { @t0[pid] = curtask->se.sum_exec_runtime; }
+tracepoint:syscalls:sys_exit_sendmsg,tracepoint:syscalls:sys_exit_sendto,tracepoint:syscalls:sys_exit_sendmmsg,
+tracepoint:syscalls:sys_exit_recvmsg,tracepoint:syscalls:sys_exit_recvfrom,tracepoint:syscalls:sys_exit_recvmmsg
+/comm == "gtlsclient" && @t0[pid] != 0/ { @last[pid] = curtask->se.sum_exec_runtime; }
+tracepoint:sched:sched_process_exit
+/comm == "gtlsclient" && @t0[pid] != 0/ { @inconn = sum(@last[pid] - @t0[pid]); @n = count(); delete(@t0[pid]); delete(@last[pid]); }
+'
+have_bt=0
+if [ "$(id -u)" = 0 ] && command -v bpftrace > /dev/null; then
+  mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2> /dev/null || true
+  have_bt=1
+fi
 
 # Runs COMMAND… REPEAT times one after the other; prints "ok cpu_µs": how many exited 0,
 # and the user + system CPU of all of them.
@@ -74,12 +94,24 @@ round() {
       echo "$(field "$work/r.json" 'd["handshakes"]["total"]') $us $(field "$work/r.json" 'round(d["generator"]["cpu_us_per_handshake"])')"
       ;;
     ngtcp2)
+      local bt="" inconn="-"
+      if [ "$have_bt" = 1 ]; then
+        bpftrace -e "$inconn_bt" > "$work/bt.out" 2>&1 &
+        bt=$!
+        for _ in $(seq 300); do grep -q '^Attaching' "$work/bt.out" && break; sleep 0.1; done
+        sleep 0.5
+      fi
       read -r ok us < <("${gen[@]}" python3 -c "$children_cpu" "$n" timeout 10 gtlsclient -q \
         --exit-on-all-streams-close --groups=-GROUP-ALL:+GROUP-X25519 127.0.0.1 "$port" "$url")
       read -r _ start < <("${gen[@]}" python3 -c "$children_cpu" 20 timeout 10 gtlsclient -q \
         --exit-on-all-streams-close --handshake-timeout=20ms --groups=-GROUP-ALL:+GROUP-X25519 \
         127.0.0.1 "$closed" "https://localhost:$closed/")
-      echo "$ok $us $((start / 20))"
+      if [ -n "$bt" ]; then
+        kill -INT "$bt"
+        wait "$bt" 2> /dev/null || true
+        inconn="$(awk '/^@inconn:/ {s = $2} /^@n:/ {k = $2} END {if (k > 0) printf "%d", s / k / 1000; else print "-"}' "$work/bt.out")"
+      fi
+      echo "$ok $us $((start / 20)) $inconn"
       ;;
   esac
 }
@@ -93,27 +125,34 @@ echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ); machine: $(nproc) cores, $(uname -
 echo "- tlsperf: $bin ($("$bin" --version)), load [--http3] --new-conn --resume off -c 1 --threads 1 (QUIC, and TCP as a second anchor); ngtcp2: $(dpkg-query -W -f='${Version}' ngtcp2-client 2>/dev/null || echo '?') gtlsclient (GnuTLS), one process per connection"
 echo "- server: serve --quic --threads 1 --groups x25519; $n handshakes per round, rounds alternating"
 echo
-echo "| round | client | handshakes | client CPU µs | CPU µs / handshake | tlsperf's in-run µs / handshake, or gtlsclient's start alone µs | load avg after |"
-echo "|---|---|---|---|---|---|---|"
+echo "| round | client | handshakes | client CPU µs | CPU µs / handshake | tlsperf's in-run µs / handshake, or gtlsclient's start alone µs | gtlsclient within its connection µs | load avg after |"
+echo "|---|---|---|---|---|---|---|---|"
 t_vals=()
 g_vals=()
 ratios=()
 inrun_q=()
 inrun_t=()
 starts=()
+inconns=()
+inratios=()
 for r in $(seq "$rounds"); do
   for who in tlsperf tcp ngtcp2; do
-    read -r ok us extra < <(round "$who")
+    read -r ok us extra inconn < <(round "$who")
+    inconn="${inconn:--}"
     per=$(( ok > 0 ? us / ok : 0 ))
     case "$who" in
       tlsperf) t_vals+=("$per"); inrun_q+=("$extra") ;;
       tcp) inrun_t+=("$extra") ;;
-      ngtcp2) g_vals+=("$per"); starts+=("$extra") ;;
+      ngtcp2) g_vals+=("$per"); starts+=("$extra"); [ "$inconn" != - ] && inconns+=("$inconn") ;;
     esac
     label=$who; [ "$who" = tlsperf ] && label="tlsperf --http3"; [ "$who" = tcp ] && label="tlsperf (TCP)"
-    echo "| $r | $label | $ok/$n | $us | $per | $extra | $(cut -d' ' -f1-3 /proc/loadavg) |"
+    [ "$who" = ngtcp2 ] || inconn=""
+    echo "| $r | $label | $ok/$n | $us | $per | $extra | $inconn | $(cut -d' ' -f1-3 /proc/loadavg) |"
   done
   ratios+=("$(awk -v a="${t_vals[-1]}" -v b="${g_vals[-1]}" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
+  if [ "${#inconns[@]}" -eq "$r" ]; then
+    inratios+=("$(awk -v a="${inrun_q[-1]}" -v b="${inconns[-1]}" 'BEGIN {printf "%.3f", (b > 0 ? a / b : 0)}')")
+  fi
 done
 mt="$(median "${t_vals[@]}")"
 mg="$(median "${g_vals[@]}")"
@@ -121,4 +160,9 @@ echo
 echo "Median client CPU per full handshake: tlsperf load --http3 $mt µs, ngtcp2's gtlsclient $mg µs (ratio of the medians $(awk -v a="$mt" -v b="$mg" 'BEGIN {printf "%.2f", a / b}'))."
 echo "Per-round ratios tlsperf/ngtcp2: ${ratios[*]}; median ratio **$(median "${ratios[@]}")**."
 echo "gtlsclient's start alone (median): $(median "${starts[@]}") µs per process. tlsperf's in-run CPU per handshake (median): QUIC $(median "${inrun_q[@]}") µs, TCP $(median "${inrun_t[@]}") µs (QUIC/TCP $(awk -v a="$(median "${inrun_q[@]}")" -v b="$(median "${inrun_t[@]}")" 'BEGIN {printf "%.2f", a / b}'))."
+if [ "${#inratios[@]}" -gt 0 ]; then
+  echo "Within the connection (no process start or exit): gtlsclient $(median "${inconns[@]}") µs (median), tlsperf's in-run $(median "${inrun_q[@]}") µs; per-round ratios tlsperf/gtlsclient: ${inratios[*]}; median ratio **$(median "${inratios[@]}")**."
+else
+  echo "gtlsclient within its connection: not measured (needs root and bpftrace)."
+fi
 echo "Load average after: $(cut -d' ' -f1-3 /proc/loadavg)."
