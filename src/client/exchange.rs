@@ -102,6 +102,11 @@ async fn run(
         done: response.done.duration_since(t0),
     };
     let keep = response.keep_alive;
+    if !keep && handshake.early_data == EarlyData::Accepted {
+        // The server's session tickets follow its answer: read before the connection
+        // goes, outside every phase, so that the next connection can resume.
+        http.linger().await;
+    }
     Ok((
         Exchange {
             timeline,

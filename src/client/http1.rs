@@ -69,6 +69,11 @@ pub struct Response {
     pub wakeup: Option<std::time::Duration>,
 }
 
+/// Longest wait, after the answer to a request sent as 0-RTT data on a connection the
+/// server closes, for the session tickets that follow it ([`Http1::linger`]; over QUIC,
+/// the same wait: `quic::H3Conn::close`).
+pub const TICKET_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// An HTTP/1.1 connection over any byte stream.
 pub struct Http1<S> {
     io: S,
@@ -317,6 +322,23 @@ impl<S: AsyncRead + AsyncWrite + Stamped + Unpin> Http1<S> {
                 });
             }
         }
+    }
+
+    /// Reads, discarding, until the server closes the connection, for at most
+    /// [`TICKET_WAIT`]: after a request sent as 0-RTT data, whose answer came before the
+    /// handshake's end, the server's session tickets come after the answer (once it has
+    /// the client's Finished), and rustls takes them in as it reads. Not part of any
+    /// phase.
+    pub async fn linger(&mut self) {
+        let mut scratch = [0u8; 1024];
+        let _ = tokio::time::timeout(TICKET_WAIT, async {
+            while let Ok(n) = self.io.read(&mut scratch).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
     }
 
     /// Closes the connection (TLS close_notify, then TCP shutdown).

@@ -97,8 +97,9 @@ pub type Exchange = super::exchange::Exchange;
 
 /// Longest wait, after the response, for a session ticket the server has not sent yet
 /// (servers that send it after the handshake, e.g. ngtcp2's): a connection closed at once
-/// would leave the next one nothing to resume. Not part of any phase.
-const TICKET_WAIT: Duration = Duration::from_millis(250);
+/// would leave the next one nothing to resume. Not part of any phase. The same as over
+/// TCP after 0-RTT.
+use super::http1::TICKET_WAIT;
 
 /// Connects to `target` over QUIC, handshakes and sends `GET path` over HTTP/3 (in 0-RTT
 /// when `early_data` and the session allows it), all within `timeout`; the connection is

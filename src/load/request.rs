@@ -92,6 +92,16 @@ pub(super) async fn close(open: Option<Open>, want_ticket: bool) {
     }
 }
 
+/// A connection the server closes after its answer (`Connection: close`): with
+/// `want_ticket` after 0-RTT data was accepted on it, the session tickets the server
+/// sends once it has the client's Finished, after that answer, are read until the
+/// server's close ([`Http1::linger`]); else it is dropped at once.
+pub(super) async fn linger(open: Option<Open>, want_ticket: bool, early: bool) {
+    if let (Some(Open::H1(mut h)), true) = (open, want_ticket && early) {
+        h.linger().await;
+    }
+}
+
 /// One request on the slot's connection (opened first when needed). `Ok(keep)`: the
 /// server keeps the connection open.
 pub(super) async fn request(

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::pace;
-use super::request::{Open, StepCell, close, request};
+use super::request::{Open, StepCell, close, linger, request};
 use super::result::ConnSample;
 use super::shared::Shared;
 use super::tally::{INTERVAL, Obs, Tally};
@@ -36,6 +36,9 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
     let (mut completed, mut latency_sum) = (0u64, Duration::ZERO);
     let mut open: Option<Open> = None;
     let mut on_conn = 0u64;
+    // The slot's connection began with 0-RTT data the server accepted: its tickets come
+    // after its answers.
+    let mut early_on_conn = false;
     // Open loop: one schedule for every slot, an instant every 1 ÷ rate. A slot free to
     // send takes the next instant no slot has taken, so a slow answer delays only the
     // request its slot waits for, never the instants after it: free slots send those.
@@ -121,9 +124,11 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
             }
         };
         on_conn += 1;
+        early_on_conn |= obs.early == Some("accepted");
         if !matches!(next_on_conn, Some(After::Keep)) {
-            finish_connection(&mut open, next_on_conn, want_ticket).await;
+            finish_connection(&mut open, next_on_conn, want_ticket, early_on_conn).await;
             on_conn = 0;
+            early_on_conn = false;
         }
     }
     close(open.take(), want_ticket).await;
@@ -139,12 +144,20 @@ pub(super) async fn slot_loop(slot: usize, shared: Arc<Shared>) -> ConnSample {
 
 /// Ends the slot's connection after a request: closed (close_notify first; over QUIC,
 /// with `want_ticket`, once the session ticket has come) when done with it, dropped when
-/// the server closes it or its state is unknown (never reused).
-async fn finish_connection(open: &mut Option<Open>, next: Option<After>, want_ticket: bool) {
+/// the server closes it (over TCP, with `want_ticket` after 0-RTT data was accepted on
+/// it, `early`, once the tickets that follow the answer are read) or its state is
+/// unknown (never reused).
+async fn finish_connection(
+    open: &mut Option<Open>,
+    next: Option<After>,
+    want_ticket: bool,
+    early: bool,
+) {
     match next {
         Some(After::Close) => close(open.take(), want_ticket).await,
         Some(After::Keep) => {}
-        Some(After::Drop) | None => *open = None,
+        Some(After::Drop) => linger(open.take(), want_ticket, early).await,
+        None => *open = None,
     }
 }
 

@@ -264,6 +264,18 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ServerTls<IO> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        // A 0-RTT request answered before the client's Finished: the handshake is
+        // finished first (the client's EndOfEarlyData and Finished read), so that the
+        // session tickets rustls then sends go out before close_notify. Closed at once,
+        // a client that makes one request per connection would get no ticket to resume
+        // its next one with. Bounded by whatever bounds the connection (its idle timeout).
+        while !this.closed && this.conn.is_handshaking() && !this.eof {
+            ready!(this.poll_send_queued(cx))?;
+            if ready!(this.read_io(cx))? == 0 {
+                this.eof = true;
+            }
+            this.take_early();
+        }
         if !this.closed {
             this.conn.send_close_notify();
             this.closed = true;
