@@ -530,6 +530,7 @@ mod tests {
             start_ns: None,
             hrr: false,
             retry: false,
+            transport: crate::observe::timeline::Transport::Tcp,
             client_process: None,
             server_process: None,
         }))

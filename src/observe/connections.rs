@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::timeline::{Handshake, Phases};
+use super::timeline::{Handshake, Phases, Transport};
 use super::tls;
 use crate::files::{FileError, FileMode};
 use crate::probes::event::ProbeRecord;
@@ -58,8 +58,10 @@ impl ProbeLine {
 /// One completed handshake, as a line of the connections file.
 #[derive(Debug, Serialize)]
 pub struct ConnectionRecord<'a> {
-    /// When the connection began (its SYN; the first ClientHello when the SYN was not
-    /// captured), ns since the Unix epoch, as captured.
+    /// `tcp` or `quic`: the transport that carried it.
+    pub transport: &'static str,
+    /// When the connection began (its SYN, the first ClientHello when the SYN was not
+    /// captured; QUIC: the client's first Initial), ns since the Unix epoch, as captured.
     pub start_ns: Option<u64>,
     /// The client's `address:port`.
     pub client: String,
@@ -71,6 +73,9 @@ pub struct ConnectionRecord<'a> {
     pub kind: &'static str,
     /// A HelloRetryRequest came first (a `full-hrr`, or a resumption after one).
     pub hrr: bool,
+    /// QUIC: a Retry came first (address validation); absent over TCP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<bool>,
     /// How a resumed session was found (`psk`, `ticket`, `session-id`).
     pub resumption: Option<&'static str>,
     /// `TLSv1.3`, `TLSv1.2`…
@@ -99,12 +104,14 @@ impl<'a> ConnectionRecord<'a> {
     /// The record of `h`.
     pub fn of(h: &'a Handshake) -> ConnectionRecord<'a> {
         ConnectionRecord {
+            transport: h.transport.name(),
             start_ns: h.start_ns,
             client: h.client.to_string(),
             server: h.server.to_string(),
             sni: h.sni.as_deref(),
             kind: h.kind.name(),
             hrr: h.hrr,
+            retry: (h.transport == Transport::Quic).then_some(h.retry),
             resumption: h.resumption,
             version: tls::version_label(h.version).into_owned(),
             group: h
@@ -279,6 +286,7 @@ mod tests {
             start_ns: Some(1_764_633_600_000_000_000),
             hrr: true,
             retry: false,
+            transport: crate::observe::timeline::Transport::Tcp,
             client_process: None,
             server_process: Some("nginx (pid 7)".into()),
         };
@@ -307,5 +315,20 @@ mod tests {
         assert_eq!(v["server_flight_bytes"], 4321);
         assert_eq!(v["server_process"], "nginx (pid 7)");
         assert!(v.get("client_process").is_none());
+        assert_eq!(v["transport"], "tcp");
+        assert!(v.get("retry").is_none(), "{v}");
+        // A QUIC handshake says so, and whether a Retry came first.
+        let quic = Handshake {
+            transport: Transport::Quic,
+            retry: true,
+            ..h
+        };
+        let buf = Shared::default();
+        let mut log = ConnectionLog::new(Box::new(buf.clone()));
+        log.record(&quic);
+        log.finish().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&buf.0.lock().unwrap()).unwrap();
+        assert_eq!(v["transport"], "quic");
+        assert_eq!(v["retry"], true);
     }
 }

@@ -57,7 +57,7 @@ use std::net::SocketAddr;
 use super::flow::{Counters, Limits};
 use super::quic::{self, Frame, InitialKeys, Packet, Parsed, Type};
 use super::result::QuicPackets;
-use super::timeline::{Failure, Handshake, HandshakeKind, Outcome, Phases};
+use super::timeline::{Failure, Handshake, HandshakeKind, Outcome, Phases, Transport};
 use super::tls::{self, ClientHello, HandshakeBuf, ServerHello, msg};
 
 /// The most CRYPTO bytes held out of order per side of a connection; beyond it the
@@ -338,6 +338,7 @@ impl Conn {
             start_ns: Some(self.start_ns),
             hrr: self.hrr,
             retry: self.retry,
+            transport: Transport::Quic,
             client_process: None,
             server_process: None,
         }))

@@ -124,6 +124,31 @@ impl HandshakeKind {
     }
 }
 
+/// The transport that carried a handshake: TLS over TCP, or QUIC (TLS inside QUIC's own
+/// packets, over UDP). Their phases are not the same (QUIC has no `connect`, and its
+/// handshake saves a round trip), so their distributions are kept apart everywhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transport {
+    /// TLS records in a TCP stream.
+    #[default]
+    Tcp,
+    /// QUIC over UDP.
+    Quic,
+}
+
+impl Transport {
+    /// Both, in report order.
+    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::Quic];
+
+    /// `tcp` or `quic`, as the metrics, windows and the handshake log call it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
+        }
+    }
+}
+
 /// The phases of one handshake (nanoseconds); `None` when a boundary was not captured.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Phases {
@@ -207,6 +232,8 @@ pub struct Handshake {
     /// QUIC: a Retry came first (address validation; counted with the handshake, as a
     /// HelloRetryRequest is). Always false over TCP.
     pub retry: bool,
+    /// The transport that carried it.
+    pub transport: Transport,
     /// The local process at the client end, "comm (pid N)" (live capture only).
     pub client_process: Option<String>,
     /// The local process at the server end (live capture only).
@@ -704,6 +731,7 @@ impl Timeline {
             start_ns: start,
             hrr: self.hrr,
             retry: false,
+            transport: Transport::Tcp,
             client_process: None,
             server_process: None,
         }))

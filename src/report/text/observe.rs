@@ -178,11 +178,17 @@ fn heading(o: &Observation) -> String {
     if o.sources_left_out > 0 {
         sources.push(format!("{} more sources", o.sources_left_out));
     }
+    // QUIC is read from the same ports' UDP datagrams.
+    let transports = if o.quic.is_some() {
+        "TCP and UDP"
+    } else {
+        "TCP"
+    };
     let ports = if o.ports.is_empty() {
-        "every TCP port".to_string()
+        format!("every {transports} port")
     } else {
         let p: Vec<String> = o.ports.iter().map(u16::to_string).collect();
-        format!("TCP port {}", p.join(", "))
+        format!("{transports} port {}", p.join(", "))
     };
     format!(
         "Handshakes observed in {} on {}: {:.3} s of capture{}",
@@ -765,6 +771,7 @@ mod tests {
         };
         let w = WindowRecord {
             cpu_pressure: None,
+            quic: None,
             kind: "window".into(),
             // 2026-12-06T18:58:00Z.
             start_ns: 1_796_583_480_000_000_000,
