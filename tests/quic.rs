@@ -1194,6 +1194,160 @@ fn observe_of_quic_agrees_with_tshark() {
     }
 }
 
+/// What the ClientHellos of one transport offered, as tshark or observe count them: by
+/// first ALPN protocol, by group offered, and how many offered a pre-shared key.
+#[derive(Debug, Default, PartialEq)]
+struct Offers {
+    hellos: u64,
+    alpn: BTreeMap<String, u64>,
+    groups: BTreeMap<String, u64>,
+    psk: u64,
+}
+
+/// tshark's count of the ClientHellos on `port` of `file`, TLS over TCP and QUIC (it
+/// opens the Initial packets itself) apart: (TCP, QUIC). Each connection of these
+/// clients sends one ClientHello (no HelloRetryRequest, no loss on lo).
+fn tshark_offers(file: &Path, port: u16) -> (Offers, Offers) {
+    let out = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-n"])
+        .args(["-d", &format!("udp.port=={port},quic")])
+        .args([
+            "-Y",
+            &format!("tls.handshake.type == 1 && (tcp.dstport == {port} || udp.dstport == {port})"),
+        ])
+        .args(["-T", "fields", "-E", "separator=;", "-E", "occurrence=a"])
+        .args([
+            "-e",
+            "tcp.stream",
+            "-e",
+            "tls.handshake.extensions_alpn_str",
+        ])
+        .args(["-e", "tls.handshake.extensions_supported_group"])
+        .args(["-e", "tls.handshake.extension.type"])
+        .output()
+        .expect("tshark runs");
+    assert!(out.status.success(), "{out:?}");
+    let (mut tcp, mut quic) = (Offers::default(), Offers::default());
+    let number = |x: &str| match x.strip_prefix("0x") {
+        Some(hex) => u16::from_str_radix(hex, 16).ok(),
+        None => x.parse().ok(),
+    };
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let f: Vec<&str> = line.split(';').collect();
+        let o = if f[0].is_empty() { &mut quic } else { &mut tcp };
+        o.hellos += 1;
+        let alpn = f[1].split(',').next().filter(|a| !a.is_empty());
+        *o.alpn
+            .entry(alpn.unwrap_or("(none)").to_string())
+            .or_default() += 1;
+        for g in f[2].split(',').filter_map(number) {
+            let [a, b] = g.to_be_bytes();
+            if a == b && a & 0x0f == 0x0a {
+                continue; // GREASE
+            }
+            let name = tlsperf::observe::tls::group_label(g).into_owned();
+            *o.groups.entry(name).or_default() += 1;
+        }
+        o.psk += u64::from(f[3].split(',').filter_map(number).any(|t| t == 41));
+    }
+    (tcp, quic)
+}
+
+/// observe's count of the same, from one part of its document.
+fn observed_offers(part: &Value) -> Offers {
+    let map = |v: &Value| -> BTreeMap<String, u64> {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, n)| (k.clone(), n.as_u64().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let c = &part["client_hello"];
+    Offers {
+        hellos: part["handshakes"]["all"]["count"].as_u64().unwrap_or(0),
+        alpn: map(&c["alpn"]),
+        groups: map(&c["offered_groups"]),
+        psk: c["psk_offered"].as_u64().unwrap_or(0),
+    }
+}
+
+/// What the ClientHellos offered — the first ALPN protocol, each supported group, a
+/// pre-shared key — counted by observe as tshark dissects the same capture, over TCP
+/// (tlsperf's client, and curl's when installed) and over QUIC (tlsperf's HTTP/3 client
+/// full then resumed with 0-RTT, and ngtcp2's when installed).
+#[test]
+fn observe_counts_what_client_hellos_offer_as_tshark_does() {
+    if !common::root("the capture of handshakes (tcpdump on lo)")
+        || !common::have("tcpdump", "handshakes captured (apt-get install tcpdump)")
+        || !common::have(
+            "tshark",
+            "the agreement with tshark (apt-get install tshark)",
+        )
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let file = dir.path().join("hellos.pcap");
+    let port = s.port.to_string();
+    let dump = common::Tcpdump::start(&file, &["port", &port]);
+    // QUIC: tlsperf's client, one connection after the other, each resumed after the first.
+    let (code, d) = load_http3(
+        &s.url(),
+        &[
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "--new-conn",
+            "--early-data",
+            "--cacert",
+            &root,
+        ],
+    );
+    assert_eq!(code, 0, "{d}");
+    if common::have("gtlsclient", "ngtcp2's ClientHello in the count") {
+        let (ok, text) = ngtcp2_get(s.port, &[]);
+        assert!(ok, "{text}");
+    }
+    // TCP: tlsperf's client, and curl's (ALPN h2 and http/1.1, OpenSSL's groups).
+    common::handshakes(&s.url(), Path::new(&root), 3);
+    if common::have("curl", "curl's ClientHello in the count") {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "-o",
+                "/dev/null",
+                "--cacert",
+                &root,
+            ])
+            .arg(s.url())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    // Every handshake counted by the server before the capture stops.
+    std::thread::sleep(Duration::from_millis(500));
+    dump.stop();
+    let v = common::observe_pcap(&file, s.port);
+    let (tcp, quic) = tshark_offers(&file, s.port);
+    assert!(tcp.hellos >= 3 && quic.hellos >= 4, "{tcp:?} {quic:?}");
+    assert!(quic.alpn.contains_key("h3") && quic.psk >= 3, "{quic:?}");
+    assert_eq!(observed_offers(&v), tcp, "TCP: {}", v["client_hello"]);
+    assert_eq!(
+        observed_offers(&v["quic"]),
+        quic,
+        "QUIC: {}",
+        v["quic"]["client_hello"]
+    );
+}
+
 /// `observe --interface lo` sees QUIC handshakes live too, with the eBPF filter and with
 /// the classic one (both pass UDP on the ports): ngtcp2's client's full, resumed and 0-RTT
 /// connections, counted by kind as the server counted them.

@@ -23,8 +23,8 @@ use std::net::SocketAddr;
 
 use super::flow::Counters;
 use super::result::{
-    Bytes, Dist, HistogramsShed, KindStats, MAX_ROWS, OTHER, Observation, PHASES, Packets, Row,
-    Source,
+    Bytes, ClientHellos, Dist, HistogramsShed, KindStats, MAX_ROWS, OTHER, Observation, PHASES,
+    Packets, Row, Source,
 };
 use super::timeline::{Failure, Handshake, HandshakeKind, Outcome};
 use super::tls;
@@ -364,6 +364,13 @@ impl Aggregate {
                 }
             }
         }
+        let hellos = &mut self.obs.client_hello;
+        let alpn = h.offer.alpn.as_deref().unwrap_or("(none)");
+        ClientHellos::count(&mut hellos.alpn, alpn, 1);
+        for g in h.offer.groups() {
+            ClientHellos::count(&mut hellos.offered_groups, &tls::group_label(*g), 1);
+        }
+        hellos.psk_offered += u64::from(h.offer.psk);
         let resumed = h.resumption.is_some();
         if let Some(m) = h.resumption {
             self.obs.resumption.resumed += 1;
@@ -515,6 +522,7 @@ mod tests {
             group: Some(0x1d),
             suite: 0x1301,
             sni: Some(sni),
+            offer: Default::default(),
             client: "10.0.0.1:40000".parse().unwrap(),
             server,
             phases: Phases {

@@ -55,6 +55,17 @@ impl ProbeLine {
     }
 }
 
+/// A ClientHello's offered groups, written as an array of their names (without
+/// collecting them first).
+#[derive(Debug)]
+pub struct OfferedGroups<'a>(pub &'a tls::Offer);
+
+impl Serialize for OfferedGroups<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.groups().iter().map(|g| tls::group_label(*g)))
+    }
+}
+
 /// One completed handshake, as a line of the connections file.
 #[derive(Debug, Serialize)]
 pub struct ConnectionRecord<'a> {
@@ -69,6 +80,12 @@ pub struct ConnectionRecord<'a> {
     pub server: String,
     /// The ClientHello's SNI.
     pub sni: Option<&'a str>,
+    /// The first protocol the ClientHello's ALPN offered (null without ALPN).
+    pub alpn: Option<&'a str>,
+    /// The groups its supported_groups offered, in its order.
+    pub offered_groups: OfferedGroups<'a>,
+    /// It offered a pre-shared key (a TLS 1.3 resumption).
+    pub psk_offered: bool,
     /// `full`, `full-hrr`, `resumed` or `0rtt`.
     pub kind: &'static str,
     /// A HelloRetryRequest came first (a `full-hrr`, or a resumption after one).
@@ -109,6 +126,9 @@ impl<'a> ConnectionRecord<'a> {
             client: h.client.to_string(),
             server: h.server.to_string(),
             sni: h.sni.as_deref(),
+            alpn: h.offer.alpn.as_deref(),
+            offered_groups: OfferedGroups(&h.offer),
+            psk_offered: h.offer.psk,
             kind: h.kind.name(),
             hrr: h.hrr,
             retry: (h.transport == Transport::Quic).then_some(h.retry),
@@ -271,6 +291,7 @@ mod tests {
             group: Some(0x1d),
             suite: 0x1301,
             sni: Some("example.test".into()),
+            offer: Default::default(),
             client: "10.0.0.2:50000".parse().unwrap(),
             server: "[2001:db8::1]:443".parse().unwrap(),
             phases: Phases {
@@ -316,11 +337,15 @@ mod tests {
         assert_eq!(v["server_process"], "nginx (pid 7)");
         assert!(v.get("client_process").is_none());
         assert_eq!(v["transport"], "tcp");
+        assert!(v["alpn"].is_null(), "{v}");
+        assert_eq!(v["offered_groups"], serde_json::json!([]));
+        assert_eq!(v["psk_offered"], false);
         assert!(v.get("retry").is_none(), "{v}");
         // A QUIC handshake says so, and whether a Retry came first.
         let quic = Handshake {
             transport: Transport::Quic,
             retry: true,
+            offer: quic_offer(),
             ..h
         };
         let buf = Shared::default();
@@ -330,5 +355,32 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&buf.0.lock().unwrap()).unwrap();
         assert_eq!(v["transport"], "quic");
         assert_eq!(v["retry"], true);
+        assert_eq!(v["alpn"], "h3");
+        assert_eq!(
+            v["offered_groups"],
+            serde_json::json!(["x25519", "secp256r1"])
+        );
+        assert_eq!(v["psk_offered"], true);
+    }
+
+    /// What an HTTP/3 client's ClientHello offers: ALPN h3, x25519 and secp256r1, a PSK.
+    fn quic_offer() -> tls::Offer {
+        let mut b = vec![3, 3];
+        b.extend([7; 32]);
+        b.extend([0, 0, 2, 0x13, 0x01, 1, 0]);
+        let exts: [(u16, &[u8]); 3] = [
+            (16, &[0, 3, 2, b'h', b'3']),
+            (10, &[0, 4, 0, 0x1d, 0, 0x17]),
+            (41, &[0; 4]),
+        ];
+        let mut block = Vec::new();
+        for (t, body) in exts {
+            block.extend(t.to_be_bytes());
+            block.extend((body.len() as u16).to_be_bytes());
+            block.extend(body);
+        }
+        b.extend((block.len() as u16).to_be_bytes());
+        b.extend(block);
+        tls::client_hello(&b).unwrap().offer
     }
 }

@@ -683,6 +683,7 @@ mod tests {
             group: None,
             suite: 0xc02f,
             sni: Some("secret.example".into()),
+            offer: Default::default(),
             client: "10.0.0.9:51000".parse().unwrap(),
             server: "10.0.0.1:8443".parse().unwrap(),
             phases,

@@ -331,6 +331,7 @@ impl Conn {
             group: sh.group,
             suite: sh.suite,
             sni: hello.sni,
+            offer: hello.offer,
             client: self.client,
             server: self.server,
             phases,

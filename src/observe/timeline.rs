@@ -214,6 +214,8 @@ pub struct Handshake {
     pub suite: u16,
     /// The ClientHello's SNI.
     pub sni: Option<String>,
+    /// What the (first) ClientHello offered: ALPN, groups, a pre-shared key.
+    pub offer: tls::Offer,
     /// Client address.
     pub client: SocketAddr,
     /// Server address.
@@ -724,6 +726,7 @@ impl Timeline {
             group,
             suite: sh.suite,
             sni: hello.sni,
+            offer: hello.offer,
             client: self.client,
             server: self.server,
             phases,

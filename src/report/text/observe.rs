@@ -312,7 +312,7 @@ fn handshake_counts(o: &Observation) -> String {
         .sum::<u64>();
     let retry = o.handshakes.get("all").map_or(0, |k| k.retry);
     format!(
-        "handshakes: {} — {}{}{}; resumption rate {:.1}%{}\n\n",
+        "handshakes: {} — {}{}{}; resumption rate {:.1}%{}\n{}\n",
         o.count("all"),
         kinds.join(", "),
         if hrr > 0 {
@@ -330,7 +330,34 @@ fn handshake_counts(o: &Observation) -> String {
             String::new()
         } else {
             format!(" ({})", methods.join(", "))
-        }
+        },
+        offered(o),
+    )
+}
+
+/// What the handshakes' ClientHellos offered, a line (none without handshakes, or in a
+/// document written before it was counted).
+fn offered(o: &Observation) -> String {
+    let c = &o.client_hello;
+    if o.count("all") == 0 || (c.alpn.is_empty() && c.offered_groups.is_empty()) {
+        return String::new();
+    }
+    // The most offered first.
+    let counts = |m: &std::collections::BTreeMap<String, u64>| {
+        let mut v: Vec<(&String, &u64)> = m.iter().collect();
+        v.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        let v: Vec<String> = v.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
+        v.join(", ")
+    };
+    format!(
+        "ClientHellos offered: ALPN {}; groups {}; a pre-shared key {}\n",
+        counts(&c.alpn),
+        if c.offered_groups.is_empty() {
+            "none".to_string()
+        } else {
+            counts(&c.offered_groups)
+        },
+        c.psk_offered
     )
 }
 
