@@ -997,17 +997,10 @@ mod tests {
             0,
             &seal::crypto(0, &client_hello(false, 0)),
         );
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = crate::observe::xorshift::XorShift::new(0x9e37_79b9_7f4a_7c15);
         let mut out = Vec::new();
         for len in 0..1300 {
-            let mut bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let mut bytes: Vec<u8> = rng.bytes(len);
             if len % 3 == 0 {
                 let keep = len.min(real.len());
                 bytes[..keep].copy_from_slice(&real[..keep]);

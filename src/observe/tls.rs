@@ -587,16 +587,9 @@ mod tests {
 
     #[test]
     fn random_bodies_never_panic() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rng = crate::observe::xorshift::XorShift::new(0x2545_f491_4f6c_dd1d);
         for len in 0..400 {
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let bytes: Vec<u8> = rng.bytes(len);
             let _ = client_hello(&bytes);
             let _ = server_hello(&bytes);
             let _ = frame(&bytes);
