@@ -57,7 +57,9 @@ use std::net::SocketAddr;
 use super::flow::{Counters, Limits};
 use super::quic::{self, Frame, InitialKeys, Packet, Parsed, Type};
 use super::result::QuicPackets;
-use super::timeline::{Failure, Handshake, HandshakeKind, Outcome, Phases, Transport};
+use super::timeline::{
+    self, Failure, Handshake, HandshakeKind, Outcome, Phases, ServerHelloSeen, Transport,
+};
 use super::tls::{self, ClientHello, HandshakeBuf, ServerHello, msg};
 
 /// The most CRYPTO bytes held out of order per side of a connection; beyond it the
@@ -256,20 +258,14 @@ impl Conn {
                 self.hello_ns = Some(ns);
             }
             (SERVER, msg::SERVER_HELLO) => {
-                let Some(sh) = tls::server_hello(body) else {
-                    self.unparsed = true;
-                    return;
-                };
-                if self.hello.is_none() || self.sh_ns.is_some() {
-                    self.unparsed = true;
-                    return;
+                match timeline::server_hello(body, self.hello.is_some(), self.sh_ns.is_some()) {
+                    ServerHelloSeen::NotFollowed => self.unparsed = true,
+                    ServerHelloSeen::RetryRequest => self.hrr = true,
+                    ServerHelloSeen::Hello(sh) => {
+                        self.sh_ns = Some(ns);
+                        self.server_hello = Some(sh);
+                    }
                 }
-                if sh.hrr {
-                    self.hrr = true;
-                    return;
-                }
-                self.sh_ns = Some(ns);
-                self.server_hello = Some(sh);
             }
             _ => {}
         }

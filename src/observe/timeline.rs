@@ -620,20 +620,14 @@ impl Timeline {
                 self.hello_ns = Some(r.last_ns);
             }
             (Endpoint::Server, msg::SERVER_HELLO) => {
-                let Some(sh) = tls::server_hello(body) else {
-                    self.unparsed = true;
-                    return;
-                };
-                if self.hello.is_none() || self.sh_ns.is_some() {
-                    self.unparsed = true;
-                    return;
+                match server_hello(body, self.hello.is_some(), self.sh_ns.is_some()) {
+                    ServerHelloSeen::NotFollowed => self.unparsed = true,
+                    ServerHelloSeen::RetryRequest => self.hrr = true,
+                    ServerHelloSeen::Hello(sh) => {
+                        self.sh_ns = Some(r.first_ns);
+                        self.server_hello = Some(sh);
+                    }
                 }
-                if sh.hrr {
-                    self.hrr = true;
-                    return;
-                }
-                self.sh_ns = Some(r.first_ns);
-                self.server_hello = Some(sh);
             }
             (Endpoint::Server, msg::SERVER_KEY_EXCHANGE) => {
                 self.ske_group = tls::server_key_exchange_group(body);
@@ -738,6 +732,29 @@ impl Timeline {
             client_process: None,
             server_process: None,
         }))
+    }
+}
+
+/// What a ServerHello message's body is to a connection, over TCP or QUIC.
+#[derive(Debug)]
+pub enum ServerHelloSeen {
+    /// The connection cannot be followed: the message does not parse, or comes before
+    /// any ClientHello or after the ServerHello.
+    NotFollowed,
+    /// A HelloRetryRequest: the client sends its ClientHello again.
+    RetryRequest,
+    /// The ServerHello.
+    Hello(ServerHello),
+}
+
+/// Reads a ServerHello's `body` on a connection that has seen a ClientHello
+/// (`hello_seen`) and its ServerHello already (`sh_seen`).
+pub fn server_hello(body: &[u8], hello_seen: bool, sh_seen: bool) -> ServerHelloSeen {
+    match tls::server_hello(body) {
+        Some(_) if !hello_seen || sh_seen => ServerHelloSeen::NotFollowed,
+        Some(sh) if sh.hrr => ServerHelloSeen::RetryRequest,
+        Some(sh) => ServerHelloSeen::Hello(sh),
+        None => ServerHelloSeen::NotFollowed,
     }
 }
 
