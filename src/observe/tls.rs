@@ -430,6 +430,8 @@ pub fn group_label(g: u16) -> Cow<'static, str> {
         0x0100 => "ffdhe2048".into(),
         0x0101 => "ffdhe3072".into(),
         0x0102 => "ffdhe4096".into(),
+        0x0103 => "ffdhe6144".into(),
+        0x0104 => "ffdhe8192".into(),
         0x11eb => "SecP256r1MLKEM768".into(),
         0x11ec => "X25519MLKEM768".into(),
         0x11ed => "SecP384r1MLKEM1024".into(),

@@ -833,7 +833,9 @@ mod tests {
         let r = w.finish(2 * S).unwrap();
         assert_eq!(r.series.len(), 1);
         assert_eq!(r.series[0].handshakes, 4);
-        assert_eq!(r.series[0].phases["server_think"].p99_ns, 1_000_000);
+        // TCP's 1 ms alone (HDR at 3 significant digits), none of QUIC's 7 ms.
+        let p99 = r.series[0].phases["server_think"].p99_ns;
+        assert!((p99 as f64 / 1e6 - 1.0).abs() < 0.002, "{p99}");
         assert!(r.wire_failures.is_empty(), "{:?}", r.wire_failures);
         let q = r.quic.as_ref().unwrap();
         assert_eq!(q.series.len(), 1);
