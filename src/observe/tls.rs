@@ -331,27 +331,32 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let Some(ext) = ch.ext else {
         return Some(out);
     };
+    // One pass: the offer's extensions read in place, the others wanted by
+    // `tls-parser` (stopping, as its list parsers do, at one that does not parse).
     for (t, whole) in raw_extensions(ext) {
         let data = &whole[4..];
         match t {
             offered::GROUPS => out.offer.read_groups(data),
             offered::ALPN => out.offer.read_alpn(data),
             offered::PSK => out.offer.psk = true,
-            _ => {}
-        }
-    }
-    for e in extensions(ext, &CLIENT_EXTENSIONS, parse_tls_client_hello_extension) {
-        match e {
-            TlsExtension::SNI(names) => {
-                out.sni = names
-                    .iter()
-                    .find(|(t, _)| t.0 == 0)
-                    .and_then(|(_, n)| std::str::from_utf8(n).ok())
-                    .map(str::to_string);
+            t if CLIENT_EXTENSIONS.contains(&t) => {
+                let Ok((_, e)) = parse_tls_client_hello_extension(whole) else {
+                    break;
+                };
+                match e {
+                    TlsExtension::SNI(names) => {
+                        out.sni = names
+                            .iter()
+                            .find(|(t, _)| t.0 == 0)
+                            .and_then(|(_, n)| std::str::from_utf8(n).ok())
+                            .map(str::to_string);
+                    }
+                    TlsExtension::EarlyData(_) => out.early_data = true,
+                    TlsExtension::PskExchangeModes(_) => out.psk_modes = true,
+                    TlsExtension::SessionTicket(t) => out.ticket = !t.is_empty(),
+                    _ => {}
+                }
             }
-            TlsExtension::EarlyData(_) => out.early_data = true,
-            TlsExtension::PskExchangeModes(_) => out.psk_modes = true,
-            TlsExtension::SessionTicket(t) => out.ticket = !t.is_empty(),
             _ => {}
         }
     }
