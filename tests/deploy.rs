@@ -548,14 +548,15 @@ fn served_names() -> BTreeSet<String> {
         .collect()
 }
 
-/// A dashboard query as Prometheus runs it: every variable's "All" (`.*`), and
-/// Grafana's `$__rate_interval` as 1 minute (four times the scrape interval or more, as
-/// Grafana makes it).
+/// A dashboard query as Prometheus runs it: every query variable's "All" (`.*`), the
+/// transport `tcp` (what the live tests serve), and Grafana's `$__rate_interval` as 1
+/// minute (four times the scrape interval or more, as Grafana makes it).
 fn as_grafana_sends(expr: &str) -> String {
     expr.replace("$__rate_interval", "1m")
         .replace("$job", ".*")
         .replace("$instance", ".*")
         .replace("$process", ".*")
+        .replace("$transport", "tcp")
 }
 
 #[test]

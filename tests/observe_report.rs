@@ -70,6 +70,7 @@ fn series(key: SeriesKey, values: &[u64], histogram: bool) -> SeriesRecord {
 fn window(start: u64, series: Vec<SeriesRecord>) -> String {
     let w = WindowRecord {
         cpu_pressure: Some(0.1),
+        quic: None,
         kind: "window".into(),
         start_ns: start,
         end_ns: start + MIN,

@@ -328,6 +328,7 @@ fn the_last_export_at_ctrl_c_agrees_with_observes_own_document() {
         assert_eq!(
             keys,
             BTreeSet::from([
+                "network.transport",
                 "process.executable.name",
                 "tls.curve",
                 "tls.protocol.name",
@@ -337,6 +338,8 @@ fn the_last_export_at_ctrl_c_agrees_with_observes_own_document() {
             ]),
             "{a:?}"
         );
+        // TLS over TCP (QUIC's are `quic`).
+        assert_eq!(a["network.transport"], "tcp", "{a:?}");
         assert_eq!(a["tls.protocol.name"], "tls");
         assert_eq!(a["tls.protocol.version"], "1.3", "{a:?}");
         assert_eq!(a["tlsperf.role"], "server");
@@ -353,6 +356,12 @@ fn the_last_export_at_ctrl_c_agrees_with_observes_own_document() {
         types,
         BTreeSet::from(["alert", "closed", "incomplete", "reset"])
     );
+    // Each reason once per transport.
+    let transports: BTreeSet<(&str, &str)> = failures
+        .iter()
+        .map(|(a, _)| (a["error.type"].as_str(), a["network.transport"].as_str()))
+        .collect();
+    assert_eq!(transports.len(), 8, "{failures:?}");
     assert!(failures.iter().all(|(_, v)| *v == 0), "{failures:?}");
 
     // The tls phase's histogram: in seconds, the Prometheus buckets, count and sum as

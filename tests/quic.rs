@@ -1194,6 +1194,160 @@ fn observe_of_quic_agrees_with_tshark() {
     }
 }
 
+/// What the ClientHellos of one transport offered, as tshark or observe count them: by
+/// first ALPN protocol, by group offered, and how many offered a pre-shared key.
+#[derive(Debug, Default, PartialEq)]
+struct Offers {
+    hellos: u64,
+    alpn: BTreeMap<String, u64>,
+    groups: BTreeMap<String, u64>,
+    psk: u64,
+}
+
+/// tshark's count of the ClientHellos on `port` of `file`, TLS over TCP and QUIC (it
+/// opens the Initial packets itself) apart: (TCP, QUIC). Each connection of these
+/// clients sends one ClientHello (no HelloRetryRequest, no loss on lo).
+fn tshark_offers(file: &Path, port: u16) -> (Offers, Offers) {
+    let out = Command::new("tshark")
+        .args(["-r", file.to_str().unwrap(), "-n"])
+        .args(["-d", &format!("udp.port=={port},quic")])
+        .args([
+            "-Y",
+            &format!("tls.handshake.type == 1 && (tcp.dstport == {port} || udp.dstport == {port})"),
+        ])
+        .args(["-T", "fields", "-E", "separator=;", "-E", "occurrence=a"])
+        .args([
+            "-e",
+            "tcp.stream",
+            "-e",
+            "tls.handshake.extensions_alpn_str",
+        ])
+        .args(["-e", "tls.handshake.extensions_supported_group"])
+        .args(["-e", "tls.handshake.extension.type"])
+        .output()
+        .expect("tshark runs");
+    assert!(out.status.success(), "{out:?}");
+    let (mut tcp, mut quic) = (Offers::default(), Offers::default());
+    let number = |x: &str| match x.strip_prefix("0x") {
+        Some(hex) => u16::from_str_radix(hex, 16).ok(),
+        None => x.parse().ok(),
+    };
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let f: Vec<&str> = line.split(';').collect();
+        let o = if f[0].is_empty() { &mut quic } else { &mut tcp };
+        o.hellos += 1;
+        let alpn = f[1].split(',').next().filter(|a| !a.is_empty());
+        *o.alpn
+            .entry(alpn.unwrap_or("(none)").to_string())
+            .or_default() += 1;
+        for g in f[2].split(',').filter_map(number) {
+            let [a, b] = g.to_be_bytes();
+            if a == b && a & 0x0f == 0x0a {
+                continue; // GREASE
+            }
+            let name = tlsperf::observe::tls::group_label(g).into_owned();
+            *o.groups.entry(name).or_default() += 1;
+        }
+        o.psk += u64::from(f[3].split(',').filter_map(number).any(|t| t == 41));
+    }
+    (tcp, quic)
+}
+
+/// observe's count of the same, from one part of its document.
+fn observed_offers(part: &Value) -> Offers {
+    let map = |v: &Value| -> BTreeMap<String, u64> {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, n)| (k.clone(), n.as_u64().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let c = &part["client_hello"];
+    Offers {
+        hellos: part["handshakes"]["all"]["count"].as_u64().unwrap_or(0),
+        alpn: map(&c["alpn"]),
+        groups: map(&c["offered_groups"]),
+        psk: c["psk_offered"].as_u64().unwrap_or(0),
+    }
+}
+
+/// What the ClientHellos offered — the first ALPN protocol, each supported group, a
+/// pre-shared key — counted by observe as tshark dissects the same capture, over TCP
+/// (tlsperf's client, and curl's when installed) and over QUIC (tlsperf's HTTP/3 client
+/// full then resumed with 0-RTT, and ngtcp2's when installed).
+#[test]
+fn observe_counts_what_client_hellos_offer_as_tshark_does() {
+    if !common::root("the capture of handshakes (tcpdump on lo)")
+        || !common::have("tcpdump", "handshakes captured (apt-get install tcpdump)")
+        || !common::have(
+            "tshark",
+            "the agreement with tshark (apt-get install tshark)",
+        )
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let file = dir.path().join("hellos.pcap");
+    let port = s.port.to_string();
+    let dump = common::Tcpdump::start(&file, &["port", &port]);
+    // QUIC: tlsperf's client, one connection after the other, each resumed after the first.
+    let (code, d) = load_http3(
+        &s.url(),
+        &[
+            "-n",
+            "4",
+            "-c",
+            "1",
+            "--new-conn",
+            "--early-data",
+            "--cacert",
+            &root,
+        ],
+    );
+    assert_eq!(code, 0, "{d}");
+    if common::have("gtlsclient", "ngtcp2's ClientHello in the count") {
+        let (ok, text) = ngtcp2_get(s.port, &[]);
+        assert!(ok, "{text}");
+    }
+    // TCP: tlsperf's client, and curl's (ALPN h2 and http/1.1, OpenSSL's groups).
+    common::handshakes(&s.url(), Path::new(&root), 3);
+    if common::have("curl", "curl's ClientHello in the count") {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "10",
+                "-o",
+                "/dev/null",
+                "--cacert",
+                &root,
+            ])
+            .arg(s.url())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    // Every handshake counted by the server before the capture stops.
+    std::thread::sleep(Duration::from_millis(500));
+    dump.stop();
+    let v = common::observe_pcap(&file, s.port);
+    let (tcp, quic) = tshark_offers(&file, s.port);
+    assert!(tcp.hellos >= 3 && quic.hellos >= 4, "{tcp:?} {quic:?}");
+    assert!(quic.alpn.contains_key("h3") && quic.psk >= 3, "{quic:?}");
+    assert_eq!(observed_offers(&v), tcp, "TCP: {}", v["client_hello"]);
+    assert_eq!(
+        observed_offers(&v["quic"]),
+        quic,
+        "QUIC: {}",
+        v["quic"]["client_hello"]
+    );
+}
+
 /// `observe --interface lo` sees QUIC handshakes live too, with the eBPF filter and with
 /// the classic one (both pass UDP on the ports): ngtcp2's client's full, resumed and 0-RTT
 /// connections, counted by kind as the server counted them.
@@ -1270,6 +1424,168 @@ fn observe_reads_quic_handshakes_live() {
             );
         }
         assert_eq!(q["handshakes"]["all"]["count"], 3, "{filter:?}: {q}");
+    }
+}
+
+/// The body of `GET path` at `addr` (HTTP/1.0).
+fn http_get(addr: &str, path: &str) -> String {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// The sum of the series of `name` in a Prometheus exposition whose labels contain
+/// every one of `labels` (`transport="quic"`).
+fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// observe's metrics, windows and handshake log take QUIC's handshakes beside TCP's on
+/// the same port, each transport apart, the QUIC ones attributed to the server's UDP
+/// socket's owner: as many QUIC handshakes as serve's /stats counts, as many TCP ones as
+/// the client made.
+#[test]
+fn observe_counts_quic_apart_from_tcp_in_its_metrics_windows_and_log_live() {
+    use std::io::BufRead;
+    if !common::root("observe --interface lo (live capture)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &["--early-data", "16384"]);
+    let (windows, log) = (dir.path().join("w.jsonl"), dir.path().join("h.jsonl"));
+    let port = s.port.to_string();
+    let mut observe = Command::new(common::bin())
+        .args(["observe", "--interface", "lo", "--port", &port])
+        .args([
+            "--metrics",
+            "127.0.0.1:0",
+            "--window",
+            "2s",
+            "--duration",
+            "60s",
+        ])
+        .arg("--windows")
+        .arg(&windows)
+        .arg("--handshake-log")
+        .arg(&log)
+        .arg("--json")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
+    let (mut line, mut metrics) = (String::new(), None);
+    while !line.contains("capturing on") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
+        if let Some(url) = line.trim().strip_prefix("metrics: http://") {
+            metrics = url.strip_suffix("/metrics").map(str::to_string);
+        }
+    }
+    let metrics = metrics.expect("observe says where its metrics are");
+    // Drain the rest of stderr, so that observe never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+
+    let d = load_http3_twelve_early(&s.url(), &root);
+    let tcp = 4;
+    common::handshakes(&s.url(), Path::new(&root), tcp);
+    let (served, _) = counts_become(&s, &generator_counts(&d));
+    let quic: u64 = served.values().sum();
+    assert!(quic >= 12, "{served:?}");
+    // observe counts each handshake when it is complete on the wire: soon after.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let text = http_get(&metrics, "/metrics");
+        let n = |t| metric_sum(&text, "tlsperf_observe_handshakes_total", &[t]);
+        if (n(r#"transport="quic""#), n(r#"transport="tcp""#)) == (quic, u64::from(tcp))
+            || std::time::Instant::now() > deadline
+        {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let n = |labels: &[&str]| metric_sum(&text, "tlsperf_observe_handshakes_total", labels);
+    assert_eq!(n(&[r#"transport="quic""#]), quic, "{text}");
+    assert_eq!(n(&[r#"transport="tcp""#]), u64::from(tcp), "{text}");
+    // The QUIC server is this host's serve, found by its UDP socket.
+    assert_eq!(
+        n(&[r#"transport="quic""#, r#"process="tlsperf""#]),
+        quic,
+        "{text}"
+    );
+    // Each transport's phases are histograms of their own: QUIC has no connect.
+    let count = |phase: &str, t: &str| {
+        metric_sum(
+            &text,
+            "tlsperf_observe_handshake_phase_seconds_count",
+            &[
+                &format!(r#"phase="{phase}""#),
+                &format!(r#"transport="{t}""#),
+            ],
+        )
+    };
+    assert_eq!(count("tls", "quic"), quic, "{text}");
+    assert_eq!(count("tls", "tcp"), u64::from(tcp), "{text}");
+    assert_eq!(count("connect", "quic"), 0, "{text}");
+    assert_eq!(count("connect", "tcp"), u64::from(tcp), "{text}");
+
+    let out = common::interrupt_and_wait(observe, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["quic"]["handshakes"]["all"]["count"], quic, "{v}");
+    assert_eq!(v["handshakes"]["all"]["count"], tcp, "{v}");
+    // The windows: QUIC's series in their `quic` part, TCP's as before.
+    let records: Vec<Value> = std::fs::read_to_string(&windows)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["type"] == "window")
+        .collect();
+    let sum = |series: &dyn Fn(&Value) -> &Value| -> u64 {
+        records
+            .iter()
+            .flat_map(|r| series(r).as_array().cloned().unwrap_or_default())
+            .map(|s| s["handshakes"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum(&|r| &r["quic"]["series"]), quic, "{records:?}");
+    assert_eq!(sum(&|r| &r["series"]), u64::from(tcp), "{records:?}");
+    let quic_series = records
+        .iter()
+        .flat_map(|r| r["quic"]["series"].as_array().cloned().unwrap_or_default())
+        .next()
+        .unwrap();
+    assert_eq!(quic_series["process"], "tlsperf", "{quic_series}");
+    assert!(
+        quic_series["phases"].get("connect").is_none(),
+        "{quic_series}"
+    );
+    // The handshake log: a line per handshake, saying its transport.
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |t: &str| lines.iter().filter(|l| l["transport"] == t).count() as u64;
+    assert_eq!((of("quic"), of("tcp")), (quic, u64::from(tcp)), "{lines:?}");
+    for l in lines.iter().filter(|l| l["transport"] == "quic") {
+        assert!(
+            l["server_process"]
+                .as_str()
+                .is_some_and(|p| p.starts_with(&format!("tlsperf (pid {})", s.pid()))),
+            "{l}"
+        );
+        assert_eq!(l["retry"], false, "{l}");
     }
 }
 

@@ -23,8 +23,8 @@ use std::net::SocketAddr;
 
 use super::flow::Counters;
 use super::result::{
-    Bytes, Dist, HistogramsShed, KindStats, MAX_ROWS, OTHER, Observation, PHASES, Packets, Row,
-    Source,
+    Bytes, ClientHellos, Dist, HistogramsShed, KindStats, MAX_OFFER_ROWS, MAX_ROWS, OTHER,
+    Observation, PHASES, Packets, Row, Source,
 };
 use super::timeline::{Failure, Handshake, HandshakeKind, Outcome};
 use super::tls;
@@ -49,6 +49,69 @@ pub struct Aggregate {
     /// Per breakdown (in the order of [`Aggregate::breakdowns`]), each row's handshakes
     /// at the last sweep.
     seen: [HashMap<String, u64>; BREAKDOWNS],
+    /// What the ClientHellos offered, by code point and protocol (named by the
+    /// snapshot).
+    offers: Offers,
+}
+
+/// What the handshakes' ClientHellos offered, counted without a string or a map lookup
+/// per handshake (a few distinct values, scanned): made into
+/// [`Observation::client_hello`] by [`Aggregate::snapshot`].
+#[derive(Debug, Clone, Default)]
+struct Offers {
+    /// By first ALPN protocol (`None`: no ALPN), at most [`MAX_OFFER_ROWS`].
+    alpn: Vec<(Option<Cow<'static, str>>, u64)>,
+    /// By group offered, at most [`MAX_OFFER_ROWS`].
+    groups: Vec<(u16, u64)>,
+    /// Beyond the bounds: ALPN protocols, groups.
+    other_alpn: u64,
+    other_groups: u64,
+    psk: u64,
+}
+
+impl Offers {
+    fn add(&mut self, o: &tls::Offer) {
+        if let Some((_, n)) = self.alpn.iter_mut().find(|(a, _)| *a == o.alpn) {
+            *n += 1;
+        } else if self.alpn.len() < MAX_OFFER_ROWS {
+            self.alpn.push((o.alpn.clone(), 1));
+        } else {
+            self.other_alpn += 1;
+        }
+        for g in o.groups() {
+            if let Some((_, n)) = self.groups.iter_mut().find(|(x, _)| x == g) {
+                *n += 1;
+            } else if self.groups.len() < MAX_OFFER_ROWS {
+                self.groups.push((*g, 1));
+            } else {
+                self.other_groups += 1;
+            }
+        }
+        self.psk += u64::from(o.psk);
+    }
+
+    /// As the document has them.
+    fn named(&self) -> ClientHellos {
+        let mut c = ClientHellos {
+            psk_offered: self.psk,
+            ..ClientHellos::default()
+        };
+        for (a, n) in &self.alpn {
+            ClientHellos::count(&mut c.alpn, a.as_deref().unwrap_or("(none)"), *n);
+        }
+        for (g, n) in &self.groups {
+            ClientHellos::count(&mut c.offered_groups, &tls::group_label(*g), *n);
+        }
+        for (map, n) in [
+            (&mut c.alpn, self.other_alpn),
+            (&mut c.offered_groups, self.other_groups),
+        ] {
+            if n > 0 {
+                *map.entry(OTHER.to_string()).or_default() += n;
+            }
+        }
+        c
+    }
 }
 
 /// Handshakes between two sweeps for idle breakdown rows.
@@ -236,6 +299,7 @@ impl Aggregate {
             mem: Memory::new(budget),
             since_sweep: 0,
             seen: Default::default(),
+            offers: Offers::default(),
         }
     }
 
@@ -364,6 +428,7 @@ impl Aggregate {
                 }
             }
         }
+        self.offers.add(&h.offer);
         let resumed = h.resumption.is_some();
         if let Some(m) = h.resumption {
             self.obs.resumption.resumed += 1;
@@ -444,6 +509,7 @@ impl Aggregate {
         o.packets.clock_outliers = flows.clock_outliers;
         o.duration_s = duration_s;
         o.histograms_shed = self.mem.shed;
+        o.client_hello = self.offers.named();
         let fresh = |d: &mut Dist| d.quantiles = d.hdr.quantiles();
         let mut all: Option<KindAcc> = None;
         for k in self.kinds[1..].iter().flatten() {
@@ -515,6 +581,7 @@ mod tests {
             group: Some(0x1d),
             suite: 0x1301,
             sni: Some(sni),
+            offer: Default::default(),
             client: "10.0.0.1:40000".parse().unwrap(),
             server,
             phases: Phases {
@@ -530,6 +597,7 @@ mod tests {
             start_ns: None,
             hrr: false,
             retry: false,
+            transport: crate::observe::timeline::Transport::Tcp,
             client_process: None,
             server_process: None,
         }))
@@ -687,5 +755,30 @@ mod tests {
         let o = agg.snapshot(Counters::default(), Packets::default(), 1.0);
         assert_eq!(o.by_sni["once-7.example"].server_think.quantiles.count, 2);
         assert_eq!(held_by(&o), agg.held());
+    }
+
+    /// What the ClientHellos offered is counted by protocol and group, named in the
+    /// document, and bounded: protocols beyond the rows kept are `(other)`.
+    #[test]
+    fn client_hello_offers_are_counted_and_bounded() {
+        let mut offers = Offers::default();
+        let mut o = tls::Offer::default();
+        offers.add(&o);
+        o.alpn = Some("h2".into());
+        o.psk = true;
+        offers.add(&o);
+        offers.add(&o);
+        for i in 0..MAX_OFFER_ROWS + 5 {
+            o.alpn = Some(format!("proto-{i}").into());
+            offers.add(&o);
+        }
+        let c = offers.named();
+        assert_eq!(c.alpn["(none)"], 1);
+        assert_eq!(c.alpn["h2"], 2);
+        assert_eq!(c.alpn.len(), MAX_OFFER_ROWS + 1, "{:?}", c.alpn);
+        assert_eq!(c.alpn[OTHER], 7);
+        assert_eq!(c.alpn.values().sum::<u64>(), 3 + MAX_OFFER_ROWS as u64 + 5);
+        assert_eq!(c.psk_offered, 2 + MAX_OFFER_ROWS as u64 + 5);
+        assert!(c.offered_groups.is_empty());
     }
 }

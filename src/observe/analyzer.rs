@@ -1,9 +1,11 @@
 //! The analysis pipeline shared by capture files and live capture: frame → decode → port
 //! filter → flow table (reassembly, TLS records, timelines) → aggregation; a UDP datagram
 //! on the ports → the QUIC connection table → an aggregation of its own (the
-//! observation's `quic` part), live and from capture files alike. QUIC outcomes are only
-//! aggregated: the metrics, windows, the handshake log and the join with the probes are
-//! TCP's.
+//! observation's `quic` part), live and from capture files alike. Every outcome, of
+//! either transport, then goes through the same hooks (process attribution, metrics,
+//! windows, the handshake log), each keeping the transports apart (a `transport` label, a
+//! window's `quic` part, a log line's `transport`); the join with the probes is TCP's
+//! alone (they read OpenSSL's and Go's TLS over TCP sockets).
 
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +17,7 @@ use super::metrics::ObserveMetrics;
 use super::process::Processes;
 use super::quic_flow::QuicTable;
 use super::result::{Observation, Packets, QuicPackets, Source};
-use super::timeline::Outcome;
+use super::timeline::{Outcome, Transport};
 use super::window::Windows;
 use crate::probes::join::Line;
 use crate::probes::{WireHandshake, WireIndex};
@@ -48,7 +50,7 @@ struct Quic {
 const QUIC_HISTOGRAM_SHARE: usize = 4;
 
 /// What else happens to each outcome (live capture): process attribution, metrics,
-/// windows, the join with the probes, the connections log.
+/// windows, the join with the probes (TCP's outcomes only), the connections log.
 #[derive(Debug, Default)]
 struct Hooks {
     processes: Option<Processes>,
@@ -59,19 +61,29 @@ struct Hooks {
 }
 
 impl Hooks {
-    fn apply(&mut self, mut o: Outcome, agg: &mut Aggregate) {
+    /// `o`, an outcome of a connection over `transport`, to each hook, then into `agg`.
+    fn apply(&mut self, mut o: Outcome, transport: Transport, agg: &mut Aggregate) {
         if let (Some(p), Outcome::Handshake(h)) = (&mut self.processes, &mut o) {
-            h.client_process = p.client(h.client, h.server);
-            h.server_process = p.server(h.client, h.server);
+            match transport {
+                Transport::Tcp => {
+                    h.client_process = p.client(h.client, h.server);
+                    h.server_process = p.server(h.client, h.server);
+                }
+                Transport::Quic => {
+                    h.client_process = p.udp(h.client);
+                    h.server_process = p.udp(h.server);
+                }
+            }
         }
         if let Some(m) = &self.metrics {
-            m.outcome(&o);
+            m.outcome(&o, transport);
         }
         if let Some(w) = &self.windows {
             let mut w = crate::sync::lock(w);
-            w.wire(&o, super::live::now_ns());
+            w.wire(&o, transport, super::live::now_ns());
         }
-        if let (Some(index), Outcome::Handshake(h)) = (&self.probes, &o) {
+        let probed = transport == Transport::Tcp;
+        if let (Some(index), Outcome::Handshake(h), true) = (&self.probes, &o, probed) {
             // The line waits for its probe record (or for the wait to end).
             let line = self.connections.as_ref().map(|log| {
                 let (log, h) = (Arc::clone(log), h.clone());
@@ -182,7 +194,8 @@ impl Analyzer {
             p.opening(seg.src, seg.dst);
         }
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
-        self.table.segment(ns, &seg, &mut |o| hooks.apply(o, agg));
+        self.table
+            .segment(ns, &seg, &mut |o| hooks.apply(o, Transport::Tcp, agg));
     }
 
     /// A UDP datagram: to the QUIC table when on the ports.
@@ -209,9 +222,10 @@ impl Analyzer {
             q.table.other_port();
             return;
         }
-        let agg = &mut q.agg;
-        q.table
-            .datagram(ns, now, src, dst, payload, &mut |o| agg.outcome(o));
+        let (agg, hooks) = (&mut q.agg, &mut self.hooks);
+        q.table.datagram(ns, now, src, dst, payload, &mut |o| {
+            hooks.apply(o, Transport::Quic, agg)
+        });
     }
 
     /// The QUIC part of the observation: `None` when no QUIC packet was seen.
@@ -256,10 +270,12 @@ impl Analyzer {
     /// frame arrives to do it).
     pub fn sweep(&mut self, now_ns: u64) {
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
-        self.table.sweep(now_ns, &mut |o| hooks.apply(o, agg));
+        self.table
+            .sweep(now_ns, &mut |o| hooks.apply(o, Transport::Tcp, agg));
         if let Some(q) = &mut self.quic {
             let agg = &mut q.agg;
-            q.table.sweep(now_ns, &mut |o| agg.outcome(o));
+            q.table
+                .sweep(now_ns, &mut |o| hooks.apply(o, Transport::Quic, agg));
         }
     }
 
@@ -286,7 +302,8 @@ impl Analyzer {
     /// Ends every connection still open and returns the observation.
     pub fn finish(mut self) -> Observation {
         let (agg, hooks) = (&mut self.agg, &mut self.hooks);
-        self.table.finish(&mut |o| hooks.apply(o, agg));
+        self.table
+            .finish(&mut |o| hooks.apply(o, Transport::Tcp, agg));
         let duration_s = self.duration_s();
         let started_ns = self.clock.began();
         let mut o = self
@@ -294,8 +311,9 @@ impl Analyzer {
             .into_observation(self.table.counters(), self.packets, duration_s);
         o.started_ns = started_ns;
         if let Some(mut q) = self.quic.take() {
-            let agg = &mut q.agg;
-            q.table.finish(&mut |o| agg.outcome(o));
+            let (agg, hooks) = (&mut q.agg, &mut self.hooks);
+            q.table
+                .finish(&mut |o| hooks.apply(o, Transport::Quic, agg));
             let Quic { table, agg } = *q;
             let (counters, packets) = (table.counters(), table.packets());
             let part = agg.into_observation(counters, Packets::default(), duration_s);

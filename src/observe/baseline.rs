@@ -473,6 +473,7 @@ mod tests {
         phases.insert("first_app_byte".into(), q((think_ms + connect_ms + 1) * MS));
         WindowRecord {
             cpu_pressure: None,
+            quic: None,
             kind: "window".into(),
             start_ns: i * 10_000 * MS,
             end_ns: (i + 1) * 10_000 * MS,

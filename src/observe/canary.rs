@@ -380,6 +380,7 @@ mod tests {
     fn window() -> WindowRecord {
         WindowRecord {
             cpu_pressure: None,
+            quic: None,
             kind: "window".into(),
             start_ns: 0,
             end_ns: 10_000_000_000,

@@ -168,6 +168,7 @@ mod tests {
                 group: Some(0x1d),
                 suite: 0x1301,
                 sni: Some("localhost".into()),
+                offer: Default::default(),
                 client: "127.0.0.1:40000".parse().unwrap(),
                 server: "127.0.0.1:443".parse().unwrap(),
                 phases: Phases {
@@ -183,6 +184,7 @@ mod tests {
                 start_ns: None,
                 hrr: false,
                 retry: false,
+                transport: crate::observe::timeline::Transport::Tcp,
                 client_process: None,
                 server_process: None,
             })));

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::timeline::{Handshake, Phases};
+use super::timeline::{Handshake, Phases, Transport};
 use super::tls;
 use crate::files::{FileError, FileMode};
 use crate::probes::event::ProbeRecord;
@@ -55,11 +55,24 @@ impl ProbeLine {
     }
 }
 
+/// A ClientHello's offered groups, written as an array of their names (without
+/// collecting them first).
+#[derive(Debug)]
+pub struct OfferedGroups<'a>(pub &'a tls::Offer);
+
+impl Serialize for OfferedGroups<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.groups().iter().map(|g| tls::group_label(*g)))
+    }
+}
+
 /// One completed handshake, as a line of the connections file.
 #[derive(Debug, Serialize)]
 pub struct ConnectionRecord<'a> {
-    /// When the connection began (its SYN; the first ClientHello when the SYN was not
-    /// captured), ns since the Unix epoch, as captured.
+    /// `tcp` or `quic`: the transport that carried it.
+    pub transport: &'static str,
+    /// When the connection began (its SYN, the first ClientHello when the SYN was not
+    /// captured; QUIC: the client's first Initial), ns since the Unix epoch, as captured.
     pub start_ns: Option<u64>,
     /// The client's `address:port`.
     pub client: String,
@@ -67,10 +80,19 @@ pub struct ConnectionRecord<'a> {
     pub server: String,
     /// The ClientHello's SNI.
     pub sni: Option<&'a str>,
+    /// The first protocol the ClientHello's ALPN offered (null without ALPN).
+    pub alpn: Option<&'a str>,
+    /// The groups its supported_groups offered, in its order.
+    pub offered_groups: OfferedGroups<'a>,
+    /// It offered a pre-shared key (a TLS 1.3 resumption).
+    pub psk_offered: bool,
     /// `full`, `full-hrr`, `resumed` or `0rtt`.
     pub kind: &'static str,
     /// A HelloRetryRequest came first (a `full-hrr`, or a resumption after one).
     pub hrr: bool,
+    /// QUIC: a Retry came first (address validation); absent over TCP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<bool>,
     /// How a resumed session was found (`psk`, `ticket`, `session-id`).
     pub resumption: Option<&'static str>,
     /// `TLSv1.3`, `TLSv1.2`…
@@ -99,12 +121,17 @@ impl<'a> ConnectionRecord<'a> {
     /// The record of `h`.
     pub fn of(h: &'a Handshake) -> ConnectionRecord<'a> {
         ConnectionRecord {
+            transport: h.transport.name(),
             start_ns: h.start_ns,
             client: h.client.to_string(),
             server: h.server.to_string(),
             sni: h.sni.as_deref(),
+            alpn: h.offer.alpn.as_deref(),
+            offered_groups: OfferedGroups(&h.offer),
+            psk_offered: h.offer.psk,
             kind: h.kind.name(),
             hrr: h.hrr,
+            retry: (h.transport == Transport::Quic).then_some(h.retry),
             resumption: h.resumption,
             version: tls::version_label(h.version).into_owned(),
             group: h
@@ -264,6 +291,7 @@ mod tests {
             group: Some(0x1d),
             suite: 0x1301,
             sni: Some("example.test".into()),
+            offer: Default::default(),
             client: "10.0.0.2:50000".parse().unwrap(),
             server: "[2001:db8::1]:443".parse().unwrap(),
             phases: Phases {
@@ -279,6 +307,7 @@ mod tests {
             start_ns: Some(1_764_633_600_000_000_000),
             hrr: true,
             retry: false,
+            transport: crate::observe::timeline::Transport::Tcp,
             client_process: None,
             server_process: Some("nginx (pid 7)".into()),
         };
@@ -307,5 +336,51 @@ mod tests {
         assert_eq!(v["server_flight_bytes"], 4321);
         assert_eq!(v["server_process"], "nginx (pid 7)");
         assert!(v.get("client_process").is_none());
+        assert_eq!(v["transport"], "tcp");
+        assert!(v["alpn"].is_null(), "{v}");
+        assert_eq!(v["offered_groups"], serde_json::json!([]));
+        assert_eq!(v["psk_offered"], false);
+        assert!(v.get("retry").is_none(), "{v}");
+        // A QUIC handshake says so, and whether a Retry came first.
+        let quic = Handshake {
+            transport: Transport::Quic,
+            retry: true,
+            offer: quic_offer(),
+            ..h
+        };
+        let buf = Shared::default();
+        let mut log = ConnectionLog::new(Box::new(buf.clone()));
+        log.record(&quic);
+        log.finish().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&buf.0.lock().unwrap()).unwrap();
+        assert_eq!(v["transport"], "quic");
+        assert_eq!(v["retry"], true);
+        assert_eq!(v["alpn"], "h3");
+        assert_eq!(
+            v["offered_groups"],
+            serde_json::json!(["x25519", "secp256r1"])
+        );
+        assert_eq!(v["psk_offered"], true);
+    }
+
+    /// What an HTTP/3 client's ClientHello offers: ALPN h3, x25519 and secp256r1, a PSK.
+    fn quic_offer() -> tls::Offer {
+        let mut b = vec![3, 3];
+        b.extend([7; 32]);
+        b.extend([0, 0, 2, 0x13, 0x01, 1, 0]);
+        let exts: [(u16, &[u8]); 3] = [
+            (16, &[0, 3, 2, b'h', b'3']),
+            (10, &[0, 4, 0, 0x1d, 0, 0x17]),
+            (41, &[0; 4]),
+        ];
+        let mut block = Vec::new();
+        for (t, body) in exts {
+            block.extend(t.to_be_bytes());
+            block.extend((body.len() as u16).to_be_bytes());
+            block.extend(body);
+        }
+        b.extend((block.len() as u16).to_be_bytes());
+        b.extend(block);
+        tls::client_hello(&b).unwrap().offer
     }
 }

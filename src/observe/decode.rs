@@ -161,22 +161,7 @@ pub fn decode_udp(link: Link, data: &[u8], wire_len: usize) -> Option<Datagram<'
     if wire_len > data.len() {
         return None;
     }
-    let sliced = match net(link, data)? {
-        Net::Ethernet(d) => SlicedPacket::from_ethernet(d).ok()?,
-        Net::EtherType(t, d) => SlicedPacket::from_ether_type(t, d).ok()?,
-        Net::Ip(d) => SlicedPacket::from_ip(d).ok()?,
-    };
-    let (src_ip, dst_ip): (IpAddr, IpAddr) = match sliced.net.as_ref()? {
-        NetSlice::Ipv4(v4) => {
-            let h = v4.header();
-            (h.source_addr().into(), h.destination_addr().into())
-        }
-        NetSlice::Ipv6(v6) => {
-            let h = v6.header();
-            (h.source_addr().into(), h.destination_addr().into())
-        }
-        NetSlice::Arp(_) => return None,
-    };
+    let (src_ip, dst_ip, sliced) = sliced(net(link, data)?)?;
     let TransportSlice::Udp(udp) = sliced.transport.as_ref()? else {
         return None;
     };
@@ -189,6 +174,16 @@ pub fn decode_udp(link: Link, data: &[u8], wire_len: usize) -> Option<Datagram<'
 
 /// [`decode`] of a whole frame by `SlicedPacket` (any frame; used for tagged ones).
 fn decode_sliced(net: Net<'_>) -> Option<Segment<'_>> {
+    let (src_ip, dst_ip, sliced) = sliced(net)?;
+    let TransportSlice::Tcp(tcp) = sliced.transport.as_ref()? else {
+        return None;
+    };
+    Some(segment(src_ip, dst_ip, tcp, 0))
+}
+
+/// A whole frame read by `SlicedPacket` (any frame, tagged or not): its IP addresses
+/// (source, destination) and its layers; `None` when it is not IP.
+fn sliced(net: Net<'_>) -> Option<(IpAddr, IpAddr, SlicedPacket<'_>)> {
     let sliced = match net {
         Net::Ethernet(d) => SlicedPacket::from_ethernet(d).ok()?,
         Net::EtherType(t, d) => SlicedPacket::from_ether_type(t, d).ok()?,
@@ -205,10 +200,7 @@ fn decode_sliced(net: Net<'_>) -> Option<Segment<'_>> {
         }
         NetSlice::Arp(_) => return None,
     };
-    let TransportSlice::Tcp(tcp) = sliced.transport.as_ref()? else {
-        return None;
-    };
-    Some(segment(src_ip, dst_ip, tcp, 0))
+    Some((src_ip, dst_ip, sliced))
 }
 
 /// [`decode`] of a whole frame without VLAN or MACsec tags, layer by layer as
@@ -511,16 +503,9 @@ mod tests {
             f[at] = byte;
             frames.push(f);
         }
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rng = crate::observe::xorshift::XorShift::new(0x2545_f491_4f6c_dd1d);
         for len in 0..200 {
-            let mut f: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let mut f: Vec<u8> = rng.bytes(len);
             // Half of them with a real Ethernet/IPv4 or IPv6 start, so that they get
             // past the first checks.
             if len > 40 && len % 2 == 0 {
@@ -562,16 +547,9 @@ mod tests {
         for n in 0..f.len() - 5 {
             assert!(decode(Link::Ethernet, &f[..n], n).is_none(), "{n}");
         }
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = crate::observe::xorshift::XorShift::new(0x9e37_79b9_7f4a_7c15);
         for len in 0..300 {
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let bytes: Vec<u8> = rng.bytes(len);
             for link in [
                 Link::Ethernet,
                 Link::LinuxSll,

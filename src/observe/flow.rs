@@ -1906,14 +1906,12 @@ mod tests {
         let (out, _) = run(&segs);
         assert_eq!(out, vec![Outcome::Unparsed]);
         // Random payloads in every segment.
-        let mut x: u64 = 0xdead_beef_cafe_f00d;
+        let mut rng = crate::observe::xorshift::XorShift::new(0xdead_beef_cafe_f00d);
         for _ in 0..200 {
             let mut segs = conversation();
             for s in &mut segs {
                 for b in &mut s.payload {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    let x = rng.next_u64();
                     if x.is_multiple_of(7) {
                         *b = x as u8;
                     }
@@ -2185,13 +2183,8 @@ mod tests {
     #[test]
     fn random_segment_sequences_never_panic() {
         let (c, s): (SocketAddr, SocketAddr) = (C.parse().unwrap(), S.parse().unwrap());
-        let mut x: u64 = 0x0123_4567_89ab_cdef;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::observe::xorshift::XorShift::new(0x0123_4567_89ab_cdef);
+        let mut next = move || rng.next_u64();
         for _ in 0..300 {
             let mut table = FlowTable::new(Limits {
                 max_out_of_order: 4096,

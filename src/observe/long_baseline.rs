@@ -243,6 +243,7 @@ mod tests {
     fn window(start_ns: u64, series: Vec<SeriesRecord>) -> WindowRecord {
         WindowRecord {
             cpu_pressure: None,
+            quic: None,
             kind: "window".into(),
             start_ns,
             end_ns: start_ns + 600_000 * MS,

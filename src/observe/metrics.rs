@@ -2,13 +2,14 @@
 //! (prometheus-client), for running next to a production gateway, served at `/metrics`
 //! by a small hyper server on its own thread. Times in seconds, counters `_total`:
 //!
-//! - `tlsperf_observe_handshakes_total{role,process,kind,version,group,container_id,pod_uid}`
-//!   and `tlsperf_observe_handshake_phase_seconds{role,process,kind,phase,container_id,pod_uid}`
+//! - `tlsperf_observe_handshakes_total{role,process,kind,version,group,container_id,pod_uid,transport}`
+//!   and `tlsperf_observe_handshake_phase_seconds{role,process,kind,phase,container_id,pod_uid,transport}`
 //!   (histogram) from the wire, attributed like `--window`'s series: role `server`,
 //!   process the server's `comm` or `(remote)`, its container and pod from its cgroup
-//!   path (empty when unknown or none);
-//! - `tlsperf_observe_handshake_failures_total{reason}` (the wire's failures carry no
-//!   process), `tlsperf_observe_kernel_drops_total`,
+//!   path (empty when unknown or none), transport `tcp` or `quic` (their phases are not
+//!   the same: never sum the histograms over both);
+//! - `tlsperf_observe_handshake_failures_total{reason,transport}` (the wire's failures
+//!   carry no process), `tlsperf_observe_kernel_drops_total`,
 //!   `tlsperf_observe_kernel_filtered_segments_total`;
 //! - with `--probes`:
 //!   `tlsperf_observe_probe_handshakes_total{process,role,result,container_id,pod_uid}`,
@@ -47,7 +48,7 @@ use prometheus_client::registry::Registry;
 use super::baseline::AnomalyEvent;
 use super::group::pid_of;
 use super::otlp::Instruments;
-use super::timeline::Outcome;
+use super::timeline::{Outcome, Transport};
 use super::tls::{group_label, version_label};
 use super::window::{OTHER, WindowRecord};
 use crate::probes::event::{HandshakeResult, ProbeRecord};
@@ -72,6 +73,8 @@ struct HandshakeLabels {
     group: String,
     container_id: String,
     pod_uid: String,
+    /// `tcp` or `quic`.
+    transport: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -82,6 +85,8 @@ struct PhaseLabels {
     phase: String,
     container_id: String,
     pod_uid: String,
+    /// `tcp` or `quic`.
+    transport: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -128,6 +133,8 @@ struct LongLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
     reason: String,
+    /// `tcp` or `quic`.
+    transport: &'static str,
 }
 
 /// The phases' bucket bounds, in seconds: 10 µs … ~5 s, doubling (the same for
@@ -233,28 +240,31 @@ impl ObserveMetrics {
         let failures = Family::<ReasonLabels, Counter>::default();
         // Series exist from the start: rates see 0, not nothing (the handshakes' series
         // need a process, version and group: they appear with the first handshake).
-        for reason in FAILURE_REASONS {
-            let _ = failures.get_or_create(&ReasonLabels {
-                reason: reason.into(),
-            });
+        for transport in Transport::ALL {
+            for reason in FAILURE_REASONS {
+                let _ = failures.get_or_create(&ReasonLabels {
+                    reason: reason.into(),
+                    transport: transport.name(),
+                });
+            }
         }
         let drops = Counter::default();
         registry.register(
             "handshakes",
             "Completed TLS handshakes seen on the wire, by role, process (the server's \
-             comm, or (remote)), kind, version and key-exchange group",
+             comm, or (remote)), kind, version, key-exchange group and transport (tcp, quic)",
             handshakes.clone(),
         );
         registry.register(
             "handshake_phase_seconds",
             "Handshake phases seen on the wire (connect, server_think, server_flight, \
-             client_think, tls, first_app_byte, server_first_byte), by role, process and \
-             kind",
+             client_think, tls, first_app_byte, server_first_byte), by role, process, \
+             kind and transport (tcp, quic: not to be summed over both)",
             phases.clone(),
         );
         registry.register(
             "handshake_failures",
-            "TLS handshakes begun and not completed, by reason",
+            "TLS handshakes begun and not completed, by reason and transport",
             failures.clone(),
         );
         registry.register(
@@ -335,8 +345,10 @@ impl ObserveMetrics {
 
     /// A fresh registry whose values are recorded to `otlp` too.
     pub fn exporting(otlp: Instruments) -> ObserveMetrics {
-        for reason in FAILURE_REASONS {
-            otlp.failures(reason, 0);
+        for transport in Transport::ALL {
+            for reason in FAILURE_REASONS {
+                otlp.failures(reason, transport.name(), 0);
+            }
         }
         ObserveMetrics {
             otlp: Some(otlp),
@@ -410,8 +422,9 @@ impl ObserveMetrics {
         )
     }
 
-    /// Counts one connection's outcome.
-    pub fn outcome(&self, o: &Outcome) {
+    /// Counts one outcome of a connection over `transport`.
+    pub fn outcome(&self, o: &Outcome, transport: Transport) {
+        let transport = transport.name();
         match o {
             Outcome::Handshake(h) => {
                 let kind = h.kind.name();
@@ -433,6 +446,7 @@ impl ObserveMetrics {
                     group: self.groups.label(&group),
                     container_id: container_id.clone(),
                     pod_uid: pod_uid.clone(),
+                    transport,
                 };
                 if let Some(o) = &self.otlp {
                     o.handshake(
@@ -442,6 +456,7 @@ impl ObserveMetrics {
                         &labels.version,
                         &labels.group,
                         (&container_id, &pod_uid),
+                        transport,
                     );
                 }
                 self.handshakes.get_or_create(&labels).inc();
@@ -455,6 +470,7 @@ impl ObserveMetrics {
                                 kind,
                                 phase,
                                 (&container_id, &pod_uid),
+                                transport,
                                 s,
                             );
                         }
@@ -466,6 +482,7 @@ impl ObserveMetrics {
                                 phase: phase.into(),
                                 container_id: container_id.clone(),
                                 pod_uid: pod_uid.clone(),
+                                transport,
                             })
                             .observe(s);
                     }
@@ -474,11 +491,12 @@ impl ObserveMetrics {
             Outcome::Failed(f) => {
                 let reason = f.reason();
                 if let Some(o) = &self.otlp {
-                    o.failures(reason, 1);
+                    o.failures(reason, transport, 1);
                 }
                 self.failures
                     .get_or_create(&ReasonLabels {
                         reason: reason.into(),
+                        transport,
                     })
                     .inc();
             }
@@ -665,6 +683,7 @@ mod tests {
             group: None,
             suite: 0xc02f,
             sni: Some("secret.example".into()),
+            offer: Default::default(),
             client: "10.0.0.9:51000".parse().unwrap(),
             server: "10.0.0.1:8443".parse().unwrap(),
             phases,
@@ -672,6 +691,7 @@ mod tests {
             start_ns: None,
             hrr: false,
             retry: false,
+            transport: crate::observe::timeline::Transport::Tcp,
             client_process: Some("curl (pid 9)".into()),
             server_process: server.map(str::to_string),
         }))
@@ -692,35 +712,39 @@ mod tests {
         );
         std::fs::write(proc.path().join("12/cgroup"), cgroup).unwrap();
         let m = ObserveMetrics::with_workloads(Cache::with_proc(proc.path().into()));
-        m.outcome(&resumed(Some("haproxy (pid 12)"), 1500));
-        m.outcome(&resumed(None, 300));
-        m.outcome(&Outcome::Failed(Failure::Reset));
+        m.outcome(&resumed(Some("haproxy (pid 12)"), 1500), Transport::Tcp);
+        m.outcome(&resumed(None, 300), Transport::Tcp);
+        m.outcome(&Outcome::Failed(Failure::Reset), Transport::Tcp);
         let text = m.prometheus_text();
         let mut handshakes = lines(&text, "tlsperf_observe_handshakes_total{");
         handshakes.sort_unstable();
         assert_eq!(
             handshakes,
             [
-                r#"tlsperf_observe_handshakes_total{role="server",process="(remote)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 1"#,
-                r#"tlsperf_observe_handshakes_total{role="server",process="haproxy",kind="resumed",version="TLSv1.2",group="none",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 1"#,
+                r#"tlsperf_observe_handshakes_total{role="server",process="(remote)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid="",transport="tcp"} 1"#,
+                r#"tlsperf_observe_handshakes_total{role="server",process="haproxy",kind="resumed",version="TLSv1.2",group="none",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b",transport="tcp"} 1"#,
             ],
             "{text}"
         );
         // 1.5 ms is in the bucket of 2.56 ms and not in that of 1.28 ms: seconds.
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00256",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 1"#),
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00256",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b",transport="tcp"} 1"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00128",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b"} 0"#),
+            text.contains(r#"tlsperf_observe_handshake_phase_seconds_bucket{le="0.00128",role="server",process="haproxy",kind="resumed",phase="server_think",container_id="abababababababababababababababababababababababababababababababab",pod_uid="0b7c4e2a-91d3-4f6e-8a5b-3c2d1e0f9a8b",transport="tcp"} 0"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_failures_total{reason="reset"} 1"#),
+            text.contains(
+                r#"tlsperf_observe_handshake_failures_total{reason="reset",transport="tcp"} 1"#
+            ),
             "{text}"
         );
         assert!(
-            text.contains(r#"tlsperf_observe_handshake_failures_total{reason="alert"} 0"#),
+            text.contains(
+                r#"tlsperf_observe_handshake_failures_total{reason="alert",transport="tcp"} 0"#
+            ),
             "{text}"
         );
         // Neither the SNI nor an address is a label.
@@ -730,24 +754,82 @@ mod tests {
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
+    /// QUIC's handshakes, phases and failures are series of their own beside TCP's, never
+    /// in the same histogram.
+    #[test]
+    fn quic_outcomes_are_counted_apart_from_tcp_ones() {
+        let proc = tempfile::tempdir().unwrap();
+        let m = ObserveMetrics::with_workloads(Cache::with_proc(proc.path().into()));
+        m.outcome(&resumed(Some("gw (pid 5)"), 1500), Transport::Tcp);
+        for _ in 0..3 {
+            m.outcome(&resumed(Some("gw (pid 5)"), 300), Transport::Quic);
+        }
+        m.outcome(&Outcome::Failed(Failure::Incomplete), Transport::Quic);
+        let text = m.prometheus_text();
+        let count = |series: &str| {
+            lines(&text, series)
+                .iter()
+                .map(|l| l.rsplit(' ').next().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        let who = r#"role="server",process="gw",kind="resumed""#;
+        let tail = r#"container_id="",pod_uid="""#;
+        assert_eq!(
+            count(&format!(
+                r#"tlsperf_observe_handshakes_total{{{who},version="TLSv1.2",group="none",{tail},transport="quic"}}"#
+            )),
+            ["3"],
+            "{text}"
+        );
+        assert_eq!(
+            count(&format!(
+                r#"tlsperf_observe_handshakes_total{{{who},version="TLSv1.2",group="none",{tail},transport="tcp"}}"#
+            )),
+            ["1"],
+            "{text}"
+        );
+        // Each transport's server_think histogram holds its own values only: QUIC's 300 µs
+        // are all under 320 µs, TCP's 1.5 ms is not.
+        let bucket = |transport: &str| {
+            count(&format!(
+                r#"tlsperf_observe_handshake_phase_seconds_bucket{{le="0.00032",{who},phase="server_think",{tail},transport="{transport}"}}"#
+            ))
+        };
+        assert_eq!(bucket("quic"), ["3"], "{text}");
+        assert_eq!(bucket("tcp"), ["0"], "{text}");
+        assert!(
+            text.contains(r#"tlsperf_observe_handshake_failures_total{reason="incomplete",transport="quic"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"tlsperf_observe_handshake_failures_total{reason="incomplete",transport="tcp"} 0"#
+            ),
+            "{text}"
+        );
+    }
+
     #[test]
     fn process_names_beyond_the_bound_are_other() {
         // No process files: no container, no pod.
         let proc = tempfile::tempdir().unwrap();
         let m = ObserveMetrics::with_workloads(Cache::with_proc(proc.path().into()));
         for i in 0..MAX_PROCESSES + 5 {
-            m.outcome(&resumed(Some(&format!("worker{i} (pid {i})")), 10));
+            m.outcome(
+                &resumed(Some(&format!("worker{i} (pid {i})")), 10),
+                Transport::Tcp,
+            );
         }
-        m.outcome(&resumed(Some("worker0 (pid 77)"), 10));
+        m.outcome(&resumed(Some("worker0 (pid 77)"), 10), Transport::Tcp);
         let text = m.prometheus_text();
         let series = lines(&text, "tlsperf_observe_handshakes_total{");
         assert_eq!(series.len(), MAX_PROCESSES + 1, "{text}");
         assert!(
-            text.contains(r#"process="(other)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 5"#),
+            text.contains(r#"process="(other)",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid="",transport="tcp"} 5"#),
             "{text}"
         );
         assert!(
-            text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid=""} 2"#),
+            text.contains(r#"process="worker0",kind="resumed",version="TLSv1.2",group="none",container_id="",pod_uid="",transport="tcp"} 2"#),
             "{text}"
         );
     }

@@ -40,6 +40,7 @@
 //!   (the document, the connections stream, Prometheus), opened, run and closed in order.
 //! - [`result`]: the result document, its merge and its reader.
 //! - [`compare`]: what two observations compare on (`tlsperf compare`).
+//! - `xorshift` (tests only): the pseudo-random garbage the modules' tests feed them.
 
 pub mod aggregate;
 pub mod analyzer;
@@ -68,6 +69,8 @@ pub mod timeline;
 pub mod tls;
 pub mod watch;
 pub mod window;
+#[cfg(test)]
+mod xorshift;
 
 use std::path::PathBuf;
 

@@ -17,6 +17,7 @@
 //! | `result` (probes) | `error.type`, absent when the handshake succeeded |
 //! | `process` | `process.executable.name` |
 //! | `port` (anomaly) | `server.port` |
+//! | `transport` (`tcp`, `quic`) | `network.transport` |
 //! | `role`, `kind`, `phase`, `view`, `quantile` | `tlsperf.role`, `tlsperf.handshake.kind`, `tlsperf.phase`, `tlsperf.view`, `tlsperf.quantile` |
 //!
 //! Every `--otlp-interval` the periodic reader collects the cumulative sums and
@@ -155,6 +156,8 @@ pub mod attributes {
     pub const PROCESS_EXECUTABLE_NAME: &str = "process.executable.name";
     /// The server's port.
     pub const SERVER_PORT: &str = "server.port";
+    /// The wire's transport: `tcp` or `quic`.
+    pub const NETWORK_TRANSPORT: &str = "network.transport";
     /// `server` or `client`.
     pub const ROLE: &str = "tlsperf.role";
     /// `full`, `full-hrr`, `resumed`, `0rtt`.
@@ -289,6 +292,7 @@ impl Instruments {
     }
 
     /// One completed handshake on the wire.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn handshake(
         &self,
         role: &str,
@@ -297,6 +301,7 @@ impl Instruments {
         version: &str,
         group: &str,
         workload: Workload<'_>,
+        transport: &'static str,
     ) {
         use attributes::*;
         let (name, version) = protocol(version);
@@ -305,6 +310,7 @@ impl Instruments {
             KeyValue::new(HANDSHAKE_KIND, kind.to_string()),
             KeyValue::new(TLS_PROTOCOL_VERSION, version.to_string()),
             KeyValue::new(TLS_CURVE, group.to_string()),
+            KeyValue::new(NETWORK_TRANSPORT, transport),
         ]);
         if let Some(name) = name {
             attrs.push(KeyValue::new(TLS_PROTOCOL_NAME, name));
@@ -313,6 +319,7 @@ impl Instruments {
     }
 
     /// One phase of a handshake on the wire, in seconds.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn phase(
         &self,
         role: &str,
@@ -320,6 +327,7 @@ impl Instruments {
         kind: &str,
         phase: &str,
         workload: Workload<'_>,
+        transport: &'static str,
         s: f64,
     ) {
         use attributes::*;
@@ -327,15 +335,20 @@ impl Instruments {
         attrs.extend([
             KeyValue::new(HANDSHAKE_KIND, kind.to_string()),
             KeyValue::new(PHASE, phase.to_string()),
+            KeyValue::new(NETWORK_TRANSPORT, transport),
         ]);
         self.phases.record(s, &attrs);
     }
 
-    /// `n` more handshakes begun and not completed on the wire (0: the series exists).
-    pub(super) fn failures(&self, reason: &str, n: u64) {
+    /// `n` more handshakes begun and not completed on the wire over `transport` (0: the
+    /// series exists).
+    pub(super) fn failures(&self, reason: &str, transport: &'static str, n: u64) {
         self.failures.add(
             n,
-            &[KeyValue::new(attributes::ERROR_TYPE, reason.to_string())],
+            &[
+                KeyValue::new(attributes::ERROR_TYPE, reason.to_string()),
+                KeyValue::new(attributes::NETWORK_TRANSPORT, transport),
+            ],
         );
     }
 

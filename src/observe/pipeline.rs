@@ -83,7 +83,7 @@ pub struct Setup {
 pub enum Progress<'a> {
     /// Where something is (the metrics' address) or what the probes found.
     Note(String),
-    /// What the run is doing ("capturing on lo, TCP port 443; Ctrl-C to stop").
+    /// What the run is doing ("capturing on lo, TCP and UDP port 443; Ctrl-C to stop").
     Started(String),
     /// Something the result may be poorer for.
     Warning(String),
@@ -275,10 +275,11 @@ impl Pipeline {
                 progress(Progress::Started(format!(
                     "capturing on {}, {}; {until}",
                     live.capture.interface(),
+                    // TCP segments, and UDP datagrams for QUIC.
                     if ports.is_empty() {
-                        "every TCP port".to_string()
+                        "every TCP and UDP port".to_string()
                     } else {
-                        format!("TCP port {}", ports.join(", "))
+                        format!("TCP and UDP port {}", ports.join(", "))
                     },
                 )));
             }

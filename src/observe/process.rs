@@ -14,7 +14,15 @@
 //!   nginx's master and workers, does not say which one accepted). With the kernel's
 //!   owners, `/proc` is read only for a server end they did not report, at most every
 //!   [`RESCAN_WITH_KERNEL`].
+//!
+//! QUIC's ends are UDP sockets, which neither `connect()` nor `accept()` name: they are
+//! attributed from `/proc/net/udp{,6}` alone (read at most every [`RESCAN`], when an end
+//! is not known), by the local address and port the socket is bound to (a QUIC server
+//! answers every client from one socket; a socket bound to the wildcard address owns
+//! the port on every local address). A socket held by more than one process, or an
+//! address bound by sockets of different processes (`SO_REUSEPORT`), is [`UNKNOWN`].
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -70,6 +78,10 @@ pub struct Processes {
     /// Process names by pid, and when they were read.
     names: HashMap<u32, (String, Instant)>,
     scanned: Option<Instant>,
+    /// From `/proc/net/udp{,6}`: a UDP socket's bound address → its owner (`None`: not
+    /// one process alone), as of the last read.
+    udp: HashMap<SocketAddr, Option<String>>,
+    udp_scanned: Option<Instant>,
 }
 
 /// The processes holding one socket: the first found, and whether there are more.
@@ -142,7 +154,8 @@ fn parse_addr(s: &str) -> Option<SocketAddr> {
     Some(unmap(SocketAddr::new(ip, port)))
 }
 
-/// One socket line of `/proc/net/tcp*`: local, remote, listening?, inode.
+/// One socket line of `/proc/net/tcp*` (or `udp*`, the same columns): local, remote,
+/// listening?, inode.
 fn parse_line(line: &str) -> Option<(SocketAddr, SocketAddr, bool, u64)> {
     let f: Vec<&str> = line.split_whitespace().collect();
     let local = parse_addr(f.get(1)?)?;
@@ -349,25 +362,7 @@ impl Processes {
             found = found.len(),
             "read /proc for socket owners"
         );
-        for (inode, holders) in found {
-            for (pid, _) in &holders {
-                if !self.pids.contains(pid) {
-                    self.pids.push(*pid);
-                }
-            }
-            if let Some((_, first)) = holders.first() {
-                let shared = holders.len() > 1;
-                let first = first.clone();
-                self.inodes.insert(inode, Owners { first, shared });
-            }
-        }
-        if self.inodes.len() > MAX_REMEMBERED {
-            self.inodes.clear();
-        }
-        if self.pids.len() > 64 {
-            let extra = self.pids.len() - 64;
-            self.pids.drain(..extra);
-        }
+        self.learn(found);
         if self.conns.len() > MAX_REMEMBERED {
             self.conns.clear();
         }
@@ -394,6 +389,109 @@ impl Processes {
             if let Some(o) = self.inodes.get(&inode).filter(|o| !o.shared) {
                 self.conns.insert((local, remote), o.first.clone());
             }
+        }
+    }
+
+    /// The UDP sockets' owners again, unless they were read less than [`RESCAN`] ago.
+    fn refresh_udp(&mut self) {
+        if self.udp_scanned.is_some_and(|t| t.elapsed() < RESCAN) {
+            return;
+        }
+        self.udp_scanned = Some(Instant::now());
+        let mut sockets = Vec::new();
+        for table in ["/proc/net/udp", "/proc/net/udp6"] {
+            let Ok(text) = std::fs::read_to_string(table) else {
+                continue;
+            };
+            sockets.extend(text.lines().skip(1).filter_map(parse_line));
+        }
+        let wanted: HashSet<u64> = sockets
+            .iter()
+            .map(|s| s.3)
+            .filter(|i| *i != 0 && !self.inodes.contains_key(i))
+            .collect();
+        let found = owners(&wanted, &self.pids);
+        tracing::debug!(
+            sockets = sockets.len(),
+            wanted = wanted.len(),
+            found = found.len(),
+            "read /proc/net/udp for socket owners"
+        );
+        self.learn(found);
+        self.udp.clear();
+        for (local, _, _, inode) in sockets {
+            let owner = self
+                .inodes
+                .get(&inode)
+                .filter(|o| !o.shared)
+                .map(|o| o.first.clone());
+            match self.udp.entry(local) {
+                Entry::Vacant(e) => {
+                    e.insert(owner);
+                }
+                Entry::Occupied(mut e) => {
+                    if *e.get() != owner {
+                        e.insert(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The owner of the UDP socket bound to `local`, exactly or by the wildcard address
+    /// of its family; `None` when none is known, `Some(None)` when it is not one process.
+    fn udp_owner(&self, local: SocketAddr) -> Option<Option<String>> {
+        let port = local.port();
+        let any4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+        let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port);
+        let wildcard = if local.is_ipv4() {
+            [any4, any6]
+        } else {
+            [any6, any4]
+        };
+        std::iter::once(local)
+            .chain(wildcard)
+            .find_map(|a| self.udp.get(&a))
+            .cloned()
+    }
+
+    /// The process that owns the local end `local` of a QUIC connection (its UDP socket)
+    /// when it is on this host: exactly, else [`UNKNOWN`]. `None` for a remote end.
+    pub fn udp(&mut self, local: SocketAddr) -> Option<String> {
+        let local = unmap(local);
+        if !is_local(&self.local_ips, local) {
+            return None;
+        }
+        if self.udp_owner(local).is_none() {
+            self.refresh_udp();
+        }
+        Some(
+            self.udp_owner(local)
+                .flatten()
+                .unwrap_or_else(|| UNKNOWN.to_string()),
+        )
+    }
+
+    /// Takes in the owners `found` of socket inodes.
+    fn learn(&mut self, found: HashMap<u64, Vec<(u32, String)>>) {
+        for (inode, holders) in found {
+            for (pid, _) in &holders {
+                if !self.pids.contains(pid) {
+                    self.pids.push(*pid);
+                }
+            }
+            if let Some((_, first)) = holders.first() {
+                let shared = holders.len() > 1;
+                let first = first.clone();
+                self.inodes.insert(inode, Owners { first, shared });
+            }
+        }
+        if self.inodes.len() > MAX_REMEMBERED {
+            self.inodes.clear();
+        }
+        if self.pids.len() > 64 {
+            let extra = self.pids.len() - 64;
+            self.pids.drain(..extra);
         }
     }
 
@@ -513,6 +611,27 @@ mod tests {
         assert!(server.ends_with(&me), "{server}");
         let client = p.client(c.local_addr().unwrap(), addr).unwrap();
         assert!(client.ends_with(&me), "{client}");
+    }
+
+    /// A QUIC end is its UDP socket's owner, by the address it is bound to or the
+    /// wildcard address of its port.
+    #[test]
+    fn finds_the_owner_of_a_udp_socket_by_its_local_address() {
+        let bound = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let any = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        let spare = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let free = spare.local_addr().unwrap();
+        drop(spare);
+        let mut p = Processes::from_proc();
+        let me = format!("(pid {})", std::process::id());
+        let owner = p.udp(bound.local_addr().unwrap()).unwrap();
+        assert!(owner.ends_with(&me), "{owner}");
+        let at = SocketAddr::from(([127, 0, 0, 1], any.local_addr().unwrap().port()));
+        let owner = p.udp(at).unwrap();
+        assert!(owner.ends_with(&me), "{owner}");
+        // A port no socket holds is nobody's; a remote end is not this host's.
+        assert_eq!(p.udp(free).as_deref(), Some(UNKNOWN));
+        assert_eq!(p.udp("192.0.2.1:443".parse().unwrap()), None);
     }
 
     #[test]

@@ -494,18 +494,11 @@ mod tests {
 
     #[test]
     fn garbage_and_cut_packets_are_never_a_panic() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rng = crate::observe::xorshift::XorShift::new(0x2545_f491_4f6c_dd1d);
         let keys = InitialKeys::new(V1, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         let mut buf = Vec::new();
         for len in 0..1400 {
-            let mut bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let mut bytes: Vec<u8> = rng.bytes(len);
             // Half of them with an Initial's first bytes, to get past the first checks.
             if len > 8 && len % 2 == 0 {
                 bytes[0] = 0xc0 | (bytes[0] & 0x0f);

@@ -57,7 +57,9 @@ use std::net::SocketAddr;
 use super::flow::{Counters, Limits};
 use super::quic::{self, Frame, InitialKeys, Packet, Parsed, Type};
 use super::result::QuicPackets;
-use super::timeline::{Failure, Handshake, HandshakeKind, Outcome, Phases};
+use super::timeline::{
+    self, Failure, Handshake, HandshakeKind, Outcome, Phases, ServerHelloSeen, Transport,
+};
 use super::tls::{self, ClientHello, HandshakeBuf, ServerHello, msg};
 
 /// The most CRYPTO bytes held out of order per side of a connection; beyond it the
@@ -256,20 +258,14 @@ impl Conn {
                 self.hello_ns = Some(ns);
             }
             (SERVER, msg::SERVER_HELLO) => {
-                let Some(sh) = tls::server_hello(body) else {
-                    self.unparsed = true;
-                    return;
-                };
-                if self.hello.is_none() || self.sh_ns.is_some() {
-                    self.unparsed = true;
-                    return;
+                match timeline::server_hello(body, self.hello.is_some(), self.sh_ns.is_some()) {
+                    ServerHelloSeen::NotFollowed => self.unparsed = true,
+                    ServerHelloSeen::RetryRequest => self.hrr = true,
+                    ServerHelloSeen::Hello(sh) => {
+                        self.sh_ns = Some(ns);
+                        self.server_hello = Some(sh);
+                    }
                 }
-                if sh.hrr {
-                    self.hrr = true;
-                    return;
-                }
-                self.sh_ns = Some(ns);
-                self.server_hello = Some(sh);
             }
             _ => {}
         }
@@ -331,6 +327,7 @@ impl Conn {
             group: sh.group,
             suite: sh.suite,
             sni: hello.sni,
+            offer: hello.offer,
             client: self.client,
             server: self.server,
             phases,
@@ -338,6 +335,7 @@ impl Conn {
             start_ns: Some(self.start_ns),
             hrr: self.hrr,
             retry: self.retry,
+            transport: Transport::Quic,
             client_process: None,
             server_process: None,
         }))
@@ -995,17 +993,10 @@ mod tests {
             0,
             &seal::crypto(0, &client_hello(false, 0)),
         );
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = crate::observe::xorshift::XorShift::new(0x9e37_79b9_7f4a_7c15);
         let mut out = Vec::new();
         for len in 0..1300 {
-            let mut bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let mut bytes: Vec<u8> = rng.bytes(len);
             if len % 3 == 0 {
                 let keep = len.min(real.len());
                 bytes[..keep].copy_from_slice(&real[..keep]);

@@ -175,6 +175,56 @@ pub struct Resumption {
     pub by_method: BTreeMap<String, u64>,
 }
 
+/// What the ClientHellos of the completed handshakes offered (the ClientHello a
+/// handshake began with).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientHellos {
+    /// Handshakes by the first protocol their ClientHello's ALPN extension offered (the
+    /// one it prefers: `h2`, `http/1.1`, `h3`…), `(none)` without the extension; at most
+    /// [`MAX_OFFER_ROWS`] rows, the rest in [`OTHER`].
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_OFFER_ROWS + 1 }>")]
+    pub alpn: BTreeMap<String, u64>,
+    /// Handshakes whose ClientHello offered each group in its supported_groups (one
+    /// ClientHello counts under every group it lists; GREASE values left out); at most
+    /// [`MAX_OFFER_ROWS`] rows, the rest in [`OTHER`].
+    #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_OFFER_ROWS + 1 }>")]
+    pub offered_groups: BTreeMap<String, u64>,
+    /// Handshakes whose ClientHello offered a pre-shared key (a TLS 1.3 resumption).
+    pub psk_offered: u64,
+}
+
+/// The most rows of [`ClientHellos`]' maps (their keys come from the clients).
+pub const MAX_OFFER_ROWS: usize = 64;
+
+impl ClientHellos {
+    /// Counts `n` under `key` in `map`, or in [`OTHER`] beyond [`MAX_OFFER_ROWS`]
+    /// (allocating a key only for its first count).
+    pub fn count(map: &mut BTreeMap<String, u64>, key: &str, n: u64) {
+        if let Some(v) = map.get_mut(key) {
+            *v = v.saturating_add(n);
+            return;
+        }
+        let key = if map.len() >= MAX_OFFER_ROWS {
+            OTHER
+        } else {
+            key
+        };
+        let v = map.entry(key.to_string()).or_default();
+        *v = v.saturating_add(n);
+    }
+
+    /// Adds `o`'s counts.
+    pub fn merge(&mut self, o: &ClientHellos) {
+        for (k, v) in &o.alpn {
+            Self::count(&mut self.alpn, k, *v);
+        }
+        for (k, v) in &o.offered_groups {
+            Self::count(&mut self.offered_groups, k, *v);
+        }
+        self.psk_offered = self.psk_offered.saturating_add(o.psk_offered);
+    }
+}
+
 /// The most sources an observation lists (a merge of more counts the rest).
 pub const MAX_SOURCES: usize = 10_000;
 
@@ -444,6 +494,10 @@ pub struct Observation {
     pub handshakes: BTreeMap<String, KindStats>,
     /// Resumption.
     pub resumption: Resumption,
+    /// What the completed handshakes' ClientHellos offered: ALPN, groups, a pre-shared
+    /// key. Empty in documents written before it was added.
+    #[serde(default)]
+    pub client_hello: ClientHellos,
     /// Completed handshakes by SNI (`(none)` without one).
     #[serde(deserialize_with = "crate::doc::at_most::<_, _, { MAX_ROWS + 1 }>")]
     pub by_sni: BTreeMap<String, Row>,
@@ -523,6 +577,7 @@ impl Observation {
             histograms_shed: HistogramsShed::default(),
             handshakes: BTreeMap::new(),
             resumption: Resumption::default(),
+            client_hello: ClientHellos::default(),
             by_sni: BTreeMap::new(),
             by_server: BTreeMap::new(),
             by_version: BTreeMap::new(),
@@ -746,6 +801,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
             let e = m.resumption.by_method.entry(k.clone()).or_default();
             *e = e.saturating_add(*v);
         }
+        m.client_hello.merge(&o.client_hello);
         merge_map(&mut m.by_sni, &o.by_sni, merge_row)?;
         merge_map(&mut m.by_server, &o.by_server, merge_row)?;
         merge_map(&mut m.by_version, &o.by_version, merge_row)?;

@@ -124,6 +124,31 @@ impl HandshakeKind {
     }
 }
 
+/// The transport that carried a handshake: TLS over TCP, or QUIC (TLS inside QUIC's own
+/// packets, over UDP). Their phases are not the same (QUIC has no `connect`, and its
+/// handshake saves a round trip), so their distributions are kept apart everywhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transport {
+    /// TLS records in a TCP stream.
+    #[default]
+    Tcp,
+    /// QUIC over UDP.
+    Quic,
+}
+
+impl Transport {
+    /// Both, in report order.
+    pub const ALL: [Transport; 2] = [Transport::Tcp, Transport::Quic];
+
+    /// `tcp` or `quic`, as the metrics, windows and the handshake log call it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Quic => "quic",
+        }
+    }
+}
+
 /// The phases of one handshake (nanoseconds); `None` when a boundary was not captured.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Phases {
@@ -189,6 +214,8 @@ pub struct Handshake {
     pub suite: u16,
     /// The ClientHello's SNI.
     pub sni: Option<String>,
+    /// What the (first) ClientHello offered: ALPN, groups, a pre-shared key.
+    pub offer: tls::Offer,
     /// Client address.
     pub client: SocketAddr,
     /// Server address.
@@ -207,6 +234,8 @@ pub struct Handshake {
     /// QUIC: a Retry came first (address validation; counted with the handshake, as a
     /// HelloRetryRequest is). Always false over TCP.
     pub retry: bool,
+    /// The transport that carried it.
+    pub transport: Transport,
     /// The local process at the client end, "comm (pid N)" (live capture only).
     pub client_process: Option<String>,
     /// The local process at the server end (live capture only).
@@ -591,20 +620,14 @@ impl Timeline {
                 self.hello_ns = Some(r.last_ns);
             }
             (Endpoint::Server, msg::SERVER_HELLO) => {
-                let Some(sh) = tls::server_hello(body) else {
-                    self.unparsed = true;
-                    return;
-                };
-                if self.hello.is_none() || self.sh_ns.is_some() {
-                    self.unparsed = true;
-                    return;
+                match server_hello(body, self.hello.is_some(), self.sh_ns.is_some()) {
+                    ServerHelloSeen::NotFollowed => self.unparsed = true,
+                    ServerHelloSeen::RetryRequest => self.hrr = true,
+                    ServerHelloSeen::Hello(sh) => {
+                        self.sh_ns = Some(r.first_ns);
+                        self.server_hello = Some(sh);
+                    }
                 }
-                if sh.hrr {
-                    self.hrr = true;
-                    return;
-                }
-                self.sh_ns = Some(r.first_ns);
-                self.server_hello = Some(sh);
             }
             (Endpoint::Server, msg::SERVER_KEY_EXCHANGE) => {
                 self.ske_group = tls::server_key_exchange_group(body);
@@ -697,6 +720,7 @@ impl Timeline {
             group,
             suite: sh.suite,
             sni: hello.sni,
+            offer: hello.offer,
             client: self.client,
             server: self.server,
             phases,
@@ -704,9 +728,33 @@ impl Timeline {
             start_ns: start,
             hrr: self.hrr,
             retry: false,
+            transport: Transport::Tcp,
             client_process: None,
             server_process: None,
         }))
+    }
+}
+
+/// What a ServerHello message's body is to a connection, over TCP or QUIC.
+#[derive(Debug)]
+pub enum ServerHelloSeen {
+    /// The connection cannot be followed: the message does not parse, or comes before
+    /// any ClientHello or after the ServerHello.
+    NotFollowed,
+    /// A HelloRetryRequest: the client sends its ClientHello again.
+    RetryRequest,
+    /// The ServerHello.
+    Hello(ServerHello),
+}
+
+/// Reads a ServerHello's `body` on a connection that has seen a ClientHello
+/// (`hello_seen`) and its ServerHello already (`sh_seen`).
+pub fn server_hello(body: &[u8], hello_seen: bool, sh_seen: bool) -> ServerHelloSeen {
+    match tls::server_hello(body) {
+        Some(_) if !hello_seen || sh_seen => ServerHelloSeen::NotFollowed,
+        Some(sh) if sh.hrr => ServerHelloSeen::RetryRequest,
+        Some(sh) => ServerHelloSeen::Hello(sh),
+        None => ServerHelloSeen::NotFollowed,
     }
 }
 

@@ -2,8 +2,10 @@
 //! (5-byte headers checked for sanity, so a stream that is not TLS is told apart at once),
 //! handshake messages reassembled across records, and the two messages whose contents
 //! matter read with `tls-parser`: the ClientHello (SNI, early data, PSK modes, session
-//! ticket) and the ServerHello (version, suite, group, PSK accepted, HelloRetryRequest
-//! by its fixed random).
+//! ticket; and what it offers — the ALPN protocols, the supported groups, a pre-shared
+//! key — read in place, without allocating for the common cases: [`Offer`]) and the
+//! ServerHello (version, suite, group, PSK accepted, HelloRetryRequest by its fixed
+//! random).
 
 use std::borrow::Cow;
 
@@ -167,6 +169,92 @@ pub struct ClientHello {
     pub psk_modes: bool,
     /// A non-empty session_ticket extension (TLS 1.2 ticket resumption offered).
     pub ticket: bool,
+    /// What it offers: ALPN, groups, a pre-shared key.
+    pub offer: Offer,
+}
+
+/// The most supported_groups of a ClientHello kept (GREASE values left out); more are
+/// counted in [`Offer::groups_beyond`]. OpenSSL 3 offers 10 by default, browsers 4 to 8.
+pub const MAX_OFFERED_GROUPS: usize = 12;
+
+/// What a ClientHello offers the server: its first ALPN protocol, its supported groups,
+/// whether it offers a pre-shared key (a resumption). Held without a heap allocation
+/// but for an ALPN protocol other than the usual ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Offer {
+    /// The first protocol of its application_layer_protocol_negotiation extension (the
+    /// one it prefers): `h2`, `http/1.1`, `h3`… (not valid UTF-8: lossily); `None`
+    /// without the extension.
+    pub alpn: Option<Cow<'static, str>>,
+    /// Its supported_groups, in its order (GREASE values left out): the first
+    /// `groups_len` of them.
+    groups: [u16; MAX_OFFERED_GROUPS],
+    groups_len: u8,
+    /// Groups beyond [`MAX_OFFERED_GROUPS`], not kept.
+    pub groups_beyond: u16,
+    /// A pre_shared_key extension: it offers to resume a session (TLS 1.3).
+    pub psk: bool,
+}
+
+impl Offer {
+    /// The supported groups offered, in the ClientHello's order (at most
+    /// [`MAX_OFFERED_GROUPS`]).
+    pub fn groups(&self) -> &[u16] {
+        &self.groups[..usize::from(self.groups_len)]
+    }
+
+    /// The ALPN extension's body: its first protocol.
+    fn read_alpn(&mut self, data: &[u8]) {
+        // ProtocolNameList: a 2-byte length, then 1-byte-length names.
+        let Some(&len) = data.get(2) else { return };
+        let Some(name) = data.get(3..3 + usize::from(len)) else {
+            return;
+        };
+        self.alpn = Some(alpn_label(name));
+    }
+
+    /// The supported_groups extension's body.
+    fn read_groups(&mut self, data: &[u8]) {
+        // NamedGroupList: a 2-byte length, then 2-byte groups.
+        let Some(list) = data
+            .get(..2)
+            .and_then(|l| data.get(2..2 + usize::from(u16::from_be_bytes([l[0], l[1]]))))
+        else {
+            return;
+        };
+        for g in list.chunks_exact(2) {
+            let g = u16::from_be_bytes([g[0], g[1]]);
+            if is_grease(g) {
+                continue;
+            }
+            if usize::from(self.groups_len) < MAX_OFFERED_GROUPS {
+                self.groups[usize::from(self.groups_len)] = g;
+                self.groups_len += 1;
+            } else {
+                self.groups_beyond = self.groups_beyond.saturating_add(1);
+            }
+        }
+    }
+}
+
+/// A GREASE value (RFC 8701): `0x?a?a` with both bytes equal.
+fn is_grease(v: u16) -> bool {
+    let [a, b] = v.to_be_bytes();
+    a == b && a & 0x0f == 0x0a
+}
+
+/// An ALPN protocol's name, allocating only for one other than the usual ones.
+pub fn alpn_label(name: &[u8]) -> Cow<'static, str> {
+    match name {
+        b"h2" => "h2".into(),
+        b"http/1.1" => "http/1.1".into(),
+        b"h3" => "h3".into(),
+        b"http/1.0" => "http/1.0".into(),
+        b"acme-tls/1" => "acme-tls/1".into(),
+        b"dot" => "dot".into(),
+        b"doq" => "doq".into(),
+        other => String::from_utf8_lossy(other).into_owned().into(),
+    }
 }
 
 /// What a ServerHello (or HelloRetryRequest) says.
@@ -185,10 +273,21 @@ pub struct ServerHello {
     pub psk: bool,
 }
 
-/// The ClientHello extensions read: server_name, session_ticket, early_data,
-/// psk_key_exchange_modes (the others are skipped by their length: each one parsed is
-/// work and often an allocation, per connection).
+/// The ClientHello extensions read with `tls-parser`: server_name, session_ticket,
+/// early_data, psk_key_exchange_modes (the others are skipped by their length: each one
+/// parsed is work and often an allocation, per connection).
 const CLIENT_EXTENSIONS: [u16; 4] = [0, 35, 42, 45];
+
+/// The ClientHello extensions read in place (`tls-parser` would collect their lists into
+/// vectors): supported_groups, ALPN, pre_shared_key.
+mod offered {
+    /// supported_groups.
+    pub const GROUPS: u16 = 10;
+    /// application_layer_protocol_negotiation.
+    pub const ALPN: u16 = 16;
+    /// pre_shared_key.
+    pub const PSK: u16 = 41;
+}
 /// The ServerHello extensions read: pre_shared_key, supported_versions, key_share.
 const SERVER_EXTENSIONS: [u16; 3] = [41, 43, 51];
 
@@ -197,21 +296,31 @@ const SERVER_EXTENSIONS: [u16; 3] = [41, 43, 51];
 /// without being read. Like `tls-parser`'s list parsers, stops at the first one that
 /// is cut short or does not parse.
 fn extensions<'a>(
-    mut block: &'a [u8],
+    block: &'a [u8],
     wanted: &'a [u16],
     parse: fn(&'a [u8]) -> tls_parser::IResult<&'a [u8], TlsExtension<'a>>,
 ) -> impl Iterator<Item = TlsExtension<'a>> {
+    let mut raw = raw_extensions(block);
     std::iter::from_fn(move || {
         loop {
-            let h = block.get(..4)?;
-            let t = u16::from_be_bytes([h[0], h[1]]);
-            let len = 4 + usize::from(u16::from_be_bytes([h[2], h[3]]));
-            let whole = block.get(..len)?;
-            block = &block[len..];
+            let (t, whole) = raw.next()?;
             if wanted.contains(&t) {
                 return parse(whole).ok().map(|(_, e)| e);
             }
         }
+    })
+}
+
+/// Each extension of a hello's extensions block: its type and its whole bytes (the
+/// 4-byte header included); stops at one cut short.
+fn raw_extensions(mut block: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        let h = block.get(..4)?;
+        let t = u16::from_be_bytes([h[0], h[1]]);
+        let len = 4 + usize::from(u16::from_be_bytes([h[2], h[3]]));
+        let whole = block.get(..len)?;
+        block = &block[len..];
+        Some((t, whole))
     })
 }
 
@@ -222,18 +331,32 @@ pub fn client_hello(body: &[u8]) -> Option<ClientHello> {
     let Some(ext) = ch.ext else {
         return Some(out);
     };
-    for e in extensions(ext, &CLIENT_EXTENSIONS, parse_tls_client_hello_extension) {
-        match e {
-            TlsExtension::SNI(names) => {
-                out.sni = names
-                    .iter()
-                    .find(|(t, _)| t.0 == 0)
-                    .and_then(|(_, n)| std::str::from_utf8(n).ok())
-                    .map(str::to_string);
+    // One pass: the offer's extensions read in place, the others wanted by
+    // `tls-parser` (stopping, as its list parsers do, at one that does not parse).
+    for (t, whole) in raw_extensions(ext) {
+        let data = &whole[4..];
+        match t {
+            offered::GROUPS => out.offer.read_groups(data),
+            offered::ALPN => out.offer.read_alpn(data),
+            offered::PSK => out.offer.psk = true,
+            t if CLIENT_EXTENSIONS.contains(&t) => {
+                let Ok((_, e)) = parse_tls_client_hello_extension(whole) else {
+                    break;
+                };
+                match e {
+                    TlsExtension::SNI(names) => {
+                        out.sni = names
+                            .iter()
+                            .find(|(t, _)| t.0 == 0)
+                            .and_then(|(_, n)| std::str::from_utf8(n).ok())
+                            .map(str::to_string);
+                    }
+                    TlsExtension::EarlyData(_) => out.early_data = true,
+                    TlsExtension::PskExchangeModes(_) => out.psk_modes = true,
+                    TlsExtension::SessionTicket(t) => out.ticket = !t.is_empty(),
+                    _ => {}
+                }
             }
-            TlsExtension::EarlyData(_) => out.early_data = true,
-            TlsExtension::PskExchangeModes(_) => out.psk_modes = true,
-            TlsExtension::SessionTicket(t) => out.ticket = !t.is_empty(),
             _ => {}
         }
     }
@@ -312,6 +435,8 @@ pub fn group_label(g: u16) -> Cow<'static, str> {
         0x0100 => "ffdhe2048".into(),
         0x0101 => "ffdhe3072".into(),
         0x0102 => "ffdhe4096".into(),
+        0x0103 => "ffdhe6144".into(),
+        0x0104 => "ffdhe8192".into(),
         0x11eb => "SecP256r1MLKEM768".into(),
         0x11ec => "X25519MLKEM768".into(),
         0x11ed => "SecP384r1MLKEM1024".into(),
@@ -411,18 +536,67 @@ mod tests {
         assert_eq!(n, 1);
     }
 
+    /// A ClientHello body with `exts` (type, body) as its extensions.
+    fn hello_with(exts: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut b = vec![3, 3];
+        b.extend([7; 32]);
+        b.push(0);
+        b.extend([0, 2, 0x13, 0x01, 1, 0]);
+        let mut block = Vec::new();
+        for (t, body) in exts {
+            block.extend(t.to_be_bytes());
+            block.extend((body.len() as u16).to_be_bytes());
+            block.extend(*body);
+        }
+        b.extend((block.len() as u16).to_be_bytes());
+        b.extend(block);
+        b
+    }
+
+    #[test]
+    fn reads_the_alpn_groups_and_psk_a_client_hello_offers() {
+        // ALPN h2, http/1.1; groups GREASE, x25519, X25519MLKEM768, secp256r1; a PSK.
+        let alpn = [
+            0, 12, 2, b'h', b'2', 8, b'h', b't', b't', b'p', b'/', b'1', b'.', b'1',
+        ];
+        let groups = [0, 8, 0x3a, 0x3a, 0, 0x1d, 0x11, 0xec, 0, 0x17];
+        let ch = client_hello(&hello_with(&[(16, &alpn), (10, &groups), (41, &[0; 8])])).unwrap();
+        assert_eq!(ch.offer.alpn.as_deref(), Some("h2"));
+        assert!(
+            matches!(ch.offer.alpn, Some(Cow::Borrowed(_))),
+            "no allocation"
+        );
+        assert_eq!(ch.offer.groups(), [0x1d, 0x11ec, 0x17]);
+        assert_eq!(ch.offer.groups_beyond, 0);
+        assert!(ch.offer.psk);
+        // None of them; an unusual protocol; more groups than are kept.
+        let none = client_hello(&hello_with(&[])).unwrap();
+        assert_eq!(none.offer, Offer::default());
+        let many: Vec<u8> = [0, 40]
+            .into_iter()
+            .chain((1..=20u16).flat_map(u16::to_be_bytes))
+            .collect();
+        let ch = client_hello(&hello_with(&[
+            (16, &[0, 4, 3, b'x', b'm', b'p']),
+            (10, &many),
+        ]))
+        .unwrap();
+        assert_eq!(ch.offer.alpn.as_deref(), Some("xmp"));
+        assert_eq!(ch.offer.groups().len(), MAX_OFFERED_GROUPS);
+        assert_eq!(ch.offer.groups()[0], 1);
+        assert_eq!(ch.offer.groups_beyond, 20 - MAX_OFFERED_GROUPS as u16);
+        assert!(!ch.offer.psk);
+        // Cut short: what is there is not read past its end.
+        let ch = client_hello(&hello_with(&[(16, &[0, 9, 8, b'h']), (10, &[0, 9, 0])])).unwrap();
+        assert_eq!(ch.offer.alpn, None);
+        assert!(ch.offer.groups().is_empty());
+    }
+
     #[test]
     fn random_bodies_never_panic() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rng = crate::observe::xorshift::XorShift::new(0x2545_f491_4f6c_dd1d);
         for len in 0..400 {
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let bytes: Vec<u8> = rng.bytes(len);
             let _ = client_hello(&bytes);
             let _ = server_hello(&bytes);
             let _ = frame(&bytes);

@@ -3,6 +3,12 @@
 //! groups and SNIs seen (bounded), the p50/p90/p95/p99 of every wire and probe phase,
 //! and the headline phase's histogram (so that windows merge exactly into a day).
 //!
+//! QUIC's handshakes and failures are a window's `quic` part, series of their own with
+//! the same shape: its phases are not TCP's (no `connect`, a round trip less), so they
+//! are never in TCP's distributions, and what reads a window's `series` (the baselines,
+//! the long baselines, the canary, `observe report`) sees TCP's alone, as before QUIC
+//! was observed.
+//!
 //! A window is `[k·W, (k+1)·W)` on the wall clock (ns since the Unix epoch), W the
 //! window's length. A captured handshake counts in the window of its start (its SYN's
 //! capture time); a probed one in the window of its instant (its TCP handshake's
@@ -19,7 +25,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::group::{GroupBy, Grouper};
-use super::timeline::Outcome;
+use super::timeline::{Outcome, Transport};
 use crate::probes::event::{HandshakeResult, ProbeRecord};
 use crate::stats::{LatencyHistogram, Quantiles};
 
@@ -224,6 +230,21 @@ pub struct WindowRecord {
     /// PSI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_pressure: Option<f64>,
+    /// QUIC's handshakes and failures in the window, apart from TCP's (absent when none
+    /// was seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicWindow>,
+}
+
+/// A window's QUIC part: what [`WindowRecord`]'s `wire_failures` and `series` are for
+/// TCP (the wire's series only: the probes read TLS over TCP).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuicWindow {
+    /// QUIC connections that failed before completing a handshake, by reason.
+    pub wire_failures: BTreeMap<String, u64>,
+    /// Each QUIC series seen in the window, in key order (their `baseline` and
+    /// `long_baseline` are null: QUIC's series are not judged).
+    pub series: Vec<SeriesRecord>,
 }
 
 /// Histograms of one phase set.
@@ -339,7 +360,25 @@ struct Open {
     wire_failures: BTreeMap<String, u64>,
     late: u64,
     series: BTreeMap<SeriesKey, SeriesAcc>,
+    /// QUIC's failures and series.
+    quic_failures: BTreeMap<String, u64>,
+    quic_series: BTreeMap<SeriesKey, SeriesAcc>,
     sni_tracked: usize,
+}
+
+impl Open {
+    fn new(start_ns: u64, first_ns: u64) -> Open {
+        Open {
+            start_ns,
+            first_ns,
+            wire_failures: BTreeMap::new(),
+            late: 0,
+            series: BTreeMap::new(),
+            quic_failures: BTreeMap::new(),
+            quic_series: BTreeMap::new(),
+            sni_tracked: 0,
+        }
+    }
 }
 
 /// The windows of a run: handshakes in, closed [`WindowRecord`]s out.
@@ -389,33 +428,33 @@ impl Windows {
     /// window already closed) counts as late.
     fn window(&mut self, at_ns: u64) -> &mut Open {
         let length = self.length_ns;
-        let open = self.open.get_or_insert_with(|| Open {
-            start_ns: at_ns - at_ns % length,
-            first_ns: at_ns,
-            wire_failures: BTreeMap::new(),
-            late: 0,
-            series: BTreeMap::new(),
-            sni_tracked: 0,
-        });
+        let open = self
+            .open
+            .get_or_insert_with(|| Open::new(at_ns - at_ns % length, at_ns));
         if at_ns < open.start_ns {
             open.late += 1;
         }
         open
     }
 
-    /// The accumulator of `key` in the open window (`(other)` beyond the bound).
-    fn series(open: &mut Open, max_series: usize, mut key: SeriesKey) -> &mut SeriesAcc {
-        if !open.series.contains_key(&key) && open.series.len() >= max_series {
+    /// The accumulator of `key` in `series` (`(other)` beyond the bound).
+    fn series(
+        series: &mut BTreeMap<SeriesKey, SeriesAcc>,
+        max_series: usize,
+        mut key: SeriesKey,
+    ) -> &mut SeriesAcc {
+        if !series.contains_key(&key) && series.len() >= max_series {
             key.process = OTHER.to_string();
             key.port = 0;
             key.group = None;
         }
-        open.series.entry(key).or_default()
+        series.entry(key).or_default()
     }
 
-    /// A captured connection's outcome; `at_ns`: its start (ns since the Unix epoch),
-    /// or, for one without a start, when it was seen.
-    pub fn wire(&mut self, o: &Outcome, seen_ns: u64) {
+    /// A captured connection's outcome, over `transport` (QUIC's go to the window's
+    /// `quic` part); `seen_ns`, for one without a start, when it was seen (a handshake
+    /// counts at its start, ns since the Unix epoch).
+    pub fn wire(&mut self, o: &Outcome, transport: Transport, seen_ns: u64) {
         let max_series = self.opts.max_series;
         match o {
             Outcome::Handshake(h) => {
@@ -436,7 +475,11 @@ impl Windows {
                 };
                 let sni = h.sni.as_deref().unwrap_or("(none)");
                 let track_sni = open.sni_tracked < MAX_SNI_TRACKED;
-                let s = Self::series(open, max_series, key);
+                let series = match transport {
+                    Transport::Tcp => &mut open.series,
+                    Transport::Quic => &mut open.quic_series,
+                };
+                let s = Self::series(series, max_series, key);
                 s.handshakes += 1;
                 s.second(at);
                 if h.resumption.is_some() {
@@ -467,7 +510,11 @@ impl Windows {
             }
             Outcome::Failed(f) => {
                 let open = self.window(seen_ns);
-                bump(&mut open.wire_failures, f.reason());
+                let failures = match transport {
+                    Transport::Tcp => &mut open.wire_failures,
+                    Transport::Quic => &mut open.quic_failures,
+                };
+                bump(failures, f.reason());
             }
             Outcome::NotTls | Outcome::Unparsed | Outcome::Empty => {}
         }
@@ -487,7 +534,7 @@ impl Windows {
             port: 0,
             group,
         };
-        let s = Self::series(open, max_series, key);
+        let s = Self::series(&mut open.series, max_series, key);
         s.second(at);
         if r.result != HandshakeResult::Ok {
             bump(&mut s.failures, r.result.name());
@@ -516,14 +563,7 @@ impl Windows {
         let closed = self.open.take()?;
         // The next window opens now, so that a quiet one is still a record (of nothing).
         let next = now_ns - now_ns % self.length_ns;
-        self.open = Some(Open {
-            start_ns: next.max(end),
-            first_ns: next.max(end),
-            wire_failures: BTreeMap::new(),
-            late: 0,
-            series: BTreeMap::new(),
-            sni_tracked: 0,
-        });
+        self.open = Some(Open::new(next.max(end), next.max(end)));
         if let Some(g) = &mut self.grouper {
             g.forget();
         }
@@ -560,7 +600,20 @@ impl Windows {
             .collect();
         let from = open.first_ns.max(open.start_ns);
         let seconds = end_ns.saturating_sub(from) as f64 / 1e9;
+        let top_sni = self.opts.top_sni;
+        let records = |series: BTreeMap<SeriesKey, SeriesAcc>| -> Vec<SeriesRecord> {
+            series
+                .into_iter()
+                .map(|(k, acc)| acc.record(k, seconds, top_sni))
+                .collect()
+        };
+        let quic =
+            (!open.quic_series.is_empty() || !open.quic_failures.is_empty()).then(|| QuicWindow {
+                wire_failures: open.quic_failures,
+                series: records(open.quic_series),
+            });
         WindowRecord {
+            quic,
             cpu_pressure: None,
             kind: "window".into(),
             start_ns: open.start_ns,
@@ -568,11 +621,7 @@ impl Windows {
             seconds,
             wire_failures: open.wire_failures,
             late: open.late,
-            series: open
-                .series
-                .into_iter()
-                .map(|(k, acc)| acc.record(k, seconds, self.opts.top_sni))
-                .collect(),
+            series: records(open.series),
         }
     }
 }
@@ -617,6 +666,12 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
+    impl Windows {
+        fn wire_tcp(&mut self, o: &Outcome, seen_ns: u64) {
+            self.wire(o, Transport::Tcp, seen_ns);
+        }
+    }
+
     fn handshake(start: u64, think_ms: u64, process: &str) -> Outcome {
         Outcome::Handshake(Box::new(Handshake {
             kind: HandshakeKind::Full,
@@ -625,6 +680,7 @@ mod tests {
             group: Some(0x1d),
             suite: 0x1301,
             sni: Some(format!("host{}", start % 3)),
+            offer: Default::default(),
             client: "127.0.0.1:40000".parse().unwrap(),
             server: "127.0.0.1:443".parse().unwrap(),
             phases: Phases {
@@ -636,6 +692,7 @@ mod tests {
             start_ns: Some(start),
             hrr: false,
             retry: false,
+            transport: crate::observe::timeline::Transport::Tcp,
             client_process: None,
             server_process: Some(format!("{process} (pid 7)")),
         }))
@@ -649,7 +706,7 @@ mod tests {
         });
         // 100 handshakes in [100 s, 110 s): think 1..=100 ms.
         for i in 0..100 {
-            w.wire(&handshake(100 * S + i * S / 10, i + 1, "nginx"), 0);
+            w.wire_tcp(&handshake(100 * S + i * S / 10, i + 1, "nginx"), 0);
         }
         assert!(w.tick(110 * S).is_none(), "closed before its grace");
         let r = w.tick(111 * S).unwrap();
@@ -680,7 +737,7 @@ mod tests {
         let back: WindowRecord = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(back, r);
         // A handshake of the closed window, arriving now, counts as late in the next.
-        w.wire(&handshake(105 * S, 1, "nginx"), 0);
+        w.wire_tcp(&handshake(105 * S, 1, "nginx"), 0);
         let next = w.finish(115 * S).unwrap();
         assert_eq!(next.late, 1);
         assert_eq!(next.start_ns, 110 * S);
@@ -696,7 +753,7 @@ mod tests {
             group_by: None,
         });
         for p in ["a", "b", "c", "d"] {
-            w.wire(&handshake(S, 1, p), 0);
+            w.wire_tcp(&handshake(S, 1, p), 0);
         }
         let r = w.finish(2 * S).unwrap();
         let names: Vec<&str> = r.series.iter().map(|s| s.key.process.as_str()).collect();
@@ -708,7 +765,7 @@ mod tests {
             ..WindowOptions::default()
         });
         for i in 0..3 {
-            w.wire(&handshake(S + i, 1, "a"), 0);
+            w.wire_tcp(&handshake(S + i, 1, "a"), 0);
         }
         let r = w.finish(2 * S).unwrap();
         assert_eq!(r.series[0].sni.len(), 2, "{:?}", r.series[0].sni);
@@ -725,13 +782,13 @@ mod tests {
             ..WindowOptions::default()
         });
         for i in 0..10 {
-            w.wire(&handshake(100 * S + i, 1, "gw"), 0);
+            w.wire_tcp(&handshake(100 * S + i, 1, "gw"), 0);
         }
         let Outcome::Handshake(mut h) = handshake(100 * S, 3, "gw") else {
             unreachable!()
         };
         h.server = "127.0.0.1:8444".parse().unwrap();
-        w.wire(&Outcome::Handshake(h), 0);
+        w.wire_tcp(&Outcome::Handshake(h), 0);
         let r = w.tick(111 * S).unwrap();
         let groups: Vec<_> = r.series.iter().map(|s| s.key.group.as_deref()).collect();
         assert_eq!(groups, [Some("port=443"), Some("port=8444")]);
@@ -746,7 +803,7 @@ mod tests {
         let json = serde_json::to_value(&r.series[1]).unwrap();
         assert_eq!(json["group"], "port=8444");
         let mut plain = Windows::new(WindowOptions::default());
-        plain.wire(&handshake(100 * S, 1, "gw"), 0);
+        plain.wire_tcp(&handshake(100 * S, 1, "gw"), 0);
         let r = plain.finish(101 * S).unwrap();
         assert!(
             serde_json::to_value(&r.series[0])
@@ -755,5 +812,49 @@ mod tests {
                 .is_none()
         );
         assert!(plain.take_headlines().is_empty());
+    }
+
+    /// QUIC's handshakes and failures are the window's `quic` part, series of their own:
+    /// TCP's series and failures are what they would be without them.
+    #[test]
+    fn quic_outcomes_are_a_part_of_their_own() {
+        let mut w = Windows::new(WindowOptions::default());
+        for i in 0..4 {
+            w.wire(&handshake(S + i, 1, "gw"), Transport::Tcp, 0);
+        }
+        for i in 0..3 {
+            w.wire(&handshake(S + i, 7, "gw"), Transport::Quic, 0);
+        }
+        w.wire(
+            &Outcome::Failed(crate::observe::timeline::Failure::Incomplete),
+            Transport::Quic,
+            S,
+        );
+        let r = w.finish(2 * S).unwrap();
+        assert_eq!(r.series.len(), 1);
+        assert_eq!(r.series[0].handshakes, 4);
+        // TCP's 1 ms alone (HDR at 3 significant digits), none of QUIC's 7 ms.
+        let p99 = r.series[0].phases["server_think"].p99_ns;
+        assert!((p99 as f64 / 1e6 - 1.0).abs() < 0.002, "{p99}");
+        assert!(r.wire_failures.is_empty(), "{:?}", r.wire_failures);
+        let q = r.quic.as_ref().unwrap();
+        assert_eq!(q.series.len(), 1);
+        assert_eq!(q.series[0].key, r.series[0].key);
+        assert_eq!(q.series[0].handshakes, 3);
+        assert!(
+            (q.series[0].phases["server_think"].p50_ns as f64 / 7e6 - 1.0).abs() < 0.002,
+            "{:?}",
+            q.series[0].phases
+        );
+        assert_eq!(q.wire_failures["incomplete"], 1);
+        // It round-trips; a window without QUIC has no `quic` key at all.
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["quic"]["series"][0]["handshakes"], 3);
+        let back: WindowRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        let mut tcp = Windows::new(WindowOptions::default());
+        tcp.wire(&handshake(S, 1, "gw"), Transport::Tcp, 0);
+        let json = serde_json::to_value(tcp.finish(2 * S).unwrap()).unwrap();
+        assert!(json.get("quic").is_none(), "{json}");
     }
 }

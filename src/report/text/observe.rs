@@ -178,11 +178,17 @@ fn heading(o: &Observation) -> String {
     if o.sources_left_out > 0 {
         sources.push(format!("{} more sources", o.sources_left_out));
     }
+    // QUIC is read from the same ports' UDP datagrams.
+    let transports = if o.quic.is_some() {
+        "TCP and UDP"
+    } else {
+        "TCP"
+    };
     let ports = if o.ports.is_empty() {
-        "every TCP port".to_string()
+        format!("every {transports} port")
     } else {
         let p: Vec<String> = o.ports.iter().map(u16::to_string).collect();
-        format!("TCP port {}", p.join(", "))
+        format!("{transports} port {}", p.join(", "))
     };
     format!(
         "Handshakes observed in {} on {}: {:.3} s of capture{}",
@@ -306,7 +312,7 @@ fn handshake_counts(o: &Observation) -> String {
         .sum::<u64>();
     let retry = o.handshakes.get("all").map_or(0, |k| k.retry);
     format!(
-        "handshakes: {} — {}{}{}; resumption rate {:.1}%{}\n\n",
+        "handshakes: {} — {}{}{}; resumption rate {:.1}%{}\n{}\n",
         o.count("all"),
         kinds.join(", "),
         if hrr > 0 {
@@ -324,7 +330,34 @@ fn handshake_counts(o: &Observation) -> String {
             String::new()
         } else {
             format!(" ({})", methods.join(", "))
-        }
+        },
+        offered(o),
+    )
+}
+
+/// What the handshakes' ClientHellos offered, a line (none without handshakes, or in a
+/// document written before it was counted).
+fn offered(o: &Observation) -> String {
+    let c = &o.client_hello;
+    if o.count("all") == 0 || (c.alpn.is_empty() && c.offered_groups.is_empty()) {
+        return String::new();
+    }
+    // The most offered first.
+    let counts = |m: &std::collections::BTreeMap<String, u64>| {
+        let mut v: Vec<(&String, &u64)> = m.iter().collect();
+        v.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        let v: Vec<String> = v.into_iter().map(|(k, n)| format!("{k} {n}")).collect();
+        v.join(", ")
+    };
+    format!(
+        "ClientHellos offered: ALPN {}; groups {}; a pre-shared key {}\n",
+        counts(&c.alpn),
+        if c.offered_groups.is_empty() {
+            "none".to_string()
+        } else {
+            counts(&c.offered_groups)
+        },
+        c.psk_offered
     )
 }
 
@@ -765,6 +798,7 @@ mod tests {
         };
         let w = WindowRecord {
             cpu_pressure: None,
+            quic: None,
             kind: "window".into(),
             // 2026-12-06T18:58:00Z.
             start_ns: 1_796_583_480_000_000_000,
