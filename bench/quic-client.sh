@@ -50,7 +50,7 @@ url="https://localhost:$port/"
 closed="$(free_port)"
 # gtlsclient's CPU within its connection (root and bpftrace): per process, the run time
 # of its thread (single-threaded) at its first send and at its last send or receive;
-# their difference summed (ns) and the processes counted.
+# their difference summed (ns) and the processes counted, printed every 200 ms.
 inconn_bt='
 tracepoint:syscalls:sys_enter_sendmsg,tracepoint:syscalls:sys_enter_sendto,tracepoint:syscalls:sys_enter_sendmmsg
 /comm == "gtlsclient" && @t0[pid] == 0/ { @t0[pid] = curtask->se.sum_exec_runtime; }
@@ -59,6 +59,7 @@ tracepoint:syscalls:sys_exit_recvmsg,tracepoint:syscalls:sys_exit_recvfrom,trace
 /comm == "gtlsclient" && @t0[pid] != 0/ { @last[pid] = curtask->se.sum_exec_runtime; }
 tracepoint:sched:sched_process_exit
 /comm == "gtlsclient" && @t0[pid] != 0/ { @inconn = sum(@last[pid] - @t0[pid]); @n = count(); delete(@t0[pid]); delete(@last[pid]); }
+interval:ms:200 { print(@inconn); print(@n); }
 '
 have_bt=0
 if [ "$(id -u)" = 0 ] && command -v bpftrace > /dev/null; then
@@ -107,7 +108,10 @@ round() {
         --exit-on-all-streams-close --handshake-timeout=20ms --groups=-GROUP-ALL:+GROUP-X25519 \
         127.0.0.1 "$closed" "https://localhost:$closed/")
       if [ -n "$bt" ]; then
-        kill -INT "$bt"
+        # Its sums are printed every 200 ms: the last print after the last exit is read
+        # (bpftrace does not always end on SIGINT here, so it is killed).
+        sleep 0.5
+        kill -KILL "$bt"
         wait "$bt" 2> /dev/null || true
         inconn="$(awk '/^@inconn:/ {s = $2} /^@n:/ {k = $2} END {if (k > 0) printf "%d", s / k / 1000; else print "-"}' "$work/bt.out")"
       fi
