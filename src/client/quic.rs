@@ -33,7 +33,11 @@ use bytes::Buf;
 use super::ConnectError;
 use super::conn::{EarlyData, Handshake, HandshakeClass, Stamps};
 use super::hello::Offered;
-use super::http1::Response;
+// The longest wait, after the response, for a session ticket the server has not sent yet
+// (servers that send it after the handshake, e.g. ngtcp2's): a connection closed at once
+// would leave the next one nothing to resume. Not part of any phase; the same as over TCP
+// after 0-RTT.
+use super::http1::{Response, TICKET_WAIT};
 use super::target::Target;
 use super::timeline::Timeline;
 use super::verifier::{self, VerifyRecord};
@@ -94,12 +98,6 @@ impl std::fmt::Debug for Http3Config {
 
 /// A completed HTTP/3 exchange: the same shape as a TCP one.
 pub type Exchange = super::exchange::Exchange;
-
-/// Longest wait, after the response, for a session ticket the server has not sent yet
-/// (servers that send it after the handshake, e.g. ngtcp2's): a connection closed at once
-/// would leave the next one nothing to resume. Not part of any phase. The same as over
-/// TCP after 0-RTT.
-use super::http1::TICKET_WAIT;
 
 /// Connects to `target` over QUIC, handshakes and sends `GET path` over HTTP/3 (in 0-RTT
 /// when `early_data` and the session allows it), all within `timeout`; the connection is
