@@ -292,34 +292,6 @@ fn a_ready_answer_shares_its_packet_with_what_came_before_it() {
     assert_eq!(pkn(" id=0x0 "), pkn(" id=0xf "), "{text}");
 }
 
-/// serve --quic probes the path MTU once, straight at 1,452 bytes (quinn's upper bound),
-/// not by quinn's binary search from 1,200 (1,326, 1,389, …: a padded datagram each, which
-/// the client acknowledges): the datagrams carrying a PING that ngtcp2's client received
-/// are that one probe.
-#[test]
-fn the_path_mtu_is_probed_once_at_its_upper_bound() {
-    if !have_ngtcp2_client("serve --quic's MTU probes") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let pki = pki(dir.path(), "p", "ecdsa-p256");
-    let s = serve(&pki, &[]);
-    let (ok, text) = ngtcp2_get(s.port, &[]);
-    assert!(ok, "{text}");
-    assert_answered(&text);
-    // ngtcp2's client logs each datagram's size, then its packets' frames.
-    let mut size = 0;
-    let mut probes = Vec::new();
-    for l in text.lines() {
-        if let Some((_, n)) = l.split_once(" con recv packet len=") {
-            size = n.trim().parse::<usize>().unwrap();
-        } else if l.contains(" frm rx ") && l.contains(" 1RTT PING(") {
-            probes.push(size);
-        }
-    }
-    assert_eq!(probes, [1452], "{text}");
-}
-
 #[test]
 fn the_server_groups_apply_to_quic_and_a_hello_retry_is_counted() {
     if !have_ngtcp2_client("--groups over QUIC against ngtcp2's client") {

@@ -142,7 +142,6 @@ pub fn bind(
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(WatchedServerConfig::new(crypto)));
     let mut transport = quinn::TransportConfig::default();
     transport.max_idle_timeout(quinn::IdleTimeout::try_from(idle_timeout).ok());
-    transport.mtu_discovery_config(Some(one_probe_mtud()));
     config.transport_config(Arc::new(transport));
     let socket = std::net::UdpSocket::bind(addr)?;
     quinn::Endpoint::new(
@@ -151,21 +150,6 @@ pub fn bind(
         socket,
         Arc::new(quinn::TokioRuntime),
     )
-}
-
-/// Path-MTU discovery with one probe, straight at quinn's upper bound (a UDP payload of
-/// 1,452 bytes, what Ethernet carries over IPv4 and IPv6), instead of quinn's binary search
-/// from 1,200 (three or four probes, each a padded datagram the client acknowledges: most
-/// of a short connection's packets after the handshake). A path that carries 1,452 (most
-/// do) is found as before; one that carries less than that but more than 1,200 stays at
-/// 1,200, quinn's starting size. How: quinn's search stops halving once the next size
-/// would differ by less than `minimum_change` from the last one known good, and then
-/// probes the upper bound alone; at 200, the first midpoint (1,326) is already that
-/// close to 1,200.
-fn one_probe_mtud() -> quinn::MtuDiscoveryConfig {
-    let mut m = quinn::MtuDiscoveryConfig::default();
-    m.minimum_change(200);
-    m
 }
 
 /// What every QUIC connection task shares.
@@ -359,18 +343,22 @@ async fn handshake(
 ) -> bool {
     let outcome = tokio::time::timeout(ctx.handshake_timeout, done).await;
     drop(unvalidated);
+    // A client may close the moment its answer has come (answered at 0.5-RTT, or by
+    // another worker before this task ran again): the handshake completed all the same if
+    // the server sent HANDSHAKE_DONE, which it does only once it has.
+    let completed = conn.stats().frame_tx.handshake_done > 0;
     match (outcome, conn.close_reason()) {
         (Err(_), _) => {
             ctx.metrics.failure("timeout");
             conn.close(0u32.into(), b"handshake timeout");
             false
         }
-        (Ok(_), Some(e)) => {
+        (Ok(_), Some(e)) if !completed => {
             ctx.metrics.failure(failure_reason(&e));
             tracing::debug!("QUIC handshake failed: {e}");
             false
         }
-        (Ok(_), None) => {
+        (Ok(_), _) => {
             record(&ctx.metrics, conn, started.elapsed());
             true
         }
