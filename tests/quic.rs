@@ -217,6 +217,81 @@ fn ngtcp2_gets_http3_full_then_resumed_then_in_0rtt_with_ecdsa_and_rsa_certifica
     }
 }
 
+/// serve --quic sends HTTP/3's control stream (its SETTINGS) with its first flight, at
+/// 0.5-RTT, not in a datagram of its own after the handshake: ngtcp2's client reads it
+/// before HANDSHAKE_DONE, which a server sends only once the client's Finished is in —
+/// with and without 0.5-RTT answers (`--early-data`) and with client certificates asked
+/// for (SETTINGS need no client authentication; requests still wait for it).
+#[test]
+fn http3_settings_leave_with_the_servers_first_flight() {
+    if !have_ngtcp2_client("serve --quic's first flight") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "p", "ecdsa-p256");
+    let (cert, key) = (
+        format!("{pki}/client-chain.pem"),
+        format!("{pki}/client.key"),
+    );
+    let ca = format!("{pki}/root.pem");
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&[], &[]),
+        (&["--early-data", "16384"], &[]),
+        (
+            &["--client-auth", "required", "--client-ca", &ca],
+            &["--cert", &cert, "--key", &key],
+        ),
+    ];
+    for (serve_args, client_args) in cases {
+        let s = serve(&pki, serve_args);
+        let (ok, text) = ngtcp2_get(s.port, client_args);
+        assert!(ok, "{serve_args:?}: {text}");
+        assert_answered(&text);
+        let rx = |what: &dyn Fn(&str) -> bool| {
+            text.lines()
+                .position(|l| l.contains(" frm rx ") && what(l))
+                .unwrap_or_else(|| panic!("{serve_args:?}: not received: {text}"))
+        };
+        // The server's first unidirectional stream: its control stream.
+        let control = rx(&|l| l.contains(" STREAM(") && l.contains(" id=0x3 "));
+        let done = rx(&|l| l.contains(" HANDSHAKE_DONE("));
+        assert!(
+            control < done,
+            "{serve_args:?}: the control stream came after HANDSHAKE_DONE: {text}"
+        );
+    }
+}
+
+/// An answer ready at once (a `GET /`) is written before quinn's connection driver runs
+/// again: it leaves in the same packet as what the connection's task wrote just before it
+/// (h3's grease stream, written when the client's SETTINGS are read), not in a packet of
+/// its own after a task switch. One thread, so that no other worker's driver can send in
+/// between.
+#[test]
+fn a_ready_answer_shares_its_packet_with_what_came_before_it() {
+    if !have_ngtcp2_client("serve --quic's answer packets") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "p", "ecdsa-p256");
+    let s = serve(&pki, &["--threads", "1"]);
+    let (ok, text) = ngtcp2_get(s.port, &[]);
+    assert!(ok, "{text}");
+    assert_answered(&text);
+    // The packet number a frame came in: "… frm rx PKN 1RTT STREAM(0x0b) id=0x0 …".
+    let pkn = |stream: &str| {
+        text.lines()
+            .find(|l| l.contains(" frm rx ") && l.contains(" STREAM(") && l.contains(stream))
+            .and_then(|l| l.split(" frm rx ").nth(1))
+            .and_then(|l| l.split_whitespace().next())
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no STREAM{stream} received: {text}"))
+    };
+    // The client's request stream (0) and the server's grease stream (its fourth
+    // unidirectional one, 0xf).
+    assert_eq!(pkn(" id=0x0 "), pkn(" id=0xf "), "{text}");
+}
+
 #[test]
 fn the_server_groups_apply_to_quic_and_a_hello_retry_is_counted() {
     if !have_ngtcp2_client("--groups over QUIC against ngtcp2's client") {

@@ -22,9 +22,12 @@
 //! counted. Until validation quinn holds each connection to 3× the bytes its address
 //! sent (RFC 9000 §8).
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
@@ -279,6 +282,13 @@ fn failure_reason(e: &quinn::ConnectionError) -> &'static str {
 }
 
 /// One QUIC connection: its handshake (timed and counted), then HTTP/3 until it ends.
+///
+/// HTTP/3's control and QPACK streams are opened as soon as the connection is accepted,
+/// before quinn's connection driver first runs, so that they leave in the server's first
+/// flight, at 0.5-RTT (as ngtcp2's server sends them), instead of in a datagram of their
+/// own after the handshake, which the client must also acknowledge: a server's SETTINGS
+/// need no client authentication. Requests are read only once the handshake is complete,
+/// unless 0.5-RTT answers are on (`half_rtt`).
 async fn connection(
     incoming: quinn::Incoming,
     ctx: Arc<QuicCtx>,
@@ -298,43 +308,80 @@ async fn connection(
             return;
         }
     };
-    let conn = if ctx.half_rtt {
-        // A server's 0.5-RTT connection always exists: requests that came as 0-RTT are
-        // answered right behind the server's flight.
-        let Ok((conn, done)) = connecting.into_0rtt() else {
-            return;
-        };
-        let serving = tokio::spawn(serve_h3(conn.clone(), Arc::clone(&ctx), stop));
-        let outcome = tokio::time::timeout(ctx.handshake_timeout, done).await;
-        drop(unvalidated);
-        match (outcome, conn.close_reason()) {
-            (Err(_), _) => {
-                ctx.metrics.failure("timeout");
-                conn.close(0u32.into(), b"handshake timeout");
-            }
-            (Ok(_), Some(e)) => ctx.metrics.failure(failure_reason(&e)),
-            (Ok(_), None) => record(&ctx.metrics, &conn, started.elapsed()),
-        }
-        let _ = serving.await;
+    // A server's 0.5-RTT connection always exists (quinn's `into_0rtt` never refuses a
+    // server); `done` resolves once the handshake is complete or has failed.
+    let Ok((conn, done)) = connecting.into_0rtt() else {
         return;
-    } else {
-        let outcome = tokio::time::timeout(ctx.handshake_timeout, connecting).await;
-        drop(unvalidated);
-        match outcome {
-            Err(_) => {
-                ctx.metrics.failure("timeout");
-                return;
-            }
-            Ok(Err(e)) => {
-                ctx.metrics.failure(failure_reason(&e));
-                tracing::debug!("QUIC handshake failed: {e}");
-                return;
-            }
-            Ok(Ok(conn)) => conn,
-        }
     };
-    record(&ctx.metrics, &conn, started.elapsed());
-    serve_h3(conn, ctx, stop).await;
+    let mut setup = Box::pin(h3::server::Connection::<_, Bytes>::new(
+        h3_quinn::Connection::new(conn.clone()),
+    ));
+    // Polled once here, before this task yields: the streams are queued before the
+    // driver's first transmission. It finishes later if it must wait (for stream credit).
+    let setup = match std::future::poll_fn(|cx| Poll::Ready(setup.as_mut().poll(cx))).await {
+        Poll::Ready(r) => H3Setup::Done(Box::new(r)),
+        Poll::Pending => H3Setup::Waiting(setup),
+    };
+    if ctx.half_rtt {
+        // Requests that came as 0-RTT are answered right behind the server's flight.
+        let serving = tokio::spawn(serve_h3(setup, Arc::clone(&ctx), stop));
+        handshake(&ctx, &conn, started, done, unvalidated).await;
+        let _ = serving.await;
+    } else if handshake(&ctx, &conn, started, done, unvalidated).await {
+        serve_h3(setup, ctx, stop).await;
+    }
+}
+
+/// Waits for `conn`'s handshake (at most the handshake timeout) and counts it, completed
+/// or failed; `unvalidated` ends with it. Whether it completed.
+async fn handshake(
+    ctx: &QuicCtx,
+    conn: &quinn::Connection,
+    started: Instant,
+    done: quinn::ZeroRttAccepted,
+    unvalidated: Option<Unvalidated>,
+) -> bool {
+    let outcome = tokio::time::timeout(ctx.handshake_timeout, done).await;
+    drop(unvalidated);
+    // A client may close the moment its answer has come (answered at 0.5-RTT, or by
+    // another worker before this task ran again): the handshake completed all the same if
+    // the server sent HANDSHAKE_DONE, which it does only once it has.
+    let completed = conn.stats().frame_tx.handshake_done > 0;
+    match (outcome, conn.close_reason()) {
+        (Err(_), _) => {
+            ctx.metrics.failure("timeout");
+            conn.close(0u32.into(), b"handshake timeout");
+            false
+        }
+        (Ok(_), Some(e)) if !completed => {
+            ctx.metrics.failure(failure_reason(&e));
+            tracing::debug!("QUIC handshake failed: {e}");
+            false
+        }
+        (Ok(_), _) => {
+            record(&ctx.metrics, conn, started.elapsed());
+            true
+        }
+    }
+}
+
+/// An HTTP/3 server connection over quinn.
+type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
+
+/// HTTP/3's set-up on a connection ([`h3::server::Connection::new`]: its control and
+/// QPACK streams opened, SETTINGS written), done or still under way.
+enum H3Setup<F> {
+    Done(Box<Result<H3Conn, h3::error::ConnectionError>>),
+    Waiting(Pin<Box<F>>),
+}
+
+impl<F: Future<Output = Result<H3Conn, h3::error::ConnectionError>>> H3Setup<F> {
+    async fn finish(self) -> Result<H3Conn, h3::error::ConnectionError> {
+        match self {
+            H3Setup::Done(r) => *r,
+            H3Setup::Waiting(f) => f.await,
+        }
+    }
 }
 
 /// Counts a completed QUIC handshake with the same labels as the TCP side's.
@@ -369,17 +416,19 @@ fn record(metrics: &Metrics, conn: &quinn::Connection, took: Duration) {
     );
 }
 
-/// Serves HTTP/3 requests on `conn` until it closes; at `stop`, a GOAWAY lets the requests
-/// under way finish and refuses new ones.
-async fn serve_h3(conn: quinn::Connection, ctx: Arc<QuicCtx>, mut stop: watch::Receiver<bool>) {
-    let mut h3 =
-        match h3::server::Connection::<_, Bytes>::new(h3_quinn::Connection::new(conn)).await {
-            Ok(h3) => h3,
-            Err(e) => {
-                tracing::debug!("HTTP/3 connection setup failed: {e}");
-                return;
-            }
-        };
+/// Serves HTTP/3 requests on the connection `setup` sets up, until it closes; at `stop`, a
+/// GOAWAY lets the requests under way finish and refuses new ones.
+async fn serve_h3<F>(setup: H3Setup<F>, ctx: Arc<QuicCtx>, mut stop: watch::Receiver<bool>)
+where
+    F: Future<Output = Result<H3Conn, h3::error::ConnectionError>>,
+{
+    let mut h3 = match setup.finish().await {
+        Ok(h3) => h3,
+        Err(e) => {
+            tracing::debug!("HTTP/3 connection setup failed: {e}");
+            return;
+        }
+    };
     let mut stopping = *stop.borrow();
     if stopping {
         let _ = h3.shutdown(0).await;
@@ -393,7 +442,7 @@ async fn serve_h3(conn: quinn::Connection, ctx: Arc<QuicCtx>, mut stop: watch::R
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
                     let ctx = Arc::clone(&ctx);
-                    tokio::spawn(async move {
+                    run_then_spawn(async move {
                         match resolver.resolve_request().await {
                             Ok((req, stream)) => {
                                 if let Err(e) = answer(req, stream, &ctx).await {
@@ -402,7 +451,8 @@ async fn serve_h3(conn: quinn::Connection, ctx: Arc<QuicCtx>, mut stop: watch::R
                             }
                             Err(e) => tracing::debug!("HTTP/3 request unreadable: {e}"),
                         }
-                    });
+                    })
+                    .await;
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -411,6 +461,24 @@ async fn serve_h3(conn: quinn::Connection, ctx: Arc<QuicCtx>, mut stop: watch::R
                 }
             }
         }
+    }
+}
+
+/// Runs `task` here until it first has to wait, then in a task of its own (if it is not
+/// done by then). A request whose answer is ready at once (a `GET`: its headers and end
+/// came in one packet, the body is in memory) is written before quinn's connection driver
+/// runs again, so it leaves in the same datagram as whatever this connection's task wrote
+/// just before (h3's grease stream, an acknowledgement) instead of in one of its own after
+/// a task switch; a request that waits (an upload) goes on concurrently with the others as
+/// before.
+async fn run_then_spawn(task: impl Future<Output = ()> + Send + 'static) {
+    let mut task = Box::pin(task);
+    if std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx)))
+        .await
+        .is_pending()
+    {
+        // Its first poll there registers the new task's waker.
+        tokio::spawn(task);
     }
 }
 
