@@ -520,7 +520,7 @@ fn probed_handshakes_are_attributed_to_the_cgroup_container_and_pod() {
     );
     assert!(text.contains(&series), "{text}");
     // The wire's handshakes too, by the server process's cgroup.
-    let labels = format!(r#",container_id="{CONTAINER}",pod_uid="{POD}"}} "#);
+    let labels = format!(r#",container_id="{CONTAINER}",pod_uid="{POD}",transport="tcp"}} "#);
     let wire: f64 = text
         .lines()
         .filter(|l| {
