@@ -161,6 +161,15 @@ fn ngtcp2_get(port: u16, extra: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `ngtcp2_get`, which must succeed with serve's answer ([`assert_answered`]): what the
+/// client printed.
+fn ngtcp2_answered(port: u16, extra: &[&str]) -> String {
+    let (ok, text) = ngtcp2_get(port, extra);
+    assert!(ok, "{text}");
+    assert_answered(&text);
+    text
+}
+
 /// The response ngtcp2's client printed was a 200 with serve's body.
 fn assert_answered(text: &str) {
     assert!(text.contains("[:status: 200]"), "{text}");
@@ -275,9 +284,7 @@ fn a_ready_answer_shares_its_packet_with_what_came_before_it() {
     let dir = tempfile::tempdir().unwrap();
     let pki = pki(dir.path(), "p", "ecdsa-p256");
     let s = serve(&pki, &["--threads", "1"]);
-    let (ok, text) = ngtcp2_get(s.port, &[]);
-    assert!(ok, "{text}");
-    assert_answered(&text);
+    let text = ngtcp2_answered(s.port, &[]);
     // The packet number a frame came in: "… frm rx PKN 1RTT STREAM(0x0b) id=0x0 …".
     let pkn = |stream: &str| {
         text.lines()
@@ -301,9 +308,7 @@ fn the_server_groups_apply_to_quic_and_a_hello_retry_is_counted() {
     let pki = pki(dir.path(), "pki", "ecdsa-p256");
     // ngtcp2's client sends an x25519 key share: the server asks for secp384r1 instead.
     let s = serve(&pki, &["--groups", "secp384r1"]);
-    let (ok, text) = ngtcp2_get(s.port, &[]);
-    assert!(ok, "{text}");
-    assert_answered(&text);
+    ngtcp2_answered(s.port, &[]);
     let (got, want) = counts_become(&s, &[("full-hrr", 1)]);
     assert_eq!(got, want);
     let m = metrics_get(&s, "/metrics");
@@ -324,9 +329,7 @@ fn client_certificates_are_asked_for_over_quic_too() {
     let s = serve(&pki, &["--client-auth", "required", "--client-ca", &root]);
     let cert = format!("{pki}/client-chain.pem");
     let key = format!("{pki}/client.key");
-    let (ok, text) = ngtcp2_get(s.port, &["--cert", &cert, "--key", &key]);
-    assert!(ok, "{text}");
-    assert_answered(&text);
+    ngtcp2_answered(s.port, &["--cert", &cert, "--key", &key]);
     let m = metrics_get(&s, "/metrics");
     assert!(
         m.contains(r#"client_auth="yes",resumption="none",transport="quic"} 1"#),
@@ -348,9 +351,7 @@ fn quic_retry_validates_the_address_before_the_handshake() {
     let dir = tempfile::tempdir().unwrap();
     let pki = pki(dir.path(), "pki", "ecdsa-p256");
     let s = serve(&pki, &["--quic-retry"]);
-    let (ok, text) = ngtcp2_get(s.port, &[]);
-    assert!(ok, "{text}");
-    assert_answered(&text);
+    let text = ngtcp2_answered(s.port, &[]);
     assert!(text.contains("type=Retry"), "no Retry received: {text}");
     let (got, want) = counts_become(&s, &[("full", 1)]);
     assert_eq!(got, want);

@@ -71,23 +71,22 @@ struct Offers {
 
 impl Offers {
     fn add(&mut self, o: &tls::Offer) {
-        if let Some((_, n)) = self.alpn.iter_mut().find(|(a, _)| *a == o.alpn) {
-            *n += 1;
-        } else if self.alpn.len() < MAX_OFFER_ROWS {
-            self.alpn.push((o.alpn.clone(), 1));
-        } else {
-            self.other_alpn += 1;
-        }
+        Self::tally(&mut self.alpn, &mut self.other_alpn, &o.alpn);
         for g in o.groups() {
-            if let Some((_, n)) = self.groups.iter_mut().find(|(x, _)| x == g) {
-                *n += 1;
-            } else if self.groups.len() < MAX_OFFER_ROWS {
-                self.groups.push((*g, 1));
-            } else {
-                self.other_groups += 1;
-            }
+            Self::tally(&mut self.groups, &mut self.other_groups, g);
         }
         self.psk += u64::from(o.psk);
+    }
+
+    /// One more of `key` in `rows`, or in `other` beyond [`MAX_OFFER_ROWS`] rows.
+    fn tally<K: PartialEq + Clone>(rows: &mut Vec<(K, u64)>, other: &mut u64, key: &K) {
+        if let Some((_, n)) = rows.iter_mut().find(|(k, _)| k == key) {
+            *n += 1;
+        } else if rows.len() < MAX_OFFER_ROWS {
+            rows.push((key.clone(), 1));
+        } else {
+            *other += 1;
+        }
     }
 
     /// As the document has them.

@@ -154,6 +154,20 @@ fn parse_addr(s: &str) -> Option<SocketAddr> {
     Some(unmap(SocketAddr::new(ip, port)))
 }
 
+/// Every socket line of the `/proc/net` tables named (one unreadable is left out).
+fn sockets_of(tables: [&str; 2]) -> Vec<(SocketAddr, SocketAddr, bool, u64)> {
+    tables
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter_map(parse_line)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// One socket line of `/proc/net/tcp*` (or `udp*`, the same columns): local, remote,
 /// listening?, inode.
 fn parse_line(line: &str) -> Option<(SocketAddr, SocketAddr, bool, u64)> {
@@ -342,13 +356,7 @@ impl Processes {
         self.scanned = Some(Instant::now());
         // The sockets first (a short-lived one is then looked for while it still
         // exists), then their owners, starting with the processes found before.
-        let mut sockets = Vec::new();
-        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            let Ok(text) = std::fs::read_to_string(table) else {
-                continue;
-            };
-            sockets.extend(text.lines().skip(1).filter_map(parse_line));
-        }
+        let sockets = sockets_of(["/proc/net/tcp", "/proc/net/tcp6"]);
         let wanted: HashSet<u64> = sockets
             .iter()
             .filter(|s| self.tracer.is_none() || s.2)
@@ -398,13 +406,7 @@ impl Processes {
             return;
         }
         self.udp_scanned = Some(Instant::now());
-        let mut sockets = Vec::new();
-        for table in ["/proc/net/udp", "/proc/net/udp6"] {
-            let Ok(text) = std::fs::read_to_string(table) else {
-                continue;
-            };
-            sockets.extend(text.lines().skip(1).filter_map(parse_line));
-        }
+        let sockets = sockets_of(["/proc/net/udp", "/proc/net/udp6"]);
         let wanted: HashSet<u64> = sockets
             .iter()
             .map(|s| s.3)
