@@ -365,22 +365,11 @@ mod tests {
 
     /// What an HTTP/3 client's ClientHello offers: ALPN h3, x25519 and secp256r1, a PSK.
     fn quic_offer() -> tls::Offer {
-        let mut b = vec![3, 3];
-        b.extend([7; 32]);
-        b.extend([0, 0, 2, 0x13, 0x01, 1, 0]);
-        let exts: [(u16, &[u8]); 3] = [
+        let b = tls::hello_with(&[
             (16, &[0, 3, 2, b'h', b'3']),
             (10, &[0, 4, 0, 0x1d, 0, 0x17]),
             (41, &[0; 4]),
-        ];
-        let mut block = Vec::new();
-        for (t, body) in exts {
-            block.extend(t.to_be_bytes());
-            block.extend((body.len() as u16).to_be_bytes());
-            block.extend(body);
-        }
-        b.extend((block.len() as u16).to_be_bytes());
-        b.extend(block);
+        ]);
         tls::client_hello(&b).unwrap().offer
     }
 }

@@ -479,6 +479,25 @@ pub fn alert_name(d: u8) -> String {
     }
 }
 
+/// A ClientHello body with `exts` (type, body) as its extensions (tests here and in the
+/// modules that read what a ClientHello offers).
+#[cfg(test)]
+pub(crate) fn hello_with(exts: &[(u16, &[u8])]) -> Vec<u8> {
+    let mut b = vec![3, 3];
+    b.extend([7; 32]);
+    b.push(0);
+    b.extend([0, 2, 0x13, 0x01, 1, 0]);
+    let mut block = Vec::new();
+    for (t, body) in exts {
+        block.extend(t.to_be_bytes());
+        block.extend((body.len() as u16).to_be_bytes());
+        block.extend(*body);
+    }
+    b.extend((block.len() as u16).to_be_bytes());
+    b.extend(block);
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,22 +555,7 @@ mod tests {
         assert_eq!(n, 1);
     }
 
-    /// A ClientHello body with `exts` (type, body) as its extensions.
-    fn hello_with(exts: &[(u16, &[u8])]) -> Vec<u8> {
-        let mut b = vec![3, 3];
-        b.extend([7; 32]);
-        b.push(0);
-        b.extend([0, 2, 0x13, 0x01, 1, 0]);
-        let mut block = Vec::new();
-        for (t, body) in exts {
-            block.extend(t.to_be_bytes());
-            block.extend((body.len() as u16).to_be_bytes());
-            block.extend(*body);
-        }
-        b.extend((block.len() as u16).to_be_bytes());
-        b.extend(block);
-        b
-    }
+    use super::hello_with;
 
     #[test]
     fn reads_the_alpn_groups_and_psk_a_client_hello_offers() {
