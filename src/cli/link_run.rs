@@ -73,6 +73,9 @@ struct LinkRunReport<'a> {
     exit_code: i32,
     /// What the link carried.
     link_counters: &'a crate::link::LinkCounters,
+    /// What makes the figures doubtful, in words. Here and not as `warning:` lines
+    /// after the document, which would leave stderr no longer one JSON document.
+    warnings: Vec<String>,
 }
 
 /// Runs `tlsperf link`.
@@ -168,16 +171,19 @@ fn run(args: &LinkRunArgs, name: &str, set: &libc::sigset_t, out: &Output) -> Re
                 .collect(),
             exit_code: code,
             link_counters: &counters,
+            warnings: counters.warnings(),
         };
         if let Ok(text) = serde_json::to_string_pretty(&report) {
             out.note(text);
         }
-    } else if !out.quiet() {
-        out.note(format!("\ntlsperf: {name} exited with {code}"));
-        out.note(counters.text().trim_end());
-    }
-    for w in counters.warnings() {
-        out.warn(w);
+    } else {
+        if !out.quiet() {
+            out.note(format!("\ntlsperf: {name} exited with {code}"));
+            out.note(counters.text().trim_end());
+        }
+        for w in counters.warnings() {
+            out.warn(w);
+        }
     }
     match code {
         0 => Ok(()),
