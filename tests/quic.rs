@@ -948,6 +948,77 @@ fn malformed_datagrams_garbage_frames_and_a_flood_neither_panic_nor_grow_the_ser
     );
 }
 
+/// A long-header packet of version `version` in a datagram of `len` bytes (its
+/// connection IDs 8 bytes each, the rest zeros).
+fn unknown_version_initial(version: u32, len: usize) -> Vec<u8> {
+    let mut d = vec![0xc0];
+    d.extend_from_slice(&version.to_be_bytes());
+    d.push(8);
+    d.extend_from_slice(&[0x11; 8]);
+    d.push(8);
+    d.extend_from_slice(&[0x22; 8]);
+    d.resize(len, 0);
+    d
+}
+
+/// An Initial of a version serve does not speak is answered with a Version Negotiation
+/// listing version 1, counted in /stats and /metrics; one in a
+/// datagram under 1,200 bytes gets nothing and is not counted; a client of version 1
+/// is served as before.
+#[test]
+fn version_negotiation_is_answered_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let root = format!("{pki}/root.pem");
+    let s = serve(&pki, &[]);
+    assert_eq!(stats(&s)["quic_retry"]["version_negotiations"], 0);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let server = quic_addr(&s);
+    let mut buf = [0u8; 2048];
+    // Too short to be answered (RFC 9000 §5.2.2).
+    sock.send_to(&unknown_version_initial(0x1a2a_3a4a, 1199), server)
+        .unwrap();
+    assert!(
+        sock.recv_from(&mut buf).is_err(),
+        "a short datagram was answered"
+    );
+    sock.send_to(&unknown_version_initial(0x1a2a_3a4a, 1200), server)
+        .unwrap();
+    let (n, _) = sock
+        .recv_from(&mut buf)
+        .expect("no Version Negotiation came back");
+    let vn = &buf[..n];
+    assert!(
+        vn[0] & 0x80 != 0 && vn[1..5] == [0, 0, 0, 0],
+        "not a VN: {vn:02x?}"
+    );
+    // Its connection IDs are ours swapped (DCID = our SCID), then the versions.
+    assert_eq!(vn[5], 8);
+    assert_eq!(vn[6..14], [0x22; 8]);
+    assert_eq!(vn[14], 8);
+    assert_eq!(vn[15..23], [0x11; 8]);
+    let versions: Vec<u32> = vn[23..]
+        .chunks(4)
+        .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+        .collect();
+    assert!(versions.contains(&1), "{versions:x?}");
+    let st = stats(&s);
+    assert_eq!(st["quic_retry"]["version_negotiations"], 1, "{st}");
+    let text = metrics_get(&s, "/metrics");
+    assert!(
+        text.lines()
+            .any(|l| l == "tlsperf_quic_version_negotiations_total 1"),
+        "{text}"
+    );
+    // Version 1 is served as before, and not counted.
+    let url = format!("https://localhost:{}/", s.port);
+    let d = handshake_http3(&url, &["-n", "1", "--cacert", &root]);
+    assert_eq!(d["cold"]["status"], 200, "{d}");
+    assert_eq!(stats(&s)["quic_retry"]["version_negotiations"], 1);
+}
+
 /// A handshake as tshark's dissection of a capture shows it, timed by observe's
 /// definitions (docs/guide/observe.md, "HTTP/3 over QUIC"): its kind and each phase, ns.
 #[derive(Debug, Default)]

@@ -102,6 +102,8 @@ pub struct Metrics {
     quic_retry_policy: Mutex<Option<String>>,
     quic_retries_total: AtomicU64,
     quic_unvalidated_now: AtomicI64,
+    quic_version_negotiations: Counter,
+    quic_version_negotiations_total: AtomicU64,
     hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
     /// The QUIC handshakes alone, by kind and `all`.
     quic_hdr: Mutex<BTreeMap<String, LatencyHistogram>>,
@@ -135,6 +137,7 @@ impl Metrics {
         let rejected = Counter::default();
         let quic_retries = Counter::default();
         let quic_unvalidated = Gauge::default();
+        let quic_version_negotiations = Counter::default();
         registry.register(
             "handshake_duration_seconds",
             "TLS handshake time from TCP accept (once the ClientHello has arrived), or from a QUIC \
@@ -166,6 +169,12 @@ impl Metrics {
             "QUIC handshakes under way from client addresses not validated yet",
             quic_unvalidated.clone(),
         );
+        registry.register(
+            "quic_version_negotiations",
+            "Version Negotiation packets serve --quic sent: answers to Initials (of 1,200 \
+             bytes or more) of a QUIC version it does not speak",
+            quic_version_negotiations.clone(),
+        );
         Metrics {
             registry,
             handshakes,
@@ -178,6 +187,8 @@ impl Metrics {
             quic_retry_policy: Mutex::new(None),
             quic_retries_total: AtomicU64::new(0),
             quic_unvalidated_now: AtomicI64::new(0),
+            quic_version_negotiations,
+            quic_version_negotiations_total: AtomicU64::new(0),
             hdr: Mutex::new(BTreeMap::new()),
             quic_hdr: Mutex::new(BTreeMap::new()),
             open_now: AtomicI64::new(0),
@@ -247,6 +258,13 @@ impl Metrics {
         self.quic_retries_total.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// One Version Negotiation packet sent.
+    pub fn quic_version_negotiation(&self) {
+        self.quic_version_negotiations.inc();
+        self.quic_version_negotiations_total
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A QUIC handshake from an unvalidated address began (+1) or ended (−1).
     pub fn quic_unvalidated_delta(&self, d: i64) {
         self.quic_unvalidated.inc_by(d);
@@ -284,6 +302,9 @@ impl Metrics {
                     policy,
                     retries: self.quic_retries_total.load(Ordering::Relaxed),
                     unvalidated_handshakes: self.quic_unvalidated_now.load(Ordering::Relaxed),
+                    version_negotiations: self
+                        .quic_version_negotiations_total
+                        .load(Ordering::Relaxed),
                 }),
             failures: self
                 .failures_by_reason
@@ -310,14 +331,15 @@ pub struct StatsSnapshot {
     pub request_body_bytes: u64,
     /// Connections open now.
     pub open_connections: i64,
-    /// `serve --quic`'s address validation (absent without `--quic`).
+    /// `serve --quic`'s address validation and version negotiation (absent without
+    /// `--quic`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quic_retry: Option<QuicRetryStats>,
     /// Failed handshakes (and refused connections) by reason.
     pub failures: BTreeMap<String, u64>,
 }
 
-/// `serve --quic`'s address validation so far.
+/// `serve --quic`'s address validation, and its version negotiation, so far.
 #[derive(Debug, Clone, Serialize)]
 pub struct QuicRetryStats {
     /// When an unvalidated client gets a Retry: `always` (`--quic-retry`) or `above N
@@ -327,4 +349,8 @@ pub struct QuicRetryStats {
     pub retries: u64,
     /// Handshakes under way now from addresses not validated yet.
     pub unvalidated_handshakes: i64,
+    /// Version Negotiation packets sent: Initials of a version serve does not speak,
+    /// answered with the versions it does (counted like a HelloRetryRequest: the client
+    /// pays a round trip, or fails when it shares no version).
+    pub version_negotiations: u64,
 }

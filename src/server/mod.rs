@@ -281,23 +281,23 @@ impl Server {
             Some(m) => Some(listener(m, false).map_err(|e| bind_err(m, e))?),
             None => None,
         };
+        let metrics = Arc::new(Metrics::new());
         let quic = match &opts.quic {
-            Some(q) => Some(
-                quic::bind(addr, q, opts.idle_timeout)
-                    .map_err(|source| ServeError::BindUdp { addr, source })?,
-            ),
+            Some(q) => {
+                metrics.quic_retry_policy(q.retry.to_string());
+                Some(
+                    quic::bind(addr, q, opts.idle_timeout, Arc::clone(&metrics))
+                        .map_err(|source| ServeError::BindUdp { addr, source })?,
+                )
+            }
             None => None,
         };
-        let metrics = Metrics::new();
-        if let Some(q) = &opts.quic {
-            metrics.quic_retry_policy(q.retry.to_string());
-        }
         Ok(Server {
             listeners,
             quic,
             metrics_listener,
             opts,
-            metrics: Arc::new(metrics),
+            metrics,
         })
     }
 

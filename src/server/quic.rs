@@ -126,11 +126,14 @@ fn initial_suite(provider: Provider) -> Option<rustls::quic::Suite> {
 }
 
 /// The UDP endpoint on `addr` (the TCP listener's bound address), serving `opts`; idle
-/// connections close after `idle_timeout`. Call inside a tokio runtime.
+/// connections close after `idle_timeout`; the Version Negotiation packets quinn's
+/// endpoint sends are counted in `metrics` ([`CountingSocket`]). Call inside a tokio
+/// runtime.
 pub fn bind(
     addr: SocketAddr,
     opts: &QuicOptions,
     idle_timeout: Duration,
+    metrics: Arc<Metrics>,
 ) -> std::io::Result<quinn::Endpoint> {
     let other = |m: String| std::io::Error::other(m);
     let initial = initial_suite(opts.provider).ok_or_else(|| {
@@ -144,12 +147,81 @@ pub fn bind(
     transport.max_idle_timeout(quinn::IdleTimeout::try_from(idle_timeout).ok());
     config.transport_config(Arc::new(transport));
     let socket = std::net::UdpSocket::bind(addr)?;
-    quinn::Endpoint::new(
+    let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
+    let socket = Arc::new(CountingSocket {
+        inner: runtime.wrap_udp_socket(socket)?,
+        metrics,
+    });
+    quinn::Endpoint::new_with_abstract_socket(
         quinn::EndpointConfig::default(),
         Some(config),
         socket,
-        Arc::new(quinn::TokioRuntime),
+        runtime,
     )
+}
+
+/// Whether a datagram serve sends is a Version Negotiation packet: a long header
+/// (first bit set) whose version field is 0 (RFC 9000 §17.2.1). Nothing else serve
+/// sends has version 0, and quinn sends a Version Negotiation alone in its datagram.
+fn is_version_negotiation(datagram: &[u8]) -> bool {
+    datagram.len() >= 5 && datagram[0] & 0x80 != 0 && datagram[1..5] == [0, 0, 0, 0]
+}
+
+/// The server's UDP socket as quinn set it up, counting the Version Negotiation packets
+/// that leave through it: quinn's endpoint answers an Initial of an unknown version by
+/// itself (when the datagram has at least 1,200 bytes, RFC 9000 §5.2.2) and tells nobody,
+/// so the count is taken where the packet is sent. A look at five bytes of each datagram
+/// sent; everything else is the socket's own.
+struct CountingSocket {
+    inner: Arc<dyn quinn::AsyncUdpSocket>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for CountingSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountingSocket")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl quinn::AsyncUdpSocket for CountingSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn quinn::UdpPoller>> {
+        Arc::clone(&self.inner).create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit) -> std::io::Result<()> {
+        self.inner.try_send(transmit)?;
+        if is_version_negotiation(transmit.contents) {
+            self.metrics.quic_version_negotiation();
+        }
+        Ok(())
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> Poll<std::io::Result<usize>> {
+        self.inner.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
 }
 
 /// What every QUIC connection task shares.

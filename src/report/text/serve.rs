@@ -73,6 +73,19 @@ pub fn serve_summary(s: &crate::server::ServeSummary) -> String {
             r.policy
         ));
     }
+    if let Some(r) = s
+        .stats
+        .quic_retry
+        .as_ref()
+        .filter(|r| r.version_negotiations > 0)
+    {
+        out.push_str(&format!(
+            "QUIC version negotiation: {} Version Negotiation packet{} sent (Initials of \
+             a version serve does not speak)\n",
+            r.version_negotiations,
+            if r.version_negotiations == 1 { "" } else { "s" },
+        ));
+    }
     if let Some(k) = &s.kx_pool {
         out.push_str(&format!(
             "key-share pool: {} handshakes used a pre-generated share, {} generated one\n",
@@ -119,5 +132,50 @@ fn uploads(bytes: u64) -> String {
     match bytes {
         0 => String::new(),
         n => format!("; uploads: {n} bytes of request bodies read"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::ServeSummary;
+    use crate::server::metrics::{QuicRetryStats, StatsSnapshot};
+
+    fn summary(retries: u64, version_negotiations: u64) -> String {
+        serve_summary(&ServeSummary {
+            stack: Default::default(),
+            seconds: 1.0,
+            stats: StatsSnapshot {
+                handshakes: Default::default(),
+                quic_handshakes: Default::default(),
+                requests: 0,
+                request_body_bytes: 0,
+                open_connections: 0,
+                quic_retry: Some(QuicRetryStats {
+                    policy: "always".into(),
+                    retries,
+                    unvalidated_handshakes: 0,
+                    version_negotiations,
+                }),
+                failures: Default::default(),
+            },
+            unfinished_connections: 0,
+            kx_pool: None,
+        })
+    }
+
+    #[test]
+    fn the_summary_says_what_quics_endpoint_answered_without_a_handshake() {
+        let text = summary(0, 0);
+        assert!(!text.contains("QUIC"), "{text}");
+        let text = summary(3, 1);
+        assert!(
+            text.contains("QUIC address validation: 3 Retry packets sent (always)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("QUIC version negotiation: 1 Version Negotiation packet sent"),
+            "{text}"
+        );
     }
 }
