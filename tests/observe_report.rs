@@ -30,6 +30,7 @@ fn key(view: &str, process: &str, port: u16) -> SeriesKey {
         process: process.into(),
         port,
         group: None,
+        transport: Default::default(),
     }
 }
 

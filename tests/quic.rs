@@ -1713,6 +1713,15 @@ fn observe_counts_quic_apart_from_tcp_in_its_metrics_windows_and_log_live() {
         .next()
         .unwrap();
     assert_eq!(quic_series["process"], "tlsperf", "{quic_series}");
+    // Its key says QUIC (the baselines keep it apart by it); TCP's keys are as before.
+    assert_eq!(quic_series["transport"], "quic", "{quic_series}");
+    assert!(
+        records
+            .iter()
+            .flat_map(|r| r["series"].as_array().cloned().unwrap_or_default())
+            .all(|s| s.get("transport").is_none()),
+        "{records:?}"
+    );
     assert!(
         quic_series["phases"].get("connect").is_none(),
         "{quic_series}"

@@ -270,7 +270,7 @@ fn a_switched_delay_raises_an_anomaly_in_its_phase_and_ends() {
     // The 20 ms delays were on for a part of the run: the P99.9 holds them.
     assert!(p50 > 0 && p999 >= 20_000_000 && p999 >= p50, "{long}");
     let kept: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
-    assert_eq!(kept["schema"], "tlsperf-observe-baseline/2");
+    assert_eq!(kept["schema"], "tlsperf-observe-baseline/3");
     assert!(
         !kept["long"].as_array().unwrap().is_empty(),
         "{}",

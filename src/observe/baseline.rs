@@ -169,7 +169,7 @@ struct Judgement {
 /// What is kept across restarts (`--state FILE`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BaselineState {
-    /// [`STATE_SCHEMA`] (or [`STATE_SCHEMA_V1`] when read from an older file).
+    /// [`STATE_SCHEMA`] (or [`STATE_SCHEMA_V2`] or [`STATE_SCHEMA_V1`] when read from an older file).
     pub schema: String,
     tracks: Vec<(SeriesKey, String, String, Track)>,
     judgements: Vec<(SeriesKey, String, Judgement)>,
@@ -178,8 +178,13 @@ pub struct BaselineState {
     long: Vec<(SeriesKey, Vec<HourSlot>)>,
 }
 
-/// The schema of [`BaselineState`]: version 2 added the long baselines.
-pub const STATE_SCHEMA: &str = "tlsperf-observe-baseline/2";
+/// The schema of [`BaselineState`]: version 2 added the long baselines, version 3 QUIC's
+/// series (their keys' `transport`: a tlsperf that reads version 2 would take them for
+/// TCP's, so it must refuse the file rather than mix them).
+pub const STATE_SCHEMA: &str = "tlsperf-observe-baseline/3";
+/// The schema of the state files written before QUIC's series were judged: TCP's
+/// alone; read as they are.
+pub const STATE_SCHEMA_V2: &str = "tlsperf-observe-baseline/2";
 /// The schema of the state files written before the long baselines; still read (the
 /// short baselines kept, the long ones learnt anew).
 pub const STATE_SCHEMA_V1: &str = "tlsperf-observe-baseline/1";
@@ -247,11 +252,24 @@ impl Baselines {
 
     /// Judges `w` against the baselines (noting in each series the baseline it was
     /// judged against, and its long baseline), then learns from it: the anomalies that
-    /// started or ended with it.
+    /// started or ended with it. TCP's series and the `quic` part's alike, each against
+    /// its own baseline (their keys differ by `transport`).
     pub fn judge(&mut self, w: &mut WindowRecord) -> Vec<AnomalyEvent> {
+        let span = (w.start_ns, w.end_ns);
+        let mut events = self.judge_series(&mut w.series, span);
+        if let Some(q) = &mut w.quic {
+            events.extend(self.judge_series(&mut q.series, span));
+        }
+        self.long.learn(w);
+        events
+    }
+
+    /// [`Baselines::judge`] for one list of a window's series; `span`: the window's
+    /// start and end, ns.
+    fn judge_series(&mut self, series: &mut [SeriesRecord], span: (u64, u64)) -> Vec<AnomalyEvent> {
         let mut events = Vec::new();
-        for i in 0..w.series.len() {
-            let s = &w.series[i];
+        for record in series.iter_mut() {
+            let s = &*record;
             if s.key.process == super::window::OTHER {
                 continue;
             }
@@ -265,7 +283,7 @@ impl Baselines {
                 continue;
             }
             for q in QUANTILES {
-                if let Some(e) = self.judge_one(w, s, phases, q) {
+                if let Some(e) = self.judge_one(span, s, phases, q) {
                     events.push(e);
                 }
             }
@@ -291,9 +309,8 @@ impl Baselines {
                     }
                 }
             }
-            w.series[i].baseline = baseline;
+            record.baseline = baseline;
         }
-        self.long.learn(w);
         events
     }
 
@@ -310,7 +327,7 @@ impl Baselines {
 
     fn judge_one(
         &mut self,
-        w: &WindowRecord,
+        (start_ns, end_ns): (u64, u64),
         s: &SeriesRecord,
         phases: &'static [&'static str],
         q: &'static str,
@@ -343,7 +360,7 @@ impl Baselines {
         let state = match j.active_since_ns {
             None if above => {
                 if j.run == 0 {
-                    j.run_since_ns = w.start_ns;
+                    j.run_since_ns = start_ns;
                 }
                 j.run += 1;
                 (j.run >= consecutive).then(|| {
@@ -368,7 +385,7 @@ impl Baselines {
                 None
             }
         }?;
-        let since = j.active_since_ns.unwrap_or(w.start_ns);
+        let since = j.active_since_ns.unwrap_or(start_ns);
         if state == "end" {
             j.active_since_ns = None;
         }
@@ -390,7 +407,7 @@ impl Baselines {
             threshold_ns: threshold,
             now_ns: now,
             since_ns: since,
-            at_ns: w.end_ns,
+            at_ns: end_ns,
             moved: top.map(|(m, _)| m.phase.clone()),
             share: top.map(|(_, d)| {
                 if rise > 0 {
@@ -487,6 +504,7 @@ mod tests {
                     process: "gw".into(),
                     port: 443,
                     group: None,
+                    transport: Default::default(),
                 },
                 handshakes: 100,
                 per_second: 10.0,
@@ -597,6 +615,94 @@ mod tests {
         assert!(state.long.is_empty());
         let mut b = Baselines::restore(AnomalyOptions::default(), state);
         let mut w = window(10, 30, 1);
+        b.judge(&mut w);
+        assert_eq!(w.series[0].baseline.as_ref().unwrap().windows, 10);
+    }
+
+    /// `window(i, think_ms, 1)` with a QUIC part: the same series over QUIC (same view,
+    /// process and port), its think `quic_think_ms`.
+    fn with_quic(i: u64, think_ms: u64, quic_think_ms: u64) -> WindowRecord {
+        let mut w = window(i, think_ms, 1);
+        let mut q = window(i, quic_think_ms, 0).series.remove(0);
+        q.phases.remove("connect");
+        q.key.transport = crate::observe::timeline::Transport::Quic;
+        w.quic = Some(crate::observe::window::QuicWindow {
+            wire_failures: BTreeMap::new(),
+            series: vec![q],
+        });
+        w
+    }
+
+    #[test]
+    fn quic_series_are_judged_apart_from_tcps_and_survive_a_restart() {
+        let mut b = Baselines::new(AnomalyOptions::default());
+        let mut events = Vec::new();
+        // TCP at 3 ms, QUIC at 31 ms: each its own baseline (one shared by the same
+        // view, process and port would sit between the two, or flap).
+        for i in 0..10 {
+            let mut w = with_quic(i, 1, 30);
+            events.extend(b.judge(&mut w));
+            if i >= 5 {
+                let tcp = w.series[0].baseline.as_ref().unwrap();
+                let quic = w.quic.as_ref().unwrap().series[0]
+                    .baseline
+                    .as_ref()
+                    .unwrap();
+                assert_eq!(tcp.p50_ns, 3 * MS, "{tcp:?}");
+                assert_eq!(quic.p50_ns, 31 * MS, "{quic:?}");
+                assert!(w.quic.as_ref().unwrap().series[0].long_baseline.is_none());
+            }
+        }
+        assert!(events.is_empty(), "{events:?}");
+        // Kept across a restart, apart.
+        let text = serde_json::to_string(&b.state()).unwrap();
+        assert!(text.contains(r#""transport":"quic""#), "{text}");
+        let mut b = Baselines::restore(
+            AnomalyOptions::default(),
+            serde_json::from_str(&text).unwrap(),
+        );
+        // QUIC's think rises by 40 ms, TCP's does not: only QUIC's series starts one.
+        for i in 10..12 {
+            events.extend(b.judge(&mut with_quic(i, 1, 70)));
+        }
+        let starts: Vec<&AnomalyEvent> = events.iter().filter(|e| e.state == "start").collect();
+        assert_eq!(starts.len(), 2, "p50 and p90: {events:?}");
+        for e in &starts {
+            assert_eq!(
+                e.series.transport,
+                crate::observe::timeline::Transport::Quic
+            );
+            assert_eq!(e.moved.as_deref(), Some("server_think"));
+        }
+        let line = sentence(starts[0]);
+        assert!(
+            line.starts_with(
+                "anomaly: wire server gw port 443 over QUIC p50 first_app_byte 71.0 ms"
+            ),
+            "{line}"
+        );
+        let json = serde_json::to_value(starts[0]).unwrap();
+        assert_eq!(json["series"]["transport"], "quic", "{json}");
+        // TCP's keys are written as before QUIC was observed: no `transport`.
+        let mut w = window(12, 1, 1);
+        b.judge(&mut w);
+        let json = serde_json::to_value(&w).unwrap();
+        assert!(json["series"][0].get("transport").is_none(), "{json}");
+    }
+
+    #[test]
+    fn a_version_2_state_is_read_as_tcps_series() {
+        let mut b = Baselines::new(AnomalyOptions::default());
+        for i in 0..10 {
+            b.judge(&mut window(i, 1, 1));
+        }
+        let mut v2 = serde_json::to_value(b.state()).unwrap();
+        v2["schema"] = STATE_SCHEMA_V2.into();
+        // Version 2 wrote no `transport`: every key was TCP's.
+        assert!(!v2.to_string().contains("transport"), "{v2}");
+        let state: BaselineState = serde_json::from_value(v2).unwrap();
+        let mut b = Baselines::restore(AnomalyOptions::default(), state);
+        let mut w = window(10, 1, 1);
         b.judge(&mut w);
         assert_eq!(w.series[0].baseline.as_ref().unwrap().windows, 10);
     }

@@ -354,6 +354,7 @@ mod tests {
             process: "gw".into(),
             port,
             group: Some(group.into()),
+            transport: Default::default(),
         }
     }
 

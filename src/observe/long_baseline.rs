@@ -166,12 +166,13 @@ impl LongBaselines {
         self.series.is_empty()
     }
 
-    /// Learns from each series of `w` that has a headline histogram (the `(other)` series
+    /// Learns from each series of `w` (its `quic` part's too) that has a headline histogram (the `(other)` series
     /// left out) and notes in it the summary of its last 24 hours; drops what is 24
     /// hours old.
     pub fn learn(&mut self, w: &mut WindowRecord) {
         let hour = w.start_ns / HOUR_NS;
-        for s in &mut w.series {
+        let quic = w.quic.iter_mut().flat_map(|q| q.series.iter_mut());
+        for s in w.series.iter_mut().chain(quic) {
             s.long_baseline = self.learn_series(hour, s);
         }
         for ring in self.series.values_mut() {
@@ -223,6 +224,7 @@ mod tests {
                 process: process.into(),
                 port: 0,
                 group: None,
+                transport: Default::default(),
             },
             handshakes: values_ms.len() as u64,
             per_second: 1.0,

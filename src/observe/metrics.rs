@@ -17,9 +17,10 @@
 //!   (histogram; the container and pod from the process's cgroup path, empty when it
 //!   names none),
 //!   `tlsperf_observe_probe_lost_events_total`;
-//! - with `--window`: `tlsperf_observe_anomaly{view,role,process,port,quantile}` (gauge),
-//!   `tlsperf_observe_baseline_24h_seconds{view,role,process,port,group,quantile}` (gauge:
-//!   each series' long baseline, the series of the last window).
+//! - with `--window`: `tlsperf_observe_anomaly{view,role,process,port,quantile,transport}`
+//!   (gauge), `tlsperf_observe_baseline_24h_seconds{view,role,process,port,group,quantile,
+//!   transport}` (gauge: each series' long baseline, the series of the last window, QUIC's
+//!   apart from TCP's).
 //!
 //! Label values are bounded: the first [`MAX_PROCESSES`] process names, container ids
 //! and pod UIDs and
@@ -118,6 +119,8 @@ struct AnomalyLabels {
     process: String,
     port: String,
     quantile: String,
+    /// `tcp` or `quic`.
+    transport: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -128,6 +131,8 @@ struct LongLabels {
     port: String,
     group: String,
     quantile: String,
+    /// `tcp` or `quic`.
+    transport: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -360,7 +365,8 @@ impl ObserveMetrics {
     /// it removed.
     pub fn long_baselines(&self, w: &WindowRecord) {
         let mut set = HashSet::new();
-        for s in &w.series {
+        let quic = w.quic.iter().flat_map(|q| q.series.iter());
+        for s in w.series.iter().chain(quic) {
             let Some(l) = &s.long_baseline else {
                 continue;
             };
@@ -378,6 +384,7 @@ impl ObserveMetrics {
                     port: s.key.port.to_string(),
                     group: s.key.group.clone().unwrap_or_else(|| "none".into()),
                     quantile: q.into(),
+                    transport: s.key.transport.name().into(),
                 };
                 self.long.get_or_create(&labels).set(ns as f64 / 1e9);
                 set.insert(labels);
@@ -398,17 +405,11 @@ impl ObserveMetrics {
             process: e.series.process.clone(),
             port: e.series.port.to_string(),
             quantile: e.quantile.clone(),
+            transport: e.series.transport.name().into(),
         };
         let on = e.state == "start";
         if let Some(o) = &self.otlp {
-            o.anomaly(
-                &labels.view,
-                &labels.role,
-                &labels.process,
-                e.series.port,
-                &labels.quantile,
-                on,
-            );
+            o.anomaly(&e.series, &e.quantile, on);
         }
         self.anomalies.get_or_create(&labels).set(i64::from(on));
     }
@@ -858,7 +859,7 @@ mod tests {
         let gauges = lines(&text, "tlsperf_observe_baseline_24h_seconds{");
         assert_eq!(gauges.len(), 5, "{text}");
         assert!(
-            text.contains(r#"tlsperf_observe_baseline_24h_seconds{view="probes",role="server",process="gw",port="0",group="none",quantile="0.999"} 0.0125"#),
+            text.contains(r#"tlsperf_observe_baseline_24h_seconds{view="probes",role="server",process="gw",port="0",group="none",quantile="0.999",transport="tcp"} 0.0125"#),
             "{text}"
         );
         // A series no longer in the windows goes.

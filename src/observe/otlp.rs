@@ -390,25 +390,19 @@ impl Instruments {
         self.probe_lost.add(n, &[]);
     }
 
-    /// An anomaly began (1) or ended (0); port 0 (the probes' series) is left out.
-    pub(super) fn anomaly(
-        &self,
-        view: &str,
-        role: &str,
-        process: &str,
-        port: u16,
-        quantile: &str,
-        on: bool,
-    ) {
+    /// An anomaly of `series` at `quantile` began (1) or ended (0); port 0 (the probes'
+    /// series) is left out.
+    pub(super) fn anomaly(&self, series: &super::window::SeriesKey, quantile: &str, on: bool) {
         use attributes::*;
         let mut attrs = vec![
-            KeyValue::new(VIEW, view.to_string()),
-            KeyValue::new(ROLE, role.to_string()),
-            KeyValue::new(PROCESS_EXECUTABLE_NAME, process.to_string()),
+            KeyValue::new(VIEW, series.view.clone()),
+            KeyValue::new(ROLE, series.role.clone()),
+            KeyValue::new(PROCESS_EXECUTABLE_NAME, series.process.clone()),
             KeyValue::new(QUANTILE, quantile.to_string()),
+            KeyValue::new(NETWORK_TRANSPORT, series.transport.name()),
         ];
-        if port != 0 {
-            attrs.push(KeyValue::new(SERVER_PORT, i64::from(port)));
+        if series.port != 0 {
+            attrs.push(KeyValue::new(SERVER_PORT, i64::from(series.port)));
         }
         self.anomalies.record(i64::from(on), &attrs);
     }
@@ -872,6 +866,7 @@ mod tests {
                 process: "nginx".into(),
                 port,
                 group: None,
+                transport: Default::default(),
             },
             quantile: "p90".into(),
             phase: "tls".into(),

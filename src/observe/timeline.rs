@@ -127,7 +127,20 @@ impl HandshakeKind {
 /// The transport that carried a handshake: TLS over TCP, or QUIC (TLS inside QUIC's own
 /// packets, over UDP). Their phases are not the same (QUIC has no `connect`, and its
 /// handshake saves a round trip), so their distributions are kept apart everywhere.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Transport {
     /// TLS records in a TCP stream.
     #[default]
@@ -146,6 +159,12 @@ impl Transport {
             Transport::Tcp => "tcp",
             Transport::Quic => "quic",
         }
+    }
+
+    /// Whether it is TCP (what a series key leaves out: the keys written before QUIC
+    /// was observed were all TCP's).
+    pub fn is_tcp(&self) -> bool {
+        *self == Transport::Tcp
     }
 }
 

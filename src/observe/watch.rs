@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use super::baseline::{
     AnomalyEvent, AnomalyOptions, BaselineState, Baselines, STATE_SCHEMA, STATE_SCHEMA_V1,
+    STATE_SCHEMA_V2,
 };
 use super::canary::{Canaries, CanaryOptions, CanaryRecord};
 use super::metrics::ObserveMetrics;
@@ -103,11 +104,14 @@ impl Watch {
                     path: path.clone(),
                     reason: e.to_string(),
                 })?;
-                if state.schema != STATE_SCHEMA && state.schema != STATE_SCHEMA_V1 {
+                if ![STATE_SCHEMA, STATE_SCHEMA_V2, STATE_SCHEMA_V1]
+                    .contains(&state.schema.as_str())
+                {
                     return Err(StateError {
                         path: path.clone(),
                         reason: format!(
-                            "schema {:?}, not {STATE_SCHEMA:?} or {STATE_SCHEMA_V1:?}",
+                            "schema {:?}, not {STATE_SCHEMA:?}, {STATE_SCHEMA_V2:?} or \
+                             {STATE_SCHEMA_V1:?}",
                             state.schema
                         ),
                     }

@@ -4,10 +4,11 @@
 //! and the headline phase's histogram (so that windows merge exactly into a day).
 //!
 //! QUIC's handshakes and failures are a window's `quic` part, series of their own with
-//! the same shape: its phases are not TCP's (no `connect`, a round trip less), so they
-//! are never in TCP's distributions, and what reads a window's `series` (the baselines,
-//! the long baselines, the canary, `observe report`) sees TCP's alone, as before QUIC
-//! was observed.
+//! the same shape, their keys' `transport` `quic`: its phases are not TCP's (no
+//! `connect`, a round trip less), so they are never in TCP's distributions, and what
+//! reads a window's `series` (the canary, `observe report`, a reader written before QUIC
+//! was observed) sees TCP's alone. The baselines and long baselines judge and learn the
+//! `quic` part's series too, each apart by its key.
 //!
 //! A window is `[k·W, (k+1)·W)` on the wall clock (ns since the Unix epoch), W the
 //! window's length. A captured handshake counts in the window of its start (its SYN's
@@ -84,15 +85,22 @@ pub struct SeriesKey {
     /// Its group (`--group-by`), e.g. `exe=/srv/gw-v2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// What carried its handshakes (the wire): `quic` for the series of a window's
+    /// `quic` part; TCP's leave it out.
+    #[serde(default, skip_serializing_if = "Transport::is_tcp")]
+    pub transport: Transport,
 }
 
 impl SeriesKey {
-    /// The series in words: `wire server nginx port 443`, `probes server nginx`, with its
-    /// group in parentheses (`--group-by`).
+    /// The series in words: `wire server nginx port 443`, `probes server nginx`, `wire
+    /// server serve port 443 over QUIC`, with its group in parentheses (`--group-by`).
     pub fn name(&self) -> String {
         let mut name = format!("{} {} {}", self.view, self.role, self.process);
         if self.port != 0 {
             name += &format!(" port {}", self.port);
+        }
+        if self.transport == Transport::Quic {
+            name += " over QUIC";
         }
         if let Some(g) = &self.group {
             name += &format!(" ({g})");
@@ -242,8 +250,8 @@ pub struct WindowRecord {
 pub struct QuicWindow {
     /// QUIC connections that failed before completing a handshake, by reason.
     pub wire_failures: BTreeMap<String, u64>,
-    /// Each QUIC series seen in the window, in key order (their `baseline` and
-    /// `long_baseline` are null: QUIC's series are not judged).
+    /// Each QUIC series seen in the window, in key order (`transport` `quic`; judged by
+    /// the baselines as TCP's are, each against its own).
     pub series: Vec<SeriesRecord>,
 }
 
@@ -472,6 +480,7 @@ impl Windows {
                         .to_string(),
                     port: h.server.port(),
                     group,
+                    transport,
                 };
                 let sni = h.sni.as_deref().unwrap_or("(none)");
                 let track_sni = open.sni_tracked < MAX_SNI_TRACKED;
@@ -533,6 +542,7 @@ impl Windows {
             process: r.comm.clone(),
             port: 0,
             group,
+            transport: Default::default(),
         };
         let s = Self::series(&mut open.series, max_series, key);
         s.second(at);
@@ -839,7 +849,15 @@ mod tests {
         assert!(r.wire_failures.is_empty(), "{:?}", r.wire_failures);
         let q = r.quic.as_ref().unwrap();
         assert_eq!(q.series.len(), 1);
-        assert_eq!(q.series[0].key, r.series[0].key);
+        // The same series but for its transport.
+        assert_eq!(q.series[0].key.transport, Transport::Quic);
+        assert_eq!(
+            q.series[0].key,
+            SeriesKey {
+                transport: Transport::Quic,
+                ..r.series[0].key.clone()
+            }
+        );
         assert_eq!(q.series[0].handshakes, 3);
         assert!(
             (q.series[0].phases["server_think"].p50_ns as f64 / 7e6 - 1.0).abs() < 0.002,
@@ -850,6 +868,8 @@ mod tests {
         // It round-trips; a window without QUIC has no `quic` key at all.
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["quic"]["series"][0]["handshakes"], 3);
+        assert_eq!(json["quic"]["series"][0]["transport"], "quic");
+        assert!(json["series"][0].get("transport").is_none(), "{json}");
         let back: WindowRecord = serde_json::from_value(json).unwrap();
         assert_eq!(back, r);
         let mut tcp = Windows::new(WindowOptions::default());

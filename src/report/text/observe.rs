@@ -762,6 +762,7 @@ mod tests {
                 process: "gw".into(),
                 port,
                 group: None,
+                transport: Default::default(),
             },
             handshakes: 400,
             per_second: 40.0,
