@@ -802,6 +802,50 @@ fn ctrl_c_while_attaching_stops_the_attachment() {
     );
 }
 
+/// A signal at any moment from the first attachment on stops the run in words and exits
+/// 130 (or 0, when the run had begun and kept what it saw), never by the signal's default
+/// action: the handlers are registered before the probes are attached. Before, a SIGINT
+/// between the end of the attachment and the start of the run killed tlsperf outright
+/// (a fresh-clone CI met it under load).
+#[test]
+fn a_signal_from_the_first_attachment_on_is_always_handled() {
+    if !common::probes::root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    std::fs::write(&p, go_symtab_program(Some(8))).unwrap();
+    for i in 0..8u64 {
+        let child = Command::new(common::bin())
+            .args(["observe", "--probes", "-d", "600s", "--exe"])
+            .arg(&p)
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while attachments(pid) < 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nothing attached in 120 s"
+            );
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+        // Staggered over the attachment, the gap after it and the run's start.
+        std::thread::sleep(std::time::Duration::from_millis(i * 20));
+        let out = common::interrupt_and_wait(child, std::time::Duration::from_secs(60));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            matches!(out.status.code(), Some(130) | Some(0)),
+            "run {i}: {:?}: {err}",
+            out.status
+        );
+        assert!(err.contains("interrupted"), "run {i}: {err}");
+    }
+}
+
 /// A file is read as it is on disk while another run's probes are in it: the kernel puts
 /// a uprobe's breakpoint into every private mapping of the file that may execute, so a
 /// privately mapped file read `int3` at the probed entry and `RET`s (a second run found

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::runtime::{Threads, block_on_interruptible, runtime};
+use super::runtime::{Threads, interruptible, runtime};
 use super::{CliError, Output};
 use crate::error::{Classify, ErrorClass};
 use crate::observe::baseline::{AnomalyOptions, sentence};
@@ -395,32 +395,39 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
         Progress::Canary(c) if c.significant => out.warn(crate::observe::canary::sentence(c)),
         Progress::Canary(_) => {}
     };
-    let pipeline = Pipeline::start(setup, &mut progress)?;
     let controls = Arc::new(Controls::default());
-    let finished = if live {
-        // One worker thread for the signal handlers (registered before the run starts);
-        // the run itself goes on this thread, blocking, until `stop` or --duration.
-        let rt = runtime(Threads::Many(Some(1)), None)?;
-        let on_stop = Arc::clone(&controls);
-        block_on_interruptible(
-            &rt,
-            move || on_stop.stop.store(true, Ordering::Relaxed),
-            || {},
-            async {
-                // SIGHUP: the streamed files are opened again (logrotate).
-                let mut hangup = signal(SignalKind::hangup())
-                    .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("SIGHUP")))?;
-                let on_hangup = Arc::clone(&controls);
-                tokio::spawn(async move {
-                    while hangup.recv().await.is_some() {
-                        on_hangup.reopen.store(true, Ordering::Relaxed);
-                    }
-                });
-                Ok::<_, CliError>(pipeline.run(&controls, &mut progress)?)
-            },
-        )?
-    } else {
-        pipeline.run(&controls, &mut progress)?
+    // Live: one worker thread for the signal handlers, registered before the pipeline
+    // starts, so that a signal while the probes are attached, or between their attachment
+    // and the run, stops the attachment or the run (the default action would kill tlsperf
+    // there); the run itself goes on this thread, blocking, until `stop` or --duration.
+    let rt = match live {
+        true => {
+            let rt = runtime(Threads::Many(Some(1)), None)?;
+            let on_stop = Arc::clone(&controls);
+            let stop = move || {
+                on_stop.stop.store(true, Ordering::Relaxed);
+                crate::probes::interrupt_attaching();
+            };
+            interruptible(&rt, stop, || {});
+            // SIGHUP: the streamed files are opened again (logrotate).
+            let _inside = rt.enter();
+            let mut hangup = signal(SignalKind::hangup())
+                .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("SIGHUP")))?;
+            let on_hangup = Arc::clone(&controls);
+            rt.spawn(async move {
+                while hangup.recv().await.is_some() {
+                    on_hangup.reopen.store(true, Ordering::Relaxed);
+                }
+            });
+            drop(_inside);
+            Some(rt)
+        }
+        false => None,
+    };
+    let pipeline = Pipeline::start(setup, &mut progress)?;
+    let finished = match &rt {
+        Some(rt) => rt.block_on(async { pipeline.run(&controls, &mut progress) })?,
+        None => pipeline.run(&controls, &mut progress)?,
     };
     if redraw {
         let _ = out.text("\x1b[H\x1b[2J");

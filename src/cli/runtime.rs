@@ -61,21 +61,31 @@ pub fn short_slices() {
     crate::load::request_short_slice();
 }
 
-/// Runs `work` on `rt` with SIGINT and SIGTERM registered before it starts: the first
-/// calls `stop` (the run winds down and keeps what it measured), a second exits at once
-/// (130) after `cleanup` (removing what the run made: `exit` runs no destructors).
+/// Registers SIGINT and SIGTERM now, handled on `rt`'s workers (for work that runs
+/// after, on this thread or on `rt`): the first calls `stop` (the run winds down and
+/// keeps what it measured), a second exits at once (130) after `cleanup` (removing what
+/// the run made: `exit` runs no destructors).
+pub fn interruptible(
+    rt: &Runtime,
+    stop: impl FnOnce() + Send + 'static,
+    cleanup: impl FnOnce() + Send + 'static,
+) {
+    let _inside = rt.enter();
+    let first = super::signals::first_then_exit_after(cleanup);
+    rt.spawn(async move {
+        first.await;
+        stop();
+    });
+}
+
+/// Runs `work` on `rt` with SIGINT and SIGTERM registered before it starts, as
+/// [`interruptible`] says.
 pub fn block_on_interruptible<T>(
     rt: &Runtime,
     stop: impl FnOnce() + Send + 'static,
     cleanup: impl FnOnce() + Send + 'static,
     work: impl Future<Output = T>,
 ) -> T {
-    rt.block_on(async {
-        let first = super::signals::first_then_exit_after(cleanup);
-        tokio::spawn(async move {
-            first.await;
-            stop();
-        });
-        work.await
-    })
+    interruptible(rt, stop, cleanup);
+    rt.block_on(work)
 }

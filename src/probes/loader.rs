@@ -445,6 +445,12 @@ pub fn load(
 /// SIGINT and SIGTERM while the probes are attached: noted (by an async-signal-safe
 /// handler that sets a flag) instead of killing the process, whose exit would then wait
 /// for the kernel to remove every probe attached so far, one grace period each.
+/// Asks the attachment under way, or the next, to stop (see
+/// [`super::interrupt_attaching`]).
+pub(crate) fn request_interrupt() {
+    interrupt::request();
+}
+
 mod interrupt {
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -455,7 +461,13 @@ mod interrupt {
         CAME.store(true, Ordering::SeqCst);
     }
 
-    /// Whether a signal came since the guard was installed.
+    /// What [`note`] does, for a caller that handles the signals itself.
+    pub(crate) fn request() {
+        CAME.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a signal came since the guard was installed, or a stop was
+    /// [`request`]ed.
     pub(super) fn came() -> bool {
         CAME.load(Ordering::SeqCst)
     }
@@ -468,8 +480,10 @@ mod interrupt {
     }
 
     impl Guard {
+        /// Installs the handler where the disposition is the default (then a signal
+        /// noted before is forgotten: it was another run's); where the caller handles
+        /// the signals itself, it asks the attachment to stop with [`request`].
         pub(super) fn install() -> Guard {
-            CAME.store(false, Ordering::SeqCst);
             let mut replaced = Vec::new();
             for sig in SIGNALS {
                 // SAFETY: sigaction with a zeroed (then filled) struct; the handler only
@@ -486,6 +500,9 @@ mod interrupt {
                     // Restarted, so no system call of the attachment fails with EINTR.
                     new.sa_flags = libc::SA_RESTART;
                     libc::sigemptyset(&mut new.sa_mask);
+                    if replaced.is_empty() {
+                        CAME.store(false, Ordering::SeqCst);
+                    }
                     if libc::sigaction(sig, &new, &mut old) == 0 {
                         replaced.push((sig, old));
                     }

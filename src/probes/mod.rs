@@ -124,6 +124,16 @@ impl Classify for ProbeError {
 
 pub(crate) const TRACEFS: &str = "/sys/kernel/tracing";
 
+/// Asks the attachment of the probes under way, or the next, to stop, as SIGINT or
+/// SIGTERM do when nothing else handles them: for a caller that handles those signals
+/// itself (the CLI's live runs register theirs before the probes are attached, so that
+/// no signal between the attachment and the run meets the default action). What was
+/// attached is removed and [`ProbeError::Interrupted`] returned; a later attachment in
+/// the same process (one that `follow` makes) is refused the same way.
+pub fn interrupt_attaching() {
+    loader::request_interrupt();
+}
+
 /// Checks what the probes need of this kernel and these permissions, in plain words.
 /// Mounts tracefs when it is missing and this process may (as `perf` and `bpftrace`
 /// users are told to).
