@@ -400,29 +400,28 @@ pub fn exec(mut args: ObserveArgs, out: &Output) -> Result<(), CliError> {
     // starts, so that a signal while the probes are attached, or between their attachment
     // and the run, stops the attachment or the run (the default action would kill tlsperf
     // there); the run itself goes on this thread, blocking, until `stop` or --duration.
-    let rt = match live {
-        true => {
-            let rt = runtime(Threads::Many(Some(1)), None)?;
-            let on_stop = Arc::clone(&controls);
-            let stop = move || {
-                on_stop.stop.store(true, Ordering::Relaxed);
-                crate::probes::interrupt_attaching();
-            };
-            interruptible(&rt, stop, || {});
-            // SIGHUP: the streamed files are opened again (logrotate).
-            let _inside = rt.enter();
-            let mut hangup = signal(SignalKind::hangup())
-                .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("SIGHUP")))?;
-            let on_hangup = Arc::clone(&controls);
-            rt.spawn(async move {
-                while hangup.recv().await.is_some() {
-                    on_hangup.reopen.store(true, Ordering::Relaxed);
-                }
-            });
-            drop(_inside);
-            Some(rt)
-        }
-        false => None,
+    let rt = if live {
+        let rt = runtime(Threads::Many(Some(1)), None)?;
+        let on_stop = Arc::clone(&controls);
+        let stop = move || {
+            on_stop.stop.store(true, Ordering::Relaxed);
+            crate::probes::interrupt_attaching();
+        };
+        interruptible(&rt, stop, || {});
+        // SIGHUP: the streamed files are opened again (logrotate).
+        let inside = rt.enter();
+        let mut hangup = signal(SignalKind::hangup())
+            .map_err(|e| CliError::runtime(anyhow::Error::new(e).context("SIGHUP")))?;
+        let on_hangup = Arc::clone(&controls);
+        rt.spawn(async move {
+            while hangup.recv().await.is_some() {
+                on_hangup.reopen.store(true, Ordering::Relaxed);
+            }
+        });
+        drop(inside);
+        Some(rt)
+    } else {
+        None
     };
     let pipeline = Pipeline::start(setup, &mut progress)?;
     let finished = match &rt {

@@ -169,7 +169,8 @@ struct Judgement {
 /// What is kept across restarts (`--state FILE`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BaselineState {
-    /// [`STATE_SCHEMA`] (or [`STATE_SCHEMA_V2`] or [`STATE_SCHEMA_V1`] when read from an older file).
+    /// [`STATE_SCHEMA`] (or [`STATE_SCHEMA_V2`] or [`STATE_SCHEMA_V1`] when read from an
+    /// older file).
     pub schema: String,
     tracks: Vec<(SeriesKey, String, String, Track)>,
     judgements: Vec<(SeriesKey, String, Judgement)>,

@@ -442,15 +442,15 @@ pub fn load(
     }
 }
 
-/// SIGINT and SIGTERM while the probes are attached: noted (by an async-signal-safe
-/// handler that sets a flag) instead of killing the process, whose exit would then wait
-/// for the kernel to remove every probe attached so far, one grace period each.
 /// Asks the attachment under way, or the next, to stop (see
 /// [`super::interrupt_attaching`]).
 pub(crate) fn request_interrupt() {
     interrupt::request();
 }
 
+/// SIGINT and SIGTERM while the probes are attached: noted (by an async-signal-safe
+/// handler that sets a flag) instead of killing the process, whose exit would then wait
+/// for the kernel to remove every probe attached so far, one grace period each.
 mod interrupt {
     use std::sync::atomic::{AtomicBool, Ordering};
 
