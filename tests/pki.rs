@@ -319,15 +319,25 @@ fn a_signal_while_writing_leaves_no_temporary_file() {
             let dir = tempfile::tempdir().unwrap();
             let out = dir.path().join("bundle.pem");
             std::fs::write(&out, "old\n").unwrap();
-            let mut child = Command::new(common::bin())
+            let mut command = Command::new(common::bin());
+            command
                 .args([
                     "pki", "bundle", "--count", "20000", "--force", "-q", "--out",
                 ])
                 .arg(&out)
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+                .stderr(std::process::Stdio::null());
+            // The signal's default action, whatever the tests inherited: a shell runs a
+            // command started with `&` with SIGINT ignored, and tlsperf rightly leaves
+            // an ignored signal ignored (it would never die of it).
+            // SAFETY: between fork and exec, only signal(2), which is async-signal-safe.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                    libc::signal(number, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+            let mut child = command.spawn().unwrap();
             let temp = |d: &std::path::Path| {
                 std::fs::read_dir(d)
                     .unwrap()
