@@ -1457,7 +1457,7 @@ fn observe_counts_what_client_hellos_offer_as_tshark_does() {
         ],
     );
     assert_eq!(code, 0, "{d}");
-    if common::have("gtlsclient", "ngtcp2's ClientHello in the count") {
+    if have_ngtcp2_client("ngtcp2's ClientHello in the count") {
         let (ok, text) = ngtcp2_get(s.port, &[]);
         assert!(ok, "{text}");
     }
