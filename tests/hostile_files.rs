@@ -758,6 +758,33 @@ fn attachments(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// `tlsperf observe --probes -d 600s --exe P…` for each of `exes`, its output piped.
+fn observe_probing(exes: &[std::path::PathBuf]) -> std::process::Child {
+    let mut cmd = Command::new(common::bin());
+    cmd.args(["observe", "--probes", "-d", "600s"]);
+    for p in exes {
+        cmd.arg("--exe").arg(p);
+    }
+    cmd.env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Whether process `pid` held `at_least` attachments within 120 s (looked at every
+/// `every`).
+fn attached_within(pid: u32, at_least: usize, every: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while attachments(pid) < at_least {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
+    true
+}
+
 /// Ctrl-C while the probes are being attached killed tlsperf, whose exit then waited for
 /// the kernel to remove each probe attached so far (over a minute for 1,000). Now the
 /// attachment stops before the next probe, what was attached is handed to a process of
@@ -769,29 +796,19 @@ fn ctrl_c_while_attaching_stops_the_attachment() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(common::bin());
-    cmd.args(["observe", "--probes", "-d", "600s"]);
-    for i in 0..12 {
-        let p = dir.path().join(format!("p{i}"));
-        std::fs::write(&p, go_symtab_program(Some(64))).unwrap();
-        cmd.arg("--exe").arg(&p);
-    }
-    let child = cmd
-        .env("NO_COLOR", "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
+    let exes: Vec<std::path::PathBuf> = (0..12)
+        .map(|i| {
+            let p = dir.path().join(format!("p{i}"));
+            std::fs::write(&p, go_symtab_program(Some(64))).unwrap();
+            p
+        })
+        .collect();
+    let child = observe_probing(&exes);
     // Past the five tracepoints: uprobes are being attached.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while attachments(pid) < 40 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no uprobe attached within 120 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    assert!(
+        attached_within(child.id(), 40, std::time::Duration::from_millis(5)),
+        "no uprobe attached within 120 s"
+    );
     let out = common::interrupt_and_wait(child, std::time::Duration::from_secs(60));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
@@ -816,23 +833,11 @@ fn a_signal_from_the_first_attachment_on_is_always_handled() {
     let p = dir.path().join("p");
     std::fs::write(&p, go_symtab_program(Some(8))).unwrap();
     for i in 0..8u64 {
-        let child = Command::new(common::bin())
-            .args(["observe", "--probes", "-d", "600s", "--exe"])
-            .arg(&p)
-            .env("NO_COLOR", "1")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while attachments(pid) < 1 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "nothing attached in 120 s"
-            );
-            std::thread::sleep(std::time::Duration::from_micros(500));
-        }
+        let child = observe_probing(std::slice::from_ref(&p));
+        assert!(
+            attached_within(child.id(), 1, std::time::Duration::from_micros(500)),
+            "nothing attached in 120 s"
+        );
         // Staggered over the attachment, the gap after it and the run's start.
         std::thread::sleep(std::time::Duration::from_millis(i * 20));
         let out = common::interrupt_and_wait(child, std::time::Duration::from_secs(60));
