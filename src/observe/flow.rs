@@ -274,12 +274,13 @@ struct Stream {
     /// Delivered bytes not yet consumed, from offset `start`.
     buf: Vec<u8>,
     start: u64,
-    /// Per delivered segment: (end offset, capture time, acked every byte of the peer).
-    marks: VecDeque<(u64, u64, bool)>,
-    /// Segments ahead of `next`: offset → (bytes, capture time, acks flag, bytes
-    /// captured). Their bytes are timed, once delivered, by the segment that filled the
+    /// Per delivered segment: (end offset, capture time, how much of the peer's stream
+    /// it acknowledged).
+    marks: VecDeque<(u64, u64, u64)>,
+    /// Segments ahead of `next`: offset → (bytes, capture time, peer bytes acknowledged,
+    /// bytes captured). Their bytes are timed, once delivered, by the segment that filled the
     /// gap before them.
-    ahead: BTreeMap<u64, (Vec<u8>, u64, bool, usize)>,
+    ahead: BTreeMap<u64, (Vec<u8>, u64, u64, usize)>,
     ahead_bytes: usize,
     /// Delivered ranges of offsets `[from, to)` whose bytes were not captured (frames cut
     /// by the snap length: zeros in `buf`), in order.
@@ -311,7 +312,7 @@ impl Stream {
         data: &[u8],
         len: usize,
         ns: u64,
-        acks: bool,
+        acked: u64,
         limit: usize,
         side: Endpoint,
         tl: &mut Timeline,
@@ -329,12 +330,12 @@ impl Stream {
         }
         let cut = data.len() < len;
         if !cut && off == self.next && self.buf.is_empty() && self.ahead.is_empty() {
-            let used = records(data, off, |_| (ns, acks), &[], side, tl);
+            let used = records(data, off, |_| (ns, acked), &[], side, tl);
             self.start = off + used as u64;
             self.next = end;
             if used < data.len() {
                 self.buf.extend_from_slice(&data[used..]);
-                self.marks.push_back((end, ns, acks));
+                self.marks.push_back((end, ns, acked));
             }
             return Ok(false);
         }
@@ -354,15 +355,15 @@ impl Stream {
             let keep = self
                 .ahead
                 .entry(off)
-                .or_insert_with(|| (Vec::new(), ns, acks, 0));
+                .or_insert_with(|| (Vec::new(), ns, acked, 0));
             // Keep the longer of two segments at one offset, or the one captured further.
             if keep.0.len() < len || (keep.0.len() == len && keep.3 < data.len()) {
                 self.ahead_bytes += len - keep.0.len();
-                *keep = (padded.into_owned(), ns, acks, data.len());
+                *keep = (padded.into_owned(), ns, acked, data.len());
             }
             return Ok(false);
         }
-        self.append(off, &padded, data.len(), ns, acks);
+        self.append(off, &padded, data.len(), ns, acked);
         // Segments held ahead become part of the stream now, when the gap before them
         // filled: their bytes are timed by this segment (the moment the receiver could
         // read them), not by their own earlier capture.
@@ -370,10 +371,10 @@ impl Stream {
             if *entry.key() > self.next {
                 break;
             }
-            let (off, (bytes, held_ns, acks, captured)) = entry.remove_entry();
+            let (off, (bytes, held_ns, acked, captured)) = entry.remove_entry();
             self.ahead_bytes -= bytes.len();
             if off + bytes.len() as u64 > self.next {
-                self.append(off, &bytes, captured, ns.max(held_ns), acks);
+                self.append(off, &bytes, captured, ns.max(held_ns), acked);
             }
         }
         Ok(true)
@@ -381,7 +382,7 @@ impl Stream {
 
     /// Appends the part of `data` (at offset `off`, its first `captured` bytes
     /// captured) beyond `next`.
-    fn append(&mut self, off: u64, data: &[u8], captured: usize, ns: u64, acks: bool) {
+    fn append(&mut self, off: u64, data: &[u8], captured: usize, ns: u64, acked: u64) {
         // Invariant: off <= next < off + data.len() (checked by the callers).
         let skip = (self.next - off) as usize;
         if captured < data.len() {
@@ -394,16 +395,17 @@ impl Stream {
         }
         self.buf.extend_from_slice(&data[skip..]);
         self.next = off + data.len() as u64;
-        self.marks.push_back((self.next, ns, acks));
+        self.marks.push_back((self.next, ns, acked));
     }
 
-    /// Capture time and acks flag of the segment that delivered offset `off`.
-    fn mark_at(&self, off: u64) -> (u64, bool) {
+    /// Capture time of the segment that delivered offset `off`, and how much of the
+    /// peer's stream it acknowledged.
+    fn mark_at(&self, off: u64) -> (u64, u64) {
         self.marks
             .iter()
             .find(|m| m.0 > off)
             .or(self.marks.back())
-            .map_or((0, false), |m| (m.1, m.2))
+            .map_or((0, 0), |m| (m.1, m.2))
     }
 
     fn consume(&mut self, n: usize) {
@@ -422,7 +424,7 @@ impl Stream {
         self.buf.capacity()
             + self.ahead_bytes
             + self.ahead.len() * AHEAD_ENTRY_COST
-            + self.marks.capacity() * std::mem::size_of::<(u64, u64, bool)>()
+            + self.marks.capacity() * std::mem::size_of::<(u64, u64, u64)>()
             + self.holes.capacity() * std::mem::size_of::<(u64, u64)>()
     }
 
@@ -703,13 +705,25 @@ impl FlowTable {
             } else {
                 seg.seq
             };
-            let acks = seg.flags.ack
-                && flow.streams[peer].base.is_some_and(|b| {
-                    i64::from(seg.ack.wrapping_sub(b) as i32) >= flow.streams[peer].next as i64
-                });
+            // How many of the peer's bytes this segment acknowledges (none without an
+            // ACK, or before the peer's stream has a start).
+            let acked = if seg.flags.ack {
+                flow.streams[peer].offset(seg.ack).unwrap_or(0)
+            } else {
+                0
+            };
             let limit = self.limits.max_out_of_order;
             let stream = &mut flow.streams[me];
-            match stream.push(seq, seg.payload, seg.payload_len, ns, acks, limit, side, tl) {
+            match stream.push(
+                seq,
+                seg.payload,
+                seg.payload_len,
+                ns,
+                acked,
+                limit,
+                side,
+                tl,
+            ) {
                 Ok(true) => drain_records(&mut flow.streams[me], side, tl),
                 Ok(false) => {}
                 Err(Gap) => tl.unparsed(),
@@ -853,14 +867,14 @@ fn in_hole(holes: &[(u64, u64)], from: u64, to: u64) -> bool {
 }
 
 /// Gives the whole records at the start of `buf` (stream offset `start`) to the
-/// timeline, `mark(offset)` telling the capture time and acks flag of the segment that
-/// delivered a byte; the bytes they took. A record whose header was not captured (in
+/// timeline, `mark(offset)` telling the capture time of the segment that delivered a
+/// byte and how much of the peer's stream that segment acknowledged; the bytes they took. A record whose header was not captured (in
 /// one of `holes`) ends the stream's analysis (unparsed); one whose body was not, is
 /// given as cut short.
 fn records(
     buf: &[u8],
     start: u64,
-    mark: impl Fn(u64) -> (u64, bool),
+    mark: impl Fn(u64) -> (u64, u64),
     holes: &[(u64, u64)],
     side: Endpoint,
     tl: &mut Timeline,
@@ -882,7 +896,7 @@ fn records(
             }
             Frame::Record { content_type, len } => {
                 let last = first + 5 + len as u64 - 1;
-                let (first_ns, acks_server) = mark(first);
+                let (first_ns, peer_acked) = mark(first);
                 let (last_ns, _) = mark(last);
                 tl.record(&Record {
                     side,
@@ -890,7 +904,8 @@ fn records(
                     body: &buf[used + 5..used + 5 + len],
                     first_ns,
                     last_ns,
-                    acks_server,
+                    offset: first,
+                    peer_acked,
                     cut: !holes.is_empty() && in_hole(holes, first + 5, last + 1),
                 });
                 used += 5 + len;
@@ -1790,6 +1805,57 @@ mod tests {
         assert!(h.hrr);
         assert_eq!(h.phases.first_app_byte, Some(32 * us));
         assert_eq!(h.phases.server_first_byte, Some(8 * us));
+    }
+
+    /// A server that answers the early request right after its flight (half-RTT data, as
+    /// `tlsperf serve` does) and a client reply that crosses that answer on the wire: the
+    /// reply acknowledges the server's flight but not the answer, and is the client's
+    /// Finished all the same, whether the server's Finished has a record of its own or
+    /// shares one with its EncryptedExtensions (rustls resuming). Seen in CI: the
+    /// connection was counted as failed, closed before its handshake ended.
+    #[test]
+    fn a_0rtt_reply_crossing_the_servers_half_rtt_answer_is_the_clients_finished() {
+        let us = 1_000;
+        let mut offer = ext(45, &[1, 1]);
+        offer.extend(ext(42, &[]));
+        let mut exts = ext(43, &[3, 4]);
+        let mut ks = vec![0, 0x1d, 0, 32];
+        ks.extend([8; 32]);
+        exts.extend(ext(51, &ks));
+        exts.extend(ext(41, &[0, 0]));
+        let answer = record(23, &[0xee; 164]);
+        let mut reply = record(23, &[0xcc; 21]);
+        reply.extend(record(23, &[0xcc; 53]));
+        for (crossing, shared) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut flight = server_hello_with([5; 32], &exts);
+            flight.extend(record(20, &[1]));
+            if shared {
+                flight.extend(record(23, &[0xaa; 94]));
+            } else {
+                flight.extend(record(23, &[0xaa; 60]));
+                flight.extend(record(23, &[0xab; 53]));
+            }
+            let mut segs = wire(&[
+                (10, true, client_hello_with(&offer), false),
+                (11, true, record(23, &[0xd0; 80]), false),
+                (20, false, flight, false),
+                (29, false, answer.clone(), false),
+                (30, true, reply.clone(), false),
+                (31, false, record(23, &[0x77; 150]), false),
+                (40, false, vec![], true),
+                (41, true, vec![], true),
+            ]);
+            if crossing {
+                // Sent before the answer arrived: it acknowledges the flight only.
+                let i = segs.iter().position(|s| s.ns == 30 * us).unwrap();
+                segs[i].ack -= answer.len() as u32;
+            }
+            let h = handshake(&segs);
+            let case = format!("crossing: {crossing}, shared: {shared}");
+            assert_eq!(h.kind, HandshakeKind::ZeroRtt, "{case}");
+            assert_eq!(h.phases.first_app_byte, Some(11 * us), "{case}");
+            assert_eq!(h.phases.tls, Some(20 * us), "{case}");
+        }
     }
 
     /// Frames cut by the snap length: the missing bytes are a hole in the stream, the

@@ -16,9 +16,13 @@
 //!   the client's reply (TLS 1.2: ServerHelloDone, or the server's Finished when resumed;
 //!   TLS 1.3: the server's Finished).
 //! - client Finished: the segment delivering the first byte of the client's reply record:
-//!   TLS 1.3 its first encrypted record after the server's flight (0-RTT: the first one
-//!   acknowledging every server byte seen, so early data is not taken for it); TLS 1.2
-//!   its ChangeCipherSpec.
+//!   TLS 1.3 its first encrypted record after the server's flight; with early data
+//!   offered, the first one acknowledging the first encrypted record of the server's
+//!   flight. Early data is written with the ClientHello, before any of that flight can
+//!   reach the client, so it is not taken for the reply; the reply may cross records
+//!   the server sent after its flight's first (half-RTT data: an answer to the early
+//!   request, sent before the client's Finished), so acknowledging every server byte
+//!   seen is not asked. TLS 1.2: its ChangeCipherSpec.
 //! - first application byte: the client's first application-data record after its
 //!   Finished (its request), or with accepted 0-RTT its first early-data record. Early
 //!   data counts as accepted (kind `0rtt`) only when the server resumed, the ClientHello
@@ -86,9 +90,11 @@ pub struct Record<'a> {
     pub last_ns: u64,
     /// Part of its body was not captured (a frame cut by the snap length): zeros there.
     pub cut: bool,
-    /// For a client record: the segment carrying its first byte acknowledged every
-    /// server byte captured so far.
-    pub acks_server: bool,
+    /// Its stream offset (of its header's first byte; 0 is the byte after the SYN).
+    pub offset: u64,
+    /// How much of the other side's stream the segment carrying its first byte
+    /// acknowledged (a stream offset; 0 without an ACK).
+    pub peer_acked: u64,
 }
 
 /// The kinds of handshake, named as in `tlsperf serve`'s /stats.
@@ -346,6 +352,12 @@ pub struct Timeline {
     /// Finished's length (`None` before one): more than none means it sent its tickets
     /// in its first flight (Go), so none follows the client's Finished.
     after_server_finished: Option<u32>,
+    /// TLS 1.3: the server's stream offset just after the first encrypted record of its
+    /// flight, and after its flight's last record: with early data offered, a client
+    /// record acknowledging the first (without one, the second) was sent after the
+    /// server's flight reached the client, so it is its reply, not early data.
+    encrypted_end: Option<u64>,
+    flight_end: u64,
     /// The server's first application-data byte after the request.
     response_ns: Option<u64>,
     alert: Option<String>,
@@ -386,6 +398,8 @@ impl Timeline {
             ticket_len: None,
             tickets_over: false,
             after_server_finished: None,
+            encrypted_end: None,
+            flight_end: 0,
             response_ns: None,
             alert: None,
             reset: false,
@@ -567,7 +581,8 @@ impl Timeline {
                 }
                 if tls13 {
                     let early = self.hello.as_ref().is_some_and(|h| h.early_data);
-                    if r.content_type == content::APP_DATA && (!early || r.acks_server) {
+                    let read_flight = r.peer_acked >= self.encrypted_end.unwrap_or(self.flight_end);
+                    if r.content_type == content::APP_DATA && (!early || read_flight) {
                         self.client_replied = true;
                         self.finished_ns = Some(r.first_ns);
                         self.early_accepted = self.early_offered
@@ -606,10 +621,13 @@ impl Timeline {
 
     fn flight(&mut self, r: &Record<'_>) {
         self.flight_bytes += 5 + r.body.len() as u64;
+        let end = r.offset + 5 + r.body.len() as u64;
+        self.flight_end = end;
         if let Some(sh) = &self.server_hello
             && sh.version == tls::TLS13
             && r.content_type == content::APP_DATA
         {
+            self.encrypted_end.get_or_insert(end);
             if r.body.len() == finished_record_len(sh.suite) {
                 self.after_server_finished = Some(0);
             } else if let Some(n) = &mut self.after_server_finished {
