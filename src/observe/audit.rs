@@ -2,7 +2,8 @@
 //! the JSON Lines that `observe --windows FILE` writes, from one or more files (several
 //! agents, or rotated files), merged by time and judged per day (UTC) and per series
 //! against a latency objective on the headline phase (the wire's `first_app_byte`, the
-//! probes' `total`).
+//! probes' `total`). QUIC's series (a window's `quic` part) are judged as series of their
+//! own, beside TCP's of the same process and port, never merged with them.
 //!
 //! A window meets the objective when its value — its percentile of the headline, e.g. its
 //! p95 for `p95=30ms` — is within the bound; a window without a headline value (no
@@ -345,7 +346,10 @@ pub fn audit(
     let mut windows_read = 0;
     let mut days: BTreeMap<u64, BTreeMap<SeriesKey, Acc>> = BTreeMap::new();
     for w in &windows {
-        for s in &w.series {
+        // QUIC's series (the window's `quic` part) are series of their own: their key's
+        // transport keeps them apart from TCP's of the same process and port.
+        let quic = w.quic.iter().flat_map(|q| &q.series);
+        for s in w.series.iter().chain(quic) {
             // The record's JSON is its identity (its histogram included), kept as a
             // 64-bit hash: a stream's size, not twice it.
             let id = {

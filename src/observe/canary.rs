@@ -1,6 +1,8 @@
-//! Canaries (`observe --group-by …`): in each closed window, every group of a view and
-//! role compared with the stable group on the headline phase (the wire: SYN → first
-//! application byte; the probes: accept queue + until the first call + the calls' span).
+//! Canaries (`observe --group-by …`): in each closed window, every group of a view, role
+//! and transport compared with the stable group on the headline phase (the wire: SYN →
+//! first application byte, over QUIC the client's first Initial → its first application
+//! packet; the probes: accept queue + until the first call + the calls' span). QUIC's
+//! groups are compared with each other, never with TCP's.
 //!
 //! The samples are the seconds of the window, paired: for each second of the clock in
 //! which both sides completed handshakes, the mean of the natural logarithms of their
@@ -49,6 +51,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::timeline::Transport;
 use super::window::{Headline, WindowRecord, phases_of};
 use crate::stats::LatencyHistogram;
 use crate::stats::compare::format_p;
@@ -108,6 +111,10 @@ pub struct CanaryRecord {
     pub view: String,
     /// `server` or `client`.
     pub role: String,
+    /// What carried the handshakes compared (the wire): `quic` when both groups' are
+    /// QUIC's, compared with each other and never with TCP's; TCP's leave it out.
+    #[serde(default, skip_serializing_if = "Transport::is_tcp")]
+    pub transport: Transport,
     /// The headline phase compared.
     pub phase: String,
     /// The stable group.
@@ -165,8 +172,8 @@ impl Merged {
     }
 }
 
-/// A pair compared: view, role, the stable group, the canary.
-type Pair = (String, String, String, String);
+/// A pair compared: view, role, transport, the stable group, the canary.
+type Pair = (String, String, Transport, String, String);
 
 /// The comparisons of a run, with each pair's verdicts in a row.
 #[derive(Debug)]
@@ -205,14 +212,18 @@ impl Canaries {
     /// The comparisons of a closed window, from the headline phase of each grouped
     /// series ([`super::window::Windows::take_headlines`]).
     pub fn compare(&mut self, window: &WindowRecord, headlines: &[Headline]) -> Vec<CanaryRecord> {
-        // (view, role) → group → the merged headline of its series.
-        let mut groups: BTreeMap<(&str, &str), BTreeMap<&str, Merged>> = BTreeMap::new();
+        // (view, role, transport) → group → the merged headline of its series.
+        let mut groups: BTreeMap<(&str, &str, Transport), BTreeMap<&str, Merged>> = BTreeMap::new();
         for head in headlines {
             let Some(group) = head.key.group.as_deref() else {
                 continue;
             };
             let merged = groups
-                .entry((head.key.view.as_str(), head.key.role.as_str()))
+                .entry((
+                    head.key.view.as_str(),
+                    head.key.role.as_str(),
+                    head.key.transport,
+                ))
                 .or_default()
                 .entry(group)
                 .or_default();
@@ -225,7 +236,7 @@ impl Canaries {
             }
         }
         let mut records = Vec::new();
-        for ((view, role), by_group) in &groups {
+        for ((view, role, transport), by_group) in &groups {
             let stable = by_group
                 .iter()
                 .filter(|(g, _)| self.opts.stable.is_none() || self.is_stable(g))
@@ -261,6 +272,7 @@ impl Canaries {
                     end_ns: window.end_ns,
                     view: (*view).to_string(),
                     role: (*role).to_string(),
+                    transport: *transport,
                     phase: phases_of(view)[0].to_string(),
                     change: w.diff.exp() - 1.0,
                     change_ci: [w.ci[0].exp() - 1.0, w.ci[1].exp() - 1.0],
@@ -296,6 +308,7 @@ impl Canaries {
             let key = (
                 r.view.clone(),
                 r.role.clone(),
+                r.transport,
                 r.stable.group.clone(),
                 r.canary.group.clone(),
             );
@@ -319,7 +332,7 @@ fn spoken(label: &str) -> String {
 
 /// One sentence for a significant comparison: the slower group first, e.g. "canary (exe
 /// /srv/gw-v2) p95 +38% vs stable (exe /srv/gw-v1), wire first_app_byte, geometric mean
-/// +35%, p = 0.002, over 12 windows".
+/// +35%, p = 0.002, over 12 windows" (QUIC's: "wire first_app_byte over QUIC").
 pub fn sentence(r: &CanaryRecord) -> String {
     let canary_slower = r.slower.as_deref() != Some("stable");
     let (slow, slow_side, fast, fast_side) = if canary_slower {
@@ -329,12 +342,17 @@ pub fn sentence(r: &CanaryRecord) -> String {
     };
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b - 1.0 } else { 0.0 };
     format!(
-        "{slow} ({}) p95 {:+.0}% vs {fast} ({}), {} {}, geometric mean {:+.0}%, p = {}, over {} window{}",
+        "{slow} ({}) p95 {:+.0}% vs {fast} ({}), {} {}{}, geometric mean {:+.0}%, p = {}, over {} window{}",
         spoken(&slow_side.group),
         ratio(slow_side.p95_ns as f64, fast_side.p95_ns as f64) * 100.0,
         spoken(&fast_side.group),
         r.view,
         r.phase,
+        if r.transport == Transport::Quic {
+            " over QUIC"
+        } else {
+            ""
+        },
         ratio(slow_side.geomean_ns, fast_side.geomean_ns) * 100.0,
         format_p(r.p_adjusted),
         r.windows,
@@ -468,6 +486,44 @@ mod tests {
             min_handshakes: 50,
         });
         assert!(c.compare(&window(), &h).is_empty());
+    }
+
+    /// QUIC's groups are compared with each other, apart from TCP's: the QUIC canary 40%
+    /// slower is named (over QUIC) while the same groups over TCP do not differ.
+    #[test]
+    fn quic_groups_are_compared_apart_from_tcps() {
+        let mut c = Canaries::new(CanaryOptions::default());
+        let quic = |group: &str, n: u64, ms: f64, seed: u64| {
+            let mut h = head(group, n, ms, seed);
+            h.key.transport = Transport::Quic;
+            h
+        };
+        let h = vec![
+            head("port=8443", 400, 2.0, 1),
+            head("port=8444", 300, 2.0, 2),
+            quic("port=8443", 400, 20.0, 3),
+            quic("port=8444", 300, 28.0, 4),
+        ];
+        let r = c.compare(&window(), &h);
+        assert_eq!(r.len(), 2, "{r:?}");
+        let tcp = r.iter().find(|r| r.transport == Transport::Tcp).unwrap();
+        assert!(!tcp.significant, "{tcp:?}");
+        let q = r.iter().find(|r| r.transport == Transport::Quic).unwrap();
+        assert!(q.significant, "{q:?}");
+        assert!((q.change - 0.4).abs() < 0.05, "{q:?}");
+        assert!(
+            sentence(q).contains("wire first_app_byte over QUIC"),
+            "{}",
+            sentence(q)
+        );
+        let json = serde_json::to_value(q).unwrap();
+        assert_eq!(json["transport"], "quic");
+        assert!(
+            serde_json::to_value(tcp)
+                .unwrap()
+                .get("transport")
+                .is_none()
+        );
     }
 
     /// A small difference, significant with so many handshakes, is below the least

@@ -598,6 +598,7 @@ impl Windows {
         self.headlines = open
             .series
             .iter()
+            .chain(&open.quic_series)
             .filter(|(k, _)| k.group.is_some())
             .filter_map(|(k, acc)| {
                 let h = acc.phases.0.get(phases_of(&k.view)[0])?;
@@ -783,7 +784,7 @@ mod tests {
     }
 
     /// `--group-by port`: one series per port, labelled, and the closed window's headline
-    /// histograms for the comparison; none without grouping.
+    /// histograms for the comparison (QUIC's beside TCP's); none without grouping.
     #[test]
     fn grouped_series_carry_their_label_and_headline_histograms() {
         let mut w = Windows::new(WindowOptions {
@@ -799,11 +800,20 @@ mod tests {
         };
         h.server = "127.0.0.1:8444".parse().unwrap();
         w.wire_tcp(&Outcome::Handshake(h), 0);
+        for i in 0..4 {
+            w.wire(&handshake(100 * S + i, 7, "gw"), Transport::Quic, 0);
+        }
         let r = w.tick(111 * S).unwrap();
         let groups: Vec<_> = r.series.iter().map(|s| s.key.group.as_deref()).collect();
         assert_eq!(groups, [Some("port=443"), Some("port=8444")]);
         let heads = w.take_headlines();
-        assert_eq!(heads.len(), 2);
+        // QUIC's grouped series too, for a comparison of their own.
+        assert_eq!(heads.len(), 3);
+        assert_eq!(
+            (heads[2].key.transport, heads[2].key.group.as_deref()),
+            (Transport::Quic, Some("port=443"))
+        );
+        assert_eq!(heads[2].hist.len(), 4);
         assert_eq!(heads[0].hist.len(), 10);
         // All ten in the 100th second; ln of 1.5 ms each.
         let (n, sum) = heads[0].log_seconds[&100];
