@@ -278,8 +278,8 @@ struct Stream {
     /// it acknowledged).
     marks: VecDeque<(u64, u64, u64)>,
     /// Segments ahead of `next`: offset → (bytes, capture time, peer bytes acknowledged,
-    /// bytes captured). Their bytes are timed, once delivered, by the segment that filled the
-    /// gap before them.
+    /// bytes captured). Their bytes are timed, once delivered, by the segment that filled
+    /// the gap before them.
     ahead: BTreeMap<u64, (Vec<u8>, u64, u64, usize)>,
     ahead_bytes: usize,
     /// Delivered ranges of offsets `[from, to)` whose bytes were not captured (frames cut
@@ -868,9 +868,9 @@ fn in_hole(holes: &[(u64, u64)], from: u64, to: u64) -> bool {
 
 /// Gives the whole records at the start of `buf` (stream offset `start`) to the
 /// timeline, `mark(offset)` telling the capture time of the segment that delivered a
-/// byte and how much of the peer's stream that segment acknowledged; the bytes they took. A record whose header was not captured (in
-/// one of `holes`) ends the stream's analysis (unparsed); one whose body was not, is
-/// given as cut short.
+/// byte and how much of the peer's stream that segment acknowledged; the bytes they
+/// took. A record whose header was not captured (in one of `holes`) ends the stream's
+/// analysis (unparsed); one whose body was not, is given as cut short.
 fn records(
     buf: &[u8],
     start: u64,
