@@ -70,8 +70,8 @@ impl Hooks {
                     h.server_process = p.server(h.client, h.server);
                 }
                 Transport::Quic => {
-                    h.client_process = p.udp(h.client);
-                    h.server_process = p.udp(h.server);
+                    h.client_process = p.udp(h.client, h.start_ns);
+                    h.server_process = p.udp(h.server, h.start_ns);
                 }
             }
         }

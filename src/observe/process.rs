@@ -16,11 +16,17 @@
 //!   [`RESCAN_WITH_KERNEL`].
 //!
 //! QUIC's ends are UDP sockets, which neither `connect()` nor `accept()` name: they are
-//! attributed from `/proc/net/udp{,6}` alone (read at most every [`RESCAN`], when an end
-//! is not known), by the local address and port the socket is bound to (a QUIC server
+//! attributed by the local address and port the socket is bound to (a QUIC server
 //! answers every client from one socket; a socket bound to the wildcard address owns
-//! the port on every local address). A socket held by more than one process, or an
-//! address bound by sockets of different processes (`SO_REUSEPORT`), is [`UNKNOWN`].
+//! the port on every local address). First from the kernel, when it traces UDP binds:
+//! the process that called `bind()`, for a handshake that began while that socket was
+//! bound (from its bind to its release, [`UDP_SLACK`] either side), so that a port
+//! used again by another socket is not taken for the first's. Then from
+//! `/proc/net/udp{,6}` (read at most every [`RESCAN`], when an end is not known): the
+//! sockets of the moment, so a short-lived client's socket is often gone (sockets the
+//! kernel bound by itself, in `connect()` or `sendto()`, are known this way only). A
+//! socket held by more than one process, or an address bound by sockets of different
+//! processes at once (`SO_REUSEPORT`), is [`UNKNOWN`].
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -41,6 +47,11 @@ pub const MAX_NAMES: usize = 4096;
 
 /// The label of a local end whose process is not known exactly.
 pub const UNKNOWN: &str = "(unknown)";
+
+/// How far a handshake may begin outside its socket's bound life and still be that
+/// socket's: the capture's and the kernel's clocks are compared through
+/// CLOCK_REALTIME − CLOCK_MONOTONIC, read at each drain.
+pub const UDP_SLACK: Duration = Duration::from_millis(5);
 
 /// The shortest time between two reads of `/proc` (a read takes a few milliseconds in a
 /// release build, tens in a debug one, on the capture's thread).
@@ -82,6 +93,20 @@ pub struct Processes {
     /// one process alone), as of the last read.
     udp: HashMap<SocketAddr, Option<String>>,
     udp_scanned: Option<Instant>,
+    /// From the kernel: UDP binds by socket cookie, and the cookies bound to each address.
+    udp_binds: HashMap<u64, UdpBind>,
+    udp_by_addr: HashMap<SocketAddr, Vec<u64>>,
+    udp_pruned: Option<Instant>,
+}
+
+/// A UDP socket's bind the kernel reported: its owner from `bound_ns` until
+/// `released_ns` (CLOCK_REALTIME, ns, the capture's clock).
+#[derive(Debug, Clone)]
+struct UdpBind {
+    local: SocketAddr,
+    owner: String,
+    bound_ns: u64,
+    released_ns: Option<u64>,
 }
 
 /// The processes holding one socket: the first found, and whether there are more.
@@ -265,6 +290,54 @@ fn is_local(ips: &HashSet<IpAddr>, a: SocketAddr) -> bool {
     a.ip().is_loopback() || ips.contains(&a.ip())
 }
 
+/// `pid`'s label, `NAME (pid PID)`: its name from `/proc/PID/comm`, read once a
+/// second at most per process (`names` remembers them), or `thread`'s when the process
+/// is gone.
+fn label(names: &mut HashMap<u32, (String, Instant)>, pid: u32, thread: &str) -> String {
+    let now = Instant::now();
+    if names.len() > MAX_NAMES {
+        names.retain(|_, (_, at)| now.duration_since(*at) < RESCAN);
+        if names.len() > MAX_NAMES / 2 {
+            names.clear();
+        }
+        names.shrink_to_fit();
+    }
+    let name = match names.get(&pid) {
+        Some((name, at)) if now.duration_since(*at) < RESCAN => name.clone(),
+        _ => {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|c| c.trim().to_string())
+                .unwrap_or_else(|_| thread.to_string());
+            names.insert(pid, (name.clone(), now));
+            name
+        }
+    };
+    format!("{name} (pid {pid})")
+}
+
+/// Drops `cookie` from the cookies bound to `local`.
+fn forget(by_addr: &mut HashMap<SocketAddr, Vec<u64>>, local: SocketAddr, cookie: u64) {
+    if let Some(v) = by_addr.get_mut(&local) {
+        v.retain(|c| *c != cookie);
+        if v.is_empty() {
+            by_addr.remove(&local);
+        }
+    }
+}
+
+/// `local`, then the wildcard addresses of its port (its family's first): where a socket
+/// that receives for `local` may be bound.
+fn with_wildcards(local: SocketAddr) -> [SocketAddr; 3] {
+    let port = local.port();
+    let any4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
+    let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port);
+    if local.is_ipv4() {
+        [local, any4, any6]
+    } else {
+        [local, any6, any4]
+    }
+}
+
 impl Processes {
     /// Attribution from the kernel when it can be traced, else from `/proc`; the second
     /// value says why the kernel could not be used.
@@ -307,32 +380,42 @@ impl Processes {
     /// process's name (its `/proc/PID/comm`, read once a second at most per process; the
     /// thread's name when the process is gone).
     fn drain(&mut self) {
+        use crate::probes::owners::Event;
         let Some(t) = &mut self.tracer else { return };
         let (clients, servers, names) = (
             &mut self.client_ends,
             &mut self.server_ends,
             &mut self.names,
         );
-        t.drain(|o| {
-            let now = Instant::now();
-            if names.len() > MAX_NAMES {
-                names.retain(|_, (_, at)| now.duration_since(*at) < RESCAN);
-                if names.len() > MAX_NAMES / 2 {
-                    names.clear();
+        let (binds, by_addr) = (&mut self.udp_binds, &mut self.udp_by_addr);
+        let offset = crate::probes::join::clock_offset();
+        let real = |mono: u64| u64::try_from(i128::from(mono) + offset).unwrap_or(0);
+        t.drain(|event| {
+            let o = match event {
+                Event::Tcp(o) => o,
+                Event::UdpBound(u) => {
+                    let owner = label(names, u.pid, &u.thread);
+                    let local = unmap(u.local);
+                    let bind = UdpBind {
+                        local,
+                        owner,
+                        bound_ns: real(u.ns),
+                        released_ns: None,
+                    };
+                    if let Some(old) = binds.insert(u.cookie, bind) {
+                        forget(by_addr, old.local, u.cookie);
+                    }
+                    by_addr.entry(local).or_default().push(u.cookie);
+                    return;
                 }
-                names.shrink_to_fit();
-            }
-            let name = match names.get(&o.pid) {
-                Some((name, at)) if now.duration_since(*at) < RESCAN => name.clone(),
-                _ => {
-                    let name = std::fs::read_to_string(format!("/proc/{}/comm", o.pid))
-                        .map(|c| c.trim().to_string())
-                        .unwrap_or_else(|_| o.thread.clone());
-                    names.insert(o.pid, (name.clone(), now));
-                    name
+                Event::UdpReleased { cookie, ns } => {
+                    if let Some(b) = binds.get_mut(&cookie) {
+                        b.released_ns = Some(real(ns));
+                    }
+                    return;
                 }
             };
-            let label = format!("{name} (pid {})", o.pid);
+            let label = label(names, o.pid, &o.thread);
             let key = (unmap(o.client), unmap(o.server));
             if o.client_end {
                 clients.insert(key, label);
@@ -340,6 +423,64 @@ impl Processes {
                 servers.insert(key, label);
             }
         });
+        self.prune_udp_binds();
+    }
+
+    /// Forgets released binds once they are [`ENDS_KEPT`] old, when more than
+    /// [`MAX_REMEMBERED`] ÷ 2 are kept (looked at once every [`RESCAN`] at most); all of
+    /// them beyond [`MAX_REMEMBERED`] (their ends are then found from `/proc`, or not).
+    fn prune_udp_binds(&mut self) {
+        if self.udp_binds.len() <= MAX_REMEMBERED / 2
+            || self.udp_pruned.is_some_and(|t| t.elapsed() < RESCAN)
+        {
+            return;
+        }
+        self.udp_pruned = Some(Instant::now());
+        let before = self.udp_binds.len();
+        let now = super::live::now_ns();
+        let kept = ENDS_KEPT.as_nanos() as u64;
+        self.udp_binds
+            .retain(|_, b| b.released_ns.is_none_or(|r| now.saturating_sub(r) < kept));
+        if self.udp_binds.len() > MAX_REMEMBERED {
+            self.udp_binds.clear();
+        }
+        if self.udp_binds.len() == before {
+            return;
+        }
+        self.udp_by_addr.clear();
+        for (cookie, b) in &self.udp_binds {
+            self.udp_by_addr.entry(b.local).or_default().push(*cookie);
+        }
+    }
+
+    /// The kernel's answer for the UDP socket at `local` when a handshake began at
+    /// `at_ns` (the capture's clock): the process that bound a socket there, exactly or
+    /// by the wildcard address of its port, for a handshake within its bound life;
+    /// [`UNKNOWN`] when sockets of different processes were bound there then; `None`
+    /// when the kernel reported none.
+    fn udp_bound_owner(&self, local: SocketAddr, at_ns: u64) -> Option<String> {
+        let slack = UDP_SLACK.as_nanos() as u64;
+        for addr in with_wildcards(local) {
+            let mut owners = self
+                .udp_by_addr
+                .get(&addr)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| self.udp_binds.get(c))
+                .filter(|b| {
+                    b.bound_ns <= at_ns.saturating_add(slack)
+                        && b.released_ns
+                            .is_none_or(|r| at_ns <= r.saturating_add(slack))
+                })
+                .map(|b| b.owner.as_str());
+            let Some(first) = owners.next() else { continue };
+            return Some(if owners.all(|o| o == first) {
+                first.to_string()
+            } else {
+                UNKNOWN.to_string()
+            });
+        }
+        None
     }
 
     /// Reads `/proc` again, unless it was read less than [`RESCAN`] ago
@@ -443,26 +584,24 @@ impl Processes {
     /// The owner of the UDP socket bound to `local`, exactly or by the wildcard address
     /// of its family; `None` when none is known, `Some(None)` when it is not one process.
     fn udp_owner(&self, local: SocketAddr) -> Option<Option<String>> {
-        let port = local.port();
-        let any4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port);
-        let any6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port);
-        let wildcard = if local.is_ipv4() {
-            [any4, any6]
-        } else {
-            [any6, any4]
-        };
-        std::iter::once(local)
-            .chain(wildcard)
-            .find_map(|a| self.udp.get(&a))
+        with_wildcards(local)
+            .iter()
+            .find_map(|a| self.udp.get(a))
             .cloned()
     }
 
     /// The process that owns the local end `local` of a QUIC connection (its UDP socket)
     /// when it is on this host: exactly, else [`UNKNOWN`]. `None` for a remote end.
-    pub fn udp(&mut self, local: SocketAddr) -> Option<String> {
+    /// `at_ns`: when its handshake began (the capture's clock; now when not known).
+    pub fn udp(&mut self, local: SocketAddr, at_ns: Option<u64>) -> Option<String> {
         let local = unmap(local);
         if !is_local(&self.local_ips, local) {
             return None;
+        }
+        self.drain();
+        let at = at_ns.unwrap_or_else(super::live::now_ns);
+        if let Some(owner) = self.udp_bound_owner(local, at) {
+            return Some(owner);
         }
         if self.udp_owner(local).is_none() {
             self.refresh_udp();
@@ -626,14 +765,57 @@ mod tests {
         drop(spare);
         let mut p = Processes::from_proc();
         let me = format!("(pid {})", std::process::id());
-        let owner = p.udp(bound.local_addr().unwrap()).unwrap();
+        let owner = p.udp(bound.local_addr().unwrap(), None).unwrap();
         assert!(owner.ends_with(&me), "{owner}");
         let at = SocketAddr::from(([127, 0, 0, 1], any.local_addr().unwrap().port()));
-        let owner = p.udp(at).unwrap();
+        let owner = p.udp(at, None).unwrap();
         assert!(owner.ends_with(&me), "{owner}");
         // A port no socket holds is nobody's; a remote end is not this host's.
-        assert_eq!(p.udp(free).as_deref(), Some(UNKNOWN));
-        assert_eq!(p.udp("192.0.2.1:443".parse().unwrap()), None);
+        assert_eq!(p.udp(free, None).as_deref(), Some(UNKNOWN));
+        assert_eq!(p.udp("192.0.2.1:443".parse().unwrap(), None), None);
+    }
+
+    /// The kernel's UDP binds answer for a handshake within the socket's bound life
+    /// only: a port bound again by another process is that one's, a port between two
+    /// sockets is nobody's known, two processes bound at once (`SO_REUSEPORT`) is
+    /// unknown, and a wildcard bind owns the port on every address.
+    #[test]
+    fn udp_binds_answer_for_handshakes_within_their_bound_life() {
+        let mut p = Processes::from_proc();
+        let ms = 1_000_000u64;
+        let mut bind = |cookie: u64, local: &str, owner: &str, from: u64, to: Option<u64>| {
+            let local: SocketAddr = local.parse().unwrap();
+            p.udp_binds.insert(
+                cookie,
+                UdpBind {
+                    local,
+                    owner: owner.into(),
+                    bound_ns: from * ms,
+                    released_ns: to.map(|t| t * ms),
+                },
+            );
+            p.udp_by_addr.entry(local).or_default().push(cookie);
+        };
+        bind(1, "127.0.0.1:40000", "a (pid 1)", 100, Some(200));
+        bind(2, "127.0.0.1:40000", "b (pid 2)", 300, None);
+        bind(3, "0.0.0.0:40001", "c (pid 3)", 100, None);
+        bind(4, "127.0.0.1:443", "d (pid 4)", 100, None);
+        bind(5, "127.0.0.1:443", "e (pid 5)", 100, None);
+        bind(6, "127.0.0.1:444", "f (pid 6)", 100, None);
+        bind(7, "127.0.0.1:444", "f (pid 6)", 100, None);
+        let at = |p: &Processes, a: &str, t: u64| p.udp_bound_owner(a.parse().unwrap(), t * ms);
+        assert_eq!(at(&p, "127.0.0.1:40000", 150).as_deref(), Some("a (pid 1)"));
+        // Between the two sockets: not the first's, and not yet the second's.
+        assert_eq!(at(&p, "127.0.0.1:40000", 250), None);
+        assert_eq!(at(&p, "127.0.0.1:40000", 350).as_deref(), Some("b (pid 2)"));
+        // Before any bind there.
+        assert_eq!(at(&p, "127.0.0.1:40000", 50), None);
+        // Within the slack of the release (the clocks compared through an offset).
+        assert_eq!(at(&p, "127.0.0.1:40000", 203).as_deref(), Some("a (pid 1)"));
+        assert_eq!(at(&p, "127.0.0.1:40001", 150).as_deref(), Some("c (pid 3)"));
+        assert_eq!(at(&p, "[::1]:40001", 150).as_deref(), Some("c (pid 3)"));
+        assert_eq!(at(&p, "127.0.0.1:443", 150).as_deref(), Some(UNKNOWN));
+        assert_eq!(at(&p, "127.0.0.1:444", 150).as_deref(), Some("f (pid 6)"));
     }
 
     #[test]

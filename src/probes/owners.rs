@@ -1,16 +1,22 @@
 //! Socket owners from the kernel: which process is at each end of every TCP connection
-//! this host opens or accepts, exactly, for `observe`'s process attribution. Tracepoints
-//! only (`sock:inet_sock_set_state`, `accept`/`accept4`), no uprobes: it needs BPF
-//! capabilities and tracefs, not a TLS library. The programs are `bpf/owners.bpf.c`; where
-//! each end is taken is described there.
+//! this host opens or accepts, exactly, and which process bound each UDP socket (QUIC's
+//! ends) and when it was released, for `observe`'s process attribution. Tracepoints
+//! (`sock:inet_sock_set_state`, `accept`/`accept4`) and cgroup socket hooks
+//! (`post_bind4`/`post_bind6`, `sock_release`, on the root cgroup v2), no uprobes: it
+//! needs BPF capabilities and tracefs, not a TLS library. The programs are
+//! `bpf/owners.bpf.c`; where each end is taken is described there. The UDP hooks are
+//! optional: without a cgroup v2 hierarchy, or where they cannot be attached, TCP's ends
+//! are traced alone (an info line, `TLSPERF_LOG=info`, says why).
 //!
 //! [`Tracer::start`] loads and attaches them; [`Tracer::drain`] reads what arrived, as
-//! [`Owner`]s. Dropping the tracer detaches everything.
+//! [`Event`]s. Dropping the tracer detaches everything (the cgroup attachments are BPF
+//! links: they also go when the process dies).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::PathBuf;
 
 use aya::maps::{MapData, PerCpuArray, RingBuf};
-use aya::programs::TracePoint;
+use aya::programs::{CgroupAttachMode, CgroupSock, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
@@ -27,8 +33,45 @@ const TRACEPOINTS: [(&str, &str, &str); 5] = [
     ("owner_accept_exit", "syscalls", "sys_exit_accept"),
 ];
 
+/// The cgroup socket programs (UDP binds and releases).
+const CGROUP_PROGRAMS: [&str; 3] = ["owner_udp_bind4", "owner_udp_bind6", "owner_udp_release"];
+
 /// The size of `struct owner_event`.
 const RAW_LEN: usize = 4 + 1 + 1 + 2 + 2 + 2 + 16 + 16 + 16;
+
+/// The size of `struct udp_event`.
+const UDP_RAW_LEN: usize = 4 + 1 + 1 + 2 + 2 + 2 + 4 + 8 + 8 + 16 + 16;
+
+/// What the kernel reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// One end of a TCP connection and the process there.
+    Tcp(Owner),
+    /// A UDP socket bound, in the binding process.
+    UdpBound(UdpBound),
+    /// A UDP socket whose bind was reported is released.
+    UdpReleased {
+        /// Its [`UdpBound::cookie`].
+        cookie: u64,
+        /// When (CLOCK_MONOTONIC, ns).
+        ns: u64,
+    },
+}
+
+/// A UDP socket's bind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpBound {
+    /// The kernel's socket cookie: names the socket until it is released.
+    pub cookie: u64,
+    /// The address and port bound (an unspecified address: every local one).
+    pub local: SocketAddr,
+    /// The binding process's id.
+    pub pid: u32,
+    /// The binding thread's name.
+    pub thread: String,
+    /// When (CLOCK_MONOTONIC, ns).
+    pub ns: u64,
+}
 
 /// One end of one connection and the process there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,12 +104,18 @@ pub struct OwnerCounts {
     /// Accepted connections whose local address was not seen (established before the
     /// tracer started): not recorded.
     pub no_local: u64,
+    /// UDP binds recorded.
+    pub udp_bound: u64,
+    /// Releases of UDP sockets whose bind was recorded.
+    pub udp_released: u64,
 }
 
 /// The loaded programs and their ring buffer.
 pub struct Tracer {
     ebpf: Ebpf,
     ring: RingBuf<MapData>,
+    /// UDP binds and releases (empty when their hooks are not attached).
+    udp_ring: RingBuf<MapData>,
 }
 
 impl std::fmt::Debug for Tracer {
@@ -107,18 +156,32 @@ impl Tracer {
             p.load().map_err(|e| attach(&e))?;
             p.attach(category, event).map_err(|e| attach(&e))?;
         }
+        if let Err(why) = attach_udp(&mut ebpf) {
+            tracing::info!("UDP sockets' owners from /proc only: {why}");
+        }
         let map = ebpf
             .take_map("owners")
             .ok_or_else(|| ProbeError::Load("the BPF object has no owners map".into()))?;
         let ring = RingBuf::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
-        Ok(Tracer { ebpf, ring })
+        let map = ebpf
+            .take_map("udp_owners")
+            .ok_or_else(|| ProbeError::Load("the BPF object has no udp_owners map".into()))?;
+        let udp_ring = RingBuf::try_from(map).map_err(|e| ProbeError::Load(e.to_string()))?;
+        Ok(Tracer {
+            ebpf,
+            ring,
+            udp_ring,
+        })
     }
 
-    /// Every record that arrived since the last call, in order.
-    pub fn drain(&mut self, mut f: impl FnMut(Owner)) {
-        while let Some(item) = self.ring.next() {
-            if let Some(o) = decode(&item) {
-                f(o);
+    /// Every record that arrived since the last call: TCP's ends in order, then UDP's
+    /// binds and releases in order.
+    pub fn drain(&mut self, mut f: impl FnMut(Event)) {
+        for ring in [&mut self.ring, &mut self.udp_ring] {
+            while let Some(item) = ring.next() {
+                if let Some(o) = decode(&item) {
+                    f(o);
+                }
             }
         }
     }
@@ -138,12 +201,99 @@ impl Tracer {
             lost: at(2),
             no_peer: at(3),
             no_local: at(4),
+            udp_bound: at(5),
+            udp_released: at(6),
         }
     }
 }
 
-/// A `struct owner_event` (host byte order, as the kernel wrote it).
-fn decode(b: &[u8]) -> Option<Owner> {
+/// The mount point of the root of the cgroup v2 hierarchy, from `mountinfo` (the text
+/// of `/proc/self/mountinfo`).
+fn cgroup2_root(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (fields, rest) = line.split_once(" - ")?;
+        let fstype = rest.split_whitespace().next()?;
+        let mut f = fields.split_whitespace();
+        let (root, mount) = (f.nth(3)?, f.next()?);
+        (fstype == "cgroup2" && root == "/").then(|| PathBuf::from(mount))
+    })
+}
+
+/// Attaches the UDP bind and release programs to the root cgroup v2 (every process's
+/// sockets), beside any other program there; `Err` says why they are not.
+fn attach_udp(ebpf: &mut Ebpf) -> Result<(), String> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let root = cgroup2_root(&mountinfo).ok_or("no cgroup v2 hierarchy is mounted")?;
+    for prog in CGROUP_PROGRAMS {
+        let cgroup = std::fs::File::open(&root)
+            .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
+        let p = ebpf
+            .program_mut(prog)
+            .ok_or_else(|| format!("the BPF object has no program {prog}"))?;
+        let p: &mut CgroupSock = p.try_into().map_err(|e| format!("{prog}: {e}"))?;
+        p.load().map_err(|e| format!("cannot load {prog}: {e}"))?;
+        // A BPF link (aya makes one from Linux 5.7 on): it takes no attach flags and runs
+        // beside the programs already there, as BPF_F_ALLOW_MULTI would (asking for
+        // that mode makes the kernel refuse the link).
+        p.attach(cgroup, CgroupAttachMode::Single)
+            .map_err(|e| format!("cannot attach {prog} to {}: {e}", root.display()))?;
+    }
+    Ok(())
+}
+
+/// An address of `family` (2: IPv4, 10: IPv6, v4-mapped ones unmapped) from 16 bytes.
+fn ip(family: u16, a: &[u8]) -> Option<IpAddr> {
+    match family {
+        2 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+        10 => {
+            let mut o = [0u8; 16];
+            o.copy_from_slice(&a[..16]);
+            let v6 = Ipv6Addr::from(o);
+            Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
+        }
+        _ => None,
+    }
+}
+
+/// A name from a NUL-padded `comm`.
+fn comm(c: &[u8]) -> String {
+    String::from_utf8_lossy(&c[..c.iter().position(|&b| b == 0).unwrap_or(c.len())]).into_owned()
+}
+
+/// A `struct owner_event` or `struct udp_event` (host byte order, as the kernel wrote
+/// it), told apart by the role byte they share.
+fn decode(b: &[u8]) -> Option<Event> {
+    match b.get(4)? {
+        1 | 2 => decode_tcp(b).map(Event::Tcp),
+        3 | 4 => decode_udp(b),
+        _ => None,
+    }
+}
+
+/// A `struct udp_event`.
+fn decode_udp(b: &[u8]) -> Option<Event> {
+    if b.len() < UDP_RAW_LEN {
+        return None;
+    }
+    let u64_at = |i: usize| u64::from_ne_bytes(b[i..i + 8].try_into().unwrap_or_default());
+    let (cookie, ns) = (u64_at(16), u64_at(24));
+    if b[4] == 4 {
+        return Some(Event::UdpReleased { cookie, ns });
+    }
+    let family = u16::from_ne_bytes([b[6], b[7]]);
+    let port = u16::from_ne_bytes([b[8], b[9]]);
+    Some(Event::UdpBound(UdpBound {
+        cookie,
+        local: SocketAddr::new(ip(family, &b[32..48])?, port),
+        pid: u32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
+        thread: comm(&b[48..64]),
+        ns,
+    }))
+}
+
+/// A `struct owner_event`.
+fn decode_tcp(b: &[u8]) -> Option<Owner> {
     if b.len() < RAW_LEN {
         return None;
     }
@@ -152,24 +302,9 @@ fn decode(b: &[u8]) -> Option<Owner> {
     let role = b[4];
     let family = u16_at(6);
     let (lport, rport) = (u16_at(8), u16_at(10));
-    let ip = |at: usize| -> Option<IpAddr> {
-        let a = &b[at..at + 16];
-        match family {
-            2 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
-            10 => {
-                let mut o = [0u8; 16];
-                o.copy_from_slice(a);
-                let v6 = Ipv6Addr::from(o);
-                Some(v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4))
-            }
-            _ => None,
-        }
-    };
-    let local = SocketAddr::new(ip(12)?, lport);
-    let remote = SocketAddr::new(ip(28)?, rport);
-    let comm = &b[44..60];
-    let thread = String::from_utf8_lossy(&comm[..comm.iter().position(|&c| c == 0).unwrap_or(16)])
-        .into_owned();
+    let local = SocketAddr::new(ip(family, &b[12..28])?, lport);
+    let remote = SocketAddr::new(ip(family, &b[28..44])?, rport);
+    let thread = comm(&b[44..60]);
     match role {
         1 => Some(Owner {
             client_end: true,
@@ -204,7 +339,7 @@ mod tests {
         b[12..16].copy_from_slice(&[127, 0, 0, 1]);
         b[28..32].copy_from_slice(&[10, 0, 0, 2]);
         b[44..49].copy_from_slice(b"nginx");
-        let o = decode(&b).unwrap();
+        let o = decode_tcp(&b).unwrap();
         assert!(!o.client_end);
         assert_eq!(o.server, "127.0.0.1:443".parse().unwrap());
         assert_eq!(o.client, "10.0.0.2:50000".parse().unwrap());
@@ -215,10 +350,57 @@ mod tests {
         let mapped: Ipv6Addr = "::ffff:127.0.0.1".parse().unwrap();
         b[12..28].copy_from_slice(&mapped.octets());
         b[28..44].copy_from_slice(&Ipv6Addr::LOCALHOST.octets());
-        let o = decode(&b).unwrap();
+        let Some(Event::Tcp(o)) = decode(&b) else {
+            panic!("not a TCP end")
+        };
         assert!(o.client_end);
         assert_eq!(o.client, "127.0.0.1:443".parse().unwrap());
         assert_eq!(o.server, "[::1]:50000".parse().unwrap());
         assert!(decode(&b[..10]).is_none());
+    }
+
+    #[test]
+    fn decodes_udp_binds_and_releases() {
+        let mut b = vec![0u8; UDP_RAW_LEN];
+        b[0..4].copy_from_slice(&777u32.to_ne_bytes());
+        b[4] = 3;
+        b[6..8].copy_from_slice(&10u16.to_ne_bytes());
+        b[8..10].copy_from_slice(&51000u16.to_ne_bytes());
+        b[16..24].copy_from_slice(&0xdead_beefu64.to_ne_bytes());
+        b[24..32].copy_from_slice(&123_456u64.to_ne_bytes());
+        // [::]: every address.
+        b[48..55].copy_from_slice(b"tlsperf");
+        let Some(Event::UdpBound(u)) = decode(&b) else {
+            panic!("not a bind")
+        };
+        assert_eq!(u.local, "[::]:51000".parse().unwrap());
+        assert_eq!((u.pid, u.thread.as_str()), (777, "tlsperf"));
+        assert_eq!((u.cookie, u.ns), (0xdead_beef, 123_456));
+        b[4] = 4;
+        assert_eq!(
+            decode(&b),
+            Some(Event::UdpReleased {
+                cookie: 0xdead_beef,
+                ns: 123_456
+            })
+        );
+        assert!(decode(&b[..40]).is_none());
+        b[4] = 9;
+        assert!(decode(&b).is_none());
+    }
+
+    #[test]
+    fn finds_the_root_of_the_cgroup_v2_hierarchy() {
+        let hybrid = "25 30 0:22 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs ro,mode=755\n\
+                      26 25 0:23 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_root(hybrid),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        let v2 = "30 1 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n";
+        assert_eq!(cgroup2_root(v2), Some(PathBuf::from("/sys/fs/cgroup")));
+        // A container's view of its own cgroup only: not the root.
+        let inner = "40 30 0:26 /kubepods/pod1 /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n";
+        assert_eq!(cgroup2_root(inner), None);
     }
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
 //
 // tlsperf's socket owners: which process is at each end of every TCP connection on this
-// host, from the kernel, exactly. User space (src/probes/owners.rs) attaches these
-// tracepoint programs with aya and reads the `owners` ring buffer: one record per
-// connection end whose process is known.
+// host, and which bound each UDP socket, from the kernel, exactly. User space
+// (src/probes/owners.rs) attaches these programs with aya and reads the `owners` ring
+// buffer (one record per TCP connection end whose process is known) and `udp_owners`
+// (one per UDP bind, and one per release of a socket whose bind was recorded).
 //
 //   client end  sock:inet_sock_set_state CLOSE → SYN_SENT runs inside connect() (or
 //               sendto(MSG_FASTOPEN)), in the connecting process: the socket is
@@ -14,6 +15,15 @@
 //               peer's address from the caller's buffer and sends the record. A caller
 //               that passes no buffer (accept(fd, NULL, NULL)) is counted, not recorded.
 //
+//   UDP ends   cgroup/post_bind4 and post_bind6 (attached to the root cgroup v2) run
+//               inside bind(), in the binding process, the local address and port
+//               final: a UDP socket's bind is recorded with its socket cookie and the
+//               time (bpf_ktime_get_ns); cgroup/sock_release records when a socket so
+//               recorded is released. A socket bound by connect() or sendto() without
+//               bind() (the kernel's autobind) passes no hook that sees its port: not
+//               recorded. QUIC's ends are UDP sockets (quinn, quic-go and aioquic bind
+//               theirs; ngtcp2's examples and curl connect them unbound).
+//
 // Rebuild with src/probes/bpf/build.sh (clang -target bpf); the object is committed.
 
 #include <linux/bpf.h>
@@ -23,6 +33,9 @@
 
 #define ROLE_CLIENT 1
 #define ROLE_SERVER 2
+#define ROLE_UDP_BOUND 3
+#define ROLE_UDP_RELEASED 4
+#define IPPROTO_UDP 17
 
 // Counters (per CPU), read by user space.
 #define C_CLIENTS 0       // client records sent
@@ -30,7 +43,9 @@
 #define C_LOST 2          // the ring buffer was full
 #define C_NO_PEER 3       // accept() without a peer-address buffer
 #define C_NO_LOCAL 4      // accept() of a connection whose local address was not seen
-#define C_NCOUNTERS 5
+#define C_UDP_BOUND 5     // UDP binds recorded
+#define C_UDP_RELEASED 6  // releases of UDP sockets whose bind was recorded
+#define C_NCOUNTERS 7
 
 // One connection end and its process.
 struct owner_event {
@@ -42,6 +57,22 @@ struct owner_event {
 	u16 rport;
 	u8 laddr[16];
 	u8 raddr[16];
+	char comm[16];
+};
+
+// A UDP socket bound (its address final) or released; `role` at the same offset as in
+// owner_event. Release records carry the cookie and the time only.
+struct udp_event {
+	u32 tgid;
+	u8 role;
+	u8 pad;
+	u16 family;
+	u16 lport; // host order
+	u16 pad2;
+	u32 pad3;
+	u64 cookie;
+	u64 ns; // bpf_ktime_get_ns: CLOCK_MONOTONIC
+	u8 laddr[16];
 	char comm[16];
 };
 
@@ -97,6 +128,21 @@ struct {
 	__type(key, u64);
 	__type(value, u64);
 } accepting SEC(".maps");
+
+// UDP binds and releases: a ring of their own, so that a host binding many UDP sockets
+// (a DNS resolver) never crowds TCP's ends out of `owners`.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} udp_owners SEC(".maps");
+
+// UDP sockets whose bind was recorded, by cookie: their release is recorded too.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u64);
+	__type(value, u8);
+} udp_bound SEC(".maps");
 
 static __always_inline void count(u32 which)
 {
@@ -242,5 +288,78 @@ int owner_accept_enter(struct sys_enter_accept_args *ctx) { return accept_enter(
 
 SEC("tracepoint/syscalls/sys_exit_accept")
 int owner_accept_exit(struct sys_exit_args *ctx) { return accept_exit(ctx); }
+
+// Records a UDP socket's bind: its local address `laddr` (`len` bytes, read by the
+// caller: each family's program may read only its own family's address field).
+static __always_inline int udp_bound_record(struct bpf_sock *sk, u16 family, const void *laddr,
+					    u32 len)
+{
+	u64 cookie = bpf_get_socket_cookie(sk);
+	struct udp_event *e = bpf_ringbuf_reserve(&udp_owners, sizeof(*e), 0);
+	if (!e) {
+		count(C_LOST);
+		return 1;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->tgid = bpf_get_current_pid_tgid() >> 32;
+	e->role = ROLE_UDP_BOUND;
+	e->family = family;
+	e->lport = sk->src_port;
+	e->cookie = cookie;
+	e->ns = bpf_ktime_get_ns();
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	if (len == 4)
+		__builtin_memcpy(e->laddr, laddr, 4);
+	else
+		__builtin_memcpy(e->laddr, laddr, 16);
+	bpf_ringbuf_submit(e, 0);
+	u8 one = 1;
+	bpf_map_update_elem(&udp_bound, &cookie, &one, BPF_ANY);
+	count(C_UDP_BOUND);
+	return 1;
+}
+
+SEC("cgroup/post_bind4")
+int owner_udp_bind4(struct bpf_sock *sk)
+{
+	if (sk->protocol != IPPROTO_UDP || sk->src_port == 0)
+		return 1;
+	u32 a = sk->src_ip4;
+	return udp_bound_record(sk, AF_INET, &a, 4);
+}
+
+SEC("cgroup/post_bind6")
+int owner_udp_bind6(struct bpf_sock *sk)
+{
+	if (sk->protocol != IPPROTO_UDP || sk->src_port == 0)
+		return 1;
+	u32 a[4] = {sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3]};
+	return udp_bound_record(sk, AF_INET6, a, 16);
+}
+
+// A socket released: recorded when its bind was (the release hook may not read its
+// address; the cookie names it).
+SEC("cgroup/sock_release")
+int owner_udp_release(struct bpf_sock *sk)
+{
+	if (sk->protocol != IPPROTO_UDP)
+		return 1;
+	u64 cookie = bpf_get_socket_cookie(sk);
+	if (!bpf_map_lookup_elem(&udp_bound, &cookie))
+		return 1;
+	bpf_map_delete_elem(&udp_bound, &cookie);
+	struct udp_event *e = bpf_ringbuf_reserve(&udp_owners, sizeof(*e), 0);
+	if (!e) {
+		count(C_LOST);
+		return 1;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->role = ROLE_UDP_RELEASED;
+	e->cookie = cookie;
+	e->ns = bpf_ktime_get_ns();
+	bpf_ringbuf_submit(e, 0);
+	count(C_UDP_RELEASED);
+	return 1;
+}
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
