@@ -388,8 +388,13 @@ impl Processes {
             &mut self.names,
         );
         let (binds, by_addr) = (&mut self.udp_binds, &mut self.udp_by_addr);
-        let offset = crate::probes::join::clock_offset();
-        let real = |mono: u64| u64::try_from(i128::from(mono) + offset).unwrap_or(0);
+        // Read the clocks only when a UDP event came: most drains (every TCP lookup)
+        // have none.
+        let mut offset = None;
+        let mut real = |mono: u64| {
+            let off = *offset.get_or_insert_with(crate::probes::join::clock_offset);
+            u64::try_from(i128::from(mono) + off).unwrap_or(0)
+        };
         t.drain(|event| {
             let o = match event {
                 Event::Tcp(o) => o,
