@@ -2006,3 +2006,63 @@ fn a_client_that_loads_its_trust_store_per_connection_shows_it_in_that_handshake
         "{g} against {go_lines:?}"
     );
 }
+
+/// The kernel's socket owners see the UDP sockets the kernel bound by itself, in their
+/// process, when they ask for their address: one that connected and asked (as
+/// Chromium's QUIC sockets do); a bound one at its bind. Ones that sent (to an address,
+/// or connected) without asking are not seen until they ask (docs/quic.md says why).
+#[test]
+fn udp_sockets_the_kernel_bound_are_seen_in_their_process() {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    use tlsperf::probes::owners::{Event, Tracer, UdpBound};
+    if !root() {
+        return;
+    }
+    let mut t = Tracer::start().unwrap();
+    let ours = |t: &mut Tracer| {
+        let mut v: Vec<UdpBound> = Vec::new();
+        t.drain(|e| match e {
+            Event::UdpBound(u) if u.pid == std::process::id() => v.push(u),
+            _ => {}
+        });
+        v
+    };
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = SockAddr::from(peer.local_addr().unwrap());
+    let sent = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+    sent.send_to(b"x", &to).unwrap();
+    let quiet = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+    quiet.connect(&to).unwrap();
+    quiet.send(b"y").unwrap();
+    // What was reported before anybody asked these sockets for their address.
+    let first = ours(&mut t);
+    let asked = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+    asked.connect(&to).unwrap();
+    let asked_at = asked.local_addr().unwrap().as_socket().unwrap();
+    let then = ours(&mut t);
+    let port = |s: &Socket| s.local_addr().unwrap().as_socket().unwrap().port();
+    let (sent_port, quiet_port) = (port(&sent), port(&quiet));
+    let at = |v: &[UdpBound], port: u16| v.iter().find(|u| u.local.port() == port).cloned();
+    let bound = at(&first, peer.local_addr().unwrap().port()).expect("the bind is reported");
+    assert_eq!(bound.local, peer.local_addr().unwrap(), "{first:?}");
+    assert!(at(&first, sent_port).is_none(), "{first:?}");
+    assert!(at(&first, quiet_port).is_none(), "{first:?}");
+    assert!(at(&then, quiet_port).is_none(), "{then:?}");
+    let named = at(&then, asked_at.port()).expect("getsockname() is reported");
+    assert_eq!(named.local, asked_at, "{then:?}");
+    // Once they asked, they are reported: the unconnected one at the wildcard address.
+    let late = ours(&mut t);
+    let sent_at = at(&late, sent_port).expect("getsockname() is reported");
+    assert!(sent_at.local.ip().is_unspecified(), "{late:?}");
+    assert!(at(&late, quiet_port).is_some(), "{late:?}");
+    // Each socket once: asking again, or sending again, reports nothing more.
+    asked.local_addr().unwrap();
+    quiet.local_addr().unwrap();
+    sent.send_to(b"x", &to).unwrap();
+    let again = ours(&mut t);
+    for p in [asked_at.port(), sent_port, quiet_port] {
+        assert!(at(&again, p).is_none(), "{again:?}");
+    }
+    let c = t.counts();
+    assert!(c.udp_seen >= 3 && c.udp_bound >= 1, "{c:?}");
+}

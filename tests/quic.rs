@@ -1574,6 +1574,85 @@ fn observe_reads_quic_handshakes_live() {
     }
 }
 
+/// Live, a QUIC client whose socket the kernel bound by itself is named from the kernel:
+/// aioquic's client (tests/quic/h3_get.py) over sockets connected without `bind()` that
+/// then ask for their address (as Chromium's QUIC sockets do), ten short connections in
+/// two runs, every end named with the client's pid. (ngtcp2's example client and quinn
+/// `bind()` theirs.) From `/proc` alone, read at most once a second, most of these
+/// sockets were closed before a read.
+#[test]
+fn observe_names_quic_clients_whose_socket_the_kernel_bound() {
+    use std::io::BufRead;
+    if !common::root("observe --interface lo (live capture)")
+        || !have_aioquic("QUIC clients whose socket the kernel bound")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki(dir.path(), "pki", "ecdsa-p256");
+    let s = serve(&pki, &[]);
+    let log = dir.path().join("h.jsonl");
+    let port = s.port.to_string();
+    let mut observe = Command::new(common::bin())
+        .args(["observe", "--interface", "lo", "--port", &port])
+        .args(["--duration", "60s", "--json", "--handshake-log"])
+        .arg(&log)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("capturing on") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/quic/h3_get.py");
+    // Client port → the pid that owned it (the kernel may give a port again to the next
+    // socket: the same process's then), and the connections made.
+    let (mut owner, mut made) = (BTreeMap::new(), 0);
+    for _ in 0..2 {
+        let out = Command::new("timeout")
+            .args(["60", "python3", script, "127.0.0.1", &port])
+            .arg(format!("{pki}/root.pem"))
+            .args(["--connections", "5", "--socket", "connected"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["status"], 200, "{v}");
+            let local = v["local"].as_str().unwrap();
+            let p: u16 = local.rsplit_once(':').unwrap().1.parse().unwrap();
+            let pid = v["pid"].as_u64().unwrap();
+            assert!(*owner.entry(p).or_insert(pid) == pid, "{owner:?} {v}");
+            made += 1;
+        }
+    }
+    assert_eq!(made, 10, "{owner:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    let out = common::interrupt_and_wait(observe, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l["transport"] == "quic")
+        .collect();
+    assert_eq!(lines.len(), 10, "{lines:?}");
+    for l in &lines {
+        let client: std::net::SocketAddr = l["client"].as_str().unwrap().parse().unwrap();
+        let pid = owner.get(&client.port()).unwrap_or_else(|| panic!("{l}"));
+        let named = l["client_process"].as_str().unwrap_or_default();
+        assert!(
+            named.starts_with("python") && named.ends_with(&format!(" (pid {pid})")),
+            "{l}"
+        );
+    }
+}
+
 /// The body of `GET path` at `addr` (HTTP/1.0).
 fn http_get(addr: &str, path: &str) -> String {
     let mut c = std::net::TcpStream::connect(addr).unwrap();

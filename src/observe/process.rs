@@ -19,14 +19,15 @@
 //! attributed by the local address and port the socket is bound to (a QUIC server
 //! answers every client from one socket; a socket bound to the wildcard address owns
 //! the port on every local address). First from the kernel, when it traces UDP binds:
-//! the process that called `bind()`, for a handshake that began while that socket was
-//! bound (from its bind to its release, [`UDP_SLACK`] either side), so that a port
+//! the process that called `bind()` (or, for a socket the kernel bound by itself in
+//! `connect()` or `sendto()`, the one that first asked for its address), for a
+//! handshake that began while that socket was bound (from its
+//! bind, or first sight, to its release, [`UDP_SLACK`] either side), so that a port
 //! used again by another socket is not taken for the first's. Then from
 //! `/proc/net/udp{,6}` (read at most every [`RESCAN`], when an end is not known): the
-//! sockets of the moment, so a short-lived client's socket is often gone (sockets the
-//! kernel bound by itself, in `connect()` or `sendto()`, are known this way only). A
-//! socket held by more than one process, or an address bound by sockets of different
-//! processes at once (`SO_REUSEPORT`), is [`UNKNOWN`].
+//! sockets of the moment, so a short-lived client's socket is often gone (a socket the
+//! kernel bound that never asks for its own address is known this way only). A socket held by more than one process, or an address bound by sockets of
+//! different processes at once (`SO_REUSEPORT`), is [`UNKNOWN`].
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -315,6 +316,28 @@ fn label(names: &mut HashMap<u32, (String, Instant)>, pid: u32, thread: &str) ->
     format!("{name} (pid {pid})")
 }
 
+/// Takes in a UDP socket's bind (or first sight) the kernel reported. A socket reported
+/// again while bound at the same address (the kernel's table of the sockets it reported
+/// was full and dropped it) keeps its first report: it was bound since then.
+fn take_udp_bind(
+    binds: &mut HashMap<u64, UdpBind>,
+    by_addr: &mut HashMap<SocketAddr, Vec<u64>>,
+    cookie: u64,
+    bind: UdpBind,
+) {
+    if binds
+        .get(&cookie)
+        .is_some_and(|b| b.local == bind.local && b.released_ns.is_none())
+    {
+        return;
+    }
+    let local = bind.local;
+    if let Some(old) = binds.insert(cookie, bind) {
+        forget(by_addr, old.local, cookie);
+    }
+    by_addr.entry(local).or_default().push(cookie);
+}
+
 /// Drops `cookie` from the cookies bound to `local`.
 fn forget(by_addr: &mut HashMap<SocketAddr, Vec<u64>>, local: SocketAddr, cookie: u64) {
     if let Some(v) = by_addr.get_mut(&local) {
@@ -399,18 +422,13 @@ impl Processes {
             let o = match event {
                 Event::Tcp(o) => o,
                 Event::UdpBound(u) => {
-                    let owner = label(names, u.pid, &u.thread);
-                    let local = unmap(u.local);
                     let bind = UdpBind {
-                        local,
-                        owner,
+                        local: unmap(u.local),
+                        owner: label(names, u.pid, &u.thread),
                         bound_ns: real(u.ns),
                         released_ns: None,
                     };
-                    if let Some(old) = binds.insert(u.cookie, bind) {
-                        forget(by_addr, old.local, u.cookie);
-                    }
-                    by_addr.entry(local).or_default().push(u.cookie);
+                    take_udp_bind(binds, by_addr, u.cookie, bind);
                     return;
                 }
                 Event::UdpReleased { cookie, ns } => {
@@ -790,16 +808,13 @@ mod tests {
         let ms = 1_000_000u64;
         let mut bind = |cookie: u64, local: &str, owner: &str, from: u64, to: Option<u64>| {
             let local: SocketAddr = local.parse().unwrap();
-            p.udp_binds.insert(
-                cookie,
-                UdpBind {
-                    local,
-                    owner: owner.into(),
-                    bound_ns: from * ms,
-                    released_ns: to.map(|t| t * ms),
-                },
-            );
-            p.udp_by_addr.entry(local).or_default().push(cookie);
+            let b = UdpBind {
+                local,
+                owner: owner.into(),
+                bound_ns: from * ms,
+                released_ns: to.map(|t| t * ms),
+            };
+            take_udp_bind(&mut p.udp_binds, &mut p.udp_by_addr, cookie, b);
         };
         bind(1, "127.0.0.1:40000", "a (pid 1)", 100, Some(200));
         bind(2, "127.0.0.1:40000", "b (pid 2)", 300, None);
@@ -808,6 +823,10 @@ mod tests {
         bind(5, "127.0.0.1:443", "e (pid 5)", 100, None);
         bind(6, "127.0.0.1:444", "f (pid 6)", 100, None);
         bind(7, "127.0.0.1:444", "f (pid 6)", 100, None);
+        // A socket the kernel reported again, later (its table was full): still bound
+        // since the first report.
+        bind(8, "0.0.0.0:40002", "g (pid 8)", 100, None);
+        bind(8, "0.0.0.0:40002", "g (pid 8)", 500, None);
         let at = |p: &Processes, a: &str, t: u64| p.udp_bound_owner(a.parse().unwrap(), t * ms);
         assert_eq!(at(&p, "127.0.0.1:40000", 150).as_deref(), Some("a (pid 1)"));
         // Between the two sockets: not the first's, and not yet the second's.
@@ -821,6 +840,8 @@ mod tests {
         assert_eq!(at(&p, "[::1]:40001", 150).as_deref(), Some("c (pid 3)"));
         assert_eq!(at(&p, "127.0.0.1:443", 150).as_deref(), Some(UNKNOWN));
         assert_eq!(at(&p, "127.0.0.1:444", 150).as_deref(), Some("f (pid 6)"));
+        assert_eq!(at(&p, "127.0.0.1:40002", 150).as_deref(), Some("g (pid 8)"));
+        assert_eq!(p.udp_by_addr[&"0.0.0.0:40002".parse().unwrap()], [8]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! this host opens or accepts, exactly, and which process bound each UDP socket (QUIC's
 //! ends) and when it was released, for `observe`'s process attribution. Tracepoints
 //! (`sock:inet_sock_set_state`, `accept`/`accept4`) and cgroup socket hooks
-//! (`post_bind4`/`post_bind6`, `sock_release`, on the root cgroup v2), no uprobes: it
+//! (`post_bind4`/`6`, `sock_release`, `getsockname4`/`6`, on the root cgroup v2), no
+//! uprobes: it
 //! needs BPF capabilities and tracefs, not a TLS library. The programs are
 //! `bpf/owners.bpf.c`; where each end is taken is described there. The UDP hooks are
 //! optional: without a cgroup v2 hierarchy, or where they cannot be attached, TCP's ends
@@ -16,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
 use aya::maps::{MapData, PerCpuArray, RingBuf};
-use aya::programs::{CgroupAttachMode, CgroupSock, TracePoint};
+use aya::programs::{CgroupAttachMode, CgroupSock, CgroupSockAddr, TracePoint};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
@@ -36,6 +37,10 @@ const TRACEPOINTS: [(&str, &str, &str); 5] = [
 /// The cgroup socket programs (UDP binds and releases).
 const CGROUP_PROGRAMS: [&str; 3] = ["owner_udp_bind4", "owner_udp_bind6", "owner_udp_release"];
 
+/// The cgroup socket-address programs (UDP sockets the kernel bound, first seen in
+/// `getsockname()`).
+const CGROUP_ADDR_PROGRAMS: [&str; 2] = ["owner_udp_name4", "owner_udp_name6"];
+
 /// The size of `struct owner_event`.
 const RAW_LEN: usize = 4 + 1 + 1 + 2 + 2 + 2 + 16 + 16 + 16;
 
@@ -47,7 +52,9 @@ const UDP_RAW_LEN: usize = 4 + 1 + 1 + 2 + 2 + 2 + 4 + 8 + 8 + 16 + 16;
 pub enum Event {
     /// One end of a TCP connection and the process there.
     Tcp(Owner),
-    /// A UDP socket bound, in the binding process.
+    /// A UDP socket bound, in the binding process; or, for a socket the kernel bound by
+    /// itself (`connect()` or `sendto()` without `bind()`), first seen in its process
+    /// (in `getsockname()`) after that.
     UdpBound(UdpBound),
     /// A UDP socket whose bind was reported is released.
     UdpReleased {
@@ -69,7 +76,8 @@ pub struct UdpBound {
     pub pid: u32,
     /// The binding thread's name.
     pub thread: String,
-    /// When (CLOCK_MONOTONIC, ns).
+    /// When (CLOCK_MONOTONIC, ns): the bind, or the first sight of a socket the kernel
+    /// bound (it was bound by then).
     pub ns: u64,
 }
 
@@ -108,6 +116,8 @@ pub struct OwnerCounts {
     pub udp_bound: u64,
     /// Releases of UDP sockets whose bind was recorded.
     pub udp_released: u64,
+    /// UDP sockets the kernel bound, recorded when first seen.
+    pub udp_seen: u64,
 }
 
 /// The loaded programs and their ring buffer.
@@ -156,8 +166,16 @@ impl Tracer {
             p.load().map_err(|e| attach(&e))?;
             p.attach(category, event).map_err(|e| attach(&e))?;
         }
-        if let Err(why) = attach_udp(&mut ebpf) {
-            tracing::info!("UDP sockets' owners from /proc only: {why}");
+        match cgroup_root().and_then(|root| attach_udp(&mut ebpf, &root).map(|()| root)) {
+            Err(why) => tracing::info!("UDP sockets' owners from /proc only: {why}"),
+            Ok(root) => {
+                if let Err(why) = attach_udp_seen(&mut ebpf, &root) {
+                    tracing::info!(
+                        "the owners of UDP sockets the kernel bound (connect() or sendto() \
+                         without bind()) from /proc only: {why}"
+                    );
+                }
+            }
         }
         let map = ebpf
             .take_map("owners")
@@ -203,6 +221,7 @@ impl Tracer {
             no_local: at(4),
             udp_bound: at(5),
             udp_released: at(6),
+            udp_seen: at(7),
         }
     }
 }
@@ -219,24 +238,48 @@ fn cgroup2_root(mountinfo: &str) -> Option<PathBuf> {
     })
 }
 
-/// Attaches the UDP bind and release programs to the root cgroup v2 (every process's
-/// sockets), beside any other program there; `Err` says why they are not.
-fn attach_udp(ebpf: &mut Ebpf) -> Result<(), String> {
+/// The root of the cgroup v2 hierarchy, where the UDP programs attach (every process's
+/// sockets); `Err` says why there is none.
+fn cgroup_root() -> Result<PathBuf, String> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    let root = cgroup2_root(&mountinfo).ok_or("no cgroup v2 hierarchy is mounted")?;
+    cgroup2_root(&mountinfo).ok_or_else(|| "no cgroup v2 hierarchy is mounted".to_string())
+}
+
+/// Opens `root` for an attachment.
+fn open_cgroup(root: &std::path::Path) -> Result<std::fs::File, String> {
+    std::fs::File::open(root).map_err(|e| format!("cannot open {}: {e}", root.display()))
+}
+
+// The attachments below are BPF links (aya makes them from Linux 5.7 on): they take no
+// attach flags and run beside the programs already there, as BPF_F_ALLOW_MULTI would
+// (asking for that mode makes the kernel refuse the link).
+
+/// Attaches the UDP bind and release programs to `root`; `Err` says why they are not.
+fn attach_udp(ebpf: &mut Ebpf, root: &std::path::Path) -> Result<(), String> {
     for prog in CGROUP_PROGRAMS {
-        let cgroup = std::fs::File::open(&root)
-            .map_err(|e| format!("cannot open {}: {e}", root.display()))?;
-        let p = ebpf
+        let p: &mut CgroupSock = ebpf
             .program_mut(prog)
-            .ok_or_else(|| format!("the BPF object has no program {prog}"))?;
-        let p: &mut CgroupSock = p.try_into().map_err(|e| format!("{prog}: {e}"))?;
+            .ok_or_else(|| format!("the BPF object has no program {prog}"))?
+            .try_into()
+            .map_err(|e| format!("{prog}: {e}"))?;
         p.load().map_err(|e| format!("cannot load {prog}: {e}"))?;
-        // A BPF link (aya makes one from Linux 5.7 on): it takes no attach flags and runs
-        // beside the programs already there, as BPF_F_ALLOW_MULTI would (asking for
-        // that mode makes the kernel refuse the link).
-        p.attach(cgroup, CgroupAttachMode::Single)
+        p.attach(open_cgroup(root)?, CgroupAttachMode::Single)
+            .map_err(|e| format!("cannot attach {prog} to {}: {e}", root.display()))?;
+    }
+    Ok(())
+}
+
+/// Attaches the programs that see sockets the kernel bound (`getsockname`) to `root`; `Err` says why they are not.
+fn attach_udp_seen(ebpf: &mut Ebpf, root: &std::path::Path) -> Result<(), String> {
+    for prog in CGROUP_ADDR_PROGRAMS {
+        let p: &mut CgroupSockAddr = ebpf
+            .program_mut(prog)
+            .ok_or_else(|| format!("the BPF object has no program {prog}"))?
+            .try_into()
+            .map_err(|e| format!("{prog}: {e}"))?;
+        p.load().map_err(|e| format!("cannot load {prog}: {e}"))?;
+        p.attach(open_cgroup(root)?, CgroupAttachMode::Single)
             .map_err(|e| format!("cannot attach {prog} to {}: {e}", root.display()))?;
     }
     Ok(())

@@ -2,17 +2,25 @@
 client of `tlsperf serve --quic` (ngtcp2's example client does not verify certificates).
 
     python3 h3_get.py HOST PORT CAFILE [--connections N] [--zero-rtt]
+                      [--socket bound|connected]
 
 Makes N connections one after the other (the later ones resuming with the last session
 ticket the server sent; with --zero-rtt, the request goes in 0-RTT), each `GET /` with
 SNI `localhost`, and prints one JSON line per connection: status, body length, whether
 the handshake resumed and whether the server accepted early data. Exits 1 with the
 reason on stderr when a connection fails (a chain that does not verify included).
+
+--socket says how each connection's UDP socket gets its port: `bound` (the default,
+aioquic's own: `bind()` to port 0) or `connected` (`connect()` without `bind()`, then
+`getsockname()`, as Chromium's QUIC sockets do: the kernel binds it in `connect()`).
+Each line says the socket's local address and this process's pid.
 """
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
 
 from aioquic.asyncio.client import connect
@@ -20,6 +28,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import HandshakeCompleted
 
 
@@ -92,19 +101,53 @@ class Client(QuicConnectionProtocol):
                 pass
 
 
+def local(sock):
+    """`sock`'s local address, `host:port` (`[host]:port` for IPv6)."""
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@contextlib.asynccontextmanager
+async def unbound(args, configuration, session_ticket_handler, wait_connected):
+    """aioquic's `connect()` over a socket the kernel binds in `connect()` (asyncio's
+    transport then asks for its address)."""
+    loop = asyncio.get_running_loop()
+    connection = QuicConnection(
+        configuration=configuration, session_ticket_handler=session_ticket_handler
+    )
+    addr = (args.host, args.port)
+    transport, protocol = await loop.create_datagram_endpoint(
+        lambda: Client(connection), remote_addr=addr
+    )
+    try:
+        protocol.connect(addr, transmit=wait_connected)
+        if wait_connected:
+            await protocol.wait_connected()
+        yield protocol
+    finally:
+        protocol.close()
+        await protocol.wait_closed()
+        transport.close()
+
+
 async def one(args, ticket):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
     config.load_verify_locations(args.cafile)
     config.session_ticket = ticket
     tickets = []
-    async with connect(
-        args.host,
-        args.port,
-        configuration=config,
-        create_protocol=Client,
-        session_ticket_handler=tickets.append,
-        wait_connected=not (args.zero_rtt and ticket is not None),
-    ) as client:
+    wait = not (args.zero_rtt and ticket is not None)
+    if args.socket == "bound":
+        opened = connect(
+            args.host,
+            args.port,
+            configuration=config,
+            create_protocol=Client,
+            session_ticket_handler=tickets.append,
+            wait_connected=wait,
+        )
+    else:
+        opened = unbound(args, config, tickets.append, wait)
+    async with opened as client:
         if args.trickle:
             started = asyncio.get_running_loop().time()
             await client.trickle(f"localhost:{args.port}", args.trickle)
@@ -129,6 +172,8 @@ async def one(args, ticket):
                     "body_len": len(client.body),
                     "resumed": client.resumed,
                     "early_data_accepted": client.early,
+                    "local": local(client._transport.get_extra_info("socket")),
+                    "pid": os.getpid(),
                 }
             ),
             flush=True,
@@ -143,6 +188,7 @@ async def main():
     p.add_argument("cafile")
     p.add_argument("--connections", type=int, default=1)
     p.add_argument("--zero-rtt", action="store_true")
+    p.add_argument("--socket", choices=["bound", "connected"], default="bound")
     p.add_argument(
         "--trickle",
         type=float,

@@ -19,10 +19,16 @@
 //               inside bind(), in the binding process, the local address and port
 //               final: a UDP socket's bind is recorded with its socket cookie and the
 //               time (bpf_ktime_get_ns); cgroup/sock_release records when a socket so
-//               recorded is released. A socket bound by connect() or sendto() without
-//               bind() (the kernel's autobind) passes no hook that sees its port: not
-//               recorded. QUIC's ends are UDP sockets (quinn, quic-go and aioquic bind
-//               theirs; ngtcp2's examples and curl connect them unbound).
+//               recorded is released. A socket the kernel bound by itself (connect()
+//               or sendto() without bind(): autobind) passes no bind hook; it is
+//               recorded the first time it asks for its own address
+//               (cgroup/getsockname4/6, in its process: Chromium's QUIC sockets do,
+//               right after connect()), once (a hash lookup per getsockname() call).
+//               One that never asks is not recorded: the hook of sendto() to an
+//               address (cgroup/sendmsg4/6) would see it, but runs on every such
+//               send on the host, the socket locked (78 ns more per 64-byte loopback
+//               sendto() here, 9%), so it is not attached. QUIC's ends are UDP
+//               sockets (quinn, quic-go, aioquic and ngtcp2's examples bind theirs).
 //
 // Rebuild with src/probes/bpf/build.sh (clang -target bpf); the object is committed.
 
@@ -45,7 +51,8 @@
 #define C_NO_LOCAL 4      // accept() of a connection whose local address was not seen
 #define C_UDP_BOUND 5     // UDP binds recorded
 #define C_UDP_RELEASED 6  // releases of UDP sockets whose bind was recorded
-#define C_NCOUNTERS 7
+#define C_UDP_SEEN 7      // UDP sockets bound by the kernel, recorded when first seen
+#define C_NCOUNTERS 8
 
 // One connection end and its process.
 struct owner_event {
@@ -289,12 +296,12 @@ int owner_accept_enter(struct sys_enter_accept_args *ctx) { return accept_enter(
 SEC("tracepoint/syscalls/sys_exit_accept")
 int owner_accept_exit(struct sys_exit_args *ctx) { return accept_exit(ctx); }
 
-// Records a UDP socket's bind: its local address `laddr` (`len` bytes, read by the
-// caller: each family's program may read only its own family's address field).
-static __always_inline int udp_bound_record(struct bpf_sock *sk, u16 family, const void *laddr,
-					    u32 len)
+// Records a UDP socket's bind (or, `seen`, its first sight after the kernel bound it):
+// its local address `laddr` (`len` bytes, read by the caller: a bind program may read
+// only its own family's address field) and port.
+static __always_inline int udp_bound_record(u64 cookie, u16 family, u16 port, const void *laddr,
+					    u32 len, int seen)
 {
-	u64 cookie = bpf_get_socket_cookie(sk);
 	struct udp_event *e = bpf_ringbuf_reserve(&udp_owners, sizeof(*e), 0);
 	if (!e) {
 		count(C_LOST);
@@ -304,7 +311,7 @@ static __always_inline int udp_bound_record(struct bpf_sock *sk, u16 family, con
 	e->tgid = bpf_get_current_pid_tgid() >> 32;
 	e->role = ROLE_UDP_BOUND;
 	e->family = family;
-	e->lport = sk->src_port;
+	e->lport = port;
 	e->cookie = cookie;
 	e->ns = bpf_ktime_get_ns();
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
@@ -315,7 +322,7 @@ static __always_inline int udp_bound_record(struct bpf_sock *sk, u16 family, con
 	bpf_ringbuf_submit(e, 0);
 	u8 one = 1;
 	bpf_map_update_elem(&udp_bound, &cookie, &one, BPF_ANY);
-	count(C_UDP_BOUND);
+	count(seen ? C_UDP_SEEN : C_UDP_BOUND);
 	return 1;
 }
 
@@ -325,7 +332,7 @@ int owner_udp_bind4(struct bpf_sock *sk)
 	if (sk->protocol != IPPROTO_UDP || sk->src_port == 0)
 		return 1;
 	u32 a = sk->src_ip4;
-	return udp_bound_record(sk, AF_INET, &a, 4);
+	return udp_bound_record(bpf_get_socket_cookie(sk), AF_INET, sk->src_port, &a, 4, 0);
 }
 
 SEC("cgroup/post_bind6")
@@ -334,8 +341,37 @@ int owner_udp_bind6(struct bpf_sock *sk)
 	if (sk->protocol != IPPROTO_UDP || sk->src_port == 0)
 		return 1;
 	u32 a[4] = {sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3]};
-	return udp_bound_record(sk, AF_INET6, a, 16);
+	return udp_bound_record(bpf_get_socket_cookie(sk), AF_INET6, sk->src_port, a, 16, 0);
 }
+
+// A UDP socket met in getsockname(): recorded unless its bind (or an earlier sight) was.
+// Never changes what the call does (returns 1).
+static __always_inline int udp_seen(struct bpf_sock_addr *ctx)
+{
+	if (ctx->protocol != IPPROTO_UDP)
+		return 1;
+	struct bpf_sock *sk = ctx->sk;
+	if (!sk)
+		return 1;
+	u16 port = sk->src_port;
+	if (port == 0)
+		return 1;
+	u64 cookie = bpf_get_socket_cookie(ctx);
+	if (bpf_map_lookup_elem(&udp_bound, &cookie))
+		return 1;
+	if (sk->family == AF_INET) {
+		u32 a = sk->src_ip4;
+		return udp_bound_record(cookie, AF_INET, port, &a, 4, 1);
+	}
+	u32 a[4] = {sk->src_ip6[0], sk->src_ip6[1], sk->src_ip6[2], sk->src_ip6[3]};
+	return udp_bound_record(cookie, AF_INET6, port, a, 16, 1);
+}
+
+SEC("cgroup/getsockname4")
+int owner_udp_name4(struct bpf_sock_addr *ctx) { return udp_seen(ctx); }
+
+SEC("cgroup/getsockname6")
+int owner_udp_name6(struct bpf_sock_addr *ctx) { return udp_seen(ctx); }
 
 // A socket released: recorded when its bind was (the release hook may not read its
 // address; the cookie names it).
