@@ -1314,6 +1314,64 @@ fn live_credits_each_short_connection_to_its_own_process() {
     }
 }
 
+/// The kernel's socket owners keep up while the observed port idles and the host opens
+/// other connections: 40,000 loopback connections to another port (each end a record in
+/// the kernel's ring, which holds about 29,000), then one curl handshake on the
+/// observed port, credited to its own process. Before observe drained the ring on its
+/// own, it was drained only when a handshake was looked up: full, it dropped curl's
+/// records, and its end was `(unknown)`.
+#[test]
+fn live_attribution_keeps_up_while_the_port_idles_on_a_busy_host() {
+    if !common::root("the kernel's socket owners (BPF)") {
+        return;
+    }
+    let Some(nginx) = Nginx::start(false) else {
+        return;
+    };
+    let port = nginx.port.to_string();
+    let (child, _err) = observe_live(&["--port", &port, "--duration", "120s"]);
+    // A deep accept queue: a full one drops SYNs, each retried a second later.
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    other
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    other.listen(4096).unwrap();
+    let other = std::net::TcpListener::from(other);
+    let to = other.local_addr().unwrap();
+    let n = 40_000;
+    let accepting = std::thread::spawn(move || {
+        for s in other.incoming().take(n) {
+            drop(s);
+        }
+    });
+    for _ in 0..n {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        // Closed with a reset: no TIME_WAIT, so the ports are free again at once.
+        s.set_linger(Some(Duration::ZERO)).unwrap();
+        s.connect(&to.into()).unwrap();
+    }
+    accepting.join().unwrap();
+    // A tick of observe's loop passes.
+    std::thread::sleep(Duration::from_millis(1500));
+    let c = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "--cacert", &nginx.root])
+        .arg(nginx.url())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let curl = format!("curl (pid {})", c.id());
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let v = stop_live(child);
+    assert_eq!(v["attribution"], "kernel", "{v}");
+    assert_eq!(
+        v["by_client_process"][&curl]["handshakes"], 1,
+        "{}",
+        v["by_client_process"]
+    );
+}
+
 #[test]
 fn live_metrics_are_served_while_capturing() {
     let dir = tempfile::tempdir().unwrap();

@@ -249,6 +249,14 @@ impl Analyzer {
         Some(Box::new(o))
     }
 
+    /// Takes in the kernel's socket owners recorded since the last handshake looked up
+    /// (live capture: see [`Processes::keep_up`]).
+    pub fn keep_up_processes(&mut self) {
+        if let Some(p) = &mut self.hooks.processes {
+            p.keep_up();
+        }
+    }
+
     /// Frames the kernel dropped (live capture).
     pub fn set_kernel_drops(&mut self, drops: u64) {
         self.packets.kernel_drops = drops;

@@ -155,7 +155,10 @@ pub fn live(
         })?;
         match frame {
             Some((ns, data, wire_len)) => analyzer.frame(ns, link, data, wire_len),
-            None => analyzer.sweep(live::now_ns()),
+            None => {
+                analyzer.sweep(live::now_ns());
+                analyzer.keep_up_processes();
+            }
         }
         if let Some(p) = probes.as_deref_mut() {
             p.follow_now();
@@ -175,6 +178,7 @@ pub fn live(
             }
         }
         if ticker.due() {
+            analyzer.keep_up_processes();
             analyzer.set_kernel_drops(cap.drops());
             analyzer.set_kernel_filtered(cap.kernel_filtered().0);
             let mut report = None;
