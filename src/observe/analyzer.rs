@@ -61,6 +61,12 @@ struct Hooks {
 }
 
 impl Hooks {
+    /// The kernel's socket-owner records lost so far (0 without them).
+    fn attribution_lost(&self) -> u64 {
+        let counts = self.processes.as_ref().and_then(|p| p.kernel_counts());
+        counts.map_or(0, |c| c.lost)
+    }
+
     /// `o`, an outcome of a connection over `transport`, to each hook, then into `agg`.
     fn apply(&mut self, mut o: Outcome, transport: Transport, agg: &mut Aggregate) {
         if let (Some(p), Outcome::Handshake(h)) = (&mut self.processes, &mut o) {
@@ -298,6 +304,7 @@ impl Analyzer {
             .agg
             .snapshot(self.table.counters(), self.packets, self.duration_s());
         o.started_ns = self.clock.began();
+        o.attribution_lost = self.hooks.attribution_lost();
         if let Some(q) = &self.quic {
             let agg = q
                 .agg
@@ -327,6 +334,7 @@ impl Analyzer {
             let part = agg.into_observation(counters, Packets::default(), duration_s);
             o.quic = Self::quic_part(packets, part, duration_s, started_ns);
         }
+        o.attribution_lost = self.hooks.attribution_lost();
         o
     }
 }

@@ -527,6 +527,11 @@ pub struct Observation {
     /// caught is `(unknown)`); absent when processes were not attributed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<String>,
+    /// With the kernel's attribution: the records of local ends (and UDP binds) it could
+    /// not hand over, its ring full (a host opening connections faster than observe read
+    /// them); those ends' processes may be `(unknown)`. Absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attribution_lost: u64,
     /// Live capture: the kernel filter attached — `eBPF: …`, or `classic …` and why the
     /// eBPF one was not (merged: each different one, joined by ` | `); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -585,6 +590,7 @@ impl Observation {
             by_client_process: BTreeMap::new(),
             by_server_process: BTreeMap::new(),
             attribution: None,
+            attribution_lost: 0,
             kernel_filter: None,
             failures: Failures::default(),
             phases: PHASES
@@ -813,6 +819,7 @@ pub fn merge(all: &[Observation]) -> Result<Observation, MergeError> {
             (Some(a), Some(b)) if !a.split(", ").any(|x| x == b) => Some(format!("{a}, {b}")),
             (a, _) => a,
         };
+        m.attribution_lost = m.attribution_lost.saturating_add(o.attribution_lost);
         m.kernel_filter = match (m.kernel_filter.take(), &o.kernel_filter) {
             (None, b) => b.clone(),
             (Some(a), Some(b)) if !a.split(" | ").any(|x| x == b) => Some(format!("{a} | {b}")),

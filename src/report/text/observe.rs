@@ -283,6 +283,15 @@ fn connection_notes(o: &Observation) -> String {
             h.values
         );
     }
+    if o.attribution_lost > 0 {
+        s += &format!(
+            "{} the kernel's socket owners lost {} records before tlsperf read them (their \
+             ring was full: connections opened faster than they were read): those ends' \
+             processes may be (unknown)\n",
+            styled(BAD, "process attribution:"),
+            o.attribution_lost
+        );
+    }
     if c.evicted_idle + c.evicted_half_open + c.over_cap > 0 {
         s += &format!(
             "flow table: {} evicted idle, {} evicted half-open, {} not tracked (table full)\n",
@@ -744,6 +753,17 @@ mod tests {
             t.contains("incomplete:") && t.contains("kernel dropped 237575 frames"),
             "{t}"
         );
+    }
+
+    /// Records the kernel's socket owners lost are said, in words, where the
+    /// connections are counted.
+    #[test]
+    fn lost_attribution_records_are_said() {
+        let mut o = Observation::new(Vec::new(), vec![443]);
+        assert!(!connection_notes(&o).contains("process attribution"));
+        o.attribution_lost = 12;
+        let t = connection_notes(&o);
+        assert!(t.contains("socket owners lost 12 records"), "{t}");
     }
 
     #[test]
