@@ -21,13 +21,14 @@
 //! the port on every local address). First from the kernel, when it traces UDP binds:
 //! the process that called `bind()` (or, for a socket the kernel bound by itself in
 //! `connect()` or `sendto()`, the one that first asked for its address), for a
-//! handshake that began while that socket was bound (from its
-//! bind, or first sight, to its release, [`UDP_SLACK`] either side), so that a port
-//! used again by another socket is not taken for the first's. Then from
-//! `/proc/net/udp{,6}` (read at most every [`RESCAN`], when an end is not known): the
-//! sockets of the moment, so a short-lived client's socket is often gone (a socket the
-//! kernel bound that never asks for its own address is known this way only). A socket held by more than one process, or an address bound by sockets of
-//! different processes at once (`SO_REUSEPORT`), is [`UNKNOWN`].
+//! handshake that began while that socket was bound (from its bind, or first sight, to
+//! its release, [`UDP_SLACK`] either side), so that a port used again by another socket
+//! is not taken for the first's. Then from `/proc/net/udp{,6}` (read at most every
+//! [`RESCAN`], when an end is not known): the sockets of the moment, so a short-lived
+//! client's socket is often gone (a socket the kernel bound that never asks for its own
+//! address is known this way only). A socket held by more than one process, or an
+//! address bound by sockets of different processes at once (`SO_REUSEPORT`), is
+//! [`UNKNOWN`].
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};

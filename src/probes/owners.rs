@@ -3,8 +3,7 @@
 //! ends) and when it was released, for `observe`'s process attribution. Tracepoints
 //! (`sock:inet_sock_set_state`, `accept`/`accept4`) and cgroup socket hooks
 //! (`post_bind4`/`6`, `sock_release`, `getsockname4`/`6`, on the root cgroup v2), no
-//! uprobes: it
-//! needs BPF capabilities and tracefs, not a TLS library. The programs are
+//! uprobes: it needs BPF capabilities and tracefs, not a TLS library. The programs are
 //! `bpf/owners.bpf.c`; where each end is taken is described there. The UDP hooks are
 //! optional: without a cgroup v2 hierarchy, or where they cannot be attached, TCP's ends
 //! are traced alone (an info line, `TLSPERF_LOG=info`, says why).
