@@ -1495,12 +1495,38 @@ fn observe_counts_what_client_hellos_offer_as_tshark_does() {
     );
 }
 
+/// `tlsperf observe ARGS` with stdout piped, started; returns once it captures, with the
+/// lines it wrote on stderr before (the rest of stderr is read and dropped, so that it
+/// never blocks).
+fn observe_started(args: &[&str]) -> (std::process::Child, Vec<String>) {
+    use std::io::BufRead;
+    let mut observe = Command::new(common::bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
+    let mut before = Vec::new();
+    let mut line = String::new();
+    while !line.contains("capturing on") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "observe exited: {before:?}"
+        );
+        before.push(line.clone());
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    (observe, before)
+}
+
 /// `observe --interface lo` sees QUIC handshakes live too, with the eBPF filter and with
 /// the classic one (both pass UDP on the ports): ngtcp2's client's full, resumed and 0-RTT
 /// connections, counted by kind as the server counted them.
 #[test]
 fn observe_reads_quic_handshakes_live() {
-    use std::io::BufRead;
     if !common::root("observe --interface lo (live capture)")
         || !have_ngtcp2_client("QUIC handshakes of ngtcp2's client to observe live")
     {
@@ -1524,19 +1550,7 @@ fn observe_reads_quic_handshakes_live() {
         let mut args = vec!["observe", "--interface", "lo", "--port", &port];
         args.extend(["--duration", "20s", "--json"]);
         args.extend(filter);
-        let mut observe = Command::new(common::bin())
-            .args(&args)
-            .env("NO_COLOR", "1")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("capturing on") {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
-        }
+        let (observe, _) = observe_started(&args);
         let runs: [Vec<&str>; 3] = if filter.is_none() {
             [
                 files.to_vec(),
@@ -1582,7 +1596,6 @@ fn observe_reads_quic_handshakes_live() {
 /// sockets were closed before a read.
 #[test]
 fn observe_names_quic_clients_whose_socket_the_kernel_bound() {
-    use std::io::BufRead;
     if !common::root("observe --interface lo (live capture)")
         || !have_aioquic("QUIC clients whose socket the kernel bound")
     {
@@ -1593,22 +1606,18 @@ fn observe_names_quic_clients_whose_socket_the_kernel_bound() {
     let s = serve(&pki, &[]);
     let log = dir.path().join("h.jsonl");
     let port = s.port.to_string();
-    let mut observe = Command::new(common::bin())
-        .args(["observe", "--interface", "lo", "--port", &port])
-        .args(["--duration", "60s", "--json", "--handshake-log"])
-        .arg(&log)
-        .env("NO_COLOR", "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("capturing on") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
-    }
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let (observe, _) = observe_started(&[
+        "observe",
+        "--interface",
+        "lo",
+        "--port",
+        &port,
+        "--duration",
+        "60s",
+        "--json",
+        "--handshake-log",
+        log.to_str().unwrap(),
+    ]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/quic/h3_get.py");
     // Client port → the pid that owned it (the kernel may give a port again to the next
     // socket: the same process's then), and the connections made.
@@ -1679,7 +1688,6 @@ fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
 /// the client made.
 #[test]
 fn observe_counts_quic_apart_from_tcp_in_its_metrics_windows_and_log_live() {
-    use std::io::BufRead;
     if !common::root("observe --interface lo (live capture)") {
         return;
     }
@@ -1689,38 +1697,31 @@ fn observe_counts_quic_apart_from_tcp_in_its_metrics_windows_and_log_live() {
     let s = serve(&pki, &["--early-data", "16384"]);
     let (windows, log) = (dir.path().join("w.jsonl"), dir.path().join("h.jsonl"));
     let port = s.port.to_string();
-    let mut observe = Command::new(common::bin())
-        .args(["observe", "--interface", "lo", "--port", &port])
-        .args([
-            "--metrics",
-            "127.0.0.1:0",
-            "--window",
-            "2s",
-            "--duration",
-            "60s",
-        ])
-        .arg("--windows")
-        .arg(&windows)
-        .arg("--handshake-log")
-        .arg(&log)
-        .arg("--json")
-        .env("NO_COLOR", "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
-    let (mut line, mut metrics) = (String::new(), None);
-    while !line.contains("capturing on") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "observe exited");
-        if let Some(url) = line.trim().strip_prefix("metrics: http://") {
-            metrics = url.strip_suffix("/metrics").map(str::to_string);
-        }
-    }
-    let metrics = metrics.expect("observe says where its metrics are");
-    // Drain the rest of stderr, so that observe never blocks on it.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let (windows_s, log_s) = (windows.to_str().unwrap(), log.to_str().unwrap());
+    let (observe, said) = observe_started(&[
+        "observe",
+        "--interface",
+        "lo",
+        "--port",
+        &port,
+        "--metrics",
+        "127.0.0.1:0",
+        "--window",
+        "2s",
+        "--duration",
+        "60s",
+        "--windows",
+        windows_s,
+        "--handshake-log",
+        log_s,
+        "--json",
+    ]);
+    let metrics = said
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("metrics: http://"))
+        .and_then(|url| url.strip_suffix("/metrics"))
+        .expect("observe says where its metrics are")
+        .to_string();
 
     let d = load_http3_twelve_early(&s.url(), &root);
     let tcp = 4;

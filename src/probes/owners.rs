@@ -16,7 +16,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 
 use aya::maps::{MapData, PerCpuArray, RingBuf};
-use aya::programs::{CgroupAttachMode, CgroupSock, CgroupSockAddr, TracePoint};
+use aya::programs::{
+    CgroupAttachMode, CgroupSock, CgroupSockAddr, Program, ProgramError, TracePoint,
+};
 use aya::{Ebpf, EbpfLoader};
 
 use super::ProbeError;
@@ -250,38 +252,43 @@ fn open_cgroup(root: &std::path::Path) -> Result<std::fs::File, String> {
     std::fs::File::open(root).map_err(|e| format!("cannot open {}: {e}", root.display()))
 }
 
-// The attachments below are BPF links (aya makes them from Linux 5.7 on): they take no
-// attach flags and run beside the programs already there, as BPF_F_ALLOW_MULTI would
-// (asking for that mode makes the kernel refuse the link).
-
-/// Attaches the UDP bind and release programs to `root`; `Err` says why they are not.
-fn attach_udp(ebpf: &mut Ebpf, root: &std::path::Path) -> Result<(), String> {
-    for prog in CGROUP_PROGRAMS {
-        let p: &mut CgroupSock = ebpf
+/// Loads each of `progs` and attaches it to `root` with `attach`; `Err` says why one is
+/// not. The attachments are BPF links (aya makes them from Linux 5.7 on): they take no
+/// attach flags and run beside the programs already there, as BPF_F_ALLOW_MULTI would
+/// (asking for that mode makes the kernel refuse the link).
+fn attach_cgroup(
+    ebpf: &mut Ebpf,
+    root: &std::path::Path,
+    progs: &[&str],
+    attach: impl Fn(&mut Program, std::fs::File) -> Result<(), ProgramError>,
+) -> Result<(), String> {
+    for prog in progs {
+        let p = ebpf
             .program_mut(prog)
-            .ok_or_else(|| format!("the BPF object has no program {prog}"))?
-            .try_into()
-            .map_err(|e| format!("{prog}: {e}"))?;
-        p.load().map_err(|e| format!("cannot load {prog}: {e}"))?;
-        p.attach(open_cgroup(root)?, CgroupAttachMode::Single)
-            .map_err(|e| format!("cannot attach {prog} to {}: {e}", root.display()))?;
+            .ok_or_else(|| format!("the BPF object has no program {prog}"))?;
+        attach(p, open_cgroup(root)?)
+            .map_err(|e| format!("cannot load or attach {prog} to {}: {e}", root.display()))?;
     }
     Ok(())
 }
 
-/// Attaches the programs that see sockets the kernel bound (`getsockname`) to `root`; `Err` says why they are not.
+/// Attaches the UDP bind and release programs to `root`; `Err` says why they are not.
+fn attach_udp(ebpf: &mut Ebpf, root: &std::path::Path) -> Result<(), String> {
+    attach_cgroup(ebpf, root, &CGROUP_PROGRAMS, |p, cgroup| {
+        let p: &mut CgroupSock = p.try_into()?;
+        p.load()?;
+        p.attach(cgroup, CgroupAttachMode::Single).map(drop)
+    })
+}
+
+/// Attaches the programs that see sockets the kernel bound (`getsockname`) to `root`;
+/// `Err` says why they are not.
 fn attach_udp_seen(ebpf: &mut Ebpf, root: &std::path::Path) -> Result<(), String> {
-    for prog in CGROUP_ADDR_PROGRAMS {
-        let p: &mut CgroupSockAddr = ebpf
-            .program_mut(prog)
-            .ok_or_else(|| format!("the BPF object has no program {prog}"))?
-            .try_into()
-            .map_err(|e| format!("{prog}: {e}"))?;
-        p.load().map_err(|e| format!("cannot load {prog}: {e}"))?;
-        p.attach(open_cgroup(root)?, CgroupAttachMode::Single)
-            .map_err(|e| format!("cannot attach {prog} to {}: {e}", root.display()))?;
-    }
-    Ok(())
+    attach_cgroup(ebpf, root, &CGROUP_ADDR_PROGRAMS, |p, cgroup| {
+        let p: &mut CgroupSockAddr = p.try_into()?;
+        p.load()?;
+        p.attach(cgroup, CgroupAttachMode::Single).map(drop)
+    })
 }
 
 /// An address of `family` (2: IPv4, 10: IPv6, v4-mapped ones unmapped) from 16 bytes.
