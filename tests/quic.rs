@@ -1495,11 +1495,9 @@ fn observe_counts_what_client_hellos_offer_as_tshark_does() {
     );
 }
 
-/// `tlsperf observe ARGS` with stdout piped, started; returns once it captures, with the
-/// lines it wrote on stderr before (the rest of stderr is read and dropped, so that it
-/// never blocks).
-fn observe_started(args: &[&str]) -> (std::process::Child, Vec<String>) {
-    use std::io::BufRead;
+/// `tlsperf observe ARGS` with stdout piped, started; returns once it captures, with
+/// what it wrote on stderr before (the rest is read and dropped, so that it never blocks).
+fn observe_started(args: &[&str]) -> (std::process::Child, String) {
     let mut observe = Command::new(common::bin())
         .args(args)
         .env("NO_COLOR", "1")
@@ -1507,19 +1505,8 @@ fn observe_started(args: &[&str]) -> (std::process::Child, Vec<String>) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = std::io::BufReader::new(observe.stderr.take().unwrap());
-    let mut before = Vec::new();
-    let mut line = String::new();
-    while !line.contains("capturing on") {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "observe exited: {before:?}"
-        );
-        before.push(line.clone());
-    }
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    (observe, before)
+    let (said, _) = common::watch::wait_ready(&mut observe, &["capturing on"]);
+    (observe, said)
 }
 
 /// `observe --interface lo` sees QUIC handshakes live too, with the eBPF filter and with
@@ -1717,7 +1704,7 @@ fn observe_counts_quic_apart_from_tcp_in_its_metrics_windows_and_log_live() {
         "--json",
     ]);
     let metrics = said
-        .iter()
+        .lines()
         .find_map(|l| l.trim().strip_prefix("metrics: http://"))
         .and_then(|url| url.strip_suffix("/metrics"))
         .expect("observe says where its metrics are")

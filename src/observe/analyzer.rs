@@ -256,10 +256,10 @@ impl Analyzer {
     }
 
     /// Takes in the kernel's socket owners recorded since the last handshake looked up
-    /// (live capture: see [`Processes::keep_up`]).
+    /// (live capture: see [`Processes::drain`]).
     pub fn keep_up_processes(&mut self) {
         if let Some(p) = &mut self.hooks.processes {
-            p.keep_up();
+            p.drain();
         }
     }
 

@@ -400,19 +400,14 @@ impl Processes {
         self.tracer.as_ref().map(|t| t.counts())
     }
 
-    /// Takes in what the kernel recorded since the last lookup. Called by the live loop
-    /// once a second and whenever the capture waits, so that the kernel's rings do not
-    /// fill while no handshake is looked up (observed ports idle while the host opens
-    /// other connections: a full ring drops the newest records, those of the next
-    /// handshakes; the TCP ring holds about 29,000).
-    pub fn keep_up(&mut self) {
-        self.drain();
-    }
-
     /// Takes in what the kernel recorded since the last call, each end labelled with its
     /// process's name (its `/proc/PID/comm`, read once a second at most per process; the
-    /// thread's name when the process is gone).
-    fn drain(&mut self) {
+    /// thread's name when the process is gone). Called on each lookup, and by the live
+    /// loop once a second and whenever the capture waits, so that the kernel's rings do
+    /// not fill while no handshake is looked up (observed ports idle while the host opens
+    /// other connections: a full ring drops the newest records, those of the next
+    /// handshakes; the TCP ring holds about 29,000).
+    pub fn drain(&mut self) {
         use crate::probes::owners::Event;
         let Some(t) = &mut self.tracer else { return };
         let (clients, servers, names) = (

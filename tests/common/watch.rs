@@ -51,6 +51,14 @@ pub fn spawn(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let (said, rx) = wait_ready(&mut child, ready);
+    (child, said, rx)
+}
+
+/// Reads `child`'s piped stderr until a line holds one of `ready`: (what it said until
+/// then, its further lines as a reader thread gets them; dropping the receiver leaves the
+/// thread draining stderr, so that the child never blocks on it).
+pub fn wait_ready(child: &mut Child, ready: &[&str]) -> (String, Receiver<String>) {
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut said = String::new();
     loop {
@@ -71,5 +79,5 @@ pub fn spawn(
             let _ = tx.send(std::mem::take(&mut line));
         }
     });
-    (child, said, rx)
+    (said, rx)
 }
